@@ -1,0 +1,7 @@
+//! One module per subcommand. Each has `Args` (clap) and `run(Args) -> CmdResult`.
+
+pub mod copy;
+pub mod csum;
+
+/// What a subcommand returns: its exit code, or an error message for stderr (exit 2).
+pub type CmdResult = Result<std::process::ExitCode, Box<dyn std::error::Error>>;

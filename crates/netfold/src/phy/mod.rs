@@ -1,0 +1,90 @@
+//! Devices: where frames enter and leave a stack. A device moves frames in batches (seed 000
+//! §4.2: process packets in bunches at each layer) and declares what it can offload.
+//!
+//! Devices compose as middleware, after smoltcp's `phy`: an impairment layer or a pcap writer
+//! wraps another device and is itself a device.
+
+use crate::buf::{PacketBuf, Pool};
+use crate::time::Instant;
+
+pub mod pipe;
+
+/// What a frame on this device starts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Medium {
+    /// Ethernet II frames (14-byte header, optional 802.1Q tag).
+    Ethernet,
+    /// Bare IPv4 packets, no link header (TUN, raw IP links).
+    Ip,
+}
+
+/// Checksum duties. `true` means the stack must do the work in software; `false` means the
+/// device (or the link, e.g. a trusted in-memory pipe in offload mode) takes care of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ChecksumCaps {
+    /// Compute IPv4/TCP/UDP/ICMP checksums on transmit.
+    pub tx: bool,
+    /// Verify checksums on receive.
+    pub rx: bool,
+}
+
+impl Default for ChecksumCaps {
+    fn default() -> Self {
+        ChecksumCaps { tx: true, rx: true }
+    }
+}
+
+/// What a device is and can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DeviceCaps {
+    pub medium: Medium,
+    /// Largest IP packet (not counting the link header) the link carries.
+    pub mtu: usize,
+    pub checksum: ChecksumCaps,
+    /// The device accepts TCP super-segments up to 64 KiB and cuts them itself (TSO).
+    pub tso: bool,
+    /// The device may hand up already-aggregated TCP segments (GRO/LRO done below us).
+    pub gro: bool,
+    /// Largest number of frames worth asking for in one `recv_batch`.
+    pub max_burst: usize,
+}
+
+impl Default for DeviceCaps {
+    fn default() -> Self {
+        DeviceCaps {
+            medium: Medium::Ethernet,
+            mtu: 1500,
+            checksum: ChecksumCaps::default(),
+            tso: false,
+            gro: false,
+            max_burst: 64,
+        }
+    }
+}
+
+/// A frame-moving device. All methods are non-blocking.
+pub trait Device {
+    fn caps(&self) -> DeviceCaps;
+
+    /// Appends up to `max` received frames to `out` and returns how many it appended. Buffers
+    /// for the frames come from `pool` where the device needs fresh ones; the device may also
+    /// take surplus idle buffers from `pool` to recycle them to the peer (the in-memory pipe
+    /// does, so that steady-state transfer allocates nothing).
+    fn recv_batch(
+        &mut self,
+        now: Instant,
+        pool: &mut Pool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> usize;
+
+    /// Transmits every frame in `frames` (draining it). Frames the link drops (full queue,
+    /// impairment) are counted by the device and their buffers returned to `pool`.
+    fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>);
+
+    /// When the device next has something to deliver that is waiting on time (a delayed
+    /// frame, a rate limiter), if anything.
+    fn poll_at(&self) -> Option<Instant> {
+        None
+    }
+}

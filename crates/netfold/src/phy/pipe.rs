@@ -1,0 +1,1 @@
+//! TODO(phy helper): in-memory pipe

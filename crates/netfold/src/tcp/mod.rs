@@ -1,0 +1,298 @@
+//! The TCP engine (RFC 9293 and friends), sans-IO.
+//!
+//! CONTRACT (the iface layer and the socket API are written against exactly this surface; the
+//! TCP implementation may add to it but must not change these signatures without updating
+//! callers):
+//!
+//! - [`TcpLayer::input`] takes one received segment whose IPv4 checksum and TCP checksum have
+//!   already been verified (or offloaded) by the caller, demultiplexes it to a connection or
+//!   listener, and updates state. Replies it wants sent (ACKs, RSTs, challenge ACKs, SYN-ACKs)
+//!   are queued internally and leave through the next [`TcpLayer::output`].
+//! - [`TcpLayer::output`] calls `emit` for every segment that is due now, in order. `emit`
+//!   returns `false` when the device/queue has no room; the layer then stops and retries on the
+//!   next call (nothing is lost). The payload is given as up to two slices (a ring buffer may
+//!   wrap) so the caller can copy it straight into a packet buffer and checksum in the same
+//!   pass.
+//! - [`TcpLayer::poll_at`] is the earliest time any timer (RTO, delayed ACK, persist,
+//!   keepalive, TIME_WAIT) needs `output` to run again.
+//! - Handles are small copyable ids; a stale handle gives `Error::InvalidHandle`, never a panic.
+
+use crate::time::{Duration, Instant};
+use crate::wire::tcp::TcpRepr;
+use crate::wire::Ipv4Addr;
+use std::net::SocketAddrV4;
+
+/// Why a TCP operation failed. Maps onto `std::io::ErrorKind` in the socket API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Error {
+    /// Nothing can be done now; retry after the stack has been polled.
+    WouldBlock,
+    /// The handle does not name a live socket.
+    InvalidHandle,
+    /// The peer answered our SYN with RST.
+    ConnectionRefused,
+    /// The connection was reset by the peer (or aborted).
+    ConnectionReset,
+    /// Retransmissions or keepalives ran out (RFC 9293 §3.8.3 R2).
+    TimedOut,
+    /// The operation needs an established connection.
+    NotConnected,
+    /// Sending after our side was shut down.
+    BrokenPipe,
+    /// The local address/port is already bound.
+    AddrInUse,
+    /// No ephemeral port left.
+    AddrNotAvailable,
+    /// Invalid argument (e.g. port 0 for listen, backlog 0).
+    InvalidInput,
+}
+
+/// Which congestion control algorithm a connection uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum CongestionControl {
+    /// RFC 5681 + RFC 6582.
+    NewReno,
+    /// RFC 9438.
+    #[default]
+    Cubic,
+}
+
+/// Per-socket settings (set before connect/listen; listeners pass theirs to accepted sockets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Receive buffer bytes (the window we can advertise, RFC 7323 scaled).
+    pub recv_buffer: usize,
+    /// Send buffer bytes.
+    pub send_buffer: usize,
+    /// Largest MSS we announce / use, before PMTU; the caller derives it from the MTU.
+    pub mss: u16,
+    /// Disable Nagle (TCP_NODELAY).
+    pub nodelay: bool,
+    pub congestion: CongestionControl,
+    pub window_scaling: bool,
+    pub timestamps: bool,
+    pub sack: bool,
+    /// 2*MSL, RFC 9293 §3.6.1 (configurable because tests and benchmarks cycle ports fast).
+    pub time_wait: Duration,
+    /// Keepalive idle time, interval and probe count (RFC 9293 §3.8.4); `None` = off.
+    pub keepalive: Option<(Duration, Duration, u32)>,
+    /// Delayed-ACK timeout (RFC 9293 §3.8.6.3: < 0.5 s); `None` = ACK every segment.
+    pub delayed_ack: Option<Duration>,
+    /// Give up after this many consecutive RTO expirations (RFC 9293 §3.8.3 R2).
+    pub max_retransmits: u32,
+    /// Minimum and initial RTO (RFC 6298 §2.1/§2.4).
+    pub rto_min: Duration,
+    pub rto_initial: Duration,
+    /// SO_LINGER: `Some(ZERO)` = close() aborts with RST.
+    pub linger: Option<Duration>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            recv_buffer: 256 * 1024,
+            send_buffer: 256 * 1024,
+            mss: 1460,
+            nodelay: false,
+            congestion: CongestionControl::Cubic,
+            window_scaling: true,
+            timestamps: true,
+            sack: true,
+            time_wait: Duration::from_secs(60),
+            keepalive: None,
+            delayed_ack: Some(Duration::from_millis(40)),
+            max_retransmits: 15,
+            rto_min: Duration::from_millis(200),
+            rto_initial: Duration::from_secs(1),
+            linger: None,
+        }
+    }
+}
+
+/// RFC 9293 §3.3.2 connection states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    Closed,
+    Listen,
+    SynSent,
+    SynReceived,
+    Established,
+    FinWait1,
+    FinWait2,
+    CloseWait,
+    Closing,
+    LastAck,
+    TimeWait,
+}
+
+/// A connection (or listener) handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Handle {
+    pub index: u32,
+    pub generation: u32,
+}
+
+/// An ICMP error relevant to a TCP connection (RFC 9293 §3.9 / RFC 1122 §4.2.3.9,
+/// RFC 1191 for fragmentation-needed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IcmpError {
+    /// Destination unreachable, code 4 (fragmentation needed and DF set), with next-hop MTU.
+    FragNeeded { mtu: u16 },
+    /// Port/protocol unreachable ("hard" errors; abort in SYN-SENT, RFC 1122 §4.2.3.9).
+    Unreachable { code: u8 },
+    /// Net/host unreachable, time exceeded ("soft" errors: remembered, not fatal).
+    Soft,
+}
+
+/// One segment to transmit. `payload.0` then `payload.1` are the data, in order.
+#[derive(Debug, Clone, Copy)]
+pub struct OutSegment<'a> {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub repr: TcpRepr,
+    pub payload: (&'a [u8], &'a [u8]),
+}
+
+/// Counters for the TCP layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub segments_in: u64,
+    pub segments_out: u64,
+    pub retransmits_fast: u64,
+    pub retransmits_rto: u64,
+    pub dup_acks: u64,
+    pub sack_blocks_in: u64,
+    pub sack_blocks_out: u64,
+    pub ooo_bytes_queued: u64,
+    pub rst_in: u64,
+    pub rst_out: u64,
+    pub no_socket: u64,
+    pub challenge_acks: u64,
+    pub paws_drops: u64,
+    pub bad_segments: u64,
+    pub backlog_drops: u64,
+}
+
+/// All TCP state of one stack: connections, listeners, TIME_WAIT, pending replies.
+#[derive(Debug)]
+pub struct TcpLayer {
+    #[allow(dead_code)]
+    secret: [u8; 16],
+    stats: Stats,
+}
+
+impl TcpLayer {
+    /// `secret` keys the RFC 6528 ISN function (and SYN cookies, if ever).
+    pub fn new(secret: [u8; 16]) -> Self {
+        TcpLayer {
+            secret,
+            stats: Stats::default(),
+        }
+    }
+
+    /// One received, checksum-verified segment from `src` to `dst`.
+    pub fn input(
+        &mut self,
+        _now: Instant,
+        _src: Ipv4Addr,
+        _dst: Ipv4Addr,
+        _repr: &TcpRepr,
+        _payload: &[u8],
+    ) {
+        self.stats.segments_in += 1;
+    }
+
+    /// Emits every segment due at `now`; see the module contract.
+    pub fn output(&mut self, _now: Instant, _emit: &mut dyn FnMut(&OutSegment<'_>) -> bool) {}
+
+    pub fn poll_at(&self) -> Option<Instant> {
+        None
+    }
+
+    /// An ICMP error quoting a segment we sent from `local` to `remote`.
+    pub fn icmp_error(
+        &mut self,
+        _now: Instant,
+        _local: SocketAddrV4,
+        _remote: SocketAddrV4,
+        _err: IcmpError,
+    ) {
+    }
+
+    pub fn listen(
+        &mut self,
+        _local: SocketAddrV4,
+        _backlog: usize,
+        _config: Config,
+    ) -> Result<Handle, Error> {
+        Err(Error::InvalidInput)
+    }
+    /// A fully established connection from the listener's accept queue.
+    pub fn accept(&mut self, _listener: Handle) -> Result<Handle, Error> {
+        Err(Error::WouldBlock)
+    }
+    /// Active open from `local` (port 0 = pick an ephemeral port) to `remote`.
+    pub fn connect(
+        &mut self,
+        _now: Instant,
+        _local: SocketAddrV4,
+        _remote: SocketAddrV4,
+        _config: Config,
+    ) -> Result<Handle, Error> {
+        Err(Error::InvalidInput)
+    }
+    /// Queues up to `data.len()` bytes; returns how many were taken (WouldBlock if none fit).
+    pub fn send(&mut self, _h: Handle, _data: &[u8]) -> Result<usize, Error> {
+        Err(Error::InvalidHandle)
+    }
+    /// Reads in-order data; `Ok(0)` means the peer closed (FIN received, all data read).
+    pub fn recv(&mut self, _h: Handle, _buf: &mut [u8]) -> Result<usize, Error> {
+        Err(Error::InvalidHandle)
+    }
+    /// Half-close: FIN after queued data (shutdown(SHUT_WR)).
+    pub fn shutdown_write(&mut self, _h: Handle) -> Result<(), Error> {
+        Err(Error::InvalidHandle)
+    }
+    /// close(): FIN (or RST per linger/unread data rules); the handle becomes invalid for the
+    /// caller, the layer keeps the connection until it is fully closed.
+    pub fn close(&mut self, _h: Handle) -> Result<(), Error> {
+        Err(Error::InvalidHandle)
+    }
+    /// Abort with RST and release immediately.
+    pub fn abort(&mut self, _h: Handle) -> Result<(), Error> {
+        Err(Error::InvalidHandle)
+    }
+    pub fn state(&self, _h: Handle) -> Result<State, Error> {
+        Err(Error::InvalidHandle)
+    }
+    pub fn local_addr(&self, _h: Handle) -> Result<SocketAddrV4, Error> {
+        Err(Error::InvalidHandle)
+    }
+    pub fn peer_addr(&self, _h: Handle) -> Result<SocketAddrV4, Error> {
+        Err(Error::InvalidHandle)
+    }
+    /// Bytes readable now / bytes queued unsent-or-unacked / free space in the send buffer.
+    pub fn recv_queue(&self, _h: Handle) -> Result<usize, Error> {
+        Err(Error::InvalidHandle)
+    }
+    pub fn send_queue(&self, _h: Handle) -> Result<usize, Error> {
+        Err(Error::InvalidHandle)
+    }
+    pub fn send_space(&self, _h: Handle) -> Result<usize, Error> {
+        Err(Error::InvalidHandle)
+    }
+    /// The pending error (reset, refused, timed out) that ended the connection, if any.
+    pub fn take_error(&mut self, _h: Handle) -> Result<Option<Error>, Error> {
+        Err(Error::InvalidHandle)
+    }
+    pub fn config(&self, _h: Handle) -> Result<Config, Error> {
+        Err(Error::InvalidHandle)
+    }
+    /// Changes options that may change on a live socket (nodelay, keepalive, buffers, linger).
+    pub fn set_config(&mut self, _h: Handle, _config: Config) -> Result<(), Error> {
+        Err(Error::InvalidHandle)
+    }
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+}
