@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod bench;
 mod cmd;
 
 #[derive(Parser)]
@@ -23,6 +24,8 @@ enum Command {
     Copy(cmd::copy::Args),
     /// Throughput of checksum, copy, fused copy+checksum and copy-then-checksum.
     Csum(cmd::csum::Args),
+    /// TCP_STREAM: one connection, the client sends, the server receives (netperf TCP_STREAM).
+    Stream(cmd::stream::Args),
 }
 
 fn main() -> ExitCode {
@@ -30,6 +33,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Copy(a)) => cmd::copy::run(a),
         Some(Command::Csum(a)) => cmd::csum::run(a),
+        Some(Command::Stream(a)) => cmd::stream::run(a),
         None => cmd::copy::run(cmd::copy::Args::default_run()),
     };
     match result {
