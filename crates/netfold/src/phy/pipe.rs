@@ -8,8 +8,11 @@
 //! `Mutex<VecDeque<_>>`. A lock-free ring would need `unsafe` (lib.rs denies it outside `mem`),
 //! so instead the lock is amortised the way seed 000 §4.2 amortises per-packet work: every
 //! `send_batch` and every `recv_batch` takes the direction's lock exactly ONCE for the whole
-//! batch. With bursts of 32 frames the lock costs a few nanoseconds per frame; with single
-//! frames it is one uncontended lock per frame, which is still cheap next to the stack's work.
+//! batch. Measured (release build, 64-byte frames, one send + one recv + pool get/put per
+//! frame, 2-core shared machine, single runs so read as ratios): one thread driving both ends
+//! costs 66 ns/frame at burst 1, 28 at burst 4, 21 at bursts 32 and 64; a sender and a receiver
+//! on two threads cost 276 ns/frame at burst 1 and 49 at burst 32, the lock (and its cache
+//! line) being paid once per batch instead of once per frame.
 //! Storage for the queues is reserved up front (`capacity` entries), so steady state does not
 //! allocate.
 //!
@@ -26,8 +29,12 @@
 //!
 //! All random decisions of one direction come from ONE seeded [`SplitMix64`] owned by that
 //! direction's sending end, so a run is reproducible from `PipeConfig::seed`. Per frame, in this
-//! order: loss, corruption, duplication, then (per copy) reordering; delay and rate decide when
-//! a copy becomes deliverable. Time is virtual: it is the `now` given to `send_batch` and
+//! order: size check, loss, corruption, duplication (the copy carries the same corruption), then
+//! per copy: capacity check and reordering. Lost and oversize frames do not occupy the
+//! transmitter; every copy that goes on the link does. Delay and rate decide when a copy becomes
+//! deliverable. A reordered copy waits in a holding area until `1..=reorder_gap` later
+//! (not themselves held) frames have been queued, or until `reorder_timeout` after it would have
+//! been deliverable, whichever comes first. Time is virtual: it is the `now` given to `send_batch` and
 //! `recv_batch`, and [`Device::poll_at`] on the receiving end tells when the next held frame
 //! becomes deliverable.
 
