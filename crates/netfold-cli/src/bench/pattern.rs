@@ -78,11 +78,6 @@ impl<'a> Verifier<'a> {
         }
     }
 
-    /// Bytes checked so far.
-    pub fn offset(&self) -> u64 {
-        self.offset
-    }
-
     /// True when every byte matched and exactly `expected` bytes arrived.
     pub fn verified(&self, expected: u64) -> bool {
         self.ok && self.offset == expected

@@ -1,8 +1,9 @@
-//! Result rows and their output formats: a netperf-like table, JSON, CSV.
+//! Result rows and their output formats: a netperf-like table (with ratios between stacks),
+//! JSON, CSV.
 
 use serde::Serialize;
 
-/// One measured configuration (a stack x a message size).
+/// One measured configuration (a stack x a message size), after iterations.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Row {
     pub test: String,
@@ -18,9 +19,31 @@ pub struct Row {
     pub trans_per_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verified: Option<bool>,
+    /// Percent of the machine's CPU (all cores) used by the test's threads (`--cpu`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_util: Option<f64>,
+    /// Microseconds of CPU per KiB moved (`--cpu`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_demand_us_per_kb: Option<f64>,
+    /// Throughput scaled to 100% CPU (`--cpu`): throughput / utilization, seed 000's metric.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scaled_throughput_mbps: Option<f64>,
+    /// Iterations run (`-i`), and whether the confidence interval (`-I`) was met.
+    pub iterations: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci_width_pct: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci_met: Option<bool>,
     /// Extra per-stack facts (counters, clock fast-forward, ...).
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     pub details: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Row {
+    /// The headline number: Mbit/s for streams, transactions/s for RR/CRR.
+    pub fn headline(&self) -> f64 {
+        self.throughput_mbps.or(self.trans_per_s).unwrap_or(0.0)
+    }
 }
 
 /// Throughput in 10^6 bits per second, netperf's unit.
@@ -38,11 +61,15 @@ pub fn print_json(rows: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map(|x| format!("{x:.prec$}")).unwrap_or_default()
+}
+
 pub fn print_csv(rows: &[Row]) {
-    println!("test,stack,link,mtu,msg_size,bytes,elapsed_s,throughput_mbps,trans_per_s,verified");
+    println!("test,stack,link,mtu,msg_size,bytes,elapsed_s,throughput_mbps,trans_per_s,verified,cpu_util,service_demand_us_per_kb,scaled_throughput_mbps,iterations,ci_width_pct,ci_met");
     for r in rows {
         println!(
-            "{},{},{},{},{},{},{:.6},{},{},{}",
+            "{},{},{},{},{},{},{:.6},{},{},{},{},{},{},{},{},{}",
             r.test,
             r.stack,
             r.link,
@@ -50,44 +77,117 @@ pub fn print_csv(rows: &[Row]) {
             r.msg_size,
             r.bytes,
             r.elapsed_s,
-            r.throughput_mbps
-                .map(|v| format!("{v:.2}"))
-                .unwrap_or_default(),
-            r.trans_per_s.map(|v| format!("{v:.2}")).unwrap_or_default(),
+            opt(r.throughput_mbps, 2),
+            opt(r.trans_per_s, 2),
             r.verified.map(|v| v.to_string()).unwrap_or_default(),
+            opt(r.cpu_util, 2),
+            opt(r.service_demand_us_per_kb, 4),
+            opt(r.scaled_throughput_mbps, 2),
+            r.iterations,
+            opt(r.ci_width_pct, 2),
+            r.ci_met.map(|v| v.to_string()).unwrap_or_default(),
         );
     }
 }
 
-/// netperf-style table: the column heads name the same quantities netperf's do.
+/// netperf-style table: the column heads name the same quantities netperf's do. When several
+/// stacks were measured, ratios of netfold to each other stack follow, per size.
 pub fn print_table(rows: &[Row]) {
     if rows.is_empty() {
         return;
     }
     let test = &rows[0].test;
+    let transactional = rows[0].trans_per_s.is_some();
+    let cpu = rows.iter().any(|r| r.cpu_util.is_some());
     println!("{test} TEST (netfold harness)");
-    println!(
-        "{:<9} {:<5} {:>6} {:>9} {:>13} {:>8} {:>14} {:>9}",
-        "Stack", "Link", "MTU", "Message", "Bytes", "Elapsed", "Throughput", "Verified"
+    let unit = if transactional {
+        "Trans/s"
+    } else {
+        "10^6bits/s"
+    };
+    print!(
+        "{:<8} {:<5} {:>6} {:>8} {:>14} {:>8} {:>13}",
+        "Stack", "Link", "MTU", "Message", "Bytes", "Elapsed", "Throughput"
     );
-    println!(
-        "{:<9} {:<5} {:>6} {:>9} {:>13} {:>8} {:>14} {:>9}",
-        "", "", "bytes", "Size", "moved", "secs.", "10^6bits/sec", ""
+    if cpu {
+        print!(" {:>7} {:>9} {:>13}", "CPU", "Service", "Scaled");
+    }
+    println!(" {:>8}", "Verified");
+    print!(
+        "{:<8} {:<5} {:>6} {:>8} {:>14} {:>8} {:>13}",
+        "", "", "bytes", "Size", "", "secs.", unit
     );
+    if cpu {
+        print!(" {:>7} {:>9} {:>13}", "util %", "us/KB", "to 100% CPU");
+    }
+    println!();
     for r in rows {
-        let tput = match (r.throughput_mbps, r.trans_per_s) {
-            (Some(t), _) => format!("{t:.2}"),
-            (None, Some(t)) => format!("{t:.2}/s"),
-            _ => "-".into(),
-        };
         let ver = r
             .verified
             .map(|v| if v { "yes" } else { "NO" })
             .unwrap_or("-");
-        println!(
-            "{:<9} {:<5} {:>6} {:>9} {:>13} {:>8.2} {:>14} {:>9}",
-            r.stack, r.link, r.mtu, r.msg_size, r.bytes, r.elapsed_s, tput, ver
+        let ci = match r.ci_met {
+            Some(false) => " (CI not met)",
+            _ => "",
+        };
+        print!(
+            "{:<8} {:<5} {:>6} {:>8} {:>14} {:>8.2} {:>13.2}",
+            r.stack,
+            r.link,
+            r.mtu,
+            r.msg_size,
+            r.bytes,
+            r.elapsed_s,
+            r.headline()
         );
+        if cpu {
+            print!(
+                " {:>7} {:>9} {:>13}",
+                opt(r.cpu_util, 1),
+                opt(r.service_demand_us_per_kb, 3),
+                opt(r.scaled_throughput_mbps, 1)
+            );
+        }
+        println!(" {ver:>8}{ci}");
+    }
+    let others: Vec<&str> = {
+        let mut v: Vec<&str> = rows
+            .iter()
+            .map(|r| r.stack.as_str())
+            .filter(|s| *s != "netfold")
+            .collect();
+        v.dedup();
+        v.sort();
+        v.dedup();
+        v
+    };
+    if rows.iter().any(|r| r.stack == "netfold") && !others.is_empty() {
+        println!();
+        print!("{:>8}", "Message");
+        for o in &others {
+            print!(" {:>16}", format!("netfold/{o}"));
+        }
+        println!();
+        let mut sizes: Vec<usize> = rows.iter().map(|r| r.msg_size).collect();
+        sizes.sort();
+        sizes.dedup();
+        for sz in sizes {
+            let nf = rows
+                .iter()
+                .find(|r| r.stack == "netfold" && r.msg_size == sz);
+            print!("{sz:>8}");
+            for o in &others {
+                let other = rows.iter().find(|r| r.stack == *o && r.msg_size == sz);
+                let ratio = match (nf, other) {
+                    (Some(a), Some(b)) if b.headline() > 0.0 => {
+                        format!("{:.2}x", a.headline() / b.headline())
+                    }
+                    _ => "-".into(),
+                };
+                print!(" {ratio:>16}");
+            }
+            println!();
+        }
     }
 }
 
@@ -111,6 +211,9 @@ mod tests {
             elapsed_s: 1.0,
             throughput_mbps: Some(8e-5),
             verified: Some(true),
+            cpu_util: Some(50.0),
+            service_demand_us_per_kb: Some(1.0),
+            scaled_throughput_mbps: Some(1.6e-4),
             ..Default::default()
         };
         let v = serde_json::to_value(serde_json::json!({ "results": [r] })).unwrap();
@@ -125,6 +228,9 @@ mod tests {
             "verified",
             "mtu",
             "msg_size",
+            "cpu_util",
+            "service_demand_us_per_kb",
+            "scaled_throughput_mbps",
         ] {
             assert!(e.get(k).is_some(), "missing {k}");
         }

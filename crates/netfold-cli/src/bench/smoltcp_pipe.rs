@@ -7,10 +7,9 @@
 //! recycled through a free list so the harness's allocator does not count against smoltcp.
 
 use super::clock::Clock;
-use super::pattern::{Pattern, Verifier};
-use super::report::{mbps, Row};
-use super::StreamParams;
-use smoltcp::iface::{Config, Interface, SocketSet};
+use super::memnet::{BoxErr, MemNet, Side};
+use super::{Measurement, Params};
+use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
 use smoltcp::phy::{self, Device, DeviceCapabilities, Medium};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant as SInstant;
@@ -114,167 +113,225 @@ fn iface(dev: &mut End, mac: u8, addr: Ipv4Address, now: SInstant) -> Interface 
     i
 }
 
-pub fn run(p: &StreamParams) -> Result<Row, Box<dyn std::error::Error>> {
-    if p.impair.loss + p.impair.reorder + p.impair.duplicate + p.impair.corrupt > 0.0 {
-        return Err("the smoltcp runner has no impairments; run it on a clean link".into());
-    }
-    let wire = Rc::new(RefCell::new(Wire::default()));
-    let mut dev_a = End {
-        wire: Rc::clone(&wire),
-        is_a: true,
-        mtu: p.mtu,
-    };
-    let mut dev_b = End {
-        wire: Rc::clone(&wire),
-        is_a: false,
-        mtu: p.mtu,
-    };
-    let mut clock = Clock::new();
-    let a_addr = Ipv4Address::new(198, 18, 0, 1);
-    let b_addr = Ipv4Address::new(198, 18, 0, 2);
-    let mut ia = iface(&mut dev_a, 1, a_addr, smol_now(&clock));
-    let mut ib = iface(&mut dev_b, 2, b_addr, smol_now(&clock));
+const SERVER: Ipv4Address = Ipv4Address::new(198, 18, 0, 2);
+const CLIENT: Ipv4Address = Ipv4Address::new(198, 18, 0, 1);
+/// Listening sockets kept ready, so a new connection (TCP_CRR) finds one while the previous
+/// connection's socket is still closing.
+const LISTENERS: usize = 4;
 
-    let sbuf = p.send_buffer.unwrap_or(256 * 1024);
-    let rbuf = p.recv_buffer.unwrap_or(256 * 1024);
-    let mut client = tcp::Socket::new(
-        tcp::SocketBuffer::new(vec![0; rbuf]),
-        tcp::SocketBuffer::new(vec![0; sbuf]),
-    );
-    let mut server = tcp::Socket::new(
-        tcp::SocketBuffer::new(vec![0; rbuf]),
-        tcp::SocketBuffer::new(vec![0; sbuf]),
-    );
-    client.set_nagle_enabled(!p.nodelay);
-    server.set_nagle_enabled(!p.nodelay);
-    server.listen(12865)?;
-    let mut sa = SocketSet::new(Vec::new());
-    let mut sb = SocketSet::new(Vec::new());
-    let hc = sa.add(client);
-    let hs = sb.add(server);
-    sa.get_mut::<tcp::Socket>(hc)
-        .connect(ia.context(), (IpAddress::Ipv4(b_addr), 12865), 49152)?;
-
-    let msg = p.send_size.max(1);
-    let pattern = Pattern::new(msg.max(p.recv_size));
-    let mut verifier = Verifier::new(&pattern);
-    let mut buf = vec![0u8; p.recv_size.max(1)];
-    let total = p.bytes;
-    let deadline = p.duration.map(std::time::Duration::from_secs_f64);
-
-    // Handshake.
-    let handshake_start = std::time::Instant::now();
-    while !sa.get::<tcp::Socket>(hc).may_send() {
-        let now = smol_now(&clock);
-        ia.poll(now, &mut dev_a, &mut sa);
-        ib.poll(now, &mut dev_b, &mut sb);
-        if handshake_start.elapsed() > std::time::Duration::from_secs(10) {
-            return Err("smoltcp handshake did not complete".into());
-        }
-        skip_idle(&mut clock, &wire, &mut ia, &mut ib, &sa, &sb);
-    }
-
-    let start = std::time::Instant::now();
-    let mut sent: u64 = 0;
-    let mut received: u64 = 0;
-    let mut closed = false;
-    let mut last_progress = std::time::Instant::now();
-    loop {
-        let time_up = deadline.is_some_and(|d| start.elapsed() >= d);
-        let limit = if time_up {
-            sent
-        } else {
-            total.unwrap_or(u64::MAX)
-        };
-        {
-            let c = sa.get_mut::<tcp::Socket>(hc);
-            while sent < limit && c.can_send() {
-                let n = ((limit - sent) as usize).min(msg - (sent % msg as u64) as usize);
-                let k = c.send_slice(pattern.window(sent, n))?;
-                if k == 0 {
-                    break;
-                }
-                sent += k as u64;
-            }
-            if sent >= limit && !closed {
-                c.close();
-                closed = true;
-            }
-        }
-        let now = smol_now(&clock);
-        ia.poll(now, &mut dev_a, &mut sa);
-        ib.poll(now, &mut dev_b, &mut sb);
-        let s = sb.get_mut::<tcp::Socket>(hs);
-        let mut got = false;
-        while s.can_recv() {
-            let n = s.recv_slice(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            if p.verify {
-                verifier.check(&buf[..n]);
-            }
-            received += n as u64;
-            got = true;
-        }
-        if closed && received >= sent && !s.may_recv() {
-            break;
-        }
-        if closed && received >= sent {
-            // All data is in; the FIN may still be in flight. Nothing more to measure.
-            break;
-        }
-        if got {
-            last_progress = std::time::Instant::now();
-        } else if last_progress.elapsed() > std::time::Duration::from_secs(30) {
-            return Err(format!("smoltcp transfer stalled at {received} of {sent} bytes").into());
-        } else {
-            skip_idle(&mut clock, &wire, &mut ia, &mut ib, &sa, &sb);
-        }
-    }
-    let elapsed = start.elapsed().as_secs_f64();
-    let mut row = Row {
-        test: "TCP_STREAM".into(),
-        stack: "smoltcp".into(),
-        link: "pipe".into(),
-        mtu: p.mtu,
-        msg_size: msg,
-        bytes: received,
-        elapsed_s: elapsed,
-        throughput_mbps: Some(mbps(received, elapsed)),
-        verified: p.verify.then(|| verifier.verified(sent)),
-        ..Default::default()
-    };
-    row.details
-        .insert("clock_skipped_s".into(), clock.skipped_s().into());
-    Ok(row)
+/// smoltcp on both ends of the in-memory link.
+pub struct SmolNet {
+    wire: Rc<RefCell<Wire>>,
+    dev_c: End,
+    dev_s: End,
+    if_c: Interface,
+    if_s: Interface,
+    set_c: SocketSet<'static>,
+    set_s: SocketSet<'static>,
+    listening: Vec<SocketHandle>,
+    closing: Vec<(Side, SocketHandle)>,
+    port: u16,
+    next_port: u16,
+    sbuf: usize,
+    rbuf: usize,
+    nagle: bool,
+    clock: Clock,
 }
 
-/// When no frame is in flight, jump to the earliest smoltcp deadline (delayed ACK, RTO).
-fn skip_idle(
-    clock: &mut Clock,
-    wire: &RefCell<Wire>,
-    ia: &mut Interface,
-    ib: &mut Interface,
-    sa: &SocketSet,
-    sb: &SocketSet,
-) {
-    {
-        let w = wire.borrow();
-        if !w.a_to_b.is_empty() || !w.b_to_a.is_empty() {
-            return;
+impl SmolNet {
+    pub fn new(p: &Params) -> Result<SmolNet, BoxErr> {
+        if p.impair.any() {
+            return Err("the smoltcp runner has no impairments; run it on a clean link".into());
+        }
+        let wire = Rc::new(RefCell::new(Wire::default()));
+        let mut dev_c = End {
+            wire: Rc::clone(&wire),
+            is_a: true,
+            mtu: p.mtu,
+        };
+        let mut dev_s = End {
+            wire: Rc::clone(&wire),
+            is_a: false,
+            mtu: p.mtu,
+        };
+        let clock = Clock::new();
+        let if_c = iface(&mut dev_c, 1, CLIENT, smol_now(&clock));
+        let if_s = iface(&mut dev_s, 2, SERVER, smol_now(&clock));
+        Ok(SmolNet {
+            wire,
+            dev_c,
+            dev_s,
+            if_c,
+            if_s,
+            set_c: SocketSet::new(Vec::new()),
+            set_s: SocketSet::new(Vec::new()),
+            listening: Vec::new(),
+            closing: Vec::new(),
+            port: 0,
+            next_port: 49152,
+            sbuf: p.send_buffer.unwrap_or(256 * 1024),
+            rbuf: p.recv_buffer.unwrap_or(256 * 1024),
+            nagle: !p.nodelay,
+            clock,
+        })
+    }
+
+    fn socket(&self) -> tcp::Socket<'static> {
+        let mut s = tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0; self.rbuf]),
+            tcp::SocketBuffer::new(vec![0; self.sbuf]),
+        );
+        s.set_nagle_enabled(self.nagle);
+        s
+    }
+
+    fn sock(&mut self, c: (Side, SocketHandle)) -> &mut tcp::Socket<'static> {
+        match c.0 {
+            Side::Client => self.set_c.get_mut::<tcp::Socket>(c.1),
+            Side::Server => self.set_s.get_mut::<tcp::Socket>(c.1),
         }
     }
-    let now = smol_now(clock);
-    let next = [ia.poll_at(now, sa), ib.poll_at(now, sb)]
+
+    fn add_listener(&mut self) -> Result<(), BoxErr> {
+        let mut s = self.socket();
+        s.listen(self.port)?;
+        let h = self.set_s.add(s);
+        self.listening.push(h);
+        Ok(())
+    }
+}
+
+impl MemNet for SmolNet {
+    type Conn = (Side, SocketHandle);
+
+    fn clock(&mut self) -> &mut Clock {
+        &mut self.clock
+    }
+
+    fn poll(&mut self) -> Result<bool, BoxErr> {
+        let now = smol_now(&self.clock);
+        let a = self.if_c.poll(now, &mut self.dev_c, &mut self.set_c);
+        let b = self.if_s.poll(now, &mut self.dev_s, &mut self.set_s);
+        let w = self.wire.borrow();
+        Ok(a != smoltcp::iface::PollResult::None
+            || b != smoltcp::iface::PollResult::None
+            || !w.a_to_b.is_empty()
+            || !w.b_to_a.is_empty())
+    }
+
+    fn next_deadline(&mut self) -> Option<netfold::time::Instant> {
+        {
+            let w = self.wire.borrow();
+            if !w.a_to_b.is_empty() || !w.b_to_a.is_empty() {
+                return None;
+            }
+        }
+        let now = smol_now(&self.clock);
+        [
+            self.if_c.poll_at(now, &self.set_c),
+            self.if_s.poll_at(now, &self.set_s),
+        ]
         .into_iter()
         .flatten()
-        .min();
-    if let Some(t) = next {
-        if t > now {
-            clock.skip_to(netfold::time::Instant::from_micros(
-                t.total_micros().max(0) as u64
-            ));
+        .min()
+        .map(|t| netfold::time::Instant::from_micros(t.total_micros().max(0) as u64))
+    }
+
+    fn listen(&mut self, port: u16) -> Result<(), BoxErr> {
+        self.port = port;
+        while self.listening.len() < LISTENERS {
+            self.add_listener()?;
+        }
+        Ok(())
+    }
+
+    fn connect(&mut self, port: u16) -> Result<Self::Conn, BoxErr> {
+        let local = self.next_port;
+        self.next_port = if self.next_port == 65535 {
+            49152
+        } else {
+            self.next_port + 1
+        };
+        let mut s = self.socket();
+        s.connect(self.if_c.context(), (IpAddress::Ipv4(SERVER), port), local)?;
+        Ok((Side::Client, self.set_c.add(s)))
+    }
+
+    fn accept(&mut self) -> Result<Option<Self::Conn>, BoxErr> {
+        let pos = self.listening.iter().position(|h| {
+            let st = self.set_s.get::<tcp::Socket>(*h).state();
+            !matches!(st, tcp::State::Listen | tcp::State::SynReceived)
+        });
+        match pos {
+            Some(i) => {
+                let h = self.listening.swap_remove(i);
+                self.add_listener()?;
+                Ok(Some((Side::Server, h)))
+            }
+            None => Ok(None),
         }
     }
+
+    fn established(&mut self, c: Self::Conn) -> Result<bool, BoxErr> {
+        let st = self.sock(c).state();
+        match st {
+            tcp::State::SynSent | tcp::State::SynReceived => Ok(false),
+            tcp::State::Closed => Err("smoltcp connection failed".into()),
+            _ => Ok(true),
+        }
+    }
+
+    fn write(&mut self, c: Self::Conn, data: &[u8]) -> Result<usize, BoxErr> {
+        let s = self.sock(c);
+        if !s.can_send() {
+            return Ok(0);
+        }
+        Ok(s.send_slice(data)?)
+    }
+
+    fn read(&mut self, c: Self::Conn, buf: &mut [u8]) -> Result<Option<usize>, BoxErr> {
+        let s = self.sock(c);
+        if s.can_recv() {
+            return Ok(Some(s.recv_slice(buf)?));
+        }
+        if !s.may_recv() {
+            return Ok(Some(0));
+        }
+        Ok(None)
+    }
+
+    fn shutdown_write(&mut self, c: Self::Conn) -> Result<(), BoxErr> {
+        self.sock(c).close();
+        Ok(())
+    }
+
+    fn close(&mut self, c: Self::Conn) -> Result<(), BoxErr> {
+        self.sock(c).close();
+        self.closing.push(c);
+        Ok(())
+    }
+
+    /// smoltcp keeps a socket in TIME_WAIT for 10 s; a benchmark that opens tens of thousands of
+    /// connections removes finished sockets from the set once they reach TIME_WAIT or CLOSED
+    /// (the remote end has acknowledged our FIN by then).
+    fn reap(&mut self) {
+        let mut keep = Vec::with_capacity(self.closing.len());
+        for c in std::mem::take(&mut self.closing) {
+            let st = self.sock(c).state();
+            if matches!(st, tcp::State::Closed | tcp::State::TimeWait) {
+                match c.0 {
+                    Side::Client => drop(self.set_c.remove(c.1)),
+                    Side::Server => drop(self.set_s.remove(c.1)),
+                }
+            } else {
+                keep.push(c);
+            }
+        }
+        self.closing = keep;
+    }
+}
+
+pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
+    let mut net = SmolNet::new(p)?;
+    super::memnet::run(&mut net, p)
 }
