@@ -660,9 +660,7 @@ impl TcpRepr {
         ph: &PseudoHeader,
     ) -> Result<usize> {
         let header_len = self.header_len();
-        let header = header_buf
-            .get_mut(..header_len)
-            .ok_or(Error::Truncated)?;
+        let header = header_buf.get_mut(..header_len).ok_or(Error::Truncated)?;
         let mut packet = TcpPacket::new_unchecked(&mut *header);
         self.emit(&mut packet);
         let total = u32::try_from(header_len + payload_len).map_err(|_| Error::BadLength)?;
@@ -695,5 +693,450 @@ impl TcpRepr {
         let payload_sum = mem::copy_with_checksum(body, payload);
         self.emit_with_payload_sum(header, payload.len(), payload_sum, ph)?;
         Ok(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smoltcp::phy::ChecksumCapabilities;
+    use smoltcp::wire as s;
+
+    const SRC: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+    const DST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+    const PH: PseudoHeader = PseudoHeader { src: SRC, dst: DST };
+
+    fn s_addrs() -> (s::IpAddress, s::IpAddress) {
+        (s::IpAddress::Ipv4(SRC), s::IpAddress::Ipv4(DST))
+    }
+
+    /// A Linux SYN: MSS 1460, SACK-permitted + timestamps, NOP WS 7 (the layout of
+    /// `tcp_options_write`), checksum filled in below from smoltcp's independent code.
+    fn linux_syn() -> Vec<u8> {
+        let mut b = vec![
+            0xc3, 0x50, 0x00, 0x50, // ports 50000 -> 80
+            0x12, 0x34, 0x56, 0x78, // seq
+            0x00, 0x00, 0x00, 0x00, // ack
+            0xa0, 0x02, 0xfa, 0xf0, // data offset 10, SYN, window 64240
+            0x00, 0x00, 0x00, 0x00, // checksum, urgent
+            0x02, 0x04, 0x05, 0xb4, // MSS 1460
+            0x04, 0x02, 0x08, 0x0a, // SACK-permitted, TS kind/len
+            0x00, 0x01, 0xe2, 0x40, // TSval 123456
+            0x00, 0x00, 0x00, 0x00, // TSecr 0
+            0x01, 0x03, 0x03, 0x07, // NOP, WS 7
+        ];
+        let (sa, da) = s_addrs();
+        s::TcpPacket::new_unchecked(&mut b[..]).fill_checksum(&sa, &da);
+        b
+    }
+
+    fn syn_repr() -> TcpRepr {
+        TcpRepr {
+            src_port: 50000,
+            dst_port: 80,
+            seq: 0x1234_5678,
+            ack: 0,
+            flags: TcpFlags(TcpFlags::SYN),
+            window: 64240,
+            urgent: 0,
+            options: TcpOptions {
+                mss: Some(1460),
+                window_scale: Some(7),
+                sack_permitted: true,
+                timestamps: Some(Timestamps {
+                    tsval: 123_456,
+                    tsecr: 0,
+                }),
+                ..TcpOptions::default()
+            },
+        }
+    }
+
+    #[test]
+    fn parses_linux_syn() {
+        let bytes = linux_syn();
+        let packet = TcpPacket::new_checked(&bytes[..]).unwrap();
+        assert_eq!(packet.header_len(), 40);
+        assert_eq!(packet.options().len(), 20);
+        assert!(packet.payload().is_empty());
+        assert!(packet.verify_checksum(&PH));
+        assert_eq!(packet.segment_len(), 1);
+        assert_eq!(TcpRepr::parse(&packet, &PH, true).unwrap(), syn_repr());
+    }
+
+    #[test]
+    fn emits_linux_syn_byte_for_byte() {
+        let repr = syn_repr();
+        assert_eq!(repr.header_len(), 40);
+        let mut buf = [0xaau8; 64];
+        let n = repr.emit_with_checksum(&mut buf, &[], &PH).unwrap();
+        assert_eq!(&buf[..n], &linux_syn()[..]);
+    }
+
+    #[test]
+    fn ack_with_payload_matches_smoltcp_bytes() {
+        let payload = b"hello, world!"; // odd length exercises the trailing byte
+        let (sa, da) = s_addrs();
+        let srepr = s::TcpRepr {
+            src_port: 4242,
+            dst_port: 5201,
+            control: s::TcpControl::Psh,
+            seq_number: s::TcpSeqNumber(0x7fff_fff0u32 as i32),
+            ack_number: Some(s::TcpSeqNumber(0xdead_beefu32 as i32)),
+            window_len: 1024,
+            window_scale: None,
+            max_seg_size: None,
+            sack_permitted: false,
+            sack_ranges: [None; 3],
+            timestamp: None,
+            payload,
+        };
+        let mut theirs = vec![0u8; srepr.buffer_len()];
+        srepr.emit(
+            &mut s::TcpPacket::new_unchecked(&mut theirs[..]),
+            &sa,
+            &da,
+            &ChecksumCapabilities::default(),
+        );
+
+        let ours_repr = TcpRepr {
+            src_port: 4242,
+            dst_port: 5201,
+            seq: 0x7fff_fff0,
+            ack: 0xdead_beef,
+            flags: TcpFlags(TcpFlags::PSH | TcpFlags::ACK),
+            window: 1024,
+            urgent: 0,
+            options: TcpOptions::default(),
+        };
+        let mut ours = vec![0u8; ours_repr.buffer_len(payload.len())];
+        let n = ours_repr
+            .emit_with_checksum(&mut ours, payload, &PH)
+            .unwrap();
+        assert_eq!(n, theirs.len());
+        assert_eq!(ours, theirs);
+
+        let packet = TcpPacket::new_checked(&theirs[..]).unwrap();
+        assert_eq!(TcpRepr::parse(&packet, &PH, true).unwrap(), ours_repr);
+        assert_eq!(packet.into_payload(), payload);
+    }
+
+    #[test]
+    fn mss_only_syn_matches_smoltcp_bytes() {
+        let (sa, da) = s_addrs();
+        let srepr = s::TcpRepr {
+            src_port: 1,
+            dst_port: 65535,
+            control: s::TcpControl::Syn,
+            seq_number: s::TcpSeqNumber(-1),
+            ack_number: None,
+            window_len: 65535,
+            window_scale: None,
+            max_seg_size: Some(536),
+            sack_permitted: false,
+            sack_ranges: [None; 3],
+            timestamp: None,
+            payload: &[],
+        };
+        let mut theirs = vec![0u8; srepr.buffer_len()];
+        srepr.emit(
+            &mut s::TcpPacket::new_unchecked(&mut theirs[..]),
+            &sa,
+            &da,
+            &ChecksumCapabilities::default(),
+        );
+        let repr = TcpRepr {
+            src_port: 1,
+            dst_port: 65535,
+            seq: u32::MAX,
+            ack: 0,
+            flags: TcpFlags(TcpFlags::SYN),
+            window: 65535,
+            urgent: 0,
+            options: TcpOptions {
+                mss: Some(536),
+                ..TcpOptions::default()
+            },
+        };
+        let mut ours = vec![0u8; repr.header_len()];
+        repr.emit_with_checksum(&mut ours, &[], &PH).unwrap();
+        assert_eq!(ours, theirs);
+    }
+
+    #[test]
+    fn parses_smoltcp_syn_with_every_option() {
+        // smoltcp lays options out differently (MSS, WS, SACK-perm, TS, EOL padding): the
+        // parser must not depend on Linux's order or alignment.
+        let (sa, da) = s_addrs();
+        let srepr = s::TcpRepr {
+            src_port: 40000,
+            dst_port: 443,
+            control: s::TcpControl::Syn,
+            seq_number: s::TcpSeqNumber(1000),
+            ack_number: Some(s::TcpSeqNumber(77)),
+            window_len: 29200,
+            window_scale: Some(14),
+            max_seg_size: Some(8960),
+            sack_permitted: true,
+            sack_ranges: [None; 3],
+            timestamp: Some(s::TcpTimestampRepr::new(1, 2)),
+            payload: &[],
+        };
+        let mut theirs = vec![0u8; srepr.buffer_len()];
+        srepr.emit(
+            &mut s::TcpPacket::new_unchecked(&mut theirs[..]),
+            &sa,
+            &da,
+            &ChecksumCapabilities::default(),
+        );
+        let packet = TcpPacket::new_checked(&theirs[..]).unwrap();
+        let repr = TcpRepr::parse(&packet, &PH, true).unwrap();
+        assert_eq!(repr.flags, TcpFlags(TcpFlags::SYN | TcpFlags::ACK));
+        assert_eq!(repr.ack, 77);
+        assert_eq!(repr.options.mss, Some(8960));
+        assert_eq!(repr.options.window_scale, Some(14));
+        assert!(repr.options.sack_permitted);
+        assert_eq!(
+            repr.options.timestamps,
+            Some(Timestamps { tsval: 1, tsecr: 2 })
+        );
+        assert_eq!(repr.options.sack_count, 0);
+    }
+
+    #[test]
+    fn smoltcp_parses_our_sack_blocks() {
+        let mut options = TcpOptions {
+            timestamps: Some(Timestamps { tsval: 9, tsecr: 8 }),
+            sack_count: 3,
+            ..TcpOptions::default()
+        };
+        for i in 0..3u32 {
+            options.sack[i as usize] = SackBlock {
+                left: 1000 * (i + 1),
+                right: 1000 * (i + 1) + 500,
+            };
+        }
+        let repr = TcpRepr {
+            src_port: 9,
+            dst_port: 10,
+            seq: 5,
+            ack: 6,
+            flags: TcpFlags(TcpFlags::ACK),
+            window: 100,
+            urgent: 0,
+            options,
+        };
+        // 20 + TS 12 + NOP NOP SACK(3) 28 = 60: exactly full.
+        assert_eq!(repr.header_len(), 60);
+        let mut buf = vec![0u8; 60];
+        repr.emit_with_checksum(&mut buf, &[], &PH).unwrap();
+
+        let (sa, da) = s_addrs();
+        let packet = s::TcpPacket::new_checked(&buf[..]).unwrap();
+        let srepr = s::TcpRepr::parse(&packet, &sa, &da, &ChecksumCapabilities::default()).unwrap();
+        assert_eq!(
+            srepr.sack_ranges,
+            [Some((1000, 1500)), Some((2000, 2500)), Some((3000, 3500))]
+        );
+        assert_eq!(srepr.timestamp, Some(s::TcpTimestampRepr::new(9, 8)));
+        let ours = TcpRepr::parse(&TcpPacket::new_checked(&buf[..]).unwrap(), &PH, true);
+        assert_eq!(ours.unwrap(), repr);
+    }
+
+    #[test]
+    fn sack_blocks_that_do_not_fit_are_dropped() {
+        let mut repr = syn_repr();
+        repr.options.sack_count = 4;
+        for (i, b) in repr.options.sack.iter_mut().enumerate() {
+            *b = SackBlock {
+                left: i as u32,
+                right: i as u32 + 1,
+            };
+        }
+        // MSS 4 + TS 12 + WS 4 = 20; 20 bytes left hold NOP NOP kind len + 2 blocks.
+        assert_eq!(repr.options.emitted_sack_count(), 2);
+        assert_eq!(repr.header_len(), MAX_HEADER_LEN);
+        let mut buf = [0u8; 60];
+        repr.emit(&mut TcpPacket::new_unchecked(&mut buf[..]));
+        let parsed =
+            TcpRepr::parse(&TcpPacket::new_checked(&buf[..]).unwrap(), &PH, false).unwrap();
+        assert_eq!(parsed.options.sack_blocks(), &repr.options.sack[..2]);
+
+        // Alone, four blocks fit (RFC 2018 §3); a bogus count above 4 is clamped.
+        let only_sack = TcpOptions {
+            sack_count: 200,
+            ..repr.options
+        };
+        let only_sack = TcpOptions {
+            mss: None,
+            window_scale: None,
+            sack_permitted: false,
+            timestamps: None,
+            ..only_sack
+        };
+        assert_eq!(only_sack.emitted_sack_count(), 4);
+        assert_eq!(only_sack.emitted_len(), 36);
+    }
+
+    #[test]
+    fn new_checked_rejects_bad_lengths() {
+        let syn = linux_syn();
+        assert_eq!(
+            TcpPacket::new_checked(&syn[..19]).unwrap_err(),
+            Error::Truncated
+        );
+        // Data offset says 40 bytes, buffer holds 39.
+        assert_eq!(
+            TcpPacket::new_checked(&syn[..39]).unwrap_err(),
+            Error::Truncated
+        );
+        let mut low = syn.clone();
+        low[12] = 0x40; // data offset 4
+        assert_eq!(
+            TcpPacket::new_checked(&low[..]).unwrap_err(),
+            Error::BadLength
+        );
+        // An unchecked view with a bad offset is still caught by parse, never a panic.
+        let view = TcpPacket::new_unchecked(&low[..]);
+        assert_eq!(TcpRepr::parse(&view, &PH, false), Err(Error::BadLength));
+        assert_eq!(view.options(), &[] as &[u8]);
+    }
+
+    #[test]
+    fn parse_rejects_port_zero_and_bad_checksum() {
+        let mut syn = linux_syn();
+        let packet = TcpPacket::new_checked(&syn[..]).unwrap();
+        let other = PseudoHeader { src: DST, dst: SRC };
+        // Swapping the addresses keeps the one's-complement sum; change one instead.
+        let wrong = PseudoHeader {
+            src: Ipv4Addr::new(198, 18, 0, 3),
+            dst: DST,
+        };
+        assert!(packet.verify_checksum(&other));
+        assert_eq!(
+            TcpRepr::parse(&packet, &wrong, true),
+            Err(Error::BadChecksum)
+        );
+        assert!(TcpRepr::parse(&packet, &wrong, false).is_ok());
+
+        syn[2] = 0;
+        syn[3] = 0;
+        let mut packet = TcpPacket::new_checked(&mut syn[..]).unwrap();
+        packet.fill_checksum(&PH);
+        let packet = TcpPacket::new_checked(&syn[..]).unwrap();
+        assert_eq!(TcpRepr::parse(&packet, &PH, true), Err(Error::Malformed));
+    }
+
+    fn options_of(bytes: &[u8]) -> Vec<Result<TcpOption<'_>>> {
+        TcpOptionIter::new(bytes).collect()
+    }
+
+    #[test]
+    fn option_iterator_edge_cases() {
+        // Empty, NOP-only, and EOL followed by garbage all give nothing.
+        assert!(options_of(&[]).is_empty());
+        assert!(options_of(&[1, 1, 1]).is_empty());
+        assert!(options_of(&[0, 2, 0, 0xff]).is_empty());
+        // Length 0 and 1 would loop forever or go backwards: BadLength, then the end.
+        assert_eq!(options_of(&[30, 0, 1, 1]), vec![Err(Error::BadLength)]);
+        assert_eq!(options_of(&[30, 1]), vec![Err(Error::BadLength)]);
+        // A kind byte with no length byte, and a length running past the end.
+        assert_eq!(options_of(&[1, 2]), vec![Err(Error::BadLength)]);
+        assert_eq!(options_of(&[8, 10, 0, 0]), vec![Err(Error::BadLength)]);
+        // Unknown kinds are skipped by their length (RFC 9293 §3.2).
+        assert_eq!(
+            options_of(&[253, 4, 0xab, 0xcd, 3, 3, 9]),
+            vec![
+                Ok(TcpOption::Unknown {
+                    kind: 253,
+                    data: &[0xab, 0xcd]
+                }),
+                Ok(TcpOption::WindowScale(9)),
+            ]
+        );
+        // Known kinds with the wrong length.
+        assert_eq!(options_of(&[2, 3, 5]), vec![Err(Error::BadLength)]);
+        assert_eq!(options_of(&[4, 3, 0]), vec![Err(Error::BadLength)]);
+        assert_eq!(options_of(&[5, 2]), vec![Err(Error::BadLength)]);
+        assert_eq!(
+            options_of(&[5, 9, 0, 0, 0, 0, 0, 0, 0]),
+            vec![Err(Error::BadLength)]
+        );
+        let mut five = vec![5u8, 42];
+        five.resize(42, 0);
+        assert_eq!(options_of(&five), vec![Err(Error::BadLength)]);
+        // A good SACK option.
+        let sack = [5, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+        let mut blocks = [SackBlock::default(); 4];
+        blocks[0] = SackBlock { left: 1, right: 2 };
+        assert_eq!(
+            options_of(&sack),
+            vec![Ok(TcpOption::Sack { blocks, count: 1 })]
+        );
+        assert_eq!(
+            TcpOptions::parse(&[2, 4, 0x05, 0xdc, 2, 4, 0x02, 0x18])
+                .unwrap()
+                .mss,
+            Some(536),
+            "the last of a repeated option wins"
+        );
+    }
+
+    #[test]
+    fn emit_variants_agree() {
+        let repr = syn_repr();
+        let payload: Vec<u8> = (0..=254u8).collect();
+        let mut whole = vec![0u8; repr.buffer_len(payload.len())];
+        repr.emit_with_checksum(&mut whole, &payload, &PH).unwrap();
+        let mut header = vec![0u8; repr.header_len()];
+        let n = repr
+            .emit_with_payload_sum(&mut header, payload.len(), mem::checksum(&payload), &PH)
+            .unwrap();
+        assert_eq!(&header[..], &whole[..n]);
+        assert!(TcpPacket::new_checked(&whole[..])
+            .unwrap()
+            .verify_checksum(&PH));
+        // Too small a buffer is an error, not a panic.
+        assert_eq!(
+            repr.emit_with_checksum(&mut whole[..50], &payload, &PH),
+            Err(Error::Truncated)
+        );
+        assert_eq!(
+            repr.emit_with_payload_sum(&mut header[..39], 0, 0, &PH),
+            Err(Error::Truncated)
+        );
+    }
+
+    #[test]
+    fn setters_round_trip_and_reserved_bits_are_cleared() {
+        let mut buf = [0xffu8; 24];
+        let mut p = TcpPacket::new_unchecked(&mut buf[..]);
+        p.set_src_port(1);
+        p.set_dst_port(2);
+        p.set_seq_number(3);
+        p.set_ack_number(4);
+        p.set_header_len(24);
+        p.set_flags(TcpFlags(TcpFlags::FIN | TcpFlags::ACK));
+        p.set_window_len(5);
+        p.set_checksum(6);
+        p.set_urgent_at(7);
+        p.options_mut().copy_from_slice(&[1, 1, 1, 0]);
+        let p = TcpPacket::new_checked(p.into_inner()).unwrap();
+        assert_eq!(
+            (p.src_port(), p.dst_port(), p.seq_number(), p.ack_number()),
+            (1, 2, 3, 4)
+        );
+        assert_eq!(
+            (p.header_len(), p.window_len(), p.checksum(), p.urgent_at()),
+            (24, 5, 6, 7)
+        );
+        assert_eq!(p.flags(), TcpFlags(TcpFlags::FIN | TcpFlags::ACK));
+        assert_eq!(buf[12], 0x60);
+        assert_eq!(TcpRepr::default().segment_len(10), 10);
+        let synfin = TcpRepr {
+            flags: TcpFlags(TcpFlags::SYN | TcpFlags::FIN),
+            ..TcpRepr::default()
+        };
+        assert_eq!(synfin.segment_len(10), 12);
     }
 }
