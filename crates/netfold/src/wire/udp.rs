@@ -288,3 +288,181 @@ impl UdpRepr {
         Ok(total)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Ipv4Addr;
+    use smoltcp::phy::ChecksumCapabilities;
+    use smoltcp::wire as s;
+
+    const SRC: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+    const DST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+    const PH: PseudoHeader = PseudoHeader { src: SRC, dst: DST };
+
+    fn smoltcp_datagram(src_port: u16, dst_port: u16, payload: &[u8]) -> Vec<u8> {
+        let (sa, da) = (s::IpAddress::Ipv4(SRC), s::IpAddress::Ipv4(DST));
+        let repr = s::UdpRepr { src_port, dst_port };
+        let mut buf = vec![0u8; 8 + payload.len()];
+        repr.emit(
+            &mut s::UdpPacket::new_unchecked(&mut buf[..]),
+            &sa,
+            &da,
+            payload.len(),
+            |p| p.copy_from_slice(payload),
+            &ChecksumCapabilities::default(),
+        );
+        buf
+    }
+
+    #[test]
+    fn matches_smoltcp_bytes_both_ways() {
+        for payload in [&b""[..], b"x", b"ping", b"an odd-length datagram"] {
+            let theirs = smoltcp_datagram(5353, 53, payload);
+            let repr = UdpRepr {
+                src_port: 5353,
+                dst_port: 53,
+            };
+            let mut ours = vec![0u8; repr.buffer_len(payload.len())];
+            assert_eq!(
+                repr.emit_with_checksum(&mut ours, payload, &PH),
+                Ok(theirs.len())
+            );
+            assert_eq!(ours, theirs);
+            let packet = UdpPacket::new_checked(&theirs[..]).unwrap();
+            assert_eq!(UdpRepr::parse(&packet, &PH, true), Ok(repr));
+            assert_eq!(packet.into_payload(), payload);
+        }
+    }
+
+    #[test]
+    fn known_vector() {
+        // 198.18.0.1:1234 -> 198.18.0.2:5678 "hi", by hand: pseudo-header
+        // 0xc612+0x0001+0xc612+0x0002+0x0011+0x000a = 0x18c42; header 0x04d2+0x162e+0x000a
+        // = 0x1b0a; data 0x6869. Total 0x20fb5 folds to 0x0fb7; complement 0xf048.
+        let expected = [0x04, 0xd2, 0x16, 0x2e, 0x00, 0x0a, 0xf0, 0x48, b'h', b'i'];
+        let repr = UdpRepr {
+            src_port: 1234,
+            dst_port: 5678,
+        };
+        let mut buf = [0u8; 10];
+        repr.emit_with_checksum(&mut buf, b"hi", &PH).unwrap();
+        assert_eq!(buf, expected);
+    }
+
+    #[test]
+    fn computed_zero_is_sent_as_all_ones() {
+        // Choose the source port so that the sum of everything else is 0xffff: the computed
+        // checksum is then 0 and must go out as 0xffff (RFC 768).
+        let repr = UdpRepr {
+            src_port: 0,
+            dst_port: 7,
+        };
+        let mut buf = [0u8; 8];
+        repr.emit_with_checksum(&mut buf, &[], &PH).unwrap();
+        let partial = checksum::combine(
+            checksum::pseudo_header(SRC, DST, PROTO_UDP, 8),
+            mem::checksum(&[0, 0, 0, 7, 0, 8, 0, 0]),
+        );
+        let src_port = !partial; // partial + src_port = 0xffff
+        let repr = UdpRepr {
+            src_port,
+            dst_port: 7,
+        };
+        repr.emit_with_checksum(&mut buf, &[], &PH).unwrap();
+        let packet = UdpPacket::new_checked(&buf[..]).unwrap();
+        assert_eq!(packet.checksum(), 0xffff);
+        assert!(packet.verify_checksum(&PH));
+        assert_eq!(UdpRepr::parse(&packet, &PH, true), Ok(repr));
+    }
+
+    #[test]
+    fn zero_checksum_means_none() {
+        let mut buf = smoltcp_datagram(1, 2, b"data");
+        buf[6] = 0;
+        buf[7] = 0;
+        let packet = UdpPacket::new_checked(&buf[..]).unwrap();
+        assert!(packet.verify_checksum(&PH));
+        assert!(UdpRepr::parse(&packet, &PH, true).is_ok());
+        buf[6] = 0x12;
+        let packet = UdpPacket::new_checked(&buf[..]).unwrap();
+        assert_eq!(UdpRepr::parse(&packet, &PH, true), Err(Error::BadChecksum));
+        assert!(UdpRepr::parse(&packet, &PH, false).is_ok());
+    }
+
+    #[test]
+    fn length_field_bounds_payload_and_checksum() {
+        let mut buf = smoltcp_datagram(1, 2, b"abc");
+        buf.extend_from_slice(&[0xee; 6]); // link-layer padding after the datagram
+        let packet = UdpPacket::new_checked(&buf[..]).unwrap();
+        assert_eq!(packet.len(), 11);
+        assert_eq!(packet.payload(), b"abc");
+        assert!(packet.verify_checksum(&PH));
+        let mut p = UdpPacket::new_unchecked(&mut buf[..]);
+        assert_eq!(p.payload_mut(), b"abc");
+        p.fill_checksum(&PH);
+        assert_eq!(
+            UdpRepr::parse(&UdpPacket::new_unchecked(&buf[..]), &PH, true).map(|r| r.dst_port),
+            Ok(2)
+        );
+    }
+
+    #[test]
+    fn rejects_bad_lengths_and_port_zero() {
+        let buf = smoltcp_datagram(1, 2, b"abc");
+        assert_eq!(
+            UdpPacket::new_checked(&buf[..7]).unwrap_err(),
+            Error::Truncated
+        );
+        assert_eq!(
+            UdpPacket::new_checked(&buf[..10]).unwrap_err(),
+            Error::Truncated
+        );
+        let mut short = buf.clone();
+        short[4] = 0;
+        short[5] = 7;
+        assert_eq!(
+            UdpPacket::new_checked(&short[..]).unwrap_err(),
+            Error::BadLength
+        );
+        // An unchecked view is checked again by parse.
+        let view = UdpPacket::new_unchecked(&short[..]);
+        assert_eq!(UdpRepr::parse(&view, &PH, false), Err(Error::BadLength));
+        assert!(view.payload().is_empty());
+        assert!(view.into_payload().is_empty());
+
+        let to_zero = smoltcp_datagram(1, 0, b"");
+        let packet = UdpPacket::new_checked(&to_zero[..]).unwrap();
+        assert_eq!(UdpRepr::parse(&packet, &PH, true), Err(Error::Malformed));
+    }
+
+    #[test]
+    fn emit_errors_instead_of_panicking() {
+        let repr = UdpRepr {
+            src_port: 1,
+            dst_port: 2,
+        };
+        let mut small = [0u8; 7];
+        assert_eq!(
+            repr.emit(&mut UdpPacket::new_unchecked(&mut small[..]), 0),
+            Err(Error::Truncated)
+        );
+        let mut header = [0u8; 8];
+        assert_eq!(
+            repr.emit(&mut UdpPacket::new_unchecked(&mut header[..]), 65528),
+            Err(Error::BadLength)
+        );
+        assert_eq!(
+            repr.emit_with_checksum(&mut header, b"x", &PH),
+            Err(Error::Truncated)
+        );
+        let big = vec![0u8; 65528];
+        let mut out = vec![0u8; 65536];
+        assert_eq!(
+            repr.emit_with_checksum(&mut out, &big, &PH),
+            Err(Error::BadLength)
+        );
+        assert_eq!(repr.emit_with_checksum(&mut out, &big[1..], &PH), Ok(65535));
+        assert_eq!(repr.header_len(), 8);
+    }
+}
