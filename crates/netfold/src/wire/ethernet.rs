@@ -1,1 +1,315 @@
-//! TODO(wire helper): ethernet
+//! Ethernet II frames (IEEE 802.3 "DIX" framing) with an optional IEEE 802.1Q VLAN tag.
+//!
+//! Layout: destination MAC (6), source MAC (6), EtherType (2), payload. With an 802.1Q tag the
+//! EtherType field holds 0x8100, followed by the 16-bit TCI (PCP/DEI/VID) and the real
+//! EtherType, so the header is 18 bytes. Only one tag is understood; a second tag (QinQ) leaves
+//! `ethertype` as `Vlan` and the caller drops the frame as unsupported.
+
+use super::{Error, Result};
+use core::fmt;
+
+/// A 48-bit IEEE MAC address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct EthernetAddress(pub [u8; 6]);
+
+impl EthernetAddress {
+    /// ff:ff:ff:ff:ff:ff.
+    pub const BROADCAST: EthernetAddress = EthernetAddress([0xff; 6]);
+
+    /// Copies the address out of a 6-byte slice; `None` when the slice has another length.
+    pub fn from_bytes(b: &[u8]) -> Option<EthernetAddress> {
+        <[u8; 6]>::try_from(b).ok().map(EthernetAddress)
+    }
+    pub const fn as_bytes(&self) -> &[u8; 6] {
+        &self.0
+    }
+    pub fn is_broadcast(&self) -> bool {
+        *self == Self::BROADCAST
+    }
+    /// The I/G bit (least significant bit of the first octet) is set: group address.
+    pub const fn is_multicast(&self) -> bool {
+        self.0[0] & 0x01 != 0
+    }
+    pub const fn is_unicast(&self) -> bool {
+        !self.is_multicast()
+    }
+    /// The U/L bit: locally administered address.
+    pub const fn is_local(&self) -> bool {
+        self.0[0] & 0x02 != 0
+    }
+}
+
+impl fmt::Display for EthernetAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
+    }
+}
+
+/// The EtherType values netfold dispatches on (IEEE "EtherType" registry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EtherType {
+    Ipv4,
+    Arp,
+    /// IEEE 802.1Q customer VLAN tag.
+    Vlan,
+    Unknown(u16),
+}
+
+impl From<u16> for EtherType {
+    fn from(v: u16) -> Self {
+        match v {
+            0x0800 => EtherType::Ipv4,
+            0x0806 => EtherType::Arp,
+            0x8100 => EtherType::Vlan,
+            other => EtherType::Unknown(other),
+        }
+    }
+}
+
+impl From<EtherType> for u16 {
+    fn from(t: EtherType) -> u16 {
+        match t {
+            EtherType::Ipv4 => 0x0800,
+            EtherType::Arp => 0x0806,
+            EtherType::Vlan => 0x8100,
+            EtherType::Unknown(v) => v,
+        }
+    }
+}
+
+mod field {
+    use core::ops::Range;
+    pub const DST: Range<usize> = 0..6;
+    pub const SRC: Range<usize> = 6..12;
+    pub const ETHERTYPE: Range<usize> = 12..14;
+    pub const TCI: Range<usize> = 14..16;
+    pub const INNER_ETHERTYPE: Range<usize> = 16..18;
+}
+
+/// Untagged Ethernet II header length.
+pub const HEADER_LEN: usize = 14;
+/// Header length with one 802.1Q tag.
+pub const VLAN_HEADER_LEN: usize = 18;
+
+/// A checked view of an Ethernet II frame.
+#[derive(Debug, Clone)]
+pub struct EthernetFrame<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> EthernetFrame<T> {
+    pub const fn new_unchecked(buffer: T) -> Self {
+        EthernetFrame { buffer }
+    }
+
+    /// Wraps `buffer` after checking it holds the whole header (14 bytes, or 18 when the
+    /// EtherType says an 802.1Q tag follows). After this no accessor panics.
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let f = Self::new_unchecked(buffer);
+        f.check_len()?;
+        Ok(f)
+    }
+
+    pub fn check_len(&self) -> Result<()> {
+        let len = self.buffer.as_ref().len();
+        if len < HEADER_LEN || len < self.header_len() {
+            return Err(Error::Truncated);
+        }
+        Ok(())
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    fn u16_at(&self, r: core::ops::Range<usize>) -> u16 {
+        let b = self.buffer.as_ref();
+        u16::from_be_bytes([b[r.start], b[r.start + 1]])
+    }
+
+    pub fn dst_addr(&self) -> EthernetAddress {
+        let mut a = [0; 6];
+        a.copy_from_slice(&self.buffer.as_ref()[field::DST]);
+        EthernetAddress(a)
+    }
+    pub fn src_addr(&self) -> EthernetAddress {
+        let mut a = [0; 6];
+        a.copy_from_slice(&self.buffer.as_ref()[field::SRC]);
+        EthernetAddress(a)
+    }
+    /// The outer EtherType field (0x8100 for a tagged frame).
+    pub fn ethertype(&self) -> EtherType {
+        EtherType::from(self.u16_at(field::ETHERTYPE))
+    }
+    /// The 802.1Q TCI when the frame is tagged.
+    pub fn vlan_tci(&self) -> Option<u16> {
+        match self.ethertype() {
+            EtherType::Vlan if self.buffer.as_ref().len() >= VLAN_HEADER_LEN => {
+                Some(self.u16_at(field::TCI))
+            }
+            _ => None,
+        }
+    }
+    /// The EtherType of the payload (after the tag, if any).
+    pub fn payload_ethertype(&self) -> EtherType {
+        match self.ethertype() {
+            EtherType::Vlan if self.buffer.as_ref().len() >= VLAN_HEADER_LEN => {
+                EtherType::from(self.u16_at(field::INNER_ETHERTYPE))
+            }
+            t => t,
+        }
+    }
+    /// 14, or 18 with an 802.1Q tag.
+    pub fn header_len(&self) -> usize {
+        let b = self.buffer.as_ref();
+        if b.len() >= HEADER_LEN && self.ethertype() == EtherType::Vlan {
+            VLAN_HEADER_LEN
+        } else {
+            HEADER_LEN
+        }
+    }
+    pub fn payload(&self) -> &[u8] {
+        let b = self.buffer.as_ref();
+        b.get(self.header_len()..).unwrap_or(&[])
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
+    pub fn set_dst_addr(&mut self, a: EthernetAddress) {
+        self.buffer.as_mut()[field::DST].copy_from_slice(&a.0);
+    }
+    pub fn set_src_addr(&mut self, a: EthernetAddress) {
+        self.buffer.as_mut()[field::SRC].copy_from_slice(&a.0);
+    }
+    pub fn set_ethertype(&mut self, t: EtherType) {
+        self.buffer.as_mut()[field::ETHERTYPE].copy_from_slice(&u16::from(t).to_be_bytes());
+    }
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let h = self.header_len();
+        let b = self.buffer.as_mut();
+        let start = h.min(b.len());
+        &mut b[start..]
+    }
+}
+
+/// A parsed Ethernet header. `ethertype` is the payload's type (inside the tag, if any).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EthernetRepr {
+    pub src: EthernetAddress,
+    pub dst: EthernetAddress,
+    pub ethertype: EtherType,
+    /// The 802.1Q tag control information (PCP/DEI/VID) if the frame carried one tag.
+    pub vlan: Option<u16>,
+}
+
+impl EthernetRepr {
+    pub fn parse<T: AsRef<[u8]>>(frame: &EthernetFrame<T>) -> Result<EthernetRepr> {
+        frame.check_len()?;
+        Ok(EthernetRepr {
+            src: frame.src_addr(),
+            dst: frame.dst_addr(),
+            ethertype: frame.payload_ethertype(),
+            vlan: frame.vlan_tci(),
+        })
+    }
+
+    pub const fn header_len(&self) -> usize {
+        if self.vlan.is_some() {
+            VLAN_HEADER_LEN
+        } else {
+            HEADER_LEN
+        }
+    }
+    pub const fn buffer_len(&self) -> usize {
+        self.header_len()
+    }
+
+    /// Writes the header into the first `header_len()` bytes of `buf`.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<()> {
+        let h = self.header_len();
+        let b = buf.get_mut(..h).ok_or(Error::Truncated)?;
+        b[field::DST].copy_from_slice(&self.dst.0);
+        b[field::SRC].copy_from_slice(&self.src.0);
+        match self.vlan {
+            Some(tci) => {
+                b[field::ETHERTYPE].copy_from_slice(&0x8100u16.to_be_bytes());
+                b[field::TCI].copy_from_slice(&tci.to_be_bytes());
+                b[field::INNER_ETHERTYPE].copy_from_slice(&u16::from(self.ethertype).to_be_bytes());
+            }
+            None => {
+                b[field::ETHERTYPE].copy_from_slice(&u16::from(self.ethertype).to_be_bytes());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 1]);
+    const B: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 2]);
+
+    #[test]
+    fn untagged_round_trip_and_smoltcp_bytes() {
+        let r = EthernetRepr {
+            src: A,
+            dst: B,
+            ethertype: EtherType::Ipv4,
+            vlan: None,
+        };
+        let mut buf = [0u8; 14];
+        r.emit(&mut buf).unwrap();
+        let f = EthernetFrame::new_checked(&buf[..]).unwrap();
+        assert_eq!(EthernetRepr::parse(&f).unwrap(), r);
+
+        use smoltcp::wire as s;
+        let sr = s::EthernetRepr {
+            src_addr: s::EthernetAddress(A.0),
+            dst_addr: s::EthernetAddress(B.0),
+            ethertype: s::EthernetProtocol::Ipv4,
+        };
+        let mut sbuf = [0u8; 14];
+        sr.emit(&mut s::EthernetFrame::new_unchecked(&mut sbuf[..]));
+        assert_eq!(buf, sbuf);
+    }
+
+    #[test]
+    fn vlan_tag_is_skipped() {
+        let r = EthernetRepr {
+            src: A,
+            dst: EthernetAddress::BROADCAST,
+            ethertype: EtherType::Arp,
+            vlan: Some(0x2064),
+        };
+        let mut buf = [0u8; 20];
+        r.emit(&mut buf).unwrap();
+        assert_eq!(&buf[12..18], &[0x81, 0x00, 0x20, 0x64, 0x08, 0x06]);
+        let f = EthernetFrame::new_checked(&buf[..]).unwrap();
+        assert_eq!(f.header_len(), 18);
+        assert_eq!(f.payload().len(), 2);
+        assert_eq!(EthernetRepr::parse(&f).unwrap(), r);
+        // A tag without room for the TCI is truncated.
+        assert_eq!(
+            EthernetFrame::new_checked(&buf[..16]).unwrap_err(),
+            Error::Truncated
+        );
+    }
+
+    #[test]
+    fn address_classes() {
+        assert!(EthernetAddress::BROADCAST.is_multicast());
+        assert!(A.is_unicast() && A.is_local());
+        assert_eq!(A.to_string(), "02:00:00:00:00:01");
+        assert_eq!(
+            EthernetFrame::new_checked(&[0u8; 13][..]).unwrap_err(),
+            Error::Truncated
+        );
+    }
+}

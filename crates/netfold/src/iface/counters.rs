@@ -1,0 +1,209 @@
+//! Stack counters: every frame in and out, and every drop by its reason. A drop that is not
+//! counted is a bug; the integration tests assert on these.
+
+use crate::buf::PoolStats;
+use crate::tcp;
+use core::fmt;
+
+/// All counters of one stack; plain fields so callers can diff snapshots.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    // Link layer.
+    pub frames_in: u64,
+    pub frames_out: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Frames too short or otherwise unparsable at the link layer.
+    pub eth_malformed: u64,
+    /// Unicast frames for another MAC, multicast we did not join.
+    pub eth_not_for_us: u64,
+    /// Unknown EtherType, VLAN-tagged frames (no VLAN configured), other ARP hardware types.
+    pub unsupported: u64,
+    /// Frames with no room in the transmit queue.
+    pub tx_queue_full: u64,
+    /// Outgoing packets dropped because nothing was routable (off-subnet, no gateway).
+    pub no_route: u64,
+    /// Outgoing datagrams too large for the MTU (TCP segments are split instead).
+    pub tx_too_big: u64,
+
+    // ARP.
+    pub arp_in: u64,
+    pub arp_malformed: u64,
+    pub arp_requests_in: u64,
+    pub arp_replies_in: u64,
+    pub arp_requests_out: u64,
+    pub arp_replies_out: u64,
+    /// Frames dropped because the pending-resolution queue was full.
+    pub arp_pending_overflow: u64,
+    /// Parked frames dropped when their next hop never answered.
+    pub arp_unresolved_drops: u64,
+
+    // IPv4.
+    pub ipv4_in: u64,
+    pub ipv4_out: u64,
+    pub ipv4_bad_checksum: u64,
+    pub ipv4_malformed: u64,
+    /// Destination not one of our addresses.
+    pub ipv4_not_for_us: u64,
+    /// Source address broadcast, multicast or ours (RFC 1122 §3.2.1.3 martians).
+    pub ipv4_bad_src: u64,
+    pub ipv4_unknown_protocol: u64,
+    pub frag_in: u64,
+    pub frag_reassembled: u64,
+    /// Fragments dropped: reassembly disabled, limits, overlaps.
+    pub frag_dropped: u64,
+    pub frag_overlaps: u64,
+    pub frag_timeouts: u64,
+
+    // ICMP.
+    pub icmp_in: u64,
+    pub icmp_out: u64,
+    pub icmp_bad_checksum: u64,
+    pub icmp_malformed: u64,
+    /// Message types we do not handle (counted, ignored).
+    pub icmp_unsupported: u64,
+    pub echo_requests_in: u64,
+    pub echo_replies_in: u64,
+    /// Destination unreachable / time exceeded received.
+    pub icmp_errors_in: u64,
+    /// Of those, port unreachable (what a UDP sender sees for a closed port).
+    pub icmp_port_unreachable_in: u64,
+    pub icmp_errors_out: u64,
+    /// ICMP errors not sent because of the rate limit.
+    pub icmp_rate_limited: u64,
+
+    // UDP.
+    pub udp_in: u64,
+    pub udp_out: u64,
+    pub udp_bad_checksum: u64,
+    pub udp_malformed: u64,
+    pub udp_no_socket: u64,
+    pub udp_queue_full: u64,
+
+    // TCP (ingress/egress glue; the engine's own counters are in `tcp`).
+    pub tcp_bad_checksum: u64,
+    pub tcp_malformed: u64,
+    /// Segments produced by splitting a large TCP segment at the MTU (software GSO).
+    pub gso_segments: u64,
+    pub tcp: tcp::Stats,
+
+    pub pool: PoolStats,
+}
+
+impl fmt::Display for Counters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = &self.tcp;
+        let rows: &[(&str, &[(&str, u64)])] = &[
+            (
+                "link",
+                &[
+                    ("frames_in", self.frames_in),
+                    ("frames_out", self.frames_out),
+                    ("bytes_in", self.bytes_in),
+                    ("bytes_out", self.bytes_out),
+                    ("malformed", self.eth_malformed),
+                    ("not_for_us", self.eth_not_for_us),
+                    ("unsupported", self.unsupported),
+                    ("tx_queue_full", self.tx_queue_full),
+                    ("no_route", self.no_route),
+                    ("tx_too_big", self.tx_too_big),
+                ],
+            ),
+            (
+                "arp",
+                &[
+                    ("in", self.arp_in),
+                    ("malformed", self.arp_malformed),
+                    ("requests_in", self.arp_requests_in),
+                    ("replies_in", self.arp_replies_in),
+                    ("requests_out", self.arp_requests_out),
+                    ("replies_out", self.arp_replies_out),
+                    ("pending_overflow", self.arp_pending_overflow),
+                    ("unresolved_drops", self.arp_unresolved_drops),
+                ],
+            ),
+            (
+                "ipv4",
+                &[
+                    ("in", self.ipv4_in),
+                    ("out", self.ipv4_out),
+                    ("bad_checksum", self.ipv4_bad_checksum),
+                    ("malformed", self.ipv4_malformed),
+                    ("not_for_us", self.ipv4_not_for_us),
+                    ("bad_src", self.ipv4_bad_src),
+                    ("unknown_protocol", self.ipv4_unknown_protocol),
+                    ("frag_in", self.frag_in),
+                    ("frag_reassembled", self.frag_reassembled),
+                    ("frag_dropped", self.frag_dropped),
+                    ("frag_overlaps", self.frag_overlaps),
+                    ("frag_timeouts", self.frag_timeouts),
+                ],
+            ),
+            (
+                "icmp",
+                &[
+                    ("in", self.icmp_in),
+                    ("out", self.icmp_out),
+                    ("bad_checksum", self.icmp_bad_checksum),
+                    ("malformed", self.icmp_malformed),
+                    ("unsupported", self.icmp_unsupported),
+                    ("echo_requests_in", self.echo_requests_in),
+                    ("echo_replies_in", self.echo_replies_in),
+                    ("errors_in", self.icmp_errors_in),
+                    ("port_unreachable_in", self.icmp_port_unreachable_in),
+                    ("errors_out", self.icmp_errors_out),
+                    ("rate_limited", self.icmp_rate_limited),
+                ],
+            ),
+            (
+                "udp",
+                &[
+                    ("in", self.udp_in),
+                    ("out", self.udp_out),
+                    ("bad_checksum", self.udp_bad_checksum),
+                    ("malformed", self.udp_malformed),
+                    ("no_socket", self.udp_no_socket),
+                    ("queue_full", self.udp_queue_full),
+                ],
+            ),
+            (
+                "tcp",
+                &[
+                    ("segments_in", t.segments_in),
+                    ("segments_out", t.segments_out),
+                    ("bad_checksum", self.tcp_bad_checksum),
+                    ("malformed", self.tcp_malformed),
+                    ("gso_segments", self.gso_segments),
+                    ("retransmits_fast", t.retransmits_fast),
+                    ("retransmits_rto", t.retransmits_rto),
+                    ("dup_acks", t.dup_acks),
+                    ("sack_blocks_in", t.sack_blocks_in),
+                    ("sack_blocks_out", t.sack_blocks_out),
+                    ("ooo_bytes_queued", t.ooo_bytes_queued),
+                    ("rst_in", t.rst_in),
+                    ("rst_out", t.rst_out),
+                    ("no_socket", t.no_socket),
+                    ("challenge_acks", t.challenge_acks),
+                    ("paws_drops", t.paws_drops),
+                    ("bad_segments", t.bad_segments),
+                    ("backlog_drops", t.backlog_drops),
+                ],
+            ),
+            (
+                "pool",
+                &[
+                    ("gets", self.pool.gets),
+                    ("allocations", self.pool.allocations),
+                    ("puts", self.pool.puts),
+                    ("dropped", self.pool.dropped),
+                ],
+            ),
+        ];
+        for (layer, fields) in rows {
+            for (name, v) in fields.iter() {
+                writeln!(f, "{layer:<5} {name:<20} {v:>14}")?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,353 @@
+//! The transmit half of the stack: IPv4 header, next-hop choice, ARP resolution and parking,
+//! the link header, and TCP segment building with the checksum folded into the payload copy
+//! and software GSO at the MTU boundary.
+
+use super::counters::Counters;
+use super::neighbor::{NeighborCache, Park};
+use super::tcp_wire;
+use crate::buf::{PacketBuf, Pool};
+use crate::phy::Medium;
+use crate::tcp::OutSegment;
+use crate::time::Instant;
+use crate::wire::arp::{ArpOperation, ArpRepr};
+use crate::wire::ethernet::{EtherType, EthernetAddress, EthernetRepr, HEADER_LEN as ETH_LEN};
+use crate::wire::ipv4::{checksum_combine, pseudo_header_sum, Ipv4Repr, HEADER_LEN as IP_LEN};
+use crate::wire::tcp::{TcpFlags, TcpRepr};
+use crate::wire::{IpProtocol, Ipv4Addr};
+
+/// Why a packet could not be queued for transmission (each case is also counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TxError {
+    /// The transmit queue is at its bound; retry after the next poll.
+    QueueFull,
+    /// Off-subnet destination and no gateway.
+    NoRoute,
+    /// Larger than the MTU (netfold does not fragment on transmit).
+    TooBig,
+    /// The next hop is unresolved and the pending queue is full.
+    PendingFull,
+}
+
+#[derive(Debug)]
+pub(crate) struct Egress {
+    pub medium: Medium,
+    pub mac: EthernetAddress,
+    pub addr: Ipv4Addr,
+    pub prefix_len: u8,
+    pub gateway: Option<Ipv4Addr>,
+    /// IP MTU in effect: min(config, device).
+    pub mtu: usize,
+    pub csum_tx: bool,
+    pub tso: bool,
+    pub ttl: u8,
+    pub ident: u16,
+    pub pool: Pool,
+    pub tx: Vec<PacketBuf>,
+    pub tx_limit: usize,
+    pub neigh: NeighborCache,
+    pub c: Counters,
+}
+
+impl Egress {
+    pub fn tx_full(&self) -> bool {
+        self.tx.len() >= self.tx_limit
+    }
+
+    fn mask(&self) -> u32 {
+        match self.prefix_len {
+            0 => 0,
+            n => u32::MAX << (32 - u32::from(n.min(32))),
+        }
+    }
+
+    pub fn in_subnet(&self, ip: Ipv4Addr) -> bool {
+        u32::from(ip) & self.mask() == u32::from(self.addr) & self.mask()
+    }
+
+    /// 255.255.255.255 or the directed broadcast of our subnet (RFC 919/922). /31 and /32
+    /// have no broadcast address (RFC 3021).
+    pub fn is_broadcast(&self, ip: Ipv4Addr) -> bool {
+        ip.is_broadcast()
+            || (self.prefix_len < 31
+                && self.in_subnet(ip)
+                && u32::from(ip) | self.mask() == u32::MAX)
+    }
+
+    /// RFC 1122 §3.3.1.1: in-subnet destinations are reached directly, others via the gateway.
+    fn next_hop(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+        if self.in_subnet(dst) {
+            Some(dst)
+        } else {
+            self.gateway
+        }
+    }
+
+    fn push(&mut self, buf: PacketBuf) {
+        self.c.frames_out += 1;
+        self.c.bytes_out += buf.len() as u64;
+        self.tx.push(buf);
+    }
+
+    /// `buf` holds an IP payload; prepends the IPv4 header and hands it to the link.
+    pub fn send_ip(
+        &mut self,
+        now: Instant,
+        protocol: IpProtocol,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        mut buf: PacketBuf,
+    ) -> Result<(), TxError> {
+        if self.tx_full() {
+            self.c.tx_queue_full += 1;
+            self.pool.put(buf);
+            return Err(TxError::QueueFull);
+        }
+        let tso_ok = self.tso && protocol == IpProtocol::Tcp;
+        if (IP_LEN + buf.len() > self.mtu && !tso_ok) || IP_LEN + buf.len() > 65535 {
+            self.c.tx_too_big += 1;
+            self.pool.put(buf);
+            return Err(TxError::TooBig);
+        }
+        self.ident = self.ident.wrapping_add(1);
+        let ip = Ipv4Repr {
+            src,
+            dst,
+            protocol,
+            payload_len: buf.len(),
+            // RFC 1122 §3.2.1.7: a host must not send TTL 0.
+            ttl: self.ttl.max(1),
+            dscp_ecn: 0,
+            ident: self.ident,
+            // We never fragment on transmit; DF lets path MTU discovery (RFC 1191) work.
+            dont_frag: true,
+            more_frags: false,
+            frag_offset: 0,
+        };
+        if ip.emit(buf.prepend(IP_LEN), self.csum_tx).is_err() {
+            self.c.tx_too_big += 1;
+            self.pool.put(buf);
+            return Err(TxError::TooBig);
+        }
+        self.c.ipv4_out += 1;
+        self.send_link(now, dst, buf)
+    }
+
+    fn send_link(
+        &mut self,
+        now: Instant,
+        dst: Ipv4Addr,
+        mut buf: PacketBuf,
+    ) -> Result<(), TxError> {
+        if self.medium == Medium::Ip {
+            self.push(buf);
+            return Ok(());
+        }
+        let (hop, mac) = if self.is_broadcast(dst) {
+            (dst, Some(EthernetAddress::BROADCAST))
+        } else {
+            match self.next_hop(dst) {
+                Some(hop) => (hop, self.neigh.lookup(now, hop)),
+                None => {
+                    self.c.no_route += 1;
+                    self.pool.put(buf);
+                    return Err(TxError::NoRoute);
+                }
+            }
+        };
+        let eth = EthernetRepr {
+            src: self.mac,
+            dst: mac.unwrap_or_default(),
+            ethertype: EtherType::Ipv4,
+            vlan: None,
+        };
+        // Cannot fail: the slice is exactly header_len long.
+        let _ = eth.emit(buf.prepend(ETH_LEN));
+        if mac.is_some() {
+            self.push(buf);
+            return Ok(());
+        }
+        match self.neigh.park(now, hop, buf) {
+            (Park::SendRequest, _) => {
+                self.send_arp_request(hop);
+                Ok(())
+            }
+            (Park::Waiting, _) => Ok(()),
+            (Park::Full, back) => {
+                self.c.arp_pending_overflow += 1;
+                if let Some(b) = back {
+                    self.pool.put(b);
+                }
+                Err(TxError::PendingFull)
+            }
+        }
+    }
+
+    /// Sends an ARP packet in a broadcast (request) or unicast (reply) Ethernet frame.
+    pub fn send_arp(&mut self, arp: ArpRepr, dst: EthernetAddress) {
+        if self.tx_full() {
+            self.c.tx_queue_full += 1;
+            return;
+        }
+        let mut buf = self.pool.get();
+        let eth = EthernetRepr {
+            src: self.mac,
+            dst,
+            ethertype: EtherType::Arp,
+            vlan: None,
+        };
+        let area = buf.append(ETH_LEN + arp.buffer_len());
+        let _ = eth.emit(&mut area[..ETH_LEN]);
+        let _ = arp.emit(&mut area[ETH_LEN..]);
+        match arp.op {
+            ArpOperation::Request => self.c.arp_requests_out += 1,
+            ArpOperation::Reply => self.c.arp_replies_out += 1,
+        }
+        self.push(buf);
+    }
+
+    pub fn send_arp_request(&mut self, target: Ipv4Addr) {
+        let arp = ArpRepr {
+            op: ArpOperation::Request,
+            source_hw: self.mac,
+            source_ip: self.addr,
+            target_hw: EthernetAddress::default(),
+            target_ip: target,
+        };
+        self.send_arp(arp, EthernetAddress::BROADCAST);
+    }
+
+    /// Moves frames parked for `ip` to the transmit queue with their destination MAC filled.
+    pub fn flush_pending(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
+        let tx = &mut self.tx;
+        let c = &mut self.c;
+        self.neigh.take_pending(ip, |mut f| {
+            if let Some(d) = f.as_mut_slice().get_mut(..6) {
+                d.copy_from_slice(&mac.0);
+            }
+            c.frames_out += 1;
+            c.bytes_out += f.len() as u64;
+            tx.push(f);
+        });
+    }
+
+    /// The `emit` callback of `TcpLayer::output`: `false` when the transmit queue is full.
+    ///
+    /// Software GSO: a segment whose payload exceeds what one MTU-sized packet carries is cut
+    /// into MTU-sized segments here, each with its own sequence number and checksums. As in
+    /// Linux's `tcp_gso_segment`, FIN and PSH stay on the last piece only and CWR on the first
+    /// only, so the receiver sees exactly what a sender without GSO would have sent.
+    pub fn emit_tcp(&mut self, now: Instant, seg: &OutSegment<'_>) -> bool {
+        if self.tx_full() {
+            return false;
+        }
+        let hlen = tcp_wire::header_len(&seg.repr);
+        let total = seg.payload.0.len() + seg.payload.1.len();
+        let max = if self.tso {
+            65535 - IP_LEN - hlen
+        } else {
+            self.mtu.saturating_sub(IP_LEN + hlen)
+        };
+        if total <= max || seg.repr.flags.syn() || max == 0 {
+            self.emit_tcp_one(now, seg, &seg.repr, 0, total);
+            return true;
+        }
+        let pieces = total.div_ceil(max);
+        // Keep a super-segment whole in one queue (unless it could never fit).
+        if self.tx.len() + pieces > self.tx_limit && !self.tx.is_empty() {
+            return false;
+        }
+        let mut off = 0;
+        while off < total {
+            let len = max.min(total - off);
+            let mut repr: TcpRepr = seg.repr;
+            repr.seq = seg.repr.seq.wrapping_add(off as u32);
+            let mut flags = seg.repr.flags.0;
+            if off + len < total {
+                flags &= !(TcpFlags::FIN | TcpFlags::PSH);
+            }
+            if off > 0 {
+                flags &= !TcpFlags::CWR;
+            }
+            repr.flags = TcpFlags(flags);
+            self.emit_tcp_one(now, seg, &repr, off, len);
+            self.c.gso_segments += 1;
+            off += len;
+        }
+        true
+    }
+
+    fn emit_tcp_one(
+        &mut self,
+        now: Instant,
+        seg: &OutSegment<'_>,
+        repr: &TcpRepr,
+        off: usize,
+        len: usize,
+    ) {
+        let mut buf = self.pool.get();
+        let hlen = tcp_wire::header_len(repr);
+        let area = buf.append(hlen + len);
+        if tcp_wire::emit(repr, &mut area[..hlen]).is_err() {
+            self.c.tcp_malformed += 1;
+            self.pool.put(buf);
+            return;
+        }
+        // The checksum folded into the copy: the payload is summed while it is copied.
+        let payload_sum = copy_range_with_checksum(&mut area[hlen..], seg.payload, off, len);
+        if self.csum_tx {
+            let ph = pseudo_header_sum(seg.src, seg.dst, IpProtocol::Tcp, (hlen + len) as u32);
+            let header_sum = crate::mem::checksum(&area[..hlen]);
+            let c = !checksum_combine(checksum_combine(ph, header_sum), payload_sum);
+            area[16..18].copy_from_slice(&c.to_be_bytes());
+        }
+        let _ = self.send_ip(now, IpProtocol::Tcp, seg.src, seg.dst, buf);
+    }
+}
+
+/// Copies bytes `off..off + len` of the concatenation `parts.0 ++ parts.1` into `dst` and
+/// returns their one's-complement sum. A piece that starts at an odd offset within `dst` has
+/// its sum byte-swapped (RFC 1071 §2 (B), byte-order independence), so the pieces combine.
+pub fn copy_range_with_checksum(
+    dst: &mut [u8],
+    parts: (&[u8], &[u8]),
+    off: usize,
+    len: usize,
+) -> u16 {
+    let (a, b) = parts;
+    let a_part = a
+        .get(off.min(a.len())..(off + len).min(a.len()))
+        .unwrap_or(&[]);
+    let b_off = off.saturating_sub(a.len());
+    let b_len = len - a_part.len();
+    let b_part = b
+        .get(b_off.min(b.len())..(b_off + b_len).min(b.len()))
+        .unwrap_or(&[]);
+    let n1 = a_part.len();
+    let s1 = crate::mem::copy_with_checksum(&mut dst[..n1], a_part);
+    let mut s2 = crate::mem::copy_with_checksum(&mut dst[n1..n1 + b_part.len()], b_part);
+    if n1 % 2 == 1 {
+        s2 = s2.swap_bytes();
+    }
+    checksum_combine(s1, s2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_copy_checksum_matches_flat_checksum() {
+        let data: Vec<u8> = (0..101u8).map(|i| i.wrapping_mul(37)).collect();
+        for cut in [0, 1, 2, 33, 50, 100, 101] {
+            let (a, b) = data.split_at(cut);
+            for (off, len) in [(0, 101), (1, 60), (7, 33), (40, 61)] {
+                let mut dst = vec![0u8; len];
+                let s = copy_range_with_checksum(&mut dst, (a, b), off, len);
+                assert_eq!(&dst[..], &data[off..off + len]);
+                let flat = crate::mem::checksum(&data[off..off + len]);
+                // 0x0000 and 0xffff are the same value in one's complement.
+                assert!(s == flat || (s == 0xffff && flat == 0) || (s == 0 && flat == 0xffff));
+            }
+        }
+    }
+}
