@@ -85,9 +85,8 @@ fn step<N: MemNet>(net: &mut N, progressed: bool, prog: &mut Progress) -> Result
         Some(t) => net.clock().skip_to(t),
         None => {
             if prog.last.elapsed() > Duration::from_secs(5) {
-                return Err(
-                    "both stacks idle with nothing scheduled: the test cannot finish".into(),
-                );
+                let d = serde_json::Value::Object(net.details());
+                return Err(format!("both stacks idle with nothing scheduled: the test cannot finish; state: {d}").into());
             }
         }
     }
