@@ -182,7 +182,7 @@ impl MemNet for NetfoldNet {
 
 pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     if p.threads > 1 {
-        return Err("--threads 2 for netfold is not implemented yet".into());
+        return super::netfold_threads::run(p);
     }
     let mut net = NetfoldNet::new(p);
     super::memnet::run(&mut net, p)

@@ -290,9 +290,7 @@ fn make_row(
         row.ci_met = Some(it.met(headline));
     }
     if cpu {
-        let ncpus = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
+        let ncpus = crate::bench::affinity::online_cpus();
         // Scaled to 100% CPU: the headline (Mbit/s, or transactions/s for RR/CRR) divided by
         // the utilization.
         let f = stats::cpu_figures(cpu_s, elapsed, ncpus, bytes, mean);

@@ -336,6 +336,11 @@ impl Conn {
         }
         let new_wnd = u32::from(seg.window) << self.snd_wscale;
         let acked = seq::dist(self.snd_una, ack);
+        // RFC 7661 §4.3 / Linux tcp_is_cwnd_limited: grow cwnd only while the flight actually
+        // used it (at least half of it), or an application-limited or receive-window-limited
+        // sender inflates cwnd without bound.
+        let cwnd_limited =
+            seq::dist(self.snd_una, self.snd_max).saturating_mul(2) >= self.cc.cwnd();
         if acked > 0 {
             self.take_rtt_sample(ctx, seg);
             // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
@@ -385,7 +390,9 @@ impl Conn {
                 }
                 None => {
                     self.dupacks = 0;
-                    self.cc.on_ack(now, acked, mss, self.rtt.srtt());
+                    if cwnd_limited {
+                        self.cc.on_ack(now, acked, mss, self.rtt.srtt());
+                    }
                 }
             }
             // RFC 6298 §5.2/§5.3: stop the timer when all is acked, else restart it.

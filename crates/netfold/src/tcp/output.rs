@@ -432,8 +432,12 @@ impl Conn {
         } else {
             0
         };
-        let cwnd_edge = self.snd_una.wrapping_add(cwnd.saturating_add(lt));
-        let edge = seq::min(cwnd_edge, wnd_edge);
+        // Both limits as byte counts from SND.UNA, then one edge: comparing two edges in
+        // sequence space would misorder them once cwnd exceeds 2^31.
+        let allowed = cwnd
+            .saturating_add(lt)
+            .min(seq::dist(self.snd_una, wnd_edge));
+        let edge = self.snd_una.wrapping_add(allowed);
         let room = seq::dist(self.snd_nxt, edge);
         if self.snd_nxt == fin_seq {
             // A lone FIN is not held back by the windows.
