@@ -334,6 +334,86 @@ pub fn copy_range_with_checksum(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::time::Duration;
+    use crate::wire::ipv4::Ipv4Packet;
+
+    fn egress(tx_limit: usize) -> Egress {
+        Egress {
+            medium: Medium::Ip,
+            mac: EthernetAddress::default(),
+            addr: Ipv4Addr::new(198, 18, 0, 1),
+            prefix_len: 24,
+            gateway: None,
+            mtu: 1500,
+            csum_tx: true,
+            tso: false,
+            ttl: 64,
+            ident: 0,
+            pool: Pool::new(1518, 16),
+            tx: Vec::new(),
+            tx_limit,
+            neigh: NeighborCache::new(Duration::from_secs(60), 4, Duration::from_secs(1), 3),
+            c: Counters::default(),
+        }
+    }
+
+    #[test]
+    fn gso_splits_at_mtu_with_flags_seq_and_checksums() {
+        let mut eg = egress(16);
+        let data: Vec<u8> = (0..3001u32).map(|i| (i * 7) as u8).collect();
+        let (a, b) = data.split_at(1001);
+        let repr = TcpRepr {
+            src_port: 1,
+            dst_port: 2,
+            seq: u32::MAX - 10,
+            ack: 5,
+            flags: TcpFlags(TcpFlags::ACK | TcpFlags::PSH | TcpFlags::FIN | TcpFlags::CWR),
+            window: 100,
+            ..TcpRepr::default()
+        };
+        let seg = OutSegment {
+            src: eg.addr,
+            dst: Ipv4Addr::new(198, 18, 0, 2),
+            repr,
+            payload: (a, b),
+        };
+        assert!(eg.emit_tcp(Instant::ZERO, &seg));
+        assert_eq!(eg.tx.len(), 3);
+        let mut joined = Vec::new();
+        for (i, f) in eg.tx.iter().enumerate() {
+            assert!(f.len() <= 1500);
+            let ip = Ipv4Packet::new_checked(f.as_slice()).unwrap();
+            assert!(ip.verify_checksum());
+            let (t, hl) = tcp_wire::parse(ip.payload(), seg.src, seg.dst, true).unwrap();
+            assert_eq!(t.seq, repr.seq.wrapping_add(joined.len() as u32));
+            let last = i == 2;
+            assert_eq!(t.flags.fin(), last);
+            assert_eq!(t.flags.psh(), last);
+            assert_eq!(t.flags.cwr(), i == 0);
+            assert!(t.flags.ack());
+            joined.extend_from_slice(&ip.payload()[hl..]);
+        }
+        assert_eq!(joined, data);
+        assert_eq!(eg.c.gso_segments, 3);
+    }
+
+    #[test]
+    fn full_queue_refuses_segments() {
+        let mut eg = egress(1);
+        let seg = OutSegment {
+            src: eg.addr,
+            dst: Ipv4Addr::new(198, 18, 0, 2),
+            repr: TcpRepr {
+                src_port: 1,
+                dst_port: 2,
+                ..TcpRepr::default()
+            },
+            payload: (&[1, 2, 3], &[]),
+        };
+        assert!(eg.emit_tcp(Instant::ZERO, &seg));
+        assert!(!eg.emit_tcp(Instant::ZERO, &seg));
+        assert_eq!(eg.tx.len(), 1);
+    }
 
     #[test]
     fn split_copy_checksum_matches_flat_checksum() {

@@ -140,7 +140,7 @@ impl Stack {
         // RFC 1122 §3.3.6: a datagram received via link broadcast with a unicast IP destination
         // SHOULD be silently discarded. We are a host (no forwarding): anything not addressed
         // to us is dropped.
-        if (ip.dst != self.eg.addr && !bcast) || (link_bcast && !bcast) {
+        if !bcast && (ip.dst != self.eg.addr || link_bcast) {
             c.ipv4_not_for_us += 1;
             return;
         }

@@ -146,7 +146,7 @@ impl RateLimiter {
         if add > 0 {
             let add = u32::try_from(add).unwrap_or(u32::MAX);
             self.tokens = self.tokens.saturating_add(add).min(self.burst);
-            self.last = self.last + Duration::from_micros(per.saturating_mul(u64::from(add)));
+            self.last += Duration::from_micros(per.saturating_mul(u64::from(add)));
         }
         if self.tokens > 0 {
             self.tokens -= 1;
@@ -176,7 +176,9 @@ pub struct Stack {
 
 impl Stack {
     pub fn new(config: StackConfig) -> Stack {
-        let mut pool = Pool::new(config.mtu + 18, config.pool_buffers);
+        // An IPv4 packet is at most 64 KiB and at least 68 bytes must pass (RFC 791 §3.2).
+        let mtu = config.mtu.clamp(68, 65535);
+        let mut pool = Pool::new(mtu + 18, config.pool_buffers);
         pool.prefill(config.pool_buffers.min(64));
         let eg = Egress {
             medium: config.medium,
@@ -184,7 +186,7 @@ impl Stack {
             addr: config.addr,
             prefix_len: config.prefix_len.min(32),
             gateway: config.gateway,
-            mtu: config.mtu,
+            mtu,
             csum_tx: true,
             tso: false,
             ttl: config.ttl,
@@ -260,7 +262,7 @@ impl Stack {
     fn apply_caps(&mut self, dev: &dyn Device) {
         let caps = dev.caps();
         self.eg.medium = caps.medium;
-        self.eg.mtu = self.config.mtu.min(caps.mtu).max(68);
+        self.eg.mtu = self.config.mtu.min(caps.mtu).clamp(68, 65535);
         self.eg.csum_tx = caps.checksum.tx;
         self.eg.tso = caps.tso;
         self.csum_rx = caps.checksum.rx;

@@ -77,7 +77,7 @@ impl Reassembler {
         let start = usize::from(ip.frag_offset);
         let end = start + payload.len();
         // RFC 791: every fragment but the last carries a multiple of 8 bytes.
-        if end > MAX_PAYLOAD || (ip.more_frags && payload.len() % 8 != 0) || payload.is_empty() {
+        if end > MAX_PAYLOAD || (ip.more_frags && payload.len() & 7 != 0) || payload.is_empty() {
             return FragOutcome::DroppedLimit;
         }
         let key = (ip.src, ip.dst, ip.protocol, ip.ident);
@@ -106,7 +106,7 @@ impl Reassembler {
             return FragOutcome::DroppedLimit;
         }
         let d = &mut self.slots[idx];
-        if d.ranges.iter().any(|&r| r == (start, end)) {
+        if d.ranges.contains(&(start, end)) {
             return FragOutcome::Duplicate;
         }
         let overlaps = d.ranges.iter().any(|&(s, e)| start < e && s < end);

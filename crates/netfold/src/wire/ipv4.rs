@@ -240,7 +240,7 @@ impl Ipv4Repr {
     /// when the total length does not fit 16 bits or the offset is not a multiple of 8.
     pub fn emit(&self, buf: &mut [u8], fill_checksum: bool) -> Result<()> {
         let total = u16::try_from(HEADER_LEN + self.payload_len).map_err(|_| Error::BadLength)?;
-        if self.frag_offset % 8 != 0 {
+        if self.frag_offset & 7 != 0 {
             return Err(Error::BadLength);
         }
         let b = buf.get_mut(..HEADER_LEN).ok_or(Error::Truncated)?;
