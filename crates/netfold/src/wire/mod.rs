@@ -7,6 +7,7 @@
 //! [`Error`], never a panic.
 
 pub mod arp;
+pub mod checksum;
 pub mod ethernet;
 pub mod icmpv4;
 pub mod ipv4;
