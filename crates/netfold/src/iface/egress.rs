@@ -11,8 +11,8 @@ use crate::tcp::OutSegment;
 use crate::time::Instant;
 use crate::wire::arp::{ArpOperation, ArpRepr};
 use crate::wire::ethernet::{EtherType, EthernetAddress, EthernetRepr, HEADER_LEN as ETH_LEN};
-use crate::wire::ipv4::{checksum_combine, pseudo_header_sum, Ipv4Repr, HEADER_LEN as IP_LEN};
-use crate::wire::tcp::{TcpFlags, TcpRepr};
+use crate::wire::ipv4::{checksum_combine, Ipv4Repr, HEADER_LEN as IP_LEN};
+use crate::wire::tcp::{PseudoHeader, TcpFlags, TcpRepr};
 use crate::wire::{IpProtocol, Ipv4Addr};
 
 /// Why a packet could not be queued for transmission (each case is also counted).
@@ -287,18 +287,21 @@ impl Egress {
         let mut buf = self.pool.get();
         let hlen = tcp_wire::header_len(repr);
         let area = buf.append(hlen + len);
-        if tcp_wire::emit(repr, &mut area[..hlen]).is_err() {
+        // The checksum folded into the copy: the payload is summed while it is copied, and the
+        // header's checksum is completed from that sum without reading the payload again.
+        let payload_sum = copy_range_with_checksum(&mut area[hlen..], seg.payload, off, len);
+        let csum = self.csum_tx.then_some((
+            PseudoHeader {
+                src: seg.src,
+                dst: seg.dst,
+            },
+            len,
+            payload_sum,
+        ));
+        if tcp_wire::emit(repr, &mut area[..hlen], csum).is_err() {
             self.c.tcp_malformed += 1;
             self.pool.put(buf);
             return;
-        }
-        // The checksum folded into the copy: the payload is summed while it is copied.
-        let payload_sum = copy_range_with_checksum(&mut area[hlen..], seg.payload, off, len);
-        if self.csum_tx {
-            let ph = pseudo_header_sum(seg.src, seg.dst, IpProtocol::Tcp, (hlen + len) as u32);
-            let header_sum = crate::mem::checksum(&area[..hlen]);
-            let c = !checksum_combine(checksum_combine(ph, header_sum), payload_sum);
-            area[16..18].copy_from_slice(&c.to_be_bytes());
         }
         let _ = self.send_ip(now, IpProtocol::Tcp, seg.src, seg.dst, buf);
     }

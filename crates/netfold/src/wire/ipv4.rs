@@ -24,29 +24,15 @@ mod field {
 /// Length of a header without options.
 pub const HEADER_LEN: usize = 20;
 
-/// One's-complement sum of two folded sums (RFC 1071 §2 (B): the sum is associative, so partial
-/// sums over pieces can be added with end-around carry).
+/// One's-complement sum of two folded sums; see [`super::checksum::combine`].
 pub fn checksum_combine(a: u16, b: u16) -> u16 {
-    let s = u32::from(a) + u32::from(b);
-    ((s & 0xffff) + (s >> 16)) as u16
+    super::checksum::combine(a, b)
 }
 
-/// Folded, uncomplemented sum of the TCP/UDP pseudo-header (RFC 9293 §3.1, RFC 768):
-/// source, destination, zero, protocol, and the transport length.
+/// Folded, uncomplemented sum of the TCP/UDP pseudo-header (RFC 9293 §3.1, RFC 768), with the
+/// protocol typed; see [`super::checksum::pseudo_header`].
 pub fn pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, protocol: IpProtocol, len: u32) -> u16 {
-    let s = src.octets();
-    let d = dst.octets();
-    let mut sum: u32 = u32::from(u16::from_be_bytes([s[0], s[1]]))
-        + u32::from(u16::from_be_bytes([s[2], s[3]]))
-        + u32::from(u16::from_be_bytes([d[0], d[1]]))
-        + u32::from(u16::from_be_bytes([d[2], d[3]]))
-        + u32::from(u8::from(protocol))
-        + (len >> 16)
-        + (len & 0xffff);
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
+    super::checksum::pseudo_header(src, dst, u8::from(protocol), len)
 }
 
 /// A checked view of an IPv4 packet.
