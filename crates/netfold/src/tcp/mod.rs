@@ -17,10 +17,24 @@
 //!   keepalive, TIME_WAIT) needs `output` to run again.
 //! - Handles are small copyable ids; a stale handle gives `Error::InvalidHandle`, never a panic.
 
-use crate::time::{Duration, Instant};
+pub mod buffer;
+pub mod cc;
+mod conn;
+mod input;
+pub mod isn;
+mod layer;
+mod listener;
+mod output;
+pub mod rtt;
+pub mod sack;
+pub mod seq;
+mod timers;
+
+pub use layer::{ConnInfo, TcpLayer};
+
+use crate::time::Duration;
 use crate::wire::tcp::TcpRepr;
 use crate::wire::Ipv4Addr;
-use std::net::SocketAddrV4;
 
 /// Why a TCP operation failed. Maps onto `std::io::ErrorKind` in the socket API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -171,128 +185,12 @@ pub struct Stats {
     pub paws_drops: u64,
     pub bad_segments: u64,
     pub backlog_drops: u64,
-}
-
-/// All TCP state of one stack: connections, listeners, TIME_WAIT, pending replies.
-#[derive(Debug)]
-pub struct TcpLayer {
-    #[allow(dead_code)]
-    secret: [u8; 16],
-    stats: Stats,
-}
-
-impl TcpLayer {
-    /// `secret` keys the RFC 6528 ISN function (and SYN cookies, if ever).
-    pub fn new(secret: [u8; 16]) -> Self {
-        TcpLayer {
-            secret,
-            stats: Stats::default(),
-        }
-    }
-
-    /// One received, checksum-verified segment from `src` to `dst`.
-    pub fn input(
-        &mut self,
-        _now: Instant,
-        _src: Ipv4Addr,
-        _dst: Ipv4Addr,
-        _repr: &TcpRepr,
-        _payload: &[u8],
-    ) {
-        self.stats.segments_in += 1;
-    }
-
-    /// Emits every segment due at `now`; see the module contract.
-    pub fn output(&mut self, _now: Instant, _emit: &mut dyn FnMut(&OutSegment<'_>) -> bool) {}
-
-    pub fn poll_at(&self) -> Option<Instant> {
-        None
-    }
-
-    /// An ICMP error quoting a segment we sent from `local` to `remote`.
-    pub fn icmp_error(
-        &mut self,
-        _now: Instant,
-        _local: SocketAddrV4,
-        _remote: SocketAddrV4,
-        _err: IcmpError,
-    ) {
-    }
-
-    pub fn listen(
-        &mut self,
-        _local: SocketAddrV4,
-        _backlog: usize,
-        _config: Config,
-    ) -> Result<Handle, Error> {
-        Err(Error::InvalidInput)
-    }
-    /// A fully established connection from the listener's accept queue.
-    pub fn accept(&mut self, _listener: Handle) -> Result<Handle, Error> {
-        Err(Error::WouldBlock)
-    }
-    /// Active open from `local` (port 0 = pick an ephemeral port) to `remote`.
-    pub fn connect(
-        &mut self,
-        _now: Instant,
-        _local: SocketAddrV4,
-        _remote: SocketAddrV4,
-        _config: Config,
-    ) -> Result<Handle, Error> {
-        Err(Error::InvalidInput)
-    }
-    /// Queues up to `data.len()` bytes; returns how many were taken (WouldBlock if none fit).
-    pub fn send(&mut self, _h: Handle, _data: &[u8]) -> Result<usize, Error> {
-        Err(Error::InvalidHandle)
-    }
-    /// Reads in-order data; `Ok(0)` means the peer closed (FIN received, all data read).
-    pub fn recv(&mut self, _h: Handle, _buf: &mut [u8]) -> Result<usize, Error> {
-        Err(Error::InvalidHandle)
-    }
-    /// Half-close: FIN after queued data (shutdown(SHUT_WR)).
-    pub fn shutdown_write(&mut self, _h: Handle) -> Result<(), Error> {
-        Err(Error::InvalidHandle)
-    }
-    /// close(): FIN (or RST per linger/unread data rules); the handle becomes invalid for the
-    /// caller, the layer keeps the connection until it is fully closed.
-    pub fn close(&mut self, _h: Handle) -> Result<(), Error> {
-        Err(Error::InvalidHandle)
-    }
-    /// Abort with RST and release immediately.
-    pub fn abort(&mut self, _h: Handle) -> Result<(), Error> {
-        Err(Error::InvalidHandle)
-    }
-    pub fn state(&self, _h: Handle) -> Result<State, Error> {
-        Err(Error::InvalidHandle)
-    }
-    pub fn local_addr(&self, _h: Handle) -> Result<SocketAddrV4, Error> {
-        Err(Error::InvalidHandle)
-    }
-    pub fn peer_addr(&self, _h: Handle) -> Result<SocketAddrV4, Error> {
-        Err(Error::InvalidHandle)
-    }
-    /// Bytes readable now / bytes queued unsent-or-unacked / free space in the send buffer.
-    pub fn recv_queue(&self, _h: Handle) -> Result<usize, Error> {
-        Err(Error::InvalidHandle)
-    }
-    pub fn send_queue(&self, _h: Handle) -> Result<usize, Error> {
-        Err(Error::InvalidHandle)
-    }
-    pub fn send_space(&self, _h: Handle) -> Result<usize, Error> {
-        Err(Error::InvalidHandle)
-    }
-    /// The pending error (reset, refused, timed out) that ended the connection, if any.
-    pub fn take_error(&mut self, _h: Handle) -> Result<Option<Error>, Error> {
-        Err(Error::InvalidHandle)
-    }
-    pub fn config(&self, _h: Handle) -> Result<Config, Error> {
-        Err(Error::InvalidHandle)
-    }
-    /// Changes options that may change on a live socket (nodelay, keepalive, buffers, linger).
-    pub fn set_config(&mut self, _h: Handle, _config: Config) -> Result<(), Error> {
-        Err(Error::InvalidHandle)
-    }
-    pub fn stats(&self) -> Stats {
-        self.stats
-    }
+    /// Out-of-order segments dropped because the assembler's range table was full.
+    pub ooo_drops: u64,
+    /// Replies (RSTs) dropped because the reply queue was full.
+    pub rst_dropped: u64,
+    pub persist_probes: u64,
+    pub keepalive_probes: u64,
+    /// Connections ended by retransmission/keepalive/persist timeouts.
+    pub timeouts: u64,
 }

@@ -1,0 +1,298 @@
+//! Connection data buffers, allocated once at connection creation and never grown:
+//! - [`SendRing`]: bytes queued by `send()` from SND.UNA onwards (unacknowledged + unsent).
+//! - [`RecvRing`]: in-order bytes waiting for `recv()`, followed (in the same storage) by
+//!   out-of-order bytes placed at their window offset; an [`Assembler`] remembers which
+//!   out-of-order ranges are filled. Out-of-order data therefore costs no extra memory and is
+//!   bounded by the receive window.
+
+/// A byte ring of fixed capacity.
+#[derive(Debug, Clone)]
+pub struct SendRing {
+    buf: Vec<u8>,
+    head: usize,
+    len: usize,
+}
+
+impl SendRing {
+    pub fn with_capacity(cap: usize) -> Self {
+        SendRing {
+            buf: vec![0; cap],
+            head: 0,
+            len: 0,
+        }
+    }
+    pub fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn free(&self) -> usize {
+        self.buf.len() - self.len
+    }
+    /// Appends as much of `data` as fits; returns the count.
+    pub fn push(&mut self, data: &[u8]) -> usize {
+        let cap = self.buf.len();
+        let n = data.len().min(self.free());
+        if n == 0 {
+            return 0;
+        }
+        let tail = (self.head + self.len) % cap;
+        let first = n.min(cap - tail);
+        self.buf[tail..tail + first].copy_from_slice(&data[..first]);
+        self.buf[..n - first].copy_from_slice(&data[first..n]);
+        self.len += n;
+        n
+    }
+    /// Up to `len` bytes starting `off` bytes after the head, as two slices (the ring may wrap).
+    pub fn slices(&self, off: usize, len: usize) -> (&[u8], &[u8]) {
+        let cap = self.buf.len();
+        if off >= self.len || cap == 0 {
+            return (&[], &[]);
+        }
+        let len = len.min(self.len - off);
+        let start = (self.head + off) % cap;
+        let first = len.min(cap - start);
+        (&self.buf[start..start + first], &self.buf[..len - first])
+    }
+    /// Drops `n` bytes from the head (they were acknowledged).
+    pub fn consume(&mut self, n: usize) {
+        let n = n.min(self.len);
+        if self.buf.is_empty() {
+            return;
+        }
+        self.head = (self.head + n) % self.buf.len();
+        self.len -= n;
+        if self.len == 0 {
+            self.head = 0;
+        }
+    }
+    /// Releases the storage (connection finished; nothing more will be sent).
+    pub fn release(&mut self) {
+        self.buf = Vec::new();
+        self.head = 0;
+        self.len = 0;
+    }
+}
+
+/// Maximum number of out-of-order ranges remembered; a segment that would need more is
+/// dropped (and counted by the caller). Bounds per-connection state against hostile peers.
+pub const MAX_OOO_RANGES: usize = 32;
+
+/// Filled ranges beyond the in-order data, as (offset, length) pairs with offsets relative to
+/// the end of the in-order data (i.e. to RCV.NXT). Sorted, non-overlapping, non-adjacent.
+#[derive(Debug, Clone, Default)]
+pub struct Assembler {
+    ranges: Vec<(usize, usize)>,
+}
+
+impl Assembler {
+    pub fn new() -> Self {
+        Assembler {
+            ranges: Vec::with_capacity(MAX_OOO_RANGES + 1),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+    pub fn ranges(&self) -> &[(usize, usize)] {
+        &self.ranges
+    }
+    /// Records `[off, off+len)` as filled. Returns `false` (and changes nothing) if that would
+    /// exceed [`MAX_OOO_RANGES`].
+    pub fn add(&mut self, off: usize, len: usize) -> bool {
+        if len == 0 {
+            return true;
+        }
+        let (mut s, mut e) = (off, off + len);
+        // Ranges that overlap or touch [s, e) merge into it.
+        let first = self.ranges.partition_point(|&(o, l)| o + l < s);
+        let mut last = first;
+        while last < self.ranges.len() && self.ranges[last].0 <= e {
+            s = s.min(self.ranges[last].0);
+            e = e.max(self.ranges[last].0 + self.ranges[last].1);
+            last += 1;
+        }
+        if first == last && self.ranges.len() >= MAX_OOO_RANGES {
+            return false;
+        }
+        self.ranges.drain(first..last);
+        self.ranges.insert(first, (s, e - s));
+        true
+    }
+    /// If a range starts at offset 0, removes it and returns its length; then shifts all other
+    /// offsets down by that much (RCV.NXT advanced).
+    pub fn pop_front(&mut self) -> usize {
+        match self.ranges.first() {
+            Some(&(0, l)) => {
+                self.ranges.remove(0);
+                self.shift(l);
+                l
+            }
+            _ => 0,
+        }
+    }
+    /// RCV.NXT advanced by `n` bytes of in-order data that did not come from the assembler.
+    pub fn shift(&mut self, n: usize) {
+        // Ranges entirely below the new origin vanish; a straddling one is cut.
+        self.ranges.retain_mut(|r| {
+            if r.0 + r.1 <= n {
+                false
+            } else {
+                if r.0 < n {
+                    r.1 -= n - r.0;
+                    r.0 = 0;
+                } else {
+                    r.0 -= n;
+                }
+                true
+            }
+        });
+    }
+    /// The range containing `off`, if any.
+    pub fn containing(&self, off: usize) -> Option<(usize, usize)> {
+        self.ranges
+            .iter()
+            .copied()
+            .find(|&(o, l)| o <= off && off < o + l)
+    }
+    pub fn clear(&mut self) {
+        self.ranges.clear();
+    }
+}
+
+/// Receive storage: in-order bytes, then the window region where out-of-order bytes land.
+#[derive(Debug, Clone)]
+pub struct RecvRing {
+    buf: Vec<u8>,
+    head: usize,
+    len: usize,
+    pub asm: Assembler,
+}
+
+impl RecvRing {
+    pub fn with_capacity(cap: usize) -> Self {
+        RecvRing {
+            buf: vec![0; cap],
+            head: 0,
+            len: 0,
+            asm: Assembler::new(),
+        }
+    }
+    pub fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+    /// In-order bytes readable now.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Writes `data` at `off` bytes past RCV.NXT and returns how many bytes became in-order
+    /// (RCV.NXT must advance by that much). `None` if the assembler is full (segment dropped).
+    /// The caller trims `data` so that `len + off + data.len() <= capacity`.
+    pub fn write_at(&mut self, off: usize, data: &[u8]) -> Option<usize> {
+        let cap = self.buf.len();
+        let data = &data[..data.len().min(cap.saturating_sub(self.len + off))];
+        if data.is_empty() {
+            return Some(0);
+        }
+        if off > 0 && !self.asm.add(off, data.len()) {
+            return None;
+        }
+        let start = (self.head + self.len + off) % cap;
+        let first = data.len().min(cap - start);
+        self.buf[start..start + first].copy_from_slice(&data[..first]);
+        self.buf[..data.len() - first].copy_from_slice(&data[first..]);
+        let advanced = if off == 0 {
+            self.asm.shift(data.len());
+            data.len() + self.asm.pop_front()
+        } else {
+            self.asm.pop_front()
+        };
+        self.len += advanced;
+        Some(advanced)
+    }
+    /// Copies in-order bytes out to `out`; returns the count.
+    pub fn read(&mut self, out: &mut [u8]) -> usize {
+        let cap = self.buf.len();
+        let n = out.len().min(self.len);
+        if n == 0 {
+            return 0;
+        }
+        let first = n.min(cap - self.head);
+        out[..first].copy_from_slice(&self.buf[self.head..self.head + first]);
+        out[first..n].copy_from_slice(&self.buf[..n - first]);
+        self.head = (self.head + n) % cap;
+        self.len -= n;
+        n
+    }
+    pub fn release(&mut self) {
+        self.buf = Vec::new();
+        self.head = 0;
+        self.len = 0;
+        self.asm.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_ring_wraps() {
+        let mut r = SendRing::with_capacity(8);
+        assert_eq!(r.push(b"abcdef"), 6);
+        r.consume(4);
+        assert_eq!(r.push(b"ghijklmn"), 6);
+        let (a, b) = r.slices(0, 8);
+        let mut v = a.to_vec();
+        v.extend_from_slice(b);
+        assert_eq!(v, b"efghijkl");
+        let (a, b) = r.slices(3, 2);
+        assert_eq!([a, b].concat(), b"hi");
+        assert_eq!(r.slices(8, 1), (&[][..], &[][..]));
+    }
+
+    #[test]
+    fn assembler_merges_overlaps_and_bounds() {
+        let mut a = Assembler::new();
+        assert!(a.add(10, 5));
+        assert!(a.add(20, 5));
+        assert!(a.add(12, 10)); // bridges both
+        assert_eq!(a.ranges(), &[(10, 15)]);
+        assert!(a.add(10, 2)); // duplicate
+        assert_eq!(a.ranges(), &[(10, 15)]);
+        a.shift(12);
+        assert_eq!(a.ranges(), &[(0, 13)]);
+        assert_eq!(a.pop_front(), 13);
+        for i in 0..MAX_OOO_RANGES {
+            assert!(a.add(i * 10 + 1, 1));
+        }
+        assert!(!a.add(1000, 1));
+        assert!(
+            a.add(2, 1),
+            "merging into an existing range is always possible"
+        );
+    }
+
+    #[test]
+    fn recv_ring_reassembles() {
+        let mut r = RecvRing::with_capacity(10);
+        assert_eq!(r.write_at(3, b"def"), Some(0));
+        assert_eq!(r.write_at(0, b"abc"), Some(6));
+        let mut out = [0u8; 4];
+        assert_eq!(r.read(&mut out), 4);
+        assert_eq!(&out, b"abcd");
+        // wraps: 2 in-order bytes at head 4; write 8 more (capacity 10)
+        assert_eq!(r.write_at(4, b"ijkl"), Some(0));
+        assert_eq!(r.write_at(0, b"ghXX"), Some(8)); // overlap rewrites same position
+        let mut out = [0u8; 10];
+        assert_eq!(r.read(&mut out), 10);
+        assert_eq!(&out, b"efghXXijkl");
+    }
+}

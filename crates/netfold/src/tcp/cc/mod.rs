@@ -1,0 +1,79 @@
+//! Congestion control behind a small trait. The connection owns loss detection and recovery
+//! (RFC 6675 / RFC 6582); an algorithm only says how cwnd and ssthresh move.
+
+pub mod cubic;
+pub mod newreno;
+
+use crate::time::{Duration, Instant};
+
+pub use cubic::Cubic;
+pub use newreno::NewReno;
+
+/// RFC 6928 §2: initial window of min(10*MSS, max(2*MSS, 14600)) bytes.
+pub fn initial_window(mss: u32) -> u32 {
+    (10 * mss).min((2 * mss).max(14600))
+}
+
+/// What a congestion control algorithm must provide.
+pub trait CongestionController {
+    fn cwnd(&self) -> u32;
+    fn ssthresh(&self) -> u32;
+    /// Overrides cwnd (fast-recovery inflation/deflation, RFC 6582, is done by the caller).
+    fn set_cwnd(&mut self, cwnd: u32);
+    /// New data acknowledged outside loss recovery.
+    fn on_ack(&mut self, now: Instant, acked: u32, mss: u32, srtt: Option<Duration>);
+    /// A loss was detected by duplicate ACKs/SACK (entering fast recovery): set ssthresh and
+    /// cwnd = ssthresh.
+    fn on_loss(&mut self, now: Instant, flight: u32, mss: u32);
+    /// The retransmission timer expired (RFC 5681 §3.1 eq. 4, loss window 1 MSS).
+    fn on_rto(&mut self, now: Instant, flight: u32, mss: u32);
+}
+
+/// The per-socket algorithm, dispatched statically.
+#[derive(Debug, Clone)]
+pub enum Cc {
+    NewReno(NewReno),
+    Cubic(Cubic),
+}
+
+impl Cc {
+    pub fn new(kind: super::CongestionControl, mss: u32) -> Self {
+        match kind {
+            super::CongestionControl::NewReno => Cc::NewReno(NewReno::new(mss)),
+            super::CongestionControl::Cubic => Cc::Cubic(Cubic::new(mss)),
+        }
+    }
+    fn inner(&self) -> &dyn CongestionController {
+        match self {
+            Cc::NewReno(c) => c,
+            Cc::Cubic(c) => c,
+        }
+    }
+    fn inner_mut(&mut self) -> &mut dyn CongestionController {
+        match self {
+            Cc::NewReno(c) => c,
+            Cc::Cubic(c) => c,
+        }
+    }
+}
+
+impl CongestionController for Cc {
+    fn cwnd(&self) -> u32 {
+        self.inner().cwnd()
+    }
+    fn ssthresh(&self) -> u32 {
+        self.inner().ssthresh()
+    }
+    fn set_cwnd(&mut self, cwnd: u32) {
+        self.inner_mut().set_cwnd(cwnd)
+    }
+    fn on_ack(&mut self, now: Instant, acked: u32, mss: u32, srtt: Option<Duration>) {
+        self.inner_mut().on_ack(now, acked, mss, srtt)
+    }
+    fn on_loss(&mut self, now: Instant, flight: u32, mss: u32) {
+        self.inner_mut().on_loss(now, flight, mss)
+    }
+    fn on_rto(&mut self, now: Instant, flight: u32, mss: u32) {
+        self.inner_mut().on_rto(now, flight, mss)
+    }
+}

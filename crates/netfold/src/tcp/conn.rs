@@ -1,0 +1,596 @@
+//! One connection's transmission control block (RFC 9293 §3.3.1) and its user-facing calls.
+//! Segment arrival is in `input.rs`, segment generation in `output.rs`, timers in `timers.rs`.
+
+use super::buffer::{RecvRing, SendRing};
+use super::cc::Cc;
+use super::rtt::RttEstimator;
+use super::sack::{SackHistory, Scoreboard};
+use super::{isn, seq, Config, Error, IcmpError, State, Stats};
+use crate::time::Instant;
+use crate::wire::tcp::{TcpFlags, TcpRepr};
+use crate::wire::Ipv4Addr;
+use std::collections::VecDeque;
+use std::net::SocketAddrV4;
+
+/// RFC 9293 §3.7.1: the MSS assumed when the peer sends no MSS option; also our PMTU floor
+/// (RFC 8201 spirit: never trust an ICMP message to push us below the IPv4 default datagram
+/// size of 576 bytes minus 40 header bytes).
+pub const DEFAULT_MSS: u32 = 536;
+/// Largest buffer accepted (RFC 7323 §2.3: window scale shift at most 14, windows < 2^30).
+pub const MAX_BUFFER: usize = 1 << 30;
+/// Bound on the layer's queue of RSTs/replies not tied to a connection.
+pub const RST_QUEUE_MAX: usize = 256;
+
+/// Replies the layer queues for segments that have no connection (RSTs).
+pub type RstQueue = VecDeque<(Ipv4Addr, Ipv4Addr, TcpRepr)>;
+
+/// RFC 5961 §7: a system-wide limit on challenge ACKs per second.
+pub const CHALLENGE_ACK_LIMIT: u32 = 1000;
+
+#[derive(Debug, Default)]
+pub struct ChallengeLimiter {
+    window_start: Instant,
+    count: u32,
+}
+
+impl ChallengeLimiter {
+    pub fn allow(&mut self, now: Instant) -> bool {
+        if now.saturating_since(self.window_start).total_micros() >= 1_000_000 {
+            self.window_start = now;
+            self.count = 0;
+        }
+        if self.count < CHALLENGE_ACK_LIMIT {
+            self.count += 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Layer-wide context handed to a connection while it processes input or timers.
+pub struct Ctx<'a> {
+    pub now: Instant,
+    pub stats: &'a mut Stats,
+    pub rsts: &'a mut RstQueue,
+    pub challenge: &'a mut ChallengeLimiter,
+}
+
+impl Ctx<'_> {
+    /// Queues a reply segment; a full queue drops it (counted), never grows.
+    pub fn queue_rst(&mut self, src: Ipv4Addr, dst: Ipv4Addr, repr: TcpRepr) {
+        if self.rsts.len() >= RST_QUEUE_MAX {
+            self.stats.rst_dropped += 1;
+            return;
+        }
+        self.rsts.push_back((src, dst, repr));
+    }
+
+    /// RFC 9293 §3.10.7.1 reset for a segment that reached no (usable) connection: never in
+    /// answer to a RST; `<SEQ=SEG.ACK><CTL=RST>` if the segment had ACK, otherwise
+    /// `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`.
+    pub fn reply_rst(&mut self, local: Ipv4Addr, remote: Ipv4Addr, seg: &TcpRepr, len: usize) {
+        if let Some(r) = rst_reply(seg, len) {
+            self.queue_rst(local, remote, r);
+        }
+    }
+}
+
+pub fn rst_reply(seg: &TcpRepr, len: usize) -> Option<TcpRepr> {
+    if seg.flags.rst() {
+        return None;
+    }
+    let mut r = TcpRepr {
+        src_port: seg.dst_port,
+        dst_port: seg.src_port,
+        ..TcpRepr::default()
+    };
+    if seg.flags.ack() {
+        r.seq = seg.ack;
+        r.flags = TcpFlags(TcpFlags::RST);
+    } else {
+        let seg_len = len as u32 + u32::from(seg.flags.syn()) + u32::from(seg.flags.fin());
+        r.seq = 0;
+        r.ack = seg.seq.wrapping_add(seg_len);
+        r.flags = TcpFlags(TcpFlags::RST | TcpFlags::ACK);
+    }
+    Some(r)
+}
+
+/// What the layer must do after a connection processed input or timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    None,
+    /// SYN-RECEIVED -> ESTABLISHED on a passive open: move to the accept queue.
+    Established,
+    /// The connection reached CLOSED (error recorded, if any).
+    Closed,
+    /// A passive half-open connection was reset: forget it silently (RFC 9293: back to LISTEN).
+    Dropped,
+}
+
+/// Loss recovery in progress (RFC 6675 §5 with SACK, RFC 6582 without).
+#[derive(Debug, Clone, Copy)]
+pub struct Recovery {
+    /// RecoveryPoint / "recover": SND.MAX when recovery started.
+    pub point: u32,
+    pub sack: bool,
+    /// One past the highest byte retransmitted in this recovery (HighRxt + 1).
+    pub rxt_next: u32,
+    /// The segment at SND.UNA must be retransmitted now (entry, or a NewReno partial ACK).
+    pub rxt_una: bool,
+}
+
+#[derive(Debug)]
+pub struct Conn {
+    pub local: SocketAddrV4,
+    pub remote: SocketAddrV4,
+    pub state: State,
+    pub config: Config,
+    pub passive: bool,
+    /// Listener slot this half-open/unaccepted connection belongs to.
+    pub parent: Option<u32>,
+    /// The application holds a handle (connect(), or accept() returned it).
+    pub owned: bool,
+    /// The application called close(): the layer frees the connection when it is done.
+    pub user_closed: bool,
+
+    // Send sequence space (RFC 9293 §3.3.1).
+    pub iss: u32,
+    pub snd_una: u32,
+    pub snd_nxt: u32,
+    /// Highest sequence number sent + 1 (snd_nxt may be rewound by an RTO).
+    pub snd_max: u32,
+    pub snd_wnd: u32,
+    pub max_snd_wnd: u32,
+    pub snd_wl1: u32,
+    pub snd_wl2: u32,
+    /// Peer's window shift (applied to its window field) and ours (RFC 7323 §2).
+    pub snd_wscale: u8,
+    pub rcv_wscale: u8,
+    /// Sequence number of the first byte in `snd`.
+    pub snd_buf_seq: u32,
+    pub snd: SendRing,
+    /// shutdown_write()/close() was called: a FIN follows the queued data.
+    pub fin_queued: bool,
+
+    // Receive sequence space.
+    pub irs: u32,
+    pub rcv_nxt: u32,
+    /// Right edge of the window we last advertised.
+    pub rcv_adv: u32,
+    pub last_ack_sent: u32,
+    pub rcv: RecvRing,
+    /// The peer's FIN sequence number, when its FIN arrived (maybe ahead of missing data).
+    pub rcv_fin: Option<u32>,
+    pub fin_received: bool,
+
+    pub mss: u32,
+    /// Largest segment seen from the peer (for "ACK every second full-sized segment").
+    pub rcv_mss: u32,
+
+    pub ts_enabled: bool,
+    pub ts_offset: u32,
+    pub ts_recent: u32,
+    pub ts_recent_at: Instant,
+    pub sack_ok: bool,
+
+    pub rtt: RttEstimator,
+    /// Karn's algorithm without timestamps: (sequence number whose ACK ends the sample, sent at).
+    pub rtt_timing: Option<(u32, Instant)>,
+    pub cc: Cc,
+    pub dupacks: u32,
+    pub recovery: Option<Recovery>,
+    /// RFC 6582 `recover`: no new fast recovery until the ACK passes it.
+    pub recover: u32,
+    pub scoreboard: Scoreboard,
+    pub sack_hist: SackHistory,
+
+    pub rto_at: Option<Instant>,
+    pub delack_at: Option<Instant>,
+    pub persist_at: Option<Instant>,
+    pub timewait_at: Option<Instant>,
+    pub retries: u32,
+    pub persist_backoff: u32,
+    pub probes_unanswered: u32,
+    pub ka_probes: u32,
+    pub last_ka: Instant,
+    pub last_rx: Instant,
+
+    pub ack_now: bool,
+    pub unacked_bytes: usize,
+    pub persist_probe_due: bool,
+    pub keepalive_due: bool,
+    pub error: Option<Error>,
+    pub error_reported: bool,
+    /// Something may be ready to send (cleared when an output pass drained everything).
+    pub dirty: bool,
+}
+
+fn sanitize(mut c: Config) -> Config {
+    c.recv_buffer = c.recv_buffer.clamp(1, MAX_BUFFER);
+    c.send_buffer = c.send_buffer.clamp(1, MAX_BUFFER);
+    c.mss = c.mss.max(64);
+    c
+}
+
+/// RFC 7323 §2.3: the smallest shift that lets the 16-bit field cover the buffer, at most 14.
+pub fn wscale_for(buf: usize) -> u8 {
+    let mut s = 0u8;
+    while s < 14 && (buf >> s) > 0xffff {
+        s += 1;
+    }
+    s
+}
+
+impl Conn {
+    fn new(
+        now: Instant,
+        secret: &[u8; 16],
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        config: Config,
+        passive: bool,
+    ) -> Self {
+        let config = sanitize(config);
+        let iss = isn::isn(secret, now, local, remote);
+        let rcv_wscale = if config.window_scaling {
+            wscale_for(config.recv_buffer)
+        } else {
+            0
+        };
+        let mss = u32::from(config.mss);
+        Conn {
+            local,
+            remote,
+            state: State::Closed,
+            config,
+            passive,
+            parent: None,
+            owned: false,
+            user_closed: false,
+            iss,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_max: iss,
+            snd_wnd: 0,
+            max_snd_wnd: 0,
+            snd_wl1: 0,
+            snd_wl2: 0,
+            snd_wscale: 0,
+            rcv_wscale,
+            snd_buf_seq: iss.wrapping_add(1),
+            snd: SendRing::with_capacity(config.send_buffer),
+            fin_queued: false,
+            irs: 0,
+            rcv_nxt: 0,
+            rcv_adv: 0,
+            last_ack_sent: 0,
+            // Slack of one window-scale unit: the advertised window is rounded up.
+            rcv: RecvRing::with_capacity(config.recv_buffer + (1usize << rcv_wscale)),
+            rcv_fin: None,
+            fin_received: false,
+            mss: mss.clamp(64, DEFAULT_MSS),
+            rcv_mss: DEFAULT_MSS.min(mss),
+            ts_enabled: false,
+            ts_offset: isn::ts_offset(secret, local, remote),
+            ts_recent: 0,
+            ts_recent_at: now,
+            sack_ok: false,
+            rtt: RttEstimator::new(config.rto_initial, config.rto_min),
+            rtt_timing: None,
+            cc: Cc::new(config.congestion, mss),
+            dupacks: 0,
+            recovery: None,
+            recover: iss,
+            scoreboard: Scoreboard::new(),
+            sack_hist: SackHistory::default(),
+            rto_at: None,
+            delack_at: None,
+            persist_at: None,
+            timewait_at: None,
+            retries: 0,
+            persist_backoff: 0,
+            probes_unanswered: 0,
+            ka_probes: 0,
+            last_ka: now,
+            last_rx: now,
+            ack_now: false,
+            unacked_bytes: 0,
+            persist_probe_due: false,
+            keepalive_due: false,
+            error: None,
+            error_reported: false,
+            dirty: true,
+        }
+    }
+
+    /// Active open: SYN-SENT with the SYN due at the next output.
+    pub fn new_active(
+        now: Instant,
+        secret: &[u8; 16],
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        config: Config,
+    ) -> Self {
+        let mut c = Conn::new(now, secret, local, remote, config, false);
+        c.state = State::SynSent;
+        c.owned = true;
+        c
+    }
+
+    /// Passive open from a SYN received by a listener (RFC 9293 §3.10.7.2, LISTEN state).
+    pub fn new_passive(
+        now: Instant,
+        secret: &[u8; 16],
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        config: Config,
+        syn: &TcpRepr,
+    ) -> Self {
+        let mut c = Conn::new(now, secret, local, remote, config, true);
+        c.state = State::SynReceived;
+        c.irs = syn.seq;
+        c.rcv_nxt = syn.seq.wrapping_add(1);
+        c.rcv_adv = c.rcv_nxt;
+        c.last_ack_sent = c.rcv_nxt;
+        c.negotiate(now, syn);
+        // The SYN window field is never scaled (RFC 7323 §2.2).
+        c.snd_wnd = u32::from(syn.window);
+        c.max_snd_wnd = c.snd_wnd;
+        c.snd_wl1 = syn.seq;
+        c.snd_wl2 = c.iss;
+        c
+    }
+
+    /// Applies the peer's SYN options (RFC 9293 §3.7.1 MSS, RFC 7323 §2.2/§3.2, RFC 2018 §2).
+    pub fn negotiate(&mut self, now: Instant, syn: &TcpRepr) {
+        let o = &syn.options;
+        let peer_mss = o.mss.map_or(DEFAULT_MSS, u32::from).max(64);
+        self.mss = peer_mss.min(u32::from(self.config.mss));
+        match (self.config.window_scaling, o.window_scale) {
+            (true, Some(ws)) => self.snd_wscale = ws.min(14),
+            _ => {
+                self.snd_wscale = 0;
+                self.rcv_wscale = 0;
+            }
+        }
+        self.sack_ok = self.config.sack && o.sack_permitted;
+        match (self.config.timestamps, o.timestamps) {
+            (true, Some(ts)) => {
+                self.ts_enabled = true;
+                self.ts_recent = ts.tsval;
+                self.ts_recent_at = now;
+            }
+            _ => self.ts_enabled = false,
+        }
+        // Re-seed the initial window now that the MSS is known (RFC 6928).
+        self.cc = Cc::new(self.config.congestion, self.mss);
+    }
+
+    pub fn is_synchronized(&self) -> bool {
+        !matches!(
+            self.state,
+            State::Closed | State::Listen | State::SynSent | State::SynReceived
+        )
+    }
+
+    /// Our TSval: milliseconds since the epoch plus the per-connection offset (RFC 7323 §5.4).
+    pub fn ts_now(&self, now: Instant) -> u32 {
+        (now.total_millis() as u32).wrapping_add(self.ts_offset)
+    }
+
+    /// Sequence number of our FIN (valid once `fin_queued`).
+    pub fn fin_seq(&self) -> u32 {
+        self.snd_buf_seq.wrapping_add(self.snd.len() as u32)
+    }
+
+    pub fn fin_acked(&self) -> bool {
+        self.fin_queued && seq::gt(self.snd_una, self.fin_seq())
+    }
+
+    pub fn flight(&self) -> u32 {
+        self.snd_max.wrapping_sub(self.snd_una)
+    }
+
+    /// Moves to CLOSED, recording `err`; timers stop. Buffers go when nobody can read them.
+    pub fn enter_closed(&mut self, err: Option<Error>) {
+        self.state = State::Closed;
+        if err.is_some() {
+            self.error = err;
+            self.rcv.release();
+        }
+        self.snd.release();
+        self.rto_at = None;
+        self.delack_at = None;
+        self.persist_at = None;
+        self.timewait_at = None;
+        self.ack_now = false;
+        self.persist_probe_due = false;
+        self.keepalive_due = false;
+        if self.user_closed {
+            self.rcv.release();
+        }
+    }
+
+    /// RFC 9293 §3.6.1: TIME-WAIT for 2*MSL (`Config::time_wait`).
+    pub fn enter_time_wait(&mut self, now: Instant) {
+        self.state = State::TimeWait;
+        self.timewait_at = Some(now + self.config.time_wait);
+        self.rto_at = None;
+        self.persist_at = None;
+        self.snd.release();
+    }
+
+    /// A RST for this connection, to be queued by the layer (abort, data after close).
+    pub fn make_rst(&self) -> TcpRepr {
+        TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq: self.snd_nxt,
+            ack: self.rcv_nxt,
+            flags: TcpFlags(TcpFlags::RST | TcpFlags::ACK),
+            ..TcpRepr::default()
+        }
+    }
+
+    /// RFC 9293 ABORT: a RST is sent only in synchronized states and SYN-RECEIVED.
+    pub fn abort_needs_rst(&self) -> bool {
+        matches!(
+            self.state,
+            State::SynReceived
+                | State::Established
+                | State::FinWait1
+                | State::FinWait2
+                | State::CloseWait
+        )
+    }
+
+    // ---- user calls -------------------------------------------------------------------
+
+    pub fn send(&mut self, data: &[u8]) -> Result<usize, Error> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        if self.fin_queued {
+            return Err(Error::BrokenPipe);
+        }
+        match self.state {
+            State::SynSent | State::SynReceived | State::Established | State::CloseWait => {}
+            State::Closed | State::Listen => return Err(Error::NotConnected),
+            _ => return Err(Error::BrokenPipe),
+        }
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let n = self.snd.push(data);
+        if n == 0 {
+            return Err(Error::WouldBlock);
+        }
+        self.dirty = true;
+        Ok(n)
+    }
+
+    pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
+        if !self.rcv.is_empty() {
+            let n = self.rcv.read(buf);
+            self.dirty = true;
+            return Ok(n);
+        }
+        if self.fin_received {
+            return Ok(0);
+        }
+        if let Some(e) = self.error {
+            if !self.error_reported {
+                self.error_reported = true;
+                return Err(e);
+            }
+            return Ok(0);
+        }
+        match self.state {
+            State::Closed => Err(Error::NotConnected),
+            _ => Err(Error::WouldBlock),
+        }
+    }
+
+    /// RFC 9293 §3.10.4 CLOSE as a half-close: FIN after queued data.
+    pub fn shutdown_write(&mut self) -> Result<(), Error> {
+        match self.state {
+            State::SynSent => self.enter_closed(None),
+            State::SynReceived | State::Established => {
+                self.fin_queued = true;
+                self.state = State::FinWait1;
+            }
+            State::CloseWait => {
+                self.fin_queued = true;
+                self.state = State::LastAck;
+            }
+            State::Closed => {
+                if let Some(e) = self.error {
+                    return Err(e);
+                }
+                return Err(Error::NotConnected);
+            }
+            _ => {}
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// An ICMP error about this connection (RFC 1122 §4.2.3.9, RFC 1191 for PMTU).
+    pub fn icmp(&mut self, err: IcmpError) -> bool {
+        match err {
+            IcmpError::FragNeeded { mtu } => {
+                // RFC 1191 §6.3 / RFC 8201: lower the MSS to the path MTU minus 40 header bytes,
+                // floored at DEFAULT_MSS (forged ICMP must not shrink segments to nothing), and
+                // resend what is outstanding in the new size.
+                let new = u32::from(mtu).saturating_sub(40).max(DEFAULT_MSS);
+                if new < self.mss {
+                    self.mss = new;
+                    if self.is_synchronized() && self.snd_max != self.snd_una {
+                        self.snd_nxt = self.snd_una;
+                        self.recovery = None;
+                    }
+                    self.dirty = true;
+                }
+                false
+            }
+            IcmpError::Unreachable { .. } => {
+                // Hard errors abort a connection that is still opening.
+                if self.state == State::SynSent {
+                    self.enter_closed(Some(Error::ConnectionRefused));
+                    return true;
+                }
+                false
+            }
+            IcmpError::Soft => false,
+        }
+    }
+
+    /// `(window field, right edge)` to advertise now (RFC 9293 §3.8.6.2.2 receiver SWS
+    /// avoidance, RFC 7323 §2.3 scaling; the right edge never moves left, RFC 9293 §3.8.6).
+    pub fn rcv_window(&self) -> (u16, u32) {
+        let buf = self.config.recv_buffer as u32;
+        let free = buf.saturating_sub(self.rcv.len() as u32);
+        let cur = seq::dist(self.rcv_nxt, self.rcv_adv);
+        let mut wnd = free;
+        let threshold = (buf / 2).min(self.rcv_mss).max(1);
+        if wnd > cur && wnd - cur < threshold {
+            wnd = cur;
+        }
+        wnd = wnd.max(cur);
+        let ws = u32::from(self.rcv_wscale);
+        let field = ((u64::from(wnd) + (1u64 << ws) - 1) >> ws).min(0xffff) as u32;
+        (field as u16, self.rcv_nxt.wrapping_add(field << ws))
+    }
+
+    /// A window update is worth a segment: the edge would move right substantially and the
+    /// currently advertised space is at most half the buffer.
+    pub fn window_update_needed(&self) -> bool {
+        if !matches!(
+            self.state,
+            State::Established | State::FinWait1 | State::FinWait2
+        ) || self.fin_received
+        {
+            return false;
+        }
+        let (_, edge) = self.rcv_window();
+        let grow = seq::dist(self.rcv_adv, edge);
+        let cur = seq::dist(self.rcv_nxt, self.rcv_adv);
+        grow > 0 && cur <= self.config.recv_buffer as u32 / 2
+    }
+
+    pub fn set_config(&mut self, c: Config) {
+        let c = sanitize(c);
+        // Buffers are allocated at creation; sizes cannot change on a live connection.
+        self.config.nodelay = c.nodelay;
+        self.config.keepalive = c.keepalive;
+        self.config.delayed_ack = c.delayed_ack;
+        self.config.max_retransmits = c.max_retransmits;
+        self.config.rto_min = c.rto_min;
+        self.config.linger = c.linger;
+        self.config.time_wait = c.time_wait;
+        self.rtt.set_rto_min(c.rto_min);
+        self.dirty = true;
+    }
+}

@@ -1,0 +1,527 @@
+//! Segment arrival for a connection, RFC 9293 §3.10.7 (SEGMENT ARRIVES), with RFC 5961
+//! (blind in-window attacks), RFC 7323 (PAWS, timestamps) and RFC 2018/6675 (SACK).
+
+use super::cc::CongestionController;
+use super::conn::{Conn, Ctx, Event, Recovery};
+use super::sack::DUP_THRESH;
+use super::{seq, Error, State};
+use crate::time::Duration;
+use crate::wire::tcp::{SackBlock, TcpRepr};
+
+/// RFC 7323 §5.5: a TS.Recent older than 24 days is invalid for PAWS.
+const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
+
+impl Conn {
+    /// One segment for this connection. `ctx.now` is the arrival time.
+    pub fn input(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, payload: &[u8]) -> Event {
+        self.dirty = true;
+        self.last_rx = ctx.now;
+        self.ka_probes = 0;
+        match self.state {
+            State::SynSent => return self.input_syn_sent(ctx, seg),
+            State::Closed | State::Listen => {
+                ctx.reply_rst(*self.local.ip(), *self.remote.ip(), seg, payload.len());
+                return Event::None;
+            }
+            _ => {}
+        }
+        let now = ctx.now;
+        let flags = seg.flags;
+
+        // RFC 7323 §5.3 R1: PAWS.
+        if self.ts_enabled && !flags.rst() {
+            if let Some(ts) = seg.options.timestamps {
+                if seq::lt(ts.tsval, self.ts_recent) {
+                    if now.saturating_since(self.ts_recent_at) > PAWS_IDLE {
+                        // §5.5: TS.Recent is too old to judge by; forget it.
+                        self.ts_recent = ts.tsval;
+                    } else {
+                        ctx.stats.paws_drops += 1;
+                        self.ack_now = true;
+                        return Event::None;
+                    }
+                }
+            }
+        }
+
+        // A retransmitted SYN in SYN-RECEIVED means our SYN-ACK was lost: send it again.
+        if self.state == State::SynReceived
+            && flags.syn()
+            && !flags.ack()
+            && seg.seq == self.irs
+            && !flags.rst()
+        {
+            self.snd_nxt = self.iss;
+            return Event::None;
+        }
+
+        // §3.10.7.4 first check: sequence acceptability.
+        let seg_len = payload.len() as u32 + u32::from(flags.syn()) + u32::from(flags.fin());
+        let wnd = seq::dist(self.rcv_nxt, self.rcv_adv)
+            .max((self.config.recv_buffer as u32).saturating_sub(self.rcv.len() as u32));
+        let in_wnd =
+            |s: u32| seq::le(self.rcv_nxt, s) && seq::lt(s, self.rcv_nxt.wrapping_add(wnd));
+        let mut payload = payload;
+        let mut fin = flags.fin();
+        let acceptable = if seg_len == 0 {
+            if wnd == 0 {
+                seg.seq == self.rcv_nxt
+            } else {
+                in_wnd(seg.seq)
+            }
+        } else if wnd == 0 {
+            // Zero window: nothing is acceptable, but ACK/RST information still counts
+            // (RFC 9293 §3.10.7.4): keep the header, drop the data.
+            if seg.seq == self.rcv_nxt {
+                payload = &[];
+                fin = false;
+                self.ack_now = true;
+                true
+            } else {
+                false
+            }
+        } else {
+            in_wnd(seg.seq) || in_wnd(seg.seq.wrapping_add(seg_len - 1))
+        };
+        if !acceptable {
+            if !flags.rst() {
+                self.ack_now = true;
+                if self.state == State::TimeWait && fin {
+                    // §3.10.7.4: a retransmitted FIN restarts the 2 MSL timeout.
+                    self.timewait_at = Some(now + self.config.time_wait);
+                }
+            }
+            return Event::None;
+        }
+
+        // Trim to the window: drop what is before RCV.NXT (a SYN counts one) and beyond.
+        let mut sseq = seg.seq;
+        let mut skip = seq::dist(sseq, self.rcv_nxt);
+        if skip > 0 && flags.syn() {
+            skip -= 1;
+            sseq = sseq.wrapping_add(1);
+        }
+        let cut = (skip as usize).min(payload.len());
+        payload = &payload[cut..];
+        sseq = sseq.wrapping_add(cut as u32);
+        if skip as usize > cut {
+            fin = false; // the FIN itself was already received
+        }
+
+        // RFC 7323 §4.3: update TS.Recent from a segment covering Last.ACK.sent.
+        if self.ts_enabled {
+            if let Some(ts) = seg.options.timestamps {
+                if seq::le(seg.seq, self.last_ack_sent) && seq::ge(ts.tsval, self.ts_recent) {
+                    self.ts_recent = ts.tsval;
+                    self.ts_recent_at = now;
+                }
+            }
+        }
+
+        // Second check: RST (RFC 5961 §3.2).
+        if flags.rst() {
+            ctx.stats.rst_in += 1;
+            if seg.seq != self.rcv_nxt {
+                self.challenge_ack(ctx);
+                return Event::None;
+            }
+            return match self.state {
+                State::SynReceived if self.passive => {
+                    self.enter_closed(None);
+                    Event::Dropped
+                }
+                State::SynReceived => {
+                    self.enter_closed(Some(Error::ConnectionRefused));
+                    Event::Closed
+                }
+                State::Established | State::FinWait1 | State::FinWait2 | State::CloseWait => {
+                    self.enter_closed(Some(Error::ConnectionReset));
+                    Event::Closed
+                }
+                _ => {
+                    self.enter_closed(None);
+                    Event::Closed
+                }
+            };
+        }
+
+        // Fourth check: SYN in a synchronized state -> challenge ACK (RFC 5961 §4.2).
+        if flags.syn() {
+            self.challenge_ack(ctx);
+            return Event::None;
+        }
+
+        // Fifth check: ACK.
+        if !flags.ack() {
+            return Event::None;
+        }
+        let mut event = Event::None;
+        if self.state == State::SynReceived {
+            if seq::lt(self.snd_una, seg.ack) && seq::le(seg.ack, self.snd_max) {
+                self.state = State::Established;
+                self.snd_wnd = u32::from(seg.window) << self.snd_wscale;
+                self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+                self.snd_wl1 = seg.seq;
+                self.snd_wl2 = seg.ack;
+                if self.fin_queued {
+                    self.state = State::FinWait1;
+                }
+                event = Event::Established;
+            } else {
+                ctx.reply_rst(*self.local.ip(), *self.remote.ip(), seg, payload.len());
+                return Event::None;
+            }
+        }
+        // RFC 5961 §5.2: acceptable iff (SND.UNA - MAX.SND.WND) <= SEG.ACK <= SND.NXT.
+        if seq::gt(seg.ack, self.snd_max) {
+            self.ack_now = true;
+            return event;
+        }
+        if seq::lt(seg.ack, self.snd_una.wrapping_sub(self.max_snd_wnd)) {
+            self.challenge_ack(ctx);
+            return event;
+        }
+        self.process_ack(ctx, seg, payload.len(), fin);
+        if self.state == State::Closed {
+            return Event::Closed;
+        }
+        // FIN-WAIT/CLOSING/LAST-ACK transitions on our FIN being acknowledged.
+        if self.fin_acked() {
+            match self.state {
+                State::FinWait1 => self.state = State::FinWait2,
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => {
+                    self.enter_closed(None);
+                    return Event::Closed;
+                }
+                _ => {}
+            }
+        }
+
+        // Seventh check: segment text.
+        if matches!(
+            self.state,
+            State::Established | State::FinWait1 | State::FinWait2
+        ) && (!payload.is_empty() || fin)
+        {
+            if !payload.is_empty() && self.user_closed {
+                // RFC 2525 §2.17 / Linux: data for an application that closed -> reset.
+                let rst = self.make_rst();
+                ctx.queue_rst(*self.local.ip(), *self.remote.ip(), rst);
+                self.enter_closed(None);
+                return Event::Closed;
+            }
+            self.receive_data(ctx, sseq, payload, fin);
+        }
+
+        // Eighth check: FIN, once everything before it has arrived.
+        if let Some(f) = self.rcv_fin {
+            if f == self.rcv_nxt && !self.fin_received {
+                self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
+                self.fin_received = true;
+                self.rcv_fin = None;
+                self.ack_now = true;
+                match self.state {
+                    State::SynReceived | State::Established => self.state = State::CloseWait,
+                    State::FinWait1 => {
+                        if self.fin_acked() {
+                            self.enter_time_wait(now);
+                        } else {
+                            self.state = State::Closing;
+                        }
+                    }
+                    State::FinWait2 => self.enter_time_wait(now),
+                    _ => {}
+                }
+            }
+        }
+        event
+    }
+
+    fn challenge_ack(&mut self, ctx: &mut Ctx<'_>) {
+        // RFC 5961 §7: rate limited.
+        if ctx.challenge.allow(ctx.now) {
+            ctx.stats.challenge_acks += 1;
+            self.ack_now = true;
+        }
+    }
+
+    /// RFC 9293 §3.10.7.3 SYN-SENT.
+    fn input_syn_sent(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) -> Event {
+        let f = seg.flags;
+        if f.ack() && (seq::le(seg.ack, self.iss) || seq::gt(seg.ack, self.snd_max)) {
+            ctx.reply_rst(*self.local.ip(), *self.remote.ip(), seg, 0);
+            return Event::None;
+        }
+        if f.rst() {
+            ctx.stats.rst_in += 1;
+            if f.ack() {
+                self.enter_closed(Some(Error::ConnectionRefused));
+                return Event::Closed;
+            }
+            return Event::None;
+        }
+        if !f.syn() {
+            return Event::None;
+        }
+        self.irs = seg.seq;
+        self.rcv_nxt = seg.seq.wrapping_add(1);
+        self.rcv_adv = self.rcv_nxt;
+        self.last_ack_sent = self.rcv_nxt;
+        self.negotiate(ctx.now, seg);
+        // RFC 7323 §2.2: the window in a SYN is not scaled.
+        self.snd_wnd = u32::from(seg.window);
+        self.max_snd_wnd = self.snd_wnd;
+        self.snd_wl1 = seg.seq;
+        self.ack_now = true;
+        if f.ack() {
+            self.snd_wl2 = seg.ack;
+            self.take_rtt_sample(ctx, seg);
+            self.snd_una = seg.ack;
+            if seq::lt(self.snd_nxt, self.snd_una) {
+                self.snd_nxt = self.snd_una;
+            }
+            self.retries = 0;
+            self.rtt.backoff = 0;
+            self.rto_at = None;
+            self.state = State::Established;
+            if self.fin_queued {
+                self.state = State::FinWait1;
+            }
+        } else {
+            // Simultaneous open (RFC 9293 §3.5 figure 7): resend our SYN as a SYN-ACK.
+            self.state = State::SynReceived;
+            self.snd_wl2 = self.iss;
+            self.snd_nxt = self.iss;
+        }
+        Event::None
+    }
+
+    fn take_rtt_sample(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) {
+        // RFC 7323 §4.1 RTTM: with timestamps, TSecr gives a sample on each new ACK;
+        // otherwise Karn's algorithm times one unretransmitted segment at a time.
+        if self.ts_enabled {
+            if let Some(ts) = seg.options.timestamps {
+                if ts.tsecr != 0 {
+                    let ms = self.ts_now(ctx.now).wrapping_sub(ts.tsecr);
+                    if ms < 1 << 30 {
+                        self.rtt.sample(Duration::from_millis(u64::from(ms)));
+                        self.rtt_timing = None;
+                        return;
+                    }
+                }
+            }
+        }
+        if let Some((s, t)) = self.rtt_timing {
+            if seq::ge(seg.ack, s) {
+                self.rtt.sample(ctx.now.saturating_since(t));
+                self.rtt_timing = None;
+            }
+        }
+    }
+
+    fn process_ack(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, data_len: usize, fin: bool) {
+        let now = ctx.now;
+        let ack = seg.ack;
+        let mss = self.mss;
+        let mut newly_sacked = 0;
+        if self.sack_ok {
+            for b in seg.options.sack_blocks() {
+                ctx.stats.sack_blocks_in += 1;
+                newly_sacked += self
+                    .scoreboard
+                    .add(*b, seq::max(self.snd_una, ack), self.snd_max);
+            }
+        }
+        let new_wnd = u32::from(seg.window) << self.snd_wscale;
+        let acked = seq::dist(self.snd_una, ack);
+        if acked > 0 {
+            self.take_rtt_sample(ctx, seg);
+            // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
+            let data_end = self.fin_seq();
+            let n = seq::dist(self.snd_buf_seq, seq::min(ack, data_end));
+            self.snd.consume(n as usize);
+            self.snd_buf_seq = self.snd_buf_seq.wrapping_add(n);
+            self.snd_una = ack;
+            if seq::lt(self.snd_nxt, ack) {
+                self.snd_nxt = ack;
+            }
+            self.scoreboard.advance(ack);
+            self.retries = 0;
+            self.rtt.backoff = 0;
+            self.probes_unanswered = 0;
+            match self.recovery {
+                Some(rec) if seq::ge(ack, rec.point) => {
+                    // Full acknowledgment: leave recovery (RFC 6582 §3.2 step 3, RFC 6675 §5).
+                    self.recovery = None;
+                    self.dupacks = 0;
+                    let ss = self.cc.ssthresh();
+                    if rec.sack {
+                        self.cc.set_cwnd(ss);
+                    } else {
+                        self.cc.set_cwnd(ss.min(self.flight().max(mss) + mss));
+                    }
+                }
+                Some(mut rec) => {
+                    if rec.sack {
+                        rec.rxt_next = seq::max(rec.rxt_next, ack);
+                        // RFC 6675 §5 step (C)... plus the NewReno rule that a partial ACK
+                        // means the next hole is lost too.
+                        rec.rxt_una = !self.scoreboard.is_empty()
+                            && self.scoreboard.sacked_end(ack).is_none();
+                    } else {
+                        // RFC 6582 §3.2 step 5: partial ACK -> retransmit the first unacked
+                        // segment, deflate cwnd by the amount acked, add back one SMSS.
+                        rec.rxt_una = true;
+                        rec.rxt_next = ack;
+                        let mut c = self.cc.cwnd().saturating_sub(acked);
+                        if acked >= mss {
+                            c += mss;
+                        }
+                        self.cc.set_cwnd(c.max(mss));
+                    }
+                    self.recovery = Some(rec);
+                }
+                None => {
+                    self.dupacks = 0;
+                    self.cc.on_ack(now, acked, mss, self.rtt.srtt());
+                }
+            }
+            // RFC 6298 §5.2/§5.3: stop the timer when all is acked, else restart it.
+            self.rto_at = if self.snd_una == self.snd_max {
+                None
+            } else {
+                Some(now + self.rtt.rto())
+            };
+        } else if self.snd_max != self.snd_una
+            && ack == self.snd_una
+            && data_len == 0
+            && !fin
+            && (newly_sacked > 0 || (!self.sack_ok && new_wnd == self.snd_wnd))
+        {
+            // RFC 5681 §2 duplicate ACK (RFC 6675 §2: with SACK, one that SACKs new data).
+            ctx.stats.dup_acks += 1;
+            self.dupacks += 1;
+            match self.recovery {
+                None => {
+                    let lost = self.sack_ok && self.scoreboard.is_lost(self.snd_una, mss);
+                    if (self.dupacks >= DUP_THRESH || lost) && seq::gt(ack, self.recover) {
+                        self.enter_recovery(ctx);
+                    } else if self.dupacks >= DUP_THRESH || lost {
+                        // RFC 6582 §3.2 step 1: still within an earlier recovery's data.
+                    }
+                }
+                Some(rec) if !rec.sack => {
+                    // RFC 6582 §3.2 step 4: inflate by one SMSS per further dup ACK.
+                    let c = self.cc.cwnd().saturating_add(mss);
+                    self.cc.set_cwnd(c);
+                }
+                Some(_) => {}
+            }
+        }
+
+        // Window update (§3.10.7.4, SND.WL1/SND.WL2 rule).
+        if seq::lt(self.snd_wl1, seg.seq) || (self.snd_wl1 == seg.seq && seq::le(self.snd_wl2, ack))
+        {
+            self.snd_wnd = new_wnd;
+            self.max_snd_wnd = self.max_snd_wnd.max(new_wnd);
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = ack;
+        }
+        if self.snd_wnd == 0 {
+            // Zero window (§3.8.6.1): data beyond SND.UNA was not accepted; probe instead of
+            // retransmitting.
+            self.probes_unanswered = 0;
+            if self.snd_nxt != self.snd_una || self.snd.len() as u32 > 0 || self.fin_queued {
+                self.snd_nxt = self.snd_una;
+                self.recovery = None;
+                self.rto_at = None;
+                if self.persist_at.is_none() {
+                    self.persist_at = Some(now + self.rtt.rto());
+                }
+            }
+        } else {
+            self.persist_at = None;
+            self.persist_backoff = 0;
+            if self.rto_at.is_none() && self.snd_una != self.snd_max {
+                self.rto_at = Some(now + self.rtt.rto());
+            }
+        }
+    }
+
+    fn enter_recovery(&mut self, ctx: &mut Ctx<'_>) {
+        // RFC 6675 §5 steps (1)-(3) / RFC 6582 §3.2 step 2.
+        let flight = self.flight();
+        let mss = self.mss;
+        self.cc.on_loss(ctx.now, flight, mss);
+        self.recover = self.snd_max;
+        let sack = self.sack_ok;
+        if !sack {
+            let c = self.cc.ssthresh().saturating_add(3 * mss);
+            self.cc.set_cwnd(c);
+        }
+        self.recovery = Some(Recovery {
+            point: self.snd_max,
+            sack,
+            rxt_next: self.snd_una,
+            rxt_una: true,
+        });
+        self.rtt_timing = None;
+    }
+
+    fn receive_data(&mut self, ctx: &mut Ctx<'_>, sseq: u32, payload: &[u8], fin: bool) {
+        let off = seq::dist(self.rcv_nxt, sseq) as usize;
+        // Storage bound: everything must fit in the ring (the advertised window does).
+        let room = self.rcv.capacity().saturating_sub(self.rcv.len() + off);
+        let mut fin = fin;
+        let data = if payload.len() > room {
+            fin = false;
+            &payload[..room]
+        } else {
+            payload
+        };
+        if !data.is_empty() {
+            self.rcv_mss = self.rcv_mss.max(data.len() as u32).min(0xffff);
+            let had_gap = !self.rcv.asm.is_empty();
+            match self.rcv.write_at(off, data) {
+                None => {
+                    ctx.stats.ooo_drops += 1;
+                    self.ack_now = true;
+                    return;
+                }
+                Some(adv) => {
+                    self.rcv_nxt = self.rcv_nxt.wrapping_add(adv as u32);
+                }
+            }
+            if off > 0 {
+                // Out of order: ACK at once (RFC 5681 §4.2) with SACK blocks (RFC 2018 §4).
+                ctx.stats.ooo_bytes_queued += data.len() as u64;
+                if let Some((o, l)) = self.rcv.asm.containing(off) {
+                    let left = self.rcv_nxt.wrapping_add(o as u32);
+                    self.sack_hist.record(SackBlock {
+                        left,
+                        right: left.wrapping_add(l as u32),
+                    });
+                }
+                self.ack_now = true;
+            } else if had_gap {
+                // Filling a gap: ACK at once.
+                self.ack_now = true;
+            } else {
+                self.unacked_bytes += data.len();
+                match self.config.delayed_ack {
+                    // RFC 5681 §4.2 / RFC 9293 §3.8.6.3: ACK at least every second full segment.
+                    Some(d) if self.unacked_bytes < 2 * self.rcv_mss as usize => {
+                        if self.delack_at.is_none() {
+                            self.delack_at = Some(ctx.now + d);
+                        }
+                    }
+                    _ => self.ack_now = true,
+                }
+            }
+        }
+        if fin {
+            self.rcv_fin = Some(sseq.wrapping_add(data.len() as u32));
+        }
+    }
+}

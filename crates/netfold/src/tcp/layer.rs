@@ -1,0 +1,597 @@
+//! `TcpLayer`: demultiplexing, listeners, handles, the RST queue and the output loop.
+
+use super::conn::{ChallengeLimiter, Conn, Ctx, Event, RstQueue};
+use super::listener::Listener;
+use super::{Config, Error, Handle, IcmpError, OutSegment, State, Stats};
+use crate::time::Instant;
+use crate::wire::tcp::TcpRepr;
+use crate::wire::Ipv4Addr;
+use std::collections::HashMap;
+use std::net::SocketAddrV4;
+
+/// RFC 6335 §6 dynamic port range.
+const EPHEMERAL_FIRST: u16 = 49152;
+const EPHEMERAL_COUNT: u32 = 65536 - 49152;
+/// Hard cap on listener backlog (memory bound: every half-open connection owns buffers).
+const MAX_BACKLOG: usize = 4096;
+
+#[derive(Debug)]
+enum Sock {
+    Conn(Box<Conn>),
+    Listener(Listener),
+}
+
+#[derive(Debug)]
+struct Slot {
+    generation: u32,
+    sock: Option<Sock>,
+}
+
+/// All TCP state of one stack: connections, listeners, TIME_WAIT, pending replies.
+#[derive(Debug)]
+pub struct TcpLayer {
+    secret: [u8; 16],
+    stats: Stats,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    conns: HashMap<(SocketAddrV4, SocketAddrV4), u32>,
+    listeners: HashMap<SocketAddrV4, u32>,
+    rsts: RstQueue,
+    challenge: ChallengeLimiter,
+    next_port: u32,
+    last_now: Instant,
+}
+
+impl TcpLayer {
+    /// `secret` keys the RFC 6528 ISN function (and SYN cookies, if ever).
+    pub fn new(secret: [u8; 16]) -> Self {
+        let start = super::isn::siphash24(&secret, b"ephemeral") as u32 % EPHEMERAL_COUNT;
+        TcpLayer {
+            secret,
+            stats: Stats::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            conns: HashMap::new(),
+            listeners: HashMap::new(),
+            rsts: RstQueue::new(),
+            challenge: ChallengeLimiter::default(),
+            next_port: start,
+            last_now: Instant::ZERO,
+        }
+    }
+
+    fn alloc(&mut self, sock: Sock) -> u32 {
+        if let Some(i) = self.free.pop() {
+            self.slots[i as usize].sock = Some(sock);
+            i
+        } else {
+            self.slots.push(Slot {
+                generation: 0,
+                sock: Some(sock),
+            });
+            (self.slots.len() - 1) as u32
+        }
+    }
+
+    fn handle_of(&self, i: u32) -> Handle {
+        Handle {
+            index: i,
+            generation: self.slots[i as usize].generation,
+        }
+    }
+
+    /// Releases a slot; every outstanding handle to it goes stale.
+    fn free_slot(&mut self, i: u32) {
+        let slot = &mut self.slots[i as usize];
+        if let Some(Sock::Conn(c)) = slot.sock.take() {
+            if self.conns.get(&(c.local, c.remote)) == Some(&i) {
+                self.conns.remove(&(c.local, c.remote));
+            }
+            if let Some(p) = c.parent {
+                if let Some(Some(Sock::Listener(l))) =
+                    self.slots.get_mut(p as usize).map(|s| s.sock.as_mut())
+                {
+                    if c.state == State::SynReceived && !c.owned {
+                        l.half_open = l.half_open.saturating_sub(1);
+                    }
+                    l.accept_queue.retain(|&x| x != i);
+                }
+            }
+        }
+        let slot = &mut self.slots[i as usize];
+        slot.sock = None;
+        slot.generation = slot.generation.wrapping_add(1);
+        self.free.push(i);
+    }
+
+    fn conn(&self, h: Handle) -> Result<&Conn, Error> {
+        match self.slots.get(h.index as usize) {
+            Some(Slot {
+                generation,
+                sock: Some(Sock::Conn(c)),
+            }) if *generation == h.generation && c.owned && !c.user_closed => Ok(c),
+            _ => Err(Error::InvalidHandle),
+        }
+    }
+
+    fn conn_mut(&mut self, h: Handle) -> Result<&mut Conn, Error> {
+        match self.slots.get_mut(h.index as usize) {
+            Some(Slot {
+                generation,
+                sock: Some(Sock::Conn(c)),
+            }) if *generation == h.generation && c.owned && !c.user_closed => Ok(c),
+            _ => Err(Error::InvalidHandle),
+        }
+    }
+
+    fn listener_mut(&mut self, h: Handle) -> Result<&mut Listener, Error> {
+        match self.slots.get_mut(h.index as usize) {
+            Some(Slot {
+                generation,
+                sock: Some(Sock::Listener(l)),
+            }) if *generation == h.generation => Ok(l),
+            _ => Err(Error::InvalidHandle),
+        }
+    }
+
+    /// Reacts to what a connection reported.
+    fn handle_event(&mut self, i: u32, ev: Event) {
+        match ev {
+            Event::None => {}
+            Event::Established => {
+                let parent = match &self.slots[i as usize].sock {
+                    Some(Sock::Conn(c)) => c.parent,
+                    _ => None,
+                };
+                if let Some(p) = parent {
+                    if let Some(Some(Sock::Listener(l))) =
+                        self.slots.get_mut(p as usize).map(|s| s.sock.as_mut())
+                    {
+                        l.half_open = l.half_open.saturating_sub(1);
+                        l.accept_queue.push_back(i);
+                    }
+                }
+            }
+            Event::Closed | Event::Dropped => {
+                let (key, keep) = match &self.slots[i as usize].sock {
+                    Some(Sock::Conn(c)) => (
+                        (c.local, c.remote),
+                        ev == Event::Closed && c.owned && !c.user_closed,
+                    ),
+                    _ => return,
+                };
+                if keep {
+                    // The application still holds the handle (to read data or the error);
+                    // the 4-tuple is free for new connections.
+                    if self.conns.get(&key) == Some(&i) {
+                        self.conns.remove(&key);
+                    }
+                } else {
+                    self.free_slot(i);
+                }
+            }
+        }
+    }
+
+    fn find_listener(&self, local: SocketAddrV4) -> Option<u32> {
+        self.listeners
+            .get(&local)
+            .or_else(|| {
+                self.listeners
+                    .get(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, local.port()))
+            })
+            .copied()
+    }
+
+    /// One received, checksum-verified segment from `src` to `dst`.
+    pub fn input(
+        &mut self,
+        now: Instant,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        repr: &TcpRepr,
+        payload: &[u8],
+    ) {
+        self.stats.segments_in += 1;
+        self.last_now = now;
+        let f = repr.flags;
+        if repr.src_port == 0 || repr.dst_port == 0 || (f.syn() && f.rst()) || (f.syn() && f.fin())
+        {
+            // Not a segment any conforming TCP sends; dropped silently.
+            self.stats.bad_segments += 1;
+            return;
+        }
+        let local = SocketAddrV4::new(dst, repr.dst_port);
+        let remote = SocketAddrV4::new(src, repr.src_port);
+        let listener = self.find_listener(local);
+        let mut ctx = Ctx {
+            now,
+            stats: &mut self.stats,
+            rsts: &mut self.rsts,
+            challenge: &mut self.challenge,
+        };
+        if let Some(&i) = self.conns.get(&(local, remote)) {
+            let ev = match &mut self.slots[i as usize].sock {
+                Some(Sock::Conn(c)) => c.input(&mut ctx, repr, payload),
+                _ => Event::None,
+            };
+            self.handle_event(i, ev);
+            return;
+        }
+        let Some(li) = listener else {
+            // RFC 9293 §3.10.7.1: CLOSED -> RST (never for a RST).
+            ctx.stats.no_socket += 1;
+            ctx.reply_rst(dst, src, repr, payload.len());
+            return;
+        };
+        // RFC 9293 §3.10.7.2 LISTEN.
+        if f.rst() {
+            return;
+        }
+        if f.ack() {
+            ctx.reply_rst(dst, src, repr, payload.len());
+            return;
+        }
+        if !f.syn() {
+            return;
+        }
+        let (config, room) = match &self.slots[li as usize].sock {
+            Some(Sock::Listener(l)) => (l.config, l.has_room()),
+            _ => return,
+        };
+        if !room {
+            self.stats.backlog_drops += 1;
+            return;
+        }
+        let mut c = Conn::new_passive(now, &self.secret, local, remote, config, repr);
+        c.parent = Some(li);
+        let i = self.alloc(Sock::Conn(Box::new(c)));
+        self.conns.insert((local, remote), i);
+        if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
+            l.half_open += 1;
+        }
+    }
+
+    /// Emits every segment due at `now`; see the module contract.
+    pub fn output(&mut self, now: Instant, emit: &mut dyn FnMut(&OutSegment<'_>) -> bool) {
+        self.last_now = now;
+        while let Some(&(src, dst, repr)) = self.rsts.front() {
+            let seg = OutSegment {
+                src,
+                dst,
+                repr,
+                payload: (&[], &[]),
+            };
+            if !emit(&seg) {
+                return;
+            }
+            self.rsts.pop_front();
+            self.stats.segments_out += 1;
+            self.stats.rst_out += 1;
+        }
+        for i in 0..self.slots.len() as u32 {
+            let ev = match &mut self.slots[i as usize].sock {
+                Some(Sock::Conn(c)) => c.on_timers(now, &mut self.stats),
+                _ => continue,
+            };
+            self.handle_event(i, ev);
+            let done = match &mut self.slots[i as usize].sock {
+                Some(Sock::Conn(c)) => c.poll_output(now, &mut self.stats, emit),
+                _ => continue,
+            };
+            if !done {
+                return;
+            }
+        }
+    }
+
+    pub fn poll_at(&self) -> Option<Instant> {
+        if !self.rsts.is_empty() {
+            return Some(self.last_now);
+        }
+        let mut at: Option<Instant> = None;
+        for s in &self.slots {
+            if let Some(Sock::Conn(c)) = &s.sock {
+                let t = if c.dirty {
+                    Some(self.last_now)
+                } else {
+                    c.next_timer()
+                };
+                at = match (at, t) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+        at
+    }
+
+    /// An ICMP error quoting a segment we sent from `local` to `remote`.
+    pub fn icmp_error(
+        &mut self,
+        now: Instant,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        err: IcmpError,
+    ) {
+        self.last_now = now;
+        if let Some(&i) = self.conns.get(&(local, remote)) {
+            let closed = match &mut self.slots[i as usize].sock {
+                Some(Sock::Conn(c)) => c.icmp(err),
+                _ => false,
+            };
+            if closed {
+                self.handle_event(i, Event::Closed);
+            }
+        }
+    }
+
+    pub fn listen(
+        &mut self,
+        local: SocketAddrV4,
+        backlog: usize,
+        config: Config,
+    ) -> Result<Handle, Error> {
+        if local.port() == 0 || backlog == 0 {
+            return Err(Error::InvalidInput);
+        }
+        if self.listeners.contains_key(&local) {
+            return Err(Error::AddrInUse);
+        }
+        let l = Listener::new(local, backlog.min(MAX_BACKLOG), config);
+        let i = self.alloc(Sock::Listener(l));
+        self.listeners.insert(local, i);
+        Ok(self.handle_of(i))
+    }
+
+    /// A fully established connection from the listener's accept queue.
+    pub fn accept(&mut self, listener: Handle) -> Result<Handle, Error> {
+        let l = self.listener_mut(listener)?;
+        let i = l.accept_queue.pop_front().ok_or(Error::WouldBlock)?;
+        if let Some(Sock::Conn(c)) = &mut self.slots[i as usize].sock {
+            c.owned = true;
+            c.parent = None;
+        }
+        Ok(self.handle_of(i))
+    }
+
+    /// Active open from `local` (port 0 = pick an ephemeral port) to `remote`.
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        config: Config,
+    ) -> Result<Handle, Error> {
+        if remote.port() == 0 || remote.ip().is_unspecified() || remote.ip().is_broadcast() {
+            return Err(Error::InvalidInput);
+        }
+        self.last_now = now;
+        let local = if local.port() == 0 {
+            self.pick_port(local, remote)?
+        } else {
+            if self.conns.contains_key(&(local, remote)) {
+                return Err(Error::AddrInUse);
+            }
+            local
+        };
+        let c = Conn::new_active(now, &self.secret, local, remote, config);
+        let i = self.alloc(Sock::Conn(Box::new(c)));
+        self.conns.insert((local, remote), i);
+        Ok(self.handle_of(i))
+    }
+
+    fn pick_port(
+        &mut self,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+    ) -> Result<SocketAddrV4, Error> {
+        for _ in 0..EPHEMERAL_COUNT {
+            let p = EPHEMERAL_FIRST + (self.next_port % EPHEMERAL_COUNT) as u16;
+            self.next_port = self.next_port.wrapping_add(1);
+            let cand = SocketAddrV4::new(*local.ip(), p);
+            if !self.conns.contains_key(&(cand, remote)) && self.find_listener(cand).is_none() {
+                return Ok(cand);
+            }
+        }
+        Err(Error::AddrNotAvailable)
+    }
+
+    /// Queues up to `data.len()` bytes; returns how many were taken (WouldBlock if none fit).
+    pub fn send(&mut self, h: Handle, data: &[u8]) -> Result<usize, Error> {
+        self.conn_mut(h)?.send(data)
+    }
+    /// Reads in-order data; `Ok(0)` means the peer closed (FIN received, all data read).
+    pub fn recv(&mut self, h: Handle, buf: &mut [u8]) -> Result<usize, Error> {
+        self.conn_mut(h)?.recv(buf)
+    }
+    /// Half-close: FIN after queued data (shutdown(SHUT_WR)).
+    pub fn shutdown_write(&mut self, h: Handle) -> Result<(), Error> {
+        self.conn_mut(h)?.shutdown_write()
+    }
+
+    /// close(): FIN (or RST per linger/unread data rules); the handle becomes invalid for the
+    /// caller, the layer keeps the connection until it is fully closed.
+    pub fn close(&mut self, h: Handle) -> Result<(), Error> {
+        if self.listener_mut(h).is_ok() {
+            return self.close_listener(h.index);
+        }
+        let c = self.conn_mut(h)?;
+        // SO_LINGER 0, or unread data (RFC 9293 §3.6 / RFC 2525 §2.17): abort with RST.
+        if c.config.linger == Some(crate::time::Duration::ZERO) || !c.rcv.is_empty() {
+            return self.abort(h);
+        }
+        let _ = c.shutdown_write();
+        c.user_closed = true;
+        let closed = c.state == State::Closed;
+        let i = h.index;
+        if closed {
+            self.free_slot(i);
+        } else {
+            // The handle goes stale now; the connection lives on inside the layer.
+            let slot = &mut self.slots[i as usize];
+            slot.generation = slot.generation.wrapping_add(1);
+        }
+        Ok(())
+    }
+
+    fn close_listener(&mut self, i: u32) -> Result<(), Error> {
+        let (local, queued) = match &mut self.slots[i as usize].sock {
+            Some(Sock::Listener(l)) => (l.local, std::mem::take(&mut l.accept_queue)),
+            _ => return Err(Error::InvalidHandle),
+        };
+        // Children not yet accepted (established or half-open) are reset.
+        let children: Vec<u32> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(ci, s)| match &s.sock {
+                Some(Sock::Conn(c)) if c.parent == Some(i) && !c.owned => Some(ci as u32),
+                _ => None,
+            })
+            .chain(queued)
+            .collect();
+        for ci in children {
+            self.abort_index(ci);
+        }
+        self.listeners.remove(&local);
+        self.free_slot(i);
+        Ok(())
+    }
+
+    fn abort_index(&mut self, i: u32) {
+        let rst = match &self.slots[i as usize].sock {
+            Some(Sock::Conn(c)) if c.abort_needs_rst() => {
+                Some((*c.local.ip(), *c.remote.ip(), c.make_rst()))
+            }
+            Some(Sock::Conn(_)) => None,
+            _ => return,
+        };
+        if let Some((s, d, r)) = rst {
+            let mut ctx = Ctx {
+                now: self.last_now,
+                stats: &mut self.stats,
+                rsts: &mut self.rsts,
+                challenge: &mut self.challenge,
+            };
+            ctx.queue_rst(s, d, r);
+        }
+        self.free_slot(i);
+    }
+
+    /// Abort with RST and release immediately.
+    pub fn abort(&mut self, h: Handle) -> Result<(), Error> {
+        self.conn(h)?;
+        self.abort_index(h.index);
+        Ok(())
+    }
+    pub fn state(&self, h: Handle) -> Result<State, Error> {
+        if let Some(Slot {
+            generation,
+            sock: Some(Sock::Listener(_)),
+        }) = self.slots.get(h.index as usize)
+        {
+            if *generation == h.generation {
+                return Ok(State::Listen);
+            }
+        }
+        Ok(self.conn(h)?.state)
+    }
+    pub fn local_addr(&self, h: Handle) -> Result<SocketAddrV4, Error> {
+        if let Some(Slot {
+            generation,
+            sock: Some(Sock::Listener(l)),
+        }) = self.slots.get(h.index as usize)
+        {
+            if *generation == h.generation {
+                return Ok(l.local);
+            }
+        }
+        Ok(self.conn(h)?.local)
+    }
+    pub fn peer_addr(&self, h: Handle) -> Result<SocketAddrV4, Error> {
+        Ok(self.conn(h)?.remote)
+    }
+    /// Bytes readable now / bytes queued unsent-or-unacked / free space in the send buffer.
+    pub fn recv_queue(&self, h: Handle) -> Result<usize, Error> {
+        Ok(self.conn(h)?.rcv.len())
+    }
+    pub fn send_queue(&self, h: Handle) -> Result<usize, Error> {
+        Ok(self.conn(h)?.snd.len())
+    }
+    pub fn send_space(&self, h: Handle) -> Result<usize, Error> {
+        let c = self.conn(h)?;
+        Ok(if c.fin_queued { 0 } else { c.snd.free() })
+    }
+    /// The pending error (reset, refused, timed out) that ended the connection, if any.
+    pub fn take_error(&mut self, h: Handle) -> Result<Option<Error>, Error> {
+        let c = self.conn_mut(h)?;
+        if c.error_reported {
+            return Ok(None);
+        }
+        c.error_reported = c.error.is_some();
+        Ok(c.error)
+    }
+    pub fn config(&self, h: Handle) -> Result<Config, Error> {
+        if let Some(Slot {
+            generation,
+            sock: Some(Sock::Listener(l)),
+        }) = self.slots.get(h.index as usize)
+        {
+            if *generation == h.generation {
+                return Ok(l.config);
+            }
+        }
+        Ok(self.conn(h)?.config)
+    }
+    /// Changes options that may change on a live socket (nodelay, keepalive, buffers, linger).
+    pub fn set_config(&mut self, h: Handle, config: Config) -> Result<(), Error> {
+        if let Ok(l) = self.listener_mut(h) {
+            l.config = config;
+            return Ok(());
+        }
+        self.conn_mut(h)?.set_config(config);
+        Ok(())
+    }
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Diagnostics for tests and tools: (cwnd, ssthresh, srtt, rto) of a connection.
+    pub fn conn_info(&self, h: Handle) -> Result<ConnInfo, Error> {
+        use super::cc::CongestionController;
+        let c = self.conn(h)?;
+        Ok(ConnInfo {
+            cwnd: c.cc.cwnd(),
+            ssthresh: c.cc.ssthresh(),
+            srtt: c.rtt.srtt(),
+            rto: c.rtt.rto(),
+            mss: c.mss,
+            snd_wnd: c.snd_wnd,
+            snd_wscale: c.snd_wscale,
+            rcv_wscale: c.rcv_wscale,
+            sack: c.sack_ok,
+            timestamps: c.ts_enabled,
+        })
+    }
+
+    /// Number of live slots (connections incl. TIME-WAIT and listeners).
+    pub fn socket_count(&self) -> usize {
+        self.slots.iter().filter(|s| s.sock.is_some()).count()
+    }
+}
+
+/// Per-connection diagnostics (see [`TcpLayer::conn_info`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnInfo {
+    pub cwnd: u32,
+    pub ssthresh: u32,
+    pub srtt: Option<crate::time::Duration>,
+    pub rto: crate::time::Duration,
+    pub mss: u32,
+    pub snd_wnd: u32,
+    pub snd_wscale: u8,
+    pub rcv_wscale: u8,
+    pub sack: bool,
+    pub timestamps: bool,
+}

@@ -1,0 +1,432 @@
+//! Segment generation for a connection (the tcp_output.c side): SYN/SYN-ACK, data within
+//! min(cwnd, peer window), loss-recovery retransmissions (RFC 6675 NextSeg / RFC 6582),
+//! FIN, persist and keepalive probes, pure ACKs and window updates.
+//!
+//! Every segment is first planned without changing state, then offered to `emit`; only if
+//! `emit` accepts it is the plan committed. A refused segment is planned again next time.
+
+use super::cc::CongestionController;
+use super::conn::Conn;
+use super::{seq, OutSegment, State, Stats};
+use crate::time::Instant;
+use crate::wire::tcp::{TcpFlags, TcpOptions, TcpRepr, Timestamps};
+
+/// Bound on segments one connection emits per `output` call (fairness between connections).
+const MAX_SEGMENTS_PER_CALL: usize = 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Syn,
+    /// New data or go-back-N retransmission from SND.NXT.
+    Data,
+    /// Loss-recovery retransmission from a hole (does not move SND.NXT).
+    Hole,
+    Probe,
+    KeepAlive,
+    Ack,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    kind: Kind,
+    seq: u32,
+    len: u32,
+    fin: bool,
+}
+
+impl Conn {
+    /// Emits everything due. Returns `false` if `emit` refused a segment.
+    pub fn poll_output(
+        &mut self,
+        now: Instant,
+        stats: &mut Stats,
+        emit: &mut dyn FnMut(&OutSegment<'_>) -> bool,
+    ) -> bool {
+        for _ in 0..MAX_SEGMENTS_PER_CALL {
+            let Some(plan) = self.plan(now) else {
+                self.dirty = false;
+                return true;
+            };
+            let repr = self.build_repr(&plan, now);
+            let (a, b) = if plan.len > 0 {
+                let off = seq::dist(self.snd_buf_seq, plan.seq) as usize;
+                self.snd.slices(off, plan.len as usize)
+            } else {
+                (&[][..], &[][..])
+            };
+            let seg = OutSegment {
+                src: *self.local.ip(),
+                dst: *self.remote.ip(),
+                repr,
+                payload: (a, b),
+            };
+            if !emit(&seg) {
+                return false;
+            }
+            self.commit(&plan, &repr, now, stats);
+        }
+        true
+    }
+
+    fn build_repr(&self, p: &Plan, now: Instant) -> TcpRepr {
+        let mut flags = 0u8;
+        let mut options = TcpOptions::default();
+        let (mut window, _) = self.rcv_window();
+        match p.kind {
+            Kind::Syn => {
+                flags |= TcpFlags::SYN;
+                if self.state == State::SynReceived {
+                    flags |= TcpFlags::ACK;
+                }
+                // RFC 7323 §2.2: SYN windows are unscaled.
+                window = (self.config.recv_buffer.min(0xffff)) as u16;
+                options.mss = Some(self.config.mss);
+                let passive = self.state == State::SynReceived;
+                // Options in a SYN-ACK only if the peer offered them (RFC 7323 §1.3, RFC 2018 §2).
+                if self.config.window_scaling
+                    && (!passive || self.snd_wscale > 0 || self.rcv_wscale > 0)
+                {
+                    options.window_scale = Some(self.rcv_wscale);
+                }
+                if self.config.sack && (!passive || self.sack_ok) {
+                    options.sack_permitted = true;
+                }
+                if self.config.timestamps && (!passive || self.ts_enabled) {
+                    options.timestamps = Some(Timestamps {
+                        tsval: self.ts_now(now),
+                        tsecr: if passive { self.ts_recent } else { 0 },
+                    });
+                }
+            }
+            _ => {
+                flags |= TcpFlags::ACK;
+                if self.ts_enabled {
+                    options.timestamps = Some(Timestamps {
+                        tsval: self.ts_now(now),
+                        tsecr: self.ts_recent,
+                    });
+                }
+                if self.sack_ok && !self.rcv.asm.is_empty() {
+                    // RFC 2018 §3: at most 3 blocks alongside timestamps, else 4.
+                    let max = if self.ts_enabled { 3 } else { 4 };
+                    let blocks = self.sack_hist.blocks();
+                    let n = blocks.len().min(max);
+                    options.sack[..n].copy_from_slice(&blocks[..n]);
+                    options.sack_count = n as u8;
+                }
+            }
+        }
+        if p.fin {
+            flags |= TcpFlags::FIN;
+        }
+        if p.len > 0 && p.seq.wrapping_add(p.len) == self.fin_seq() {
+            // PSH on the last segment of what is queued.
+            flags |= TcpFlags::PSH;
+        }
+        let seq = if p.kind == Kind::KeepAlive {
+            // RFC 9293 §3.8.4: SEG.SEQ = SND.NXT - 1 elicits an ACK.
+            self.snd_una.wrapping_sub(1)
+        } else {
+            p.seq
+        };
+        TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq,
+            ack: if flags & TcpFlags::ACK != 0 {
+                self.rcv_nxt
+            } else {
+                0
+            },
+            flags: TcpFlags(flags),
+            window,
+            urgent: 0,
+            options,
+        }
+    }
+
+    fn commit(&mut self, p: &Plan, repr: &TcpRepr, now: Instant, stats: &mut Stats) {
+        stats.segments_out += 1;
+        stats.sack_blocks_out += u64::from(repr.options.sack_count);
+        if repr.flags.ack() {
+            self.ack_now = false;
+            self.unacked_bytes = 0;
+            self.delack_at = None;
+            self.last_ack_sent = self.rcv_nxt;
+            if !repr.flags.syn() {
+                let (_, edge) = self.rcv_window();
+                self.rcv_adv = seq::max(self.rcv_adv, edge);
+            } else {
+                let edge = self.rcv_nxt.wrapping_add(u32::from(repr.window));
+                self.rcv_adv = seq::max(self.rcv_adv, edge);
+            }
+        }
+        let end = p
+            .seq
+            .wrapping_add(p.len)
+            .wrapping_add(u32::from(p.fin) + u32::from(p.kind == Kind::Syn));
+        match p.kind {
+            Kind::Syn => {
+                if self.snd_max == self.iss {
+                    if !self.ts_enabled || self.state == State::SynSent {
+                        self.rtt_timing = Some((end, now));
+                    }
+                } else {
+                    self.rtt_timing = None;
+                    stats.retransmits_rto += 1;
+                }
+                self.snd_nxt = end;
+                self.snd_max = seq::max(self.snd_max, end);
+                self.rto_at.get_or_insert(now + self.rtt.rto());
+            }
+            Kind::Data | Kind::Hole => {
+                let rexmit = seq::lt(p.seq, self.snd_max);
+                if rexmit {
+                    self.rtt_timing = None;
+                    if self.recovery.is_some() {
+                        stats.retransmits_fast += 1;
+                    } else {
+                        stats.retransmits_rto += 1;
+                    }
+                } else if self.rtt_timing.is_none() && !self.ts_enabled {
+                    self.rtt_timing = Some((end, now));
+                }
+                if p.kind == Kind::Hole {
+                    if let Some(rec) = self.recovery.as_mut() {
+                        rec.rxt_next = seq::max(rec.rxt_next, end);
+                        rec.rxt_una = false;
+                    }
+                    if seq::lt(self.snd_nxt, end) {
+                        self.snd_nxt = end;
+                    }
+                } else {
+                    self.snd_nxt = end;
+                }
+                self.snd_max = seq::max(self.snd_max, end);
+                if self.rto_at.is_none() {
+                    self.rto_at = Some(now + self.rtt.rto());
+                }
+            }
+            Kind::Probe => {
+                self.persist_probe_due = false;
+                stats.persist_probes += 1;
+                if seq::lt(self.snd_nxt, end) {
+                    self.snd_nxt = end;
+                }
+                self.snd_max = seq::max(self.snd_max, end);
+            }
+            Kind::KeepAlive => {
+                self.keepalive_due = false;
+                stats.keepalive_probes += 1;
+            }
+            Kind::Ack => {}
+        }
+    }
+
+    /// Decides the next segment, if any, without changing state.
+    fn plan(&mut self, now: Instant) -> Option<Plan> {
+        let _ = now;
+        match self.state {
+            State::Closed | State::Listen => return None,
+            State::SynSent | State::SynReceived => {
+                if self.snd_nxt == self.iss {
+                    return Some(Plan {
+                        kind: Kind::Syn,
+                        seq: self.iss,
+                        len: 0,
+                        fin: false,
+                    });
+                }
+                if self.state == State::SynSent || !self.ack_now {
+                    return None;
+                }
+                return Some(self.ack_plan());
+            }
+            State::TimeWait => {
+                return self.ack_now.then(|| self.ack_plan());
+            }
+            _ => {}
+        }
+        if self.persist_probe_due {
+            let fin_seq = self.fin_seq();
+            if seq::lt(self.snd_una, fin_seq) {
+                return Some(Plan {
+                    kind: Kind::Probe,
+                    seq: self.snd_una,
+                    len: 1,
+                    fin: false,
+                });
+            }
+            self.persist_probe_due = false;
+            if self.fin_queued && self.snd_una == fin_seq {
+                return Some(Plan {
+                    kind: Kind::Probe,
+                    seq: fin_seq,
+                    len: 0,
+                    fin: true,
+                });
+            }
+        }
+        if let Some(p) = self.plan_data() {
+            return Some(p);
+        }
+        if self.keepalive_due {
+            return Some(Plan {
+                kind: Kind::KeepAlive,
+                seq: self.snd_una,
+                len: 0,
+                fin: false,
+            });
+        }
+        if self.ack_now || self.window_update_needed() {
+            return Some(self.ack_plan());
+        }
+        None
+    }
+
+    fn ack_plan(&self) -> Plan {
+        Plan {
+            kind: Kind::Ack,
+            seq: self.snd_nxt,
+            len: 0,
+            fin: false,
+        }
+    }
+
+    /// A segment starting at `s`, at most `max` bytes, not crossing SACKed data, with FIN
+    /// if it reaches the end of the queued data after close.
+    fn segment_at(&self, kind: Kind, s: u32, max: u32) -> Option<Plan> {
+        let fin_seq = self.fin_seq();
+        let mut len = seq::dist(s, fin_seq).min(max).min(self.mss);
+        if let Some(n) = self.scoreboard.next_sacked_start(s) {
+            len = len.min(seq::dist(s, n));
+        }
+        let fin = self.fin_queued && s.wrapping_add(len) == fin_seq;
+        if len == 0 && !fin {
+            return None;
+        }
+        Some(Plan {
+            kind,
+            seq: s,
+            len,
+            fin,
+        })
+    }
+
+    fn plan_data(&mut self) -> Option<Plan> {
+        if !matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        ) {
+            return None;
+        }
+        if self.snd_wnd == 0 && self.snd_una == self.snd_nxt && self.persist_at.is_some() {
+            // Zero window: only probes go out.
+            return None;
+        }
+        let fin_seq = self.fin_seq();
+        let data_end = if self.fin_queued {
+            fin_seq.wrapping_add(1)
+        } else {
+            fin_seq
+        };
+        let mss = self.mss;
+        let cwnd = self.cc.cwnd();
+        let wnd_edge = self.snd_una.wrapping_add(self.snd_wnd);
+
+        if let Some(rec) = self.recovery {
+            if rec.rxt_una {
+                // Entry or partial ACK: retransmit the first unacknowledged segment.
+                if let Some(p) = self.segment_at(Kind::Hole, self.snd_una, mss) {
+                    return Some(p);
+                }
+            }
+            if rec.sack {
+                // RFC 6675 §5 step (C): send while cwnd - pipe >= 1 SMSS.
+                let pipe = self
+                    .scoreboard
+                    .pipe(self.snd_una, self.snd_max, rec.rxt_next, mss);
+                if cwnd.saturating_sub(pipe) < mss.min(cwnd) {
+                    return None;
+                }
+                // NextSeg rule (1): first lost unSACKed byte above HighRxt.
+                let mut rule3 = None;
+                for h in self.scoreboard.holes(self.snd_una, self.snd_max, mss) {
+                    let start = seq::max(h.start, rec.rxt_next);
+                    if !seq::lt(start, h.end) {
+                        continue;
+                    }
+                    if h.lost {
+                        let max = seq::dist(start, h.end);
+                        return self.segment_at(Kind::Hole, start, max);
+                    }
+                    if h.sacked_above && rule3.is_none() {
+                        rule3 = Some((start, seq::dist(start, h.end)));
+                    }
+                }
+                // Rule (2): new data within the peer's window.
+                if seq::lt(self.snd_nxt, data_end) {
+                    let room = seq::dist(self.snd_nxt, wnd_edge);
+                    if room > 0 || self.snd_nxt == fin_seq {
+                        if let Some(p) = self.segment_at(Kind::Data, self.snd_nxt, room) {
+                            return Some(p);
+                        }
+                    }
+                }
+                // Rule (3): an unSACKed, not-yet-lost byte below the highest SACK.
+                if let Some((s, max)) = rule3 {
+                    return self.segment_at(Kind::Hole, s, max);
+                }
+                return None;
+            }
+        }
+
+        // Normal transmission (and NewReno recovery with its inflated cwnd).
+        // Skip data the peer already SACKed (after an RTO rewind).
+        while seq::lt(self.snd_nxt, self.snd_max) {
+            match self.scoreboard.sacked_end(self.snd_nxt) {
+                Some(e) => self.snd_nxt = seq::min(e, self.snd_max),
+                None => break,
+            }
+        }
+        if !seq::lt(self.snd_nxt, data_end) {
+            return None;
+        }
+        // RFC 3042 limited transmit: one extra SMSS per early duplicate ACK.
+        let lt = if self.recovery.is_none() && self.dupacks < 3 {
+            self.dupacks * mss
+        } else {
+            0
+        };
+        let cwnd_edge = self.snd_una.wrapping_add(cwnd.saturating_add(lt));
+        let edge = seq::min(cwnd_edge, wnd_edge);
+        let room = seq::dist(self.snd_nxt, edge);
+        if self.snd_nxt == fin_seq {
+            // A lone FIN is not held back by the windows.
+            return self.segment_at(Kind::Data, fin_seq, 0);
+        }
+        let p = self.segment_at(Kind::Data, self.snd_nxt, room)?;
+        if p.len == 0 {
+            return None;
+        }
+        let rexmit = seq::lt(p.seq, self.snd_max);
+        if !rexmit && p.len < mss && !p.fin {
+            let remaining = seq::dist(p.seq, fin_seq);
+            let idle = self.snd_nxt == self.snd_una;
+            let push_ok = self.config.nodelay || idle || self.fin_queued;
+            // RFC 9293 §3.8.6.2.1 sender SWS avoidance and §3.7.4 Nagle: a short segment goes
+            // only if it is all we have and nothing is unacknowledged (or Nagle is off), or it
+            // fills at least half the largest window the peer offered.
+            let all = p.len == remaining && push_ok;
+            let half = p.len >= self.max_snd_wnd / 2 && push_ok;
+            if !(all || half) {
+                return None;
+            }
+        }
+        Some(p)
+    }
+}

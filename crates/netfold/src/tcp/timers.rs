@@ -1,0 +1,132 @@
+//! Connection timers (the tcp_timer.c side): retransmission (RFC 6298 §5), delayed ACK
+//! (RFC 9293 §3.8.6.3), persist (§3.8.6.1), keepalive (§3.8.4) and TIME-WAIT (§3.6.1).
+
+use super::cc::CongestionController;
+use super::conn::{Conn, Event};
+use super::rtt::RTO_MAX;
+use super::{Error, State, Stats};
+use crate::time::Instant;
+
+impl Conn {
+    /// Runs every expired timer. May close the connection (TimedOut, end of TIME-WAIT).
+    pub fn on_timers(&mut self, now: Instant, stats: &mut Stats) -> Event {
+        if let Some(t) = self.timewait_at {
+            if now >= t {
+                self.enter_closed(None);
+                return Event::Closed;
+            }
+        }
+        if let Some(t) = self.rto_at {
+            if now >= t {
+                self.dirty = true;
+                if let Some(ev) = self.on_rto(now, stats) {
+                    return ev;
+                }
+            }
+        }
+        if let Some(t) = self.delack_at {
+            if now >= t {
+                self.delack_at = None;
+                self.ack_now = true;
+                self.dirty = true;
+            }
+        }
+        if let Some(t) = self.persist_at {
+            if now >= t {
+                self.dirty = true;
+                self.probes_unanswered += 1;
+                if self.probes_unanswered > self.config.max_retransmits {
+                    stats.timeouts += 1;
+                    self.enter_closed(Some(Error::TimedOut));
+                    return Event::Closed;
+                }
+                self.persist_probe_due = true;
+                self.persist_backoff = self.persist_backoff.saturating_add(1);
+                let d = self
+                    .rtt
+                    .base_rto()
+                    .saturating_mul(1u64 << self.persist_backoff.min(16))
+                    .min(RTO_MAX);
+                self.persist_at = Some(now + d);
+            }
+        }
+        if let Some(t) = self.keepalive_deadline() {
+            if now >= t {
+                let (_, _, count) = self.config.keepalive.unwrap_or_default();
+                self.dirty = true;
+                if self.ka_probes >= count {
+                    stats.timeouts += 1;
+                    self.enter_closed(Some(Error::TimedOut));
+                    return Event::Closed;
+                }
+                self.ka_probes += 1;
+                self.last_ka = now;
+                self.keepalive_due = true;
+            }
+        }
+        Event::None
+    }
+
+    fn keepalive_deadline(&self) -> Option<Instant> {
+        let (idle, intvl, _) = self.config.keepalive?;
+        if !matches!(self.state, State::Established | State::CloseWait)
+            || self.snd_una != self.snd_max
+            || self.persist_at.is_some()
+        {
+            return None;
+        }
+        Some(if self.ka_probes == 0 {
+            self.last_rx + idle
+        } else {
+            self.last_ka + intvl
+        })
+    }
+
+    fn on_rto(&mut self, now: Instant, stats: &mut Stats) -> Option<Event> {
+        self.retries += 1;
+        if self.retries > self.config.max_retransmits {
+            // RFC 9293 §3.8.3 R2: give up.
+            stats.timeouts += 1;
+            self.enter_closed(Some(Error::TimedOut));
+            return Some(Event::Closed);
+        }
+        // RFC 6298 §5.5: back off; §5.6: restart the timer.
+        self.rtt.on_timeout();
+        self.rtt_timing = None;
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                self.snd_nxt = self.iss;
+            }
+            _ => {
+                // RFC 5681 §3.1 eq. 4 and loss window; go back to SND.UNA (SACKed data is
+                // skipped when resending). RFC 6582: no fast recovery until `recover`.
+                let flight = self.flight();
+                if self.recovery.is_none() || self.retries == 1 {
+                    self.cc.on_rto(now, flight, self.mss);
+                } else {
+                    self.cc.set_cwnd(self.mss);
+                }
+                self.recovery = None;
+                self.dupacks = 0;
+                self.recover = self.snd_max;
+                self.snd_nxt = self.snd_una;
+            }
+        }
+        self.rto_at = Some(now + self.rtt.rto());
+        None
+    }
+
+    /// The earliest timer of this connection.
+    pub fn next_timer(&self) -> Option<Instant> {
+        [
+            self.timewait_at,
+            self.rto_at,
+            self.delack_at,
+            self.persist_at,
+            self.keepalive_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+}
