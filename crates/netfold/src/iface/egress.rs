@@ -3,7 +3,7 @@
 //! and software GSO at the MTU boundary.
 
 use super::counters::Counters;
-use super::neighbor::{NeighborCache, Park};
+use super::neighbor::{Event, NeighborCache, Park};
 use super::tcp_wire;
 use crate::buf::{PacketBuf, Pool};
 use crate::phy::Medium;
@@ -46,6 +46,8 @@ pub(crate) struct Egress {
     pub tx_limit: usize,
     pub neigh: NeighborCache,
     pub c: Counters,
+    /// Scratch list of addresses whose ARP retry is due (reused; at most MAX_RESOLVING).
+    pub arp_due: Vec<Ipv4Addr>,
 }
 
 impl Egress {
@@ -216,6 +218,23 @@ impl Egress {
         self.send_arp(arp, EthernetAddress::BROADCAST);
     }
 
+    /// ARP timer work: repeat due requests, drop (counted) frames whose next hop never answered.
+    pub fn neighbor_timers(&mut self, now: Instant) {
+        let mut due = core::mem::take(&mut self.arp_due);
+        let (pool, c) = (&mut self.pool, &mut self.c);
+        self.neigh.poll(now, |e| match e {
+            Event::Request(ip) => due.push(ip),
+            Event::Drop(b) => {
+                c.arp_unresolved_drops += 1;
+                pool.put(b);
+            }
+        });
+        for ip in due.drain(..) {
+            self.send_arp_request(ip);
+        }
+        self.arp_due = due;
+    }
+
     /// Moves frames parked for `ip` to the transmit queue with their destination MAC filled.
     pub fn flush_pending(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
         let tx = &mut self.tx;
@@ -357,6 +376,7 @@ mod tests {
             tx_limit,
             neigh: NeighborCache::new(Duration::from_secs(60), 4, Duration::from_secs(1), 3),
             c: Counters::default(),
+            arp_due: Vec::new(),
         }
     }
 

@@ -37,7 +37,7 @@ use crate::wire::icmpv4::Icmpv4Repr;
 use crate::wire::ipv4::{checksum_combine, pseudo_header_sum};
 use crate::wire::{IpProtocol, Ipv4Addr};
 use egress::Egress;
-use neighbor::{Event, NeighborCache};
+use neighbor::NeighborCache;
 use reassembly::Reassembler;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -201,6 +201,7 @@ impl Stack {
                 config.arp_max_retries,
             ),
             c: Counters::default(),
+            arp_due: Vec::with_capacity(neighbor::MAX_RESOLVING),
         };
         Stack {
             tcp: TcpLayer::new(config.tcp_secret),
@@ -239,6 +240,13 @@ impl Stack {
     /// The IP MTU in effect (configured, lowered to the device's after the first poll).
     pub fn mtu(&self) -> usize {
         self.eg.mtu
+    }
+
+    /// The MSS for TCP connections on this interface: the IP MTU less the IPv4 and TCP fixed
+    /// headers (RFC 9293 §3.7.1: "MSS = MTU - 40" for IPv4 without options). Put it in
+    /// `tcp::Config::mss` before connect/listen.
+    pub fn tcp_mss(&self) -> u16 {
+        u16::try_from(self.eg.mtu.saturating_sub(40)).unwrap_or(u16::MAX)
     }
 
     /// A snapshot of all counters, TCP and buffer-pool statistics included.
@@ -309,25 +317,7 @@ impl Stack {
 
     /// ARP retries and give-ups, reassembly timeouts.
     fn timers(&mut self, now: Instant) {
-        let eg = &mut self.eg;
-        let mut requests: [Option<Ipv4Addr>; 8] = [None; 8];
-        let mut n = 0;
-        let (pool, c) = (&mut eg.pool, &mut eg.c);
-        eg.neigh.poll(now, |e| match e {
-            Event::Request(ip) => {
-                if n < requests.len() {
-                    requests[n] = Some(ip);
-                    n += 1;
-                }
-            }
-            Event::Drop(b) => {
-                c.arp_unresolved_drops += 1;
-                pool.put(b);
-            }
-        });
-        for ip in requests.iter().flatten() {
-            eg.send_arp_request(*ip);
-        }
+        self.eg.neighbor_timers(now);
         let expired = self.reasm.expire(now);
         self.eg.c.frag_timeouts += expired as u64;
         self.eg.c.frag_dropped += expired as u64;
