@@ -1024,3 +1024,152 @@ fn tcp_interoperates_with_smoltcp() {
     let cnt = a.counters();
     assert_eq!(cnt.tcp_bad_checksum + cnt.tcp_malformed, 0);
 }
+
+/// Valid frames of every kind the stack handles, mutated (bit flips, truncation, extension)
+/// and fed to a stack whose device says checksums were already verified, so that mutations
+/// reach every parser and handler instead of stopping at a checksum.
+#[test]
+fn mutated_frames_reach_deep_and_never_panic() {
+    use netfold::tcp::Config;
+    use netfold::wire::tcp::{TcpFlags, TcpOptions, TcpRepr, Timestamps};
+    let mut n = Net::new(Medium::Ethernet);
+    n.db.caps.checksum.rx = false;
+    n.b.udp_bind(SocketAddrV4::new(IP_B, 7)).unwrap();
+    n.b.tcp_mut()
+        .listen(SocketAddrV4::new(IP_B, 80), 4, Config::default())
+        .unwrap();
+
+    let arp = {
+        let r = ArpRepr {
+            op: ArpOperation::Request,
+            source_hw: MAC_A,
+            source_ip: IP_A,
+            target_hw: EthernetAddress::default(),
+            target_ip: IP_B,
+        };
+        let mut b = [0u8; 28];
+        r.emit(&mut b).unwrap();
+        eth(EthernetAddress::BROADCAST, EtherType::Arp, &b)
+    };
+    let echo = {
+        let r = Icmpv4Repr::EchoRequest {
+            ident: 1,
+            seq_no: 1,
+            data: &[7; 24],
+        };
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut b, true).unwrap();
+        eth(
+            MAC_B,
+            EtherType::Ipv4,
+            &ipv4(IpProtocol::Icmp, &b, 1, false, 0),
+        )
+    };
+    let unreach = {
+        let quoted = Ipv4Repr {
+            src: IP_B,
+            dst: IP_A,
+            protocol: IpProtocol::Tcp,
+            payload_len: 20,
+            ttl: 64,
+            dscp_ecn: 0,
+            ident: 1,
+            dont_frag: true,
+            more_frags: false,
+            frag_offset: 0,
+        };
+        let r = Icmpv4Repr::DstUnreachable {
+            code: 4,
+            next_hop_mtu: 1280,
+            header: quoted,
+            data: &[0, 80, 0xc3, 0x50, 0, 0, 0, 1],
+        };
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut b, true).unwrap();
+        eth(
+            MAC_B,
+            EtherType::Ipv4,
+            &ipv4(IpProtocol::Icmp, &b, 2, false, 0),
+        )
+    };
+    let udp = eth(
+        MAC_B,
+        EtherType::Ipv4,
+        &ipv4(
+            IpProtocol::Udp,
+            &udp_datagram(5, 7, b"payload"),
+            3,
+            false,
+            0,
+        ),
+    );
+    let syn = {
+        let r = TcpRepr {
+            src_port: 50000,
+            dst_port: 80,
+            seq: 1000,
+            flags: TcpFlags(TcpFlags::SYN),
+            window: 65535,
+            options: TcpOptions {
+                mss: Some(1460),
+                window_scale: Some(7),
+                sack_permitted: true,
+                timestamps: Some(Timestamps { tsval: 1, tsecr: 0 }),
+                ..TcpOptions::default()
+            },
+            ..TcpRepr::default()
+        };
+        let mut b = vec![0u8; r.header_len()];
+        let ph = netfold::wire::tcp::PseudoHeader {
+            src: IP_A,
+            dst: IP_B,
+        };
+        r.emit_with_checksum(&mut b, &[], &ph).unwrap();
+        eth(
+            MAC_B,
+            EtherType::Ipv4,
+            &ipv4(IpProtocol::Tcp, &b, 4, false, 0),
+        )
+    };
+    let frag = eth(
+        MAC_B,
+        EtherType::Ipv4,
+        &ipv4(
+            IpProtocol::Udp,
+            &udp_datagram(5, 7, &[1; 40])[..24],
+            5,
+            true,
+            0,
+        ),
+    );
+    let seeds = [arp, echo, unreach, udp, syn, frag];
+    let mut rng = XorShift(0xdead_beef_cafe_f00d);
+    for i in 0..6000 {
+        let mut f = seeds[i % seeds.len()].clone();
+        match rng.next() % 4 {
+            0 => {
+                let cut = (rng.next() as usize) % (f.len() + 1);
+                f.truncate(cut);
+            }
+            1 => f.extend((0..rng.next() % 32).map(|_| rng.next() as u8)),
+            _ => {}
+        }
+        for _ in 0..1 + rng.next() % 4 {
+            if !f.is_empty() {
+                // Mutate mostly past the Ethernet header so the frame stays ours.
+                let at = 14 + (rng.next() as usize) % f.len().saturating_sub(14).max(1);
+                let at = at.min(f.len() - 1);
+                f[at] ^= 1 << (rng.next() % 8);
+            }
+        }
+        n.inject_to_b(f);
+        if i % 64 == 0 {
+            n.advance(Duration::from_millis(500));
+        }
+        n.settle();
+    }
+    let c = n.b.counters();
+    assert!(c.frames_in >= 6000);
+    // Something got through every layer.
+    assert!(c.arp_replies_out > 0 && c.icmp_out > 0 && c.udp_in > 0 && c.tcp.segments_in > 0);
+}
