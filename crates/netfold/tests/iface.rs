@@ -445,6 +445,14 @@ fn malformed_frames_are_counted_and_never_panic() {
         EtherType::Ipv4,
         &ipv4(IpProtocol::Udp, &d, 2, false, 0),
     ));
+    // Bad UDP checksum to a closed port: no ICMP error about a corrupted datagram.
+    let mut d = udp_datagram(1, 9, b"x");
+    d[8] ^= 1;
+    n.inject_to_b(eth(
+        MAC_B,
+        EtherType::Ipv4,
+        &ipv4(IpProtocol::Udp, &d, 7, false, 0),
+    ));
     // UDP length field beyond the packet.
     let mut d = udp_datagram(1, 7, b"x");
     d[5] = 200;
@@ -482,7 +490,8 @@ fn malformed_frames_are_counted_and_never_panic() {
     assert_eq!(c.eth_not_for_us, 1);
     assert_eq!(c.ipv4_malformed, 1);
     assert_eq!(c.ipv4_bad_checksum, 1);
-    assert_eq!(c.udp_bad_checksum, 1);
+    assert_eq!(c.udp_bad_checksum, 2);
+    assert_eq!((c.udp_no_socket, c.icmp_errors_out), (0, 0));
     assert_eq!(c.udp_malformed, 1);
     assert_eq!(c.icmp_bad_checksum, 1);
     assert_eq!(c.tcp_bad_checksum, 1);
@@ -511,7 +520,7 @@ fn malformed_frames_are_counted_and_never_panic() {
         n.settle();
     }
     let c = n.b.counters();
-    assert_eq!(c.frames_in, 9 + 3000);
+    assert_eq!(c.frames_in, 10 + 3000);
     println!("{c}");
 }
 

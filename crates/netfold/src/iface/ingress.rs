@@ -321,15 +321,13 @@ impl Stack {
             return;
         }
         let dgram = &payload[..len];
+        let (header, data) = dgram.split_at(super::udp::HEADER_LEN);
         let csum = u16::from_be_bytes([dgram[6], dgram[7]]);
-        // RFC 768: an all-zero checksum means the sender computed none.
-        if self.csum_rx && csum != 0 {
-            let ph = pseudo_header_sum(ip.src, ip.dst, IpProtocol::Udp, len as u32);
-            if checksum_combine(ph, crate::mem::checksum(dgram)) != 0xffff {
-                c.udp_bad_checksum += 1;
-                return;
-            }
-        }
+        // RFC 768: an all-zero checksum means the sender computed none. The data's share of the
+        // sum is taken while the data is copied to the socket (one pass over the bytes).
+        let verify = self.csum_rx && csum != 0;
+        let ph = pseudo_header_sum(ip.src, ip.dst, IpProtocol::Udp, len as u32);
+        let head_sum = checksum_combine(ph, crate::mem::checksum(header));
         let sport = u16::from_be_bytes([dgram[0], dgram[1]]);
         let dport = u16::from_be_bytes([dgram[2], dgram[3]]);
         if dport == 0 {
@@ -344,10 +342,20 @@ impl Stack {
                     return;
                 }
                 let mut buf = self.eg.pool.get();
-                buf.extend_from_slice(&dgram[super::udp::HEADER_LEN..]);
+                let data_sum = crate::mem::copy_with_checksum(buf.append(data.len()), data);
+                if verify && checksum_combine(head_sum, data_sum) != 0xffff {
+                    c.udp_bad_checksum += 1;
+                    self.eg.pool.put(buf);
+                    return;
+                }
                 sock.rx.push_back((SocketAddrV4::new(ip.src, sport), buf));
             }
             None => {
+                // Verify before answering: never send an error about a corrupted datagram.
+                if verify && checksum_combine(head_sum, crate::mem::checksum(data)) != 0xffff {
+                    c.udp_bad_checksum += 1;
+                    return;
+                }
                 c.udp_no_socket += 1;
                 // RFC 1122 §4.1.3.1: port unreachable for a closed port, but never in answer to
                 // a broadcast (RFC 1122 §3.2.2).
