@@ -431,6 +431,29 @@ fn malformed_frames_are_counted_and_never_panic() {
     n.inject_to_b(vec![0xff; 10]);
     // Frame for another MAC.
     n.inject_to_b(eth(MAC_A, EtherType::Ipv4, &[0; 40]));
+    // An 802.1Q-tagged frame (no VLAN configured).
+    let mut tagged = vec![0u8; 18 + 28];
+    EthernetRepr {
+        src: MAC_A,
+        dst: MAC_B,
+        ethertype: EtherType::Ipv4,
+        vlan: Some(5),
+    }
+    .emit(&mut tagged)
+    .unwrap();
+    n.inject_to_b(tagged);
+    // Someone else claiming B's address in ARP.
+    let mut claim = [0u8; 28];
+    ArpRepr {
+        op: ArpOperation::Reply,
+        source_hw: MAC_A,
+        source_ip: IP_B,
+        target_hw: MAC_B,
+        target_ip: IP_B,
+    }
+    .emit(&mut claim)
+    .unwrap();
+    n.inject_to_b(eth(MAC_B, EtherType::Arp, &claim));
     // Truncated IPv4 header.
     n.inject_to_b(eth(MAC_B, EtherType::Ipv4, &[0x45, 0, 0]));
     // Bad IPv4 header checksum.
@@ -488,6 +511,7 @@ fn malformed_frames_are_counted_and_never_panic() {
     let c = n.b.counters();
     assert_eq!(c.eth_malformed, 1);
     assert_eq!(c.eth_not_for_us, 1);
+    assert_eq!((c.unsupported, c.arp_conflicts), (1, 1));
     assert_eq!(c.ipv4_malformed, 1);
     assert_eq!(c.ipv4_bad_checksum, 1);
     assert_eq!(c.udp_bad_checksum, 2);
@@ -520,7 +544,7 @@ fn malformed_frames_are_counted_and_never_panic() {
         n.settle();
     }
     let c = n.b.counters();
-    assert_eq!(c.frames_in, 10 + 3000);
+    assert_eq!(c.frames_in, 12 + 3000);
     println!("{c}");
 }
 
@@ -908,8 +932,36 @@ fn run_until(n: &mut Net, limit: Duration, mut done: impl FnMut(&mut Net) -> boo
 
 #[test]
 fn tcp_connect_and_transfer_between_two_stacks() {
-    use netfold::tcp::{Config, Error as TcpError, State};
     let mut n = Net::new(Medium::Ethernet);
+    tcp_transfer(&mut n);
+    assert!(
+        n.a.counters().gso_segments > 0,
+        "large segments were cut at the MTU"
+    );
+}
+
+#[test]
+fn tcp_transfer_with_tso_device_passes_super_segments_whole() {
+    let mut n = Net::new(Medium::Ethernet);
+    n.da.caps.tso = true;
+    n.db.caps.tso = true;
+    tcp_transfer(&mut n);
+    assert_eq!(n.a.counters().gso_segments, 0);
+    let biggest = n.frames_from(0).iter().map(Vec::len).max().unwrap_or(0);
+    assert!(
+        biggest > 1514,
+        "no super-segment reached the device: {biggest}"
+    );
+}
+
+#[test]
+fn tcp_transfer_over_raw_ip() {
+    let mut n = Net::new(Medium::Ip);
+    tcp_transfer(&mut n);
+}
+
+fn tcp_transfer(n: &mut Net) {
+    use netfold::tcp::{Config, Error as TcpError, State};
     let server = SocketAddrV4::new(IP_B, 80);
     let l = n.b.tcp_mut().listen(server, 4, Config::default()).unwrap();
     let c =
@@ -917,7 +969,7 @@ fn tcp_connect_and_transfer_between_two_stacks() {
             .connect(n.now, SocketAddrV4::new(IP_A, 0), server, Config::default())
             .unwrap();
     let mut accepted = None;
-    run_until(&mut n, Duration::from_secs(5), |n| {
+    run_until(n, Duration::from_secs(5), |n| {
         if accepted.is_none() {
             accepted = n.b.tcp_mut().accept(l).ok();
         }
@@ -929,7 +981,7 @@ fn tcp_connect_and_transfer_between_two_stacks() {
     let data: Vec<u8> = (0..1u32 << 20).map(|i| (i ^ (i >> 8)) as u8).collect();
     let (mut sent, mut got) = (0usize, Vec::with_capacity(data.len()));
     let mut buf = vec![0u8; 64 * 1024];
-    run_until(&mut n, Duration::from_secs(30), |n| {
+    run_until(n, Duration::from_secs(30), |n| {
         if sent < data.len() {
             if let Ok(k) = n.a.tcp_mut().send(c, &data[sent..]) {
                 sent += k;
@@ -948,7 +1000,7 @@ fn tcp_connect_and_transfer_between_two_stacks() {
 
     // Orderly close from A; B sees end of stream.
     n.a.tcp_mut().close(c).unwrap();
-    run_until(&mut n, Duration::from_secs(5), |n| {
+    run_until(n, Duration::from_secs(5), |n| {
         matches!(n.b.tcp_mut().recv(s, &mut buf), Ok(0))
     });
     let (ca, cb) = (n.a.counters(), n.b.counters());

@@ -29,6 +29,8 @@ pub struct Counters {
     // ARP.
     pub arp_in: u64,
     pub arp_malformed: u64,
+    /// ARP packets from another host claiming our IPv4 address.
+    pub arp_conflicts: u64,
     pub arp_requests_in: u64,
     pub arp_replies_in: u64,
     pub arp_requests_out: u64,
@@ -114,6 +116,7 @@ impl fmt::Display for Counters {
                 &[
                     ("in", self.arp_in),
                     ("malformed", self.arp_malformed),
+                    ("conflicts", self.arp_conflicts),
                     ("requests_in", self.arp_requests_in),
                     ("replies_in", self.arp_replies_in),
                     ("requests_out", self.arp_requests_out),

@@ -67,12 +67,15 @@ impl Stack {
             ArpOperation::Request => c.arp_requests_in += 1,
             ArpOperation::Reply => c.arp_replies_in += 1,
         }
-        // A sender claiming a group MAC, a broadcast IP, or our own IP is bogus or a conflict:
-        // never learn from it.
+        // Another host using our address (RFC 5227 §2.4 conflict): count, never learn from it.
+        if arp.source_ip == self.eg.addr {
+            c.arp_conflicts += 1;
+            return;
+        }
+        // A sender claiming a group MAC or a broadcast/multicast IP is bogus.
         if !arp.source_hw.is_unicast()
             || arp.source_ip.is_broadcast()
             || arp.source_ip.is_multicast()
-            || arp.source_ip == self.eg.addr
         {
             c.arp_malformed += 1;
             return;
