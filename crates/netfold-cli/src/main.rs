@@ -4,7 +4,10 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod bench;
 mod cmd;
+mod plot;
+mod progress;
 
 #[derive(Parser)]
 #[command(
@@ -23,6 +26,16 @@ enum Command {
     Copy(cmd::copy::Args),
     /// Throughput of checksum, copy, fused copy+checksum and copy-then-checksum.
     Csum(cmd::csum::Args),
+    /// TCP_STREAM: one connection, the client sends, the server receives.
+    Stream(cmd::perf::Args),
+    /// TCP_MAERTS: one connection, the server sends, the client receives.
+    Maerts(cmd::perf::Args),
+    /// TCP_RR: request/response transactions on one connection (-r REQ,RESP).
+    Rr(cmd::perf::Args),
+    /// TCP_CRR: connect, request, response, close per transaction.
+    Crr(cmd::perf::Args),
+    /// UDP_STREAM: datagrams from client to server.
+    UdpStream(cmd::perf::Args),
 }
 
 fn main() -> ExitCode {
@@ -30,6 +43,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Copy(a)) => cmd::copy::run(a),
         Some(Command::Csum(a)) => cmd::csum::run(a),
+        Some(Command::Stream(a)) => cmd::stream::stream(a),
+        Some(Command::Maerts(a)) => cmd::stream::maerts(a),
+        Some(Command::Rr(a)) => cmd::stream::rr(a),
+        Some(Command::Crr(a)) => cmd::stream::crr(a),
+        Some(Command::UdpStream(a)) => cmd::stream::udp_stream(a),
         None => cmd::copy::run(cmd::copy::Args::default_run()),
     };
     match result {

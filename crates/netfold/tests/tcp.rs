@@ -150,8 +150,8 @@ impl Net {
         }
     }
 
-    /// Runs outputs, delivers what is due, then advances time to the next event.
-    fn step(&mut self) {
+    /// Runs both outputs and delivers what is due; true if something was delivered.
+    fn io(&mut self) -> bool {
         self.emit_from(true);
         self.emit_from(false);
         let mut delivered = false;
@@ -161,9 +161,11 @@ impl Net {
             layer.input(self.now, p.src, p.dst, &p.repr, &p.payload);
             delivered = true;
         }
-        if delivered {
-            return;
-        }
+        delivered
+    }
+
+    /// Moves virtual time to the next packet arrival or timer.
+    fn advance(&mut self) {
         let mut next = self.q.peek().map(|p| p.at);
         for t in [self.a.poll_at(), self.b.poll_at()].into_iter().flatten() {
             next = Some(next.map_or(t, |n| n.min(t)));
@@ -174,6 +176,12 @@ impl Net {
         } else {
             self.now + Duration::from_micros(1)
         };
+    }
+
+    fn step(&mut self) {
+        if !self.io() {
+            self.advance();
+        }
     }
 
     fn run_for(&mut self, d: Duration) {
@@ -189,7 +197,13 @@ impl Net {
             if cond(self) {
                 return true;
             }
-            self.step();
+            let delivered = self.io();
+            if cond(self) {
+                return true;
+            }
+            if !delivered {
+                self.advance();
+            }
         }
         cond(self)
     }
@@ -367,4 +381,532 @@ fn lossy_seed_sweep() {
     for seed in [7, 8, 9, 10] {
         lossy_transfer(seed, 4 << 20);
     }
+}
+
+#[test]
+fn simultaneous_open() {
+    let mut net = Net::new(4);
+    let a = net
+        .a
+        .connect(net.now, addr_a(5000), addr_b(6000), test_config())
+        .unwrap();
+    let b = net
+        .b
+        .connect(net.now, addr_b(6000), addr_a(5000), test_config())
+        .unwrap();
+    let ok = net.run_until(Duration::from_secs(10), |n| {
+        n.a.state(a) == Ok(State::Established) && n.b.state(b) == Ok(State::Established)
+    });
+    assert!(ok, "a={:?} b={:?}", net.a.state(a), net.b.state(b));
+    // Both SYNs crossed; each side answered with a SYN-ACK (RFC 9293 figure 7).
+    let synacks = net
+        .log
+        .iter()
+        .filter(|s| s.repr.flags.syn() && s.repr.flags.ack())
+        .count();
+    assert_eq!(synacks, 2);
+    transfer(&mut net, true, a, b, 100_000, Duration::from_secs(10));
+    transfer(&mut net, false, b, a, 100_000, Duration::from_secs(10));
+}
+
+#[test]
+fn simultaneous_close_goes_through_closing_to_time_wait() {
+    let mut net = Net::new(5);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    net.a.shutdown_write(c).unwrap();
+    net.b.shutdown_write(s).unwrap();
+    assert_eq!(net.a.state(c), Ok(State::FinWait1));
+    let mut saw_closing = false;
+    let ok = net.run_until(Duration::from_secs(1), |n| {
+        saw_closing |= n.a.state(c) == Ok(State::Closing);
+        n.a.state(c) == Ok(State::TimeWait) && n.b.state(s) == Ok(State::TimeWait)
+    });
+    assert!(ok && saw_closing);
+    let mut buf = [0u8; 4];
+    assert_eq!(net.a.recv(c, &mut buf), Ok(0));
+    assert_eq!(net.b.recv(s, &mut buf), Ok(0));
+    // TIME-WAIT lasts Config::time_wait (2 s here), then CLOSED.
+    let entered = net.now;
+    assert!(net.run_until(Duration::from_secs(5), |n| n.a.state(c)
+        == Ok(State::Closed)));
+    let waited = net.now - entered;
+    assert!(
+        waited >= Duration::from_millis(1990) && waited <= Duration::from_millis(2100),
+        "{waited:?}"
+    );
+}
+
+#[test]
+fn half_close_still_delivers_data_in_other_direction() {
+    let mut net = Net::new(6);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    net.a.shutdown_write(c).unwrap();
+    assert_eq!(net.a.send(c, b"x"), Err(Error::BrokenPipe));
+    assert!(net.run_until(Duration::from_secs(1), |n| n.b.state(s)
+        == Ok(State::CloseWait)));
+    transfer(&mut net, false, s, c, 300_000, Duration::from_secs(10));
+    net.b.close(s).unwrap();
+    assert!(net.run_until(Duration::from_secs(1), |n| n.a.state(c)
+        == Ok(State::TimeWait)));
+    let mut buf = [0u8; 4];
+    assert_eq!(net.a.recv(c, &mut buf), Ok(0));
+}
+
+#[test]
+fn rst_on_closed_port_and_connection_refused() {
+    let mut net = Net::new(7);
+    let c = net
+        .a
+        .connect(net.now, addr_a(0), addr_b(81), test_config())
+        .unwrap();
+    net.run_until(Duration::from_secs(1), |n| {
+        n.a.state(c) == Ok(State::Closed)
+    });
+    assert_eq!(net.a.state(c), Ok(State::Closed));
+    assert_eq!(net.a.take_error(c), Ok(Some(Error::ConnectionRefused)));
+    assert_eq!(net.a.take_error(c), Ok(None));
+    let sb = net.b.stats();
+    assert_eq!((sb.no_socket, sb.rst_out), (1, 1));
+    let rst = net.log.iter().find(|s| !s.from_a).unwrap();
+    let syn = net.log[0].repr;
+    // RFC 9293 §3.10.7.1: <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>
+    assert!(rst.repr.flags.rst() && rst.repr.flags.ack());
+    assert_eq!((rst.repr.seq, rst.repr.ack), (0, syn.seq.wrapping_add(1)));
+    // Never a RST in answer to a RST.
+    let before = net.b.stats().rst_out;
+    let mut r = rst.repr;
+    r.src_port = 1234;
+    r.dst_port = 99;
+    net.inject_to_b(r, &[]);
+    net.run_for(Duration::from_millis(10));
+    assert_eq!(net.b.stats().rst_out, before);
+    net.a.close(c).unwrap();
+    assert_eq!(net.a.state(c), Err(Error::InvalidHandle));
+}
+
+#[test]
+fn time_wait_then_port_reusable() {
+    let mut net = Net::new(8);
+    let cfg = test_config();
+    let (c, s, l) = establish(&mut net, cfg, cfg);
+    let local = net.a.local_addr(c).unwrap();
+    net.a.close(c).unwrap();
+    assert_eq!(
+        net.a.state(c),
+        Err(Error::InvalidHandle),
+        "handle stale after close"
+    );
+    assert!(net.run_until(Duration::from_secs(1), |n| n.b.state(s)
+        == Ok(State::CloseWait)));
+    net.b.close(s).unwrap();
+    net.run_for(Duration::from_millis(100));
+    // A (active closer) is in TIME-WAIT: the same 4-tuple cannot be reused yet.
+    assert_eq!(net.a.socket_count(), 1);
+    assert_eq!(
+        net.a.connect(net.now, local, addr_b(80), cfg).err(),
+        Some(Error::AddrInUse)
+    );
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(net.a.socket_count(), 0, "TIME-WAIT freed");
+    assert_eq!(net.b.socket_count(), 1, "only the listener is left");
+    let c2 = net.a.connect(net.now, local, addr_b(80), cfg).unwrap();
+    let mut s2 = None;
+    assert!(net.run_until(Duration::from_secs(5), |n| {
+        s2 = s2.or(n.b.accept(l).ok());
+        s2.is_some() && n.a.state(c2) == Ok(State::Established)
+    }));
+}
+
+#[test]
+fn zero_window_persist_probes_and_reopen() {
+    let mut net = Net::new(9);
+    let small = Config {
+        recv_buffer: 16 * 1024,
+        ..test_config()
+    };
+    let (c, s, _) = establish(&mut net, test_config(), small);
+    // The receiver application does not read: the window closes.
+    let data: Vec<u8> = (0..100_000u64).map(pattern).collect();
+    let mut sent = 0;
+    net.run_until(Duration::from_secs(30), |n| {
+        if let Ok(k) = n.a.send(c, &data[sent..]) {
+            sent += k;
+        }
+        false
+    });
+    assert_eq!(net.b.recv_queue(s), Ok(16 * 1024));
+    let st = net.a.stats();
+    assert!(st.persist_probes >= 3, "{st:?}");
+    assert_eq!(st.timeouts, 0);
+    // Probes back off: intervals between zero-window probes grow.
+    let probes: Vec<Instant> = net
+        .log
+        .iter()
+        .filter(|x| x.from_a && x.len == 1)
+        .map(|x| x.at)
+        .collect();
+    assert!(probes.len() >= 3);
+    let d1 = probes[1] - probes[0];
+    let d2 = probes[2] - probes[1];
+    assert!(d2 > d1, "{d1:?} {d2:?}");
+    // Receiver window advertised as zero.
+    assert!(net.log.iter().any(|x| !x.from_a && x.repr.window == 0));
+    // The application reads again; the window reopens and everything arrives.
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 8192];
+    let ok = net.run_until(Duration::from_secs(60), |n| {
+        if sent < data.len() {
+            if let Ok(k) = n.a.send(c, &data[sent..]) {
+                sent += k;
+            }
+        }
+        while let Ok(k) = n.b.recv(s, &mut buf) {
+            got.extend_from_slice(&buf[..k]);
+        }
+        got.len() == data.len()
+    });
+    assert!(ok, "got {} of {}", got.len(), data.len());
+    assert_eq!(got, data);
+}
+
+#[test]
+fn keepalive_times_out_a_dead_peer() {
+    let mut net = Net::new(10);
+    let ka = Config {
+        keepalive: Some((Duration::from_secs(10), Duration::from_secs(1), 3)),
+        ..test_config()
+    };
+    let (c, _s, _) = establish(&mut net, ka, test_config());
+    // A healthy peer answers keepalives: nothing happens for a minute.
+    net.run_for(Duration::from_secs(60));
+    assert_eq!(net.a.state(c), Ok(State::Established));
+    assert!(net.a.stats().keepalive_probes >= 5);
+    // The peer vanishes.
+    net.filter = Some(Box::new(|from_a, _, _| !from_a));
+    assert!(net.run_until(Duration::from_secs(60), |n| n.a.state(c)
+        == Ok(State::Closed)));
+    assert_eq!(net.a.take_error(c), Ok(Some(Error::TimedOut)));
+    // Last segment A received: the last undropped one B sent, one latency later.
+    let last_rx = net
+        .log
+        .iter()
+        .rev()
+        .find(|x| !x.from_a && !x.dropped)
+        .unwrap()
+        .at
+        + net.latency;
+    let probes: Vec<Instant> = net
+        .log
+        .iter()
+        .filter(|x| x.from_a && x.at > last_rx)
+        .map(|x| x.at)
+        .collect();
+    // RFC 9293 §3.8.4 / Linux: idle 10 s, then 3 probes 1 s apart, then give up 1 s later.
+    let secs = |d: Duration| d.total_millis();
+    assert_eq!(
+        probes
+            .iter()
+            .map(|&t| secs(t - last_rx))
+            .collect::<Vec<_>>(),
+        [10_000, 11_000, 12_000]
+    );
+    assert_eq!(secs(net.now - last_rx), 13_000);
+}
+
+#[test]
+fn rto_backoff_doubles_then_times_out() {
+    let mut net = Net::new(11);
+    let cfg = Config {
+        max_retransmits: 6,
+        ..test_config()
+    };
+    let (c, _s, _) = establish(&mut net, cfg, test_config());
+    net.filter = Some(Box::new(|from_a, _, _| from_a));
+    net.log.clear();
+    net.a.send(c, b"hello").unwrap();
+    assert!(net.run_until(Duration::from_secs(600), |n| n.a.state(c)
+        == Ok(State::Closed)));
+    assert_eq!(net.a.take_error(c), Ok(Some(Error::TimedOut)));
+    let times: Vec<Instant> = net
+        .log
+        .iter()
+        .filter(|x| x.from_a && x.len == 5)
+        .map(|x| x.at)
+        .collect();
+    assert_eq!(times.len(), 7, "original + 6 retransmissions");
+    for w in times.windows(3) {
+        let (d1, d2) = (w[1] - w[0], w[2] - w[1]);
+        let diff = d2.total_micros() as i64 - 2 * d1.total_micros() as i64;
+        assert!(diff.abs() <= 2, "not doubling: {d1:?} then {d2:?}");
+    }
+    assert!(times[1] - times[0] >= Duration::from_millis(200));
+    assert_eq!(net.a.stats().retransmits_rto, 6);
+}
+
+#[test]
+fn sack_recovery_with_multiple_holes_needs_no_rto() {
+    let mut net = Net::new(12);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    let base = net
+        .log
+        .iter()
+        .find(|x| x.from_a && x.repr.flags.syn())
+        .unwrap()
+        .repr
+        .seq;
+    let mss = 1460u32;
+    // Drop the first transmission of data segments 3, 6 and 9.
+    let lost: Vec<u32> = [3u32, 6, 9]
+        .iter()
+        .map(|k| base.wrapping_add(1 + k * mss))
+        .collect();
+    let mut dropped = Vec::new();
+    let lost2 = lost.clone();
+    net.filter = Some(Box::new(move |from_a, r, len| {
+        if from_a && len > 0 && lost2.contains(&r.seq) && !dropped.contains(&r.seq) {
+            dropped.push(r.seq);
+            return true;
+        }
+        false
+    }));
+    transfer(
+        &mut net,
+        true,
+        c,
+        s,
+        20 * u64::from(mss),
+        Duration::from_secs(10),
+    );
+    let st = net.a.stats();
+    assert_eq!(st.retransmits_rto, 0, "{st:?}");
+    assert_eq!(st.retransmits_fast, 3, "{st:?}");
+    let mut rexmit: Vec<u32> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for x in net.log.iter().filter(|x| x.from_a && x.len > 0) {
+        if !seen.insert(x.repr.seq) {
+            rexmit.push(x.repr.seq);
+        }
+    }
+    assert_eq!(
+        rexmit, lost,
+        "exactly the dropped segments are retransmitted"
+    );
+    assert!(net.b.stats().sack_blocks_out > 0);
+    assert!(net
+        .log
+        .iter()
+        .any(|x| !x.from_a && x.repr.options.sack_count >= 2));
+}
+
+#[test]
+fn window_scaling_allows_large_flight() {
+    let mut net = Net::new(13);
+    net.latency = Duration::from_millis(50);
+    let big = Config {
+        recv_buffer: 4 << 20,
+        send_buffer: 4 << 20,
+        ..test_config()
+    };
+    let (c, s, _) = establish(&mut net, big, big);
+    assert_eq!(net.a.conn_info(c).unwrap().rcv_wscale, 7);
+    assert_eq!(net.a.conn_info(c).unwrap().snd_wscale, 7);
+    transfer(&mut net, true, c, s, 16 << 20, Duration::from_secs(60));
+    // More than 64 KiB in flight at some point: count data bytes sent within one RTT.
+    let mut max_burst = 0usize;
+    let data: Vec<&Sent> = net.log.iter().filter(|x| x.from_a && x.len > 0).collect();
+    let mut j = 0;
+    let mut sum = 0;
+    for i in 0..data.len() {
+        sum += data[i].len;
+        while data[i].at - data[j].at >= Duration::from_millis(100) {
+            sum -= data[j].len;
+            j += 1;
+        }
+        max_burst = max_burst.max(sum);
+    }
+    assert!(max_burst > 1 << 20, "max bytes per RTT {max_burst}");
+    let w = net
+        .log
+        .iter()
+        .filter(|x| !x.from_a)
+        .map(|x| x.repr.window)
+        .max()
+        .unwrap();
+    assert!(u32::from(w) << 7 > 65535);
+}
+
+/// The last segment A sent to B (to craft in-window injections).
+fn last_a_to_b(net: &Net) -> TcpRepr {
+    net.log.iter().rev().find(|x| x.from_a).unwrap().repr
+}
+
+#[test]
+fn paws_drops_old_timestamp() {
+    let mut net = Net::new(14);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    net.run_for(Duration::from_millis(100));
+    net.a.send(c, b"abc").unwrap();
+    net.run_for(Duration::from_millis(100));
+    let mut buf = [0u8; 16];
+    assert_eq!(net.b.recv(s, &mut buf), Ok(3));
+    let last = last_a_to_b(&net);
+    let ts = last.options.timestamps.unwrap();
+    let mut old = last;
+    old.seq = last.seq.wrapping_add(3); // next in-order byte
+    old.flags = TcpFlags(TcpFlags::ACK | TcpFlags::PSH);
+    old.options.timestamps = Some(Timestamps {
+        tsval: ts.tsval.wrapping_sub(1000),
+        tsecr: ts.tsecr,
+    });
+    let before = net.b.stats().paws_drops;
+    net.inject_to_b(old, b"old");
+    assert_eq!(net.b.stats().paws_drops, before + 1);
+    assert_eq!(net.b.recv(s, &mut buf), Err(Error::WouldBlock));
+    // The same segment with a current timestamp is accepted.
+    let mut fresh = old;
+    fresh.options.timestamps = Some(Timestamps {
+        tsval: ts.tsval.wrapping_add(1),
+        tsecr: ts.tsecr,
+    });
+    net.inject_to_b(fresh, b"new");
+    assert_eq!(net.b.recv(s, &mut buf), Ok(3));
+    assert_eq!(&buf[..3], b"new");
+}
+
+#[test]
+fn challenge_ack_on_in_window_rst_and_syn() {
+    let mut net = Net::new(15);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    net.a.send(c, b"abc").unwrap();
+    net.run_for(Duration::from_millis(100));
+    let last = last_a_to_b(&net);
+    let next = last.seq.wrapping_add(3);
+    let mut rst = last;
+    rst.flags = TcpFlags(TcpFlags::RST);
+    rst.seq = next.wrapping_add(1000); // in window, not exact
+    rst.options.timestamps = None;
+    net.log.clear();
+    net.inject_to_b(rst, &[]);
+    assert_eq!(net.b.stats().challenge_acks, 1);
+    net.step();
+    let ack = net
+        .log
+        .iter()
+        .find(|x| !x.from_a)
+        .expect("challenge ACK sent")
+        .repr;
+    assert!(ack.flags.ack() && !ack.flags.rst());
+    assert_eq!(ack.ack, next);
+    assert_eq!(net.b.state(s), Ok(State::Established));
+    // SYN on an established connection: challenge ACK, connection unaffected.
+    let mut syn = last;
+    syn.flags = TcpFlags(TcpFlags::SYN);
+    syn.seq = 12345;
+    net.inject_to_b(syn, &[]);
+    assert_eq!(net.b.stats().challenge_acks, 2);
+    assert_eq!(net.b.state(s), Ok(State::Established));
+    // An out-of-window RST is ignored silently; the exact one resets.
+    rst.seq = next.wrapping_add(10_000_000);
+    net.inject_to_b(rst, &[]);
+    assert_eq!(net.b.stats().challenge_acks, 2);
+    assert_eq!(net.b.state(s), Ok(State::Established));
+    rst.seq = next;
+    net.inject_to_b(rst, &[]);
+    assert_eq!(net.b.state(s), Ok(State::Closed));
+    assert_eq!(net.b.take_error(s), Ok(Some(Error::ConnectionReset)));
+}
+
+#[test]
+fn listen_backlog_overflow_drops_syns() {
+    let mut net = Net::new(16);
+    let l = net.b.listen(addr_b(80), 2, test_config()).unwrap();
+    let clients: Vec<Handle> = (0..5)
+        .map(|_| {
+            net.a
+                .connect(net.now, addr_a(0), addr_b(80), test_config())
+                .unwrap()
+        })
+        .collect();
+    net.run_for(Duration::from_secs(2));
+    assert!(net.b.stats().backlog_drops >= 3, "{:?}", net.b.stats());
+    let established = clients
+        .iter()
+        .filter(|&&c| net.a.state(c) == Ok(State::Established))
+        .count();
+    assert_eq!(established, 2);
+    assert!(net.b.accept(l).is_ok());
+    assert!(net.b.accept(l).is_ok());
+    assert_eq!(net.b.accept(l), Err(Error::WouldBlock));
+    // Accepting made room: retransmitted SYNs now get through.
+    net.run_for(Duration::from_secs(10));
+    let mut more = 0;
+    while net.b.accept(l).is_ok() {
+        more += 1;
+        net.run_for(Duration::from_secs(10));
+    }
+    assert_eq!(more, 3);
+    assert!(net.b.socket_count() <= 6);
+}
+
+#[test]
+fn close_with_unread_data_sends_rst_and_linger_zero_aborts() {
+    let mut net = Net::new(17);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    net.a.send(c, b"unread").unwrap();
+    net.run_for(Duration::from_millis(100));
+    net.b.close(s).unwrap();
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(net.a.state(c), Ok(State::Closed));
+    assert_eq!(net.a.take_error(c), Ok(Some(Error::ConnectionReset)));
+    assert_eq!(net.b.socket_count(), 1);
+
+    let mut net = Net::new(18);
+    let lz = Config {
+        linger: Some(Duration::ZERO),
+        ..test_config()
+    };
+    let (c, s, _) = establish(&mut net, test_config(), lz);
+    net.b.close(s).unwrap();
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(net.a.take_error(c), Ok(Some(Error::ConnectionReset)));
+    assert_eq!(net.a.send(c, b"x"), Err(Error::ConnectionReset));
+}
+
+#[test]
+fn pmtu_lowers_mss_with_floor() {
+    let mut net = Net::new(19);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    let local = net.a.local_addr(c).unwrap();
+    net.a.icmp_error(
+        net.now,
+        local,
+        addr_b(80),
+        netfold::tcp::IcmpError::FragNeeded { mtu: 1000 },
+    );
+    assert_eq!(net.a.conn_info(c).unwrap().mss, 960);
+    net.a.icmp_error(
+        net.now,
+        local,
+        addr_b(80),
+        netfold::tcp::IcmpError::FragNeeded { mtu: 100 },
+    );
+    assert_eq!(net.a.conn_info(c).unwrap().mss, 536);
+    net.log.clear();
+    transfer(&mut net, true, c, s, 50_000, Duration::from_secs(5));
+    assert!(net.log.iter().filter(|x| x.from_a).all(|x| x.len <= 536));
+}
+
+#[test]
+fn stale_handles_are_rejected() {
+    let mut net = Net::new(20);
+    let bogus = Handle {
+        index: 77,
+        generation: 0,
+    };
+    assert_eq!(net.a.send(bogus, b"x"), Err(Error::InvalidHandle));
+    assert_eq!(net.a.state(bogus), Err(Error::InvalidHandle));
+    let (c, _, _) = establish(&mut net, test_config(), test_config());
+    net.a.abort(c).unwrap();
+    assert_eq!(net.a.abort(c), Err(Error::InvalidHandle));
+    assert_eq!(net.a.recv(c, &mut [0u8; 4]), Err(Error::InvalidHandle));
 }

@@ -2,6 +2,8 @@
 
 pub mod copy;
 pub mod csum;
+pub mod perf;
+pub mod stream;
 
 /// What a subcommand returns: its exit code, or an error message for stderr (exit 2).
 pub type CmdResult = Result<std::process::ExitCode, Box<dyn std::error::Error>>;

@@ -7,6 +7,7 @@
 use crate::buf::{PacketBuf, Pool};
 use crate::time::Instant;
 
+pub mod pcap;
 pub mod pipe;
 
 /// What a frame on this device starts with.

@@ -1,1 +1,178 @@
-//! TODO: sockets
+//! User-facing sockets.
+//!
+//! Two layers:
+//! - non-blocking handles on the sans-IO core ([`TcpListener`], [`TcpStream`], [`UdpSocket`]):
+//!   each call takes the [`Stack`] it lives in and returns `io::ErrorKind::WouldBlock` when it
+//!   cannot make progress until the stack is polled again;
+//! - [`blocking`]: a [`blocking::Runtime`] thread that owns a stack and its device, with
+//!   `std::io::Read + Write` streams and an `accept()`-ing listener.
+
+pub mod blocking;
+
+use crate::iface::Stack;
+use crate::tcp;
+use crate::time::Instant;
+use std::io;
+use std::net::SocketAddrV4;
+
+/// Maps a TCP engine error onto the `std::io::ErrorKind` a `std::net` user expects.
+pub fn io_error(e: tcp::Error) -> io::Error {
+    use io::ErrorKind as K;
+    let (kind, msg) = match e {
+        tcp::Error::WouldBlock => (K::WouldBlock, "operation would block"),
+        tcp::Error::InvalidHandle => (K::NotConnected, "socket is closed"),
+        tcp::Error::ConnectionRefused => (K::ConnectionRefused, "connection refused"),
+        tcp::Error::ConnectionReset => (K::ConnectionReset, "connection reset by peer"),
+        tcp::Error::TimedOut => (K::TimedOut, "connection timed out"),
+        tcp::Error::NotConnected => (K::NotConnected, "socket is not connected"),
+        tcp::Error::BrokenPipe => (K::BrokenPipe, "broken pipe"),
+        tcp::Error::AddrInUse => (K::AddrInUse, "address in use"),
+        tcp::Error::AddrNotAvailable => (K::AddrNotAvailable, "address not available"),
+        tcp::Error::InvalidInput => (K::InvalidInput, "invalid argument"),
+    };
+    io::Error::new(kind, msg)
+}
+
+/// A listening TCP socket (non-blocking).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpListener {
+    handle: tcp::Handle,
+}
+
+impl TcpListener {
+    /// Listens on `local` (address 0.0.0.0 means the stack's address) with `backlog` pending
+    /// connections at most, using `config` for accepted connections.
+    pub fn bind(
+        stack: &mut Stack,
+        local: SocketAddrV4,
+        backlog: usize,
+        config: tcp::Config,
+    ) -> io::Result<Self> {
+        let local = resolve_local(stack, local);
+        let handle = stack
+            .tcp_mut()
+            .listen(local, backlog, config)
+            .map_err(io_error)?;
+        Ok(TcpListener { handle })
+    }
+
+    /// The next established connection, or `WouldBlock`.
+    pub fn accept(&self, stack: &mut Stack) -> io::Result<(TcpStream, SocketAddrV4)> {
+        let handle = stack.tcp_mut().accept(self.handle).map_err(io_error)?;
+        let peer = stack.tcp().peer_addr(handle).map_err(io_error)?;
+        Ok((TcpStream { handle }, peer))
+    }
+
+    pub fn local_addr(&self, stack: &Stack) -> io::Result<SocketAddrV4> {
+        stack.tcp().local_addr(self.handle).map_err(io_error)
+    }
+
+    /// Stops listening; pending connections are reset.
+    pub fn close(self, stack: &mut Stack) -> io::Result<()> {
+        stack.tcp_mut().close(self.handle).map_err(io_error)
+    }
+
+    pub fn handle(&self) -> tcp::Handle {
+        self.handle
+    }
+}
+
+/// A TCP connection (non-blocking).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpStream {
+    handle: tcp::Handle,
+}
+
+impl TcpStream {
+    /// Starts an active open to `remote` from an ephemeral port. Returns at once; the
+    /// connection is usable when [`TcpStream::is_connected`] says so (or an error is pending).
+    pub fn connect(
+        stack: &mut Stack,
+        now: Instant,
+        remote: SocketAddrV4,
+        config: tcp::Config,
+    ) -> io::Result<Self> {
+        let local = SocketAddrV4::new(stack.config().addr, 0);
+        let handle = stack
+            .tcp_mut()
+            .connect(now, local, remote, config)
+            .map_err(io_error)?;
+        Ok(TcpStream { handle })
+    }
+
+    /// Wraps a handle obtained from the TCP layer directly.
+    pub fn from_handle(handle: tcp::Handle) -> Self {
+        TcpStream { handle }
+    }
+
+    pub fn handle(&self) -> tcp::Handle {
+        self.handle
+    }
+
+    /// `Ok(true)` once established (or later states where data may flow), `Ok(false)` while the
+    /// handshake runs, `Err` if it failed (refused, timed out, reset).
+    pub fn is_connected(&self, stack: &mut Stack) -> io::Result<bool> {
+        if let Some(e) = stack.tcp_mut().take_error(self.handle).map_err(io_error)? {
+            return Err(io_error(e));
+        }
+        let st = stack.tcp().state(self.handle).map_err(io_error)?;
+        Ok(!matches!(
+            st,
+            tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Closed | tcp::State::Listen
+        ))
+    }
+
+    /// Reads in-order data; `Ok(0)` at end of stream.
+    pub fn read(&self, stack: &mut Stack, buf: &mut [u8]) -> io::Result<usize> {
+        stack.tcp_mut().recv(self.handle, buf).map_err(io_error)
+    }
+
+    /// Queues data; returns how much was taken, `WouldBlock` if the send buffer is full.
+    pub fn write(&self, stack: &mut Stack, data: &[u8]) -> io::Result<usize> {
+        stack.tcp_mut().send(self.handle, data).map_err(io_error)
+    }
+
+    /// shutdown(SHUT_WR): FIN after the queued data.
+    pub fn shutdown_write(&self, stack: &mut Stack) -> io::Result<()> {
+        stack
+            .tcp_mut()
+            .shutdown_write(self.handle)
+            .map_err(io_error)
+    }
+
+    /// close(): the handle is gone; the stack finishes the close in the background.
+    pub fn close(self, stack: &mut Stack) -> io::Result<()> {
+        stack.tcp_mut().close(self.handle).map_err(io_error)
+    }
+
+    /// Abort with RST.
+    pub fn abort(self, stack: &mut Stack) -> io::Result<()> {
+        stack.tcp_mut().abort(self.handle).map_err(io_error)
+    }
+
+    pub fn state(&self, stack: &Stack) -> io::Result<tcp::State> {
+        stack.tcp().state(self.handle).map_err(io_error)
+    }
+    pub fn local_addr(&self, stack: &Stack) -> io::Result<SocketAddrV4> {
+        stack.tcp().local_addr(self.handle).map_err(io_error)
+    }
+    pub fn peer_addr(&self, stack: &Stack) -> io::Result<SocketAddrV4> {
+        stack.tcp().peer_addr(self.handle).map_err(io_error)
+    }
+    pub fn set_nodelay(&self, stack: &mut Stack, nodelay: bool) -> io::Result<()> {
+        let mut cfg = stack.tcp().config(self.handle).map_err(io_error)?;
+        cfg.nodelay = nodelay;
+        stack
+            .tcp_mut()
+            .set_config(self.handle, cfg)
+            .map_err(io_error)
+    }
+}
+
+fn resolve_local(stack: &Stack, local: SocketAddrV4) -> SocketAddrV4 {
+    if local.ip().is_unspecified() {
+        SocketAddrV4::new(stack.config().addr, local.port())
+    } else {
+        local
+    }
+}

@@ -55,6 +55,13 @@ impl Conn {
             return Event::None;
         }
 
+        // RFC 5961 §4.2 (RFC 9293 §3.10.7.4 fourth check): a SYN in a synchronized state, at
+        // any sequence number, gets a challenge ACK and is otherwise ignored.
+        if flags.syn() && !flags.rst() {
+            self.challenge_ack(ctx);
+            return Event::None;
+        }
+
         // §3.10.7.4 first check: sequence acceptability.
         let seg_len = payload.len() as u32 + u32::from(flags.syn()) + u32::from(flags.fin());
         let wnd = seq::dist(self.rcv_nxt, self.rcv_adv)
@@ -143,12 +150,6 @@ impl Conn {
                     Event::Closed
                 }
             };
-        }
-
-        // Fourth check: SYN in a synchronized state -> challenge ACK (RFC 5961 §4.2).
-        if flags.syn() {
-            self.challenge_ack(ctx);
-            return Event::None;
         }
 
         // Fifth check: ACK.

@@ -44,6 +44,7 @@ impl Conn {
     ) -> bool {
         for _ in 0..MAX_SEGMENTS_PER_CALL {
             let Some(plan) = self.plan(now) else {
+                self.arm_persist_if_stuck(now);
                 self.dirty = false;
                 return true;
             };
@@ -206,6 +207,8 @@ impl Conn {
                 if self.rto_at.is_none() {
                     self.rto_at = Some(now + self.rtt.rto());
                 }
+                self.persist_at = None;
+                self.persist_backoff = 0;
             }
             Kind::Probe => {
                 self.persist_probe_due = false;
@@ -250,10 +253,17 @@ impl Conn {
         if self.persist_probe_due {
             let fin_seq = self.fin_seq();
             if seq::lt(self.snd_una, fin_seq) {
+                // A zero window gets a one-byte probe (§3.8.6.1); a window too small for the
+                // sender SWS rule gets what fits (the §3.8.6.2.1 override timeout).
+                let len = self
+                    .snd_wnd
+                    .min(self.mss)
+                    .min(seq::dist(self.snd_una, fin_seq))
+                    .max(1);
                 return Some(Plan {
                     kind: Kind::Probe,
                     seq: self.snd_una,
-                    len: 1,
+                    len,
                     fin: false,
                 });
             }
@@ -282,6 +292,26 @@ impl Conn {
             return Some(self.ack_plan());
         }
         None
+    }
+
+    /// Nothing in flight, data waiting, but the peer's window (zero, or too small to satisfy
+    /// sender SWS avoidance) stops us: the persist timer must run or nothing ever moves.
+    fn arm_persist_if_stuck(&mut self, now: Instant) {
+        let can_send = matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        );
+        if can_send
+            && self.persist_at.is_none()
+            && self.snd_una == self.snd_max
+            && seq::lt(self.snd_nxt, self.fin_seq())
+        {
+            self.persist_at = Some(now + self.rtt.rto());
+        }
     }
 
     fn ack_plan(&self) -> Plan {

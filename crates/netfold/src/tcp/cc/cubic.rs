@@ -1,6 +1,7 @@
 //! CUBIC congestion control, RFC 9438.
 
 use super::{initial_window, CongestionController};
+
 use crate::time::{Duration, Instant};
 
 /// RFC 9438 §5: C = 0.4, beta_cubic = 0.7.
@@ -87,7 +88,7 @@ impl CongestionController for Cubic {
     fn on_ack(&mut self, now: Instant, acked: u32, mss: u32, srtt: Option<Duration>) {
         if self.cwnd < self.ssthresh {
             // Slow start as in RFC 5681 (§4.10 of RFC 9438 allows HyStart++; not used).
-            self.cwnd = self.cwnd.saturating_add(acked.min(mss));
+            self.cwnd = super::slow_start(self.cwnd, self.ssthresh, acked);
             return;
         }
         let m = f64::from(mss.max(1));

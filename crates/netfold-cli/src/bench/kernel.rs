@@ -1,0 +1,324 @@
+//! The Linux kernel's TCP/UDP over loopback: real sockets, client and server on separate threads
+//! pinned to separate CPUs, the way netperf runs.
+
+use super::affinity::{pin_current_thread, thread_cpu_seconds};
+use super::memnet::BoxErr;
+use super::pattern::{Pattern, Verifier};
+use super::{Measurement, Params, Test};
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn set_int_opt(fd: i32, level: i32, opt: i32, value: usize) {
+    let v: libc::c_int = value.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: setsockopt reads sizeof(c_int) bytes from &v, a live local; a bad fd or option
+    // only makes the call fail, which we ignore as netperf does for unsupported sizes.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            &v as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+fn apply_buffers(fd: i32, p: &Params) {
+    if let Some(s) = p.send_buffer {
+        set_int_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, s);
+    }
+    if let Some(r) = p.recv_buffer {
+        set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, r);
+    }
+}
+
+/// The loopback interface's MTU, as the kernel reports it.
+pub fn lo_mtu() -> usize {
+    std::fs::read_to_string("/sys/class/net/lo/mtu")
+        .ok()
+        .and_then(|m| m.trim().parse().ok())
+        .unwrap_or(65536)
+}
+
+/// What the server thread measured.
+struct Side {
+    bytes: u64,
+    transactions: u64,
+    verified: bool,
+    cpu_s: f64,
+}
+
+fn source(
+    s: &mut TcpStream,
+    p: &Params,
+    pattern: &Pattern,
+    start: Instant,
+) -> std::io::Result<u64> {
+    let msg = p.send_size.max(1);
+    let total = p.bytes.unwrap_or(u64::MAX);
+    let deadline = p.duration.map(Duration::from_secs_f64);
+    let mut sent = 0u64;
+    while sent < total && deadline.is_none_or(|d| start.elapsed() < d) {
+        let n = ((total - sent) as usize).min(msg);
+        s.write_all(pattern.window(sent, n))?;
+        sent += n as u64;
+    }
+    s.shutdown(Shutdown::Write)?;
+    Ok(sent)
+}
+
+fn sink(s: &mut TcpStream, p: &Params, pattern: &Pattern) -> std::io::Result<(u64, bool)> {
+    let mut buf = vec![0u8; p.recv_size.max(1)];
+    let mut v = Verifier::new(pattern);
+    let mut bytes = 0u64;
+    loop {
+        let n = s.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if p.verify {
+            v.check(&buf[..n]);
+        }
+        bytes += n as u64;
+    }
+    Ok((bytes, v.verified(bytes)))
+}
+
+pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
+    if p.impair.any() {
+        return Err("impairments apply to the in-memory pipe only, not to kernel loopback".into());
+    }
+    if p.test == Test::UdpStream {
+        return udp_stream(p);
+    }
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    apply_buffers(listener.as_raw_fd(), p);
+    let addr = listener.local_addr()?;
+    let pattern = Arc::new(Pattern::new(p.send_size.max(p.recv_size).max(1)));
+    let sp = p.clone();
+    let pat = Arc::clone(&pattern);
+    let server = std::thread::spawn(move || -> std::io::Result<Side> {
+        pin_current_thread(1);
+        let cpu0 = thread_cpu_seconds();
+        let r = serve(&listener, &sp, &pat)?;
+        Ok(Side {
+            cpu_s: thread_cpu_seconds() - cpu0,
+            ..r
+        })
+    });
+    pin_current_thread(0);
+    let cpu0 = thread_cpu_seconds();
+    let start = Instant::now();
+    let client = drive_client(addr, p, &pattern, start);
+    let elapsed = start.elapsed().as_secs_f64();
+    let client_cpu = thread_cpu_seconds() - cpu0;
+    let srv = server
+        .join()
+        .map_err(|_| "kernel server thread panicked")??;
+    let (sent, transactions) = client?;
+    let (bytes, verified) = match p.test {
+        Test::Stream => (
+            srv.bytes,
+            p.verify.then_some(srv.verified && srv.bytes == sent),
+        ),
+        Test::Maerts => (sent, p.verify.then_some(srv.verified)),
+        _ => (transactions * (p.req_size + p.resp_size) as u64, None),
+    };
+    let mut details = serde_json::Map::new();
+    details.insert("client_cpu_s".into(), client_cpu.into());
+    details.insert("server_cpu_s".into(), srv.cpu_s.into());
+    let _ = srv.transactions;
+    Ok(Measurement {
+        bytes,
+        transactions,
+        elapsed_s: elapsed,
+        verified,
+        cpu_s: client_cpu + srv.cpu_s,
+        details,
+    })
+}
+
+/// Client side. Returns (bytes sent or received, transactions).
+fn drive_client(
+    addr: SocketAddr,
+    p: &Params,
+    pattern: &Pattern,
+    start: Instant,
+) -> std::io::Result<(u64, u64)> {
+    let connect = || -> std::io::Result<TcpStream> {
+        let c = TcpStream::connect(addr)?;
+        apply_buffers(c.as_raw_fd(), p);
+        c.set_nodelay(p.nodelay)?;
+        Ok(c)
+    };
+    let deadline = p.duration.map(Duration::from_secs_f64);
+    let limit = p.transactions.unwrap_or(u64::MAX);
+    let more = |n: u64| n < limit && deadline.is_none_or(|d| start.elapsed() < d);
+    match p.test {
+        Test::Stream => {
+            let mut c = connect()?;
+            let sent = source(&mut c, p, pattern, start)?;
+            // Wait for the server to see EOF (it closes after reading everything).
+            let mut b = [0u8; 1];
+            let _ = c.read(&mut b);
+            Ok((sent, 0))
+        }
+        Test::Maerts => {
+            let mut c = connect()?;
+            let (bytes, _) = sink(&mut c, p, pattern)?;
+            Ok((bytes, 0))
+        }
+        Test::Rr => {
+            let mut c = connect()?;
+            let req = vec![0x5au8; p.req_size];
+            let mut resp = vec![0u8; p.resp_size];
+            let mut n = 0;
+            while more(n) {
+                c.write_all(&req)?;
+                c.read_exact(&mut resp)?;
+                n += 1;
+            }
+            c.shutdown(Shutdown::Write)?;
+            Ok((0, n))
+        }
+        Test::Crr => {
+            let req = vec![0x5au8; p.req_size];
+            let mut resp = vec![0u8; p.resp_size];
+            let mut n = 0;
+            while more(n) {
+                let mut c = connect()?;
+                c.write_all(&req)?;
+                c.read_exact(&mut resp)?;
+                drop(c);
+                n += 1;
+            }
+            // Tell the server we are done: a connection that sends nothing.
+            drop(connect()?);
+            Ok((0, n))
+        }
+        Test::UdpStream => unreachable!("handled before"),
+    }
+}
+
+fn serve(listener: &TcpListener, p: &Params, pattern: &Pattern) -> std::io::Result<Side> {
+    let mut side = Side {
+        bytes: 0,
+        transactions: 0,
+        verified: true,
+        cpu_s: 0.0,
+    };
+    match p.test {
+        Test::Stream => {
+            let (mut s, _) = listener.accept()?;
+            let (bytes, ok) = sink(&mut s, p, pattern)?;
+            side.bytes = bytes;
+            side.verified = ok;
+        }
+        Test::Maerts => {
+            let (mut s, _) = listener.accept()?;
+            s.set_nodelay(p.nodelay)?;
+            side.bytes = source(&mut s, p, pattern, Instant::now())?;
+        }
+        Test::Rr => {
+            let (mut s, _) = listener.accept()?;
+            s.set_nodelay(p.nodelay)?;
+            let mut req = vec![0u8; p.req_size];
+            let resp = vec![0xa5u8; p.resp_size];
+            loop {
+                match s.read_exact(&mut req) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(e),
+                }
+                s.write_all(&resp)?;
+                side.transactions += 1;
+            }
+        }
+        Test::Crr => {
+            let mut req = vec![0u8; p.req_size];
+            let resp = vec![0xa5u8; p.resp_size];
+            loop {
+                let (mut s, _) = listener.accept()?;
+                s.set_nodelay(p.nodelay)?;
+                match s.read_exact(&mut req) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(e),
+                }
+                s.write_all(&resp)?;
+                // Wait for the client's close, then close (netperf's CRR server).
+                let mut b = [0u8; 1];
+                let _ = s.read(&mut b);
+                side.transactions += 1;
+            }
+        }
+        Test::UdpStream => {}
+    }
+    Ok(side)
+}
+
+/// UDP_STREAM: the client sends datagrams for the duration; the server counts what arrives.
+/// Throughput is what the receiver got (netperf reports both; `details.sent_bytes` has the rest).
+fn udp_stream(p: &Params) -> Result<Measurement, BoxErr> {
+    let server = UdpSocket::bind("127.0.0.1:0")?;
+    apply_buffers(server.as_raw_fd(), p);
+    server.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let addr = server.local_addr()?;
+    let msg = p.send_size.clamp(1, 65507);
+    let rs = std::thread::spawn(move || -> (u64, f64) {
+        pin_current_thread(1);
+        let cpu0 = thread_cpu_seconds();
+        let mut buf = vec![0u8; 65536];
+        let mut bytes = 0u64;
+        let mut started = false;
+        loop {
+            match server.recv(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    started = true;
+                    bytes += n as u64;
+                }
+                Err(_) if started => break,
+                Err(_) => {}
+            }
+        }
+        (bytes, thread_cpu_seconds() - cpu0)
+    });
+    pin_current_thread(0);
+    let c = UdpSocket::bind("127.0.0.1:0")?;
+    apply_buffers(c.as_raw_fd(), p);
+    c.connect(addr)?;
+    let data = vec![0x42u8; msg];
+    let deadline = Duration::from_secs_f64(p.duration.unwrap_or(1.0));
+    let total = p.bytes.unwrap_or(u64::MAX);
+    let cpu0 = thread_cpu_seconds();
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while sent < total && start.elapsed() < deadline {
+        match c.send(&data) {
+            Ok(n) => sent += n as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let client_cpu = thread_cpu_seconds() - cpu0;
+    let _ = c.send(&[]);
+    let (received, server_cpu) = rs.join().map_err(|_| "udp receiver panicked")?;
+    let mut details = serde_json::Map::new();
+    details.insert("sent_bytes".into(), sent.into());
+    details.insert("client_cpu_s".into(), client_cpu.into());
+    details.insert("server_cpu_s".into(), server_cpu.into());
+    Ok(Measurement {
+        bytes: received,
+        transactions: 0,
+        elapsed_s: elapsed,
+        verified: None,
+        cpu_s: client_cpu + server_cpu,
+        details,
+    })
+}

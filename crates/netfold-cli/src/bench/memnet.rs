@@ -1,0 +1,321 @@
+//! The tests, written once for any pair of in-memory stacks driven from one thread (netfold and
+//! smoltcp): TCP_STREAM, TCP_MAERTS, TCP_RR, TCP_CRR. Each stack supplies a [`MemNet`]: two
+//! stacks joined by an in-memory link, with non-blocking socket calls on either side.
+
+use super::clock::Clock;
+use super::pattern::{Pattern, Verifier};
+use super::{Measurement, Params, Test};
+use std::time::{Duration, Instant as WallInstant};
+
+/// Which end of the link a call acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Server,
+}
+
+pub type BoxErr = Box<dyn std::error::Error>;
+
+/// Two stacks over an in-memory link, polled by the caller.
+pub trait MemNet {
+    /// A connection on one side.
+    type Conn: Copy;
+
+    fn clock(&mut self) -> &mut Clock;
+    /// Polls both stacks once at the clock's time; true if either did any work.
+    fn poll(&mut self) -> Result<bool, BoxErr>;
+    /// Earliest deadline either stack has, if nothing is in flight on the link.
+    fn next_deadline(&mut self) -> Option<netfold::time::Instant>;
+    fn listen(&mut self, port: u16) -> Result<(), BoxErr>;
+    fn connect(&mut self, port: u16) -> Result<Self::Conn, BoxErr>;
+    fn accept(&mut self) -> Result<Option<Self::Conn>, BoxErr>;
+    /// Ok(true) once the handshake completed on this connection.
+    fn established(&mut self, c: Self::Conn) -> Result<bool, BoxErr>;
+    /// Bytes taken (0 when the send buffer is full).
+    fn write(&mut self, c: Self::Conn, data: &[u8]) -> Result<usize, BoxErr>;
+    /// None when nothing is readable now; Some(0) at end of stream.
+    fn read(&mut self, c: Self::Conn, buf: &mut [u8]) -> Result<Option<usize>, BoxErr>;
+    fn shutdown_write(&mut self, c: Self::Conn) -> Result<(), BoxErr>;
+    /// Releases the connection (FIN); the stack finishes the close on its own.
+    fn close(&mut self, c: Self::Conn) -> Result<(), BoxErr>;
+    /// Free resources of connections that have finished closing (smoltcp needs this).
+    fn reap(&mut self) {}
+    /// Per-run facts to report (counters).
+    fn details(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        Default::default()
+    }
+}
+
+/// Give up if nothing moves for this long (wall + skipped clock time).
+const STALL: Duration = Duration::from_secs(60);
+
+struct Progress {
+    last: WallInstant,
+    skipped_at_last: f64,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Progress {
+            last: WallInstant::now(),
+            skipped_at_last: 0.0,
+        }
+    }
+    fn made(&mut self, skipped: f64) {
+        self.last = WallInstant::now();
+        self.skipped_at_last = skipped;
+    }
+}
+
+/// Polls once; when neither stack worked, fast-forwards the clock to the next deadline. Errors
+/// out when the run is stuck.
+fn step<N: MemNet>(net: &mut N, progressed: bool, prog: &mut Progress) -> Result<(), BoxErr> {
+    let worked = net.poll()?;
+    if worked || progressed {
+        let s = net.clock().skipped_s();
+        prog.made(s);
+        return Ok(());
+    }
+    let stuck = prog.last.elapsed()
+        + Duration::from_secs_f64(net.clock().skipped_s() - prog.skipped_at_last);
+    if stuck > STALL {
+        return Err("no progress for 60 s: the transfer is stuck".into());
+    }
+    match net.next_deadline() {
+        Some(t) => net.clock().skip_to(t),
+        None => {
+            if prog.last.elapsed() > Duration::from_secs(5) {
+                let d = serde_json::Value::Object(net.details());
+                return Err(format!("both stacks idle with nothing scheduled: the test cannot finish; state: {d}").into());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn handshake<N: MemNet>(net: &mut N, port: u16) -> Result<(N::Conn, N::Conn), BoxErr> {
+    let c = net.connect(port)?;
+    let mut prog = Progress::new();
+    let mut server = None;
+    loop {
+        if server.is_none() {
+            server = net.accept()?;
+        }
+        if let Some(s) = server {
+            if net.established(c)? {
+                return Ok((c, s));
+            }
+        }
+        step(net, false, &mut prog)?;
+    }
+}
+
+/// Runs `p.test` on `net`.
+pub fn run<N: MemNet>(net: &mut N, p: &Params) -> Result<Measurement, BoxErr> {
+    const PORT: u16 = 12865;
+    net.listen(PORT)?;
+    match p.test {
+        Test::Stream => bulk(net, p, PORT, Side::Client),
+        Test::Maerts => bulk(net, p, PORT, Side::Server),
+        Test::Rr => rr(net, p, PORT),
+        Test::Crr => crr(net, p, PORT),
+        Test::UdpStream => Err("udp-stream is not implemented for this stack".into()),
+    }
+}
+
+fn bulk<N: MemNet>(
+    net: &mut N,
+    p: &Params,
+    port: u16,
+    sender: Side,
+) -> Result<Measurement, BoxErr> {
+    let (c, s) = handshake(net, port)?;
+    let (tx, rx) = if sender == Side::Client {
+        (c, s)
+    } else {
+        (s, c)
+    };
+    let msg = p.send_size.max(1);
+    let pattern = Pattern::new(msg.max(p.recv_size));
+    let mut verifier = Verifier::new(&pattern);
+    let mut buf = vec![0u8; p.recv_size.max(1)];
+    let deadline = p.duration.map(Duration::from_secs_f64);
+    let total = p.bytes;
+    let cpu0 = super::affinity::thread_cpu_seconds();
+    let start = WallInstant::now();
+    let (mut sent, mut received) = (0u64, 0u64);
+    let mut fin = false;
+    let mut prog = Progress::new();
+    loop {
+        let time_up = deadline.is_some_and(|d| start.elapsed() >= d);
+        let limit = if time_up {
+            sent
+        } else {
+            total.unwrap_or(u64::MAX)
+        };
+        let mut moved = false;
+        while sent < limit {
+            // Whole messages; a partial write keeps its remainder, as a blocking send would.
+            let n = ((limit - sent) as usize).min(msg - (sent % msg as u64) as usize);
+            let k = net.write(tx, pattern.window(sent, n))?;
+            if k == 0 {
+                break;
+            }
+            sent += k as u64;
+            moved = true;
+        }
+        if sent >= limit && !fin {
+            net.shutdown_write(tx)?;
+            fin = true;
+        }
+        let mut eof = false;
+        while let Some(n) = net.read(rx, &mut buf)? {
+            if n == 0 {
+                eof = true;
+                break;
+            }
+            if p.verify {
+                verifier.check(&buf[..n]);
+            }
+            received += n as u64;
+            moved = true;
+        }
+        if eof {
+            break;
+        }
+        step(net, moved, &mut prog)?;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu_s = super::affinity::thread_cpu_seconds() - cpu0;
+    net.close(c)?;
+    net.close(s)?;
+    let mut details = net.details();
+    details.insert("clock_skipped_s".into(), net.clock().skipped_s().into());
+    if let Some(off) = verifier.first_bad() {
+        details.insert("first_bad_byte".into(), off.into());
+    }
+    Ok(Measurement {
+        bytes: received,
+        transactions: 0,
+        elapsed_s: elapsed,
+        verified: p
+            .verify
+            .then(|| verifier.verified(sent) && received == sent),
+        cpu_s,
+        details,
+    })
+}
+
+/// Writes all of `data` to `c` and reads exactly `want` bytes from `r`, polling as needed.
+fn exchange<N: MemNet>(
+    net: &mut N,
+    c: N::Conn,
+    data: &[u8],
+    r: N::Conn,
+    want: usize,
+    buf: &mut [u8],
+    prog: &mut Progress,
+) -> Result<(), BoxErr> {
+    let mut off = 0;
+    let mut got = 0;
+    while got < want {
+        let mut moved = false;
+        while off < data.len() {
+            let k = net.write(c, &data[off..])?;
+            if k == 0 {
+                break;
+            }
+            off += k;
+            moved = true;
+        }
+        while got < want {
+            let cap = (want - got).min(buf.len());
+            match net.read(r, &mut buf[..cap])? {
+                Some(0) => return Err("peer closed in the middle of a transaction".into()),
+                Some(n) => {
+                    got += n;
+                    moved = true;
+                }
+                None => break,
+            }
+        }
+        if got < want {
+            step(net, moved, prog)?;
+        }
+    }
+    Ok(())
+}
+
+fn rr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, BoxErr> {
+    let (c, s) = handshake(net, port)?;
+    let req = vec![0x5au8; p.req_size];
+    let resp = vec![0xa5u8; p.resp_size];
+    let mut buf = vec![0u8; p.req_size.max(p.resp_size).max(1)];
+    let deadline = p.duration.map(Duration::from_secs_f64);
+    let limit = p.transactions.unwrap_or(u64::MAX);
+    let cpu0 = super::affinity::thread_cpu_seconds();
+    let start = WallInstant::now();
+    let mut n = 0u64;
+    let mut prog = Progress::new();
+    while n < limit && deadline.is_none_or(|d| start.elapsed() < d) {
+        exchange(net, c, &req, s, req.len(), &mut buf, &mut prog)?;
+        exchange(net, s, &resp, c, resp.len(), &mut buf, &mut prog)?;
+        n += 1;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu_s = super::affinity::thread_cpu_seconds() - cpu0;
+    net.close(c)?;
+    net.close(s)?;
+    let mut details = net.details();
+    details.insert("clock_skipped_s".into(), net.clock().skipped_s().into());
+    Ok(Measurement {
+        bytes: n * (p.req_size + p.resp_size) as u64,
+        transactions: n,
+        elapsed_s: elapsed,
+        verified: None,
+        cpu_s,
+        details,
+    })
+}
+
+fn crr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, BoxErr> {
+    let req = vec![0x5au8; p.req_size];
+    let resp = vec![0xa5u8; p.resp_size];
+    let mut buf = vec![0u8; p.req_size.max(p.resp_size).max(1)];
+    let deadline = p.duration.map(Duration::from_secs_f64);
+    let limit = p.transactions.unwrap_or(u64::MAX);
+    let cpu0 = super::affinity::thread_cpu_seconds();
+    let start = WallInstant::now();
+    let mut n = 0u64;
+    let mut prog = Progress::new();
+    while n < limit && deadline.is_none_or(|d| start.elapsed() < d) {
+        let (c, s) = handshake(net, port)?;
+        exchange(net, c, &req, s, req.len(), &mut buf, &mut prog)?;
+        exchange(net, s, &resp, c, resp.len(), &mut buf, &mut prog)?;
+        // netperf's TCP_CRR: the client closes after the response; the server closes on EOF.
+        net.close(c)?;
+        loop {
+            match net.read(s, &mut buf)? {
+                Some(0) => break,
+                Some(_) => return Err("unexpected data after the response".into()),
+                None => step(net, false, &mut prog)?,
+            }
+        }
+        net.close(s)?;
+        net.poll()?;
+        net.reap();
+        n += 1;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu_s = super::affinity::thread_cpu_seconds() - cpu0;
+    let mut details = net.details();
+    details.insert("clock_skipped_s".into(), net.clock().skipped_s().into());
+    Ok(Measurement {
+        bytes: n * (p.req_size + p.resp_size) as u64,
+        transactions: n,
+        elapsed_s: elapsed,
+        verified: None,
+        cpu_s,
+        details,
+    })
+}

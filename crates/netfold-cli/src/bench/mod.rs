@@ -1,0 +1,121 @@
+//! The benchmark harness shared by `netfold stream|maerts|rr|crr|udp-stream`: parameters, the
+//! byte pattern, the clock, one runner per stack, statistics and report formats.
+
+pub mod affinity;
+pub mod clock;
+pub mod kernel;
+pub mod memnet;
+pub mod netfold_pipe;
+pub mod pattern;
+pub mod report;
+pub mod smoltcp_pipe;
+pub mod stats;
+pub mod units;
+
+/// Link impairments for the in-memory pipe (fractions in [0, 1]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Impair {
+    pub loss: f64,
+    pub reorder: f64,
+    pub duplicate: f64,
+    pub corrupt: f64,
+    pub seed: u64,
+}
+
+impl Impair {
+    pub fn any(&self) -> bool {
+        self.loss + self.reorder + self.duplicate + self.corrupt > 0.0
+    }
+}
+
+/// netperf's test names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Test {
+    /// Client sends, server receives.
+    Stream,
+    /// Server sends, client receives ("stream" backwards).
+    Maerts,
+    /// Request/response on one connection.
+    Rr,
+    /// Connect, request, response, close per transaction.
+    Crr,
+    /// UDP datagrams client to server.
+    UdpStream,
+}
+
+impl Test {
+    pub fn netperf_name(self) -> &'static str {
+        match self {
+            Test::Stream => "TCP_STREAM",
+            Test::Maerts => "TCP_MAERTS",
+            Test::Rr => "TCP_RR",
+            Test::Crr => "TCP_CRR",
+            Test::UdpStream => "UDP_STREAM",
+        }
+    }
+    pub fn is_transactional(self) -> bool {
+        matches!(self, Test::Rr | Test::Crr)
+    }
+}
+
+/// One configuration of one test.
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub test: Test,
+    /// Streams: stop after this many bytes...
+    pub bytes: Option<u64>,
+    /// RR/CRR: ...or this many transactions...
+    pub transactions: Option<u64>,
+    /// ...or after this many seconds (`-l`).
+    pub duration: Option<f64>,
+    /// Bytes per send call (`-m`).
+    pub send_size: usize,
+    /// Bytes per receive call (`-M`).
+    pub recv_size: usize,
+    /// RR/CRR request and response sizes (`-r REQ,RESP`).
+    pub req_size: usize,
+    pub resp_size: usize,
+    pub mtu: usize,
+    pub nodelay: bool,
+    pub send_buffer: Option<usize>,
+    pub recv_buffer: Option<usize>,
+    pub impair: Impair,
+    pub verify: bool,
+    /// netfold: 1 = both stacks on one thread; 2 = one pinned thread per stack.
+    pub threads: usize,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            test: Test::Stream,
+            bytes: None,
+            transactions: None,
+            duration: Some(1.0),
+            send_size: 65536,
+            recv_size: 65536,
+            req_size: 1,
+            resp_size: 1,
+            mtu: 1500,
+            nodelay: false,
+            send_buffer: None,
+            recv_buffer: None,
+            impair: Impair::default(),
+            verify: false,
+            threads: 1,
+        }
+    }
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, Default)]
+pub struct Measurement {
+    /// Payload bytes that arrived (streams) or moved in both directions (RR/CRR).
+    pub bytes: u64,
+    pub transactions: u64,
+    pub elapsed_s: f64,
+    pub verified: Option<bool>,
+    /// CPU seconds consumed by the threads doing the work (getrusage RUSAGE_THREAD).
+    pub cpu_s: f64,
+    pub details: serde_json::Map<String, serde_json::Value>,
+}

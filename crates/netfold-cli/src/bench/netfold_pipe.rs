@@ -1,0 +1,189 @@
+//! netfold on both ends of the in-memory pipe, driven from one thread.
+
+use super::clock::Clock;
+use super::memnet::{BoxErr, MemNet, Side};
+use super::{Measurement, Params};
+use netfold::iface::{Stack, StackConfig};
+use netfold::phy::pipe::{Pipe, PipeConfig, PipeEnd};
+use netfold::socket::{TcpListener, TcpStream};
+use netfold::tcp;
+use netfold::time::Duration;
+use netfold::wire::ethernet::EthernetAddress;
+use netfold::wire::Ipv4Addr;
+use std::io::ErrorKind;
+use std::net::SocketAddrV4;
+
+pub const CLIENT_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+pub const SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+
+pub fn stack_config(addr: Ipv4Addr, mac_last: u8, mtu: usize) -> StackConfig {
+    StackConfig {
+        addr,
+        prefix_len: 24,
+        mac: EthernetAddress([0x02, 0, 0, 0, 0, mac_last]),
+        mtu,
+        tcp_secret: [mac_last; 16],
+        ..StackConfig::default()
+    }
+}
+
+/// The TCP settings a run uses: MSS from the MTU, buffers from -s/-S, a short TIME_WAIT (the
+/// benchmark opens many connections from one address, as netperf's TCP_CRR does on Linux with
+/// tw_reuse).
+pub fn tcp_config(p: &Params) -> tcp::Config {
+    let mut c = tcp::Config {
+        mss: (p.mtu.saturating_sub(40)).min(65495) as u16,
+        nodelay: p.nodelay,
+        time_wait: Duration::from_secs(1),
+        ..tcp::Config::default()
+    };
+    if let Some(s) = p.send_buffer {
+        c.send_buffer = s;
+    }
+    if let Some(r) = p.recv_buffer {
+        c.recv_buffer = r;
+    }
+    c
+}
+
+pub fn pipe_config(p: &Params) -> PipeConfig {
+    PipeConfig::default()
+        .mtu(p.mtu)
+        .loss(p.impair.loss)
+        .reorder(p.impair.reorder)
+        .duplicate(p.impair.duplicate)
+        .corrupt(p.impair.corrupt)
+        .seed(p.impair.seed)
+}
+
+/// Two netfold stacks joined by a pipe.
+pub struct NetfoldNet {
+    client: Stack,
+    server: Stack,
+    end_c: PipeEnd,
+    end_s: PipeEnd,
+    listener: Option<TcpListener>,
+    tcfg: tcp::Config,
+    clock: Clock,
+}
+
+impl NetfoldNet {
+    pub fn new(p: &Params) -> NetfoldNet {
+        let (end_c, end_s) = Pipe::new(pipe_config(p));
+        NetfoldNet {
+            client: Stack::new(stack_config(CLIENT_ADDR, 1, p.mtu)),
+            server: Stack::new(stack_config(SERVER_ADDR, 2, p.mtu)),
+            end_c,
+            end_s,
+            listener: None,
+            tcfg: tcp_config(p),
+            clock: Clock::new(),
+        }
+    }
+
+    fn stack(&mut self, side: Side) -> &mut Stack {
+        match side {
+            Side::Client => &mut self.client,
+            Side::Server => &mut self.server,
+        }
+    }
+}
+
+fn would_block<T>(r: std::io::Result<T>) -> Result<Option<T>, BoxErr> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl MemNet for NetfoldNet {
+    type Conn = (Side, TcpStream);
+
+    fn clock(&mut self) -> &mut Clock {
+        &mut self.clock
+    }
+
+    fn poll(&mut self) -> Result<bool, BoxErr> {
+        let now = self.clock.now();
+        let a = self.client.poll(now, &mut self.end_c);
+        let b = self.server.poll(now, &mut self.end_s);
+        Ok(a | b)
+    }
+
+    fn next_deadline(&mut self) -> Option<netfold::time::Instant> {
+        let now = self.clock.now();
+        [self.client.poll_at(now), self.server.poll_at(now)]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn listen(&mut self, port: u16) -> Result<(), BoxErr> {
+        let l = TcpListener::bind(
+            &mut self.server,
+            SocketAddrV4::new(SERVER_ADDR, port),
+            64,
+            self.tcfg,
+        )?;
+        self.listener = Some(l);
+        Ok(())
+    }
+
+    fn connect(&mut self, port: u16) -> Result<Self::Conn, BoxErr> {
+        let now = self.clock.now();
+        let s = TcpStream::connect(
+            &mut self.client,
+            now,
+            SocketAddrV4::new(SERVER_ADDR, port),
+            self.tcfg,
+        )?;
+        Ok((Side::Client, s))
+    }
+
+    fn accept(&mut self) -> Result<Option<Self::Conn>, BoxErr> {
+        let l = self.listener.ok_or("not listening")?;
+        Ok(would_block(l.accept(&mut self.server))?.map(|(s, _)| (Side::Server, s)))
+    }
+
+    fn established(&mut self, c: Self::Conn) -> Result<bool, BoxErr> {
+        Ok(c.1.is_connected(self.stack(c.0))?)
+    }
+
+    fn write(&mut self, c: Self::Conn, data: &[u8]) -> Result<usize, BoxErr> {
+        Ok(would_block(c.1.write(self.stack(c.0), data))?.unwrap_or(0))
+    }
+
+    fn read(&mut self, c: Self::Conn, buf: &mut [u8]) -> Result<Option<usize>, BoxErr> {
+        would_block(c.1.read(self.stack(c.0), buf))
+    }
+
+    fn shutdown_write(&mut self, c: Self::Conn) -> Result<(), BoxErr> {
+        Ok(c.1.shutdown_write(self.stack(c.0))?)
+    }
+
+    fn close(&mut self, c: Self::Conn) -> Result<(), BoxErr> {
+        Ok(c.1.close(self.stack(c.0))?)
+    }
+
+    fn details(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert(
+            "client_counters".into(),
+            format!("{}", self.client.counters()).into(),
+        );
+        m.insert(
+            "server_counters".into(),
+            format!("{}", self.server.counters()).into(),
+        );
+        m
+    }
+}
+
+pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
+    if p.threads > 1 {
+        return Err("--threads 2 for netfold is not implemented yet".into());
+    }
+    let mut net = NetfoldNet::new(p);
+    super::memnet::run(&mut net, p)
+}

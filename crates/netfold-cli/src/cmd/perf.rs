@@ -1,0 +1,433 @@
+//! The netperf-style tests (`stream`, `maerts`, `rr`, `crr`, `udp-stream`): shared options, the
+//! sweep over stacks x message sizes, iterations until the confidence interval is met, CPU
+//! figures, and output.
+
+use super::CmdResult;
+use crate::bench::report::{self, mbps, Row};
+use crate::bench::stats::{self, Iterations};
+use crate::bench::units::{parse_fraction, parse_size, parse_size_list};
+use crate::bench::{kernel, netfold_pipe, smoltcp_pipe, Impair, Measurement, Params, Test};
+use std::process::ExitCode;
+
+/// Which stack a run measures.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackKind {
+    Netfold,
+    Kernel,
+    Smoltcp,
+}
+
+impl StackKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StackKind::Netfold => "netfold",
+            StackKind::Kernel => "kernel",
+            StackKind::Smoltcp => "smoltcp",
+        }
+    }
+}
+
+/// The kernel's link.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KernelLink {
+    #[default]
+    Lo,
+    Veth,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Stacks to measure, in turn: any of netfold, kernel, smoltcp.
+    #[arg(long, value_delimiter = ',', default_value = "netfold")]
+    pub stack: Vec<StackKind>,
+    /// Bytes to transfer per stream run (K/M/G suffixes, powers of 1024).
+    #[arg(long, value_parser = parse_size, conflicts_with_all = ["length", "transactions"])]
+    pub bytes: Option<u64>,
+    /// Transactions per RR/CRR run.
+    #[arg(long, conflicts_with = "length")]
+    pub transactions: Option<u64>,
+    /// Test length in seconds (netperf -l). Default 2 unless --bytes/--transactions is given.
+    #[arg(short = 'l', long = "length")]
+    pub length: Option<f64>,
+    /// Send size(s) per call (netperf -m); a comma list sweeps, e.g. 1K,4K,64K.
+    #[arg(short = 'm', long = "send-size", value_parser = parse_sizes, default_value = "64K")]
+    pub send_size: SizeList,
+    /// Receive size per call (netperf -M); default: the send size.
+    #[arg(short = 'M', long = "recv-size", value_parser = parse_size)]
+    pub recv_size: Option<u64>,
+    /// Request and response sizes for rr/crr (netperf -r REQ,RESP).
+    #[arg(short = 'r', long = "rr-size", value_parser = parse_rr, default_value = "1,1")]
+    pub rr_size: (usize, usize),
+    /// IP MTU of the in-memory link.
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: usize,
+    /// Send buffer (netperf -s).
+    #[arg(short = 's', long = "send-buffer", value_parser = parse_size)]
+    pub send_buffer: Option<u64>,
+    /// Receive buffer (netperf -S).
+    #[arg(short = 'S', long = "recv-buffer", value_parser = parse_size)]
+    pub recv_buffer: Option<u64>,
+    /// Disable Nagle's algorithm.
+    #[arg(long)]
+    pub nodelay: bool,
+    /// Iterations: MAX[,MIN] (netperf -i), run until the confidence interval is met.
+    #[arg(short = 'i', value_parser = stats::parse_iterations)]
+    pub iterations: Option<(usize, usize)>,
+    /// Confidence LEVEL,WIDTH (netperf -I), e.g. 99,5.
+    #[arg(short = 'I', value_parser = stats::parse_interval, default_value = "99,5")]
+    pub interval: (u32, f64),
+    /// Report CPU utilization, service demand and throughput scaled to 100% CPU.
+    #[arg(long)]
+    pub cpu: bool,
+    /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub threads: u8,
+    /// Link for the kernel stack.
+    #[arg(long, value_enum, default_value_t = KernelLink::Lo)]
+    pub link: KernelLink,
+    /// Fraction of frames lost on the pipe, e.g. 0.01.
+    #[arg(long, value_parser = parse_fraction, default_value = "0")]
+    pub loss: f64,
+    /// Fraction of frames reordered.
+    #[arg(long, value_parser = parse_fraction, default_value = "0")]
+    pub reorder: f64,
+    /// Fraction of frames duplicated.
+    #[arg(long, value_parser = parse_fraction, default_value = "0")]
+    pub duplicate: f64,
+    /// Fraction of frames with one bit flipped.
+    #[arg(long, value_parser = parse_fraction, default_value = "0")]
+    pub corrupt: f64,
+    /// Seed for the impairment RNG (same seed, same run).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Check every received byte against the sender's pattern and the exact count.
+    #[arg(long)]
+    pub verify: bool,
+    /// Print JSON.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print CSV.
+    #[arg(long)]
+    pub csv: bool,
+    /// Draw throughput (and scaled throughput with --cpu) vs message size to an SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
+}
+
+/// A comma-separated list of sizes (`-m 1K,4K,64K`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SizeList(pub Vec<u64>);
+
+fn parse_sizes(s: &str) -> Result<SizeList, String> {
+    parse_size_list(s).map(SizeList)
+}
+
+fn parse_rr(s: &str) -> Result<(usize, usize), String> {
+    let mut it = s.split(',');
+    let req = parse_size(it.next().unwrap_or(""))?;
+    let resp = match it.next() {
+        Some(r) => parse_size(r)?,
+        None => req,
+    };
+    if req == 0 || resp == 0 || req > 1 << 24 || resp > 1 << 24 || it.next().is_some() {
+        return Err(format!(
+            "-r {s:?}: expected REQ,RESP with sizes between 1 and 16M"
+        ));
+    }
+    Ok((req as usize, resp as usize))
+}
+
+/// Builds the parameters of one run (one message size) and checks them.
+pub fn params(a: &Args, test: Test, send_size: u64) -> Result<Params, String> {
+    if !(576..=65535).contains(&a.mtu) {
+        return Err(format!("--mtu {} out of range (576..=65535)", a.mtu));
+    }
+    if send_size == 0 || send_size > 1 << 30 {
+        return Err("-m must be between 1 byte and 1G".into());
+    }
+    let recv = a.recv_size.unwrap_or(send_size);
+    if recv == 0 || recv > 1 << 30 {
+        return Err("-M must be between 1 byte and 1G".into());
+    }
+    if let Some(l) = a.length {
+        if !(l > 0.0 && l < 86400.0) {
+            return Err(format!("-l {l}: expected a positive number of seconds"));
+        }
+    }
+    if test == Test::UdpStream && send_size > 65507 {
+        return Err("UDP messages are at most 65507 bytes".into());
+    }
+    let duration = match (a.length, a.bytes, a.transactions) {
+        (Some(l), _, _) => Some(l),
+        (None, None, None) => Some(2.0),
+        _ => None,
+    };
+    Ok(Params {
+        test,
+        bytes: a.bytes,
+        transactions: a.transactions,
+        duration,
+        send_size: send_size as usize,
+        recv_size: recv as usize,
+        req_size: a.rr_size.0,
+        resp_size: a.rr_size.1,
+        mtu: a.mtu,
+        nodelay: a.nodelay,
+        send_buffer: a.send_buffer.map(|v| v as usize),
+        recv_buffer: a.recv_buffer.map(|v| v as usize),
+        impair: Impair {
+            loss: a.loss,
+            reorder: a.reorder,
+            duplicate: a.duplicate,
+            corrupt: a.corrupt,
+            seed: a.seed,
+        },
+        verify: a.verify,
+        threads: a.threads as usize,
+    })
+}
+
+/// Runs one configuration on one stack once.
+pub fn run_once(
+    stack: StackKind,
+    link: KernelLink,
+    p: &Params,
+) -> Result<(Measurement, String, usize), Box<dyn std::error::Error>> {
+    match stack {
+        StackKind::Netfold => Ok((netfold_pipe::run(p)?, "pipe".into(), p.mtu)),
+        StackKind::Smoltcp => Ok((smoltcp_pipe::run(p)?, "pipe".into(), p.mtu)),
+        StackKind::Kernel => match link {
+            KernelLink::Lo => Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu())),
+            KernelLink::Veth => Err("--link veth is not implemented yet".into()),
+        },
+    }
+}
+
+/// Runs one configuration on one stack, iterating per -i/-I, and makes the row.
+pub fn measure(stack: StackKind, a: &Args, p: &Params) -> Result<Row, Box<dyn std::error::Error>> {
+    let (max, min) = a.iterations.unwrap_or((1, 1));
+    let it = Iterations {
+        max,
+        min,
+        level: a.interval.0,
+        width_pct: a.interval.1,
+    };
+    let mut runs: Vec<Measurement> = Vec::new();
+    let mut headline: Vec<f64> = Vec::new();
+    let mut link = String::new();
+    let mut mtu = 0;
+    while it.want_more(&headline) {
+        let (m, l, u) = run_once(stack, a.link, p)?;
+        headline.push(if p.test.is_transactional() {
+            rate(m.transactions, m.elapsed_s)
+        } else {
+            mbps(m.bytes, m.elapsed_s)
+        });
+        link = l;
+        mtu = u;
+        runs.push(m);
+    }
+    Ok(make_row(stack, p, &runs, &headline, &it, link, mtu, a.cpu))
+}
+
+fn rate(n: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn make_row(
+    stack: StackKind,
+    p: &Params,
+    runs: &[Measurement],
+    headline: &[f64],
+    it: &Iterations,
+    link: String,
+    mtu: usize,
+    cpu: bool,
+) -> Row {
+    let n = runs.len().max(1) as f64;
+    let bytes: u64 = runs.iter().map(|m| m.bytes).sum::<u64>() / runs.len().max(1) as u64;
+    let elapsed = runs.iter().map(|m| m.elapsed_s).sum::<f64>() / n;
+    let (mean, _) = stats::mean_sd(headline);
+    let cpu_s = runs.iter().map(|m| m.cpu_s).sum::<f64>() / n;
+    let last = runs.last().cloned().unwrap_or_default();
+    let mut row = Row {
+        test: p.test.netperf_name().into(),
+        stack: stack.name().into(),
+        link,
+        mtu,
+        msg_size: if p.test.is_transactional() {
+            p.req_size
+        } else {
+            p.send_size
+        },
+        bytes,
+        elapsed_s: elapsed,
+        verified: if runs.iter().any(|m| m.verified.is_some()) {
+            Some(runs.iter().all(|m| m.verified == Some(true)))
+        } else {
+            None
+        },
+        iterations: runs.len(),
+        details: last.details,
+        ..Default::default()
+    };
+    if p.test.is_transactional() {
+        row.trans_per_s = Some(mean);
+        row.details.insert(
+            "transactions".into(),
+            (runs.iter().map(|m| m.transactions).sum::<u64>() / runs.len().max(1) as u64).into(),
+        );
+    } else {
+        row.throughput_mbps = Some(mean);
+    }
+    if runs.len() > 1 {
+        row.ci_width_pct = Some(stats::ci_width_pct(headline, it.level));
+        row.ci_met = Some(it.met(headline));
+    }
+    if cpu {
+        let ncpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        // Scaled to 100% CPU: the headline (Mbit/s, or transactions/s for RR/CRR) divided by
+        // the utilization.
+        let f = stats::cpu_figures(cpu_s, elapsed, ncpus, bytes, mean);
+        row.cpu_util = Some(f.cpu_util_pct);
+        row.service_demand_us_per_kb = Some(f.service_demand_us_per_kb);
+        row.scaled_throughput_mbps = Some(f.scaled_throughput_mbps);
+        row.details.insert("cpu_s".into(), cpu_s.into());
+        if p.test.is_transactional() && cpu_s > 0.0 {
+            // For RR the natural service demand is CPU per transaction.
+            let tx = runs.iter().map(|m| m.transactions).sum::<u64>() as f64 / n;
+            row.details.insert(
+                "service_demand_us_per_trans".into(),
+                (cpu_s * 1e6 / tx.max(1.0)).into(),
+            );
+        }
+    }
+    row
+}
+
+/// Runs `test` for every stack x message size and prints the result.
+pub fn run(test: Test, a: Args) -> CmdResult {
+    let sizes: Vec<u64> = if test.is_transactional() {
+        vec![a.rr_size.0 as u64]
+    } else {
+        a.send_size.0.clone()
+    };
+    let mut plan = Vec::new();
+    for &size in &sizes {
+        for &s in &a.stack {
+            plan.push((s, params(&a, test, size)?));
+        }
+    }
+    let progress = crate::progress::Progress::new(
+        &plan
+            .iter()
+            .map(|(_, p)| p.duration.unwrap_or(0.0))
+            .collect::<Vec<_>>(),
+    );
+    let mut rows = Vec::new();
+    for (s, p) in &plan {
+        progress.start(&format!(
+            "{} {} m={}",
+            s.name(),
+            test.netperf_name(),
+            p.send_size
+        ));
+        rows.push(
+            measure(*s, &a, p).map_err(|e| format!("{} {}: {e}", s.name(), test.netperf_name()))?,
+        );
+        progress.done();
+    }
+    progress.finish();
+    if a.json {
+        report::print_json(&rows)?;
+    } else if a.csv {
+        report::print_csv(&rows);
+    } else {
+        report::print_table(&rows);
+    }
+    if let Some(path) = &a.plot {
+        crate::plot::throughput_vs_size(path, &rows)?;
+    }
+    if rows.iter().any(|r| r.verified == Some(false)) {
+        eprintln!("netfold: verification FAILED");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        let mut v = vec!["t"];
+        v.extend_from_slice(args);
+        T::try_parse_from(v).map(|t| t.a)
+    }
+
+    #[test]
+    fn options_parse_like_netperf() {
+        let a = parse(&[
+            "--stack",
+            "netfold,kernel,smoltcp",
+            "-m",
+            "1K,64K",
+            "-i",
+            "10,3",
+            "-I",
+            "95,2",
+            "-r",
+            "64,1K",
+            "--cpu",
+        ])
+        .unwrap();
+        assert_eq!(
+            a.stack,
+            vec![StackKind::Netfold, StackKind::Kernel, StackKind::Smoltcp]
+        );
+        assert_eq!(a.send_size.0, vec![1024, 65536]);
+        assert_eq!(a.iterations, Some((10, 3)));
+        assert_eq!(a.interval, (95, 2.0));
+        assert_eq!(a.rr_size, (64, 1024));
+        let p = params(&a, Test::Stream, 1024).unwrap();
+        assert_eq!(
+            (p.send_size, p.recv_size, p.duration),
+            (1024, 1024, Some(2.0))
+        );
+        let b = parse(&["--bytes", "1G", "--loss", "0.01"]).unwrap();
+        let p = params(&b, Test::Stream, 65536).unwrap();
+        assert_eq!(
+            (p.bytes, p.duration, p.impair.loss),
+            (Some(1 << 30), None, 0.01)
+        );
+    }
+
+    #[test]
+    fn bad_options_are_errors_not_panics() {
+        assert!(parse(&["--stack", "lwip"]).is_err());
+        assert!(parse(&["--loss", "2"]).is_err());
+        assert!(parse(&["-i", "0"]).is_err());
+        assert!(parse(&["-I", "80,5"]).is_err());
+        assert!(parse(&["--threads", "3"]).is_err());
+        assert!(parse(&["-r", "0,1"]).is_err());
+        assert!(parse(&["--bytes", "1G", "-l", "3"]).is_err());
+        let a = parse(&["--mtu", "100"]).unwrap();
+        assert!(params(&a, Test::Stream, 1024).is_err());
+        let a = parse(&[]).unwrap();
+        assert!(params(&a, Test::UdpStream, 70000).is_err());
+    }
+}

@@ -1,0 +1,124 @@
+//! SVG plots of benchmark results (plotters): throughput, and throughput scaled to 100% CPU when
+//! measured, against message size, one line per stack.
+
+use crate::bench::report::Row;
+use plotters::prelude::*;
+use std::path::Path;
+
+const COLORS: [RGBColor; 5] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+];
+
+/// Draws one panel (or two with CPU figures) to `path`.
+pub fn throughput_vs_size(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
+    if rows.is_empty() {
+        return Err("nothing to plot".into());
+    }
+    let scaled = rows.iter().any(|r| r.scaled_throughput_mbps.is_some());
+    let height = if scaled { 900 } else { 480 };
+    let root = SVGBackend::new(path, (900, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let panels = if scaled {
+        root.split_evenly((2, 1))
+    } else {
+        vec![root.clone()]
+    };
+    let unit = if rows[0].trans_per_s.is_some() {
+        "transactions/s"
+    } else {
+        "Mbit/s (10^6 bits/s)"
+    };
+    draw(
+        &panels[0],
+        rows,
+        &format!("{} throughput", rows[0].test),
+        unit,
+        |r| Some(r.headline()),
+    )?;
+    if scaled {
+        draw(
+            &panels[1],
+            rows,
+            &format!("{} throughput scaled to 100% CPU", rows[0].test),
+            "Mbit/s at 100% CPU",
+            |r| r.scaled_throughput_mbps,
+        )?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn draw<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    rows: &[Row],
+    title: &str,
+    unit: &str,
+    y: impl Fn(&Row) -> Option<f64>,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let mut stacks: Vec<&str> = rows.iter().map(|r| r.stack.as_str()).collect();
+    stacks.dedup();
+    let mut seen = Vec::new();
+    stacks.retain(|s| {
+        let new = !seen.contains(s);
+        seen.push(*s);
+        new
+    });
+    let xs: Vec<f64> = rows
+        .iter()
+        .map(|r| (r.msg_size.max(1) as f64).log2())
+        .collect();
+    let (xmin, xmax) = xs
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+    let (xmin, xmax) = if xmax > xmin {
+        (xmin - 0.25, xmax + 0.25)
+    } else {
+        (xmin - 1.0, xmax + 1.0)
+    };
+    let ymax = rows.iter().filter_map(&y).fold(0.0f64, f64::max).max(1.0) * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(80)
+        .build_cartesian_2d(xmin..xmax, 0.0..ymax)?;
+    chart
+        .configure_mesh()
+        .x_desc("message size (bytes, log scale)")
+        .y_desc(unit)
+        .x_label_formatter(&|x| format!("{}", 2f64.powf(*x).round() as u64))
+        .draw()?;
+    for (i, s) in stacks.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let mut pts: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.stack == *s)
+            .filter_map(|r| y(r).map(|v| ((r.msg_size.max(1) as f64).log2(), v)))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+            .label(*s)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        chart.draw_series(
+            pts.iter()
+                .map(|&(x, v)| Circle::new((x, v), 4, color.filled())),
+        )?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()?;
+    Ok(())
+}

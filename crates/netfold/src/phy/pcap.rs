@@ -1,0 +1,441 @@
+//! A capture middleware: [`PcapWriter`] wraps any [`Device`] and writes every frame sent and
+//! received through it to a `std::io::Write` in the classic libpcap file format, readable by
+//! tcpdump and Wireshark. Like smoltcp's `phy::PcapWriter`, it is itself a device, so it composes
+//! with the pipe's impairments or any other device.
+//!
+//! Format (the libpcap "savefile", draft-ietf-opsawg-pcap §4 and §5): a 24-byte file header
+//! (magic 0xA1B2C3D4 = microsecond timestamps, version 2.4, zone 0, sigfigs 0, snaplen, link
+//! type) and, per packet, a 16-byte record header (seconds, microseconds, captured length,
+//! original length) followed by the captured bytes. All fields are written little-endian; the
+//! magic number tells readers the byte order. Timestamps are the virtual `now` passed to the
+//! device, so captures of tests are reproducible byte for byte.
+
+use std::io::{self, Write};
+
+use crate::buf::{PacketBuf, Pool};
+use crate::phy::{Device, DeviceCaps, Medium};
+use crate::time::Instant;
+
+/// Magic of a microsecond-resolution capture (draft-ietf-opsawg-pcap §4).
+pub const PCAP_MAGIC_MICROS: u32 = 0xA1B2_C3D4;
+pub const PCAP_VERSION_MAJOR: u16 = 2;
+pub const PCAP_VERSION_MINOR: u16 = 4;
+/// Length of the file header.
+pub const PCAP_FILE_HEADER_LEN: usize = 24;
+/// Length of each packet record header.
+pub const PCAP_RECORD_HEADER_LEN: usize = 16;
+/// Default snapshot length: the one modern libpcap uses, large enough for TSO super-segments.
+pub const DEFAULT_SNAPLEN: u32 = 262_144;
+
+/// Link types from the tcpdump.org LINKTYPE registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LinkType {
+    /// LINKTYPE_ETHERNET: IEEE 802.3 Ethernet frames.
+    Ethernet,
+    /// LINKTYPE_RAW: bare IPv4/IPv6 packets.
+    Raw,
+    /// Any other value, kept when reading a capture.
+    Other(u32),
+}
+
+impl LinkType {
+    pub fn for_medium(medium: Medium) -> Self {
+        match medium {
+            Medium::Ethernet => LinkType::Ethernet,
+            Medium::Ip => LinkType::Raw,
+        }
+    }
+}
+
+impl From<LinkType> for u32 {
+    fn from(l: LinkType) -> u32 {
+        match l {
+            LinkType::Ethernet => 1,
+            LinkType::Raw => 101,
+            LinkType::Other(v) => v,
+        }
+    }
+}
+
+impl From<u32> for LinkType {
+    fn from(v: u32) -> Self {
+        match v {
+            1 => LinkType::Ethernet,
+            101 => LinkType::Raw,
+            other => LinkType::Other(other),
+        }
+    }
+}
+
+/// Which directions a [`PcapWriter`] records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PcapMode {
+    #[default]
+    Both,
+    RxOnly,
+    TxOnly,
+}
+
+/// Serialises the 24-byte file header.
+pub fn file_header(link: LinkType, snaplen: u32) -> [u8; PCAP_FILE_HEADER_LEN] {
+    let mut h = [0u8; PCAP_FILE_HEADER_LEN];
+    h[0..4].copy_from_slice(&PCAP_MAGIC_MICROS.to_le_bytes());
+    h[4..6].copy_from_slice(&PCAP_VERSION_MAJOR.to_le_bytes());
+    h[6..8].copy_from_slice(&PCAP_VERSION_MINOR.to_le_bytes());
+    // thiszone (GMT offset) and sigfigs are always 0 (h[8..16]).
+    h[16..20].copy_from_slice(&snaplen.to_le_bytes());
+    h[20..24].copy_from_slice(&u32::from(link).to_le_bytes());
+    h
+}
+
+/// Serialises one 16-byte record header for a frame of `orig_len` bytes of which `incl_len`
+/// are captured, seen at `at`.
+pub fn record_header(at: Instant, incl_len: u32, orig_len: u32) -> [u8; PCAP_RECORD_HEADER_LEN] {
+    let micros = at.total_micros();
+    // Seconds are 32 bits in the format; a capture starting at epoch 0 has ~136 years.
+    let secs = u32::try_from(micros / 1_000_000).unwrap_or(u32::MAX);
+    let usecs = (micros % 1_000_000) as u32;
+    let mut h = [0u8; PCAP_RECORD_HEADER_LEN];
+    h[0..4].copy_from_slice(&secs.to_le_bytes());
+    h[4..8].copy_from_slice(&usecs.to_le_bytes());
+    h[8..12].copy_from_slice(&incl_len.to_le_bytes());
+    h[12..16].copy_from_slice(&orig_len.to_le_bytes());
+    h
+}
+
+/// A device wrapper that records traffic in pcap format.
+#[derive(Debug)]
+pub struct PcapWriter<D: Device, W: Write> {
+    inner: D,
+    sink: W,
+    mode: PcapMode,
+    snaplen: u32,
+    records: u64,
+    write_errors: u64,
+    last_error: Option<io::Error>,
+}
+
+impl<D: Device, W: Write> PcapWriter<D, W> {
+    /// Wraps `inner`, recording both directions, and writes the file header (link type from
+    /// the device's medium) to `sink`.
+    pub fn new(inner: D, sink: W) -> io::Result<Self> {
+        Self::with_options(inner, sink, PcapMode::Both, DEFAULT_SNAPLEN)
+    }
+
+    /// As [`new`](Self::new) with a direction filter and a snapshot length (frames longer
+    /// than `snaplen` are cut, their original length kept in the record). `snaplen` 0 means
+    /// the default.
+    pub fn with_options(inner: D, mut sink: W, mode: PcapMode, snaplen: u32) -> io::Result<Self> {
+        let snaplen = if snaplen == 0 {
+            DEFAULT_SNAPLEN
+        } else {
+            snaplen
+        };
+        let link = LinkType::for_medium(inner.caps().medium);
+        sink.write_all(&file_header(link, snaplen))?;
+        Ok(PcapWriter {
+            inner,
+            sink,
+            mode,
+            snaplen,
+            records: 0,
+            write_errors: 0,
+            last_error: None,
+        })
+    }
+
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+    pub fn inner_mut(&mut self) -> &mut D {
+        &mut self.inner
+    }
+    pub fn sink(&self) -> &W {
+        &self.sink
+    }
+    /// Unwraps into the device and the sink (flush the sink if it buffers).
+    pub fn into_parts(self) -> (D, W) {
+        (self.inner, self.sink)
+    }
+    /// Records written so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+    /// Records that could not be written. `Device` methods cannot return I/O errors, so a
+    /// failing sink is counted here and the traffic itself is unaffected.
+    pub fn write_errors(&self) -> u64 {
+        self.write_errors
+    }
+    /// The most recent write error, if any (taking it clears it).
+    pub fn take_error(&mut self) -> Option<io::Error> {
+        self.last_error.take()
+    }
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.sink.flush()
+    }
+
+    fn record(&mut self, now: Instant, frame: &[u8]) {
+        let orig = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+        let incl = orig.min(self.snaplen);
+        let header = record_header(now, incl, orig);
+        let body = frame.get(..incl as usize).unwrap_or(frame);
+        let res = self
+            .sink
+            .write_all(&header)
+            .and_then(|()| self.sink.write_all(body));
+        match res {
+            Ok(()) => self.records += 1,
+            Err(e) => {
+                self.write_errors += 1;
+                self.last_error = Some(e);
+            }
+        }
+    }
+}
+
+impl<D: Device, W: Write> Device for PcapWriter<D, W> {
+    fn caps(&self) -> DeviceCaps {
+        self.inner.caps()
+    }
+
+    fn recv_batch(
+        &mut self,
+        now: Instant,
+        pool: &mut Pool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> usize {
+        let first = out.len();
+        let n = self.inner.recv_batch(now, pool, out, max);
+        if self.mode != PcapMode::TxOnly {
+            // Only the frames this call appended; `out` may hold the caller's earlier ones.
+            for f in out.get(first..).unwrap_or(&[]) {
+                self.record(now, f.as_slice());
+            }
+        }
+        n
+    }
+
+    fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
+        // Recorded as handed to the device, before the link may drop or impair them.
+        if self.mode != PcapMode::RxOnly {
+            for f in frames.iter() {
+                self.record(now, f.as_slice());
+            }
+        }
+        self.inner.send_batch(now, pool, frames);
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        self.inner.poll_at()
+    }
+}
+
+/// Why a capture could not be read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PcapError {
+    /// Shorter than the file header or than a record says.
+    Truncated,
+    /// Not a little-endian microsecond libpcap file.
+    BadMagic,
+}
+
+/// One record read back from a capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PcapRecord {
+    pub at: Instant,
+    pub orig_len: u32,
+    pub data: Vec<u8>,
+}
+
+/// Reads a capture written by [`PcapWriter`] (little-endian, microsecond magic): its link type,
+/// snaplen and records. Malformed input is an error, never a panic.
+pub fn read_capture(bytes: &[u8]) -> Result<(LinkType, u32, Vec<PcapRecord>), PcapError> {
+    let header = bytes
+        .get(..PCAP_FILE_HEADER_LEN)
+        .ok_or(PcapError::Truncated)?;
+    if le32(header, 0) != Some(PCAP_MAGIC_MICROS) {
+        return Err(PcapError::BadMagic);
+    }
+    let snaplen = le32(header, 16).ok_or(PcapError::Truncated)?;
+    let link = LinkType::from(le32(header, 20).ok_or(PcapError::Truncated)?);
+    let mut records = Vec::new();
+    let mut rest = &bytes[PCAP_FILE_HEADER_LEN..];
+    while !rest.is_empty() {
+        let h = rest
+            .get(..PCAP_RECORD_HEADER_LEN)
+            .ok_or(PcapError::Truncated)?;
+        let (secs, usecs) = (le32(h, 0), le32(h, 4));
+        let (incl, orig) = (le32(h, 8), le32(h, 12));
+        let (Some(secs), Some(usecs), Some(incl), Some(orig)) = (secs, usecs, incl, orig) else {
+            return Err(PcapError::Truncated);
+        };
+        let body_end = PCAP_RECORD_HEADER_LEN.saturating_add(incl as usize);
+        let data = rest
+            .get(PCAP_RECORD_HEADER_LEN..body_end)
+            .ok_or(PcapError::Truncated)?;
+        records.push(PcapRecord {
+            at: Instant::from_micros(
+                u64::from(secs)
+                    .saturating_mul(1_000_000)
+                    .saturating_add(u64::from(usecs)),
+            ),
+            orig_len: orig,
+            data: data.to_vec(),
+        });
+        rest = &rest[body_end..];
+    }
+    Ok((link, snaplen, records))
+}
+
+fn le32(b: &[u8], at: usize) -> Option<u32> {
+    let s = b.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::phy::pipe::{Pipe, PipeConfig};
+
+    #[test]
+    fn file_header_layout() {
+        let h = file_header(LinkType::Raw, 65_535);
+        assert_eq!(
+            h,
+            [
+                0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 101,
+                0, 0, 0
+            ]
+        );
+        let r = record_header(Instant::from_micros(3_000_042), 60, 1514);
+        assert_eq!(r, [3, 0, 0, 0, 42, 0, 0, 0, 60, 0, 0, 0, 0xea, 5, 0, 0]);
+    }
+
+    #[test]
+    fn reader_rejects_malformed_input_without_panicking() {
+        assert_eq!(read_capture(&[]), Err(PcapError::Truncated));
+        assert_eq!(read_capture(&[0u8; 24]), Err(PcapError::BadMagic));
+        let mut f = file_header(LinkType::Ethernet, 100).to_vec();
+        assert_eq!(read_capture(&f).map(|c| c.2.len()), Ok(0));
+        f.extend_from_slice(&record_header(Instant::ZERO, 10, 10));
+        f.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(read_capture(&f), Err(PcapError::Truncated));
+        let mut g = file_header(LinkType::Ethernet, 100).to_vec();
+        g.extend_from_slice(&record_header(Instant::ZERO, u32::MAX, 1)[..16]);
+        assert_eq!(read_capture(&g), Err(PcapError::Truncated));
+        g.truncate(30);
+        assert_eq!(read_capture(&g), Err(PcapError::Truncated));
+    }
+
+    fn frames(lens: &[usize]) -> Vec<PacketBuf> {
+        lens.iter()
+            .enumerate()
+            .map(|(i, &n)| PacketBuf::from_slice(&vec![i as u8 + 1; n]))
+            .collect()
+    }
+
+    #[test]
+    fn capture_round_trips_both_directions() {
+        let (a, b) = Pipe::new(PipeConfig::default().delay(crate::time::Duration::from_millis(1)));
+        let mut a = PcapWriter::new(a, Vec::new()).unwrap();
+        let mut b = PcapWriter::new(b, Vec::new()).unwrap();
+        let mut pool = Pool::new(64, 8);
+        let t1 = Instant::from_micros(1_500_000);
+        a.send_batch(t1, &mut pool, &mut frames(&[60, 1514, 42]));
+        // The caller's `out` already holds a frame: it must not be recorded again.
+        let mut out = frames(&[99]);
+        let t2 = Instant::from_micros(2_000_001);
+        assert_eq!(b.recv_batch(t2, &mut pool, &mut out, 8), 3);
+        b.send_batch(t2, &mut pool, &mut frames(&[54]));
+        assert_eq!(a.poll_at(), Some(Instant::from_micros(2_001_001)));
+
+        let (link, snaplen, tx) = read_capture(a.sink()).unwrap();
+        assert_eq!((link, snaplen), (LinkType::Ethernet, DEFAULT_SNAPLEN));
+        assert_eq!(tx.len(), 3);
+        for (r, (i, len)) in tx.iter().zip([60usize, 1514, 42].into_iter().enumerate()) {
+            assert_eq!(r.at, t1);
+            assert_eq!(r.orig_len as usize, len);
+            assert_eq!(r.data, vec![i as u8 + 1; len]);
+        }
+        let (_, _, rx) = read_capture(b.sink()).unwrap();
+        assert_eq!(rx.len(), 4);
+        assert!(rx[..3].iter().all(|r| r.at == t2));
+        assert_eq!(
+            rx.iter().map(|r| r.data.len()).collect::<Vec<_>>(),
+            [60, 1514, 42, 54]
+        );
+        assert_eq!((a.records(), b.records(), b.write_errors()), (3, 4, 0));
+        let (_dev, bytes) = a.into_parts();
+        assert_eq!(bytes.len(), 24 + 3 * 16 + 60 + 1514 + 42);
+    }
+
+    #[test]
+    fn raw_link_type_snaplen_and_direction_filter() {
+        let (a, b) = Pipe::new(PipeConfig::default().medium(Medium::Ip));
+        let mut a = PcapWriter::with_options(a, Vec::new(), PcapMode::RxOnly, 100).unwrap();
+        let mut b = PcapWriter::with_options(b, Vec::new(), PcapMode::TxOnly, 0).unwrap();
+        let mut pool = Pool::new(64, 8);
+        a.send_batch(Instant::ZERO, &mut pool, &mut frames(&[300]));
+        let mut out = Vec::new();
+        b.recv_batch(Instant::ZERO, &mut pool, &mut out, 8);
+        b.send_batch(Instant::ZERO, &mut pool, &mut frames(&[300]));
+        a.recv_batch(Instant::ZERO, &mut pool, &mut out, 8);
+        assert_eq!(out.len(), 2);
+
+        let (link, snaplen, recs) = read_capture(a.sink()).unwrap();
+        assert_eq!((link, snaplen, recs.len()), (LinkType::Raw, 100, 1));
+        assert_eq!((recs[0].orig_len, recs[0].data.len()), (300, 100));
+        let (_, snaplen, recs) = read_capture(b.sink()).unwrap();
+        assert_eq!(
+            (snaplen, recs.len(), recs[0].data.len()),
+            (DEFAULT_SNAPLEN, 1, 300)
+        );
+    }
+
+    struct FailingSink;
+    impl Write for FailingSink {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::Error::other("disk full"))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn failing_sink_is_an_error_not_a_panic() {
+        let (a, _b) = Pipe::new(PipeConfig::default());
+        assert!(PcapWriter::new(a, FailingSink).is_err());
+    }
+
+    #[test]
+    fn write_errors_are_counted_and_traffic_still_flows() {
+        /// Accepts the file header, then fails.
+        struct OneShot(bool);
+        impl Write for OneShot {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                if std::mem::replace(&mut self.0, false) {
+                    Ok(b.len())
+                } else {
+                    Err(io::Error::other("gone"))
+                }
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let (a, mut b) = Pipe::new(PipeConfig::default());
+        let mut w = PcapWriter::new(a, OneShot(true)).unwrap();
+        let mut pool = Pool::new(64, 8);
+        w.send_batch(
+            Instant::ZERO,
+            &mut pool,
+            &mut vec![PacketBuf::from_slice(&[7; 60])],
+        );
+        assert_eq!((w.records(), w.write_errors()), (0, 1));
+        assert!(w.take_error().is_some());
+        let mut out = Vec::new();
+        assert_eq!(b.recv_batch(Instant::ZERO, &mut pool, &mut out, 8), 1);
+    }
+}

@@ -1,0 +1,372 @@
+//! A blocking runtime: one thread drives a [`Stack`] and its device; application threads use
+//! `std::io::Read + Write` streams and an `accept()`-ing listener on it.
+//!
+//! Concurrency design: the stack and device live behind one mutex. The driver thread polls the
+//! stack, then sleeps on a condition variable until the stack's next deadline (`poll_at`), an
+//! application call that changed something ("kick"), or `idle_wait` elapses — the bound exists
+//! because a device such as an in-memory pipe has no file descriptor to wait on. Application
+//! calls that cannot complete wait on the same condition variable, which the driver signals after
+//! every poll that did work; they never spin.
+
+use super::{io_error, TcpListener as NbListener, TcpStream as NbStream};
+use crate::iface::Stack;
+use crate::phy::Device;
+use crate::tcp;
+use crate::time::Instant;
+use std::io;
+use std::net::SocketAddrV4;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration as StdDuration;
+
+struct Inner {
+    stack: Stack,
+    device: Box<dyn Device + Send>,
+    stop: bool,
+    kick: bool,
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    cond: Condvar,
+    epoch: std::time::Instant,
+    idle_wait: StdDuration,
+}
+
+impl Shared {
+    fn now(&self) -> Instant {
+        Instant::from_micros(u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves the stack in an unknown state; the other users
+        // still get the data rather than a second panic.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `op` against the stack until it stops returning `WouldBlock`, waiting (not
+    /// spinning) in between, for at most `timeout`.
+    fn wait_for<T>(
+        &self,
+        timeout: Option<StdDuration>,
+        mut op: impl FnMut(&mut Stack, Instant) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        let mut g = self.lock();
+        loop {
+            let now = self.now();
+            match op(&mut g.stack, now) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                other => {
+                    g.kick = true;
+                    self.cond.notify_all();
+                    return other;
+                }
+            }
+            if g.stop {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "runtime stopped",
+                ));
+            }
+            g.kick = true;
+            self.cond.notify_all();
+            let wait = match deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "operation timed out",
+                        ));
+                    }
+                    left.min(StdDuration::from_millis(50))
+                }
+                None => StdDuration::from_millis(50),
+            };
+            g = self
+                .cond
+                .wait_timeout(g, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+/// A thread driving one stack over one device.
+pub struct Runtime {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Runtime {
+    /// Starts the driver thread. `idle_wait` bounds how long the driver sleeps when the device
+    /// cannot wake it (1 ms is a good default for in-memory links).
+    pub fn start(
+        stack: Stack,
+        device: Box<dyn Device + Send>,
+        idle_wait: StdDuration,
+    ) -> io::Result<Runtime> {
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                stack,
+                device,
+                stop: false,
+                kick: false,
+            }),
+            cond: Condvar::new(),
+            epoch: std::time::Instant::now(),
+            idle_wait,
+        });
+        let s = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("netfold-driver".into())
+            .spawn(move || drive(&s))?;
+        Ok(Runtime {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Runs `f` with the stack locked (for counters, configuration, or non-blocking calls).
+    pub fn with_stack<T>(&self, f: impl FnOnce(&mut Stack) -> T) -> T {
+        let mut g = self.shared.lock();
+        let r = f(&mut g.stack);
+        g.kick = true;
+        self.shared.cond.notify_all();
+        r
+    }
+
+    /// The runtime's current time (microseconds since it started).
+    pub fn now(&self) -> Instant {
+        self.shared.now()
+    }
+
+    /// Listens on `local` (0.0.0.0 = the stack's address).
+    pub fn listen(
+        &self,
+        local: SocketAddrV4,
+        backlog: usize,
+        config: tcp::Config,
+    ) -> io::Result<TcpListener> {
+        let l = self.with_stack(|s| NbListener::bind(s, local, backlog, config))?;
+        Ok(TcpListener {
+            shared: Arc::clone(&self.shared),
+            inner: l,
+        })
+    }
+
+    /// Connects to `remote`, blocking until established, refused or timed out (`timeout`).
+    pub fn connect(
+        &self,
+        remote: SocketAddrV4,
+        config: tcp::Config,
+        timeout: Option<StdDuration>,
+    ) -> io::Result<TcpStream> {
+        let now = self.now();
+        let s = self.with_stack(|st| NbStream::connect(st, now, remote, config))?;
+        let r = self
+            .shared
+            .wait_for(timeout, |st, _| match s.is_connected(st)? {
+                true => Ok(()),
+                false => Err(io::ErrorKind::WouldBlock.into()),
+            });
+        if let Err(e) = r {
+            self.with_stack(|st| {
+                let _ = s.abort(st);
+            });
+            return Err(e);
+        }
+        Ok(TcpStream {
+            shared: Arc::clone(&self.shared),
+            inner: Some(s),
+            read_timeout: None,
+            write_timeout: None,
+        })
+    }
+
+    /// Stops the driver thread and returns the stack (e.g. to read its counters).
+    pub fn shutdown(mut self) -> Stack {
+        self.stop_thread();
+        let shared = Arc::clone(&self.shared);
+        drop(self);
+        let mut g = shared.lock();
+        std::mem::replace(&mut g.stack, Stack::new(Default::default()))
+    }
+
+    fn stop_thread(&mut self) {
+        {
+            let mut g = self.shared.lock();
+            g.stop = true;
+            self.shared.cond.notify_all();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}
+
+fn drive(shared: &Shared) {
+    let mut g = shared.lock();
+    while !g.stop {
+        let now = shared.now();
+        let inner = &mut *g;
+        let worked = inner.stack.poll(now, inner.device.as_mut());
+        g.kick = false;
+        if worked {
+            shared.cond.notify_all();
+            // Let application threads in before polling again.
+            drop(g);
+            std::thread::yield_now();
+            g = shared.lock();
+            continue;
+        }
+        let mut wait = shared.idle_wait;
+        let next = [g.stack.poll_at(now), g.device.poll_at()]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Some(at) = next {
+            wait = wait.min((at - now).into());
+        }
+        if wait.is_zero() {
+            continue;
+        }
+        let (ng, _) = shared
+            .cond
+            .wait_timeout_while(g, wait, |i| !i.kick && !i.stop)
+            .unwrap_or_else(|p| p.into_inner());
+        g = ng;
+    }
+}
+
+/// A blocking listener.
+pub struct TcpListener {
+    shared: Arc<Shared>,
+    inner: NbListener,
+}
+
+impl TcpListener {
+    /// Waits for the next connection.
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddrV4)> {
+        let (s, peer) = self.shared.wait_for(None, |st, _| self.inner.accept(st))?;
+        Ok((
+            TcpStream {
+                shared: Arc::clone(&self.shared),
+                inner: Some(s),
+                read_timeout: None,
+                write_timeout: None,
+            },
+            peer,
+        ))
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+        let g = self.shared.lock();
+        self.inner.local_addr(&g.stack)
+    }
+}
+
+impl Drop for TcpListener {
+    fn drop(&mut self) {
+        let mut g = self.shared.lock();
+        let _ = self.inner.close(&mut g.stack);
+        g.kick = true;
+        self.shared.cond.notify_all();
+    }
+}
+
+/// A blocking TCP connection. Dropping it closes it (FIN), like `std::net::TcpStream`.
+pub struct TcpStream {
+    shared: Arc<Shared>,
+    inner: Option<NbStream>,
+    read_timeout: Option<StdDuration>,
+    write_timeout: Option<StdDuration>,
+}
+
+impl TcpStream {
+    fn sock(&self) -> io::Result<NbStream> {
+        self.inner
+            .ok_or_else(|| io_error(tcp::Error::InvalidHandle))
+    }
+
+    pub fn set_read_timeout(&mut self, t: Option<StdDuration>) {
+        self.read_timeout = t;
+    }
+    pub fn set_write_timeout(&mut self, t: Option<StdDuration>) {
+        self.write_timeout = t;
+    }
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        let s = self.sock()?;
+        let mut g = self.shared.lock();
+        s.set_nodelay(&mut g.stack, nodelay)
+    }
+    pub fn peer_addr(&self) -> io::Result<SocketAddrV4> {
+        let s = self.sock()?;
+        let g = self.shared.lock();
+        s.peer_addr(&g.stack)
+    }
+    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+        let s = self.sock()?;
+        let g = self.shared.lock();
+        s.local_addr(&g.stack)
+    }
+    /// shutdown(SHUT_WR).
+    pub fn shutdown_write(&self) -> io::Result<()> {
+        let s = self.sock()?;
+        self.shared.wait_for(None, |st, _| s.shutdown_write(st))
+    }
+    /// Waits until every byte written has been acknowledged by the peer.
+    pub fn flush_acked(&self, timeout: Option<StdDuration>) -> io::Result<()> {
+        let s = self.sock()?;
+        self.shared.wait_for(timeout, |st, _| {
+            match st.tcp().send_queue(s.handle()).map_err(io_error)? {
+                0 => Ok(()),
+                _ => Err(io::ErrorKind::WouldBlock.into()),
+            }
+        })
+    }
+}
+
+impl io::Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let s = self.sock()?;
+        self.shared
+            .wait_for(self.read_timeout, |st, _| s.read(st, buf))
+    }
+}
+
+impl io::Write for TcpStream {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let s = self.sock()?;
+        self.shared
+            .wait_for(self.write_timeout, |st, _| s.write(st, data))
+    }
+    /// Data is handed to the stack by `write`; there is no user-space buffer to flush.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for TcpStream {
+    fn drop(&mut self) {
+        if let Some(s) = self.inner.take() {
+            let mut g = self.shared.lock();
+            let _ = s.close(&mut g.stack);
+            g.kick = true;
+            self.shared.cond.notify_all();
+        }
+    }
+}
