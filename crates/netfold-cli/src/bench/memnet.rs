@@ -86,7 +86,10 @@ fn step<N: MemNet>(net: &mut N, progressed: bool, prog: &mut Progress) -> Result
         None => {
             if prog.last.elapsed() > Duration::from_secs(5) {
                 let d = serde_json::Value::Object(net.details());
-                return Err(format!("both stacks idle with nothing scheduled: the test cannot finish; state: {d}").into());
+                return Err(format!(
+                    "both stacks idle with nothing scheduled: the test cannot finish; state: {d}"
+                )
+                .into());
             }
         }
     }

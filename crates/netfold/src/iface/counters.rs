@@ -8,6 +8,14 @@ use core::fmt;
 /// All counters of one stack; plain fields so callers can diff snapshots.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
+    // Batching (seed 000 §4.2): frames per batch = frames_in / rx_batches.
+    /// Calls to `Stack::poll`.
+    pub polls: u64,
+    /// `recv_batch` calls that returned at least one frame.
+    pub rx_batches: u64,
+    /// `send_batch` calls (each with at least one frame).
+    pub tx_batches: u64,
+
     // Link layer.
     pub frames_in: u64,
     pub frames_out: u64,
@@ -96,6 +104,14 @@ impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = &self.tcp;
         let rows: &[(&str, &[(&str, u64)])] = &[
+            (
+                "batch",
+                &[
+                    ("polls", self.polls),
+                    ("rx_batches", self.rx_batches),
+                    ("tx_batches", self.tx_batches),
+                ],
+            ),
             (
                 "link",
                 &[

@@ -285,6 +285,8 @@ impl Stack {
         let mut rx = core::mem::take(&mut self.rx);
         dev.recv_batch(now, &mut self.eg.pool, &mut rx, burst);
         let mut did = !rx.is_empty();
+        self.eg.c.polls += 1;
+        self.eg.c.rx_batches += u64::from(did);
         for buf in rx.drain(..) {
             self.receive_frame(now, buf.as_slice());
             self.eg.pool.put(buf);
@@ -303,6 +305,7 @@ impl Stack {
             stopped |= self.flush_udp(now);
             if !self.eg.tx.is_empty() {
                 did = true;
+                self.eg.c.tx_batches += 1;
                 dev.send_batch(now, &mut self.eg.pool, &mut self.eg.tx);
                 self.eg.tx.clear();
             }
