@@ -148,7 +148,7 @@ impl Egress {
             (dst, Some(EthernetAddress::BROADCAST))
         } else {
             match self.next_hop(dst) {
-                Some(hop) => (hop, self.neigh.lookup(now, hop)),
+                Some(hop) => (hop, self.neigh.lookup_hot(now, hop)),
                 None => {
                     self.c.no_route += 1;
                     self.pool.put(buf);
