@@ -6,7 +6,7 @@
 //! (TCP segments, UDP datagrams, ARP, ICMP) into one batch and gives it to the device. Packet
 //! buffers come from, and go back to, one [`Pool`] owned by the stack; the receive and transmit
 //! vectors are reused, so steady-state traffic makes no per-packet heap allocation (UDP
-//! delivery aside, which takes pooled buffers too).
+//! datagrams are queued in pooled buffers too).
 //!
 //! Decisions worth knowing:
 //! - Fragments: reassembled when `StackConfig::frag_reassembly` (bounded, 30 s timeout,
@@ -14,7 +14,11 @@
 //!   fragment on transmit (DF set, RFC 1191 path MTU discovery); TCP segments are cut at the
 //!   MTU instead (software GSO), oversized UDP/ICMP is refused.
 //! - ARP: RFC 826 merge rule, one request per second per address, bounded pending queue.
-//! - No VLANs, no multicast, no forwarding, no IP options on transmit.
+//! - No VLANs, no multicast, no forwarding, no loopback to our own address, no IP options on
+//!   transmit, no GRO yet (the TCP contract has no way to say "this segment is N merged ones").
+//! - Checksums follow the device's `ChecksumCaps`; on transmit the TCP and UDP payload sums are
+//!   taken while the payload is copied into the packet buffer, on UDP receive while it is copied
+//!   into the socket queue.
 
 pub mod counters;
 mod egress;
@@ -370,8 +374,8 @@ impl Stack {
 
     // ---- UDP ----
 
-    /// Binds a UDP socket. Port 0 picks an ephemeral port; the address must be ours, the
-    /// unspecified address (any), or... nothing else.
+    /// Binds a UDP socket. Port 0 picks an ephemeral port (49152..=65535, RFC 6335 §6). The
+    /// address must be ours or unspecified (any); a wildcard socket also receives broadcasts.
     pub fn udp_bind(&mut self, local: SocketAddrV4) -> Result<UdpHandle, UdpError> {
         if !local.ip().is_unspecified() && *local.ip() != self.eg.addr {
             return Err(UdpError::AddrNotAvailable);
