@@ -3,6 +3,7 @@
 //! RFC 768 "Fields": the length counts header and data and is at least 8; the checksum covers
 //! the IPv4 pseudo-header, header and data, and a transmitted 0 means "no checksum". A computed
 //! checksum of 0 is therefore sent as all ones (0xffff).
+#![warn(missing_docs)]
 
 use super::checksum;
 use super::tcp::PseudoHeader;
@@ -188,7 +189,9 @@ fn nonzero(csum: u16) -> u16 {
 /// A parsed UDP header. The data is `packet.payload()`; the length is implied by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct UdpRepr {
+    /// Source port (0 = none, RFC 768).
     pub src_port: u16,
+    /// Destination port.
     pub dst_port: u16,
 }
 
