@@ -3,6 +3,22 @@
 //!
 //! The `Repr` types below are the contract between the wire format and the TCP engine
 //! (`crate::tcp`), which consumes and produces `TcpRepr` values without touching bytes.
+//!
+//! ```
+//! use netfold::wire::tcp::{PseudoHeader, TcpFlags, TcpPacket, TcpRepr};
+//! use netfold::wire::Ipv4Addr;
+//!
+//! let ph = PseudoHeader { src: Ipv4Addr::new(198, 18, 0, 1), dst: Ipv4Addr::new(198, 18, 0, 2) };
+//! let mut repr = TcpRepr { src_port: 40000, dst_port: 5201, ..TcpRepr::default() };
+//! repr.flags = TcpFlags(TcpFlags::SYN);
+//! repr.options.mss = Some(1460);
+//!
+//! let mut buf = [0u8; 64];
+//! let len = repr.emit_with_checksum(&mut buf, b"", &ph).unwrap();
+//! let packet = TcpPacket::new_checked(&buf[..len]).unwrap();
+//! assert_eq!(TcpRepr::parse(&packet, &ph, true), Ok(repr));
+//! assert!(packet.payload().is_empty());
+//! ```
 #![warn(missing_docs)]
 
 use super::Ipv4Addr;
