@@ -343,6 +343,25 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         // Summing a segment together with its correct checksum gives all ones (RFC 1071 §1).
         sum == 0xffff
     }
+
+    /// Like [`TcpPacket::verify_checksum`], but the payload's folded sum is supplied by the
+    /// caller, who computed it while copying the payload out (`mem::copy_with_checksum`), so
+    /// the payload is read once (DESIGN: checksum where the data is touched anyway). Only the
+    /// header is summed here; it is a multiple of 4 bytes long, so the payload sum starts on an
+    /// even offset and adds in directly (RFC 1071 §2(B)).
+    pub fn verify_checksum_with_payload_sum(&self, ph: &PseudoHeader, payload_sum: u16) -> bool {
+        let data = self.buffer.as_ref();
+        let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        let header = &data[..self.header_end()];
+        let sum = checksum::combine(
+            checksum::combine(
+                checksum::pseudo_header(ph.src, ph.dst, PROTO_TCP, len),
+                mem::checksum(header),
+            ),
+            payload_sum,
+        );
+        sum == 0xffff
+    }
 }
 
 impl<'a, T: AsRef<[u8]> + ?Sized> TcpPacket<&'a T> {
@@ -1184,9 +1203,12 @@ mod tests {
             .emit_with_payload_sum(&mut header, payload.len(), mem::checksum(&payload), &PH)
             .unwrap();
         assert_eq!(&header[..], &whole[..n]);
-        assert!(TcpPacket::new_checked(&whole[..])
-            .unwrap()
-            .verify_checksum(&PH));
+        let packet = TcpPacket::new_checked(&whole[..]).unwrap();
+        assert!(packet.verify_checksum(&PH));
+        let mut copy = vec![0u8; payload.len()];
+        let copied_sum = mem::copy_with_checksum(&mut copy, packet.payload());
+        assert!(packet.verify_checksum_with_payload_sum(&PH, copied_sum));
+        assert!(!packet.verify_checksum_with_payload_sum(&PH, copied_sum ^ 1));
         // Too small a buffer is an error, not a panic.
         assert_eq!(
             repr.emit_with_checksum(&mut whole[..50], &payload, &PH),
