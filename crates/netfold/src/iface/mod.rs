@@ -19,6 +19,7 @@
 //! - Checksums follow the device's `ChecksumCaps`; on transmit the TCP and UDP payload sums are
 //!   taken while the payload is copied into the packet buffer, on UDP receive while it is copied
 //!   into the socket queue.
+#![warn(missing_docs)]
 
 pub mod counters;
 mod egress;
@@ -57,9 +58,13 @@ const TX_ROUNDS: usize = 4;
 pub struct StackConfig {
     /// The medium to assume until the device reports its own in `poll`.
     pub medium: Medium,
+    /// Our MAC address (Ethernet medium).
     pub mac: EthernetAddress,
+    /// Our IPv4 address.
     pub addr: Ipv4Addr,
+    /// Subnet prefix length; in-subnet destinations are reached directly.
     pub prefix_len: u8,
+    /// Next hop for everything off-subnet.
     pub gateway: Option<Ipv4Addr>,
     /// IP MTU (the device's, if smaller, wins).
     pub mtu: usize,
@@ -75,8 +80,11 @@ pub struct StackConfig {
     pub arp_max_retries: u32,
     /// Reassemble fragments (`true`) or drop them, counted (`false`).
     pub frag_reassembly: bool,
+    /// Datagrams in reassembly at once.
     pub frag_max_datagrams: usize,
+    /// Bytes held by reassembly in total.
     pub frag_max_bytes: usize,
+    /// Reassembly timeout from the first fragment (RFC 791; Linux uses 30 s).
     pub frag_timeout: Duration,
     /// TTL of packets we originate (RFC 1700 / Linux default 64).
     pub ttl: u8,
@@ -84,9 +92,11 @@ pub struct StackConfig {
     pub tx_queue_limit: usize,
     /// Datagrams queued per UDP socket, per direction.
     pub udp_queue_limit: usize,
+    /// UDP sockets at most.
     pub udp_max_sockets: usize,
     /// ICMP error rate limit: a bucket of `icmp_error_burst` tokens, one refilled per interval.
     pub icmp_error_burst: u32,
+    /// Refill interval of the ICMP error bucket.
     pub icmp_error_interval: Duration,
     /// Idle packet buffers the pool keeps.
     pub pool_buffers: usize,
@@ -124,8 +134,11 @@ impl Default for StackConfig {
 /// A received ICMP echo reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EchoReply {
+    /// Who answered.
     pub from: Ipv4Addr,
+    /// Identifier of the request answered.
     pub ident: u16,
+    /// Sequence number of the request answered.
     pub seq_no: u16,
     /// Bytes of echo data.
     pub len: usize,
@@ -179,6 +192,7 @@ pub struct Stack {
 }
 
 impl Stack {
+    /// A stack with `config`; the device's capabilities are applied at each poll.
     pub fn new(config: StackConfig) -> Stack {
         // An IPv4 packet is at most 64 KiB and at least 68 bytes must pass (RFC 791 §3.2).
         let mtu = config.mtu.clamp(68, 65535);
@@ -231,12 +245,15 @@ impl Stack {
         }
     }
 
+    /// The configuration given to `new`.
     pub fn config(&self) -> &StackConfig {
         &self.config
     }
+    /// The TCP layer (connections, listeners, statistics).
     pub fn tcp(&self) -> &TcpLayer {
         &self.tcp
     }
+    /// The TCP layer, for connect/listen/send/recv.
     pub fn tcp_mut(&mut self) -> &mut TcpLayer {
         &mut self.tcp
     }

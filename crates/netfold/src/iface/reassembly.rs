@@ -49,6 +49,7 @@ pub enum FragOutcome {
 }
 
 #[derive(Debug)]
+/// Fragments of datagrams in progress, with their limits.
 pub struct Reassembler {
     slots: Vec<Datagram>,
     spare: Vec<Vec<u8>>,
@@ -58,6 +59,7 @@ pub struct Reassembler {
 }
 
 impl Reassembler {
+    /// A reassembler with the given limits.
     pub fn new(max_datagrams: usize, max_bytes: usize, timeout: Duration) -> Self {
         Reassembler {
             slots: Vec::with_capacity(max_datagrams.min(64)),
@@ -174,10 +176,12 @@ impl Reassembler {
         n
     }
 
+    /// Earliest reassembly timeout.
     pub fn poll_at(&self) -> Option<Instant> {
         self.slots.iter().map(|d| d.deadline).min()
     }
 
+    /// Datagrams being reassembled.
     pub fn in_progress(&self) -> usize {
         self.slots.len()
     }
