@@ -288,19 +288,19 @@ impl Stack {
         self.eg.neigh.pending_len()
     }
 
-    fn apply_caps(&mut self, dev: &dyn Device) {
+    fn apply_caps(&mut self, dev: &dyn Device) -> crate::phy::DeviceCaps {
         let caps = dev.caps();
         self.eg.medium = caps.medium;
         self.eg.mtu = self.config.mtu.min(caps.mtu).clamp(68, 65535);
         self.eg.csum_tx = caps.checksum.tx;
         self.eg.tso = caps.tso;
         self.csum_rx = caps.checksum.rx;
+        caps
     }
 
     /// One round of work; returns whether anything was received or sent.
     pub fn poll(&mut self, now: Instant, dev: &mut dyn Device) -> bool {
-        self.apply_caps(dev);
-        let burst = dev.caps().max_burst.max(1);
+        let burst = self.apply_caps(dev).max_burst.max(1);
         self.timers(now);
 
         let mut rx = core::mem::take(&mut self.rx);
