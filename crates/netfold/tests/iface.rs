@@ -1234,3 +1234,85 @@ fn mutated_frames_reach_deep_and_never_panic() {
     // Something got through every layer.
     assert!(c.arp_replies_out > 0 && c.icmp_out > 0 && c.udp_in > 0 && c.tcp.segments_in > 0);
 }
+
+#[test]
+fn smoltcp_client_sends_to_netfold_listener() {
+    use netfold::tcp::Config;
+    use smoltcp::socket::tcp as stcp;
+    let wire = Rc::new(RefCell::new(Wire::default()));
+    let mut da = End {
+        wire: wire.clone(),
+        side: 0,
+        caps: DeviceCaps::default(),
+    };
+    let mut db = smol::SEnd {
+        wire: wire.clone(),
+        side: 1,
+    };
+    let mut a = Stack::new(config(Medium::Ethernet, MAC_A, IP_A));
+    let l = a
+        .tcp_mut()
+        .listen(SocketAddrV4::new(IP_A, 5001), 4, Config::default())
+        .unwrap();
+    let mut b = smol::iface(&mut db);
+    let mut sockets = smol::sockets();
+    let mut cs = stcp::Socket::new(
+        stcp::SocketBuffer::new(vec![0u8; 65536]),
+        stcp::SocketBuffer::new(vec![0u8; 65536]),
+    );
+    cs.connect(b.context(), (IP_A, 5001), 40000).unwrap();
+    let h = sockets.add(cs);
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
+    let (mut sent, mut got) = (0usize, Vec::new());
+    let mut conn = None;
+    let mut now = Instant::ZERO;
+    let mut buf = vec![0u8; 65536];
+    while got.len() < data.len() {
+        assert!(
+            now < Instant::from_secs(60),
+            "stalled at {} bytes",
+            got.len()
+        );
+        let snow = smoltcp::time::Instant::from_micros(now.total_micros() as i64);
+        {
+            let s = sockets.get_mut::<stcp::Socket>(h);
+            if s.can_send() && sent < data.len() {
+                sent += s.send_slice(&data[sent..]).unwrap();
+            }
+        }
+        b.poll(snow, &mut db, &mut sockets);
+        let x = a.poll(now, &mut da);
+        if conn.is_none() {
+            conn = a.tcp_mut().accept(l).ok();
+        }
+        if let Some(c) = conn {
+            while let Ok(k) = a.tcp_mut().recv(c, &mut buf) {
+                if k == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..k]);
+            }
+        }
+        if !x && wire.borrow().queues.iter().all(|q| q.is_empty()) {
+            let t = [
+                a.poll_at(now),
+                b.poll_delay(snow, &sockets)
+                    .map(|d| now + Duration::from_micros(d.total_micros())),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(now + Duration::from_millis(1));
+            now = t.max(now + Duration::from_micros(1));
+        }
+    }
+    assert!(got == data, "stream corrupted");
+    let c = a.counters();
+    assert_eq!(
+        c.tcp_bad_checksum + c.tcp_malformed + c.ipv4_bad_checksum,
+        0
+    );
+    // We learned smoltcp's MAC from its ARP request (RFC 826: we were the target).
+    assert_eq!(a.neighbor(now, IP_B), Some(MAC_B));
+    assert_eq!(c.arp_requests_out, 0);
+}
