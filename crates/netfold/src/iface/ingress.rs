@@ -134,9 +134,10 @@ impl Stack {
         let src_bcast = self.eg.is_broadcast(ip.src);
         let bcast = self.eg.is_broadcast(ip.dst);
         let c = &mut self.eg.c;
-        // RFC 1122 §3.2.1.3: discard datagrams whose source is broadcast or multicast; one with
-        // our own source address is a reflection or a spoof.
-        if src_bcast || ip.src.is_multicast() || ip.src == self.eg.addr {
+        // RFC 1122 §3.2.1.3: discard datagrams whose source is broadcast or multicast, or in
+        // 127/8 ("MUST NOT appear outside a host"); one with our own source address is a
+        // reflection or a spoof.
+        if src_bcast || ip.src.is_multicast() || ip.src.is_loopback() || ip.src == self.eg.addr {
             c.ipv4_bad_src += 1;
             return;
         }
