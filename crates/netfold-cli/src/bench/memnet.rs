@@ -67,6 +67,29 @@ impl Progress {
     }
 }
 
+/// Time as the protocol experienced it: wall time plus any idle time the clock skipped. Rates
+/// are computed from this, so a run that waited on retransmission timers is not flattered by
+/// the fast-forward (for clean runs the two are the same).
+struct RunTime {
+    wall: WallInstant,
+    skipped0: f64,
+}
+
+impl RunTime {
+    fn start<N: MemNet>(net: &mut N) -> Self {
+        RunTime {
+            wall: WallInstant::now(),
+            skipped0: net.clock().skipped_s(),
+        }
+    }
+    fn secs<N: MemNet>(&self, net: &mut N) -> f64 {
+        self.wall.elapsed().as_secs_f64() + (net.clock().skipped_s() - self.skipped0)
+    }
+    fn past<N: MemNet>(&self, net: &mut N, d: Option<Duration>) -> bool {
+        d.is_some_and(|d| self.secs(net) >= d.as_secs_f64())
+    }
+}
+
 /// Polls once; when neither stack worked, fast-forwards the clock to the next deadline. Errors
 /// out when the run is stuck.
 fn step<N: MemNet>(net: &mut N, progressed: bool, prog: &mut Progress) -> Result<(), BoxErr> {
@@ -145,12 +168,12 @@ fn bulk<N: MemNet>(
     let deadline = p.duration.map(Duration::from_secs_f64);
     let total = p.bytes;
     let cpu0 = super::affinity::thread_cpu_seconds();
-    let start = WallInstant::now();
+    let start = RunTime::start(net);
     let (mut sent, mut received) = (0u64, 0u64);
     let mut fin = false;
     let mut prog = Progress::new();
     loop {
-        let time_up = deadline.is_some_and(|d| start.elapsed() >= d);
+        let time_up = start.past(net, deadline);
         let limit = if time_up {
             sent
         } else {
@@ -188,7 +211,7 @@ fn bulk<N: MemNet>(
         }
         step(net, moved, &mut prog)?;
     }
-    let elapsed = start.elapsed().as_secs_f64();
+    let elapsed = start.secs(net);
     let cpu_s = super::affinity::thread_cpu_seconds() - cpu0;
     net.close(c)?;
     net.close(s)?;
@@ -257,15 +280,15 @@ fn rr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, BoxE
     let deadline = p.duration.map(Duration::from_secs_f64);
     let limit = p.transactions.unwrap_or(u64::MAX);
     let cpu0 = super::affinity::thread_cpu_seconds();
-    let start = WallInstant::now();
+    let start = RunTime::start(net);
     let mut n = 0u64;
     let mut prog = Progress::new();
-    while n < limit && deadline.is_none_or(|d| start.elapsed() < d) {
+    while n < limit && !start.past(net, deadline) {
         exchange(net, c, &req, s, req.len(), &mut buf, &mut prog)?;
         exchange(net, s, &resp, c, resp.len(), &mut buf, &mut prog)?;
         n += 1;
     }
-    let elapsed = start.elapsed().as_secs_f64();
+    let elapsed = start.secs(net);
     let cpu_s = super::affinity::thread_cpu_seconds() - cpu0;
     net.close(c)?;
     net.close(s)?;
@@ -288,10 +311,10 @@ fn crr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, Box
     let deadline = p.duration.map(Duration::from_secs_f64);
     let limit = p.transactions.unwrap_or(u64::MAX);
     let cpu0 = super::affinity::thread_cpu_seconds();
-    let start = WallInstant::now();
+    let start = RunTime::start(net);
     let mut n = 0u64;
     let mut prog = Progress::new();
-    while n < limit && deadline.is_none_or(|d| start.elapsed() < d) {
+    while n < limit && !start.past(net, deadline) {
         let (c, s) = handshake(net, port)?;
         exchange(net, c, &req, s, req.len(), &mut buf, &mut prog)?;
         exchange(net, s, &resp, c, resp.len(), &mut buf, &mut prog)?;
@@ -309,7 +332,7 @@ fn crr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, Box
         net.reap();
         n += 1;
     }
-    let elapsed = start.elapsed().as_secs_f64();
+    let elapsed = start.secs(net);
     let cpu_s = super::affinity::thread_cpu_seconds() - cpu0;
     let mut details = net.details();
     details.insert("clock_skipped_s".into(), net.clock().skipped_s().into());
