@@ -48,7 +48,7 @@ fn main() -> ExitCode {
         Some(Command::Rr(a)) => cmd::stream::rr(a),
         Some(Command::Crr(a)) => cmd::stream::crr(a),
         Some(Command::UdpStream(a)) => cmd::stream::udp_stream(a),
-        None => cmd::copy::run(cmd::copy::Args::default_run()),
+        None => cmd::perf::default_job(),
     };
     match result {
         Ok(code) => code,

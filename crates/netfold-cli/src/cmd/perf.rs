@@ -310,6 +310,24 @@ fn make_row(
     row
 }
 
+/// The main job (`netfold` with no subcommand, i.e. README's `cargo run --release`): a short
+/// TCP_STREAM sweep over 1K..64K messages on netfold, kernel loopback and smoltcp, with the
+/// netfold/kernel and netfold/smoltcp ratios.
+pub const DEFAULT_JOB: &[&str] = &["--stack", "netfold,kernel,smoltcp", "-m", "1K,4K,16K,64K", "-l", "1"];
+
+pub fn default_job() -> CmdResult {
+    #[derive(clap::Parser)]
+    struct Default {
+        #[command(flatten)]
+        a: Args,
+    }
+    let mut argv = vec!["netfold"];
+    argv.extend_from_slice(DEFAULT_JOB);
+    let d = <Default as clap::Parser>::try_parse_from(argv)?;
+    eprintln!("netfold: default job = `netfold stream {}` (see `netfold --help` for more)", DEFAULT_JOB.join(" "));
+    run(Test::Stream, d.a)
+}
+
 /// Runs `test` for every stack x message size and prints the result.
 pub fn run(test: Test, a: Args) -> CmdResult {
     let sizes: Vec<u64> = if test.is_transactional() {
