@@ -1,7 +1,7 @@
 //! The Linux kernel's TCP/UDP over loopback: real sockets, client and server on separate threads
 //! pinned to separate CPUs, the way netperf runs.
 
-use super::affinity::{pin_current_thread, thread_cpu_seconds};
+use super::affinity::thread_cpu_seconds;
 use super::memnet::BoxErr;
 use super::pattern::{Pattern, Verifier};
 use super::{Measurement, Params, Test};
@@ -101,7 +101,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     let sp = p.clone();
     let pat = Arc::clone(&pattern);
     let server = std::thread::spawn(move || -> std::io::Result<Side> {
-        pin_current_thread(1);
+        sp.pin.apply(true);
         let cpu0 = thread_cpu_seconds();
         let r = serve(&listener, &sp, &pat)?;
         Ok(Side {
@@ -109,7 +109,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
             ..r
         })
     });
-    pin_current_thread(0);
+    p.pin.apply(false);
     let cpu0 = thread_cpu_seconds();
     let start = Instant::now();
     let client = drive_client(addr, p, &pattern, start);
@@ -268,8 +268,9 @@ fn udp_stream(p: &Params) -> Result<Measurement, BoxErr> {
     server.set_read_timeout(Some(Duration::from_millis(200)))?;
     let addr = server.local_addr()?;
     let msg = p.send_size.clamp(1, 65507);
+    let pin = p.pin;
     let rs = std::thread::spawn(move || -> (u64, f64) {
-        pin_current_thread(1);
+        pin.apply(true);
         let cpu0 = thread_cpu_seconds();
         let mut buf = vec![0u8; 65536];
         let mut bytes = 0u64;
@@ -287,7 +288,7 @@ fn udp_stream(p: &Params) -> Result<Measurement, BoxErr> {
         }
         (bytes, thread_cpu_seconds() - cpu0)
     });
-    pin_current_thread(0);
+    p.pin.apply(false);
     let c = UdpSocket::bind("127.0.0.1:0")?;
     apply_buffers(c.as_raw_fd(), p);
     c.connect(addr)?;

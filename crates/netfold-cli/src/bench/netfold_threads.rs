@@ -2,7 +2,7 @@
 //! in-memory pipe (which is a cross-thread queue). Each thread busy-polls its own stack, the way
 //! poll-mode user-space stacks run; there is no clock fast-forward here, timers run in real time.
 
-use super::affinity::{pin_current_thread, thread_cpu_seconds};
+use super::affinity::thread_cpu_seconds;
 use super::memnet::BoxErr;
 use super::netfold_pipe::{pipe_config, stack_config, tcp_config, CLIENT_ADDR, SERVER_ADDR};
 use super::pattern::{Pattern, Verifier};
@@ -136,7 +136,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     let sp = p.clone();
     let spat = Arc::clone(&pattern);
     let server = std::thread::spawn(move || -> Result<Outcome, String> {
-        pin_current_thread(1);
+        sp.pin.apply(true);
         let cpu0 = thread_cpu_seconds();
         let r = serve(&mut server_node, listener, &sp, &spat).map_err(|e| e.to_string());
         if r.is_err() {
@@ -149,7 +149,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
         })
     });
 
-    pin_current_thread(0);
+    p.pin.apply(false);
     let mut node = Node {
         stack: Stack::new(stack_config(CLIENT_ADDR, 1, p.mtu)),
         end: end_c,
