@@ -2,6 +2,7 @@
 
 pub mod copy;
 pub mod csum;
+pub mod paper;
 pub mod perf;
 pub mod stream;
 
