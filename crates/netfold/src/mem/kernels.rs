@@ -34,6 +34,18 @@ pub fn has_avx512() -> bool {
     }
 }
 
+/// True if the AVX-512 VBMI copy (aligned loads + `vpermt2b`) runs natively on this CPU.
+pub fn has_avx512_vbmi() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        has_avx512() && std::arch::is_x86_feature_detected!("avx512vbmi")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Portable 64-bit word copy (safe Rust; the compiler may vectorise it).
 pub fn copy_scalar(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
@@ -104,6 +116,20 @@ pub fn copy_avx512(dst: &mut [u8], src: &[u8]) {
         return;
     }
     copy_avx2(dst, src);
+}
+
+/// AVX-512 VBMI copy: aligned loads AND aligned stores, lines re-assembled with `vpermt2b`
+/// when source and destination disagree modulo 64.
+pub fn copy_avx512_vbmi(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    let dst = &mut dst[..n];
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vbmi() {
+        // SAFETY: AVX-512 F/BW/VBMI detected just above; slices hold `n` bytes, no overlap.
+        unsafe { super::x86_copy::avx512_vbmi_raw(dst.as_mut_ptr(), src.as_ptr(), n) };
+        return;
+    }
+    copy_avx512(dst, src);
 }
 
 /// AVX-512 copy with non-temporal (cache-bypassing) aligned stores at every size > 256 bytes.
@@ -225,6 +251,7 @@ pub const COPY_KERNELS: &[(&str, fn(&mut [u8], &[u8]))] = &[
     ("sse2", copy_sse2),
     ("avx2", copy_avx2),
     ("avx512", copy_avx512),
+    ("avx512-vbmi", copy_avx512_vbmi),
     ("avx512-nt", copy_avx512_nt),
 ];
 

@@ -343,3 +343,92 @@ pub(crate) unsafe fn avx512_body<const NT: bool>(d: *mut u8, s: *const u8, n: us
         _mm512_storeu_si512(d.add(n - 64).cast(), last);
     }
 }
+
+/// Byte indices 0..=63, the base of the `vpermt2b` shuffle control.
+static IOTA: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// AVX-512 VBMI copy body for `n > 256`: when source and destination disagree modulo 64,
+/// the plain kernel's unaligned loads split a cache line on every vector (measured ~20% slower
+/// at 1448 bytes). Here both sides are aligned: each destination line is assembled from the
+/// two aligned source lines it straddles with one `vpermt2b` (two-table byte permute), and each
+/// source line is loaded once. Lines only partly inside `src` are never loaded: the parts of
+/// the copy they would feed are done with unaligned vectors as in [`avx512_body`].
+///
+/// # Safety
+/// CPU supports AVX-512 F, BW and VBMI; ranges valid for `n > 256` bytes, non-overlapping.
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx2")]
+pub(crate) unsafe fn avx512_vbmi_body(d: *mut u8, s: *const u8, n: usize) {
+    // SAFETY (whole body): let m = source misalignment at the aligned destination offsets.
+    // Aligned loads read [s+i-m, s+i-m+64k) only while i >= m and i - m + 64k <= n, so they
+    // stay inside `src`; unaligned loads/stores are at offsets in [0, n-64]; aligned stores are
+    // at d+i with (d+i) % 64 == 0 since i = skip (+ multiples of 64).
+    unsafe {
+        let skip = (64 - (d as usize & 63)) & 63;
+        let m = (s as usize + skip) & 63;
+        if m == 0 {
+            return avx512_body::<false>(d, s, n);
+        }
+        let first = _mm512_loadu_si512(s.cast());
+        let last = _mm512_loadu_si512(s.add(n - 64).cast());
+        let mut i = if skip >= m { skip } else { skip + 64 };
+        if i > 64 {
+            // [64, i) lies before the first permuted line; i < 128 <= n - 128.
+            _mm512_storeu_si512(d.add(64).cast(), _mm512_loadu_si512(s.add(64).cast()));
+        }
+        let idx = _mm512_add_epi8(
+            _mm512_loadu_si512(IOTA.as_ptr().cast()),
+            _mm512_set1_epi8(m as i8),
+        );
+        // Aligned source line holding byte i (i - m is a multiple of 64 from s's line start).
+        let mut a = _mm512_load_si512(s.add(i - m).cast());
+        while i - m + 320 <= n {
+            let p = s.add(i - m);
+            let b0 = _mm512_load_si512(p.add(64).cast());
+            let b1 = _mm512_load_si512(p.add(128).cast());
+            let b2 = _mm512_load_si512(p.add(192).cast());
+            let b3 = _mm512_load_si512(p.add(256).cast());
+            _mm512_store_si512(d.add(i).cast(), _mm512_permutex2var_epi8(a, idx, b0));
+            _mm512_store_si512(d.add(i + 64).cast(), _mm512_permutex2var_epi8(b0, idx, b1));
+            _mm512_store_si512(d.add(i + 128).cast(), _mm512_permutex2var_epi8(b1, idx, b2));
+            _mm512_store_si512(d.add(i + 192).cast(), _mm512_permutex2var_epi8(b2, idx, b3));
+            a = b3;
+            i += 256;
+        }
+        while i - m + 128 <= n {
+            let b = _mm512_load_si512(s.add(i - m + 64).cast());
+            _mm512_store_si512(d.add(i).cast(), _mm512_permutex2var_epi8(a, idx, b));
+            a = b;
+            i += 64;
+        }
+        // The rest of the body with unaligned loads (at most ~2 vectors).
+        while i + 64 < n {
+            _mm512_store_si512(d.add(i).cast(), _mm512_loadu_si512(s.add(i).cast()));
+            i += 64;
+        }
+        _mm512_storeu_si512(d.cast(), first);
+        _mm512_storeu_si512(d.add(n - 64).cast(), last);
+    }
+}
+
+/// AVX-512 copy with the VBMI aligned-both-sides body (see [`avx512_vbmi_body`]).
+///
+/// # Safety
+/// CPU supports AVX-512 F, BW and VBMI; ranges valid for `n` bytes and non-overlapping.
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx2")]
+pub(crate) unsafe fn avx512_vbmi_raw(d: *mut u8, s: *const u8, n: usize) {
+    // SAFETY: same contract forwarded; the VBMI body requires n > 256.
+    unsafe {
+        if n <= 256 || n >= NT_THRESHOLD {
+            return avx512_raw(d, s, n);
+        }
+        avx512_vbmi_body(d, s, n)
+    }
+}

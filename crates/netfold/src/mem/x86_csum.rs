@@ -43,6 +43,17 @@ static TAIL_MASK: [u8; 64] = {
     t
 };
 
+/// `vpshufb` control swapping the two bytes of every 16-bit word (per 128-bit lane).
+static SWAP16: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = ((i % 16) ^ 1) as u8;
+        i += 1;
+    }
+    t
+};
+
 /// Reduces four 64-bit lanes to a folded 16-bit little-endian-word sum.
 #[target_feature(enable = "avx2")]
 #[inline]
@@ -243,11 +254,15 @@ pub(crate) unsafe fn copy_sum_le_avx512(d: *mut u8, s: *const u8, n: usize) -> u
         let first = _mm512_loadu_si512(s.cast());
         let last = _mm512_loadu_si512(s.add(n - 64).cast());
         let skip = (64 - (d as usize & 63)) & 63;
-        let head = fold512(add_halves512(
-            z,
-            _mm512_maskz_mov_epi8(low_mask(skip), first),
-        ));
-        let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
+        // Head bytes [0, skip) are summed in the body's word grid: if skip is odd the body
+        // is off the whole's grid by one byte, so the head is byte-swapped within each 16-bit
+        // word here and the final sum swapped back (RFC 1071 §2(B)). One reduction in total.
+        let mut head = _mm512_maskz_mov_epi8(low_mask(skip), first);
+        let odd = skip & 1 == 1;
+        if odd {
+            head = _mm512_shuffle_epi8(head, _mm512_loadu_si512(SWAP16.as_ptr().cast()));
+        }
+        let (mut a0, mut a1, mut a2, mut a3) = (add_halves512(z, head), z, z, z);
         let mut i = skip;
         while i + 256 <= n {
             let v0 = _mm512_loadu_si512(s.add(i).cast());
@@ -277,10 +292,14 @@ pub(crate) unsafe fn copy_sum_le_avx512(d: *mut u8, s: *const u8, n: usize) -> u
         }
         _mm512_storeu_si512(d.cast(), first);
         _mm512_storeu_si512(d.add(n - 64).cast(), last);
-        let body = fold512(_mm512_add_epi64(
+        let sum = fold512(_mm512_add_epi64(
             _mm512_add_epi64(a0, a1),
             _mm512_add_epi64(a2, a3),
         ));
-        checksum_combine(head, body, skip)
+        if odd {
+            sum.swap_bytes()
+        } else {
+            sum
+        }
     }
 }
