@@ -210,7 +210,7 @@ fn simd_kernels_present_on_this_machine() {
         assert!(kernels::has_avx512());
     }
     if kernels::has_avx512() {
-        assert_eq!(mem::selected_kernels(), "avx512");
+        assert!(mem::selected_kernels().starts_with("avx512"));
     }
 }
 

@@ -8,7 +8,7 @@
 //! visits 16 x 16 = 256 pairs (it includes the "+4" case the study and glibc are known to
 //! suffer from) and takes ~30-40 s; `--align-step 1` visits all 64 x 64 pairs (~10 min).
 
-use super::timing::{best_ns_per_op, median, parse_sizes, tsc_ghz, AlignedBuf};
+use super::timing::{best_ns_per_op_with, median, parse_sizes, tsc_ghz, AlignedBuf};
 use super::CmdResult;
 use netfold::mem::{self, kernels};
 use serde::Serialize;
@@ -76,11 +76,15 @@ pub struct Args {
     #[arg(long)]
     pub uncached: bool,
     /// Minimum time of one timed repetition, in milliseconds.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 1.0)]
     pub min_ms: f64,
-    /// Repetitions per cell; the best one is kept.
-    #[arg(long, default_value_t = 3)]
+    /// Timed repetitions per cell in each pass; the best over all passes is kept.
+    #[arg(long, default_value_t = 2)]
     pub reps: usize,
+    /// Passes over the whole (size, method, alignment) grid. Interleaving spreads bursts of
+    /// interference from other processes over different cells instead of one cell's reps.
+    #[arg(long, default_value_t = 2)]
+    pub passes: usize,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -103,8 +107,9 @@ impl Args {
             methods: DEFAULT_METHODS.into(),
             align_step: 4,
             uncached: false,
-            min_ms: 2.0,
-            reps: 3,
+            min_ms: 1.0,
+            reps: 2,
+            passes: 2,
             json: false,
             heatmap: None,
             heatmap_method: "netfold".into(),
@@ -146,6 +151,7 @@ struct Report {
     uncached: bool,
     min_ms: f64,
     reps: usize,
+    passes: usize,
     results: Vec<Cell>,
     summary: Vec<Summary>,
 }
@@ -172,13 +178,14 @@ fn time_cell(
     da: usize,
     min: Duration,
     reps: usize,
-) -> f64 {
+    calibrated: Option<u64>,
+) -> (f64, u64) {
     let f = black_box(f);
     match bufs {
         Buffers::Cached { src, dst } => {
             let s = src.window(sa, size);
             let d = dst.window_mut(da, size);
-            best_ns_per_op(min, reps, |iters| {
+            best_ns_per_op_with(min, reps, calibrated, |iters| {
                 for _ in 0..iters {
                     f(black_box(&mut *d), black_box(s));
                 }
@@ -189,7 +196,7 @@ fn time_cell(
             let stride = (size + 64).div_ceil(4096) * 4096;
             let slots = (*region / stride).max(1);
             let mut slot = 0usize;
-            best_ns_per_op(min, reps, |iters| {
+            best_ns_per_op_with(min, reps, calibrated, |iters| {
                 for _ in 0..iters {
                     let off = slot * stride;
                     slot = if slot + 1 == slots { 0 } else { slot + 1 };
@@ -212,6 +219,9 @@ pub fn run(a: Args) -> CmdResult {
     }
     if a.reps == 0 || a.reps > 1000 {
         return Err("--reps must be 1..=1000".into());
+    }
+    if a.passes == 0 || a.passes > 100 {
+        return Err("--passes must be 1..=100".into());
     }
     let mut methods: Vec<(&str, CopyFn)> = Vec::new();
     for name in a
@@ -266,36 +276,48 @@ pub fn run(a: Args) -> CmdResult {
 
     if !a.json {
         eprintln!(
-            "netfold copy: kernels={} {} alignments 0..63 step {} ({} pairs), {}, best of {} x >= {} ms",
+            "netfold copy: kernels={} {} alignments 0..63 step {} ({} pairs), {}, best of {} passes x {} reps x >= {} ms",
             mem::selected_kernels(),
             tsc.map(|g| format!("TSC {g:.3} GHz,")).unwrap_or_default(),
             a.align_step,
             aligns.len() * aligns.len(),
             if a.uncached { "uncached (256 MiB rotation)" } else { "cached" },
+            a.passes,
             a.reps,
             a.min_ms
         );
     }
 
-    let mut results = Vec::new();
+    // Grid of cells; each pass re-times every cell and keeps the best.
+    let mut grid: Vec<(usize, usize, usize, usize, f64, Option<u64>)> = Vec::new();
     for &size in &sizes {
-        for &(name, f) in &methods {
+        for mi in 0..methods.len() {
             for &sa in &aligns {
                 for &da in &aligns {
-                    let ns = time_cell(&mut bufs, f, size, sa, da, min, a.reps);
-                    results.push(Cell {
-                        method: name.to_string(),
-                        size,
-                        src_align: sa,
-                        dst_align: da,
-                        gbps: size as f64 / ns,
-                        ns_per_copy: ns,
-                        tsc_cycles: tsc.map(|g| ns * g),
-                    });
+                    grid.push((size, mi, sa, da, f64::INFINITY, None));
                 }
             }
         }
     }
+    for _ in 0..a.passes {
+        for cell in grid.iter_mut() {
+            let (size, mi, sa, da, best, cal) = *cell;
+            let (ns, iters) = time_cell(&mut bufs, methods[mi].1, size, sa, da, min, a.reps, cal);
+            *cell = (size, mi, sa, da, best.min(ns), Some(iters));
+        }
+    }
+    let results: Vec<Cell> = grid
+        .iter()
+        .map(|&(size, mi, sa, da, ns, _)| Cell {
+            method: methods[mi].0.to_string(),
+            size,
+            src_align: sa,
+            dst_align: da,
+            gbps: size as f64 / ns,
+            ns_per_copy: ns,
+            tsc_cycles: tsc.map(|g| ns * g),
+        })
+        .collect();
 
     let summary = summarize(&results, &sizes, &methods);
     if let Some(path) = &a.heatmap {
@@ -323,6 +345,7 @@ pub fn run(a: Args) -> CmdResult {
             uncached: a.uncached,
             min_ms: a.min_ms,
             reps: a.reps,
+            passes: a.passes,
             results,
             summary,
         };

@@ -9,24 +9,22 @@ use std::time::{Duration, Instant};
 ///
 /// Best-of rather than mean: the machine is shared and noisy, and interference only ever makes
 /// a run slower, so the minimum is the best estimate of the undisturbed cost.
-pub fn best_ns_per_op(min_time: Duration, reps: usize, mut run: impl FnMut(u64)) -> f64 {
-    // Calibrate: double the count until one repetition reaches `min_time`.
-    let mut iters: u64 = 1;
-    loop {
-        let t = Instant::now();
-        run(iters);
-        let el = t.elapsed();
-        if el >= min_time || iters >= 1 << 40 {
-            break;
-        }
-        // Jump close to the target once a measurable time has passed.
-        let grow = if el.as_nanos() > 10_000 {
-            (min_time.as_nanos() as f64 / el.as_nanos() as f64 * 1.1).ceil() as u64
-        } else {
-            8
-        };
-        iters = iters.saturating_mul(grow.clamp(2, 1024));
-    }
+pub fn best_ns_per_op(min_time: Duration, reps: usize, run: impl FnMut(u64)) -> f64 {
+    best_ns_per_op_with(min_time, reps, None, run).0
+}
+
+/// As [`best_ns_per_op`], reusing a previously calibrated iteration count if given; returns
+/// (best ns per op, iteration count used).
+pub fn best_ns_per_op_with(
+    min_time: Duration,
+    reps: usize,
+    calibrated: Option<u64>,
+    mut run: impl FnMut(u64),
+) -> (f64, u64) {
+    let iters = match calibrated {
+        Some(i) => i,
+        None => calibrate(min_time, &mut run),
+    };
     let mut best = f64::INFINITY;
     for _ in 0..reps.max(1) {
         let t = Instant::now();
@@ -34,7 +32,26 @@ pub fn best_ns_per_op(min_time: Duration, reps: usize, mut run: impl FnMut(u64))
         let ns = t.elapsed().as_nanos() as f64 / iters as f64;
         best = best.min(ns);
     }
-    best
+    (best, iters)
+}
+
+/// Doubles (or jumps) the iteration count until one run lasts at least `min_time`.
+fn calibrate(min_time: Duration, run: &mut impl FnMut(u64)) -> u64 {
+    let mut iters: u64 = 1;
+    loop {
+        let t = Instant::now();
+        run(iters);
+        let el = t.elapsed();
+        if el >= min_time || iters >= 1 << 40 {
+            return iters;
+        }
+        let grow = if el.as_nanos() > 10_000 {
+            (min_time.as_nanos() as f64 / el.as_nanos() as f64 * 1.1).ceil() as u64
+        } else {
+            8
+        };
+        iters = iters.saturating_mul(grow.clamp(2, 1024));
+    }
 }
 
 /// Time-stamp counter ticks per nanosecond, measured against the OS clock over ~20 ms.

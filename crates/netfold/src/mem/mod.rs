@@ -84,10 +84,22 @@ unsafe fn portable_copy_sum_le(d: *mut u8, s: *const u8, n: usize) -> u16 {
 fn select() -> Dispatch {
     #[cfg(target_arch = "x86_64")]
     {
+        // `rep movsb` is only used for large copies where ERMS makes it fast.
+        let erms = std::arch::is_x86_feature_detected!("ermsb");
         if kernels::has_avx512() {
+            let copy: unsafe fn(*mut u8, *const u8, usize) =
+                match (kernels::has_avx512_vbmi(), erms) {
+                    (true, true) => x86_copy::dispatch_avx512_vbmi,
+                    (false, true) => x86_copy::dispatch_avx512,
+                    (_, false) => x86_copy::avx512_raw,
+                };
             return Dispatch {
-                name: "avx512",
-                copy: x86_copy::avx512_raw,
+                name: if kernels::has_avx512_vbmi() {
+                    "avx512-vbmi"
+                } else {
+                    "avx512"
+                },
+                copy,
                 sum_le: x86_csum::sum_le_avx512,
                 copy_sum_le: x86_csum::copy_sum_le_avx512,
             };
@@ -95,7 +107,11 @@ fn select() -> Dispatch {
         if kernels::has_avx2() {
             return Dispatch {
                 name: "avx2",
-                copy: x86_copy::avx2_raw,
+                copy: if erms {
+                    x86_copy::dispatch_avx2
+                } else {
+                    x86_copy::avx2_raw
+                },
                 sum_le: x86_csum::sum_le_avx2,
                 copy_sum_le: x86_csum::copy_sum_le_avx2,
             };
@@ -123,7 +139,7 @@ fn dispatch() -> &'static Dispatch {
 }
 
 /// Name of the kernel set [`copy`], [`checksum`] and [`copy_with_checksum`] use on this CPU
-/// ("avx512", "avx2", "sse2" or "portable").
+/// ("avx512-vbmi", "avx512", "avx2", "sse2" or "portable").
 pub fn selected_kernels() -> &'static str {
     dispatch().name
 }
@@ -131,8 +147,9 @@ pub fn selected_kernels() -> &'static str {
 /// Copies `src` into the front of `dst`. Panics only if `dst` is shorter than `src`.
 ///
 /// Sizes up to 4 vectors are copied with overlapping loads/stores from both ends; larger ones
-/// with an unaligned first/last vector around a destination-aligned body, and non-temporal
-/// stores for copies of [`kernels::nt_threshold`] bytes or more.
+/// with a destination-aligned body (on AVX-512 VBMI CPUs also source-aligned: lines are
+/// re-assembled with `vpermt2b`, so no load splits a cache line); from 32 KiB up with
+/// `rep movsb`, which then beats vector loops (no read-for-ownership of destination lines).
 #[inline]
 pub fn copy(dst: &mut [u8], src: &[u8]) {
     let n = src.len();

@@ -57,7 +57,7 @@ fn dispatch_matches_reference_small() {
 
 #[test]
 fn selected_is_known() {
-    assert!(["avx512", "avx2", "sse2", "portable"].contains(&selected_kernels()));
+    assert!(["avx512-vbmi", "avx512", "avx2", "sse2", "portable"].contains(&selected_kernels()));
 }
 
 #[test]
