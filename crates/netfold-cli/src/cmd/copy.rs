@@ -56,6 +56,27 @@ const METHODS: &[(&str, CopyFn, &str)] = &[
         kernels::copy_avx512_nt,
         "AVX-512, non-temporal stores",
     ),
+    (
+        "copy+checksum",
+        |d, s| {
+            black_box(mem::copy_with_checksum(d, s));
+        },
+        "netfold::mem::copy_with_checksum (fused), sum discarded",
+    ),
+    (
+        "fused-avx512",
+        |d, s| {
+            black_box(kernels::copy_with_checksum_avx512(d, s));
+        },
+        "fused kernel, AVX-512 unaligned loads",
+    ),
+    (
+        "fused-avx512-vbmi",
+        |d, s| {
+            black_box(kernels::copy_with_checksum_avx512_vbmi(d, s));
+        },
+        "fused kernel, AVX-512 VBMI aligned loads",
+    ),
 ];
 
 const DEFAULT_METHODS: &str = "netfold,std,rep-movsb,rep-movsq,unrolled-int";
@@ -66,7 +87,8 @@ pub struct Args {
     #[arg(long, default_value = "64,1448,4096,65536")]
     pub sizes: String,
     /// Methods to time: netfold, std, rep-movsb, rep-movsq, unrolled-int, scalar, sse2, avx2,
-    /// avx512, avx512-nt.
+    /// avx512, avx512-vbmi, avx512-nt, copy+checksum (the fused copy, sum discarded),
+    /// fused-avx512, fused-avx512-vbmi.
     #[arg(long, default_value = DEFAULT_METHODS)]
     pub methods: String,
     /// Step between alignments 0..=63 for both source and destination (1 = all 4096 pairs).

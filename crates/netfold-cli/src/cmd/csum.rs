@@ -8,7 +8,7 @@
 //! implementation's sums are compared at every size and several alignments; any disagreement
 //! exits with status 1.
 
-use super::timing::{best_ns_per_op, parse_sizes, AlignedBuf};
+use super::timing::{best_ns_per_op_with, parse_sizes, AlignedBuf};
 use super::CmdResult;
 use netfold::mem;
 use serde::Serialize;
@@ -28,20 +28,26 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub dst_align: usize,
     /// Minimum time of one timed repetition, in milliseconds.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 5.0)]
     pub min_ms: f64,
-    /// Repetitions per cell; the best one is kept.
-    #[arg(long, default_value_t = 5)]
+    /// Timed repetitions per cell in each pass; the best over all passes is kept.
+    #[arg(long, default_value_t = 2)]
     pub reps: usize,
+    /// Passes over all (impl, op, size) cells, interleaved to spread out interference.
+    #[arg(long, default_value_t = 5)]
+    pub passes: usize,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also time every individual checksum and fused kernel (impl "kernel:NAME").
+    #[arg(long)]
+    pub all_kernels: bool,
 }
 
 #[derive(Serialize)]
 struct Entry {
     #[serde(rename = "impl")]
-    imp: &'static str,
+    imp: String,
     op: &'static str,
     size: usize,
     gbps: f64,
@@ -62,6 +68,47 @@ struct Report {
     dst_align: usize,
     results: Vec<Entry>,
     ratios: Vec<Ratio>,
+}
+
+/// One timed operation; `run(iters, dst, src)` performs it `iters` times.
+enum Op {
+    Checksum(fn(&[u8]) -> u16),
+    Copy(fn(&mut [u8], &[u8])),
+    Fused(fn(&mut [u8], &[u8]) -> u16),
+    /// Copy, then checksum the destination: two passes over the data.
+    TwoPass(fn(&mut [u8], &[u8]), fn(&[u8]) -> u16),
+}
+
+impl Op {
+    fn run(&self, iters: u64, d: &mut [u8], s: &[u8]) {
+        match *self {
+            Op::Checksum(f) => {
+                for _ in 0..iters {
+                    black_box(f(black_box(s)));
+                }
+            }
+            Op::Copy(f) => {
+                for _ in 0..iters {
+                    f(black_box(&mut *d), black_box(s));
+                }
+            }
+            Op::Fused(f) => {
+                for _ in 0..iters {
+                    black_box(f(black_box(&mut *d), black_box(s)));
+                }
+            }
+            Op::TwoPass(c, f) => {
+                for _ in 0..iters {
+                    c(black_box(&mut *d), black_box(s));
+                    black_box(f(black_box(&*d)));
+                }
+            }
+        }
+    }
+}
+
+fn std_copy(d: &mut [u8], s: &[u8]) {
+    d[..s.len()].copy_from_slice(s);
 }
 
 fn smoltcp_sum(d: &[u8]) -> u16 {
@@ -104,6 +151,9 @@ pub fn run(a: Args) -> CmdResult {
     if a.reps == 0 || a.reps > 1000 {
         return Err("--reps must be 1..=1000".into());
     }
+    if a.passes == 0 || a.passes > 100 {
+        return Err("--passes must be 1..=100".into());
+    }
     if let Err(e) = verify(&sizes) {
         eprintln!("netfold csum: CHECKSUM MISMATCH: {e}");
         return Ok(ExitCode::from(1));
@@ -115,56 +165,60 @@ pub fn run(a: Args) -> CmdResult {
     let reps = a.reps;
     let mut results = Vec::new();
 
-    for &n in &sizes {
-        let s = src.window(a.src_align, n);
-        let d = dst.window_mut(a.dst_align, n);
-        let mut time = |imp: &'static str, op: &'static str, f: &mut dyn FnMut(u64)| {
-            let ns = best_ns_per_op(min, reps, f);
+    // Every (impl, op) to time; each pass times all of them at every size and the best time
+    // per cell is kept, so bursts of interference from other processes hit different cells.
+    let mut ops: Vec<(String, &'static str, Op)> = vec![
+        ("netfold".into(), "checksum", Op::Checksum(mem::checksum)),
+        ("netfold".into(), "copy", Op::Copy(mem::copy)),
+        (
+            "netfold".into(),
+            "copy+checksum",
+            Op::Fused(mem::copy_with_checksum),
+        ),
+        (
+            "netfold".into(),
+            "copy,checksum",
+            Op::TwoPass(mem::copy, mem::checksum),
+        ),
+        ("smoltcp".into(), "checksum", Op::Checksum(smoltcp_sum)),
+        (
+            "smoltcp".into(),
+            "copy,checksum",
+            Op::TwoPass(std_copy, smoltcp_sum),
+        ),
+        ("std".into(), "copy", Op::Copy(std_copy)),
+    ];
+    if a.all_kernels {
+        for &(name, k) in mem::kernels::CHECKSUM_KERNELS {
+            ops.push((format!("kernel:{name}"), "checksum", Op::Checksum(k)));
+        }
+        for &(name, k) in mem::kernels::FUSED_KERNELS {
+            ops.push((format!("kernel:{name}"), "copy+checksum", Op::Fused(k)));
+        }
+    }
+    let mut best = vec![vec![(f64::INFINITY, None::<u64>); ops.len()]; sizes.len()];
+    for _ in 0..a.passes {
+        for (si, &n) in sizes.iter().enumerate() {
+            let s = src.window(a.src_align, n);
+            let d = dst.window_mut(a.dst_align, n);
+            for (oi, (_, _, op)) in ops.iter().enumerate() {
+                let (prev, cal) = best[si][oi];
+                let (ns, iters) = best_ns_per_op_with(min, reps, cal, |it| op.run(it, d, s));
+                best[si][oi] = (prev.min(ns), Some(iters));
+            }
+        }
+    }
+    for (si, &n) in sizes.iter().enumerate() {
+        for (oi, (imp, op, _)) in ops.iter().enumerate() {
+            let ns = best[si][oi].0;
             results.push(Entry {
-                imp,
+                imp: imp.clone(),
                 op,
                 size: n,
                 gbps: n as f64 / ns,
                 ns,
             });
-        };
-        time("netfold", "checksum", &mut |it| {
-            for _ in 0..it {
-                black_box(mem::checksum(black_box(s)));
-            }
-        });
-        time("netfold", "copy", &mut |it| {
-            for _ in 0..it {
-                mem::copy(black_box(&mut *d), black_box(s));
-            }
-        });
-        time("netfold", "copy+checksum", &mut |it| {
-            for _ in 0..it {
-                black_box(mem::copy_with_checksum(black_box(&mut *d), black_box(s)));
-            }
-        });
-        time("netfold", "copy,checksum", &mut |it| {
-            for _ in 0..it {
-                mem::copy(black_box(&mut *d), black_box(s));
-                black_box(mem::checksum(black_box(&*d)));
-            }
-        });
-        time("smoltcp", "checksum", &mut |it| {
-            for _ in 0..it {
-                black_box(smoltcp_sum(black_box(s)));
-            }
-        });
-        time("smoltcp", "copy,checksum", &mut |it| {
-            for _ in 0..it {
-                black_box(&mut *d).copy_from_slice(black_box(s));
-                black_box(smoltcp_sum(black_box(&*d)));
-            }
-        });
-        time("std", "copy", &mut |it| {
-            for _ in 0..it {
-                black_box(&mut *d).copy_from_slice(black_box(s));
-            }
-        });
+        }
     }
 
     let g = |imp: &str, op: &str, n: usize| {
@@ -205,10 +259,11 @@ pub fn run(a: Args) -> CmdResult {
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!(
-        "netfold csum: kernels={}, src+{} dst+{}, best of {} x >= {} ms; all sums agree",
+        "netfold csum: kernels={}, src+{} dst+{}, best of {} passes x {} reps x >= {} ms; all sums agree",
         mem::selected_kernels(),
         a.src_align,
         a.dst_align,
+        a.passes,
         a.reps,
         a.min_ms
     );
@@ -226,10 +281,16 @@ pub fn run(a: Args) -> CmdResult {
         ("smoltcp", "copy,checksum"),
         ("std", "copy"),
     ];
-    for (imp, op) in rows {
+    let mut rows: Vec<(String, &str)> = rows.iter().map(|&(i, o)| (i.to_string(), o)).collect();
+    for e in results.iter().filter(|e| e.imp.starts_with("kernel:")) {
+        if !rows.iter().any(|r| r.0 == e.imp && r.1 == e.op) {
+            rows.push((e.imp.clone(), e.op));
+        }
+    }
+    for (imp, op) in &rows {
         print!("{imp:<8} {op:<14}");
         for &n in &sizes {
-            print!(" {:>10.1}", g(imp, op, n));
+            print!(" {:>10.1}", g(imp.as_str(), op, n));
         }
         println!();
     }

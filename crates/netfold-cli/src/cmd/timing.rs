@@ -5,16 +5,11 @@
 use std::time::{Duration, Instant};
 
 /// Times `run(iters)` (which must perform `iters` operations) and returns the best nanoseconds
-/// per operation over `reps` repetitions, each lasting at least `min_time`.
+/// per operation over `reps` repetitions, each lasting at least `min_time`, and the iteration
+/// count used. A previously calibrated count can be passed back in to skip calibration.
 ///
 /// Best-of rather than mean: the machine is shared and noisy, and interference only ever makes
 /// a run slower, so the minimum is the best estimate of the undisturbed cost.
-pub fn best_ns_per_op(min_time: Duration, reps: usize, run: impl FnMut(u64)) -> f64 {
-    best_ns_per_op_with(min_time, reps, None, run).0
-}
-
-/// As [`best_ns_per_op`], reusing a previously calibrated iteration count if given; returns
-/// (best ns per op, iteration count used).
 pub fn best_ns_per_op_with(
     min_time: Duration,
     reps: usize,

@@ -210,6 +210,27 @@ pub fn checksum_avx512(data: &[u8]) -> u16 {
     checksum_avx2(data)
 }
 
+/// True if the AVX-512 VNNI checksum kernels run natively on this CPU.
+pub fn has_avx512_vnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        has_avx512() && std::arch::is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// AVX-512 VNNI checksum (`vpdpbusd` byte sums).
+pub fn checksum_avx512_vnni(data: &[u8]) -> u16 {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vnni() {
+        return chunked_sum(data, super::x86_csum::sum_le_avx512_vnni);
+    }
+    checksum_avx512(data)
+}
+
 /// Portable copy-then-sum in L1-sized blocks.
 pub fn copy_with_checksum_scalar(dst: &mut [u8], src: &[u8]) -> u16 {
     let n = src.len();
@@ -255,6 +276,15 @@ pub fn copy_with_checksum_avx512(dst: &mut [u8], src: &[u8]) -> u16 {
     copy_with_checksum_avx2(dst, src)
 }
 
+/// AVX-512 VBMI fused copy + checksum (both sides aligned, `vpermt2b`).
+pub fn copy_with_checksum_avx512_vbmi(dst: &mut [u8], src: &[u8]) -> u16 {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vbmi() {
+        return chunked_copy_sum(dst, src, super::x86_csum::copy_sum_le_avx512_vbmi);
+    }
+    copy_with_checksum_avx512(dst, src)
+}
+
 /// Every copy kernel by name (for benchmarks and exhaustive tests).
 pub const COPY_KERNELS: &[(&str, fn(&mut [u8], &[u8]))] = &[
     ("scalar", copy_scalar),
@@ -273,6 +303,7 @@ pub const CHECKSUM_KERNELS: &[(&str, fn(&[u8]) -> u16)] = &[
     ("scalar", checksum_scalar),
     ("avx2", checksum_avx2),
     ("avx512", checksum_avx512),
+    ("avx512-vnni", checksum_avx512_vnni),
 ];
 
 /// Every fused copy+checksum kernel by name.
@@ -280,4 +311,5 @@ pub const FUSED_KERNELS: &[(&str, fn(&mut [u8], &[u8]) -> u16)] = &[
     ("scalar", copy_with_checksum_scalar),
     ("avx2", copy_with_checksum_avx2),
     ("avx512", copy_with_checksum_avx512),
+    ("avx512-vbmi", copy_with_checksum_avx512_vbmi),
 ];

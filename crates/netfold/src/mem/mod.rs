@@ -101,7 +101,11 @@ fn select() -> Dispatch {
                 },
                 copy,
                 sum_le: x86_csum::sum_le_avx512,
-                copy_sum_le: x86_csum::copy_sum_le_avx512,
+                copy_sum_le: if kernels::has_avx512_vbmi() {
+                    x86_csum::copy_sum_le_avx512_vbmi
+                } else {
+                    x86_csum::copy_sum_le_avx512
+                },
             };
         }
         if kernels::has_avx2() {

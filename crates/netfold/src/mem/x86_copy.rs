@@ -345,7 +345,7 @@ pub(crate) unsafe fn avx512_body<const NT: bool>(d: *mut u8, s: *const u8, n: us
 }
 
 /// Byte indices 0..=63, the base of the `vpermt2b` shuffle control.
-static IOTA: [u8; 64] = {
+pub(crate) static IOTA: [u8; 64] = {
     let mut t = [0u8; 64];
     let mut i = 0;
     while i < 64 {

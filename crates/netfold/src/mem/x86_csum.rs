@@ -18,8 +18,9 @@ use super::combine::{checksum_combine, fold128};
 use core::arch::x86_64::*;
 
 /// Largest input one kernel call sums: keeps every 64-bit lane accumulator far from overflow
-/// (< 2^30 / 32 adds of < 2^32 per lane, and the 8 lanes' total < 2^64 for the reduce).
-pub(crate) const MAX_CHUNK: usize = 1 << 30;
+/// (< 2^28 / 32 adds of < 2^32 per lane, and the 8 lanes' total < 2^64 for the reduce; the
+/// VNNI kernels' 32-bit lanes gain < 2^10 per 64-byte vector: < 2^32 over 2^22 vectors).
+pub(crate) const MAX_CHUNK: usize = 1 << 28;
 
 /// `len` 0xff bytes then zeros (for `len` in 0..=32), loaded from this table at `32 - len`.
 static HEAD_MASK: [u8; 64] = {
@@ -139,27 +140,28 @@ pub(crate) unsafe fn sum_le_avx512(s: *const u8, n: usize) -> u16 {
     // SAFETY (whole body): full loads at offsets i with i + 64 <= n; the last partial vector is
     // a masked load that touches only the `n - i` valid bytes (masked-off bytes do not fault).
     unsafe {
-        let z = _mm512_setzero_si512();
-        let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
+        let mut a0 = Acc3::new();
+        let mut a1 = Acc3::new();
+        let mut a2 = Acc3::new();
+        let mut a3 = Acc3::new();
         let mut i = 0;
         while i + 256 <= n {
-            a0 = add_halves512(a0, _mm512_loadu_si512(s.add(i).cast()));
-            a1 = add_halves512(a1, _mm512_loadu_si512(s.add(i + 64).cast()));
-            a2 = add_halves512(a2, _mm512_loadu_si512(s.add(i + 128).cast()));
-            a3 = add_halves512(a3, _mm512_loadu_si512(s.add(i + 192).cast()));
+            a0.add(_mm512_loadu_si512(s.add(i).cast()));
+            a1.add(_mm512_loadu_si512(s.add(i + 64).cast()));
+            a2.add(_mm512_loadu_si512(s.add(i + 128).cast()));
+            a3.add(_mm512_loadu_si512(s.add(i + 192).cast()));
             i += 256;
         }
         while i + 64 <= n {
-            a0 = add_halves512(a0, _mm512_loadu_si512(s.add(i).cast()));
+            a0.add(_mm512_loadu_si512(s.add(i).cast()));
             i += 64;
         }
         if i < n {
-            let v = _mm512_maskz_loadu_epi8(low_mask(n - i), s.add(i).cast());
-            a1 = add_halves512(a1, v);
+            a1.add(_mm512_maskz_loadu_epi8(low_mask(n - i), s.add(i).cast()));
         }
         fold512(_mm512_add_epi64(
-            _mm512_add_epi64(a0, a1),
-            _mm512_add_epi64(a2, a3),
+            _mm512_add_epi64(a0.lanes(), a1.lanes()),
+            _mm512_add_epi64(a2.lanes(), a3.lanes()),
         ))
     }
 }
@@ -237,32 +239,46 @@ pub(crate) unsafe fn copy_sum_le_avx2(d: *mut u8, s: *const u8, n: usize) -> u16
 
 /// AVX-512 fused copy and little-endian-word sum of `n <= MAX_CHUNK` bytes.
 ///
+/// Copy side as the VBMI copy's equal-alignment path: masked stores for the partial first and
+/// last destination lines and aligned stores in between, so each destination line is written
+/// once. Sum side in three vector ops per 64 bytes (see [`Acc3`]).
+///
 /// # Safety
 /// CPU supports AVX-512 F and BW; ranges valid for `n` bytes and non-overlapping.
 #[target_feature(enable = "avx512f,avx512bw,avx2")]
 pub(crate) unsafe fn copy_sum_le_avx512(d: *mut u8, s: *const u8, n: usize) -> u16 {
     // SAFETY (whole body): masked loads/stores touch only the bytes their mask selects, all in
-    // [0, n); full loads/stores at offsets in [0, n-64]; aligned stores at 64-aligned addresses.
+    // [0, n); full loads at offsets in [0, n-64]; aligned stores at 64-aligned addresses d+i
+    // with i + 64 <= n.
     unsafe {
-        let z = _mm512_setzero_si512();
         if n <= 64 {
             let k = low_mask(n);
             let v = _mm512_maskz_loadu_epi8(k, s.cast());
             _mm512_mask_storeu_epi8(d.cast(), k, v);
-            return fold512(add_halves512(z, v));
+            return fold512(add_halves512(_mm512_setzero_si512(), v));
         }
-        let first = _mm512_loadu_si512(s.cast());
-        let last = _mm512_loadu_si512(s.add(n - 64).cast());
         let skip = (64 - (d as usize & 63)) & 63;
+        let first = if skip != 0 {
+            let v = _mm512_maskz_loadu_epi8(low_mask(skip), s.cast());
+            _mm512_mask_storeu_epi8(d.cast(), low_mask(skip), v);
+            v
+        } else {
+            _mm512_setzero_si512()
+        };
         // Head bytes [0, skip) are summed in the body's word grid: if skip is odd the body
         // is off the whole's grid by one byte, so the head is byte-swapped within each 16-bit
         // word here and the final sum swapped back (RFC 1071 §2(B)). One reduction in total.
-        let mut head = _mm512_maskz_mov_epi8(low_mask(skip), first);
         let odd = skip & 1 == 1;
-        if odd {
-            head = _mm512_shuffle_epi8(head, _mm512_loadu_si512(SWAP16.as_ptr().cast()));
-        }
-        let (mut a0, mut a1, mut a2, mut a3) = (add_halves512(z, head), z, z, z);
+        let head = if odd {
+            _mm512_shuffle_epi8(first, _mm512_loadu_si512(SWAP16.as_ptr().cast()))
+        } else {
+            first
+        };
+        let mut a0 = Acc3::new();
+        let mut a1 = Acc3::new();
+        let mut a2 = Acc3::new();
+        let mut a3 = Acc3::new();
+        a0.add(head);
         let mut i = skip;
         while i + 256 <= n {
             let v0 = _mm512_loadu_si512(s.add(i).cast());
@@ -273,33 +289,248 @@ pub(crate) unsafe fn copy_sum_le_avx512(d: *mut u8, s: *const u8, n: usize) -> u
             _mm512_store_si512(d.add(i + 64).cast(), v1);
             _mm512_store_si512(d.add(i + 128).cast(), v2);
             _mm512_store_si512(d.add(i + 192).cast(), v3);
-            a0 = add_halves512(a0, v0);
-            a1 = add_halves512(a1, v1);
-            a2 = add_halves512(a2, v2);
-            a3 = add_halves512(a3, v3);
+            a0.add(v0);
+            a1.add(v1);
+            a2.add(v2);
+            a3.add(v3);
             i += 256;
         }
         while i + 64 <= n {
             let v = _mm512_loadu_si512(s.add(i).cast());
             _mm512_store_si512(d.add(i).cast(), v);
-            a0 = add_halves512(a0, v);
+            a1.add(v);
             i += 64;
         }
         if i < n {
             // Tail bytes [i, n): same word parity as the body (i - skip is a multiple of 64).
-            let v = _mm512_maskz_loadu_epi8(low_mask(n - i), s.add(i).cast());
-            a1 = add_halves512(a1, v);
+            let k = low_mask(n - i);
+            let v = _mm512_maskz_loadu_epi8(k, s.add(i).cast());
+            _mm512_mask_storeu_epi8(d.add(i).cast(), k, v);
+            a2.add(v);
         }
-        _mm512_storeu_si512(d.cast(), first);
-        _mm512_storeu_si512(d.add(n - 64).cast(), last);
         let sum = fold512(_mm512_add_epi64(
-            _mm512_add_epi64(a0, a1),
-            _mm512_add_epi64(a2, a3),
+            _mm512_add_epi64(a0.lanes(), a1.lanes()),
+            _mm512_add_epi64(a2.lanes(), a3.lanes()),
         ));
         if odd {
             sum.swap_bytes()
         } else {
             sum
         }
+    }
+}
+
+/// AVX-512 VBMI fused copy and little-endian-word sum of `n <= MAX_CHUNK` bytes: the copy
+/// side is the VBMI copy (aligned loads AND aligned stores, destination lines assembled with
+/// `vpermt2b` when source and destination disagree modulo 64), and the sum is taken over the
+/// assembled destination vectors, which are exactly the bytes stored.
+///
+/// # Safety
+/// CPU supports AVX-512 F, BW and VBMI; ranges valid for `n` bytes and non-overlapping.
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx2")]
+pub(crate) unsafe fn copy_sum_le_avx512_vbmi(d: *mut u8, s: *const u8, n: usize) -> u16 {
+    // SAFETY (whole body): as `x86_copy::avx512_vbmi_body` (aligned loads only while
+    // i >= m and i - m + 64k <= n; masked accesses only touch bytes in [0, n); aligned stores at
+    // 64-aligned d+i with i + 64 <= n); small sizes go to the plain fused kernel.
+    unsafe {
+        if n <= 256 {
+            return copy_sum_le_avx512(d, s, n);
+        }
+        let skip = (64 - (d as usize & 63)) & 63;
+        let m = (s as usize + skip) & 63;
+        let odd = skip & 1 == 1;
+        let mut a0 = Acc3::new();
+        let mut a1 = Acc3::new();
+        let mut a2 = Acc3::new();
+        let mut a3 = Acc3::new();
+        if skip != 0 {
+            // Head [0, skip), summed in the body's word grid (swapped if skip is odd, and the
+            // total swapped back at the end: RFC 1071 §2(B)).
+            let v = _mm512_maskz_loadu_epi8(low_mask(skip), s.cast());
+            _mm512_mask_storeu_epi8(d.cast(), low_mask(skip), v);
+            a3.add(if odd {
+                _mm512_shuffle_epi8(v, _mm512_loadu_si512(SWAP16.as_ptr().cast()))
+            } else {
+                v
+            });
+        }
+        let mut i = skip;
+        if m == 0 {
+            while i + 256 <= n {
+                let v0 = _mm512_load_si512(s.add(i).cast());
+                let v1 = _mm512_load_si512(s.add(i + 64).cast());
+                let v2 = _mm512_load_si512(s.add(i + 128).cast());
+                let v3 = _mm512_load_si512(s.add(i + 192).cast());
+                _mm512_store_si512(d.add(i).cast(), v0);
+                _mm512_store_si512(d.add(i + 64).cast(), v1);
+                _mm512_store_si512(d.add(i + 128).cast(), v2);
+                _mm512_store_si512(d.add(i + 192).cast(), v3);
+                a0.add(v0);
+                a1.add(v1);
+                a2.add(v2);
+                a3.add(v3);
+                i += 256;
+            }
+        } else {
+            if i < m {
+                let v = _mm512_loadu_si512(s.add(i).cast());
+                _mm512_store_si512(d.add(i).cast(), v);
+                a0.add(v);
+                i += 64;
+            }
+            let idx = _mm512_add_epi8(
+                _mm512_loadu_si512(super::x86_copy::IOTA.as_ptr().cast()),
+                _mm512_set1_epi8(m as i8),
+            );
+            let mut a = _mm512_load_si512(s.add(i - m).cast());
+            while i - m + 320 <= n {
+                let p = s.add(i - m);
+                let b0 = _mm512_load_si512(p.add(64).cast());
+                let b1 = _mm512_load_si512(p.add(128).cast());
+                let b2 = _mm512_load_si512(p.add(192).cast());
+                let b3 = _mm512_load_si512(p.add(256).cast());
+                let v0 = _mm512_permutex2var_epi8(a, idx, b0);
+                let v1 = _mm512_permutex2var_epi8(b0, idx, b1);
+                let v2 = _mm512_permutex2var_epi8(b1, idx, b2);
+                let v3 = _mm512_permutex2var_epi8(b2, idx, b3);
+                _mm512_store_si512(d.add(i).cast(), v0);
+                _mm512_store_si512(d.add(i + 64).cast(), v1);
+                _mm512_store_si512(d.add(i + 128).cast(), v2);
+                _mm512_store_si512(d.add(i + 192).cast(), v3);
+                a0.add(v0);
+                a1.add(v1);
+                a2.add(v2);
+                a3.add(v3);
+                a = b3;
+                i += 256;
+            }
+            while i - m + 128 <= n {
+                let b = _mm512_load_si512(s.add(i - m + 64).cast());
+                let v = _mm512_permutex2var_epi8(a, idx, b);
+                _mm512_store_si512(d.add(i).cast(), v);
+                a0.add(v);
+                a = b;
+                i += 64;
+            }
+        }
+        while i + 64 <= n {
+            let v = _mm512_loadu_si512(s.add(i).cast());
+            _mm512_store_si512(d.add(i).cast(), v);
+            a1.add(v);
+            i += 64;
+        }
+        if i < n {
+            let k = low_mask(n - i);
+            let v = _mm512_maskz_loadu_epi8(k, s.add(i).cast());
+            _mm512_mask_storeu_epi8(d.add(i).cast(), k, v);
+            a2.add(v);
+        }
+        let sum = fold512(_mm512_add_epi64(
+            _mm512_add_epi64(a0.lanes(), a1.lanes()),
+            _mm512_add_epi64(a2.lanes(), a3.lanes()),
+        ));
+        if odd {
+            sum.swap_bytes()
+        } else {
+            sum
+        }
+    }
+}
+
+/// Sum of the 32-bit halves of every 64-bit lane in three ops per vector instead of four:
+/// `full` adds whole 64-bit lanes (the low halves' carries spill into the high half, mod
+/// 2^64), `hi` adds the high halves exactly. Then the low halves' exact sum is
+/// `full - (hi << 32)` (mod 2^64, exact because it is < 2^64 for `n <= MAX_CHUNK`).
+#[derive(Clone, Copy)]
+struct Acc3 {
+    full: __m512i,
+    hi: __m512i,
+}
+
+impl Acc3 {
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn new() -> Self {
+        Acc3 {
+            full: _mm512_setzero_si512(),
+            hi: _mm512_setzero_si512(),
+        }
+    }
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn add(&mut self, v: __m512i) {
+        self.full = _mm512_add_epi64(self.full, v);
+        self.hi = _mm512_add_epi64(self.hi, _mm512_srli_epi64::<32>(v));
+    }
+    /// Per-lane exact sum of all 32-bit halves (each lane < 2^64).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn lanes(self) -> __m512i {
+        let lo = _mm512_sub_epi64(self.full, _mm512_slli_epi64::<32>(self.hi));
+        _mm512_add_epi64(lo, self.hi)
+    }
+}
+
+/// `vpdpbusd` weights picking the low (even-offset) byte of every little-endian 16-bit word.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn w_lo() -> __m512i {
+    _mm512_set1_epi32(0x0001_0001)
+}
+
+/// `vpdpbusd` weights picking the high (odd-offset) byte of every 16-bit word.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn w_hi() -> __m512i {
+    _mm512_set1_epi32(0x0100_0100)
+}
+
+/// Reduces the VNNI byte-sum accumulators: sum = lo + 256 * hi (little-endian words).
+/// Lanes are unsigned 32-bit counts, widened to 64 bits before adding.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn fold_vnni(lo: __m512i, hi: __m512i) -> u16 {
+    let z = _mm512_setzero_si512();
+    let lo64 = add_halves512(z, lo);
+    let hi64 = add_halves512(z, hi);
+    fold512(_mm512_add_epi64(lo64, _mm512_slli_epi64::<8>(hi64)))
+}
+
+/// AVX-512 VNNI little-endian-word sum: two `vpdpbusd` per vector (unsigned bytes times 0/1
+/// weights, four products added into each 32-bit lane) accumulate the even and odd bytes
+/// separately; sum = even + 256 * odd. Two vector ops per 64 bytes instead of four. A lane
+/// gains at most 510 per op, so `n <= MAX_CHUNK` (2^24 vectors) cannot wrap it.
+///
+/// # Safety
+/// CPU supports AVX-512 F, BW and VNNI; `s` valid for `n` bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) unsafe fn sum_le_avx512_vnni(s: *const u8, n: usize) -> u16 {
+    // SAFETY (whole body): as `sum_le_avx512`.
+    unsafe {
+        let z = _mm512_setzero_si512();
+        let (wl, wh) = (w_lo(), w_hi());
+        let (mut l0, mut h0, mut l1, mut h1) = (z, z, z, z);
+        let mut i = 0;
+        while i + 128 <= n {
+            let v0 = _mm512_loadu_si512(s.add(i).cast());
+            let v1 = _mm512_loadu_si512(s.add(i + 64).cast());
+            l0 = _mm512_dpbusd_epi32(l0, v0, wl);
+            h0 = _mm512_dpbusd_epi32(h0, v0, wh);
+            l1 = _mm512_dpbusd_epi32(l1, v1, wl);
+            h1 = _mm512_dpbusd_epi32(h1, v1, wh);
+            i += 128;
+        }
+        if i + 64 <= n {
+            let v = _mm512_loadu_si512(s.add(i).cast());
+            l0 = _mm512_dpbusd_epi32(l0, v, wl);
+            h0 = _mm512_dpbusd_epi32(h0, v, wh);
+            i += 64;
+        }
+        if i < n {
+            let v = _mm512_maskz_loadu_epi8(low_mask(n - i), s.add(i).cast());
+            l1 = _mm512_dpbusd_epi32(l1, v, wl);
+            h1 = _mm512_dpbusd_epi32(h1, v, wh);
+        }
+        fold_vnni(_mm512_add_epi32(l0, l1), _mm512_add_epi32(h0, h1))
     }
 }
