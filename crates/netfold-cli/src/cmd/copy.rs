@@ -13,6 +13,7 @@ use super::CmdResult;
 use netfold::mem::{self, kernels};
 use serde::Serialize;
 use std::hint::black_box;
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -192,12 +193,11 @@ enum Buffers {
 
 const UNCACHED_REGION: usize = 128 << 20;
 
+/// Times one cell: `f` copying `size` bytes from source offset `sa` to destination offset `da`.
 fn time_cell(
     bufs: &mut Buffers,
     f: CopyFn,
-    size: usize,
-    sa: usize,
-    da: usize,
+    (size, sa, da): (usize, usize, usize),
     min: Duration,
     reps: usize,
     calibrated: Option<u64>,
@@ -324,7 +324,7 @@ pub fn run(a: Args) -> CmdResult {
     for _ in 0..a.passes {
         for cell in grid.iter_mut() {
             let (size, mi, sa, da, best, cal) = *cell;
-            let (ns, iters) = time_cell(&mut bufs, methods[mi].1, size, sa, da, min, a.reps, cal);
+            let (ns, iters) = time_cell(&mut bufs, methods[mi].1, (size, sa, da), min, a.reps, cal);
             *cell = (size, mi, sa, da, best.min(ns), Some(iters));
         }
     }
@@ -371,9 +371,10 @@ pub fn run(a: Args) -> CmdResult {
             results,
             summary,
         };
-        println!("{}", serde_json::to_string(&report)?);
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", serde_json::to_string(&report)?)?;
     } else {
-        print_human(&summary, &results, tsc);
+        print_human(&summary, &results, tsc)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -423,13 +424,16 @@ fn summarize(results: &[Cell], sizes: &[usize], methods: &[(&str, CopyFn)]) -> V
     out
 }
 
-fn print_human(summary: &[Summary], results: &[Cell], tsc: Option<f64>) {
-    println!(
+fn print_human(summary: &[Summary], results: &[Cell], tsc: Option<f64>) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
         "{:<13} {:>7} {:>9} {:>9} {:>9} {:>10} {:>11} {:>12}",
         "method", "size", "min GB/s", "median", "max", "worst/best", "min vs std", "TSC cyc/copy"
-    );
+    )?;
     for s in summary {
-        println!(
+        writeln!(
+            out,
             "{:<13} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>10.3} {:>11} {:>12}",
             s.method,
             s.size,
@@ -443,7 +447,7 @@ fn print_human(summary: &[Summary], results: &[Cell], tsc: Option<f64>) {
             s.median_tsc_cycles
                 .map(|c| format!("{c:.0}"))
                 .unwrap_or_else(|| "-".into()),
-        );
+        )?;
     }
     // Seed 000 Table 6 / seed 001: cycles to copy 1448 bytes, aligned vs not.
     let at = |m: &str, sa: usize, da: usize| {
@@ -454,12 +458,13 @@ fn print_human(summary: &[Summary], results: &[Cell], tsc: Option<f64>) {
     };
     let has_1448 = results.iter().any(|c| c.size == 1448);
     if has_1448 && tsc.is_some() {
-        println!();
-        println!("TSC cycles per 1448-byte copy (cf. seed 000 Table 6: movsd 3000 aligned / 7000 not; integer 4000)");
-        println!(
+        writeln!(out)?;
+        writeln!(out, "TSC cycles per 1448-byte copy (cf. seed 000 Table 6: movsd 3000 aligned / 7000 not; integer 4000)")?;
+        writeln!(
+            out,
             "{:<13} {:>12} {:>12} {:>12} {:>12} {:>12}",
             "method", "src0/dst0", "src4/dst0", "src0/dst4", "worst pair", "median"
-        );
+        )?;
         let mut seen = Vec::new();
         for s in summary.iter().filter(|s| s.size == 1448) {
             if seen.contains(&s.method) {
@@ -472,7 +477,8 @@ fn print_human(summary: &[Summary], results: &[Cell], tsc: Option<f64>) {
                 .filter_map(|c| c.tsc_cycles)
                 .fold(0.0, f64::max);
             let f = |v: Option<f64>| v.map(|c| format!("{c:.0}")).unwrap_or_else(|| "-".into());
-            println!(
+            writeln!(
+                out,
                 "{:<13} {:>12} {:>12} {:>12} {:>12.0} {:>12}",
                 s.method,
                 f(at(&s.method, 0, 0)),
@@ -480,9 +486,10 @@ fn print_human(summary: &[Summary], results: &[Cell], tsc: Option<f64>) {
                 f(at(&s.method, 0, 4)),
                 worst,
                 f(s.median_tsc_cycles)
-            );
+            )?;
         }
     }
+    Ok(())
 }
 
 /// Maps t in [0, 1] to a dark-blue -> teal -> yellow ramp (viridis-like anchors).

@@ -13,6 +13,7 @@ use super::CmdResult;
 use netfold::mem;
 use serde::Serialize;
 use std::hint::black_box;
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -247,6 +248,7 @@ pub fn run(a: Args) -> CmdResult {
         });
     }
 
+    let mut out = std::io::stdout().lock();
     if a.json {
         let r = Report {
             kernels: mem::selected_kernels(),
@@ -255,7 +257,7 @@ pub fn run(a: Args) -> CmdResult {
             results,
             ratios,
         };
-        println!("{}", serde_json::to_string(&r)?);
+        writeln!(out, "{}", serde_json::to_string(&r)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!(
@@ -267,11 +269,11 @@ pub fn run(a: Args) -> CmdResult {
         a.reps,
         a.min_ms
     );
-    print!("{:<8} {:<14}", "impl", "op");
+    write!(out, "{:<8} {:<14}", "impl", "op")?;
     for n in &sizes {
-        print!(" {:>10}", format!("{n} B"));
+        write!(out, " {:>10}", format!("{n} B"))?;
     }
-    println!("   (GB/s)");
+    writeln!(out, "   (GB/s)")?;
     let rows = [
         ("netfold", "checksum"),
         ("netfold", "copy"),
@@ -288,23 +290,23 @@ pub fn run(a: Args) -> CmdResult {
         }
     }
     for (imp, op) in &rows {
-        print!("{imp:<8} {op:<14}");
+        write!(out, "{imp:<8} {op:<14}")?;
         for &n in &sizes {
-            print!(" {:>10.1}", g(imp.as_str(), op, n));
+            write!(out, " {:>10.1}", g(imp.as_str(), op, n))?;
         }
-        println!();
+        writeln!(out)?;
     }
-    println!();
+    writeln!(out)?;
     for name in [
         "fused / copy",
         "fused / copy-then-checksum",
         "checksum netfold / smoltcp",
     ] {
-        print!("{name:<26}");
+        write!(out, "{name:<26}")?;
         for r in ratios.iter().filter(|r| r.name == name) {
-            print!(" {:>10.3}", r.ratio);
+            write!(out, " {:>10.3}", r.ratio)?;
         }
-        println!();
+        writeln!(out)?;
     }
     Ok(ExitCode::SUCCESS)
 }

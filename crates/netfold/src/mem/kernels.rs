@@ -285,8 +285,15 @@ pub fn copy_with_checksum_avx512_vbmi(dst: &mut [u8], src: &[u8]) -> u16 {
     copy_with_checksum_avx512(dst, src)
 }
 
+/// A copy kernel: copies `src` into the front of `dst`.
+pub type CopyKernel = fn(&mut [u8], &[u8]);
+/// A checksum kernel: RFC 1071 sum, folded, not complemented.
+pub type ChecksumKernel = fn(&[u8]) -> u16;
+/// A fused kernel: copies `src` into `dst` and returns its checksum.
+pub type FusedKernel = fn(&mut [u8], &[u8]) -> u16;
+
 /// Every copy kernel by name (for benchmarks and exhaustive tests).
-pub const COPY_KERNELS: &[(&str, fn(&mut [u8], &[u8]))] = &[
+pub const COPY_KERNELS: &[(&str, CopyKernel)] = &[
     ("scalar", copy_scalar),
     ("rep-movsb", copy_rep_movsb),
     ("rep-movsq", copy_rep_movsq),
@@ -299,7 +306,7 @@ pub const COPY_KERNELS: &[(&str, fn(&mut [u8], &[u8]))] = &[
 ];
 
 /// Every checksum kernel by name.
-pub const CHECKSUM_KERNELS: &[(&str, fn(&[u8]) -> u16)] = &[
+pub const CHECKSUM_KERNELS: &[(&str, ChecksumKernel)] = &[
     ("scalar", checksum_scalar),
     ("avx2", checksum_avx2),
     ("avx512", checksum_avx512),
@@ -307,7 +314,7 @@ pub const CHECKSUM_KERNELS: &[(&str, fn(&[u8]) -> u16)] = &[
 ];
 
 /// Every fused copy+checksum kernel by name.
-pub const FUSED_KERNELS: &[(&str, fn(&mut [u8], &[u8]) -> u16)] = &[
+pub const FUSED_KERNELS: &[(&str, FusedKernel)] = &[
     ("scalar", copy_with_checksum_scalar),
     ("avx2", copy_with_checksum_avx2),
     ("avx512", copy_with_checksum_avx512),
