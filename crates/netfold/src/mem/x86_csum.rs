@@ -485,17 +485,6 @@ fn w_hi() -> __m512i {
     _mm512_set1_epi32(0x0100_0100)
 }
 
-/// Reduces the VNNI byte-sum accumulators: sum = lo + 256 * hi (little-endian words).
-/// Lanes are unsigned 32-bit counts, widened to 64 bits before adding.
-#[target_feature(enable = "avx512f")]
-#[inline]
-fn fold_vnni(lo: __m512i, hi: __m512i) -> u16 {
-    let z = _mm512_setzero_si512();
-    let lo64 = add_halves512(z, lo);
-    let hi64 = add_halves512(z, hi);
-    fold512(_mm512_add_epi64(lo64, _mm512_slli_epi64::<8>(hi64)))
-}
-
 /// AVX-512 VNNI little-endian-word sum: two `vpdpbusd` per vector (unsigned bytes times 0/1
 /// weights, four products added into each 32-bit lane) accumulate the even and odd bytes
 /// separately; sum = even + 256 * odd. Two vector ops per 64 bytes instead of four. A lane
@@ -509,18 +498,27 @@ pub(crate) unsafe fn sum_le_avx512_vnni(s: *const u8, n: usize) -> u16 {
     unsafe {
         let z = _mm512_setzero_si512();
         let (wl, wh) = (w_lo(), w_hi());
+        // Eight independent accumulators: `vpdpbusd` has a multi-cycle latency through its
+        // accumulator, so fewer chains would serialise.
         let (mut l0, mut h0, mut l1, mut h1) = (z, z, z, z);
+        let (mut l2, mut h2, mut l3, mut h3) = (z, z, z, z);
         let mut i = 0;
-        while i + 128 <= n {
+        while i + 256 <= n {
             let v0 = _mm512_loadu_si512(s.add(i).cast());
             let v1 = _mm512_loadu_si512(s.add(i + 64).cast());
+            let v2 = _mm512_loadu_si512(s.add(i + 128).cast());
+            let v3 = _mm512_loadu_si512(s.add(i + 192).cast());
             l0 = _mm512_dpbusd_epi32(l0, v0, wl);
             h0 = _mm512_dpbusd_epi32(h0, v0, wh);
             l1 = _mm512_dpbusd_epi32(l1, v1, wl);
             h1 = _mm512_dpbusd_epi32(h1, v1, wh);
-            i += 128;
+            l2 = _mm512_dpbusd_epi32(l2, v2, wl);
+            h2 = _mm512_dpbusd_epi32(h2, v2, wh);
+            l3 = _mm512_dpbusd_epi32(l3, v3, wl);
+            h3 = _mm512_dpbusd_epi32(h3, v3, wh);
+            i += 256;
         }
-        if i + 64 <= n {
+        while i + 64 <= n {
             let v = _mm512_loadu_si512(s.add(i).cast());
             l0 = _mm512_dpbusd_epi32(l0, v, wl);
             h0 = _mm512_dpbusd_epi32(h0, v, wh);
@@ -531,6 +529,15 @@ pub(crate) unsafe fn sum_le_avx512_vnni(s: *const u8, n: usize) -> u16 {
             l1 = _mm512_dpbusd_epi32(l1, v, wl);
             h1 = _mm512_dpbusd_epi32(h1, v, wh);
         }
-        fold_vnni(_mm512_add_epi32(l0, l1), _mm512_add_epi32(h0, h1))
+        // Lanes < 2^32 each (see MAX_CHUNK); add pairs in 64-bit lanes to stay exact.
+        let lo = _mm512_add_epi64(
+            _mm512_add_epi64(add_halves512(z, l0), add_halves512(z, l1)),
+            _mm512_add_epi64(add_halves512(z, l2), add_halves512(z, l3)),
+        );
+        let hi = _mm512_add_epi64(
+            _mm512_add_epi64(add_halves512(z, h0), add_halves512(z, h1)),
+            _mm512_add_epi64(add_halves512(z, h2), add_halves512(z, h3)),
+        );
+        fold512(_mm512_add_epi64(lo, _mm512_slli_epi64::<8>(hi)))
     }
 }
