@@ -158,6 +158,13 @@ pub fn selected_kernels() -> &'static str {
 pub fn copy(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
     let dst = &mut dst[..n];
+    #[cfg(target_arch = "x86_64")]
+    if n <= 64 {
+        // SAFETY: n <= 64; both slices hold `n` bytes and cannot overlap. Baseline x86_64
+        // instructions only, so no feature detection is needed.
+        unsafe { x86_copy::copy_le64(dst.as_mut_ptr(), src.as_ptr(), n) };
+        return;
+    }
     // SAFETY: `dst` and `src` hold `n` bytes each and cannot overlap (`&mut` and `&` borrows);
     // the dispatch only holds kernels whose CPU features were detected.
     unsafe { (dispatch().copy)(dst.as_mut_ptr(), src.as_ptr(), n) }
@@ -168,6 +175,11 @@ pub fn copy(dst: &mut [u8], src: &[u8]) {
 /// `wire::ip::checksum::data(data)`.
 #[inline]
 pub fn checksum(data: &[u8]) -> u16 {
+    if data.len() <= 64 {
+        // Tiny inputs (headers): the scalar add-with-carry loop beats a dispatched vector
+        // kernel's call and horizontal reduction.
+        return portable::checksum_small(data);
+    }
     let d = dispatch();
     if data.len() <= MAX_CHUNK {
         // SAFETY: `data` is a valid range of at most MAX_CHUNK bytes; dispatch invariant.

@@ -62,6 +62,33 @@ unsafe fn copy_16_32(d: *mut u8, s: *const u8, n: usize) {
     }
 }
 
+/// Copies 0..=64 bytes with overlapping baseline (SSE2 / general-purpose) loads and stores:
+/// used inline by [`super::copy`] before any dispatch, since for tiny copies the indirect
+/// call costs as much as the copy.
+///
+/// # Safety
+/// `n <= 64`, ranges valid for `n` bytes and non-overlapping.
+#[inline(always)]
+pub(crate) unsafe fn copy_le64(d: *mut u8, s: *const u8, n: usize) {
+    // SAFETY: each branch accesses offsets within [0, n) (overlapping-ends argument).
+    unsafe {
+        if n <= 16 {
+            copy_le16(d, s, n)
+        } else if n <= 32 {
+            copy_16_32(d, s, n)
+        } else {
+            let a = _mm_loadu_si128(s.cast());
+            let b = _mm_loadu_si128(s.add(16).cast());
+            let c = _mm_loadu_si128(s.add(n - 32).cast());
+            let e = _mm_loadu_si128(s.add(n - 16).cast());
+            _mm_storeu_si128(d.cast(), a);
+            _mm_storeu_si128(d.add(16).cast(), b);
+            _mm_storeu_si128(d.add(n - 32).cast(), c);
+            _mm_storeu_si128(d.add(n - 16).cast(), e);
+        }
+    }
+}
+
 /// `rep movsb`: the CPU's microcoded byte copy (fast with ERMS/FSRM for aligned data).
 pub(crate) fn rep_movsb(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
