@@ -8,6 +8,10 @@
 //!   ALIGNED STORES (the destination is aligned to the vector size; a store that splits a cache
 //!   line costs two L1 writes, a split load is cheaper), four vectors per iteration, and finally
 //!   store the first and last vector, which overlap the aligned body.
+//! - on AVX-512 VBMI CPUs (the dispatched kernel here), loads are aligned too: when source and
+//!   destination disagree modulo 64, each destination line is assembled from two aligned source
+//!   lines with `vpermt2b`, and the partial first/last lines use masked stores
+//!   ([`avx512_vbmi_body`]); from [`REP_MOVSB_THRESHOLD`] up, `rep movsb`.
 //!
 //! All raw kernels take `(dst, src, n)` pointers: callers guarantee both ranges are valid for
 //! `n` bytes and do not overlap (they come from a `&mut [u8]` and a `&[u8]`).

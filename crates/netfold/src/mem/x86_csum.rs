@@ -1,11 +1,12 @@
 //! x86_64 checksum and fused copy+checksum kernels (AVX2, AVX-512).
 //!
 //! Summation scheme (RFC 1071 §2): x86 loads are little-endian, so the kernels sum
-//! LITTLE-endian words and byte-swap once at the end (§2(B) byte-order independence). Each
-//! 64-bit lane of a vector is split into its low and high 32-bit halves, which are added into
-//! 64-bit lane accumulators (§2(A): 32-bit words fold to the same 16-bit sum since
-//! 2^16 = 1 mod 0xffff; §2(C): the lanes are parallel partial sums). No carry is ever lost:
-//! a lane receives < 2^32 per add, and callers feed at most [`MAX_CHUNK`] bytes per call.
+//! LITTLE-endian words and byte-swap once at the end (§2(B) byte-order independence). The
+//! 16-bit words are summed as 32-bit words (§2(A): they fold to the same 16-bit sum since
+//! 2^16 = 1 mod 0xffff) in 64-bit vector lanes (§2(C): the lanes are parallel partial sums).
+//! AVX2 splits each 64-bit lane into its two 32-bit halves and adds both (4 ops per vector);
+//! AVX-512 uses [`Acc3`] (3 ops per vector). No carry is ever lost: callers feed at most
+//! [`MAX_CHUNK`] bytes per call, far below any lane overflow.
 //!
 //! The fused kernels store to an aligned destination exactly like the copy kernels in
 //! `x86_copy` (unaligned head and tail vectors, aligned body), but the checksum must count each
