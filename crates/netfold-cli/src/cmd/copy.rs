@@ -122,7 +122,6 @@ pub struct Args {
     pub heatmap_size: usize,
 }
 
-
 #[derive(Serialize, Clone)]
 struct Cell {
     method: String,
