@@ -654,7 +654,8 @@ fn sack_recovery_with_multiple_holes_needs_no_rto() {
         .unwrap()
         .repr
         .seq;
-    let mss = 1460u32;
+    // 1460-byte MSS minus 12 bytes of timestamp option per segment.
+    let mss = 1448u32;
     // Drop the first transmission of data segments 3, 6 and 9.
     let lost: Vec<u32> = [3u32, 6, 9]
         .iter()
@@ -909,4 +910,185 @@ fn stale_handles_are_rejected() {
     net.a.abort(c).unwrap();
     assert_eq!(net.a.abort(c), Err(Error::InvalidHandle));
     assert_eq!(net.a.recv(c, &mut [0u8; 4]), Err(Error::InvalidHandle));
+}
+
+#[test]
+fn orphaned_fin_wait2_is_reaped() {
+    let mut net = Net::new(21);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    net.a.close(c).unwrap();
+    // B never closes: A sits in FIN-WAIT-2, but since nobody can read it any more it is
+    // freed after `time_wait` (like Linux tcp_fin_timeout).
+    net.run_for(Duration::from_millis(500));
+    assert_eq!(net.a.socket_count(), 1);
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(net.a.socket_count(), 0);
+    assert_eq!(net.b.state(s), Ok(State::CloseWait));
+}
+
+#[test]
+fn half_open_connections_time_out_and_free_the_syn_queue() {
+    let mut net = Net::new(22);
+    let cfg = Config {
+        max_retransmits: 2,
+        ..test_config()
+    };
+    let l = net.b.listen(addr_b(80), 1, cfg).unwrap();
+    // The client's ACK (and everything after its SYN) never arrives.
+    net.filter = Some(Box::new(|from_a, r, _| from_a && !r.flags.syn()));
+    let c = net
+        .a
+        .connect(net.now, addr_a(0), addr_b(80), test_config())
+        .unwrap();
+    net.run_for(Duration::from_secs(1));
+    assert_eq!(net.b.socket_count(), 2, "listener + half-open");
+    net.run_for(Duration::from_secs(30));
+    assert_eq!(
+        net.b.socket_count(),
+        1,
+        "half-open freed after SYN-ACK retries"
+    );
+    assert_eq!(net.b.accept(l), Err(Error::WouldBlock));
+    let _ = c;
+    // The queue has room again.
+    net.filter = None;
+    let c2 = net
+        .a
+        .connect(net.now, addr_a(0), addr_b(80), test_config())
+        .unwrap();
+    let mut acc = None;
+    assert!(net.run_until(Duration::from_secs(5), |n| {
+        acc = acc.or(n.b.accept(l).ok());
+        acc.is_some() && n.a.state(c2) == Ok(State::Established)
+    }));
+}
+
+#[test]
+fn segments_fit_the_mss_including_options() {
+    let mut net = Net::new(23);
+    net.loss = 0.02;
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    transfer(&mut net, true, c, s, 1 << 20, Duration::from_secs(60));
+    for x in &net.log {
+        let o = &x.repr.options;
+        let opt = if o.timestamps.is_some() { 12 } else { 0 }
+            + if o.sack_count > 0 {
+                4 + 8 * usize::from(o.sack_count)
+            } else {
+                0
+            };
+        if !x.repr.flags.syn() {
+            assert!(x.len + opt <= 1460, "{} + {} > 1460", x.len, opt);
+        }
+    }
+    // Delayed ACKs: B sends far fewer segments than A.
+    assert!(net.b.stats().segments_out * 2 < net.a.stats().segments_out);
+}
+
+#[test]
+fn random_segments_never_panic() {
+    let mut net = Net::new(24);
+    let (c, _s, l) = establish(&mut net, test_config(), test_config());
+    let last = last_a_to_b(&net);
+    let mut rng = Rng(99);
+    let payload = [0xabu8; 3000];
+    for i in 0..50_000u32 {
+        let r = rng.next();
+        let mut seg = last;
+        seg.flags = TcpFlags((r & 0xff) as u8);
+        seg.seq = if r & 0x100 != 0 {
+            last.seq.wrapping_add((rng.next() % 100_000) as u32)
+        } else {
+            rng.next() as u32
+        };
+        seg.ack = if r & 0x200 != 0 {
+            last.ack
+                .wrapping_add((rng.next() % 5000) as u32)
+                .wrapping_sub(2500)
+        } else {
+            rng.next() as u32
+        };
+        seg.window = rng.next() as u16;
+        seg.options.window_scale = Some((rng.next() % 32) as u8);
+        seg.options.mss = Some(rng.next() as u16);
+        seg.options.sack_count = (rng.next() % 6) as u8;
+        for b in seg.options.sack.iter_mut() {
+            b.left = last.ack.wrapping_add((rng.next() % 10_000) as u32);
+            b.right = b
+                .left
+                .wrapping_add((rng.next() % 10_000) as u32)
+                .wrapping_sub(100);
+        }
+        if r & 0x400 != 0 {
+            seg.options.timestamps = Some(Timestamps {
+                tsval: rng.next() as u32,
+                tsecr: rng.next() as u32,
+            });
+        }
+        if r & 0x800 != 0 {
+            seg.src_port = (rng.next() % 4) as u16 + 49152;
+        }
+        let len = (rng.next() % 3000) as usize;
+        net.b.input(net.now, IP_A, IP_B, &seg, &payload[..len]);
+        if i % 64 == 0 {
+            net.b.output(net.now, &mut |_| true);
+            net.now += Duration::from_millis(7);
+        }
+    }
+    net.b
+        .output(net.now + Duration::from_secs(600), &mut |_| true);
+    let _ = (c, l);
+    // Memory stays bounded: at most the listener, the connection, and half-open children.
+    assert!(net.b.socket_count() <= 2 + 16, "{}", net.b.socket_count());
+}
+
+#[test]
+fn emit_refusal_loses_nothing() {
+    let mut net = Net::new(25);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    let data: Vec<u8> = (0..200_000u64).map(pattern).collect();
+    let mut sent = net.a.send(c, &data).unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let mut budget = 0u32;
+    // A's device accepts only 3 segments per output call.
+    for _ in 0..200_000 {
+        if got.len() == data.len() {
+            break;
+        }
+        if sent < data.len() {
+            if let Ok(k) = net.a.send(c, &data[sent..]) {
+                sent += k;
+            }
+        }
+        let mut out = Vec::new();
+        net.a.output(net.now, &mut |seg: &OutSegment<'_>| {
+            if budget == 0 {
+                return false;
+            }
+            budget -= 1;
+            let mut p = seg.payload.0.to_vec();
+            p.extend_from_slice(seg.payload.1);
+            out.push((seg.repr, p));
+            true
+        });
+        budget = 3;
+        for (r, p) in out {
+            net.b.input(net.now, IP_A, IP_B, &r, &p);
+        }
+        let mut back = Vec::new();
+        net.b.output(net.now, &mut |seg: &OutSegment<'_>| {
+            back.push(seg.repr);
+            true
+        });
+        for r in back {
+            net.a.input(net.now, IP_B, IP_A, &r, &[]);
+        }
+        while let Ok(k) = net.b.recv(s, &mut buf) {
+            got.extend_from_slice(&buf[..k]);
+        }
+        net.now += Duration::from_micros(100);
+    }
+    assert_eq!(got, data);
+    assert_eq!(net.a.stats().retransmits_rto, 0);
 }

@@ -134,6 +134,8 @@ pub struct Conn {
     pub owned: bool,
     /// The application called close(): the layer frees the connection when it is done.
     pub user_closed: bool,
+    /// Counted in the parent listener's SYN queue (half-open).
+    pub in_syn_queue: bool,
 
     // Send sequence space (RFC 9293 §3.3.1).
     pub iss: u32,
@@ -249,6 +251,7 @@ impl Conn {
             parent: None,
             owned: false,
             user_closed: false,
+            in_syn_queue: false,
             iss,
             snd_una: iss,
             snd_nxt: iss,
@@ -387,6 +390,43 @@ impl Conn {
 
     pub fn fin_acked(&self) -> bool {
         self.fin_queued && seq::gt(self.snd_una, self.fin_seq())
+    }
+
+    /// Data or a FIN is queued and not yet acknowledged.
+    pub fn send_pending(&self) -> bool {
+        seq::lt(
+            self.snd_una,
+            self.fin_seq().wrapping_add(u32::from(self.fin_queued)),
+        )
+    }
+
+    /// Option bytes in a non-SYN segment we send now (RFC 7323 §3.2: timestamps take 10
+    /// bytes + 2 NOPs; RFC 2018 §3: SACK takes 2 + 8n bytes + 2 NOPs).
+    pub fn option_len(&self) -> u32 {
+        let mut n = 0;
+        if self.ts_enabled {
+            n += 12;
+        }
+        let blocks = self.sack_blocks_to_send();
+        if blocks > 0 {
+            n += 4 + 8 * blocks as u32;
+        }
+        n
+    }
+
+    /// How many SACK blocks the next segment carries.
+    pub fn sack_blocks_to_send(&self) -> usize {
+        if !self.sack_ok || self.rcv.asm.is_empty() {
+            return 0;
+        }
+        let max = if self.ts_enabled { 3 } else { 4 };
+        self.sack_hist.blocks().len().min(max)
+    }
+
+    /// Payload bytes per segment: RFC 9293 §3.7.1, Eff.snd.MSS minus the TCP options we add,
+    /// so that header + options + data never exceed the peer's MSS + 40 (the MTU).
+    pub fn seg_mss(&self) -> u32 {
+        self.mss.saturating_sub(self.option_len()).max(32)
     }
 
     pub fn flight(&self) -> u32 {

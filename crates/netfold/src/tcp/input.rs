@@ -55,6 +55,40 @@ impl Conn {
             return Event::None;
         }
 
+        // Simultaneous open (RFC 9293 §3.5 figure 8): the peer's SYN-ACK repeats its SYN and
+        // acknowledges ours; it completes the handshake rather than being a stray SYN.
+        if self.state == State::SynReceived
+            && flags.syn()
+            && flags.ack()
+            && !flags.rst()
+            && seg.seq == self.irs
+            && seq::lt(self.snd_una, seg.ack)
+            && seq::le(seg.ack, self.snd_max)
+        {
+            self.snd_una = seg.ack;
+            if seq::lt(self.snd_nxt, self.snd_una) {
+                self.snd_nxt = self.snd_una;
+            }
+            self.snd_wnd = u32::from(seg.window) << self.snd_wscale;
+            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = seg.ack;
+            self.rto_at = None;
+            self.retries = 0;
+            self.ack_now = true;
+            self.in_syn_queue = false;
+            self.state = if self.fin_queued {
+                State::FinWait1
+            } else {
+                State::Established
+            };
+            return if self.passive {
+                Event::Established
+            } else {
+                Event::None
+            };
+        }
+
         // RFC 5961 §4.2 (RFC 9293 §3.10.7.4 fourth check): a SYN in a synchronized state, at
         // any sequence number, gets a challenge ACK and is otherwise ignored.
         if flags.syn() && !flags.rst() {
@@ -167,7 +201,10 @@ impl Conn {
                 if self.fin_queued {
                     self.state = State::FinWait1;
                 }
-                event = Event::Established;
+                self.in_syn_queue = false;
+                if self.passive {
+                    event = Event::Established;
+                }
             } else {
                 ctx.reply_rst(*self.local.ip(), *self.remote.ip(), seg, payload.len());
                 return Event::None;
@@ -189,7 +226,10 @@ impl Conn {
         // FIN-WAIT/CLOSING/LAST-ACK transitions on our FIN being acknowledged.
         if self.fin_acked() {
             match self.state {
-                State::FinWait1 => self.state = State::FinWait2,
+                State::FinWait1 => {
+                    self.state = State::FinWait2;
+                    self.arm_orphan_timer(now);
+                }
                 State::Closing => self.enter_time_wait(now),
                 State::LastAck => {
                     self.enter_closed(None);
@@ -237,6 +277,14 @@ impl Conn {
             }
         }
         event
+    }
+
+    /// An application that closed cannot read any more: an orphan FIN-WAIT-2 waits at most
+    /// `time_wait` for the peer's FIN (Linux `tcp_fin_timeout`), bounding memory.
+    pub fn arm_orphan_timer(&mut self, now: crate::time::Instant) {
+        if self.user_closed && self.state == State::FinWait2 && self.timewait_at.is_none() {
+            self.timewait_at = Some(now + self.config.time_wait);
+        }
     }
 
     fn challenge_ack(&mut self, ctx: &mut Ctx<'_>) {
@@ -433,7 +481,7 @@ impl Conn {
             // Zero window (§3.8.6.1): data beyond SND.UNA was not accepted; probe instead of
             // retransmitting.
             self.probes_unanswered = 0;
-            if self.snd_nxt != self.snd_una || self.snd.len() as u32 > 0 || self.fin_queued {
+            if self.send_pending() {
                 self.snd_nxt = self.snd_una;
                 self.recovery = None;
                 self.rto_at = None;

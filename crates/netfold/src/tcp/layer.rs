@@ -91,7 +91,7 @@ impl TcpLayer {
                 if let Some(Some(Sock::Listener(l))) =
                     self.slots.get_mut(p as usize).map(|s| s.sock.as_mut())
                 {
-                    if c.state == State::SynReceived && !c.owned {
+                    if c.in_syn_queue {
                         l.half_open = l.half_open.saturating_sub(1);
                     }
                     l.accept_queue.retain(|&x| x != i);
@@ -245,6 +245,7 @@ impl TcpLayer {
         }
         let mut c = Conn::new_passive(now, &self.secret, local, remote, config, repr);
         c.parent = Some(li);
+        c.in_syn_queue = true;
         let i = self.alloc(Sock::Conn(Box::new(c)));
         self.conns.insert((local, remote), i);
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
@@ -413,6 +414,7 @@ impl TcpLayer {
     /// close(): FIN (or RST per linger/unread data rules); the handle becomes invalid for the
     /// caller, the layer keeps the connection until it is fully closed.
     pub fn close(&mut self, h: Handle) -> Result<(), Error> {
+        let now = self.last_now;
         if self.listener_mut(h).is_ok() {
             return self.close_listener(h.index);
         }
@@ -423,6 +425,7 @@ impl TcpLayer {
         }
         let _ = c.shutdown_write();
         c.user_closed = true;
+        c.arm_orphan_timer(now);
         let closed = c.state == State::Closed;
         let i = h.index;
         if closed {

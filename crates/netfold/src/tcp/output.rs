@@ -107,12 +107,10 @@ impl Conn {
                         tsecr: self.ts_recent,
                     });
                 }
-                if self.sack_ok && !self.rcv.asm.is_empty() {
-                    // RFC 2018 §3: at most 3 blocks alongside timestamps, else 4.
-                    let max = if self.ts_enabled { 3 } else { 4 };
-                    let blocks = self.sack_hist.blocks();
-                    let n = blocks.len().min(max);
-                    options.sack[..n].copy_from_slice(&blocks[..n]);
+                // RFC 2018 §3: at most 3 blocks alongside timestamps, else 4.
+                let n = self.sack_blocks_to_send();
+                if n > 0 {
+                    options.sack[..n].copy_from_slice(&self.sack_hist.blocks()[..n]);
                     options.sack_count = n as u8;
                 }
             }
@@ -257,7 +255,7 @@ impl Conn {
                 // sender SWS rule gets what fits (the §3.8.6.2.1 override timeout).
                 let len = self
                     .snd_wnd
-                    .min(self.mss)
+                    .min(self.seg_mss())
                     .min(seq::dist(self.snd_una, fin_seq))
                     .max(1);
                 return Some(Plan {
@@ -307,6 +305,7 @@ impl Conn {
         );
         if can_send
             && self.persist_at.is_none()
+            && self.rto_at.is_none()
             && self.snd_una == self.snd_max
             && seq::lt(self.snd_nxt, self.fin_seq())
         {
@@ -327,7 +326,7 @@ impl Conn {
     /// if it reaches the end of the queued data after close.
     fn segment_at(&self, kind: Kind, s: u32, max: u32) -> Option<Plan> {
         let fin_seq = self.fin_seq();
-        let mut len = seq::dist(s, fin_seq).min(max).min(self.mss);
+        let mut len = seq::dist(s, fin_seq).min(max).min(self.seg_mss());
         if let Some(n) = self.scoreboard.next_sacked_start(s) {
             len = len.min(seq::dist(s, n));
         }
@@ -364,14 +363,17 @@ impl Conn {
         } else {
             fin_seq
         };
+        // Congestion accounting is in units of the negotiated MSS (RFC 5681 SMSS); segments
+        // are cut to `seg_mss()` (MSS minus options).
         let mss = self.mss;
+        let smss = self.seg_mss();
         let cwnd = self.cc.cwnd();
         let wnd_edge = self.snd_una.wrapping_add(self.snd_wnd);
 
         if let Some(rec) = self.recovery {
             if rec.rxt_una {
                 // Entry or partial ACK: retransmit the first unacknowledged segment.
-                if let Some(p) = self.segment_at(Kind::Hole, self.snd_una, mss) {
+                if let Some(p) = self.segment_at(Kind::Hole, self.snd_una, smss) {
                     return Some(p);
                 }
             }
@@ -380,7 +382,7 @@ impl Conn {
                 let pipe = self
                     .scoreboard
                     .pipe(self.snd_una, self.snd_max, rec.rxt_next, mss);
-                if cwnd.saturating_sub(pipe) < mss.min(cwnd) {
+                if cwnd.saturating_sub(pipe) < smss.min(cwnd) {
                     return None;
                 }
                 // NextSeg rule (1): first lost unSACKed byte above HighRxt.
@@ -444,7 +446,7 @@ impl Conn {
             return None;
         }
         let rexmit = seq::lt(p.seq, self.snd_max);
-        if !rexmit && p.len < mss && !p.fin {
+        if !rexmit && p.len < smss && !p.fin {
             let remaining = seq::dist(p.seq, fin_seq);
             let idle = self.snd_nxt == self.snd_una;
             let push_ok = self.config.nodelay || idle || self.fin_queued;

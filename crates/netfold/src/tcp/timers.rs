@@ -31,6 +31,9 @@ impl Conn {
                 self.dirty = true;
             }
         }
+        if self.persist_at.is_some() && !self.send_pending() {
+            self.persist_at = None;
+        }
         if let Some(t) = self.persist_at {
             if now >= t {
                 self.dirty = true;
