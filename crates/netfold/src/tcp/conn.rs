@@ -200,6 +200,8 @@ pub struct Conn {
     pub last_rx: Instant,
 
     pub ack_now: bool,
+    /// When we last answered an unacceptable segment without data.
+    pub last_oow_ack: Option<Instant>,
     pub unacked_bytes: usize,
     pub persist_probe_due: bool,
     pub keepalive_due: bool,
@@ -299,6 +301,7 @@ impl Conn {
             last_ka: now,
             last_rx: now,
             ack_now: false,
+            last_oow_ack: None,
             unacked_bytes: 0,
             persist_probe_due: false,
             keepalive_due: false,

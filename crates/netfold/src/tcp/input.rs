@@ -10,6 +10,8 @@ use crate::wire::tcp::{SackBlock, TcpRepr};
 
 /// RFC 7323 §5.5: a TS.Recent older than 24 days is invalid for PAWS.
 const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
+/// Minimum spacing of ACKs sent in reply to unacceptable segments without data.
+const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
 impl Conn {
     /// One segment for this connection. `ctx.now` is the arrival time.
@@ -125,7 +127,18 @@ impl Conn {
             in_wnd(seg.seq) || in_wnd(seg.seq.wrapping_add(seg_len - 1))
         };
         if !acceptable {
-            if !flags.rst() {
+            // RFC 9293 §3.10.7.4: answer with an ACK (never to a RST). Replies to unacceptable
+            // segments without data are rate limited (like Linux tcp_invalid_ratelimit) so two
+            // confused ends cannot ping-pong ACKs forever.
+            let pure = seg_len == 0;
+            let limited = pure
+                && self
+                    .last_oow_ack
+                    .is_some_and(|t| now.saturating_since(t) < OOW_ACK_INTERVAL);
+            if !flags.rst() && !limited {
+                if pure {
+                    self.last_oow_ack = Some(now);
+                }
                 self.ack_now = true;
                 if self.state == State::TimeWait && fin {
                     // §3.10.7.4: a retransmitted FIN restarts the 2 MSL timeout.

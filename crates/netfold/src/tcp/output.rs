@@ -316,10 +316,20 @@ impl Conn {
     fn ack_plan(&self) -> Plan {
         Plan {
             kind: Kind::Ack,
-            seq: self.snd_nxt,
+            seq: self.ack_seq(),
             len: 0,
             fin: false,
         }
+    }
+
+    /// Sequence number for a segment without data: SND.NXT may have been rewound by an RTO
+    /// below what the peer already holds, and a zero-window probe may have gone past the
+    /// window; either would make the ACK unacceptable to the peer (RFC 9293 §3.10.7.4) and the
+    /// information in it lost. Use SND.MAX, clamped to the window's right edge (as Linux
+    /// `tcp_acceptable_seq`).
+    fn ack_seq(&self) -> u32 {
+        let edge = self.snd_una.wrapping_add(self.snd_wnd);
+        seq::max(self.snd_una, seq::min(self.snd_max, edge))
     }
 
     /// A segment starting at `s`, at most `max` bytes, not crossing SACKed data, with FIN
