@@ -1204,3 +1204,82 @@ fn duplex_stress_matrix() {
         }
     }
 }
+
+#[test]
+fn random_config_stress() {
+    let seeds: u64 = std::env::var("NETFOLD_TCP_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    for seed in 0..seeds {
+        let mut rng = Rng(seed * 7919 + 17);
+        let mut cfg = |rng: &mut Rng| Config {
+            congestion: if rng.next() % 2 == 0 {
+                CongestionControl::Cubic
+            } else {
+                CongestionControl::NewReno
+            },
+            sack: rng.next() % 2 == 0,
+            timestamps: rng.next() % 2 == 0,
+            window_scaling: rng.next() % 2 == 0,
+            nodelay: rng.next() % 2 == 0,
+            delayed_ack: if rng.next() % 2 == 0 {
+                Some(Duration::from_millis(40))
+            } else {
+                None
+            },
+            recv_buffer: [1000, 4096, 20_000, 100_000, 1 << 20][(rng.next() % 5) as usize],
+            send_buffer: [700, 5000, 64_000, 300_000][(rng.next() % 4) as usize],
+            mss: [100, 536, 1460, 9000][(rng.next() % 4) as usize],
+            ..test_config()
+        };
+        let ca = cfg(&mut rng);
+        let cb = cfg(&mut rng);
+        eprintln!("seed {seed}: {ca:?} {cb:?}");
+        let mut net = Net::new(seed + 1000);
+        net.keep_log = false;
+        net.latency = Duration::from_micros(100 + rng.next() % 20_000);
+        let (c, s, _) = establish(&mut net, ca, cb);
+        net.loss = [0.0, 0.01, 0.05, 0.1][(rng.next() % 4) as usize];
+        net.reorder = [0.0, 0.02, 0.1][(rng.next() % 3) as usize];
+        net.dup = [0.0, 0.01, 0.05][(rng.next() % 3) as usize];
+        duplex(&mut net, c, s, 200_000, Duration::from_secs(7200));
+    }
+}
+
+#[test]
+fn syn_flood_is_bounded() {
+    let mut net = Net::new(26);
+    let _l = net.b.listen(addr_b(80), 8, test_config()).unwrap();
+    for i in 0..10_000u32 {
+        let syn = TcpRepr {
+            src_port: 1024 + (i % 60_000) as u16,
+            dst_port: 80,
+            seq: i.wrapping_mul(7919),
+            flags: TcpFlags(TcpFlags::SYN),
+            window: 65535,
+            ..TcpRepr::default()
+        };
+        net.b.input(
+            net.now,
+            Ipv4Addr::new(198, 19, (i >> 8) as u8, i as u8),
+            IP_B,
+            &syn,
+            &[],
+        );
+    }
+    assert_eq!(net.b.socket_count(), 1 + 8);
+    assert_eq!(net.b.stats().backlog_drops, 10_000 - 8);
+    let mut n = 0;
+    net.b.output(net.now, &mut |s| {
+        assert!(s.repr.flags.syn() && s.repr.flags.ack());
+        n += 1;
+        true
+    });
+    assert_eq!(n, 8);
+    // Unanswered SYN-ACKs are retried, then the half-open entries are dropped.
+    for k in 1..200 {
+        net.b.output(Instant::from_secs(k), &mut |_| true);
+    }
+    assert_eq!(net.b.socket_count(), 1);
+}

@@ -265,14 +265,18 @@ impl Conn {
             snd_wscale: 0,
             rcv_wscale,
             snd_buf_seq: iss.wrapping_add(1),
-            snd: SendRing::with_capacity(config.send_buffer),
+            snd: SendRing::with_capacity(if passive { 0 } else { config.send_buffer }),
             fin_queued: false,
             irs: 0,
             rcv_nxt: 0,
             rcv_adv: 0,
             last_ack_sent: 0,
             // Slack of one window-scale unit: the advertised window is rounded up.
-            rcv: RecvRing::with_capacity(config.recv_buffer + (1usize << rcv_wscale)),
+            rcv: RecvRing::with_capacity(if passive {
+                0
+            } else {
+                config.recv_buffer + (1usize << rcv_wscale)
+            }),
             rcv_fin: None,
             fin_received: false,
             mss: mss.clamp(64, DEFAULT_MSS),
@@ -347,6 +351,18 @@ impl Conn {
         c.snd_wl1 = syn.seq;
         c.snd_wl2 = c.iss;
         c
+    }
+
+    /// Passive opens allocate their buffers only when the handshake completes, so a SYN flood
+    /// costs a small control block per half-open connection, not two buffers.
+    pub fn alloc_buffers(&mut self) {
+        if self.snd.capacity() == 0 && self.snd.is_empty() {
+            self.snd = SendRing::with_capacity(self.config.send_buffer);
+        }
+        if self.rcv.capacity() == 0 {
+            self.rcv =
+                RecvRing::with_capacity(self.config.recv_buffer + (1usize << self.rcv_wscale));
+        }
     }
 
     /// Applies the peer's SYN options (RFC 9293 §3.7.1 MSS, RFC 7323 §2.2/§3.2, RFC 2018 §2).

@@ -79,6 +79,7 @@ impl Conn {
             self.retries = 0;
             self.ack_now = true;
             self.in_syn_queue = false;
+            self.alloc_buffers();
             self.state = if self.fin_queued {
                 State::FinWait1
             } else {
@@ -215,6 +216,7 @@ impl Conn {
                     self.state = State::FinWait1;
                 }
                 self.in_syn_queue = false;
+                self.alloc_buffers();
                 if self.passive {
                     event = Event::Established;
                 }

@@ -7,6 +7,9 @@ use super::rtt::RTO_MAX;
 use super::{Error, State, Stats};
 use crate::time::Instant;
 
+const SYN_RETRIES: u32 = 6;
+const SYNACK_RETRIES: u32 = 5;
+
 impl Conn {
     /// Runs every expired timer. May close the connection (TimedOut, end of TIME-WAIT).
     pub fn on_timers(&mut self, now: Instant, stats: &mut Stats) -> Event {
@@ -87,7 +90,14 @@ impl Conn {
 
     fn on_rto(&mut self, now: Instant, stats: &mut Stats) -> Option<Event> {
         self.retries += 1;
-        if self.retries > self.config.max_retransmits {
+        // Handshakes give up sooner (Linux tcp_syn_retries = 6, tcp_synack_retries = 5):
+        // half-open state is what SYN floods consume.
+        let limit = match self.state {
+            State::SynSent => self.config.max_retransmits.min(SYN_RETRIES),
+            State::SynReceived => self.config.max_retransmits.min(SYNACK_RETRIES),
+            _ => self.config.max_retransmits,
+        };
+        if self.retries > limit {
             // RFC 9293 §3.8.3 R2: give up.
             stats.timeouts += 1;
             self.enter_closed(Some(Error::TimedOut));
