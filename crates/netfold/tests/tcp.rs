@@ -20,6 +20,9 @@ impl Rng {
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
+    fn coin(&mut self) -> bool {
+        self.next() & 1 == 0
+    }
     /// Uniform in [0, 1).
     fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
@@ -1213,17 +1216,17 @@ fn random_config_stress() {
         .unwrap_or(6);
     for seed in 0..seeds {
         let mut rng = Rng(seed * 7919 + 17);
-        let mut cfg = |rng: &mut Rng| Config {
-            congestion: if rng.next() % 2 == 0 {
+        let cfg = |rng: &mut Rng| Config {
+            congestion: if rng.coin() {
                 CongestionControl::Cubic
             } else {
                 CongestionControl::NewReno
             },
-            sack: rng.next() % 2 == 0,
-            timestamps: rng.next() % 2 == 0,
-            window_scaling: rng.next() % 2 == 0,
-            nodelay: rng.next() % 2 == 0,
-            delayed_ack: if rng.next() % 2 == 0 {
+            sack: rng.coin(),
+            timestamps: rng.coin(),
+            window_scaling: rng.coin(),
+            nodelay: rng.coin(),
+            delayed_ack: if rng.coin() {
                 Some(Duration::from_millis(40))
             } else {
                 None
