@@ -701,6 +701,22 @@ fn sack_recovery_with_multiple_holes_needs_no_rto() {
         "exactly the dropped segments are retransmitted"
     );
     assert!(net.b.stats().sack_blocks_out > 0);
+    // RFC 2018 §4: blocks describe data above the cumulative ACK and never overlap (the
+    // most-recent-first order is unit-tested in tcp::sack).
+    for x in &net.log {
+        if !x.from_a {
+            let blocks = x.repr.options.sack_blocks();
+            for (i, b) in blocks.iter().enumerate() {
+                assert!(
+                    (b.left.wrapping_sub(x.repr.ack) as i32) > 0,
+                    "stale block {b:?}"
+                );
+                for c in &blocks[i + 1..] {
+                    assert!(b.right < c.left || c.right < b.left, "overlap {b:?} {c:?}");
+                }
+            }
+        }
+    }
     assert!(net
         .log
         .iter()

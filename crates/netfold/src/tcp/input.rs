@@ -557,6 +557,22 @@ impl Conn {
                     self.rcv_nxt = self.rcv_nxt.wrapping_add(adv as u32);
                 }
             }
+            // Remembered SACK blocks follow the assembler: merged ranges grow, ranges now in
+            // order disappear (RFC 2018 §4: report only data actually held above RCV.NXT).
+            if self.sack_ok {
+                let base = self.rcv_nxt;
+                let asm = &self.rcv.asm;
+                self.sack_hist.refresh(base, |left| {
+                    asm.containing(seq::dist(base, left) as usize)
+                        .map(|(o, l)| {
+                            let left = base.wrapping_add(o as u32);
+                            SackBlock {
+                                left,
+                                right: left.wrapping_add(l as u32),
+                            }
+                        })
+                });
+            }
             if off > 0 {
                 // Out of order: ACK at once (RFC 5681 §4.2) with SACK blocks (RFC 2018 §4).
                 ctx.stats.ooo_bytes_queued += data.len() as u64;

@@ -40,6 +40,8 @@ pub struct TcpLayer {
     challenge: ChallengeLimiter,
     next_port: u32,
     last_now: Instant,
+    /// Slot where the next `output` pass starts.
+    cursor: u32,
 }
 
 impl TcpLayer {
@@ -57,6 +59,7 @@ impl TcpLayer {
             challenge: ChallengeLimiter::default(),
             next_port: start,
             last_now: Instant::ZERO,
+            cursor: 0,
         }
     }
 
@@ -270,7 +273,12 @@ impl TcpLayer {
             self.stats.segments_out += 1;
             self.stats.rst_out += 1;
         }
-        for i in 0..self.slots.len() as u32 {
+        // Start where the last refused call stopped, so one busy connection cannot starve the
+        // ones after it when the device is full.
+        let n = self.slots.len() as u32;
+        let start = if n == 0 { 0 } else { self.cursor % n };
+        for k in 0..n {
+            let i = (start + k) % n;
             let ev = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => c.on_timers(now, &mut self.stats),
                 _ => continue,
@@ -281,6 +289,7 @@ impl TcpLayer {
                 _ => continue,
             };
             if !done {
+                self.cursor = i;
                 return;
             }
         }
