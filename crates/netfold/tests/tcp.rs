@@ -1302,3 +1302,39 @@ fn syn_flood_is_bounded() {
     }
     assert_eq!(net.b.socket_count(), 1);
 }
+
+#[test]
+fn cwnd_restarts_after_idle() {
+    let mut net = Net::new(27);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    transfer(&mut net, true, c, s, 2 << 20, Duration::from_secs(30));
+    assert!(net.a.conn_info(c).unwrap().cwnd > 100_000);
+    net.run_for(Duration::from_secs(10));
+    net.log.clear();
+    net.a.send(c, &vec![7u8; 200_000]).unwrap();
+    net.emit_from(true);
+    let burst: usize = net.log.iter().filter(|x| x.from_a).map(|x| x.len).sum();
+    assert!(burst <= 10 * 1460, "burst after idle {burst}");
+    assert!(burst >= 10 * 1400);
+}
+
+#[test]
+fn lost_syn_leaves_three_second_rto() {
+    let mut net = Net::new(28);
+    let cfg = Config {
+        timestamps: false,
+        ..test_config()
+    };
+    let mut first = true;
+    net.filter = Some(Box::new(move |from_a, r, _| {
+        let drop = from_a && r.flags.syn() && first;
+        if drop {
+            first = false;
+        }
+        drop
+    }));
+    let (c, _, _) = establish(&mut net, cfg, cfg);
+    let info = net.a.conn_info(c).unwrap();
+    assert_eq!(info.srtt, None, "Karn: no sample from a retransmitted SYN");
+    assert_eq!(info.rto, Duration::from_secs(3));
+}

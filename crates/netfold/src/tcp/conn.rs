@@ -198,6 +198,8 @@ pub struct Conn {
     pub ka_probes: u32,
     pub last_ka: Instant,
     pub last_rx: Instant,
+    /// When data was last sent (RFC 5681 §4.1 restart after idle).
+    pub last_data_tx: Instant,
 
     pub ack_now: bool,
     /// When we last answered an unacceptable segment without data.
@@ -304,6 +306,7 @@ impl Conn {
             ka_probes: 0,
             last_ka: now,
             last_rx: now,
+            last_data_tx: now,
             ack_now: false,
             last_oow_ack: None,
             unacked_bytes: 0,

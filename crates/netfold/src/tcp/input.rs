@@ -10,6 +10,8 @@ use crate::wire::tcp::{SackBlock, TcpRepr};
 
 /// RFC 7323 §5.5: a TS.Recent older than 24 days is invalid for PAWS.
 const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
+/// RFC 6298 §5.7 fallback RTO.
+const SYN_FALLBACK_RTO: Duration = Duration::from_secs(3);
 /// Minimum spacing of ACKs sent in reply to unacceptable segments without data.
 const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -344,6 +346,11 @@ impl Conn {
             self.snd_una = seg.ack;
             if seq::lt(self.snd_nxt, self.snd_una) {
                 self.snd_nxt = self.snd_una;
+            }
+            // RFC 6298 §5.7: a SYN that timed out without yielding an RTT sample leaves the
+            // RTO at 3 s once data transfer begins.
+            if self.retries > 0 && self.rtt.srtt().is_none() {
+                self.rtt.set_base(SYN_FALLBACK_RTO);
             }
             self.retries = 0;
             self.rtt.backoff = 0;

@@ -42,6 +42,7 @@ impl Conn {
         stats: &mut Stats,
         emit: &mut dyn FnMut(&OutSegment<'_>) -> bool,
     ) -> bool {
+        self.restart_after_idle(now);
         for _ in 0..MAX_SEGMENTS_PER_CALL {
             let Some(plan) = self.plan(now) else {
                 self.arm_persist_if_stuck(now);
@@ -179,6 +180,7 @@ impl Conn {
                 self.rto_at.get_or_insert(now + self.rtt.rto());
             }
             Kind::Data | Kind::Hole => {
+                self.last_data_tx = now;
                 let rexmit = seq::lt(p.seq, self.snd_max);
                 if rexmit {
                     self.rtt_timing = None;
@@ -290,6 +292,23 @@ impl Conn {
             return Some(self.ack_plan());
         }
         None
+    }
+
+    /// RFC 5681 §4.1: after an idle period longer than the RTO, cwnd restarts from
+    /// min(IW, cwnd) — the ACK clock is gone and a full-window burst would hit the network.
+    fn restart_after_idle(&mut self, now: Instant) {
+        if self.snd_una == self.snd_max
+            && self.is_synchronized()
+            && seq::lt(self.snd_nxt, self.fin_seq())
+            && now.saturating_since(self.last_data_tx) > self.rtt.rto()
+        {
+            let iw = super::cc::initial_window(self.mss);
+            if self.cc.cwnd() > iw {
+                self.cc.set_cwnd(iw);
+            }
+            // Only once per idle period.
+            self.last_data_tx = now;
+        }
     }
 
     /// Nothing in flight, data waiting, but the peer's window (zero, or too small to satisfy
