@@ -16,6 +16,36 @@
 //! - [`TcpLayer::poll_at`] is the earliest time any timer (RTO, delayed ACK, persist,
 //!   keepalive, TIME_WAIT) needs `output` to run again.
 //! - Handles are small copyable ids; a stale handle gives `Error::InvalidHandle`, never a panic.
+//!
+//! IMPLEMENTATION MAP (split by concern like Linux `net/ipv4/tcp_*.c`):
+//!
+//! | file          | what                                                                   |
+//! |---------------|------------------------------------------------------------------------|
+//! | `layer.rs`    | `TcpLayer`: slots + generations, 4-tuple demux, listeners, RST queue   |
+//! | `listener.rs` | bounded SYN queue / accept queue (Linux drop-the-SYN when full)        |
+//! | `conn.rs`     | the TCB (RFC 9293 §3.3.1), user calls, window advertisement            |
+//! | `input.rs`    | SEGMENT ARRIVES (§3.10.7), RFC 5961, PAWS, ACK/SACK processing         |
+//! | `output.rs`   | plan-then-commit segment generation, NextSeg (RFC 6675), Nagle/SWS     |
+//! | `timers.rs`   | RTO (RFC 6298), delayed ACK, persist, keepalive, TIME-WAIT             |
+//! | `buffer.rs`   | send ring, receive ring with in-place out-of-order assembler           |
+//! | `sack.rs`     | RFC 6675 scoreboard (IsLost, pipe, holes), RFC 2018 block history      |
+//! | `cc/`         | `CongestionController` trait, NewReno (RFC 5681), CUBIC (RFC 9438)     |
+//! | `rtt.rs`      | RFC 6298 estimator; `isn.rs`: RFC 6528 ISN with hand-written SipHash    |
+//!
+//! Choices worth knowing (each is commented where it is implemented):
+//! - Slow start counts every acknowledged byte (as Linux does), because batched receivers send
+//!   stretch ACKs; RFC 5681 would add at most one SMSS per ACK.
+//! - After an RTO, SND.NXT goes back to SND.UNA (go-back-N) but SACKed ranges are skipped.
+//! - Segments carry at most MSS minus the options in that segment (timestamps, SACK blocks).
+//! - Passive opens allocate their buffers when the handshake completes (SYN floods cost only a
+//!   control block); SYN/SYN-ACK retries are capped at 6/5 (Linux defaults); an orphaned
+//!   FIN-WAIT-2 is reaped after `Config::time_wait`.
+//! - Replies to unacceptable segments without data are limited to one per 500 ms per
+//!   connection; challenge ACKs to 1000 per second per layer (RFC 5961 §7).
+//! - Not implemented: urgent data (URG is ignored), ECN, D-SACK, SYN cookies, TSO/GSO-sized
+//!   segments, data carried on a SYN (dropped, the peer retransmits it), RFC 6191 TIME-WAIT
+//!   reuse by SYN, non-zero `linger` (close never blocks in a sans-IO core), changing buffer
+//!   sizes on a live connection.
 
 pub mod buffer;
 pub mod cc;
