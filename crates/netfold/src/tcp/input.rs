@@ -552,7 +552,12 @@ impl Conn {
             payload
         };
         if !data.is_empty() {
-            self.rcv_mss = self.rcv_mss.max(data.len() as u32).min(0xffff);
+            // The peer's segment size, for "ACK every second full-sized segment". Capped at the
+            // MSS we announced: GRO-merged segments are larger but stand for several.
+            self.rcv_mss = self
+                .rcv_mss
+                .max(data.len() as u32)
+                .min(u32::from(self.config.mss));
             let had_gap = !self.rcv.asm.is_empty();
             match self.rcv.write_at(off, data) {
                 None => {
