@@ -1384,3 +1384,30 @@ fn gro_merged_segments_are_acked_promptly() {
         "{with_gro:?} vs {without:?}"
     );
 }
+
+/// After back-to-back timeouts cwnd stays at the loss window and ssthresh does not move
+/// (the flight size is unchanged, so this mostly guards against regressions in on_rto).
+#[test]
+fn repeated_rto_keeps_loss_window() {
+    let mut net = Net::new(30);
+    let cfg = Config {
+        congestion: CongestionControl::NewReno,
+        ..test_config()
+    };
+    let (c, s, _) = establish(&mut net, cfg, cfg);
+    transfer(&mut net, true, c, s, 1 << 20, Duration::from_secs(30));
+    net.filter = Some(Box::new(|from_a, _, _| from_a));
+    net.a.send(c, &vec![1u8; 100_000]).unwrap();
+    let mut after_first = None;
+    net.run_until(Duration::from_secs(20), |n| {
+        let st = n.a.stats().retransmits_rto;
+        let info = n.a.conn_info(c).unwrap();
+        if st >= 1 && after_first.is_none() {
+            after_first = Some(info.ssthresh);
+        }
+        st >= 4
+    });
+    let info = net.a.conn_info(c).unwrap();
+    assert_eq!(Some(info.ssthresh), after_first);
+    assert_eq!(info.cwnd, info.mss);
+}

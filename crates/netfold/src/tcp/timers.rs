@@ -113,8 +113,10 @@ impl Conn {
             _ => {
                 // RFC 5681 §3.1 eq. 4 and loss window; go back to SND.UNA (SACKed data is
                 // skipped when resending). RFC 6582: no fast recovery until `recover`.
+                // RFC 5681 §3.1: when the segment was already retransmitted by the timer,
+                // ssthresh is held constant; only cwnd falls back to the loss window.
                 let flight = self.flight();
-                if self.recovery.is_none() || self.retries == 1 {
+                if self.retries == 1 {
                     self.cc.on_rto(now, flight, self.mss);
                 } else {
                     self.cc.set_cwnd(self.mss);
