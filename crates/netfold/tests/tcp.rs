@@ -1411,3 +1411,38 @@ fn repeated_rto_keeps_loss_window() {
     assert_eq!(Some(info.ssthresh), after_first);
     assert_eq!(info.cwnd, info.mss);
 }
+
+#[test]
+fn connection_churn_reaps_time_wait() {
+    let mut net = Net::new(31);
+    net.keep_log = false;
+    let cfg = Config {
+        time_wait: Duration::from_secs(1),
+        ..test_config()
+    };
+    let l = net.b.listen(addr_b(80), 64, cfg).unwrap();
+    let mut max_sockets = 0;
+    for round in 0..2000u32 {
+        let c = net.a.connect(net.now, addr_a(0), addr_b(80), cfg).unwrap();
+        let mut s = None;
+        assert!(net.run_until(Duration::from_secs(5), |n| {
+            s = s.or(n.b.accept(l).ok());
+            s.is_some() && n.a.state(c) == Ok(State::Established)
+        }));
+        let s = s.unwrap();
+        net.a.send(c, &round.to_be_bytes()).unwrap();
+        let mut buf = [0u8; 4];
+        assert!(net.run_until(Duration::from_secs(5), |n| n.b.recv(s, &mut buf) == Ok(4)));
+        assert_eq!(buf, round.to_be_bytes());
+        net.a.close(c).unwrap();
+        assert!(net.run_until(Duration::from_secs(5), |n| n.b.recv(s, &mut buf) == Ok(0)));
+        net.b.close(s).unwrap();
+        max_sockets = max_sockets.max(net.a.socket_count());
+    }
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(net.a.socket_count(), 0);
+    assert_eq!(net.b.socket_count(), 1);
+    // Each round takes ~3 latencies (15 ms); TIME-WAIT lasts 1 s: ~70 live at most.
+    assert!(max_sockets < 200, "{max_sockets}");
+    assert_eq!(net.a.poll_at(), None, "nothing left to wake for");
+}

@@ -211,6 +211,10 @@ pub struct Conn {
     pub error_reported: bool,
     /// Something may be ready to send (cleared when an output pass drained everything).
     pub dirty: bool,
+    /// Queued on the layer's active list.
+    pub in_active: bool,
+    /// The deadline under which this connection sits in the layer's timer heap.
+    pub timer_reg: Option<Instant>,
 }
 
 fn sanitize(mut c: Config) -> Config {
@@ -315,6 +319,8 @@ impl Conn {
             error: None,
             error_reported: false,
             dirty: true,
+            in_active: false,
+            timer_reg: None,
         }
     }
 

@@ -6,7 +6,8 @@ use super::{Config, Error, Handle, IcmpError, OutSegment, State, Stats};
 use crate::time::Instant;
 use crate::wire::tcp::TcpRepr;
 use crate::wire::Ipv4Addr;
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::SocketAddrV4;
 
 /// RFC 6335 §6 dynamic port range.
@@ -40,8 +41,13 @@ pub struct TcpLayer {
     challenge: ChallengeLimiter,
     next_port: u32,
     last_now: Instant,
-    /// Slot where the next `output` pass starts.
-    cursor: u32,
+    /// Connections that may have something to send (touched by input, user calls or an
+    /// expired timer). `output` works through this list only, so idle and TIME-WAIT
+    /// connections cost nothing per call.
+    active: VecDeque<u32>,
+    /// Connection deadlines (lazily invalidated: an entry counts only if it still matches the
+    /// connection's `timer_reg`).
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
 }
 
 impl TcpLayer {
@@ -59,7 +65,8 @@ impl TcpLayer {
             challenge: ChallengeLimiter::default(),
             next_port: start,
             last_now: Instant::ZERO,
-            cursor: 0,
+            active: VecDeque::new(),
+            timers: BinaryHeap::new(),
         }
     }
 
@@ -134,6 +141,37 @@ impl TcpLayer {
                 sock: Some(Sock::Listener(l)),
             }) if *generation == h.generation => Ok(l),
             _ => Err(Error::InvalidHandle),
+        }
+    }
+
+    /// Puts a connection on the active list.
+    fn touch(&mut self, i: u32) {
+        if let Some(Slot {
+            sock: Some(Sock::Conn(c)),
+            ..
+        }) = self.slots.get_mut(i as usize)
+        {
+            if !c.in_active {
+                c.in_active = true;
+                self.active.push_back(i);
+            }
+        }
+    }
+
+    /// Registers the connection's earliest deadline in the heap if it is earlier than the one
+    /// already registered.
+    fn reschedule(&mut self, i: u32) {
+        if let Some(Slot {
+            sock: Some(Sock::Conn(c)),
+            ..
+        }) = self.slots.get_mut(i as usize)
+        {
+            if let Some(t) = c.next_timer() {
+                if c.timer_reg.map_or(true, |r| t < r) {
+                    c.timer_reg = Some(t);
+                    self.timers.push(Reverse((t, i)));
+                }
+            }
         }
     }
 
@@ -218,6 +256,7 @@ impl TcpLayer {
                 Some(Sock::Conn(c)) => c.input(&mut ctx, repr, payload),
                 _ => Event::None,
             };
+            self.touch(i);
             self.handle_event(i, ev);
             return;
         }
@@ -254,6 +293,7 @@ impl TcpLayer {
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.half_open += 1;
         }
+        self.touch(i);
     }
 
     /// Emits every segment due at `now`; see the module contract.
@@ -273,25 +313,48 @@ impl TcpLayer {
             self.stats.segments_out += 1;
             self.stats.rst_out += 1;
         }
-        // Start where the last refused call stopped, so one busy connection cannot starve the
-        // ones after it when the device is full.
-        let n = self.slots.len() as u32;
-        let start = if n == 0 { 0 } else { self.cursor % n };
-        for k in 0..n {
-            let i = (start + k) % n;
+        // Expired deadlines put their connections on the active list.
+        while let Some(&Reverse((t, i))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            if let Some(Slot {
+                sock: Some(Sock::Conn(c)),
+                ..
+            }) = self.slots.get_mut(i as usize)
+            {
+                if c.timer_reg == Some(t) {
+                    c.timer_reg = None;
+                    self.touch(i);
+                }
+            }
+        }
+        // A connection refused by `emit` stays at the front and goes first next time.
+        while let Some(&i) = self.active.front() {
             let ev = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => c.on_timers(now, &mut self.stats),
-                _ => continue,
+                _ => {
+                    self.active.pop_front();
+                    continue;
+                }
             };
             self.handle_event(i, ev);
             let done = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => c.poll_output(now, &mut self.stats, emit),
-                _ => continue,
+                _ => {
+                    self.active.pop_front();
+                    continue;
+                }
             };
             if !done {
-                self.cursor = i;
                 return;
             }
+            self.active.pop_front();
+            if let Some(Sock::Conn(c)) = &mut self.slots[i as usize].sock {
+                c.in_active = false;
+            }
+            self.reschedule(i);
         }
     }
 
@@ -299,21 +362,11 @@ impl TcpLayer {
         if !self.rsts.is_empty() {
             return Some(self.last_now);
         }
-        let mut at: Option<Instant> = None;
-        for s in &self.slots {
-            if let Some(Sock::Conn(c)) = &s.sock {
-                let t = if c.dirty {
-                    Some(self.last_now)
-                } else {
-                    c.next_timer()
-                };
-                at = match (at, t) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-            }
+        if !self.active.is_empty() {
+            return Some(self.last_now);
         }
-        at
+        // May be a stale (earlier) deadline: an early wake-up costs one empty output pass.
+        self.timers.peek().map(|Reverse((t, _))| *t)
     }
 
     /// An ICMP error quoting a segment we sent from `local` to `remote`.
@@ -330,6 +383,7 @@ impl TcpLayer {
                 Some(Sock::Conn(c)) => c.icmp(err),
                 _ => false,
             };
+            self.touch(i);
             if closed {
                 self.handle_event(i, Event::Closed);
             }
@@ -388,6 +442,7 @@ impl TcpLayer {
         let c = Conn::new_active(now, &self.secret, local, remote, config);
         let i = self.alloc(Sock::Conn(Box::new(c)));
         self.conns.insert((local, remote), i);
+        self.touch(i);
         Ok(self.handle_of(i))
     }
 
@@ -409,15 +464,24 @@ impl TcpLayer {
 
     /// Queues up to `data.len()` bytes; returns how many were taken (WouldBlock if none fit).
     pub fn send(&mut self, h: Handle, data: &[u8]) -> Result<usize, Error> {
-        self.conn_mut(h)?.send(data)
+        let r = self.conn_mut(h)?.send(data);
+        self.touch(h.index);
+        r
     }
     /// Reads in-order data; `Ok(0)` means the peer closed (FIN received, all data read).
     pub fn recv(&mut self, h: Handle, buf: &mut [u8]) -> Result<usize, Error> {
-        self.conn_mut(h)?.recv(buf)
+        let r = self.conn_mut(h)?.recv(buf);
+        if matches!(r, Ok(n) if n > 0) {
+            // Reading may open the window enough for an update.
+            self.touch(h.index);
+        }
+        r
     }
     /// Half-close: FIN after queued data (shutdown(SHUT_WR)).
     pub fn shutdown_write(&mut self, h: Handle) -> Result<(), Error> {
-        self.conn_mut(h)?.shutdown_write()
+        let r = self.conn_mut(h)?.shutdown_write();
+        self.touch(h.index);
+        r
     }
 
     /// close(): FIN (or RST per linger/unread data rules); the handle becomes invalid for the
@@ -443,6 +507,7 @@ impl TcpLayer {
             // The handle goes stale now; the connection lives on inside the layer.
             let slot = &mut self.slots[i as usize];
             slot.generation = slot.generation.wrapping_add(1);
+            self.touch(i);
         }
         Ok(())
     }
@@ -563,6 +628,7 @@ impl TcpLayer {
             return Ok(());
         }
         self.conn_mut(h)?.set_config(config);
+        self.touch(h.index);
         Ok(())
     }
     pub fn stats(&self) -> Stats {
