@@ -167,7 +167,7 @@ impl TcpLayer {
         }) = self.slots.get_mut(i as usize)
         {
             if let Some(t) = c.next_timer() {
-                if c.timer_reg.map_or(true, |r| t < r) {
+                if !matches!(c.timer_reg, Some(r) if r <= t) {
                     c.timer_reg = Some(t);
                     self.timers.push(Reverse((t, i)));
                 }
