@@ -333,8 +333,10 @@ fn transfer(net: &mut Net, a_sends: bool, tx: Handle, rx: Handle, total: u64, li
 #[test]
 fn handshake_negotiates_options() {
     let mut net = Net::new(1);
-    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    let (c, s, l) = establish(&mut net, test_config(), test_config());
     assert_eq!(net.b.state(s), Ok(State::Established));
+    // Accepted connections inherit the listener's configuration.
+    assert_eq!(net.b.config(s), net.b.config(l));
     let ia = net.a.conn_info(c).unwrap();
     let ib = net.b.conn_info(s).unwrap();
     assert!(ia.sack && ib.sack && ia.timestamps && ib.timestamps);

@@ -209,8 +209,6 @@ pub struct Conn {
     pub keepalive_due: bool,
     pub error: Option<Error>,
     pub error_reported: bool,
-    /// Something may be ready to send (cleared when an output pass drained everything).
-    pub dirty: bool,
     /// Queued on the layer's active list.
     pub in_active: bool,
     /// The deadline under which this connection sits in the layer's timer heap.
@@ -318,7 +316,6 @@ impl Conn {
             keepalive_due: false,
             error: None,
             error_reported: false,
-            dirty: true,
             in_active: false,
             timer_reg: None,
         }
@@ -535,14 +532,12 @@ impl Conn {
         if n == 0 {
             return Err(Error::WouldBlock);
         }
-        self.dirty = true;
         Ok(n)
     }
 
     pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
         if !self.rcv.is_empty() {
             let n = self.rcv.read(buf);
-            self.dirty = true;
             return Ok(n);
         }
         if self.fin_received {
@@ -581,7 +576,6 @@ impl Conn {
             }
             _ => {}
         }
-        self.dirty = true;
         Ok(())
     }
 
@@ -599,7 +593,6 @@ impl Conn {
                         self.snd_nxt = self.snd_una;
                         self.recovery = None;
                     }
-                    self.dirty = true;
                 }
                 false
             }
@@ -659,6 +652,5 @@ impl Conn {
         self.config.linger = c.linger;
         self.config.time_wait = c.time_wait;
         self.rtt.set_rto_min(c.rto_min);
-        self.dirty = true;
     }
 }

@@ -18,7 +18,6 @@ const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
 impl Conn {
     /// One segment for this connection. `ctx.now` is the arrival time.
     pub fn input(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, payload: &[u8]) -> Event {
-        self.dirty = true;
         self.last_rx = ctx.now;
         self.ka_probes = 0;
         match self.state {

@@ -46,7 +46,6 @@ impl Conn {
         for _ in 0..MAX_SEGMENTS_PER_CALL {
             let Some(plan) = self.plan(now) else {
                 self.arm_persist_if_stuck(now);
-                self.dirty = false;
                 return true;
             };
             let repr = self.build_repr(&plan, now);

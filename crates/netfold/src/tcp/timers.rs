@@ -21,7 +21,6 @@ impl Conn {
         }
         if let Some(t) = self.rto_at {
             if now >= t {
-                self.dirty = true;
                 if let Some(ev) = self.on_rto(now, stats) {
                     return ev;
                 }
@@ -31,7 +30,6 @@ impl Conn {
             if now >= t {
                 self.delack_at = None;
                 self.ack_now = true;
-                self.dirty = true;
             }
         }
         if self.persist_at.is_some() && !self.send_pending() {
@@ -39,7 +37,6 @@ impl Conn {
         }
         if let Some(t) = self.persist_at {
             if now >= t {
-                self.dirty = true;
                 self.probes_unanswered += 1;
                 if self.probes_unanswered > self.config.max_retransmits {
                     stats.timeouts += 1;
@@ -59,7 +56,6 @@ impl Conn {
         if let Some(t) = self.keepalive_deadline() {
             if now >= t {
                 let (_, _, count) = self.config.keepalive.unwrap_or_default();
-                self.dirty = true;
                 if self.ka_probes >= count {
                     stats.timeouts += 1;
                     self.enter_closed(Some(Error::TimedOut));
