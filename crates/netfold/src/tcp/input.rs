@@ -126,7 +126,12 @@ impl Conn {
                 false
             }
         } else {
-            in_wnd(seg.seq) || in_wnd(seg.seq.wrapping_add(seg_len - 1))
+            let last = seg.seq.wrapping_add(seg_len - 1);
+            // The RFC's two tests, plus (as Linux tcp_sequence) a segment that covers the whole
+            // window from before RCV.NXT: it carries the next expected byte, and is trimmed.
+            in_wnd(seg.seq)
+                || in_wnd(last)
+                || (seq::lt(seg.seq, self.rcv_nxt) && seq::ge(last, self.rcv_nxt.wrapping_add(wnd)))
         };
         if !acceptable {
             // RFC 9293 §3.10.7.4: answer with an ACK (never to a RST). Replies to unacceptable
@@ -176,7 +181,6 @@ impl Conn {
 
         // Second check: RST (RFC 5961 §3.2).
         if flags.rst() {
-            ctx.stats.rst_in += 1;
             if seg.seq != self.rcv_nxt {
                 self.challenge_ack(ctx);
                 return Event::None;
@@ -319,7 +323,6 @@ impl Conn {
             return Event::None;
         }
         if f.rst() {
-            ctx.stats.rst_in += 1;
             if f.ack() {
                 self.enter_closed(Some(Error::ConnectionRefused));
                 return Event::Closed;

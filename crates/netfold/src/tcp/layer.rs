@@ -242,6 +242,9 @@ impl TcpLayer {
             self.stats.bad_segments += 1;
             return;
         }
+        if f.rst() {
+            self.stats.rst_in += 1;
+        }
         let local = SocketAddrV4::new(dst, repr.dst_port);
         let remote = SocketAddrV4::new(src, repr.src_port);
         let listener = self.find_listener(local);
