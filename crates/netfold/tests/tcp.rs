@@ -1448,3 +1448,24 @@ fn connection_churn_reaps_time_wait() {
     assert!(max_sockets < 200, "{max_sockets}");
     assert_eq!(net.a.poll_at(), None, "nothing left to wake for");
 }
+
+#[test]
+fn more_lossy_seeds_64k_windows() {
+    // Small buffers make window-limited recovery paths (persist, SWS) meet loss.
+    for seed in [301, 302, 303] {
+        let mut net = Net::new(seed);
+        net.keep_log = false;
+        let cfg = Config {
+            recv_buffer: 32 * 1024,
+            send_buffer: 16 * 1024,
+            ..test_config()
+        };
+        let (c, s, l) = establish(&mut net, cfg, cfg);
+        assert_eq!(net.b.accept_queue_len(l), Ok(0));
+        net.loss = 0.05;
+        net.reorder = 0.05;
+        net.dup = 0.02;
+        transfer(&mut net, true, c, s, 1 << 20, Duration::from_secs(3600));
+        transfer(&mut net, false, s, c, 1 << 20, Duration::from_secs(3600));
+    }
+}

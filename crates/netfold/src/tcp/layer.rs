@@ -422,6 +422,11 @@ impl TcpLayer {
         Ok(self.handle_of(i))
     }
 
+    /// Established connections waiting in a listener's accept queue (readiness for accept).
+    pub fn accept_queue_len(&mut self, listener: Handle) -> Result<usize, Error> {
+        Ok(self.listener_mut(listener)?.accept_queue.len())
+    }
+
     /// Active open from `local` (port 0 = pick an ephemeral port) to `remote`.
     pub fn connect(
         &mut self,
