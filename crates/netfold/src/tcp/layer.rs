@@ -2,6 +2,7 @@
 
 use super::conn::{ChallengeLimiter, Conn, Ctx, Event, RstQueue};
 use super::listener::Listener;
+use super::output::OutputStatus;
 use super::{Config, Error, Handle, IcmpError, OutSegment, State, Stats};
 use crate::time::Instant;
 use crate::wire::tcp::TcpRepr;
@@ -333,8 +334,12 @@ impl TcpLayer {
                 }
             }
         }
-        // A connection refused by `emit` stays at the front and goes first next time.
-        while let Some(&i) = self.active.front() {
+        // A connection refused by `emit` stays at the front and goes first next time; one that
+        // used up its budget goes to the back. Each entry present now is visited once.
+        let mut todo = self.active.len();
+        while todo > 0 {
+            todo -= 1;
+            let Some(&i) = self.active.front() else { break };
             let ev = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => c.on_timers(now, &mut self.stats),
                 _ => {
@@ -343,21 +348,27 @@ impl TcpLayer {
                 }
             };
             self.handle_event(i, ev);
-            let done = match &mut self.slots[i as usize].sock {
+            let status = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => c.poll_output(now, &mut self.stats, emit),
                 _ => {
                     self.active.pop_front();
                     continue;
                 }
             };
-            if !done {
-                return;
+            match status {
+                OutputStatus::Blocked => return,
+                OutputStatus::Budget => {
+                    self.active.pop_front();
+                    self.active.push_back(i);
+                }
+                OutputStatus::Done => {
+                    self.active.pop_front();
+                    if let Some(Sock::Conn(c)) = &mut self.slots[i as usize].sock {
+                        c.in_active = false;
+                    }
+                    self.reschedule(i);
+                }
             }
-            self.active.pop_front();
-            if let Some(Sock::Conn(c)) = &mut self.slots[i as usize].sock {
-                c.in_active = false;
-            }
-            self.reschedule(i);
         }
     }
 

@@ -54,7 +54,7 @@ mod input;
 pub mod isn;
 mod layer;
 mod listener;
-mod output;
+pub(crate) mod output;
 pub mod rtt;
 pub mod sack;
 pub mod seq;

@@ -14,6 +14,17 @@ use crate::wire::tcp::{TcpFlags, TcpOptions, TcpRepr, Timestamps};
 /// Bound on segments one connection emits per `output` call (fairness between connections).
 const MAX_SEGMENTS_PER_CALL: usize = 1024;
 
+/// How an output pass for one connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStatus {
+    /// Nothing more is due.
+    Done,
+    /// `emit` refused a segment; retry this connection first.
+    Blocked,
+    /// The per-call budget ran out with more to send; let other connections go first.
+    Budget,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Syn,
@@ -35,18 +46,18 @@ struct Plan {
 }
 
 impl Conn {
-    /// Emits everything due. Returns `false` if `emit` refused a segment.
+    /// Emits everything due (up to a per-call budget).
     pub fn poll_output(
         &mut self,
         now: Instant,
         stats: &mut Stats,
         emit: &mut dyn FnMut(&OutSegment<'_>) -> bool,
-    ) -> bool {
+    ) -> OutputStatus {
         self.restart_after_idle(now);
         for _ in 0..MAX_SEGMENTS_PER_CALL {
             let Some(plan) = self.plan(now) else {
                 self.arm_persist_if_stuck(now);
-                return true;
+                return OutputStatus::Done;
             };
             let repr = self.build_repr(&plan, now);
             let (a, b) = if plan.len > 0 {
@@ -62,11 +73,11 @@ impl Conn {
                 payload: (a, b),
             };
             if !emit(&seg) {
-                return false;
+                return OutputStatus::Blocked;
             }
             self.commit(&plan, &repr, now, stats);
         }
-        true
+        OutputStatus::Budget
     }
 
     fn build_repr(&self, p: &Plan, now: Instant) -> TcpRepr {
