@@ -1469,3 +1469,38 @@ fn more_lossy_seeds_64k_windows() {
         transfer(&mut net, false, s, c, 1 << 20, Duration::from_secs(3600));
     }
 }
+
+#[test]
+fn sequence_numbers_wrap_around() {
+    use netfold::tcp::isn::isn;
+    // Find secrets whose ISNs sit just below 2^32 so data crosses the wrap on both sides.
+    let (la, lb) = (addr_a(40000), addr_b(80));
+    let near_wrap = |isn: u32| isn > u32::MAX - (1 << 20);
+    let find = |local, remote| {
+        (0u64..)
+            .map(|k| {
+                let mut s = [0u8; 16];
+                s[..8].copy_from_slice(&k.to_le_bytes());
+                s
+            })
+            .find(|s| near_wrap(isn(s, Instant::ZERO, local, remote)))
+            .unwrap()
+    };
+    let mut net = Net::new(32);
+    net.a = TcpLayer::new(find(la, lb));
+    net.b = TcpLayer::new(find(lb, la));
+    net.keep_log = false;
+    let l = net.b.listen(lb, 4, test_config()).unwrap();
+    let c = net.a.connect(net.now, la, lb, test_config()).unwrap();
+    let mut s = None;
+    assert!(net.run_until(Duration::from_secs(5), |n| {
+        s = s.or(n.b.accept(l).ok());
+        s.is_some() && n.a.state(c) == Ok(State::Established)
+    }));
+    let s = s.unwrap();
+    net.loss = 0.01;
+    net.reorder = 0.01;
+    transfer(&mut net, true, c, s, 4 << 20, Duration::from_secs(600));
+    transfer(&mut net, false, s, c, 4 << 20, Duration::from_secs(600));
+    assert!(net.a.stats().retransmits_fast > 0);
+}
