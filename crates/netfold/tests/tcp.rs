@@ -1504,3 +1504,10 @@ fn sequence_numbers_wrap_around() {
     transfer(&mut net, false, s, c, 4 << 20, Duration::from_secs(600));
     assert!(net.a.stats().retransmits_fast > 0);
 }
+
+#[test]
+fn layer_is_send() {
+    fn assert_send<T: Send>() {}
+    assert_send::<TcpLayer>();
+    assert_eq!(Error::ConnectionReset.to_string(), "connection reset");
+}

@@ -91,6 +91,26 @@ pub enum Error {
     InvalidInput,
 }
 
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let s = match self {
+            Error::WouldBlock => "operation would block",
+            Error::InvalidHandle => "invalid or stale socket handle",
+            Error::ConnectionRefused => "connection refused",
+            Error::ConnectionReset => "connection reset",
+            Error::TimedOut => "connection timed out",
+            Error::NotConnected => "not connected",
+            Error::BrokenPipe => "broken pipe (sending after shutdown)",
+            Error::AddrInUse => "address in use",
+            Error::AddrNotAvailable => "no ephemeral port available",
+            Error::InvalidInput => "invalid argument",
+        };
+        f.write_str(s)
+    }
+}
+
+impl std::error::Error for Error {}
+
 /// Which congestion control algorithm a connection uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum CongestionControl {
