@@ -1511,3 +1511,30 @@ fn layer_is_send() {
     assert_send::<TcpLayer>();
     assert_eq!(Error::ConnectionReset.to_string(), "connection reset");
 }
+
+#[test]
+fn window_scaling_needs_both_sides() {
+    let mut net = Net::new(33);
+    let big = Config {
+        recv_buffer: 1 << 20,
+        ..test_config()
+    };
+    let no_ws = Config {
+        window_scaling: false,
+        ..big
+    };
+    let (c, s, _) = establish(&mut net, big, no_ws);
+    let synack = net
+        .log
+        .iter()
+        .find(|x| !x.from_a && x.repr.flags.syn())
+        .unwrap();
+    assert_eq!(synack.repr.options.window_scale, None);
+    let ia = net.a.conn_info(c).unwrap();
+    assert_eq!((ia.snd_wscale, ia.rcv_wscale), (0, 0));
+    transfer(&mut net, true, c, s, 1 << 20, Duration::from_secs(30));
+    transfer(&mut net, false, s, c, 1 << 20, Duration::from_secs(30));
+    // Unscaled windows are capped at 65535 bytes.
+    assert!(net.log.iter().all(|x| x.repr.window <= 65535));
+    assert!(net.a.conn_info(c).unwrap().snd_wnd <= 65535);
+}

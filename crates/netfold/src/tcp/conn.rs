@@ -150,6 +150,8 @@ pub struct Conn {
     /// Peer's window shift (applied to its window field) and ours (RFC 7323 §2).
     pub snd_wscale: u8,
     pub rcv_wscale: u8,
+    /// Both SYNs carried a window-scale option (RFC 7323 §2.2).
+    pub ws_ok: bool,
     /// Sequence number of the first byte in `snd`.
     pub snd_buf_seq: u32,
     pub snd: SendRing,
@@ -268,6 +270,7 @@ impl Conn {
             snd_wl2: 0,
             snd_wscale: 0,
             rcv_wscale,
+            ws_ok: false,
             snd_buf_seq: iss.wrapping_add(1),
             snd: SendRing::with_capacity(if passive { 0 } else { config.send_buffer }),
             fin_queued: false,
@@ -377,7 +380,11 @@ impl Conn {
         let peer_mss = o.mss.map_or(DEFAULT_MSS, u32::from).max(64);
         self.mss = peer_mss.min(u32::from(self.config.mss));
         match (self.config.window_scaling, o.window_scale) {
-            (true, Some(ws)) => self.snd_wscale = ws.min(14),
+            (true, Some(ws)) => {
+                // §2.3: a shift above 14 is used as 14.
+                self.snd_wscale = ws.min(14);
+                self.ws_ok = true;
+            }
             _ => {
                 self.snd_wscale = 0;
                 self.rcv_wscale = 0;

@@ -95,9 +95,7 @@ impl Conn {
                 options.mss = Some(self.config.mss);
                 let passive = self.state == State::SynReceived;
                 // Options in a SYN-ACK only if the peer offered them (RFC 7323 §1.3, RFC 2018 §2).
-                if self.config.window_scaling
-                    && (!passive || self.snd_wscale > 0 || self.rcv_wscale > 0)
-                {
+                if self.config.window_scaling && (!passive || self.ws_ok) {
                     options.window_scale = Some(self.rcv_wscale);
                 }
                 if self.config.sack && (!passive || self.sack_ok) {
