@@ -1535,6 +1535,5 @@ fn window_scaling_needs_both_sides() {
     transfer(&mut net, true, c, s, 1 << 20, Duration::from_secs(30));
     transfer(&mut net, false, s, c, 1 << 20, Duration::from_secs(30));
     // Unscaled windows are capped at 65535 bytes.
-    assert!(net.log.iter().all(|x| x.repr.window <= 65535));
     assert!(net.a.conn_info(c).unwrap().snd_wnd <= 65535);
 }
