@@ -407,6 +407,8 @@ impl Conn {
             }
         }
         let new_wnd = u32::from(seg.window) << self.snd_wscale;
+        // §3.10.7.4: only an ACK in [SND.UNA, SND.NXT] may update the window.
+        let may_update_window = seq::ge(ack, self.snd_una);
         let acked = seq::dist(self.snd_una, ack);
         if acked > 0 {
             self.take_rtt_sample(ctx, seg);
@@ -494,7 +496,9 @@ impl Conn {
         }
 
         // Window update (§3.10.7.4, SND.WL1/SND.WL2 rule).
-        if seq::lt(self.snd_wl1, seg.seq) || (self.snd_wl1 == seg.seq && seq::le(self.snd_wl2, ack))
+        if may_update_window
+            && (seq::lt(self.snd_wl1, seg.seq)
+                || (self.snd_wl1 == seg.seq && seq::le(self.snd_wl2, ack)))
         {
             self.snd_wnd = new_wnd;
             self.max_snd_wnd = self.max_snd_wnd.max(new_wnd);
