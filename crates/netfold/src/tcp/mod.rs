@@ -17,6 +17,32 @@
 //!   keepalive, TIME_WAIT) needs `output` to run again.
 //! - Handles are small copyable ids; a stale handle gives `Error::InvalidHandle`, never a panic.
 //!
+//! Driving the layer (what `iface` does each poll):
+//!
+//! ```
+//! use netfold::tcp::{Config, TcpLayer};
+//! use netfold::time::Instant;
+//! use std::net::{Ipv4Addr, SocketAddrV4};
+//!
+//! let mut tcp = TcpLayer::new([7; 16]);
+//! let now = Instant::from_millis(1);
+//! let local = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 0);
+//! let remote = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 80);
+//! let h = tcp.connect(now, local, remote, Config::default()).unwrap();
+//! // 1. for each received, checksum-verified segment: tcp.input(now, src, dst, &repr, payload);
+//! // 2. then drain everything due; `emit` copies header + payload slices into a packet:
+//! let mut sent = 0;
+//! tcp.output(now, &mut |seg| {
+//!     assert!(seg.repr.flags.syn());
+//!     sent += 1;
+//!     true // false = device full: the same segment is offered again next time
+//! });
+//! assert_eq!(sent, 1);
+//! // 3. sleep until tcp.poll_at() (here: the SYN's retransmission timeout).
+//! assert_eq!(tcp.poll_at(), Some(Instant::from_millis(1001)));
+//! # let _ = h;
+//! ```
+//!
 //! IMPLEMENTATION MAP (split by concern like Linux `net/ipv4/tcp_*.c`):
 //!
 //! | file          | what                                                                   |
