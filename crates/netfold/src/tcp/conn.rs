@@ -4,7 +4,7 @@
 use super::buffer::{RecvRing, SendRing};
 use super::cc::Cc;
 use super::rtt::RttEstimator;
-use super::sack::{SackHistory, Scoreboard};
+use super::sack::{RxtTracker, SackHistory, Scoreboard};
 use super::{isn, seq, Config, Error, IcmpError, State, Stats};
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr};
@@ -188,6 +188,7 @@ pub struct Conn {
     /// RFC 6582 `recover`: no new fast recovery until the ACK passes it.
     pub recover: u32,
     pub scoreboard: Scoreboard,
+    pub rxt: RxtTracker,
     pub sack_hist: SackHistory,
 
     pub rto_at: Option<Instant>,
@@ -300,6 +301,7 @@ impl Conn {
             recovery: None,
             recover: iss,
             scoreboard: Scoreboard::new(),
+            rxt: RxtTracker::default(),
             sack_hist: SackHistory::default(),
             rto_at: None,
             delack_at: None,

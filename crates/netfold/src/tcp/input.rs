@@ -439,11 +439,10 @@ impl Conn {
                 }
                 Some(mut rec) => {
                     if rec.sack {
+                        // RFC 6675 §5 (C): a partial ACK only updates the scoreboard; NextSeg
+                        // picks what to retransmit. (Forcing a retransmission at the new
+                        // SND.UNA, NewReno style, resends holes already retransmitted.)
                         rec.rxt_next = seq::max(rec.rxt_next, ack);
-                        // RFC 6675 §5 step (C)... plus the NewReno rule that a partial ACK
-                        // means the next hole is lost too.
-                        rec.rxt_una = !self.scoreboard.is_empty()
-                            && self.scoreboard.sacked_end(ack).is_none();
                     } else {
                         // RFC 6582 §3.2 step 5: partial ACK -> retransmit the first unacked
                         // segment, deflate cwnd by the amount acked, add back one SMSS.
@@ -495,6 +494,10 @@ impl Conn {
             }
         }
 
+        if matches!(self.recovery, Some(r) if r.sack) {
+            self.rxt.update(self.snd_una, &self.scoreboard);
+        }
+
         // Window update (§3.10.7.4, SND.WL1/SND.WL2 rule).
         if may_update_window
             && (seq::lt(self.snd_wl1, seg.seq)
@@ -537,6 +540,7 @@ impl Conn {
             let c = self.cc.ssthresh().saturating_add(3 * mss);
             self.cc.set_cwnd(c);
         }
+        self.rxt.clear();
         self.recovery = Some(Recovery {
             point: self.snd_max,
             sack,

@@ -32,6 +32,8 @@ enum Kind {
     Data,
     /// Loss-recovery retransmission from a hole (does not move SND.NXT).
     Hole,
+    /// Second retransmission of a range whose first retransmission was lost.
+    Relost,
     Probe,
     KeepAlive,
     Ack,
@@ -187,7 +189,7 @@ impl Conn {
                 self.snd_max = seq::max(self.snd_max, end);
                 self.rto_at.get_or_insert(now + self.rtt.rto());
             }
-            Kind::Data | Kind::Hole => {
+            Kind::Data | Kind::Hole | Kind::Relost => {
                 self.last_data_tx = now;
                 let rexmit = seq::lt(p.seq, self.snd_max);
                 if rexmit {
@@ -200,9 +202,17 @@ impl Conn {
                 } else if self.rtt_timing.is_none() && !self.ts_enabled {
                     self.rtt_timing = Some((end, now));
                 }
-                if p.kind == Kind::Hole {
+                if p.kind == Kind::Relost {
+                    self.rxt.advance_relost(end);
+                }
+                if p.kind != Kind::Data && matches!(self.recovery, Some(r) if r.sack) {
+                    self.rxt.record(p.seq, end, self.snd_max);
+                }
+                if p.kind != Kind::Data {
                     if let Some(rec) = self.recovery.as_mut() {
-                        rec.rxt_next = seq::max(rec.rxt_next, end);
+                        if p.kind == Kind::Hole {
+                            rec.rxt_next = seq::max(rec.rxt_next, end);
+                        }
                         rec.rxt_una = false;
                     }
                     if seq::lt(self.snd_nxt, end) {
@@ -418,9 +428,14 @@ impl Conn {
                 // RFC 6675 §5 step (C): send while cwnd - pipe >= 1 SMSS.
                 let pipe = self
                     .scoreboard
-                    .pipe(self.snd_una, self.snd_max, rec.rxt_next, mss);
+                    .pipe(self.snd_una, self.snd_max, rec.rxt_next, mss)
+                    .saturating_sub(self.rxt.relost_bytes(self.snd_una));
                 if cwnd.saturating_sub(pipe) < smss.min(cwnd) {
                     return None;
+                }
+                // A range whose retransmission was lost goes first.
+                if let Some((s, e)) = self.rxt.next_relost(self.snd_una, &self.scoreboard) {
+                    return self.segment_at(Kind::Relost, s, seq::dist(s, e));
                 }
                 // NextSeg rule (1): first lost unSACKed byte above HighRxt.
                 let mut rule3 = None;
