@@ -315,7 +315,12 @@ fn transfer(net: &mut Net, a_sends: bool, tx: Handle, rx: Handle, total: u64, li
         {
             let s = if a_sends { &mut net.a } else { &mut net.b };
             while sent < total {
-                let n = ((total - sent) as usize).min(chunk.len());
+                // Generate only what fits: the pattern costs more than the TCP under test.
+                let space = s.send_space(tx).unwrap_or(0);
+                if space == 0 {
+                    break;
+                }
+                let n = ((total - sent) as usize).min(chunk.len()).min(space);
                 for (k, b) in chunk[..n].iter_mut().enumerate() {
                     *b = pattern(sent + k as u64);
                 }
@@ -1193,7 +1198,11 @@ fn duplex(net: &mut Net, c: Handle, s: Handle, total: u64, limit: Duration) {
                 (&mut net.b, s)
             };
             while sent[side] < total {
-                let n = ((total - sent[side]) as usize).min(chunk.len());
+                let space = layer.send_space(h).unwrap_or(0);
+                if space == 0 {
+                    break;
+                }
+                let n = ((total - sent[side]) as usize).min(chunk.len()).min(space);
                 for (k, b) in chunk[..n].iter_mut().enumerate() {
                     *b = pattern(sent[side] + k as u64 + side as u64 * 7);
                 }
