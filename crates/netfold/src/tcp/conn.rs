@@ -205,6 +205,11 @@ pub struct Conn {
     pub last_data_tx: Instant,
 
     pub ack_now: bool,
+    /// ACKs owed for every second full-sized segment received within one input batch
+    /// (RFC 5681 §4.2), as (ACK number, TSecr) snapshots; output sends them in order. Bounded:
+    /// when full the newest is overwritten (a stretch ACK, as with GRO).
+    pub ack_snaps: [(u32, u32); 8],
+    pub n_snaps: usize,
     /// When we last answered an unacceptable segment without data.
     pub last_oow_ack: Option<Instant>,
     pub unacked_bytes: usize,
@@ -315,6 +320,8 @@ impl Conn {
             last_rx: now,
             last_data_tx: now,
             ack_now: false,
+            ack_snaps: [(0, 0); 8],
+            n_snaps: 0,
             last_oow_ack: None,
             unacked_bytes: 0,
             persist_probe_due: false,
@@ -480,6 +487,7 @@ impl Conn {
         self.persist_at = None;
         self.timewait_at = None;
         self.ack_now = false;
+        self.n_snaps = 0;
         self.persist_probe_due = false;
         self.keepalive_due = false;
         if self.user_closed {

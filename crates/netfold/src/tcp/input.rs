@@ -307,6 +307,18 @@ impl Conn {
         }
     }
 
+    fn snapshot_ack(&mut self) {
+        let snap = (self.rcv_nxt, self.ts_recent);
+        if self.n_snaps < self.ack_snaps.len() {
+            self.ack_snaps[self.n_snaps] = snap;
+            self.n_snaps += 1;
+        } else {
+            self.ack_snaps[self.n_snaps - 1] = snap;
+        }
+        self.unacked_bytes = 0;
+        self.delack_at = None;
+    }
+
     fn challenge_ack(&mut self, ctx: &mut Ctx<'_>) {
         // RFC 5961 §7: rate limited.
         if ctx.challenge.allow(ctx.now) {
@@ -618,7 +630,12 @@ impl Conn {
                             self.delack_at = Some(ctx.now + d);
                         }
                     }
-                    _ => self.ack_now = true,
+                    Some(_) => {
+                        // Owed now, even if more segments of the same batch follow (a lost
+                        // stretch ACK would otherwise silence a whole window).
+                        self.snapshot_ack();
+                    }
+                    None => self.ack_now = true,
                 }
             }
         }

@@ -37,6 +37,8 @@ enum Kind {
     Probe,
     KeepAlive,
     Ack,
+    /// A pure ACK from `ack_snaps[0]`.
+    SnapAck,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -139,15 +141,28 @@ impl Conn {
         } else {
             p.seq
         };
+        let mut ack = if flags & TcpFlags::ACK != 0 {
+            self.rcv_nxt
+        } else {
+            0
+        };
+        if p.kind == Kind::SnapAck {
+            let (snap_ack, tsecr) = self.ack_snaps[0];
+            ack = snap_ack;
+            if let Some(ts) = options.timestamps.as_mut() {
+                ts.tsecr = tsecr;
+            }
+            // Same right edge as a current ACK, expressed from the older ACK number.
+            let (_, edge) = self.rcv_window();
+            let ws = u32::from(self.rcv_wscale);
+            let span = u64::from(seq::dist(snap_ack, edge));
+            window = ((span + (1u64 << ws) - 1) >> ws).min(0xffff) as u16;
+        }
         TcpRepr {
             src_port: self.local.port(),
             dst_port: self.remote.port(),
             seq,
-            ack: if flags & TcpFlags::ACK != 0 {
-                self.rcv_nxt
-            } else {
-                0
-            },
+            ack,
             flags: TcpFlags(flags),
             window,
             urgent: 0,
@@ -158,6 +173,16 @@ impl Conn {
     fn commit(&mut self, p: &Plan, repr: &TcpRepr, now: Instant, stats: &mut Stats) {
         stats.segments_out += 1;
         stats.sack_blocks_out += u64::from(repr.options.sack_count);
+        if p.kind == Kind::SnapAck {
+            self.ack_snaps.copy_within(1..self.n_snaps, 0);
+            self.n_snaps -= 1;
+            self.last_ack_sent = seq::max(self.last_ack_sent, repr.ack);
+            let edge = repr
+                .ack
+                .wrapping_add(u32::from(repr.window) << self.rcv_wscale);
+            self.rcv_adv = seq::max(self.rcv_adv, edge);
+            return;
+        }
         if repr.flags.ack() {
             self.ack_now = false;
             self.unacked_bytes = 0;
@@ -240,7 +265,7 @@ impl Conn {
                 self.keepalive_due = false;
                 stats.keepalive_probes += 1;
             }
-            Kind::Ack => {}
+            Kind::Ack | Kind::SnapAck => {}
         }
     }
 
@@ -267,6 +292,14 @@ impl Conn {
                 return self.ack_now.then(|| self.ack_plan());
             }
             _ => {}
+        }
+        if self.n_snaps > 0 {
+            return Some(Plan {
+                kind: Kind::SnapAck,
+                seq: self.ack_seq(),
+                len: 0,
+                fin: false,
+            });
         }
         if self.persist_probe_due {
             let fin_seq = self.fin_seq();
