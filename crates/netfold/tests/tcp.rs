@@ -1619,3 +1619,23 @@ fn bottleneck_link_utilisation() {
         assert_eq!(st.retransmits_rto, 0, "{cc:?}");
     }
 }
+
+#[test]
+fn ack_every_second_segment_within_a_batch() {
+    let mut net = Net::new(35);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    net.log.clear();
+    net.a.send(c, &[5u8; 10 * 1448]).unwrap();
+    net.run_for(Duration::from_millis(8)); // one latency: the burst arrives together
+    let first = net.log.iter().find(|x| x.from_a).unwrap().repr.seq;
+    let acks: Vec<u32> = net
+        .log
+        .iter()
+        .filter(|x| !x.from_a && x.repr.ack != first)
+        .map(|x| x.repr.ack)
+        .collect();
+    let expect: Vec<u32> = (1..=5).map(|k| first.wrapping_add(k * 2 * 1448)).collect();
+    assert_eq!(acks, expect, "one ACK per two full segments, in order");
+    let mut buf = vec![0u8; 20_000];
+    assert_eq!(net.b.recv(s, &mut buf), Ok(10 * 1448));
+}
