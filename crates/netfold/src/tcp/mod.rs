@@ -62,6 +62,12 @@
 //! - Slow start counts every acknowledged byte (as Linux does), because batched receivers send
 //!   stretch ACKs; RFC 5681 would add at most one SMSS per ACK.
 //! - After an RTO, SND.NXT goes back to SND.UNA (go-back-N) but SACKed ranges are skipped.
+//! - SACK recovery is RFC 6675 plus lost-retransmission detection (a retransmission is lost
+//!   once data sent after it is SACKed; Linux's pre-RACK rule), so tail-dropped
+//!   retransmissions do not need an RTO. RACK-TLP (RFC 8985) is not implemented.
+//! - Several segments processed in one batch still owe one ACK per two full-sized segments
+//!   (RFC 5681 §4.2): `input` records bounded ACK snapshots that `output` sends in order. A
+//!   GRO-merged segment counts once, as in Linux.
 //! - Segments carry at most MSS minus the options in that segment (timestamps, SACK blocks).
 //! - Passive opens allocate their buffers when the handshake completes (SYN floods cost only a
 //!   control block); SYN/SYN-ACK retries are capped at 6/5 (Linux defaults); an orphaned
