@@ -699,14 +699,24 @@ fn rto_backoff_doubles_then_times_out() {
         .filter(|x| x.from_a && x.len == 5)
         .map(|x| x.at)
         .collect();
-    assert_eq!(times.len(), 7, "original + 6 retransmissions");
-    for w in times.windows(3) {
+    // Original, one tail loss probe (RFC 8985: 2*SRTT + delayed-ACK allowance for a single
+    // segment), then 6 timer retransmissions.
+    assert_eq!(times.len(), 8, "original + TLP + 6 retransmissions");
+    let srtt = Duration::from_millis(10);
+    let pto = times[1] - times[0];
+    assert!(
+        pto >= srtt.saturating_mul(2) && pto < Duration::from_millis(200),
+        "PTO {pto:?}"
+    );
+    let rto = &times[1..];
+    for w in rto.windows(3) {
         let (d1, d2) = (w[1] - w[0], w[2] - w[1]);
         let diff = d2.total_micros() as i64 - 2 * d1.total_micros() as i64;
         assert!(diff.abs() <= 2, "not doubling: {d1:?} then {d2:?}");
     }
-    assert!(times[1] - times[0] >= Duration::from_millis(200));
+    assert!(rto[1] - rto[0] >= Duration::from_millis(200));
     assert_eq!(net.a.stats().retransmits_rto, 6);
+    assert_eq!(net.a.stats().tlp_probes, 1);
 }
 
 #[test]
@@ -1638,4 +1648,43 @@ fn ack_every_second_segment_within_a_batch() {
     assert_eq!(acks, expect, "one ACK per two full segments, in order");
     let mut buf = vec![0u8; 20_000];
     assert_eq!(net.b.recv(s, &mut buf), Ok(10 * 1448));
+}
+
+#[test]
+fn tail_loss_probe_repairs_tail_without_rto() {
+    let mut net = Net::new(36);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    // Warm up the RTT estimator.
+    transfer(&mut net, true, c, s, 100_000, Duration::from_secs(5));
+    net.run_for(Duration::from_millis(100));
+    let last = net
+        .log
+        .iter()
+        .rev()
+        .find(|x| x.from_a && x.len > 0)
+        .unwrap();
+    let base = last.repr.seq.wrapping_add(last.len as u32);
+    // Drop the first transmission of the last two segments of a 10-segment burst.
+    let victims: Vec<u32> = [8u32, 9]
+        .iter()
+        .map(|k| base.wrapping_add(k * 1448))
+        .collect();
+    let mut seen = Vec::new();
+    net.filter = Some(Box::new(move |from_a, r, len| {
+        if from_a && len > 0 && victims.contains(&r.seq) && !seen.contains(&r.seq) {
+            seen.push(r.seq);
+            return true;
+        }
+        false
+    }));
+    let t0 = net.now;
+    transfer(&mut net, true, c, s, 10 * 1448, Duration::from_secs(5));
+    let took = net.now - t0;
+    let st = net.a.stats();
+    assert_eq!(st.retransmits_rto, 0, "{st:?}");
+    assert!(st.tlp_probes >= 1, "{st:?}");
+    assert!(
+        took < Duration::from_millis(200),
+        "tail repaired in {took:?}"
+    );
 }

@@ -214,6 +214,11 @@ pub struct Conn {
     pub last_oow_ack: Option<Instant>,
     pub unacked_bytes: usize,
     pub persist_probe_due: bool,
+    /// RFC 8985 §7 tail loss probe: probe timeout, probe due, and the episode in progress
+    /// (TLP.end_seq, whether the probe was a retransmission).
+    pub pto_at: Option<Instant>,
+    pub tlp_due: bool,
+    pub tlp_end: Option<(u32, bool)>,
     pub keepalive_due: bool,
     pub error: Option<Error>,
     pub error_reported: bool,
@@ -325,6 +330,9 @@ impl Conn {
             last_oow_ack: None,
             unacked_bytes: 0,
             persist_probe_due: false,
+            pto_at: None,
+            tlp_due: false,
+            tlp_end: None,
             keepalive_due: false,
             error: None,
             error_reported: false,
@@ -488,6 +496,8 @@ impl Conn {
         self.timewait_at = None;
         self.ack_now = false;
         self.n_snaps = 0;
+        self.pto_at = None;
+        self.tlp_due = false;
         self.persist_probe_due = false;
         self.keepalive_due = false;
         if self.user_closed {

@@ -479,6 +479,19 @@ impl Conn {
             } else {
                 Some(now + self.rtt.rto())
             };
+            // RFC 8985 §7.4: the ACK covering a retransmitted probe ends the episode; without
+            // D-SACK we cannot tell whether the probe repaired a loss, so (as the RFC requires
+            // then) respond as to a loss. A probe of new data needs no response.
+            if let Some((end, rxt)) = self.tlp_end {
+                if seq::ge(ack, end) {
+                    self.tlp_end = None;
+                    if rxt && self.recovery.is_none() {
+                        self.cc.on_loss(now, self.flight().max(mss), mss);
+                    }
+                }
+            }
+            self.pto_at = None;
+            self.arm_pto(now);
         } else if self.snd_max != self.snd_una
             && ack == self.snd_una
             && data_len == 0
@@ -491,10 +504,23 @@ impl Conn {
             match self.recovery {
                 None => {
                     let lost = self.sack_ok && self.scoreboard.is_lost(self.snd_una, mss);
+                    // RFC 5827 early retransmit: with fewer than 4 segments outstanding and
+                    // nothing new to send, too few duplicate ACKs can ever arrive; lower the
+                    // threshold to (outstanding segments - 1).
+                    let smss = self.seg_mss().max(1);
+                    let oseg = self.flight().div_ceil(smss);
+                    let nothing_new = !seq::lt(self.snd_max, self.fin_seq())
+                        || seq::ge(self.snd_max, self.snd_una.wrapping_add(new_wnd));
+                    let thresh = if oseg < 4 && nothing_new {
+                        oseg.saturating_sub(1).max(1)
+                    } else {
+                        DUP_THRESH
+                    };
+                    let lost = lost || (self.dupacks >= thresh);
+                    // RFC 6582 §3.2 step 1: no new recovery while the ACK is still within the
+                    // data of an earlier one (`recover`).
                     if (self.dupacks >= DUP_THRESH || lost) && seq::gt(ack, self.recover) {
                         self.enter_recovery(ctx);
-                    } else if self.dupacks >= DUP_THRESH || lost {
-                        // RFC 6582 §3.2 step 1: still within an earlier recovery's data.
                     }
                 }
                 Some(rec) if !rec.sack => {
@@ -542,6 +568,8 @@ impl Conn {
     }
 
     fn enter_recovery(&mut self, ctx: &mut Ctx<'_>) {
+        self.pto_at = None;
+        self.tlp_due = false;
         // RFC 6675 §5 steps (1)-(3) / RFC 6582 §3.2 step 2.
         let flight = self.flight();
         let mss = self.mss;

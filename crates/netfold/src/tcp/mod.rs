@@ -273,6 +273,8 @@ pub struct Stats {
     pub rst_dropped: u64,
     pub persist_probes: u64,
     pub keepalive_probes: u64,
+    /// RFC 8985 tail loss probes sent.
+    pub tlp_probes: u64,
     /// Connections ended by retransmission/keepalive/persist timeouts.
     pub timeouts: u64,
 }

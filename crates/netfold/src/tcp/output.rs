@@ -39,6 +39,8 @@ enum Kind {
     Ack,
     /// A pure ACK from `ack_snaps[0]`.
     SnapAck,
+    /// RFC 8985 tail loss probe (new data, or the last segment again).
+    Tlp,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -214,6 +216,20 @@ impl Conn {
                 self.snd_max = seq::max(self.snd_max, end);
                 self.rto_at.get_or_insert(now + self.rtt.rto());
             }
+            Kind::Tlp => {
+                self.tlp_due = false;
+                let rxt = seq::lt(p.seq, self.snd_max);
+                stats.tlp_probes += 1;
+                if !rxt {
+                    self.snd_nxt = end;
+                    self.last_data_tx = now;
+                }
+                self.snd_max = seq::max(self.snd_max, end);
+                self.tlp_end = Some((self.snd_max, rxt));
+                self.rtt_timing = None;
+                // §7.3: after the probe, the RTO guards the tail.
+                self.rto_at = Some(now + self.rtt.rto());
+            }
             Kind::Data | Kind::Hole | Kind::Relost => {
                 self.last_data_tx = now;
                 let rexmit = seq::lt(p.seq, self.snd_max);
@@ -252,6 +268,9 @@ impl Conn {
                 }
                 self.persist_at = None;
                 self.persist_backoff = 0;
+                if p.kind == Kind::Data && !rexmit && self.pto_at.is_none() {
+                    self.arm_pto(now);
+                }
             }
             Kind::Probe => {
                 self.persist_probe_due = false;
@@ -300,6 +319,12 @@ impl Conn {
                 len: 0,
                 fin: false,
             });
+        }
+        if self.tlp_due {
+            if let Some(p) = self.plan_tlp() {
+                return Some(p);
+            }
+            self.tlp_due = false;
         }
         if self.persist_probe_due {
             let fin_seq = self.fin_seq();
@@ -381,6 +406,39 @@ impl Conn {
         {
             self.persist_at = Some(now + self.rtt.rto());
         }
+    }
+
+    /// RFC 8985 §7.3: one new segment if the peer's window allows, else the last segment sent
+    /// again (with the FIN if that was last).
+    fn plan_tlp(&self) -> Option<Plan> {
+        let fin_seq = self.fin_seq();
+        let smss = self.seg_mss();
+        let wnd_edge = self.snd_una.wrapping_add(self.snd_wnd);
+        if self.snd_nxt == self.snd_max && seq::lt(self.snd_nxt, fin_seq) {
+            let room = seq::dist(self.snd_nxt, wnd_edge);
+            if room > 0 {
+                let len = seq::dist(self.snd_nxt, fin_seq).min(smss).min(room);
+                let fin = self.fin_queued && self.snd_nxt.wrapping_add(len) == fin_seq;
+                return Some(Plan {
+                    kind: Kind::Tlp,
+                    seq: self.snd_nxt,
+                    len,
+                    fin,
+                });
+            }
+        }
+        if self.snd_una == self.snd_max {
+            return None;
+        }
+        let fin_sent = self.fin_queued && seq::gt(self.snd_max, fin_seq);
+        let data_end = seq::min(self.snd_max, fin_seq);
+        let len = seq::dist(self.snd_una, data_end).min(smss);
+        Some(Plan {
+            kind: Kind::Tlp,
+            seq: data_end.wrapping_sub(len),
+            len,
+            fin: fin_sent,
+        })
     }
 
     fn ack_plan(&self) -> Plan {

@@ -26,6 +26,14 @@ impl Conn {
                 }
             }
         }
+        if let Some(t) = self.pto_at {
+            if now >= t {
+                self.pto_at = None;
+                if self.recovery.is_none() && self.snd_una != self.snd_max {
+                    self.tlp_due = true;
+                }
+            }
+        }
         if let Some(t) = self.delack_at {
             if now >= t {
                 self.delack_at = None;
@@ -69,6 +77,38 @@ impl Conn {
         Event::None
     }
 
+    /// RFC 8985 §7.2: arm the probe timeout (PTO = 2*SRTT, plus a delayed-ACK allowance when
+    /// one segment is in flight) if it fires before the RTO and no probe is outstanding.
+    pub fn arm_pto(&mut self, now: Instant) {
+        if self.recovery.is_some()
+            || self.tlp_end.is_some()
+            || self.snd_una == self.snd_max
+            || self.snd_wnd == 0
+            || !matches!(
+                self.state,
+                State::Established
+                    | State::CloseWait
+                    | State::FinWait1
+                    | State::Closing
+                    | State::LastAck
+            )
+        {
+            return;
+        }
+        let Some(srtt) = self.rtt.srtt() else { return };
+        let mut pto = srtt.saturating_mul(2);
+        if self.flight() <= self.seg_mss() {
+            pto = pto + self.config.delayed_ack.unwrap_or_default();
+        }
+        let pto = pto.max(crate::time::Duration::from_millis(10));
+        let at = now + pto;
+        if self.rto_at.is_some_and(|r| r <= at) {
+            self.pto_at = None;
+            return;
+        }
+        self.pto_at = Some(at);
+    }
+
     fn keepalive_deadline(&self) -> Option<Instant> {
         let (idle, intvl, _) = self.config.keepalive?;
         if !matches!(self.state, State::Established | State::CloseWait)
@@ -99,6 +139,10 @@ impl Conn {
             self.enter_closed(Some(Error::TimedOut));
             return Some(Event::Closed);
         }
+        // An RTO ends any tail-loss-probe episode (RFC 8985 §7.3).
+        self.pto_at = None;
+        self.tlp_due = false;
+        self.tlp_end = None;
         // RFC 6298 §5.5: back off; §5.6: restart the timer.
         self.rtt.on_timeout();
         self.rtt_timing = None;
@@ -132,6 +176,7 @@ impl Conn {
         [
             self.timewait_at,
             self.rto_at,
+            self.pto_at,
             self.delack_at,
             self.persist_at,
             self.keepalive_deadline(),
