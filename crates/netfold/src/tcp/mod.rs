@@ -52,7 +52,7 @@
 //! | `conn.rs`     | the TCB (RFC 9293 §3.3.1), user calls, window advertisement            |
 //! | `input.rs`    | SEGMENT ARRIVES (§3.10.7), RFC 5961, PAWS, ACK/SACK processing         |
 //! | `output.rs`   | plan-then-commit segment generation, NextSeg (RFC 6675), Nagle/SWS     |
-//! | `timers.rs`   | RTO (RFC 6298), delayed ACK, persist, keepalive, TIME-WAIT             |
+//! | `timers.rs`   | RTO (RFC 6298), TLP (RFC 8985), delayed ACK, persist, keepalive, 2MSL  |
 //! | `buffer.rs`   | send ring, receive ring with in-place out-of-order assembler           |
 //! | `sack.rs`     | RFC 6675 scoreboard (IsLost, pipe, holes), RFC 2018 block history      |
 //! | `cc/`         | `CongestionController` trait, NewReno (RFC 5681), CUBIC (RFC 9438)     |
@@ -64,7 +64,8 @@
 //! - After an RTO, SND.NXT goes back to SND.UNA (go-back-N) but SACKed ranges are skipped.
 //! - SACK recovery is RFC 6675 plus lost-retransmission detection (a retransmission is lost
 //!   once data sent after it is SACKed; Linux's pre-RACK rule), so tail-dropped
-//!   retransmissions do not need an RTO. RACK-TLP (RFC 8985) is not implemented.
+//!   retransmissions do not need an RTO. Tail losses get an RFC 8985 tail loss probe and
+//!   RFC 5827 early retransmit; RACK's time-based loss detection is not implemented.
 //! - Several segments processed in one batch still owe one ACK per two full-sized segments
 //!   (RFC 5681 §4.2): `input` records bounded ACK snapshots that `output` sends in order. A
 //!   GRO-merged segment counts once, as in Linux.
