@@ -500,7 +500,7 @@ impl Conn {
         {
             // RFC 5681 §2 duplicate ACK (RFC 6675 §2: with SACK, one that SACKs new data).
             ctx.stats.dup_acks += 1;
-            self.dupacks += 1;
+            self.dupacks = self.dupacks.saturating_add(1);
             match self.recovery {
                 None => {
                     let lost = self.sack_ok && self.scoreboard.is_lost(self.snd_una, mss);
