@@ -997,6 +997,31 @@ fn stale_handles_are_rejected() {
         generation: 0,
     };
     assert_eq!(net.a.send(bogus, b"x"), Err(Error::InvalidHandle));
+    let unspecified = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+    assert_eq!(
+        net.a
+            .connect(net.now, unspecified, addr_b(80), test_config()),
+        Err(Error::InvalidInput)
+    );
+    assert_eq!(
+        net.a.connect(net.now, addr_a(0), addr_b(0), test_config()),
+        Err(Error::InvalidInput)
+    );
+    assert_eq!(
+        net.b.listen(addr_b(0), 1, test_config()),
+        Err(Error::InvalidInput)
+    );
+    assert_eq!(
+        net.b.listen(addr_b(1), 0, test_config()),
+        Err(Error::InvalidInput)
+    );
+    let l = net.b.listen(addr_b(1), 1, test_config()).unwrap();
+    assert_eq!(
+        net.b.listen(addr_b(1), 1, test_config()),
+        Err(Error::AddrInUse)
+    );
+    net.b.close(l).unwrap();
+    assert_eq!(net.b.state(l), Err(Error::InvalidHandle));
     assert_eq!(net.a.state(bogus), Err(Error::InvalidHandle));
     let (c, _, _) = establish(&mut net, test_config(), test_config());
     net.a.abort(c).unwrap();

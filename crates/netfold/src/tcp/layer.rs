@@ -438,7 +438,8 @@ impl TcpLayer {
         Ok(self.listener_mut(listener)?.accept_queue.len())
     }
 
-    /// Active open from `local` (port 0 = pick an ephemeral port) to `remote`.
+    /// Active open from `local` (port 0 = pick an ephemeral port) to `remote`. `local`'s IP must
+    /// be the concrete source address (InvalidInput if unspecified).
     pub fn connect(
         &mut self,
         now: Instant,
@@ -446,7 +447,13 @@ impl TcpLayer {
         remote: SocketAddrV4,
         config: Config,
     ) -> Result<Handle, Error> {
-        if remote.port() == 0 || remote.ip().is_unspecified() || remote.ip().is_broadcast() {
+        // The caller chooses the source address (route lookup is not TCP's business); an
+        // unspecified one could never match returning segments in the 4-tuple demux.
+        if remote.port() == 0
+            || remote.ip().is_unspecified()
+            || remote.ip().is_broadcast()
+            || local.ip().is_unspecified()
+        {
             return Err(Error::InvalidInput);
         }
         self.last_now = now;
