@@ -1713,3 +1713,21 @@ fn tail_loss_probe_repairs_tail_without_rto() {
         "tail repaired in {took:?}"
     );
 }
+
+#[test]
+fn application_limited_sender_does_not_inflate_cwnd() {
+    let mut net = Net::new(37);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    let iw = net.a.conn_info(c).unwrap().cwnd;
+    let mut buf = [0u8; 4096];
+    for _ in 0..200 {
+        net.a.send(c, &[1u8; 1000]).unwrap();
+        net.run_for(Duration::from_millis(12));
+        while net.b.recv(s, &mut buf).is_ok_and(|n| n > 0) {}
+    }
+    let cwnd = net.a.conn_info(c).unwrap().cwnd;
+    assert!(
+        cwnd <= iw * 2,
+        "cwnd grew from {iw} to {cwnd} while app-limited"
+    );
+}

@@ -422,6 +422,15 @@ impl Conn {
         // §3.10.7.4: only an ACK in [SND.UNA, SND.NXT] may update the window.
         let may_update_window = seq::ge(ack, self.snd_una);
         let acked = seq::dist(self.snd_una, ack);
+        // Was the window actually used? (Linux tcp_is_cwnd_limited; RFC 7661's concern, and
+        // RFC 9438 §5.8: an application-limited sender must not grow cwnd it does not use.)
+        let flight_before = self.flight();
+        let cwnd_now = self.cc.cwnd();
+        let cwnd_limited = if cwnd_now < self.cc.ssthresh() {
+            flight_before.saturating_mul(2) >= cwnd_now
+        } else {
+            flight_before.saturating_add(3 * mss) >= cwnd_now
+        };
         if acked > 0 {
             self.take_rtt_sample(ctx, seg);
             // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
@@ -470,7 +479,9 @@ impl Conn {
                 }
                 None => {
                     self.dupacks = 0;
-                    self.cc.on_ack(now, acked, mss, self.rtt.srtt());
+                    if cwnd_limited {
+                        self.cc.on_ack(now, acked, mss, self.rtt.srtt());
+                    }
                 }
             }
             // RFC 6298 §5.2/§5.3: stop the timer when all is acked, else restart it.
