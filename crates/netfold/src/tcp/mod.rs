@@ -61,6 +61,9 @@
 //! Choices worth knowing (each is commented where it is implemented):
 //! - Slow start counts every acknowledged byte (as Linux does), because batched receivers send
 //!   stretch ACKs; RFC 5681 would add at most one SMSS per ACK.
+//! - cwnd grows only on ACKs that arrive while the sender was cwnd-limited (RFC 9438 §5.8,
+//!   Linux `tcp_is_cwnd_limited`); it restarts from the initial window after an idle RTO
+//!   (RFC 5681 §4.1).
 //! - After an RTO, SND.NXT goes back to SND.UNA (go-back-N) but SACKed ranges are skipped.
 //! - SACK recovery is RFC 6675 plus lost-retransmission detection (a retransmission is lost
 //!   once data sent after it is SACKed; Linux's pre-RACK rule), so tail-dropped
