@@ -113,6 +113,8 @@ pub struct Params {
     pub threads: usize,
     /// Thread placement for two-thread runs (kernel, netfold --threads 2).
     pub pin: Pin,
+    /// netfold: GRO on the receive path (`--gro on|off`).
+    pub gro: bool,
 }
 
 impl Default for Params {
@@ -134,6 +136,7 @@ impl Default for Params {
             verify: false,
             threads: 1,
             pin: Pin::Split,
+            gro: true,
         }
     }
 }

@@ -71,8 +71,14 @@ impl NetfoldNet {
     pub fn new(p: &Params) -> NetfoldNet {
         let (end_c, end_s) = Pipe::new(pipe_config(p));
         NetfoldNet {
-            client: Stack::new(stack_config(CLIENT_ADDR, 1, p.mtu)),
-            server: Stack::new(stack_config(SERVER_ADDR, 2, p.mtu)),
+            client: Stack::new(StackConfig {
+                gro: p.gro,
+                ..stack_config(CLIENT_ADDR, 1, p.mtu)
+            }),
+            server: Stack::new(StackConfig {
+                gro: p.gro,
+                ..stack_config(SERVER_ADDR, 2, p.mtu)
+            }),
             end_c,
             end_s,
             listener: None,

@@ -121,7 +121,10 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     let tcfg = tcp_config(p);
     let pattern = Arc::new(Pattern::new(p.send_size.max(p.recv_size).max(1)));
     let mut server_node = Node {
-        stack: Stack::new(stack_config(SERVER_ADDR, 2, p.mtu)),
+        stack: Stack::new(netfold::iface::StackConfig {
+            gro: p.gro,
+            ..stack_config(SERVER_ADDR, 2, p.mtu)
+        }),
         end: end_s,
         epoch,
         abort: Arc::clone(&abort),
@@ -151,7 +154,10 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
 
     p.pin.apply(false);
     let mut node = Node {
-        stack: Stack::new(stack_config(CLIENT_ADDR, 1, p.mtu)),
+        stack: Stack::new(netfold::iface::StackConfig {
+            gro: p.gro,
+            ..stack_config(CLIENT_ADDR, 1, p.mtu)
+        }),
         end: end_c,
         epoch,
         abort: Arc::clone(&abort),

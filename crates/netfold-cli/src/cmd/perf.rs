@@ -79,6 +79,10 @@ pub struct Args {
     /// Report CPU utilization, service demand and throughput scaled to 100% CPU.
     #[arg(long)]
     pub cpu: bool,
+    /// netfold: merge received TCP segments per flow and batch (GRO): on or off.
+    #[arg(long, default_value = "on", action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub gro: bool,
     /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: u8,
@@ -188,6 +192,7 @@ pub fn params(a: &Args, test: Test, send_size: u64) -> Result<Params, String> {
         verify: a.verify,
         threads: a.threads as usize,
         pin: a.pin,
+        gro: a.gro,
     })
 }
 

@@ -132,8 +132,57 @@ pub struct Counters {
     /// The TCP engine's own counters.
     pub tcp: tcp::Stats,
 
+    // Batching and GRO (seed 000 §4.2 call-count tables); buckets as in [`BUCKETS`].
+    /// Polls by frames received: 1, 2-4, 5-8, 9-16, 17-32, 33-64, 65+.
+    pub frames_per_poll: [u64; 7],
+    /// GRO flushes by segments merged into the delivered segment (same buckets).
+    pub gro_segs_per_flush: [u64; 7],
+    /// Segments appended to a held segment (a train of n segments is n - 1 merges).
+    pub gro_merges: u64,
+    /// Segments handed to TCP by GRO (merged or not).
+    pub gro_flushes: u64,
+    /// Flushes at the end of a receive batch.
+    pub gro_flush_batch_end: u64,
+    /// Flushes because the next segment of the flow did not match (seq, ACK, window,
+    /// options, IP fields).
+    pub gro_flush_mismatch: u64,
+    /// Flushes because the segment carried PSH.
+    pub gro_flush_psh: u64,
+    /// Flushes because a segment was shorter than the first (the end of a send).
+    pub gro_flush_short: u64,
+    /// Flushes at the byte limit (64 KiB IP packet).
+    pub gro_flush_bytes: u64,
+    /// Flushes at the segment-count limit.
+    pub gro_flush_count: u64,
+    /// Flushes to make room in the flow table.
+    pub gro_flush_evict: u64,
+    /// Flushes before a segment of the flow that cannot be merged (SYN/FIN/RST/URG/ECE/CWR,
+    /// no payload, IP options, reassembled).
+    pub gro_flush_control: u64,
+
+    // Bytes touched by the stack itself (the TCP engine's ring copies are not counted here).
+    /// Copy calls made by the stack (payload into packet, into GRO buffer, into UDP queue).
+    pub copies: u64,
+    /// Bytes copied by those calls.
+    pub bytes_copied: u64,
+    /// Bytes summed for TCP/UDP checksums (in a fused copy or a separate pass).
+    pub bytes_checksummed: u64,
+    /// Of those, bytes summed in a separate pass (not folded into a copy).
+    pub bytes_checksummed_separately: u64,
+
     /// The stack's buffer pool.
     pub pool: PoolStats,
+}
+
+/// Upper bounds of the histogram buckets (the last bucket is open).
+pub const BUCKETS: [u64; 6] = [1, 4, 8, 16, 32, 64];
+
+/// The histogram bucket for a count `n >= 1`.
+pub fn bucket(n: usize) -> usize {
+    BUCKETS
+        .iter()
+        .position(|&b| n as u64 <= b)
+        .unwrap_or(BUCKETS.len())
 }
 
 impl fmt::Display for Counters {
@@ -245,6 +294,30 @@ impl fmt::Display for Counters {
                 ],
             ),
             (
+                "gro",
+                &[
+                    ("merges", self.gro_merges),
+                    ("flushes", self.gro_flushes),
+                    ("flush_batch_end", self.gro_flush_batch_end),
+                    ("flush_mismatch", self.gro_flush_mismatch),
+                    ("flush_psh", self.gro_flush_psh),
+                    ("flush_short", self.gro_flush_short),
+                    ("flush_bytes", self.gro_flush_bytes),
+                    ("flush_count", self.gro_flush_count),
+                    ("flush_evict", self.gro_flush_evict),
+                    ("flush_control", self.gro_flush_control),
+                ],
+            ),
+            (
+                "mem",
+                &[
+                    ("copies", self.copies),
+                    ("bytes_copied", self.bytes_copied),
+                    ("bytes_checksummed", self.bytes_checksummed),
+                    ("csum_separate", self.bytes_checksummed_separately),
+                ],
+            ),
+            (
                 "pool",
                 &[
                     ("gets", self.pool.gets),
@@ -257,6 +330,15 @@ impl fmt::Display for Counters {
         for (layer, fields) in rows {
             for (name, v) in fields.iter() {
                 writeln!(f, "{layer:<5} {name:<20} {v:>14}")?;
+            }
+        }
+        let names = ["1", "2-4", "5-8", "9-16", "17-32", "33-64", "65+"];
+        for (name, h) in [
+            ("frames_per_poll", &self.frames_per_poll),
+            ("segs_per_flush", &self.gro_segs_per_flush),
+        ] {
+            for (b, v) in names.iter().zip(h.iter()) {
+                writeln!(f, "hist  {:<20} {v:>14}", format!("{name}[{b}]"))?;
             }
         }
         Ok(())

@@ -21,7 +21,7 @@ impl Stack {
         self.eg.c.frames_in += 1;
         self.eg.c.bytes_in += frame.len() as u64;
         if self.eg.medium == Medium::Ip {
-            self.receive_ipv4(now, frame, false);
+            self.receive_ipv4(now, frame, false, 0);
             return;
         }
         let Ok(f) = EthernetFrame::new_checked(frame) else {
@@ -32,8 +32,10 @@ impl Stack {
             self.eg.c.eth_malformed += 1;
             return;
         };
-        if eth.vlan.is_some() {
-            // No VLAN is configured on this interface; 802.1Q frames are not ours.
+        // No VLAN is configured on this interface, so 802.1Q frames are not ours — except
+        // priority-tagged ones (VLAN id 0: IEEE 802.1Q §9.6 "the frame does not belong to any
+        // VLAN", only the priority is carried), which are received as untagged.
+        if eth.vlan.is_some_and(|tci| tci & 0x0fff != 0) {
             self.eg.c.unsupported += 1;
             return;
         }
@@ -42,9 +44,11 @@ impl Stack {
             self.eg.c.eth_not_for_us += 1;
             return;
         }
+        // The link payload runs to the end of the frame (IPv4 trims padding by its length).
+        let ip_off = frame.len() - f.payload().len();
         match eth.ethertype {
             EtherType::Arp => self.receive_arp(now, f.payload()),
-            EtherType::Ipv4 => self.receive_ipv4(now, f.payload(), link_bcast),
+            EtherType::Ipv4 => self.receive_ipv4(now, f.payload(), link_bcast, ip_off),
             _ => self.eg.c.unsupported += 1,
         }
     }
@@ -113,7 +117,8 @@ impl Stack {
         }
     }
 
-    fn receive_ipv4(&mut self, now: Instant, p: &[u8], link_bcast: bool) {
+    /// `off` is where the packet starts in the frame being parsed (for GRO).
+    fn receive_ipv4(&mut self, now: Instant, p: &[u8], link_bcast: bool, off: usize) {
         let c = &mut self.eg.c;
         c.ipv4_in += 1;
         let Ok(pkt) = Ipv4Packet::new_checked(p) else {
@@ -159,7 +164,7 @@ impl Stack {
             match self.reasm.push(now, &ip, pkt.payload()) {
                 FragOutcome::Complete(h, data) => {
                     self.eg.c.frag_reassembled += 1;
-                    self.receive_transport(now, &h, &data, bcast, true);
+                    self.receive_transport(now, &h, &data, bcast, None);
                     self.reasm.recycle(data);
                 }
                 FragOutcome::DroppedOverlap => {
@@ -171,7 +176,9 @@ impl Stack {
             }
             return;
         }
-        self.receive_transport(now, &ip, pkt.payload(), bcast, true);
+        // GRO merges only option-less IPv4 (Linux `inet_gro_receive`: ihl must be 5).
+        let at = (pkt.header_len() == 20).then(|| off + pkt.header_len());
+        self.receive_transport(now, &ip, pkt.payload(), bcast, at);
     }
 
     fn receive_transport(
@@ -180,7 +187,7 @@ impl Stack {
         ip: &Ipv4Repr,
         payload: &[u8],
         bcast: bool,
-        may_reply: bool,
+        at: Option<usize>,
     ) {
         match ip.protocol {
             IpProtocol::Icmp => self.receive_icmp(now, ip, payload, bcast),
@@ -190,6 +197,14 @@ impl Stack {
                 if bcast {
                     self.eg.c.ipv4_not_for_us += 1;
                     return;
+                }
+                if self.config.gro {
+                    self.receive_tcp_gro(now, ip, payload, at);
+                    return;
+                }
+                if self.csum_rx {
+                    self.eg.c.bytes_checksummed += payload.len() as u64;
+                    self.eg.c.bytes_checksummed_separately += payload.len() as u64;
                 }
                 match super::tcp_wire::parse(payload, ip.src, ip.dst, self.csum_rx) {
                     Ok((repr, hlen)) => {
@@ -203,11 +218,70 @@ impl Stack {
             IpProtocol::Unknown(_) => {
                 self.eg.c.ipv4_unknown_protocol += 1;
                 // RFC 1122 §3.2.2.1: protocol unreachable for a protocol we do not speak.
-                if may_reply && !bcast {
+                if !bcast {
                     self.send_icmp_unreachable(now, unreach_code::PROTOCOL, ip, payload);
                 }
             }
         }
+    }
+
+    /// TCP with GRO on: mergeable data segments go to the GRO table; anything else first
+    /// flushes its flow's held train (so TCP sees the flow's segments in arrival order), then
+    /// is verified and delivered alone. `at` is the segment's offset in the current frame,
+    /// `None` if it does not come straight from one (reassembled, or IPv4 options present).
+    fn receive_tcp_gro(&mut self, now: Instant, ip: &Ipv4Repr, seg: &[u8], at: Option<usize>) {
+        use super::gro::{mergeable_flags, IpKey, Seg, Sink};
+        use crate::wire::tcp::{PseudoHeader, TcpPacket, TcpRepr};
+        let c = &mut self.eg.c;
+        let Ok(pkt) = TcpPacket::new_checked(seg) else {
+            c.tcp_malformed += 1;
+            return;
+        };
+        let ph = PseudoHeader {
+            src: ip.src,
+            dst: ip.dst,
+        };
+        // The checksum is checked below: in the GRO copy, or in a separate pass.
+        let Ok(repr) = TcpRepr::parse(&pkt, &ph, false) else {
+            c.tcp_malformed += 1;
+            return;
+        };
+        let s = Seg {
+            ip: IpKey {
+                src: ip.src,
+                dst: ip.dst,
+                ttl: ip.ttl,
+                tos: ip.dscp_ecn,
+                df: ip.dont_frag,
+            },
+            repr,
+            bytes: seg,
+            hdr_len: pkt.header_len(),
+            frame: self.cur_frame,
+            off: at.unwrap_or(0),
+        };
+        let mut sink = Sink {
+            now,
+            frames: &self.rx,
+            tcp: &mut self.tcp,
+            c: &mut self.eg.c,
+            verify: self.csum_rx,
+        };
+        if at.is_some() && mergeable_flags(repr.flags) && seg.len() > s.hdr_len {
+            self.gro.receive(&mut sink, &s);
+            return;
+        }
+        self.gro.flush_flow(&mut sink, &s);
+        if self.csum_rx {
+            sink.c.bytes_checksummed += seg.len() as u64;
+            sink.c.bytes_checksummed_separately += seg.len() as u64;
+            if !pkt.verify_checksum(&ph) {
+                sink.c.tcp_bad_checksum += 1;
+                return;
+            }
+        }
+        let data = seg.get(s.hdr_len..).unwrap_or(&[]);
+        sink.tcp.input(now, ip.src, ip.dst, &repr, data);
     }
 
     fn receive_icmp(&mut self, now: Instant, ip: &Ipv4Repr, payload: &[u8], bcast: bool) {

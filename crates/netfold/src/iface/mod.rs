@@ -14,8 +14,10 @@
 //!   fragment on transmit (DF set, RFC 1191 path MTU discovery); TCP segments are cut at the
 //!   MTU instead (software GSO), oversized UDP/ICMP is refused.
 //! - ARP: RFC 826 merge rule, one request per second per address, bounded pending queue.
-//! - No VLANs, no multicast, no forwarding, no loopback to our own address, no IP options on
-//!   transmit, no GRO yet (the TCP contract has no way to say "this segment is N merged ones").
+//! - No VLANs (priority-tagged frames, VLAN id 0, are accepted as untagged), no multicast, no
+//!   forwarding, no loopback to our own address, no IP options on transmit.
+//! - GRO (`StackConfig::gro`, see [`gro`]): the TCP segments of a flow within one receive
+//!   batch reach TCP as one merged segment; its checksum check is folded into the merging copy.
 //! - Checksums follow the device's `ChecksumCaps`; on transmit the TCP and UDP payload sums are
 //!   taken while the payload is copied into the packet buffer, on UDP receive while it is copied
 //!   into the socket queue.
@@ -23,6 +25,7 @@
 
 pub mod counters;
 mod egress;
+pub mod gro;
 mod ingress;
 mod neighbor;
 pub mod reassembly;
@@ -100,6 +103,9 @@ pub struct StackConfig {
     pub icmp_error_interval: Duration,
     /// Idle packet buffers the pool keeps.
     pub pool_buffers: usize,
+    /// Merge the TCP segments of one flow within a receive batch before TCP sees them
+    /// (see [`gro`]).
+    pub gro: bool,
 }
 
 impl Default for StackConfig {
@@ -127,6 +133,7 @@ impl Default for StackConfig {
             icmp_error_burst: 10,
             icmp_error_interval: Duration::from_millis(100),
             pool_buffers: 512,
+            gro: true,
         }
     }
 }
@@ -184,8 +191,11 @@ pub struct Stack {
     udp: UdpTable,
     reasm: Reassembler,
     rx: Vec<PacketBuf>,
+    gro: gro::Gro,
     echo_replies: VecDeque<EchoReply>,
     icmp_limiter: RateLimiter,
+    /// Index in `rx` of the frame being parsed (GRO remembers where a held segment is).
+    cur_frame: usize,
     /// Output stopped at the transmit bound in the last poll: more work is due now.
     tx_backlog: bool,
     dev_poll_at: Option<Instant>,
@@ -230,6 +240,7 @@ impl Stack {
                 config.frag_timeout,
             ),
             rx: Vec::with_capacity(64),
+            gro: gro::Gro::new(),
             echo_replies: VecDeque::with_capacity(ECHO_REPLY_QUEUE),
             icmp_limiter: RateLimiter {
                 tokens: config.icmp_error_burst,
@@ -238,6 +249,7 @@ impl Stack {
                 last: Instant::ZERO,
             },
             csum_rx: true,
+            cur_frame: 0,
             tx_backlog: false,
             dev_poll_at: None,
             eg,
@@ -303,16 +315,34 @@ impl Stack {
         let burst = self.apply_caps(dev).max_burst.max(1);
         self.timers(now);
 
-        let mut rx = core::mem::take(&mut self.rx);
-        dev.recv_batch(now, &mut self.eg.pool, &mut rx, burst);
-        let mut did = !rx.is_empty();
+        dev.recv_batch(now, &mut self.eg.pool, &mut self.rx, burst);
+        let n = self.rx.len();
+        let mut did = n > 0;
         self.eg.c.polls += 1;
         self.eg.c.rx_batches += u64::from(did);
-        for buf in rx.drain(..) {
+        if did {
+            self.eg.c.frames_per_poll[counters::bucket(n)] += 1;
+        }
+        // Each frame is taken out of the batch while it is parsed and put back after, so GRO
+        // can keep referring to earlier frames of the batch (a held train of one segment
+        // stays in its frame until the flush at the end of the batch).
+        for i in 0..n {
+            let buf = core::mem::take(&mut self.rx[i]);
+            self.cur_frame = i;
             self.receive_frame(now, buf.as_slice());
+            self.rx[i] = buf;
+        }
+        let mut sink = gro::Sink {
+            now,
+            frames: &self.rx,
+            tcp: &mut self.tcp,
+            c: &mut self.eg.c,
+            verify: self.csum_rx,
+        };
+        self.gro.flush_all(&mut sink);
+        for buf in self.rx.drain(..) {
             self.eg.pool.put(buf);
         }
-        self.rx = rx;
 
         let mut stopped = false;
         for _ in 0..TX_ROUNDS {

@@ -37,6 +37,9 @@ pub struct TcpLayer {
     slots: Vec<Slot>,
     free: Vec<u32>,
     conns: HashMap<(SocketAddrV4, SocketAddrV4), u32>,
+    /// The last connection `input` found: a bulk flow's segments skip the (SipHash-keyed,
+    /// flood-resistant but slow) table lookup. Cleared whenever `conns` changes.
+    last_hit: Option<((SocketAddrV4, SocketAddrV4), u32)>,
     listeners: HashMap<SocketAddrV4, u32>,
     rsts: RstQueue,
     challenge: ChallengeLimiter,
@@ -61,6 +64,7 @@ impl TcpLayer {
             slots: Vec::new(),
             free: Vec::new(),
             conns: HashMap::new(),
+            last_hit: None,
             listeners: HashMap::new(),
             rsts: RstQueue::new(),
             challenge: ChallengeLimiter::default(),
@@ -96,6 +100,7 @@ impl TcpLayer {
         let slot = &mut self.slots[i as usize];
         if let Some(Sock::Conn(c)) = slot.sock.take() {
             if self.conns.get(&(c.local, c.remote)) == Some(&i) {
+                self.last_hit = None;
                 self.conns.remove(&(c.local, c.remote));
             }
             if let Some(p) = c.parent {
@@ -206,6 +211,7 @@ impl TcpLayer {
                     // The application still holds the handle (to read data or the error);
                     // the 4-tuple is free for new connections.
                     if self.conns.get(&key) == Some(&i) {
+                        self.last_hit = None;
                         self.conns.remove(&key);
                     }
                 } else {
@@ -248,14 +254,30 @@ impl TcpLayer {
         }
         let local = SocketAddrV4::new(dst, repr.dst_port);
         let remote = SocketAddrV4::new(src, repr.src_port);
-        let listener = self.find_listener(local);
+        let key = (local, remote);
+        let found = match self.last_hit {
+            Some((k, i)) if k == key => Some(i),
+            _ => {
+                let f = self.conns.get(&key).copied();
+                if let Some(i) = f {
+                    self.last_hit = Some((key, i));
+                }
+                f
+            }
+        };
+        // Listeners are looked up only for segments no connection takes.
+        let listener = if found.is_none() {
+            self.find_listener(local)
+        } else {
+            None
+        };
         let mut ctx = Ctx {
             now,
             stats: &mut self.stats,
             rsts: &mut self.rsts,
             challenge: &mut self.challenge,
         };
-        if let Some(&i) = self.conns.get(&(local, remote)) {
+        if let Some(i) = found {
             let ev = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => c.input(&mut ctx, repr, payload),
                 _ => Event::None,
@@ -293,6 +315,7 @@ impl TcpLayer {
         c.parent = Some(li);
         c.in_syn_queue = true;
         let i = self.alloc(Sock::Conn(Box::new(c)));
+        self.last_hit = None;
         self.conns.insert((local, remote), i);
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.half_open += 1;
@@ -467,6 +490,7 @@ impl TcpLayer {
         };
         let c = Conn::new_active(now, &self.secret, local, remote, config);
         let i = self.alloc(Sock::Conn(Box::new(c)));
+        self.last_hit = None;
         self.conns.insert((local, remote), i);
         self.touch(i);
         Ok(self.handle_of(i))
