@@ -106,7 +106,13 @@ pub struct StackConfig {
     /// Merge the TCP segments of one flow within a receive batch before TCP sees them
     /// (see [`gro`]).
     pub gro: bool,
+    /// Let TCP build data segments of up to [`GSO_SEGS`] MSS (64 KiB at most), cut to the MTU
+    /// at the device boundary (software GSO) or handed whole to a TSO device.
+    pub gso: bool,
 }
+
+/// Segments one GSO super-segment spans at most (44 x 1448 fills 64 KiB, as in Linux).
+pub const GSO_SEGS: u32 = 44;
 
 impl Default for StackConfig {
     fn default() -> Self {
@@ -134,6 +140,7 @@ impl Default for StackConfig {
             icmp_error_interval: Duration::from_millis(100),
             pool_buffers: 512,
             gro: true,
+            gso: true,
         }
     }
 }
@@ -231,8 +238,10 @@ impl Stack {
             c: Counters::default(),
             arp_due: Vec::with_capacity(neighbor::MAX_RESOLVING),
         };
+        let mut tcp = TcpLayer::new(config.tcp_secret);
+        tcp.set_gso_segs(if config.gso { GSO_SEGS } else { 1 });
         Stack {
-            tcp: TcpLayer::new(config.tcp_secret),
+            tcp,
             udp: UdpTable::new(config.udp_queue_limit, config.udp_max_sockets),
             reasm: Reassembler::new(
                 config.frag_max_datagrams,

@@ -123,6 +123,9 @@ pub struct Recovery {
 
 #[derive(Debug)]
 pub struct Conn {
+    /// Segments one transmission may span (GSO, set by the layer from the stack's
+    /// [`TcpLayer::set_gso_segs`](super::TcpLayer::set_gso_segs)); 1 = MSS-sized segments.
+    pub gso_segs: u32,
     pub local: SocketAddrV4,
     pub remote: SocketAddrV4,
     pub state: State,
@@ -262,6 +265,7 @@ impl Conn {
         };
         let mss = u32::from(config.mss);
         Conn {
+            gso_segs: 1,
             local,
             remote,
             state: State::Closed,

@@ -40,6 +40,8 @@ pub struct TcpLayer {
     /// The last connection `input` found: a bulk flow's segments skip the (SipHash-keyed,
     /// flood-resistant but slow) table lookup. Cleared whenever `conns` changes.
     last_hit: Option<((SocketAddrV4, SocketAddrV4), u32)>,
+    /// GSO: segments one transmission may span (see `set_gso_segs`).
+    gso_segs: u32,
     listeners: HashMap<SocketAddrV4, u32>,
     rsts: RstQueue,
     challenge: ChallengeLimiter,
@@ -65,6 +67,7 @@ impl TcpLayer {
             free: Vec::new(),
             conns: HashMap::new(),
             last_hit: None,
+            gso_segs: 1,
             listeners: HashMap::new(),
             rsts: RstQueue::new(),
             challenge: ChallengeLimiter::default(),
@@ -221,6 +224,14 @@ impl TcpLayer {
         }
     }
 
+    /// GSO (DESIGN "GSO"): lets `output` hand over data segments of up to `segs` times the
+    /// segment size (at most 64 KiB in total), which the caller cuts into MSS-sized packets
+    /// (software GSO) or gives whole to a TSO device. Fewer, larger segments mean less
+    /// per-segment work in the engine. 1 (the default) = MSS-sized segments.
+    pub fn set_gso_segs(&mut self, segs: u32) {
+        self.gso_segs = segs.clamp(1, 64);
+    }
+
     fn find_listener(&self, local: SocketAddrV4) -> Option<u32> {
         self.listeners
             .get(&local)
@@ -372,7 +383,10 @@ impl TcpLayer {
             };
             self.handle_event(i, ev);
             let status = match &mut self.slots[i as usize].sock {
-                Some(Sock::Conn(c)) => c.poll_output(now, &mut self.stats, emit),
+                Some(Sock::Conn(c)) => {
+                    c.gso_segs = self.gso_segs;
+                    c.poll_output(now, &mut self.stats, emit)
+                }
                 _ => {
                     self.active.pop_front();
                     continue;

@@ -173,7 +173,9 @@ impl Conn {
     }
 
     fn commit(&mut self, p: &Plan, repr: &TcpRepr, now: Instant, stats: &mut Stats) {
-        stats.segments_out += 1;
+        // A GSO super-segment counts as the segments it becomes on the wire (Linux
+        // `tcp_skb_pcount`, as its segs_out does).
+        stats.segments_out += u64::from(p.len.div_ceil(self.seg_mss()).max(1));
         stats.sack_blocks_out += u64::from(repr.options.sack_count);
         if p.kind == Kind::SnapAck {
             self.ack_snaps.copy_within(1..self.n_snaps, 0);
@@ -463,8 +465,13 @@ impl Conn {
     /// A segment starting at `s`, at most `max` bytes, not crossing SACKed data, with FIN
     /// if it reaches the end of the queued data after close.
     fn segment_at(&self, kind: Kind, s: u32, max: u32) -> Option<Plan> {
+        self.segment_upto(kind, s, max, self.seg_mss())
+    }
+
+    /// `segment_at` with a size cap of `cap` bytes (a GSO super-segment when above the MSS).
+    fn segment_upto(&self, kind: Kind, s: u32, max: u32, cap: u32) -> Option<Plan> {
         let fin_seq = self.fin_seq();
-        let mut len = seq::dist(s, fin_seq).min(max).min(self.seg_mss());
+        let mut len = seq::dist(s, fin_seq).min(max).min(cap);
         if let Some(n) = self.scoreboard.next_sacked_start(s) {
             len = len.min(seq::dist(s, n));
         }
@@ -588,7 +595,20 @@ impl Conn {
             // A lone FIN is not held back by the windows.
             return self.segment_at(Kind::Data, fin_seq, 0);
         }
-        let p = self.segment_at(Kind::Data, self.snd_nxt, room)?;
+        // GSO: one plan may span several segments when nothing is being recovered; it is
+        // trimmed to whole segments so the cut never leaves a short piece mid-stream (the tail
+        // goes as its own segment, under Nagle/SWS below).
+        let gso_cap = if self.recovery.is_none() && self.gso_segs > 1 {
+            let cap = (smss * self.gso_segs).min(65535 - 120);
+            cap - cap % smss
+        } else {
+            smss
+        };
+        let mut p = self.segment_upto(Kind::Data, self.snd_nxt, room, gso_cap)?;
+        if p.len > smss && p.len % smss != 0 {
+            p.len -= p.len % smss;
+            p.fin = false;
+        }
         if p.len == 0 {
             return None;
         }
