@@ -309,6 +309,11 @@ impl Egress {
         // The checksum folded into the copy: the payload is summed while it is copied, and the
         // header's checksum is completed from that sum without reading the payload again.
         let payload_sum = copy_range_with_checksum(&mut area[hlen..], seg.payload, off, len);
+        if len > 0 {
+            self.c.copies += 1;
+            self.c.bytes_copied += len as u64;
+            self.c.bytes_checksummed += len as u64;
+        }
         let csum = self.csum_tx.then_some((
             PseudoHeader {
                 src: seg.src,

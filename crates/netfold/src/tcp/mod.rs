@@ -72,16 +72,19 @@
 //! - Several segments processed in one batch still owe one ACK per two full-sized segments
 //!   (RFC 5681 §4.2): `input` records bounded ACK snapshots that `output` sends in order. A
 //!   GRO-merged segment counts once, as in Linux.
-//! - Segments carry at most MSS minus the options in that segment (timestamps, SACK blocks).
+//! - Segments carry at most MSS minus the options in that segment (timestamps, SACK blocks),
+//!   except that with [`TcpLayer::set_gso_segs`] > 1 new data outside loss recovery may go
+//!   as one GSO super-segment of whole segments (up to 64 KiB) that the caller cuts or hands
+//!   to a TSO device; `Stats::segments_out` counts the segments it becomes.
 //! - Passive opens allocate their buffers when the handshake completes (SYN floods cost only a
 //!   control block); SYN/SYN-ACK retries are capped at 6/5 (Linux defaults); an orphaned
 //!   FIN-WAIT-2 is reaped after `Config::time_wait`.
 //! - Replies to unacceptable segments without data are limited to one per 500 ms per
 //!   connection; challenge ACKs to 1000 per second per layer (RFC 5961 §7).
-//! - Not implemented: urgent data (URG is ignored), ECN, D-SACK, SYN cookies, TSO/GSO-sized
-//!   segments, data carried on a SYN (dropped, the peer retransmits it), RFC 6191 TIME-WAIT
-//!   reuse by SYN, non-zero `linger` (close never blocks in a sans-IO core), changing buffer
-//!   sizes on a live connection.
+//! - Not implemented: urgent data (URG is ignored), ECN, D-SACK, SYN cookies, data carried
+//!   on a SYN (dropped, the peer retransmits it), RFC 6191 TIME-WAIT reuse by SYN, non-zero
+//!   `linger` (close never blocks in a sans-IO core), changing buffer sizes on a live
+//!   connection.
 
 pub mod buffer;
 pub mod cc;
