@@ -11,8 +11,8 @@ use crate::tcp::OutSegment;
 use crate::time::Instant;
 use crate::wire::arp::{ArpOperation, ArpRepr};
 use crate::wire::ethernet::{EtherType, EthernetAddress, EthernetRepr, HEADER_LEN as ETH_LEN};
-use crate::wire::ipv4::{checksum_combine, Ipv4Repr, HEADER_LEN as IP_LEN};
-use crate::wire::tcp::{PseudoHeader, TcpFlags, TcpRepr};
+use crate::wire::ipv4::{checksum_combine, pseudo_header_sum, Ipv4Repr, HEADER_LEN as IP_LEN};
+use crate::wire::tcp::TcpFlags;
 use crate::wire::{IpProtocol, Ipv4Addr};
 
 /// Why a packet could not be queued for transmission (each case is also counted).
@@ -266,8 +266,17 @@ impl Egress {
         } else {
             self.mtu.saturating_sub(IP_LEN + hlen)
         };
+        // The header is built once per segment from the engine; each GSO piece copies it and
+        // patches sequence number, flags and checksum (Linux `tcp_gso_segment` does the same
+        // to the headers of the skb it splits).
+        let mut tmpl = [0u8; 60];
+        if hlen > tmpl.len() || tcp_wire::emit(&seg.repr, &mut tmpl[..hlen], None).is_err() {
+            self.c.tcp_malformed += 1;
+            return true;
+        }
+        let tmpl = &tmpl[..hlen];
         if total <= max || seg.repr.flags.syn() || max == 0 {
-            self.emit_tcp_one(now, seg, &seg.repr, 0, total);
+            self.emit_tcp_one(now, seg, tmpl, seg.repr.seq, seg.repr.flags, 0, total);
             return true;
         }
         let pieces = total.div_ceil(max);
@@ -278,8 +287,7 @@ impl Egress {
         let mut off = 0;
         while off < total {
             let len = max.min(total - off);
-            let mut repr: TcpRepr = seg.repr;
-            repr.seq = seg.repr.seq.wrapping_add(off as u32);
+            let seq = seg.repr.seq.wrapping_add(off as u32);
             let mut flags = seg.repr.flags.0;
             if off + len < total {
                 flags &= !(TcpFlags::FIN | TcpFlags::PSH);
@@ -287,24 +295,28 @@ impl Egress {
             if off > 0 {
                 flags &= !TcpFlags::CWR;
             }
-            repr.flags = TcpFlags(flags);
-            self.emit_tcp_one(now, seg, &repr, off, len);
+            self.emit_tcp_one(now, seg, tmpl, seq, TcpFlags(flags), off, len);
             self.c.gso_segments += 1;
             off += len;
         }
         true
     }
 
+    /// One packet: header `tmpl` with `seq` and `flags` patched in, payload bytes
+    /// `off..off + len` of the segment, checksums computed in the copy.
+    #[allow(clippy::too_many_arguments)]
     fn emit_tcp_one(
         &mut self,
         now: Instant,
         seg: &OutSegment<'_>,
-        repr: &TcpRepr,
+        tmpl: &[u8],
+        seq: u32,
+        flags: TcpFlags,
         off: usize,
         len: usize,
     ) {
         let mut buf = self.pool.get();
-        let hlen = tcp_wire::header_len(repr);
+        let hlen = tmpl.len();
         let area = buf.append(hlen + len);
         // The checksum folded into the copy: the payload is summed while it is copied, and the
         // header's checksum is completed from that sum without reading the payload again.
@@ -314,18 +326,19 @@ impl Egress {
             self.c.bytes_copied += len as u64;
             self.c.bytes_checksummed += len as u64;
         }
-        let csum = self.csum_tx.then_some((
-            PseudoHeader {
-                src: seg.src,
-                dst: seg.dst,
-            },
-            len,
-            payload_sum,
-        ));
-        if tcp_wire::emit(repr, &mut area[..hlen], csum).is_err() {
-            self.c.tcp_malformed += 1;
-            self.pool.put(buf);
-            return;
+        let h = &mut area[..hlen];
+        h.copy_from_slice(tmpl);
+        h[4..8].copy_from_slice(&seq.to_be_bytes());
+        h[13] = flags.0;
+        if self.csum_tx {
+            // RFC 9293 §3.1: the sum covers the pseudo-header, the header and the data; the
+            // header is a multiple of 4 bytes, so the payload's sum adds in directly.
+            let ph = pseudo_header_sum(seg.src, seg.dst, IpProtocol::Tcp, (hlen + len) as u32);
+            let sum = checksum_combine(
+                checksum_combine(ph, crate::mem::checksum(h)),
+                payload_sum,
+            );
+            h[16..18].copy_from_slice(&(!sum).to_be_bytes());
         }
         let _ = self.send_ip(now, IpProtocol::Tcp, seg.src, seg.dst, buf);
     }
@@ -362,6 +375,7 @@ pub fn copy_range_with_checksum(
 mod tests {
     use super::*;
     use crate::time::Duration;
+    use crate::wire::tcp::TcpRepr;
     use crate::wire::ipv4::Ipv4Packet;
 
     fn egress(tx_limit: usize) -> Egress {
