@@ -249,6 +249,50 @@ impl Egress {
         });
     }
 
+    /// Link and IPv4 headers shared by every packet of one TCP segment to a resolved unicast
+    /// next hop: `(bytes, len)`, with total length, identification and checksum left to fill.
+    /// `None` sends the packets the general way (`send_ip`: ARP parking, broadcast, errors).
+    fn tcp_headers(
+        &mut self,
+        now: Instant,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+    ) -> Option<([u8; 34], usize)> {
+        let mut t = [0u8; ETH_LEN + IP_LEN];
+        let eth_len = match self.medium {
+            Medium::Ip => 0,
+            Medium::Ethernet => {
+                if self.is_broadcast(dst) {
+                    return None;
+                }
+                let hop = self.next_hop(dst)?;
+                let mac = self.neigh.lookup_hot(now, hop)?;
+                let eth = EthernetRepr {
+                    src: self.mac,
+                    dst: mac,
+                    ethertype: EtherType::Ipv4,
+                    vlan: None,
+                };
+                eth.emit(&mut t[..ETH_LEN]).ok()?;
+                ETH_LEN
+            }
+        };
+        let ip = Ipv4Repr {
+            src,
+            dst,
+            protocol: IpProtocol::Tcp,
+            payload_len: 0,
+            ttl: self.ttl.max(1),
+            dscp_ecn: 0,
+            ident: 0,
+            dont_frag: true,
+            more_frags: false,
+            frag_offset: 0,
+        };
+        ip.emit(&mut t[eth_len..eth_len + IP_LEN], false).ok()?;
+        Some((t, eth_len))
+    }
+
     /// The `emit` callback of `TcpLayer::output`: `false` when the transmit queue is full.
     ///
     /// Software GSO: a segment whose payload exceeds what one MTU-sized packet carries is cut
@@ -275,8 +319,18 @@ impl Egress {
             return true;
         }
         let tmpl = &tmpl[..hlen];
+        let link = self.tcp_headers(now, seg.src, seg.dst);
+        let link = link.as_ref().map(|(t, l)| &t[..l + IP_LEN]);
         if total <= max || seg.repr.flags.syn() || max == 0 {
-            self.emit_tcp_one(now, seg, tmpl, seg.repr.seq, seg.repr.flags, 0, total);
+            self.emit_tcp_one(
+                now,
+                seg,
+                (tmpl, link),
+                seg.repr.seq,
+                seg.repr.flags,
+                0,
+                total,
+            );
             return true;
         }
         let pieces = total.div_ceil(max);
@@ -295,21 +349,22 @@ impl Egress {
             if off > 0 {
                 flags &= !TcpFlags::CWR;
             }
-            self.emit_tcp_one(now, seg, tmpl, seq, TcpFlags(flags), off, len);
+            self.emit_tcp_one(now, seg, (tmpl, link), seq, TcpFlags(flags), off, len);
             self.c.gso_segments += 1;
             off += len;
         }
         true
     }
 
-    /// One packet: header `tmpl` with `seq` and `flags` patched in, payload bytes
-    /// `off..off + len` of the segment, checksums computed in the copy.
+    /// One packet: TCP header `tmpl.0` with `seq` and `flags` patched in, payload bytes
+    /// `off..off + len` of the segment, checksums computed in the copy; the link and IPv4
+    /// headers come from `tmpl.1` when given (see `tcp_headers`), else from `send_ip`.
     #[allow(clippy::too_many_arguments)]
     fn emit_tcp_one(
         &mut self,
         now: Instant,
         seg: &OutSegment<'_>,
-        tmpl: &[u8],
+        (tmpl, link): (&[u8], Option<&[u8]>),
         seq: u32,
         flags: TcpFlags,
         off: usize,
@@ -334,13 +389,34 @@ impl Egress {
             // RFC 9293 §3.1: the sum covers the pseudo-header, the header and the data; the
             // header is a multiple of 4 bytes, so the payload's sum adds in directly.
             let ph = pseudo_header_sum(seg.src, seg.dst, IpProtocol::Tcp, (hlen + len) as u32);
-            let sum = checksum_combine(
-                checksum_combine(ph, crate::mem::checksum(h)),
-                payload_sum,
-            );
+            let sum = checksum_combine(checksum_combine(ph, crate::mem::checksum(h)), payload_sum);
             h[16..18].copy_from_slice(&(!sum).to_be_bytes());
         }
-        let _ = self.send_ip(now, IpProtocol::Tcp, seg.src, seg.dst, buf);
+        let Some(link) = link else {
+            let _ = self.send_ip(now, IpProtocol::Tcp, seg.src, seg.dst, buf);
+            return;
+        };
+        // The checks `send_ip` makes: queue room, size (pieces are cut to the MTU, or to
+        // 64 KiB for a TSO device).
+        let total = IP_LEN + buf.len();
+        if self.tx_full() || total > 65535 || (total > self.mtu && !self.tso) {
+            let _ = self.send_ip(now, IpProtocol::Tcp, seg.src, seg.dst, buf);
+            return;
+        }
+        self.ident = self.ident.wrapping_add(1);
+        let eth_len = link.len() - IP_LEN;
+        let h = buf.prepend(link.len());
+        h.copy_from_slice(link);
+        let ip = &mut h[eth_len..];
+        // RFC 791 §3.1: total length, identification, header checksum.
+        ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&self.ident.to_be_bytes());
+        if self.csum_tx {
+            let c = !crate::mem::checksum(&ip[..IP_LEN]);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+        }
+        self.c.ipv4_out += 1;
+        self.push(buf);
     }
 }
 
@@ -375,8 +451,8 @@ pub fn copy_range_with_checksum(
 mod tests {
     use super::*;
     use crate::time::Duration;
-    use crate::wire::tcp::TcpRepr;
     use crate::wire::ipv4::Ipv4Packet;
+    use crate::wire::tcp::TcpRepr;
 
     fn egress(tx_limit: usize) -> Egress {
         Egress {
