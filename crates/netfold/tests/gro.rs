@@ -185,10 +185,11 @@ fn contiguous_segments_merge_into_one() {
     assert_eq!(c.gro_segs_per_flush[bucket(10)], 1);
     assert_eq!(c.frames_per_poll[bucket(10)], 1);
     assert_eq!(c.tcp_bad_checksum, 0);
-    // The copies into the merge buffer verified all 10 segments in the same pass.
-    assert_eq!(c.copies, 10);
-    assert_eq!(c.bytes_copied, 10_000);
-    assert_eq!(c.bytes_checksummed_separately, 0);
+    // Merging copies nothing (TCP copies the slices into its ring); each segment, header
+    // included (32 bytes with timestamps), was summed once before it joined.
+    assert_eq!(c.copies, 0);
+    assert_eq!(c.bytes_checksummed, 10 * 1032);
+    assert_eq!(c.bytes_checksummed_separately, c.bytes_checksummed);
 }
 
 #[test]
@@ -364,7 +365,7 @@ fn priority_tags_and_padding_are_handled() {
     assert_eq!(c.tcp_bad_checksum, 0);
     assert_eq!(c.gro_merges, 2);
     assert_eq!(c.tcp.segments_in, 1);
-    assert_eq!(c.bytes_copied, 12);
+    assert_eq!(c.bytes_checksummed, 3 * 36);
     // A real VLAN is not configured here: not ours.
     let mut s = train(2, 4);
     s[1].vlan = Some(5);
@@ -374,7 +375,7 @@ fn priority_tags_and_padding_are_handled() {
 
 /// Client sends `total` bytes to a server over the in-memory pipe; returns what the server
 /// read and its counters.
-fn transfer(gro: bool, total: usize, pipe: PipeConfig) -> (Vec<u8>, Counters) {
+fn transfer(gro: bool, total: usize, pipe: PipeConfig) -> (Vec<u8>, Counters, Counters) {
     let (mut ea, mut eb) = Pipe::new(pipe);
     let mut a = Stack::new(StackConfig {
         addr: IP_PEER,
@@ -443,14 +444,14 @@ fn transfer(gro: bool, total: usize, pipe: PipeConfig) -> (Vec<u8>, Counters) {
                 .max(now + Duration::from_micros(1))
         };
     }
-    (got, b.counters())
+    (got, b.counters(), a.counters())
 }
 
 #[test]
 fn end_to_end_transfer_is_byte_exact_with_gro_on_and_off() {
     let total = 3 << 20;
-    let (on, c_on) = transfer(true, total, PipeConfig::default());
-    let (off, c_off) = transfer(false, total, PipeConfig::default());
+    let (on, c_on, a_on) = transfer(true, total, PipeConfig::default());
+    let (off, c_off, a_off) = transfer(false, total, PipeConfig::default());
     let want: Vec<u8> = (0..total).map(|i| (i * 31 + (i >> 9)) as u8).collect();
     assert!(on == want, "GRO on: {} bytes, mismatch", on.len());
     assert!(off == want, "GRO off: {} bytes, mismatch", off.len());
@@ -458,6 +459,11 @@ fn end_to_end_transfer_is_byte_exact_with_gro_on_and_off() {
     assert_eq!(c_off.gro_merges, 0);
     // GRO hands TCP fewer, larger segments.
     assert!(c_on.tcp.segments_in * 2 < c_off.tcp.segments_in);
+    // On a clean link nothing may go missing between GRO and TCP: no retransmission at all.
+    for a in [a_on, a_off] {
+        assert_eq!(a.tcp.retransmits_fast + a.tcp.retransmits_rto, 0, "{a}");
+        assert_eq!(a.tcp.tlp_probes, 0, "{a}");
+    }
 }
 
 #[test]
@@ -469,7 +475,7 @@ fn end_to_end_transfer_survives_impairments_with_gro() {
         .duplicate(0.005)
         .corrupt(0.002)
         .seed(42);
-    let (got, c) = transfer(true, total, pipe);
+    let (got, c, _) = transfer(true, total, pipe);
     let want: Vec<u8> = (0..total).map(|i| (i * 31 + (i >> 9)) as u8).collect();
     assert!(got == want, "{} of {total} bytes, mismatch", got.len());
     assert!(c.gro_merges > 0);

@@ -263,6 +263,7 @@ impl Stack {
         let mut sink = Sink {
             now,
             frames: &self.rx,
+            cur: (self.cur_frame, at.unwrap_or(0), seg),
             tcp: &mut self.tcp,
             c: &mut self.eg.c,
             verify: self.csum_rx,

@@ -344,6 +344,7 @@ impl Stack {
         let mut sink = gro::Sink {
             now,
             frames: &self.rx,
+            cur: (usize::MAX, 0, &[]),
             tcp: &mut self.tcp,
             c: &mut self.eg.c,
             verify: self.csum_rx,

@@ -196,8 +196,14 @@ impl RecvRing {
     /// (RCV.NXT must advance by that much). `None` if the assembler is full (segment dropped).
     /// The caller trims `data` so that `len + off + data.len() <= capacity`.
     pub fn write_at(&mut self, off: usize, data: &[u8]) -> Option<usize> {
+        let parts = [data];
+        self.write_payload_at(off, super::Payload::new(&parts))
+    }
+
+    /// `write_at` for a payload that may span several slices (GRO-merged segments).
+    pub fn write_payload_at(&mut self, off: usize, data: super::Payload<'_>) -> Option<usize> {
         let cap = self.buf.len();
-        let data = &data[..data.len().min(cap.saturating_sub(self.len + off))];
+        let data = data.slice(0, cap.saturating_sub(self.len + off));
         if data.is_empty() {
             return Some(0);
         }
@@ -206,8 +212,10 @@ impl RecvRing {
         }
         let start = (self.head + self.len + off) % cap;
         let first = data.len().min(cap - start);
-        self.buf[start..start + first].copy_from_slice(&data[..first]);
-        self.buf[..data.len() - first].copy_from_slice(&data[first..]);
+        data.slice(0, first)
+            .copy_to(&mut self.buf[start..start + first]);
+        data.slice(first, data.len())
+            .copy_to(&mut self.buf[..data.len() - first]);
         let advanced = if off == 0 {
             self.asm.shift(data.len());
             data.len() + self.asm.pop_front()

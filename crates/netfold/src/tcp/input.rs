@@ -4,7 +4,7 @@
 use super::cc::CongestionController;
 use super::conn::{Conn, Ctx, Event, Recovery};
 use super::sack::DUP_THRESH;
-use super::{seq, Error, State};
+use super::{seq, Error, Payload, State};
 use crate::time::Duration;
 use crate::wire::tcp::{SackBlock, TcpRepr};
 
@@ -17,7 +17,7 @@ const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
 impl Conn {
     /// One segment for this connection. `ctx.now` is the arrival time.
-    pub fn input(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, payload: &[u8]) -> Event {
+    pub fn input(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, payload: Payload<'_>) -> Event {
         self.last_rx = ctx.now;
         self.ka_probes = 0;
         match self.state {
@@ -118,7 +118,7 @@ impl Conn {
             // Zero window: nothing is acceptable, but ACK/RST information still counts
             // (RFC 9293 §3.10.7.4): keep the header, drop the data.
             if seg.seq == self.rcv_nxt {
-                payload = &[];
+                payload = payload.slice(0, 0);
                 fin = false;
                 self.ack_now = true;
                 true
@@ -163,7 +163,7 @@ impl Conn {
             sseq = sseq.wrapping_add(1);
         }
         let cut = (skip as usize).min(payload.len());
-        payload = &payload[cut..];
+        payload = payload.slice(cut, payload.len());
         sseq = sseq.wrapping_add(cut as u32);
         if skip as usize > cut {
             fin = false; // the FIN itself was already received
@@ -601,14 +601,14 @@ impl Conn {
         self.rtt_timing = None;
     }
 
-    fn receive_data(&mut self, ctx: &mut Ctx<'_>, sseq: u32, payload: &[u8], fin: bool) {
+    fn receive_data(&mut self, ctx: &mut Ctx<'_>, sseq: u32, payload: Payload<'_>, fin: bool) {
         let off = seq::dist(self.rcv_nxt, sseq) as usize;
         // Storage bound: everything must fit in the ring (the advertised window does).
         let room = self.rcv.capacity().saturating_sub(self.rcv.len() + off);
         let mut fin = fin;
         let data = if payload.len() > room {
             fin = false;
-            &payload[..room]
+            payload.slice(0, room)
         } else {
             payload
         };
@@ -620,7 +620,7 @@ impl Conn {
                 .max(data.len() as u32)
                 .min(u32::from(self.config.mss));
             let had_gap = !self.rcv.asm.is_empty();
-            match self.rcv.write_at(off, data) {
+            match self.rcv.write_payload_at(off, data) {
                 None => {
                     ctx.stats.ooo_drops += 1;
                     self.ack_now = true;

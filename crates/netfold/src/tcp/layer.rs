@@ -3,7 +3,7 @@
 use super::conn::{ChallengeLimiter, Conn, Ctx, Event, RstQueue};
 use super::listener::Listener;
 use super::output::OutputStatus;
-use super::{Config, Error, Handle, IcmpError, OutSegment, State, Stats};
+use super::{Config, Error, Handle, IcmpError, OutSegment, Payload, State, Stats};
 use crate::time::Instant;
 use crate::wire::tcp::TcpRepr;
 use crate::wire::Ipv4Addr;
@@ -250,6 +250,32 @@ impl TcpLayer {
         dst: Ipv4Addr,
         repr: &TcpRepr,
         payload: &[u8],
+    ) {
+        let parts = [payload];
+        self.input_payload(now, src, dst, repr, Payload::new(&parts));
+    }
+
+    /// [`TcpLayer::input`] for a segment whose data is in several slices: a GRO-merged
+    /// segment whose payloads are still in their frames. `repr` is the first segment's
+    /// header (with PSH from the last); every slice's checksum has been verified.
+    pub fn input_parts(
+        &mut self,
+        now: Instant,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        repr: &TcpRepr,
+        parts: &[&[u8]],
+    ) {
+        self.input_payload(now, src, dst, repr, Payload::new(parts));
+    }
+
+    fn input_payload(
+        &mut self,
+        now: Instant,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        repr: &TcpRepr,
+        payload: Payload<'_>,
     ) {
         self.stats.segments_in += 1;
         self.last_now = now;

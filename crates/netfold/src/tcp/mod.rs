@@ -94,12 +94,14 @@ pub mod isn;
 mod layer;
 mod listener;
 pub(crate) mod output;
+pub mod payload;
 pub mod rtt;
 pub mod sack;
 pub mod seq;
 mod timers;
 
 pub use layer::{ConnInfo, TcpLayer};
+pub use payload::Payload;
 
 use crate::time::Duration;
 use crate::wire::tcp::TcpRepr;
