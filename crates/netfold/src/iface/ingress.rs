@@ -422,6 +422,9 @@ impl Stack {
                 }
                 let mut buf = self.eg.pool.get();
                 let data_sum = crate::mem::copy_with_checksum(buf.append(data.len()), data);
+                c.copies += 1;
+                c.bytes_copied += data.len() as u64;
+                c.bytes_checksummed += data.len() as u64;
                 if verify && checksum_combine(head_sum, data_sum) != 0xffff {
                     c.udp_bad_checksum += 1;
                     self.eg.pool.put(buf);
@@ -431,6 +434,10 @@ impl Stack {
             }
             None => {
                 // Verify before answering: never send an error about a corrupted datagram.
+                if verify {
+                    c.bytes_checksummed += data.len() as u64;
+                    c.bytes_checksummed_separately += data.len() as u64;
+                }
                 if verify && checksum_combine(head_sum, crate::mem::checksum(data)) != 0xffff {
                     c.udp_bad_checksum += 1;
                     return;

@@ -466,6 +466,10 @@ impl Stack {
         }
         let mut buf = self.eg.pool.get();
         let sum = crate::mem::copy_with_checksum(buf.append(data.len()), data);
+        let c = &mut self.eg.c;
+        c.copies += 1;
+        c.bytes_copied += data.len() as u64;
+        c.bytes_checksummed += data.len() as u64;
         sock.tx.push_back((to, buf, sum));
         Ok(())
     }
