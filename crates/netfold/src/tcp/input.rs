@@ -308,15 +308,20 @@ impl Conn {
     }
 
     fn snapshot_ack(&mut self) {
-        let snap = (self.rcv_nxt, self.ts_recent);
+        self.snapshot_ack_at(self.rcv_nxt);
+        self.unacked_bytes = 0;
+        self.delack_at = None;
+    }
+
+    /// Records an ACK of everything below `ack` (at most RCV.NXT) to be sent by `output`.
+    fn snapshot_ack_at(&mut self, ack: u32) {
+        let snap = (ack, self.ts_recent);
         if self.n_snaps < self.ack_snaps.len() {
             self.ack_snaps[self.n_snaps] = snap;
             self.n_snaps += 1;
         } else {
             self.ack_snaps[self.n_snaps - 1] = snap;
         }
-        self.unacked_bytes = 0;
-        self.delack_at = None;
     }
 
     fn challenge_ack(&mut self, ctx: &mut Ctx<'_>) {
@@ -670,6 +675,17 @@ impl Conn {
                         }
                     }
                     Some(_) => {
+                        // A GRO-merged segment of 4 or more segments: also acknowledge its
+                        // middle. Linux sends one ACK per merged segment; measured on the
+                        // pipe with 1% random loss (64 MiB), that single stretch ACK, when
+                        // lost, leaves the sender waiting for a tail loss probe (and the probe
+                        // for a delayed ACK): 2.6 s vs 1.0 s without GRO. One extra ACK per
+                        // ~22 segments removes most of it.
+                        let mss = self.rcv_mss.max(1) as usize;
+                        if data.len() >= 4 * mss {
+                            let mid = sseq.wrapping_add(((data.len() / mss / 2) * mss) as u32);
+                            self.snapshot_ack_at(mid);
+                        }
                         // Owed now, even if more segments of the same batch follow (a lost
                         // stretch ACK would otherwise silence a whole window).
                         self.snapshot_ack();
