@@ -290,6 +290,8 @@ impl Egress {
             frag_offset: 0,
         };
         ip.emit(&mut t[eth_len..eth_len + IP_LEN], false).ok()?;
+        // Total length is per packet (and so not part of the template's sum).
+        t[eth_len + 2..eth_len + 4].fill(0);
         Some((t, eth_len))
     }
 
@@ -318,19 +320,25 @@ impl Egress {
             self.c.tcp_malformed += 1;
             return true;
         }
+        // Sums of the templates with the per-packet fields zero; each packet adds its own
+        // fields in (one's-complement addition is associative, RFC 1071 §2 (A)), so no header
+        // is summed per packet.
+        let mut zeroed = tmpl;
+        zeroed[4..8].fill(0);
+        zeroed[13] = 0;
         let tmpl = &tmpl[..hlen];
         let link = self.tcp_headers(now, seg.src, seg.dst);
-        let link = link.as_ref().map(|(t, l)| &t[..l + IP_LEN]);
+        let link = link.as_ref().map(|(t, l)| {
+            let t = &t[..l + IP_LEN];
+            (t, crate::mem::checksum(&t[*l..]))
+        });
+        let hdrs = Hdrs {
+            tcp: tmpl,
+            tcp_sum: crate::mem::checksum(&zeroed[..hlen]),
+            link,
+        };
         if total <= max || seg.repr.flags.syn() || max == 0 {
-            self.emit_tcp_one(
-                now,
-                seg,
-                (tmpl, link),
-                seg.repr.seq,
-                seg.repr.flags,
-                0,
-                total,
-            );
+            self.emit_tcp_one(now, seg, &hdrs, seg.repr.seq, seg.repr.flags, 0, total);
             return true;
         }
         let pieces = total.div_ceil(max);
@@ -349,29 +357,29 @@ impl Egress {
             if off > 0 {
                 flags &= !TcpFlags::CWR;
             }
-            self.emit_tcp_one(now, seg, (tmpl, link), seq, TcpFlags(flags), off, len);
+            self.emit_tcp_one(now, seg, &hdrs, seq, TcpFlags(flags), off, len);
             self.c.gso_segments += 1;
             off += len;
         }
         true
     }
 
-    /// One packet: TCP header `tmpl.0` with `seq` and `flags` patched in, payload bytes
+    /// One packet: TCP header `hdrs.tcp` with `seq` and `flags` patched in, payload bytes
     /// `off..off + len` of the segment, checksums computed in the copy; the link and IPv4
-    /// headers come from `tmpl.1` when given (see `tcp_headers`), else from `send_ip`.
+    /// headers come from `hdrs.link` when given (see `tcp_headers`), else from `send_ip`.
     #[allow(clippy::too_many_arguments)]
     fn emit_tcp_one(
         &mut self,
         now: Instant,
         seg: &OutSegment<'_>,
-        (tmpl, link): (&[u8], Option<&[u8]>),
+        hdrs: &Hdrs<'_>,
         seq: u32,
         flags: TcpFlags,
         off: usize,
         len: usize,
     ) {
         let mut buf = self.pool.get();
-        let hlen = tmpl.len();
+        let hlen = hdrs.tcp.len();
         let area = buf.append(hlen + len);
         // The checksum folded into the copy: the payload is summed while it is copied, and the
         // header's checksum is completed from that sum without reading the payload again.
@@ -382,17 +390,22 @@ impl Egress {
             self.c.bytes_checksummed += len as u64;
         }
         let h = &mut area[..hlen];
-        h.copy_from_slice(tmpl);
+        h.copy_from_slice(hdrs.tcp);
         h[4..8].copy_from_slice(&seq.to_be_bytes());
         h[13] = flags.0;
         if self.csum_tx {
             // RFC 9293 §3.1: the sum covers the pseudo-header, the header and the data; the
             // header is a multiple of 4 bytes, so the payload's sum adds in directly.
             let ph = pseudo_header_sum(seg.src, seg.dst, IpProtocol::Tcp, (hlen + len) as u32);
-            let sum = checksum_combine(checksum_combine(ph, crate::mem::checksum(h)), payload_sum);
+            let mut sum = checksum_combine(ph, hdrs.tcp_sum);
+            sum = checksum_combine(sum, (seq >> 16) as u16);
+            sum = checksum_combine(sum, seq as u16);
+            // Byte 13 (flags) is the low byte of the 16-bit word at 12.
+            sum = checksum_combine(sum, u16::from(flags.0));
+            sum = checksum_combine(sum, payload_sum);
             h[16..18].copy_from_slice(&(!sum).to_be_bytes());
         }
-        let Some(link) = link else {
+        let Some((link, link_sum)) = hdrs.link else {
             let _ = self.send_ip(now, IpProtocol::Tcp, seg.src, seg.dst, buf);
             return;
         };
@@ -412,12 +425,22 @@ impl Egress {
         ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
         ip[4..6].copy_from_slice(&self.ident.to_be_bytes());
         if self.csum_tx {
-            let c = !crate::mem::checksum(&ip[..IP_LEN]);
-            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            let sum = checksum_combine(checksum_combine(link_sum, total as u16), self.ident);
+            ip[10..12].copy_from_slice(&(!sum).to_be_bytes());
         }
         self.c.ipv4_out += 1;
         self.push(buf);
     }
+}
+
+/// Header templates shared by the packets of one TCP segment (see `Egress::emit_tcp`).
+struct Hdrs<'a> {
+    /// The TCP header, checksum 0.
+    tcp: &'a [u8],
+    /// Its sum with sequence number and flags zero.
+    tcp_sum: u16,
+    /// Link + IPv4 headers (total length, ident, checksum 0) and the IPv4 header's sum.
+    link: Option<(&'a [u8], u16)>,
 }
 
 /// Copies bytes `off..off + len` of the concatenation `parts.0 ++ parts.1` into `dst` and
