@@ -221,7 +221,15 @@ pub fn measure(stack: StackKind, a: &Args, p: &Params) -> Result<Row, Box<dyn st
     let mut link = String::new();
     let mut mtu = 0;
     while it.want_more(&headline) {
-        let (m, l, u) = run_once(stack, a.link, p)?;
+        let before = crate::bench::affinity::proc_stat_jiffies();
+        let (mut m, l, u) = run_once(stack, a.link, p)?;
+        if let (Some(b), Some(e)) = (before, crate::bench::affinity::proc_stat_jiffies()) {
+            // Cross-check of the per-thread (getrusage) figure: the whole machine's busy share
+            // from /proc/stat over the run, as netperf measures it.
+            if let Some(u) = crate::bench::affinity::proc_stat_util(b, e) {
+                m.details.insert("proc_stat_cpu_util".into(), u.into());
+            }
+        }
         headline.push(if p.test.is_transactional() {
             rate(m.transactions, m.elapsed_s)
         } else {
