@@ -9,6 +9,7 @@ use crate::time::Instant;
 
 pub mod pcap;
 pub mod pipe;
+pub mod tap;
 pub mod vnet;
 
 /// What a frame on this device starts with.
