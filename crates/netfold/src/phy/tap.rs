@@ -321,7 +321,7 @@ pub(crate) fn write_frame(fd: BorrowedFd<'_>, hdr: &[u8; VNET_HDR_LEN], frame: &
     classify(n)
 }
 
-fn classify(n: isize) -> Io {
+pub(crate) fn classify(n: isize) -> Io {
     if n >= 0 {
         return Io::Done(n as usize);
     }
@@ -336,7 +336,7 @@ fn classify(n: isize) -> Io {
 /// of frames appended.
 pub(crate) fn deliver_rx(
     hdr: &VnetHdr,
-    buf: PacketBuf,
+    mut buf: PacketBuf,
     offloads: bool,
     gro: bool,
     pool: &mut Pool,
@@ -344,12 +344,21 @@ pub(crate) fn deliver_rx(
     out: &mut Vec<PacketBuf>,
 ) -> usize {
     if !offloads {
-        // Without offloads the kernel hands us complete checksums and no GSO frames; the
-        // stack verifies everything itself (caps.checksum.rx = true).
+        // The stack verifies every checksum itself (caps.checksum.rx = true) and expects
+        // MTU-sized frames: whatever the kernel left partial or aggregated is made whole here,
+        // so the stack sees exactly what a wire would carry. (A TAP opened without offloads
+        // never gets either; a packet socket may, from a peer with TSO on.)
         if hdr.gso_kind() != vnet::GSO_NONE {
-            stats.rx_malformed += 1;
-            pool.put(buf);
-            return 0;
+            return split_rx(hdr, buf, pool, stats, out);
+        }
+        if hdr.flags & vnet::F_NEEDS_CSUM != 0 {
+            let (start, off) = (usize::from(hdr.csum_start), usize::from(hdr.csum_offset));
+            if !vnet::complete_partial(buf.as_mut_slice(), start, off) {
+                stats.rx_malformed += 1;
+                pool.put(buf);
+                return 0;
+            }
+            stats.rx_csum_partial += 1;
         }
         out.push(buf);
         return 1;
@@ -363,20 +372,33 @@ pub(crate) fn deliver_rx(
             out.push(buf);
             1
         }
-        RxVerdict::DeliverGso => {
-            let n = vnet::gso_split(buf.as_slice(), usize::from(hdr.gso_size), pool, out);
-            if n == 0 {
-                stats.rx_malformed += 1;
-            }
-            stats.rx_gso_split_segments += n as u64;
-            pool.put(buf);
-            n
-        }
+        RxVerdict::DeliverGso => split_rx(hdr, buf, pool, stats, out),
         RxVerdict::Drop => {
             pool.put(buf);
             0
         }
     }
+}
+
+/// Software GSO of a received super-frame into `gso_size`-payload segments.
+fn split_rx(
+    hdr: &VnetHdr,
+    buf: PacketBuf,
+    pool: &mut Pool,
+    stats: &mut OffloadStats,
+    out: &mut Vec<PacketBuf>,
+) -> usize {
+    let n = if hdr.gso_kind() == vnet::GSO_TCPV4 {
+        vnet::gso_split(buf.as_slice(), usize::from(hdr.gso_size), pool, out)
+    } else {
+        0
+    };
+    if n == 0 {
+        stats.rx_malformed += 1;
+    }
+    stats.rx_gso_split_segments += n as u64;
+    pool.put(buf);
+    n
 }
 
 impl Device for Tap {
