@@ -179,8 +179,9 @@ fn kernel_to_netfold(ns: &NetNs, rt: &Runtime, port: u16, len: usize, label: &st
         .spawn()
         .expect("spawn python client");
     let mut client = Reaper(client);
-    let t0 = std::time::Instant::now();
     let (mut s, peer) = listener.accept().expect("accept");
+    // Timed from the accept: Python's start-up is not the link's.
+    let t0 = std::time::Instant::now();
     assert_eq!(*peer.ip(), KERNEL_IP);
     s.set_read_timeout(Some(IO_TIMEOUT));
     let got = read_all(&mut s, len);
@@ -238,6 +239,80 @@ fn netfold_from_kernel(ns: &NetNs, rt: &Runtime, port: u16, len: usize, label: &
     );
 }
 
+/// Python: listen on HOST:PORT, print "ready", accept one connection, read until EOF and
+/// exit 0 only if exactly N pattern bytes arrived.
+const PY_SINK: &str = r#"
+import socket, sys
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind((host, port))
+l.listen(1)
+l.settimeout(30)
+print("ready", flush=True)
+c, _ = l.accept()
+c.settimeout(30)
+block = bytes(range(251))
+got = 0
+ok = True
+while True:
+    d = c.recv(1 << 20)
+    if not d:
+        break
+    # The pattern restarts every 251 bytes: compare against the block rotated to `got`.
+    r = got % 251
+    ref = (block[r:] + block[:r]) * (len(d) // 251 + 2)
+    if d != ref[:len(d)]:
+        ok = False
+    got += len(d)
+c.close()
+print("got", got, ok, flush=True)
+sys.exit(0 if ok and got == n else 1)
+"#;
+
+/// netfold client -> kernel listener in the namespace, netfold sends `len` bytes (the
+/// transmit path: TSO with offloads on, software GSO off).
+fn netfold_to_kernel(ns: &NetNs, rt: &Runtime, port: u16, len: usize, label: &str) {
+    let server = ns
+        .command("python3")
+        .args(["-c", PY_SINK, &KERNEL_IP.to_string(), &port.to_string()])
+        .arg(len.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn python sink");
+    let mut server = Reaper(server);
+    let out = server.0.stdout.take().expect("stdout");
+    let mut out = BufReader::new(out);
+    let mut line = String::new();
+    out.read_line(&mut line).expect("sink ready line");
+    assert_eq!(line.trim(), "ready", "{label}: sink did not start");
+    let mut s = rt
+        .connect(
+            SocketAddrV4::new(KERNEL_IP, port),
+            tcp_config(),
+            Some(StdDuration::from_secs(10)),
+        )
+        .expect("connect to kernel");
+    s.set_write_timeout(Some(IO_TIMEOUT));
+    let t0 = std::time::Instant::now();
+    let data = pattern(len);
+    s.write_all(&data).expect("write");
+    s.shutdown_write().expect("shutdown");
+    s.flush_acked(Some(IO_TIMEOUT)).expect("all data acknowledged");
+    let dt = t0.elapsed();
+    drop(s);
+    let status = server.0.wait().expect("sink exit");
+    line.clear();
+    let _ = out.read_line(&mut line);
+    assert!(status.success(), "{label}: kernel received wrong data: {line}");
+    eprintln!(
+        "{label}: netfold -> kernel {} MB in {:.2?} = {:.0} Mbit/s",
+        len >> 20,
+        dt,
+        mbps(len, dt)
+    );
+}
+
 fn ping(ns: &NetNs, label: &str) {
     let out = ns
         .run(
@@ -271,6 +346,7 @@ fn tap_suite(offloads: bool) {
         ping(&ns, label);
         kernel_to_netfold(&ns, &rt, 5001, TEN_MB, label);
         netfold_from_kernel(&ns, &rt, 5002, TEN_MB, label);
+        netfold_to_kernel(&ns, &rt, 5007, TEN_MB, label);
         let stack = rt.shutdown();
         let c = stack.counters();
         eprintln!("{label}: counters {c:?}");
@@ -336,6 +412,7 @@ fn pcap_of_offloaded_tap_traffic_is_clean_for_tshark() {
         ping(&ns, "pcap");
         kernel_to_netfold(&ns, &rt, 5003, 256 * 1024, "pcap");
         netfold_from_kernel(&ns, &rt, 5004, 256 * 1024, "pcap");
+        netfold_to_kernel(&ns, &rt, 5009, 256 * 1024, "pcap");
         let _ = rt.shutdown();
         // Dropping the runtime's device flushes the BufWriter.
     }
@@ -392,6 +469,7 @@ fn packet_socket_suite(offloads: bool) {
         ping(&ns, label);
         kernel_to_netfold(&ns, &rt, 5005, TEN_MB, label);
         netfold_from_kernel(&ns, &rt, 5006, TEN_MB, label);
+        netfold_to_kernel(&ns, &rt, 5008, TEN_MB, label);
         let c = rt.shutdown().counters();
         eprintln!("{label}: counters {c:?}");
     }
