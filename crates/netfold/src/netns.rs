@@ -111,7 +111,7 @@ impl NetNs {
     /// Gives `link` (inside the namespace) `addr/prefix` and brings it up. Refuses any address
     /// outside 198.18.0.0/15.
     pub fn configure(&self, link: &str, addr: Ipv4Addr, prefix: u8) -> io::Result<()> {
-        if !in_bench_range(addr) || prefix > 32 || prefix < 15 {
+        if !in_bench_range(addr) || !(15..=32).contains(&prefix) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "only 198.18.0.0/15 addresses are allowed",
