@@ -464,11 +464,12 @@ fn pcap_of_offloaded_tap_traffic_is_clean_for_tshark() {
 }
 
 /// AF_PACKET on the root end of a veth pair whose other end is the kernel's, in a namespace.
-fn packet_socket_suite(offloads: bool) {
-    let label = if offloads {
-        "packet socket offloads on"
-    } else {
-        "packet socket offloads off"
+fn packet_socket_suite(offloads: bool, ring: bool) {
+    let label = match (offloads, ring) {
+        (true, true) => "packet socket (ring) offloads on",
+        (false, true) => "packet socket (ring) offloads off",
+        (true, false) => "packet socket (no ring) offloads on",
+        (false, false) => "packet socket (no ring) offloads off",
     };
     let name;
     {
@@ -482,10 +483,17 @@ fn packet_socket_suite(offloads: bool) {
             &outer,
             PacketSocketConfig {
                 offloads,
+                rx_ring: if ring {
+                    PacketSocketConfig::default().rx_ring
+                } else {
+                    None
+                },
                 ..PacketSocketConfig::default()
             },
         )
         .expect("packet socket");
+        assert!(sock.has_vnet_hdr(), "kernel refused PACKET_VNET_HDR");
+        assert_eq!(sock.ring_stats().is_some(), ring);
         let rt = start(Box::new(sock));
         ping(&ns, label);
         kernel_to_netfold(&ns, &rt, 5005, TEN_MB, label);
@@ -501,14 +509,21 @@ fn packet_socket_suite(offloads: bool) {
 fn packet_socket_over_veth_offloads_on() {
     require_env!();
     let _g = lock();
-    packet_socket_suite(true);
+    packet_socket_suite(true, true);
+}
+
+#[test]
+fn packet_socket_over_veth_without_ring() {
+    require_env!();
+    let _g = lock();
+    packet_socket_suite(true, false);
 }
 
 #[test]
 fn packet_socket_over_veth_offloads_off() {
     require_env!();
     let _g = lock();
-    packet_socket_suite(false);
+    packet_socket_suite(false, true);
 }
 
 #[test]

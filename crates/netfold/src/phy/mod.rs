@@ -7,6 +7,7 @@
 use crate::buf::{PacketBuf, Pool};
 use crate::time::Instant;
 
+pub mod packet_ring;
 pub mod packet_socket;
 pub mod pcap;
 pub mod pipe;
