@@ -9,7 +9,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::{Child, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use netfold::iface::{Stack, StackConfig};
@@ -463,6 +463,31 @@ fn pcap_of_offloaded_tap_traffic_is_clean_for_tshark() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A device shared with the test, so its counters can be read after the runtime stops.
+struct SharedDev<D>(Arc<Mutex<D>>);
+impl<D: Device> Device for SharedDev<D> {
+    fn caps(&self) -> netfold::phy::DeviceCaps {
+        self.0.lock().unwrap().caps()
+    }
+    fn recv_batch(
+        &mut self,
+        now: netfold::time::Instant,
+        pool: &mut netfold::buf::Pool,
+        out: &mut Vec<netfold::buf::PacketBuf>,
+        max: usize,
+    ) -> usize {
+        self.0.lock().unwrap().recv_batch(now, pool, out, max)
+    }
+    fn send_batch(
+        &mut self,
+        now: netfold::time::Instant,
+        pool: &mut netfold::buf::Pool,
+        frames: &mut Vec<netfold::buf::PacketBuf>,
+    ) {
+        self.0.lock().unwrap().send_batch(now, pool, frames)
+    }
+}
+
 /// AF_PACKET on the root end of a veth pair whose other end is the kernel's, in a namespace.
 fn packet_socket_suite(offloads: bool, ring: bool) {
     let label = match (offloads, ring) {
@@ -493,14 +518,23 @@ fn packet_socket_suite(offloads: bool, ring: bool) {
         )
         .expect("packet socket");
         assert!(sock.has_vnet_hdr(), "kernel refused PACKET_VNET_HDR");
+        eprintln!("{label}: {outer} mtu {}", sock.mtu());
         assert_eq!(sock.ring_stats().is_some(), ring);
-        let rt = start(Box::new(sock));
+        let sock = Arc::new(Mutex::new(sock));
+        let rt = start(Box::new(SharedDev(sock.clone())));
         ping(&ns, label);
         kernel_to_netfold(&ns, &rt, 5005, TEN_MB, label);
         netfold_from_kernel(&ns, &rt, 5006, TEN_MB, label);
         netfold_to_kernel(&ns, &rt, 5008, TEN_MB, label);
         let c = rt.shutdown().counters();
-        eprintln!("{label}: counters {c:?}");
+        let sock = sock.lock().unwrap();
+        eprintln!(
+            "{label}: kernel {:?}, ring {:?}, device {:?}, stack tcp {:?}",
+            sock.kernel_stats(),
+            sock.ring_stats(),
+            sock.stats(),
+            c.tcp
+        );
     }
     assert_ns_gone(&name);
 }

@@ -48,8 +48,9 @@ const PKT_NEXT: usize = 0;
 const PKT_SNAPLEN: usize = 12;
 const PKT_LEN: usize = 16;
 const PKT_MAC: usize = 24;
-/// `TPACKET_ALIGNMENT`: frames inside a block are 16-byte aligned.
-const FRAME_ALIGN: usize = 16;
+/// `V3_ALIGNMENT`: frames inside a TPACKET_V3 block start 8-byte aligned
+/// (`tp_next_offset` = `ALIGN(len, 8)` in `prb_fill_curr_block`).
+const FRAME_ALIGN: usize = 8;
 
 /// Geometry of the receive ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,6 +34,8 @@ const PACKET_VNET_HDR: libc::c_int = 15;
 /// `SOL_PACKET` option: do not deliver our own transmitted frames back to us (Linux 4.20).
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const SOL_PACKET: libc::c_int = 263;
+/// `SOL_PACKET` option: read (and reset) the socket's receive/drop counters.
+const PACKET_STATISTICS: libc::c_int = 6;
 /// Ethernet header plus one 802.1Q tag.
 const LINK_OVERHEAD: usize = 18;
 const MAX_IP_PACKET: usize = 65_535;
@@ -64,6 +66,15 @@ impl Default for PacketSocketConfig {
             rx_ring: Some(RxRingConfig::default()),
         }
     }
+}
+
+/// The kernel's `PACKET_STATISTICS` for a packet socket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Frames the kernel queued for us (drops included).
+    pub packets: u32,
+    /// Frames dropped because the socket buffer or the ring was full.
+    pub drops: u32,
 }
 
 /// Counters of a packet socket.
@@ -202,6 +213,31 @@ impl PacketSocket {
     /// Sleeps until a frame is readable or `timeout` passes.
     pub fn wait(&self, timeout: Option<Duration>) -> io::Result<bool> {
         wait_readable(self.fd.as_fd(), timeout)
+    }
+
+    /// The kernel's counters for this socket since the last call (`PACKET_STATISTICS`, which
+    /// resets them): frames received and frames dropped because the socket queue or ring was
+    /// full.
+    pub fn kernel_stats(&self) -> io::Result<KernelStats> {
+        // struct tpacket_stats_v3 { tp_packets, tp_drops, tp_freeze_q_cnt } (a TPACKET_V1/V2
+        // socket fills only the first two).
+        let mut v = [0u32; 3];
+        let mut len = std::mem::size_of_val(&v) as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into the live local array and updates
+        // `len`.
+        cvt(unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                SOL_PACKET,
+                PACKET_STATISTICS,
+                v.as_mut_ptr().cast(),
+                &mut len,
+            )
+        })?;
+        Ok(KernelStats {
+            packets: v[0],
+            drops: v[1],
+        })
     }
 
     /// Counters of the receive ring, if there is one.
