@@ -80,15 +80,15 @@ fn tcp_config() -> tcp::Config {
 
 /// A namespace with the kernel side of a fresh TAP in it at 198.18.0.1/24.
 fn tap_in_ns(offloads: bool) -> (NetNs, Tap) {
+    tap_in_ns_with(TapConfig {
+        offloads,
+        ..TapConfig::default()
+    })
+}
+
+fn tap_in_ns_with(cfg: TapConfig) -> (NetNs, Tap) {
     let ns = NetNs::create().expect("create netns");
-    let tap = Tap::open(
-        "nft%d",
-        TapConfig {
-            offloads,
-            ..TapConfig::default()
-        },
-    )
-    .expect("open tap");
+    let tap = Tap::open("nft%d", cfg).expect("open tap");
     ns.adopt(tap.name()).expect("move tap into netns");
     ns.configure(tap.name(), KERNEL_IP, 24)
         .expect("address tap");
@@ -336,40 +336,71 @@ fn assert_ns_gone(name: &str) {
     assert!(!left.iter().any(|n| n == name), "namespace {name} leaked");
 }
 
-fn tap_suite(offloads: bool) {
-    let label = if offloads {
-        "tap offloads on"
-    } else {
-        "tap offloads off"
-    };
+fn tap_suite(cfg: TapConfig, label: &str) {
     let name;
     {
-        let (ns, tap) = tap_in_ns(offloads);
+        let (ns, tap) = tap_in_ns_with(cfg);
         name = ns.name().to_owned();
-        let rt = start(Box::new(tap));
+        let tap = Arc::new(Mutex::new(tap));
+        let rt = start(Box::new(SharedDev(tap.clone())));
         ping(&ns, label);
         kernel_to_netfold(&ns, &rt, 5001, TEN_MB, label);
         netfold_from_kernel(&ns, &rt, 5002, TEN_MB, label);
         netfold_to_kernel(&ns, &rt, 5007, TEN_MB, label);
-        let stack = rt.shutdown();
-        let c = stack.counters();
-        eprintln!("{label}: counters {c:?}");
+        let c = rt.shutdown().counters();
+        let st = tap.lock().unwrap().stats();
+        eprintln!("{label}: device {st:?}\n{label}: stack tcp {:?}", c.tcp);
+        assert_eq!(st.rx_errors, 0);
+        assert_eq!(st.tx_dropped, 0);
+        assert_eq!(st.offload.rx_bad_checksum, 0);
+        assert_eq!(st.offload.rx_malformed, 0);
+        if cfg.offloads {
+            assert!(st.offload.tx_csum_partial > 0, "no partial checksums sent");
+            if cfg.gro {
+                assert!(st.offload.rx_gso_frames > 0, "kernel sent no GSO frames");
+            } else {
+                assert!(st.offload.rx_gso_split_segments > 0, "nothing split");
+            }
+        } else {
+            assert_eq!(
+                st.offload,
+                Default::default(),
+                "offload path used with offloads off"
+            );
+        }
     }
     assert_ns_gone(&name);
+}
+
+fn tap_cfg(offloads: bool, gro: bool) -> TapConfig {
+    TapConfig {
+        offloads,
+        gro,
+        ..TapConfig::default()
+    }
 }
 
 #[test]
 fn tap_ping_and_10mb_both_ways_offloads_on() {
     require_env!();
     let _g = lock();
-    tap_suite(true);
+    tap_suite(tap_cfg(true, true), "tap offloads on");
 }
 
 #[test]
 fn tap_ping_and_10mb_both_ways_offloads_off() {
     require_env!();
     let _g = lock();
-    tap_suite(false);
+    tap_suite(tap_cfg(false, false), "tap offloads off");
+}
+
+/// Offloads on but GRO refused: kernel super-frames are cut in software (gso_split) before
+/// the stack sees them.
+#[test]
+fn tap_offloads_on_with_software_gso_split() {
+    require_env!();
+    let _g = lock();
+    tap_suite(tap_cfg(true, false), "tap offloads on, no gro");
 }
 
 #[test]
