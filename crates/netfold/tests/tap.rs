@@ -30,7 +30,17 @@ const TEN_MB: usize = 10 * 1024 * 1024;
 const IO_TIMEOUT: StdDuration = StdDuration::from_secs(60);
 
 fn skip_reason() -> Option<String> {
-    netns::unavailable_reason()
+    if let Some(r) = netns::unavailable_reason() {
+        return Some(r);
+    }
+    // The kernel-side peers: ping(8) and small python3 socket programs.
+    for (prog, arg) in [("ping", "-V"), ("python3", "-V")] {
+        match std::process::Command::new(prog).arg(arg).output() {
+            Ok(o) if o.status.success() => {}
+            _ => return Some(format!("{prog} is not installed")),
+        }
+    }
+    None
 }
 
 macro_rules! require_env {

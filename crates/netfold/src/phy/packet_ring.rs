@@ -269,7 +269,7 @@ impl RxRing {
             let left = left - 1;
             // A zero or misaligned next offset with frames left means the block is not what
             // we think: give it back rather than loop or read garbage.
-            if left == 0 || next == 0 || next % FRAME_ALIGN != 0 {
+            if left == 0 || next == 0 || !next.is_multiple_of(FRAME_ALIGN) {
                 if left != 0 {
                     self.stats.bad_frames += u64::from(left);
                 }
