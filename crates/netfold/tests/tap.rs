@@ -543,8 +543,11 @@ fn packet_socket_suite(offloads: bool, ring: bool) {
         name = ns.name().to_owned();
         let suffix = &name[3..9];
         let outer = format!("nfo{suffix}");
-        ns.veth_pair(&outer, "veth-k").expect("veth pair");
-        ns.configure("veth-k", KERNEL_IP, 24).expect("address veth");
+        // Both names unique: the pair is created in the root namespace, where concurrent runs
+        // of this test (other worktrees) make theirs too.
+        let inner = format!("nfk{suffix}");
+        ns.veth_pair(&outer, &inner).expect("veth pair");
+        ns.configure(&inner, KERNEL_IP, 24).expect("address veth");
         let sock = PacketSocket::open(
             &outer,
             PacketSocketConfig {
