@@ -202,7 +202,11 @@ pub fn run_once(
         StackKind::Smoltcp => Ok((smoltcp_pipe::run(p)?, "pipe".into(), p.mtu)),
         StackKind::Kernel => match link {
             KernelLink::Lo => Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu())),
-            KernelLink::Veth => Err("--link veth is not implemented yet".into()),
+            KernelLink::Veth => {
+                let v = kernel::Veth::create(None)?;
+                let m = kernel::run_on(p, kernel::Where::Veth(&v))?;
+                Ok((m, "veth".into(), 1500))
+            }
         },
     }
 }
