@@ -1,0 +1,188 @@
+//! `InjectDevice`: the device every C stack polls. Frames handed in by `nf_inject` wait in a
+//! bounded inbound queue until the next poll; frames the stack transmits wait in a bounded
+//! outbound queue for `nf_take`. When a real device is configured (the TAP hook), it sits
+//! behind this one: it also feeds the stack and it receives everything the stack sends.
+
+use netfold_core::buf::{PacketBuf, Pool};
+use netfold_core::phy::{Device, DeviceCaps};
+use netfold_core::time::Instant;
+use std::collections::VecDeque;
+
+/// Frames `nf_inject` may queue ahead of the stack (REAL clock; MANUAL drains at once).
+pub(crate) const INBOUND_LIMIT: usize = 1024;
+/// Frames waiting for `nf_take`; beyond this the stack's output is dropped and counted, as a
+/// full NIC ring would drop it (TCP recovers by retransmission).
+pub(crate) const OUTBOUND_LIMIT: usize = 4096;
+
+pub(crate) struct InjectDevice {
+    caps: DeviceCaps,
+    inbound: VecDeque<Vec<u8>>,
+    outbound: VecDeque<Vec<u8>>,
+    /// Frames dropped because the outbound queue was full.
+    pub(crate) outbound_drops: u64,
+    inner: Option<Box<dyn Device + Send>>,
+}
+
+impl InjectDevice {
+    pub(crate) fn new(caps: DeviceCaps, inner: Option<Box<dyn Device + Send>>) -> Self {
+        InjectDevice {
+            caps,
+            inbound: VecDeque::new(),
+            outbound: VecDeque::new(),
+            outbound_drops: 0,
+            inner,
+        }
+    }
+
+    /// Largest frame `nf_inject` accepts: the IP MTU plus an Ethernet header with one VLAN tag.
+    pub(crate) fn max_frame(&self) -> usize {
+        match self.caps.medium {
+            netfold_core::phy::Medium::Ethernet => self.caps.mtu + 18,
+            netfold_core::phy::Medium::Ip => self.caps.mtu,
+        }
+    }
+
+    /// Queues one inbound frame; `false` when the queue is full.
+    pub(crate) fn push_inbound(&mut self, frame: &[u8]) -> bool {
+        if self.inbound.len() >= INBOUND_LIMIT {
+            return false;
+        }
+        self.inbound.push_back(frame.to_vec());
+        true
+    }
+
+    pub(crate) fn has_inbound(&self) -> bool {
+        !self.inbound.is_empty()
+    }
+
+    /// Length of the next outbound frame, if any.
+    pub(crate) fn peek_outbound_len(&self) -> Option<usize> {
+        self.outbound.front().map(Vec::len)
+    }
+
+    pub(crate) fn pop_outbound(&mut self) -> Option<Vec<u8>> {
+        self.outbound.pop_front()
+    }
+
+    pub(crate) fn inner_poll_at(&self) -> Option<Instant> {
+        self.inner.as_ref().and_then(|d| d.poll_at())
+    }
+
+    pub(crate) fn has_inner(&self) -> bool {
+        self.inner.is_some()
+    }
+}
+
+impl Device for InjectDevice {
+    fn caps(&self) -> DeviceCaps {
+        self.caps
+    }
+
+    fn recv_batch(
+        &mut self,
+        now: Instant,
+        pool: &mut Pool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(frame) = self.inbound.pop_front() else {
+                break;
+            };
+            let mut b = pool.get();
+            if b.tailroom() >= frame.len() {
+                b.append(frame.len()).copy_from_slice(&frame);
+            } else {
+                // nf_inject bounds frames by max_frame(), which the pool's buffers hold; this
+                // branch only covers a pool configured smaller than that.
+                b = PacketBuf::from_slice(&frame);
+            }
+            out.push(b);
+            n += 1;
+        }
+        if let Some(inner) = self.inner.as_mut() {
+            if n < max {
+                n += inner.recv_batch(now, pool, out, max - n);
+            }
+        }
+        n
+    }
+
+    fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
+        if let Some(inner) = self.inner.as_mut() {
+            inner.send_batch(now, pool, frames);
+            return;
+        }
+        for b in frames.drain(..) {
+            if self.outbound.len() < OUTBOUND_LIMIT {
+                self.outbound.push_back(b.as_slice().to_vec());
+            } else {
+                self.outbound_drops += 1;
+            }
+            pool.put(b);
+        }
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        self.inner_poll_at()
+    }
+}
+
+/// Opens the device named in `nf_config.device`, or `None` for "frames only through
+/// nf_inject/nf_take".
+///
+/// HOOK(tap): `phy::tap` is being written separately. When it lands, open it here for
+/// "tap:NAME" (and return its caps' medium/MTU through the stack config). Until then a TAP
+/// config fails with ENODEV so callers get a clear error instead of a silent frame sink.
+pub(crate) fn open_device(spec: Option<&str>) -> Result<Option<Box<dyn Device + Send>>, i32> {
+    match spec {
+        None => Ok(None),
+        Some(s) if s.strip_prefix("tap:").is_some_and(|n| !n.is_empty()) => Err(libc::ENODEV),
+        Some(_) => Err(libc::EINVAL),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netfold_core::phy::Medium;
+
+    fn caps() -> DeviceCaps {
+        DeviceCaps {
+            medium: Medium::Ip,
+            mtu: 1500,
+            ..DeviceCaps::default()
+        }
+    }
+
+    #[test]
+    fn inbound_and_outbound_are_bounded() {
+        let mut d = InjectDevice::new(caps(), None);
+        for _ in 0..INBOUND_LIMIT {
+            assert!(d.push_inbound(&[1, 2, 3]));
+        }
+        assert!(!d.push_inbound(&[1]));
+        let mut pool = Pool::new(1518, 8);
+        let mut out = Vec::new();
+        assert_eq!(d.recv_batch(Instant::ZERO, &mut pool, &mut out, 10), 10);
+        assert_eq!(out[0].as_slice(), &[1, 2, 3]);
+
+        let mut frames: Vec<PacketBuf> = (0..OUTBOUND_LIMIT + 5)
+            .map(|i| PacketBuf::from_slice(&[i as u8]))
+            .collect();
+        d.send_batch(Instant::ZERO, &mut pool, &mut frames);
+        assert!(frames.is_empty());
+        assert_eq!(d.outbound_drops, 5);
+        assert_eq!(d.peek_outbound_len(), Some(1));
+        assert_eq!(d.pop_outbound(), Some(vec![0]));
+    }
+
+    #[test]
+    fn tap_is_not_available_yet() {
+        assert_eq!(open_device(Some("tap:nf0")).err(), Some(libc::ENODEV));
+        assert_eq!(open_device(Some("tap:")).err(), Some(libc::EINVAL));
+        assert_eq!(open_device(Some("eth0")).err(), Some(libc::EINVAL));
+        assert!(matches!(open_device(None), Ok(None)));
+    }
+}
