@@ -643,16 +643,19 @@ pub(crate) fn send(
                     Ok(done)
                 }
             }
+            // Full send buffer: keep waiting (blocking) or report what fitted (non-blocking).
+            Err(libc::EAGAIN) if done > 0 && nonblock => Ok(done),
+            Err(libc::EAGAIN) => Err(libc::EAGAIN),
             Err(err) if done > 0 => {
-                if err != libc::EAGAIN {
-                    s.so_error = Some(err);
-                }
+                // Report the bytes queued; the error comes with the next call.
+                s.so_error = Some(err);
                 Ok(done)
             }
             Err(err) => Err(err),
         }
     });
     match r {
+        // SO_SNDTIMEO expired after part of the data was queued: a short count, as Linux.
         Err(libc::EAGAIN) if done > 0 => Ok(done),
         other => other,
     }

@@ -55,8 +55,14 @@ fn libdir() -> &'static Path {
         let st = cmd.status().expect("run cargo build for netfold-ffi");
         assert!(st.success(), "cargo build -p netfold-ffi failed");
         let dir = own_target.join(out_profile);
-        assert!(dir.join("libnetfold.a").exists(), "no libnetfold.a in {dir:?}");
-        assert!(dir.join("libnetfold.so").exists(), "no libnetfold.so in {dir:?}");
+        assert!(
+            dir.join("libnetfold.a").exists(),
+            "no libnetfold.a in {dir:?}"
+        );
+        assert!(
+            dir.join("libnetfold.so").exists(),
+            "no libnetfold.so in {dir:?}"
+        );
         dir
     })
 }
@@ -73,14 +79,16 @@ fn compile(src: &str, name: &str, shared: bool) -> PathBuf {
     let ws = workspace();
     let out = outdir().join(name);
     let mut cmd = Command::new("gcc");
-    cmd.args(["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread"])
-        .arg("-I")
-        .arg(ws.join("include"))
-        .arg("-I")
-        .arg(ws.join("crates/netfold-ffi/tests/c"))
-        .arg(ws.join(src))
-        .arg("-o")
-        .arg(&out);
+    cmd.args([
+        "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread",
+    ])
+    .arg("-I")
+    .arg(ws.join("include"))
+    .arg("-I")
+    .arg(ws.join("crates/netfold-ffi/tests/c"))
+    .arg(ws.join(src))
+    .arg("-o")
+    .arg(&out);
     if shared {
         cmd.arg("-L").arg(libdir()).arg("-lnetfold");
         cmd.arg(format!("-Wl,-rpath,{}", libdir().display()));
@@ -208,6 +216,9 @@ fn header_declares_every_exported_function() {
         .collect();
     exported.sort();
     exported.dedup();
-    assert_eq!(declared, exported, "include/netfold.h and libnetfold.so disagree");
+    assert_eq!(
+        declared, exported,
+        "include/netfold.h and libnetfold.so disagree"
+    );
     assert_eq!(declared.len(), 32);
 }
