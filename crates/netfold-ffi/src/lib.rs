@@ -10,6 +10,9 @@
 // `unsafe` is confined to the boundary: this file and cabi.rs, each block with a SAFETY comment.
 #![allow(unsafe_code)]
 #![allow(non_camel_case_types)]
+// Every entry point is `unsafe` to call (it takes raw pointers from C); the safety contract
+// is the one `include/netfold.h` states for C callers, not repeated on each function.
+#![allow(clippy::missing_safety_doc)]
 
 mod cabi;
 mod device;
@@ -86,6 +89,18 @@ fn int(f: impl FnOnce() -> R<()>) -> c_int {
     ffi(-1, || f().map(|()| 0))
 }
 
+/// msg_iovlen is size_t on glibc and int on musl; a negative count is EINVAL via IOV_MAX.
+#[allow(clippy::unnecessary_cast)]
+fn iovlen(m: &msghdr) -> usize {
+    usize::try_from(m.msg_iovlen as i128).unwrap_or(usize::MAX)
+}
+
+/// `long` is 32 or 64 bits depending on the target.
+#[allow(clippy::useless_conversion)]
+fn long(v: c_long) -> i64 {
+    i64::from(v)
+}
+
 fn len(n: usize) -> ssize_t {
     ssize_t::try_from(n).unwrap_or(ssize_t::MAX)
 }
@@ -128,7 +143,7 @@ static DEFAULT_ADDRESS: &[u8] = b"198.18.0.2/24\0";
 /// Fills `cfg` with defaults: Ethernet, 198.18.0.2/24, no gateway, MAC from the address,
 /// MTU 1500, real clock, no device.
 #[no_mangle]
-pub extern "C" fn nf_config_init(cfg: *mut nf_config) {
+pub unsafe extern "C" fn nf_config_init(cfg: *mut nf_config) {
     ffi((), || {
         let c = nf_config {
             size: core::mem::size_of::<nf_config>() as u32,
@@ -221,7 +236,7 @@ fn build_stack(c: &nf_config) -> R<nf_stack> {
 /// Creates a stack; NULL with errno on failure (EINVAL for a bad config, ENODEV for a device
 /// this build cannot open).
 #[no_mangle]
-pub extern "C" fn nf_stack_new(cfg: *const nf_config) -> *mut nf_stack {
+pub unsafe extern "C" fn nf_stack_new(cfg: *const nf_config) -> *mut nf_stack {
     ffi(core::ptr::null_mut(), || {
         if cfg.is_null() {
             return Err(libc::EFAULT);
@@ -241,7 +256,7 @@ pub extern "C" fn nf_stack_new(cfg: *const nf_config) -> *mut nf_stack {
 
 /// Stops the stack's thread and frees everything. No other call may be running on `s`.
 #[no_mangle]
-pub extern "C" fn nf_stack_free(s: *mut nf_stack) {
+pub unsafe extern "C" fn nf_stack_free(s: *mut nf_stack) {
     ffi((), || {
         if s.is_null() {
             return Ok(());
@@ -264,7 +279,7 @@ pub extern "C" fn nf_stack_free(s: *mut nf_stack) {
 
 /// Hands one inbound frame to the stack (MANUAL: processed before returning).
 #[no_mangle]
-pub extern "C" fn nf_inject(s: *mut nf_stack, frame: *const c_void, len: size_t) -> c_int {
+pub unsafe extern "C" fn nf_inject(s: *mut nf_stack, frame: *const c_void, len: size_t) -> c_int {
     int(|| {
         // SAFETY: `s` per the API contract; `frame` readable for `len` bytes per the contract.
         let (e, f) = unsafe { (engine(s)?, cabi::buf_ref(frame, len)?) };
@@ -286,7 +301,7 @@ pub extern "C" fn nf_inject(s: *mut nf_stack, frame: *const c_void, len: size_t)
 /// Copies out the next outbound frame; -1/EAGAIN if none, -1/EMSGSIZE (frame kept) if `cap`
 /// is too small.
 #[no_mangle]
-pub extern "C" fn nf_take(s: *mut nf_stack, buf: *mut c_void, cap: size_t) -> ssize_t {
+pub unsafe extern "C" fn nf_take(s: *mut nf_stack, buf: *mut c_void, cap: size_t) -> ssize_t {
     ffi(-1, || {
         // SAFETY: `s` per the API contract; `buf` writable for `cap` bytes per the contract.
         let (e, out) = unsafe { (engine(s)?, cabi::buf_mut(buf, cap)?) };
@@ -303,7 +318,7 @@ pub extern "C" fn nf_take(s: *mut nf_stack, buf: *mut c_void, cap: size_t) -> ss
 
 /// MANUAL clock: sets the time (microseconds, never backwards) and runs what became due.
 #[no_mangle]
-pub extern "C" fn nf_clock_set(s: *mut nf_stack, usec: u64) -> c_int {
+pub unsafe extern "C" fn nf_clock_set(s: *mut nf_stack, usec: u64) -> c_int {
     int(|| {
         // SAFETY: `s` per the API contract.
         let e = unsafe { engine(s)? };
@@ -314,7 +329,7 @@ pub extern "C" fn nf_clock_set(s: *mut nf_stack, usec: u64) -> c_int {
 
 /// The stack's time in microseconds (0 for a NULL stack).
 #[no_mangle]
-pub extern "C" fn nf_clock_now(s: *mut nf_stack) -> u64 {
+pub unsafe extern "C" fn nf_clock_now(s: *mut nf_stack) -> u64 {
     ffi(0, || {
         // SAFETY: `s` per the API contract.
         let e = unsafe { engine(s)? };
@@ -324,7 +339,12 @@ pub extern "C" fn nf_clock_now(s: *mut nf_stack) -> u64 {
 }
 
 #[no_mangle]
-pub extern "C" fn nf_socket(s: *mut nf_stack, domain: c_int, ty: c_int, protocol: c_int) -> c_int {
+pub unsafe extern "C" fn nf_socket(
+    s: *mut nf_stack,
+    domain: c_int,
+    ty: c_int,
+    protocol: c_int,
+) -> c_int {
     ffi(-1, || {
         // SAFETY: `s` per the API contract.
         let e = unsafe { engine(s)? };
@@ -333,7 +353,12 @@ pub extern "C" fn nf_socket(s: *mut nf_stack, domain: c_int, ty: c_int, protocol
 }
 
 #[no_mangle]
-pub extern "C" fn nf_bind(s: *mut nf_stack, fd: c_int, a: *const sockaddr, l: socklen_t) -> c_int {
+pub unsafe extern "C" fn nf_bind(
+    s: *mut nf_stack,
+    fd: c_int,
+    a: *const sockaddr,
+    l: socklen_t,
+) -> c_int {
     int(|| {
         // SAFETY: `s` per the API contract; `a` readable for `l` bytes.
         let (e, addr) = unsafe { (engine(s)?, cabi::read_sockaddr(a, l)?) };
@@ -342,7 +367,7 @@ pub extern "C" fn nf_bind(s: *mut nf_stack, fd: c_int, a: *const sockaddr, l: so
 }
 
 #[no_mangle]
-pub extern "C" fn nf_listen(s: *mut nf_stack, fd: c_int, backlog: c_int) -> c_int {
+pub unsafe extern "C" fn nf_listen(s: *mut nf_stack, fd: c_int, backlog: c_int) -> c_int {
     int(|| {
         // SAFETY: `s` per the API contract.
         let e = unsafe { engine(s)? };
@@ -351,7 +376,7 @@ pub extern "C" fn nf_listen(s: *mut nf_stack, fd: c_int, backlog: c_int) -> c_in
 }
 
 #[no_mangle]
-pub extern "C" fn nf_accept(
+pub unsafe extern "C" fn nf_accept(
     s: *mut nf_stack,
     fd: c_int,
     a: *mut sockaddr,
@@ -374,7 +399,7 @@ pub extern "C" fn nf_accept(
 }
 
 #[no_mangle]
-pub extern "C" fn nf_connect(
+pub unsafe extern "C" fn nf_connect(
     s: *mut nf_stack,
     fd: c_int,
     a: *const sockaddr,
@@ -420,31 +445,40 @@ unsafe fn recv_common(
 }
 
 #[no_mangle]
-pub extern "C" fn nf_read(s: *mut nf_stack, fd: c_int, b: *mut c_void, n: size_t) -> ssize_t {
-    nf_recvfrom(s, fd, b, n, 0, core::ptr::null_mut(), core::ptr::null_mut())
+pub unsafe extern "C" fn nf_read(
+    s: *mut nf_stack,
+    fd: c_int,
+    b: *mut c_void,
+    n: size_t,
+) -> ssize_t {
+    // SAFETY: same arguments, same contract.
+    unsafe { nf_recvfrom(s, fd, b, n, 0, core::ptr::null_mut(), core::ptr::null_mut()) }
 }
 
 #[no_mangle]
-pub extern "C" fn nf_recv(
+pub unsafe extern "C" fn nf_recv(
     s: *mut nf_stack,
     fd: c_int,
     b: *mut c_void,
     n: size_t,
     flags: c_int,
 ) -> ssize_t {
-    nf_recvfrom(
-        s,
-        fd,
-        b,
-        n,
-        flags,
-        core::ptr::null_mut(),
-        core::ptr::null_mut(),
-    )
+    // SAFETY: same arguments, same contract.
+    unsafe {
+        nf_recvfrom(
+            s,
+            fd,
+            b,
+            n,
+            flags,
+            core::ptr::null_mut(),
+            core::ptr::null_mut(),
+        )
+    }
 }
 
 #[no_mangle]
-pub extern "C" fn nf_recvfrom(
+pub unsafe extern "C" fn nf_recvfrom(
     s: *mut nf_stack,
     fd: c_int,
     b: *mut c_void,
@@ -462,7 +496,12 @@ pub extern "C" fn nf_recvfrom(
 }
 
 #[no_mangle]
-pub extern "C" fn nf_readv(s: *mut nf_stack, fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+pub unsafe extern "C" fn nf_readv(
+    s: *mut nf_stack,
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+) -> ssize_t {
     ffi(-1, || {
         let cnt = usize::try_from(cnt).map_err(|_| libc::EINVAL)?;
         // SAFETY: `iov` holds `cnt` writable, disjoint buffers per the API contract.
@@ -483,12 +522,17 @@ pub extern "C" fn nf_readv(s: *mut nf_stack, fd: c_int, iov: *const iovec, cnt: 
 }
 
 #[no_mangle]
-pub extern "C" fn nf_recvmsg(s: *mut nf_stack, fd: c_int, m: *mut msghdr, flags: c_int) -> ssize_t {
+pub unsafe extern "C" fn nf_recvmsg(
+    s: *mut nf_stack,
+    fd: c_int,
+    m: *mut msghdr,
+    flags: c_int,
+) -> ssize_t {
     ffi(-1, || {
         // SAFETY: `m` is NULL or a valid msghdr per the API contract.
         let m = unsafe { m.as_mut() }.ok_or(libc::EFAULT)?;
         // SAFETY: msg_iov holds msg_iovlen writable, disjoint buffers per the API contract.
-        let mut bufs = unsafe { cabi::iov_mut(m.msg_iov, m.msg_iovlen as usize)? };
+        let mut bufs = unsafe { cabi::iov_mut(m.msg_iov, iovlen(m))? };
         let name = m.msg_name.cast::<sockaddr>();
         let namelen: *mut socklen_t = &mut m.msg_namelen;
         // SAFETY: msg_name writable for msg_namelen bytes per the API contract.
@@ -524,23 +568,30 @@ unsafe fn send_common(
 }
 
 #[no_mangle]
-pub extern "C" fn nf_write(s: *mut nf_stack, fd: c_int, b: *const c_void, n: size_t) -> ssize_t {
-    nf_sendto(s, fd, b, n, 0, core::ptr::null(), 0)
+pub unsafe extern "C" fn nf_write(
+    s: *mut nf_stack,
+    fd: c_int,
+    b: *const c_void,
+    n: size_t,
+) -> ssize_t {
+    // SAFETY: same arguments, same contract.
+    unsafe { nf_sendto(s, fd, b, n, 0, core::ptr::null(), 0) }
 }
 
 #[no_mangle]
-pub extern "C" fn nf_send(
+pub unsafe extern "C" fn nf_send(
     s: *mut nf_stack,
     fd: c_int,
     b: *const c_void,
     n: size_t,
     flags: c_int,
 ) -> ssize_t {
-    nf_sendto(s, fd, b, n, flags, core::ptr::null(), 0)
+    // SAFETY: same arguments, same contract.
+    unsafe { nf_sendto(s, fd, b, n, flags, core::ptr::null(), 0) }
 }
 
 #[no_mangle]
-pub extern "C" fn nf_sendto(
+pub unsafe extern "C" fn nf_sendto(
     s: *mut nf_stack,
     fd: c_int,
     b: *const c_void,
@@ -558,7 +609,12 @@ pub extern "C" fn nf_sendto(
 }
 
 #[no_mangle]
-pub extern "C" fn nf_writev(s: *mut nf_stack, fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+pub unsafe extern "C" fn nf_writev(
+    s: *mut nf_stack,
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+) -> ssize_t {
     ffi(-1, || {
         let cnt = usize::try_from(cnt).map_err(|_| libc::EINVAL)?;
         // SAFETY: `iov` holds `cnt` readable buffers per the API contract.
@@ -569,7 +625,7 @@ pub extern "C" fn nf_writev(s: *mut nf_stack, fd: c_int, iov: *const iovec, cnt:
 }
 
 #[no_mangle]
-pub extern "C" fn nf_sendmsg(
+pub unsafe extern "C" fn nf_sendmsg(
     s: *mut nf_stack,
     fd: c_int,
     m: *const msghdr,
@@ -579,7 +635,7 @@ pub extern "C" fn nf_sendmsg(
         // SAFETY: `m` is NULL or a valid msghdr per the API contract.
         let m = unsafe { m.as_ref() }.ok_or(libc::EFAULT)?;
         // SAFETY: msg_iov holds msg_iovlen readable buffers per the API contract.
-        let bufs = unsafe { cabi::iov_ref(m.msg_iov, m.msg_iovlen as usize)? };
+        let bufs = unsafe { cabi::iov_ref(m.msg_iov, iovlen(m))? };
         // Ancillary data would change meaning if ignored; none is supported.
         if !m.msg_control.is_null() && m.msg_controllen > 0 {
             return Err(libc::EOPNOTSUPP);
@@ -599,7 +655,7 @@ pub extern "C" fn nf_sendmsg(
 }
 
 #[no_mangle]
-pub extern "C" fn nf_shutdown(s: *mut nf_stack, fd: c_int, how: c_int) -> c_int {
+pub unsafe extern "C" fn nf_shutdown(s: *mut nf_stack, fd: c_int, how: c_int) -> c_int {
     int(|| {
         // SAFETY: `s` per the API contract.
         let e = unsafe { engine(s)? };
@@ -608,7 +664,7 @@ pub extern "C" fn nf_shutdown(s: *mut nf_stack, fd: c_int, how: c_int) -> c_int 
 }
 
 #[no_mangle]
-pub extern "C" fn nf_close(s: *mut nf_stack, fd: c_int) -> c_int {
+pub unsafe extern "C" fn nf_close(s: *mut nf_stack, fd: c_int) -> c_int {
     int(|| {
         // SAFETY: `s` per the API contract.
         let e = unsafe { engine(s)? };
@@ -617,7 +673,7 @@ pub extern "C" fn nf_close(s: *mut nf_stack, fd: c_int) -> c_int {
 }
 
 #[no_mangle]
-pub extern "C" fn nf_getsockopt(
+pub unsafe extern "C" fn nf_getsockopt(
     s: *mut nf_stack,
     fd: c_int,
     level: c_int,
@@ -638,7 +694,7 @@ pub extern "C" fn nf_getsockopt(
 }
 
 #[no_mangle]
-pub extern "C" fn nf_setsockopt(
+pub unsafe extern "C" fn nf_setsockopt(
     s: *mut nf_stack,
     fd: c_int,
     level: c_int,
@@ -655,7 +711,9 @@ pub extern "C" fn nf_setsockopt(
     })
 }
 
-fn name_common(
+/// # Safety
+/// As for nf_getsockname.
+unsafe fn name_common(
     s: *mut nf_stack,
     fd: c_int,
     a: *mut sockaddr,
@@ -675,36 +733,43 @@ fn name_common(
 }
 
 #[no_mangle]
-pub extern "C" fn nf_getsockname(
+pub unsafe extern "C" fn nf_getsockname(
     s: *mut nf_stack,
     fd: c_int,
     a: *mut sockaddr,
     l: *mut socklen_t,
 ) -> c_int {
-    name_common(s, fd, a, l, false)
+    // SAFETY: same arguments, same contract.
+    unsafe { name_common(s, fd, a, l, false) }
 }
 
 #[no_mangle]
-pub extern "C" fn nf_getpeername(
+pub unsafe extern "C" fn nf_getpeername(
     s: *mut nf_stack,
     fd: c_int,
     a: *mut sockaddr,
     l: *mut socklen_t,
 ) -> c_int {
-    name_common(s, fd, a, l, true)
+    // SAFETY: same arguments, same contract.
+    unsafe { name_common(s, fd, a, l, true) }
 }
 
 #[no_mangle]
-pub extern "C" fn nf_fcntl(s: *mut nf_stack, fd: c_int, cmd: c_int, arg: c_long) -> c_int {
+pub unsafe extern "C" fn nf_fcntl(s: *mut nf_stack, fd: c_int, cmd: c_int, arg: c_long) -> c_int {
     ffi(-1, || {
         // SAFETY: `s` per the API contract.
         let e = unsafe { engine(s)? };
-        ops::fcntl(e, fd, cmd, i64::from(arg))
+        ops::fcntl(e, fd, cmd, long(arg))
     })
 }
 
 #[no_mangle]
-pub extern "C" fn nf_ioctl(s: *mut nf_stack, fd: c_int, req: c_ulong, arg: *mut c_void) -> c_int {
+pub unsafe extern "C" fn nf_ioctl(
+    s: *mut nf_stack,
+    fd: c_int,
+    req: c_ulong,
+    arg: *mut c_void,
+) -> c_int {
     int(|| {
         // SAFETY: `s` per the API contract.
         let e = unsafe { engine(s)? };
@@ -725,7 +790,7 @@ pub extern "C" fn nf_ioctl(s: *mut nf_stack, fd: c_int, req: c_ulong, arg: *mut 
 }
 
 #[no_mangle]
-pub extern "C" fn nf_poll(
+pub unsafe extern "C" fn nf_poll(
     s: *mut nf_stack,
     fds: *mut pollfd,
     n: nfds_t,
@@ -754,7 +819,7 @@ pub extern "C" fn nf_poll(
 /// Layout self-description for the header test: stores up to `n` field offsets of nf_config
 /// (size, medium, address, gateway, mac, mtu, clock, device) and returns sizeof(nf_config).
 #[no_mangle]
-pub extern "C" fn nf_config_layout(offsets: *mut size_t, n: size_t) -> size_t {
+pub unsafe extern "C" fn nf_config_layout(offsets: *mut size_t, n: size_t) -> size_t {
     use core::mem::offset_of;
     let offs = [
         offset_of!(nf_config, size),

@@ -191,13 +191,13 @@ fn header_declares_every_exported_function() {
         .lines()
         .filter(|l| !l.trim_start().starts_with('*') && !l.trim_start().starts_with("/*"))
         .filter_map(|l| {
-            let i = l.find("nf_")?;
-            let rest = &l[i..];
-            let end = rest.find('(')?;
-            let name = &rest[..end];
-            name.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_')
-                .then(|| name.to_string())
+            // The identifier right before the first '(' is the declared function.
+            let head = &l[..l.find('(')?];
+            let start = head
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map_or(0, |i| i + 1);
+            let name = &head[start..];
+            name.starts_with("nf_").then(|| name.to_string())
         })
         .collect();
     declared.sort();
