@@ -504,8 +504,9 @@ pub(crate) fn recv(e: &Engine, fd: i32, bufs: &mut [&mut [u8]], flags: i32) -> R
             udp_recv_once(&mut st.stack, s, bufs, peek)
         });
     }
-    if peek {
-        // The engine's receive buffer has no non-destructive read; refusing beats pretending.
+    if peek || flags & libc::MSG_TRUNC != 0 {
+        // The engine's receive buffer has no non-destructive read, and MSG_TRUNC on a stream
+        // would mean "discard": refusing beats pretending.
         return Err(libc::EOPNOTSUPP);
     }
     let want: usize = bufs.iter().map(|b| b.len()).sum();
