@@ -444,6 +444,8 @@ fn udp_fill_stash(stack: &mut Stack, u: &mut Udp) -> R<()> {
             continue;
         }
         tmp.truncate(n);
+        // The stash holds one datagram per descriptor; do not keep 64 KiB for a small one.
+        tmp.shrink_to_fit();
         u.stash = Some((tmp, from));
         return Ok(());
     }

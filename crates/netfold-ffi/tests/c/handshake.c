@@ -113,6 +113,29 @@ int main(void) {
     CHECK(nf_close(srv, l) == 0);
     CHECK_ERR(nf_close(srv, l), EBADF);
 
+    /* SO_LINGER {1, 0}: close resets the connection; the peer's read says ECONNRESET, once,
+     * and its writes fail. */
+    l = listen_on(srv, 5002);
+    int c2, s2;
+    c2 = nf_socket(cli, AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a2 = sin_of("198.18.0.2", 5002);
+    CHECK_ERR(nf_connect(cli, c2, (struct sockaddr *)&a2, sizeof a2), EINPROGRESS);
+    shuttle(cli, srv);
+    s2 = nf_accept(srv, l, NULL, NULL);
+    CHECK(s2 >= 0);
+    CHECK(nf_fcntl(srv, s2, F_SETFL, O_NONBLOCK) == 0);
+    struct linger lg = {1, 0};
+    CHECK(nf_setsockopt(srv, s2, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) == 0);
+    CHECK(nf_close(srv, s2) == 0);
+    CHECK(shuttle(cli, srv) == 1); /* the RST */
+    struct pollfd pr = {c2, POLLIN, 0};
+    CHECK(nf_poll(cli, &pr, 1, 0) == 1 && (pr.revents & POLLERR) && (pr.revents & POLLHUP));
+    CHECK_ERR(nf_read(cli, c2, buf, sizeof buf), ECONNRESET);
+    CHECK(nf_read(cli, c2, buf, sizeof buf) == 0);
+    CHECK(nf_write(cli, c2, "x", 1) == -1 && (errno == ECONNRESET || errno == EPIPE));
+    CHECK(nf_close(cli, c2) == 0);
+    CHECK(nf_close(srv, l) == 0);
+
     /* UDP both ways, with sendmsg/recvmsg and truncation. */
     int us = nf_socket(srv, AF_INET, SOCK_DGRAM, 0);
     int uc = nf_socket(cli, AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
