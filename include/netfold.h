@@ -28,8 +28,9 @@
  *  - Options: SO_REUSEADDR, SO_KEEPALIVE, SO_LINGER, SO_RCVBUF, SO_SNDBUF, SO_ERROR, SO_TYPE
  *    (read-only), SO_RCVTIMEO, SO_SNDTIMEO, TCP_NODELAY, TCP_MAXSEG, TCP_KEEPIDLE,
  *    TCP_KEEPINTVL, TCP_KEEPCNT. Others fail with ENOPROTOOPT. SO_LINGER {1, 0} makes
- *    nf_close reset the connection; a positive linger time does not make nf_close wait (the
- *    close completes in the background, as without SO_LINGER). SO_RCVBUF/SO_SNDBUF are taken
+ *    nf_close reset the connection; {1, t > 0} makes a blocking nf_close wait up to t seconds
+ *    for the FIN to be acknowledged (then the close goes on in the background, and nf_close
+ *    returns 0 either way). SO_RCVBUF/SO_SNDBUF are taken
  *    as given (not doubled as on Linux), clamped to 2 KiB..16 MiB.
  *  - nf_ioctl: FIONREAD, FIONBIO and SIOCOUTQ (== TIOCOUTQ, as in <linux/sockios.h>).
  *  - recv flags: MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC and MSG_PEEK (UDP only); send flags:

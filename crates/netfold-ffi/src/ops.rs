@@ -20,6 +20,8 @@ const EPHEMERAL: std::ops::RangeInclusive<u16> = 49152..=65535;
 pub(crate) enum Dir {
     Rx,
     Tx,
+    /// Waiting with an explicit timeout (SO_LINGER), whatever the descriptor's timeouts.
+    For(Option<netfold_core::time::Duration>),
 }
 
 /// Runs `op` until it stops returning EAGAIN: at once for a non-blocking descriptor (or
@@ -40,6 +42,7 @@ pub(crate) fn blocking<T>(
         let t = match dir {
             Dir::Rx => s.opts.rcvtimeo,
             Dir::Tx => s.opts.sndtimeo,
+            Dir::For(t) => t,
         };
         (s.nonblock || dontwait, t)
     };
@@ -712,6 +715,43 @@ pub(crate) fn release(stack: &mut Stack, s: Sock) {
 }
 
 pub(crate) fn close(e: &Engine, fd: i32) -> R<()> {
+    // socket(7) SO_LINGER with a positive time: a blocking close sends the FIN and waits until
+    // everything up to it is acknowledged, or the time runs out; the close then goes on in the
+    // background as usual. (Zero means abort, which the engine's close does itself.)
+    let linger = {
+        let g = e.lock();
+        let s = g.fds.get(fd)?;
+        match (&s.kind, s.opts.cfg.linger) {
+            (Kind::Tcp(Tcp::Stream(_)), Some(d))
+                if d > netfold_core::time::Duration::ZERO && !s.nonblock =>
+            {
+                Some(d)
+            }
+            _ => None,
+        }
+    };
+    if let Some(d) = linger {
+        let mut fin_sent = false;
+        let _ = blocking(e, fd, Dir::For(Some(d)), false, |st, _, progress| {
+            let s = st.fds.get_mut(fd)?;
+            let Kind::Tcp(Tcp::Stream(ts)) = &s.kind else {
+                return Ok(());
+            };
+            let h = ts.handle();
+            if !fin_sent {
+                fin_sent = true;
+                s.shut_wr = true;
+                *progress = st.stack.tcp_mut().shutdown_write(h).is_ok();
+            }
+            match st.stack.tcp().state(h) {
+                // Our FIN is acknowledged (RFC 9293 §3.6), or the connection is gone.
+                Ok(tcp::State::FinWait2 | tcp::State::TimeWait | tcp::State::Closed) | Err(_) => {
+                    Ok(())
+                }
+                _ => Err(libc::EAGAIN),
+            }
+        });
+    }
     let mut g = e.lock();
     let st = &mut *g;
     let s = st.fds.remove(fd)?;

@@ -58,6 +58,17 @@ static void *waitall_reader(void *arg) {
     return NULL;
 }
 
+static int cfd_linger;
+static int close_result;
+
+static void *lingering_closer(void *arg) {
+    (void)arg;
+    atomic_store(&stage, 9);
+    close_result = nf_close(cli, cfd_linger);
+    atomic_store(&stage, 10);
+    return NULL;
+}
+
 static void pause_ms(long ms) {
     struct timespec ts = {0, ms * 1000000L};
     nanosleep(&ts, NULL);
@@ -135,7 +146,19 @@ int main(void) {
     CHECK(pthread_join(t, NULL) == 0);
     CHECK(got_n == 10 && memcmp(got, "0123456789", 10) == 0);
 
-    CHECK(nf_close(cli, c) == 0);
+    /* SO_LINGER {1, 5}: a blocking close waits until the peer has acknowledged the FIN. */
+    struct linger lg = {1, 5};
+    CHECK(nf_setsockopt(cli, c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) == 0);
+    CHECK(nf_fcntl(cli, c, F_SETFL, 0) == 0);
+    cfd_linger = c;
+    CHECK(pthread_create(&t, NULL, lingering_closer, NULL) == 0);
+    while (atomic_load(&stage) < 9) sched_yield();
+    pause_ms(50);
+    CHECK(atomic_load(&stage) == 9); /* the FIN waits in the client's queue: still lingering */
+    shuttle(cli, srv);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(close_result == 0);
+    CHECK(nf_read(srv, sfd, got, sizeof got) == 0);
     CHECK(nf_close(srv, sfd) == 0);
     nf_stack_free(cli);
     nf_stack_free(srv);
