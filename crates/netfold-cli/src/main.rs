@@ -36,6 +36,8 @@ enum Command {
     Crr(cmd::perf::Args),
     /// UDP_STREAM: datagrams from client to server.
     UdpStream(cmd::perf::Args),
+    /// Reproduce the 2002 study's experiments and write DIR/report.md with figures.
+    Paper(cmd::paper::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,7 +50,8 @@ fn main() -> ExitCode {
         Some(Command::Rr(a)) => cmd::stream::rr(a),
         Some(Command::Crr(a)) => cmd::stream::crr(a),
         Some(Command::UdpStream(a)) => cmd::stream::udp_stream(a),
-        None => cmd::copy::run(cmd::copy::Args::default_run()),
+        Some(Command::Paper(a)) => cmd::paper::run_paper(a),
+        None => cmd::perf::default_job(),
     };
     match result {
         Ok(code) => code,
