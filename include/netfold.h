@@ -72,7 +72,9 @@ typedef struct nf_config {
 /* Defaults: Ethernet, "198.18.0.2/24", no gateway, MAC from the address, MTU 1500,
  * NF_CLOCK_REAL, no device. */
 void      nf_config_init(nf_config *cfg);
-/* NULL + errno on failure: EINVAL (bad config), ENODEV ("tap:" not available in this build). */
+/* NULL + errno on failure: EINVAL (bad config), or the kernel's errno when the device cannot
+ * be opened (EPERM without CAP_NET_ADMIN, ENOENT without /dev/net/tun, ...). "tap:NAME" needs
+ * NF_MEDIUM_ETHERNET; NAME may be a pattern such as "nf%d". */
 nf_stack *nf_stack_new(const nf_config *cfg);
 void      nf_stack_free(nf_stack *s);
 /* One inbound frame (Ethernet frame or IPv4 packet, per medium). EMSGSIZE beyond the MTU,

@@ -6,12 +6,11 @@
  *   cargo build --release -p netfold-ffi
  *   gcc -O2 -Iinclude examples/c/echo_server.c -o echo_server \
  *       target/release/libnetfold.a -lpthread -ldl -lm
- * Run (needs a TAP device "nf0", e.g. `ip tuntap add nf0 mode tap user $USER`, then
- * `ip addr add 198.18.0.1/24 dev nf0 && ip link set nf0 up`):
- *   ./echo_server 198.18.0.2/24 7
- *   # elsewhere: nc 198.18.0.2 7
- *
- * Until netfold's TAP device lands, nf_stack_new fails with ENODEV and the program says so.
+ * Run (needs CAP_NET_ADMIN to create the TAP "nf0", or a TAP made beforehand with
+ * `ip tuntap add nf0 mode tap user $USER`); then give the kernel's side an address:
+ *   ./echo_server 198.18.0.2/24 7 &
+ *   ip addr add 198.18.0.1/24 dev nf0 && ip link set nf0 up
+ *   nc 198.18.0.2 7
  */
 #include <netfold.h>
 

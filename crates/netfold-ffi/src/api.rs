@@ -188,7 +188,10 @@ fn build_stack(c: &nf_config) -> R<nf_stack> {
     } else {
         c.mac
     };
-    let inner = device::open_device(device)?;
+    let inner = device::open_device(device, medium, (c.mtu != 0).then_some(mtu))?;
+    // With a device attached the stack runs on its MTU (the stack takes the smaller of the
+    // configured and the device's); injected frames then use the same.
+    let mtu = inner.as_ref().map_or(mtu, |d| d.caps().mtu.min(mtu));
     let caps = DeviceCaps {
         medium,
         mtu,
@@ -218,8 +221,8 @@ fn build_stack(c: &nf_config) -> R<nf_stack> {
     Ok(nf_stack { engine, driver })
 }
 
-/// Creates a stack; NULL with errno on failure (EINVAL for a bad config, ENODEV for a device
-/// this build cannot open).
+/// Creates a stack; NULL with errno on failure (EINVAL for a bad config, the kernel's errno if
+/// the device cannot be opened).
 #[no_mangle]
 pub unsafe extern "C" fn nf_stack_new(cfg: *const nf_config) -> *mut nf_stack {
     ffi(core::ptr::null_mut(), || {

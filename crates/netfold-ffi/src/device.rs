@@ -4,7 +4,8 @@
 //! behind this one: it also feeds the stack and it receives everything the stack sends.
 
 use netfold_core::buf::{PacketBuf, Pool};
-use netfold_core::phy::{Device, DeviceCaps};
+use netfold_core::phy::tap::{Tap, TapConfig};
+use netfold_core::phy::{Device, DeviceCaps, Medium};
 use netfold_core::time::Instant;
 use std::collections::VecDeque;
 
@@ -37,8 +38,8 @@ impl InjectDevice {
     /// Largest frame `nf_inject` accepts: the IP MTU plus an Ethernet header with one VLAN tag.
     pub(crate) fn max_frame(&self) -> usize {
         match self.caps.medium {
-            netfold_core::phy::Medium::Ethernet => self.caps.mtu + 18,
-            netfold_core::phy::Medium::Ip => self.caps.mtu,
+            Medium::Ethernet => self.caps.mtu + 18,
+            Medium::Ip => self.caps.mtu,
         }
     }
 
@@ -132,14 +133,35 @@ impl Device for InjectDevice {
 /// Opens the device named in `nf_config.device`, or `None` for "frames only through
 /// nf_inject/nf_take".
 ///
-/// HOOK(tap): `phy::tap` is being written separately. When it lands, open it here for
-/// "tap:NAME" (and return its caps' medium/MTU through the stack config). Until then a TAP
-/// config fails with ENODEV so callers get a clear error instead of a silent frame sink.
-pub(crate) fn open_device(spec: Option<&str>) -> Result<Option<Box<dyn Device + Send>>, i32> {
-    match spec {
-        None => Ok(None),
-        Some(s) if s.strip_prefix("tap:").is_some_and(|n| !n.is_empty()) => Err(libc::ENODEV),
-        Some(_) => Err(libc::EINVAL),
+/// "tap:NAME" opens (creating if needed) a Linux TAP interface; NAME may use the kernel's "%d"
+/// pattern. The TAP is opened without checksum/TSO offloads, so the stack checks every frame
+/// the same way whether it came from the TAP or from nf_inject. `mtu` is the configured IP
+/// MTU (`None`: the interface's own). Open errors keep the kernel's errno (EPERM without
+/// CAP_NET_ADMIN, ENOENT without /dev/net/tun, ...).
+pub(crate) fn open_device(
+    spec: Option<&str>,
+    medium: Medium,
+    mtu: Option<usize>,
+) -> Result<Option<Box<dyn Device + Send>>, i32> {
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    let Some(name) = spec.strip_prefix("tap:") else {
+        return Err(libc::EINVAL);
+    };
+    // A TAP carries Ethernet frames; IFNAMSIZ bounds the name.
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || medium != Medium::Ethernet {
+        return Err(libc::EINVAL);
+    }
+    let cfg = TapConfig {
+        offloads: false,
+        gro: false,
+        mtu,
+        ..TapConfig::default()
+    };
+    match Tap::open(name, cfg) {
+        Ok(t) => Ok(Some(Box::new(t))),
+        Err(e) => Err(e.raw_os_error().unwrap_or(libc::EIO)),
     }
 }
 
@@ -179,10 +201,15 @@ mod tests {
     }
 
     #[test]
-    fn tap_is_not_available_yet() {
-        assert_eq!(open_device(Some("tap:nf0")).err(), Some(libc::ENODEV));
-        assert_eq!(open_device(Some("tap:")).err(), Some(libc::EINVAL));
-        assert_eq!(open_device(Some("eth0")).err(), Some(libc::EINVAL));
-        assert!(matches!(open_device(None), Ok(None)));
+    fn device_specs_are_checked_before_anything_is_opened() {
+        let e = |spec, medium| open_device(Some(spec), medium, None).err();
+        assert_eq!(e("tap:", Medium::Ethernet), Some(libc::EINVAL));
+        assert_eq!(
+            e("tap:waytoolonginterfacename", Medium::Ethernet),
+            Some(libc::EINVAL)
+        );
+        assert_eq!(e("tap:nf0", Medium::Ip), Some(libc::EINVAL));
+        assert_eq!(e("eth0", Medium::Ethernet), Some(libc::EINVAL));
+        assert!(matches!(open_device(None, Medium::Ip, None), Ok(None)));
     }
 }

@@ -108,6 +108,9 @@ fn compile(src: &str, name: &str, shared: bool) -> PathBuf {
 /// Runs a compiled C test; it must exit 0 within 120 s.
 fn run(exe: &Path) {
     let mut child = Command::new(exe)
+        // cargo points LD_LIBRARY_PATH at the outer target dir, which may hold an older
+        // libnetfold.so than the one just built; it would win over the executable's rpath.
+        .env("LD_LIBRARY_PATH", libdir())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -41,8 +41,15 @@ int main(void) {
     bad.mtu = 20;
     CHECK(nf_stack_new(&bad) == NULL && errno == EINVAL);
     bad = c;
-    bad.device = "tap:nf0"; /* until phy::tap lands */
-    CHECK(nf_stack_new(&bad) == NULL && errno == ENODEV);
+    bad.device = "tap:"; /* no interface name */
+    CHECK(nf_stack_new(&bad) == NULL && errno == EINVAL);
+    bad = c;
+    bad.device = "tap:nf0";
+    bad.medium = NF_MEDIUM_IP; /* a TAP carries Ethernet frames */
+    CHECK(nf_stack_new(&bad) == NULL && errno == EINVAL);
+    bad = c;
+    bad.device = "eth0"; /* not a device kind netfold knows */
+    CHECK(nf_stack_new(&bad) == NULL && errno == EINVAL);
 
     /* A real-clock stack starts and stops its thread cleanly. */
     nf_stack *r = nf_stack_new(&c);
