@@ -8,7 +8,7 @@
  *       target/release/libnetfold.a -lpthread -ldl -lm
  * Run (needs CAP_NET_ADMIN to create the TAP "nf0", or a TAP made beforehand with
  * `ip tuntap add nf0 mode tap user $USER`); then give the kernel's side an address:
- *   ./echo_server 198.18.0.2/24 7 &
+ *   ./echo_server 198.18.0.2/24 7 [tap:nf0] &
  *   ip addr add 198.18.0.1/24 dev nf0 && ip link set nf0 up
  *   nc 198.18.0.2 7
  */
@@ -25,15 +25,16 @@
 int main(int argc, char **argv) {
     const char *address = argc > 1 ? argv[1] : "198.18.0.2/24";
     int port = argc > 2 ? atoi(argv[2]) : 7;
+    const char *device = argc > 3 ? argv[3] : "tap:nf0";
 
     nf_config cfg;
     nf_config_init(&cfg);
     cfg.address = address;
-    cfg.device = "tap:nf0";
+    cfg.device = device;
     cfg.clock = NF_CLOCK_REAL; /* the library runs the stack on its own thread */
     nf_stack *s = nf_stack_new(&cfg);
     if (!s) {
-        fprintf(stderr, "nf_stack_new(tap:nf0): %s\n", strerror(errno));
+        fprintf(stderr, "nf_stack_new(%s): %s\n", device, strerror(errno));
         return 1;
     }
 
