@@ -654,9 +654,9 @@ pub unsafe extern "C" fn nf_shutdown(s: *mut nf_stack, fd: c_int, how: c_int) ->
 #[no_mangle]
 pub unsafe extern "C" fn nf_close(s: *mut nf_stack, fd: c_int) -> c_int {
     int(|| {
-        // SAFETY: `s` per the API contract.
-        let e = unsafe { engine(s)? };
-        ops::close(e, fd)
+        // SAFETY: `s` per the API contract. Cloned: a lingering close may sleep.
+        let e = Arc::clone(unsafe { engine(s)? });
+        ops::close(&e, fd)
     })
 }
 

@@ -76,6 +76,9 @@ pub(crate) enum Tcp {
         /// Connections already taken from the layer's accept queue (poll has to look at the
         /// queue, and the layer only offers "pop"); nf_accept serves these first.
         ready: VecDeque<(TcpStream, SocketAddrV4)>,
+        /// listen()'s backlog: `ready` never holds more, so the engine's own queue (and its
+        /// backlog limit) takes over once the application stops accepting.
+        backlog: usize,
     },
     Stream(TcpStream),
 }

@@ -197,6 +197,7 @@ pub(crate) fn listen(e: &Engine, fd: i32, backlog: i32) -> R<()> {
     s.kind = Kind::Tcp(Tcp::Listening {
         l,
         ready: Default::default(),
+        backlog,
     });
     e.changed(st);
     Ok(())
@@ -204,9 +205,12 @@ pub(crate) fn listen(e: &Engine, fd: i32, backlog: i32) -> R<()> {
 
 /// Moves established connections from the engine's accept queue to the descriptor's.
 fn drain_accept(stack: &mut Stack, s: &mut Sock) {
-    if let Kind::Tcp(Tcp::Listening { l, ready }) = &mut s.kind {
-        while let Ok(c) = l.accept(stack) {
-            ready.push_back(c);
+    if let Kind::Tcp(Tcp::Listening { l, ready, backlog }) = &mut s.kind {
+        while ready.len() < *backlog {
+            match l.accept(stack) {
+                Ok(c) => ready.push_back(c),
+                Err(_) => break,
+            }
         }
     }
 }
@@ -696,7 +700,7 @@ pub(crate) fn shutdown(e: &Engine, fd: i32, how: i32) -> R<()> {
 pub(crate) fn release(stack: &mut Stack, s: Sock) {
     match s.kind {
         Kind::Tcp(Tcp::Idle) => {}
-        Kind::Tcp(Tcp::Listening { l, ready }) => {
+        Kind::Tcp(Tcp::Listening { l, ready, .. }) => {
             // Connections nobody accepted are reset, as the engine does for its own queue.
             for (ts, _) in ready {
                 let _ = ts.abort(stack);

@@ -67,6 +67,29 @@ int main(void) {
     CHECK(nf_poll(srv, &pl, 1, 0) == 0);
     CHECK(nf_close(srv, s) == 0);
     CHECK(nf_close(srv, l) == 0);
+
+    /* The backlog bounds what waits for accept, even when poll keeps looking at the queue:
+     * five clients, backlog 1 -> at most two established and waiting (Linux: backlog + 1). */
+    int l1 = nf_socket(srv, AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a81 = sin_of("0.0.0.0", 81);
+    CHECK(nf_bind(srv, l1, (struct sockaddr *)&a81, sizeof a81) == 0);
+    CHECK(nf_listen(srv, l1, 1) == 0);
+    int cs[5];
+    struct sockaddr_in to81 = sin_of("198.18.0.2", 81);
+    for (int i = 0; i < 5; i++) {
+        cs[i] = nf_socket(cli, AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        CHECK_ERR(nf_connect(cli, cs[i], (struct sockaddr *)&to81, sizeof to81), EINPROGRESS);
+        shuttle(cli, srv);
+        struct pollfd pl1 = {l1, POLLIN, 0};
+        CHECK(nf_poll(srv, &pl1, 1, 0) == 1);
+    }
+    int accepted = 0;
+    while (nf_accept(srv, l1, NULL, NULL) >= 0) accepted++;
+    CHECK(errno == EAGAIN);
+    printf("accepted %d of 5 with backlog 1\n", accepted);
+    CHECK(accepted >= 1 && accepted <= 2);
+    for (int i = 0; i < 5; i++) CHECK(nf_close(cli, cs[i]) == 0);
+    CHECK(nf_close(srv, l1) == 0);
     nf_stack_free(cli);
     nf_stack_free(srv);
     puts("nbconnect_poll: ok");
