@@ -81,6 +81,31 @@ int main(void) {
     shuttle(cli, srv);
 
     CHECK(nf_close(cli, c) == 0 && nf_close(srv, s) == 0);
+    shuttle(cli, srv);
+
+    /* Keepalive options reach the engine: idle 1 s, 1 s apart, 2 probes. With every probe
+     * lost, the connection is dropped and SO_ERROR says ETIMEDOUT (RFC 9293 §3.8.4). */
+    connect_pair(cli, srv, "198.18.0.2", 8081, &c, &s);
+    int idle = 1, intvl = 1, cnt = 2;
+    CHECK(nf_setsockopt(cli, c, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) == 0);
+    CHECK(nf_setsockopt(cli, c, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) == 0);
+    CHECK(nf_setsockopt(cli, c, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl) == 0);
+    CHECK(nf_setsockopt(cli, c, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt) == 0);
+    int probes = 0;
+    struct pollfd p = {c, POLLIN, 0};
+    for (;;) {
+        t += 100000;
+        CHECK(t - t0 <= 30000000ULL);
+        CHECK(nf_clock_set(cli, t) == 0);
+        while (nf_take(cli, tmp, sizeof tmp) > 0) probes++; /* lost */
+        if (nf_poll(cli, &p, 1, 0) == 1 && (p.revents & POLLERR)) break;
+    }
+    CHECK(probes >= 2);
+    int err = 0;
+    socklen_t el = sizeof err;
+    CHECK(nf_getsockopt(cli, c, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == ETIMEDOUT);
+    printf("keepalive: %d probes, dropped\n", probes);
+    CHECK(nf_close(cli, c) == 0 && nf_close(srv, s) == 0);
     nf_stack_free(cli);
     nf_stack_free(srv);
     puts("retransmit: ok");
