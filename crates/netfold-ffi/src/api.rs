@@ -300,6 +300,7 @@ pub unsafe extern "C" fn nf_take(s: *mut nf_stack, buf: *mut c_void, cap: size_t
         }
         let f = g.dev.pop_outbound().ok_or(libc::EAGAIN)?;
         out[..n].copy_from_slice(&f);
+        g.dev.recycle(f);
         Ok(len(n))
     })
 }

@@ -14,6 +14,9 @@ pub(crate) const INBOUND_LIMIT: usize = 1024;
 /// Frames waiting for `nf_take`; beyond this the stack's output is dropped and counted, as a
 /// full NIC ring would drop it (TCP recovers by retransmission).
 pub(crate) const OUTBOUND_LIMIT: usize = 4096;
+/// Frame vectors kept for reuse (seed 000: recycle buffers instead of freeing them), so the
+/// inject/take path does not allocate per frame in steady state.
+const SPARE_LIMIT: usize = 256;
 
 pub(crate) struct InjectDevice {
     caps: DeviceCaps,
@@ -21,6 +24,7 @@ pub(crate) struct InjectDevice {
     outbound: VecDeque<Vec<u8>>,
     /// Frames dropped because the outbound queue was full.
     pub(crate) outbound_drops: u64,
+    spare: Vec<Vec<u8>>,
     inner: Option<Box<dyn Device + Send>>,
 }
 
@@ -31,6 +35,7 @@ impl InjectDevice {
             inbound: VecDeque::new(),
             outbound: VecDeque::new(),
             outbound_drops: 0,
+            spare: Vec::new(),
             inner,
         }
     }
@@ -48,8 +53,24 @@ impl InjectDevice {
         if self.inbound.len() >= INBOUND_LIMIT {
             return false;
         }
-        self.inbound.push_back(frame.to_vec());
+        let v = self.copy_of(frame);
+        self.inbound.push_back(v);
         true
+    }
+
+    /// A recycled (or new) vector holding a copy of `frame`.
+    fn copy_of(&mut self, frame: &[u8]) -> Vec<u8> {
+        let mut v = self.spare.pop().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(frame);
+        v
+    }
+
+    /// Gives a frame vector back for reuse.
+    pub(crate) fn recycle(&mut self, v: Vec<u8>) {
+        if self.spare.len() < SPARE_LIMIT {
+            self.spare.push(v);
+        }
     }
 
     pub(crate) fn has_inbound(&self) -> bool {
@@ -99,6 +120,7 @@ impl Device for InjectDevice {
                 // branch only covers a pool configured smaller than that.
                 b = PacketBuf::from_slice(&frame);
             }
+            self.recycle(frame);
             out.push(b);
             n += 1;
         }
@@ -117,7 +139,8 @@ impl Device for InjectDevice {
         }
         for b in frames.drain(..) {
             if self.outbound.len() < OUTBOUND_LIMIT {
-                self.outbound.push_back(b.as_slice().to_vec());
+                let v = self.copy_of(b.as_slice());
+                self.outbound.push_back(v);
             } else {
                 self.outbound_drops += 1;
             }
@@ -189,6 +212,12 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(d.recv_batch(Instant::ZERO, &mut pool, &mut out, 10), 10);
         assert_eq!(out[0].as_slice(), &[1, 2, 3]);
+        // The delivered frames' vectors wait for reuse, and are reused.
+        assert_eq!(d.spare.len(), 10);
+        let mut d2 = InjectDevice::new(caps(), None);
+        d2.recycle(Vec::with_capacity(64));
+        assert!(d2.push_inbound(&[9; 10]));
+        assert!(d2.spare.is_empty());
 
         let mut frames: Vec<PacketBuf> = (0..OUTBOUND_LIMIT + 5)
             .map(|i| PacketBuf::from_slice(&[i as u8]))
