@@ -14,8 +14,9 @@
  *    netfold does not implement), EAFNOSUPPORT (not AF_INET), EPROTONOSUPPORT /
  *    ESOCKTNOSUPPORT (not TCP or UDP).
  *  - EPIPE is only an errno: netfold never raises SIGPIPE (MSG_NOSIGNAL is accepted, and moot).
- *  - Descriptors are netfold's own small integers (from 3 up), valid only with the nf_stack that
- *    made them; they are not kernel file descriptors.
+ *  - Descriptors are netfold's own small integers (from 3 up, at most 4096 per stack), valid
+ *    only with the nf_stack that made them; they are not kernel file descriptors. nf_socket
+ *    takes SOCK_NONBLOCK (and ignores SOCK_CLOEXEC).
  *  - Every call is thread-safe. With NF_CLOCK_REAL the library runs its own thread that handles
  *    injected frames, the device and timers; blocking calls sleep until ready (no spinning),
  *    honouring SO_RCVTIMEO/SO_SNDTIMEO. With NF_CLOCK_MANUAL nothing happens between calls:
@@ -30,14 +31,14 @@
  *    TCP_KEEPINTVL, TCP_KEEPCNT. Others fail with ENOPROTOOPT. SO_LINGER {1, 0} makes
  *    nf_close reset the connection; {1, t > 0} makes a blocking nf_close wait up to t seconds
  *    for the FIN to be acknowledged (then the close goes on in the background, and nf_close
- *    returns 0 either way). SO_RCVBUF/SO_SNDBUF are taken
- *    as given (not doubled as on Linux), clamped to 2 KiB..16 MiB.
+ *    returns 0 either way). SO_RCVBUF/SO_SNDBUF are taken as given (not doubled as on
+ *    Linux), clamped to 2 KiB..16 MiB.
  *  - nf_ioctl: FIONREAD, FIONBIO and SIOCOUTQ (== TIOCOUTQ, as in <linux/sockios.h>).
  *  - recv flags: MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC and MSG_PEEK (UDP only); send flags:
  *    MSG_DONTWAIT, MSG_NOSIGNAL, MSG_MORE (accepted, no effect). Others: EOPNOTSUPP.
  *
- * Keep in sync with crates/netfold-ffi/src/lib.rs (a Rust test compares the function names,
- * a C test compares nf_config's layout with nf_config_layout()).
+ * Keep in sync with crates/netfold-ffi/src/api.rs (tests compare the declared function names
+ * with the library's exports, and nf_config's layout with nf_config_layout()).
  */
 #ifndef NETFOLD_H
 #define NETFOLD_H
