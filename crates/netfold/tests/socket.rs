@@ -57,7 +57,7 @@ impl Net {
     }
 
     /// Jumps virtual time to the earliest deadline either stack has (a delayed ACK, a probe).
-    fn to_next_timer(&mut self) {
+    fn skip_to_next_timer(&mut self) {
         let next = [self.a.poll_at(self.now), self.b.poll_at(self.now)]
             .into_iter()
             .flatten()
@@ -106,7 +106,7 @@ fn data_then_close_in_both_directions_reaches_eof_on_each_side() {
             }
         }
         n.settle();
-        n.to_next_timer();
+        n.skip_to_next_timer();
         loop {
             match s.read(&mut n.b, &mut buf) {
                 Ok(0) => panic!("early EOF"),
