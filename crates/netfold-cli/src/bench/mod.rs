@@ -6,6 +6,7 @@ pub mod clock;
 pub mod kernel;
 pub mod memnet;
 pub mod netfold_pipe;
+pub mod netfold_tap;
 pub mod netfold_threads;
 pub mod pattern;
 pub mod report;
