@@ -11,6 +11,7 @@ pub mod netfold_threads;
 pub mod pattern;
 pub mod report;
 pub mod smoltcp_pipe;
+pub mod smoltcp_tap;
 pub mod stats;
 pub mod units;
 

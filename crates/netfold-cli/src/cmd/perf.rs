@@ -34,7 +34,7 @@ impl StackKind {
 /// | auto (default) | in-memory pipe | in-memory pipe | loopback |
 /// | lo | - | - | loopback |
 /// | veth | - | - | veth pair between two namespaces |
-/// | tap | TAP device, the kernel as peer in a namespace | - | veth pair (the kernel-to-kernel counterpart) |
+/// | tap | TAP device, the kernel as peer in a namespace | same, via smoltcp's TunTapInterface | veth pair (the kernel-to-kernel counterpart) |
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KernelLink {
     #[default]
@@ -213,6 +213,9 @@ pub fn run_once(
             Ok((crate::bench::netfold_tap::run(p)?, "tap".into(), p.mtu))
         }
         (StackKind::Smoltcp, KernelLink::Auto) => Ok((smoltcp_pipe::run(p)?, "pipe".into(), p.mtu)),
+        (StackKind::Smoltcp, KernelLink::Tap) => {
+            Ok((crate::bench::smoltcp_tap::run(p)?, "tap".into(), p.mtu))
+        }
         (StackKind::Kernel, KernelLink::Auto | KernelLink::Lo) => {
             Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu()))
         }
