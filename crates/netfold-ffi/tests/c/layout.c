@@ -87,7 +87,7 @@ int main(void) {
     CHECK_ERR(nf_bind(s, fd, (struct sockaddr *)&a6, sizeof a6), EAFNOSUPPORT);
     struct sockaddr_in a = sin_of("198.18.0.2", 80);
     CHECK_ERR(nf_bind(s, fd, (struct sockaddr *)&a, 4), EINVAL);
-    struct sockaddr_in other = sin_of("10.0.0.1", 80);
+    struct sockaddr_in other = sin_of("198.19.0.1", 80);
     CHECK_ERR(nf_bind(s, fd, (struct sockaddr *)&other, sizeof other), EADDRNOTAVAIL);
     CHECK(nf_bind(s, fd, (struct sockaddr *)&a, sizeof a) == 0);
     int fd2 = nf_socket(s, AF_INET, SOCK_STREAM, 0);
