@@ -96,6 +96,10 @@ impl InjectDevice {
 }
 
 impl Device for InjectDevice {
+    fn readable_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.inner.as_ref().and_then(|d| d.readable_fd())
+    }
+
     fn caps(&self) -> DeviceCaps {
         self.caps
     }

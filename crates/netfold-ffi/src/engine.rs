@@ -13,7 +13,10 @@
 use crate::device::InjectDevice;
 use crate::fd::FdTable;
 use netfold_core::iface::Stack;
+use netfold_core::phy::Device;
 use netfold_core::time::{Duration, Instant};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration as StdDuration;
@@ -47,6 +50,8 @@ pub(crate) struct Engine {
     st: Mutex<State>,
     cond: Condvar,
     pub(crate) clock: Clock,
+    /// Kicks for a REAL-clock driver sleeping in poll(2) on a TAP: one byte per kick.
+    waker: Option<(UnixStream, UnixStream)>,
 }
 
 pub(crate) type Guard<'a> = MutexGuard<'a, State>;
@@ -64,6 +69,17 @@ impl Engine {
             }),
             cond: Condvar::new(),
             clock,
+            waker: UnixStream::pair().ok().filter(|(a, b)| {
+                a.set_nonblocking(true).is_ok() && b.set_nonblocking(true).is_ok()
+            }),
+        }
+    }
+
+    /// Wakes a driver sleeping in poll(2). A full socket already holds a pending wake-up.
+    fn wake_driver(&self) {
+        if let Some((w, _)) = &self.waker {
+            use std::io::Write as _;
+            let _ = (&*w).write(&[1]);
         }
     }
 
@@ -87,7 +103,10 @@ impl Engine {
     pub(crate) fn changed(&self, st: &mut State) {
         match self.clock {
             Clock::Manual => self.settle(st),
-            Clock::Real(_) => st.kick = true,
+            Clock::Real(_) => {
+                st.kick = true;
+                self.wake_driver();
+            }
         }
         self.cond.notify_all();
     }
@@ -134,6 +153,7 @@ impl Engine {
     pub(crate) fn stop(&self) {
         let mut g = self.lock();
         g.stop = true;
+        self.wake_driver();
         self.cond.notify_all();
     }
 
@@ -184,10 +204,24 @@ fn drive(e: &Engine) {
         } else {
             MAX_SLEEP
         };
-        if let Some(at) = g.stack.poll_at(now) {
-            wait = wait.min((at - now).into());
+        let g_until: Option<StdDuration> = g.stack.poll_at(now).map(|at| (at - now).into());
+        if let Some(d) = g_until {
+            wait = wait.min(d);
         }
         if wait.is_zero() || g.dev.has_inbound() {
+            continue;
+        }
+        // A TAP can wake us itself: sleep in poll(2) on it and the waker with the lock
+        // released, instead of waking every DEVICE_IDLE_WAIT.
+        if let (Some(fd), Some((_, rx))) = (g.dev.readable_fd(), &e.waker) {
+            if !g.kick {
+                drop(g);
+                let bound = g_until.map_or(MAX_SLEEP, |d| d.min(MAX_SLEEP));
+                let _ =
+                    netfold_core::phy::wait::wait_readable_any(&[fd, rx.as_raw_fd()], Some(bound));
+                drain(rx);
+                g = e.lock();
+            }
             continue;
         }
         g = e
@@ -195,5 +229,16 @@ fn drive(e: &Engine) {
             .wait_timeout_while(g, wait, |s| !s.kick && !s.stop)
             .unwrap_or_else(|p| p.into_inner())
             .0;
+    }
+}
+
+/// Empties the waker socket (each kick wrote one byte).
+fn drain(s: &UnixStream) {
+    use std::io::Read as _;
+    let mut buf = [0u8; 64];
+    while let Ok(n) = (&*s).read(&mut buf) {
+        if n < buf.len() {
+            break;
+        }
     }
 }

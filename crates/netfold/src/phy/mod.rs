@@ -13,6 +13,7 @@ pub mod pcap;
 pub mod pipe;
 pub mod tap;
 pub mod vnet;
+pub mod wait;
 
 /// What a frame on this device starts with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

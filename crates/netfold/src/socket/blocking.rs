@@ -11,7 +11,6 @@
 //!
 //! Application calls that cannot complete wait on a condition variable, which the driver signals
 //! after every poll that did work; they never spin.
-#![allow(unsafe_code)]
 
 use super::{io_error, TcpListener as NbListener, TcpStream as NbStream};
 use crate::iface::Stack;
@@ -20,7 +19,7 @@ use crate::tcp;
 use crate::time::Instant;
 use std::io;
 use std::net::SocketAddrV4;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -260,7 +259,10 @@ fn drive(shared: &Shared) {
                 // Sleep in poll(2) on the device and the waker, with the lock released so
                 // application calls can run (and kick us).
                 drop(g);
-                wait_fds(fd, shared.waker.1.as_raw_fd(), until_next);
+                let _ = crate::phy::wait::wait_readable_any(
+                    &[fd, shared.waker.1.as_raw_fd()],
+                    until_next,
+                );
                 drain(&shared.waker.1);
                 g = shared.lock();
             }
@@ -273,34 +275,6 @@ fn drive(shared: &Shared) {
                 g = ng;
             }
         }
-    }
-}
-
-/// Blocks until `a` or `b` is readable or `timeout` passes (forever if `None`).
-fn wait_fds(a: RawFd, b: RawFd, timeout: Option<StdDuration>) {
-    let ms = match timeout {
-        // Round up so a sub-millisecond deadline does not turn into a busy 0 ms poll.
-        Some(t) => i32::try_from(t.as_micros().div_ceil(1000)).unwrap_or(i32::MAX),
-        None => -1,
-    };
-    let mut fds = [
-        libc::pollfd {
-            fd: a,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: b,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    // SAFETY: `fds` is a live array of two initialised pollfd structs and we pass its exact
-    // length; poll only writes their `revents`. Both descriptors stay open for the call (the
-    // device and the waker are owned by the runtime, which outlives the driver thread).
-    // Errors (EINTR) just end the wait early; the driver polls the stack and comes back.
-    unsafe {
-        libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms);
     }
 }
 
