@@ -36,9 +36,44 @@ pub fn thread_cpu_seconds() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// Whole-machine CPU time from /proc/stat (netperf's method): (busy, total) jiffies over all
+/// CPUs. Busy counts user, nice, system, irq, softirq and steal; total adds idle and iowait.
+pub fn proc_stat_jiffies() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    if v.len() < 8 {
+        return None;
+    }
+    let busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    let total = busy + v[3] + v[4];
+    Some((busy, total))
+}
+
+/// Percent of the whole machine busy between two /proc/stat samples (any process, so it
+/// includes whatever else the machine was doing).
+pub fn proc_stat_util(before: (u64, u64), after: (u64, u64)) -> Option<f64> {
+    let busy = after.0.checked_sub(before.0)?;
+    let total = after.1.checked_sub(before.1)?;
+    (total > 0).then(|| busy as f64 / total as f64 * 100.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_stat_utilization_is_a_percentage() {
+        let a = proc_stat_jiffies().expect("/proc/stat readable");
+        assert!(a.0 <= a.1);
+        assert_eq!(proc_stat_util((10, 100), (60, 200)), Some(50.0));
+        assert_eq!(proc_stat_util((10, 100), (10, 100)), None);
+        assert_eq!(proc_stat_util((10, 100), (5, 200)), None);
+    }
 
     #[test]
     fn pinning_does_not_shrink_the_cpu_count() {

@@ -5,7 +5,7 @@ use super::memnet::{BoxErr, MemNet, Side};
 use super::{Measurement, Params};
 use netfold::iface::{Stack, StackConfig};
 use netfold::phy::pipe::{Pipe, PipeConfig, PipeEnd};
-use netfold::socket::{TcpListener, TcpStream};
+use netfold::socket::{TcpListener, TcpStream, UdpSocket};
 use netfold::tcp;
 use netfold::time::Duration;
 use netfold::wire::ethernet::EthernetAddress;
@@ -27,14 +27,16 @@ pub fn stack_config(addr: Ipv4Addr, mac_last: u8, mtu: usize) -> StackConfig {
     }
 }
 
-/// The TCP settings a run uses: MSS from the MTU, buffers from -s/-S, a short TIME_WAIT (the
-/// benchmark opens many connections from one address, as netperf's TCP_CRR does on Linux with
-/// tw_reuse).
+/// The TCP settings a run uses: MSS from the MTU, buffers from -s/-S, and a 100 ms TIME_WAIT.
+/// TCP_CRR opens tens of thousands of connections per second from one address; with the 16384
+/// ephemeral ports a 1 s TIME_WAIT caps it at ~16k connections/s (Linux gets around the same
+/// limit with tcp_tw_reuse). The in-memory link's RTT is microseconds, so 100 ms is still
+/// thousands of RTTs of protection against old duplicates.
 pub fn tcp_config(p: &Params) -> tcp::Config {
     let mut c = tcp::Config {
         mss: (p.mtu.saturating_sub(40)).min(65495) as u16,
         nodelay: p.nodelay,
-        time_wait: Duration::from_secs(1),
+        time_wait: Duration::from_millis(100),
         ..tcp::Config::default()
     };
     if let Some(s) = p.send_buffer {
@@ -63,6 +65,7 @@ pub struct NetfoldNet {
     end_c: PipeEnd,
     end_s: PipeEnd,
     listener: Option<TcpListener>,
+    udp: Option<(UdpSocket, UdpSocket, u16)>,
     tcfg: tcp::Config,
     clock: Clock,
 }
@@ -82,6 +85,7 @@ impl NetfoldNet {
             end_c,
             end_s,
             listener: None,
+            udp: None,
             tcfg: tcp_config(p),
             clock: Clock::new(),
         }
@@ -170,6 +174,26 @@ impl MemNet for NetfoldNet {
 
     fn close(&mut self, c: Self::Conn) -> Result<(), BoxErr> {
         Ok(c.1.close(self.stack(c.0))?)
+    }
+
+    fn udp_open(&mut self, port: u16) -> Result<(), BoxErr> {
+        let srv = UdpSocket::bind(&mut self.server, SocketAddrV4::new(SERVER_ADDR, port))?;
+        let cli = UdpSocket::bind(&mut self.client, SocketAddrV4::new(CLIENT_ADDR, 0))?;
+        self.udp = Some((cli, srv, port));
+        Ok(())
+    }
+
+    fn udp_send(&mut self, data: &[u8]) -> Result<bool, BoxErr> {
+        let (cli, _, port) = self.udp.ok_or("udp not open")?;
+        Ok(
+            would_block(cli.send_to(&mut self.client, data, SocketAddrV4::new(SERVER_ADDR, port)))?
+                .is_some(),
+        )
+    }
+
+    fn udp_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, BoxErr> {
+        let (_, srv, _) = self.udp.ok_or("udp not open")?;
+        Ok(would_block(srv.recv_from(&mut self.server, buf))?.map(|(n, _)| n))
     }
 
     fn details(&mut self) -> serde_json::Map<String, serde_json::Value> {

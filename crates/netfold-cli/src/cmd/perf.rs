@@ -27,12 +27,21 @@ impl StackKind {
     }
 }
 
-/// The kernel's link.
+/// Which link each stack runs over.
+///
+/// | --link | netfold | smoltcp | kernel |
+/// |---|---|---|---|
+/// | auto (default) | in-memory pipe | in-memory pipe | loopback |
+/// | lo | - | - | loopback |
+/// | veth | - | - | veth pair between two namespaces |
+/// | tap | TAP device, the kernel as peer in a namespace | same, via smoltcp's TunTapInterface | veth pair (the kernel-to-kernel counterpart) |
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KernelLink {
     #[default]
+    Auto,
     Lo,
     Veth,
+    Tap,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -89,8 +98,9 @@ pub struct Args {
     /// Thread placement for two-thread runs: split (client CPU 0, server CPU 1), same, none.
     #[arg(long, value_enum, default_value_t = Pin::Split)]
     pub pin: Pin,
-    /// Link for the kernel stack.
-    #[arg(long, value_enum, default_value_t = KernelLink::Lo)]
+    /// Link: auto (netfold/smoltcp: in-memory pipe, kernel: loopback), lo, veth (kernel), tap
+    /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth).
+    #[arg(long, value_enum, default_value_t = KernelLink::Auto)]
     pub link: KernelLink,
     /// Fraction of frames lost on the pipe, e.g. 0.01.
     #[arg(long, value_parser = parse_fraction, default_value = "0")]
@@ -202,13 +212,28 @@ pub fn run_once(
     link: KernelLink,
     p: &Params,
 ) -> Result<(Measurement, String, usize), Box<dyn std::error::Error>> {
-    match stack {
-        StackKind::Netfold => Ok((netfold_pipe::run(p)?, "pipe".into(), p.mtu)),
-        StackKind::Smoltcp => Ok((smoltcp_pipe::run(p)?, "pipe".into(), p.mtu)),
-        StackKind::Kernel => match link {
-            KernelLink::Lo => Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu())),
-            KernelLink::Veth => Err("--link veth is not implemented yet".into()),
-        },
+    match (stack, link) {
+        (StackKind::Netfold, KernelLink::Auto) => Ok((netfold_pipe::run(p)?, "pipe".into(), p.mtu)),
+        (StackKind::Netfold, KernelLink::Tap) => {
+            Ok((crate::bench::netfold_tap::run(p)?, "tap".into(), p.mtu))
+        }
+        (StackKind::Smoltcp, KernelLink::Auto) => Ok((smoltcp_pipe::run(p)?, "pipe".into(), p.mtu)),
+        (StackKind::Smoltcp, KernelLink::Tap) => {
+            Ok((crate::bench::smoltcp_tap::run(p)?, "tap".into(), p.mtu))
+        }
+        (StackKind::Kernel, KernelLink::Auto | KernelLink::Lo) => {
+            Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu()))
+        }
+        (StackKind::Kernel, KernelLink::Veth | KernelLink::Tap) => {
+            let v = kernel::Veth::create(Some(p.mtu))?;
+            let m = kernel::run_on(p, kernel::Where::Veth(&v))?;
+            Ok((m, "veth".into(), p.mtu))
+        }
+        (s, l) => Err(format!(
+            "--link {l:?} is not available for the {} stack (see netfold stream --help)",
+            s.name()
+        )
+        .into()),
     }
 }
 
@@ -226,7 +251,15 @@ pub fn measure(stack: StackKind, a: &Args, p: &Params) -> Result<Row, Box<dyn st
     let mut link = String::new();
     let mut mtu = 0;
     while it.want_more(&headline) {
-        let (m, l, u) = run_once(stack, a.link, p)?;
+        let before = crate::bench::affinity::proc_stat_jiffies();
+        let (mut m, l, u) = run_once(stack, a.link, p)?;
+        if let (Some(b), Some(e)) = (before, crate::bench::affinity::proc_stat_jiffies()) {
+            // Cross-check of the per-thread (getrusage) figure: the whole machine's busy share
+            // from /proc/stat over the run, as netperf measures it.
+            if let Some(u) = crate::bench::affinity::proc_stat_util(b, e) {
+                m.details.insert("proc_stat_cpu_util".into(), u.into());
+            }
+        }
         headline.push(if p.test.is_transactional() {
             rate(m.transactions, m.elapsed_s)
         } else {

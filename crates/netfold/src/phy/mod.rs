@@ -7,8 +7,13 @@
 use crate::buf::{PacketBuf, Pool};
 use crate::time::Instant;
 
+pub mod packet_ring;
+pub mod packet_socket;
 pub mod pcap;
 pub mod pipe;
+pub mod tap;
+pub mod vnet;
+pub mod wait;
 
 /// What a frame on this device starts with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -86,6 +91,13 @@ pub trait Device {
     /// When the device next has something to deliver that is waiting on time (a delayed
     /// frame, a rate limiter), if anything.
     fn poll_at(&self) -> Option<Instant> {
+        None
+    }
+
+    /// A file descriptor that becomes readable when frames are waiting, so that a driver can
+    /// sleep in poll(2) instead of waking on a timer (TAP, packet socket). In-memory devices
+    /// have none.
+    fn readable_fd(&self) -> Option<std::os::fd::RawFd> {
         None
     }
 }
