@@ -34,8 +34,10 @@ use crate::wire::ipv4::{checksum_combine, pseudo_header_sum};
 use crate::wire::tcp::{TcpFlags, TcpRepr, MAX_OPTIONS_LEN};
 use crate::wire::{IpProtocol, Ipv4Addr};
 
-/// Most segments merged into one (Linux caps a GRO packet at `MAX_SKB_FRAGS + 1` = 18 frags
-/// of pages, or 64 KiB; 44 MSS-sized segments of 1448 bytes fill 64 KiB).
+/// Most segments merged into one: 44 segments of 1448 bytes (MSS 1460 less timestamps) fill
+/// a 64 KiB packet, so at MTU 1500 the byte limit and this count agree; with small segments
+/// the count bounds the per-flush work and the slice list, with large ones the bytes limit
+/// holds (seed 002: a count alone is wrong).
 pub const MAX_SEGS: u16 = 44;
 /// Flows held at once in one batch (Linux: `MAX_GRO_SKBS` = 8 per NAPI bucket list).
 pub const MAX_FLOWS: usize = 8;
