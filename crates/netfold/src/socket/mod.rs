@@ -18,6 +18,11 @@ use std::net::SocketAddrV4;
 /// Maps a TCP engine error onto the `std::io::ErrorKind` a `std::net` user expects.
 pub fn io_error(e: tcp::Error) -> io::Error {
     use io::ErrorKind as K;
+    // WouldBlock is the hot path of every non-blocking loop: a bare kind, no heap allocation
+    // (io::Error::new with a message allocates).
+    if e == tcp::Error::WouldBlock {
+        return K::WouldBlock.into();
+    }
     let (kind, msg) = match e {
         tcp::Error::WouldBlock => (K::WouldBlock, "operation would block"),
         tcp::Error::InvalidHandle => (K::NotConnected, "socket is closed"),
@@ -172,6 +177,9 @@ impl TcpStream {
 /// Maps a UDP error onto `std::io::ErrorKind`.
 pub fn udp_io_error(e: UdpError) -> io::Error {
     use io::ErrorKind as K;
+    if e == UdpError::WouldBlock {
+        return K::WouldBlock.into();
+    }
     let (kind, msg) = match e {
         UdpError::WouldBlock => (K::WouldBlock, "operation would block"),
         UdpError::InvalidHandle => (K::NotConnected, "socket is closed"),
