@@ -36,6 +36,8 @@ enum Command {
     Crr(cmd::perf::Args),
     /// UDP_STREAM: datagrams from client to server.
     UdpStream(cmd::perf::Args),
+    /// Run netfold on a TAP device with echo, discard, chargen, HTTP and iperf3 services.
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
         Some(Command::Rr(a)) => cmd::stream::rr(a),
         Some(Command::Crr(a)) => cmd::stream::crr(a),
         Some(Command::UdpStream(a)) => cmd::stream::udp_stream(a),
+        Some(Command::Serve(a)) => cmd::serve::run(a),
         None => cmd::copy::run(cmd::copy::Args::default_run()),
     };
     match result {

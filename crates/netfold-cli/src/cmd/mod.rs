@@ -3,6 +3,7 @@
 pub mod copy;
 pub mod csum;
 pub mod perf;
+pub mod serve;
 pub mod stream;
 
 /// What a subcommand returns: its exit code, or an error message for stderr (exit 2).

@@ -737,13 +737,27 @@ impl Services {
             }
         }
 
-        // Streams end when the test does (iperf3 closes them on TEST_END).
+        // Streams end when the test does (iperf3 closes them on TEST_END). Data the client
+        // sent just before TEST_END may still be in flight: instead of close() (which resets a
+        // connection with unread data, and every late segment after it), send FIN and drain
+        // until the client closes its side.
         let phase = t.session.phase();
         if !matches!(phase, iperf::Phase::CreateStreams | iperf::Phase::Running) {
             for s in t.streams.iter_mut() {
                 if let Some(s) = s.take() {
-                    let _ = s.close(stack);
                     did = true;
+                    if s.shutdown_write(stack).is_ok() {
+                        self.conns.push(Conn {
+                            stream: s,
+                            app: App::Linger {
+                                until: now + self.cfg.linger,
+                            },
+                            since: now,
+                            last_progress: now,
+                        });
+                    } else {
+                        let _ = s.abort(stack);
+                    }
                 }
             }
         }
