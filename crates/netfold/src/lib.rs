@@ -20,6 +20,7 @@ pub mod apps;
 pub mod buf;
 pub mod iface;
 pub mod mem;
+pub mod netns;
 pub mod phy;
 pub mod socket;
 pub mod tcp;

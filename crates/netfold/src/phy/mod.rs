@@ -7,8 +7,12 @@
 use crate::buf::{PacketBuf, Pool};
 use crate::time::Instant;
 
+pub mod packet_ring;
+pub mod packet_socket;
 pub mod pcap;
 pub mod pipe;
+pub mod tap;
+pub mod vnet;
 
 /// What a frame on this device starts with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

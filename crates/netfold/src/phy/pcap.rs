@@ -113,6 +113,10 @@ pub struct PcapWriter<D: Device, W: Write> {
     records: u64,
     write_errors: u64,
     last_error: Option<io::Error>,
+    /// Recompute IPv4/TCP/UDP/ICMP checksums in the capture copy (see `set_fill_checksums`).
+    fill_checksums: bool,
+    /// Reused copy of a frame whose checksums are being filled.
+    scratch: Vec<u8>,
 }
 
 impl<D: Device, W: Write> PcapWriter<D, W> {
@@ -131,7 +135,8 @@ impl<D: Device, W: Write> PcapWriter<D, W> {
         } else {
             snaplen
         };
-        let link = LinkType::for_medium(inner.caps().medium);
+        let caps = inner.caps();
+        let link = LinkType::for_medium(caps.medium);
         sink.write_all(&file_header(link, snaplen))?;
         Ok(PcapWriter {
             inner,
@@ -141,7 +146,22 @@ impl<D: Device, W: Write> PcapWriter<D, W> {
             records: 0,
             write_errors: 0,
             last_error: None,
+            // A device with checksum offload sees frames whose checksums are unset or partial
+            // (the Linux CHECKSUM_PARTIAL convention): the wire carries correct ones, so the
+            // capture must too, or every reader flags every packet.
+            fill_checksums: !caps.checksum.tx || !caps.checksum.rx,
+            scratch: Vec::new(),
         })
+    }
+
+    /// Whether capture copies get their IPv4/TCP/UDP/ICMP checksums recomputed (the frames the
+    /// device moves are never touched). On by default when the wrapped device offloads
+    /// checksums; Ethernet medium only.
+    pub fn set_fill_checksums(&mut self, on: bool) {
+        self.fill_checksums = on;
+    }
+    pub fn fills_checksums(&self) -> bool {
+        self.fill_checksums
     }
 
     pub fn inner(&self) -> &D {
@@ -175,6 +195,19 @@ impl<D: Device, W: Write> PcapWriter<D, W> {
     }
 
     fn record(&mut self, now: Instant, frame: &[u8]) {
+        if self.fill_checksums && self.inner.caps().medium == Medium::Ethernet {
+            let mut copy = core::mem::take(&mut self.scratch);
+            copy.clear();
+            copy.extend_from_slice(frame);
+            crate::phy::vnet::fill_checksums(&mut copy);
+            self.record_raw(now, &copy);
+            self.scratch = copy;
+        } else {
+            self.record_raw(now, frame);
+        }
+    }
+
+    fn record_raw(&mut self, now: Instant, frame: &[u8]) {
         let orig = u32::try_from(frame.len()).unwrap_or(u32::MAX);
         let incl = orig.min(self.snaplen);
         let header = record_header(now, incl, orig);
@@ -437,5 +470,47 @@ mod tests {
         assert!(w.take_error().is_some());
         let mut out = Vec::new();
         assert_eq!(b.recv_batch(Instant::ZERO, &mut pool, &mut out, 8), 1);
+    }
+
+    #[test]
+    fn offloaded_frames_are_captured_with_checksums_filled() {
+        use crate::phy::vnet::verify_checksums;
+        use crate::phy::ChecksumCaps;
+        // An Ethernet/IPv4/UDP frame whose checksums were left to the device (zeros).
+        let mut f = vec![0u8; 14 + 20 + 8 + 5];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&33u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[198, 18, 0, 2]);
+        f[30..34].copy_from_slice(&[198, 18, 0, 1]);
+        f[34..36].copy_from_slice(&1000u16.to_be_bytes());
+        f[36..38].copy_from_slice(&2000u16.to_be_bytes());
+        f[38..40].copy_from_slice(&13u16.to_be_bytes());
+        f[42..].copy_from_slice(b"hello");
+        assert!(!verify_checksums(&f));
+        let off = ChecksumCaps {
+            tx: false,
+            rx: false,
+        };
+        let (a, mut b) = Pipe::new(PipeConfig::default().checksum(off));
+        let mut w = PcapWriter::new(a, Vec::new()).unwrap();
+        assert!(w.fills_checksums());
+        let mut pool = Pool::new(64, 8);
+        w.send_batch(
+            Instant::ZERO,
+            &mut pool,
+            &mut vec![PacketBuf::from_slice(&f)],
+        );
+        let (_, _, recs) = read_capture(w.sink()).unwrap();
+        assert!(verify_checksums(&recs[0].data));
+        // The frame on the link itself is untouched.
+        let mut out = Vec::new();
+        b.recv_batch(Instant::ZERO, &mut pool, &mut out, 8);
+        assert_eq!(out[0].as_slice(), &f[..]);
+        // Devices that checksum in software are captured verbatim.
+        let (a, _b) = Pipe::new(PipeConfig::default());
+        assert!(!PcapWriter::new(a, Vec::new()).unwrap().fills_checksums());
     }
 }

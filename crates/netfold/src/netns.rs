@@ -1,0 +1,200 @@
+//! Network-namespace helpers for tests (and the CLI): a throw-away namespace `nf-<random>` with
+//! the kernel's stack on one side of a TAP or veth link, addressed only from the benchmarking
+//! range 198.18.0.0/15 (RFC 2544 §C.2.2, RFC 6890), so a test can never reach another network.
+//!
+//! Everything is done with `ip(8)` from iproute2, run as a child process: no sockets, no
+//! netlink code of our own. [`NetNs`] is a guard: dropping it (also during a panic unwind)
+//! deletes the veth links it created and the namespace itself.
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::process::{Child, Command, Output, Stdio};
+
+/// Whether `addr` is in 198.18.0.0/15, the only range these helpers configure.
+pub fn in_bench_range(addr: Ipv4Addr) -> bool {
+    let o = addr.octets();
+    o[0] == 198 && (o[1] & 0xfe) == 18
+}
+
+/// Why namespace tests cannot run here, if they cannot: not root, no `ip`, no /dev/net/tun.
+pub fn unavailable_reason() -> Option<String> {
+    // SAFETY-free check of the effective uid through /proc (no libc call needed).
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .map(str::to_owned);
+    if euid.as_deref() != Some("0") {
+        return Some("not running as root".into());
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        return Some("/dev/net/tun is missing".into());
+    }
+    match Command::new("ip").arg("-V").output() {
+        Ok(o) if o.status.success() => {}
+        _ => return Some("ip(8) from iproute2 is not installed".into()),
+    }
+    None
+}
+
+/// A random-enough suffix (the std hasher's per-process random keys, the pid and the clock).
+fn random_suffix() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    h.write_u128(t);
+    format!("{:08x}", h.finish() as u32)
+}
+
+fn check(out: Output, what: &str) -> io::Result<Output> {
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(io::Error::other(format!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// Runs `ip ARGS` in the caller's namespace, failing on a non-zero exit.
+pub fn ip(args: &[&str]) -> io::Result<Output> {
+    let out = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()?;
+    check(out, &format!("ip {}", args.join(" ")))
+}
+
+/// A network namespace that lives as long as this guard.
+#[derive(Debug)]
+pub struct NetNs {
+    name: String,
+    /// Links created in the caller's namespace, deleted on drop.
+    root_links: Vec<String>,
+}
+
+impl NetNs {
+    /// Creates `nf-<random>` and brings its loopback up.
+    pub fn create() -> io::Result<NetNs> {
+        let name = format!("nf-{}", random_suffix());
+        ip(&["netns", "add", &name])?;
+        let ns = NetNs {
+            name,
+            root_links: Vec::new(),
+        };
+        ns.ip(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs `ip -n NS ARGS`.
+    pub fn ip(&self, args: &[&str]) -> io::Result<Output> {
+        let mut v = vec!["-n", self.name.as_str()];
+        v.extend_from_slice(args);
+        ip(&v)
+    }
+
+    /// Moves link `link` of the caller's namespace into this one (a TAP keeps its descriptor).
+    pub fn adopt(&self, link: &str) -> io::Result<()> {
+        ip(&["link", "set", link, "netns", &self.name]).map(drop)
+    }
+
+    /// Gives `link` (inside the namespace) `addr/prefix` and brings it up. Refuses any address
+    /// outside 198.18.0.0/15.
+    pub fn configure(&self, link: &str, addr: Ipv4Addr, prefix: u8) -> io::Result<()> {
+        if !in_bench_range(addr) || !(15..=32).contains(&prefix) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "only 198.18.0.0/15 addresses are allowed",
+            ));
+        }
+        let cidr = format!("{addr}/{prefix}");
+        self.ip(&["addr", "add", &cidr, "dev", link])?;
+        self.ip(&["link", "set", link, "up"])?;
+        Ok(())
+    }
+
+    /// Sets the MTU of `link` inside the namespace.
+    pub fn set_mtu(&self, link: &str, mtu: usize) -> io::Result<()> {
+        self.ip(&["link", "set", link, "mtu", &mtu.to_string()])
+            .map(drop)
+    }
+
+    /// Creates a veth pair: `outer` stays in the caller's namespace (up, no address), `inner`
+    /// moves into this one. Returns nothing; both names must be free.
+    pub fn veth_pair(&mut self, outer: &str, inner: &str) -> io::Result<()> {
+        ip(&["link", "add", outer, "type", "veth", "peer", "name", inner])?;
+        self.root_links.push(outer.to_owned());
+        self.adopt(inner)?;
+        ip(&["link", "set", outer, "up"])?;
+        Ok(())
+    }
+
+    /// A command that runs inside the namespace (`ip netns exec NS program ...`).
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+
+    /// Runs `program args` inside the namespace to completion.
+    pub fn run(&self, program: &str, args: &[&str]) -> io::Result<Output> {
+        self.command(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+    }
+
+    /// Starts `program args` inside the namespace in the background.
+    pub fn spawn(&self, program: &str, args: &[&str]) -> io::Result<Child> {
+        self.command(program).args(args).spawn()
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        for l in self.root_links.drain(..) {
+            // Deleting one end of a veth deletes both; it may already be gone with the ns.
+            let _ = ip(&["link", "del", &l]);
+        }
+        let _ = ip(&["netns", "del", &self.name]);
+    }
+}
+
+/// Names of the namespaces `ip netns list` shows (for leak checks).
+pub fn list() -> io::Result<Vec<String>> {
+    let out = ip(&["netns", "list"])?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_benchmarking_range_is_allowed() {
+        assert!(in_bench_range(Ipv4Addr::new(198, 18, 0, 1)));
+        assert!(in_bench_range(Ipv4Addr::new(198, 19, 255, 254)));
+        assert!(!in_bench_range(Ipv4Addr::new(198, 20, 0, 1)));
+        assert!(!in_bench_range(Ipv4Addr::new(198, 17, 0, 1)));
+        assert!(!in_bench_range(Ipv4Addr::new(10, 0, 0, 1)));
+        assert!(!in_bench_range(Ipv4Addr::new(192, 168, 1, 1)));
+    }
+
+    #[test]
+    fn suffixes_differ() {
+        assert_ne!(random_suffix(), random_suffix());
+    }
+}

@@ -1,0 +1,651 @@
+//! The virtio-net header and the offload logic shared by the TAP device and the packet socket.
+//!
+//! With `IFF_VNET_HDR` (TAP) or `PACKET_VNET_HDR` (AF_PACKET) every frame crossing the
+//! user/kernel boundary is preceded by a `struct virtio_net_hdr` (virtio 1.x spec §5.1.6
+//! "Device Operation", legacy layout, 10 bytes, host byte order for legacy devices):
+//!
+//! ```text
+//! u8 flags; u8 gso_type; u16 hdr_len; u16 gso_size; u16 csum_start; u16 csum_offset;
+//! ```
+//!
+//! It carries the two offloads this module implements at the boundary:
+//! - checksum: `VIRTIO_NET_HDR_F_NEEDS_CSUM` means "the checksum field at
+//!   `csum_start + csum_offset` holds the pseudo-header sum; whoever delivers the frame sums
+//!   from `csum_start` to the end and stores the complement" (Linux `CHECKSUM_PARTIAL`);
+//!   `VIRTIO_NET_HDR_F_DATA_VALID` means the sender already validated the checksums;
+//! - segmentation: `gso_type` TCPV4 with `gso_size` (payload bytes per segment) and `hdr_len`
+//!   (bytes of Ethernet+IP+TCP header repeated in each segment) marks a TCP super-segment
+//!   that the receiver cuts (TSO on our transmit) or that the kernel aggregated (GRO on our
+//!   receive).
+//!
+//! The stack runs with `checksum { tx: false, rx: false }` on such a device, so the device is
+//! what guarantees correctness: [`prepare_tx`] fixes up every outgoing frame and [`check_rx`]
+//! checks or trusts every incoming one. Malformed frames never panic: they are either passed
+//! through without offload (transmit) or dropped and counted (receive).
+
+use crate::buf::{PacketBuf, Pool};
+use crate::mem::checksum;
+use crate::wire::checksum::{combine, finish, pseudo_header};
+use crate::wire::Ipv4Addr;
+
+/// Bytes of the legacy `struct virtio_net_hdr` (no `num_buffers`).
+pub const VNET_HDR_LEN: usize = 10;
+
+/// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: checksum is partial (pseudo-header only).
+pub const F_NEEDS_CSUM: u8 = 1;
+/// `VIRTIO_NET_HDR_F_DATA_VALID`: checksums already validated.
+pub const F_DATA_VALID: u8 = 2;
+
+/// `VIRTIO_NET_HDR_GSO_NONE`.
+pub const GSO_NONE: u8 = 0;
+/// `VIRTIO_NET_HDR_GSO_TCPV4`.
+pub const GSO_TCPV4: u8 = 1;
+/// `VIRTIO_NET_HDR_GSO_UDP` (UFO, never produced here).
+pub const GSO_UDP: u8 = 3;
+/// `VIRTIO_NET_HDR_GSO_TCPV6`.
+pub const GSO_TCPV6: u8 = 4;
+/// `VIRTIO_NET_HDR_GSO_ECN`: the super-segment carries CWR; the segmenter must clear it after
+/// the first piece (RFC 3168 §6.1.2).
+pub const GSO_ECN: u8 = 0x80;
+
+const ETH_LEN: usize = 14;
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const PROTO_ICMP: u8 = 1;
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+/// Offset of the checksum field inside a TCP header (RFC 9293 §3.1).
+const TCP_CSUM_OFF: usize = 16;
+/// Offset of the checksum field inside a UDP header (RFC 768).
+const UDP_CSUM_OFF: usize = 6;
+/// Offset of the checksum field inside an ICMP header (RFC 792).
+const ICMP_CSUM_OFF: usize = 2;
+
+/// One `struct virtio_net_hdr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct VnetHdr {
+    pub flags: u8,
+    pub gso_type: u8,
+    pub hdr_len: u16,
+    pub gso_size: u16,
+    pub csum_start: u16,
+    pub csum_offset: u16,
+}
+
+impl VnetHdr {
+    /// Reads a header (host byte order, as legacy virtio and both Linux users of it expect).
+    pub fn parse(b: &[u8]) -> Option<VnetHdr> {
+        let b = b.get(..VNET_HDR_LEN)?;
+        let u = |i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
+        Some(VnetHdr {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: u(2),
+            gso_size: u(4),
+            csum_start: u(6),
+            csum_offset: u(8),
+        })
+    }
+
+    pub fn to_bytes(&self) -> [u8; VNET_HDR_LEN] {
+        let mut b = [0u8; VNET_HDR_LEN];
+        b[0] = self.flags;
+        b[1] = self.gso_type;
+        b[2..4].copy_from_slice(&self.hdr_len.to_ne_bytes());
+        b[4..6].copy_from_slice(&self.gso_size.to_ne_bytes());
+        b[6..8].copy_from_slice(&self.csum_start.to_ne_bytes());
+        b[8..10].copy_from_slice(&self.csum_offset.to_ne_bytes());
+        b
+    }
+
+    /// The GSO type without the ECN bit.
+    pub fn gso_kind(&self) -> u8 {
+        self.gso_type & !GSO_ECN
+    }
+}
+
+/// Offload counters of one device (or one queue).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OffloadStats {
+    /// Received frames whose checksum was partial and trusted as the kernel's own.
+    pub rx_csum_partial: u64,
+    /// Received frames the kernel marked DATA_VALID.
+    pub rx_csum_valid: u64,
+    /// Received frames without either flag, verified in software.
+    pub rx_csum_verified: u64,
+    /// Received frames dropped because a software-verified checksum was wrong.
+    pub rx_bad_checksum: u64,
+    /// Received frames dropped because the vnet header or the headers it points at were bad.
+    pub rx_malformed: u64,
+    /// Received GSO super-frames (kernel GRO/TSO) passed up whole.
+    pub rx_gso_frames: u64,
+    /// Segments made by splitting received super-frames in software.
+    pub rx_gso_split_segments: u64,
+    /// Transmitted frames sent with a partial checksum for the kernel to finish.
+    pub tx_csum_partial: u64,
+    /// Transmitted frames whose checksums were computed here in software (ICMP, IPv4 header
+    /// aside, or frames the partial path could not describe).
+    pub tx_csum_software: u64,
+    /// Transmitted TCP super-segments marked for kernel segmentation (TSO).
+    pub tx_gso_frames: u64,
+}
+
+/// Where the IPv4 and transport headers of an Ethernet frame are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Layout {
+    /// Offset of the IPv4 header.
+    pub l3: usize,
+    /// IPv4 header length.
+    pub ihl: usize,
+    /// Offset of the transport header.
+    pub l4: usize,
+    /// End of the IP datagram (offset in the frame, `l3 + total length`).
+    pub end: usize,
+    pub protocol: u8,
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    /// More-fragments set or non-zero fragment offset.
+    pub fragment: bool,
+}
+
+/// Finds the IPv4 datagram of an untagged Ethernet II frame. `None` for anything else (ARP,
+/// VLAN, IPv6) or for inconsistent lengths (RFC 791 §3.1: IHL >= 5, total length >= IHL and
+/// within the frame).
+pub fn ipv4_layout(frame: &[u8]) -> Option<Ipv4Layout> {
+    let et = frame.get(12..14)?;
+    if u16::from_be_bytes([et[0], et[1]]) != ETHERTYPE_IPV4 {
+        return None;
+    }
+    let ip = frame.get(ETH_LEN..ETH_LEN + 20)?;
+    if ip[0] >> 4 != 4 {
+        return None;
+    }
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    if ihl < 20 || total < ihl || ETH_LEN + total > frame.len() {
+        return None;
+    }
+    let flg_off = u16::from_be_bytes([ip[6], ip[7]]);
+    Some(Ipv4Layout {
+        l3: ETH_LEN,
+        ihl,
+        l4: ETH_LEN + ihl,
+        end: ETH_LEN + total,
+        protocol: ip[9],
+        src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+        dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+        fragment: flg_off & 0x3fff != 0,
+    })
+}
+
+fn put16(frame: &mut [u8], at: usize, v: u16) {
+    if let Some(s) = frame.get_mut(at..at + 2) {
+        s.copy_from_slice(&v.to_be_bytes());
+    }
+}
+
+/// Recomputes the IPv4 header checksum (RFC 791 §3.1, RFC 1071).
+fn fill_ipv4_checksum(frame: &mut [u8], l: &Ipv4Layout) {
+    put16(frame, l.l3 + 10, 0);
+    let c = finish(checksum(&frame[l.l3..l.l4]));
+    put16(frame, l.l3 + 10, c);
+}
+
+/// The checksum field offset inside the transport header, if the protocol has one we handle
+/// and the header is long enough to hold it.
+fn l4_csum_offset(frame: &[u8], l: &Ipv4Layout) -> Option<usize> {
+    let seg_len = l.end - l.l4;
+    let (off, min) = match l.protocol {
+        PROTO_TCP => (TCP_CSUM_OFF, 20),
+        PROTO_UDP => (UDP_CSUM_OFF, 8),
+        PROTO_ICMP => (ICMP_CSUM_OFF, 4),
+        _ => return None,
+    };
+    if seg_len < min || frame.len() < l.end {
+        return None;
+    }
+    Some(off)
+}
+
+/// The pseudo-header sum for TCP/UDP (RFC 9293 §3.1, RFC 768); ICMP has none (RFC 792).
+fn pseudo_sum(l: &Ipv4Layout) -> u16 {
+    match l.protocol {
+        PROTO_TCP | PROTO_UDP => pseudo_header(l.src, l.dst, l.protocol, (l.end - l.l4) as u32),
+        _ => 0,
+    }
+}
+
+/// Fills the IPv4 header checksum and the complete TCP/UDP/ICMP checksum of `frame` in
+/// software. Returns `false` (touching nothing) for frames that are not IPv4 or whose
+/// transport header cannot be located; fragments get the IP checksum only.
+pub fn fill_checksums(frame: &mut [u8]) -> bool {
+    let Some(l) = ipv4_layout(frame) else {
+        return false;
+    };
+    fill_ipv4_checksum(frame, &l);
+    if l.fragment {
+        return true;
+    }
+    let Some(off) = l4_csum_offset(frame, &l) else {
+        return true;
+    };
+    let at = l.l4 + off;
+    put16(frame, at, 0);
+    let sum = combine(pseudo_sum(&l), checksum(&frame[l.l4..l.end]));
+    let mut c = finish(sum);
+    // RFC 768: a computed UDP checksum of zero is transmitted as all ones.
+    if l.protocol == PROTO_UDP && c == 0 {
+        c = 0xffff;
+    }
+    put16(frame, at, c);
+    true
+}
+
+/// Verifies the IPv4 header checksum and the TCP/UDP/ICMP checksum of `frame` in software.
+/// Frames that are not IPv4 (ARP) verify trivially; fragments are checked at the IP layer only
+/// (the transport checksum covers the reassembled datagram, which the stack checks after
+/// reassembly only when it verifies; we report it as valid IP-wise).
+pub fn verify_checksums(frame: &[u8]) -> bool {
+    let Some(l) = ipv4_layout(frame) else {
+        return true;
+    };
+    if checksum(&frame[l.l3..l.l4]) != 0xffff {
+        return false;
+    }
+    if l.fragment {
+        return true;
+    }
+    let Some(off) = l4_csum_offset(frame, &l) else {
+        return true;
+    };
+    // RFC 768: an all-zero UDP checksum means the sender computed none.
+    if l.protocol == PROTO_UDP && frame[l.l4 + off] == 0 && frame[l.l4 + off + 1] == 0 {
+        return true;
+    }
+    combine(pseudo_sum(&l), checksum(&frame[l.l4..l.end])) == 0xffff
+}
+
+/// Completes a partial checksum (Linux `skb_checksum_help`): sums `frame[start..]` (the field
+/// already holds the pseudo-header sum) and stores the complement at `start + offset`.
+/// `false` if the offsets do not fit the frame.
+pub fn complete_partial(frame: &mut [u8], start: usize, offset: usize) -> bool {
+    let at = start.saturating_add(offset);
+    if start >= frame.len() || at.saturating_add(2) > frame.len() {
+        return false;
+    }
+    let c = finish(checksum(&frame[start..]));
+    put16(frame, at, c);
+    true
+}
+
+/// Prepares an outgoing frame for a device with checksum offload on, and returns the vnet
+/// header to send it with. The stack left the checksums of the frame unset (its device caps
+/// say `checksum.tx = false`), so this:
+/// - recomputes the IPv4 header checksum (20-60 bytes; the kernel verifies it on ingress);
+/// - TCP/UDP: writes the pseudo-header sum into the checksum field and asks the kernel to
+///   finish it (`F_NEEDS_CSUM`, `csum_start` = transport header, `csum_offset` = field), the
+///   Linux CHECKSUM_PARTIAL convention;
+/// - ICMP: computes the checksum in software (small, and the kernel offers no partial ICMP);
+/// - TCP frames whose IP packet exceeds `mtu` (`tso` on): marks them GSO TCPV4 with
+///   `gso_size` = payload bytes per segment so each piece fits the MTU, `hdr_len` = headers
+///   through TCP, and the ECN bit when CWR is set.
+///
+/// Frames that are not IPv4, fragments, and frames carrying bytes after the IP datagram
+/// (the kernel would sum those into a partial checksum) are given complete software checksums
+/// or left as they are, and sent with an empty header.
+pub fn prepare_tx(frame: &mut [u8], mtu: usize, tso: bool, stats: &mut OffloadStats) -> VnetHdr {
+    let Some(l) = ipv4_layout(frame) else {
+        return VnetHdr::default();
+    };
+    let partial_ok =
+        !l.fragment && l.end == frame.len() && matches!(l.protocol, PROTO_TCP | PROTO_UDP);
+    let Some(off) = l4_csum_offset(frame, &l).filter(|_| partial_ok) else {
+        fill_checksums(frame);
+        stats.tx_csum_software += 1;
+        return VnetHdr::default();
+    };
+    fill_ipv4_checksum(frame, &l);
+    put16(frame, l.l4 + off, pseudo_sum(&l));
+    stats.tx_csum_partial += 1;
+    let mut h = VnetHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_NONE,
+        hdr_len: 0,
+        gso_size: 0,
+        // Both fit in u16: the frame's IP header starts at 14 and is at most 60 bytes.
+        csum_start: l.l4 as u16,
+        csum_offset: off as u16,
+    };
+    let ip_len = l.end - l.l3;
+    if l.protocol == PROTO_TCP && ip_len > mtu && tso {
+        let thl = usize::from(frame[l.l4 + 12] >> 4) * 4;
+        let hdrs = l.ihl + thl;
+        if thl >= 20 && l.l4 + thl <= l.end && mtu > hdrs {
+            h.gso_type = GSO_TCPV4;
+            // RFC 3168 §6.1.2: CWR only on the first segment; the kernel's segmenter does this
+            // when told the super-segment is ECN-marked.
+            if frame[l.l4 + 13] & 0x80 != 0 {
+                h.gso_type |= GSO_ECN;
+            }
+            h.gso_size = (mtu - hdrs).min(usize::from(u16::MAX)) as u16;
+            h.hdr_len = (l.l4 + thl) as u16;
+            stats.tx_gso_frames += 1;
+        }
+    }
+    h
+}
+
+/// What [`check_rx`] decided about a received frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxVerdict {
+    /// Deliver the frame as it is.
+    Deliver,
+    /// Deliver, but it is a TCP super-segment larger than the MTU (kernel GRO/TSO).
+    DeliverGso,
+    /// Drop it (counted in the stats).
+    Drop,
+}
+
+/// Decides what to do with a frame received with vnet header `h` on a device whose stack
+/// trusts it (`checksum.rx = false`):
+/// - `F_NEEDS_CSUM`: the frame comes from the kernel's own transmit path and never crossed a
+///   wire; its checksum is partial by design. The offsets are bounds-checked and the frame is
+///   trusted (Linux treats CHECKSUM_PARTIAL as verified on receive too). Capture copies get
+///   their checksum completed by the pcap writer.
+/// - `F_DATA_VALID`: trusted.
+/// - neither: verified in software, dropped and counted if wrong.
+///
+/// A GSO type other than TCPV4 (UDP fragmentation offload, TCPv6) is not something we asked
+/// for and is dropped as malformed.
+pub fn check_rx(h: &VnetHdr, frame: &[u8], stats: &mut OffloadStats) -> RxVerdict {
+    if h.flags & F_NEEDS_CSUM != 0 {
+        let at = usize::from(h.csum_start).saturating_add(usize::from(h.csum_offset));
+        if at.saturating_add(2) > frame.len() {
+            stats.rx_malformed += 1;
+            return RxVerdict::Drop;
+        }
+        stats.rx_csum_partial += 1;
+    } else if h.flags & F_DATA_VALID != 0 {
+        stats.rx_csum_valid += 1;
+    } else {
+        stats.rx_csum_verified += 1;
+        if !verify_checksums(frame) {
+            stats.rx_bad_checksum += 1;
+            return RxVerdict::Drop;
+        }
+    }
+    match h.gso_kind() {
+        GSO_NONE => RxVerdict::Deliver,
+        GSO_TCPV4 => {
+            stats.rx_gso_frames += 1;
+            RxVerdict::DeliverGso
+        }
+        _ => {
+            stats.rx_malformed += 1;
+            RxVerdict::Drop
+        }
+    }
+}
+
+/// Software GSO (after Linux `tcp_gso_segment`): cuts an Ethernet/IPv4/TCP super-frame into
+/// segments carrying at most `mss` payload bytes each, appended to `out` with buffers from
+/// `pool`. Each piece gets its own IP total length, IP id (incremented per piece, as Linux
+/// does for DF packets), sequence number and complete checksums; FIN and PSH stay on the last
+/// piece only and CWR on the first only (RFC 3168 §6.1.2). Returns the number of segments, 0
+/// (appending nothing) if the frame is not a well-formed TCP/IPv4 frame or `mss` is 0.
+pub fn gso_split(frame: &[u8], mss: usize, pool: &mut Pool, out: &mut Vec<PacketBuf>) -> usize {
+    let Some(l) = ipv4_layout(frame) else {
+        return 0;
+    };
+    if l.protocol != PROTO_TCP || l.fragment || mss == 0 || l.end - l.l4 < 20 {
+        return 0;
+    }
+    let thl = usize::from(frame[l.l4 + 12] >> 4) * 4;
+    if thl < 20 || l.l4 + thl > l.end {
+        return 0;
+    }
+    let hdr_end = l.l4 + thl;
+    let payload = &frame[hdr_end..l.end];
+    let seq0 = u32::from_be_bytes([
+        frame[l.l4 + 4],
+        frame[l.l4 + 5],
+        frame[l.l4 + 6],
+        frame[l.l4 + 7],
+    ]);
+    let id0 = u16::from_be_bytes([frame[l.l3 + 4], frame[l.l3 + 5]]);
+    let flags0 = frame[l.l4 + 13];
+    let mut n = 0usize;
+    let mut off = 0usize;
+    // An empty payload still yields its one header-only segment.
+    while off < payload.len() || (payload.is_empty() && n == 0) {
+        let len = mss.min(payload.len() - off);
+        let last = off + len >= payload.len();
+        let mut b = pool.get();
+        b.extend_from_slice(&frame[..hdr_end]);
+        b.extend_from_slice(&payload[off..off + len]);
+        let s = b.as_mut_slice();
+        put16(s, l.l3 + 2, (l.ihl + thl + len) as u16);
+        put16(s, l.l3 + 4, id0.wrapping_add(n as u16));
+        let seq = seq0.wrapping_add(off as u32).to_be_bytes();
+        s[l.l4 + 4..l.l4 + 8].copy_from_slice(&seq);
+        let mut f = flags0;
+        if !last {
+            f &= !(0x01 | 0x08); // FIN, PSH
+        }
+        if n > 0 {
+            f &= !0x80; // CWR
+        }
+        s[l.l4 + 13] = f;
+        fill_checksums(s);
+        out.push(b);
+        n += 1;
+        off += len;
+        if payload.is_empty() {
+            break;
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An Ethernet/IPv4/TCP frame with `payload_len` bytes of payload, complete checksums.
+    fn tcp_frame(payload_len: usize, flags: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 32 + payload_len];
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+        let ip_len = (20 + 32 + payload_len) as u16;
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+        f[18..20].copy_from_slice(&7u16.to_be_bytes());
+        f[20] = 0x40; // DF
+        f[22] = 64;
+        f[23] = PROTO_TCP;
+        f[26..30].copy_from_slice(&[198, 18, 0, 2]);
+        f[30..34].copy_from_slice(&[198, 18, 0, 1]);
+        let t = 34;
+        f[t..t + 2].copy_from_slice(&5000u16.to_be_bytes());
+        f[t + 2..t + 4].copy_from_slice(&80u16.to_be_bytes());
+        f[t + 4..t + 8].copy_from_slice(&0xffff_ff00u32.to_be_bytes());
+        f[t + 8..t + 12].copy_from_slice(&1u32.to_be_bytes());
+        f[t + 12] = 8 << 4; // 32-byte header (timestamps)
+        f[t + 13] = flags;
+        f[t + 14..t + 16].copy_from_slice(&512u16.to_be_bytes());
+        f[t + 20..t + 32].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]);
+        for (i, b) in f[t + 32..].iter_mut().enumerate() {
+            *b = (i * 7 + 3) as u8;
+        }
+        assert!(fill_checksums(&mut f));
+        f
+    }
+
+    #[test]
+    fn header_round_trips() {
+        let h = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: GSO_TCPV4 | GSO_ECN,
+            hdr_len: 66,
+            gso_size: 1448,
+            csum_start: 34,
+            csum_offset: 16,
+        };
+        assert_eq!(VnetHdr::parse(&h.to_bytes()), Some(h));
+        assert_eq!(h.gso_kind(), GSO_TCPV4);
+        assert_eq!(VnetHdr::parse(&[0; 9]), None);
+    }
+
+    #[test]
+    fn prepare_tx_leaves_a_partial_checksum_the_kernel_can_finish() {
+        let good = tcp_frame(100, 0x18);
+        let mut f = good.clone();
+        // The stack with checksum.tx = false leaves both checksums unset.
+        f[24..26].fill(0);
+        f[34 + 16..34 + 18].fill(0);
+        let mut st = OffloadStats::default();
+        let h = prepare_tx(&mut f, 1500, true, &mut st);
+        assert_eq!((h.flags, h.gso_type), (F_NEEDS_CSUM, GSO_NONE));
+        assert_eq!((h.csum_start, h.csum_offset), (34, 16));
+        assert_eq!(&f[24..26], &good[24..26], "IPv4 header checksum filled");
+        // What the kernel does with CHECKSUM_PARTIAL gives the true checksum.
+        assert!(complete_partial(&mut f, 34, 16));
+        assert_eq!(f, good);
+        assert_eq!(st.tx_csum_partial, 1);
+    }
+
+    #[test]
+    fn prepare_tx_marks_super_segments_for_tso() {
+        let mut f = tcp_frame(4000, 0x80 | 0x10);
+        let mut st = OffloadStats::default();
+        let h = prepare_tx(&mut f, 1500, true, &mut st);
+        assert_eq!(h.gso_type, GSO_TCPV4 | GSO_ECN);
+        assert_eq!(h.gso_size, 1500 - 20 - 32);
+        assert_eq!(h.hdr_len, 14 + 20 + 32);
+        assert_eq!(st.tx_gso_frames, 1);
+        // Without TSO the same frame gets no GSO marking.
+        let mut g = tcp_frame(4000, 0x10);
+        assert_eq!(prepare_tx(&mut g, 1500, false, &mut st).gso_type, GSO_NONE);
+    }
+
+    #[test]
+    fn prepare_tx_computes_icmp_and_passes_other_frames() {
+        let mut f = tcp_frame(10, 0);
+        f[23] = PROTO_ICMP;
+        f[34..38].fill(0);
+        let mut st = OffloadStats::default();
+        assert_eq!(prepare_tx(&mut f, 1500, true, &mut st), VnetHdr::default());
+        assert!(verify_checksums(&f));
+        assert_eq!(st.tx_csum_software, 1);
+        // ARP and garbage pass untouched with an empty header.
+        let mut arp = vec![0xffu8; 42];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let before = arp.clone();
+        assert_eq!(
+            prepare_tx(&mut arp, 1500, true, &mut st),
+            VnetHdr::default()
+        );
+        assert_eq!(arp, before);
+        for n in 0..60 {
+            let mut junk = vec![0x45u8; n];
+            let _ = prepare_tx(&mut junk, 1500, true, &mut st);
+        }
+    }
+
+    #[test]
+    fn check_rx_trusts_flags_and_verifies_the_rest() {
+        let mut st = OffloadStats::default();
+        let good = tcp_frame(50, 0x10);
+        let none = VnetHdr::default();
+        assert_eq!(check_rx(&none, &good, &mut st), RxVerdict::Deliver);
+        let mut bad = good.clone();
+        bad[80] ^= 1;
+        assert_eq!(check_rx(&none, &bad, &mut st), RxVerdict::Drop);
+        assert_eq!(st.rx_bad_checksum, 1);
+        let valid = VnetHdr {
+            flags: F_DATA_VALID,
+            ..none
+        };
+        assert_eq!(check_rx(&valid, &bad, &mut st), RxVerdict::Deliver);
+        let partial = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            csum_start: 34,
+            csum_offset: 16,
+            ..none
+        };
+        assert_eq!(check_rx(&partial, &bad, &mut st), RxVerdict::Deliver);
+        let wild = VnetHdr {
+            csum_start: 60000,
+            ..partial
+        };
+        assert_eq!(check_rx(&wild, &good, &mut st), RxVerdict::Drop);
+        let gso = VnetHdr {
+            gso_type: GSO_TCPV4,
+            gso_size: 1448,
+            ..valid
+        };
+        assert_eq!(check_rx(&gso, &good, &mut st), RxVerdict::DeliverGso);
+        let ufo = VnetHdr {
+            gso_type: GSO_UDP,
+            ..valid
+        };
+        assert_eq!(check_rx(&ufo, &good, &mut st), RxVerdict::Drop);
+        assert_eq!((st.rx_malformed, st.rx_gso_frames), (2, 1));
+    }
+
+    #[test]
+    fn gso_split_rebuilds_the_segments_a_sender_would_have_sent() {
+        let payload = 3000;
+        let big = tcp_frame(payload, 0x80 | 0x10 | 0x08 | 0x01); // CWR ACK PSH FIN
+        let mut pool = Pool::new(2048, 8);
+        let mut out = Vec::new();
+        assert_eq!(gso_split(&big, 1000, &mut pool, &mut out), 3);
+        let mut data = Vec::new();
+        for (i, seg) in out.iter().enumerate() {
+            let s = seg.as_slice();
+            assert!(verify_checksums(s), "segment {i} checksums");
+            let l = ipv4_layout(s).unwrap();
+            assert_eq!(l.end, s.len());
+            assert_eq!(u16::from_be_bytes([s[18], s[19]]), 7 + i as u16);
+            let seq = u32::from_be_bytes([s[38], s[39], s[40], s[41]]);
+            assert_eq!(seq, 0xffff_ff00u32.wrapping_add(1000 * i as u32));
+            let fl = s[47];
+            assert_eq!(fl & 0x80 != 0, i == 0, "CWR on the first only");
+            assert_eq!(fl & 0x09 == 0x09, i == 2, "FIN+PSH on the last only");
+            assert!(fl & 0x10 != 0);
+            data.extend_from_slice(&s[66..]);
+        }
+        assert_eq!(data, big[66..]);
+        assert_eq!(gso_split(&big[..40], 1000, &mut pool, &mut out), 0);
+        assert_eq!(gso_split(&big, 0, &mut pool, &mut out), 0);
+    }
+
+    #[test]
+    fn no_panics_on_arbitrary_bytes() {
+        let mut st = OffloadStats::default();
+        let mut pool = Pool::new(256, 4);
+        let mut out = Vec::new();
+        let base = tcp_frame(20, 0x10);
+        for cut in 0..base.len() {
+            for flip in [0usize, 14, 16, 17, 23, 46] {
+                let mut f = base[..cut].to_vec();
+                if let Some(b) = f.get_mut(flip) {
+                    *b = b.wrapping_add(0x55);
+                }
+                let h = VnetHdr {
+                    flags: F_NEEDS_CSUM,
+                    gso_type: GSO_TCPV4,
+                    csum_start: 34,
+                    csum_offset: 16,
+                    ..Default::default()
+                };
+                let _ = check_rx(&h, &f, &mut st);
+                let _ = verify_checksums(&f);
+                let _ = gso_split(&f, 7, &mut pool, &mut out);
+                let _ = prepare_tx(&mut f, 60, true, &mut st);
+                let _ = fill_checksums(&mut f);
+                let _ = complete_partial(&mut f, 34, 16);
+            }
+        }
+    }
+}

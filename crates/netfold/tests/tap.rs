@@ -1,0 +1,625 @@
+//! netfold against the Linux kernel over a real TAP interface (and a veth pair for the packet
+//! socket): the kernel's stack sits in a throw-away network namespace at 198.18.0.1/24, netfold
+//! at 198.18.0.2/24 in this process. Needs root and /dev/net/tun; without them every test prints
+//! a loud SKIP and passes. Only 198.18.0.0/15 is ever configured; nothing leaves the namespace.
+//!
+//! The tests run one at a time (a process-wide lock): they share 2 cores with everything else
+//! on the machine, and the throughput they print is only meaningful alone.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration as StdDuration;
+
+use netfold::iface::{Stack, StackConfig};
+use netfold::netns::{self, NetNs};
+use netfold::phy::packet_socket::{PacketSocket, PacketSocketConfig};
+use netfold::phy::pcap::PcapWriter;
+use netfold::phy::tap::{Tap, TapConfig};
+use netfold::phy::Device;
+use netfold::socket::blocking::Runtime;
+use netfold::tcp;
+use netfold::wire::ethernet::EthernetAddress;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const KERNEL_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const NETFOLD_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+const TEN_MB: usize = 10 * 1024 * 1024;
+const IO_TIMEOUT: StdDuration = StdDuration::from_secs(60);
+
+fn skip_reason() -> Option<String> {
+    if let Some(r) = netns::unavailable_reason() {
+        return Some(r);
+    }
+    // The kernel-side peers: ping(8) and small python3 socket programs.
+    for (prog, arg) in [("ping", "-V"), ("python3", "-V")] {
+        match std::process::Command::new(prog).arg(arg).output() {
+            Ok(o) if o.status.success() => {}
+            _ => return Some(format!("{prog} is not installed")),
+        }
+    }
+    None
+}
+
+macro_rules! require_env {
+    () => {
+        if let Some(why) = skip_reason() {
+            eprintln!("\n!!!!!!!! SKIP: TAP/netns test not run: {why} !!!!!!!!\n");
+            return;
+        }
+    };
+}
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The byte at offset `i` of every test stream (the Python side builds the same).
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+/// Kills a background process on drop (also when an assertion fails first).
+struct Reaper(Child);
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn stack_config() -> StackConfig {
+    StackConfig {
+        mac: EthernetAddress([0x02, 0x6e, 0x66, 0, 0, 2]),
+        addr: NETFOLD_IP,
+        prefix_len: 24,
+        tcp_secret: [7; 16],
+        ..StackConfig::default()
+    }
+}
+
+fn tcp_config() -> tcp::Config {
+    tcp::Config {
+        recv_buffer: 1 << 20,
+        send_buffer: 1 << 20,
+        ..tcp::Config::default()
+    }
+}
+
+/// A namespace with the kernel side of a fresh TAP in it at 198.18.0.1/24.
+fn tap_in_ns(offloads: bool) -> (NetNs, Tap) {
+    tap_in_ns_with(TapConfig {
+        offloads,
+        ..TapConfig::default()
+    })
+}
+
+fn tap_in_ns_with(cfg: TapConfig) -> (NetNs, Tap) {
+    let ns = NetNs::create().expect("create netns");
+    let tap = Tap::open("nft%d", cfg).expect("open tap");
+    ns.adopt(tap.name()).expect("move tap into netns");
+    ns.configure(tap.name(), KERNEL_IP, 24)
+        .expect("address tap");
+    (ns, tap)
+}
+
+fn start(dev: Box<dyn Device + Send>) -> Runtime {
+    Runtime::start(
+        Stack::new(stack_config()),
+        dev,
+        StdDuration::from_micros(200),
+    )
+    .expect("runtime")
+}
+
+/// Python: connect to HOST:PORT and send N pattern bytes, then close.
+const PY_SEND: &str = r#"
+import socket, sys
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+block = bytes(range(251)) * 64
+s = socket.create_connection((host, port), timeout=30)
+sent = 0
+while sent < n:
+    k = min(len(block), n - sent)
+    s.sendall(block[:k])
+    sent += k
+s.shutdown(socket.SHUT_WR)
+s.settimeout(30)
+while s.recv(65536):
+    pass
+s.close()
+print("sent", sent)
+"#;
+
+/// Python: listen on HOST:PORT, print "ready", accept one connection, send N pattern bytes.
+const PY_SERVE: &str = r#"
+import socket, sys
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+block = bytes(range(251)) * 64
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind((host, port))
+l.listen(1)
+l.settimeout(30)
+print("ready", flush=True)
+c, _ = l.accept()
+c.settimeout(30)
+sent = 0
+while sent < n:
+    k = min(len(block), n - sent)
+    c.sendall(block[:k])
+    sent += k
+c.shutdown(socket.SHUT_WR)
+while c.recv(65536):
+    pass
+c.close()
+print("sent", sent, flush=True)
+"#;
+
+fn read_all(s: &mut impl Read, expect: usize) -> Vec<u8> {
+    let mut got = Vec::with_capacity(expect);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = s.read(&mut buf).expect("read");
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        assert!(got.len() <= expect, "more bytes than sent");
+    }
+    got
+}
+
+fn mbps(bytes: usize, t: std::time::Duration) -> f64 {
+    bytes as f64 * 8.0 / t.as_secs_f64() / 1e6
+}
+
+/// Kernel client -> netfold listener, `len` bytes, checked byte for byte.
+fn kernel_to_netfold(ns: &NetNs, rt: &Runtime, port: u16, len: usize, label: &str) {
+    let listener = rt
+        .listen(SocketAddrV4::new(NETFOLD_IP, port), 4, tcp_config())
+        .expect("listen");
+    let client = ns
+        .command("python3")
+        .args(["-c", PY_SEND, &NETFOLD_IP.to_string(), &port.to_string()])
+        .arg(len.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn python client");
+    let mut client = Reaper(client);
+    let (mut s, peer) = listener.accept().expect("accept");
+    // Timed from the accept: Python's start-up is not the link's.
+    let t0 = std::time::Instant::now();
+    assert_eq!(*peer.ip(), KERNEL_IP);
+    s.set_read_timeout(Some(IO_TIMEOUT));
+    let got = read_all(&mut s, len);
+    let dt = t0.elapsed();
+    assert_eq!(got.len(), len, "{label}: length");
+    assert!(got == pattern(len), "{label}: bytes differ");
+    drop(s);
+    let status = client.0.wait().expect("client exit");
+    assert!(status.success(), "{label}: python client failed");
+    eprintln!(
+        "{label}: kernel -> netfold {} KiB in {:.2?} = {:.0} Mbit/s",
+        len >> 10,
+        dt,
+        mbps(len, dt)
+    );
+}
+
+/// netfold client -> kernel listener in the namespace, which sends `len` bytes.
+fn netfold_from_kernel(ns: &NetNs, rt: &Runtime, port: u16, len: usize, label: &str) {
+    let server = ns
+        .command("python3")
+        .args(["-c", PY_SERVE, &KERNEL_IP.to_string(), &port.to_string()])
+        .arg(len.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn python server");
+    let mut server = Reaper(server);
+    let mut line = String::new();
+    let out = server.0.stdout.take().expect("stdout");
+    let mut out = BufReader::new(out);
+    out.read_line(&mut line).expect("server ready line");
+    assert_eq!(line.trim(), "ready", "{label}: server did not start");
+    let t0 = std::time::Instant::now();
+    let mut s = rt
+        .connect(
+            SocketAddrV4::new(KERNEL_IP, port),
+            tcp_config(),
+            Some(StdDuration::from_secs(10)),
+        )
+        .expect("connect to kernel");
+    s.set_read_timeout(Some(IO_TIMEOUT));
+    let got = read_all(&mut s, len);
+    let dt = t0.elapsed();
+    assert_eq!(got.len(), len, "{label}: length");
+    assert!(got == pattern(len), "{label}: bytes differ");
+    s.shutdown_write().expect("shutdown");
+    drop(s);
+    let status = server.0.wait().expect("server exit");
+    assert!(status.success(), "{label}: python server failed");
+    eprintln!(
+        "{label}: netfold <- kernel {} KiB in {:.2?} = {:.0} Mbit/s",
+        len >> 10,
+        dt,
+        mbps(len, dt)
+    );
+}
+
+/// Python: listen on HOST:PORT, print "ready", accept one connection, read until EOF and
+/// exit 0 only if exactly N pattern bytes arrived.
+const PY_SINK: &str = r#"
+import socket, sys
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind((host, port))
+l.listen(1)
+l.settimeout(30)
+print("ready", flush=True)
+c, _ = l.accept()
+c.settimeout(30)
+block = bytes(range(251))
+got = 0
+ok = True
+while True:
+    d = c.recv(1 << 20)
+    if not d:
+        break
+    # The pattern restarts every 251 bytes: compare against the block rotated to `got`.
+    r = got % 251
+    ref = (block[r:] + block[:r]) * (len(d) // 251 + 2)
+    if d != ref[:len(d)]:
+        ok = False
+    got += len(d)
+c.close()
+print("got", got, ok, flush=True)
+sys.exit(0 if ok and got == n else 1)
+"#;
+
+/// netfold client -> kernel listener in the namespace, netfold sends `len` bytes (the
+/// transmit path: TSO with offloads on, software GSO off).
+fn netfold_to_kernel(ns: &NetNs, rt: &Runtime, port: u16, len: usize, label: &str) {
+    let server = ns
+        .command("python3")
+        .args(["-c", PY_SINK, &KERNEL_IP.to_string(), &port.to_string()])
+        .arg(len.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn python sink");
+    let mut server = Reaper(server);
+    let out = server.0.stdout.take().expect("stdout");
+    let mut out = BufReader::new(out);
+    let mut line = String::new();
+    out.read_line(&mut line).expect("sink ready line");
+    assert_eq!(line.trim(), "ready", "{label}: sink did not start");
+    let mut s = rt
+        .connect(
+            SocketAddrV4::new(KERNEL_IP, port),
+            tcp_config(),
+            Some(StdDuration::from_secs(10)),
+        )
+        .expect("connect to kernel");
+    s.set_write_timeout(Some(IO_TIMEOUT));
+    let t0 = std::time::Instant::now();
+    let data = pattern(len);
+    s.write_all(&data).expect("write");
+    s.shutdown_write().expect("shutdown");
+    s.flush_acked(Some(IO_TIMEOUT))
+        .expect("all data acknowledged");
+    let dt = t0.elapsed();
+    drop(s);
+    let status = server.0.wait().expect("sink exit");
+    line.clear();
+    let _ = out.read_line(&mut line);
+    assert!(
+        status.success(),
+        "{label}: kernel received wrong data: {line}"
+    );
+    eprintln!(
+        "{label}: netfold -> kernel {} KiB in {:.2?} = {:.0} Mbit/s",
+        len >> 10,
+        dt,
+        mbps(len, dt)
+    );
+}
+
+fn ping(ns: &NetNs, label: &str) {
+    let out = ns
+        .run(
+            "ping",
+            &["-c", "3", "-i", "0.2", "-W", "2", &NETFOLD_IP.to_string()],
+        )
+        .expect("run ping");
+    assert!(
+        out.status.success(),
+        "{label}: ping failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+fn assert_ns_gone(name: &str) {
+    let left = netns::list().expect("ip netns list");
+    assert!(!left.iter().any(|n| n == name), "namespace {name} leaked");
+}
+
+fn tap_suite(cfg: TapConfig, label: &str) {
+    let name;
+    {
+        let (ns, tap) = tap_in_ns_with(cfg);
+        name = ns.name().to_owned();
+        let tap = Arc::new(Mutex::new(tap));
+        let rt = start(Box::new(SharedDev(tap.clone())));
+        ping(&ns, label);
+        kernel_to_netfold(&ns, &rt, 5001, TEN_MB, label);
+        netfold_from_kernel(&ns, &rt, 5002, TEN_MB, label);
+        netfold_to_kernel(&ns, &rt, 5007, TEN_MB, label);
+        let c = rt.shutdown().counters();
+        let st = tap.lock().unwrap().stats();
+        eprintln!("{label}: device {st:?}\n{label}: stack tcp {:?}", c.tcp);
+        assert_eq!(st.rx_errors, 0);
+        assert_eq!(st.tx_dropped, 0);
+        assert_eq!(st.offload.rx_bad_checksum, 0);
+        assert_eq!(st.offload.rx_malformed, 0);
+        if cfg.offloads {
+            assert!(st.offload.tx_csum_partial > 0, "no partial checksums sent");
+            if cfg.gro {
+                assert!(st.offload.rx_gso_frames > 0, "kernel sent no GSO frames");
+            } else {
+                assert!(st.offload.rx_gso_split_segments > 0, "nothing split");
+            }
+        } else {
+            assert_eq!(
+                st.offload,
+                Default::default(),
+                "offload path used with offloads off"
+            );
+        }
+    }
+    assert_ns_gone(&name);
+}
+
+fn tap_cfg(offloads: bool, gro: bool) -> TapConfig {
+    TapConfig {
+        offloads,
+        gro,
+        ..TapConfig::default()
+    }
+}
+
+#[test]
+fn tap_ping_and_10mb_both_ways_offloads_on() {
+    require_env!();
+    let _g = lock();
+    tap_suite(tap_cfg(true, true), "tap offloads on");
+}
+
+#[test]
+fn tap_ping_and_10mb_both_ways_offloads_off() {
+    require_env!();
+    let _g = lock();
+    tap_suite(tap_cfg(false, false), "tap offloads off");
+}
+
+/// Offloads on but GRO refused: kernel super-frames are cut in software (gso_split) before
+/// the stack sees them.
+#[test]
+fn tap_offloads_on_with_software_gso_split() {
+    require_env!();
+    let _g = lock();
+    tap_suite(tap_cfg(true, false), "tap offloads on, no gro");
+}
+
+#[test]
+fn tap_multi_queue_opens_one_interface() {
+    require_env!();
+    let _g = lock();
+    let qs = Tap::open_queues("nfq%d", 2, TapConfig::default()).expect("multi-queue tap");
+    assert_eq!(qs.len(), 2);
+    assert_eq!(qs[0].name(), qs[1].name());
+    assert_ne!(qs[0].fd(), qs[1].fd());
+    let mut qs = qs;
+    // Nothing is readable on a fresh, down interface: wait() times out.
+    let mut pool = netfold::buf::Pool::new(2048, 4);
+    let mut out = Vec::new();
+    let now = netfold::time::Instant::ZERO;
+    assert_eq!(qs[0].recv_batch(now, &mut pool, &mut out, 8), 0);
+    assert!(!qs[1]
+        .wait(Some(netfold::time::Duration::from_millis(1)))
+        .unwrap());
+}
+
+/// tshark reads a capture of offloaded traffic with no errors or warnings.
+#[test]
+fn pcap_of_offloaded_tap_traffic_is_clean_for_tshark() {
+    require_env!();
+    let _g = lock();
+    if std::process::Command::new("tshark")
+        .arg("-v")
+        .output()
+        .is_err()
+    {
+        eprintln!("\n!!!!!!!! SKIP: tshark is not installed !!!!!!!!\n");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("netfold-tap-pcap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // First as the writer does by default for an offloading device (checksums filled), then
+    // with filling off: the second capture must show the partial checksums as errors, which
+    // proves the first check can fail.
+    for fill in [true, false] {
+        let path = dir.join(format!("tap-{fill}.pcap"));
+        {
+            let (ns, tap) = tap_in_ns(true);
+            let file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+            let mut dev = PcapWriter::new(tap, file).unwrap();
+            assert!(dev.fills_checksums());
+            dev.set_fill_checksums(fill);
+            let rt = start(Box::new(dev));
+            ping(&ns, "pcap");
+            kernel_to_netfold(&ns, &rt, 5003, 256 * 1024, "pcap");
+            netfold_from_kernel(&ns, &rt, 5004, 256 * 1024, "pcap");
+            netfold_to_kernel(&ns, &rt, 5009, 256 * 1024, "pcap");
+            // Shutting down drops the device, which flushes the BufWriter.
+            let _ = rt.shutdown();
+        }
+        let out = std::process::Command::new("tshark")
+            .args(["-r"])
+            .arg(&path)
+            .args([
+                "-o",
+                "tcp.check_checksum:TRUE",
+                "-o",
+                "ip.check_checksum:TRUE",
+                "-o",
+                "udp.check_checksum:TRUE",
+                "-z",
+                "expert",
+                "-q",
+            ])
+            .output()
+            .expect("run tshark");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "tshark failed: {err}");
+        assert!(!err.contains("cut short"), "{err}");
+        if fill {
+            eprintln!("tshark expert summary:\n{text}");
+            assert!(!text.contains("Errors ("), "tshark errors:\n{text}");
+            assert!(!text.contains("Warnings ("), "tshark warnings:\n{text}");
+            assert!(
+                text.contains("Chats ("),
+                "tshark saw no TCP at all:\n{text}"
+            );
+        } else {
+            assert!(
+                text.contains("Errors (") && text.contains("hecksum"),
+                "unfilled capture should show bad checksums:\n{text}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A device shared with the test, so its counters can be read after the runtime stops.
+struct SharedDev<D>(Arc<Mutex<D>>);
+impl<D: Device> Device for SharedDev<D> {
+    fn caps(&self) -> netfold::phy::DeviceCaps {
+        self.0.lock().unwrap().caps()
+    }
+    fn recv_batch(
+        &mut self,
+        now: netfold::time::Instant,
+        pool: &mut netfold::buf::Pool,
+        out: &mut Vec<netfold::buf::PacketBuf>,
+        max: usize,
+    ) -> usize {
+        self.0.lock().unwrap().recv_batch(now, pool, out, max)
+    }
+    fn send_batch(
+        &mut self,
+        now: netfold::time::Instant,
+        pool: &mut netfold::buf::Pool,
+        frames: &mut Vec<netfold::buf::PacketBuf>,
+    ) {
+        self.0.lock().unwrap().send_batch(now, pool, frames)
+    }
+}
+
+/// AF_PACKET on the root end of a veth pair whose other end is the kernel's, in a namespace.
+fn packet_socket_suite(offloads: bool, ring: bool) {
+    let label = match (offloads, ring) {
+        (true, true) => "packet socket (ring) offloads on",
+        (false, true) => "packet socket (ring) offloads off",
+        (true, false) => "packet socket (no ring) offloads on",
+        (false, false) => "packet socket (no ring) offloads off",
+    };
+    let name;
+    {
+        let mut ns = NetNs::create().expect("netns");
+        name = ns.name().to_owned();
+        let suffix = &name[3..9];
+        let outer = format!("nfo{suffix}");
+        // Both names unique: the pair is created in the root namespace, where concurrent runs
+        // of this test (other worktrees) make theirs too.
+        let inner = format!("nfk{suffix}");
+        ns.veth_pair(&outer, &inner).expect("veth pair");
+        ns.configure(&inner, KERNEL_IP, 24).expect("address veth");
+        let sock = PacketSocket::open(
+            &outer,
+            PacketSocketConfig {
+                offloads,
+                rx_ring: if ring {
+                    PacketSocketConfig::default().rx_ring
+                } else {
+                    None
+                },
+                ..PacketSocketConfig::default()
+            },
+        )
+        .expect("packet socket");
+        assert!(sock.has_vnet_hdr(), "kernel refused PACKET_VNET_HDR");
+        eprintln!("{label}: {outer} mtu {}", sock.mtu());
+        assert_eq!(sock.ring_stats().is_some(), ring);
+        let sock = Arc::new(Mutex::new(sock));
+        let rt = start(Box::new(SharedDev(sock.clone())));
+        ping(&ns, label);
+        kernel_to_netfold(&ns, &rt, 5005, TEN_MB, label);
+        netfold_from_kernel(&ns, &rt, 5006, TEN_MB, label);
+        netfold_to_kernel(&ns, &rt, 5008, TEN_MB, label);
+        let c = rt.shutdown().counters();
+        let sock = sock.lock().unwrap();
+        eprintln!(
+            "{label}: kernel {:?}, ring {:?}, device {:?}, stack tcp {:?}",
+            sock.kernel_stats(),
+            sock.ring_stats(),
+            sock.stats(),
+            c.tcp
+        );
+    }
+    assert_ns_gone(&name);
+}
+
+#[test]
+fn packet_socket_over_veth_offloads_on() {
+    require_env!();
+    let _g = lock();
+    packet_socket_suite(true, true);
+}
+
+#[test]
+fn packet_socket_over_veth_without_ring() {
+    require_env!();
+    let _g = lock();
+    packet_socket_suite(true, false);
+}
+
+#[test]
+fn packet_socket_over_veth_offloads_off() {
+    require_env!();
+    let _g = lock();
+    packet_socket_suite(false, true);
+}
+
+#[test]
+fn namespace_guard_cleans_up_on_panic() {
+    require_env!();
+    let _g = lock();
+    let name = std::sync::Arc::new(Mutex::new(String::new()));
+    let n2 = name.clone();
+    let r = std::thread::spawn(move || {
+        let ns = NetNs::create().unwrap();
+        *n2.lock().unwrap() = ns.name().to_owned();
+        assert!(ns.configure("lo", Ipv4Addr::new(10, 0, 0, 1), 8).is_err());
+        panic!("deliberate");
+    })
+    .join();
+    assert!(r.is_err());
+    let name = name.lock().unwrap().clone();
+    assert!(name.starts_with("nf-"));
+    assert_ns_gone(&name);
+    let _ = Write::flush(&mut std::io::stderr());
+}
