@@ -8,28 +8,15 @@
 //! (Drop guards). Tools: iproute2, iputils-ping, curl, iperf3, tshark, python3 (see .ci/run).
 
 use netfold::apps::pattern;
+use netfold::netns::{self, NetNs};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const SERVER: &str = "198.18.0.2";
-
-fn skip_reason() -> Option<String> {
-    // SAFETY-free check: the effective uid via `id -u` keeps this file free of unsafe code.
-    let uid = Command::new("id").arg("-u").output().ok()?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Some("not root".into());
-    }
-    if !Path::new("/dev/net/tun").exists() {
-        return Some("/dev/net/tun missing".into());
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Some("iproute2 (`ip`) missing".into());
-    }
-    None
-}
 
 fn need(tool: &str, arg: &str) {
     let ok = Command::new(tool)
@@ -57,48 +44,58 @@ fn run(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The namespace, its TAP device, and files; all removed on drop.
+/// A namespace (the library's [`NetNs`] guard) with a persistent TAP whose kernel side is
+/// 198.18.0.1/24, and files to remove; all removed on drop, also when a check panics.
 struct Netns {
-    ns: String,
     tap: String,
     files: Vec<PathBuf>,
+    // Declared last: dropped after `Drop for Netns` has deleted the TAP.
+    ns: NetNs,
 }
 
 impl Netns {
     fn create() -> Netns {
-        let id = std::process::id();
+        let ns = NetNs::create().expect("create netns");
         let n = Netns {
-            ns: format!("nfsrv{id}"),
-            tap: format!("nfs{}", id % 1_000_000),
+            tap: format!("nfs{}", std::process::id() % 1_000_000),
             files: Vec::new(),
+            ns,
         };
-        run(&["ip", "netns", "add", &n.ns]);
-        n.exec(&["ip", "link", "set", "lo", "up"]);
-        n.exec(&["ip", "tuntap", "add", "mode", "tap", "name", &n.tap]);
-        n.exec(&["ip", "addr", "add", "198.18.0.1/24", "dev", &n.tap]);
-        n.exec(&["ip", "link", "set", &n.tap, "up"]);
+        n.ns.ip(&["tuntap", "add", "mode", "tap", "name", &n.tap])
+            .expect("create tap");
+        n.ns.configure(&n.tap, Ipv4Addr::new(198, 18, 0, 1), 24)
+            .expect("configure tap");
         n
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.ns]).args(args);
+        let mut c = self.ns.command(args[0]);
+        c.args(&args[1..]);
         c
     }
 
     fn exec(&self, args: &[&str]) -> String {
-        let mut full = vec!["ip", "netns", "exec", &self.ns];
-        full.extend_from_slice(args);
-        run(&full)
+        let out = self
+            .cmd(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "{args:?} failed: {}\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
 
 impl Drop for Netns {
     fn drop(&mut self) {
+        // A persistent TAP outlives its users; delete it before the namespace goes.
         let _ = self
-            .cmd(&["ip", "tuntap", "del", "mode", "tap", "name", &self.tap])
-            .output();
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
+            .ns
+            .ip(&["tuntap", "del", "mode", "tap", "name", &self.tap]);
         for f in &self.files {
             let _ = std::fs::remove_file(f);
         }
@@ -258,7 +255,7 @@ fn iperf3(net: &Netns, extra: &[&str]) -> serde_json::Value {
 
 #[test]
 fn serve_over_tap_talks_to_the_kernel() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = netns::unavailable_reason() {
         eprintln!("\n*** SKIP serve_over_tap_talks_to_the_kernel: {why} ***\n");
         return;
     }

@@ -5,21 +5,21 @@
 //! One thread: poll the stack, poll the services, and sleep in poll(2) on the TAP descriptor
 //! until a frame arrives or the next timer is due.
 //!
-//! The TAP device here is a minimal stand-in (plain IFF_TAP | IFF_NO_PI, no offloads) until
-//! `netfold::phy::tap::Tap` (with vnet headers, TSO/GRO) lands; swap it in `open_tap`.
+//! The link is a [`Tap`] with checksum offload and TSO/GRO across the boundary (unless
+//! `--no-offloads`); with `--pcap` it is wrapped in a [`PcapWriter`], which fills in the
+//! checksums the offload left to the kernel so the capture reads clean.
 
 use super::CmdResult;
 use clap::Parser;
 use netfold::apps::{Services, ServicesConfig};
-use netfold::buf::{PacketBuf, Pool};
 use netfold::iface::{Stack, StackConfig};
 use netfold::phy::pcap::PcapWriter;
-use netfold::phy::{Device, DeviceCaps, Medium};
+use netfold::phy::tap::{Tap, TapConfig};
+use netfold::phy::{Device, Medium};
 use netfold::time::{Duration, Instant};
 use netfold::wire::ethernet::EthernetAddress;
 use std::io::Write;
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -37,9 +37,12 @@ pub struct Args {
     /// Write every frame sent and received to this pcap file.
     #[arg(long)]
     pcap: Option<std::path::PathBuf>,
-    /// IP MTU.
-    #[arg(long, default_value_t = 1500)]
-    mtu: usize,
+    /// IP MTU (default: the TAP interface's).
+    #[arg(long)]
+    mtu: Option<usize>,
+    /// Do not offload checksums and TCP segmentation to the kernel across the TAP.
+    #[arg(long)]
+    no_offloads: bool,
     /// Our MAC address (default: a locally administered one).
     #[arg(long, default_value = "02:6e:66:00:00:02")]
     mac: String,
@@ -101,140 +104,6 @@ fn parse_cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
     Ok((addr, prefix))
 }
 
-/// A TAP device: Ethernet frames through /dev/net/tun, non-blocking.
-pub struct TapDevice {
-    fd: OwnedFd,
-    mtu: usize,
-    /// Frames the kernel refused (queue full) — dropped like a full NIC ring.
-    pub tx_dropped: u64,
-    pub rx_errors: u64,
-}
-
-const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-const IFF_TAP: libc::c_short = 0x0002;
-const IFF_NO_PI: libc::c_short = 0x1000;
-
-fn open_tap(name: &str, mtu: usize) -> std::io::Result<TapDevice> {
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "TAP name must be 1..15 bytes",
-        ));
-    }
-    // SAFETY: open() with a NUL-terminated literal path; the result is checked below.
-    let raw = unsafe {
-        libc::open(
-            c"/dev/net/tun".as_ptr(),
-            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-        )
-    };
-    if raw < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a descriptor we just opened and own exclusively.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // struct ifreq: 16 bytes of name, then the union whose first member here is ifr_flags.
-    let mut ifr = [0u8; 40];
-    ifr[..name.len()].copy_from_slice(name.as_bytes());
-    ifr[16..18].copy_from_slice(&(IFF_TAP | IFF_NO_PI).to_ne_bytes());
-    // SAFETY: TUNSETIFF reads and writes one struct ifreq (40 bytes on Linux) at the pointer,
-    // which points to our 40-byte buffer.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, ifr.as_mut_ptr()) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(TapDevice {
-        fd,
-        mtu,
-        tx_dropped: 0,
-        rx_errors: 0,
-    })
-}
-
-impl Device for TapDevice {
-    fn caps(&self) -> DeviceCaps {
-        DeviceCaps {
-            medium: Medium::Ethernet,
-            mtu: self.mtu,
-            ..DeviceCaps::default()
-        }
-    }
-
-    fn recv_batch(
-        &mut self,
-        _now: Instant,
-        pool: &mut Pool,
-        out: &mut Vec<PacketBuf>,
-        max: usize,
-    ) -> usize {
-        let mut n = 0;
-        while n < max {
-            let mut b = pool.get();
-            // Room for a full frame even if the kernel side's MTU is larger than ours.
-            let room = (self.mtu + 18).max(1518);
-            b.set_len(room);
-            let buf = b.as_mut_slice();
-            // SAFETY: read() writes at most `buf.len()` bytes into the live slice.
-            let r = unsafe {
-                libc::read(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast::<libc::c_void>(),
-                    buf.len(),
-                )
-            };
-            if r <= 0 {
-                if r < 0 {
-                    let e = std::io::Error::last_os_error();
-                    if e.kind() != std::io::ErrorKind::WouldBlock
-                        && e.kind() != std::io::ErrorKind::Interrupted
-                    {
-                        self.rx_errors += 1;
-                    }
-                }
-                b.set_len(0);
-                pool.put(b);
-                break;
-            }
-            b.truncate(r as usize);
-            out.push(b);
-            n += 1;
-        }
-        n
-    }
-
-    fn send_batch(&mut self, _now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
-        for b in frames.drain(..) {
-            let f = b.as_slice();
-            // SAFETY: write() reads `f.len()` bytes from the live slice.
-            let r = unsafe {
-                libc::write(
-                    self.fd.as_raw_fd(),
-                    f.as_ptr().cast::<libc::c_void>(),
-                    f.len(),
-                )
-            };
-            if r < 0 {
-                self.tx_dropped += 1;
-            }
-            pool.put(b);
-        }
-    }
-}
-
-/// Waits until `fd` is readable, a signal arrives, or `timeout` passes.
-fn wait_readable(fd: RawFd, timeout: std::time::Duration) {
-    let ms = timeout.as_micros().div_ceil(1000).min(1000) as libc::c_int;
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd; EINTR (signal) is the expected way out on shutdown.
-    unsafe {
-        libc::poll(&mut p, 1, ms);
-    }
-}
-
 /// The stack's clock: microseconds since the Unix epoch (so pcap timestamps are wall time),
 /// advancing monotonically.
 struct Clock {
@@ -258,9 +127,11 @@ impl Clock {
     }
 }
 
-fn serve_loop(
-    dev: &mut dyn Device,
-    fd: RawFd,
+/// Polls stack and services until SIGINT/SIGTERM; `wait` sleeps until the device is readable
+/// or the timeout passes.
+fn serve_loop<D: Device>(
+    dev: &mut D,
+    wait: impl Fn(&D, Duration),
     stack: &mut Stack,
     services: &mut Services,
     clock: &Clock,
@@ -276,12 +147,13 @@ fn serve_loop(
             .into_iter()
             .flatten()
             .min();
-        let wait = match next {
+        // Bounded so a lost wake-up costs at most half a second; signals interrupt poll(2).
+        let t = match next {
             Some(at) => (at - now).min(Duration::from_millis(500)),
             None => Duration::from_millis(500),
         };
-        if wait > Duration::ZERO {
-            wait_readable(fd, wait.into());
+        if t > Duration::ZERO {
+            wait(dev, t);
         }
     }
     // Tell clients we are going (iperf3 SERVER_TERMINATE, RSTs) and let it reach the wire.
@@ -289,7 +161,7 @@ fn serve_loop(
     let until = clock.now() + Duration::from_millis(100);
     while clock.now() < until {
         if !stack.poll(clock.now(), dev) {
-            wait_readable(fd, std::time::Duration::from_millis(10));
+            wait(dev, Duration::from_millis(10));
         }
     }
 }
@@ -301,12 +173,19 @@ pub fn run(a: Args) -> CmdResult {
         .ok_or_else(|| format!("--link {:?}: only tap:NAME is supported", a.link))?;
     let (addr, prefix_len) = parse_cidr(&a.addr)?;
     let mac = parse_mac(&a.mac)?;
-    if !(576..=65535).contains(&a.mtu) {
-        return Err(format!("--mtu {} out of range 576..65535", a.mtu).into());
+    if let Some(m) = a.mtu {
+        if !(576..=65535).contains(&m) {
+            return Err(format!("--mtu {m} out of range 576..65535").into());
+        }
     }
     install_signal_handlers()?;
-    let mut tap = open_tap(name, a.mtu).map_err(|e| format!("opening tap {name}: {e}"))?;
-    let fd = tap.fd.as_raw_fd();
+    let tap_cfg = TapConfig {
+        offloads: !a.no_offloads,
+        mtu: a.mtu,
+        ..TapConfig::default()
+    };
+    let mut tap = Tap::open(name, tap_cfg).map_err(|e| format!("opening tap {name}: {e}"))?;
+    let mtu = tap.mtu();
 
     let mut secret = [0u8; 16];
     // The ISN key only needs to be unpredictable to off-path attackers; time and pid will do
@@ -323,11 +202,11 @@ pub fn run(a: Args) -> CmdResult {
         addr,
         prefix_len,
         gateway: a.gateway,
-        mtu: a.mtu,
+        mtu,
         tcp_secret: secret,
         ..StackConfig::default()
     });
-    let mss = (a.mtu - 40).min(usize::from(u16::MAX)) as u16;
+    let mss = mtu.saturating_sub(40).clamp(536, usize::from(u16::MAX)) as u16;
     let cfg = ServicesConfig {
         max_conns: a.max_conns.max(1),
         tcp: netfold::tcp::Config {
@@ -341,9 +220,10 @@ pub fn run(a: Args) -> CmdResult {
     let clock = Clock::new();
 
     println!(
-        "netfold serve: {addr}/{prefix_len} on tap {name} (mtu {}): echo 7/tcp+udp, discard 9, \
-         chargen 19, http 8080, iperf3 5201",
-        a.mtu
+        "netfold serve: {addr}/{prefix_len} on tap {} (mtu {mtu}, offloads {}): echo 7/tcp+udp, \
+         discard 9, chargen 19, http 8080, iperf3 5201",
+        tap.name(),
+        if a.no_offloads { "off" } else { "on" },
     );
     let _ = std::io::stdout().flush();
 
@@ -353,22 +233,27 @@ pub fn run(a: Args) -> CmdResult {
             let file = std::fs::File::create(path)
                 .map_err(|e| format!("creating {}: {e}", path.display()))?;
             let mut dev = PcapWriter::new(tap, std::io::BufWriter::new(file))?;
-            serve_loop(&mut dev, fd, &mut stack, &mut services, &clock);
+            let wait = |d: &PcapWriter<Tap, _>, t: Duration| {
+                let _ = d.inner().wait(Some(t));
+            };
+            serve_loop(&mut dev, wait, &mut stack, &mut services, &clock);
             dev.flush()?;
             pcap_records = Some((dev.records(), dev.write_errors()));
             let (t, _) = dev.into_parts();
             tap = t;
         }
-        None => serve_loop(&mut tap, fd, &mut stack, &mut services, &clock),
+        None => {
+            let wait = |d: &Tap, t: Duration| {
+                let _ = d.wait(Some(t));
+            };
+            serve_loop(&mut tap, wait, &mut stack, &mut services, &clock);
+        }
     }
 
     println!("netfold serve: stopping");
     println!("{}", services.stats());
     println!("{}", stack.counters());
-    println!(
-        "tap: tx_dropped={} rx_errors={}",
-        tap.tx_dropped, tap.rx_errors
-    );
+    println!("tap: {:?}", tap.stats());
     if let Some((records, errors)) = pcap_records {
         println!("pcap: records={records} write_errors={errors}");
     }
