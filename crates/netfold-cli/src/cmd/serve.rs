@@ -209,6 +209,8 @@ pub fn run(a: Args) -> CmdResult {
     let mss = mtu.saturating_sub(40).clamp(536, usize::from(u16::MAX)) as u16;
     let cfg = ServicesConfig {
         max_conns: a.max_conns.max(1),
+        // The clock below counts from the Unix epoch, so HTTP can send Date.
+        wall_clock: true,
         tcp: netfold::tcp::Config {
             mss,
             time_wait: netfold::time::Duration::from_secs(10),

@@ -54,6 +54,10 @@ pub struct HttpConn {
     /// Nothing more will be sent; the driver should close.
     done: bool,
     answers: Vec<Answer>,
+    /// Seconds since the Unix epoch, when the driver has a real clock (for `Date`).
+    date: Option<u64>,
+    /// The request being answered is HTTP/1.0.
+    http10: bool,
 }
 
 impl HttpConn {
@@ -67,7 +71,16 @@ impl HttpConn {
             eof: false,
             done: false,
             answers: Vec::new(),
+            date: None,
+            http10: false,
         }
+    }
+
+    /// Sets the wall-clock time (seconds since the Unix epoch) used for `Date` in responses
+    /// started from now on. RFC 9110 §6.6.1: an origin server with a clock MUST send `Date`;
+    /// one without a clock MUST NOT, so nothing is sent until this is called.
+    pub fn set_date(&mut self, unix_secs: u64) {
+        self.date = Some(unix_secs);
     }
 
     /// How many more bytes the connection may read now (0 = stop reading: back-pressure).
@@ -190,12 +203,14 @@ impl HttpConn {
     }
 
     fn error(&mut self, status: u16, reason: &'static str) {
+        self.http10 = false;
         self.inbuf.clear();
         self.close_after = true;
         self.start(status, reason, "text/plain", Body::Text(reason.as_bytes()));
     }
 
     fn respond(&mut self, req: &Request) {
+        self.http10 = req.minor == 0;
         // RFC 9112 §9.3: HTTP/1.1 defaults to persistent, HTTP/1.0 to close unless asked.
         let keep = if req.minor == 0 {
             req.keep_alive
@@ -252,12 +267,21 @@ impl HttpConn {
             head,
             "HTTP/1.1 {status} {reason}\r\nServer: netfold\r\nContent-Type: {ctype}\r\nContent-Length: {len}\r\n"
         );
+        if let Some(t) = self.date {
+            head.extend_from_slice(b"Date: ");
+            head.extend_from_slice(&imf_fixdate(t));
+            head.extend_from_slice(b"\r\n");
+        }
         if status == 405 {
             // RFC 9110 §15.5.6: a 405 carries Allow.
             head.extend_from_slice(b"Allow: GET, HEAD\r\n");
         }
         if self.close_after {
             head.extend_from_slice(b"Connection: close\r\n");
+        } else if self.http10 {
+            // RFC 9112 §9.3 / RFC 2068 §19.7.1: an HTTP/1.0 client only keeps the connection
+            // if the response says so.
+            head.extend_from_slice(b"Connection: keep-alive\r\n");
         }
         head.extend_from_slice(b"\r\n");
         self.answers.push(Answer {
@@ -294,6 +318,17 @@ fn body_text(head_only: bool, t: &'static [u8]) -> Body {
 
 /// `/bytes/N` → `Some(Ok(N))`; `/bytes/<junk or too large>` → `Some(Err)`; else `None`.
 fn bytes_len(target: &[u8]) -> Option<Result<u64, ()>> {
+    // RFC 9112 §3.2.2: a server MUST accept the absolute-form ("http://host/bytes/10").
+    let mut target = target;
+    for scheme in [&b"http://"[..], b"https://"] {
+        if target.len() >= scheme.len() && target[..scheme.len()].eq_ignore_ascii_case(scheme) {
+            let rest = &target[scheme.len()..];
+            target = rest
+                .iter()
+                .position(|&b| b == b'/')
+                .map_or(&b"/"[..], |i| &rest[i..]);
+        }
+    }
     // Query strings are ignored ("/bytes/10?x=1").
     let path = target.split(|&b| b == b'?').next().unwrap_or(target);
     let n = path.strip_prefix(b"/bytes/")?;
@@ -461,6 +496,39 @@ fn parse_request(buf: &[u8]) -> Parsed {
     Parsed::Request(req)
 }
 
+/// RFC 9110 §5.6.7 IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub fn imf_fixdate(unix_secs: u64) -> [u8; 29] {
+    const DAYS: [&[u8; 3]; 7] = [b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed"];
+    const MONTHS: [&[u8; 3]; 12] = [
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+        b"Dec",
+    ];
+    let days = unix_secs / 86_400;
+    let secs = unix_secs % 86_400;
+    // Civil date from days since 1970-01-01 (H. Hinnant, "chrono-Compatible Low-Level Date
+    // Algorithms", civil_from_days), in unsigned arithmetic since we start at 1970.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = (yoe + era * 400 + u64::from(month <= 2)).min(9999);
+    let mut out = *b"Thu, 01 Jan 1970 00:00:00 GMT";
+    out[..3].copy_from_slice(DAYS[(days % 7) as usize]);
+    let two = |v: u64| [b'0' + (v / 10 % 10) as u8, b'0' + (v % 10) as u8];
+    out[5..7].copy_from_slice(&two(day));
+    out[8..11].copy_from_slice(MONTHS[(month - 1) as usize]);
+    out[12..14].copy_from_slice(&two(year / 100));
+    out[14..16].copy_from_slice(&two(year % 100));
+    out[17..19].copy_from_slice(&two(secs / 3600));
+    out[20..22].copy_from_slice(&two(secs / 60 % 60));
+    out[23..25].copy_from_slice(&two(secs % 60));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -584,6 +652,37 @@ mod tests {
         let text = String::from_utf8_lossy(&out);
         assert_eq!(text.matches("200 OK").count(), 2, "{text}");
         assert!(c.is_done(), "HTTP/1.0 without keep-alive closes");
+    }
+
+    #[test]
+    fn dates_are_imf_fixdate() {
+        assert_eq!(&imf_fixdate(0), b"Thu, 01 Jan 1970 00:00:00 GMT");
+        // RFC 9110 §5.6.7's example.
+        assert_eq!(&imf_fixdate(784_111_777), b"Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(&imf_fixdate(951_782_400), b"Tue, 29 Feb 2000 00:00:00 GMT");
+        assert_eq!(
+            &imf_fixdate(4_102_444_799),
+            b"Thu, 31 Dec 2099 23:59:59 GMT"
+        );
+        let mut c = HttpConn::new(DEFAULT_MAX_HEAD);
+        c.set_date(784_111_777);
+        c.input(b"GET /bytes/1 HTTP/1.1\r\nHost: a\r\n\r\n");
+        let out = run(&mut c, 1000);
+        assert!(
+            String::from_utf8_lossy(&out).contains("\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n")
+        );
+    }
+
+    #[test]
+    fn http10_keep_alive_and_absolute_form() {
+        let mut c = HttpConn::new(DEFAULT_MAX_HEAD);
+        c.input(b"GET http://198.18.0.2:8080/bytes/4 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        let out = run(&mut c, 1000);
+        let (head, body) = split_response(&out);
+        assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+        assert!(head.contains("Connection: keep-alive\r\n"));
+        assert_eq!(body.len(), 4);
+        assert!(!c.is_done());
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub struct ServicesConfig {
     /// After our FIN, how long we keep reading (and discarding) before closing for good.
     pub linger: Duration,
     pub http_max_head: usize,
+    /// `now` counts microseconds since the Unix epoch (a real clock): HTTP responses then carry
+    /// `Date` (RFC 9110 §6.6.1). Off for virtual time.
+    pub wall_clock: bool,
     /// Settings of accepted connections.
     pub tcp: tcp::Config,
 }
@@ -70,6 +73,7 @@ impl Default for ServicesConfig {
             request_timeout: Duration::from_secs(10),
             linger: Duration::from_secs(2),
             http_max_head: http::DEFAULT_MAX_HEAD,
+            wall_clock: false,
             tcp: tcp::Config::default(),
         }
     }
@@ -516,6 +520,9 @@ impl Services {
                 conn,
                 request_since,
             } => {
+                if cfg.wall_clock {
+                    conn.set_date(now.total_micros() / 1_000_000);
+                }
                 loop {
                     let room = conn.input_room().min(scratch.len());
                     if room == 0 {
