@@ -581,3 +581,40 @@ fn garbage_on_every_port_does_not_hurt_the_server() {
     assert!(head.starts_with("HTTP/1.1 200"));
     assert_eq!(body.len(), 3);
 }
+
+#[test]
+fn shutdown_tells_a_running_iperf3_client_and_resets_connections() {
+    let mut net = Net::new(ServicesConfig::default());
+    let ctrl = net.connect(5201);
+    net.write_all(ctrl, &cookie(0));
+    expect_state(&mut net, ctrl, &[state::PARAM_EXCHANGE]);
+    let echo = net.connect(7);
+    net.services.shutdown(&mut net.server);
+    // SERVER_TERMINATE (11) reaches the iperf3 client before the connection ends.
+    let (got, _) = net.read_to_end(ctrl, Duration::from_secs(5));
+    assert_eq!(got, [state::SERVER_TERMINATE as u8]);
+    let r = net.until(Duration::from_secs(5), |n| {
+        let mut b = [0u8; 4];
+        match echo.read(&mut n.client, &mut b) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+            other => Some(other.map(|_| ())),
+        }
+    });
+    assert!(r.is_err(), "other connections are reset");
+    assert_eq!(net.services.connections(), 0);
+    // The listeners are gone: a new connection is refused.
+    let c = TcpStream::connect(
+        &mut net.client,
+        net.now,
+        SocketAddrV4::new(SERVER, 8080),
+        tcp_config(),
+    )
+    .unwrap();
+    let r = net.until(Duration::from_secs(5), |n| {
+        match c.is_connected(&mut n.client) {
+            Ok(false) => None,
+            other => Some(other),
+        }
+    });
+    assert!(r.is_err(), "connection to a closed port is refused");
+}

@@ -268,17 +268,22 @@ impl Session {
                 self.set_phase(now, Phase::ClientResults);
             }
             (Phase::DisplayResults, state::IPERF_DONE) => self.set_phase(now, Phase::Done),
-            // The client gave up (Ctrl-C): iperf3 treats it as the end of the test.
-            (_, state::CLIENT_TERMINATE) => self.set_phase(now, Phase::Done),
+            // The client gave up (Ctrl-C): iperf3's server ends the test ("the client has
+            // terminated"); it did not complete.
+            (_, state::CLIENT_TERMINATE) => self.set_phase(now, Phase::Failed("client terminated")),
             _ => self.set_phase(now, Phase::Failed("unexpected control message")),
         }
     }
 
     /// The control connection reached end of stream (or failed).
     pub fn control_eof(&mut self, now: Instant) {
-        if !matches!(self.phase, Phase::Done | Phase::Failed(_)) {
+        match self.phase {
+            Phase::Done | Phase::Failed(_) => {}
+            // Results were delivered; a client that closes instead of sending IPERF_DONE
+            // still got its test.
+            Phase::DisplayResults => self.set_phase(now, Phase::Done),
             // iperf3 (IECTRLCLOSE) also ends the test when the client vanishes.
-            self.set_phase(now, Phase::Done);
+            _ => self.set_phase(now, Phase::Failed("control connection closed")),
         }
     }
 
