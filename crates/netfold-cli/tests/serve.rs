@@ -373,5 +373,28 @@ fn serve_over_tap_talks_to_the_kernel() {
     let out = server.stop();
     assert!(out.contains("iperf_completed=3"), "{out}");
     assert!(out.contains("iperf_failed=0"), "{out}");
+
+    // Phase 3: SIGINT in the middle of an iperf3 test. The server still exits 0 with its
+    // counters, and the client is told (SERVER_TERMINATE) instead of hanging.
+    let server = Server::start(&net, None);
+    let client = net
+        .cmd(&["timeout", "60", "iperf3", "-c", SERVER, "-t", "30", "-J"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("iperf3");
+    std::thread::sleep(Duration::from_millis(1500));
+    let started = Instant::now();
+    let out = server.stop();
+    assert!(out.contains("iperf_tests=1"), "{out}");
+    let done = client.wait_with_output().expect("iperf3 output");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "iperf3 client did not notice the server going away"
+    );
+    let text = String::from_utf8_lossy(&done.stdout);
+    let v: serde_json::Value = serde_json::from_str(&text).expect("iperf3 JSON");
+    let err = v["error"].as_str().unwrap_or("");
+    assert!(err.contains("terminated"), "iperf3 error: {err:?}");
     drop(net);
 }
