@@ -36,6 +36,8 @@ enum Command {
     Crr(cmd::perf::Args),
     /// UDP_STREAM: datagrams from client to server.
     UdpStream(cmd::perf::Args),
+    /// Reproduce the 2002 study's experiments and write DIR/report.md with figures.
+    Paper(cmd::paper::Args),
     /// Run netfold on a TAP device with echo, discard, chargen, HTTP and iperf3 services.
     Serve(cmd::serve::Args),
 }
@@ -50,8 +52,9 @@ fn main() -> ExitCode {
         Some(Command::Rr(a)) => cmd::stream::rr(a),
         Some(Command::Crr(a)) => cmd::stream::crr(a),
         Some(Command::UdpStream(a)) => cmd::stream::udp_stream(a),
+        Some(Command::Paper(a)) => cmd::paper::run_paper(a),
         Some(Command::Serve(a)) => cmd::serve::run(a),
-        None => cmd::copy::run(cmd::copy::Args::default_run()),
+        None => cmd::perf::default_job(),
     };
     match result {
         Ok(code) => code,

@@ -413,6 +413,48 @@ fn tap_offloads_on_with_software_gso_split() {
     tap_suite(tap_cfg(true, false), "tap offloads on, no gro");
 }
 
+/// No runtime thread: a manual loop polls the stack and sleeps in `Tap::wait` (poll(2) on the
+/// descriptor) between rounds, as an event loop would.
+#[test]
+fn tap_manual_poll_loop_sleeps_in_wait() {
+    require_env!();
+    let _g = lock();
+    let (ns, mut tap) = tap_in_ns(true);
+    let mut stack = Stack::new(stack_config());
+    let ping = ns
+        .command("ping")
+        .args(["-c", "3", "-i", "0.2", "-W", "2", &NETFOLD_IP.to_string()])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn ping");
+    let mut ping = Reaper(ping);
+    let epoch = std::time::Instant::now();
+    let mut wakeups = 0u32;
+    let status = loop {
+        if let Some(st) = ping.0.try_wait().expect("try_wait") {
+            break st;
+        }
+        assert!(
+            epoch.elapsed() < StdDuration::from_secs(20),
+            "ping never finished"
+        );
+        let now = netfold::time::Instant::from_micros(epoch.elapsed().as_micros() as u64);
+        stack.poll(now, &mut tap);
+        if tap
+            .wait(Some(netfold::time::Duration::from_millis(20)))
+            .expect("wait")
+        {
+            wakeups += 1;
+        }
+    };
+    assert!(status.success(), "ping failed");
+    let c = stack.counters();
+    assert_eq!(c.echo_requests_in, 3);
+    assert_eq!(c.icmp_out, 3);
+    // Woken by the frames themselves (ARP + 3 echo requests), not only by timeouts.
+    assert!(wakeups >= 4, "wakeups {wakeups}");
+}
+
 #[test]
 fn tap_multi_queue_opens_one_interface() {
     require_env!();

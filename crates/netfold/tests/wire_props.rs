@@ -199,6 +199,7 @@ proptest! {
         let packet = TcpPacket::new_checked(&buf[..]).unwrap();
         prop_assert_eq!(packet.header_len(), header_len);
         prop_assert!(packet.verify_checksum(&ph));
+        prop_assert!(packet.verify_checksum_with_payload_sum(&ph, mem::checksum(&payload)));
         prop_assert_eq!(TcpRepr::parse(&packet, &ph, true), Ok(repr));
         prop_assert_eq!(packet.payload(), &payload[..]);
         prop_assert_eq!(packet.segment_len(), repr.segment_len(payload.len()));
@@ -327,6 +328,7 @@ proptest! {
         let p = UdpPacket::new_checked(&buf[..]).unwrap();
         prop_assert!(p.checksum() != 0);
         prop_assert_eq!(UdpRepr::parse(&p, &ph, true), Ok(repr));
+        prop_assert!(p.verify_checksum_with_payload_sum(&ph, mem::checksum(&payload)));
         prop_assert_eq!(p.payload(), &payload[..]);
 
         // Any single-bit flip inside the datagram (not the length field, which changes the

@@ -3,18 +3,23 @@
 /// Pins the calling thread to `cpu` (modulo the CPUs this process may use). Returns false if
 /// the kernel refused (e.g. a restricted cpuset); the run goes on unpinned and says so.
 pub fn pin_current_thread(cpu: usize) -> bool {
-    let n = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    let cpu = cpu % n;
+    let cpu = cpu % online_cpus().min(libc::CPU_SETSIZE as usize);
     // SAFETY: cpu_set_t is plain data; zeroed is a valid empty set, CPU_SET writes within it
-    // (cpu < CPU_SETSIZE since available_parallelism is far below 1024), and
+    // (cpu < CPU_SETSIZE by the modulo above), and
     // sched_setaffinity(0, ...) only reads the set we pass for the calling thread.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
     }
+}
+
+/// CPUs online. Not `available_parallelism`, which follows the calling thread's affinity mask:
+/// once a thread is pinned it would report 1 and every later pin would land on CPU 0.
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
 }
 
 /// CPU time (user + system) consumed by the calling thread so far, in seconds.
@@ -31,9 +36,54 @@ pub fn thread_cpu_seconds() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// Whole-machine CPU time from /proc/stat (netperf's method): (busy, total) jiffies over all
+/// CPUs. Busy counts user, nice, system, irq, softirq and steal; total adds idle and iowait.
+pub fn proc_stat_jiffies() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    if v.len() < 8 {
+        return None;
+    }
+    let busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    let total = busy + v[3] + v[4];
+    Some((busy, total))
+}
+
+/// Percent of the whole machine busy between two /proc/stat samples (any process, so it
+/// includes whatever else the machine was doing).
+pub fn proc_stat_util(before: (u64, u64), after: (u64, u64)) -> Option<f64> {
+    let busy = after.0.checked_sub(before.0)?;
+    let total = after.1.checked_sub(before.1)?;
+    (total > 0).then(|| busy as f64 / total as f64 * 100.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_stat_utilization_is_a_percentage() {
+        let a = proc_stat_jiffies().expect("/proc/stat readable");
+        assert!(a.0 <= a.1);
+        assert_eq!(proc_stat_util((10, 100), (60, 200)), Some(50.0));
+        assert_eq!(proc_stat_util((10, 100), (10, 100)), None);
+        assert_eq!(proc_stat_util((10, 100), (5, 200)), None);
+    }
+
+    #[test]
+    fn pinning_does_not_shrink_the_cpu_count() {
+        let before = online_cpus();
+        let t = std::thread::spawn(move || {
+            pin_current_thread(0);
+            online_cpus()
+        });
+        assert_eq!(t.join().unwrap(), before);
+    }
 
     #[test]
     fn thread_cpu_time_grows_with_work() {

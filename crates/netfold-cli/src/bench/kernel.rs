@@ -1,7 +1,7 @@
 //! The Linux kernel's TCP/UDP over loopback: real sockets, client and server on separate threads
 //! pinned to separate CPUs, the way netperf runs.
 
-use super::affinity::{pin_current_thread, thread_cpu_seconds};
+use super::affinity::thread_cpu_seconds;
 use super::memnet::BoxErr;
 use super::pattern::{Pattern, Verifier};
 use super::{Measurement, Params, Test};
@@ -87,57 +87,160 @@ fn sink(s: &mut TcpStream, p: &Params, pattern: &Pattern) -> std::io::Result<(u6
     Ok((bytes, v.verified(bytes)))
 }
 
+/// Two network namespaces joined by a veth pair (`--link veth`): the client's end is
+/// 198.18.2.1/24, the server's 198.18.2.2/24. Dropping it removes both namespaces.
+pub struct Veth {
+    a: netfold::netns::NetNs,
+    b: netfold::netns::NetNs,
+}
+
+pub const VETH_CLIENT: std::net::Ipv4Addr = std::net::Ipv4Addr::new(198, 18, 2, 1);
+pub const VETH_SERVER: std::net::Ipv4Addr = std::net::Ipv4Addr::new(198, 18, 2, 2);
+
+impl Veth {
+    pub fn create(mtu: Option<usize>) -> Result<Veth, BoxErr> {
+        if let Some(why) = netfold::netns::unavailable_reason() {
+            return Err(format!("--link veth needs network namespaces: {why}").into());
+        }
+        let a = netfold::netns::NetNs::create()?;
+        let b = netfold::netns::NetNs::create()?;
+        let (la, lb) = (format!("{}a", a.name()), format!("{}b", a.name()));
+        netfold::netns::ip(&["link", "add", &la, "type", "veth", "peer", "name", &lb])?;
+        a.adopt(&la)?;
+        b.adopt(&lb)?;
+        if let Some(m) = mtu {
+            a.set_mtu(&la, m)?;
+            b.set_mtu(&lb, m)?;
+        }
+        a.configure(&la, VETH_CLIENT, 24)?;
+        b.configure(&lb, VETH_SERVER, 24)?;
+        Ok(Veth { a, b })
+    }
+
+    fn ns(&self, server: bool) -> &str {
+        if server {
+            self.b.name()
+        } else {
+            self.a.name()
+        }
+    }
+}
+
+/// Moves the calling thread into network namespace `name` (sockets it creates live there).
+fn enter_netns(name: &str) -> std::io::Result<()> {
+    let f = std::fs::File::open(format!("/var/run/netns/{name}"))?;
+    // SAFETY: setns takes a namespace file descriptor we own for the duration of the call and
+    // only changes the calling thread's network namespace.
+    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Where the two threads run: loopback, or the two ends of a veth pair.
+#[derive(Clone, Copy)]
+pub enum Where<'a> {
+    Lo,
+    Veth(&'a Veth),
+}
+
+impl Where<'_> {
+    fn enter(&self, server: bool) -> std::io::Result<()> {
+        match self {
+            Where::Lo => Ok(()),
+            Where::Veth(v) => enter_netns(v.ns(server)),
+        }
+    }
+    fn server_ip(&self) -> std::net::Ipv4Addr {
+        match self {
+            Where::Lo => std::net::Ipv4Addr::LOCALHOST,
+            Where::Veth(_) => VETH_SERVER,
+        }
+    }
+}
+
 pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
+    run_on(p, Where::Lo)
+}
+
+/// Runs the test with the client and the server each on its own thread (pinned per `p.pin`),
+/// in the namespaces `w` says.
+pub fn run_on(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
     if p.impair.any() {
-        return Err("impairments apply to the in-memory pipe only, not to kernel loopback".into());
+        return Err("impairments apply to the in-memory pipe only, not to kernel links".into());
     }
     if p.test == Test::UdpStream {
-        return udp_stream(p);
+        return udp_stream(p, w);
     }
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    apply_buffers(listener.as_raw_fd(), p);
-    let addr = listener.local_addr()?;
     let pattern = Arc::new(Pattern::new(p.send_size.max(p.recv_size).max(1)));
-    let sp = p.clone();
-    let pat = Arc::clone(&pattern);
-    let server = std::thread::spawn(move || -> std::io::Result<Side> {
-        pin_current_thread(1);
-        let cpu0 = thread_cpu_seconds();
-        let r = serve(&listener, &sp, &pat)?;
-        Ok(Side {
-            cpu_s: thread_cpu_seconds() - cpu0,
-            ..r
+    std::thread::scope(|scope| -> Result<Measurement, BoxErr> {
+        let (tx, rx) = std::sync::mpsc::channel::<std::io::Result<SocketAddr>>();
+        let pat = &pattern;
+        let server = scope.spawn(move || -> std::io::Result<Side> {
+            p.pin.apply(true);
+            let setup = || -> std::io::Result<TcpListener> {
+                w.enter(true)?;
+                let l = TcpListener::bind((w.server_ip(), 0))?;
+                apply_buffers(l.as_raw_fd(), p);
+                Ok(l)
+            };
+            let listener = match setup() {
+                Ok(l) => {
+                    let _ = tx.send(l.local_addr());
+                    l
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(std::io::Error::new(e.kind(), e.to_string())));
+                    return Err(e);
+                }
+            };
+            let cpu0 = thread_cpu_seconds();
+            let r = serve(&listener, p, pat)?;
+            Ok(Side {
+                cpu_s: thread_cpu_seconds() - cpu0,
+                ..r
+            })
+        });
+        let addr = rx.recv().map_err(|_| "kernel server thread died")??;
+        let client = scope.spawn(move || -> std::io::Result<(u64, u64, f64, f64)> {
+            p.pin.apply(false);
+            w.enter(false)?;
+            let cpu0 = thread_cpu_seconds();
+            let start = Instant::now();
+            let (sent, transactions) = drive_client(addr, p, pat, start)?;
+            Ok((
+                sent,
+                transactions,
+                start.elapsed().as_secs_f64(),
+                thread_cpu_seconds() - cpu0,
+            ))
+        });
+        let client = client.join().map_err(|_| "kernel client thread panicked")?;
+        let srv = server
+            .join()
+            .map_err(|_| "kernel server thread panicked")??;
+        let (sent, transactions, elapsed, client_cpu) = client?;
+        let (bytes, verified) = match p.test {
+            Test::Stream => (
+                srv.bytes,
+                p.verify.then_some(srv.verified && srv.bytes == sent),
+            ),
+            Test::Maerts => (sent, p.verify.then_some(srv.verified)),
+            _ => (transactions * (p.req_size + p.resp_size) as u64, None),
+        };
+        let mut details = serde_json::Map::new();
+        details.insert("client_cpu_s".into(), client_cpu.into());
+        details.insert("server_cpu_s".into(), srv.cpu_s.into());
+        let _ = srv.transactions;
+        Ok(Measurement {
+            bytes,
+            transactions,
+            elapsed_s: elapsed,
+            verified,
+            cpu_s: client_cpu + srv.cpu_s,
+            details,
         })
-    });
-    pin_current_thread(0);
-    let cpu0 = thread_cpu_seconds();
-    let start = Instant::now();
-    let client = drive_client(addr, p, &pattern, start);
-    let elapsed = start.elapsed().as_secs_f64();
-    let client_cpu = thread_cpu_seconds() - cpu0;
-    let srv = server
-        .join()
-        .map_err(|_| "kernel server thread panicked")??;
-    let (sent, transactions) = client?;
-    let (bytes, verified) = match p.test {
-        Test::Stream => (
-            srv.bytes,
-            p.verify.then_some(srv.verified && srv.bytes == sent),
-        ),
-        Test::Maerts => (sent, p.verify.then_some(srv.verified)),
-        _ => (transactions * (p.req_size + p.resp_size) as u64, None),
-    };
-    let mut details = serde_json::Map::new();
-    details.insert("client_cpu_s".into(), client_cpu.into());
-    details.insert("server_cpu_s".into(), srv.cpu_s.into());
-    let _ = srv.transactions;
-    Ok(Measurement {
-        bytes,
-        transactions,
-        elapsed_s: elapsed,
-        verified,
-        cpu_s: client_cpu + srv.cpu_s,
-        details,
     })
 }
 
@@ -262,63 +365,86 @@ fn serve(listener: &TcpListener, p: &Params, pattern: &Pattern) -> std::io::Resu
 
 /// UDP_STREAM: the client sends datagrams for the duration; the server counts what arrives.
 /// Throughput is what the receiver got (netperf reports both; `details.sent_bytes` has the rest).
-fn udp_stream(p: &Params) -> Result<Measurement, BoxErr> {
-    let server = UdpSocket::bind("127.0.0.1:0")?;
-    apply_buffers(server.as_raw_fd(), p);
-    server.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let addr = server.local_addr()?;
+fn udp_stream(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
     let msg = p.send_size.clamp(1, 65507);
-    let rs = std::thread::spawn(move || -> (u64, f64) {
-        pin_current_thread(1);
-        let cpu0 = thread_cpu_seconds();
-        let mut buf = vec![0u8; 65536];
-        let mut bytes = 0u64;
-        let mut started = false;
-        loop {
-            match server.recv(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    started = true;
-                    bytes += n as u64;
+    std::thread::scope(|scope| -> Result<Measurement, BoxErr> {
+        let (tx, rx) = std::sync::mpsc::channel::<std::io::Result<SocketAddr>>();
+        let rs = scope.spawn(move || -> std::io::Result<(u64, f64)> {
+            p.pin.apply(true);
+            let setup = || -> std::io::Result<UdpSocket> {
+                w.enter(true)?;
+                let s = UdpSocket::bind((w.server_ip(), 0))?;
+                apply_buffers(s.as_raw_fd(), p);
+                s.set_read_timeout(Some(Duration::from_millis(200)))?;
+                Ok(s)
+            };
+            let server = match setup() {
+                Ok(s) => {
+                    let _ = tx.send(s.local_addr());
+                    s
                 }
-                Err(_) if started => break,
-                Err(_) => {}
+                Err(e) => {
+                    let _ = tx.send(Err(std::io::Error::new(e.kind(), e.to_string())));
+                    return Err(e);
+                }
+            };
+            let cpu0 = thread_cpu_seconds();
+            let mut buf = vec![0u8; 65536];
+            let mut bytes = 0u64;
+            let mut started = false;
+            loop {
+                match server.recv(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        started = true;
+                        bytes += n as u64;
+                    }
+                    Err(_) if started => break,
+                    Err(_) => {}
+                }
             }
-        }
-        (bytes, thread_cpu_seconds() - cpu0)
-    });
-    pin_current_thread(0);
-    let c = UdpSocket::bind("127.0.0.1:0")?;
-    apply_buffers(c.as_raw_fd(), p);
-    c.connect(addr)?;
-    let data = vec![0x42u8; msg];
-    let deadline = Duration::from_secs_f64(p.duration.unwrap_or(1.0));
-    let total = p.bytes.unwrap_or(u64::MAX);
-    let cpu0 = thread_cpu_seconds();
-    let start = Instant::now();
-    let mut sent = 0u64;
-    while sent < total && start.elapsed() < deadline {
-        match c.send(&data) {
-            Ok(n) => sent += n as u64,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let elapsed = start.elapsed().as_secs_f64();
-    let client_cpu = thread_cpu_seconds() - cpu0;
-    let _ = c.send(&[]);
-    let (received, server_cpu) = rs.join().map_err(|_| "udp receiver panicked")?;
-    let mut details = serde_json::Map::new();
-    details.insert("sent_bytes".into(), sent.into());
-    details.insert("client_cpu_s".into(), client_cpu.into());
-    details.insert("server_cpu_s".into(), server_cpu.into());
-    Ok(Measurement {
-        bytes: received,
-        transactions: 0,
-        elapsed_s: elapsed,
-        verified: None,
-        cpu_s: client_cpu + server_cpu,
-        details,
+            Ok((bytes, thread_cpu_seconds() - cpu0))
+        });
+        let addr = rx.recv().map_err(|_| "udp receiver thread died")??;
+        let cl = scope.spawn(move || -> std::io::Result<(u64, f64, f64)> {
+            p.pin.apply(false);
+            w.enter(false)?;
+            let c = UdpSocket::bind((std::net::Ipv4Addr::UNSPECIFIED, 0))?;
+            apply_buffers(c.as_raw_fd(), p);
+            c.connect(addr)?;
+            let data = vec![0x42u8; msg];
+            let deadline = Duration::from_secs_f64(p.duration.unwrap_or(1.0));
+            let total = p.bytes.unwrap_or(u64::MAX);
+            let cpu0 = thread_cpu_seconds();
+            let start = Instant::now();
+            let mut sent = 0u64;
+            while sent < total && start.elapsed() < deadline {
+                match c.send(&data) {
+                    Ok(n) => sent += n as u64,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let elapsed = start.elapsed().as_secs_f64();
+            let cpu = thread_cpu_seconds() - cpu0;
+            // An empty datagram tells the receiver to stop (its timeout covers a lost one).
+            let _ = c.send(&[]);
+            Ok((sent, elapsed, cpu))
+        });
+        let (sent, elapsed, client_cpu) = cl.join().map_err(|_| "udp sender panicked")??;
+        let (received, server_cpu) = rs.join().map_err(|_| "udp receiver panicked")??;
+        let mut details = serde_json::Map::new();
+        details.insert("sent_bytes".into(), sent.into());
+        details.insert("client_cpu_s".into(), client_cpu.into());
+        details.insert("server_cpu_s".into(), server_cpu.into());
+        Ok(Measurement {
+            bytes: received,
+            transactions: 0,
+            elapsed_s: elapsed,
+            verified: None,
+            cpu_s: client_cpu + server_cpu,
+            details,
+        })
     })
 }

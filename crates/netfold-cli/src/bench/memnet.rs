@@ -40,6 +40,18 @@ pub trait MemNet {
     fn close(&mut self, c: Self::Conn) -> Result<(), BoxErr>;
     /// Free resources of connections that have finished closing (smoltcp needs this).
     fn reap(&mut self) {}
+    /// UDP_STREAM support: bind a server socket on `port` and a client socket.
+    fn udp_open(&mut self, _port: u16) -> Result<(), BoxErr> {
+        Err("udp-stream is not implemented for this stack".into())
+    }
+    /// Client sends one datagram to the server; Ok(false) when its queue is full.
+    fn udp_send(&mut self, _data: &[u8]) -> Result<bool, BoxErr> {
+        Err("udp-stream is not implemented for this stack".into())
+    }
+    /// Server receives one datagram; None when nothing is queued.
+    fn udp_recv(&mut self, _buf: &mut [u8]) -> Result<Option<usize>, BoxErr> {
+        Err("udp-stream is not implemented for this stack".into())
+    }
     /// Per-run facts to report (counters).
     fn details(&mut self) -> serde_json::Map<String, serde_json::Value> {
         Default::default()
@@ -145,7 +157,7 @@ pub fn run<N: MemNet>(net: &mut N, p: &Params) -> Result<Measurement, BoxErr> {
         Test::Maerts => bulk(net, p, PORT, Side::Server),
         Test::Rr => rr(net, p, PORT),
         Test::Crr => crr(net, p, PORT),
-        Test::UdpStream => Err("udp-stream is not implemented for this stack".into()),
+        Test::UdpStream => udp_stream(net, p, PORT),
     }
 }
 
@@ -339,6 +351,49 @@ fn crr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, Box
     Ok(Measurement {
         bytes: n * (p.req_size + p.resp_size) as u64,
         transactions: n,
+        elapsed_s: elapsed,
+        verified: None,
+        cpu_s,
+        details,
+    })
+}
+
+/// UDP_STREAM: the client sends datagrams as fast as its socket takes them; the server counts
+/// what arrives. Throughput is what was received; `details.sent_bytes` has what was offered.
+fn udp_stream<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, BoxErr> {
+    net.udp_open(port)?;
+    let data = vec![0x42u8; p.send_size.max(1)];
+    let mut buf = vec![0u8; 65536];
+    let deadline = Some(Duration::from_secs_f64(p.duration.unwrap_or(1.0)));
+    let total = p.bytes.unwrap_or(u64::MAX);
+    let cpu0 = super::affinity::thread_cpu_seconds();
+    let start = RunTime::start(net);
+    let (mut sent, mut received) = (0u64, 0u64);
+    while sent < total && !start.past(net, deadline) {
+        while sent < total && net.udp_send(&data)? {
+            sent += data.len() as u64;
+        }
+        net.poll()?;
+        while let Some(n) = net.udp_recv(&mut buf)? {
+            received += n as u64;
+        }
+    }
+    // Drain what is still in flight.
+    for _ in 0..64 {
+        if !net.poll()? {
+            break;
+        }
+        while let Some(n) = net.udp_recv(&mut buf)? {
+            received += n as u64;
+        }
+    }
+    let elapsed = start.secs(net);
+    let cpu_s = super::affinity::thread_cpu_seconds() - cpu0;
+    let mut details = net.details();
+    details.insert("sent_bytes".into(), sent.into());
+    Ok(Measurement {
+        bytes: received,
+        transactions: 0,
         elapsed_s: elapsed,
         verified: None,
         cpu_s,

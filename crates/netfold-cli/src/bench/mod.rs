@@ -6,6 +6,7 @@ pub mod clock;
 pub mod kernel;
 pub mod memnet;
 pub mod netfold_pipe;
+pub mod netfold_threads;
 pub mod pattern;
 pub mod report;
 pub mod smoltcp_pipe;
@@ -25,6 +26,33 @@ pub struct Impair {
 impl Impair {
     pub fn any(&self) -> bool {
         self.loss + self.reorder + self.duplicate + self.corrupt > 0.0
+    }
+}
+
+/// Where the client and server threads run (seed 000 Table 1: IRQ/process affinity).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Pin {
+    /// Client on CPU 0, server on CPU 1.
+    #[default]
+    Split,
+    /// Both on CPU 0.
+    Same,
+    /// Not pinned: the scheduler decides.
+    None,
+}
+
+impl Pin {
+    /// Applies the policy to the calling thread, which plays `server` or the client.
+    pub fn apply(self, server: bool) {
+        match self {
+            Pin::Split => {
+                affinity::pin_current_thread(usize::from(server));
+            }
+            Pin::Same => {
+                affinity::pin_current_thread(0);
+            }
+            Pin::None => {}
+        }
     }
 }
 
@@ -83,6 +111,8 @@ pub struct Params {
     pub verify: bool,
     /// netfold: 1 = both stacks on one thread; 2 = one pinned thread per stack.
     pub threads: usize,
+    /// Thread placement for two-thread runs (kernel, netfold --threads 2).
+    pub pin: Pin,
 }
 
 impl Default for Params {
@@ -103,6 +133,7 @@ impl Default for Params {
             impair: Impair::default(),
             verify: false,
             threads: 1,
+            pin: Pin::Split,
         }
     }
 }

@@ -5,7 +5,7 @@ use super::memnet::{BoxErr, MemNet, Side};
 use super::{Measurement, Params};
 use netfold::iface::{Stack, StackConfig};
 use netfold::phy::pipe::{Pipe, PipeConfig, PipeEnd};
-use netfold::socket::{TcpListener, TcpStream};
+use netfold::socket::{TcpListener, TcpStream, UdpSocket};
 use netfold::tcp;
 use netfold::time::Duration;
 use netfold::wire::ethernet::EthernetAddress;
@@ -63,6 +63,7 @@ pub struct NetfoldNet {
     end_c: PipeEnd,
     end_s: PipeEnd,
     listener: Option<TcpListener>,
+    udp: Option<(UdpSocket, UdpSocket, u16)>,
     tcfg: tcp::Config,
     clock: Clock,
 }
@@ -76,6 +77,7 @@ impl NetfoldNet {
             end_c,
             end_s,
             listener: None,
+            udp: None,
             tcfg: tcp_config(p),
             clock: Clock::new(),
         }
@@ -166,6 +168,26 @@ impl MemNet for NetfoldNet {
         Ok(c.1.close(self.stack(c.0))?)
     }
 
+    fn udp_open(&mut self, port: u16) -> Result<(), BoxErr> {
+        let srv = UdpSocket::bind(&mut self.server, SocketAddrV4::new(SERVER_ADDR, port))?;
+        let cli = UdpSocket::bind(&mut self.client, SocketAddrV4::new(CLIENT_ADDR, 0))?;
+        self.udp = Some((cli, srv, port));
+        Ok(())
+    }
+
+    fn udp_send(&mut self, data: &[u8]) -> Result<bool, BoxErr> {
+        let (cli, _, port) = self.udp.ok_or("udp not open")?;
+        Ok(
+            would_block(cli.send_to(&mut self.client, data, SocketAddrV4::new(SERVER_ADDR, port)))?
+                .is_some(),
+        )
+    }
+
+    fn udp_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, BoxErr> {
+        let (_, srv, _) = self.udp.ok_or("udp not open")?;
+        Ok(would_block(srv.recv_from(&mut self.server, buf))?.map(|(n, _)| n))
+    }
+
     fn details(&mut self) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         m.insert(
@@ -182,7 +204,7 @@ impl MemNet for NetfoldNet {
 
 pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     if p.threads > 1 {
-        return Err("--threads 2 for netfold is not implemented yet".into());
+        return super::netfold_threads::run(p);
     }
     let mut net = NetfoldNet::new(p);
     super::memnet::run(&mut net, p)

@@ -11,7 +11,7 @@ use super::memnet::{BoxErr, MemNet, Side};
 use super::{Measurement, Params};
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
 use smoltcp::phy::{self, Device, DeviceCapabilities, Medium};
-use smoltcp::socket::tcp;
+use smoltcp::socket::{tcp, udp};
 use smoltcp::time::Instant as SInstant;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Address};
 use std::cell::RefCell;
@@ -136,6 +136,7 @@ pub struct SmolNet {
     rbuf: usize,
     nagle: bool,
     clock: Clock,
+    udp: Option<(SocketHandle, SocketHandle, u16)>,
 }
 
 impl SmolNet {
@@ -173,6 +174,7 @@ impl SmolNet {
             rbuf: p.recv_buffer.unwrap_or(256 * 1024),
             nagle: !p.nodelay,
             clock,
+            udp: None,
         })
     }
 
@@ -309,6 +311,43 @@ impl MemNet for SmolNet {
         self.sock(c).close();
         self.closing.push(c);
         Ok(())
+    }
+
+    fn udp_open(&mut self, port: u16) -> Result<(), BoxErr> {
+        let mk = |bytes: usize| {
+            udp::Socket::new(
+                udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 256], vec![0; bytes]),
+                udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 256], vec![0; bytes]),
+            )
+        };
+        let mut srv = mk(self.rbuf);
+        srv.bind(port)?;
+        let mut cli = mk(self.sbuf);
+        cli.bind(49151)?;
+        let hs = self.set_s.add(srv);
+        let hc = self.set_c.add(cli);
+        self.udp = Some((hc, hs, port));
+        Ok(())
+    }
+
+    fn udp_send(&mut self, data: &[u8]) -> Result<bool, BoxErr> {
+        let (hc, _, port) = self.udp.ok_or("udp not open")?;
+        let s = self.set_c.get_mut::<udp::Socket>(hc);
+        match s.send_slice(data, (IpAddress::Ipv4(SERVER), port)) {
+            Ok(()) => Ok(true),
+            Err(udp::SendError::BufferFull) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn udp_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, BoxErr> {
+        let (_, hs, _) = self.udp.ok_or("udp not open")?;
+        let s = self.set_s.get_mut::<udp::Socket>(hs);
+        match s.recv_slice(buf) {
+            Ok((n, _)) => Ok(Some(n)),
+            Err(udp::RecvError::Exhausted) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// smoltcp keeps a socket in TIME_WAIT for 10 s; a benchmark that opens tens of thousands of

@@ -2,9 +2,11 @@
 
 pub mod copy;
 pub mod csum;
+pub mod paper;
 pub mod perf;
 pub mod serve;
 pub mod stream;
+pub mod timing;
 
 /// What a subcommand returns: its exit code, or an error message for stderr (exit 2).
 pub type CmdResult = Result<std::process::ExitCode, Box<dyn std::error::Error>>;

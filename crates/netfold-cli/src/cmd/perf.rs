@@ -6,7 +6,7 @@ use super::CmdResult;
 use crate::bench::report::{self, mbps, Row};
 use crate::bench::stats::{self, Iterations};
 use crate::bench::units::{parse_fraction, parse_size, parse_size_list};
-use crate::bench::{kernel, netfold_pipe, smoltcp_pipe, Impair, Measurement, Params, Test};
+use crate::bench::{kernel, netfold_pipe, smoltcp_pipe, Impair, Measurement, Params, Pin, Test};
 use std::process::ExitCode;
 
 /// Which stack a run measures.
@@ -82,6 +82,9 @@ pub struct Args {
     /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: u8,
+    /// Thread placement for two-thread runs: split (client CPU 0, server CPU 1), same, none.
+    #[arg(long, value_enum, default_value_t = Pin::Split)]
+    pub pin: Pin,
     /// Link for the kernel stack.
     #[arg(long, value_enum, default_value_t = KernelLink::Lo)]
     pub link: KernelLink,
@@ -184,6 +187,7 @@ pub fn params(a: &Args, test: Test, send_size: u64) -> Result<Params, String> {
         },
         verify: a.verify,
         threads: a.threads as usize,
+        pin: a.pin,
     })
 }
 
@@ -198,7 +202,11 @@ pub fn run_once(
         StackKind::Smoltcp => Ok((smoltcp_pipe::run(p)?, "pipe".into(), p.mtu)),
         StackKind::Kernel => match link {
             KernelLink::Lo => Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu())),
-            KernelLink::Veth => Err("--link veth is not implemented yet".into()),
+            KernelLink::Veth => {
+                let v = kernel::Veth::create(None)?;
+                let m = kernel::run_on(p, kernel::Where::Veth(&v))?;
+                Ok((m, "veth".into(), 1500))
+            }
         },
     }
 }
@@ -217,7 +225,15 @@ pub fn measure(stack: StackKind, a: &Args, p: &Params) -> Result<Row, Box<dyn st
     let mut link = String::new();
     let mut mtu = 0;
     while it.want_more(&headline) {
-        let (m, l, u) = run_once(stack, a.link, p)?;
+        let before = crate::bench::affinity::proc_stat_jiffies();
+        let (mut m, l, u) = run_once(stack, a.link, p)?;
+        if let (Some(b), Some(e)) = (before, crate::bench::affinity::proc_stat_jiffies()) {
+            // Cross-check of the per-thread (getrusage) figure: the whole machine's busy share
+            // from /proc/stat over the run, as netperf measures it.
+            if let Some(u) = crate::bench::affinity::proc_stat_util(b, e) {
+                m.details.insert("proc_stat_cpu_util".into(), u.into());
+            }
+        }
         headline.push(if p.test.is_transactional() {
             rate(m.transactions, m.elapsed_s)
         } else {
@@ -290,9 +306,7 @@ fn make_row(
         row.ci_met = Some(it.met(headline));
     }
     if cpu {
-        let ncpus = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
+        let ncpus = crate::bench::affinity::online_cpus();
         // Scaled to 100% CPU: the headline (Mbit/s, or transactions/s for RR/CRR) divided by
         // the utilization.
         let f = stats::cpu_figures(cpu_s, elapsed, ncpus, bytes, mean);
@@ -312,8 +326,36 @@ fn make_row(
     row
 }
 
-/// Runs `test` for every stack x message size and prints the result.
-pub fn run(test: Test, a: Args) -> CmdResult {
+/// The main job (`netfold` with no subcommand, i.e. README's `cargo run --release`): a short
+/// TCP_STREAM sweep over 1K..64K messages on netfold, kernel loopback and smoltcp, with the
+/// netfold/kernel and netfold/smoltcp ratios.
+pub const DEFAULT_JOB: &[&str] = &[
+    "--stack",
+    "netfold,kernel,smoltcp",
+    "-m",
+    "1K,4K,16K,64K",
+    "-l",
+    "1",
+];
+
+pub fn default_job() -> CmdResult {
+    #[derive(clap::Parser)]
+    struct Default {
+        #[command(flatten)]
+        a: Args,
+    }
+    let mut argv = vec!["netfold"];
+    argv.extend_from_slice(DEFAULT_JOB);
+    let d = <Default as clap::Parser>::try_parse_from(argv)?;
+    eprintln!(
+        "netfold: default job = `netfold stream {}` (see `netfold --help` for more)",
+        DEFAULT_JOB.join(" ")
+    );
+    run(Test::Stream, d.a)
+}
+
+/// Runs `test` for every stack x message size; the rows in plan order.
+pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
     let sizes: Vec<u64> = if test.is_transactional() {
         vec![a.rr_size.0 as u64]
     } else {
@@ -322,7 +364,7 @@ pub fn run(test: Test, a: Args) -> CmdResult {
     let mut plan = Vec::new();
     for &size in &sizes {
         for &s in &a.stack {
-            plan.push((s, params(&a, test, size)?));
+            plan.push((s, params(a, test, size)?));
         }
     }
     let progress = crate::progress::Progress::new(
@@ -339,12 +381,23 @@ pub fn run(test: Test, a: Args) -> CmdResult {
             test.netperf_name(),
             p.send_size
         ));
-        rows.push(
-            measure(*s, &a, p).map_err(|e| format!("{} {}: {e}", s.name(), test.netperf_name()))?,
-        );
+        let r = measure(*s, a, p).map_err(|e| format!("{} {}: {e}", s.name(), test.netperf_name()));
         progress.done();
+        match r {
+            Ok(row) => rows.push(row),
+            Err(e) => {
+                progress.finish();
+                return Err(e.into());
+            }
+        }
     }
     progress.finish();
+    Ok(rows)
+}
+
+/// Runs `test` for every stack x message size and prints the result.
+pub fn run(test: Test, a: Args) -> CmdResult {
+    let rows = collect(test, &a)?;
     if a.json {
         report::print_json(&rows)?;
     } else if a.csv {

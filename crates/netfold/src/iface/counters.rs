@@ -8,10 +8,22 @@ use core::fmt;
 /// All counters of one stack; plain fields so callers can diff snapshots.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
+    // Batching (seed 000 §4.2): frames per batch = frames_in / rx_batches.
+    /// Calls to `Stack::poll`.
+    pub polls: u64,
+    /// `recv_batch` calls that returned at least one frame.
+    pub rx_batches: u64,
+    /// `send_batch` calls (each with at least one frame).
+    pub tx_batches: u64,
+
     // Link layer.
+    /// Frames received from the device.
     pub frames_in: u64,
+    /// Frames queued to the device.
     pub frames_out: u64,
+    /// Bytes received (link frames).
     pub bytes_in: u64,
+    /// Bytes queued (link frames).
     pub bytes_out: u64,
     /// Frames too short or otherwise unparsable at the link layer.
     pub eth_malformed: u64,
@@ -27,11 +39,19 @@ pub struct Counters {
     pub tx_too_big: u64,
 
     // ARP.
+    /// ARP packets received.
     pub arp_in: u64,
+    /// ARP packets too short or with bogus sender fields.
     pub arp_malformed: u64,
+    /// ARP packets from another host claiming our IPv4 address.
+    pub arp_conflicts: u64,
+    /// ARP requests received.
     pub arp_requests_in: u64,
+    /// ARP replies received.
     pub arp_replies_in: u64,
+    /// ARP requests sent.
     pub arp_requests_out: u64,
+    /// ARP replies sent.
     pub arp_replies_out: u64,
     /// Frames dropped because the pending-resolution queue was full.
     pub arp_pending_overflow: u64,
@@ -39,54 +59,80 @@ pub struct Counters {
     pub arp_unresolved_drops: u64,
 
     // IPv4.
+    /// IPv4 packets received.
     pub ipv4_in: u64,
+    /// IPv4 packets sent.
     pub ipv4_out: u64,
+    /// IPv4 header checksum failures.
     pub ipv4_bad_checksum: u64,
+    /// IPv4 packets with bad lengths or version.
     pub ipv4_malformed: u64,
     /// Destination not one of our addresses.
     pub ipv4_not_for_us: u64,
     /// Source address broadcast, multicast or ours (RFC 1122 §3.2.1.3 martians).
     pub ipv4_bad_src: u64,
+    /// Datagrams for a protocol we do not speak.
     pub ipv4_unknown_protocol: u64,
+    /// Fragments received.
     pub frag_in: u64,
+    /// Datagrams completed by reassembly.
     pub frag_reassembled: u64,
     /// Fragments dropped: reassembly disabled, limits, overlaps.
     pub frag_dropped: u64,
+    /// Datagrams discarded for overlapping fragments.
     pub frag_overlaps: u64,
+    /// Datagrams discarded incomplete at the timeout.
     pub frag_timeouts: u64,
 
     // ICMP.
+    /// ICMP messages received.
     pub icmp_in: u64,
+    /// ICMP messages sent.
     pub icmp_out: u64,
+    /// ICMP checksum failures.
     pub icmp_bad_checksum: u64,
+    /// ICMP messages too short or with a bad quote.
     pub icmp_malformed: u64,
     /// Message types we do not handle (counted, ignored).
     pub icmp_unsupported: u64,
+    /// Echo requests received.
     pub echo_requests_in: u64,
+    /// Echo replies received.
     pub echo_replies_in: u64,
     /// Destination unreachable / time exceeded received.
     pub icmp_errors_in: u64,
     /// Of those, port unreachable (what a UDP sender sees for a closed port).
     pub icmp_port_unreachable_in: u64,
+    /// ICMP errors sent (port/protocol unreachable).
     pub icmp_errors_out: u64,
     /// ICMP errors not sent because of the rate limit.
     pub icmp_rate_limited: u64,
 
     // UDP.
+    /// UDP datagrams received.
     pub udp_in: u64,
+    /// UDP datagrams sent.
     pub udp_out: u64,
+    /// UDP checksum failures.
     pub udp_bad_checksum: u64,
+    /// UDP datagrams with bad lengths or port 0.
     pub udp_malformed: u64,
+    /// UDP datagrams for a port nobody bound.
     pub udp_no_socket: u64,
+    /// UDP datagrams dropped at a full socket queue.
     pub udp_queue_full: u64,
 
     // TCP (ingress/egress glue; the engine's own counters are in `tcp`).
+    /// TCP checksum failures.
     pub tcp_bad_checksum: u64,
+    /// TCP segments with bad header lengths, options or ports.
     pub tcp_malformed: u64,
     /// Segments produced by splitting a large TCP segment at the MTU (software GSO).
     pub gso_segments: u64,
+    /// The TCP engine's own counters.
     pub tcp: tcp::Stats,
 
+    /// The stack's buffer pool.
     pub pool: PoolStats,
 }
 
@@ -94,6 +140,14 @@ impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = &self.tcp;
         let rows: &[(&str, &[(&str, u64)])] = &[
+            (
+                "batch",
+                &[
+                    ("polls", self.polls),
+                    ("rx_batches", self.rx_batches),
+                    ("tx_batches", self.tx_batches),
+                ],
+            ),
             (
                 "link",
                 &[
@@ -114,6 +168,7 @@ impl fmt::Display for Counters {
                 &[
                     ("in", self.arp_in),
                     ("malformed", self.arp_malformed),
+                    ("conflicts", self.arp_conflicts),
                     ("requests_in", self.arp_requests_in),
                     ("replies_in", self.arp_replies_in),
                     ("requests_out", self.arp_requests_out),

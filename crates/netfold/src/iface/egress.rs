@@ -3,7 +3,7 @@
 //! and software GSO at the MTU boundary.
 
 use super::counters::Counters;
-use super::neighbor::{NeighborCache, Park};
+use super::neighbor::{Event, NeighborCache, Park};
 use super::tcp_wire;
 use crate::buf::{PacketBuf, Pool};
 use crate::phy::Medium;
@@ -11,8 +11,8 @@ use crate::tcp::OutSegment;
 use crate::time::Instant;
 use crate::wire::arp::{ArpOperation, ArpRepr};
 use crate::wire::ethernet::{EtherType, EthernetAddress, EthernetRepr, HEADER_LEN as ETH_LEN};
-use crate::wire::ipv4::{checksum_combine, pseudo_header_sum, Ipv4Repr, HEADER_LEN as IP_LEN};
-use crate::wire::tcp::{TcpFlags, TcpRepr};
+use crate::wire::ipv4::{checksum_combine, Ipv4Repr, HEADER_LEN as IP_LEN};
+use crate::wire::tcp::{PseudoHeader, TcpFlags, TcpRepr};
 use crate::wire::{IpProtocol, Ipv4Addr};
 
 /// Why a packet could not be queued for transmission (each case is also counted).
@@ -46,6 +46,8 @@ pub(crate) struct Egress {
     pub tx_limit: usize,
     pub neigh: NeighborCache,
     pub c: Counters,
+    /// Scratch list of addresses whose ARP retry is due (reused; at most MAX_RESOLVING).
+    pub arp_due: Vec<Ipv4Addr>,
 }
 
 impl Egress {
@@ -146,7 +148,7 @@ impl Egress {
             (dst, Some(EthernetAddress::BROADCAST))
         } else {
             match self.next_hop(dst) {
-                Some(hop) => (hop, self.neigh.lookup(now, hop)),
+                Some(hop) => (hop, self.neigh.lookup_hot(now, hop)),
                 None => {
                     self.c.no_route += 1;
                     self.pool.put(buf);
@@ -214,6 +216,23 @@ impl Egress {
             target_ip: target,
         };
         self.send_arp(arp, EthernetAddress::BROADCAST);
+    }
+
+    /// ARP timer work: repeat due requests, drop (counted) frames whose next hop never answered.
+    pub fn neighbor_timers(&mut self, now: Instant) {
+        let mut due = core::mem::take(&mut self.arp_due);
+        let (pool, c) = (&mut self.pool, &mut self.c);
+        self.neigh.poll(now, |e| match e {
+            Event::Request(ip) => due.push(ip),
+            Event::Drop(b) => {
+                c.arp_unresolved_drops += 1;
+                pool.put(b);
+            }
+        });
+        for ip in due.drain(..) {
+            self.send_arp_request(ip);
+        }
+        self.arp_due = due;
     }
 
     /// Moves frames parked for `ip` to the transmit queue with their destination MAC filled.
@@ -287,18 +306,21 @@ impl Egress {
         let mut buf = self.pool.get();
         let hlen = tcp_wire::header_len(repr);
         let area = buf.append(hlen + len);
-        if tcp_wire::emit(repr, &mut area[..hlen]).is_err() {
+        // The checksum folded into the copy: the payload is summed while it is copied, and the
+        // header's checksum is completed from that sum without reading the payload again.
+        let payload_sum = copy_range_with_checksum(&mut area[hlen..], seg.payload, off, len);
+        let csum = self.csum_tx.then_some((
+            PseudoHeader {
+                src: seg.src,
+                dst: seg.dst,
+            },
+            len,
+            payload_sum,
+        ));
+        if tcp_wire::emit(repr, &mut area[..hlen], csum).is_err() {
             self.c.tcp_malformed += 1;
             self.pool.put(buf);
             return;
-        }
-        // The checksum folded into the copy: the payload is summed while it is copied.
-        let payload_sum = copy_range_with_checksum(&mut area[hlen..], seg.payload, off, len);
-        if self.csum_tx {
-            let ph = pseudo_header_sum(seg.src, seg.dst, IpProtocol::Tcp, (hlen + len) as u32);
-            let header_sum = crate::mem::checksum(&area[..hlen]);
-            let c = !checksum_combine(checksum_combine(ph, header_sum), payload_sum);
-            area[16..18].copy_from_slice(&c.to_be_bytes());
         }
         let _ = self.send_ip(now, IpProtocol::Tcp, seg.src, seg.dst, buf);
     }
@@ -334,6 +356,87 @@ pub fn copy_range_with_checksum(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::time::Duration;
+    use crate::wire::ipv4::Ipv4Packet;
+
+    fn egress(tx_limit: usize) -> Egress {
+        Egress {
+            medium: Medium::Ip,
+            mac: EthernetAddress::default(),
+            addr: Ipv4Addr::new(198, 18, 0, 1),
+            prefix_len: 24,
+            gateway: None,
+            mtu: 1500,
+            csum_tx: true,
+            tso: false,
+            ttl: 64,
+            ident: 0,
+            pool: Pool::new(1518, 16),
+            tx: Vec::new(),
+            tx_limit,
+            neigh: NeighborCache::new(Duration::from_secs(60), 4, Duration::from_secs(1), 3),
+            c: Counters::default(),
+            arp_due: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn gso_splits_at_mtu_with_flags_seq_and_checksums() {
+        let mut eg = egress(16);
+        let data: Vec<u8> = (0..3001u32).map(|i| (i * 7) as u8).collect();
+        let (a, b) = data.split_at(1001);
+        let repr = TcpRepr {
+            src_port: 1,
+            dst_port: 2,
+            seq: u32::MAX - 10,
+            ack: 5,
+            flags: TcpFlags(TcpFlags::ACK | TcpFlags::PSH | TcpFlags::FIN | TcpFlags::CWR),
+            window: 100,
+            ..TcpRepr::default()
+        };
+        let seg = OutSegment {
+            src: eg.addr,
+            dst: Ipv4Addr::new(198, 18, 0, 2),
+            repr,
+            payload: (a, b),
+        };
+        assert!(eg.emit_tcp(Instant::ZERO, &seg));
+        assert_eq!(eg.tx.len(), 3);
+        let mut joined = Vec::new();
+        for (i, f) in eg.tx.iter().enumerate() {
+            assert!(f.len() <= 1500);
+            let ip = Ipv4Packet::new_checked(f.as_slice()).unwrap();
+            assert!(ip.verify_checksum());
+            let (t, hl) = tcp_wire::parse(ip.payload(), seg.src, seg.dst, true).unwrap();
+            assert_eq!(t.seq, repr.seq.wrapping_add(joined.len() as u32));
+            let last = i == 2;
+            assert_eq!(t.flags.fin(), last);
+            assert_eq!(t.flags.psh(), last);
+            assert_eq!(t.flags.cwr(), i == 0);
+            assert!(t.flags.ack());
+            joined.extend_from_slice(&ip.payload()[hl..]);
+        }
+        assert_eq!(joined, data);
+        assert_eq!(eg.c.gso_segments, 3);
+    }
+
+    #[test]
+    fn full_queue_refuses_segments() {
+        let mut eg = egress(1);
+        let seg = OutSegment {
+            src: eg.addr,
+            dst: Ipv4Addr::new(198, 18, 0, 2),
+            repr: TcpRepr {
+                src_port: 1,
+                dst_port: 2,
+                ..TcpRepr::default()
+            },
+            payload: (&[1, 2, 3], &[]),
+        };
+        assert!(eg.emit_tcp(Instant::ZERO, &seg));
+        assert!(!eg.emit_tcp(Instant::ZERO, &seg));
+        assert_eq!(eg.tx.len(), 1);
+    }
 
     #[test]
     fn split_copy_checksum_matches_flat_checksum() {

@@ -67,12 +67,15 @@ impl Stack {
             ArpOperation::Request => c.arp_requests_in += 1,
             ArpOperation::Reply => c.arp_replies_in += 1,
         }
-        // A sender claiming a group MAC, a broadcast IP, or our own IP is bogus or a conflict:
-        // never learn from it.
+        // Another host using our address (RFC 5227 §2.4 conflict): count, never learn from it.
+        if arp.source_ip == self.eg.addr {
+            c.arp_conflicts += 1;
+            return;
+        }
+        // A sender claiming a group MAC or a broadcast/multicast IP is bogus.
         if !arp.source_hw.is_unicast()
             || arp.source_ip.is_broadcast()
             || arp.source_ip.is_multicast()
-            || arp.source_ip == self.eg.addr
         {
             c.arp_malformed += 1;
             return;
@@ -131,16 +134,17 @@ impl Stack {
         let src_bcast = self.eg.is_broadcast(ip.src);
         let bcast = self.eg.is_broadcast(ip.dst);
         let c = &mut self.eg.c;
-        // RFC 1122 §3.2.1.3: discard datagrams whose source is broadcast or multicast; one with
-        // our own source address is a reflection or a spoof.
-        if src_bcast || ip.src.is_multicast() || ip.src == self.eg.addr {
+        // RFC 1122 §3.2.1.3: discard datagrams whose source is broadcast or multicast, or in
+        // 127/8 ("MUST NOT appear outside a host"); one with our own source address is a
+        // reflection or a spoof.
+        if src_bcast || ip.src.is_multicast() || ip.src.is_loopback() || ip.src == self.eg.addr {
             c.ipv4_bad_src += 1;
             return;
         }
         // RFC 1122 §3.3.6: a datagram received via link broadcast with a unicast IP destination
         // SHOULD be silently discarded. We are a host (no forwarding): anything not addressed
         // to us is dropped.
-        if (ip.dst != self.eg.addr && !bcast) || (link_bcast && !bcast) {
+        if !bcast && (ip.dst != self.eg.addr || link_bcast) {
             c.ipv4_not_for_us += 1;
             return;
         }
@@ -321,15 +325,13 @@ impl Stack {
             return;
         }
         let dgram = &payload[..len];
+        let (header, data) = dgram.split_at(super::udp::HEADER_LEN);
         let csum = u16::from_be_bytes([dgram[6], dgram[7]]);
-        // RFC 768: an all-zero checksum means the sender computed none.
-        if self.csum_rx && csum != 0 {
-            let ph = pseudo_header_sum(ip.src, ip.dst, IpProtocol::Udp, len as u32);
-            if checksum_combine(ph, crate::mem::checksum(dgram)) != 0xffff {
-                c.udp_bad_checksum += 1;
-                return;
-            }
-        }
+        // RFC 768: an all-zero checksum means the sender computed none. The data's share of the
+        // sum is taken while the data is copied to the socket (one pass over the bytes).
+        let verify = self.csum_rx && csum != 0;
+        let ph = pseudo_header_sum(ip.src, ip.dst, IpProtocol::Udp, len as u32);
+        let head_sum = checksum_combine(ph, crate::mem::checksum(header));
         let sport = u16::from_be_bytes([dgram[0], dgram[1]]);
         let dport = u16::from_be_bytes([dgram[2], dgram[3]]);
         if dport == 0 {
@@ -344,10 +346,20 @@ impl Stack {
                     return;
                 }
                 let mut buf = self.eg.pool.get();
-                buf.extend_from_slice(&dgram[super::udp::HEADER_LEN..]);
+                let data_sum = crate::mem::copy_with_checksum(buf.append(data.len()), data);
+                if verify && checksum_combine(head_sum, data_sum) != 0xffff {
+                    c.udp_bad_checksum += 1;
+                    self.eg.pool.put(buf);
+                    return;
+                }
                 sock.rx.push_back((SocketAddrV4::new(ip.src, sport), buf));
             }
             None => {
+                // Verify before answering: never send an error about a corrupted datagram.
+                if verify && checksum_combine(head_sum, crate::mem::checksum(data)) != 0xffff {
+                    c.udp_bad_checksum += 1;
+                    return;
+                }
                 c.udp_no_socket += 1;
                 // RFC 1122 §4.1.3.1: port unreachable for a closed port, but never in answer to
                 // a broadcast (RFC 1122 §3.2.2).

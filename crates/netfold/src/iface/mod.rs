@@ -6,7 +6,7 @@
 //! (TCP segments, UDP datagrams, ARP, ICMP) into one batch and gives it to the device. Packet
 //! buffers come from, and go back to, one [`Pool`] owned by the stack; the receive and transmit
 //! vectors are reused, so steady-state traffic makes no per-packet heap allocation (UDP
-//! delivery aside, which takes pooled buffers too).
+//! datagrams are queued in pooled buffers too).
 //!
 //! Decisions worth knowing:
 //! - Fragments: reassembled when `StackConfig::frag_reassembly` (bounded, 30 s timeout,
@@ -14,7 +14,12 @@
 //!   fragment on transmit (DF set, RFC 1191 path MTU discovery); TCP segments are cut at the
 //!   MTU instead (software GSO), oversized UDP/ICMP is refused.
 //! - ARP: RFC 826 merge rule, one request per second per address, bounded pending queue.
-//! - No VLANs, no multicast, no forwarding, no IP options on transmit.
+//! - No VLANs, no multicast, no forwarding, no loopback to our own address, no IP options on
+//!   transmit, no GRO yet (the TCP contract has no way to say "this segment is N merged ones").
+//! - Checksums follow the device's `ChecksumCaps`; on transmit the TCP and UDP payload sums are
+//!   taken while the payload is copied into the packet buffer, on UDP receive while it is copied
+//!   into the socket queue.
+#![warn(missing_docs)]
 
 pub mod counters;
 mod egress;
@@ -37,7 +42,7 @@ use crate::wire::icmpv4::Icmpv4Repr;
 use crate::wire::ipv4::{checksum_combine, pseudo_header_sum};
 use crate::wire::{IpProtocol, Ipv4Addr};
 use egress::Egress;
-use neighbor::{Event, NeighborCache};
+use neighbor::NeighborCache;
 use reassembly::Reassembler;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -53,9 +58,13 @@ const TX_ROUNDS: usize = 4;
 pub struct StackConfig {
     /// The medium to assume until the device reports its own in `poll`.
     pub medium: Medium,
+    /// Our MAC address (Ethernet medium).
     pub mac: EthernetAddress,
+    /// Our IPv4 address.
     pub addr: Ipv4Addr,
+    /// Subnet prefix length; in-subnet destinations are reached directly.
     pub prefix_len: u8,
+    /// Next hop for everything off-subnet.
     pub gateway: Option<Ipv4Addr>,
     /// IP MTU (the device's, if smaller, wins).
     pub mtu: usize,
@@ -71,8 +80,11 @@ pub struct StackConfig {
     pub arp_max_retries: u32,
     /// Reassemble fragments (`true`) or drop them, counted (`false`).
     pub frag_reassembly: bool,
+    /// Datagrams in reassembly at once.
     pub frag_max_datagrams: usize,
+    /// Bytes held by reassembly in total.
     pub frag_max_bytes: usize,
+    /// Reassembly timeout from the first fragment (RFC 791; Linux uses 30 s).
     pub frag_timeout: Duration,
     /// TTL of packets we originate (RFC 1700 / Linux default 64).
     pub ttl: u8,
@@ -80,9 +92,11 @@ pub struct StackConfig {
     pub tx_queue_limit: usize,
     /// Datagrams queued per UDP socket, per direction.
     pub udp_queue_limit: usize,
+    /// UDP sockets at most.
     pub udp_max_sockets: usize,
     /// ICMP error rate limit: a bucket of `icmp_error_burst` tokens, one refilled per interval.
     pub icmp_error_burst: u32,
+    /// Refill interval of the ICMP error bucket.
     pub icmp_error_interval: Duration,
     /// Idle packet buffers the pool keeps.
     pub pool_buffers: usize,
@@ -120,8 +134,11 @@ impl Default for StackConfig {
 /// A received ICMP echo reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EchoReply {
+    /// Who answered.
     pub from: Ipv4Addr,
+    /// Identifier of the request answered.
     pub ident: u16,
+    /// Sequence number of the request answered.
     pub seq_no: u16,
     /// Bytes of echo data.
     pub len: usize,
@@ -146,7 +163,7 @@ impl RateLimiter {
         if add > 0 {
             let add = u32::try_from(add).unwrap_or(u32::MAX);
             self.tokens = self.tokens.saturating_add(add).min(self.burst);
-            self.last = self.last + Duration::from_micros(per.saturating_mul(u64::from(add)));
+            self.last += Duration::from_micros(per.saturating_mul(u64::from(add)));
         }
         if self.tokens > 0 {
             self.tokens -= 1;
@@ -175,8 +192,11 @@ pub struct Stack {
 }
 
 impl Stack {
+    /// A stack with `config`; the device's capabilities are applied at each poll.
     pub fn new(config: StackConfig) -> Stack {
-        let mut pool = Pool::new(config.mtu + 18, config.pool_buffers);
+        // An IPv4 packet is at most 64 KiB and at least 68 bytes must pass (RFC 791 §3.2).
+        let mtu = config.mtu.clamp(68, 65535);
+        let mut pool = Pool::new(mtu + 18, config.pool_buffers);
         pool.prefill(config.pool_buffers.min(64));
         let eg = Egress {
             medium: config.medium,
@@ -184,7 +204,7 @@ impl Stack {
             addr: config.addr,
             prefix_len: config.prefix_len.min(32),
             gateway: config.gateway,
-            mtu: config.mtu,
+            mtu,
             csum_tx: true,
             tso: false,
             ttl: config.ttl,
@@ -199,6 +219,7 @@ impl Stack {
                 config.arp_max_retries,
             ),
             c: Counters::default(),
+            arp_due: Vec::with_capacity(neighbor::MAX_RESOLVING),
         };
         Stack {
             tcp: TcpLayer::new(config.tcp_secret),
@@ -224,12 +245,15 @@ impl Stack {
         }
     }
 
+    /// The configuration given to `new`.
     pub fn config(&self) -> &StackConfig {
         &self.config
     }
+    /// The TCP layer (connections, listeners, statistics).
     pub fn tcp(&self) -> &TcpLayer {
         &self.tcp
     }
+    /// The TCP layer, for connect/listen/send/recv.
     pub fn tcp_mut(&mut self) -> &mut TcpLayer {
         &mut self.tcp
     }
@@ -237,6 +261,13 @@ impl Stack {
     /// The IP MTU in effect (configured, lowered to the device's after the first poll).
     pub fn mtu(&self) -> usize {
         self.eg.mtu
+    }
+
+    /// The MSS for TCP connections on this interface: the IP MTU less the IPv4 and TCP fixed
+    /// headers (RFC 9293 §3.7.1: "MSS = MTU - 40" for IPv4 without options). Put it in
+    /// `tcp::Config::mss` before connect/listen.
+    pub fn tcp_mss(&self) -> u16 {
+        u16::try_from(self.eg.mtu.saturating_sub(40)).unwrap_or(u16::MAX)
     }
 
     /// A snapshot of all counters, TCP and buffer-pool statistics included.
@@ -257,24 +288,26 @@ impl Stack {
         self.eg.neigh.pending_len()
     }
 
-    fn apply_caps(&mut self, dev: &dyn Device) {
+    fn apply_caps(&mut self, dev: &dyn Device) -> crate::phy::DeviceCaps {
         let caps = dev.caps();
         self.eg.medium = caps.medium;
-        self.eg.mtu = self.config.mtu.min(caps.mtu).max(68);
+        self.eg.mtu = self.config.mtu.min(caps.mtu).clamp(68, 65535);
         self.eg.csum_tx = caps.checksum.tx;
         self.eg.tso = caps.tso;
         self.csum_rx = caps.checksum.rx;
+        caps
     }
 
     /// One round of work; returns whether anything was received or sent.
     pub fn poll(&mut self, now: Instant, dev: &mut dyn Device) -> bool {
-        self.apply_caps(dev);
-        let burst = dev.caps().max_burst.max(1);
+        let burst = self.apply_caps(dev).max_burst.max(1);
         self.timers(now);
 
         let mut rx = core::mem::take(&mut self.rx);
         dev.recv_batch(now, &mut self.eg.pool, &mut rx, burst);
         let mut did = !rx.is_empty();
+        self.eg.c.polls += 1;
+        self.eg.c.rx_batches += u64::from(did);
         for buf in rx.drain(..) {
             self.receive_frame(now, buf.as_slice());
             self.eg.pool.put(buf);
@@ -293,6 +326,7 @@ impl Stack {
             stopped |= self.flush_udp(now);
             if !self.eg.tx.is_empty() {
                 did = true;
+                self.eg.c.tx_batches += 1;
                 dev.send_batch(now, &mut self.eg.pool, &mut self.eg.tx);
                 self.eg.tx.clear();
             }
@@ -307,25 +341,7 @@ impl Stack {
 
     /// ARP retries and give-ups, reassembly timeouts.
     fn timers(&mut self, now: Instant) {
-        let eg = &mut self.eg;
-        let mut requests: [Option<Ipv4Addr>; 8] = [None; 8];
-        let mut n = 0;
-        let (pool, c) = (&mut eg.pool, &mut eg.c);
-        eg.neigh.poll(now, |e| match e {
-            Event::Request(ip) => {
-                if n < requests.len() {
-                    requests[n] = Some(ip);
-                    n += 1;
-                }
-            }
-            Event::Drop(b) => {
-                c.arp_unresolved_drops += 1;
-                pool.put(b);
-            }
-        });
-        for ip in requests.iter().flatten() {
-            eg.send_arp_request(*ip);
-        }
+        self.eg.neighbor_timers(now);
         let expired = self.reasm.expire(now);
         self.eg.c.frag_timeouts += expired as u64;
         self.eg.c.frag_dropped += expired as u64;
@@ -375,8 +391,8 @@ impl Stack {
 
     // ---- UDP ----
 
-    /// Binds a UDP socket. Port 0 picks an ephemeral port; the address must be ours, the
-    /// unspecified address (any), or... nothing else.
+    /// Binds a UDP socket. Port 0 picks an ephemeral port (49152..=65535, RFC 6335 §6). The
+    /// address must be ours or unspecified (any); a wildcard socket also receives broadcasts.
     pub fn udp_bind(&mut self, local: SocketAddrV4) -> Result<UdpHandle, UdpError> {
         if !local.ip().is_unspecified() && *local.ip() != self.eg.addr {
             return Err(UdpError::AddrNotAvailable);

@@ -55,6 +55,9 @@ pub enum Park {
 #[derive(Debug)]
 pub struct NeighborCache {
     entries: HashMap<Ipv4Addr, Entry>,
+    /// The entry used last: bulk traffic goes to one next hop, and this spares a SipHash
+    /// lookup per transmitted packet. Always equal to the map's entry for that address.
+    hot: Option<(Ipv4Addr, Entry)>,
     resolving: Vec<Resolving>,
     pending: VecDeque<(Ipv4Addr, PacketBuf)>,
     pending_limit: usize,
@@ -72,6 +75,7 @@ impl NeighborCache {
     ) -> Self {
         NeighborCache {
             entries: HashMap::with_capacity(64),
+            hot: None,
             resolving: Vec::with_capacity(MAX_RESOLVING),
             pending: VecDeque::with_capacity(pending_limit.min(4096)),
             pending_limit,
@@ -81,12 +85,24 @@ impl NeighborCache {
         }
     }
 
-    /// The cached MAC for `ip`, if fresh.
+    /// The cached MAC for `ip`, if fresh (read-only; see `lookup_hot` for the data path).
     pub fn lookup(&self, now: Instant, ip: Ipv4Addr) -> Option<EthernetAddress> {
         self.entries
             .get(&ip)
             .filter(|e| e.expires > now)
             .map(|e| e.mac)
+    }
+
+    /// `lookup` that remembers the hit, so the next packet to the same hop skips the map.
+    pub fn lookup_hot(&mut self, now: Instant, ip: Ipv4Addr) -> Option<EthernetAddress> {
+        if let Some((hip, e)) = self.hot {
+            if hip == ip && e.expires > now {
+                return Some(e.mac);
+            }
+        }
+        let e = *self.entries.get(&ip).filter(|e| e.expires > now)?;
+        self.hot = Some((ip, e));
+        Some(e.mac)
     }
 
     /// Whether `ip` has an entry (even an expired one): RFC 826's "is the pair already in my
@@ -98,6 +114,7 @@ impl NeighborCache {
     /// Inserts or refreshes `ip -> mac`. When the table is full, expired entries are purged
     /// first, then the entry closest to expiry is evicted.
     pub fn fill(&mut self, now: Instant, ip: Ipv4Addr, mac: EthernetAddress) {
+        self.hot = None;
         if !self.entries.contains_key(&ip) && self.entries.len() >= MAX_ENTRIES {
             self.entries.retain(|_, e| e.expires > now);
             if self.entries.len() >= MAX_ENTRIES {
@@ -220,6 +237,17 @@ mod tests {
         n.fill(Instant::ZERO, IP, MAC);
         assert_eq!(n.lookup(Instant::from_secs(59), IP), Some(MAC));
         assert_eq!(n.lookup(Instant::from_secs(60), IP), None);
+    }
+
+    #[test]
+    fn hot_entry_follows_updates_and_expiry() {
+        let mut n = NeighborCache::new(Duration::from_secs(60), 4, Duration::from_secs(1), 3);
+        n.fill(Instant::ZERO, IP, MAC);
+        assert_eq!(n.lookup_hot(Instant::ZERO, IP), Some(MAC));
+        let other = EthernetAddress([2, 0, 0, 0, 0, 7]);
+        n.fill(Instant::from_secs(1), IP, other);
+        assert_eq!(n.lookup_hot(Instant::from_secs(1), IP), Some(other));
+        assert_eq!(n.lookup_hot(Instant::from_secs(61), IP), None);
     }
 
     #[test]

@@ -49,6 +49,7 @@ pub enum FragOutcome {
 }
 
 #[derive(Debug)]
+/// Fragments of datagrams in progress, with their limits.
 pub struct Reassembler {
     slots: Vec<Datagram>,
     spare: Vec<Vec<u8>>,
@@ -58,6 +59,7 @@ pub struct Reassembler {
 }
 
 impl Reassembler {
+    /// A reassembler with the given limits.
     pub fn new(max_datagrams: usize, max_bytes: usize, timeout: Duration) -> Self {
         Reassembler {
             slots: Vec::with_capacity(max_datagrams.min(64)),
@@ -77,7 +79,7 @@ impl Reassembler {
         let start = usize::from(ip.frag_offset);
         let end = start + payload.len();
         // RFC 791: every fragment but the last carries a multiple of 8 bytes.
-        if end > MAX_PAYLOAD || (ip.more_frags && payload.len() % 8 != 0) || payload.is_empty() {
+        if end > MAX_PAYLOAD || (ip.more_frags && payload.len() & 7 != 0) || payload.is_empty() {
             return FragOutcome::DroppedLimit;
         }
         let key = (ip.src, ip.dst, ip.protocol, ip.ident);
@@ -106,7 +108,7 @@ impl Reassembler {
             return FragOutcome::DroppedLimit;
         }
         let d = &mut self.slots[idx];
-        if d.ranges.iter().any(|&r| r == (start, end)) {
+        if d.ranges.contains(&(start, end)) {
             return FragOutcome::Duplicate;
         }
         let overlaps = d.ranges.iter().any(|&(s, e)| start < e && s < end);
@@ -174,10 +176,12 @@ impl Reassembler {
         n
     }
 
+    /// Earliest reassembly timeout.
     pub fn poll_at(&self) -> Option<Instant> {
         self.slots.iter().map(|d| d.deadline).min()
     }
 
+    /// Datagrams being reassembled.
     pub fn in_progress(&self) -> usize {
         self.slots.len()
     }

@@ -23,7 +23,9 @@ pub struct UdpHandle {
 pub enum UdpError {
     /// Receive queue empty, or send queue full.
     WouldBlock,
+    /// The handle names no open socket.
     InvalidHandle,
+    /// Another socket has this port.
     AddrInUse,
     /// Binding to an address that is not ours, or no ephemeral port left.
     AddrNotAvailable,

@@ -9,7 +9,7 @@
 
 pub mod blocking;
 
-use crate::iface::Stack;
+use crate::iface::{Stack, UdpError, UdpHandle};
 use crate::tcp;
 use crate::time::Instant;
 use std::io;
@@ -166,6 +166,67 @@ impl TcpStream {
             .tcp_mut()
             .set_config(self.handle, cfg)
             .map_err(io_error)
+    }
+}
+
+/// Maps a UDP error onto `std::io::ErrorKind`.
+pub fn udp_io_error(e: UdpError) -> io::Error {
+    use io::ErrorKind as K;
+    let (kind, msg) = match e {
+        UdpError::WouldBlock => (K::WouldBlock, "operation would block"),
+        UdpError::InvalidHandle => (K::NotConnected, "socket is closed"),
+        UdpError::AddrInUse => (K::AddrInUse, "address in use"),
+        UdpError::AddrNotAvailable => (K::AddrNotAvailable, "address not available"),
+        UdpError::InvalidInput => (K::InvalidInput, "invalid destination"),
+        UdpError::MessageTooLarge => (
+            K::InvalidInput,
+            "message too long for the MTU (netfold does not fragment)",
+        ),
+        UdpError::NoBufs => (K::OutOfMemory, "too many sockets"),
+    };
+    io::Error::new(kind, msg)
+}
+
+/// A UDP socket (non-blocking).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpSocket {
+    handle: UdpHandle,
+}
+
+impl UdpSocket {
+    /// Binds `local` (address 0.0.0.0 means the stack's address; port 0 picks an ephemeral one).
+    pub fn bind(stack: &mut Stack, local: SocketAddrV4) -> io::Result<Self> {
+        let handle = stack.udp_bind(local).map_err(udp_io_error)?;
+        Ok(UdpSocket { handle })
+    }
+
+    /// Queues one datagram to `to`; `WouldBlock` when the send queue is full.
+    pub fn send_to(&self, stack: &mut Stack, data: &[u8], to: SocketAddrV4) -> io::Result<usize> {
+        stack
+            .udp_send_to(self.handle, data, to)
+            .map_err(udp_io_error)?;
+        Ok(data.len())
+    }
+
+    /// The next datagram (truncated to `buf`) and its sender; `WouldBlock` when none is queued.
+    pub fn recv_from(
+        &self,
+        stack: &mut Stack,
+        buf: &mut [u8],
+    ) -> io::Result<(usize, SocketAddrV4)> {
+        stack.udp_recv_from(self.handle, buf).map_err(udp_io_error)
+    }
+
+    pub fn local_addr(&self, stack: &Stack) -> io::Result<SocketAddrV4> {
+        stack.udp_local_addr(self.handle).map_err(udp_io_error)
+    }
+
+    pub fn close(self, stack: &mut Stack) {
+        stack.udp_close(self.handle);
+    }
+
+    pub fn handle(&self) -> UdpHandle {
+        self.handle
     }
 }
 

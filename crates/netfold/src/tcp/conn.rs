@@ -4,7 +4,7 @@
 use super::buffer::{RecvRing, SendRing};
 use super::cc::Cc;
 use super::rtt::RttEstimator;
-use super::sack::{SackHistory, Scoreboard};
+use super::sack::{RxtTracker, SackHistory, Scoreboard};
 use super::{isn, seq, Config, Error, IcmpError, State, Stats};
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr};
@@ -134,6 +134,8 @@ pub struct Conn {
     pub owned: bool,
     /// The application called close(): the layer frees the connection when it is done.
     pub user_closed: bool,
+    /// Counted in the parent listener's SYN queue (half-open).
+    pub in_syn_queue: bool,
 
     // Send sequence space (RFC 9293 §3.3.1).
     pub iss: u32,
@@ -148,6 +150,8 @@ pub struct Conn {
     /// Peer's window shift (applied to its window field) and ours (RFC 7323 §2).
     pub snd_wscale: u8,
     pub rcv_wscale: u8,
+    /// Both SYNs carried a window-scale option (RFC 7323 §2.2).
+    pub ws_ok: bool,
     /// Sequence number of the first byte in `snd`.
     pub snd_buf_seq: u32,
     pub snd: SendRing,
@@ -184,6 +188,7 @@ pub struct Conn {
     /// RFC 6582 `recover`: no new fast recovery until the ACK passes it.
     pub recover: u32,
     pub scoreboard: Scoreboard,
+    pub rxt: RxtTracker,
     pub sack_hist: SackHistory,
 
     pub rto_at: Option<Instant>,
@@ -196,15 +201,31 @@ pub struct Conn {
     pub ka_probes: u32,
     pub last_ka: Instant,
     pub last_rx: Instant,
+    /// When data was last sent (RFC 5681 §4.1 restart after idle).
+    pub last_data_tx: Instant,
 
     pub ack_now: bool,
+    /// ACKs owed for every second full-sized segment received within one input batch
+    /// (RFC 5681 §4.2), as (ACK number, TSecr) snapshots; output sends them in order. Bounded:
+    /// when full the newest is overwritten (a stretch ACK, as with GRO).
+    pub ack_snaps: [(u32, u32); 8],
+    pub n_snaps: usize,
+    /// When we last answered an unacceptable segment without data.
+    pub last_oow_ack: Option<Instant>,
     pub unacked_bytes: usize,
     pub persist_probe_due: bool,
+    /// RFC 8985 §7 tail loss probe: probe timeout, probe due, and the episode in progress
+    /// (TLP.end_seq, whether the probe was a retransmission).
+    pub pto_at: Option<Instant>,
+    pub tlp_due: bool,
+    pub tlp_end: Option<(u32, bool)>,
     pub keepalive_due: bool,
     pub error: Option<Error>,
     pub error_reported: bool,
-    /// Something may be ready to send (cleared when an output pass drained everything).
-    pub dirty: bool,
+    /// Queued on the layer's active list.
+    pub in_active: bool,
+    /// The deadline under which this connection sits in the layer's timer heap.
+    pub timer_reg: Option<Instant>,
 }
 
 fn sanitize(mut c: Config) -> Config {
@@ -249,6 +270,7 @@ impl Conn {
             parent: None,
             owned: false,
             user_closed: false,
+            in_syn_queue: false,
             iss,
             snd_una: iss,
             snd_nxt: iss,
@@ -259,15 +281,20 @@ impl Conn {
             snd_wl2: 0,
             snd_wscale: 0,
             rcv_wscale,
+            ws_ok: false,
             snd_buf_seq: iss.wrapping_add(1),
-            snd: SendRing::with_capacity(config.send_buffer),
+            snd: SendRing::with_capacity(if passive { 0 } else { config.send_buffer }),
             fin_queued: false,
             irs: 0,
             rcv_nxt: 0,
             rcv_adv: 0,
             last_ack_sent: 0,
             // Slack of one window-scale unit: the advertised window is rounded up.
-            rcv: RecvRing::with_capacity(config.recv_buffer + (1usize << rcv_wscale)),
+            rcv: RecvRing::with_capacity(if passive {
+                0
+            } else {
+                config.recv_buffer + (1usize << rcv_wscale)
+            }),
             rcv_fin: None,
             fin_received: false,
             mss: mss.clamp(64, DEFAULT_MSS),
@@ -284,6 +311,7 @@ impl Conn {
             recovery: None,
             recover: iss,
             scoreboard: Scoreboard::new(),
+            rxt: RxtTracker::default(),
             sack_hist: SackHistory::default(),
             rto_at: None,
             delack_at: None,
@@ -295,13 +323,21 @@ impl Conn {
             ka_probes: 0,
             last_ka: now,
             last_rx: now,
+            last_data_tx: now,
             ack_now: false,
+            ack_snaps: [(0, 0); 8],
+            n_snaps: 0,
+            last_oow_ack: None,
             unacked_bytes: 0,
             persist_probe_due: false,
+            pto_at: None,
+            tlp_due: false,
+            tlp_end: None,
             keepalive_due: false,
             error: None,
             error_reported: false,
-            dirty: true,
+            in_active: false,
+            timer_reg: None,
         }
     }
 
@@ -343,13 +379,29 @@ impl Conn {
         c
     }
 
+    /// Passive opens allocate their buffers only when the handshake completes, so a SYN flood
+    /// costs a small control block per half-open connection, not two buffers.
+    pub fn alloc_buffers(&mut self) {
+        if self.snd.capacity() == 0 && self.snd.is_empty() {
+            self.snd = SendRing::with_capacity(self.config.send_buffer);
+        }
+        if self.rcv.capacity() == 0 {
+            self.rcv =
+                RecvRing::with_capacity(self.config.recv_buffer + (1usize << self.rcv_wscale));
+        }
+    }
+
     /// Applies the peer's SYN options (RFC 9293 §3.7.1 MSS, RFC 7323 §2.2/§3.2, RFC 2018 §2).
     pub fn negotiate(&mut self, now: Instant, syn: &TcpRepr) {
         let o = &syn.options;
         let peer_mss = o.mss.map_or(DEFAULT_MSS, u32::from).max(64);
         self.mss = peer_mss.min(u32::from(self.config.mss));
         match (self.config.window_scaling, o.window_scale) {
-            (true, Some(ws)) => self.snd_wscale = ws.min(14),
+            (true, Some(ws)) => {
+                // §2.3: a shift above 14 is used as 14.
+                self.snd_wscale = ws.min(14);
+                self.ws_ok = true;
+            }
             _ => {
                 self.snd_wscale = 0;
                 self.rcv_wscale = 0;
@@ -389,6 +441,43 @@ impl Conn {
         self.fin_queued && seq::gt(self.snd_una, self.fin_seq())
     }
 
+    /// Data or a FIN is queued and not yet acknowledged.
+    pub fn send_pending(&self) -> bool {
+        seq::lt(
+            self.snd_una,
+            self.fin_seq().wrapping_add(u32::from(self.fin_queued)),
+        )
+    }
+
+    /// Option bytes in a non-SYN segment we send now (RFC 7323 §3.2: timestamps take 10
+    /// bytes + 2 NOPs; RFC 2018 §3: SACK takes 2 + 8n bytes + 2 NOPs).
+    pub fn option_len(&self) -> u32 {
+        let mut n = 0;
+        if self.ts_enabled {
+            n += 12;
+        }
+        let blocks = self.sack_blocks_to_send();
+        if blocks > 0 {
+            n += 4 + 8 * blocks as u32;
+        }
+        n
+    }
+
+    /// How many SACK blocks the next segment carries.
+    pub fn sack_blocks_to_send(&self) -> usize {
+        if !self.sack_ok || self.rcv.asm.is_empty() {
+            return 0;
+        }
+        let max = if self.ts_enabled { 3 } else { 4 };
+        self.sack_hist.blocks().len().min(max)
+    }
+
+    /// Payload bytes per segment: RFC 9293 §3.7.1, Eff.snd.MSS minus the TCP options we add,
+    /// so that header + options + data never exceed the peer's MSS + 40 (the MTU).
+    pub fn seg_mss(&self) -> u32 {
+        self.mss.saturating_sub(self.option_len()).max(32)
+    }
+
     pub fn flight(&self) -> u32 {
         self.snd_max.wrapping_sub(self.snd_una)
     }
@@ -406,6 +495,9 @@ impl Conn {
         self.persist_at = None;
         self.timewait_at = None;
         self.ack_now = false;
+        self.n_snaps = 0;
+        self.pto_at = None;
+        self.tlp_due = false;
         self.persist_probe_due = false;
         self.keepalive_due = false;
         if self.user_closed {
@@ -467,14 +559,12 @@ impl Conn {
         if n == 0 {
             return Err(Error::WouldBlock);
         }
-        self.dirty = true;
         Ok(n)
     }
 
     pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
         if !self.rcv.is_empty() {
             let n = self.rcv.read(buf);
-            self.dirty = true;
             return Ok(n);
         }
         if self.fin_received {
@@ -513,7 +603,6 @@ impl Conn {
             }
             _ => {}
         }
-        self.dirty = true;
         Ok(())
     }
 
@@ -531,7 +620,6 @@ impl Conn {
                         self.snd_nxt = self.snd_una;
                         self.recovery = None;
                     }
-                    self.dirty = true;
                 }
                 false
             }
@@ -591,6 +679,5 @@ impl Conn {
         self.config.linger = c.linger;
         self.config.time_wait = c.time_wait;
         self.rtt.set_rto_min(c.rto_min);
-        self.dirty = true;
     }
 }

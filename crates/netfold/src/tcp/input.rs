@@ -10,11 +10,14 @@ use crate::wire::tcp::{SackBlock, TcpRepr};
 
 /// RFC 7323 §5.5: a TS.Recent older than 24 days is invalid for PAWS.
 const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
+/// RFC 6298 §5.7 fallback RTO.
+const SYN_FALLBACK_RTO: Duration = Duration::from_secs(3);
+/// Minimum spacing of ACKs sent in reply to unacceptable segments without data.
+const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
 impl Conn {
     /// One segment for this connection. `ctx.now` is the arrival time.
     pub fn input(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, payload: &[u8]) -> Event {
-        self.dirty = true;
         self.last_rx = ctx.now;
         self.ka_probes = 0;
         match self.state {
@@ -55,6 +58,41 @@ impl Conn {
             return Event::None;
         }
 
+        // Simultaneous open (RFC 9293 §3.5 figure 8): the peer's SYN-ACK repeats its SYN and
+        // acknowledges ours; it completes the handshake rather than being a stray SYN.
+        if self.state == State::SynReceived
+            && flags.syn()
+            && flags.ack()
+            && !flags.rst()
+            && seg.seq == self.irs
+            && seq::lt(self.snd_una, seg.ack)
+            && seq::le(seg.ack, self.snd_max)
+        {
+            self.snd_una = seg.ack;
+            if seq::lt(self.snd_nxt, self.snd_una) {
+                self.snd_nxt = self.snd_una;
+            }
+            self.snd_wnd = u32::from(seg.window) << self.snd_wscale;
+            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = seg.ack;
+            self.rto_at = None;
+            self.retries = 0;
+            self.ack_now = true;
+            self.in_syn_queue = false;
+            self.alloc_buffers();
+            self.state = if self.fin_queued {
+                State::FinWait1
+            } else {
+                State::Established
+            };
+            return if self.passive {
+                Event::Established
+            } else {
+                Event::None
+            };
+        }
+
         // RFC 5961 §4.2 (RFC 9293 §3.10.7.4 fourth check): a SYN in a synchronized state, at
         // any sequence number, gets a challenge ACK and is otherwise ignored.
         if flags.syn() && !flags.rst() {
@@ -88,10 +126,26 @@ impl Conn {
                 false
             }
         } else {
-            in_wnd(seg.seq) || in_wnd(seg.seq.wrapping_add(seg_len - 1))
+            let last = seg.seq.wrapping_add(seg_len - 1);
+            // The RFC's two tests, plus (as Linux tcp_sequence) a segment that covers the whole
+            // window from before RCV.NXT: it carries the next expected byte, and is trimmed.
+            in_wnd(seg.seq)
+                || in_wnd(last)
+                || (seq::lt(seg.seq, self.rcv_nxt) && seq::ge(last, self.rcv_nxt.wrapping_add(wnd)))
         };
         if !acceptable {
-            if !flags.rst() {
+            // RFC 9293 §3.10.7.4: answer with an ACK (never to a RST). Replies to unacceptable
+            // segments without data are rate limited (like Linux tcp_invalid_ratelimit) so two
+            // confused ends cannot ping-pong ACKs forever.
+            let pure = seg_len == 0;
+            let limited = pure
+                && self
+                    .last_oow_ack
+                    .is_some_and(|t| now.saturating_since(t) < OOW_ACK_INTERVAL);
+            if !flags.rst() && !limited {
+                if pure {
+                    self.last_oow_ack = Some(now);
+                }
                 self.ack_now = true;
                 if self.state == State::TimeWait && fin {
                     // §3.10.7.4: a retransmitted FIN restarts the 2 MSL timeout.
@@ -127,7 +181,6 @@ impl Conn {
 
         // Second check: RST (RFC 5961 §3.2).
         if flags.rst() {
-            ctx.stats.rst_in += 1;
             if seg.seq != self.rcv_nxt {
                 self.challenge_ack(ctx);
                 return Event::None;
@@ -167,7 +220,11 @@ impl Conn {
                 if self.fin_queued {
                     self.state = State::FinWait1;
                 }
-                event = Event::Established;
+                self.in_syn_queue = false;
+                self.alloc_buffers();
+                if self.passive {
+                    event = Event::Established;
+                }
             } else {
                 ctx.reply_rst(*self.local.ip(), *self.remote.ip(), seg, payload.len());
                 return Event::None;
@@ -189,7 +246,10 @@ impl Conn {
         // FIN-WAIT/CLOSING/LAST-ACK transitions on our FIN being acknowledged.
         if self.fin_acked() {
             match self.state {
-                State::FinWait1 => self.state = State::FinWait2,
+                State::FinWait1 => {
+                    self.state = State::FinWait2;
+                    self.arm_orphan_timer(now);
+                }
                 State::Closing => self.enter_time_wait(now),
                 State::LastAck => {
                     self.enter_closed(None);
@@ -239,6 +299,26 @@ impl Conn {
         event
     }
 
+    /// An application that closed cannot read any more: an orphan FIN-WAIT-2 waits at most
+    /// `time_wait` for the peer's FIN (Linux `tcp_fin_timeout`), bounding memory.
+    pub fn arm_orphan_timer(&mut self, now: crate::time::Instant) {
+        if self.user_closed && self.state == State::FinWait2 && self.timewait_at.is_none() {
+            self.timewait_at = Some(now + self.config.time_wait);
+        }
+    }
+
+    fn snapshot_ack(&mut self) {
+        let snap = (self.rcv_nxt, self.ts_recent);
+        if self.n_snaps < self.ack_snaps.len() {
+            self.ack_snaps[self.n_snaps] = snap;
+            self.n_snaps += 1;
+        } else {
+            self.ack_snaps[self.n_snaps - 1] = snap;
+        }
+        self.unacked_bytes = 0;
+        self.delack_at = None;
+    }
+
     fn challenge_ack(&mut self, ctx: &mut Ctx<'_>) {
         // RFC 5961 §7: rate limited.
         if ctx.challenge.allow(ctx.now) {
@@ -255,7 +335,6 @@ impl Conn {
             return Event::None;
         }
         if f.rst() {
-            ctx.stats.rst_in += 1;
             if f.ack() {
                 self.enter_closed(Some(Error::ConnectionRefused));
                 return Event::Closed;
@@ -281,6 +360,11 @@ impl Conn {
             self.snd_una = seg.ack;
             if seq::lt(self.snd_nxt, self.snd_una) {
                 self.snd_nxt = self.snd_una;
+            }
+            // RFC 6298 §5.7: a SYN that timed out without yielding an RTT sample leaves the
+            // RTO at 3 s once data transfer begins.
+            if self.retries > 0 && self.rtt.srtt().is_none() {
+                self.rtt.set_base(SYN_FALLBACK_RTO);
             }
             self.retries = 0;
             self.rtt.backoff = 0;
@@ -335,7 +419,18 @@ impl Conn {
             }
         }
         let new_wnd = u32::from(seg.window) << self.snd_wscale;
+        // §3.10.7.4: only an ACK in [SND.UNA, SND.NXT] may update the window.
+        let may_update_window = seq::ge(ack, self.snd_una);
         let acked = seq::dist(self.snd_una, ack);
+        // Was the window actually used? (Linux tcp_is_cwnd_limited; RFC 7661's concern, and
+        // RFC 9438 §5.8: an application-limited sender must not grow cwnd it does not use.)
+        let flight_before = self.flight();
+        let cwnd_now = self.cc.cwnd();
+        let cwnd_limited = if cwnd_now < self.cc.ssthresh() {
+            flight_before.saturating_mul(2) >= cwnd_now
+        } else {
+            flight_before.saturating_add(3 * mss) >= cwnd_now
+        };
         if acked > 0 {
             self.take_rtt_sample(ctx, seg);
             // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
@@ -365,11 +460,10 @@ impl Conn {
                 }
                 Some(mut rec) => {
                     if rec.sack {
+                        // RFC 6675 §5 (C): a partial ACK only updates the scoreboard; NextSeg
+                        // picks what to retransmit. (Forcing a retransmission at the new
+                        // SND.UNA, NewReno style, resends holes already retransmitted.)
                         rec.rxt_next = seq::max(rec.rxt_next, ack);
-                        // RFC 6675 §5 step (C)... plus the NewReno rule that a partial ACK
-                        // means the next hole is lost too.
-                        rec.rxt_una = !self.scoreboard.is_empty()
-                            && self.scoreboard.sacked_end(ack).is_none();
                     } else {
                         // RFC 6582 §3.2 step 5: partial ACK -> retransmit the first unacked
                         // segment, deflate cwnd by the amount acked, add back one SMSS.
@@ -385,7 +479,9 @@ impl Conn {
                 }
                 None => {
                     self.dupacks = 0;
-                    self.cc.on_ack(now, acked, mss, self.rtt.srtt());
+                    if cwnd_limited {
+                        self.cc.on_ack(now, acked, mss, self.rtt.srtt());
+                    }
                 }
             }
             // RFC 6298 §5.2/§5.3: stop the timer when all is acked, else restart it.
@@ -394,6 +490,19 @@ impl Conn {
             } else {
                 Some(now + self.rtt.rto())
             };
+            // RFC 8985 §7.4: the ACK covering a retransmitted probe ends the episode; without
+            // D-SACK we cannot tell whether the probe repaired a loss, so (as the RFC requires
+            // then) respond as to a loss. A probe of new data needs no response.
+            if let Some((end, rxt)) = self.tlp_end {
+                if seq::ge(ack, end) {
+                    self.tlp_end = None;
+                    if rxt && self.recovery.is_none() {
+                        self.cc.on_loss(now, self.flight().max(mss), mss);
+                    }
+                }
+            }
+            self.pto_at = None;
+            self.arm_pto(now);
         } else if self.snd_max != self.snd_una
             && ack == self.snd_una
             && data_len == 0
@@ -402,14 +511,27 @@ impl Conn {
         {
             // RFC 5681 §2 duplicate ACK (RFC 6675 §2: with SACK, one that SACKs new data).
             ctx.stats.dup_acks += 1;
-            self.dupacks += 1;
+            self.dupacks = self.dupacks.saturating_add(1);
             match self.recovery {
                 None => {
                     let lost = self.sack_ok && self.scoreboard.is_lost(self.snd_una, mss);
+                    // RFC 5827 early retransmit: with fewer than 4 segments outstanding and
+                    // nothing new to send, too few duplicate ACKs can ever arrive; lower the
+                    // threshold to (outstanding segments - 1).
+                    let smss = self.seg_mss().max(1);
+                    let oseg = self.flight().div_ceil(smss);
+                    let nothing_new = !seq::lt(self.snd_max, self.fin_seq())
+                        || seq::ge(self.snd_max, self.snd_una.wrapping_add(new_wnd));
+                    let thresh = if oseg < 4 && nothing_new {
+                        oseg.saturating_sub(1).max(1)
+                    } else {
+                        DUP_THRESH
+                    };
+                    let lost = lost || (self.dupacks >= thresh);
+                    // RFC 6582 §3.2 step 1: no new recovery while the ACK is still within the
+                    // data of an earlier one (`recover`).
                     if (self.dupacks >= DUP_THRESH || lost) && seq::gt(ack, self.recover) {
                         self.enter_recovery(ctx);
-                    } else if self.dupacks >= DUP_THRESH || lost {
-                        // RFC 6582 §3.2 step 1: still within an earlier recovery's data.
                     }
                 }
                 Some(rec) if !rec.sack => {
@@ -421,8 +543,14 @@ impl Conn {
             }
         }
 
+        if matches!(self.recovery, Some(r) if r.sack) {
+            self.rxt.update(self.snd_una, &self.scoreboard);
+        }
+
         // Window update (§3.10.7.4, SND.WL1/SND.WL2 rule).
-        if seq::lt(self.snd_wl1, seg.seq) || (self.snd_wl1 == seg.seq && seq::le(self.snd_wl2, ack))
+        if may_update_window
+            && (seq::lt(self.snd_wl1, seg.seq)
+                || (self.snd_wl1 == seg.seq && seq::le(self.snd_wl2, ack)))
         {
             self.snd_wnd = new_wnd;
             self.max_snd_wnd = self.max_snd_wnd.max(new_wnd);
@@ -433,7 +561,7 @@ impl Conn {
             // Zero window (§3.8.6.1): data beyond SND.UNA was not accepted; probe instead of
             // retransmitting.
             self.probes_unanswered = 0;
-            if self.snd_nxt != self.snd_una || self.snd.len() as u32 > 0 || self.fin_queued {
+            if self.send_pending() {
                 self.snd_nxt = self.snd_una;
                 self.recovery = None;
                 self.rto_at = None;
@@ -451,6 +579,8 @@ impl Conn {
     }
 
     fn enter_recovery(&mut self, ctx: &mut Ctx<'_>) {
+        self.pto_at = None;
+        self.tlp_due = false;
         // RFC 6675 §5 steps (1)-(3) / RFC 6582 §3.2 step 2.
         let flight = self.flight();
         let mss = self.mss;
@@ -461,6 +591,7 @@ impl Conn {
             let c = self.cc.ssthresh().saturating_add(3 * mss);
             self.cc.set_cwnd(c);
         }
+        self.rxt.clear();
         self.recovery = Some(Recovery {
             point: self.snd_max,
             sack,
@@ -482,7 +613,12 @@ impl Conn {
             payload
         };
         if !data.is_empty() {
-            self.rcv_mss = self.rcv_mss.max(data.len() as u32).min(0xffff);
+            // The peer's segment size, for "ACK every second full-sized segment". Capped at the
+            // MSS we announced: GRO-merged segments are larger but stand for several.
+            self.rcv_mss = self
+                .rcv_mss
+                .max(data.len() as u32)
+                .min(u32::from(self.config.mss));
             let had_gap = !self.rcv.asm.is_empty();
             match self.rcv.write_at(off, data) {
                 None => {
@@ -493,6 +629,22 @@ impl Conn {
                 Some(adv) => {
                     self.rcv_nxt = self.rcv_nxt.wrapping_add(adv as u32);
                 }
+            }
+            // Remembered SACK blocks follow the assembler: merged ranges grow, ranges now in
+            // order disappear (RFC 2018 §4: report only data actually held above RCV.NXT).
+            if self.sack_ok {
+                let base = self.rcv_nxt;
+                let asm = &self.rcv.asm;
+                self.sack_hist.refresh(base, |left| {
+                    asm.containing(seq::dist(base, left) as usize)
+                        .map(|(o, l)| {
+                            let left = base.wrapping_add(o as u32);
+                            SackBlock {
+                                left,
+                                right: left.wrapping_add(l as u32),
+                            }
+                        })
+                });
             }
             if off > 0 {
                 // Out of order: ACK at once (RFC 5681 §4.2) with SACK blocks (RFC 2018 §4).
@@ -517,7 +669,12 @@ impl Conn {
                             self.delack_at = Some(ctx.now + d);
                         }
                     }
-                    _ => self.ack_now = true,
+                    Some(_) => {
+                        // Owed now, even if more segments of the same batch follow (a lost
+                        // stretch ACK would otherwise silence a whole window).
+                        self.snapshot_ack();
+                    }
+                    None => self.ack_now = true,
                 }
             }
         }

@@ -2,11 +2,13 @@
 
 use super::conn::{ChallengeLimiter, Conn, Ctx, Event, RstQueue};
 use super::listener::Listener;
+use super::output::OutputStatus;
 use super::{Config, Error, Handle, IcmpError, OutSegment, State, Stats};
 use crate::time::Instant;
 use crate::wire::tcp::TcpRepr;
 use crate::wire::Ipv4Addr;
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::SocketAddrV4;
 
 /// RFC 6335 §6 dynamic port range.
@@ -40,6 +42,13 @@ pub struct TcpLayer {
     challenge: ChallengeLimiter,
     next_port: u32,
     last_now: Instant,
+    /// Connections that may have something to send (touched by input, user calls or an
+    /// expired timer). `output` works through this list only, so idle and TIME-WAIT
+    /// connections cost nothing per call.
+    active: VecDeque<u32>,
+    /// Connection deadlines (lazily invalidated: an entry counts only if it still matches the
+    /// connection's `timer_reg`).
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
 }
 
 impl TcpLayer {
@@ -57,6 +66,8 @@ impl TcpLayer {
             challenge: ChallengeLimiter::default(),
             next_port: start,
             last_now: Instant::ZERO,
+            active: VecDeque::new(),
+            timers: BinaryHeap::new(),
         }
     }
 
@@ -91,7 +102,7 @@ impl TcpLayer {
                 if let Some(Some(Sock::Listener(l))) =
                     self.slots.get_mut(p as usize).map(|s| s.sock.as_mut())
                 {
-                    if c.state == State::SynReceived && !c.owned {
+                    if c.in_syn_queue {
                         l.half_open = l.half_open.saturating_sub(1);
                     }
                     l.accept_queue.retain(|&x| x != i);
@@ -131,6 +142,37 @@ impl TcpLayer {
                 sock: Some(Sock::Listener(l)),
             }) if *generation == h.generation => Ok(l),
             _ => Err(Error::InvalidHandle),
+        }
+    }
+
+    /// Puts a connection on the active list.
+    fn touch(&mut self, i: u32) {
+        if let Some(Slot {
+            sock: Some(Sock::Conn(c)),
+            ..
+        }) = self.slots.get_mut(i as usize)
+        {
+            if !c.in_active {
+                c.in_active = true;
+                self.active.push_back(i);
+            }
+        }
+    }
+
+    /// Registers the connection's earliest deadline in the heap if it is earlier than the one
+    /// already registered.
+    fn reschedule(&mut self, i: u32) {
+        if let Some(Slot {
+            sock: Some(Sock::Conn(c)),
+            ..
+        }) = self.slots.get_mut(i as usize)
+        {
+            if let Some(t) = c.next_timer() {
+                if !matches!(c.timer_reg, Some(r) if r <= t) {
+                    c.timer_reg = Some(t);
+                    self.timers.push(Reverse((t, i)));
+                }
+            }
         }
     }
 
@@ -201,6 +243,9 @@ impl TcpLayer {
             self.stats.bad_segments += 1;
             return;
         }
+        if f.rst() {
+            self.stats.rst_in += 1;
+        }
         let local = SocketAddrV4::new(dst, repr.dst_port);
         let remote = SocketAddrV4::new(src, repr.src_port);
         let listener = self.find_listener(local);
@@ -215,6 +260,7 @@ impl TcpLayer {
                 Some(Sock::Conn(c)) => c.input(&mut ctx, repr, payload),
                 _ => Event::None,
             };
+            self.touch(i);
             self.handle_event(i, ev);
             return;
         }
@@ -245,11 +291,13 @@ impl TcpLayer {
         }
         let mut c = Conn::new_passive(now, &self.secret, local, remote, config, repr);
         c.parent = Some(li);
+        c.in_syn_queue = true;
         let i = self.alloc(Sock::Conn(Box::new(c)));
         self.conns.insert((local, remote), i);
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.half_open += 1;
         }
+        self.touch(i);
     }
 
     /// Emits every segment due at `now`; see the module contract.
@@ -269,18 +317,57 @@ impl TcpLayer {
             self.stats.segments_out += 1;
             self.stats.rst_out += 1;
         }
-        for i in 0..self.slots.len() as u32 {
+        // Expired deadlines put their connections on the active list.
+        while let Some(&Reverse((t, i))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            if let Some(Slot {
+                sock: Some(Sock::Conn(c)),
+                ..
+            }) = self.slots.get_mut(i as usize)
+            {
+                if c.timer_reg == Some(t) {
+                    c.timer_reg = None;
+                    self.touch(i);
+                }
+            }
+        }
+        // A connection refused by `emit` stays at the front and goes first next time; one that
+        // used up its budget goes to the back. Each entry present now is visited once.
+        let mut todo = self.active.len();
+        while todo > 0 {
+            todo -= 1;
+            let Some(&i) = self.active.front() else { break };
             let ev = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => c.on_timers(now, &mut self.stats),
-                _ => continue,
+                _ => {
+                    self.active.pop_front();
+                    continue;
+                }
             };
             self.handle_event(i, ev);
-            let done = match &mut self.slots[i as usize].sock {
+            let status = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => c.poll_output(now, &mut self.stats, emit),
-                _ => continue,
+                _ => {
+                    self.active.pop_front();
+                    continue;
+                }
             };
-            if !done {
-                return;
+            match status {
+                OutputStatus::Blocked => return,
+                OutputStatus::Budget => {
+                    self.active.pop_front();
+                    self.active.push_back(i);
+                }
+                OutputStatus::Done => {
+                    self.active.pop_front();
+                    if let Some(Sock::Conn(c)) = &mut self.slots[i as usize].sock {
+                        c.in_active = false;
+                    }
+                    self.reschedule(i);
+                }
             }
         }
     }
@@ -289,21 +376,11 @@ impl TcpLayer {
         if !self.rsts.is_empty() {
             return Some(self.last_now);
         }
-        let mut at: Option<Instant> = None;
-        for s in &self.slots {
-            if let Some(Sock::Conn(c)) = &s.sock {
-                let t = if c.dirty {
-                    Some(self.last_now)
-                } else {
-                    c.next_timer()
-                };
-                at = match (at, t) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-            }
+        if !self.active.is_empty() {
+            return Some(self.last_now);
         }
-        at
+        // May be a stale (earlier) deadline: an early wake-up costs one empty output pass.
+        self.timers.peek().map(|Reverse((t, _))| *t)
     }
 
     /// An ICMP error quoting a segment we sent from `local` to `remote`.
@@ -320,6 +397,7 @@ impl TcpLayer {
                 Some(Sock::Conn(c)) => c.icmp(err),
                 _ => false,
             };
+            self.touch(i);
             if closed {
                 self.handle_event(i, Event::Closed);
             }
@@ -355,7 +433,13 @@ impl TcpLayer {
         Ok(self.handle_of(i))
     }
 
-    /// Active open from `local` (port 0 = pick an ephemeral port) to `remote`.
+    /// Established connections waiting in a listener's accept queue (readiness for accept).
+    pub fn accept_queue_len(&mut self, listener: Handle) -> Result<usize, Error> {
+        Ok(self.listener_mut(listener)?.accept_queue.len())
+    }
+
+    /// Active open from `local` (port 0 = pick an ephemeral port) to `remote`. `local`'s IP must
+    /// be the concrete source address (InvalidInput if unspecified).
     pub fn connect(
         &mut self,
         now: Instant,
@@ -363,7 +447,13 @@ impl TcpLayer {
         remote: SocketAddrV4,
         config: Config,
     ) -> Result<Handle, Error> {
-        if remote.port() == 0 || remote.ip().is_unspecified() || remote.ip().is_broadcast() {
+        // The caller chooses the source address (route lookup is not TCP's business); an
+        // unspecified one could never match returning segments in the 4-tuple demux.
+        if remote.port() == 0
+            || remote.ip().is_unspecified()
+            || remote.ip().is_broadcast()
+            || local.ip().is_unspecified()
+        {
             return Err(Error::InvalidInput);
         }
         self.last_now = now;
@@ -378,6 +468,7 @@ impl TcpLayer {
         let c = Conn::new_active(now, &self.secret, local, remote, config);
         let i = self.alloc(Sock::Conn(Box::new(c)));
         self.conns.insert((local, remote), i);
+        self.touch(i);
         Ok(self.handle_of(i))
     }
 
@@ -399,20 +490,30 @@ impl TcpLayer {
 
     /// Queues up to `data.len()` bytes; returns how many were taken (WouldBlock if none fit).
     pub fn send(&mut self, h: Handle, data: &[u8]) -> Result<usize, Error> {
-        self.conn_mut(h)?.send(data)
+        let r = self.conn_mut(h)?.send(data);
+        self.touch(h.index);
+        r
     }
     /// Reads in-order data; `Ok(0)` means the peer closed (FIN received, all data read).
     pub fn recv(&mut self, h: Handle, buf: &mut [u8]) -> Result<usize, Error> {
-        self.conn_mut(h)?.recv(buf)
+        let r = self.conn_mut(h)?.recv(buf);
+        if matches!(r, Ok(n) if n > 0) {
+            // Reading may open the window enough for an update.
+            self.touch(h.index);
+        }
+        r
     }
     /// Half-close: FIN after queued data (shutdown(SHUT_WR)).
     pub fn shutdown_write(&mut self, h: Handle) -> Result<(), Error> {
-        self.conn_mut(h)?.shutdown_write()
+        let r = self.conn_mut(h)?.shutdown_write();
+        self.touch(h.index);
+        r
     }
 
     /// close(): FIN (or RST per linger/unread data rules); the handle becomes invalid for the
     /// caller, the layer keeps the connection until it is fully closed.
     pub fn close(&mut self, h: Handle) -> Result<(), Error> {
+        let now = self.last_now;
         if self.listener_mut(h).is_ok() {
             return self.close_listener(h.index);
         }
@@ -423,6 +524,7 @@ impl TcpLayer {
         }
         let _ = c.shutdown_write();
         c.user_closed = true;
+        c.arm_orphan_timer(now);
         let closed = c.state == State::Closed;
         let i = h.index;
         if closed {
@@ -431,6 +533,7 @@ impl TcpLayer {
             // The handle goes stale now; the connection lives on inside the layer.
             let slot = &mut self.slots[i as usize];
             slot.generation = slot.generation.wrapping_add(1);
+            self.touch(i);
         }
         Ok(())
     }
@@ -551,6 +654,7 @@ impl TcpLayer {
             return Ok(());
         }
         self.conn_mut(h)?.set_config(config);
+        self.touch(h.index);
         Ok(())
     }
     pub fn stats(&self) -> Stats {

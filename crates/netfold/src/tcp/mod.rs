@@ -16,6 +16,72 @@
 //! - [`TcpLayer::poll_at`] is the earliest time any timer (RTO, delayed ACK, persist,
 //!   keepalive, TIME_WAIT) needs `output` to run again.
 //! - Handles are small copyable ids; a stale handle gives `Error::InvalidHandle`, never a panic.
+//!
+//! Driving the layer (what `iface` does each poll):
+//!
+//! ```
+//! use netfold::tcp::{Config, TcpLayer};
+//! use netfold::time::Instant;
+//! use std::net::{Ipv4Addr, SocketAddrV4};
+//!
+//! let mut tcp = TcpLayer::new([7; 16]);
+//! let now = Instant::from_millis(1);
+//! let local = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 0);
+//! let remote = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 80);
+//! let h = tcp.connect(now, local, remote, Config::default()).unwrap();
+//! // 1. for each received, checksum-verified segment: tcp.input(now, src, dst, &repr, payload);
+//! // 2. then drain everything due; `emit` copies header + payload slices into a packet:
+//! let mut sent = 0;
+//! tcp.output(now, &mut |seg| {
+//!     assert!(seg.repr.flags.syn());
+//!     sent += 1;
+//!     true // false = device full: the same segment is offered again next time
+//! });
+//! assert_eq!(sent, 1);
+//! // 3. sleep until tcp.poll_at() (here: the SYN's retransmission timeout).
+//! assert_eq!(tcp.poll_at(), Some(Instant::from_millis(1001)));
+//! # let _ = h;
+//! ```
+//!
+//! IMPLEMENTATION MAP (split by concern like Linux `net/ipv4/tcp_*.c`):
+//!
+//! | file          | what                                                                   |
+//! |---------------|------------------------------------------------------------------------|
+//! | `layer.rs`    | `TcpLayer`: slots + generations, 4-tuple demux, listeners, RST queue   |
+//! | `listener.rs` | bounded SYN queue / accept queue (Linux drop-the-SYN when full)        |
+//! | `conn.rs`     | the TCB (RFC 9293 §3.3.1), user calls, window advertisement            |
+//! | `input.rs`    | SEGMENT ARRIVES (§3.10.7), RFC 5961, PAWS, ACK/SACK processing         |
+//! | `output.rs`   | plan-then-commit segment generation, NextSeg (RFC 6675), Nagle/SWS     |
+//! | `timers.rs`   | RTO (RFC 6298), TLP (RFC 8985), delayed ACK, persist, keepalive, 2MSL  |
+//! | `buffer.rs`   | send ring, receive ring with in-place out-of-order assembler           |
+//! | `sack.rs`     | RFC 6675 scoreboard (IsLost, pipe, holes), RFC 2018 block history      |
+//! | `cc/`         | `CongestionController` trait, NewReno (RFC 5681), CUBIC (RFC 9438)     |
+//! | `rtt.rs`      | RFC 6298 estimator; `isn.rs`: RFC 6528 ISN with hand-written SipHash    |
+//!
+//! Choices worth knowing (each is commented where it is implemented):
+//! - Slow start counts every acknowledged byte (as Linux does), because batched receivers send
+//!   stretch ACKs; RFC 5681 would add at most one SMSS per ACK.
+//! - cwnd grows only on ACKs that arrive while the sender was cwnd-limited (RFC 9438 §5.8,
+//!   Linux `tcp_is_cwnd_limited`); it restarts from the initial window after an idle RTO
+//!   (RFC 5681 §4.1).
+//! - After an RTO, SND.NXT goes back to SND.UNA (go-back-N) but SACKed ranges are skipped.
+//! - SACK recovery is RFC 6675 plus lost-retransmission detection (a retransmission is lost
+//!   once data sent after it is SACKed; Linux's pre-RACK rule), so tail-dropped
+//!   retransmissions do not need an RTO. Tail losses get an RFC 8985 tail loss probe and
+//!   RFC 5827 early retransmit; RACK's time-based loss detection is not implemented.
+//! - Several segments processed in one batch still owe one ACK per two full-sized segments
+//!   (RFC 5681 §4.2): `input` records bounded ACK snapshots that `output` sends in order. A
+//!   GRO-merged segment counts once, as in Linux.
+//! - Segments carry at most MSS minus the options in that segment (timestamps, SACK blocks).
+//! - Passive opens allocate their buffers when the handshake completes (SYN floods cost only a
+//!   control block); SYN/SYN-ACK retries are capped at 6/5 (Linux defaults); an orphaned
+//!   FIN-WAIT-2 is reaped after `Config::time_wait`.
+//! - Replies to unacceptable segments without data are limited to one per 500 ms per
+//!   connection; challenge ACKs to 1000 per second per layer (RFC 5961 §7).
+//! - Not implemented: urgent data (URG is ignored), ECN, D-SACK, SYN cookies, TSO/GSO-sized
+//!   segments, data carried on a SYN (dropped, the peer retransmits it), RFC 6191 TIME-WAIT
+//!   reuse by SYN, non-zero `linger` (close never blocks in a sans-IO core), changing buffer
+//!   sizes on a live connection.
 
 pub mod buffer;
 pub mod cc;
@@ -24,7 +90,7 @@ mod input;
 pub mod isn;
 mod layer;
 mod listener;
-mod output;
+pub(crate) mod output;
 pub mod rtt;
 pub mod sack;
 pub mod seq;
@@ -60,6 +126,26 @@ pub enum Error {
     /// Invalid argument (e.g. port 0 for listen, backlog 0).
     InvalidInput,
 }
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let s = match self {
+            Error::WouldBlock => "operation would block",
+            Error::InvalidHandle => "invalid or stale socket handle",
+            Error::ConnectionRefused => "connection refused",
+            Error::ConnectionReset => "connection reset",
+            Error::TimedOut => "connection timed out",
+            Error::NotConnected => "not connected",
+            Error::BrokenPipe => "broken pipe (sending after shutdown)",
+            Error::AddrInUse => "address in use",
+            Error::AddrNotAvailable => "no ephemeral port available",
+            Error::InvalidInput => "invalid argument",
+        };
+        f.write_str(s)
+    }
+}
+
+impl std::error::Error for Error {}
 
 /// Which congestion control algorithm a connection uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -191,6 +277,8 @@ pub struct Stats {
     pub rst_dropped: u64,
     pub persist_probes: u64,
     pub keepalive_probes: u64,
+    /// RFC 8985 tail loss probes sent.
+    pub tlp_probes: u64,
     /// Connections ended by retransmission/keepalive/persist timeouts.
     pub timeouts: u64,
 }

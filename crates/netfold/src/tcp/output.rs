@@ -14,6 +14,17 @@ use crate::wire::tcp::{TcpFlags, TcpOptions, TcpRepr, Timestamps};
 /// Bound on segments one connection emits per `output` call (fairness between connections).
 const MAX_SEGMENTS_PER_CALL: usize = 1024;
 
+/// How an output pass for one connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStatus {
+    /// Nothing more is due.
+    Done,
+    /// `emit` refused a segment; retry this connection first.
+    Blocked,
+    /// The per-call budget ran out with more to send; let other connections go first.
+    Budget,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Syn,
@@ -21,9 +32,15 @@ enum Kind {
     Data,
     /// Loss-recovery retransmission from a hole (does not move SND.NXT).
     Hole,
+    /// Second retransmission of a range whose first retransmission was lost.
+    Relost,
     Probe,
     KeepAlive,
     Ack,
+    /// A pure ACK from `ack_snaps[0]`.
+    SnapAck,
+    /// RFC 8985 tail loss probe (new data, or the last segment again).
+    Tlp,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -35,18 +52,18 @@ struct Plan {
 }
 
 impl Conn {
-    /// Emits everything due. Returns `false` if `emit` refused a segment.
+    /// Emits everything due (up to a per-call budget).
     pub fn poll_output(
         &mut self,
         now: Instant,
         stats: &mut Stats,
         emit: &mut dyn FnMut(&OutSegment<'_>) -> bool,
-    ) -> bool {
+    ) -> OutputStatus {
+        self.restart_after_idle(now);
         for _ in 0..MAX_SEGMENTS_PER_CALL {
             let Some(plan) = self.plan(now) else {
                 self.arm_persist_if_stuck(now);
-                self.dirty = false;
-                return true;
+                return OutputStatus::Done;
             };
             let repr = self.build_repr(&plan, now);
             let (a, b) = if plan.len > 0 {
@@ -62,11 +79,11 @@ impl Conn {
                 payload: (a, b),
             };
             if !emit(&seg) {
-                return false;
+                return OutputStatus::Blocked;
             }
             self.commit(&plan, &repr, now, stats);
         }
-        true
+        OutputStatus::Budget
     }
 
     fn build_repr(&self, p: &Plan, now: Instant) -> TcpRepr {
@@ -84,9 +101,7 @@ impl Conn {
                 options.mss = Some(self.config.mss);
                 let passive = self.state == State::SynReceived;
                 // Options in a SYN-ACK only if the peer offered them (RFC 7323 §1.3, RFC 2018 §2).
-                if self.config.window_scaling
-                    && (!passive || self.snd_wscale > 0 || self.rcv_wscale > 0)
-                {
+                if self.config.window_scaling && (!passive || self.ws_ok) {
                     options.window_scale = Some(self.rcv_wscale);
                 }
                 if self.config.sack && (!passive || self.sack_ok) {
@@ -107,12 +122,10 @@ impl Conn {
                         tsecr: self.ts_recent,
                     });
                 }
-                if self.sack_ok && !self.rcv.asm.is_empty() {
-                    // RFC 2018 §3: at most 3 blocks alongside timestamps, else 4.
-                    let max = if self.ts_enabled { 3 } else { 4 };
-                    let blocks = self.sack_hist.blocks();
-                    let n = blocks.len().min(max);
-                    options.sack[..n].copy_from_slice(&blocks[..n]);
+                // RFC 2018 §3: at most 3 blocks alongside timestamps, else 4.
+                let n = self.sack_blocks_to_send();
+                if n > 0 {
+                    options.sack[..n].copy_from_slice(&self.sack_hist.blocks()[..n]);
                     options.sack_count = n as u8;
                 }
             }
@@ -130,15 +143,28 @@ impl Conn {
         } else {
             p.seq
         };
+        let mut ack = if flags & TcpFlags::ACK != 0 {
+            self.rcv_nxt
+        } else {
+            0
+        };
+        if p.kind == Kind::SnapAck {
+            let (snap_ack, tsecr) = self.ack_snaps[0];
+            ack = snap_ack;
+            if let Some(ts) = options.timestamps.as_mut() {
+                ts.tsecr = tsecr;
+            }
+            // Same right edge as a current ACK, expressed from the older ACK number.
+            let (_, edge) = self.rcv_window();
+            let ws = u32::from(self.rcv_wscale);
+            let span = u64::from(seq::dist(snap_ack, edge));
+            window = ((span + (1u64 << ws) - 1) >> ws).min(0xffff) as u16;
+        }
         TcpRepr {
             src_port: self.local.port(),
             dst_port: self.remote.port(),
             seq,
-            ack: if flags & TcpFlags::ACK != 0 {
-                self.rcv_nxt
-            } else {
-                0
-            },
+            ack,
             flags: TcpFlags(flags),
             window,
             urgent: 0,
@@ -149,6 +175,16 @@ impl Conn {
     fn commit(&mut self, p: &Plan, repr: &TcpRepr, now: Instant, stats: &mut Stats) {
         stats.segments_out += 1;
         stats.sack_blocks_out += u64::from(repr.options.sack_count);
+        if p.kind == Kind::SnapAck {
+            self.ack_snaps.copy_within(1..self.n_snaps, 0);
+            self.n_snaps -= 1;
+            self.last_ack_sent = seq::max(self.last_ack_sent, repr.ack);
+            let edge = repr
+                .ack
+                .wrapping_add(u32::from(repr.window) << self.rcv_wscale);
+            self.rcv_adv = seq::max(self.rcv_adv, edge);
+            return;
+        }
         if repr.flags.ack() {
             self.ack_now = false;
             self.unacked_bytes = 0;
@@ -180,7 +216,22 @@ impl Conn {
                 self.snd_max = seq::max(self.snd_max, end);
                 self.rto_at.get_or_insert(now + self.rtt.rto());
             }
-            Kind::Data | Kind::Hole => {
+            Kind::Tlp => {
+                self.tlp_due = false;
+                let rxt = seq::lt(p.seq, self.snd_max);
+                stats.tlp_probes += 1;
+                if !rxt {
+                    self.snd_nxt = end;
+                    self.last_data_tx = now;
+                }
+                self.snd_max = seq::max(self.snd_max, end);
+                self.tlp_end = Some((self.snd_max, rxt));
+                self.rtt_timing = None;
+                // §7.3: after the probe, the RTO guards the tail.
+                self.rto_at = Some(now + self.rtt.rto());
+            }
+            Kind::Data | Kind::Hole | Kind::Relost => {
+                self.last_data_tx = now;
                 let rexmit = seq::lt(p.seq, self.snd_max);
                 if rexmit {
                     self.rtt_timing = None;
@@ -192,9 +243,17 @@ impl Conn {
                 } else if self.rtt_timing.is_none() && !self.ts_enabled {
                     self.rtt_timing = Some((end, now));
                 }
-                if p.kind == Kind::Hole {
+                if p.kind == Kind::Relost {
+                    self.rxt.advance_relost(end);
+                }
+                if p.kind != Kind::Data && matches!(self.recovery, Some(r) if r.sack) {
+                    self.rxt.record(p.seq, end, self.snd_max);
+                }
+                if p.kind != Kind::Data {
                     if let Some(rec) = self.recovery.as_mut() {
-                        rec.rxt_next = seq::max(rec.rxt_next, end);
+                        if p.kind == Kind::Hole {
+                            rec.rxt_next = seq::max(rec.rxt_next, end);
+                        }
                         rec.rxt_una = false;
                     }
                     if seq::lt(self.snd_nxt, end) {
@@ -209,6 +268,9 @@ impl Conn {
                 }
                 self.persist_at = None;
                 self.persist_backoff = 0;
+                if p.kind == Kind::Data && !rexmit && self.pto_at.is_none() {
+                    self.arm_pto(now);
+                }
             }
             Kind::Probe => {
                 self.persist_probe_due = false;
@@ -222,7 +284,7 @@ impl Conn {
                 self.keepalive_due = false;
                 stats.keepalive_probes += 1;
             }
-            Kind::Ack => {}
+            Kind::Ack | Kind::SnapAck => {}
         }
     }
 
@@ -250,6 +312,20 @@ impl Conn {
             }
             _ => {}
         }
+        if self.n_snaps > 0 {
+            return Some(Plan {
+                kind: Kind::SnapAck,
+                seq: self.ack_seq(),
+                len: 0,
+                fin: false,
+            });
+        }
+        if self.tlp_due {
+            if let Some(p) = self.plan_tlp() {
+                return Some(p);
+            }
+            self.tlp_due = false;
+        }
         if self.persist_probe_due {
             let fin_seq = self.fin_seq();
             if seq::lt(self.snd_una, fin_seq) {
@@ -257,7 +333,7 @@ impl Conn {
                 // sender SWS rule gets what fits (the §3.8.6.2.1 override timeout).
                 let len = self
                     .snd_wnd
-                    .min(self.mss)
+                    .min(self.seg_mss())
                     .min(seq::dist(self.snd_una, fin_seq))
                     .max(1);
                 return Some(Plan {
@@ -294,6 +370,23 @@ impl Conn {
         None
     }
 
+    /// RFC 5681 §4.1: after an idle period longer than the RTO, cwnd restarts from
+    /// min(IW, cwnd) — the ACK clock is gone and a full-window burst would hit the network.
+    fn restart_after_idle(&mut self, now: Instant) {
+        if self.snd_una == self.snd_max
+            && self.is_synchronized()
+            && seq::lt(self.snd_nxt, self.fin_seq())
+            && now.saturating_since(self.last_data_tx) > self.rtt.rto()
+        {
+            let iw = super::cc::initial_window(self.mss);
+            if self.cc.cwnd() > iw {
+                self.cc.set_cwnd(iw);
+            }
+            // Only once per idle period.
+            self.last_data_tx = now;
+        }
+    }
+
     /// Nothing in flight, data waiting, but the peer's window (zero, or too small to satisfy
     /// sender SWS avoidance) stops us: the persist timer must run or nothing ever moves.
     fn arm_persist_if_stuck(&mut self, now: Instant) {
@@ -307,6 +400,7 @@ impl Conn {
         );
         if can_send
             && self.persist_at.is_none()
+            && self.rto_at.is_none()
             && self.snd_una == self.snd_max
             && seq::lt(self.snd_nxt, self.fin_seq())
         {
@@ -314,20 +408,63 @@ impl Conn {
         }
     }
 
+    /// RFC 8985 §7.3: one new segment if the peer's window allows, else the last segment sent
+    /// again (with the FIN if that was last).
+    fn plan_tlp(&self) -> Option<Plan> {
+        let fin_seq = self.fin_seq();
+        let smss = self.seg_mss();
+        let wnd_edge = self.snd_una.wrapping_add(self.snd_wnd);
+        if self.snd_nxt == self.snd_max && seq::lt(self.snd_nxt, fin_seq) {
+            let room = seq::dist(self.snd_nxt, wnd_edge);
+            if room > 0 {
+                let len = seq::dist(self.snd_nxt, fin_seq).min(smss).min(room);
+                let fin = self.fin_queued && self.snd_nxt.wrapping_add(len) == fin_seq;
+                return Some(Plan {
+                    kind: Kind::Tlp,
+                    seq: self.snd_nxt,
+                    len,
+                    fin,
+                });
+            }
+        }
+        if self.snd_una == self.snd_max {
+            return None;
+        }
+        let fin_sent = self.fin_queued && seq::gt(self.snd_max, fin_seq);
+        let data_end = seq::min(self.snd_max, fin_seq);
+        let len = seq::dist(self.snd_una, data_end).min(smss);
+        Some(Plan {
+            kind: Kind::Tlp,
+            seq: data_end.wrapping_sub(len),
+            len,
+            fin: fin_sent,
+        })
+    }
+
     fn ack_plan(&self) -> Plan {
         Plan {
             kind: Kind::Ack,
-            seq: self.snd_nxt,
+            seq: self.ack_seq(),
             len: 0,
             fin: false,
         }
+    }
+
+    /// Sequence number for a segment without data: SND.NXT may have been rewound by an RTO
+    /// below what the peer already holds, and a zero-window probe may have gone past the
+    /// window; either would make the ACK unacceptable to the peer (RFC 9293 §3.10.7.4) and the
+    /// information in it lost. Use SND.MAX, clamped to the window's right edge (as Linux
+    /// `tcp_acceptable_seq`).
+    fn ack_seq(&self) -> u32 {
+        let edge = self.snd_una.wrapping_add(self.snd_wnd);
+        seq::max(self.snd_una, seq::min(self.snd_max, edge))
     }
 
     /// A segment starting at `s`, at most `max` bytes, not crossing SACKed data, with FIN
     /// if it reaches the end of the queued data after close.
     fn segment_at(&self, kind: Kind, s: u32, max: u32) -> Option<Plan> {
         let fin_seq = self.fin_seq();
-        let mut len = seq::dist(s, fin_seq).min(max).min(self.mss);
+        let mut len = seq::dist(s, fin_seq).min(max).min(self.seg_mss());
         if let Some(n) = self.scoreboard.next_sacked_start(s) {
             len = len.min(seq::dist(s, n));
         }
@@ -364,14 +501,17 @@ impl Conn {
         } else {
             fin_seq
         };
+        // Congestion accounting is in units of the negotiated MSS (RFC 5681 SMSS); segments
+        // are cut to `seg_mss()` (MSS minus options).
         let mss = self.mss;
+        let smss = self.seg_mss();
         let cwnd = self.cc.cwnd();
         let wnd_edge = self.snd_una.wrapping_add(self.snd_wnd);
 
         if let Some(rec) = self.recovery {
             if rec.rxt_una {
                 // Entry or partial ACK: retransmit the first unacknowledged segment.
-                if let Some(p) = self.segment_at(Kind::Hole, self.snd_una, mss) {
+                if let Some(p) = self.segment_at(Kind::Hole, self.snd_una, smss) {
                     return Some(p);
                 }
             }
@@ -379,9 +519,14 @@ impl Conn {
                 // RFC 6675 §5 step (C): send while cwnd - pipe >= 1 SMSS.
                 let pipe = self
                     .scoreboard
-                    .pipe(self.snd_una, self.snd_max, rec.rxt_next, mss);
-                if cwnd.saturating_sub(pipe) < mss.min(cwnd) {
+                    .pipe(self.snd_una, self.snd_max, rec.rxt_next, mss)
+                    .saturating_sub(self.rxt.relost_bytes(self.snd_una));
+                if cwnd.saturating_sub(pipe) < smss.min(cwnd) {
                     return None;
+                }
+                // A range whose retransmission was lost goes first.
+                if let Some((s, e)) = self.rxt.next_relost(self.snd_una, &self.scoreboard) {
+                    return self.segment_at(Kind::Relost, s, seq::dist(s, e));
                 }
                 // NextSeg rule (1): first lost unSACKed byte above HighRxt.
                 let mut rule3 = None;
@@ -432,8 +577,12 @@ impl Conn {
         } else {
             0
         };
-        let cwnd_edge = self.snd_una.wrapping_add(cwnd.saturating_add(lt));
-        let edge = seq::min(cwnd_edge, wnd_edge);
+        // Both limits as byte counts from SND.UNA, then one edge: comparing two edges in
+        // sequence space would misorder them once cwnd exceeds 2^31.
+        let allowed = cwnd
+            .saturating_add(lt)
+            .min(seq::dist(self.snd_una, wnd_edge));
+        let edge = self.snd_una.wrapping_add(allowed);
         let room = seq::dist(self.snd_nxt, edge);
         if self.snd_nxt == fin_seq {
             // A lone FIN is not held back by the windows.
@@ -444,7 +593,7 @@ impl Conn {
             return None;
         }
         let rexmit = seq::lt(p.seq, self.snd_max);
-        if !rexmit && p.len < mss && !p.fin {
+        if !rexmit && p.len < smss && !p.fin {
             let remaining = seq::dist(p.seq, fin_seq);
             let idle = self.snd_nxt == self.snd_una;
             let push_ok = self.config.nodelay || idle || self.fin_queued;

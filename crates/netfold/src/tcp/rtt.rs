@@ -75,6 +75,11 @@ impl RttEstimator {
         Duration::from_micros(self.rttvar)
     }
 
+    /// Sets the base RTO without a sample (RFC 6298 §5.7).
+    pub fn set_base(&mut self, rto: Duration) {
+        self.rto = rto.total_micros().min(RTO_MAX.total_micros());
+    }
+
     /// §5.5: back the timer off after an expiration.
     pub fn on_timeout(&mut self) {
         self.backoff = self.backoff.saturating_add(1);

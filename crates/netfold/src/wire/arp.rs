@@ -3,6 +3,7 @@
 //!
 //! Layout (RFC 826 "Packet format"): ar$hrd (2), ar$pro (2), ar$hln (1), ar$pln (1), ar$op (2),
 //! ar$sha (hln), ar$spa (pln), ar$tha (hln), ar$tpa (pln). For Ethernet/IPv4 that is 28 bytes.
+#![warn(missing_docs)]
 
 use super::ethernet::EthernetAddress;
 use super::{Error, Ipv4Addr, Result};
@@ -28,7 +29,9 @@ const PTYPE_IPV4: u16 = 0x0800;
 /// ARP opcode (RFC 826: ares_op$REQUEST = 1, ares_op$REPLY = 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ArpOperation {
+    /// ares_op$REQUEST (1).
     Request,
+    /// ares_op$REPLY (2).
     Reply,
 }
 
@@ -39,6 +42,7 @@ pub struct ArpPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> ArpPacket<T> {
+    /// Wraps `buffer` without checking its length (use `new_checked` for untrusted input).
     pub const fn new_unchecked(buffer: T) -> Self {
         ArpPacket { buffer }
     }
@@ -49,6 +53,7 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
         }
         Ok(ArpPacket { buffer })
     }
+    /// Gives back the wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
@@ -65,30 +70,39 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
         a.copy_from_slice(&self.buffer.as_ref()[r]);
         EthernetAddress(a)
     }
+    /// ar$hrd (1 = Ethernet).
     pub fn hardware_type(&self) -> u16 {
         self.u16_at(field::HTYPE)
     }
+    /// ar$pro (0x0800 = IPv4).
     pub fn protocol_type(&self) -> u16 {
         self.u16_at(field::PTYPE)
     }
+    /// ar$hln.
     pub fn hardware_len(&self) -> u8 {
         self.buffer.as_ref()[field::HLEN]
     }
+    /// ar$pln.
     pub fn protocol_len(&self) -> u8 {
         self.buffer.as_ref()[field::PLEN]
     }
+    /// ar$op.
     pub fn operation(&self) -> u16 {
         self.u16_at(field::OPER)
     }
+    /// ar$sha.
     pub fn source_hardware_addr(&self) -> EthernetAddress {
         self.mac_at(field::SHA)
     }
+    /// ar$spa.
     pub fn source_protocol_addr(&self) -> Ipv4Addr {
         self.ip_at(field::SPA)
     }
+    /// ar$tha.
     pub fn target_hardware_addr(&self) -> EthernetAddress {
         self.mac_at(field::THA)
     }
+    /// ar$tpa.
     pub fn target_protocol_addr(&self) -> Ipv4Addr {
         self.ip_at(field::TPA)
     }
@@ -97,10 +111,15 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
 /// A parsed Ethernet/IPv4 ARP packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ArpRepr {
+    /// Request or reply.
     pub op: ArpOperation,
+    /// Sender hardware address.
     pub source_hw: EthernetAddress,
+    /// Sender protocol address.
     pub source_ip: Ipv4Addr,
+    /// Target hardware address (zero in requests).
     pub target_hw: EthernetAddress,
+    /// Target protocol address.
     pub target_ip: Ipv4Addr,
 }
 
@@ -130,6 +149,7 @@ impl ArpRepr {
         })
     }
 
+    /// Bytes `emit` writes.
     pub const fn buffer_len(&self) -> usize {
         PACKET_LEN
     }

@@ -4,6 +4,7 @@
 //! [`crate::mem::checksum`] returns, so partial sums computed elsewhere (for example by a fused
 //! copy+checksum kernel while the payload is copied into a packet buffer) can be combined with
 //! the header's sum without touching the bytes again. Only [`finish`] complements.
+#![warn(missing_docs)]
 
 use super::Ipv4Addr;
 

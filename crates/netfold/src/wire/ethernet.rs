@@ -4,6 +4,7 @@
 //! EtherType field holds 0x8100, followed by the 16-bit TCI (PCP/DEI/VID) and the real
 //! EtherType, so the header is 18 bytes. Only one tag is understood; a second tag (QinQ) leaves
 //! `ethertype` as `Vlan` and the caller drops the frame as unsupported.
+#![warn(missing_docs)]
 
 use super::{Error, Result};
 use core::fmt;
@@ -20,9 +21,11 @@ impl EthernetAddress {
     pub fn from_bytes(b: &[u8]) -> Option<EthernetAddress> {
         <[u8; 6]>::try_from(b).ok().map(EthernetAddress)
     }
+    /// The six octets.
     pub const fn as_bytes(&self) -> &[u8; 6] {
         &self.0
     }
+    /// ff:ff:ff:ff:ff:ff.
     pub fn is_broadcast(&self) -> bool {
         *self == Self::BROADCAST
     }
@@ -30,6 +33,7 @@ impl EthernetAddress {
     pub const fn is_multicast(&self) -> bool {
         self.0[0] & 0x01 != 0
     }
+    /// The I/G bit is clear: an individual address.
     pub const fn is_unicast(&self) -> bool {
         !self.is_multicast()
     }
@@ -53,10 +57,13 @@ impl fmt::Display for EthernetAddress {
 /// The EtherType values netfold dispatches on (IEEE "EtherType" registry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EtherType {
+    /// IPv4, 0x0800 (RFC 894).
     Ipv4,
+    /// ARP, 0x0806 (RFC 826).
     Arp,
     /// IEEE 802.1Q customer VLAN tag.
     Vlan,
+    /// Any other value.
     Unknown(u16),
 }
 
@@ -103,6 +110,7 @@ pub struct EthernetFrame<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> EthernetFrame<T> {
+    /// Wraps `buffer` without checking its length (use `new_checked` for untrusted input).
     pub const fn new_unchecked(buffer: T) -> Self {
         EthernetFrame { buffer }
     }
@@ -115,6 +123,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         Ok(f)
     }
 
+    /// Checks that every accessor is in bounds (what `new_checked` runs).
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN || len < self.header_len() {
@@ -123,6 +132,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         Ok(())
     }
 
+    /// Gives back the wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
@@ -132,11 +142,13 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         u16::from_be_bytes([b[r.start], b[r.start + 1]])
     }
 
+    /// Destination MAC.
     pub fn dst_addr(&self) -> EthernetAddress {
         let mut a = [0; 6];
         a.copy_from_slice(&self.buffer.as_ref()[field::DST]);
         EthernetAddress(a)
     }
+    /// Source MAC.
     pub fn src_addr(&self) -> EthernetAddress {
         let mut a = [0; 6];
         a.copy_from_slice(&self.buffer.as_ref()[field::SRC]);
@@ -173,6 +185,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
             HEADER_LEN
         }
     }
+    /// The bytes after the header.
     pub fn payload(&self) -> &[u8] {
         let b = self.buffer.as_ref();
         b.get(self.header_len()..).unwrap_or(&[])
@@ -180,15 +193,19 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
+    /// Sets the destination MAC.
     pub fn set_dst_addr(&mut self, a: EthernetAddress) {
         self.buffer.as_mut()[field::DST].copy_from_slice(&a.0);
     }
+    /// Sets the source MAC.
     pub fn set_src_addr(&mut self, a: EthernetAddress) {
         self.buffer.as_mut()[field::SRC].copy_from_slice(&a.0);
     }
+    /// Sets the outer EtherType field.
     pub fn set_ethertype(&mut self, t: EtherType) {
         self.buffer.as_mut()[field::ETHERTYPE].copy_from_slice(&u16::from(t).to_be_bytes());
     }
+    /// The bytes after the header, writable.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let h = self.header_len();
         let b = self.buffer.as_mut();
@@ -200,14 +217,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
 /// A parsed Ethernet header. `ethertype` is the payload's type (inside the tag, if any).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct EthernetRepr {
+    /// Source MAC.
     pub src: EthernetAddress,
+    /// Destination MAC.
     pub dst: EthernetAddress,
+    /// EtherType of the payload (inside the 802.1Q tag, if any).
     pub ethertype: EtherType,
     /// The 802.1Q tag control information (PCP/DEI/VID) if the frame carried one tag.
     pub vlan: Option<u16>,
 }
 
 impl EthernetRepr {
+    /// Parses a checked frame, skipping one 802.1Q tag.
     pub fn parse<T: AsRef<[u8]>>(frame: &EthernetFrame<T>) -> Result<EthernetRepr> {
         frame.check_len()?;
         Ok(EthernetRepr {
@@ -218,6 +239,7 @@ impl EthernetRepr {
         })
     }
 
+    /// Header bytes `emit` writes.
     pub const fn header_len(&self) -> usize {
         if self.vlan.is_some() {
             VLAN_HEADER_LEN
@@ -225,6 +247,7 @@ impl EthernetRepr {
             HEADER_LEN
         }
     }
+    /// Bytes `emit` writes.
     pub const fn buffer_len(&self) -> usize {
         self.header_len()
     }

@@ -5,6 +5,7 @@
 //! (ident/seq for echo; unused + next-hop MTU for unreachable), then data. For error messages
 //! the data is the offending IP header plus at least its first 8 payload bytes (RFC 792; RFC
 //! 1812 §4.3.2.3 allows more).
+#![warn(missing_docs)]
 
 use super::ipv4::{Ipv4Packet, Ipv4Repr};
 use super::{Error, Result};
@@ -25,17 +26,25 @@ pub const HEADER_LEN: usize = 8;
 
 /// Message types this module handles (RFC 792).
 pub mod msg_type {
+    /// Echo reply.
     pub const ECHO_REPLY: u8 = 0;
+    /// Destination unreachable.
     pub const DST_UNREACHABLE: u8 = 3;
+    /// Echo request.
     pub const ECHO_REQUEST: u8 = 8;
+    /// Time exceeded.
     pub const TIME_EXCEEDED: u8 = 11;
 }
 
 /// Destination-unreachable codes (RFC 792, RFC 1122 §3.2.2.1).
 pub mod unreach_code {
+    /// Net unreachable.
     pub const NET: u8 = 0;
+    /// Host unreachable.
     pub const HOST: u8 = 1;
+    /// Protocol unreachable.
     pub const PROTOCOL: u8 = 2;
+    /// Port unreachable.
     pub const PORT: u8 = 3;
     /// Fragmentation needed and DF set (RFC 1191 adds the next-hop MTU).
     pub const FRAG_NEEDED: u8 = 4;
@@ -48,6 +57,7 @@ pub struct Icmpv4Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
+    /// Wraps `buffer` without checking its length (use `new_checked` for untrusted input).
     pub const fn new_unchecked(buffer: T) -> Self {
         Icmpv4Packet { buffer }
     }
@@ -58,6 +68,7 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
         }
         Ok(Icmpv4Packet { buffer })
     }
+    /// Gives back the wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
@@ -67,18 +78,23 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
     fn u16_at(&self, r: core::ops::Range<usize>) -> u16 {
         u16::from_be_bytes([self.b()[r.start], self.b()[r.start + 1]])
     }
+    /// Type field.
     pub fn msg_type(&self) -> u8 {
         self.b()[field::TYPE]
     }
+    /// Code field.
     pub fn msg_code(&self) -> u8 {
         self.b()[field::CODE]
     }
+    /// The checksum field as received.
     pub fn checksum(&self) -> u16 {
         self.u16_at(field::CHECKSUM)
     }
+    /// Echo identifier.
     pub fn echo_ident(&self) -> u16 {
         self.u16_at(field::IDENT)
     }
+    /// Echo sequence number.
     pub fn echo_seq_no(&self) -> u16 {
         self.u16_at(field::SEQ)
     }
@@ -86,6 +102,7 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
     pub fn next_hop_mtu(&self) -> u16 {
         self.u16_at(field::MTU)
     }
+    /// Everything after the 8-byte header.
     pub fn data(&self) -> &[u8] {
         &self.b()[HEADER_LEN..]
     }
@@ -97,6 +114,7 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
+    /// Computes and stores the checksum (RFC 1071).
     pub fn fill_checksum(&mut self) {
         let b = self.buffer.as_mut();
         b[field::CHECKSUM].copy_from_slice(&[0, 0]);
@@ -109,26 +127,42 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
 /// bytes (at least 8; enough for TCP/UDP ports).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Icmpv4Repr<'a> {
+    /// Echo request (type 8).
     EchoRequest {
+        /// Identifier chosen by the sender.
         ident: u16,
+        /// Sequence number chosen by the sender.
         seq_no: u16,
+        /// Echo data, or the quoted payload bytes of an error.
         data: &'a [u8],
     },
+    /// Echo reply (type 0).
     EchoReply {
+        /// Identifier chosen by the sender.
         ident: u16,
+        /// Sequence number chosen by the sender.
         seq_no: u16,
+        /// Echo data, or the quoted payload bytes of an error.
         data: &'a [u8],
     },
+    /// Destination unreachable (type 3).
     DstUnreachable {
+        /// Code field.
         code: u8,
         /// RFC 1191 next-hop MTU; meaningful for code 4, 0 otherwise (old routers send 0).
         next_hop_mtu: u16,
+        /// Header of the quoted (offending) datagram.
         header: Ipv4Repr,
+        /// Echo data, or the quoted payload bytes of an error.
         data: &'a [u8],
     },
+    /// Time exceeded (type 11; code 0 in transit, 1 reassembly).
     TimeExceeded {
+        /// Code field.
         code: u8,
+        /// Header of the quoted (offending) datagram.
         header: Ipv4Repr,
+        /// Echo data, or the quoted payload bytes of an error.
         data: &'a [u8],
     },
 }
@@ -210,6 +244,7 @@ impl<'a> Icmpv4Repr<'a> {
         }
     }
 
+    /// Bytes `emit` writes.
     pub fn buffer_len(&self) -> usize {
         match self {
             Icmpv4Repr::EchoRequest { data, .. } | Icmpv4Repr::EchoReply { data, .. } => {

@@ -3,6 +3,7 @@
 //! Options (IHL > 5) are skipped on parse and never emitted. `total_length` bounds the payload,
 //! so Ethernet padding after a short packet is ignored. The fragment offset in [`Ipv4Repr`] is in
 //! bytes (the wire field counts 8-byte units).
+#![warn(missing_docs)]
 
 use super::{Error, IpProtocol, Ipv4Addr, Result};
 use crate::mem::checksum;
@@ -24,29 +25,15 @@ mod field {
 /// Length of a header without options.
 pub const HEADER_LEN: usize = 20;
 
-/// One's-complement sum of two folded sums (RFC 1071 §2 (B): the sum is associative, so partial
-/// sums over pieces can be added with end-around carry).
+/// One's-complement sum of two folded sums; see [`super::checksum::combine`].
 pub fn checksum_combine(a: u16, b: u16) -> u16 {
-    let s = u32::from(a) + u32::from(b);
-    ((s & 0xffff) + (s >> 16)) as u16
+    super::checksum::combine(a, b)
 }
 
-/// Folded, uncomplemented sum of the TCP/UDP pseudo-header (RFC 9293 §3.1, RFC 768):
-/// source, destination, zero, protocol, and the transport length.
+/// Folded, uncomplemented sum of the TCP/UDP pseudo-header (RFC 9293 §3.1, RFC 768), with the
+/// protocol typed; see [`super::checksum::pseudo_header`].
 pub fn pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, protocol: IpProtocol, len: u32) -> u16 {
-    let s = src.octets();
-    let d = dst.octets();
-    let mut sum: u32 = u32::from(u16::from_be_bytes([s[0], s[1]]))
-        + u32::from(u16::from_be_bytes([s[2], s[3]]))
-        + u32::from(u16::from_be_bytes([d[0], d[1]]))
-        + u32::from(u16::from_be_bytes([d[2], d[3]]))
-        + u32::from(u8::from(protocol))
-        + (len >> 16)
-        + (len & 0xffff);
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
+    super::checksum::pseudo_header(src, dst, u8::from(protocol), len)
 }
 
 /// A checked view of an IPv4 packet.
@@ -56,6 +43,7 @@ pub struct Ipv4Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
+    /// Wraps `buffer` without checking its length (use `new_checked` for untrusted input).
     pub const fn new_unchecked(buffer: T) -> Self {
         Ipv4Packet { buffer }
     }
@@ -68,6 +56,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         Ok(p)
     }
 
+    /// Checks that every accessor is in bounds (what `new_checked` runs).
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {
@@ -87,6 +76,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         Ok(())
     }
 
+    /// Gives back the wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
@@ -97,6 +87,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         u16::from_be_bytes([self.b()[r.start], self.b()[r.start + 1]])
     }
 
+    /// Version field (4).
     pub fn version(&self) -> u8 {
         self.b()[field::VER_IHL] >> 4
     }
@@ -104,18 +95,23 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn header_len(&self) -> usize {
         usize::from(self.b()[field::VER_IHL] & 0x0f) * 4
     }
+    /// DSCP and ECN bits (the former TOS octet).
     pub fn dscp_ecn(&self) -> u8 {
         self.b()[field::DSCP_ECN]
     }
+    /// Total length: header plus payload.
     pub fn total_len(&self) -> u16 {
         self.u16_at(field::LENGTH)
     }
+    /// Identification.
     pub fn ident(&self) -> u16 {
         self.u16_at(field::IDENT)
     }
+    /// DF flag.
     pub fn dont_frag(&self) -> bool {
         self.u16_at(field::FLG_OFF) & 0x4000 != 0
     }
+    /// MF flag.
     pub fn more_frags(&self) -> bool {
         self.u16_at(field::FLG_OFF) & 0x2000 != 0
     }
@@ -127,19 +123,24 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn is_fragment(&self) -> bool {
         self.u16_at(field::FLG_OFF) & 0x3fff != 0
     }
+    /// Time to live.
     pub fn ttl(&self) -> u8 {
         self.b()[field::TTL]
     }
+    /// Payload protocol.
     pub fn protocol(&self) -> IpProtocol {
         IpProtocol::from(self.b()[field::PROTOCOL])
     }
+    /// The checksum field as received.
     pub fn checksum(&self) -> u16 {
         self.u16_at(field::CHECKSUM)
     }
+    /// Source address.
     pub fn src_addr(&self) -> Ipv4Addr {
         let b = &self.b()[field::SRC];
         Ipv4Addr::new(b[0], b[1], b[2], b[3])
     }
+    /// Destination address.
     pub fn dst_addr(&self) -> Ipv4Addr {
         let b = &self.b()[field::DST];
         Ipv4Addr::new(b[0], b[1], b[2], b[3])
@@ -172,9 +173,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         let c = !checksum(&b[..hl]);
         b[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
     }
+    /// Sets the TTL (the checksum must be refilled).
     pub fn set_ttl(&mut self, ttl: u8) {
         self.buffer.as_mut()[field::TTL] = ttl;
     }
+    /// The bytes after the header, writable.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let (h, t) = (self.header_len(), usize::from(self.total_len()));
         self.buffer.as_mut().get_mut(h..t).unwrap_or(&mut [])
@@ -184,15 +187,23 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
 /// A parsed IPv4 header (options dropped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ipv4Repr {
+    /// Source address.
     pub src: Ipv4Addr,
+    /// Destination address.
     pub dst: Ipv4Addr,
+    /// Payload protocol.
     pub protocol: IpProtocol,
     /// Bytes after the header, as given by total_length.
     pub payload_len: usize,
+    /// Time to live.
     pub ttl: u8,
+    /// DSCP and ECN bits.
     pub dscp_ecn: u8,
+    /// Identification (groups the fragments of one datagram).
     pub ident: u16,
+    /// DF: do not fragment.
     pub dont_frag: bool,
+    /// MF: more fragments follow.
     pub more_frags: bool,
     /// Offset of this fragment's data in the original datagram, in bytes (multiple of 8).
     pub frag_offset: u16,
@@ -224,13 +235,16 @@ impl Ipv4Repr {
         })
     }
 
+    /// MF set or a non-zero offset (RFC 791 §2.3).
     pub fn is_fragment(&self) -> bool {
         self.more_frags || self.frag_offset != 0
     }
 
+    /// Header bytes `emit` writes.
     pub const fn header_len(&self) -> usize {
         HEADER_LEN
     }
+    /// Bytes `emit` writes.
     pub const fn buffer_len(&self) -> usize {
         HEADER_LEN + self.payload_len
     }
@@ -240,7 +254,7 @@ impl Ipv4Repr {
     /// when the total length does not fit 16 bits or the offset is not a multiple of 8.
     pub fn emit(&self, buf: &mut [u8], fill_checksum: bool) -> Result<()> {
         let total = u16::try_from(HEADER_LEN + self.payload_len).map_err(|_| Error::BadLength)?;
-        if self.frag_offset % 8 != 0 {
+        if self.frag_offset & 7 != 0 {
             return Err(Error::BadLength);
         }
         let b = buf.get_mut(..HEADER_LEN).ok_or(Error::Truncated)?;

@@ -3,6 +3,23 @@
 //!
 //! The `Repr` types below are the contract between the wire format and the TCP engine
 //! (`crate::tcp`), which consumes and produces `TcpRepr` values without touching bytes.
+//!
+//! ```
+//! use netfold::wire::tcp::{PseudoHeader, TcpFlags, TcpPacket, TcpRepr};
+//! use netfold::wire::Ipv4Addr;
+//!
+//! let ph = PseudoHeader { src: Ipv4Addr::new(198, 18, 0, 1), dst: Ipv4Addr::new(198, 18, 0, 2) };
+//! let mut repr = TcpRepr { src_port: 40000, dst_port: 5201, ..TcpRepr::default() };
+//! repr.flags = TcpFlags(TcpFlags::SYN);
+//! repr.options.mss = Some(1460);
+//!
+//! let mut buf = [0u8; 64];
+//! let len = repr.emit_with_checksum(&mut buf, b"", &ph).unwrap();
+//! let packet = TcpPacket::new_checked(&buf[..len]).unwrap();
+//! assert_eq!(TcpRepr::parse(&packet, &ph, true), Ok(repr));
+//! assert!(packet.payload().is_empty());
+//! ```
+#![warn(missing_docs)]
 
 use super::Ipv4Addr;
 
@@ -11,39 +28,56 @@ use super::Ipv4Addr;
 pub struct TcpFlags(pub u8);
 
 impl TcpFlags {
+    /// No more data from sender.
     pub const FIN: u8 = 0x01;
+    /// Synchronize sequence numbers.
     pub const SYN: u8 = 0x02;
+    /// Reset the connection.
     pub const RST: u8 = 0x04;
+    /// Push function.
     pub const PSH: u8 = 0x08;
+    /// The acknowledgment field is significant.
     pub const ACK: u8 = 0x10;
+    /// The urgent pointer field is significant.
     pub const URG: u8 = 0x20;
+    /// ECN-Echo (RFC 3168 §6.1).
     pub const ECE: u8 = 0x40;
+    /// Congestion Window Reduced (RFC 3168 §6.1).
     pub const CWR: u8 = 0x80;
 
+    /// FIN is set.
     pub const fn fin(self) -> bool {
         self.0 & Self::FIN != 0
     }
+    /// SYN is set.
     pub const fn syn(self) -> bool {
         self.0 & Self::SYN != 0
     }
+    /// RST is set.
     pub const fn rst(self) -> bool {
         self.0 & Self::RST != 0
     }
+    /// PSH is set.
     pub const fn psh(self) -> bool {
         self.0 & Self::PSH != 0
     }
+    /// ACK is set.
     pub const fn ack(self) -> bool {
         self.0 & Self::ACK != 0
     }
+    /// URG is set.
     pub const fn urg(self) -> bool {
         self.0 & Self::URG != 0
     }
+    /// ECE is set.
     pub const fn ece(self) -> bool {
         self.0 & Self::ECE != 0
     }
+    /// CWR is set.
     pub const fn cwr(self) -> bool {
         self.0 & Self::CWR != 0
     }
+    /// Every bit of `bits` is set.
     pub const fn contains(self, bits: u8) -> bool {
         self.0 & bits == bits
     }
@@ -52,14 +86,18 @@ impl TcpFlags {
 /// One SACK block: the left (first) and right (one past last) sequence numbers, RFC 2018 §3.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct SackBlock {
+    /// First sequence number of the block.
     pub left: u32,
+    /// Sequence number just past the block.
     pub right: u32,
 }
 
 /// RFC 7323 §3 timestamps option: TSval and TSecr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Timestamps {
+    /// The sender's timestamp clock value.
     pub tsval: u32,
+    /// The echoed TSval of the peer (valid when ACK is set).
     pub tsecr: u32,
 }
 
@@ -76,6 +114,7 @@ pub struct TcpOptions {
     pub sack_permitted: bool,
     /// SACK blocks (kind 5): the first `sack_count` entries of `sack` are valid.
     pub sack: [SackBlock; 4],
+    /// How many entries of `sack` are valid (0..=4).
     pub sack_count: u8,
     /// Timestamps (kind 8).
     pub timestamps: Option<Timestamps>,
@@ -92,20 +131,30 @@ impl TcpOptions {
 /// window is the raw 16-bit field (unscaled). Ports are host order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct TcpRepr {
+    /// Source port.
     pub src_port: u16,
+    /// Destination port.
     pub dst_port: u16,
+    /// Sequence number.
     pub seq: u32,
+    /// Acknowledgment number (meaningful when ACK is set).
     pub ack: u32,
+    /// Control bits.
     pub flags: TcpFlags,
+    /// Window field, unscaled.
     pub window: u16,
+    /// Urgent pointer (meaningful when URG is set).
     pub urgent: u16,
+    /// Options.
     pub options: TcpOptions,
 }
 
 /// The IPv4 endpoints a TCP/UDP checksum covers (RFC 9293 §3.1 pseudo-header).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PseudoHeader {
+    /// IPv4 source address.
     pub src: Ipv4Addr,
+    /// IPv4 destination address.
     pub dst: Ipv4Addr,
 }
 
@@ -294,6 +343,25 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         // Summing a segment together with its correct checksum gives all ones (RFC 1071 §1).
         sum == 0xffff
     }
+
+    /// Like [`TcpPacket::verify_checksum`], but the payload's folded sum is supplied by the
+    /// caller, who computed it while copying the payload out (`mem::copy_with_checksum`), so
+    /// the payload is read once (DESIGN: checksum where the data is touched anyway). Only the
+    /// header is summed here; it is a multiple of 4 bytes long, so the payload sum starts on an
+    /// even offset and adds in directly (RFC 1071 §2(B)).
+    pub fn verify_checksum_with_payload_sum(&self, ph: &PseudoHeader, payload_sum: u16) -> bool {
+        let data = self.buffer.as_ref();
+        let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        let header = &data[..self.header_end()];
+        let sum = checksum::combine(
+            checksum::combine(
+                checksum::pseudo_header(ph.src, ph.dst, PROTO_TCP, len),
+                mem::checksum(header),
+            ),
+            payload_sum,
+        );
+        sum == 0xffff
+    }
 }
 
 impl<'a, T: AsRef<[u8]> + ?Sized> TcpPacket<&'a T> {
@@ -391,11 +459,21 @@ pub enum TcpOption<'a> {
     /// Kind 4, RFC 2018 §2.
     SackPermitted,
     /// Kind 5, RFC 2018 §3: `count` (1..=4) valid blocks at the front of `blocks`.
-    Sack { blocks: [SackBlock; 4], count: u8 },
+    Sack {
+        /// The blocks, in the order sent (RFC 2018 §4: most recent first).
+        blocks: [SackBlock; 4],
+        /// How many leading entries of `blocks` are valid.
+        count: u8,
+    },
     /// Kind 8, RFC 7323 §3.2.
     Timestamps(Timestamps),
     /// Any other kind with a well-formed length; `data` excludes kind and length bytes.
-    Unknown { kind: u8, data: &'a [u8] },
+    Unknown {
+        /// The option kind.
+        kind: u8,
+        /// The option data after the kind and length bytes.
+        data: &'a [u8],
+    },
 }
 
 /// Iterator over a TCP option area that never panics.
@@ -483,6 +561,18 @@ impl TcpOptions {
     /// Parses an option area. A repeated option keeps its last value.
     pub fn parse(options: &[u8]) -> Result<TcpOptions> {
         let mut out = TcpOptions::default();
+        // Fast path for the layout nearly every data segment and ACK carries: NOP NOP TS,
+        // exactly 12 bytes (RFC 7323 Appendix A recommends it so the receiver can do this; Linux's
+        // tcp_fast_parse_options / tcp_parse_aligned_timestamp does the same).
+        if let [kind::NOP, kind::NOP, kind::TS, 10, ts @ ..] = options {
+            if ts.len() == 8 {
+                out.timestamps = Some(Timestamps {
+                    tsval: be32(&ts[..4]),
+                    tsecr: be32(&ts[4..]),
+                });
+                return Ok(out);
+            }
+        }
         for option in TcpOptionIter::new(options) {
             match option? {
                 TcpOption::Mss(v) => out.mss = Some(v),
@@ -1083,6 +1173,26 @@ mod tests {
     }
 
     #[test]
+    fn aligned_timestamps_fast_path_matches_general_parser() {
+        let bytes = [1, 1, 8, 10, 0, 0, 0, 7, 0xff, 0, 0, 1];
+        let fast = TcpOptions::parse(&bytes).unwrap();
+        let ts = Timestamps {
+            tsval: 7,
+            tsecr: 0xff00_0001,
+        };
+        assert_eq!(fast.timestamps, Some(ts));
+        assert_eq!(options_of(&bytes), vec![Ok(TcpOption::Timestamps(ts))]);
+        // Longer areas with the same prefix take the general path.
+        let mut longer = bytes.to_vec();
+        longer.extend_from_slice(&[1, 3, 3, 5]);
+        let general = TcpOptions::parse(&longer).unwrap();
+        assert_eq!(
+            (general.timestamps, general.window_scale),
+            (Some(ts), Some(5))
+        );
+    }
+
+    #[test]
     fn emit_variants_agree() {
         let repr = syn_repr();
         let payload: Vec<u8> = (0..=254u8).collect();
@@ -1093,9 +1203,12 @@ mod tests {
             .emit_with_payload_sum(&mut header, payload.len(), mem::checksum(&payload), &PH)
             .unwrap();
         assert_eq!(&header[..], &whole[..n]);
-        assert!(TcpPacket::new_checked(&whole[..])
-            .unwrap()
-            .verify_checksum(&PH));
+        let packet = TcpPacket::new_checked(&whole[..]).unwrap();
+        assert!(packet.verify_checksum(&PH));
+        let mut copy = vec![0u8; payload.len()];
+        let copied_sum = mem::copy_with_checksum(&mut copy, packet.payload());
+        assert!(packet.verify_checksum_with_payload_sum(&PH, copied_sum));
+        assert!(!packet.verify_checksum_with_payload_sum(&PH, copied_sum ^ 1));
         // Too small a buffer is an error, not a panic.
         assert_eq!(
             repr.emit_with_checksum(&mut whole[..50], &payload, &PH),

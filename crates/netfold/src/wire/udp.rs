@@ -3,6 +3,7 @@
 //! RFC 768 "Fields": the length counts header and data and is at least 8; the checksum covers
 //! the IPv4 pseudo-header, header and data, and a transmitted 0 means "no checksum". A computed
 //! checksum of 0 is therefore sent as all ones (0xffff).
+#![warn(missing_docs)]
 
 use super::checksum;
 use super::tcp::PseudoHeader;
@@ -121,6 +122,24 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         );
         sum == 0xffff
     }
+
+    /// Like [`UdpPacket::verify_checksum`], with the data's folded sum supplied by a caller
+    /// that computed it while copying the data out, so the data is read once. The 8-byte header
+    /// keeps the data on an even offset (RFC 1071 §2(B)). A zero checksum field is accepted.
+    pub fn verify_checksum_with_payload_sum(&self, ph: &PseudoHeader, payload_sum: u16) -> bool {
+        if self.checksum() == 0 {
+            return true;
+        }
+        let header = self.datagram().get(..HEADER_LEN).unwrap_or(&[]);
+        let sum = checksum::combine(
+            checksum::combine(
+                checksum::pseudo_header(ph.src, ph.dst, PROTO_UDP, u32::from(self.len())),
+                mem::checksum(header),
+            ),
+            payload_sum,
+        );
+        sum == 0xffff
+    }
 }
 
 impl<'a, T: AsRef<[u8]> + ?Sized> UdpPacket<&'a T> {
@@ -188,7 +207,9 @@ fn nonzero(csum: u16) -> u16 {
 /// A parsed UDP header. The data is `packet.payload()`; the length is implied by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct UdpRepr {
+    /// Source port (0 = none, RFC 768).
     pub src_port: u16,
+    /// Destination port.
     pub dst_port: u16,
 }
 
@@ -331,6 +352,9 @@ mod tests {
             assert_eq!(ours, theirs);
             let packet = UdpPacket::new_checked(&theirs[..]).unwrap();
             assert_eq!(UdpRepr::parse(&packet, &PH, true), Ok(repr));
+            let payload_sum = mem::checksum(packet.payload());
+            assert!(packet.verify_checksum_with_payload_sum(&PH, payload_sum));
+            assert!(!packet.verify_checksum_with_payload_sum(&PH, payload_sum ^ 0x10));
             assert_eq!(packet.into_payload(), payload);
         }
     }

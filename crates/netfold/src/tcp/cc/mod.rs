@@ -67,6 +67,10 @@ impl Cc {
     }
 }
 
+/// cwnd never exceeds 1 GiB: far above any window (max 2^30 with scale 14) and well inside
+/// the 2^31 limit of sequence-space comparisons.
+pub const MAX_CWND: u32 = 1 << 30;
+
 impl CongestionController for Cc {
     fn cwnd(&self) -> u32 {
         self.inner().cwnd()
@@ -75,10 +79,13 @@ impl CongestionController for Cc {
         self.inner().ssthresh()
     }
     fn set_cwnd(&mut self, cwnd: u32) {
-        self.inner_mut().set_cwnd(cwnd)
+        self.inner_mut().set_cwnd(cwnd.min(MAX_CWND))
     }
     fn on_ack(&mut self, now: Instant, acked: u32, mss: u32, srtt: Option<Duration>) {
-        self.inner_mut().on_ack(now, acked, mss, srtt)
+        self.inner_mut().on_ack(now, acked, mss, srtt);
+        if self.cwnd() > MAX_CWND {
+            self.inner_mut().set_cwnd(MAX_CWND);
+        }
     }
     fn on_loss(&mut self, now: Instant, flight: u32, mss: u32) {
         self.inner_mut().on_loss(now, flight, mss)

@@ -1,0 +1,389 @@
+//! netfold with client and server stacks on two threads pinned to separate CPUs, joined by the
+//! in-memory pipe (which is a cross-thread queue). Each thread busy-polls its own stack, the way
+//! poll-mode user-space stacks run; there is no clock fast-forward here, timers run in real time.
+
+use super::affinity::thread_cpu_seconds;
+use super::memnet::BoxErr;
+use super::netfold_pipe::{pipe_config, stack_config, tcp_config, CLIENT_ADDR, SERVER_ADDR};
+use super::pattern::{Pattern, Verifier};
+use super::{Measurement, Params, Test};
+use netfold::iface::Stack;
+use netfold::phy::pipe::{Pipe, PipeEnd};
+use netfold::socket::{TcpListener, TcpStream};
+use netfold::tcp;
+use netfold::time::Instant;
+use std::io::ErrorKind;
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant as WallInstant};
+
+const PORT: u16 = 12865;
+/// A thread that sees no progress for this long gives up (and tells the other to).
+const STALL: Duration = Duration::from_secs(30);
+
+/// One stack and its end of the pipe, on one thread.
+struct Node {
+    stack: Stack,
+    end: PipeEnd,
+    epoch: WallInstant,
+    abort: Arc<AtomicBool>,
+    last_progress: WallInstant,
+}
+
+impl Node {
+    fn now(&self) -> Instant {
+        Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
+    }
+
+    /// One poll; errors out if the other side gave up or nothing moved for too long.
+    fn poll(&mut self, progressed: bool) -> Result<(), BoxErr> {
+        let now = self.now();
+        if self.stack.poll(now, &mut self.end) || progressed {
+            self.last_progress = WallInstant::now();
+        } else if self.last_progress.elapsed() > STALL {
+            self.abort.store(true, Ordering::Relaxed);
+            return Err(
+                format!("no progress for 30 s; counters:\n{}", self.stack.counters()).into(),
+            );
+        }
+        if self.abort.load(Ordering::Relaxed) {
+            return Err("the other side failed".into());
+        }
+        Ok(())
+    }
+
+    /// Retries `op` (which returns WouldBlock when it cannot complete yet) while polling.
+    fn until<T>(
+        &mut self,
+        mut op: impl FnMut(&mut Stack) -> std::io::Result<T>,
+    ) -> Result<T, BoxErr> {
+        loop {
+            match op(&mut self.stack) {
+                Ok(v) => return Ok(v),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => self.poll(false)?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    fn write_all(&mut self, s: TcpStream, mut data: &[u8]) -> Result<(), BoxErr> {
+        while !data.is_empty() {
+            let n = self.until(|st| s.write(st, data))?;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    fn read_exact(&mut self, s: TcpStream, buf: &mut [u8]) -> Result<bool, BoxErr> {
+        let mut got = 0;
+        while got < buf.len() {
+            let n = self.until(|st| s.read(st, &mut buf[got..]))?;
+            if n == 0 {
+                return Ok(false);
+            }
+            got += n;
+        }
+        Ok(true)
+    }
+
+    /// After close(): keeps polling so the FIN (and its retransmissions) leave before the
+    /// thread drops the stack — until the stack has been idle for 20 ms, at most 500 ms.
+    fn linger(&mut self) {
+        let t = WallInstant::now();
+        let mut idle_since = WallInstant::now();
+        while t.elapsed() < Duration::from_millis(500)
+            && idle_since.elapsed() < Duration::from_millis(20)
+        {
+            let now = self.now();
+            if self.stack.poll(now, &mut self.end) {
+                idle_since = WallInstant::now();
+            }
+        }
+    }
+}
+
+struct Outcome {
+    counters: String,
+    bytes: u64,
+    transactions: u64,
+    verified: bool,
+    cpu_s: f64,
+}
+
+pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
+    if p.test == Test::UdpStream {
+        return Err("udp-stream is not implemented for netfold --threads 2".into());
+    }
+    let (end_c, end_s) = Pipe::new(pipe_config(p));
+    let epoch = WallInstant::now();
+    let abort = Arc::new(AtomicBool::new(false));
+    let tcfg = tcp_config(p);
+    let pattern = Arc::new(Pattern::new(p.send_size.max(p.recv_size).max(1)));
+    let mut server_node = Node {
+        stack: Stack::new(stack_config(SERVER_ADDR, 2, p.mtu)),
+        end: end_s,
+        epoch,
+        abort: Arc::clone(&abort),
+        last_progress: WallInstant::now(),
+    };
+    let listener = TcpListener::bind(
+        &mut server_node.stack,
+        SocketAddrV4::new(SERVER_ADDR, PORT),
+        64,
+        tcfg,
+    )?;
+    let sp = p.clone();
+    let spat = Arc::clone(&pattern);
+    let server = std::thread::spawn(move || -> Result<Outcome, String> {
+        sp.pin.apply(true);
+        let cpu0 = thread_cpu_seconds();
+        let r = serve(&mut server_node, listener, &sp, &spat).map_err(|e| e.to_string());
+        if r.is_err() {
+            server_node.abort.store(true, Ordering::Relaxed);
+        }
+        r.map(|o| Outcome {
+            cpu_s: thread_cpu_seconds() - cpu0,
+            counters: format!("{}", server_node.stack.counters()),
+            ..o
+        })
+    });
+
+    p.pin.apply(false);
+    let mut node = Node {
+        stack: Stack::new(stack_config(CLIENT_ADDR, 1, p.mtu)),
+        end: end_c,
+        epoch,
+        abort: Arc::clone(&abort),
+        last_progress: WallInstant::now(),
+    };
+    let cpu0 = thread_cpu_seconds();
+    let start = WallInstant::now();
+    let client = drive(&mut node, p, tcfg, &pattern, start);
+    if client.is_err() {
+        abort.store(true, Ordering::Relaxed);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let client_cpu = thread_cpu_seconds() - cpu0;
+    let srv = server
+        .join()
+        .map_err(|_| "netfold server thread panicked")?;
+    let (cl, srv) = match (client, srv) {
+        (Ok(c), Ok(s)) => (c, s),
+        (Err(c), Err(s)) => return Err(format!("client: {c}; server: {s}").into()),
+        (Err(c), Ok(_)) => return Err(format!("client: {c}").into()),
+        (Ok(_), Err(s)) => return Err(format!("server: {s}").into()),
+    };
+    let (bytes, verified) = match p.test {
+        Test::Stream => (
+            srv.bytes,
+            p.verify.then_some(srv.verified && srv.bytes == cl.bytes),
+        ),
+        Test::Maerts => (
+            cl.bytes,
+            p.verify.then_some(cl.verified && cl.bytes == srv.bytes),
+        ),
+        _ => (cl.transactions * (p.req_size + p.resp_size) as u64, None),
+    };
+    let mut details = serde_json::Map::new();
+    details.insert("threads".into(), 2.into());
+    details.insert("client_cpu_s".into(), client_cpu.into());
+    details.insert("server_cpu_s".into(), srv.cpu_s.into());
+    details.insert(
+        "client_counters".into(),
+        format!("{}", node.stack.counters()).into(),
+    );
+    details.insert("server_counters".into(), srv.counters.clone().into());
+    Ok(Measurement {
+        bytes,
+        transactions: cl.transactions,
+        elapsed_s: elapsed,
+        verified,
+        cpu_s: client_cpu + srv.cpu_s,
+        details,
+    })
+}
+
+fn connect(n: &mut Node, cfg: tcp::Config) -> Result<TcpStream, BoxErr> {
+    let now = n.now();
+    let s = TcpStream::connect(&mut n.stack, now, SocketAddrV4::new(SERVER_ADDR, PORT), cfg)?;
+    n.until(|st| match s.is_connected(st)? {
+        true => Ok(()),
+        false => Err(ErrorKind::WouldBlock.into()),
+    })?;
+    Ok(s)
+}
+
+/// Sends `p.bytes` or for `p.duration`, then FIN. Returns the bytes sent.
+fn source(
+    n: &mut Node,
+    s: TcpStream,
+    p: &Params,
+    pattern: &Pattern,
+    start: WallInstant,
+) -> Result<u64, BoxErr> {
+    let msg = p.send_size.max(1);
+    let total = p.bytes.unwrap_or(u64::MAX);
+    let deadline = p.duration.map(Duration::from_secs_f64);
+    let mut sent = 0u64;
+    while sent < total && deadline.is_none_or(|d| start.elapsed() < d) {
+        let len = ((total - sent) as usize).min(msg);
+        n.write_all(s, pattern.window(sent, len))?;
+        sent += len as u64;
+    }
+    n.until(|st| s.shutdown_write(st))?;
+    Ok(sent)
+}
+
+/// Reads to end of stream. Returns (bytes, verified).
+fn sink(n: &mut Node, s: TcpStream, p: &Params, pattern: &Pattern) -> Result<(u64, bool), BoxErr> {
+    let mut buf = vec![0u8; p.recv_size.max(1)];
+    let mut v = Verifier::new(pattern);
+    let mut bytes = 0u64;
+    loop {
+        let k = n.until(|st| s.read(st, &mut buf))?;
+        if k == 0 {
+            break;
+        }
+        if p.verify {
+            v.check(&buf[..k]);
+        }
+        bytes += k as u64;
+    }
+    Ok((bytes, v.verified(bytes)))
+}
+
+fn drive(
+    n: &mut Node,
+    p: &Params,
+    cfg: tcp::Config,
+    pattern: &Pattern,
+    start: WallInstant,
+) -> Result<Outcome, BoxErr> {
+    let mut out = Outcome {
+        counters: String::new(),
+        bytes: 0,
+        transactions: 0,
+        verified: true,
+        cpu_s: 0.0,
+    };
+    let deadline = p.duration.map(Duration::from_secs_f64);
+    let limit = p.transactions.unwrap_or(u64::MAX);
+    match p.test {
+        Test::Stream => {
+            let s = connect(n, cfg)?;
+            out.bytes = source(n, s, p, pattern, start)?;
+            // The server closes after reading everything; wait for its FIN.
+            let mut b = [0u8; 1];
+            while n.until(|st| s.read(st, &mut b))? != 0 {}
+            s.close(&mut n.stack)?;
+            n.linger();
+        }
+        Test::Maerts => {
+            let s = connect(n, cfg)?;
+            let (bytes, ok) = sink(n, s, p, pattern)?;
+            out.bytes = bytes;
+            out.verified = ok;
+            s.close(&mut n.stack)?;
+            n.linger();
+        }
+        Test::Rr => {
+            let s = connect(n, cfg)?;
+            let req = vec![0x5au8; p.req_size];
+            let mut resp = vec![0u8; p.resp_size];
+            while out.transactions < limit && deadline.is_none_or(|d| start.elapsed() < d) {
+                n.write_all(s, &req)?;
+                if !n.read_exact(s, &mut resp)? {
+                    return Err("server closed during TCP_RR".into());
+                }
+                out.transactions += 1;
+            }
+            n.until(|st| s.shutdown_write(st))?;
+            let mut b = [0u8; 1];
+            while n.until(|st| s.read(st, &mut b))? != 0 {}
+            s.close(&mut n.stack)?;
+            n.linger();
+        }
+        Test::Crr => {
+            let req = vec![0x5au8; p.req_size];
+            let mut resp = vec![0u8; p.resp_size];
+            while out.transactions < limit && deadline.is_none_or(|d| start.elapsed() < d) {
+                let s = connect(n, cfg)?;
+                n.write_all(s, &req)?;
+                if !n.read_exact(s, &mut resp)? {
+                    return Err("server closed during TCP_CRR".into());
+                }
+                s.close(&mut n.stack)?;
+                out.transactions += 1;
+            }
+            // A connection that sends nothing tells the server we are done.
+            let s = connect(n, cfg)?;
+            s.close(&mut n.stack)?;
+            n.linger();
+        }
+        Test::UdpStream => unreachable!("rejected in run"),
+    }
+    Ok(out)
+}
+
+fn accept(n: &mut Node, l: TcpListener) -> Result<TcpStream, BoxErr> {
+    n.until(|st| l.accept(st)).map(|(s, _)| s)
+}
+
+fn serve(n: &mut Node, l: TcpListener, p: &Params, pattern: &Pattern) -> Result<Outcome, BoxErr> {
+    let mut out = Outcome {
+        counters: String::new(),
+        bytes: 0,
+        transactions: 0,
+        verified: true,
+        cpu_s: 0.0,
+    };
+    match p.test {
+        Test::Stream => {
+            let s = accept(n, l)?;
+            let (bytes, ok) = sink(n, s, p, pattern)?;
+            out.bytes = bytes;
+            out.verified = ok;
+            s.close(&mut n.stack)?;
+            n.linger();
+        }
+        Test::Maerts => {
+            let s = accept(n, l)?;
+            out.bytes = source(n, s, p, pattern, WallInstant::now())?;
+            let mut b = [0u8; 1];
+            while n.until(|st| s.read(st, &mut b))? != 0 {}
+            s.close(&mut n.stack)?;
+            n.linger();
+        }
+        Test::Rr => {
+            let s = accept(n, l)?;
+            let mut req = vec![0u8; p.req_size];
+            let resp = vec![0xa5u8; p.resp_size];
+            while n.read_exact(s, &mut req)? {
+                n.write_all(s, &resp)?;
+                out.transactions += 1;
+            }
+            s.close(&mut n.stack)?;
+            n.linger();
+        }
+        Test::Crr => {
+            let mut req = vec![0u8; p.req_size];
+            let resp = vec![0xa5u8; p.resp_size];
+            loop {
+                let s = accept(n, l)?;
+                if !n.read_exact(s, &mut req)? {
+                    s.close(&mut n.stack)?;
+                    n.linger();
+                    break;
+                }
+                n.write_all(s, &resp)?;
+                let mut b = [0u8; 1];
+                while n.until(|st| s.read(st, &mut b))? != 0 {}
+                s.close(&mut n.stack)?;
+                out.transactions += 1;
+            }
+        }
+        Test::UdpStream => unreachable!("rejected in run"),
+    }
+    Ok(out)
+}

@@ -1,0 +1,474 @@
+//! `netfold paper`: reproduces the source study's experiments (seed 000, with seeds 001-004) on
+//! this machine and writes DIR/report.md with SVG figures. Each section names the seed table or
+//! figure it mirrors, the exact command that produced it (this binary run again with `--json`),
+//! and a verdict computed from the measured numbers against the 2002 result. A section whose
+//! feature does not exist yet says so plainly instead of showing a number.
+
+use super::CmdResult;
+use serde_json::Value;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Output directory (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Short runs: the whole report in under five minutes.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// One experiment: its netfold arguments and what came back.
+struct Run {
+    args: Vec<String>,
+    json: Result<Value, String>,
+}
+
+impl Run {
+    fn command(&self) -> String {
+        format!("netfold {}", self.args.join(" "))
+    }
+    fn results(&self) -> Vec<Value> {
+        match &self.json {
+            Ok(v) => v["results"].as_array().cloned().unwrap_or_default(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// Runs this same binary with `args` (plus `--json`) and parses its output.
+fn run(args: &[&str]) -> Run {
+    let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    a.push("--json".into());
+    let exe = std::env::current_exe().map_err(|e| e.to_string());
+    let json = exe.and_then(|exe| {
+        eprintln!("netfold paper: running `netfold {}`", a.join(" "));
+        let out = Command::new(exe)
+            .args(&a)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!(
+                "exit {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("bad JSON: {e}"))
+    });
+    Run { args: a, json }
+}
+
+fn num(v: &Value, k: &str) -> Option<f64> {
+    v.get(k).and_then(Value::as_f64)
+}
+fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+fn section(md: &mut String, title: &str, mirrors: &str, r: &Run) {
+    let _ = writeln!(
+        md,
+        "\n## {title}\n\nMirrors: {mirrors}.\n\nCommand: `{}`\n",
+        r.command()
+    );
+    if let Err(e) = &r.json {
+        let _ = writeln!(md, "**The run failed**: {e}\n");
+    }
+}
+
+fn not_yet(md: &mut String, title: &str, mirrors: &str, missing: &str) {
+    let _ = writeln!(md, "\n## {title}\n\nMirrors: {mirrors}.\n\n**Not measured: {missing}** No number is shown rather than a made-up one.\n");
+}
+
+/// Markdown table of stream/rr rows: stack, size, headline, CPU figures when present.
+fn rows_table(md: &mut String, rows: &[Value], label: &str) {
+    let _ = writeln!(md, "| {label} | stack | link | MTU | message | throughput | CPU % | us/KB | scaled to 100% CPU |\n|---|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let head = num(r, "throughput_mbps")
+            .map(|t| format!("{t:.0} Mbit/s"))
+            .or_else(|| num(r, "trans_per_s").map(|t| format!("{t:.0} trans/s")))
+            .unwrap_or_default();
+        let o = |k| {
+            num(r, k)
+                .map(|v| format!("{v:.2}"))
+                .unwrap_or_else(|| "-".into())
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            s(r, "test"),
+            s(r, "stack"),
+            s(r, "link"),
+            r["mtu"],
+            r["msg_size"],
+            head,
+            o("cpu_util"),
+            o("service_demand_us_per_kb"),
+            o("scaled_throughput_mbps")
+        );
+    }
+}
+
+fn headline(r: &Value) -> f64 {
+    num(r, "throughput_mbps")
+        .or_else(|| num(r, "trans_per_s"))
+        .unwrap_or(0.0)
+}
+
+fn pick<'a>(rows: &'a [Value], stack: &str, size: u64) -> Option<&'a Value> {
+    rows.iter()
+        .find(|r| s(r, "stack") == stack && r["msg_size"].as_u64() == Some(size))
+}
+
+pub fn run_paper(a: Args) -> CmdResult {
+    std::fs::create_dir_all(&a.out)?;
+    let out = |f: &str| -> String { a.out.join(f).to_string_lossy().into_owned() };
+    let q = a.quick;
+    let len = if q { "1" } else { "5" };
+    let mut md = String::new();
+    let _ = writeln!(md, "# netfold: the 2002 Linux TCP/IP study, reproduced\n");
+    let _ = writeln!(
+        md,
+        "Source: Anand & Hartner, \"TCPIP Network Stack Performance in Linux Kernel 2.4 and 2.5\" (OLS 2002) and the threads around it (`shared/seeds/`). Every number below was measured on this machine by the command shown, in this run ({}). The machine has {} CPUs and may be shared; compare ratios within a section, not across runs.\n",
+        if q { "`--quick`" } else { "full" },
+        crate::bench::affinity::online_cpus()
+    );
+
+    // 1. Copy methods and alignment.
+    let heat = out("copy_heatmap.svg");
+    let step = if q { "8" } else { "4" };
+    let r = run(&[
+        "copy",
+        "--sizes",
+        "1448",
+        "--align-step",
+        step,
+        "--heatmap",
+        &heat,
+    ]);
+    section(
+        &mut md,
+        "1. Copy methods and buffer alignment",
+        "seed 000 Tables 5 and 6, seed 001 (cptimer, 1448-byte copies)",
+        &r,
+    );
+    copy_section(&mut md, &r);
+    if r.json.is_ok() {
+        let _ = writeln!(md, "![alignment heatmap](copy_heatmap.svg)\n");
+    }
+
+    // 2. Checksum folded into the copy.
+    let r = run(&["csum"]);
+    section(
+        &mut md,
+        "2. Checksum folded into the copy",
+        "seed 000 §2.3, seed 003 (csum_partial_copy), seed 004 (csum_copy vs copy_from_user)",
+        &r,
+    );
+    csum_section(&mut md, &r);
+
+    // 3. TCP_STREAM sweep: netfold vs kernel vs smoltcp, with CPU.
+    let sizes = if q {
+        "1K,4K,16K,64K"
+    } else {
+        "512,1K,2K,4K,8K,16K,32K,64K"
+    };
+    let plot = out("stream_sweep.svg");
+    let r = run(&[
+        "stream",
+        "--stack",
+        "netfold,kernel,smoltcp",
+        "-m",
+        sizes,
+        "-l",
+        len,
+        "--cpu",
+        "--plot",
+        &plot,
+    ]);
+    section(&mut md, "3. TCP_STREAM across message sizes: netfold vs kernel vs smoltcp", "seed 000 Figures 5 and 6 (throughput and throughput scaled to 100% CPU vs message size), seed 001's netperf table", &r);
+    let rows = r.results();
+    rows_table(&mut md, &rows, "test");
+    if r.json.is_ok() {
+        let _ = writeln!(md, "\n![stream sweep](stream_sweep.svg)\n");
+        let mut v = String::new();
+        for size in [1024u64, 65536] {
+            if let (Some(n), Some(k), Some(sm)) = (
+                pick(&rows, "netfold", size),
+                pick(&rows, "kernel", size),
+                pick(&rows, "smoltcp", size),
+            ) {
+                let _ = write!(
+                    v,
+                    "at {size} bytes netfold/kernel = {:.2}x, netfold/smoltcp = {:.2}x; ",
+                    headline(n) / headline(k).max(1e-9),
+                    headline(n) / headline(sm).max(1e-9)
+                );
+            }
+        }
+        let _ = writeln!(md, "Verdict: {v}the 2002 study's point was that copy cost dominates and per-CPU efficiency (scaled throughput) is the honest metric; the scaled column above is that metric here. netfold and smoltcp run both ends in one thread over an in-memory link at MTU 1500 with checksums computed and verified; the kernel runs over loopback (MTU {}), client and server threads on separate CPUs.\n", rows.iter().find(|r| s(r, "stack") == "kernel").map(|r| r["mtu"].to_string()).unwrap_or_else(|| "?".into()));
+    }
+
+    // 4. Copy patch on/off inside TCP.
+    not_yet(&mut md, "4. TCP_STREAM with and without netfold's copy and fused checksum", "seed 000 Figures 5 and 6 (baseline vs CopyPatch), seed 001's table", "the stack has no switch yet to replace its copy/fused-checksum kernels with plain memcpy + a separate checksum pass inside TCP (Step 4).");
+
+    // 5. Receive aggregation.
+    not_yet(
+        &mut md,
+        "5. Receive aggregation (GRO/LRO) on and off at MTU 1500 and 9000",
+        "seed 002's table (3.7 -> 9.4 Gb/s with LRO at MTU 1500)",
+        "GRO is not implemented yet (Step 4).",
+    );
+    // The MTU half of seed 002 can be measured now.
+    let r = run(&[
+        "stream", "--stack", "netfold", "-m", "64K", "-l", len, "--mtu", "1500",
+    ]);
+    let r9 = run(&[
+        "stream", "--stack", "netfold", "-m", "64K", "-l", len, "--mtu", "9000",
+    ]);
+    let _ = writeln!(
+        md,
+        "Without GRO, MTU alone: `{}` and `{}`:\n",
+        r.command(),
+        r9.command()
+    );
+    let mut both: Vec<Value> = r.results();
+    both.extend(r9.results());
+    rows_table(&mut md, &both, "test");
+    if let (Some(a15), Some(a90)) = (r.results().first(), r9.results().first()) {
+        let _ = writeln!(md, "\nVerdict: MTU 9000 / MTU 1500 = {:.2}x without aggregation (2002: jumbo frames reached line rate where 1500 did not, because per-packet costs dominated).\n", headline(a90) / headline(a15).max(1e-9));
+    }
+
+    // 6. Per-poll frame counts and buffer allocations.
+    let r = run(&["stream", "--stack", "netfold", "-m", "64K", "-l", len]);
+    section(
+        &mut md,
+        "6. Buffer allocations per refill",
+        "seed 000 Tables 7-10 (alloc_skb called 2 million times vs ReceiveBufferFill 32 thousand)",
+        &r,
+    );
+    pool_section(&mut md, &r);
+
+    // 7. Affinity.
+    let mut aff = Vec::new();
+    for pin in ["split", "same", "none"] {
+        let r = run(&[
+            "stream",
+            "--stack",
+            "netfold,kernel",
+            "--threads",
+            "2",
+            "--pin",
+            pin,
+            "-m",
+            "16K",
+            "-l",
+            len,
+            "--cpu",
+        ]);
+        aff.push((pin, r));
+    }
+    let _ = writeln!(md, "\n## 7. Thread placement (affinity)\n\nMirrors: seed 000 Table 1 and Figure 3 (IRQ and process affinity, up to +74%).\n");
+    let _ = writeln!(md, "| placement | stack | Mbit/s | CPU % | scaled to 100% CPU | command |\n|---|---|---|---|---|---|");
+    for (pin, r) in &aff {
+        for row in r.results() {
+            let _ = writeln!(
+                md,
+                "| {pin} | {} | {:.0} | {} | {} | `{}` |",
+                s(&row, "stack"),
+                headline(&row),
+                num(&row, "cpu_util")
+                    .map(|v| format!("{v:.1}"))
+                    .unwrap_or_default(),
+                num(&row, "scaled_throughput_mbps")
+                    .map(|v| format!("{v:.0}"))
+                    .unwrap_or_default(),
+                r.command()
+            );
+        }
+        if let Err(e) = &r.json {
+            let _ = writeln!(md, "| {pin} | failed: {e} | | | | `{}` |", r.command());
+        }
+    }
+    let get = |pin: &str, stack: &str| {
+        aff.iter()
+            .find(|(p, _)| *p == pin)
+            .and_then(|(_, r)| r.results().into_iter().find(|x| s(x, "stack") == stack))
+            .map(|x| headline(&x))
+    };
+    for stack in ["netfold", "kernel"] {
+        if let (Some(sp), Some(none), Some(same)) =
+            (get("split", stack), get("none", stack), get("same", stack))
+        {
+            let _ = writeln!(md, "\nVerdict ({stack}): split/unpinned = {:.2}x, same-core/split = {:.2}x. 2002: binding each connection's work to one CPU improved throughput and CPU efficiency; {}.", sp / none.max(1e-9), same / sp.max(1e-9), if sp > none * 1.05 { "reproduced here" } else { "not reproduced here (within noise or reversed)" });
+        }
+    }
+    let _ = writeln!(md, "\nnetfold's threads busy-poll (no interrupts), so two of them on one core time-slice against each other; netfold's answer to same-core placement is one thread running both stacks (`--threads 1`).\n");
+
+    // 8. Shard scaling.
+    not_yet(
+        &mut md,
+        "8. Scaling with cores (shards)",
+        "seed 000 Figures 1, 2 and 7 (SMP scaling with NICs)",
+        "the multi-core step (one stack per core, flow steering) does not exist yet.",
+    );
+
+    // 9. RR and CRR.
+    let r = run(&[
+        "rr",
+        "--stack",
+        "netfold,kernel,smoltcp",
+        "-l",
+        len,
+        "--cpu",
+    ]);
+    section(
+        &mut md,
+        "9. Request/response: TCP_RR",
+        "netperf TCP_RR (per-transaction cost; the study's per-packet overheads)",
+        &r,
+    );
+    rows_table(&mut md, &r.results(), "test");
+    let r = run(&[
+        "crr",
+        "--stack",
+        "netfold,kernel,smoltcp",
+        "-l",
+        len,
+        "--cpu",
+    ]);
+    section(
+        &mut md,
+        "10. Connection setup: TCP_CRR",
+        "netperf TCP_CRR (connect, request, response, close)",
+        &r,
+    );
+    rows_table(&mut md, &r.results(), "test");
+
+    let path = a.out.join("report.md");
+    std::fs::write(&path, md)?;
+    println!("wrote {}", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn copy_section(md: &mut String, r: &Run) {
+    let rows = r.results();
+    if rows.is_empty() {
+        return;
+    }
+    let mut methods: Vec<String> = rows.iter().map(|x| s(x, "method").to_string()).collect();
+    methods.sort();
+    methods.dedup();
+    let _ = writeln!(md, "| method | aligned (0,0) GB/s | worst GB/s (at src,dst) | median GB/s | best GB/s | worst/best |\n|---|---|---|---|---|---|");
+    let mut worst_ratio = Vec::new();
+    for m in &methods {
+        let mut g: Vec<(u64, u64, f64)> = rows
+            .iter()
+            .filter(|x| s(x, "method") == m && x["size"].as_u64() == Some(1448))
+            .filter_map(|x| {
+                Some((
+                    x["src_align"].as_u64()?,
+                    x["dst_align"].as_u64()?,
+                    num(x, "gbps")?,
+                ))
+            })
+            .collect();
+        if g.is_empty() {
+            continue;
+        }
+        let a00 = g
+            .iter()
+            .find(|x| x.0 == 0 && x.1 == 0)
+            .map(|x| format!("{:.1}", x.2))
+            .unwrap_or_else(|| "-".into());
+        g.sort_by(|a, b| a.2.total_cmp(&b.2));
+        let (wsa, wda, worst) = g[0];
+        let best = g[g.len() - 1].2;
+        let med = g[g.len() / 2].2;
+        worst_ratio.push((m.clone(), worst / best.max(1e-9)));
+        let _ = writeln!(
+            md,
+            "| {m} | {a00} | {worst:.1} ({wsa},{wda}) | {med:.1} | {best:.1} | {:.2} |",
+            worst / best.max(1e-9)
+        );
+    }
+    let nf = worst_ratio.iter().find(|x| x.0 == "netfold").map(|x| x.1);
+    let movsb = worst_ratio.iter().find(|x| x.0 == "rep-movsb").map(|x| x.1);
+    let _ = writeln!(
+        md,
+        "\nVerdict: 2002 (Pentium III): movsd copied 2378 MB/s aligned but 1235 MB/s misaligned (0.52x), the unrolled integer copy was flat (1613 vs 1703). Here: rep-movsb worst/best = {}, netfold worst/best = {}. {}\n",
+        movsb.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into()),
+        nf.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into()),
+        match (nf, movsb) {
+            (Some(n), Some(m)) if m < 0.9 && n >= 0.9 => "The alignment penalty of string copies still exists and netfold's copy avoids it: reproduced.",
+            (Some(n), Some(m)) if m >= 0.9 && n >= 0.9 => "Neither shows a large alignment penalty on this CPU at this size.",
+            (Some(_), Some(_)) => "netfold's copy still loses at some alignments (see the heatmap).",
+            _ => "incomplete data.",
+        }
+    );
+}
+
+fn csum_section(md: &mut String, r: &Run) {
+    let rows = r.results();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "| impl | op | size | GB/s |\n|---|---|---|---|");
+    for x in &rows {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {:.1} |",
+            s(x, "impl"),
+            s(x, "op"),
+            x["size"],
+            num(x, "gbps").unwrap_or(0.0)
+        );
+    }
+    let g = |imp: &str, op: &str, size: u64| {
+        rows.iter()
+            .find(|x| s(x, "impl") == imp && s(x, "op") == op && x["size"].as_u64() == Some(size))
+            .and_then(|x| num(x, "gbps"))
+    };
+    let mut v = String::new();
+    for size in [1448u64, 65536] {
+        if let (Some(fused), Some(copy), Some(two)) = (
+            g("netfold", "copy+checksum", size),
+            g("netfold", "copy", size),
+            g("netfold", "copy,checksum", size),
+        ) {
+            let _ = write!(
+                v,
+                "at {size} B: fused/copy = {:.2}, fused/two-pass = {:.2}; ",
+                fused / copy.max(1e-9),
+                fused / two.max(1e-9)
+            );
+        }
+    }
+    let _ = writeln!(md, "\nVerdict: {v}1996/2002: folding the checksum into the copy makes the checksum nearly free because the data is touched once; reproduced where fused/copy is near 1 and fused/two-pass well above 1.\n");
+}
+
+fn pool_section(md: &mut String, r: &Run) {
+    let rows = r.results();
+    let Some(row) = rows.first() else { return };
+    let mut found = false;
+    for side in ["client_counters", "server_counters"] {
+        let Some(text) = row["details"][side].as_str() else {
+            continue;
+        };
+        let field = |name: &str| -> Option<u64> {
+            text.lines()
+                .find(|l| l.split_whitespace().nth(1) == Some(name) && l.starts_with("pool"))
+                .and_then(|l| l.split_whitespace().nth(2)?.parse().ok())
+        };
+        if let (Some(gets), Some(allocs)) = (field("gets"), field("allocations")) {
+            found = true;
+            let _ = writeln!(md, "- {}: {gets} buffers handed out, {allocs} of them freshly allocated ({:.5} allocations per buffer).", side.trim_end_matches("_counters"), allocs as f64 / gets.max(1) as f64);
+        }
+    }
+    if found {
+        let _ = writeln!(md, "\nVerdict: 2002: alloc_skb ran once per packet (2 million calls for 32 thousand refills); netfold recycles buffers through per-stack pools, so allocations stop after warm-up. Frames per poll are not counted yet (Step 4).\n");
+    }
+}

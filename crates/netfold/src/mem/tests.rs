@@ -1,0 +1,93 @@
+//! Unit tests of the dispatch and the one's-complement helpers; the exhaustive kernel tests are
+//! in `crates/netfold/tests/mem.rs`.
+
+use super::combine::{fold128, fold64};
+use super::*;
+
+fn reference_sum(data: &[u8]) -> u16 {
+    let mut sum: u64 = 0;
+    for c in data.chunks(2) {
+        let w = if c.len() == 2 {
+            u16::from_be_bytes([c[0], c[1]])
+        } else {
+            u16::from(c[0]) << 8
+        };
+        sum += u64::from(w);
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+#[test]
+fn fold_keeps_end_around_carry() {
+    assert_eq!(fold64(0), 0);
+    assert_eq!(fold64(0xffff), 0xffff);
+    assert_eq!(fold64(0x1_0000), 1);
+    assert_eq!(fold64(u64::MAX), 0xffff);
+    assert_eq!(fold128(u128::MAX), 0xffff);
+    assert_eq!(fold128(1u128 << 64), 1);
+}
+
+#[test]
+fn rfc1071_example() {
+    // RFC 1071 §3 numerical example: 00 01 f2 03 f4 f5 f6 f7 sums to ddf2.
+    let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+    assert_eq!(checksum(&data), 0xddf2);
+    assert_eq!(reference_sum(&data), 0xddf2);
+}
+
+#[test]
+fn dispatch_matches_reference_small() {
+    let src: Vec<u8> = (0..600u32).map(|i| (i * 37 + 11) as u8).collect();
+    for n in 0..=600 {
+        let mut dst = vec![0u8; n + 3];
+        copy(&mut dst[1..], &src[..n]);
+        assert_eq!(&dst[1..=n], &src[..n], "copy n={n}");
+        assert_eq!(checksum(&src[..n]), reference_sum(&src[..n]), "sum n={n}");
+        let mut dst2 = vec![0u8; n];
+        assert_eq!(
+            copy_with_checksum(&mut dst2, &src[..n]),
+            reference_sum(&src[..n])
+        );
+        assert_eq!(&dst2[..], &src[..n]);
+    }
+}
+
+#[test]
+fn selected_is_known() {
+    assert!(["avx512-vbmi", "avx512", "avx2", "sse2", "portable"].contains(&selected_kernels()));
+}
+
+#[test]
+fn rfc1624_update_matches_recompute() {
+    // A 20-byte IPv4 header; change the TTL/protocol word and check the incremental update
+    // against a full recomputation.
+    let mut h = [
+        0x45u8, 0x00, 0x00, 0x3c, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, 0xac, 0x10, 0x0a,
+        0x63, 0xac, 0x10, 0x0a, 0x0c,
+    ];
+    let field = !checksum(&h);
+    h[10..12].copy_from_slice(&field.to_be_bytes());
+    assert_eq!(checksum(&h), 0xffff);
+    let old = u16::from_be_bytes([h[8], h[9]]);
+    h[8] = 0x3f; // TTL decrement
+    let new = u16::from_be_bytes([h[8], h[9]]);
+    let updated = checksum_update(field, old, new);
+    h[10..12].copy_from_slice(&[0, 0]);
+    assert_eq!(updated, !checksum(&h));
+}
+
+#[test]
+fn pseudo_header_sum() {
+    use std::net::Ipv4Addr;
+    let s = ipv4_pseudo_header_sum(
+        Ipv4Addr::new(198, 18, 0, 1),
+        Ipv4Addr::new(198, 18, 0, 2),
+        6,
+        20,
+    );
+    let bytes = [198, 18, 0, 1, 198, 18, 0, 2, 0, 6, 0, 20];
+    assert_eq!(s, reference_sum(&bytes));
+}

@@ -1,0 +1,544 @@
+//! x86_64 checksum and fused copy+checksum kernels (AVX2, AVX-512).
+//!
+//! Summation scheme (RFC 1071 §2): x86 loads are little-endian, so the kernels sum
+//! LITTLE-endian words and byte-swap once at the end (§2(B) byte-order independence). The
+//! 16-bit words are summed as 32-bit words (§2(A): they fold to the same 16-bit sum since
+//! 2^16 = 1 mod 0xffff) in 64-bit vector lanes (§2(C): the lanes are parallel partial sums).
+//! AVX2 splits each 64-bit lane into its two 32-bit halves and adds both (4 ops per vector);
+//! AVX-512 uses [`Acc3`] (3 ops per vector). No carry is ever lost: callers feed at most
+//! [`MAX_CHUNK`] bytes per call, far below any lane overflow.
+//!
+//! The fused kernels store to an aligned destination exactly like the copy kernels in
+//! `x86_copy` (unaligned head and tail vectors, aligned body), but the checksum must count each
+//! byte once: the head vector is masked to the bytes before the aligned body, the tail to the
+//! bytes after it, and a part that starts at an odd offset is byte-swapped before it is added
+//! (RFC 1071 §2(B)).
+#![allow(unsafe_code)]
+
+use super::combine::{checksum_combine, fold128};
+use core::arch::x86_64::*;
+
+/// Largest input one kernel call sums: keeps every 64-bit lane accumulator far from overflow
+/// (< 2^28 / 32 adds of < 2^32 per lane, and the 8 lanes' total < 2^64 for the reduce; the
+/// VNNI kernels' 32-bit lanes gain < 2^10 per 64-byte vector: < 2^32 over 2^22 vectors).
+pub(crate) const MAX_CHUNK: usize = 1 << 28;
+
+/// `len` 0xff bytes then zeros (for `len` in 0..=32), loaded from this table at `32 - len`.
+static HEAD_MASK: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 32 {
+        t[i] = 0xff;
+        i += 1;
+    }
+    t
+};
+
+/// Zeros then `len` 0xff bytes at the end (for `len` in 0..=32), loaded from this table at `len`.
+static TAIL_MASK: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 32;
+    while i < 64 {
+        t[i] = 0xff;
+        i += 1;
+    }
+    t
+};
+
+/// `vpshufb` control swapping the two bytes of every 16-bit word (per 128-bit lane).
+static SWAP16: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = ((i % 16) ^ 1) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Reduces four 64-bit lanes to a folded 16-bit little-endian-word sum.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn fold256(acc: __m256i) -> u16 {
+    let mut lanes = [0u64; 4];
+    // SAFETY: `lanes` is 32 writable bytes; unaligned store.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), acc) };
+    fold128(lanes.iter().map(|&l| u128::from(l)).sum())
+}
+
+/// Adds the two 32-bit halves of every 64-bit lane of `v` into `acc`.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn add_halves256(acc: __m256i, v: __m256i) -> __m256i {
+    let lo = _mm256_and_si256(v, _mm256_set1_epi64x(0xffff_ffff));
+    let hi = _mm256_srli_epi64::<32>(v);
+    _mm256_add_epi64(acc, _mm256_add_epi64(lo, hi))
+}
+
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn add_halves512(acc: __m512i, v: __m512i) -> __m512i {
+    let lo = _mm512_and_si512(v, _mm512_set1_epi64(0xffff_ffff));
+    let hi = _mm512_srli_epi64::<32>(v);
+    _mm512_add_epi64(acc, _mm512_add_epi64(lo, hi))
+}
+
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn fold512(acc: __m512i) -> u16 {
+    // Lanes are < 2^59 each (see MAX_CHUNK), so the wrapping 64-bit reduce cannot wrap.
+    let s = _mm512_reduce_add_epi64(acc) as u64;
+    fold128(u128::from(s))
+}
+
+/// Mask of the low `k` bits, `k` in 0..=64.
+#[inline(always)]
+fn low_mask(k: usize) -> u64 {
+    if k >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << k) - 1
+    }
+}
+
+/// AVX2 little-endian-word sum of `n <= MAX_CHUNK` bytes at `s`.
+///
+/// # Safety
+/// CPU supports AVX2; `s` valid for `n` bytes.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn sum_le_avx2(s: *const u8, n: usize) -> u16 {
+    // SAFETY (whole body): loads at offsets i with i + 32 <= n; the tail is passed to the
+    // portable code as a slice built from the same valid range.
+    unsafe {
+        let z = _mm256_setzero_si256();
+        let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
+        let mut i = 0;
+        while i + 128 <= n {
+            a0 = add_halves256(a0, _mm256_loadu_si256(s.add(i).cast()));
+            a1 = add_halves256(a1, _mm256_loadu_si256(s.add(i + 32).cast()));
+            a2 = add_halves256(a2, _mm256_loadu_si256(s.add(i + 64).cast()));
+            a3 = add_halves256(a3, _mm256_loadu_si256(s.add(i + 96).cast()));
+            i += 128;
+        }
+        while i + 32 <= n {
+            a0 = add_halves256(a0, _mm256_loadu_si256(s.add(i).cast()));
+            i += 32;
+        }
+        let acc = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+        let body = fold256(acc);
+        // `i` is a multiple of 32, so the tail starts on the word grid: plain add.
+        let tail = super::portable::sum_le(core::slice::from_raw_parts(s.add(i), n - i));
+        checksum_combine(body, tail, 0)
+    }
+}
+
+/// AVX-512 little-endian-word sum of `n <= MAX_CHUNK` bytes at `s`.
+///
+/// # Safety
+/// CPU supports AVX-512 F and BW; `s` valid for `n` bytes.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn sum_le_avx512(s: *const u8, n: usize) -> u16 {
+    // SAFETY (whole body): full loads at offsets i with i + 64 <= n; the last partial vector is
+    // a masked load that touches only the `n - i` valid bytes (masked-off bytes do not fault).
+    unsafe {
+        let mut a0 = Acc3::new();
+        let mut a1 = Acc3::new();
+        let mut a2 = Acc3::new();
+        let mut a3 = Acc3::new();
+        let mut i = 0;
+        while i + 256 <= n {
+            a0.add(_mm512_loadu_si512(s.add(i).cast()));
+            a1.add(_mm512_loadu_si512(s.add(i + 64).cast()));
+            a2.add(_mm512_loadu_si512(s.add(i + 128).cast()));
+            a3.add(_mm512_loadu_si512(s.add(i + 192).cast()));
+            i += 256;
+        }
+        while i + 64 <= n {
+            a0.add(_mm512_loadu_si512(s.add(i).cast()));
+            i += 64;
+        }
+        if i < n {
+            a1.add(_mm512_maskz_loadu_epi8(low_mask(n - i), s.add(i).cast()));
+        }
+        fold512(_mm512_add_epi64(
+            _mm512_add_epi64(a0.lanes(), a1.lanes()),
+            _mm512_add_epi64(a2.lanes(), a3.lanes()),
+        ))
+    }
+}
+
+/// AVX2 fused copy and little-endian-word sum of `n <= MAX_CHUNK` bytes.
+///
+/// # Safety
+/// CPU supports AVX2; ranges valid for `n` bytes and non-overlapping.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn copy_sum_le_avx2(d: *mut u8, s: *const u8, n: usize) -> u16 {
+    // SAFETY (whole body): small sizes use the copy kernel's bounds and a slice of the valid
+    // source; for n > 64, loads/stores are at offsets in [0, n-32], aligned stores at 32-aligned
+    // addresses, and mask-table loads read 32 bytes inside the 64-byte tables (offsets 0..=32).
+    unsafe {
+        if n < 32 {
+            super::x86_copy::avx2_raw(d, s, n);
+            return super::portable::sum_le(core::slice::from_raw_parts(s, n));
+        }
+        let first = _mm256_loadu_si256(s.cast());
+        let last = _mm256_loadu_si256(s.add(n - 32).cast());
+        if n <= 64 {
+            _mm256_storeu_si256(d.cast(), first);
+            _mm256_storeu_si256(d.add(n - 32).cast(), last);
+            let z = _mm256_setzero_si256();
+            let head = fold256(add_halves256(z, first));
+            // The last vector's first 64-n bytes were summed with `first`: keep only its last
+            // n-32 bytes. It starts at offset n-32.
+            let tm = _mm256_loadu_si256(TAIL_MASK.as_ptr().add(n - 32).cast());
+            let tail = fold256(add_halves256(z, _mm256_and_si256(last, tm)));
+            return checksum_combine(head, tail, n - 32);
+        }
+        let skip = (32 - (d as usize & 31)) & 31;
+        let z = _mm256_setzero_si256();
+        // Head: bytes [0, skip), at offset 0.
+        let hm = _mm256_loadu_si256(HEAD_MASK.as_ptr().add(32 - skip).cast());
+        let head = fold256(add_halves256(z, _mm256_and_si256(first, hm)));
+        // Body: [skip, i), aligned stores, summed relative to offset `skip`.
+        let (mut a0, mut a1, mut a2, mut a3) = (z, z, z, z);
+        let mut i = skip;
+        while i + 128 <= n {
+            let v0 = _mm256_loadu_si256(s.add(i).cast());
+            let v1 = _mm256_loadu_si256(s.add(i + 32).cast());
+            let v2 = _mm256_loadu_si256(s.add(i + 64).cast());
+            let v3 = _mm256_loadu_si256(s.add(i + 96).cast());
+            _mm256_store_si256(d.add(i).cast(), v0);
+            _mm256_store_si256(d.add(i + 32).cast(), v1);
+            _mm256_store_si256(d.add(i + 64).cast(), v2);
+            _mm256_store_si256(d.add(i + 96).cast(), v3);
+            a0 = add_halves256(a0, v0);
+            a1 = add_halves256(a1, v1);
+            a2 = add_halves256(a2, v2);
+            a3 = add_halves256(a3, v3);
+            i += 128;
+        }
+        while i + 32 <= n {
+            let v = _mm256_loadu_si256(s.add(i).cast());
+            _mm256_store_si256(d.add(i).cast(), v);
+            a0 = add_halves256(a0, v);
+            i += 32;
+        }
+        let body = fold256(_mm256_add_epi64(
+            _mm256_add_epi64(a0, a1),
+            _mm256_add_epi64(a2, a3),
+        ));
+        // Tail: bytes [i, n) are the last `rem` bytes of `last`, which starts at offset n-32.
+        let rem = n - i;
+        let tm = _mm256_loadu_si256(TAIL_MASK.as_ptr().add(rem).cast());
+        let tail = fold256(add_halves256(z, _mm256_and_si256(last, tm)));
+        _mm256_storeu_si256(d.cast(), first);
+        _mm256_storeu_si256(d.add(n - 32).cast(), last);
+        let hb = checksum_combine(head, body, skip);
+        checksum_combine(hb, tail, n - 32)
+    }
+}
+
+/// AVX-512 fused copy and little-endian-word sum of `n <= MAX_CHUNK` bytes.
+///
+/// Copy side as the VBMI copy's equal-alignment path: masked stores for the partial first and
+/// last destination lines and aligned stores in between, so each destination line is written
+/// once. Sum side in three vector ops per 64 bytes (see [`Acc3`]).
+///
+/// # Safety
+/// CPU supports AVX-512 F and BW; ranges valid for `n` bytes and non-overlapping.
+#[target_feature(enable = "avx512f,avx512bw,avx2")]
+pub(crate) unsafe fn copy_sum_le_avx512(d: *mut u8, s: *const u8, n: usize) -> u16 {
+    // SAFETY (whole body): masked loads/stores touch only the bytes their mask selects, all in
+    // [0, n); full loads at offsets in [0, n-64]; aligned stores at 64-aligned addresses d+i
+    // with i + 64 <= n.
+    unsafe {
+        if n <= 64 {
+            let k = low_mask(n);
+            let v = _mm512_maskz_loadu_epi8(k, s.cast());
+            _mm512_mask_storeu_epi8(d.cast(), k, v);
+            return fold512(add_halves512(_mm512_setzero_si512(), v));
+        }
+        let skip = (64 - (d as usize & 63)) & 63;
+        let first = if skip != 0 {
+            let v = _mm512_maskz_loadu_epi8(low_mask(skip), s.cast());
+            _mm512_mask_storeu_epi8(d.cast(), low_mask(skip), v);
+            v
+        } else {
+            _mm512_setzero_si512()
+        };
+        // Head bytes [0, skip) are summed in the body's word grid: if skip is odd the body
+        // is off the whole's grid by one byte, so the head is byte-swapped within each 16-bit
+        // word here and the final sum swapped back (RFC 1071 §2(B)). One reduction in total.
+        let odd = skip & 1 == 1;
+        let head = if odd {
+            _mm512_shuffle_epi8(first, _mm512_loadu_si512(SWAP16.as_ptr().cast()))
+        } else {
+            first
+        };
+        let mut a0 = Acc3::new();
+        let mut a1 = Acc3::new();
+        let mut a2 = Acc3::new();
+        let mut a3 = Acc3::new();
+        a0.add(head);
+        let mut i = skip;
+        while i + 256 <= n {
+            let v0 = _mm512_loadu_si512(s.add(i).cast());
+            let v1 = _mm512_loadu_si512(s.add(i + 64).cast());
+            let v2 = _mm512_loadu_si512(s.add(i + 128).cast());
+            let v3 = _mm512_loadu_si512(s.add(i + 192).cast());
+            _mm512_store_si512(d.add(i).cast(), v0);
+            _mm512_store_si512(d.add(i + 64).cast(), v1);
+            _mm512_store_si512(d.add(i + 128).cast(), v2);
+            _mm512_store_si512(d.add(i + 192).cast(), v3);
+            a0.add(v0);
+            a1.add(v1);
+            a2.add(v2);
+            a3.add(v3);
+            i += 256;
+        }
+        while i + 64 <= n {
+            let v = _mm512_loadu_si512(s.add(i).cast());
+            _mm512_store_si512(d.add(i).cast(), v);
+            a1.add(v);
+            i += 64;
+        }
+        if i < n {
+            // Tail bytes [i, n): same word parity as the body (i - skip is a multiple of 64).
+            let k = low_mask(n - i);
+            let v = _mm512_maskz_loadu_epi8(k, s.add(i).cast());
+            _mm512_mask_storeu_epi8(d.add(i).cast(), k, v);
+            a2.add(v);
+        }
+        let sum = fold512(_mm512_add_epi64(
+            _mm512_add_epi64(a0.lanes(), a1.lanes()),
+            _mm512_add_epi64(a2.lanes(), a3.lanes()),
+        ));
+        if odd {
+            sum.swap_bytes()
+        } else {
+            sum
+        }
+    }
+}
+
+/// AVX-512 VBMI fused copy and little-endian-word sum of `n <= MAX_CHUNK` bytes: the copy
+/// side is the VBMI copy (aligned loads AND aligned stores, destination lines assembled with
+/// `vpermt2b` when source and destination disagree modulo 64), and the sum is taken over the
+/// assembled destination vectors, which are exactly the bytes stored.
+///
+/// # Safety
+/// CPU supports AVX-512 F, BW and VBMI; ranges valid for `n` bytes and non-overlapping.
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx2")]
+pub(crate) unsafe fn copy_sum_le_avx512_vbmi(d: *mut u8, s: *const u8, n: usize) -> u16 {
+    // SAFETY (whole body): as `x86_copy::avx512_vbmi_body` (aligned loads only while
+    // i >= m and i - m + 64k <= n; masked accesses only touch bytes in [0, n); aligned stores at
+    // 64-aligned d+i with i + 64 <= n); small sizes go to the plain fused kernel.
+    unsafe {
+        if n <= 256 {
+            return copy_sum_le_avx512(d, s, n);
+        }
+        let skip = (64 - (d as usize & 63)) & 63;
+        let m = (s as usize + skip) & 63;
+        let odd = skip & 1 == 1;
+        let mut a0 = Acc3::new();
+        let mut a1 = Acc3::new();
+        let mut a2 = Acc3::new();
+        let mut a3 = Acc3::new();
+        if skip != 0 {
+            // Head [0, skip), summed in the body's word grid (swapped if skip is odd, and the
+            // total swapped back at the end: RFC 1071 §2(B)).
+            let v = _mm512_maskz_loadu_epi8(low_mask(skip), s.cast());
+            _mm512_mask_storeu_epi8(d.cast(), low_mask(skip), v);
+            a3.add(if odd {
+                _mm512_shuffle_epi8(v, _mm512_loadu_si512(SWAP16.as_ptr().cast()))
+            } else {
+                v
+            });
+        }
+        let mut i = skip;
+        if m == 0 {
+            while i + 256 <= n {
+                let v0 = _mm512_load_si512(s.add(i).cast());
+                let v1 = _mm512_load_si512(s.add(i + 64).cast());
+                let v2 = _mm512_load_si512(s.add(i + 128).cast());
+                let v3 = _mm512_load_si512(s.add(i + 192).cast());
+                _mm512_store_si512(d.add(i).cast(), v0);
+                _mm512_store_si512(d.add(i + 64).cast(), v1);
+                _mm512_store_si512(d.add(i + 128).cast(), v2);
+                _mm512_store_si512(d.add(i + 192).cast(), v3);
+                a0.add(v0);
+                a1.add(v1);
+                a2.add(v2);
+                a3.add(v3);
+                i += 256;
+            }
+        } else {
+            if i < m {
+                let v = _mm512_loadu_si512(s.add(i).cast());
+                _mm512_store_si512(d.add(i).cast(), v);
+                a0.add(v);
+                i += 64;
+            }
+            let idx = _mm512_add_epi8(
+                _mm512_loadu_si512(super::x86_copy::IOTA.as_ptr().cast()),
+                _mm512_set1_epi8(m as i8),
+            );
+            let mut a = _mm512_load_si512(s.add(i - m).cast());
+            while i - m + 320 <= n {
+                let p = s.add(i - m);
+                let b0 = _mm512_load_si512(p.add(64).cast());
+                let b1 = _mm512_load_si512(p.add(128).cast());
+                let b2 = _mm512_load_si512(p.add(192).cast());
+                let b3 = _mm512_load_si512(p.add(256).cast());
+                let v0 = _mm512_permutex2var_epi8(a, idx, b0);
+                let v1 = _mm512_permutex2var_epi8(b0, idx, b1);
+                let v2 = _mm512_permutex2var_epi8(b1, idx, b2);
+                let v3 = _mm512_permutex2var_epi8(b2, idx, b3);
+                _mm512_store_si512(d.add(i).cast(), v0);
+                _mm512_store_si512(d.add(i + 64).cast(), v1);
+                _mm512_store_si512(d.add(i + 128).cast(), v2);
+                _mm512_store_si512(d.add(i + 192).cast(), v3);
+                a0.add(v0);
+                a1.add(v1);
+                a2.add(v2);
+                a3.add(v3);
+                a = b3;
+                i += 256;
+            }
+            while i - m + 128 <= n {
+                let b = _mm512_load_si512(s.add(i - m + 64).cast());
+                let v = _mm512_permutex2var_epi8(a, idx, b);
+                _mm512_store_si512(d.add(i).cast(), v);
+                a0.add(v);
+                a = b;
+                i += 64;
+            }
+        }
+        while i + 64 <= n {
+            let v = _mm512_loadu_si512(s.add(i).cast());
+            _mm512_store_si512(d.add(i).cast(), v);
+            a1.add(v);
+            i += 64;
+        }
+        if i < n {
+            let k = low_mask(n - i);
+            let v = _mm512_maskz_loadu_epi8(k, s.add(i).cast());
+            _mm512_mask_storeu_epi8(d.add(i).cast(), k, v);
+            a2.add(v);
+        }
+        let sum = fold512(_mm512_add_epi64(
+            _mm512_add_epi64(a0.lanes(), a1.lanes()),
+            _mm512_add_epi64(a2.lanes(), a3.lanes()),
+        ));
+        if odd {
+            sum.swap_bytes()
+        } else {
+            sum
+        }
+    }
+}
+
+/// Sum of the 32-bit halves of every 64-bit lane in three ops per vector instead of four:
+/// `full` adds whole 64-bit lanes (the low halves' carries spill into the high half, mod
+/// 2^64), `hi` adds the high halves exactly. Then the low halves' exact sum is
+/// `full - (hi << 32)` (mod 2^64, exact because it is < 2^64 for `n <= MAX_CHUNK`).
+#[derive(Clone, Copy)]
+struct Acc3 {
+    full: __m512i,
+    hi: __m512i,
+}
+
+impl Acc3 {
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn new() -> Self {
+        Acc3 {
+            full: _mm512_setzero_si512(),
+            hi: _mm512_setzero_si512(),
+        }
+    }
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn add(&mut self, v: __m512i) {
+        self.full = _mm512_add_epi64(self.full, v);
+        self.hi = _mm512_add_epi64(self.hi, _mm512_srli_epi64::<32>(v));
+    }
+    /// Per-lane exact sum of all 32-bit halves (each lane < 2^64).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn lanes(self) -> __m512i {
+        let lo = _mm512_sub_epi64(self.full, _mm512_slli_epi64::<32>(self.hi));
+        _mm512_add_epi64(lo, self.hi)
+    }
+}
+
+/// `vpdpbusd` weights picking the low (even-offset) byte of every little-endian 16-bit word.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn w_lo() -> __m512i {
+    _mm512_set1_epi32(0x0001_0001)
+}
+
+/// `vpdpbusd` weights picking the high (odd-offset) byte of every 16-bit word.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn w_hi() -> __m512i {
+    _mm512_set1_epi32(0x0100_0100)
+}
+
+/// AVX-512 VNNI little-endian-word sum: two `vpdpbusd` per vector (unsigned bytes times 0/1
+/// weights, four products added into each 32-bit lane) accumulate the even and odd bytes
+/// separately; sum = even + 256 * odd. Two vector ops per 64 bytes instead of four. A lane
+/// gains at most 510 per op, so `n <= MAX_CHUNK` (2^24 vectors) cannot wrap it.
+///
+/// # Safety
+/// CPU supports AVX-512 F, BW and VNNI; `s` valid for `n` bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) unsafe fn sum_le_avx512_vnni(s: *const u8, n: usize) -> u16 {
+    // SAFETY (whole body): as `sum_le_avx512`.
+    unsafe {
+        let z = _mm512_setzero_si512();
+        let (wl, wh) = (w_lo(), w_hi());
+        // Eight independent accumulators: `vpdpbusd` has a multi-cycle latency through its
+        // accumulator, so fewer chains would serialise.
+        let (mut l0, mut h0, mut l1, mut h1) = (z, z, z, z);
+        let (mut l2, mut h2, mut l3, mut h3) = (z, z, z, z);
+        let mut i = 0;
+        while i + 256 <= n {
+            let v0 = _mm512_loadu_si512(s.add(i).cast());
+            let v1 = _mm512_loadu_si512(s.add(i + 64).cast());
+            let v2 = _mm512_loadu_si512(s.add(i + 128).cast());
+            let v3 = _mm512_loadu_si512(s.add(i + 192).cast());
+            l0 = _mm512_dpbusd_epi32(l0, v0, wl);
+            h0 = _mm512_dpbusd_epi32(h0, v0, wh);
+            l1 = _mm512_dpbusd_epi32(l1, v1, wl);
+            h1 = _mm512_dpbusd_epi32(h1, v1, wh);
+            l2 = _mm512_dpbusd_epi32(l2, v2, wl);
+            h2 = _mm512_dpbusd_epi32(h2, v2, wh);
+            l3 = _mm512_dpbusd_epi32(l3, v3, wl);
+            h3 = _mm512_dpbusd_epi32(h3, v3, wh);
+            i += 256;
+        }
+        while i + 64 <= n {
+            let v = _mm512_loadu_si512(s.add(i).cast());
+            l0 = _mm512_dpbusd_epi32(l0, v, wl);
+            h0 = _mm512_dpbusd_epi32(h0, v, wh);
+            i += 64;
+        }
+        if i < n {
+            let v = _mm512_maskz_loadu_epi8(low_mask(n - i), s.add(i).cast());
+            l1 = _mm512_dpbusd_epi32(l1, v, wl);
+            h1 = _mm512_dpbusd_epi32(h1, v, wh);
+        }
+        // Lanes < 2^32 each (see MAX_CHUNK); add pairs in 64-bit lanes to stay exact.
+        let lo = _mm512_add_epi64(
+            _mm512_add_epi64(add_halves512(z, l0), add_halves512(z, l1)),
+            _mm512_add_epi64(add_halves512(z, l2), add_halves512(z, l3)),
+        );
+        let hi = _mm512_add_epi64(
+            _mm512_add_epi64(add_halves512(z, h0), add_halves512(z, h1)),
+            _mm512_add_epi64(add_halves512(z, h2), add_halves512(z, h3)),
+        );
+        fold512(_mm512_add_epi64(lo, _mm512_slli_epi64::<8>(hi)))
+    }
+}
