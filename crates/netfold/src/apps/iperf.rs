@@ -82,6 +82,8 @@ pub struct Params {
     pub time: u32,
     /// `-n`: bytes to send in total (0 = unlimited).
     pub num: u64,
+    /// `-O`: seconds at the start that are not counted (TCP slow start).
+    pub omit: u32,
 }
 
 impl Params {
@@ -102,6 +104,7 @@ impl Params {
             len: num("len").unwrap_or(128 * 1024).min(u64::from(u32::MAX)) as u32,
             time: num("time").unwrap_or(10).min(u64::from(u32::MAX)) as u32,
             num: num("num").unwrap_or(0),
+            omit: num("omit").unwrap_or(0).min(u64::from(u32::MAX)) as u32,
         })
     }
 
@@ -330,9 +333,16 @@ impl Session {
         Some(self.streams.len() - 1)
     }
 
-    /// Counts `n` bytes moved on stream `idx` (only while the test runs).
-    pub fn count(&mut self, idx: usize, n: usize) {
-        if self.phase == Phase::Running {
+    /// When counting starts: the first `omit` seconds are left out, as iperf3 resets its
+    /// statistics when the omit timer fires (`iperf_reset_stats`).
+    fn counting_from(&self) -> Instant {
+        self.start + Duration::from_secs(u64::from(self.params.omit))
+    }
+
+    /// Counts `n` bytes moved on stream `idx` at `now` (only while the test runs, and not
+    /// during the omitted seconds).
+    pub fn count(&mut self, now: Instant, idx: usize, n: usize) {
+        if self.phase == Phase::Running && now >= self.counting_from() {
             if let Some(s) = self.streams.get_mut(idx) {
                 s.bytes += n as u64;
             }
@@ -382,7 +392,11 @@ impl Session {
     /// when we send, -1 when we only receive, as iperf3 does for a receiver).
     pub fn results_json(&self) -> String {
         use core::fmt::Write;
-        let secs = self.end.saturating_since(self.start).total_micros() as f64 / 1e6;
+        let secs = self
+            .end
+            .saturating_since(self.counting_from())
+            .total_micros() as f64
+            / 1e6;
         let sending = self.streams.iter().any(|s| s.sender);
         let mut j = String::with_capacity(128 + 160 * self.streams.len());
         let _ = write!(
@@ -477,8 +491,8 @@ mod tests {
         let ids: Vec<u32> = s.streams().iter().map(|x| x.id).collect();
         assert_eq!(ids, [1, 3]);
         assert!(s.streams().iter().all(|x| x.sender));
-        s.count(0, 1000);
-        s.count(1, 500);
+        s.count(t0, 0, 1000);
+        s.count(t0, 1, 500);
         // TEST_END and the client's results may arrive in one read.
         let mut msg = vec![4u8];
         msg.extend_from_slice(&frame_json(r#"{"cpu_util_total":1,"streams":[]}"#));
@@ -507,6 +521,25 @@ mod tests {
         assert_eq!(streams[1].get("end_time").unwrap().as_f64(), Some(2.0));
         s.control_input(Instant::from_secs(3), &[16]);
         assert_eq!(s.phase(), Phase::Done);
+    }
+
+    #[test]
+    fn omitted_seconds_are_not_counted() {
+        let mut s = session_with(r#"{"tcp":true,"time":2,"omit":1,"parallel":1}"#);
+        s.add_stream(Instant::ZERO).unwrap();
+        s.count(Instant::from_millis(500), 0, 100);
+        s.count(Instant::from_millis(1500), 0, 7);
+        assert_eq!(s.streams()[0].bytes, 7);
+        let pending = s.output().len();
+        s.consume_output(pending);
+        s.control_input(Instant::from_secs(3), &[4]);
+        s.control_input(Instant::from_secs(3), &frame_json("{}"));
+        let out = s.output().to_vec();
+        let doc = json::parse(&out[5..out.len() - 1]).unwrap();
+        let json::Value::Array(st) = doc.get("streams").unwrap() else {
+            panic!()
+        };
+        assert_eq!(st[0].get("end_time").unwrap().as_f64(), Some(2.0));
     }
 
     #[test]

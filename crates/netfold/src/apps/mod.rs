@@ -701,7 +701,7 @@ impl Services {
                     Ok(0) => break,
                     Ok(n) => {
                         did = true;
-                        t.session.count(idx, n);
+                        t.session.count(now, idx, n);
                         self.stats.iperf_bytes_in += n as u64;
                     }
                     Err(e) if would_block(&e) => break,
@@ -724,7 +724,7 @@ impl Services {
                     match s.write(stack, &scratch[..n]) {
                         Ok(w) => {
                             did |= w > 0;
-                            t.session.count(idx, w);
+                            t.session.count(now, idx, w);
                             self.stats.iperf_bytes_out += w as u64;
                             if w < n {
                                 break;
