@@ -127,7 +127,7 @@ impl Veth {
 }
 
 /// Moves the calling thread into network namespace `name` (sockets it creates live there).
-fn enter_netns(name: &str) -> std::io::Result<()> {
+pub fn enter_netns(name: &str) -> std::io::Result<()> {
     let f = std::fs::File::open(format!("/var/run/netns/{name}"))?;
     // SAFETY: setns takes a namespace file descriptor we own for the duration of the call and
     // only changes the calling thread's network namespace.
@@ -242,6 +242,43 @@ pub fn run_on(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
             details,
         })
     })
+}
+
+/// The kernel's server half of a test, run on the calling thread inside namespace `ns`:
+/// listens on `ip` (port chosen by the kernel), reports the address through `ready`, serves one
+/// test as netperf's netserver would. Returns (bytes, transactions, verified, cpu seconds).
+pub fn serve_in_ns(
+    ns: &str,
+    ip: std::net::Ipv4Addr,
+    p: &Params,
+    pattern: &Pattern,
+    ready: std::sync::mpsc::Sender<std::io::Result<SocketAddr>>,
+) -> std::io::Result<(u64, u64, bool, f64)> {
+    p.pin.apply(true);
+    let setup = || -> std::io::Result<TcpListener> {
+        enter_netns(ns)?;
+        let l = TcpListener::bind((ip, 0))?;
+        apply_buffers(l.as_raw_fd(), p);
+        Ok(l)
+    };
+    let listener = match setup() {
+        Ok(l) => {
+            let _ = ready.send(l.local_addr());
+            l
+        }
+        Err(e) => {
+            let _ = ready.send(Err(std::io::Error::new(e.kind(), e.to_string())));
+            return Err(e);
+        }
+    };
+    let cpu0 = thread_cpu_seconds();
+    let r = serve(&listener, p, pattern)?;
+    Ok((
+        r.bytes,
+        r.transactions,
+        r.verified,
+        thread_cpu_seconds() - cpu0,
+    ))
 }
 
 /// Client side. Returns (bytes sent or received, transactions).

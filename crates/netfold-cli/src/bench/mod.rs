@@ -6,10 +6,12 @@ pub mod clock;
 pub mod kernel;
 pub mod memnet;
 pub mod netfold_pipe;
+pub mod netfold_tap;
 pub mod netfold_threads;
 pub mod pattern;
 pub mod report;
 pub mod smoltcp_pipe;
+pub mod smoltcp_tap;
 pub mod stats;
 pub mod units;
 

@@ -8,7 +8,8 @@ use super::netfold_pipe::{pipe_config, stack_config, tcp_config, CLIENT_ADDR, SE
 use super::pattern::{Pattern, Verifier};
 use super::{Measurement, Params, Test};
 use netfold::iface::Stack;
-use netfold::phy::pipe::{Pipe, PipeEnd};
+use netfold::phy::pipe::Pipe;
+use netfold::phy::Device;
 use netfold::socket::{TcpListener, TcpStream};
 use netfold::tcp;
 use netfold::time::Instant;
@@ -22,16 +23,26 @@ const PORT: u16 = 12865;
 /// A thread that sees no progress for this long gives up (and tells the other to).
 const STALL: Duration = Duration::from_secs(30);
 
-/// One stack and its end of the pipe, on one thread.
-struct Node {
-    stack: Stack,
-    end: PipeEnd,
+/// One stack and its device (an end of the pipe, a TAP), on one thread.
+pub struct Node<D: Device> {
+    pub stack: Stack,
+    pub end: D,
     epoch: WallInstant,
     abort: Arc<AtomicBool>,
     last_progress: WallInstant,
 }
 
-impl Node {
+impl<D: Device> Node<D> {
+    pub fn new(stack: Stack, end: D, epoch: WallInstant, abort: Arc<AtomicBool>) -> Self {
+        Node {
+            stack,
+            end,
+            epoch,
+            abort,
+            last_progress: WallInstant::now(),
+        }
+    }
+
     fn now(&self) -> Instant {
         Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
     }
@@ -103,12 +114,12 @@ impl Node {
     }
 }
 
-struct Outcome {
-    counters: String,
-    bytes: u64,
-    transactions: u64,
-    verified: bool,
-    cpu_s: f64,
+pub struct Outcome {
+    pub counters: String,
+    pub bytes: u64,
+    pub transactions: u64,
+    pub verified: bool,
+    pub cpu_s: f64,
 }
 
 pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
@@ -159,7 +170,14 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     };
     let cpu0 = thread_cpu_seconds();
     let start = WallInstant::now();
-    let client = drive(&mut node, p, tcfg, &pattern, start);
+    let client = drive(
+        &mut node,
+        p,
+        tcfg,
+        SocketAddrV4::new(SERVER_ADDR, PORT),
+        &pattern,
+        start,
+    );
     if client.is_err() {
         abort.store(true, Ordering::Relaxed);
     }
@@ -204,9 +222,13 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     })
 }
 
-fn connect(n: &mut Node, cfg: tcp::Config) -> Result<TcpStream, BoxErr> {
+fn connect<D: Device>(
+    n: &mut Node<D>,
+    cfg: tcp::Config,
+    server: SocketAddrV4,
+) -> Result<TcpStream, BoxErr> {
     let now = n.now();
-    let s = TcpStream::connect(&mut n.stack, now, SocketAddrV4::new(SERVER_ADDR, PORT), cfg)?;
+    let s = TcpStream::connect(&mut n.stack, now, server, cfg)?;
     n.until(|st| match s.is_connected(st)? {
         true => Ok(()),
         false => Err(ErrorKind::WouldBlock.into()),
@@ -215,8 +237,8 @@ fn connect(n: &mut Node, cfg: tcp::Config) -> Result<TcpStream, BoxErr> {
 }
 
 /// Sends `p.bytes` or for `p.duration`, then FIN. Returns the bytes sent.
-fn source(
-    n: &mut Node,
+fn source<D: Device>(
+    n: &mut Node<D>,
     s: TcpStream,
     p: &Params,
     pattern: &Pattern,
@@ -236,7 +258,12 @@ fn source(
 }
 
 /// Reads to end of stream. Returns (bytes, verified).
-fn sink(n: &mut Node, s: TcpStream, p: &Params, pattern: &Pattern) -> Result<(u64, bool), BoxErr> {
+fn sink<D: Device>(
+    n: &mut Node<D>,
+    s: TcpStream,
+    p: &Params,
+    pattern: &Pattern,
+) -> Result<(u64, bool), BoxErr> {
     let mut buf = vec![0u8; p.recv_size.max(1)];
     let mut v = Verifier::new(pattern);
     let mut bytes = 0u64;
@@ -253,10 +280,11 @@ fn sink(n: &mut Node, s: TcpStream, p: &Params, pattern: &Pattern) -> Result<(u6
     Ok((bytes, v.verified(bytes)))
 }
 
-fn drive(
-    n: &mut Node,
+pub fn drive<D: Device>(
+    n: &mut Node<D>,
     p: &Params,
     cfg: tcp::Config,
+    server: SocketAddrV4,
     pattern: &Pattern,
     start: WallInstant,
 ) -> Result<Outcome, BoxErr> {
@@ -271,7 +299,7 @@ fn drive(
     let limit = p.transactions.unwrap_or(u64::MAX);
     match p.test {
         Test::Stream => {
-            let s = connect(n, cfg)?;
+            let s = connect(n, cfg, server)?;
             out.bytes = source(n, s, p, pattern, start)?;
             // The server closes after reading everything; wait for its FIN.
             let mut b = [0u8; 1];
@@ -280,7 +308,7 @@ fn drive(
             n.linger();
         }
         Test::Maerts => {
-            let s = connect(n, cfg)?;
+            let s = connect(n, cfg, server)?;
             let (bytes, ok) = sink(n, s, p, pattern)?;
             out.bytes = bytes;
             out.verified = ok;
@@ -288,7 +316,7 @@ fn drive(
             n.linger();
         }
         Test::Rr => {
-            let s = connect(n, cfg)?;
+            let s = connect(n, cfg, server)?;
             let req = vec![0x5au8; p.req_size];
             let mut resp = vec![0u8; p.resp_size];
             while out.transactions < limit && deadline.is_none_or(|d| start.elapsed() < d) {
@@ -308,7 +336,7 @@ fn drive(
             let req = vec![0x5au8; p.req_size];
             let mut resp = vec![0u8; p.resp_size];
             while out.transactions < limit && deadline.is_none_or(|d| start.elapsed() < d) {
-                let s = connect(n, cfg)?;
+                let s = connect(n, cfg, server)?;
                 n.write_all(s, &req)?;
                 if !n.read_exact(s, &mut resp)? {
                     return Err("server closed during TCP_CRR".into());
@@ -317,7 +345,7 @@ fn drive(
                 out.transactions += 1;
             }
             // A connection that sends nothing tells the server we are done.
-            let s = connect(n, cfg)?;
+            let s = connect(n, cfg, server)?;
             s.close(&mut n.stack)?;
             n.linger();
         }
@@ -326,11 +354,16 @@ fn drive(
     Ok(out)
 }
 
-fn accept(n: &mut Node, l: TcpListener) -> Result<TcpStream, BoxErr> {
+fn accept<D: Device>(n: &mut Node<D>, l: TcpListener) -> Result<TcpStream, BoxErr> {
     n.until(|st| l.accept(st)).map(|(s, _)| s)
 }
 
-fn serve(n: &mut Node, l: TcpListener, p: &Params, pattern: &Pattern) -> Result<Outcome, BoxErr> {
+fn serve<D: Device>(
+    n: &mut Node<D>,
+    l: TcpListener,
+    p: &Params,
+    pattern: &Pattern,
+) -> Result<Outcome, BoxErr> {
     let mut out = Outcome {
         counters: String::new(),
         bytes: 0,

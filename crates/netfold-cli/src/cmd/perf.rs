@@ -27,12 +27,21 @@ impl StackKind {
     }
 }
 
-/// The kernel's link.
+/// Which link each stack runs over.
+///
+/// | --link | netfold | smoltcp | kernel |
+/// |---|---|---|---|
+/// | auto (default) | in-memory pipe | in-memory pipe | loopback |
+/// | lo | - | - | loopback |
+/// | veth | - | - | veth pair between two namespaces |
+/// | tap | TAP device, the kernel as peer in a namespace | same, via smoltcp's TunTapInterface | veth pair (the kernel-to-kernel counterpart) |
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KernelLink {
     #[default]
+    Auto,
     Lo,
     Veth,
+    Tap,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -85,8 +94,9 @@ pub struct Args {
     /// Thread placement for two-thread runs: split (client CPU 0, server CPU 1), same, none.
     #[arg(long, value_enum, default_value_t = Pin::Split)]
     pub pin: Pin,
-    /// Link for the kernel stack.
-    #[arg(long, value_enum, default_value_t = KernelLink::Lo)]
+    /// Link: auto (netfold/smoltcp: in-memory pipe, kernel: loopback), lo, veth (kernel), tap
+    /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth).
+    #[arg(long, value_enum, default_value_t = KernelLink::Auto)]
     pub link: KernelLink,
     /// Fraction of frames lost on the pipe, e.g. 0.01.
     #[arg(long, value_parser = parse_fraction, default_value = "0")]
@@ -197,17 +207,28 @@ pub fn run_once(
     link: KernelLink,
     p: &Params,
 ) -> Result<(Measurement, String, usize), Box<dyn std::error::Error>> {
-    match stack {
-        StackKind::Netfold => Ok((netfold_pipe::run(p)?, "pipe".into(), p.mtu)),
-        StackKind::Smoltcp => Ok((smoltcp_pipe::run(p)?, "pipe".into(), p.mtu)),
-        StackKind::Kernel => match link {
-            KernelLink::Lo => Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu())),
-            KernelLink::Veth => {
-                let v = kernel::Veth::create(None)?;
-                let m = kernel::run_on(p, kernel::Where::Veth(&v))?;
-                Ok((m, "veth".into(), 1500))
-            }
-        },
+    match (stack, link) {
+        (StackKind::Netfold, KernelLink::Auto) => Ok((netfold_pipe::run(p)?, "pipe".into(), p.mtu)),
+        (StackKind::Netfold, KernelLink::Tap) => {
+            Ok((crate::bench::netfold_tap::run(p)?, "tap".into(), p.mtu))
+        }
+        (StackKind::Smoltcp, KernelLink::Auto) => Ok((smoltcp_pipe::run(p)?, "pipe".into(), p.mtu)),
+        (StackKind::Smoltcp, KernelLink::Tap) => {
+            Ok((crate::bench::smoltcp_tap::run(p)?, "tap".into(), p.mtu))
+        }
+        (StackKind::Kernel, KernelLink::Auto | KernelLink::Lo) => {
+            Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu()))
+        }
+        (StackKind::Kernel, KernelLink::Veth | KernelLink::Tap) => {
+            let v = kernel::Veth::create(Some(p.mtu))?;
+            let m = kernel::run_on(p, kernel::Where::Veth(&v))?;
+            Ok((m, "veth".into(), p.mtu))
+        }
+        (s, l) => Err(format!(
+            "--link {l:?} is not available for the {} stack (see netfold stream --help)",
+            s.name()
+        )
+        .into()),
     }
 }
 

@@ -92,4 +92,11 @@ pub trait Device {
     fn poll_at(&self) -> Option<Instant> {
         None
     }
+
+    /// A file descriptor that becomes readable when frames are waiting, so that a driver can
+    /// sleep in poll(2) instead of waking on a timer (TAP, packet socket). In-memory devices
+    /// have none.
+    fn readable_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }

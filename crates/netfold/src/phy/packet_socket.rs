@@ -273,6 +273,10 @@ fn read_plain(fd: BorrowedFd<'_>, frame: &mut [u8]) -> Io {
 }
 
 impl Device for PacketSocket {
+    fn readable_fd(&self) -> Option<RawFd> {
+        Some(self.fd.as_raw_fd())
+    }
+
     fn caps(&self) -> DeviceCaps {
         let off = self.offloads();
         DeviceCaps {

@@ -402,6 +402,10 @@ fn split_rx(
 }
 
 impl Device for Tap {
+    fn readable_fd(&self) -> Option<RawFd> {
+        Some(self.fd.as_raw_fd())
+    }
+
     fn caps(&self) -> DeviceCaps {
         let off = self.config.offloads;
         DeviceCaps {

@@ -2,11 +2,16 @@
 //! `std::io::Read + Write` streams and an `accept()`-ing listener on it.
 //!
 //! Concurrency design: the stack and device live behind one mutex. The driver thread polls the
-//! stack, then sleeps on a condition variable until the stack's next deadline (`poll_at`), an
-//! application call that changed something ("kick"), or `idle_wait` elapses — the bound exists
-//! because a device such as an in-memory pipe has no file descriptor to wait on. Application
-//! calls that cannot complete wait on the same condition variable, which the driver signals after
-//! every poll that did work; they never spin.
+//! stack, then sleeps until the stack's next deadline (`poll_at`) or an application call that
+//! changed something ("kick"):
+//! - a device with a file descriptor (TAP, packet socket) is waited on with poll(2), together
+//!   with a socket pair that application calls write to as their kick, with the mutex released;
+//! - a device without one (the in-memory pipe) cannot announce frames, so the driver waits on a
+//!   condition variable for at most `idle_wait`.
+//!
+//! Application calls that cannot complete wait on a condition variable, which the driver signals
+//! after every poll that did work; they never spin.
+#![allow(unsafe_code)]
 
 use super::{io_error, TcpListener as NbListener, TcpStream as NbStream};
 use crate::iface::Stack;
@@ -15,6 +20,8 @@ use crate::tcp;
 use crate::time::Instant;
 use std::io;
 use std::net::SocketAddrV4;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration as StdDuration;
@@ -29,6 +36,8 @@ struct Inner {
 struct Shared {
     inner: Mutex<Inner>,
     cond: Condvar,
+    /// Kicks for a driver sleeping in poll(2): one byte per kick, read end polled by the driver.
+    waker: (UnixStream, UnixStream),
     epoch: std::time::Instant,
     idle_wait: StdDuration,
 }
@@ -36,6 +45,16 @@ struct Shared {
 impl Shared {
     fn now(&self) -> Instant {
         Instant::from_micros(u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
+    }
+
+    /// Wakes the driver: the condition variable for one waiting on it, a byte on the waker
+    /// socket for one sleeping in poll(2). The socket is non-blocking; a full buffer already
+    /// holds a pending wake-up, so WouldBlock is fine.
+    fn kick(&self, g: &mut Inner) {
+        g.kick = true;
+        self.cond.notify_all();
+        use std::io::Write as _;
+        let _ = (&self.waker.0).write(&[1]);
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -58,8 +77,7 @@ impl Shared {
             match op(&mut g.stack, now) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 other => {
-                    g.kick = true;
-                    self.cond.notify_all();
+                    self.kick(&mut g);
                     return other;
                 }
             }
@@ -69,8 +87,7 @@ impl Shared {
                     "runtime stopped",
                 ));
             }
-            g.kick = true;
-            self.cond.notify_all();
+            self.kick(&mut g);
             let wait = match deadline {
                 Some(d) => {
                     let left = d.saturating_duration_since(std::time::Instant::now());
@@ -107,6 +124,9 @@ impl Runtime {
         device: Box<dyn Device + Send>,
         idle_wait: StdDuration,
     ) -> io::Result<Runtime> {
+        let waker = UnixStream::pair()?;
+        waker.0.set_nonblocking(true)?;
+        waker.1.set_nonblocking(true)?;
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
                 stack,
@@ -115,6 +135,7 @@ impl Runtime {
                 kick: false,
             }),
             cond: Condvar::new(),
+            waker,
             epoch: std::time::Instant::now(),
             idle_wait,
         });
@@ -132,8 +153,7 @@ impl Runtime {
     pub fn with_stack<T>(&self, f: impl FnOnce(&mut Stack) -> T) -> T {
         let mut g = self.shared.lock();
         let r = f(&mut g.stack);
-        g.kick = true;
-        self.shared.cond.notify_all();
+        self.shared.kick(&mut g);
         r
     }
 
@@ -198,7 +218,7 @@ impl Runtime {
         {
             let mut g = self.shared.lock();
             g.stop = true;
-            self.shared.cond.notify_all();
+            self.shared.kick(&mut g);
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -227,22 +247,71 @@ fn drive(shared: &Shared) {
             g = shared.lock();
             continue;
         }
-        let mut wait = shared.idle_wait;
         let next = [g.stack.poll_at(now), g.device.poll_at()]
             .into_iter()
             .flatten()
             .min();
-        if let Some(at) = next {
-            wait = wait.min((at - now).into());
-        }
-        if wait.is_zero() {
+        let until_next: Option<StdDuration> = next.map(|at| (at - now).into());
+        if until_next.is_some_and(|d| d.is_zero()) {
             continue;
         }
-        let (ng, _) = shared
-            .cond
-            .wait_timeout_while(g, wait, |i| !i.kick && !i.stop)
-            .unwrap_or_else(|p| p.into_inner());
-        g = ng;
+        match g.device.readable_fd() {
+            Some(fd) => {
+                // Sleep in poll(2) on the device and the waker, with the lock released so
+                // application calls can run (and kick us).
+                drop(g);
+                wait_fds(fd, shared.waker.1.as_raw_fd(), until_next);
+                drain(&shared.waker.1);
+                g = shared.lock();
+            }
+            None => {
+                let wait = until_next.map_or(shared.idle_wait, |d| d.min(shared.idle_wait));
+                let (ng, _) = shared
+                    .cond
+                    .wait_timeout_while(g, wait, |i| !i.kick && !i.stop)
+                    .unwrap_or_else(|p| p.into_inner());
+                g = ng;
+            }
+        }
+    }
+}
+
+/// Blocks until `a` or `b` is readable or `timeout` passes (forever if `None`).
+fn wait_fds(a: RawFd, b: RawFd, timeout: Option<StdDuration>) {
+    let ms = match timeout {
+        // Round up so a sub-millisecond deadline does not turn into a busy 0 ms poll.
+        Some(t) => i32::try_from(t.as_micros().div_ceil(1000)).unwrap_or(i32::MAX),
+        None => -1,
+    };
+    let mut fds = [
+        libc::pollfd {
+            fd: a,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: b,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // SAFETY: `fds` is a live array of two initialised pollfd structs and we pass its exact
+    // length; poll only writes their `revents`. Both descriptors stay open for the call (the
+    // device and the waker are owned by the runtime, which outlives the driver thread).
+    // Errors (EINTR) just end the wait early; the driver polls the stack and comes back.
+    unsafe {
+        libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms);
+    }
+}
+
+/// Empties the waker socket (each kick wrote one byte).
+fn drain(s: &UnixStream) {
+    use std::io::Read as _;
+    let mut buf = [0u8; 64];
+    while let Ok(n) = (&*s).read(&mut buf) {
+        if n < buf.len() {
+            break;
+        }
     }
 }
 
@@ -277,8 +346,7 @@ impl Drop for TcpListener {
     fn drop(&mut self) {
         let mut g = self.shared.lock();
         let _ = self.inner.close(&mut g.stack);
-        g.kick = true;
-        self.shared.cond.notify_all();
+        self.shared.kick(&mut g);
     }
 }
 
@@ -365,8 +433,7 @@ impl Drop for TcpStream {
         if let Some(s) = self.inner.take() {
             let mut g = self.shared.lock();
             let _ = s.close(&mut g.stack);
-            g.kick = true;
-            self.shared.cond.notify_all();
+            self.shared.kick(&mut g);
         }
     }
 }

@@ -1,0 +1,125 @@
+//! netfold over a real TAP device against the Linux kernel (`--stack netfold --link tap`): the
+//! command creates a network namespace, a TAP interface moved into it with the kernel's side at
+//! 198.18.3.1/24, and runs netfold at 198.18.3.2/24 on the TAP's file descriptor in this
+//! process. netfold is the client (it sends for TCP_STREAM, receives for TCP_MAERTS); the
+//! kernel's side is a netserver-like thread inside the namespace. Everything is removed
+//! afterwards, also on failure.
+
+use super::affinity::thread_cpu_seconds;
+use super::memnet::BoxErr;
+use super::netfold_pipe::{stack_config, tcp_config};
+use super::netfold_threads::{drive, Node};
+use super::pattern::Pattern;
+use super::{kernel, Measurement, Params, Test};
+use netfold::iface::Stack;
+use netfold::netns::NetNs;
+use netfold::phy::tap::{Tap, TapConfig};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant as WallInstant;
+
+pub const KERNEL_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 3, 1);
+pub const NETFOLD_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 3, 2);
+
+pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
+    if p.test == Test::UdpStream {
+        return Err("udp-stream over tap is not implemented".into());
+    }
+    if p.impair.any() {
+        return Err("impairments apply to the in-memory pipe only".into());
+    }
+    if let Some(why) = netfold::netns::unavailable_reason() {
+        return Err(format!("--link tap needs root, /dev/net/tun and ip(8): {why}").into());
+    }
+    let ns = NetNs::create()?;
+    let tap_name = format!("nft{}", &ns.name()[3..]);
+    let tap = Tap::open(
+        &tap_name,
+        TapConfig {
+            offloads: true,
+            gro: true,
+            mtu: Some(p.mtu),
+            max_burst: 64,
+        },
+    )?;
+    ns.adopt(&tap_name)?;
+    ns.set_mtu(&tap_name, p.mtu)?;
+    ns.configure(&tap_name, KERNEL_ADDR, 24)?;
+    let r = run_with(p, &ns, tap);
+    drop(ns);
+    r
+}
+
+fn run_with(p: &Params, ns: &NetNs, tap: Tap) -> Result<Measurement, BoxErr> {
+    let pattern = Pattern::new(p.send_size.max(p.recv_size).max(1));
+    let abort = Arc::new(AtomicBool::new(false));
+    std::thread::scope(|scope| -> Result<Measurement, BoxErr> {
+        let (tx, rx) = std::sync::mpsc::channel::<std::io::Result<SocketAddr>>();
+        let pat = &pattern;
+        let nsname = ns.name().to_owned();
+        let server = scope.spawn(move || kernel::serve_in_ns(&nsname, KERNEL_ADDR, p, pat, tx));
+        let addr = match rx.recv() {
+            Ok(Ok(SocketAddr::V4(a))) => a,
+            Ok(Ok(_)) => return Err("kernel server bound a non-IPv4 address".into()),
+            Ok(Err(e)) => return Err(e.into()),
+            Err(_) => return Err("kernel server thread died".into()),
+        };
+        p.pin.apply(false);
+        let mut node = Node::new(
+            Stack::new(stack_config(NETFOLD_ADDR, 2, p.mtu)),
+            tap,
+            WallInstant::now(),
+            Arc::clone(&abort),
+        );
+        let cpu0 = thread_cpu_seconds();
+        let start = WallInstant::now();
+        let client = drive(
+            &mut node,
+            p,
+            tcp_config(p),
+            SocketAddrV4::new(*addr.ip(), addr.port()),
+            pat,
+            start,
+        );
+        let elapsed = start.elapsed().as_secs_f64();
+        let cpu = thread_cpu_seconds() - cpu0;
+        if client.is_err() {
+            // Unblock the kernel side: closing our device resets nothing by itself, so drop the
+            // namespace link by stopping the stack; the server's accept/read then fails or EOFs.
+            drop(node);
+            let _ = server.join();
+            return Err(client
+                .err()
+                .unwrap_or_else(|| "netfold client failed".into()));
+        }
+        let cl = client?;
+        let (sbytes, _strans, sverified, scpu) = server
+            .join()
+            .map_err(|_| "kernel server thread panicked")??;
+        let (bytes, verified) = match p.test {
+            Test::Stream => (sbytes, p.verify.then_some(sverified && sbytes == cl.bytes)),
+            Test::Maerts => (
+                cl.bytes,
+                p.verify.then_some(cl.verified && cl.bytes == sbytes),
+            ),
+            _ => (cl.transactions * (p.req_size + p.resp_size) as u64, None),
+        };
+        let mut details = serde_json::Map::new();
+        details.insert("netfold_cpu_s".into(), cpu.into());
+        details.insert("kernel_server_cpu_s".into(), scpu.into());
+        details.insert(
+            "netfold_counters".into(),
+            format!("{}", node.stack.counters()).into(),
+        );
+        details.insert("tap".into(), format!("{:?}", node.end.stats()).into());
+        Ok(Measurement {
+            bytes,
+            transactions: cl.transactions,
+            elapsed_s: elapsed,
+            verified,
+            cpu_s: cpu + scpu,
+            details,
+        })
+    })
+}

@@ -1,0 +1,881 @@
+//! The exported C functions and types (see the crate documentation).
+// The C entry points: raw pointers in, checked, then handed to the safe modules.
+#![allow(unsafe_code)]
+#![allow(non_camel_case_types)]
+// Every entry point is `unsafe` to call (it takes raw pointers from C); the safety contract
+// is the one `include/netfold.h` states for C callers, not repeated on each function.
+#![allow(clippy::missing_safety_doc)]
+
+use crate::errno::{set_errno, R};
+use crate::{cabi, device, engine, fd, ops, options};
+use core::ffi::c_void;
+use engine::{Clock, Engine};
+use libc::{
+    c_char, c_int, c_long, c_ulong, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr, socklen_t,
+    ssize_t,
+};
+use netfold_core::iface::{Stack, StackConfig};
+use netfold_core::phy::{DeviceCaps, Medium};
+use netfold_core::wire::ethernet::EthernetAddress;
+use std::hash::{BuildHasher, Hasher};
+use std::net::Ipv4Addr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub const NF_MEDIUM_ETHERNET: c_int = 0;
+pub const NF_MEDIUM_IP: c_int = 1;
+pub const NF_CLOCK_REAL: c_int = 0;
+pub const NF_CLOCK_MANUAL: c_int = 1;
+
+/// Stack configuration; `include/netfold.h` declares the same layout (checked by a C test
+/// against [`nf_config_layout`]).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct nf_config {
+    /// sizeof(nf_config) as the caller compiled it, for ABI evolution.
+    pub size: u32,
+    pub medium: c_int,
+    /// "198.18.0.2/24" (the prefix length is required).
+    pub address: *const c_char,
+    /// NULL or "198.18.0.1".
+    pub gateway: *const c_char,
+    /// Ethernet only; all zero means 02:00 followed by the four bytes of the IPv4 address.
+    pub mac: [u8; 6],
+    /// IP MTU; 0 means 1500.
+    pub mtu: u32,
+    pub clock: c_int,
+    /// NULL: frames only through nf_inject/nf_take. "tap:NAME": a TAP device.
+    pub device: *const c_char,
+}
+
+/// An opaque stack handle for C.
+pub struct nf_stack {
+    engine: Arc<Engine>,
+    driver: Option<JoinHandle<()>>,
+}
+
+/// Runs an entry point: errors become `fail` plus errno, panics become `fail` plus EIO.
+fn ffi<T>(fail: T, f: impl FnOnce() -> R<T>) -> T {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            set_errno(e);
+            fail
+        }
+        Err(_) => {
+            set_errno(libc::EIO);
+            fail
+        }
+    }
+}
+
+fn int(f: impl FnOnce() -> R<()>) -> c_int {
+    ffi(-1, || f().map(|()| 0))
+}
+
+/// msg_iovlen is size_t on glibc and int on musl; a negative count is EINVAL via IOV_MAX.
+#[allow(clippy::unnecessary_cast)]
+fn iovlen(m: &msghdr) -> usize {
+    usize::try_from(m.msg_iovlen as i128).unwrap_or(usize::MAX)
+}
+
+/// `long` is 32 or 64 bits depending on the target.
+#[allow(clippy::useless_conversion)]
+fn long(v: c_long) -> i64 {
+    i64::from(v)
+}
+
+fn len(n: usize) -> ssize_t {
+    ssize_t::try_from(n).unwrap_or(ssize_t::MAX)
+}
+
+/// The engine behind a stack pointer.
+///
+/// # Safety
+/// `s` must be NULL or a pointer returned by `nf_stack_new` and not yet freed.
+unsafe fn engine<'a>(s: *mut nf_stack) -> R<&'a Arc<Engine>> {
+    // SAFETY: non-NULL pointers come from Box::into_raw in nf_stack_new and stay valid until
+    // nf_stack_free (the caller's contract); we only take a shared reference.
+    unsafe { s.as_ref() }.map(|s| &s.engine).ok_or(libc::EINVAL)
+}
+
+/// "a.b.c.d/len" -> address and prefix length.
+fn parse_cidr(s: &str) -> R<(Ipv4Addr, u8)> {
+    let (a, p) = s.split_once('/').ok_or(libc::EINVAL)?;
+    let addr: Ipv4Addr = a.trim().parse().map_err(|_| libc::EINVAL)?;
+    let prefix: u8 = p.trim().parse().map_err(|_| libc::EINVAL)?;
+    if prefix > 32 || addr.is_unspecified() || addr.is_broadcast() || addr.is_multicast() {
+        return Err(libc::EINVAL);
+    }
+    Ok((addr, prefix))
+}
+
+/// A per-stack secret for the RFC 6528 ISN function, from std's randomly keyed hasher.
+fn random_secret() -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (i, chunk) in out.chunks_mut(8).enumerate() {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_usize(i);
+        chunk.copy_from_slice(&h.finish().to_ne_bytes());
+    }
+    out
+}
+
+/// Default address for nf_config_init.
+static DEFAULT_ADDRESS: &[u8] = b"198.18.0.2/24\0";
+
+/// Fills `cfg` with defaults: Ethernet, 198.18.0.2/24, no gateway, MAC from the address,
+/// MTU 1500, real clock, no device.
+#[no_mangle]
+pub unsafe extern "C" fn nf_config_init(cfg: *mut nf_config) {
+    ffi((), || {
+        let c = nf_config {
+            size: core::mem::size_of::<nf_config>() as u32,
+            medium: NF_MEDIUM_ETHERNET,
+            address: DEFAULT_ADDRESS.as_ptr().cast(),
+            gateway: core::ptr::null(),
+            mac: [0; 6],
+            mtu: 0,
+            clock: NF_CLOCK_REAL,
+            device: core::ptr::null(),
+        };
+        if cfg.is_null() {
+            return Err(libc::EFAULT);
+        }
+        // SAFETY: non-NULL; the caller passes a writable nf_config. write_unaligned makes no
+        // assumption about alignment.
+        unsafe { core::ptr::write_unaligned(cfg, c) };
+        Ok(())
+    })
+}
+
+fn build_stack(c: &nf_config) -> R<nf_stack> {
+    if (c.size as usize) < core::mem::size_of::<nf_config>() {
+        return Err(libc::EINVAL);
+    }
+    let medium = match c.medium {
+        NF_MEDIUM_ETHERNET => Medium::Ethernet,
+        NF_MEDIUM_IP => Medium::Ip,
+        _ => return Err(libc::EINVAL),
+    };
+    let clock = match c.clock {
+        NF_CLOCK_REAL => Clock::Real(std::time::Instant::now()),
+        NF_CLOCK_MANUAL => Clock::Manual,
+        _ => return Err(libc::EINVAL),
+    };
+    // SAFETY: the strings are NULL or NUL-terminated (the header's contract for nf_config).
+    let (address, gateway, device) = unsafe {
+        (
+            cabi::opt_cstr(c.address)?,
+            cabi::opt_cstr(c.gateway)?,
+            cabi::opt_cstr(c.device)?,
+        )
+    };
+    let (addr, prefix_len) = parse_cidr(address.ok_or(libc::EINVAL)?)?;
+    let gateway = gateway
+        .map(|g| g.trim().parse::<Ipv4Addr>().map_err(|_| libc::EINVAL))
+        .transpose()?;
+    let mtu = match c.mtu {
+        0 => 1500,
+        // RFC 791: every host must handle 68-byte datagrams; the IPv4 total length is 16 bits.
+        m @ 68..=65535 => m as usize,
+        _ => return Err(libc::EINVAL),
+    };
+    let mac = if c.mac == [0; 6] {
+        let o = addr.octets();
+        [0x02, 0x00, o[0], o[1], o[2], o[3]]
+    } else {
+        c.mac
+    };
+    let inner = device::open_device(device, medium, (c.mtu != 0).then_some(mtu))?;
+    // With a device attached the stack runs on its MTU (the stack takes the smaller of the
+    // configured and the device's); injected frames then use the same.
+    let mtu = inner.as_ref().map_or(mtu, |d| d.caps().mtu.min(mtu));
+    let caps = DeviceCaps {
+        medium,
+        mtu,
+        ..DeviceCaps::default()
+    };
+    let stack = Stack::new(StackConfig {
+        medium,
+        mac: EthernetAddress(mac),
+        addr,
+        prefix_len,
+        gateway,
+        mtu,
+        tcp_secret: random_secret(),
+        ..StackConfig::default()
+    });
+    let engine = Arc::new(Engine::new(
+        stack,
+        device::InjectDevice::new(caps, inner),
+        clock,
+    ));
+    let driver = match clock {
+        Clock::Real(_) => {
+            Some(engine::spawn_driver(Arc::clone(&engine)).map_err(|_| libc::EAGAIN)?)
+        }
+        Clock::Manual => None,
+    };
+    Ok(nf_stack { engine, driver })
+}
+
+/// Creates a stack; NULL with errno on failure (EINVAL for a bad config, the kernel's errno if
+/// the device cannot be opened).
+#[no_mangle]
+pub unsafe extern "C" fn nf_stack_new(cfg: *const nf_config) -> *mut nf_stack {
+    ffi(core::ptr::null_mut(), || {
+        if cfg.is_null() {
+            return Err(libc::EFAULT);
+        }
+        // SAFETY: non-NULL; read the `size` field first (always present), then the struct we
+        // know, only if the caller's struct is at least that large (build_stack re-checks).
+        let size = unsafe { core::ptr::read_unaligned(cfg.cast::<u32>()) };
+        if (size as usize) < core::mem::size_of::<nf_config>() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: the caller's struct is at least sizeof(nf_config) bytes (its `size` says so).
+        let c = unsafe { core::ptr::read_unaligned(cfg) };
+        let s = build_stack(&c)?;
+        Ok(Box::into_raw(Box::new(s)))
+    })
+}
+
+/// Stops the stack's thread and frees everything. No other call may be running on `s`.
+#[no_mangle]
+pub unsafe extern "C" fn nf_stack_free(s: *mut nf_stack) {
+    ffi((), || {
+        if s.is_null() {
+            return Ok(());
+        }
+        // SAFETY: `s` came from Box::into_raw in nf_stack_new and is freed only here, once
+        // (the caller's contract).
+        let mut b = unsafe { Box::from_raw(s) };
+        b.engine.stop();
+        if let Some(t) = b.driver.take() {
+            let _ = t.join();
+        }
+        let mut g = b.engine.lock();
+        let st = &mut *g;
+        for sock in st.fds.drain() {
+            ops::release(&mut st.stack, sock);
+        }
+        Ok(())
+    })
+}
+
+/// Hands one inbound frame to the stack (MANUAL: processed before returning).
+#[no_mangle]
+pub unsafe extern "C" fn nf_inject(s: *mut nf_stack, frame: *const c_void, len: size_t) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract; `frame` readable for `len` bytes per the contract.
+        let (e, f) = unsafe { (engine(s)?, cabi::buf_ref(frame, len)?) };
+        if f.is_empty() {
+            return Err(libc::EINVAL);
+        }
+        let mut g = e.lock();
+        if f.len() > g.dev.max_frame() {
+            return Err(libc::EMSGSIZE);
+        }
+        if !g.dev.push_inbound(f) {
+            return Err(libc::ENOBUFS);
+        }
+        e.changed(&mut g);
+        Ok(())
+    })
+}
+
+/// Copies out the next outbound frame; -1/EAGAIN if none, -1/EMSGSIZE (frame kept) if `cap`
+/// is too small.
+#[no_mangle]
+pub unsafe extern "C" fn nf_take(s: *mut nf_stack, buf: *mut c_void, cap: size_t) -> ssize_t {
+    ffi(-1, || {
+        // SAFETY: `s` per the API contract; `buf` writable for `cap` bytes per the contract.
+        let (e, out) = unsafe { (engine(s)?, cabi::buf_mut(buf, cap)?) };
+        let mut g = e.lock();
+        let n = g.dev.peek_outbound_len().ok_or(libc::EAGAIN)?;
+        if n > out.len() {
+            return Err(libc::EMSGSIZE);
+        }
+        let f = g.dev.pop_outbound().ok_or(libc::EAGAIN)?;
+        out[..n].copy_from_slice(&f);
+        g.dev.recycle(f);
+        Ok(len(n))
+    })
+}
+
+/// MANUAL clock: sets the time (microseconds, never backwards) and runs what became due.
+#[no_mangle]
+pub unsafe extern "C" fn nf_clock_set(s: *mut nf_stack, usec: u64) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        let mut g = e.lock();
+        e.set_clock(&mut g, usec)
+    })
+}
+
+/// The stack's time in microseconds (0 for a NULL stack).
+#[no_mangle]
+pub unsafe extern "C" fn nf_clock_now(s: *mut nf_stack) -> u64 {
+    ffi(0, || {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        let g = e.lock();
+        Ok(e.now(&g).total_micros())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_socket(
+    s: *mut nf_stack,
+    domain: c_int,
+    ty: c_int,
+    protocol: c_int,
+) -> c_int {
+    ffi(-1, || {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        ops::socket(e, domain, ty, protocol)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_bind(
+    s: *mut nf_stack,
+    fd: c_int,
+    a: *const sockaddr,
+    l: socklen_t,
+) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract; `a` readable for `l` bytes.
+        let (e, addr) = unsafe { (engine(s)?, cabi::read_sockaddr(a, l)?) };
+        ops::bind(e, fd, addr)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_listen(s: *mut nf_stack, fd: c_int, backlog: c_int) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        ops::listen(e, fd, backlog)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_accept(
+    s: *mut nf_stack,
+    fd: c_int,
+    a: *mut sockaddr,
+    l: *mut socklen_t,
+) -> c_int {
+    ffi(-1, || {
+        // SAFETY: `s` per the API contract.
+        let e = Arc::clone(unsafe { engine(s)? });
+        if !a.is_null() && l.is_null() {
+            return Err(libc::EFAULT);
+        }
+        let (nfd, peer) = ops::accept(&e, fd)?;
+        // SAFETY: `a`/`l` valid per the contract (NULL `a` stores nothing).
+        if let Err(err) = unsafe { cabi::write_sockaddr(a, l, peer) } {
+            let _ = ops::close(&e, nfd);
+            return Err(err);
+        }
+        Ok(nfd)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_connect(
+    s: *mut nf_stack,
+    fd: c_int,
+    a: *const sockaddr,
+    l: socklen_t,
+) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract; `a` readable for `l` bytes.
+        let (e, addr) = unsafe { (Arc::clone(engine(s)?), cabi::read_sockaddr(a, l)?) };
+        ops::connect(&e, fd, addr)
+    })
+}
+
+/// Shared body of the receive calls.
+///
+/// # Safety
+/// `s` per the API contract; `a`/`l` as for `write_sockaddr`.
+unsafe fn recv_common(
+    s: *mut nf_stack,
+    fd: c_int,
+    bufs: &mut [&mut [u8]],
+    flags: c_int,
+    a: *mut sockaddr,
+    l: *mut socklen_t,
+) -> R<(ops::Received, ssize_t)> {
+    // SAFETY: forwarded contract.
+    let e = Arc::clone(unsafe { engine(s)? });
+    let r = ops::recv(&e, fd, bufs, flags)?;
+    if let Some(from) = r.from {
+        // SAFETY: forwarded contract.
+        unsafe { cabi::write_sockaddr(a, l, from)? };
+    } else if !a.is_null() && !l.is_null() {
+        // A stream socket has no per-read source address (recvfrom(2)): length 0.
+        // SAFETY: `l` is a valid socklen_t per the contract.
+        unsafe { core::ptr::write_unaligned(l, 0) };
+    }
+    // MSG_TRUNC on a datagram socket: return the real length (recv(2), Linux).
+    let n = if flags & libc::MSG_TRUNC != 0 && r.from.is_some() {
+        r.full_len
+    } else {
+        r.len
+    };
+    Ok((r, len(n)))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_read(
+    s: *mut nf_stack,
+    fd: c_int,
+    b: *mut c_void,
+    n: size_t,
+) -> ssize_t {
+    // SAFETY: same arguments, same contract.
+    unsafe { nf_recvfrom(s, fd, b, n, 0, core::ptr::null_mut(), core::ptr::null_mut()) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_recv(
+    s: *mut nf_stack,
+    fd: c_int,
+    b: *mut c_void,
+    n: size_t,
+    flags: c_int,
+) -> ssize_t {
+    // SAFETY: same arguments, same contract.
+    unsafe {
+        nf_recvfrom(
+            s,
+            fd,
+            b,
+            n,
+            flags,
+            core::ptr::null_mut(),
+            core::ptr::null_mut(),
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_recvfrom(
+    s: *mut nf_stack,
+    fd: c_int,
+    b: *mut c_void,
+    n: size_t,
+    flags: c_int,
+    a: *mut sockaddr,
+    l: *mut socklen_t,
+) -> ssize_t {
+    ffi(-1, || {
+        // SAFETY: `b` writable for `n` bytes; the rest per the API contract.
+        let buf = unsafe { cabi::buf_mut(b, n)? };
+        // SAFETY: per the API contract.
+        unsafe { recv_common(s, fd, &mut [buf], flags, a, l) }.map(|(_, n)| n)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_readv(
+    s: *mut nf_stack,
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+) -> ssize_t {
+    ffi(-1, || {
+        let cnt = usize::try_from(cnt).map_err(|_| libc::EINVAL)?;
+        // SAFETY: `iov` holds `cnt` writable, disjoint buffers per the API contract.
+        let mut bufs = unsafe { cabi::iov_mut(iov, cnt)? };
+        // SAFETY: per the API contract.
+        unsafe {
+            recv_common(
+                s,
+                fd,
+                &mut bufs,
+                0,
+                core::ptr::null_mut(),
+                core::ptr::null_mut(),
+            )
+        }
+        .map(|(_, n)| n)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_recvmsg(
+    s: *mut nf_stack,
+    fd: c_int,
+    m: *mut msghdr,
+    flags: c_int,
+) -> ssize_t {
+    ffi(-1, || {
+        // SAFETY: `m` is NULL or a valid msghdr per the API contract.
+        let m = unsafe { m.as_mut() }.ok_or(libc::EFAULT)?;
+        // SAFETY: msg_iov holds msg_iovlen writable, disjoint buffers per the API contract.
+        let mut bufs = unsafe { cabi::iov_mut(m.msg_iov, iovlen(m))? };
+        let name = m.msg_name.cast::<sockaddr>();
+        let namelen: *mut socklen_t = &mut m.msg_namelen;
+        // SAFETY: msg_name writable for msg_namelen bytes per the API contract.
+        let (r, n) = unsafe { recv_common(s, fd, &mut bufs, flags, name, namelen)? };
+        // No ancillary data is ever produced.
+        m.msg_controllen = 0;
+        m.msg_flags = if r.truncated { libc::MSG_TRUNC } else { 0 };
+        Ok(n)
+    })
+}
+
+/// Shared body of the send calls.
+///
+/// # Safety
+/// `s` per the API contract; `a` NULL or readable for `l` bytes.
+unsafe fn send_common(
+    s: *mut nf_stack,
+    fd: c_int,
+    bufs: &[&[u8]],
+    flags: c_int,
+    a: *const sockaddr,
+    l: socklen_t,
+) -> R<ssize_t> {
+    // SAFETY: forwarded contract.
+    let e = Arc::clone(unsafe { engine(s)? });
+    let to = if a.is_null() {
+        None
+    } else {
+        // SAFETY: forwarded contract.
+        Some(unsafe { cabi::read_sockaddr(a, l)? })
+    };
+    ops::send(&e, fd, bufs, flags, to).map(len)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_write(
+    s: *mut nf_stack,
+    fd: c_int,
+    b: *const c_void,
+    n: size_t,
+) -> ssize_t {
+    // SAFETY: same arguments, same contract.
+    unsafe { nf_sendto(s, fd, b, n, 0, core::ptr::null(), 0) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_send(
+    s: *mut nf_stack,
+    fd: c_int,
+    b: *const c_void,
+    n: size_t,
+    flags: c_int,
+) -> ssize_t {
+    // SAFETY: same arguments, same contract.
+    unsafe { nf_sendto(s, fd, b, n, flags, core::ptr::null(), 0) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_sendto(
+    s: *mut nf_stack,
+    fd: c_int,
+    b: *const c_void,
+    n: size_t,
+    flags: c_int,
+    a: *const sockaddr,
+    l: socklen_t,
+) -> ssize_t {
+    ffi(-1, || {
+        // SAFETY: `b` readable for `n` bytes; the rest per the API contract.
+        let buf = unsafe { cabi::buf_ref(b, n)? };
+        // SAFETY: per the API contract.
+        unsafe { send_common(s, fd, &[buf], flags, a, l) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_writev(
+    s: *mut nf_stack,
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+) -> ssize_t {
+    ffi(-1, || {
+        let cnt = usize::try_from(cnt).map_err(|_| libc::EINVAL)?;
+        // SAFETY: `iov` holds `cnt` readable buffers per the API contract.
+        let bufs = unsafe { cabi::iov_ref(iov, cnt)? };
+        // SAFETY: per the API contract.
+        unsafe { send_common(s, fd, &bufs, 0, core::ptr::null(), 0) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_sendmsg(
+    s: *mut nf_stack,
+    fd: c_int,
+    m: *const msghdr,
+    flags: c_int,
+) -> ssize_t {
+    ffi(-1, || {
+        // SAFETY: `m` is NULL or a valid msghdr per the API contract.
+        let m = unsafe { m.as_ref() }.ok_or(libc::EFAULT)?;
+        // SAFETY: msg_iov holds msg_iovlen readable buffers per the API contract.
+        let bufs = unsafe { cabi::iov_ref(m.msg_iov, iovlen(m))? };
+        // Ancillary data would change meaning if ignored; none is supported.
+        if !m.msg_control.is_null() && m.msg_controllen > 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        // SAFETY: msg_name readable for msg_namelen bytes per the API contract.
+        unsafe {
+            send_common(
+                s,
+                fd,
+                &bufs,
+                flags,
+                m.msg_name.cast::<sockaddr>().cast_const(),
+                m.msg_namelen,
+            )
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_shutdown(s: *mut nf_stack, fd: c_int, how: c_int) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        ops::shutdown(e, fd, how)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_close(s: *mut nf_stack, fd: c_int) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract. Cloned: a lingering close may sleep.
+        let e = Arc::clone(unsafe { engine(s)? });
+        ops::close(&e, fd)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_getsockopt(
+    s: *mut nf_stack,
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    v: *mut c_void,
+    l: *mut socklen_t,
+) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        if v.is_null() || l.is_null() {
+            return Err(libc::EFAULT);
+        }
+        let val = options::get(e, fd, level, name)?;
+        // SAFETY: `v` writable for `*l` bytes per the API contract.
+        unsafe { cabi::write_opt(val, v, l) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_setsockopt(
+    s: *mut nf_stack,
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    v: *const c_void,
+    l: socklen_t,
+) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        // SAFETY: `v` readable for `l` bytes per the API contract.
+        let val = unsafe { cabi::read_opt(options::shape(level, name), v, l)? };
+        options::set(e, fd, level, name, val)
+    })
+}
+
+/// # Safety
+/// As for nf_getsockname.
+unsafe fn name_common(
+    s: *mut nf_stack,
+    fd: c_int,
+    a: *mut sockaddr,
+    l: *mut socklen_t,
+    peer: bool,
+) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        if a.is_null() || l.is_null() {
+            return Err(libc::EFAULT);
+        }
+        let v = ops::sockname(e, fd, peer)?;
+        // SAFETY: `a` writable for `*l` bytes per the API contract.
+        unsafe { cabi::write_sockaddr(a, l, v) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_getsockname(
+    s: *mut nf_stack,
+    fd: c_int,
+    a: *mut sockaddr,
+    l: *mut socklen_t,
+) -> c_int {
+    // SAFETY: same arguments, same contract.
+    unsafe { name_common(s, fd, a, l, false) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_getpeername(
+    s: *mut nf_stack,
+    fd: c_int,
+    a: *mut sockaddr,
+    l: *mut socklen_t,
+) -> c_int {
+    // SAFETY: same arguments, same contract.
+    unsafe { name_common(s, fd, a, l, true) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_fcntl(s: *mut nf_stack, fd: c_int, cmd: c_int, arg: c_long) -> c_int {
+    ffi(-1, || {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        ops::fcntl(e, fd, cmd, long(arg))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_ioctl(
+    s: *mut nf_stack,
+    fd: c_int,
+    req: c_ulong,
+    arg: *mut c_void,
+) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        if arg.is_null() {
+            return Err(libc::EFAULT);
+        }
+        let p = arg.cast::<c_int>();
+        if req == libc::FIONBIO {
+            // SAFETY: FIONBIO takes a readable int* (ioctl_list(2)); non-NULL checked.
+            let on = unsafe { core::ptr::read_unaligned(p) } != 0;
+            return ops::set_nonblock(e, fd, on);
+        }
+        let v = ops::ioctl_query(e, fd, req)?;
+        // SAFETY: FIONREAD/SIOCOUTQ take a writable int*; non-NULL checked.
+        unsafe { core::ptr::write_unaligned(p, v) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_poll(
+    s: *mut nf_stack,
+    fds: *mut pollfd,
+    n: nfds_t,
+    timeout_ms: c_int,
+) -> c_int {
+    ffi(-1, || {
+        // SAFETY: `s` per the API contract.
+        let e = Arc::clone(unsafe { engine(s)? });
+        let n = usize::try_from(n).map_err(|_| libc::EINVAL)?;
+        // A bound like RLIMIT_NOFILE's: more entries than descriptors can exist is EINVAL.
+        if n > 16 * fd::MAX_FDS {
+            return Err(libc::EINVAL);
+        }
+        let fds: &mut [pollfd] = if n == 0 {
+            &mut []
+        } else if fds.is_null() {
+            return Err(libc::EFAULT);
+        } else {
+            // SAFETY: `fds` points at `n` writable pollfd entries per the API contract.
+            unsafe { core::slice::from_raw_parts_mut(fds, n) }
+        };
+        ops::poll(&e, fds, timeout_ms)
+    })
+}
+
+/// Layout self-description for the header test: stores up to `n` field offsets of nf_config
+/// (size, medium, address, gateway, mac, mtu, clock, device) and returns sizeof(nf_config).
+#[no_mangle]
+pub unsafe extern "C" fn nf_config_layout(offsets: *mut size_t, n: size_t) -> size_t {
+    use core::mem::offset_of;
+    let offs = [
+        offset_of!(nf_config, size),
+        offset_of!(nf_config, medium),
+        offset_of!(nf_config, address),
+        offset_of!(nf_config, gateway),
+        offset_of!(nf_config, mac),
+        offset_of!(nf_config, mtu),
+        offset_of!(nf_config, clock),
+        offset_of!(nf_config, device),
+    ];
+    if !offsets.is_null() {
+        for (i, o) in offs.iter().enumerate().take(n) {
+            // SAFETY: `offsets` holds `n` writable entries per the API contract; `i` < `n`.
+            unsafe { core::ptr::write_unaligned(offsets.add(i), *o) };
+        }
+    }
+    core::mem::size_of::<nf_config>()
+}
+
+/// Lists every exported function by its C name. Naming each one as a function value makes the
+/// list fail to compile if a name is wrong; the header test checks that `include/netfold.h`
+/// declares exactly these.
+macro_rules! exports {
+    ($($f:ident),* $(,)?) => {
+        #[cfg(test)]
+        pub(crate) fn exported_names() -> Vec<&'static str> {
+            $(let _ = $f as *const ();)*
+            vec![$(stringify!($f)),*]
+        }
+    };
+}
+exports!(
+    nf_config_init,
+    nf_stack_new,
+    nf_stack_free,
+    nf_inject,
+    nf_take,
+    nf_clock_set,
+    nf_clock_now,
+    nf_socket,
+    nf_bind,
+    nf_listen,
+    nf_accept,
+    nf_connect,
+    nf_read,
+    nf_write,
+    nf_readv,
+    nf_writev,
+    nf_recv,
+    nf_send,
+    nf_recvfrom,
+    nf_sendto,
+    nf_recvmsg,
+    nf_sendmsg,
+    nf_shutdown,
+    nf_close,
+    nf_getsockopt,
+    nf_setsockopt,
+    nf_getsockname,
+    nf_getpeername,
+    nf_fcntl,
+    nf_ioctl,
+    nf_poll,
+    nf_config_layout,
+);
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

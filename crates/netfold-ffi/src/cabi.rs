@@ -1,0 +1,245 @@
+//! Reading and writing the C structures the API takes: sockaddr_in, iovec, option values.
+//! Every function here checks what can be checked (NULL, lengths, address family) and states
+//! in its SAFETY comment what the C caller must guarantee for the rest (that a non-NULL pointer
+//! really points at that many bytes), which is the contract `include/netfold.h` documents.
+#![allow(unsafe_code)]
+
+use crate::errno::R;
+use crate::options::{OptVal, Shape};
+use core::ffi::c_void;
+use core::mem::size_of;
+use libc::{c_int, iovec, sockaddr, sockaddr_in, socklen_t};
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+/// IOV_MAX on Linux.
+pub(crate) const IOV_MAX: c_int = 1024;
+
+/// # Safety
+/// `a`, if not NULL, must be readable for `l` bytes.
+pub(crate) unsafe fn read_sockaddr(a: *const sockaddr, l: socklen_t) -> R<SocketAddrV4> {
+    if a.is_null() {
+        return Err(libc::EFAULT);
+    }
+    if (l as usize) < size_of::<libc::sa_family_t>() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: `a` is non-NULL and readable for at least the family field (checked `l` above);
+    // read_unaligned because a C caller may pass any byte buffer.
+    let family = unsafe { core::ptr::read_unaligned(a.cast::<libc::sa_family_t>()) };
+    if c_int::from(family) != libc::AF_INET {
+        return Err(libc::EAFNOSUPPORT);
+    }
+    if (l as usize) < size_of::<sockaddr_in>() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: readable for `l` >= sizeof(sockaddr_in) bytes (checked above).
+    let sin = unsafe { core::ptr::read_unaligned(a.cast::<sockaddr_in>()) };
+    Ok(SocketAddrV4::new(
+        Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+        u16::from_be(sin.sin_port),
+    ))
+}
+
+/// Stores `v` the way accept/getsockname do: at most `*l` bytes, `*l` set to the full size.
+/// A NULL `a` stores nothing (accept(fd, NULL, NULL) is allowed).
+///
+/// # Safety
+/// `l`, if not NULL, must be a valid socklen_t; `a`, if not NULL, writable for `*l` bytes.
+pub(crate) unsafe fn write_sockaddr(a: *mut sockaddr, l: *mut socklen_t, v: SocketAddrV4) -> R<()> {
+    if a.is_null() {
+        return Ok(());
+    }
+    if l.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the all-zero bit pattern is a valid sockaddr_in (plain integers).
+    let mut sin: sockaddr_in = unsafe { core::mem::zeroed() };
+    sin.sin_family = libc::AF_INET as libc::sa_family_t;
+    sin.sin_port = v.port().to_be();
+    sin.sin_addr.s_addr = u32::from(*v.ip()).to_be();
+    // SAFETY: `l` is non-NULL and valid per the contract.
+    let cap = unsafe { core::ptr::read_unaligned(l) } as usize;
+    let n = cap.min(size_of::<sockaddr_in>());
+    // SAFETY: `a` is writable for `cap` >= `n` bytes; `sin` is a local of size >= `n`; the
+    // regions cannot overlap (one is on our stack).
+    unsafe {
+        core::ptr::copy_nonoverlapping(
+            (&sin as *const sockaddr_in).cast::<u8>(),
+            a.cast::<u8>(),
+            n,
+        );
+        core::ptr::write_unaligned(l, size_of::<sockaddr_in>() as socklen_t);
+    }
+    Ok(())
+}
+
+/// # Safety
+/// `b`, if not NULL, must be valid for reads and writes of `n` bytes and not aliased for the
+/// duration of the call.
+pub(crate) unsafe fn buf_mut<'a>(b: *mut c_void, n: usize) -> R<&'a mut [u8]> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if b.is_null() {
+        return Err(libc::EFAULT);
+    }
+    if n > isize::MAX as usize {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: non-NULL, `n` <= isize::MAX, validity and exclusivity per the contract.
+    Ok(unsafe { core::slice::from_raw_parts_mut(b.cast::<u8>(), n) })
+}
+
+/// # Safety
+/// `b`, if not NULL, must be valid for reads of `n` bytes for the duration of the call.
+pub(crate) unsafe fn buf_ref<'a>(b: *const c_void, n: usize) -> R<&'a [u8]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if b.is_null() {
+        return Err(libc::EFAULT);
+    }
+    if n > isize::MAX as usize {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: non-NULL, `n` <= isize::MAX, validity per the contract.
+    Ok(unsafe { core::slice::from_raw_parts(b.cast::<u8>(), n) })
+}
+
+/// # Safety
+/// `iov` must point at `cnt` iovecs whose buffers are writable and do not overlap (the header
+/// says so), for the duration of the call.
+pub(crate) unsafe fn iov_mut<'a>(iov: *const iovec, cnt: usize) -> R<Vec<&'a mut [u8]>> {
+    if cnt > IOV_MAX as usize {
+        return Err(libc::EINVAL);
+    }
+    if cnt > 0 && iov.is_null() {
+        return Err(libc::EFAULT);
+    }
+    let mut v = Vec::with_capacity(cnt);
+    for i in 0..cnt {
+        // SAFETY: `iov` holds `cnt` elements per the contract; `i` < `cnt`.
+        let e = unsafe { core::ptr::read_unaligned(iov.add(i)) };
+        // SAFETY: each iovec buffer is writable for iov_len bytes, disjoint from the others.
+        v.push(unsafe { buf_mut(e.iov_base, e.iov_len) }?);
+    }
+    Ok(v)
+}
+
+/// # Safety
+/// `iov` must point at `cnt` iovecs whose buffers are readable, for the duration of the call.
+pub(crate) unsafe fn iov_ref<'a>(iov: *const iovec, cnt: usize) -> R<Vec<&'a [u8]>> {
+    if cnt > IOV_MAX as usize {
+        return Err(libc::EINVAL);
+    }
+    if cnt > 0 && iov.is_null() {
+        return Err(libc::EFAULT);
+    }
+    let mut v = Vec::with_capacity(cnt);
+    for i in 0..cnt {
+        // SAFETY: `iov` holds `cnt` elements per the contract; `i` < `cnt`.
+        let e = unsafe { core::ptr::read_unaligned(iov.add(i)) };
+        // SAFETY: each iovec buffer is readable for iov_len bytes.
+        v.push(unsafe { buf_ref(e.iov_base, e.iov_len) }?);
+    }
+    Ok(v)
+}
+
+/// Reads an option value of the C type the option uses.
+///
+/// # Safety
+/// `v`, if not NULL, must be readable for `l` bytes.
+pub(crate) unsafe fn read_opt(shape: Shape, v: *const c_void, l: socklen_t) -> R<OptVal> {
+    if v.is_null() {
+        return Err(libc::EFAULT);
+    }
+    let l = l as usize;
+    match shape {
+        Shape::Int => {
+            if l < size_of::<c_int>() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: readable for `l` >= sizeof(int) bytes.
+            Ok(OptVal::Int(unsafe {
+                core::ptr::read_unaligned(v.cast::<c_int>())
+            }))
+        }
+        Shape::Linger => {
+            if l < size_of::<libc::linger>() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: readable for `l` >= sizeof(struct linger) bytes.
+            let x = unsafe { core::ptr::read_unaligned(v.cast::<libc::linger>()) };
+            Ok(OptVal::Linger {
+                onoff: x.l_onoff,
+                secs: x.l_linger,
+            })
+        }
+        Shape::Timeval => {
+            if l < size_of::<libc::timeval>() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: readable for `l` >= sizeof(struct timeval) bytes.
+            let x = unsafe { core::ptr::read_unaligned(v.cast::<libc::timeval>()) };
+            Ok(OptVal::Timeval {
+                sec: x.tv_sec as i64,
+                usec: x.tv_usec as i64,
+            })
+        }
+    }
+}
+
+/// Stores an option value: at most `*l` bytes (Linux truncates), `*l` set to what was stored.
+///
+/// # Safety
+/// `l`, if not NULL, must be a valid socklen_t; `v`, if not NULL, writable for `*l` bytes.
+pub(crate) unsafe fn write_opt(val: OptVal, v: *mut c_void, l: *mut socklen_t) -> R<()> {
+    if v.is_null() || l.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: `l` is non-NULL and valid per the contract.
+    let cap = unsafe { core::ptr::read_unaligned(l) } as usize;
+    let mut bytes = [0u8; 32];
+    let len = match val {
+        OptVal::Int(i) => {
+            bytes[..4].copy_from_slice(&i.to_ne_bytes());
+            size_of::<c_int>()
+        }
+        OptVal::Linger { onoff, secs } => {
+            let x = libc::linger {
+                l_onoff: onoff,
+                l_linger: secs,
+            };
+            // SAFETY: `bytes` is 32 bytes, larger than struct linger; unaligned write.
+            unsafe { core::ptr::write_unaligned(bytes.as_mut_ptr().cast::<libc::linger>(), x) };
+            size_of::<libc::linger>()
+        }
+        OptVal::Timeval { sec, usec } => {
+            let x = libc::timeval {
+                tv_sec: sec as libc::time_t,
+                tv_usec: usec as libc::suseconds_t,
+            };
+            // SAFETY: `bytes` is 32 bytes, larger than struct timeval; unaligned write.
+            unsafe { core::ptr::write_unaligned(bytes.as_mut_ptr().cast::<libc::timeval>(), x) };
+            size_of::<libc::timeval>()
+        }
+    };
+    let n = cap.min(len);
+    // SAFETY: `v` writable for `cap` >= `n` bytes; `bytes` is ours, so no overlap.
+    unsafe {
+        core::ptr::copy_nonoverlapping(bytes.as_ptr(), v.cast::<u8>(), n);
+        core::ptr::write_unaligned(l, n as socklen_t);
+    }
+    Ok(())
+}
+
+/// # Safety
+/// `p`, if not NULL, must point at a readable C string.
+pub(crate) unsafe fn opt_cstr<'a>(p: *const libc::c_char) -> R<Option<&'a str>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL, NUL-terminated per the contract.
+    let s = unsafe { core::ffi::CStr::from_ptr(p) };
+    s.to_str().map(Some).map_err(|_| libc::EINVAL)
+}

@@ -1,0 +1,244 @@
+//! `InjectDevice`: the device every C stack polls. Frames handed in by `nf_inject` wait in a
+//! bounded inbound queue until the next poll; frames the stack transmits wait in a bounded
+//! outbound queue for `nf_take`. When a real device is configured (the TAP hook), it sits
+//! behind this one: it also feeds the stack and it receives everything the stack sends.
+
+use netfold_core::buf::{PacketBuf, Pool};
+use netfold_core::phy::tap::{Tap, TapConfig};
+use netfold_core::phy::{Device, DeviceCaps, Medium};
+use netfold_core::time::Instant;
+use std::collections::VecDeque;
+
+/// Frames `nf_inject` may queue ahead of the stack (REAL clock; MANUAL drains at once).
+pub(crate) const INBOUND_LIMIT: usize = 1024;
+/// Frames waiting for `nf_take`; beyond this the stack's output is dropped and counted, as a
+/// full NIC ring would drop it (TCP recovers by retransmission).
+pub(crate) const OUTBOUND_LIMIT: usize = 4096;
+/// Frame vectors kept for reuse (seed 000: recycle buffers instead of freeing them), so the
+/// inject/take path does not allocate per frame in steady state.
+const SPARE_LIMIT: usize = 256;
+
+pub(crate) struct InjectDevice {
+    caps: DeviceCaps,
+    inbound: VecDeque<Vec<u8>>,
+    outbound: VecDeque<Vec<u8>>,
+    /// Frames dropped because the outbound queue was full.
+    pub(crate) outbound_drops: u64,
+    spare: Vec<Vec<u8>>,
+    inner: Option<Box<dyn Device + Send>>,
+}
+
+impl InjectDevice {
+    pub(crate) fn new(caps: DeviceCaps, inner: Option<Box<dyn Device + Send>>) -> Self {
+        InjectDevice {
+            caps,
+            inbound: VecDeque::new(),
+            outbound: VecDeque::new(),
+            outbound_drops: 0,
+            spare: Vec::new(),
+            inner,
+        }
+    }
+
+    /// Largest frame `nf_inject` accepts: the IP MTU plus an Ethernet header with one VLAN tag.
+    pub(crate) fn max_frame(&self) -> usize {
+        match self.caps.medium {
+            Medium::Ethernet => self.caps.mtu + 18,
+            Medium::Ip => self.caps.mtu,
+        }
+    }
+
+    /// Queues one inbound frame; `false` when the queue is full.
+    pub(crate) fn push_inbound(&mut self, frame: &[u8]) -> bool {
+        if self.inbound.len() >= INBOUND_LIMIT {
+            return false;
+        }
+        let v = self.copy_of(frame);
+        self.inbound.push_back(v);
+        true
+    }
+
+    /// A recycled (or new) vector holding a copy of `frame`.
+    fn copy_of(&mut self, frame: &[u8]) -> Vec<u8> {
+        let mut v = self.spare.pop().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(frame);
+        v
+    }
+
+    /// Gives a frame vector back for reuse.
+    pub(crate) fn recycle(&mut self, v: Vec<u8>) {
+        if self.spare.len() < SPARE_LIMIT {
+            self.spare.push(v);
+        }
+    }
+
+    pub(crate) fn has_inbound(&self) -> bool {
+        !self.inbound.is_empty()
+    }
+
+    /// Length of the next outbound frame, if any.
+    pub(crate) fn peek_outbound_len(&self) -> Option<usize> {
+        self.outbound.front().map(Vec::len)
+    }
+
+    pub(crate) fn pop_outbound(&mut self) -> Option<Vec<u8>> {
+        self.outbound.pop_front()
+    }
+
+    pub(crate) fn inner_poll_at(&self) -> Option<Instant> {
+        self.inner.as_ref().and_then(|d| d.poll_at())
+    }
+
+    pub(crate) fn has_inner(&self) -> bool {
+        self.inner.is_some()
+    }
+}
+
+impl Device for InjectDevice {
+    fn caps(&self) -> DeviceCaps {
+        self.caps
+    }
+
+    fn recv_batch(
+        &mut self,
+        now: Instant,
+        pool: &mut Pool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(frame) = self.inbound.pop_front() else {
+                break;
+            };
+            let mut b = pool.get();
+            if b.tailroom() >= frame.len() {
+                b.append(frame.len()).copy_from_slice(&frame);
+            } else {
+                // nf_inject bounds frames by max_frame(), which the pool's buffers hold; this
+                // branch only covers a pool configured smaller than that.
+                b = PacketBuf::from_slice(&frame);
+            }
+            self.recycle(frame);
+            out.push(b);
+            n += 1;
+        }
+        if let Some(inner) = self.inner.as_mut() {
+            if n < max {
+                n += inner.recv_batch(now, pool, out, max - n);
+            }
+        }
+        n
+    }
+
+    fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
+        if let Some(inner) = self.inner.as_mut() {
+            inner.send_batch(now, pool, frames);
+            return;
+        }
+        for b in frames.drain(..) {
+            if self.outbound.len() < OUTBOUND_LIMIT {
+                let v = self.copy_of(b.as_slice());
+                self.outbound.push_back(v);
+            } else {
+                self.outbound_drops += 1;
+            }
+            pool.put(b);
+        }
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        self.inner_poll_at()
+    }
+}
+
+/// Opens the device named in `nf_config.device`, or `None` for "frames only through
+/// nf_inject/nf_take".
+///
+/// "tap:NAME" opens (creating if needed) a Linux TAP interface; NAME may use the kernel's "%d"
+/// pattern. The TAP is opened without checksum/TSO offloads, so the stack checks every frame
+/// the same way whether it came from the TAP or from nf_inject. `mtu` is the configured IP
+/// MTU (`None`: the interface's own). Open errors keep the kernel's errno (EPERM without
+/// CAP_NET_ADMIN, ENOENT without /dev/net/tun, ...).
+pub(crate) fn open_device(
+    spec: Option<&str>,
+    medium: Medium,
+    mtu: Option<usize>,
+) -> Result<Option<Box<dyn Device + Send>>, i32> {
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    let Some(name) = spec.strip_prefix("tap:") else {
+        return Err(libc::EINVAL);
+    };
+    // A TAP carries Ethernet frames; IFNAMSIZ bounds the name.
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || medium != Medium::Ethernet {
+        return Err(libc::EINVAL);
+    }
+    let cfg = TapConfig {
+        offloads: false,
+        gro: false,
+        mtu,
+        ..TapConfig::default()
+    };
+    match Tap::open(name, cfg) {
+        Ok(t) => Ok(Some(Box::new(t))),
+        Err(e) => Err(e.raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netfold_core::phy::Medium;
+
+    fn caps() -> DeviceCaps {
+        DeviceCaps {
+            medium: Medium::Ip,
+            mtu: 1500,
+            ..DeviceCaps::default()
+        }
+    }
+
+    #[test]
+    fn inbound_and_outbound_are_bounded() {
+        let mut d = InjectDevice::new(caps(), None);
+        for _ in 0..INBOUND_LIMIT {
+            assert!(d.push_inbound(&[1, 2, 3]));
+        }
+        assert!(!d.push_inbound(&[1]));
+        let mut pool = Pool::new(1518, 8);
+        let mut out = Vec::new();
+        assert_eq!(d.recv_batch(Instant::ZERO, &mut pool, &mut out, 10), 10);
+        assert_eq!(out[0].as_slice(), &[1, 2, 3]);
+        // The delivered frames' vectors wait for reuse, and are reused.
+        assert_eq!(d.spare.len(), 10);
+        let mut d2 = InjectDevice::new(caps(), None);
+        d2.recycle(Vec::with_capacity(64));
+        assert!(d2.push_inbound(&[9; 10]));
+        assert!(d2.spare.is_empty());
+
+        let mut frames: Vec<PacketBuf> = (0..OUTBOUND_LIMIT + 5)
+            .map(|i| PacketBuf::from_slice(&[i as u8]))
+            .collect();
+        d.send_batch(Instant::ZERO, &mut pool, &mut frames);
+        assert!(frames.is_empty());
+        assert_eq!(d.outbound_drops, 5);
+        assert_eq!(d.peek_outbound_len(), Some(1));
+        assert_eq!(d.pop_outbound(), Some(vec![0]));
+    }
+
+    #[test]
+    fn device_specs_are_checked_before_anything_is_opened() {
+        let e = |spec, medium| open_device(Some(spec), medium, None).err();
+        assert_eq!(e("tap:", Medium::Ethernet), Some(libc::EINVAL));
+        assert_eq!(
+            e("tap:waytoolonginterfacename", Medium::Ethernet),
+            Some(libc::EINVAL)
+        );
+        assert_eq!(e("tap:nf0", Medium::Ip), Some(libc::EINVAL));
+        assert_eq!(e("eth0", Medium::Ethernet), Some(libc::EINVAL));
+        assert!(matches!(open_device(None, Medium::Ip, None), Ok(None)));
+    }
+}

@@ -1,0 +1,230 @@
+//! The descriptor table: small integers naming the sockets of one stack, each with the per-fd
+//! state the BSD API keeps beside the protocol state (O_NONBLOCK, timeouts, options set before
+//! the connection exists, a pending SO_ERROR, shutdown flags).
+
+use netfold_core::iface::UdpHandle;
+use netfold_core::socket::{TcpListener, TcpStream};
+use netfold_core::tcp;
+use netfold_core::time::Duration;
+use std::collections::VecDeque;
+use std::net::SocketAddrV4;
+
+/// Descriptors per stack (memory bound; EMFILE beyond).
+pub(crate) const MAX_FDS: usize = 4096;
+/// The first descriptor handed out, so that netfold fds look like (and are never confused with)
+/// the standard streams.
+pub(crate) const FIRST_FD: i32 = 3;
+/// Largest UDP payload (65535 - IPv4 header - UDP header).
+pub(crate) const MAX_DATAGRAM: usize = 65507;
+
+/// Linux defaults for keepalive when SO_KEEPALIVE is switched on (tcp(7)).
+pub(crate) const KEEPIDLE_DEFAULT: u32 = 7200;
+pub(crate) const KEEPINTVL_DEFAULT: u32 = 75;
+pub(crate) const KEEPCNT_DEFAULT: u32 = 9;
+
+/// Options as the application set them; folded into a `tcp::Config` when applied.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Opts {
+    pub(crate) reuseaddr: bool,
+    pub(crate) keepalive: bool,
+    pub(crate) keepidle: u32,
+    pub(crate) keepintvl: u32,
+    pub(crate) keepcnt: u32,
+    pub(crate) rcvtimeo: Option<Duration>,
+    pub(crate) sndtimeo: Option<Duration>,
+    /// nodelay, buffers, mss and linger live here directly.
+    pub(crate) cfg: tcp::Config,
+}
+
+impl Opts {
+    pub(crate) fn new(mss: u16) -> Opts {
+        Opts {
+            reuseaddr: false,
+            keepalive: false,
+            keepidle: KEEPIDLE_DEFAULT,
+            keepintvl: KEEPINTVL_DEFAULT,
+            keepcnt: KEEPCNT_DEFAULT,
+            rcvtimeo: None,
+            sndtimeo: None,
+            cfg: tcp::Config {
+                mss,
+                ..tcp::Config::default()
+            },
+        }
+    }
+
+    /// The TCP configuration these options describe.
+    pub(crate) fn tcp_config(&self) -> tcp::Config {
+        let mut c = self.cfg;
+        c.keepalive = self.keepalive.then(|| {
+            (
+                Duration::from_secs(u64::from(self.keepidle)),
+                Duration::from_secs(u64::from(self.keepintvl)),
+                self.keepcnt,
+            )
+        });
+        c
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum Tcp {
+    /// Created (maybe bound), neither connecting nor listening.
+    Idle,
+    Listening {
+        l: TcpListener,
+        /// Connections already taken from the layer's accept queue (poll has to look at the
+        /// queue, and the layer only offers "pop"); nf_accept serves these first.
+        ready: VecDeque<(TcpStream, SocketAddrV4)>,
+        /// listen()'s backlog: `ready` never holds more, so the engine's own queue (and its
+        /// backlog limit) takes over once the application stops accepting.
+        backlog: usize,
+    },
+    Stream(TcpStream),
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Udp {
+    pub(crate) h: Option<UdpHandle>,
+    /// Default destination set by connect().
+    pub(crate) peer: Option<SocketAddrV4>,
+    /// One datagram taken from the stack early (FIONREAD and poll need to see it; the stack
+    /// only offers "pop"); the next receive returns it.
+    pub(crate) stash: Option<(Vec<u8>, SocketAddrV4)>,
+}
+
+#[derive(Debug)]
+pub(crate) enum Kind {
+    Tcp(Tcp),
+    Udp(Udp),
+}
+
+#[derive(Debug)]
+pub(crate) struct Sock {
+    pub(crate) kind: Kind,
+    pub(crate) nonblock: bool,
+    pub(crate) opts: Opts,
+    /// Address given to bind() (TCP; UDP binds in the stack at once).
+    pub(crate) bound: Option<SocketAddrV4>,
+    /// The pending error reported by SO_ERROR (and once by the next read/write).
+    pub(crate) so_error: Option<i32>,
+    pub(crate) shut_rd: bool,
+    pub(crate) shut_wr: bool,
+}
+
+impl Sock {
+    pub(crate) fn new(kind: Kind, nonblock: bool, mss: u16) -> Sock {
+        Sock {
+            kind,
+            nonblock,
+            opts: Opts::new(mss),
+            bound: None,
+            so_error: None,
+            shut_rd: false,
+            shut_wr: false,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct FdTable {
+    slots: Vec<Option<Sock>>,
+}
+
+impl FdTable {
+    pub(crate) fn new() -> FdTable {
+        FdTable { slots: Vec::new() }
+    }
+
+    /// Stores `s` under the lowest free descriptor (as POSIX open/socket do).
+    pub(crate) fn insert(&mut self, s: Sock) -> Result<i32, i32> {
+        let i = match self.slots.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if self.slots.len() < MAX_FDS => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+            None => return Err(libc::EMFILE),
+        };
+        self.slots[i] = Some(s);
+        Ok(i as i32 + FIRST_FD)
+    }
+
+    fn index(fd: i32) -> Option<usize> {
+        fd.checked_sub(FIRST_FD)
+            .and_then(|i| usize::try_from(i).ok())
+    }
+
+    pub(crate) fn get(&self, fd: i32) -> Result<&Sock, i32> {
+        Self::index(fd)
+            .and_then(|i| self.slots.get(i))
+            .and_then(Option::as_ref)
+            .ok_or(libc::EBADF)
+    }
+
+    pub(crate) fn get_mut(&mut self, fd: i32) -> Result<&mut Sock, i32> {
+        Self::index(fd)
+            .and_then(|i| self.slots.get_mut(i))
+            .and_then(Option::as_mut)
+            .ok_or(libc::EBADF)
+    }
+
+    pub(crate) fn remove(&mut self, fd: i32) -> Result<Sock, i32> {
+        let s = Self::index(fd)
+            .and_then(|i| self.slots.get_mut(i))
+            .and_then(Option::take)
+            .ok_or(libc::EBADF)?;
+        while matches!(self.slots.last(), Some(None)) {
+            self.slots.pop();
+        }
+        Ok(s)
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Sock> {
+        self.slots.iter().flatten()
+    }
+
+    pub(crate) fn drain(&mut self) -> Vec<Sock> {
+        self.slots.drain(..).flatten().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowest_free_descriptor_is_reused_and_table_is_bounded() {
+        let mut t = FdTable::new();
+        let mk = || Sock::new(Kind::Udp(Udp::default()), false, 1460);
+        assert_eq!(t.insert(mk()), Ok(3));
+        assert_eq!(t.insert(mk()), Ok(4));
+        assert_eq!(t.insert(mk()), Ok(5));
+        assert!(t.remove(4).is_ok());
+        assert_eq!(t.remove(4).err(), Some(libc::EBADF));
+        assert_eq!(t.insert(mk()), Ok(4));
+        assert_eq!(t.get(2).err(), Some(libc::EBADF));
+        assert_eq!(t.get(-1).err(), Some(libc::EBADF));
+        assert_eq!(t.get(i32::MAX).err(), Some(libc::EBADF));
+        for _ in 3..MAX_FDS {
+            t.insert(mk()).unwrap();
+        }
+        assert_eq!(t.insert(mk()), Err(libc::EMFILE));
+    }
+
+    #[test]
+    fn keepalive_options_fold_into_the_tcp_config() {
+        let mut o = Opts::new(1000);
+        assert_eq!(o.tcp_config().keepalive, None);
+        o.keepalive = true;
+        o.keepidle = 10;
+        o.keepintvl = 2;
+        o.keepcnt = 3;
+        let c = o.tcp_config();
+        assert_eq!(
+            c.keepalive,
+            Some((Duration::from_secs(10), Duration::from_secs(2), 3))
+        );
+        assert_eq!(c.mss, 1000);
+    }
+}

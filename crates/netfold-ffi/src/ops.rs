@@ -1,0 +1,942 @@
+//! The socket calls, in safe Rust: everything below the pointer checks of `lib.rs`. Each call
+//! locks the engine, acts on the descriptor table and the stack, announces changes
+//! ([`Engine::changed`]) and, for blocking calls, sleeps on the engine's condition variable.
+
+use crate::engine::{deadline_after, Engine, State};
+use crate::errno::{io_errno, tcp_errno, udp_errno, R};
+use crate::fd::{Kind, Sock, Tcp, Udp, MAX_DATAGRAM};
+use netfold_core::iface::Stack;
+use netfold_core::socket::{TcpListener, TcpStream};
+use netfold_core::tcp;
+use netfold_core::time::Instant;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+/// Linux's default somaxconn; larger backlogs are clamped as listen(2) says.
+const MAX_BACKLOG: i32 = 4096;
+/// RFC 6335 §6 dynamic ports, for bind(port 0) and listen() on an unbound socket.
+const EPHEMERAL: std::ops::RangeInclusive<u16> = 49152..=65535;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dir {
+    Rx,
+    Tx,
+    /// Waiting with an explicit timeout (SO_LINGER), whatever the descriptor's timeouts.
+    For(Option<netfold_core::time::Duration>),
+}
+
+/// Runs `op` until it stops returning EAGAIN: at once for a non-blocking descriptor (or
+/// `dontwait`), else sleeping between attempts until the descriptor's SO_RCVTIMEO/SO_SNDTIMEO
+/// (EAGAIN on expiry, as Linux). `op` sets its `bool` when it changed something even though it
+/// still has to wait (a partial write): only real changes are announced, so two blocked
+/// threads never wake each other in a loop.
+pub(crate) fn blocking<T>(
+    e: &Engine,
+    fd: i32,
+    dir: Dir,
+    dontwait: bool,
+    mut op: impl FnMut(&mut State, Instant, &mut bool) -> R<T>,
+) -> R<T> {
+    let mut g = e.lock();
+    let (nb, timeo) = {
+        let s = g.fds.get(fd)?;
+        let t = match dir {
+            Dir::Rx => s.opts.rcvtimeo,
+            Dir::Tx => s.opts.sndtimeo,
+            Dir::For(t) => t,
+        };
+        (s.nonblock || dontwait, t)
+    };
+    let deadline = deadline_after(e.now(&g), timeo);
+    loop {
+        if g.stop {
+            return Err(libc::EBADF);
+        }
+        let now = e.now(&g);
+        let mut progress = false;
+        let r = op(&mut g, now, &mut progress);
+        let pending = matches!(r, Err(libc::EAGAIN));
+        if !pending || progress {
+            e.changed(&mut g);
+        }
+        if !pending || nb {
+            return r;
+        }
+        let (ng, timed_out) = e.wait(g, deadline);
+        g = ng;
+        if timed_out {
+            // One last look: the wake-up that ended the wait may also have made us ready.
+            let mut progress = false;
+            let now = e.now(&g);
+            let r = op(&mut g, now, &mut progress);
+            if !matches!(r, Err(libc::EAGAIN)) || progress {
+                e.changed(&mut g);
+            }
+            return r;
+        }
+    }
+}
+
+pub(crate) fn socket(e: &Engine, domain: i32, ty: i32, protocol: i32) -> R<i32> {
+    if domain != libc::AF_INET {
+        return Err(libc::EAFNOSUPPORT);
+    }
+    let nonblock = ty & libc::SOCK_NONBLOCK != 0;
+    // SOCK_CLOEXEC has no meaning for descriptors that exec never sees; accepted and ignored.
+    let base = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
+    let kind = match base {
+        libc::SOCK_STREAM if protocol == 0 || protocol == libc::IPPROTO_TCP => Kind::Tcp(Tcp::Idle),
+        libc::SOCK_DGRAM if protocol == 0 || protocol == libc::IPPROTO_UDP => {
+            Kind::Udp(Udp::default())
+        }
+        libc::SOCK_STREAM | libc::SOCK_DGRAM => return Err(libc::EPROTONOSUPPORT),
+        _ => return Err(libc::ESOCKTNOSUPPORT),
+    };
+    let mut g = e.lock();
+    let mss = default_mss(&g.stack);
+    g.fds.insert(Sock::new(kind, nonblock, mss))
+}
+
+/// MSS for the interface MTU (RFC 9293 §3.7.1: MTU minus fixed IPv4 and TCP headers).
+fn default_mss(stack: &Stack) -> u16 {
+    u16::try_from(stack.mtu().saturating_sub(40).max(88)).unwrap_or(u16::MAX)
+}
+
+fn check_local_ip(stack: &Stack, a: SocketAddrV4) -> R<()> {
+    if a.ip().is_unspecified() || *a.ip() == stack.config().addr {
+        Ok(())
+    } else {
+        Err(libc::EADDRNOTAVAIL)
+    }
+}
+
+/// The local TCP address a descriptor occupies, for bind conflicts.
+fn tcp_port_of(stack: &Stack, s: &Sock) -> Option<(SocketAddrV4, bool)> {
+    match &s.kind {
+        Kind::Tcp(Tcp::Listening { l, .. }) => l.local_addr(stack).ok().map(|a| (a, true)),
+        Kind::Tcp(_) => s.bound.map(|a| (a, false)),
+        Kind::Udp(_) => None,
+    }
+}
+
+/// Linux's bind rule: a port is taken by any socket bound to it with an overlapping address,
+/// unless both set SO_REUSEADDR and neither listens.
+fn tcp_port_free(st: &State, want: SocketAddrV4, reuse: bool) -> bool {
+    !st.fds.iter().any(|o| match tcp_port_of(&st.stack, o) {
+        Some((a, listening)) => {
+            a.port() == want.port()
+                && (a.ip().is_unspecified() || want.ip().is_unspecified() || a.ip() == want.ip())
+                && !(reuse && o.opts.reuseaddr && !listening)
+        }
+        None => false,
+    })
+}
+
+fn pick_tcp_port(st: &State, ip: Ipv4Addr, reuse: bool) -> R<SocketAddrV4> {
+    let n = st.fds.iter().count() as u16;
+    let span = EPHEMERAL.end() - EPHEMERAL.start() + 1;
+    for k in 0..span {
+        let p = EPHEMERAL.start() + (n.wrapping_mul(7919).wrapping_add(k)) % span;
+        let a = SocketAddrV4::new(ip, p);
+        if tcp_port_free(st, a, reuse) {
+            return Ok(a);
+        }
+    }
+    Err(libc::EADDRINUSE)
+}
+
+pub(crate) fn bind(e: &Engine, fd: i32, addr: SocketAddrV4) -> R<()> {
+    let mut g = e.lock();
+    let st = &mut *g;
+    check_local_ip(&st.stack, addr)?;
+    let s = st.fds.get(fd)?;
+    let reuse = s.opts.reuseaddr;
+    match &s.kind {
+        Kind::Tcp(Tcp::Idle) if s.bound.is_none() => {
+            let a = if addr.port() == 0 {
+                pick_tcp_port(st, *addr.ip(), reuse)?
+            } else if tcp_port_free(st, addr, reuse) {
+                addr
+            } else {
+                return Err(libc::EADDRINUSE);
+            };
+            st.fds.get_mut(fd)?.bound = Some(a);
+            Ok(())
+        }
+        Kind::Udp(u) if u.h.is_none() => {
+            let h = st.stack.udp_bind(addr).map_err(udp_errno)?;
+            if let Kind::Udp(u) = &mut st.fds.get_mut(fd)?.kind {
+                u.h = Some(h);
+            }
+            Ok(())
+        }
+        _ => Err(libc::EINVAL),
+    }
+}
+
+pub(crate) fn listen(e: &Engine, fd: i32, backlog: i32) -> R<()> {
+    let mut g = e.lock();
+    let st = &mut *g;
+    let s = st.fds.get(fd)?;
+    match &s.kind {
+        Kind::Tcp(Tcp::Idle) => {}
+        // listen() again only changes the backlog on Linux; the engine fixes it at creation.
+        Kind::Tcp(Tcp::Listening { .. }) => return Ok(()),
+        Kind::Tcp(Tcp::Stream(_)) => return Err(libc::EINVAL),
+        Kind::Udp(_) => return Err(libc::EOPNOTSUPP),
+    }
+    let local = match s.bound {
+        Some(a) => a,
+        // Linux binds an unbound listener to an ephemeral port (listen(2) "autobind").
+        None => pick_tcp_port(st, Ipv4Addr::UNSPECIFIED, s.opts.reuseaddr)?,
+    };
+    let cfg = s.opts.tcp_config();
+    let backlog = usize::try_from(backlog.clamp(1, MAX_BACKLOG)).unwrap_or(1);
+    let l = TcpListener::bind(&mut st.stack, local, backlog, cfg).map_err(|e| io_errno(&e))?;
+    let s = st.fds.get_mut(fd)?;
+    s.bound = Some(local);
+    s.kind = Kind::Tcp(Tcp::Listening {
+        l,
+        ready: Default::default(),
+        backlog,
+    });
+    e.changed(st);
+    Ok(())
+}
+
+/// Moves established connections from the engine's accept queue to the descriptor's.
+fn drain_accept(stack: &mut Stack, s: &mut Sock) {
+    if let Kind::Tcp(Tcp::Listening { l, ready, backlog }) = &mut s.kind {
+        while ready.len() < *backlog {
+            match l.accept(stack) {
+                Ok(c) => ready.push_back(c),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+pub(crate) fn accept(e: &Engine, fd: i32) -> R<(i32, SocketAddrV4)> {
+    blocking(e, fd, Dir::Rx, false, |st, _now, _| {
+        let s = st.fds.get_mut(fd)?;
+        if !matches!(s.kind, Kind::Tcp(Tcp::Listening { .. })) {
+            return Err(libc::EINVAL);
+        }
+        drain_accept(&mut st.stack, s);
+        let opts = s.opts;
+        let Kind::Tcp(Tcp::Listening { ready, .. }) = &mut s.kind else {
+            return Err(libc::EINVAL);
+        };
+        let (ts, peer) = ready.pop_front().ok_or(libc::EAGAIN)?;
+        // Accepted sockets inherit the listener's options but not O_NONBLOCK (accept(2)).
+        let mut ns = Sock::new(Kind::Tcp(Tcp::Stream(ts)), false, opts.cfg.mss);
+        ns.opts = opts;
+        ns.bound = ts.local_addr(&st.stack).ok();
+        match st.fds.insert(ns) {
+            Ok(nfd) => Ok((nfd, peer)),
+            Err(err) => {
+                // Table full: the connection stays queued for a later accept (as on Linux).
+                if let Ok(Sock {
+                    kind: Kind::Tcp(Tcp::Listening { ready, .. }),
+                    ..
+                }) = st.fds.get_mut(fd)
+                {
+                    ready.push_front((ts, peer));
+                }
+                Err(err)
+            }
+        }
+    })
+}
+
+/// Moves a connection error from the engine into SO_ERROR; returns the connection state.
+pub(crate) fn refresh(stack: &mut Stack, s: &mut Sock) -> Option<tcp::State> {
+    let Kind::Tcp(Tcp::Stream(ts)) = &s.kind else {
+        return None;
+    };
+    let h = ts.handle();
+    if let Ok(Some(err)) = stack.tcp_mut().take_error(h) {
+        s.so_error = Some(tcp_errno(err));
+    }
+    Some(stack.tcp().state(h).unwrap_or(tcp::State::Closed))
+}
+
+fn is_synchronized(st: tcp::State) -> bool {
+    !matches!(
+        st,
+        tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Closed | tcp::State::Listen
+    )
+}
+
+fn ensure_udp_bound(stack: &mut Stack, u: &mut Udp) -> R<netfold_core::iface::UdpHandle> {
+    match u.h {
+        Some(h) => Ok(h),
+        None => {
+            let h = stack
+                .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+                .map_err(udp_errno)?;
+            u.h = Some(h);
+            Ok(h)
+        }
+    }
+}
+
+pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddrV4) -> R<()> {
+    {
+        let mut g = e.lock();
+        let now = e.now(&g);
+        let st = &mut *g;
+        let s = st.fds.get_mut(fd)?;
+        let state = refresh(&mut st.stack, s);
+        match &mut s.kind {
+            Kind::Udp(u) => {
+                ensure_udp_bound(&mut st.stack, u)?;
+                u.peer = Some(remote);
+                return Ok(());
+            }
+            Kind::Tcp(Tcp::Listening { .. }) => return Err(libc::EISCONN),
+            Kind::Tcp(Tcp::Stream(ts)) => match state {
+                Some(st) if is_synchronized(st) => return Err(libc::EISCONN),
+                Some(tcp::State::Closed) | None => {
+                    // A failed attempt: report its error once, then allow a new attempt.
+                    if let Some(err) = s.so_error.take() {
+                        return Err(err);
+                    }
+                    let _ = ts.abort(&mut g.stack);
+                    let s = g.fds.get_mut(fd)?;
+                    s.kind = Kind::Tcp(Tcp::Idle);
+                    drop(g);
+                    return connect(e, fd, remote);
+                }
+                _ if s.nonblock => return Err(libc::EALREADY),
+                _ => {}
+            },
+            Kind::Tcp(Tcp::Idle) => {
+                if remote.ip().is_unspecified() || remote.port() == 0 {
+                    return Err(libc::EINVAL);
+                }
+                let local = match s.bound {
+                    Some(a) if a.ip().is_unspecified() => {
+                        SocketAddrV4::new(st.stack.config().addr, a.port())
+                    }
+                    Some(a) => a,
+                    None => SocketAddrV4::new(st.stack.config().addr, 0),
+                };
+                let cfg = s.opts.tcp_config();
+                let h = st
+                    .stack
+                    .tcp_mut()
+                    .connect(now, local, remote, cfg)
+                    .map_err(tcp_errno)?;
+                s.kind = Kind::Tcp(Tcp::Stream(TcpStream::from_handle(h)));
+                let nb = s.nonblock;
+                e.changed(st);
+                if nb {
+                    return Err(libc::EINPROGRESS);
+                }
+            }
+        }
+    }
+    let r = blocking(e, fd, Dir::Tx, false, |st, _now, _| {
+        let s = st.fds.get_mut(fd)?;
+        let state = refresh(&mut st.stack, s);
+        if let Some(err) = s.so_error.take() {
+            return Err(err);
+        }
+        match state {
+            Some(tcp::State::SynSent | tcp::State::SynReceived) => Err(libc::EAGAIN),
+            Some(st) if is_synchronized(st) => Ok(()),
+            _ => Err(libc::ECONNABORTED),
+        }
+    });
+    // SO_SNDTIMEO expired: the attempt goes on in the background (Linux says EINPROGRESS).
+    r.map_err(|err| {
+        if err == libc::EAGAIN {
+            libc::EINPROGRESS
+        } else {
+            err
+        }
+    })
+}
+
+/// `bufs` without the first `skip` bytes.
+fn skip_mut<'a>(bufs: &'a mut [&mut [u8]], mut skip: usize) -> Vec<&'a mut [u8]> {
+    let mut v = Vec::with_capacity(bufs.len());
+    for b in bufs.iter_mut() {
+        if skip >= b.len() {
+            skip -= b.len();
+            continue;
+        }
+        v.push(&mut b[skip..]);
+        skip = 0;
+    }
+    v
+}
+
+fn skip_ref<'a>(bufs: &[&'a [u8]], mut skip: usize) -> Vec<&'a [u8]> {
+    let mut v = Vec::with_capacity(bufs.len());
+    for b in bufs {
+        if skip >= b.len() {
+            skip -= b.len();
+            continue;
+        }
+        v.push(&b[skip..]);
+        skip = 0;
+    }
+    v
+}
+
+/// What a receive returned.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Received {
+    pub(crate) len: usize,
+    pub(crate) from: Option<SocketAddrV4>,
+    /// UDP: the datagram was longer than the buffers (MSG_TRUNC).
+    pub(crate) truncated: bool,
+    /// UDP: the datagram's full length.
+    pub(crate) full_len: usize,
+}
+
+/// One non-blocking TCP receive into `bufs`: Ok(0) only at end of stream (or empty buffers).
+fn tcp_recv_once(stack: &mut Stack, s: &mut Sock, bufs: &mut [&mut [u8]]) -> R<usize> {
+    if s.shut_rd {
+        return Ok(0);
+    }
+    let h = match &s.kind {
+        Kind::Tcp(Tcp::Stream(ts)) => ts.handle(),
+        _ => return Err(libc::ENOTCONN),
+    };
+    if let Some(err) = s.so_error.take() {
+        return Err(err);
+    }
+    let mut total = 0;
+    let mut eof = bufs.iter().all(|b| b.is_empty());
+    for b in bufs.iter_mut().filter(|b| !b.is_empty()) {
+        match stack.tcp_mut().recv(h, b) {
+            Ok(0) => {
+                eof = true;
+                break;
+            }
+            Ok(n) => {
+                total += n;
+                if n < b.len() {
+                    break;
+                }
+            }
+            Err(tcp::Error::WouldBlock) => break,
+            Err(err) if total == 0 => return Err(tcp_errno(err)),
+            Err(err) => {
+                // Data first; the error is reported by the next call.
+                s.so_error = Some(tcp_errno(err));
+                break;
+            }
+        }
+    }
+    if total == 0 && !eof {
+        return Err(libc::EAGAIN);
+    }
+    Ok(total)
+}
+
+/// Takes the next datagram into the descriptor's stash (if none is there yet).
+fn udp_fill_stash(stack: &mut Stack, u: &mut Udp) -> R<()> {
+    if u.stash.is_some() {
+        return Ok(());
+    }
+    let h = u.h.ok_or(libc::EAGAIN)?;
+    let mut tmp = vec![0u8; MAX_DATAGRAM];
+    loop {
+        let (n, from) = stack.udp_recv_from(h, &mut tmp).map_err(udp_errno)?;
+        // A connected UDP socket only hears its peer (connect(2)).
+        if u.peer.is_some_and(|p| p != from) {
+            continue;
+        }
+        tmp.truncate(n);
+        // The stash holds one datagram per descriptor; do not keep 64 KiB for a small one.
+        tmp.shrink_to_fit();
+        u.stash = Some((tmp, from));
+        return Ok(());
+    }
+}
+
+fn udp_recv_once(
+    stack: &mut Stack,
+    s: &mut Sock,
+    bufs: &mut [&mut [u8]],
+    peek: bool,
+) -> R<Received> {
+    if let Some(err) = s.so_error.take() {
+        return Err(err);
+    }
+    let shut_rd = s.shut_rd;
+    let Kind::Udp(u) = &mut s.kind else {
+        return Err(libc::ENOTCONN);
+    };
+    if shut_rd {
+        return Ok(Received::default());
+    }
+    udp_fill_stash(stack, u)?;
+    let Some((data, from)) = u.stash.take() else {
+        return Err(libc::EAGAIN);
+    };
+    let mut off = 0;
+    for b in bufs.iter_mut() {
+        let n = (data.len() - off).min(b.len());
+        b[..n].copy_from_slice(&data[off..off + n]);
+        off += n;
+        if off == data.len() {
+            break;
+        }
+    }
+    let r = Received {
+        len: off,
+        from: Some(from),
+        truncated: off < data.len(),
+        full_len: data.len(),
+    };
+    if peek {
+        u.stash = Some((data, from));
+    }
+    Ok(r)
+}
+
+pub(crate) fn recv(e: &Engine, fd: i32, bufs: &mut [&mut [u8]], flags: i32) -> R<Received> {
+    let known = libc::MSG_DONTWAIT | libc::MSG_WAITALL | libc::MSG_PEEK | libc::MSG_TRUNC;
+    if flags & !known != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    let dontwait = flags & libc::MSG_DONTWAIT != 0;
+    let peek = flags & libc::MSG_PEEK != 0;
+    let is_udp = matches!(e.lock().fds.get(fd)?.kind, Kind::Udp(_));
+    if is_udp {
+        return blocking(e, fd, Dir::Rx, dontwait, |st, _, _| {
+            let s = st.fds.get_mut(fd)?;
+            udp_recv_once(&mut st.stack, s, bufs, peek)
+        });
+    }
+    if peek || flags & libc::MSG_TRUNC != 0 {
+        // The engine's receive buffer has no non-destructive read, and MSG_TRUNC on a stream
+        // would mean "discard": refusing beats pretending.
+        return Err(libc::EOPNOTSUPP);
+    }
+    let want: usize = bufs.iter().map(|b| b.len()).sum();
+    let waitall = flags & libc::MSG_WAITALL != 0;
+    let mut done = 0usize;
+    let r = blocking(e, fd, Dir::Rx, dontwait, |st, _, progress| {
+        let s = st.fds.get_mut(fd)?;
+        let mut rest = skip_mut(bufs, done);
+        match tcp_recv_once(&mut st.stack, s, &mut rest) {
+            Ok(0) => Ok(done),
+            Ok(n) => {
+                done += n;
+                *progress = true;
+                if waitall && done < want {
+                    Err(libc::EAGAIN)
+                } else {
+                    Ok(done)
+                }
+            }
+            Err(err) if done > 0 && err != libc::EAGAIN => {
+                s.so_error = Some(err);
+                Ok(done)
+            }
+            Err(err) => Err(err),
+        }
+    });
+    match r {
+        Err(err) if done > 0 && err == libc::EAGAIN => Ok(Received {
+            len: done,
+            ..Received::default()
+        }),
+        Err(err) => Err(err),
+        Ok(len) => Ok(Received {
+            len,
+            ..Received::default()
+        }),
+    }
+}
+
+fn tcp_send_once(stack: &mut Stack, s: &mut Sock, data: &[&[u8]]) -> R<usize> {
+    if let Some(err) = s.so_error.take() {
+        return Err(err);
+    }
+    if s.shut_wr {
+        return Err(libc::EPIPE);
+    }
+    let h = match &s.kind {
+        Kind::Tcp(Tcp::Stream(ts)) => ts.handle(),
+        _ => return Err(libc::ENOTCONN),
+    };
+    let mut total = 0;
+    for d in data.iter().filter(|d| !d.is_empty()) {
+        match stack.tcp_mut().send(h, d) {
+            Ok(n) => {
+                total += n;
+                if n < d.len() {
+                    break;
+                }
+            }
+            Err(tcp::Error::WouldBlock) => break,
+            Err(err) if total == 0 => return Err(tcp_errno(err)),
+            Err(_) => break,
+        }
+    }
+    if total == 0 && data.iter().any(|d| !d.is_empty()) {
+        return Err(libc::EAGAIN);
+    }
+    Ok(total)
+}
+
+fn udp_send_once(
+    stack: &mut Stack,
+    s: &mut Sock,
+    data: &[&[u8]],
+    to: Option<SocketAddrV4>,
+) -> R<usize> {
+    if s.shut_wr {
+        return Err(libc::EPIPE);
+    }
+    let Kind::Udp(u) = &mut s.kind else {
+        return Err(libc::ENOTCONN);
+    };
+    let dst = to.or(u.peer).ok_or(libc::EDESTADDRREQ)?;
+    let len: usize = data.iter().map(|d| d.len()).sum();
+    if len > MAX_DATAGRAM {
+        return Err(libc::EMSGSIZE);
+    }
+    let h = ensure_udp_bound(stack, u)?;
+    let joined;
+    let payload: &[u8] = match data {
+        [one] => one,
+        _ => {
+            joined = data.concat();
+            &joined
+        }
+    };
+    stack.udp_send_to(h, payload, dst).map_err(udp_errno)?;
+    Ok(len)
+}
+
+pub(crate) fn send(
+    e: &Engine,
+    fd: i32,
+    data: &[&[u8]],
+    flags: i32,
+    to: Option<SocketAddrV4>,
+) -> R<usize> {
+    // MSG_NOSIGNAL is accepted: netfold never raises SIGPIPE, EPIPE is always just an errno.
+    let known = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | libc::MSG_MORE;
+    if flags & !known != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    let dontwait = flags & libc::MSG_DONTWAIT != 0;
+    let is_udp = matches!(e.lock().fds.get(fd)?.kind, Kind::Udp(_));
+    if is_udp {
+        return blocking(e, fd, Dir::Tx, dontwait, |st, _, _| {
+            let s = st.fds.get_mut(fd)?;
+            udp_send_once(&mut st.stack, s, data, to)
+        });
+    }
+    let want: usize = data.iter().map(|d| d.len()).sum();
+    let mut done = 0usize;
+    let nonblock = dontwait || e.lock().fds.get(fd)?.nonblock;
+    let r = blocking(e, fd, Dir::Tx, dontwait, |st, _, progress| {
+        let s = st.fds.get_mut(fd)?;
+        let rest = skip_ref(data, done);
+        match tcp_send_once(&mut st.stack, s, &rest) {
+            Ok(n) => {
+                done += n;
+                *progress |= n > 0;
+                // Blocking send(2) returns when everything is queued; non-blocking takes what fits.
+                if done < want && !nonblock {
+                    Err(libc::EAGAIN)
+                } else {
+                    Ok(done)
+                }
+            }
+            // Full send buffer: keep waiting (blocking) or report what fitted (non-blocking).
+            Err(libc::EAGAIN) if done > 0 && nonblock => Ok(done),
+            Err(libc::EAGAIN) => Err(libc::EAGAIN),
+            Err(err) if done > 0 => {
+                // Report the bytes queued; the error comes with the next call.
+                s.so_error = Some(err);
+                Ok(done)
+            }
+            Err(err) => Err(err),
+        }
+    });
+    match r {
+        // SO_SNDTIMEO expired after part of the data was queued: a short count, as Linux.
+        Err(libc::EAGAIN) if done > 0 => Ok(done),
+        other => other,
+    }
+}
+
+pub(crate) fn shutdown(e: &Engine, fd: i32, how: i32) -> R<()> {
+    let (rd, wr) = match how {
+        libc::SHUT_RD => (true, false),
+        libc::SHUT_WR => (false, true),
+        libc::SHUT_RDWR => (true, true),
+        _ => return Err(libc::EINVAL),
+    };
+    let mut g = e.lock();
+    let st = &mut *g;
+    let s = st.fds.get_mut(fd)?;
+    match &s.kind {
+        Kind::Tcp(Tcp::Stream(ts)) => {
+            if wr && !s.shut_wr {
+                ts.shutdown_write(&mut st.stack).map_err(|e| io_errno(&e))?;
+            }
+        }
+        Kind::Udp(u) if u.peer.is_some() => {}
+        _ => return Err(libc::ENOTCONN),
+    }
+    s.shut_rd |= rd;
+    s.shut_wr |= wr;
+    e.changed(st);
+    Ok(())
+}
+
+/// Releases whatever the socket holds in the stack.
+pub(crate) fn release(stack: &mut Stack, s: Sock) {
+    match s.kind {
+        Kind::Tcp(Tcp::Idle) => {}
+        Kind::Tcp(Tcp::Listening { l, ready, .. }) => {
+            // Connections nobody accepted are reset, as the engine does for its own queue.
+            for (ts, _) in ready {
+                let _ = ts.abort(stack);
+            }
+            let _ = l.close(stack);
+        }
+        Kind::Tcp(Tcp::Stream(ts)) => {
+            let _ = ts.close(stack);
+        }
+        Kind::Udp(u) => {
+            if let Some(h) = u.h {
+                stack.udp_close(h);
+            }
+        }
+    }
+}
+
+pub(crate) fn close(e: &Engine, fd: i32) -> R<()> {
+    // socket(7) SO_LINGER with a positive time: a blocking close sends the FIN and waits until
+    // everything up to it is acknowledged, or the time runs out; the close then goes on in the
+    // background as usual. (Zero means abort, which the engine's close does itself.)
+    let linger = {
+        let g = e.lock();
+        let s = g.fds.get(fd)?;
+        match (&s.kind, s.opts.cfg.linger) {
+            (Kind::Tcp(Tcp::Stream(_)), Some(d))
+                if d > netfold_core::time::Duration::ZERO && !s.nonblock =>
+            {
+                Some(d)
+            }
+            _ => None,
+        }
+    };
+    if let Some(d) = linger {
+        let mut fin_sent = false;
+        let _ = blocking(e, fd, Dir::For(Some(d)), false, |st, _, progress| {
+            let s = st.fds.get_mut(fd)?;
+            let Kind::Tcp(Tcp::Stream(ts)) = &s.kind else {
+                return Ok(());
+            };
+            let h = ts.handle();
+            if !fin_sent {
+                fin_sent = true;
+                s.shut_wr = true;
+                *progress = st.stack.tcp_mut().shutdown_write(h).is_ok();
+            }
+            match st.stack.tcp().state(h) {
+                // Our FIN is acknowledged (RFC 9293 §3.6), or the connection is gone.
+                Ok(tcp::State::FinWait2 | tcp::State::TimeWait | tcp::State::Closed) | Err(_) => {
+                    Ok(())
+                }
+                _ => Err(libc::EAGAIN),
+            }
+        });
+    }
+    let mut g = e.lock();
+    let st = &mut *g;
+    let s = st.fds.remove(fd)?;
+    release(&mut st.stack, s);
+    e.changed(st);
+    Ok(())
+}
+
+pub(crate) fn sockname(e: &Engine, fd: i32, peer: bool) -> R<SocketAddrV4> {
+    let mut g = e.lock();
+    let st = &mut *g;
+    let s = st.fds.get_mut(fd)?;
+    let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+    let state = refresh(&mut st.stack, s);
+    match (&s.kind, peer) {
+        (Kind::Tcp(Tcp::Stream(ts)), true) => match state {
+            Some(x) if is_synchronized(x) => ts.peer_addr(&st.stack).map_err(|e| io_errno(&e)),
+            _ => Err(libc::ENOTCONN),
+        },
+        (Kind::Tcp(Tcp::Stream(ts)), false) => {
+            Ok(ts.local_addr(&st.stack).ok().or(s.bound).unwrap_or(any))
+        }
+        (Kind::Tcp(Tcp::Listening { l, .. }), false) => {
+            l.local_addr(&st.stack).map_err(|e| io_errno(&e))
+        }
+        (Kind::Tcp(Tcp::Idle), false) => Ok(s.bound.unwrap_or(any)),
+        (Kind::Tcp(_), true) => Err(libc::ENOTCONN),
+        (Kind::Udp(u), true) => u.peer.ok_or(libc::ENOTCONN),
+        (Kind::Udp(u), false) => Ok(u
+            .h
+            .and_then(|h| st.stack.udp_local_addr(h).ok())
+            .unwrap_or(any)),
+    }
+}
+
+pub(crate) fn fcntl(e: &Engine, fd: i32, cmd: i32, arg: i64) -> R<i32> {
+    let mut g = e.lock();
+    let s = g.fds.get_mut(fd)?;
+    match cmd {
+        libc::F_GETFL => Ok(libc::O_RDWR | if s.nonblock { libc::O_NONBLOCK } else { 0 }),
+        libc::F_SETFL => {
+            s.nonblock = arg & i64::from(libc::O_NONBLOCK) != 0;
+            Ok(0)
+        }
+        // FD_CLOEXEC: these descriptors are not the kernel's; exec never sees them.
+        libc::F_GETFD => Ok(0),
+        libc::F_SETFD => Ok(0),
+        _ => Err(libc::EINVAL),
+    }
+}
+
+/// FIONREAD and SIOCOUTQ (both read-only queries; FIONBIO is handled by the caller).
+pub(crate) fn ioctl_query(e: &Engine, fd: i32, req: libc::c_ulong) -> R<i32> {
+    let mut g = e.lock();
+    let st = &mut *g;
+    let s = st.fds.get_mut(fd)?;
+    let clamp = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    match (&mut s.kind, req) {
+        (Kind::Tcp(Tcp::Stream(ts)), libc::FIONREAD) => {
+            Ok(clamp(st.stack.tcp().recv_queue(ts.handle()).unwrap_or(0)))
+        }
+        (Kind::Tcp(Tcp::Stream(ts)), libc::TIOCOUTQ) => {
+            Ok(clamp(st.stack.tcp().send_queue(ts.handle()).unwrap_or(0)))
+        }
+        (Kind::Tcp(_), libc::FIONREAD | libc::TIOCOUTQ) => Err(libc::EINVAL),
+        (Kind::Udp(u), libc::FIONREAD) => {
+            // Linux: the size of the next datagram (udp(7)).
+            let _ = udp_fill_stash(&mut st.stack, u);
+            Ok(clamp(u.stash.as_ref().map_or(0, |(d, _)| d.len())))
+        }
+        // Datagrams leave at the next poll, which the call that queued them already ran or
+        // kicked: nothing stays queued from the application's point of view.
+        (Kind::Udp(_), libc::TIOCOUTQ) => Ok(0),
+        _ => Err(libc::ENOTTY),
+    }
+}
+
+pub(crate) fn set_nonblock(e: &Engine, fd: i32, on: bool) -> R<()> {
+    e.lock().fds.get_mut(fd)?.nonblock = on;
+    Ok(())
+}
+
+/// poll(2) readiness of one descriptor.
+pub(crate) fn readiness(st: &mut State, fd: i32) -> i16 {
+    let Ok(s) = st.fds.get_mut(fd) else {
+        return libc::POLLNVAL;
+    };
+    let state = refresh(&mut st.stack, s);
+    let mut r = 0;
+    let (shut_rd, shut_wr) = (s.shut_rd, s.shut_wr);
+    drain_accept(&mut st.stack, s);
+    match &mut s.kind {
+        // An unconnected stream socket: Linux reports it writable and hung up.
+        Kind::Tcp(Tcp::Idle) => r |= libc::POLLOUT | libc::POLLHUP,
+        Kind::Tcp(Tcp::Listening { ready, .. }) => {
+            if !ready.is_empty() {
+                r |= libc::POLLIN;
+            }
+        }
+        Kind::Tcp(Tcp::Stream(ts)) => {
+            use tcp::State as S;
+            let h = ts.handle();
+            let tcp = st.stack.tcp();
+            let readable = tcp.recv_queue(h).unwrap_or(0) > 0;
+            let space = tcp.send_space(h).unwrap_or(0) > 0;
+            match state.unwrap_or(S::Closed) {
+                S::SynSent | S::SynReceived | S::Listen => {}
+                S::Established => {
+                    r |= if readable { libc::POLLIN } else { 0 };
+                    r |= if space || shut_wr { libc::POLLOUT } else { 0 };
+                }
+                // Peer's FIN: a read returns 0 at once.
+                S::CloseWait => {
+                    r |= libc::POLLIN;
+                    r |= if space || shut_wr { libc::POLLOUT } else { 0 };
+                }
+                // Our side is shut: a write fails at once (EPIPE), so it "does not block".
+                S::FinWait1 | S::FinWait2 => {
+                    r |= libc::POLLOUT | if readable { libc::POLLIN } else { 0 };
+                }
+                S::Closing | S::LastAck | S::TimeWait | S::Closed => {
+                    r |= libc::POLLIN | libc::POLLOUT | libc::POLLHUP;
+                }
+            }
+            if shut_rd {
+                r |= libc::POLLIN;
+            }
+            if shut_rd && shut_wr {
+                r |= libc::POLLHUP;
+            }
+        }
+        Kind::Udp(u) => {
+            let _ = udp_fill_stash(&mut st.stack, u);
+            if u.stash.is_some() || shut_rd {
+                r |= libc::POLLIN;
+            }
+            r |= libc::POLLOUT;
+        }
+    }
+    if s.so_error.is_some() {
+        r |= libc::POLLERR;
+    }
+    r
+}
+
+/// poll(2): `fds` as (fd, events, revents) triples.
+pub(crate) fn poll(e: &Engine, fds: &mut [libc::pollfd], timeout_ms: i32) -> R<i32> {
+    let mut g = e.lock();
+    let deadline = (timeout_ms >= 0).then(|| {
+        e.now(&g) + netfold_core::time::Duration::from_millis(u64::from(timeout_ms.unsigned_abs()))
+    });
+    loop {
+        if g.stop {
+            return Err(libc::EBADF);
+        }
+        let mut n = 0;
+        for p in fds.iter_mut() {
+            p.revents = 0;
+            if p.fd < 0 {
+                continue;
+            }
+            let ready = readiness(&mut g, p.fd);
+            // POLLERR, POLLHUP and POLLNVAL are reported whether asked for or not (poll(2)).
+            p.revents = ready & (p.events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL);
+            if p.revents != 0 {
+                n += 1;
+            }
+        }
+        if n > 0 || timeout_ms == 0 {
+            return Ok(n);
+        }
+        let (ng, timed_out) = e.wait(g, deadline);
+        g = ng;
+        if timed_out {
+            let mut n = 0;
+            for p in fds.iter_mut().filter(|p| p.fd >= 0) {
+                let ready = readiness(&mut g, p.fd);
+                p.revents = ready & (p.events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL);
+                n += i32::from(p.revents != 0);
+            }
+            return Ok(n);
+        }
+    }
+}

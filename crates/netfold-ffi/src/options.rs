@@ -1,0 +1,195 @@
+//! getsockopt/setsockopt. Exactly the options issue 7 lists (plus SO_TYPE, read-only); anything
+//! else fails with ENOPROTOOPT instead of pretending to work.
+
+use crate::engine::Engine;
+use crate::errno::R;
+use crate::fd::{Kind, Sock, Tcp};
+use crate::ops::refresh;
+use netfold_core::iface::Stack;
+use netfold_core::time::Duration;
+
+/// Socket buffer bounds (memory bound per socket; Linux clamps similarly to rmem_max).
+const MIN_BUF: usize = 2048;
+const MAX_BUF: usize = 16 * 1024 * 1024;
+
+/// An option's value as C sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OptVal {
+    Int(i32),
+    Linger { onoff: i32, secs: i32 },
+    Timeval { sec: i64, usec: i64 },
+}
+
+fn timeval_of(d: Option<Duration>) -> OptVal {
+    let us = d.map_or(0, |d| d.total_micros());
+    OptVal::Timeval {
+        sec: i64::try_from(us / 1_000_000).unwrap_or(i64::MAX),
+        usec: (us % 1_000_000) as i64,
+    }
+}
+
+fn int_of(v: OptVal) -> R<i32> {
+    match v {
+        OptVal::Int(i) => Ok(i),
+        _ => Err(libc::EINVAL),
+    }
+}
+
+/// Pushes a socket's options into the engine if it has a live connection or listener.
+fn apply(stack: &mut Stack, s: &Sock) -> R<()> {
+    let h = match &s.kind {
+        Kind::Tcp(Tcp::Stream(ts)) => ts.handle(),
+        Kind::Tcp(Tcp::Listening { l, .. }) => l.handle(),
+        _ => return Ok(()),
+    };
+    // A connection the engine already released has nothing left to configure.
+    let _ = stack.tcp_mut().set_config(h, s.opts.tcp_config());
+    Ok(())
+}
+
+pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
+    let mut g = e.lock();
+    let st = &mut *g;
+    let s = st.fds.get_mut(fd)?;
+    let is_tcp = matches!(s.kind, Kind::Tcp(_));
+    let o = s.opts;
+    let b = |x: bool| OptVal::Int(i32::from(x));
+    let n = |x: usize| OptVal::Int(i32::try_from(x).unwrap_or(i32::MAX));
+    Ok(match (level, name) {
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => b(o.reuseaddr),
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => b(o.keepalive),
+        (libc::SOL_SOCKET, libc::SO_LINGER) => OptVal::Linger {
+            onoff: i32::from(o.cfg.linger.is_some()),
+            secs: o.cfg.linger.map_or(0, |d| {
+                i32::try_from(d.total_micros() / 1_000_000).unwrap_or(i32::MAX)
+            }),
+        },
+        (libc::SOL_SOCKET, libc::SO_RCVBUF) => n(o.cfg.recv_buffer),
+        (libc::SOL_SOCKET, libc::SO_SNDBUF) => n(o.cfg.send_buffer),
+        (libc::SOL_SOCKET, libc::SO_ERROR) => {
+            refresh(&mut st.stack, s);
+            OptVal::Int(s.so_error.take().unwrap_or(0))
+        }
+        (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => timeval_of(o.rcvtimeo),
+        (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => timeval_of(o.sndtimeo),
+        (libc::SOL_SOCKET, libc::SO_TYPE) => OptVal::Int(if is_tcp {
+            libc::SOCK_STREAM
+        } else {
+            libc::SOCK_DGRAM
+        }),
+        (libc::IPPROTO_TCP, _) if !is_tcp => return Err(libc::ENOPROTOOPT),
+        (libc::IPPROTO_TCP, libc::TCP_NODELAY) => b(o.cfg.nodelay),
+        (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => match &s.kind {
+            // On a connection: the MSS in use (after the peer's option and PMTU).
+            Kind::Tcp(Tcp::Stream(ts)) => match st.stack.tcp().conn_info(ts.handle()) {
+                Ok(i) => OptVal::Int(i32::try_from(i.mss).unwrap_or(i32::MAX)),
+                Err(_) => OptVal::Int(i32::from(o.cfg.mss)),
+            },
+            _ => OptVal::Int(i32::from(o.cfg.mss)),
+        },
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => n(o.keepidle as usize),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => n(o.keepintvl as usize),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => n(o.keepcnt as usize),
+        _ => return Err(libc::ENOPROTOOPT),
+    })
+}
+
+pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()> {
+    let mut g = e.lock();
+    let st = &mut *g;
+    let s = st.fds.get_mut(fd)?;
+    let is_tcp = matches!(s.kind, Kind::Tcp(_));
+    let o = &mut s.opts;
+    match (level, name) {
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = int_of(v)? != 0,
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => o.keepalive = int_of(v)? != 0,
+        (libc::SOL_SOCKET, libc::SO_LINGER) => match v {
+            OptVal::Linger { onoff, secs } => {
+                o.cfg.linger = (onoff != 0)
+                    .then(|| Duration::from_secs(u64::try_from(secs.max(0)).unwrap_or(0)));
+            }
+            _ => return Err(libc::EINVAL),
+        },
+        (libc::SOL_SOCKET, libc::SO_RCVBUF | libc::SO_SNDBUF) => {
+            let want = usize::try_from(int_of(v)?.max(0)).unwrap_or(0);
+            let size = want.clamp(MIN_BUF, MAX_BUF);
+            if name == libc::SO_RCVBUF {
+                o.cfg.recv_buffer = size;
+            } else {
+                o.cfg.send_buffer = size;
+            }
+        }
+        (libc::SOL_SOCKET, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) => {
+            let OptVal::Timeval { sec, usec } = v else {
+                return Err(libc::EINVAL);
+            };
+            // socket(7): an out-of-range tv_usec is EDOM; a negative time is EDOM too.
+            if !(0..1_000_000).contains(&usec) || sec < 0 {
+                return Err(libc::EDOM);
+            }
+            let us = u64::try_from(sec)
+                .unwrap_or(0)
+                .saturating_mul(1_000_000)
+                .saturating_add(u64::try_from(usec).unwrap_or(0));
+            let t = (us > 0).then(|| Duration::from_micros(us));
+            if name == libc::SO_RCVTIMEO {
+                o.rcvtimeo = t;
+            } else {
+                o.sndtimeo = t;
+            }
+        }
+        (libc::IPPROTO_TCP, _) if !is_tcp => return Err(libc::ENOPROTOOPT),
+        (libc::IPPROTO_TCP, libc::TCP_NODELAY) => o.cfg.nodelay = int_of(v)? != 0,
+        (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => {
+            // tcp(7): values outside 88..=32767 are EINVAL; it only lowers what MTU allows.
+            let mss = int_of(v)?;
+            if !(88..=32767).contains(&mss) {
+                return Err(libc::EINVAL);
+            }
+            let cap = st.stack.mtu().saturating_sub(40);
+            o.cfg.mss = u16::try_from((mss as usize).min(cap)).unwrap_or(u16::MAX);
+        }
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL) => {
+            let secs = int_of(v)?;
+            if !(1..=32767).contains(&secs) {
+                return Err(libc::EINVAL);
+            }
+            if name == libc::TCP_KEEPIDLE {
+                o.keepidle = secs as u32;
+            } else {
+                o.keepintvl = secs as u32;
+            }
+        }
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => {
+            let n = int_of(v)?;
+            if !(1..=127).contains(&n) {
+                return Err(libc::EINVAL);
+            }
+            o.keepcnt = n as u32;
+        }
+        // SO_ERROR and SO_TYPE are read-only.
+        _ => return Err(libc::ENOPROTOOPT),
+    }
+    let s = st.fds.get(fd)?;
+    if is_tcp {
+        apply(&mut st.stack, s)?;
+    }
+    e.changed(st);
+    Ok(())
+}
+
+/// What C type an option takes (for validating `optlen` before reading the value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    Int,
+    Linger,
+    Timeval,
+}
+
+pub(crate) fn shape(level: i32, name: i32) -> Shape {
+    match (level, name) {
+        (libc::SOL_SOCKET, libc::SO_LINGER) => Shape::Linger,
+        (libc::SOL_SOCKET, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) => Shape::Timeval,
+        _ => Shape::Int,
+    }
+}

@@ -1,0 +1,111 @@
+/* Helpers shared by the C tests of the netfold C API (compiled and run by tests/c_api.rs). */
+#ifndef NFTEST_H
+#define NFTEST_H
+
+#define _GNU_SOURCE
+#include "netfold.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
+
+#define CHECK(cond)                                                                       \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s (errno %d: %s)\n", __FILE__, __LINE__, \
+                    #cond, errno, strerror(errno));                                       \
+            exit(1);                                                                      \
+        }                                                                                 \
+    } while (0)
+
+/* A call that must fail with a given errno. */
+#define CHECK_ERR(call, err)                                                              \
+    do {                                                                                  \
+        errno = 0;                                                                        \
+        long r_ = (long)(call);                                                           \
+        if (r_ != -1 || errno != (err)) {                                                 \
+            fprintf(stderr, "%s:%d: %s returned %ld errno %d (%s), wanted -1/%s\n",       \
+                    __FILE__, __LINE__, #call, r_, errno, strerror(errno), #err);         \
+            exit(1);                                                                      \
+        }                                                                                 \
+    } while (0)
+
+static inline nf_stack *make_stack(const char *addr, int medium, int clock) {
+    nf_config c;
+    nf_config_init(&c);
+    c.address = addr;
+    c.medium = medium;
+    c.clock = clock;
+    nf_stack *s = nf_stack_new(&c);
+    CHECK(s != NULL);
+    return s;
+}
+
+static inline struct sockaddr_in sin_of(const char *ip, unsigned short port) {
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    CHECK(inet_pton(AF_INET, ip, &a.sin_addr) == 1);
+    return a;
+}
+
+/* Moves every waiting frame from a to b and from b to a until neither has any; returns how many
+ * frames moved. With NF_CLOCK_MANUAL each injection is processed before nf_inject returns. */
+static inline int shuttle(nf_stack *a, nf_stack *b) {
+    unsigned char buf[2048];
+    int moved = 0, progress;
+    do {
+        progress = 0;
+        ssize_t n;
+        while ((n = nf_take(a, buf, sizeof buf)) > 0) {
+            CHECK(nf_inject(b, buf, (size_t)n) == 0);
+            moved++;
+            progress = 1;
+        }
+        CHECK(n == -1 && errno == EAGAIN);
+        while ((n = nf_take(b, buf, sizeof buf)) > 0) {
+            CHECK(nf_inject(a, buf, (size_t)n) == 0);
+            moved++;
+            progress = 1;
+        }
+        CHECK(n == -1 && errno == EAGAIN);
+    } while (progress);
+    return moved;
+}
+
+/* A listening TCP socket on port, non-blocking. */
+static inline int listen_on(nf_stack *s, unsigned short port) {
+    int fd = nf_socket(s, AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in a = sin_of("0.0.0.0", port);
+    CHECK(nf_bind(s, fd, (struct sockaddr *)&a, sizeof a) == 0);
+    CHECK(nf_listen(s, fd, 16) == 0);
+    return fd;
+}
+
+/* Establishes a connection between two MANUAL stacks: returns the client fd in *cfd and the
+ * accepted server fd in *sfd (both non-blocking). */
+static inline void connect_pair(nf_stack *cli, nf_stack *srv, const char *srv_ip,
+                                unsigned short port, int *cfd, int *sfd) {
+    int l = listen_on(srv, port);
+    int c = nf_socket(cli, AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    CHECK(c >= 0);
+    struct sockaddr_in a = sin_of(srv_ip, port);
+    CHECK_ERR(nf_connect(cli, c, (struct sockaddr *)&a, sizeof a), EINPROGRESS);
+    shuttle(cli, srv);
+    int s = nf_accept(srv, l, NULL, NULL);
+    CHECK(s >= 0);
+    CHECK(nf_fcntl(srv, s, F_SETFL, O_NONBLOCK) == 0);
+    CHECK(nf_close(srv, l) == 0);
+    *cfd = c;
+    *sfd = s;
+}
+
+#endif

@@ -1,0 +1,227 @@
+//! Builds libnetfold (static and shared) with cargo, compiles the C tests in `tests/c/` and the
+//! C example with gcc against `include/netfold.h`, and runs the tests.
+//!
+//! The library is built by a nested `cargo build -p netfold-ffi --lib` into its own target
+//! directory (`<target>/ffi-ctest`): the outer `cargo test` may still hold the lock on its own
+//! target directory, and a fresh clone's `cargo test --workspace` must build everything itself.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `<target>/<profile>/deps/c_api-<hash>` -> (`<target>`, profile directory name).
+fn target_and_profile() -> (PathBuf, String) {
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in <target>/<profile>/deps");
+    let target = profile_dir.parent().expect("target dir").to_path_buf();
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("debug")
+        .to_string();
+    (target, profile)
+}
+
+/// Builds the libraries once per test process; returns the directory holding them.
+fn libdir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let (target, profile) = target_and_profile();
+        let own_target = target.join("ffi-ctest");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(workspace())
+            .args(["build", "-p", "netfold-ffi", "--lib", "--target-dir"])
+            .arg(&own_target);
+        let out_profile = match profile.as_str() {
+            "debug" => "debug".to_string(),
+            "release" => {
+                cmd.arg("--release");
+                "release".to_string()
+            }
+            other => {
+                cmd.args(["--profile", other]);
+                other.to_string()
+            }
+        };
+        let st = cmd.status().expect("run cargo build for netfold-ffi");
+        assert!(st.success(), "cargo build -p netfold-ffi failed");
+        let dir = own_target.join(out_profile);
+        assert!(
+            dir.join("libnetfold.a").exists(),
+            "no libnetfold.a in {dir:?}"
+        );
+        assert!(
+            dir.join("libnetfold.so").exists(),
+            "no libnetfold.so in {dir:?}"
+        );
+        dir
+    })
+}
+
+fn outdir() -> PathBuf {
+    let d = libdir().join("ctests");
+    std::fs::create_dir_all(&d).expect("create ctests dir");
+    d
+}
+
+/// Compiles `src` (relative to the workspace) into an executable; `shared` links libnetfold.so
+/// instead of libnetfold.a.
+fn compile(src: &str, name: &str, shared: bool) -> PathBuf {
+    let ws = workspace();
+    let out = outdir().join(name);
+    let mut cmd = Command::new("gcc");
+    cmd.args([
+        "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread",
+    ])
+    .arg("-I")
+    .arg(ws.join("include"))
+    .arg("-I")
+    .arg(ws.join("crates/netfold-ffi/tests/c"))
+    .arg(ws.join(src))
+    .arg("-o")
+    .arg(&out);
+    if shared {
+        cmd.arg("-L").arg(libdir()).arg("-lnetfold");
+        cmd.arg(format!("-Wl,-rpath,{}", libdir().display()));
+    } else {
+        cmd.arg(libdir().join("libnetfold.a"));
+    }
+    cmd.args(["-lpthread", "-ldl", "-lm"]);
+    let o = cmd.output().expect("gcc is needed to build the C tests");
+    assert!(
+        o.status.success(),
+        "gcc {src} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+/// Runs a compiled C test; it must exit 0 within 120 s.
+fn run(exe: &Path) {
+    let mut child = Command::new(exe)
+        // cargo points LD_LIBRARY_PATH at the outer target dir, which may hold an older
+        // libnetfold.so than the one just built; it would win over the executable's rpath.
+        .env("LD_LIBRARY_PATH", libdir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn C test");
+    let start = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().expect("wait for C test") {
+            let o = child.wait_with_output().expect("collect output");
+            let out = String::from_utf8_lossy(&o.stdout);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(st.success(), "{exe:?} failed ({st}):\n{out}\n{err}");
+            print!("{out}");
+            return;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("{exe:?} did not finish within 120 s");
+        }
+        // Polling a child's exit status (a C program may block in pthread_join if broken).
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn c_test(name: &str) {
+    let exe = compile(&format!("crates/netfold-ffi/tests/c/{name}.c"), name, false);
+    run(&exe);
+}
+
+#[test]
+fn c_layout_and_errors() {
+    c_test("layout");
+}
+
+#[test]
+fn c_layout_against_shared_library() {
+    let exe = compile("crates/netfold-ffi/tests/c/layout.c", "layout_so", true);
+    run(&exe);
+}
+
+#[test]
+fn c_handshake_and_transfer() {
+    c_test("handshake");
+}
+
+#[test]
+fn c_nonblocking_connect_and_poll() {
+    c_test("nbconnect_poll");
+}
+
+#[test]
+fn c_refused_connect() {
+    c_test("refused");
+}
+
+#[test]
+fn c_blocking_read_woken_by_other_thread() {
+    c_test("blocking_thread");
+}
+
+#[test]
+fn c_manual_clock_retransmission() {
+    c_test("retransmit");
+}
+
+#[test]
+fn c_real_clock_threads() {
+    c_test("real_clock");
+}
+
+#[test]
+fn c_echo_server_example_builds() {
+    compile("examples/c/echo_server.c", "echo_server", false);
+}
+
+/// The header declares exactly the functions the library exports (both directions), with the
+/// names issue 7 fixes.
+#[test]
+fn header_declares_every_exported_function() {
+    let header = std::fs::read_to_string(workspace().join("include/netfold.h")).expect("header");
+    let mut declared: Vec<String> = header
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('*') && !l.trim_start().starts_with("/*"))
+        .filter_map(|l| {
+            // The identifier right before the first '(' is the declared function.
+            let head = &l[..l.find('(')?];
+            let start = head
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map_or(0, |i| i + 1);
+            let name = &head[start..];
+            name.starts_with("nf_").then(|| name.to_string())
+        })
+        .collect();
+    declared.sort();
+    declared.dedup();
+    let nm = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(libdir().join("libnetfold.so"))
+        .output()
+        .expect("nm (binutils) is needed for the export check");
+    assert!(nm.status.success());
+    let mut exported: Vec<String> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .filter(|s| s.starts_with("nf_"))
+        .map(str::to_string)
+        .collect();
+    exported.sort();
+    exported.dedup();
+    assert_eq!(
+        declared, exported,
+        "include/netfold.h and libnetfold.so disagree"
+    );
+    assert_eq!(declared.len(), 32);
+}

@@ -1,0 +1,126 @@
+/*
+ * netfold.h - the C API of netfold, a user-space TCP/IP stack.
+ *
+ * BSD-socket-like calls on a netfold stack: port a program by renaming socket() to
+ * nf_socket(s, ...) and so on. Link with -lnetfold (libnetfold.so or libnetfold.a; the static
+ * library also needs -lpthread -ldl -lm).
+ *
+ * Conventions (as on Linux where it makes sense):
+ *  - Failure returns -1 (NULL for nf_stack_new) and sets errno. Notable values: EAGAIN for a
+ *    call that would block on a non-blocking descriptor or after SO_RCVTIMEO/SO_SNDTIMEO;
+ *    EINPROGRESS for a non-blocking connect (then poll for POLLOUT and read SO_ERROR);
+ *    ECONNREFUSED, ECONNRESET, ETIMEDOUT, ENOTCONN, EISCONN, EALREADY, EADDRINUSE,
+ *    EADDRNOTAVAIL, EBADF, EINVAL, EFAULT (a NULL buffer), EMSGSIZE, ENOPROTOOPT (an option
+ *    netfold does not implement), EAFNOSUPPORT (not AF_INET), EPROTONOSUPPORT /
+ *    ESOCKTNOSUPPORT (not TCP or UDP).
+ *  - EPIPE is only an errno: netfold never raises SIGPIPE (MSG_NOSIGNAL is accepted, and moot).
+ *  - Descriptors are netfold's own small integers (from 3 up, at most 4096 per stack), valid
+ *    only with the nf_stack that made them; they are not kernel file descriptors. nf_socket
+ *    takes SOCK_NONBLOCK (and ignores SOCK_CLOEXEC).
+ *  - Every call is thread-safe. With NF_CLOCK_REAL the library runs its own thread that handles
+ *    injected frames, the device and timers; blocking calls sleep until ready (no spinning),
+ *    honouring SO_RCVTIMEO/SO_SNDTIMEO. With NF_CLOCK_MANUAL nothing happens between calls:
+ *    time moves only through nf_clock_set, every call runs the stack until it is quiescent
+ *    before returning (so nf_inject has processed its frame, and nf_write's segments are ready
+ *    for nf_take), and a blocking call waits for another thread's call to make it ready
+ *    (timeouts are measured on the manual clock).
+ *  - Buffers passed in one iovec array must not overlap. nf_stack_free must not run while
+ *    another thread is inside a call on the same stack.
+ *  - Options: SO_REUSEADDR, SO_KEEPALIVE, SO_LINGER, SO_RCVBUF, SO_SNDBUF, SO_ERROR, SO_TYPE
+ *    (read-only), SO_RCVTIMEO, SO_SNDTIMEO, TCP_NODELAY, TCP_MAXSEG, TCP_KEEPIDLE,
+ *    TCP_KEEPINTVL, TCP_KEEPCNT. Others fail with ENOPROTOOPT. SO_LINGER {1, 0} makes
+ *    nf_close reset the connection; {1, t > 0} makes a blocking nf_close wait up to t seconds
+ *    for the FIN to be acknowledged (then the close goes on in the background, and nf_close
+ *    returns 0 either way). SO_RCVBUF/SO_SNDBUF are taken as given (not doubled as on
+ *    Linux), clamped to 2 KiB..16 MiB.
+ *  - nf_ioctl: FIONREAD, FIONBIO and SIOCOUTQ (== TIOCOUTQ, as in <linux/sockios.h>).
+ *  - recv flags: MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC and MSG_PEEK (UDP only); send flags:
+ *    MSG_DONTWAIT, MSG_NOSIGNAL, MSG_MORE (accepted, no effect). Others: EOPNOTSUPP.
+ *
+ * Keep in sync with crates/netfold-ffi/src/api.rs (tests compare the declared function names
+ * with the library's exports, and nf_config's layout with nf_config_layout()).
+ */
+#ifndef NETFOLD_H
+#define NETFOLD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct nf_stack nf_stack;
+
+enum { NF_MEDIUM_ETHERNET = 0, NF_MEDIUM_IP = 1 };   /* IP: frames are bare IPv4 packets */
+enum { NF_CLOCK_REAL = 0, NF_CLOCK_MANUAL = 1 };
+
+typedef struct nf_config {
+    uint32_t size;            /* sizeof(nf_config), for ABI evolution */
+    int medium;
+    const char *address;      /* "198.18.0.2/24" (prefix length required) */
+    const char *gateway;      /* NULL or "198.18.0.1" */
+    uint8_t mac[6];           /* Ethernet only; all zero: 02:00:<IPv4 address> */
+    uint32_t mtu;             /* 0 means 1500 */
+    int clock;
+    const char *device;       /* NULL: frames only via nf_inject/nf_take; "tap:NAME" */
+} nf_config;
+
+/* Defaults: Ethernet, "198.18.0.2/24", no gateway, MAC from the address, MTU 1500,
+ * NF_CLOCK_REAL, no device. */
+void      nf_config_init(nf_config *cfg);
+/* NULL + errno on failure: EINVAL (bad config), or the kernel's errno when the device cannot
+ * be opened (EPERM without CAP_NET_ADMIN, ENOENT without /dev/net/tun, ...). "tap:NAME" needs
+ * NF_MEDIUM_ETHERNET; NAME may be a pattern such as "nf%d". */
+nf_stack *nf_stack_new(const nf_config *cfg);
+void      nf_stack_free(nf_stack *s);
+/* One inbound frame (Ethernet frame or IPv4 packet, per medium). EMSGSIZE beyond the MTU,
+ * ENOBUFS if the inbound queue (1024 frames, REAL clock) is full. */
+int       nf_inject(nf_stack *s, const void *frame, size_t len);
+/* Next outbound frame: its length, or -1/EAGAIN if none, -1/EMSGSIZE (frame kept) if cap is
+ * too small. At most 4096 frames wait; beyond that output is dropped (TCP retransmits). */
+ssize_t   nf_take(nf_stack *s, void *buf, size_t cap);
+/* MANUAL: advance time to usec (never backwards: EINVAL) and run due work. REAL: EINVAL. */
+int       nf_clock_set(nf_stack *s, uint64_t usec);
+/* Current stack time in microseconds (REAL: since nf_stack_new). */
+uint64_t  nf_clock_now(nf_stack *s);
+
+int nf_socket(nf_stack *s, int domain, int type, int protocol);
+int nf_bind(nf_stack *s, int fd, const struct sockaddr *a, socklen_t l);
+int nf_listen(nf_stack *s, int fd, int backlog);
+int nf_accept(nf_stack *s, int fd, struct sockaddr *a, socklen_t *l);
+int nf_connect(nf_stack *s, int fd, const struct sockaddr *a, socklen_t l);
+ssize_t nf_read(nf_stack *s, int fd, void *b, size_t n);
+ssize_t nf_write(nf_stack *s, int fd, const void *b, size_t n);
+ssize_t nf_readv(nf_stack *s, int fd, const struct iovec *iov, int cnt);
+ssize_t nf_writev(nf_stack *s, int fd, const struct iovec *iov, int cnt);
+ssize_t nf_recv(nf_stack *s, int fd, void *b, size_t n, int flags);
+ssize_t nf_send(nf_stack *s, int fd, const void *b, size_t n, int flags);
+ssize_t nf_recvfrom(nf_stack *s, int fd, void *b, size_t n, int flags, struct sockaddr *a, socklen_t *l);
+ssize_t nf_sendto(nf_stack *s, int fd, const void *b, size_t n, int flags, const struct sockaddr *a, socklen_t l);
+ssize_t nf_recvmsg(nf_stack *s, int fd, struct msghdr *m, int flags);
+ssize_t nf_sendmsg(nf_stack *s, int fd, const struct msghdr *m, int flags);
+int nf_shutdown(nf_stack *s, int fd, int how);
+int nf_close(nf_stack *s, int fd);
+int nf_getsockopt(nf_stack *s, int fd, int level, int name, void *v, socklen_t *l);
+int nf_setsockopt(nf_stack *s, int fd, int level, int name, const void *v, socklen_t l);
+int nf_getsockname(nf_stack *s, int fd, struct sockaddr *a, socklen_t *l);
+int nf_getpeername(nf_stack *s, int fd, struct sockaddr *a, socklen_t *l);
+int nf_fcntl(nf_stack *s, int fd, int cmd, long arg);     /* F_GETFL / F_SETFL (O_NONBLOCK) */
+int nf_ioctl(nf_stack *s, int fd, unsigned long req, void *arg);  /* FIONREAD, SIOCOUTQ */
+int nf_poll(nf_stack *s, struct pollfd *fds, nfds_t n, int timeout_ms);
+
+/* Layout self-description (for tests that keep this header honest): stores up to n offsets
+ * of nf_config's fields, in declaration order, and returns sizeof(nf_config) as compiled
+ * into the library. */
+size_t nf_config_layout(size_t *offsets, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NETFOLD_H */
