@@ -156,12 +156,27 @@ fn serve_loop<D: Device>(
             wait(dev, t);
         }
     }
-    // Tell clients we are going (iperf3 SERVER_TERMINATE, RSTs) and let it reach the wire.
-    services.shutdown(stack);
-    let until = clock.now() + Duration::from_millis(100);
-    while clock.now() < until {
-        if !stack.poll(clock.now(), dev) {
-            wait(dev, Duration::from_millis(10));
+    // Tell clients we are going: iperf3 gets SERVER_TERMINATE while its streams are still
+    // drained (so it reads that before any reset), then everything is reset; both given time
+    // to reach the wire.
+    services.begin_shutdown(stack);
+    for (grace, graceful) in [
+        (Duration::from_millis(200), true),
+        (Duration::from_millis(50), false),
+    ] {
+        if !graceful {
+            services.shutdown(stack);
+        }
+        let until = clock.now() + grace;
+        while clock.now() < until {
+            let now = clock.now();
+            let mut did = stack.poll(now, dev);
+            if graceful {
+                did |= services.poll(stack, now);
+            }
+            if !did {
+                wait(dev, Duration::from_millis(5));
+            }
         }
     }
 }

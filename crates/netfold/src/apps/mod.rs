@@ -210,6 +210,8 @@ pub struct Services {
     iperf: Option<IperfTest>,
     scratch: Vec<u8>,
     stats: ServiceStats,
+    /// `begin_shutdown` was called: the iperf3 test only drains.
+    stopping: bool,
 }
 
 /// Bytes moved per read/write call; also the size of the one shared scratch buffer.
@@ -256,6 +258,7 @@ impl Services {
             iperf: None,
             scratch: vec![0; SCRATCH],
             stats: ServiceStats::default(),
+            stopping: false,
         })
     }
 
@@ -337,12 +340,30 @@ impl Services {
         did
     }
 
-    /// Tells a running iperf3 client the server is going away (`SERVER_TERMINATE`), resets
-    /// every connection and closes the listeners.
-    pub fn shutdown(&mut self, stack: &mut Stack) {
-        if let Some(t) = self.iperf.take() {
+    /// First half of a graceful stop: a running iperf3 client is told the server is going
+    /// away (`SERVER_TERMINATE`, as iperf3's own server does on SIGINT) and new connections are
+    /// refused. Existing connections keep being drained (nothing more is sent to iperf3) so
+    /// the client reads the control message before any reset; keep polling for a moment, then
+    /// call [`Services::shutdown`].
+    pub fn begin_shutdown(&mut self, stack: &mut Stack) {
+        if self.stopping {
+            return;
+        }
+        self.stopping = true;
+        if let Some(t) = &self.iperf {
             let _ = t.ctrl.write(stack, &[iperf::state::SERVER_TERMINATE as u8]);
-            let _ = t.ctrl.close(stack);
+        }
+        for (_, l) in self.listeners.drain(..) {
+            let _ = l.close(stack);
+        }
+    }
+
+    /// Stops everything: resets every connection, closes the listeners and the UDP socket.
+    /// (Call [`Services::begin_shutdown`] first, and poll a little, to stop gracefully.)
+    pub fn shutdown(&mut self, stack: &mut Stack) {
+        self.begin_shutdown(stack);
+        if let Some(t) = self.iperf.take() {
+            let _ = t.ctrl.abort(stack);
             for s in t.streams.into_iter().flatten() {
                 let _ = s.abort(stack);
             }
@@ -664,9 +685,10 @@ impl Services {
         };
         let mut did = false;
         let scratch = &mut self.scratch[..];
+        let stopping = self.stopping;
 
-        // Control input.
-        loop {
+        // Control input (ignored once SERVER_TERMINATE is out: the test is over for us).
+        while !stopping {
             let room = t.session.input_room().min(scratch.len()).min(4096);
             if room == 0 {
                 break;
@@ -686,6 +708,18 @@ impl Services {
                     break;
                 }
             }
+        }
+        if stopping {
+            // Only drain the data streams until `shutdown`.
+            for s in t.streams.iter().flatten() {
+                while let Ok(n) = s.read(stack, scratch) {
+                    if n == 0 {
+                        break;
+                    }
+                    did = true;
+                }
+            }
+            return did;
         }
         t.session.check_timeout(now);
 
