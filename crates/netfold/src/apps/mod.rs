@@ -685,10 +685,22 @@ impl Services {
         };
         let mut did = false;
         let scratch = &mut self.scratch[..];
-        let stopping = self.stopping;
+        // Once SERVER_TERMINATE is out the test is over for us: control input is ignored and
+        // the data streams are only drained until `shutdown`.
+        if self.stopping {
+            for s in t.streams.iter().flatten() {
+                while let Ok(n) = s.read(stack, scratch) {
+                    if n == 0 {
+                        break;
+                    }
+                    did = true;
+                }
+            }
+            return did;
+        }
 
-        // Control input (ignored once SERVER_TERMINATE is out: the test is over for us).
-        while !stopping {
+        // Control input.
+        loop {
             let room = t.session.input_room().min(scratch.len()).min(4096);
             if room == 0 {
                 break;
@@ -708,18 +720,6 @@ impl Services {
                     break;
                 }
             }
-        }
-        if stopping {
-            // Only drain the data streams until `shutdown`.
-            for s in t.streams.iter().flatten() {
-                while let Ok(n) = s.read(stack, scratch) {
-                    if n == 0 {
-                        break;
-                    }
-                    did = true;
-                }
-            }
-            return did;
         }
         t.session.check_timeout(now);
 
