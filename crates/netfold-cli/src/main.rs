@@ -38,6 +38,8 @@ enum Command {
     UdpStream(cmd::perf::Args),
     /// Reproduce the 2002 study's experiments and write DIR/report.md with figures.
     Paper(cmd::paper::Args),
+    /// Run netfold on a TAP device with echo, discard, chargen, HTTP and iperf3 services.
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         Some(Command::Crr(a)) => cmd::stream::crr(a),
         Some(Command::UdpStream(a)) => cmd::stream::udp_stream(a),
         Some(Command::Paper(a)) => cmd::paper::run_paper(a),
+        Some(Command::Serve(a)) => cmd::serve::run(a),
         None => cmd::perf::default_job(),
     };
     match result {

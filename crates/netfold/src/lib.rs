@@ -16,6 +16,7 @@
 //! - [`time`]: the virtual-time `Instant` and `Duration` the core runs on.
 #![deny(unsafe_code)]
 
+pub mod apps;
 pub mod buf;
 pub mod iface;
 pub mod mem;

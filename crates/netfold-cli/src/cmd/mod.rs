@@ -4,6 +4,7 @@ pub mod copy;
 pub mod csum;
 pub mod paper;
 pub mod perf;
+pub mod serve;
 pub mod stream;
 pub mod timing;
 

@@ -1,0 +1,300 @@
+//! `netfold serve`: runs a netfold stack on a TAP device with all services of
+//! [`netfold::apps`] (echo 7 TCP+UDP, discard 9, chargen 19, HTTP 8080, iperf3 5201), until
+//! SIGINT/SIGTERM; then prints the counters and exits 0.
+//!
+//! One thread: poll the stack, poll the services, and sleep in poll(2) on the TAP descriptor
+//! until a frame arrives or the next timer is due.
+//!
+//! The link is a [`Tap`] with checksum offload and TSO/GRO across the boundary (unless
+//! `--no-offloads`); with `--pcap` it is wrapped in a [`PcapWriter`], which fills in the
+//! checksums the offload left to the kernel so the capture reads clean.
+
+use super::CmdResult;
+use clap::Parser;
+use netfold::apps::{Services, ServicesConfig};
+use netfold::iface::{Stack, StackConfig};
+use netfold::phy::pcap::PcapWriter;
+use netfold::phy::tap::{Tap, TapConfig};
+use netfold::phy::{Device, Medium};
+use netfold::time::{Duration, Instant};
+use netfold::wire::ethernet::EthernetAddress;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(Parser, Debug)]
+pub struct Args {
+    /// The link: `tap:NAME` (attaches to TAP device NAME, creating it if it does not exist).
+    #[arg(long)]
+    link: String,
+    /// Our address and prefix, e.g. 198.18.0.2/24.
+    #[arg(long)]
+    addr: String,
+    /// Default gateway for off-link peers.
+    #[arg(long)]
+    gateway: Option<Ipv4Addr>,
+    /// Write every frame sent and received to this pcap file.
+    #[arg(long)]
+    pcap: Option<std::path::PathBuf>,
+    /// IP MTU (default: the TAP interface's).
+    #[arg(long)]
+    mtu: Option<usize>,
+    /// Do not offload checksums and TCP segmentation to the kernel across the TAP.
+    #[arg(long)]
+    no_offloads: bool,
+    /// Our MAC address (default: a locally administered one).
+    #[arg(long, default_value = "02:6e:66:00:00:02")]
+    mac: String,
+    /// Most connections served at once.
+    #[arg(long, default_value_t = 256)]
+    max_conns: usize,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Installs SIGINT/SIGTERM handlers that set [`STOP`]. No SA_RESTART, so a poll(2) in progress
+/// returns EINTR at once.
+fn install_signal_handlers() -> std::io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: sigaction is zero-initialisable plain data; we set a handler that only does an
+        // atomic store, an empty mask, and pass valid pointers to a live local.
+        let rc = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            sa.sa_flags = 0;
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!("bad MAC address {s:?}"));
+    }
+    let mut m = [0u8; 6];
+    for (b, p) in m.iter_mut().zip(parts) {
+        *b = u8::from_str_radix(p, 16).map_err(|_| format!("bad MAC address {s:?}"))?;
+    }
+    if m[0] & 1 != 0 {
+        return Err(format!("{s} is a multicast address"));
+    }
+    Ok(EthernetAddress(m))
+}
+
+fn parse_cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
+    let (a, p) = s.split_once('/').unwrap_or((s, "24"));
+    let addr: Ipv4Addr = a.parse().map_err(|_| format!("bad address {a:?}"))?;
+    let prefix: u8 = p
+        .parse()
+        .ok()
+        .filter(|&p| p <= 32)
+        .ok_or_else(|| format!("bad prefix length {p:?}"))?;
+    Ok((addr, prefix))
+}
+
+/// The stack's clock: microseconds since the Unix epoch (so pcap timestamps are wall time),
+/// advancing monotonically.
+struct Clock {
+    base: u64,
+    start: std::time::Instant,
+}
+
+impl Clock {
+    fn new() -> Clock {
+        let base = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0);
+        Clock {
+            base,
+            start: std::time::Instant::now(),
+        }
+    }
+    fn now(&self) -> Instant {
+        Instant::from_micros(self.base + self.start.elapsed().as_micros() as u64)
+    }
+}
+
+/// Polls stack and services until SIGINT/SIGTERM; `wait` sleeps until the device is readable
+/// or the timeout passes.
+fn serve_loop<D: Device>(
+    dev: &mut D,
+    wait: impl Fn(&D, Duration),
+    stack: &mut Stack,
+    services: &mut Services,
+    clock: &Clock,
+) {
+    while !STOP.load(Ordering::SeqCst) {
+        let now = clock.now();
+        let mut did = stack.poll(now, dev);
+        did |= services.poll(stack, now);
+        if did {
+            continue;
+        }
+        let next = [stack.poll_at(now), services.poll_at(now)]
+            .into_iter()
+            .flatten()
+            .min();
+        // Bounded so a lost wake-up costs at most half a second; signals interrupt poll(2).
+        let t = match next {
+            Some(at) => (at - now).min(Duration::from_millis(500)),
+            None => Duration::from_millis(500),
+        };
+        if t > Duration::ZERO {
+            wait(dev, t);
+        }
+    }
+    // Tell clients we are going: iperf3 gets SERVER_TERMINATE while its streams are still
+    // drained (so it reads that before any reset), then everything is reset; both given time
+    // to reach the wire.
+    services.begin_shutdown(stack);
+    for (grace, graceful) in [
+        (Duration::from_millis(200), true),
+        (Duration::from_millis(50), false),
+    ] {
+        if !graceful {
+            services.shutdown(stack);
+        }
+        let until = clock.now() + grace;
+        while clock.now() < until {
+            let now = clock.now();
+            let mut did = stack.poll(now, dev);
+            if graceful {
+                did |= services.poll(stack, now);
+            }
+            if !did {
+                wait(dev, Duration::from_millis(5));
+            }
+        }
+    }
+}
+
+pub fn run(a: Args) -> CmdResult {
+    let name = a
+        .link
+        .strip_prefix("tap:")
+        .ok_or_else(|| format!("--link {:?}: only tap:NAME is supported", a.link))?;
+    let (addr, prefix_len) = parse_cidr(&a.addr)?;
+    let mac = parse_mac(&a.mac)?;
+    if let Some(m) = a.mtu {
+        if !(576..=65535).contains(&m) {
+            return Err(format!("--mtu {m} out of range 576..65535").into());
+        }
+    }
+    install_signal_handlers()?;
+    let tap_cfg = TapConfig {
+        offloads: !a.no_offloads,
+        mtu: a.mtu,
+        ..TapConfig::default()
+    };
+    let mut tap = Tap::open(name, tap_cfg).map_err(|e| format!("opening tap {name}: {e}"))?;
+    let mtu = tap.mtu();
+
+    let mut secret = [0u8; 16];
+    // The ISN key only needs to be unpredictable to off-path attackers; time and pid will do
+    // for a measurement tool (RFC 6528 §3 wants a secret; this is one per run).
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+        ^ (u128::from(std::process::id()) << 64);
+    secret.copy_from_slice(&seed.to_le_bytes());
+    let mut stack = Stack::new(StackConfig {
+        medium: Medium::Ethernet,
+        mac,
+        addr,
+        prefix_len,
+        gateway: a.gateway,
+        mtu,
+        tcp_secret: secret,
+        ..StackConfig::default()
+    });
+    let mss = mtu.saturating_sub(40).clamp(536, usize::from(u16::MAX)) as u16;
+    let cfg = ServicesConfig {
+        max_conns: a.max_conns.max(1),
+        // The clock below counts from the Unix epoch, so HTTP can send Date.
+        wall_clock: true,
+        tcp: netfold::tcp::Config {
+            mss,
+            time_wait: netfold::time::Duration::from_secs(10),
+            ..netfold::tcp::Config::default()
+        },
+        ..ServicesConfig::default()
+    };
+    let mut services = Services::bind(&mut stack, cfg)?;
+    let clock = Clock::new();
+
+    println!(
+        "netfold serve: {addr}/{prefix_len} on tap {} (mtu {mtu}, offloads {}): echo 7/tcp+udp, \
+         discard 9, chargen 19, http 8080, iperf3 5201",
+        tap.name(),
+        if a.no_offloads { "off" } else { "on" },
+    );
+    let _ = std::io::stdout().flush();
+
+    let mut pcap_records = None;
+    match &a.pcap {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| format!("creating {}: {e}", path.display()))?;
+            let mut dev = PcapWriter::new(tap, std::io::BufWriter::new(file))?;
+            let wait = |d: &PcapWriter<Tap, _>, t: Duration| {
+                let _ = d.inner().wait(Some(t));
+            };
+            serve_loop(&mut dev, wait, &mut stack, &mut services, &clock);
+            dev.flush()?;
+            pcap_records = Some((dev.records(), dev.write_errors()));
+            let (t, _) = dev.into_parts();
+            tap = t;
+        }
+        None => {
+            let wait = |d: &Tap, t: Duration| {
+                let _ = d.wait(Some(t));
+            };
+            serve_loop(&mut tap, wait, &mut stack, &mut services, &clock);
+        }
+    }
+
+    println!("netfold serve: stopping");
+    println!("{}", services.stats());
+    println!("{}", stack.counters());
+    println!("tap: {:?}", tap.stats());
+    if let Some((records, errors)) = pcap_records {
+        println!("pcap: records={records} write_errors={errors}");
+    }
+    let _ = std::io::stdout().flush();
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_addresses() {
+        assert_eq!(
+            parse_cidr("198.18.0.2/24"),
+            Ok((Ipv4Addr::new(198, 18, 0, 2), 24))
+        );
+        assert!(parse_cidr("198.18.0.2/33").is_err());
+        assert!(parse_cidr("x/24").is_err());
+        assert_eq!(
+            parse_mac("02:6e:66:00:00:02").map(|m| m.0),
+            Ok([2, 0x6e, 0x66, 0, 0, 2])
+        );
+        assert!(parse_mac("01:00:00:00:00:00").is_err());
+        assert!(parse_mac("02:00").is_err());
+    }
+}

@@ -1,0 +1,400 @@
+//! `netfold serve` against the Linux kernel as a real peer.
+//!
+//! Needs root and /dev/net/tun (otherwise a loud SKIP). The test creates a network namespace
+//! with a persistent TAP device whose kernel side is 198.18.0.1/24, runs the `netfold` binary
+//! inside that namespace attached to the TAP at 198.18.0.2, and talks to it with stock tools:
+//! ping, curl (100 MB byte-exact), python3 sockets (discard, chargen, echo), iperf3 (-J, -R,
+//! -P 2), and tshark on the `--pcap` capture. Everything is removed afterwards, also on failure
+//! (Drop guards). Tools: iproute2, iputils-ping, curl, iperf3, tshark, python3 (see .ci/run).
+
+use netfold::apps::pattern;
+use netfold::netns::{self, NetNs};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const SERVER: &str = "198.18.0.2";
+
+fn need(tool: &str, arg: &str) {
+    let ok = Command::new(tool)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    assert!(ok, "{tool} is required by this test (installed by .ci/run)");
+}
+
+/// Runs a command to completion; panics with its output if it fails.
+fn run(args: &[&str]) -> String {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A namespace (the library's [`NetNs`] guard) with a persistent TAP whose kernel side is
+/// 198.18.0.1/24, and files to remove; all removed on drop, also when a check panics.
+struct Netns {
+    tap: String,
+    files: Vec<PathBuf>,
+    // Declared last: dropped after `Drop for Netns` has deleted the TAP.
+    ns: NetNs,
+}
+
+impl Netns {
+    fn create() -> Netns {
+        let ns = NetNs::create().expect("create netns");
+        let n = Netns {
+            tap: format!("nfs{}", std::process::id() % 1_000_000),
+            files: Vec::new(),
+            ns,
+        };
+        n.ns.ip(&["tuntap", "add", "mode", "tap", "name", &n.tap])
+            .expect("create tap");
+        n.ns.configure(&n.tap, Ipv4Addr::new(198, 18, 0, 1), 24)
+            .expect("configure tap");
+        n
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = self.ns.command(args[0]);
+        c.args(&args[1..]);
+        c
+    }
+
+    fn exec(&self, args: &[&str]) -> String {
+        let out = self
+            .cmd(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "{args:?} failed: {}\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // A persistent TAP outlives its users; delete it before the namespace goes.
+        let _ = self
+            .ns
+            .ip(&["tuntap", "del", "mode", "tap", "name", &self.tap]);
+        for f in &self.files {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// A running `netfold serve`; killed on drop if still running.
+struct Server {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Server {
+    fn start(net: &Netns, pcap: Option<&Path>) -> Server {
+        let exe = env!("CARGO_BIN_EXE_netfold");
+        let link = format!("tap:{}", net.tap);
+        let mut args = vec![exe, "serve", "--link", &link, "--addr", "198.18.0.2/24"];
+        let pcap_s;
+        if let Some(p) = pcap {
+            pcap_s = p.display().to_string();
+            args.push("--pcap");
+            args.push(&pcap_s);
+        }
+        // `ip netns exec` execs the program, so the child's pid is netfold's.
+        let mut child = net
+            .cmd(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn netfold serve");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("netfold serve did not start");
+        assert!(first.starts_with("netfold serve:"), "{first}");
+        Server { child, lines: rx }
+    }
+
+    /// SIGINT, then the exit status must be 0 and the counters printed.
+    fn stop(mut self) -> String {
+        run(&["kill", "-INT", &self.child.id().to_string()]);
+        let end = Instant::now() + Duration::from_secs(15);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < end, "netfold serve ignored SIGINT");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut out = String::new();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            out.push_str(&l);
+            out.push('\n');
+        }
+        assert!(status.success(), "exit status {status}\n{out}");
+        assert!(
+            out.contains("services:") && out.contains("frames_in"),
+            "{out}"
+        );
+        out
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// SHA-256 (hex) of `len` bytes of the /bytes/N pattern, via sha256sum.
+fn expected_sha256(len: u64) -> String {
+    let mut c = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    let mut stdin = c.stdin.take().unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut off = 0u64;
+    while off < len {
+        let n = ((len - off) as usize).min(buf.len());
+        pattern::fill_bytes(off, &mut buf[..n]);
+        stdin.write_all(&buf[..n]).unwrap();
+        off += n as u64;
+    }
+    drop(stdin);
+    let mut out = String::new();
+    c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert!(c.wait().unwrap().success());
+    out.split_whitespace().next().unwrap().to_string()
+}
+
+/// curl /bytes/N through sha256sum inside the namespace.
+fn curl_sha256(net: &Netns, len: u64) -> String {
+    let script = format!(
+        "set -o pipefail; curl -sS --max-time 300 http://{SERVER}:8080/bytes/{len} | sha256sum"
+    );
+    let out = net.exec(&["timeout", "320", "bash", "-c", &script]);
+    out.split_whitespace().next().unwrap().to_string()
+}
+
+/// A python3 snippet run in the namespace; returns stdout.
+fn py(net: &Netns, code: &str) -> Vec<u8> {
+    let out = net
+        .cmd(&["timeout", "60", "python3", "-c", code])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "python failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn iperf3(net: &Netns, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["timeout", "60", "iperf3", "-c", SERVER, "-t", "2", "-J"];
+    args.extend_from_slice(extra);
+    let out = net.cmd(&args).output().expect("iperf3");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("iperf3 {extra:?}: not JSON ({e}): {text}"));
+    assert!(
+        v.get("error").is_none(),
+        "iperf3 {extra:?} reported an error: {}",
+        v["error"]
+    );
+    assert!(out.status.success(), "iperf3 {extra:?}: {}", out.status);
+    let end = &v["end"];
+    let sent = end["sum_sent"]["bytes"].as_u64().unwrap_or(0);
+    let recv = end["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    assert!(
+        sent > 0 && recv > 0,
+        "iperf3 {extra:?}: sent {sent} received {recv}"
+    );
+    eprintln!(
+        "iperf3 {extra:?}: {:.0} Mbit/s received",
+        end["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0)
+            / 1e6
+    );
+    v
+}
+
+#[test]
+fn serve_over_tap_talks_to_the_kernel() {
+    if let Some(why) = netns::unavailable_reason() {
+        eprintln!("\n*** SKIP serve_over_tap_talks_to_the_kernel: {why} ***\n");
+        return;
+    }
+    for (tool, arg) in [
+        ("ping", "-V"),
+        ("curl", "--version"),
+        ("iperf3", "--version"),
+        ("tshark", "--version"),
+        ("python3", "--version"),
+        ("sha256sum", "--version"),
+    ] {
+        need(tool, arg);
+    }
+    let mut net = Netns::create();
+
+    // Phase 1, captured: ping, a small download, discard, chargen, echo; then tshark.
+    let pcap = std::env::temp_dir().join(format!("netfold-serve-{}.pcap", std::process::id()));
+    net.files.push(pcap.clone());
+    let server = Server::start(&net, Some(&pcap));
+    net.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", SERVER]);
+    assert_eq!(curl_sha256(&net, 100_000), expected_sha256(100_000));
+    // The kernel sends 1 MB to discard and waits for the server's FIN.
+    py(
+        &net,
+        &format!(
+            "import socket\n\
+             s=socket.create_connection(('{SERVER}',9),timeout=20)\n\
+             s.sendall(bytes(range(256))*4096)\n\
+             s.shutdown(socket.SHUT_WR)\n\
+             assert s.recv(1)==b''\n"
+        ),
+    );
+    // The kernel receives from chargen.
+    let got = py(
+        &net,
+        &format!(
+            "import socket,sys\n\
+             s=socket.create_connection(('{SERVER}',19),timeout=20)\n\
+             d=b''\n\
+             while len(d)<100000:\n\
+             \x20   x=s.recv(65536)\n\
+             \x20   assert x\n\
+             \x20   d+=x\n\
+             sys.stdout.buffer.write(d[:100000])\n"
+        ),
+    );
+    let mut want = vec![0u8; 100_000];
+    pattern::fill_chargen(0, &mut want);
+    assert!(got == want, "chargen bytes differ from RFC 864 pattern");
+    // Echo over TCP and UDP.
+    py(
+        &net,
+        &format!(
+            "import socket\n\
+             s=socket.create_connection(('{SERVER}',7),timeout=20)\n\
+             m=b'netfold'*10000\n\
+             s.sendall(m); s.shutdown(socket.SHUT_WR)\n\
+             d=b''\n\
+             while True:\n\
+             \x20   x=s.recv(65536)\n\
+             \x20   if not x: break\n\
+             \x20   d+=x\n\
+             assert d==m, len(d)\n\
+             u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); u.settimeout(5)\n\
+             u.sendto(b'ping',('{SERVER}',7))\n\
+             assert u.recvfrom(64)[0]==b'ping'\n"
+        ),
+    );
+    let out = server.stop();
+    assert!(out.contains("discard_bytes=1048576"), "{out}");
+    assert!(out.contains("udp_echo_datagrams=1"), "{out}");
+
+    // tshark reads the capture: no complaint on stderr, checksums verified good, nothing
+    // malformed at the layers netfold writes.
+    let t = Command::new("tshark")
+        .args(["-r", pcap.to_str().unwrap()])
+        .args(["-o", "ip.check_checksum:TRUE"])
+        .args(["-o", "tcp.check_checksum:TRUE"])
+        .args(["-o", "udp.check_checksum:TRUE"])
+        .args(["-Y", "ip.checksum.status == \"Bad\" || tcp.checksum.status == \"Bad\" || udp.checksum.status == \"Bad\" || icmp.checksum.status == \"Bad\" || (_ws.malformed && (eth || arp || ip || icmp || tcp || udp || http) && !(tcp.payload && !http))"])
+        .output()
+        .expect("tshark");
+    let stderr = String::from_utf8_lossy(&t.stderr);
+    let complaints: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.contains("Running as user \"root\""))
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert!(t.status.success(), "tshark failed: {stderr}");
+    assert!(complaints.is_empty(), "tshark warnings: {complaints:?}");
+    assert!(
+        t.stdout.is_empty(),
+        "bad or malformed frames:\n{}",
+        String::from_utf8_lossy(&t.stdout)
+    );
+    let frames = run(&[
+        "tshark",
+        "-r",
+        pcap.to_str().unwrap(),
+        "-T",
+        "fields",
+        "-e",
+        "frame.number",
+    ]);
+    assert!(frames.lines().count() > 100, "capture too small");
+
+    // Phase 2, not captured: 100 MB byte-exact and iperf3.
+    let server = Server::start(&net, None);
+    let len = 104_857_600;
+    assert_eq!(curl_sha256(&net, len), expected_sha256(len));
+    iperf3(&net, &[]);
+    iperf3(&net, &["-R"]);
+    let v = iperf3(&net, &["-P", "2"]);
+    assert_eq!(v["end"]["streams"].as_array().map(Vec::len), Some(2));
+    let out = server.stop();
+    assert!(out.contains("iperf_completed=3"), "{out}");
+    assert!(out.contains("iperf_failed=0"), "{out}");
+
+    // Phase 3: SIGINT in the middle of an iperf3 test. The server still exits 0 with its
+    // counters, and the client is told (SERVER_TERMINATE) instead of hanging.
+    let server = Server::start(&net, None);
+    let client = net
+        .cmd(&["timeout", "60", "iperf3", "-c", SERVER, "-t", "30", "-J"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("iperf3");
+    std::thread::sleep(Duration::from_millis(1500));
+    let started = Instant::now();
+    let out = server.stop();
+    assert!(out.contains("iperf_tests=1"), "{out}");
+    let done = client.wait_with_output().expect("iperf3 output");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "iperf3 client did not notice the server going away"
+    );
+    let text = String::from_utf8_lossy(&done.stdout);
+    let v: serde_json::Value = serde_json::from_str(&text).expect("iperf3 JSON");
+    let err = v["error"].as_str().unwrap_or("");
+    assert!(err.contains("terminated"), "iperf3 error: {err:?}");
+    drop(net);
+}
