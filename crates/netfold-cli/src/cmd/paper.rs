@@ -215,41 +215,67 @@ pub fn run_paper(a: Args) -> CmdResult {
     // 4. Copy patch on/off inside TCP.
     not_yet(&mut md, "4. TCP_STREAM with and without netfold's copy and fused checksum", "seed 000 Figures 5 and 6 (baseline vs CopyPatch), seed 001's table", "the stack has no switch yet to replace its copy/fused-checksum kernels with plain memcpy + a separate checksum pass inside TCP (Step 4).");
 
-    // 5. Receive aggregation.
-    not_yet(
-        &mut md,
-        "5. Receive aggregation (GRO/LRO) on and off at MTU 1500 and 9000",
-        "seed 002's table (3.7 -> 9.4 Gb/s with LRO at MTU 1500)",
-        "GRO is not implemented yet (Step 4).",
-    );
-    // The MTU half of seed 002 can be measured now.
-    let r = run(&[
-        "stream", "--stack", "netfold", "-m", "64K", "-l", len, "--mtu", "1500",
-    ]);
-    let r9 = run(&[
-        "stream", "--stack", "netfold", "-m", "64K", "-l", len, "--mtu", "9000",
-    ]);
+    // 5. Receive aggregation on/off at MTU 1500 and 9000.
+    let mut gro_rows: Vec<(String, String, Run)> = Vec::new();
+    for mtu in ["1500", "9000"] {
+        for gro in ["off", "on"] {
+            let r = run(&[
+                "stream", "--stack", "netfold", "-m", "64K", "-l", len, "--mtu", mtu, "--gro", gro,
+                "--cpu",
+            ]);
+            gro_rows.push((mtu.into(), gro.into(), r));
+        }
+    }
+    let _ = writeln!(md, "\n## 5. Receive aggregation (GRO) on and off at MTU 1500 and 9000\n\nMirrors: seed 002's table (LRO: 3.7 -> 9.4 Gb/s at MTU 1500; 1500 with LRO close to 9000).\n");
     let _ = writeln!(
         md,
-        "Without GRO, MTU alone: `{}` and `{}`:\n",
-        r.command(),
-        r9.command()
+        "| MTU | GRO | Mbit/s | CPU % | scaled to 100% CPU | command |\n|---|---|---|---|---|---|"
     );
-    let mut both: Vec<Value> = r.results();
-    both.extend(r9.results());
-    rows_table(&mut md, &both, "test");
-    if let (Some(a15), Some(a90)) = (r.results().first(), r9.results().first()) {
-        let _ = writeln!(md, "\nVerdict: MTU 9000 / MTU 1500 = {:.2}x without aggregation (2002: jumbo frames reached line rate where 1500 did not, because per-packet costs dominated).\n", headline(a90) / headline(a15).max(1e-9));
+    for (mtu, gro, r) in &gro_rows {
+        match r.results().first() {
+            Some(row) => {
+                let _ = writeln!(
+                    md,
+                    "| {mtu} | {gro} | {:.0} | {} | {} | `{}` |",
+                    headline(row),
+                    num(row, "cpu_util")
+                        .map(|v| format!("{v:.1}"))
+                        .unwrap_or_default(),
+                    num(row, "scaled_throughput_mbps")
+                        .map(|v| format!("{v:.0}"))
+                        .unwrap_or_default(),
+                    r.command()
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    md,
+                    "| {mtu} | {gro} | failed: {} | | | `{}` |",
+                    r.json.as_ref().err().cloned().unwrap_or_default(),
+                    r.command()
+                );
+            }
+        }
+    }
+    let g = |mtu: &str, gro: &str| {
+        gro_rows
+            .iter()
+            .find(|(m, g, _)| m == mtu && g == gro)
+            .and_then(|(_, _, r)| r.results().first().map(headline))
+    };
+    if let (Some(off), Some(on), Some(j)) = (g("1500", "off"), g("1500", "on"), g("9000", "on")) {
+        let _ = writeln!(
+            md,
+            "\nVerdict: at MTU 1500 GRO on/off = {:.2}x (2007: 2.4x); MTU 1500 with GRO / MTU 9000 = {:.2}x (2007: about 1x). {}\n",
+            on / off.max(1e-9),
+            on / j.max(1e-9),
+            if on / off.max(1e-9) >= 2.0 { "Reproduced." } else { "Smaller gain here: netfold's per-frame path is already cheap (batched devices, header templates), so byte passes dominate and aggregation saves less than it did for a 2007 driver." }
+        );
     }
 
     // 6. Per-poll frame counts and buffer allocations.
     let r = run(&["stream", "--stack", "netfold", "-m", "64K", "-l", len]);
-    section(
-        &mut md,
-        "6. Buffer allocations per refill",
-        "seed 000 Tables 7-10 (alloc_skb called 2 million times vs ReceiveBufferFill 32 thousand)",
-        &r,
-    );
+    section(&mut md, "6. Frames per poll, segments per aggregation, buffer allocations per refill", "seed 000 Tables 7-10 (softirq called 2 million times for 275 thousand interrupts; alloc_skb called 2 million times vs ReceiveBufferFill 32 thousand)", &r);
     pool_section(&mut md, &r);
 
     // 7. Affinity.
@@ -468,7 +494,13 @@ fn pool_section(md: &mut String, r: &Run) {
             let _ = writeln!(md, "- {}: {gets} buffers handed out, {allocs} of them freshly allocated ({:.5} allocations per buffer).", side.trim_end_matches("_counters"), allocs as f64 / gets.max(1) as f64);
         }
     }
+    if let Some(text) = row["details"]["server_counters"].as_str() {
+        let hist: Vec<&str> = text.lines().filter(|l| l.starts_with("hist")).collect();
+        if !hist.is_empty() {
+            let _ = writeln!(md, "\nReceiver histograms (frames handed up per poll; segments per GRO flush):\n\n```\n{}\n```", hist.join("\n"));
+        }
+    }
     if found {
-        let _ = writeln!(md, "\nVerdict: 2002: alloc_skb ran once per packet (2 million calls for 32 thousand refills); netfold recycles buffers through per-stack pools, so allocations stop after warm-up. Frames per poll are not counted yet (Step 4).\n");
+        let _ = writeln!(md, "\nVerdict: 2002: alloc_skb ran once per packet (2 million calls for 32 thousand refills) and the stack handled packets one at a time; netfold recycles buffers through per-stack pools, so allocations stop after warm-up, and it takes frames from the device in batches (see the histogram) and hands TCP one aggregated segment per flow per batch.\n");
     }
 }
