@@ -280,3 +280,19 @@ proptest! {
         check_all_kernels(&data, so, d_o);
     }
 }
+
+/// The baseline switch changes how, never what: same bytes, same sums.
+#[test]
+fn baseline_mode_gives_identical_results() {
+    let src: Vec<u8> = (0..5000u32).map(|i| (i * 131 + 7) as u8).collect();
+    let mut a = vec![0u8; 5000];
+    let mut b = vec![0u8; 5000];
+    let fused = netfold::mem::copy_with_checksum(&mut a[3..], &src[1..4001]);
+    netfold::mem::set_baseline(true);
+    assert!(netfold::mem::baseline());
+    let two_pass = netfold::mem::copy_with_checksum(&mut b[3..], &src[1..4001]);
+    netfold::mem::set_baseline(false);
+    assert_eq!(fused, two_pass);
+    assert_eq!(a, b);
+    assert_eq!(fused, netfold::mem::checksum(&src[1..4001]));
+}

@@ -117,6 +117,9 @@ pub struct Params {
     pub pin: Pin,
     /// netfold: GRO on the receive path (`--gro on|off`).
     pub gro: bool,
+    /// netfold: the 2002 baseline data path (memcpy + separate checksum pass) instead of
+    /// netfold's copy kernels and fused copy+checksum (`--copy baseline`).
+    pub copy_baseline: bool,
 }
 
 impl Default for Params {
@@ -139,6 +142,7 @@ impl Default for Params {
             threads: 1,
             pin: Pin::Split,
             gro: true,
+            copy_baseline: false,
         }
     }
 }

@@ -27,6 +27,14 @@ impl StackKind {
     }
 }
 
+/// netfold's copy/checksum data path.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CopyMode {
+    #[default]
+    Netfold,
+    Baseline,
+}
+
 /// Which link each stack runs over.
 ///
 /// | --link | netfold | smoltcp | kernel |
@@ -92,6 +100,11 @@ pub struct Args {
     #[arg(long, default_value = "on", action = clap::ArgAction::Set,
           value_parser = clap::builder::BoolishValueParser::new())]
     pub gro: bool,
+    /// netfold's data path: its copy kernels with the checksum folded into the copy
+    /// (netfold), or memcpy and a separate checksum pass (baseline, the 2002 "without the
+    /// copy patch" case).
+    #[arg(long, value_enum, default_value_t = CopyMode::Netfold)]
+    pub copy: CopyMode,
     /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: u8,
@@ -203,11 +216,24 @@ pub fn params(a: &Args, test: Test, send_size: u64) -> Result<Params, String> {
         threads: a.threads as usize,
         pin: a.pin,
         gro: a.gro,
+        copy_baseline: a.copy == CopyMode::Baseline,
     })
 }
 
 /// Runs one configuration on one stack once.
 pub fn run_once(
+    stack: StackKind,
+    link: KernelLink,
+    p: &Params,
+) -> Result<(Measurement, String, usize), Box<dyn std::error::Error>> {
+    // The baseline switch is process-wide: on only while a netfold run that asked for it runs.
+    netfold::mem::set_baseline(stack == StackKind::Netfold && p.copy_baseline);
+    let r = run_stack(stack, link, p);
+    netfold::mem::set_baseline(false);
+    r
+}
+
+fn run_stack(
     stack: StackKind,
     link: KernelLink,
     p: &Params,

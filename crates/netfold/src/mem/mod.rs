@@ -26,7 +26,25 @@ mod x86_csum;
 
 pub use combine::{checksum_add, checksum_combine, checksum_update, ipv4_pseudo_header_sum};
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+
+/// The 2002 baseline switch: when set, [`copy`] is the C library's `memcpy` and
+/// [`copy_with_checksum`] copies then checksums in two passes — what a stack without netfold's
+/// copy kernels and without the fused checksum does. It exists so that the benchmark can show
+/// the difference inside a running stack (seed 000 Figures 5-6, "with and without the copy
+/// patch"); it is process-wide and off by default.
+static BASELINE: AtomicBool = AtomicBool::new(false);
+
+/// Turns the baseline (memcpy + separate checksum pass) on or off for the whole process.
+pub fn set_baseline(on: bool) {
+    BASELINE.store(on, Ordering::Relaxed);
+}
+
+/// Whether the baseline is on (see [`set_baseline`]).
+pub fn baseline() -> bool {
+    BASELINE.load(Ordering::Relaxed)
+}
 
 /// Raw kernel entry points. Invariant: a `Dispatch` is only built (in [`select`]) with kernels
 /// whose CPU features were detected, so calling its pointers is sound for valid ranges.
@@ -158,6 +176,10 @@ pub fn selected_kernels() -> &'static str {
 pub fn copy(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
     let dst = &mut dst[..n];
+    if baseline() {
+        dst.copy_from_slice(src);
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if n <= 64 {
         // SAFETY: n <= 64; both slices hold `n` bytes and cannot overlap. Baseline x86_64
@@ -207,6 +229,10 @@ pub fn checksum_with_initial(initial: u16, data: &[u8]) -> u16 {
 pub fn copy_with_checksum(dst: &mut [u8], src: &[u8]) -> u16 {
     let n = src.len();
     let dst = &mut dst[..n];
+    if baseline() {
+        dst.copy_from_slice(src);
+        return checksum(dst);
+    }
     let d = dispatch();
     if n <= MAX_CHUNK {
         // SAFETY: equal-length, non-overlapping valid ranges of at most MAX_CHUNK bytes;
