@@ -11,6 +11,43 @@
 //!
 //! Application calls that cannot complete wait on a condition variable, which the driver signals
 //! after every poll that did work; they never spin.
+//!
+//! ```
+//! use netfold::iface::{Stack, StackConfig};
+//! use netfold::phy::pipe::{Pipe, PipeConfig};
+//! use netfold::socket::blocking::Runtime;
+//! use netfold::wire::{ethernet::EthernetAddress, Ipv4Addr};
+//! use std::io::{Read, Write};
+//! use std::net::SocketAddrV4;
+//! use std::time::Duration;
+//!
+//! let stack = |last: u8| {
+//!     Stack::new(StackConfig {
+//!         addr: Ipv4Addr::new(198, 18, 0, last),
+//!         mac: EthernetAddress([2, 0, 0, 0, 0, last]),
+//!         tcp_secret: [last; 16],
+//!         ..StackConfig::default()
+//!     })
+//! };
+//! let (a, b) = Pipe::new(PipeConfig::default());
+//! let client = Runtime::start(stack(1), Box::new(a), Duration::from_millis(1))?;
+//! let server = Runtime::start(stack(2), Box::new(b), Duration::from_millis(1))?;
+//! let server_addr = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 7);
+//! let listener = server.listen(server_addr, 8, Default::default())?;
+//! let echo = std::thread::spawn(move || -> std::io::Result<()> {
+//!     let (mut s, _) = listener.accept()?;
+//!     let mut buf = [0u8; 5];
+//!     s.read_exact(&mut buf)?;
+//!     s.write_all(&buf)
+//! });
+//! let mut s = client.connect(server_addr, Default::default(), Some(Duration::from_secs(5)))?;
+//! s.write_all(b"hello")?;
+//! let mut back = [0u8; 5];
+//! s.read_exact(&mut back)?;
+//! assert_eq!(&back, b"hello");
+//! echo.join().unwrap()?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 use super::{io_error, TcpListener as NbListener, TcpStream as NbStream};
 use crate::iface::Stack;
