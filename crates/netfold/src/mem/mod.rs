@@ -46,6 +46,43 @@ pub fn baseline() -> bool {
     BASELINE.load(Ordering::Relaxed)
 }
 
+/// Which copy path a stack uses: netfold's kernels with the checksum folded into the copy, or
+/// the 2002 baseline (the C library's `memcpy` and a separate checksum pass) that the
+/// benchmark's `--copy baseline` measures inside a running stack (seed 000 Figures 5-6). It is
+/// configuration of one stack (`StackConfig::copy_mode`), not a process-wide switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum CopyMode {
+    /// netfold's copy kernels; checksum computed in the same pass as the copy.
+    #[default]
+    Kernels,
+    /// `memcpy`, then a second pass for the checksum.
+    Baseline,
+}
+
+impl CopyMode {
+    /// [`copy`] in this mode.
+    #[inline]
+    pub fn copy(self, dst: &mut [u8], src: &[u8]) {
+        match self {
+            CopyMode::Kernels => copy(dst, src),
+            CopyMode::Baseline => dst[..src.len()].copy_from_slice(src),
+        }
+    }
+
+    /// [`copy_with_checksum`] in this mode: one fused pass, or a copy then a checksum pass.
+    #[inline]
+    pub fn copy_with_checksum(self, dst: &mut [u8], src: &[u8]) -> u16 {
+        match self {
+            CopyMode::Kernels => copy_with_checksum(dst, src),
+            CopyMode::Baseline => {
+                let dst = &mut dst[..src.len()];
+                dst.copy_from_slice(src);
+                checksum(dst)
+            }
+        }
+    }
+}
+
 /// Raw kernel entry points. Invariant: a `Dispatch` is only built (in [`select`]) with kernels
 /// whose CPU features were detected, so calling its pointers is sound for valid ranges.
 struct Dispatch {
