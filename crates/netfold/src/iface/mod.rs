@@ -109,6 +109,9 @@ pub struct StackConfig {
     /// Let TCP build data segments of up to [`GSO_SEGS`] MSS (64 KiB at most), cut to the MTU
     /// at the device boundary (software GSO) or handed whole to a TSO device.
     pub gso: bool,
+    /// The copy path: netfold's kernels with the checksum folded in (default), or the 2002
+    /// baseline the benchmark's `--copy baseline` measures (see [`crate::mem::CopyMode`]).
+    pub copy_mode: crate::mem::CopyMode,
 }
 
 /// Segments one GSO super-segment spans at most (44 x 1448 fills 64 KiB, as in Linux).
@@ -141,6 +144,7 @@ impl Default for StackConfig {
             pool_buffers: 512,
             gro: true,
             gso: true,
+            copy_mode: crate::mem::CopyMode::Kernels,
         }
     }
 }
