@@ -7,8 +7,8 @@
 //! -P 2), and tshark on the `--pcap` capture. Everything is removed afterwards, also on failure
 //! (Drop guards). Tools: iproute2, iputils-ping, curl, iperf3, tshark, python3 (see .ci/run).
 
-use netfold::apps::pattern;
-use netfold::netns::{self, NetNs};
+use netfold_apps::pattern;
+use netfold_os::netns::{self, NetNs};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};

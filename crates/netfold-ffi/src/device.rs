@@ -4,9 +4,9 @@
 //! behind this one: it also feeds the stack and it receives everything the stack sends.
 
 use netfold_core::buf::{PacketBuf, Pool};
-use netfold_core::phy::tap::{Tap, TapConfig};
-use netfold_core::phy::{Device, DeviceCaps, Medium};
+use netfold_core::phy::{Device, DeviceCaps, Medium, RawFd};
 use netfold_core::time::Instant;
+use netfold_os::tap::{Tap, TapConfig};
 use std::collections::VecDeque;
 
 /// Frames `nf_inject` may queue ahead of the stack (REAL clock; MANUAL drains at once).
@@ -96,7 +96,7 @@ impl InjectDevice {
 }
 
 impl Device for InjectDevice {
-    fn readable_fd(&self) -> Option<std::os::fd::RawFd> {
+    fn readable_fd(&self) -> Option<RawFd> {
         self.inner.as_ref().and_then(|d| d.readable_fd())
     }
 

@@ -6,18 +6,21 @@
 //!   its frame and `nf_write`'s data is already in `nf_take`'s queue. Time moves only through
 //!   `nf_clock_set`. A blocking call sleeps on the condition variable until another thread's
 //!   call changes something; its timeout is measured on the manual clock too.
-//! - REAL clock: a driver thread polls the stack and sleeps until the stack's next deadline or a
-//!   kick from an application call (the design of `socket::blocking`). Blocking calls sleep on
-//!   the condition variable, which the driver signals after every poll that did work.
+//! - REAL clock: the runtime's driver thread ([`netfold_rt::driver`], the same one the blocking
+//!   Rust API runs on) polls the stack and sleeps until the stack's next deadline or a kick from
+//!   an application call. Blocking calls sleep on the condition variable, which the driver
+//!   signals after every poll that did work.
+//!
+//! The lock, the condition variable and the stop flag are the driver's under both clocks; under
+//! MANUAL its thread is simply never started.
 
 use crate::device::InjectDevice;
 use crate::fd::FdTable;
 use netfold_core::iface::Stack;
-use netfold_core::phy::Device;
+use netfold_core::phy::{Device, RawFd};
 use netfold_core::time::{Duration, Instant};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use netfold_rt::driver::{Driven, Driver};
+use std::sync::{Arc, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration as StdDuration;
 
@@ -42,58 +45,76 @@ pub(crate) struct State {
     pub(crate) dev: InjectDevice,
     pub(crate) fds: FdTable,
     pub(crate) manual_now: Instant,
-    pub(crate) stop: bool,
-    kick: bool,
+}
+
+/// What the REAL-clock driver runs: the stack over the inject device.
+impl Driven for State {
+    fn poll(&mut self, now: Instant) -> bool {
+        self.stack.poll(now, &mut self.dev)
+    }
+    /// Injected frames waiting are due now; otherwise the stack's next timer.
+    fn poll_at(&self, now: Instant) -> Option<Instant> {
+        if self.dev.has_inbound() {
+            return Some(now);
+        }
+        self.stack.poll_at(now)
+    }
+    /// A TAP can wake the driver itself: it then sleeps in poll(2) on it and the waker.
+    fn readable_fd(&self) -> Option<RawFd> {
+        self.dev.readable_fd()
+    }
+    fn idle_wait(&self) -> StdDuration {
+        if self.dev.has_inner() {
+            DEVICE_IDLE_WAIT
+        } else {
+            MAX_SLEEP
+        }
+    }
+    fn max_sleep(&self) -> Option<StdDuration> {
+        Some(MAX_SLEEP)
+    }
 }
 
 pub(crate) struct Engine {
-    st: Mutex<State>,
-    cond: Condvar,
+    driver: Arc<Driver<State>>,
     pub(crate) clock: Clock,
-    /// Kicks for a REAL-clock driver sleeping in poll(2) on a TAP: one byte per kick.
-    waker: Option<(UnixStream, UnixStream)>,
 }
 
 pub(crate) type Guard<'a> = MutexGuard<'a, State>;
 
 impl Engine {
     pub(crate) fn new(stack: Stack, dev: InjectDevice, clock: Clock) -> Engine {
+        let state = State {
+            stack,
+            dev,
+            fds: FdTable::new(),
+            manual_now: Instant::ZERO,
+        };
+        let epoch = match clock {
+            Clock::Real(epoch) => epoch,
+            // Unused: MANUAL time is `manual_now`.
+            Clock::Manual => std::time::Instant::now(),
+        };
         Engine {
-            st: Mutex::new(State {
-                stack,
-                dev,
-                fds: FdTable::new(),
-                manual_now: Instant::ZERO,
-                stop: false,
-                kick: false,
-            }),
-            cond: Condvar::new(),
+            driver: Arc::new(Driver::new(state, epoch)),
             clock,
-            waker: UnixStream::pair().ok().filter(|(a, b)| {
-                a.set_nonblocking(true).is_ok() && b.set_nonblocking(true).is_ok()
-            }),
-        }
-    }
-
-    /// Wakes a driver sleeping in poll(2). A full socket already holds a pending wake-up.
-    fn wake_driver(&self) {
-        if let Some((w, _)) = &self.waker {
-            use std::io::Write as _;
-            let _ = (&*w).write(&[1]);
         }
     }
 
     pub(crate) fn lock(&self) -> Guard<'_> {
         // A panic while the lock was held (caught at the FFI boundary) leaves the state as it
         // was; later calls keep working on it rather than failing forever.
-        self.st.lock().unwrap_or_else(|p| p.into_inner())
+        self.driver.lock()
+    }
+
+    /// Whether the stack is being freed (waiters return EBADF).
+    pub(crate) fn stopped(&self) -> bool {
+        self.driver.stopped()
     }
 
     pub(crate) fn now(&self, st: &State) -> Instant {
         match self.clock {
-            Clock::Real(epoch) => {
-                Instant::from_micros(u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
-            }
+            Clock::Real(_) => self.driver.now(),
             Clock::Manual => st.manual_now,
         }
     }
@@ -103,12 +124,9 @@ impl Engine {
     pub(crate) fn changed(&self, st: &mut State) {
         match self.clock {
             Clock::Manual => self.settle(st),
-            Clock::Real(_) => {
-                st.kick = true;
-                self.wake_driver();
-            }
+            Clock::Real(_) => self.driver.kick(st),
         }
-        self.cond.notify_all();
+        self.driver.notify();
     }
 
     /// Polls until nothing is left to do at the current time (MANUAL clock).
@@ -122,7 +140,7 @@ impl Engine {
                 break;
             }
         }
-        self.cond.notify_all();
+        self.driver.notify();
     }
 
     /// Sleeps until some call or the driver announces a change, or `deadline` (stack time)
@@ -134,14 +152,11 @@ impl Engine {
         }
         let g = match self.clock {
             // Manual time only moves through another call, which notifies: no timeout needed.
-            Clock::Manual => self.cond.wait(g).unwrap_or_else(|p| p.into_inner()),
+            Clock::Manual => self.driver.wait(g),
             Clock::Real(_) => {
                 let left =
                     deadline.map_or(MAX_SLEEP, |d| StdDuration::from(d - now).min(MAX_SLEEP));
-                self.cond
-                    .wait_timeout(g, left)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0
+                self.driver.wait_timeout(g, left)
             }
         };
         let now = self.now(&g);
@@ -151,10 +166,7 @@ impl Engine {
 
     /// Stops the driver and wakes every waiter (they return EBADF).
     pub(crate) fn stop(&self) {
-        let mut g = self.lock();
-        g.stop = true;
-        self.wake_driver();
-        self.cond.notify_all();
+        self.driver.stop();
     }
 
     /// Sets the manual clock and runs everything that became due.
@@ -179,66 +191,5 @@ pub(crate) fn deadline_after(now: Instant, timeout: Option<Duration>) -> Option<
 
 /// Starts the REAL-clock driver thread.
 pub(crate) fn spawn_driver(engine: Arc<Engine>) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("netfold-ffi-driver".into())
-        .spawn(move || drive(&engine))
-}
-
-fn drive(e: &Engine) {
-    let mut g = e.lock();
-    while !g.stop {
-        let now = e.now(&g);
-        let st = &mut *g;
-        let worked = st.stack.poll(now, &mut st.dev);
-        g.kick = false;
-        if worked {
-            e.cond.notify_all();
-            // Let application threads in before polling again.
-            drop(g);
-            std::thread::yield_now();
-            g = e.lock();
-            continue;
-        }
-        let mut wait = if g.dev.has_inner() {
-            DEVICE_IDLE_WAIT
-        } else {
-            MAX_SLEEP
-        };
-        let g_until: Option<StdDuration> = g.stack.poll_at(now).map(|at| (at - now).into());
-        if let Some(d) = g_until {
-            wait = wait.min(d);
-        }
-        if wait.is_zero() || g.dev.has_inbound() {
-            continue;
-        }
-        // A TAP can wake us itself: sleep in poll(2) on it and the waker with the lock
-        // released, instead of waking every DEVICE_IDLE_WAIT.
-        if let (Some(fd), Some((_, rx))) = (g.dev.readable_fd(), &e.waker) {
-            if !g.kick {
-                drop(g);
-                let bound = g_until.map_or(MAX_SLEEP, |d| d.min(MAX_SLEEP));
-                let _ =
-                    netfold_core::phy::wait::wait_readable_any(&[fd, rx.as_raw_fd()], Some(bound));
-                drain(rx);
-                g = e.lock();
-            }
-            continue;
-        }
-        g = e
-            .cond
-            .wait_timeout_while(g, wait, |s| !s.kick && !s.stop)
-            .unwrap_or_else(|p| p.into_inner())
-            .0;
-    }
-}
-
-/// Empties the waker socket (each kick wrote one byte).
-fn drain(s: &UnixStream) {
-    use std::io::Read as _;
-    let mut buf = [0u8; 64];
-    while let Ok(n) = (&*s).read(&mut buf) {
-        if n < buf.len() {
-            break;
-        }
-    }
+    engine.driver.spawn("netfold-ffi-driver")
 }

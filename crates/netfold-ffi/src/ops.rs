@@ -48,7 +48,7 @@ pub(crate) fn blocking<T>(
     };
     let deadline = deadline_after(e.now(&g), timeo);
     loop {
-        if g.stop {
+        if e.stopped() {
             return Err(libc::EBADF);
         }
         let now = e.now(&g);
@@ -908,7 +908,7 @@ pub(crate) fn poll(e: &Engine, fds: &mut [libc::pollfd], timeout_ms: i32) -> R<i
         e.now(&g) + netfold_core::time::Duration::from_millis(u64::from(timeout_ms.unsigned_abs()))
     });
     loop {
-        if g.stop {
+        if e.stopped() {
             return Err(libc::EBADF);
         }
         let mut n = 0;

@@ -10,17 +10,20 @@
 //! - [`wire`]: zero-copy checked packet views and `Repr` parse/emit for each header.
 //! - [`mem`]: copy, checksum and fused copy+checksum kernels with run-time SIMD dispatch.
 //! - [`buf`]: recycled packet buffers.
-//! - [`phy`]: the `Device` trait and devices (in-memory pipe with impairments, ...).
+//! - [`phy`]: the `Device` trait and the in-memory pipe with impairments.
 //! - [`tcp`]: the TCP connection engine (state machine, timers, SACK, congestion control).
 //! - [`iface`]: the `Stack`: neighbours, IPv4, ICMP, UDP, dispatch to TCP.
+//! - [`socket`]: non-blocking socket handles on a `Stack`.
 //! - [`time`]: the virtual-time `Instant` and `Duration` the core runs on.
+//!
+//! This crate depends on no OS crate. Around it: `netfold-os` (TAP, packet socket, pcap files,
+//! waiting, namespaces), `netfold-rt` (the driver thread and the blocking API), `netfold-apps`
+//! (the services of `netfold serve`).
 #![deny(unsafe_code)]
 
-pub mod apps;
 pub mod buf;
 pub mod iface;
 pub mod mem;
-pub mod netns;
 pub mod phy;
 pub mod socket;
 pub mod tcp;

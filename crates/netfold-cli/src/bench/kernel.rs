@@ -90,8 +90,8 @@ fn sink(s: &mut TcpStream, p: &Params, pattern: &Pattern) -> std::io::Result<(u6
 /// Two network namespaces joined by a veth pair (`--link veth`): the client's end is
 /// 198.18.2.1/24, the server's 198.18.2.2/24. Dropping it removes both namespaces.
 pub struct Veth {
-    a: netfold::netns::NetNs,
-    b: netfold::netns::NetNs,
+    a: netfold_os::netns::NetNs,
+    b: netfold_os::netns::NetNs,
 }
 
 pub const VETH_CLIENT: std::net::Ipv4Addr = std::net::Ipv4Addr::new(198, 18, 2, 1);
@@ -99,13 +99,13 @@ pub const VETH_SERVER: std::net::Ipv4Addr = std::net::Ipv4Addr::new(198, 18, 2, 
 
 impl Veth {
     pub fn create(mtu: Option<usize>) -> Result<Veth, BoxErr> {
-        if let Some(why) = netfold::netns::unavailable_reason() {
+        if let Some(why) = netfold_os::netns::unavailable_reason() {
             return Err(format!("--link veth needs network namespaces: {why}").into());
         }
-        let a = netfold::netns::NetNs::create()?;
-        let b = netfold::netns::NetNs::create()?;
+        let a = netfold_os::netns::NetNs::create()?;
+        let b = netfold_os::netns::NetNs::create()?;
         let (la, lb) = (format!("{}a", a.name()), format!("{}b", a.name()));
-        netfold::netns::ip(&["link", "add", &la, "type", "veth", "peer", "name", &lb])?;
+        netfold_os::netns::ip(&["link", "add", &la, "type", "veth", "peer", "name", &lb])?;
         a.adopt(&la)?;
         b.adopt(&lb)?;
         if let Some(m) = mtu {

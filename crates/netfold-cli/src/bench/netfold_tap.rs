@@ -12,8 +12,8 @@ use super::netfold_threads::{drive, Node};
 use super::pattern::Pattern;
 use super::{kernel, Measurement, Params, Test};
 use netfold::iface::Stack;
-use netfold::netns::NetNs;
-use netfold::phy::tap::{Tap, TapConfig};
+use netfold_os::netns::NetNs;
+use netfold_os::tap::{Tap, TapConfig};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -29,7 +29,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     if p.impair.any() {
         return Err("impairments apply to the in-memory pipe only".into());
     }
-    if let Some(why) = netfold::netns::unavailable_reason() {
+    if let Some(why) = netfold_os::netns::unavailable_reason() {
         return Err(format!("--link tap needs root, /dev/net/tun and ip(8): {why}").into());
     }
     let ns = NetNs::create()?;

@@ -9,7 +9,7 @@ use super::memnet::BoxErr;
 use super::netfold_tap::{KERNEL_ADDR, NETFOLD_ADDR};
 use super::pattern::{Pattern, Verifier};
 use super::{kernel, Measurement, Params, Test};
-use netfold::netns::NetNs;
+use netfold_os::netns::NetNs;
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::phy::{Medium, TunTapInterface};
 use smoltcp::socket::tcp;
@@ -22,7 +22,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     if !matches!(p.test, Test::Stream | Test::Maerts) {
         return Err("smoltcp over tap runs stream and maerts only".into());
     }
-    if let Some(why) = netfold::netns::unavailable_reason() {
+    if let Some(why) = netfold_os::netns::unavailable_reason() {
         return Err(format!("--link tap needs root, /dev/net/tun and ip(8): {why}").into());
     }
     let ns = NetNs::create()?;

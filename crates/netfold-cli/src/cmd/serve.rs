@@ -1,5 +1,5 @@
 //! `netfold serve`: runs a netfold stack on a TAP device with all services of
-//! [`netfold::apps`] (echo 7 TCP+UDP, discard 9, chargen 19, HTTP 8080, iperf3 5201), until
+//! [`netfold_apps`] (echo 7 TCP+UDP, discard 9, chargen 19, HTTP 8080, iperf3 5201), until
 //! SIGINT/SIGTERM; then prints the counters and exits 0.
 //!
 //! One thread: poll the stack, poll the services, and sleep in poll(2) on the TAP descriptor
@@ -11,13 +11,13 @@
 
 use super::CmdResult;
 use clap::Parser;
-use netfold::apps::{Services, ServicesConfig};
 use netfold::iface::{Stack, StackConfig};
-use netfold::phy::pcap::PcapWriter;
-use netfold::phy::tap::{Tap, TapConfig};
 use netfold::phy::{Device, Medium};
 use netfold::time::{Duration, Instant};
 use netfold::wire::ethernet::EthernetAddress;
+use netfold_apps::{Services, ServicesConfig};
+use netfold_os::pcap::PcapWriter;
+use netfold_os::tap::{Tap, TapConfig};
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::process::ExitCode;

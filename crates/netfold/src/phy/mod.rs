@@ -3,17 +3,21 @@
 //!
 //! Devices compose as middleware, after smoltcp's `phy`: an impairment layer or a pcap writer
 //! wraps another device and is itself a device.
+//!
+//! The core holds only what needs no operating system: the trait, its capabilities and the
+//! in-memory [`pipe`]. The OS devices (TAP, packet socket and its ring, the virtio-net offload
+//! header, pcap files, waiting on descriptors) live in the `netfold-os` crate.
 
 use crate::buf::{PacketBuf, Pool};
 use crate::time::Instant;
 
-pub mod packet_ring;
-pub mod packet_socket;
-pub mod pcap;
 pub mod pipe;
-pub mod tap;
-pub mod vnet;
-pub mod wait;
+
+/// An operating-system descriptor number, as a device hands it to a driver that sleeps in
+/// poll(2). The same type as Unix's `std::os::fd::RawFd` (`c_int`, 32 bits on every Unix
+/// target), spelled here without `std::os` so that the core builds for any target: the core
+/// only passes the number along, it never uses it.
+pub type RawFd = i32;
 
 /// What a frame on this device starts with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,7 +101,7 @@ pub trait Device {
     /// A file descriptor that becomes readable when frames are waiting, so that a driver can
     /// sleep in poll(2) instead of waking on a timer (TAP, packet socket). In-memory devices
     /// have none.
-    fn readable_fd(&self) -> Option<std::os::fd::RawFd> {
+    fn readable_fd(&self) -> Option<RawFd> {
         None
     }
 }

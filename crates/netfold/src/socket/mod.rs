@@ -1,13 +1,9 @@
-//! User-facing sockets.
+//! User-facing sockets: non-blocking handles on the sans-IO core ([`TcpListener`],
+//! [`TcpStream`], [`UdpSocket`]). Each call takes the [`Stack`] it lives in and returns
+//! `io::ErrorKind::WouldBlock` when it cannot make progress until the stack is polled again.
 //!
-//! Two layers:
-//! - non-blocking handles on the sans-IO core ([`TcpListener`], [`TcpStream`], [`UdpSocket`]):
-//!   each call takes the [`Stack`] it lives in and returns `io::ErrorKind::WouldBlock` when it
-//!   cannot make progress until the stack is polled again;
-//! - [`blocking`]: a [`blocking::Runtime`] thread that owns a stack and its device, with
-//!   `std::io::Read + Write` streams and an `accept()`-ing listener.
-
-pub mod blocking;
+//! The blocking layer on top (a driver thread that owns a stack and its device, with
+//! `std::io::Read + Write` streams and an `accept()`-ing listener) is the `netfold-rt` crate.
 
 use crate::iface::{Stack, UdpError, UdpHandle};
 use crate::tcp;

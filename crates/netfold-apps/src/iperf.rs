@@ -26,7 +26,7 @@
 //! [`super::Services`] moves bytes between it and the sockets.
 
 use super::json;
-use crate::time::{Duration, Instant};
+use netfold::time::{Duration, Instant};
 
 /// `COOKIE_SIZE` in iperf.h: 36 characters and the terminating NUL.
 pub const COOKIE_SIZE: usize = 37;

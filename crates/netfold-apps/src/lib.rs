@@ -16,16 +16,18 @@
 //!   progress for `idle_timeout` is reset, and after our FIN we drain for at most `linger`;
 //! - work per connection per poll is bounded by the socket buffers.
 
+#![deny(unsafe_code)]
+
 pub mod http;
 pub mod iperf;
 pub mod json;
 pub mod pattern;
 
-use crate::iface::{Stack, UdpError, UdpHandle};
-use crate::socket::{TcpListener, TcpStream};
-use crate::tcp;
-use crate::time::{Duration, Instant};
 use core::fmt;
+use netfold::iface::{Stack, UdpError, UdpHandle};
+use netfold::socket::{TcpListener, TcpStream};
+use netfold::tcp;
+use netfold::time::{Duration, Instant};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 

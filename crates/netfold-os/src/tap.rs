@@ -21,10 +21,10 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::buf::{PacketBuf, Pool};
-use crate::phy::vnet::{self, OffloadStats, RxVerdict, VnetHdr, VNET_HDR_LEN};
-use crate::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
-use crate::time::{Duration, Instant};
+use crate::vnet::{self, OffloadStats, RxVerdict, VnetHdr, VNET_HDR_LEN};
+use netfold::buf::{PacketBuf, Pool};
+use netfold::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
+use netfold::time::{Duration, Instant};
 
 /// Ethernet header plus one 802.1Q tag: link bytes on top of the IP MTU.
 const LINK_OVERHEAD: usize = 18;

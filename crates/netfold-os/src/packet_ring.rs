@@ -27,7 +27,7 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::phy::vnet::{VnetHdr, VNET_HDR_LEN};
+use crate::vnet::{VnetHdr, VNET_HDR_LEN};
 
 const SOL_PACKET: libc::c_int = 263;
 /// `PACKET_RX_RING` socket option.

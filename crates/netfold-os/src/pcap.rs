@@ -12,9 +12,9 @@
 
 use std::io::{self, Write};
 
-use crate::buf::{PacketBuf, Pool};
-use crate::phy::{Device, DeviceCaps, Medium};
-use crate::time::Instant;
+use netfold::buf::{PacketBuf, Pool};
+use netfold::phy::{Device, DeviceCaps, Medium};
+use netfold::time::Instant;
 
 /// Magic of a microsecond-resolution capture (draft-ietf-opsawg-pcap §4).
 pub const PCAP_MAGIC_MICROS: u32 = 0xA1B2_C3D4;
@@ -199,7 +199,7 @@ impl<D: Device, W: Write> PcapWriter<D, W> {
             let mut copy = core::mem::take(&mut self.scratch);
             copy.clear();
             copy.extend_from_slice(frame);
-            crate::phy::vnet::fill_checksums(&mut copy);
+            crate::vnet::fill_checksums(&mut copy);
             self.record_raw(now, &copy);
             self.scratch = copy;
         } else {
@@ -329,7 +329,7 @@ fn le32(b: &[u8], at: usize) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::phy::pipe::{Pipe, PipeConfig};
+    use netfold::phy::pipe::{Pipe, PipeConfig};
 
     #[test]
     fn file_header_layout() {
@@ -370,7 +370,8 @@ mod tests {
 
     #[test]
     fn capture_round_trips_both_directions() {
-        let (a, b) = Pipe::new(PipeConfig::default().delay(crate::time::Duration::from_millis(1)));
+        let (a, b) =
+            Pipe::new(PipeConfig::default().delay(netfold::time::Duration::from_millis(1)));
         let mut a = PcapWriter::new(a, Vec::new()).unwrap();
         let mut b = PcapWriter::new(b, Vec::new()).unwrap();
         let mut pool = Pool::new(64, 8);
@@ -474,8 +475,8 @@ mod tests {
 
     #[test]
     fn offloaded_frames_are_captured_with_checksums_filled() {
-        use crate::phy::vnet::verify_checksums;
-        use crate::phy::ChecksumCaps;
+        use crate::vnet::verify_checksums;
+        use netfold::phy::ChecksumCaps;
         // An Ethernet/IPv4/UDP frame whose checksums were left to the device (zeros).
         let mut f = vec![0u8; 14 + 20 + 8 + 5];
         f[12..14].copy_from_slice(&[0x08, 0x00]);

@@ -1,16 +1,16 @@
-//! The services of `netfold::apps` served by one netfold stack to a second netfold stack over
+//! The services of `netfold_apps` served by one netfold stack to a second netfold stack over
 //! the in-memory pipe, in virtual time. The client side speaks each protocol by hand (including
 //! a minimal iperf3 client), so these tests check the wire behaviour, not just the state
 //! machines.
 
-use netfold::apps::iperf::{self, state, COOKIE_SIZE};
-use netfold::apps::{json, pattern, ServiceStats, Services, ServicesConfig};
 use netfold::iface::{Stack, StackConfig};
 use netfold::phy::pipe::{Pipe, PipeConfig, PipeEnd};
 use netfold::socket::TcpStream;
 use netfold::tcp;
 use netfold::time::{Duration, Instant};
 use netfold::wire::ethernet::EthernetAddress;
+use netfold_apps::iperf::{self, state, COOKIE_SIZE};
+use netfold_apps::{json, pattern, ServiceStats, Services, ServicesConfig};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 

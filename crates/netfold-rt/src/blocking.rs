@@ -1,13 +1,8 @@
 //! A blocking runtime: one thread drives a [`Stack`] and its device; application threads use
 //! `std::io::Read + Write` streams and an `accept()`-ing listener on it.
 //!
-//! Concurrency design: the stack and device live behind one mutex. The driver thread polls the
-//! stack, then sleeps until the stack's next deadline (`poll_at`) or an application call that
-//! changed something ("kick"):
-//! - a device with a file descriptor (TAP, packet socket) is waited on with poll(2), together
-//!   with a socket pair that application calls write to as their kick, with the mutex released;
-//! - a device without one (the in-memory pipe) cannot announce frames, so the driver waits on a
-//!   condition variable for at most `idle_wait`.
+//! Concurrency design: the stack and device live behind the [`Driver`]'s mutex, and its thread
+//! polls them (see [`crate::driver`] for how it sleeps).
 //!
 //! Application calls that cannot complete wait on a condition variable, which the driver signals
 //! after every poll that did work; they never spin.
@@ -15,7 +10,7 @@
 //! ```
 //! use netfold::iface::{Stack, StackConfig};
 //! use netfold::phy::pipe::{Pipe, PipeConfig};
-//! use netfold::socket::blocking::Runtime;
+//! use netfold_rt::Runtime;
 //! use netfold::wire::{ethernet::EthernetAddress, Ipv4Addr};
 //! use std::io::{Read, Write};
 //! use std::net::SocketAddrV4;
@@ -49,54 +44,59 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-use super::{io_error, TcpListener as NbListener, TcpStream as NbStream};
-use crate::iface::Stack;
-use crate::phy::Device;
-use crate::tcp;
-use crate::time::Instant;
+use crate::driver::{Driven, Driver};
+use netfold::iface::Stack;
+use netfold::phy::{Device, RawFd};
+use netfold::socket::{io_error, TcpListener as NbListener, TcpStream as NbStream};
+use netfold::tcp;
+use netfold::time::Instant;
 use std::io;
 use std::net::SocketAddrV4;
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration as StdDuration;
 
+/// What the driver runs: the stack and its device.
 struct Inner {
     stack: Stack,
     device: Box<dyn Device + Send>,
-    stop: bool,
-    kick: bool,
+    idle_wait: StdDuration,
 }
 
+impl Driven for Inner {
+    fn poll(&mut self, now: Instant) -> bool {
+        self.stack.poll(now, self.device.as_mut())
+    }
+    fn poll_at(&self, now: Instant) -> Option<Instant> {
+        [self.stack.poll_at(now), self.device.poll_at()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+    fn readable_fd(&self) -> Option<RawFd> {
+        self.device.readable_fd()
+    }
+    fn idle_wait(&self) -> StdDuration {
+        self.idle_wait
+    }
+}
+
+/// What the runtime and its sockets share: the driver (its thread holds another reference).
 struct Shared {
-    inner: Mutex<Inner>,
-    cond: Condvar,
-    /// Kicks for a driver sleeping in poll(2): one byte per kick, read end polled by the driver.
-    waker: (UnixStream, UnixStream),
-    epoch: std::time::Instant,
-    idle_wait: StdDuration,
+    driver: Arc<Driver<Inner>>,
 }
 
 impl Shared {
     fn now(&self) -> Instant {
-        Instant::from_micros(u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
+        self.driver.now()
     }
 
-    /// Wakes the driver: the condition variable for one waiting on it, a byte on the waker
-    /// socket for one sleeping in poll(2). The socket is non-blocking; a full buffer already
-    /// holds a pending wake-up, so WouldBlock is fine.
     fn kick(&self, g: &mut Inner) {
-        g.kick = true;
-        self.cond.notify_all();
-        use std::io::Write as _;
-        let _ = (&self.waker.0).write(&[1]);
+        self.driver.kick(g);
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic while holding the lock leaves the stack in an unknown state; the other users
-        // still get the data rather than a second panic.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.driver.lock()
     }
 
     /// Runs `op` against the stack until it stops returning `WouldBlock`, waiting (not
@@ -117,7 +117,7 @@ impl Shared {
                     return other;
                 }
             }
-            if g.stop {
+            if self.driver.stopped() {
                 return Err(io::Error::new(
                     io::ErrorKind::NotConnected,
                     "runtime stopped",
@@ -137,11 +137,7 @@ impl Shared {
                 }
                 None => StdDuration::from_millis(50),
             };
-            g = self
-                .cond
-                .wait_timeout(g, wait)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            g = self.driver.wait_timeout(g, wait);
         }
     }
 }
@@ -160,25 +156,17 @@ impl Runtime {
         device: Box<dyn Device + Send>,
         idle_wait: StdDuration,
     ) -> io::Result<Runtime> {
-        let waker = UnixStream::pair()?;
-        waker.0.set_nonblocking(true)?;
-        waker.1.set_nonblocking(true)?;
         let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner {
-                stack,
-                device,
-                stop: false,
-                kick: false,
-            }),
-            cond: Condvar::new(),
-            waker,
-            epoch: std::time::Instant::now(),
-            idle_wait,
+            driver: Arc::new(Driver::new(
+                Inner {
+                    stack,
+                    device,
+                    idle_wait,
+                },
+                std::time::Instant::now(),
+            )),
         });
-        let s = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("netfold-driver".into())
-            .spawn(move || drive(&s))?;
+        let thread = shared.driver.spawn("netfold-driver")?;
         Ok(Runtime {
             shared,
             thread: Some(thread),
@@ -251,11 +239,7 @@ impl Runtime {
     }
 
     fn stop_thread(&mut self) {
-        {
-            let mut g = self.shared.lock();
-            g.stop = true;
-            self.shared.kick(&mut g);
-        }
+        self.shared.driver.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -265,64 +249,6 @@ impl Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.stop_thread();
-    }
-}
-
-fn drive(shared: &Shared) {
-    let mut g = shared.lock();
-    while !g.stop {
-        let now = shared.now();
-        let inner = &mut *g;
-        let worked = inner.stack.poll(now, inner.device.as_mut());
-        g.kick = false;
-        if worked {
-            shared.cond.notify_all();
-            // Let application threads in before polling again.
-            drop(g);
-            std::thread::yield_now();
-            g = shared.lock();
-            continue;
-        }
-        let next = [g.stack.poll_at(now), g.device.poll_at()]
-            .into_iter()
-            .flatten()
-            .min();
-        let until_next: Option<StdDuration> = next.map(|at| (at - now).into());
-        if until_next.is_some_and(|d| d.is_zero()) {
-            continue;
-        }
-        match g.device.readable_fd() {
-            Some(fd) => {
-                // Sleep in poll(2) on the device and the waker, with the lock released so
-                // application calls can run (and kick us).
-                drop(g);
-                let _ = crate::phy::wait::wait_readable_any(
-                    &[fd, shared.waker.1.as_raw_fd()],
-                    until_next,
-                );
-                drain(&shared.waker.1);
-                g = shared.lock();
-            }
-            None => {
-                let wait = until_next.map_or(shared.idle_wait, |d| d.min(shared.idle_wait));
-                let (ng, _) = shared
-                    .cond
-                    .wait_timeout_while(g, wait, |i| !i.kick && !i.stop)
-                    .unwrap_or_else(|p| p.into_inner());
-                g = ng;
-            }
-        }
-    }
-}
-
-/// Empties the waker socket (each kick wrote one byte).
-fn drain(s: &UnixStream) {
-    use std::io::Read as _;
-    let mut buf = [0u8; 64];
-    while let Ok(n) = (&*s).read(&mut buf) {
-        if n < buf.len() {
-            break;
-        }
     }
 }
 

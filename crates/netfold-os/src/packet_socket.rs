@@ -20,12 +20,12 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::buf::{PacketBuf, Pool};
-use crate::phy::packet_ring::{RingStats, RxRing, RxRingConfig};
-use crate::phy::tap::{classify, deliver_rx, interface_mtu, read_frame, wait_readable, Io};
-use crate::phy::vnet::{self, OffloadStats, VnetHdr, VNET_HDR_LEN};
-use crate::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
-use crate::time::{Duration, Instant};
+use crate::packet_ring::{RingStats, RxRing, RxRingConfig};
+use crate::tap::{classify, deliver_rx, interface_mtu, read_frame, wait_readable, Io};
+use crate::vnet::{self, OffloadStats, VnetHdr, VNET_HDR_LEN};
+use netfold::buf::{PacketBuf, Pool};
+use netfold::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
+use netfold::time::{Duration, Instant};
 
 /// `SOL_PACKET` option: prepend a `virtio_net_hdr` to every frame (linux/if_packet.h).
 const PACKET_VNET_HDR: libc::c_int = 15;

@@ -23,10 +23,10 @@
 //! checks or trusts every incoming one. Malformed frames never panic: they are either passed
 //! through without offload (transmit) or dropped and counted (receive).
 
-use crate::buf::{PacketBuf, Pool};
-use crate::mem::checksum;
-use crate::wire::checksum::{combine, finish, pseudo_header};
-use crate::wire::Ipv4Addr;
+use netfold::buf::{PacketBuf, Pool};
+use netfold::mem::checksum;
+use netfold::wire::checksum::{combine, finish, pseudo_header};
+use netfold::wire::Ipv4Addr;
 
 /// Bytes of the legacy `struct virtio_net_hdr` (no `num_buffers`).
 pub const VNET_HDR_LEN: usize = 10;

@@ -13,14 +13,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use netfold::iface::{Stack, StackConfig};
-use netfold::netns::{self, NetNs};
-use netfold::phy::packet_socket::{PacketSocket, PacketSocketConfig};
-use netfold::phy::pcap::PcapWriter;
-use netfold::phy::tap::{Tap, TapConfig};
 use netfold::phy::Device;
-use netfold::socket::blocking::Runtime;
 use netfold::tcp;
 use netfold::wire::ethernet::EthernetAddress;
+use netfold_os::netns::{self, NetNs};
+use netfold_os::packet_socket::{PacketSocket, PacketSocketConfig};
+use netfold_os::pcap::PcapWriter;
+use netfold_os::tap::{Tap, TapConfig};
+use netfold_rt::Runtime;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

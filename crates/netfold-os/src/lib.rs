@@ -1,0 +1,23 @@
+//! netfold's operating-system side: the devices that move frames between a netfold stack and a
+//! Linux kernel, and the helpers that set up the kernel's side for tests and benchmarks.
+//!
+//! - [`tap`]: a TAP interface, with virtio-net offloads (checksum, TSO, GRO) across it.
+//! - [`packet_socket`]: an AF_PACKET socket on an existing interface (e.g. a veth end), receiving
+//!   through the TPACKET_V3 memory-mapped ring of [`packet_ring`].
+//! - [`vnet`]: the virtio-net header both of them use to pass offloads.
+//! - [`pcap`]: capture middleware (a device wrapping a device) and pcap files.
+//! - [`wait`]: sleeping in poll(2) until a descriptor is readable.
+//! - [`netns`]: throw-away network namespaces, addressed only from 198.18.0.0/15.
+//!
+//! Every device implements the core's [`netfold::phy::Device`]; the core itself knows no OS.
+// `unsafe` is denied crate-wide and allowed only in the modules that make system calls (tap,
+// packet_socket, packet_ring, wait), each block with a SAFETY comment.
+#![deny(unsafe_code)]
+
+pub mod netns;
+pub mod packet_ring;
+pub mod packet_socket;
+pub mod pcap;
+pub mod tap;
+pub mod vnet;
+pub mod wait;

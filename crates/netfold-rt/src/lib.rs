@@ -1,0 +1,14 @@
+//! netfold's runtime: a thread that drives a stack on real time.
+//!
+//! - [`driver`]: the one driver loop (poll the stack, compute the next deadline, sleep on the
+//!   device's descriptor and a waker, or on a condition variable, stop), generic over what it
+//!   drives. The blocking API below and the C API's REAL clock (`netfold-ffi`) both run on it.
+//! - [`blocking`]: a [`Runtime`] that owns a stack and its device, with `std::io::Read + Write`
+//!   streams and an `accept()`-ing listener.
+#![deny(unsafe_code)]
+
+pub mod blocking;
+pub mod driver;
+
+pub use blocking::{Runtime, TcpListener, TcpStream};
+pub use driver::{Driven, Driver};
