@@ -3,14 +3,14 @@
 //! a minimal iperf3 client), so these tests check the wire behaviour, not just the state
 //! machines.
 
-use netfold::iface::{Stack, StackConfig};
-use netfold::phy::pipe::{Pipe, PipeConfig, PipeEnd};
+use netfold::iface::Stack;
+use netfold::phy::pipe::{Pipe, PipeConfig};
 use netfold::socket::TcpStream;
 use netfold::tcp;
-use netfold::time::{Duration, Instant};
-use netfold::wire::ethernet::EthernetAddress;
+use netfold::time::Duration;
 use netfold_apps::iperf::{self, state, COOKIE_SIZE};
 use netfold_apps::{json, pattern, ServiceStats, Services, ServicesConfig};
+use netfold_testkit::{config, Rng};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -18,22 +18,14 @@ const CLIENT: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const STEP: Duration = Duration::from_micros(200);
 
+/// The kit's two stacks over a pipe (`a` the client, `b` the server) and the services on `b`.
 struct Net {
-    now: Instant,
-    client: Stack,
-    server: Stack,
-    dc: PipeEnd,
-    ds: PipeEnd,
+    stacks: netfold_testkit::Net,
     services: Services,
 }
 
 fn stack(addr: Ipv4Addr, mac: u8) -> Stack {
-    Stack::new(StackConfig {
-        mac: EthernetAddress([2, 0, 0, 0, 0, mac]),
-        addr,
-        tcp_secret: [mac; 16],
-        ..StackConfig::default()
-    })
+    Stack::new(config(addr, mac))
 }
 
 fn tcp_config() -> tcp::Config {
@@ -49,44 +41,42 @@ impl Net {
         let mut server = stack(SERVER, 2);
         let services = Services::bind(&mut server, cfg).expect("bind services");
         Net {
-            now: Instant::ZERO,
-            client: stack(CLIENT, 1),
-            server,
-            dc,
-            ds,
+            stacks: netfold_testkit::Net::new(stack(CLIENT, 1), server, dc, ds),
             services,
         }
     }
 
     fn step(&mut self) {
-        self.now += STEP;
-        self.client.poll(self.now, &mut self.dc);
-        self.server.poll(self.now, &mut self.ds);
-        self.services.poll(&mut self.server, self.now);
+        self.stacks.now += STEP;
+        self.stacks.poll();
+        self.services.poll(&mut self.stacks.b, self.stacks.now);
     }
 
     /// Steps until `f` returns `Some`, at most `limit` of virtual time.
     fn until<T>(&mut self, limit: Duration, mut f: impl FnMut(&mut Net) -> Option<T>) -> T {
-        let end = self.now + limit;
+        let end = self.stacks.now + limit;
         loop {
             if let Some(v) = f(self) {
                 return v;
             }
-            assert!(self.now < end, "condition not reached within {limit:?}");
+            assert!(
+                self.stacks.now < end,
+                "condition not reached within {limit:?}"
+            );
             self.step();
         }
     }
 
     fn connect(&mut self, port: u16) -> TcpStream {
         let s = TcpStream::connect(
-            &mut self.client,
-            self.now,
+            &mut self.stacks.a,
+            self.stacks.now,
             SocketAddrV4::new(SERVER, port),
             tcp_config(),
         )
         .unwrap();
         self.until(Duration::from_secs(5), |n| {
-            s.is_connected(&mut n.client).unwrap().then_some(())
+            s.is_connected(&mut n.stacks.a).unwrap().then_some(())
         });
         s
     }
@@ -94,7 +84,7 @@ impl Net {
     /// Writes all of `data`, stepping while the send buffer is full.
     fn write_all(&mut self, s: TcpStream, mut data: &[u8]) {
         while !data.is_empty() {
-            match s.write(&mut self.client, data) {
+            match s.write(&mut self.stacks.a, data) {
                 Ok(n) => data = &data[n..],
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.step(),
                 Err(e) => panic!("write: {e}"),
@@ -106,13 +96,17 @@ impl Net {
     fn read_n(&mut self, s: TcpStream, n: usize, limit: Duration) -> (Vec<u8>, io::Result<()>) {
         let mut out = Vec::new();
         let mut buf = vec![0u8; 65536];
-        let end = self.now + limit;
+        let end = self.stacks.now + limit;
         while out.len() < n {
-            match s.read(&mut self.client, &mut buf[..(n - out.len()).min(65536)]) {
+            match s.read(&mut self.stacks.a, &mut buf[..(n - out.len()).min(65536)]) {
                 Ok(0) => return (out, Ok(())),
                 Ok(k) => out.extend_from_slice(&buf[..k]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    assert!(self.now < end, "read timed out with {} bytes", out.len());
+                    assert!(
+                        self.stacks.now < end,
+                        "read timed out with {} bytes",
+                        out.len()
+                    );
                     self.step();
                 }
                 Err(e) => return (out, Err(e)),
@@ -142,11 +136,11 @@ fn tcp_echo_returns_every_byte_and_closes_after_fin() {
     let mut buf = vec![0u8; 65536];
     net.until(Duration::from_secs(30), |n| {
         if sent < data.len() {
-            if let Ok(k) = s.write(&mut n.client, &data[sent..]) {
+            if let Ok(k) = s.write(&mut n.stacks.a, &data[sent..]) {
                 sent += k;
             }
         }
-        while let Ok(k) = s.read(&mut n.client, &mut buf) {
+        while let Ok(k) = s.read(&mut n.stacks.a, &mut buf) {
             if k == 0 {
                 break;
             }
@@ -155,7 +149,7 @@ fn tcp_echo_returns_every_byte_and_closes_after_fin() {
         (got.len() == data.len()).then_some(())
     });
     assert_eq!(got, data);
-    s.shutdown_write(&mut net.client).unwrap();
+    s.shutdown_write(&mut net.stacks.a).unwrap();
     let (rest, r) = net.read_to_end(s, Duration::from_secs(5));
     assert!(rest.is_empty() && r.is_ok(), "server closes after our FIN");
     assert_eq!(net.stats().echo_bytes, data.len() as u64);
@@ -165,18 +159,20 @@ fn tcp_echo_returns_every_byte_and_closes_after_fin() {
 fn udp_echo_answers_the_sender() {
     let mut net = Net::new(ServicesConfig::default());
     let h = net
-        .client
+        .stacks
+        .a
         .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
         .unwrap();
     for i in 0..10u8 {
-        net.client
+        net.stacks
+            .a
             .udp_send_to(h, &[i; 100], SocketAddrV4::new(SERVER, 7))
             .unwrap();
     }
     let mut buf = [0u8; 2048];
     let mut seen = Vec::new();
     net.until(Duration::from_secs(2), |n| {
-        while let Ok((k, from)) = n.client.udp_recv_from(h, &mut buf) {
+        while let Ok((k, from)) = n.stacks.a.udp_recv_from(h, &mut buf) {
             assert_eq!(from, SocketAddrV4::new(SERVER, 7));
             assert_eq!(k, 100);
             seen.push(buf[0]);
@@ -192,7 +188,7 @@ fn discard_counts_and_chargen_follows_rfc864() {
     let mut net = Net::new(ServicesConfig::default());
     let d = net.connect(9);
     net.write_all(d, &vec![0xa5; 1_000_000]);
-    d.shutdown_write(&mut net.client).unwrap();
+    d.shutdown_write(&mut net.stacks.a).unwrap();
     let (back, r) = net.read_to_end(d, Duration::from_secs(10));
     assert!(back.is_empty() && r.is_ok());
     assert_eq!(net.stats().discard_bytes, 1_000_000);
@@ -205,7 +201,7 @@ fn discard_counts_and_chargen_follows_rfc864() {
     assert_eq!(got, want);
     assert_eq!(&got[..74], &want[..74]);
     assert!(got[..74].ends_with(b"\r\n"));
-    c.close(&mut net.client).unwrap();
+    c.close(&mut net.stacks.a).unwrap();
     net.until(Duration::from_secs(5), |n| {
         (n.services.connections() == 0).then_some(())
     });
@@ -304,10 +300,10 @@ fn http_slowloris_gets_408_and_idle_connections_are_reset() {
             tick += 1;
             if tick == 500 {
                 tick = 0;
-                let _ = slow.write(&mut n.client, b"x");
+                let _ = slow.write(&mut n.stacks.a, b"x");
             }
             let mut b = [0u8; 512];
-            while let Ok(k) = slow.read(&mut n.client, &mut b) {
+            while let Ok(k) = slow.read(&mut n.stacks.a, &mut b) {
                 if k == 0 {
                     break;
                 }
@@ -321,7 +317,7 @@ fn http_slowloris_gets_408_and_idle_connections_are_reset() {
     // The silent connection is reset after the idle timeout.
     let r = net.until(Duration::from_secs(10), |n| {
         let mut b = [0u8; 16];
-        match idle.read(&mut n.client, &mut b) {
+        match idle.read(&mut n.stacks.a, &mut b) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
             other => Some(other.map(|_| ())),
         }
@@ -340,15 +336,15 @@ fn connection_limit_resets_the_excess() {
     let _a = net.connect(9);
     let _b = net.connect(9);
     let c = TcpStream::connect(
-        &mut net.client,
-        net.now,
+        &mut net.stacks.a,
+        net.stacks.now,
         SocketAddrV4::new(SERVER, 9),
         tcp_config(),
     )
     .unwrap();
     let r = net.until(Duration::from_secs(5), |n| {
         let mut b = [0u8; 4];
-        match c.read(&mut n.client, &mut b) {
+        match c.read(&mut n.stacks.a, &mut b) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
             Err(e) if e.kind() == io::ErrorKind::NotConnected => None,
             other => Some(other.map(|_| ())),
@@ -397,17 +393,17 @@ fn iperf_run(
     let mut moved = vec![0u64; streams];
     let block = vec![0x42u8; 16384];
     let mut buf = vec![0u8; 65536];
-    let end = net.now + Duration::from_millis(300);
-    while net.now < end {
+    let end = net.stacks.now + Duration::from_millis(300);
+    while net.stacks.now < end {
         for (i, &s) in data.iter().enumerate() {
             if reverse {
-                while let Ok(k) = s.read(&mut net.client, &mut buf) {
+                while let Ok(k) = s.read(&mut net.stacks.a, &mut buf) {
                     if k == 0 {
                         break;
                     }
                     moved[i] += k as u64;
                 }
-            } else if let Ok(k) = s.write(&mut net.client, &block) {
+            } else if let Ok(k) = s.write(&mut net.stacks.a, &block) {
                 moved[i] += k as u64;
             }
         }
@@ -418,7 +414,7 @@ fn iperf_run(
         // its own byte counts differ by what is in flight; here we want exact equality).
         net.until(Duration::from_secs(5), |n| {
             data.iter()
-                .all(|s| n.client.tcp().send_queue(s.handle()).unwrap() == 0)
+                .all(|s| n.stacks.a.tcp().send_queue(s.handle()).unwrap() == 0)
                 .then_some(())
         });
         for _ in 0..50 {
@@ -446,7 +442,7 @@ fn iperf_run(
         }
     }
     for s in data {
-        let _ = s.close(&mut net.client);
+        let _ = s.close(&mut net.stacks.a);
     }
     net.write_all(ctrl, &[state::IPERF_DONE as u8]);
     let (rest, r) = net.read_to_end(ctrl, Duration::from_secs(5));
@@ -454,7 +450,7 @@ fn iperf_run(
         rest.is_empty() && r.is_ok(),
         "server closes the control connection"
     );
-    let _ = ctrl.close(&mut net.client);
+    let _ = ctrl.close(&mut net.stacks.a);
     (moved, results)
 }
 
@@ -554,25 +550,18 @@ fn garbage_on_every_port_does_not_hurt_the_server() {
         request_timeout: Duration::from_secs(1),
         ..ServicesConfig::default()
     });
-    let mut x: u64 = 0x1234_5678;
-    let mut junk = vec![0u8; 20_000];
-    for b in junk.iter_mut() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *b = x as u8;
-    }
+    let junk = Rng::new(0x1234_5678).bytes(20_000);
     let mut conns = Vec::new();
     for port in [7, 9, 19, 8080, 5201] {
         let s = net.connect(port);
-        let _ = s.write(&mut net.client, &junk);
+        let _ = s.write(&mut net.stacks.a, &junk);
         conns.push(s);
     }
     for _ in 0..20_000 {
         net.step();
         let mut b = [0u8; 65536];
         for &s in &conns {
-            let _ = s.read(&mut net.client, &mut b);
+            let _ = s.read(&mut net.stacks.a, &mut b);
         }
     }
     // Everything still works afterwards.
@@ -589,16 +578,16 @@ fn shutdown_tells_a_running_iperf3_client_and_resets_connections() {
     net.write_all(ctrl, &cookie(0));
     expect_state(&mut net, ctrl, &[state::PARAM_EXCHANGE]);
     let echo = net.connect(7);
-    net.services.begin_shutdown(&mut net.server);
+    net.services.begin_shutdown(&mut net.stacks.b);
     for _ in 0..500 {
         net.step();
     }
     // The client has the control message while the connection is still open.
     let mut b = [0u8; 4];
-    assert_eq!(ctrl.read(&mut net.client, &mut b).unwrap(), 1);
+    assert_eq!(ctrl.read(&mut net.stacks.a, &mut b).unwrap(), 1);
     assert_eq!(b[0] as i8, state::SERVER_TERMINATE);
-    assert!(ctrl.is_connected(&mut net.client).unwrap());
-    net.services.shutdown(&mut net.server);
+    assert!(ctrl.is_connected(&mut net.stacks.a).unwrap());
+    net.services.shutdown(&mut net.stacks.b);
     let (got, r) = net.read_to_end(ctrl, Duration::from_secs(5));
     assert!(
         got.is_empty() && r.is_err(),
@@ -606,7 +595,7 @@ fn shutdown_tells_a_running_iperf3_client_and_resets_connections() {
     );
     let r = net.until(Duration::from_secs(5), |n| {
         let mut b = [0u8; 4];
-        match echo.read(&mut n.client, &mut b) {
+        match echo.read(&mut n.stacks.a, &mut b) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
             other => Some(other.map(|_| ())),
         }
@@ -615,14 +604,14 @@ fn shutdown_tells_a_running_iperf3_client_and_resets_connections() {
     assert_eq!(net.services.connections(), 0);
     // The listeners are gone: a new connection is refused.
     let c = TcpStream::connect(
-        &mut net.client,
-        net.now,
+        &mut net.stacks.a,
+        net.stacks.now,
         SocketAddrV4::new(SERVER, 8080),
         tcp_config(),
     )
     .unwrap();
     let r = net.until(Duration::from_secs(5), |n| {
-        match c.is_connected(&mut n.client) {
+        match c.is_connected(&mut n.stacks.a) {
             Ok(false) => None,
             other => Some(other),
         }

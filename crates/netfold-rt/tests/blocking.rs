@@ -1,36 +1,18 @@
 //! The blocking runtime: two driver threads, each owning a stack, joined by the in-memory pipe.
 
-use netfold::iface::{Stack, StackConfig};
+use netfold::iface::Stack;
 use netfold::phy::pipe::{Pipe, PipeConfig};
 use netfold::tcp;
-use netfold::wire::ethernet::EthernetAddress;
 use netfold::wire::Ipv4Addr;
+use netfold_testkit::{config, Rng};
 use std::io::ErrorKind;
 use std::net::SocketAddrV4;
 
 const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 
-fn cfg(addr: Ipv4Addr, last: u8) -> StackConfig {
-    StackConfig {
-        addr,
-        prefix_len: 24,
-        mac: EthernetAddress([2, 0, 0, 0, 0, last]),
-        tcp_secret: [last; 16],
-        ..StackConfig::default()
-    }
-}
-
 fn pattern(len: usize, salt: u32) -> Vec<u8> {
-    let mut x = 0x9e37_79b9u32 ^ salt;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x >> 24) as u8
-        })
-        .collect()
+    Rng::new(u64::from(salt)).bytes(len)
 }
 
 #[test]
@@ -39,13 +21,13 @@ fn blocking_runtime_streams_with_read_and_write() {
     use std::io::{Read, Write};
     let (ea, eb) = Pipe::new(PipeConfig::default());
     let ra = Runtime::start(
-        Stack::new(cfg(A, 1)),
+        Stack::new(config(A, 1)),
         Box::new(ea),
         std::time::Duration::from_millis(1),
     )
     .unwrap();
     let rb = Runtime::start(
-        Stack::new(cfg(B, 2)),
+        Stack::new(config(B, 2)),
         Box::new(eb),
         std::time::Duration::from_millis(1),
     )

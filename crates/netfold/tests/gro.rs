@@ -6,14 +6,15 @@
 use netfold::buf::{PacketBuf, Pool};
 use netfold::iface::counters::bucket;
 use netfold::iface::{Counters, Stack, StackConfig};
-use netfold::phy::pipe::{Pipe, PipeConfig};
+use netfold::phy::pipe::PipeConfig;
 use netfold::phy::{Device, DeviceCaps};
 use netfold::tcp;
-use netfold::time::{Duration, Instant};
+use netfold::time::Instant;
 use netfold::wire::ethernet::{EtherType, EthernetAddress, EthernetRepr};
 use netfold::wire::ipv4::Ipv4Repr;
 use netfold::wire::tcp::{PseudoHeader, TcpFlags, TcpOptions, TcpPacket, TcpRepr, Timestamps};
 use netfold::wire::{IpProtocol, Ipv4Addr};
+use netfold_testkit::Net;
 use std::net::SocketAddrV4;
 
 const IP_US: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -376,75 +377,72 @@ fn priority_tags_and_padding_are_handled() {
 /// Client sends `total` bytes to a server over the in-memory pipe; returns what the server
 /// read and its counters.
 fn transfer(gro: bool, total: usize, pipe: PipeConfig) -> (Vec<u8>, Counters, Counters) {
-    let (mut ea, mut eb) = Pipe::new(pipe);
-    let mut a = Stack::new(StackConfig {
-        addr: IP_PEER,
-        mac: MAC_PEER,
-        gro,
-        ..StackConfig::default()
-    });
-    let mut b = Stack::new(StackConfig {
-        addr: IP_US,
-        mac: MAC_US,
-        gro,
-        ..StackConfig::default()
-    });
+    let mut n = Net::pipe(
+        StackConfig {
+            addr: IP_PEER,
+            mac: MAC_PEER,
+            gro,
+            ..StackConfig::default()
+        },
+        StackConfig {
+            addr: IP_US,
+            mac: MAC_US,
+            gro,
+            ..StackConfig::default()
+        },
+        pipe,
+    );
     let cfg = tcp::Config {
-        mss: a.tcp_mss(),
+        mss: n.a.tcp_mss(),
         ..tcp::Config::default()
     };
-    let mut now = Instant::from_millis(1);
-    let l = b
-        .tcp_mut()
-        .listen(SocketAddrV4::new(IP_US, 80), 4, cfg)
-        .unwrap();
-    let c = a
-        .tcp_mut()
-        .connect(
-            now,
-            SocketAddrV4::new(IP_PEER, 0),
-            SocketAddrV4::new(IP_US, 80),
-            cfg,
-        )
-        .unwrap();
+    n.now = Instant::from_millis(1);
+    let l =
+        n.b.tcp_mut()
+            .listen(SocketAddrV4::new(IP_US, 80), 4, cfg)
+            .unwrap();
+    let c =
+        n.a.tcp_mut()
+            .connect(
+                n.now,
+                SocketAddrV4::new(IP_PEER, 0),
+                SocketAddrV4::new(IP_US, 80),
+                cfg,
+            )
+            .unwrap();
     let data: Vec<u8> = (0..total).map(|i| (i * 31 + (i >> 9)) as u8).collect();
     let mut sent = 0;
     let mut got = Vec::with_capacity(total);
     let mut server = None;
     let mut buf = vec![0u8; 65536];
     for _ in 0..2_000_000 {
-        let did = a.poll(now, &mut ea) | b.poll(now, &mut eb);
+        // Polls both stacks, then moves time on (1 us, or to the next timer when idle); the
+        // socket calls below do not read the clock.
+        n.step();
         if server.is_none() {
-            server = b.tcp_mut().accept(l).ok();
+            server = n.b.tcp_mut().accept(l).ok();
         }
         if sent < total {
-            if let Ok(n) = a.tcp_mut().send(c, &data[sent..(sent + 65536).min(total)]) {
-                sent += n;
+            if let Ok(k) =
+                n.a.tcp_mut()
+                    .send(c, &data[sent..(sent + 65536).min(total)])
+            {
+                sent += k;
             }
         }
         if let Some(s) = server {
-            while let Ok(n) = b.tcp_mut().recv(s, &mut buf) {
-                if n == 0 {
+            while let Ok(k) = n.b.tcp_mut().recv(s, &mut buf) {
+                if k == 0 {
                     break;
                 }
-                got.extend_from_slice(&buf[..n]);
+                got.extend_from_slice(&buf[..k]);
             }
         }
         if got.len() == total {
             break;
         }
-        now = if did {
-            now + Duration::from_micros(1)
-        } else {
-            [a.poll_at(now), b.poll_at(now)]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or(now)
-                .max(now + Duration::from_micros(1))
-        };
     }
-    (got, b.counters(), a.counters())
+    (got, n.b.counters(), n.a.counters())
 }
 
 #[test]

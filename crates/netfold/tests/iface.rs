@@ -10,6 +10,7 @@ use netfold::wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, Etherne
 use netfold::wire::icmpv4::{Icmpv4Packet, Icmpv4Repr};
 use netfold::wire::ipv4::{checksum_combine, pseudo_header_sum, Ipv4Packet, Ipv4Repr};
 use netfold::wire::{IpProtocol, Ipv4Addr};
+use netfold_testkit::Rng;
 use proptest::prelude::*;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -75,14 +76,8 @@ impl Device for End {
     }
 }
 
-struct Net {
-    a: Stack,
-    b: Stack,
-    da: End,
-    db: End,
-    wire: Rc<RefCell<Wire>>,
-    now: Instant,
-}
+/// Two stacks on the two ends of one `Wire` (the kit's harness; both ends share the wire).
+type Net = netfold_testkit::Net<End>;
 
 fn config(medium: Medium, mac: EthernetAddress, addr: Ipv4Addr) -> StackConfig {
     StackConfig {
@@ -94,57 +89,45 @@ fn config(medium: Medium, mac: EthernetAddress, addr: Ipv4Addr) -> StackConfig {
     }
 }
 
-impl Net {
-    fn new(medium: Medium) -> Net {
-        Self::with(
-            config(medium, MAC_A, IP_A),
-            config(medium, MAC_B, IP_B),
-            medium,
-        )
-    }
-    fn with(ca: StackConfig, cb: StackConfig, medium: Medium) -> Net {
-        let wire = Rc::new(RefCell::new(Wire::default()));
-        let caps = DeviceCaps {
-            medium,
-            ..DeviceCaps::default()
-        };
-        Net {
-            a: Stack::new(ca),
-            b: Stack::new(cb),
-            da: End {
-                wire: wire.clone(),
-                side: 0,
-                caps,
-            },
-            db: End {
-                wire: wire.clone(),
-                side: 1,
-                caps,
-            },
-            wire,
-            now: Instant::ZERO,
-        }
-    }
-    /// Polls both stacks until neither does any work (bounded).
-    fn settle(&mut self) {
-        for _ in 0..100 {
-            let x = self.a.poll(self.now, &mut self.da);
-            let y = self.b.poll(self.now, &mut self.db);
-            if !x && !y {
-                return;
-            }
-        }
-        panic!("link did not settle");
-    }
+fn net(medium: Medium) -> Net {
+    net_with(
+        config(medium, MAC_A, IP_A),
+        config(medium, MAC_B, IP_B),
+        medium,
+    )
+}
+
+fn net_with(ca: StackConfig, cb: StackConfig, medium: Medium) -> Net {
+    let wire = Rc::new(RefCell::new(Wire::default()));
+    let caps = DeviceCaps {
+        medium,
+        ..DeviceCaps::default()
+    };
+    let end = |side| End {
+        wire: wire.clone(),
+        side,
+        caps,
+    };
+    Net::new(Stack::new(ca), Stack::new(cb), end(0), end(1))
+}
+
+/// What these tests do with the wire between the stacks.
+trait WireNet {
+    fn advance(&mut self, d: Duration);
+    /// Puts a raw frame in B's receive queue (as if sent by A).
+    fn inject_to_b(&self, frame: Vec<u8>);
+    fn frames_from(&self, side: usize) -> Vec<Vec<u8>>;
+}
+
+impl WireNet for Net {
     fn advance(&mut self, d: Duration) {
         self.now += d;
     }
-    /// Puts a raw frame in B's receive queue (as if sent by A).
     fn inject_to_b(&self, frame: Vec<u8>) {
-        self.wire.borrow_mut().queues[1].push_back(frame);
+        self.ea.wire.borrow_mut().queues[1].push_back(frame);
     }
     fn frames_from(&self, side: usize) -> Vec<Vec<u8>> {
-        let w = self.wire.borrow();
+        let w = self.ea.wire.borrow();
         w.log
             .iter()
             .filter(|(s, _)| *s == side)
@@ -170,10 +153,10 @@ fn arp_requests_in(frames: &[Vec<u8>]) -> usize {
 
 #[test]
 fn arp_resolves_expires_and_resolves_again() {
-    let mut n = Net::new(Medium::Ethernet);
+    let mut n = net(Medium::Ethernet);
     n.a.ping(n.now, IP_B, 1, 1, b"x").unwrap();
     assert_eq!(n.a.arp_pending(), 1, "echo parked while B resolves");
-    n.settle();
+    n.quiesce();
     assert_eq!(n.a.neighbor(n.now, IP_B), Some(MAC_B));
     // RFC 826: B was the target, so it learned A from the request.
     assert_eq!(n.b.neighbor(n.now, IP_A), Some(MAC_A));
@@ -192,7 +175,7 @@ fn arp_resolves_expires_and_resolves_again() {
     // A second ping within the TTL needs no ARP.
     n.advance(Duration::from_secs(30));
     n.a.ping(n.now, IP_B, 1, 2, b"x").unwrap();
-    n.settle();
+    n.quiesce();
     assert_eq!(n.a.counters().arp_requests_out, 1);
     assert!(n.a.ping_recv().is_some());
 
@@ -200,7 +183,7 @@ fn arp_resolves_expires_and_resolves_again() {
     n.advance(Duration::from_secs(61));
     assert_eq!(n.a.neighbor(n.now, IP_B), None);
     n.a.ping(n.now, IP_B, 1, 3, b"x").unwrap();
-    n.settle();
+    n.quiesce();
     assert_eq!(n.a.counters().arp_requests_out, 2);
     assert_eq!(arp_requests_in(&n.frames_from(0)), 2);
     assert_eq!(n.a.ping_recv().map(|r| r.seq_no), Some(3));
@@ -208,10 +191,10 @@ fn arp_resolves_expires_and_resolves_again() {
 
 #[test]
 fn icmp_echo_round_trip() {
-    let mut n = Net::new(Medium::Ethernet);
+    let mut n = net(Medium::Ethernet);
     let data = [0x5au8; 100];
     n.a.ping(n.now, IP_B, 0x77, 9, &data).unwrap();
-    n.settle();
+    n.quiesce();
     let r = n.a.ping_recv().expect("echo reply");
     assert_eq!((r.from, r.ident, r.seq_no, r.len), (IP_B, 0x77, 9, 100));
     assert!(n.a.ping_recv().is_none());
@@ -235,7 +218,7 @@ fn icmp_echo_round_trip() {
 
 #[test]
 fn udp_round_trip_and_port_unreachable() {
-    let mut n = Net::new(Medium::Ethernet);
+    let mut n = net(Medium::Ethernet);
     let server = n.b.udp_bind(SocketAddrV4::new(IP_B, 7)).unwrap();
     let client =
         n.a.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
@@ -249,7 +232,7 @@ fn udp_round_trip_and_port_unreachable() {
 
     n.a.udp_send_to(client, b"hello", SocketAddrV4::new(IP_B, 7))
         .unwrap();
-    n.settle();
+    n.quiesce();
     let mut buf = [0u8; 64];
     let (len, from) = n.b.udp_recv_from(server, &mut buf).unwrap();
     assert_eq!(&buf[..len], b"hello");
@@ -260,7 +243,7 @@ fn udp_round_trip_and_port_unreachable() {
     );
 
     n.b.udp_send_to(server, b"world!", from).unwrap();
-    n.settle();
+    n.quiesce();
     let (len, from) = n.a.udp_recv_from(client, &mut buf).unwrap();
     assert_eq!(
         (&buf[..len], from),
@@ -270,7 +253,7 @@ fn udp_round_trip_and_port_unreachable() {
     // A closed port: B answers port unreachable and A counts it.
     n.a.udp_send_to(client, b"anyone?", SocketAddrV4::new(IP_B, 9))
         .unwrap();
-    n.settle();
+    n.quiesce();
     assert_eq!(n.b.counters().udp_no_socket, 1);
     assert_eq!(n.b.counters().icmp_errors_out, 1);
     assert_eq!(n.a.counters().icmp_port_unreachable_in, 1);
@@ -292,7 +275,7 @@ fn udp_receive_queue_is_bounded_and_icmp_errors_rate_limited() {
     let mut cb = config(Medium::Ethernet, MAC_B, IP_B);
     cb.udp_queue_limit = 4;
     cb.icmp_error_burst = 2;
-    let mut n = Net::with(config(Medium::Ethernet, MAC_A, IP_A), cb, Medium::Ethernet);
+    let mut n = net_with(config(Medium::Ethernet, MAC_A, IP_A), cb, Medium::Ethernet);
     let server = n.b.udp_bind(SocketAddrV4::new(IP_B, 7)).unwrap();
     let client =
         n.a.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5000))
@@ -301,7 +284,7 @@ fn udp_receive_queue_is_bounded_and_icmp_errors_rate_limited() {
         n.a.udp_send_to(client, b"x", SocketAddrV4::new(IP_B, 7))
             .unwrap();
     }
-    n.settle();
+    n.quiesce();
     let c = n.b.counters();
     assert_eq!((c.udp_in, c.udp_queue_full), (10, 6));
     let mut buf = [0u8; 8];
@@ -312,14 +295,14 @@ fn udp_receive_queue_is_bounded_and_icmp_errors_rate_limited() {
         n.a.udp_send_to(client, b"x", SocketAddrV4::new(IP_B, 9))
             .unwrap();
     }
-    n.settle();
+    n.quiesce();
     let c = n.b.counters();
     assert_eq!((c.icmp_errors_out, c.icmp_rate_limited), (2, 3));
     // The bucket refills with (virtual) time.
     n.advance(Duration::from_secs(1));
     n.a.udp_send_to(client, b"x", SocketAddrV4::new(IP_B, 9))
         .unwrap();
-    n.settle();
+    n.quiesce();
     assert_eq!(n.b.counters().icmp_errors_out, 3);
 }
 
@@ -327,8 +310,8 @@ fn udp_receive_queue_is_bounded_and_icmp_errors_rate_limited() {
 fn pending_queue_is_bounded_and_unresolved_frames_are_dropped() {
     let mut ca = config(Medium::Ethernet, MAC_A, IP_A);
     ca.arp_pending_limit = 4;
-    let mut n = Net::with(ca, config(Medium::Ethernet, MAC_B, IP_B), Medium::Ethernet);
-    n.wire.borrow_mut().mute[0] = true; // nobody hears A: B never answers
+    let mut n = net_with(ca, config(Medium::Ethernet, MAC_B, IP_B), Medium::Ethernet);
+    n.ea.wire.borrow_mut().mute[0] = true; // nobody hears A: B never answers
     for seq in 0..10 {
         let r = n.a.ping(n.now, IP_B, 1, seq, b"x");
         assert_eq!(r.is_ok(), seq < 4);
@@ -336,12 +319,12 @@ fn pending_queue_is_bounded_and_unresolved_frames_are_dropped() {
     assert_eq!(n.a.arp_pending(), 4);
     let c = n.a.counters();
     assert_eq!((c.arp_pending_overflow, c.arp_requests_out), (6, 1));
-    n.settle();
+    n.quiesce();
     // Retries at most once per second (RFC 1122 §2.3.2.1), then give up.
     assert_eq!(n.a.poll_at(n.now), Some(Instant::from_secs(1)));
     for s in 1..=4 {
         n.now = Instant::from_secs(s);
-        n.settle();
+        n.quiesce();
     }
     let c = n.a.counters();
     assert_eq!(c.arp_requests_out, 3);
@@ -352,15 +335,15 @@ fn pending_queue_is_bounded_and_unresolved_frames_are_dropped() {
 
 #[test]
 fn off_subnet_needs_a_gateway() {
-    let mut n = Net::new(Medium::Ethernet);
+    let mut n = net(Medium::Ethernet);
     let far = Ipv4Addr::new(198, 19, 0, 1);
     assert!(n.a.ping(n.now, far, 1, 1, b"x").is_err());
     assert_eq!(n.a.counters().no_route, 1);
     let mut ca = config(Medium::Ethernet, MAC_A, IP_A);
     ca.gateway = Some(IP_B);
-    let mut n = Net::with(ca, config(Medium::Ethernet, MAC_B, IP_B), Medium::Ethernet);
+    let mut n = net_with(ca, config(Medium::Ethernet, MAC_B, IP_B), Medium::Ethernet);
     n.a.ping(n.now, far, 1, 1, b"x").unwrap();
-    n.settle();
+    n.quiesce();
     // The gateway's MAC was resolved; B (not a router) drops the packet as not for it.
     assert_eq!(n.a.neighbor(n.now, IP_B), Some(MAC_B));
     assert_eq!(n.b.counters().ipv4_not_for_us, 1);
@@ -413,19 +396,9 @@ fn udp_datagram(sport: u16, dport: u16, data: &[u8]) -> Vec<u8> {
     d
 }
 
-struct XorShift(u64);
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 #[test]
 fn malformed_frames_are_counted_and_never_panic() {
-    let mut n = Net::new(Medium::Ethernet);
+    let mut n = net(Medium::Ethernet);
     let sock = n.b.udp_bind(SocketAddrV4::new(IP_B, 7)).unwrap();
     // Truncated Ethernet header.
     n.inject_to_b(vec![0xff; 10]);
@@ -507,7 +480,7 @@ fn malformed_frames_are_counted_and_never_panic() {
     );
     f.extend_from_slice(&[0xee; 12]);
     n.inject_to_b(f);
-    n.settle();
+    n.quiesce();
     let c = n.b.counters();
     assert_eq!(c.eth_malformed, 1);
     assert_eq!(c.eth_not_for_us, 1);
@@ -524,7 +497,7 @@ fn malformed_frames_are_counted_and_never_panic() {
     assert_eq!(&buf[..len], b"ok");
 
     // Random garbage, raw and behind valid Ethernet/IPv4 headers.
-    let mut rng = XorShift(0x9e3779b97f4a7c15);
+    let mut rng = Rng::new(0x9e3779b97f4a7c15);
     for i in 0..3000 {
         let len = (rng.next() % 120) as usize;
         let junk: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
@@ -541,7 +514,7 @@ fn malformed_frames_are_counted_and_never_panic() {
             }
         };
         n.inject_to_b(frame);
-        n.settle();
+        n.quiesce();
     }
     let c = n.b.counters();
     assert_eq!(c.frames_in, 12 + 3000);
@@ -550,7 +523,7 @@ fn malformed_frames_are_counted_and_never_panic() {
 
 #[test]
 fn fragments_reassemble_and_overlaps_drop() {
-    let mut n = Net::new(Medium::Ethernet);
+    let mut n = net(Medium::Ethernet);
     let sock = n.b.udp_bind(SocketAddrV4::new(IP_B, 7)).unwrap();
     let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
     let d = udp_datagram(1, 7, &payload);
@@ -563,7 +536,7 @@ fn fragments_reassemble_and_overlaps_drop() {
             &ipv4(IpProtocol::Udp, &d[off..end], 77, more, off as u16),
         ));
     }
-    n.settle();
+    n.quiesce();
     let mut buf = vec![0u8; 4000];
     let (len, _) = n.b.udp_recv_from(sock, &mut buf).unwrap();
     assert_eq!(&buf[..len], &payload[..]);
@@ -585,7 +558,7 @@ fn fragments_reassemble_and_overlaps_drop() {
         EtherType::Ipv4,
         &ipv4(IpProtocol::Udp, &d[2480..], 78, false, 2480),
     ));
-    n.settle();
+    n.quiesce();
     let c = n.b.counters();
     assert_eq!(c.frag_overlaps, 1);
     assert_eq!(n.b.udp_recv_from(sock, &mut buf), Err(UdpError::WouldBlock));
@@ -596,11 +569,11 @@ fn fragments_reassemble_and_overlaps_drop() {
         EtherType::Ipv4,
         &ipv4(IpProtocol::Udp, &d[..1480], 79, true, 0),
     ));
-    n.settle();
+    n.quiesce();
     let deadline = n.b.poll_at(n.now).expect("reassembly timer");
     assert!(deadline <= n.now + Duration::from_secs(30));
     n.now = deadline;
-    n.settle();
+    n.quiesce();
     assert!(n.b.counters().frag_timeouts >= 1);
 }
 
@@ -608,27 +581,27 @@ fn fragments_reassemble_and_overlaps_drop() {
 fn fragments_dropped_when_reassembly_is_off() {
     let mut cb = config(Medium::Ethernet, MAC_B, IP_B);
     cb.frag_reassembly = false;
-    let mut n = Net::with(config(Medium::Ethernet, MAC_A, IP_A), cb, Medium::Ethernet);
+    let mut n = net_with(config(Medium::Ethernet, MAC_A, IP_A), cb, Medium::Ethernet);
     let d = udp_datagram(1, 7, &[0; 100]);
     n.inject_to_b(eth(
         MAC_B,
         EtherType::Ipv4,
         &ipv4(IpProtocol::Udp, &d[..48], 1, true, 0),
     ));
-    n.settle();
+    n.quiesce();
     let c = n.b.counters();
     assert_eq!((c.frag_in, c.frag_dropped), (1, 1));
 }
 
 #[test]
 fn raw_ip_medium_works_without_arp() {
-    let mut n = Net::new(Medium::Ip);
+    let mut n = net(Medium::Ip);
     n.a.ping(n.now, IP_B, 5, 6, b"raw").unwrap();
     let server = n.b.udp_bind(SocketAddrV4::new(IP_B, 7)).unwrap();
     let client = n.a.udp_bind(SocketAddrV4::new(IP_A, 1234)).unwrap();
     n.a.udp_send_to(client, b"ip", SocketAddrV4::new(IP_B, 7))
         .unwrap();
-    n.settle();
+    n.quiesce();
     assert_eq!(n.a.ping_recv().map(|r| (r.ident, r.seq_no)), Some((5, 6)));
     let mut buf = [0u8; 8];
     let (len, from) = n.b.udp_recv_from(server, &mut buf).unwrap();
@@ -640,18 +613,18 @@ fn raw_ip_medium_works_without_arp() {
     // Frames on the wire start with the IPv4 header.
     assert!(n.frames_from(0).iter().all(|f| f[0] >> 4 == 4));
     // Random bytes on a raw-IP link never panic either.
-    let mut rng = XorShift(7);
+    let mut rng = Rng::new(7);
     for _ in 0..500 {
         let len = (rng.next() % 80) as usize;
         let junk: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
         n.inject_to_b(junk);
     }
-    n.settle();
+    n.quiesce();
 }
 
 #[test]
 fn counters_display_is_a_table() {
-    let n = Net::new(Medium::Ethernet);
+    let n = net(Medium::Ethernet);
     let s = n.a.counters().to_string();
     assert!(s.lines().count() > 40);
     assert!(s.contains("arp   pending_overflow"));
@@ -913,12 +886,11 @@ fn interoperates_with_smoltcp_arp_and_udp() {
 fn run_until(n: &mut Net, limit: Duration, mut done: impl FnMut(&mut Net) -> bool) {
     let end = n.now + limit;
     while n.now < end {
-        let x = n.a.poll(n.now, &mut n.da);
-        let y = n.b.poll(n.now, &mut n.db);
+        let busy = n.poll();
         if done(n) {
             return;
         }
-        if !x && !y {
+        if !busy {
             let next = [n.a.poll_at(n.now), n.b.poll_at(n.now)]
                 .into_iter()
                 .flatten()
@@ -932,7 +904,7 @@ fn run_until(n: &mut Net, limit: Duration, mut done: impl FnMut(&mut Net) -> boo
 
 #[test]
 fn tcp_connect_and_transfer_between_two_stacks() {
-    let mut n = Net::new(Medium::Ethernet);
+    let mut n = net(Medium::Ethernet);
     tcp_transfer(&mut n);
     // Every frame fits the MTU (TCP sizes segments to the MSS; super-segments cut by software GSO
     // arrive with Step 4).
@@ -942,9 +914,9 @@ fn tcp_connect_and_transfer_between_two_stacks() {
 
 #[test]
 fn tcp_transfer_with_tso_device_needs_no_software_segmentation() {
-    let mut n = Net::new(Medium::Ethernet);
-    n.da.caps.tso = true;
-    n.db.caps.tso = true;
+    let mut n = net(Medium::Ethernet);
+    n.ea.caps.tso = true;
+    n.eb.caps.tso = true;
     tcp_transfer(&mut n);
     // A TSO device is never handed a frame the stack had to cut in software.
     assert_eq!(n.a.counters().gso_segments, 0);
@@ -952,7 +924,7 @@ fn tcp_transfer_with_tso_device_needs_no_software_segmentation() {
 
 #[test]
 fn tcp_transfer_over_raw_ip() {
-    let mut n = Net::new(Medium::Ip);
+    let mut n = net(Medium::Ip);
     tcp_transfer(&mut n);
 }
 
@@ -1089,8 +1061,8 @@ fn tcp_interoperates_with_smoltcp() {
 fn mutated_frames_reach_deep_and_never_panic() {
     use netfold::tcp::Config;
     use netfold::wire::tcp::{TcpFlags, TcpOptions, TcpRepr, Timestamps};
-    let mut n = Net::new(Medium::Ethernet);
-    n.db.caps.checksum.rx = false;
+    let mut n = net(Medium::Ethernet);
+    n.eb.caps.checksum.rx = false;
     n.b.udp_bind(SocketAddrV4::new(IP_B, 7)).unwrap();
     n.b.tcp_mut()
         .listen(SocketAddrV4::new(IP_B, 80), 4, Config::default())
@@ -1200,7 +1172,7 @@ fn mutated_frames_reach_deep_and_never_panic() {
         ),
     );
     let seeds = [arp, echo, unreach, udp, syn, frag];
-    let mut rng = XorShift(0xdead_beef_cafe_f00d);
+    let mut rng = Rng::new(0xdead_beef_cafe_f00d);
     for i in 0..6000 {
         let mut f = seeds[i % seeds.len()].clone();
         match rng.next() % 4 {
@@ -1223,7 +1195,7 @@ fn mutated_frames_reach_deep_and_never_panic() {
         if i % 64 == 0 {
             n.advance(Duration::from_millis(500));
         }
-        n.settle();
+        n.quiesce();
     }
     let c = n.b.counters();
     assert!(c.frames_in >= 6000);

@@ -4,6 +4,7 @@
 //! one's-complement helpers. Deterministic: a fixed-seed generator, no clock, no network.
 
 use netfold::mem::{self, kernels};
+use netfold_testkit::Rng;
 use proptest::prelude::*;
 
 /// The plain reference: RFC 1071 over big-endian words, odd byte padded at the end.
@@ -25,20 +26,6 @@ fn reference_sum(data: &[u8]) -> u16 {
 
 fn smoltcp_sum(data: &[u8]) -> u16 {
     smoltcp::wire::checksum::data(data)
-}
-
-/// Deterministic xorshift bytes (no external randomness: failures reproduce).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
 }
 
 const CANARY: u8 = 0xa5;
@@ -105,7 +92,7 @@ fn check_all_kernels(data: &[u8], src_off: usize, dst_off: usize) {
 
 #[test]
 fn every_length_up_to_300() {
-    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut rng = Rng::new(0x1234_5678_9abc_def1);
     for n in 0..=300 {
         let data = rng.bytes(n);
         check_all_kernels(&data, 0, 0);
@@ -116,7 +103,7 @@ fn every_length_up_to_300() {
 
 #[test]
 fn random_lengths_up_to_70000() {
-    let mut rng = Rng(0xdead_beef_cafe_f00d);
+    let mut rng = Rng::new(0xdead_beef_cafe_f00d);
     for _ in 0..60 {
         let n = (rng.next() % 70_001) as usize;
         let so = (rng.next() % 64) as usize;
@@ -128,7 +115,7 @@ fn random_lengths_up_to_70000() {
 
 #[test]
 fn every_alignment_pair() {
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     let lengths = [1usize, 15, 33, 64, 129, 255, 257, 1448];
     let datas: Vec<Vec<u8>> = lengths.iter().map(|&n| rng.bytes(n)).collect();
     for so in 0..64 {
@@ -155,7 +142,7 @@ fn odd_offsets_and_all_ones() {
 
 #[test]
 fn checksum_equals_smoltcp() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     for n in (0..2000).chain([9000, 65535, 65536, 70000]) {
         let data = rng.bytes(n);
         let want = smoltcp_sum(&data);
@@ -179,7 +166,7 @@ fn checksum_equals_smoltcp() {
 #[test]
 fn large_copy_takes_non_temporal_path() {
     let n = kernels::nt_threshold().min(8 << 20) + 77;
-    let mut rng = Rng(99);
+    let mut rng = Rng::new(99);
     let data = rng.bytes(n);
     let mut dst = vec![0u8; n + 5];
     mem::copy(&mut dst[3..], &data);

@@ -1,80 +1,21 @@
 //! The socket API over two stacks joined by the in-memory pipe, in virtual time.
 
-use netfold::iface::{Stack, StackConfig};
-use netfold::phy::pipe::{Pipe, PipeConfig, PipeEnd};
+use netfold::phy::pipe::PipeConfig;
 use netfold::phy::Device;
 use netfold::socket::{TcpListener, TcpStream};
 use netfold::tcp::{self, State};
-use netfold::time::{Duration, Instant};
-use netfold::wire::ethernet::EthernetAddress;
+use netfold::time::Duration;
 use netfold::wire::Ipv4Addr;
+use netfold_testkit::{config, Net, Rng};
 use std::io::ErrorKind;
 use std::net::SocketAddrV4;
 
 const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 
-struct Net {
-    a: Stack,
-    b: Stack,
-    ea: PipeEnd,
-    eb: PipeEnd,
-    now: Instant,
-}
-
-fn cfg(addr: Ipv4Addr, last: u8) -> StackConfig {
-    StackConfig {
-        addr,
-        prefix_len: 24,
-        mac: EthernetAddress([2, 0, 0, 0, 0, last]),
-        tcp_secret: [last; 16],
-        ..StackConfig::default()
-    }
-}
-
-impl Net {
-    fn new() -> Net {
-        let (ea, eb) = Pipe::new(PipeConfig::default());
-        Net {
-            a: Stack::new(cfg(A, 1)),
-            b: Stack::new(cfg(B, 2)),
-            ea,
-            eb,
-            now: Instant::ZERO,
-        }
-    }
-
-    /// Polls both stacks until neither has work, advancing virtual time 1 ms per round.
-    fn settle(&mut self) {
-        for _ in 0..10_000 {
-            let x = self.a.poll(self.now, &mut self.ea);
-            let y = self.b.poll(self.now, &mut self.eb);
-            if !x && !y {
-                return;
-            }
-            self.now += Duration::from_micros(100);
-        }
-    }
-
-    /// Jumps virtual time to the earliest deadline either stack has (a delayed ACK, a probe).
-    fn skip_to_next_timer(&mut self) {
-        let next = [self.a.poll_at(self.now), self.b.poll_at(self.now)]
-            .into_iter()
-            .flatten()
-            .min();
-        if let Some(t) = next {
-            self.now = t.max(self.now + Duration::from_micros(1));
-        }
-    }
-
-    /// Advances virtual time by `d` in 1 ms steps, polling.
-    fn run_for(&mut self, d: Duration) {
-        let end = self.now + d;
-        while self.now < end {
-            self.settle();
-            self.now += Duration::from_millis(1);
-        }
-    }
+/// Stacks A and B (the kit's `config`) joined by a pipe configured by `link`.
+fn net(link: PipeConfig) -> Net {
+    Net::pipe(config(A, 1), config(B, 2), link)
 }
 
 fn tcfg() -> tcp::Config {
@@ -86,7 +27,7 @@ fn tcfg() -> tcp::Config {
 
 #[test]
 fn data_then_close_in_both_directions_reaches_eof_on_each_side() {
-    let mut n = Net::new();
+    let mut n = net(PipeConfig::default());
     let l = TcpListener::bind(&mut n.b, SocketAddrV4::new(B, 80), 4, tcfg()).unwrap();
     let c = TcpStream::connect(&mut n.a, n.now, SocketAddrV4::new(B, 80), tcfg()).unwrap();
     n.settle();
@@ -140,7 +81,7 @@ fn data_then_close_in_both_directions_reaches_eof_on_each_side() {
 
 #[test]
 fn connect_to_a_closed_port_is_refused() {
-    let mut n = Net::new();
+    let mut n = net(PipeConfig::default());
     let c = TcpStream::connect(&mut n.a, n.now, SocketAddrV4::new(B, 81), tcfg()).unwrap();
     n.settle();
     let e = c.is_connected(&mut n.a).unwrap_err();
@@ -206,9 +147,7 @@ fn transfer(n: &mut Net, from_a: bool, data: &[u8]) -> Vec<u8> {
                 }
             }
         }
-        let x = n.a.poll(n.now, &mut n.ea);
-        let y = n.b.poll(n.now, &mut n.eb);
-        if !x && !y {
+        if !n.poll() {
             let next = [
                 n.a.poll_at(n.now),
                 n.b.poll_at(n.now),
@@ -232,26 +171,11 @@ fn impaired_net(seed: u64) -> Net {
         .duplicate(0.005)
         .corrupt(0.001)
         .seed(seed);
-    let (ea, eb) = Pipe::new(cfgp);
-    Net {
-        a: Stack::new(cfg(A, 1)),
-        b: Stack::new(cfg(B, 2)),
-        ea,
-        eb,
-        now: Instant::ZERO,
-    }
+    net(cfgp)
 }
 
 fn pattern(len: usize, salt: u32) -> Vec<u8> {
-    let mut x = 0x9e37_79b9u32 ^ salt;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x >> 24) as u8
-        })
-        .collect()
+    Rng::new(u64::from(salt)).bytes(len)
 }
 
 /// The Step 2 acceptance test: 64 MiB byte-exact in each direction through two full stacks

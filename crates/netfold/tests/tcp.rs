@@ -5,29 +5,12 @@
 use netfold::tcp::{Config, CongestionControl, Error, Handle, OutSegment, State, TcpLayer};
 use netfold::time::{Duration, Instant};
 use netfold::wire::tcp::{TcpFlags, TcpRepr, Timestamps};
+use netfold_testkit::Rng;
 use std::collections::BinaryHeap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
-
-/// xorshift64*: deterministic, seedable.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn coin(&mut self) -> bool {
-        self.next() & 1 == 0
-    }
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Pkt {
@@ -95,7 +78,7 @@ impl Net {
             b: TcpLayer::new([2; 16]),
             q: BinaryHeap::new(),
             next_id: 0,
-            rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
+            rng: Rng::new(seed),
             latency: Duration::from_millis(5),
             loss: 0.0,
             reorder: 0.0,
@@ -1107,7 +1090,7 @@ fn random_segments_never_panic() {
     let mut net = Net::new(24);
     let (c, _s, l) = establish(&mut net, test_config(), test_config());
     let last = last_a_to_b(&net);
-    let mut rng = Rng(99);
+    let mut rng = Rng::from_state(99);
     let payload = [0xabu8; 3000];
     for i in 0..50_000u32 {
         let r = rng.next();
@@ -1328,7 +1311,7 @@ fn random_config_stress() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(6);
     for seed in 0..seeds {
-        let mut rng = Rng(seed * 7919 + 17);
+        let mut rng = Rng::from_state(seed * 7919 + 17);
         let cfg = |rng: &mut Rng| Config {
             congestion: if rng.coin() {
                 CongestionControl::Cubic

@@ -4,10 +4,10 @@
 //! number of allocations during the transfer must be a small constant, not proportional to the
 //! ~190 000 segments moved. Runs with GRO on (the default) and off.
 
-use netfold::iface::{Stack, StackConfig};
-use netfold::phy::pipe::{Pipe, PipeConfig};
+use netfold::iface::StackConfig;
+use netfold::phy::pipe::PipeConfig;
 use netfold::tcp;
-use netfold::time::{Duration, Instant};
+use netfold::time::Instant;
 use netfold::wire::ethernet::EthernetAddress;
 use netfold::wire::Ipv4Addr;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -52,81 +52,60 @@ static SERIAL: Mutex<()> = Mutex::new(());
 const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 
+/// The kit's two stacks over a pipe, plus the connection and the buffers the pump reuses.
 struct Net {
-    a: Stack,
-    b: Stack,
-    ea: netfold::phy::pipe::PipeEnd,
-    eb: netfold::phy::pipe::PipeEnd,
+    stacks: netfold_testkit::Net,
     c: tcp::Handle,
     s: tcp::Handle,
-    now: Instant,
     chunk: Vec<u8>,
     buf: Vec<u8>,
 }
 
 impl Net {
     fn new(gro: bool) -> Net {
-        let (ea, eb) = Pipe::new(PipeConfig::default());
         let cfg = |addr, m| StackConfig {
             addr,
             mac: EthernetAddress([2, 0, 0, 0, 0, m]),
             gro,
             ..StackConfig::default()
         };
-        let mut a = Stack::new(cfg(IP_A, 1));
-        let mut b = Stack::new(cfg(IP_B, 2));
+        let mut stacks =
+            netfold_testkit::Net::pipe(cfg(IP_A, 1), cfg(IP_B, 2), PipeConfig::default());
         let tc = tcp::Config {
-            mss: a.tcp_mss(),
+            mss: stacks.a.tcp_mss(),
             ..tcp::Config::default()
         };
-        let now = Instant::from_millis(1);
-        let l = b
+        stacks.now = Instant::from_millis(1);
+        let l = stacks
+            .b
             .tcp_mut()
             .listen(SocketAddrV4::new(IP_B, 80), 4, tc)
             .unwrap();
-        let c = a
+        let c = stacks
+            .a
             .tcp_mut()
             .connect(
-                now,
+                stacks.now,
                 SocketAddrV4::new(IP_A, 0),
                 SocketAddrV4::new(IP_B, 80),
                 tc,
             )
             .unwrap();
         let mut n = Net {
-            a,
-            b,
-            ea,
-            eb,
+            stacks,
             c,
             s: c,
-            now,
             chunk: (0..65536u32).map(|i| i as u8).collect(),
             buf: vec![0; 65536],
         };
         for _ in 0..10_000 {
-            n.step();
-            if let Ok(s) = n.b.tcp_mut().accept(l) {
+            n.stacks.step();
+            if let Ok(s) = n.stacks.b.tcp_mut().accept(l) {
                 n.s = s;
                 return n;
             }
         }
         panic!("no connection");
-    }
-
-    fn step(&mut self) -> bool {
-        let did = self.a.poll(self.now, &mut self.ea) | self.b.poll(self.now, &mut self.eb);
-        self.now = if did {
-            self.now + Duration::from_micros(1)
-        } else {
-            [self.a.poll_at(self.now), self.b.poll_at(self.now)]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or(self.now)
-                .max(self.now + Duration::from_micros(1))
-        };
-        did
     }
 
     /// Moves `total` bytes from a to b; returns the bytes received.
@@ -136,12 +115,12 @@ impl Net {
         let mut idle = 0;
         while got < total && idle < 100_000 {
             if sent < total {
-                if let Ok(n) = self.a.tcp_mut().send(self.c, &self.chunk) {
+                if let Ok(n) = self.stacks.a.tcp_mut().send(self.c, &self.chunk) {
                     sent += n as u64;
                 }
             }
-            let moved = self.step();
-            while let Ok(n) = self.b.tcp_mut().recv(self.s, &mut self.buf) {
+            let moved = self.stacks.step();
+            while let Ok(n) = self.stacks.b.tcp_mut().recv(self.s, &mut self.buf) {
                 if n == 0 {
                     break;
                 }
@@ -159,10 +138,10 @@ fn steady_state_allocations(gro: bool) {
     // Warm-up: fill the pools, grow the queues and the TCP rings to their working sizes.
     assert!(net.pump(32 << 20) >= 32 << 20);
     let before = ALLOCS.load(Ordering::Relaxed);
-    let segs_before = net.b.counters().frames_in;
+    let segs_before = net.stacks.b.counters().frames_in;
     let got = net.pump(256 << 20);
     let allocs = ALLOCS.load(Ordering::Relaxed) - before;
-    let frames = net.b.counters().frames_in - segs_before;
+    let frames = net.stacks.b.counters().frames_in - segs_before;
     eprintln!("gro={gro}: {got} bytes, {frames} frames, {allocs} allocations");
     assert!(got >= 256 << 20, "only {got} bytes moved");
     assert!(frames > 100_000, "{frames} frames");
@@ -171,7 +150,7 @@ fn steady_state_allocations(gro: bool) {
     assert!(
         allocs <= 64,
         "gro={gro}: {allocs} allocations for {frames} frames in steady state\n{}",
-        net.b.counters()
+        net.stacks.b.counters()
     );
 }
 
