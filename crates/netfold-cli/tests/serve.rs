@@ -44,9 +44,11 @@ fn run(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A namespace (the library's [`NetNs`] guard) with a persistent TAP whose kernel side is
-/// 198.18.0.1/24, and files to remove; all removed on drop, also when a check panics.
+/// A namespace (the library's [`NetNs`] guard) with a persistent TAP (or TUN) whose kernel
+/// side is 198.18.0.1/24, and files to remove; all removed on drop, also when a check panics.
 struct Netns {
+    /// "tap" or "tun": the `ip tuntap` mode, and the `--link` prefix.
+    mode: &'static str,
     tap: String,
     files: Vec<PathBuf>,
     // Declared last: dropped after `Drop for Netns` has deleted the TAP.
@@ -55,13 +57,18 @@ struct Netns {
 
 impl Netns {
     fn create() -> Netns {
+        Self::create_mode("tap")
+    }
+
+    fn create_mode(mode: &'static str) -> Netns {
         let ns = NetNs::create().expect("create netns");
         let n = Netns {
+            mode,
             tap: format!("nfs{}", std::process::id() % 1_000_000),
             files: Vec::new(),
             ns,
         };
-        n.ns.ip(&["tuntap", "add", "mode", "tap", "name", &n.tap])
+        n.ns.ip(&["tuntap", "add", "mode", mode, "name", &n.tap])
             .expect("create tap");
         n.ns.configure(&n.tap, Ipv4Addr::new(198, 18, 0, 1), 24)
             .expect("configure tap");
@@ -95,7 +102,7 @@ impl Drop for Netns {
         // A persistent TAP outlives its users; delete it before the namespace goes.
         let _ = self
             .ns
-            .ip(&["tuntap", "del", "mode", "tap", "name", &self.tap]);
+            .ip(&["tuntap", "del", "mode", self.mode, "name", &self.tap]);
         for f in &self.files {
             let _ = std::fs::remove_file(f);
         }
@@ -111,7 +118,7 @@ struct Server {
 impl Server {
     fn start(net: &Netns, pcap: Option<&Path>) -> Server {
         let exe = env!("CARGO_BIN_EXE_netfold");
-        let link = format!("tap:{}", net.tap);
+        let link = format!("{}:{}", net.mode, net.tap);
         let mut args = vec![exe, "serve", "--link", &link, "--addr", "198.18.0.2/24"];
         let pcap_s;
         if let Some(p) = pcap {
@@ -397,4 +404,27 @@ fn serve_over_tap_talks_to_the_kernel() {
     let err = v["error"].as_str().unwrap_or("");
     assert!(err.contains("terminated"), "iperf3 error: {err:?}");
     drop(net);
+}
+
+/// `--link tun:NAME`: the stack runs on the IP medium behind a TUN; it answers ping and serves
+/// a 10 MB HTTP download byte-exact.
+#[test]
+fn serve_over_tun_answers_ping_and_serves_curl() {
+    if let Some(why) = netns::unavailable_reason() {
+        eprintln!("\n*** SKIP serve_over_tun_answers_ping_and_serves_curl: {why} ***\n");
+        return;
+    }
+    for (tool, arg) in [
+        ("ping", "-V"),
+        ("curl", "--version"),
+        ("sha256sum", "--version"),
+    ] {
+        need(tool, arg);
+    }
+    let net = Netns::create_mode("tun");
+    let server = Server::start(&net, None);
+    net.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", SERVER]);
+    assert_eq!(curl_sha256(&net, 10_000_000), expected_sha256(10_000_000));
+    let out = server.stop();
+    assert!(out.contains("tun: "), "{out}");
 }

@@ -2,6 +2,8 @@
 //! Linux kernel, and the helpers that set up the kernel's side for tests and benchmarks.
 //!
 //! - [`tap`]: a TAP interface, with virtio-net offloads (checksum, TSO, GRO) across it.
+//! - [`tun`]: a TUN interface (bare IP packets), with the same offloads.
+//! - [`link`]: either of them, named by a `tap:NAME` / `tun:NAME` string.
 //! - [`packet_socket`]: an AF_PACKET socket on an existing interface (e.g. a veth end), receiving
 //!   through the TPACKET_V3 memory-mapped ring of [`packet_ring`].
 //! - [`vnet`]: the virtio-net header both of them use to pass offloads.
@@ -14,10 +16,12 @@
 // packet_socket, packet_ring, wait), each block with a SAFETY comment.
 #![deny(unsafe_code)]
 
+pub mod link;
 pub mod netns;
 pub mod packet_ring;
 pub mod packet_socket;
 pub mod pcap;
 pub mod tap;
+pub mod tun;
 pub mod vnet;
 pub mod wait;

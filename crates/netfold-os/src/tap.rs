@@ -160,6 +160,50 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Resul
     Ok(r > 0 && p.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0)
 }
 
+/// Opens `/dev/net/tun` as interface `name` with `kind` (`IFF_TAP` or `IFF_TUN`, plus
+/// `IFF_MULTI_QUEUE` if wanted), always `IFF_NO_PI | IFF_VNET_HDR`, non-blocking; sets the
+/// vnet header size and, with `offloads`, `TUN_F_CSUM | TUN_F_TSO4` (else none). Returns the
+/// descriptor and the name the kernel chose.
+pub(crate) fn open_tun_tap(
+    name: &str,
+    kind: libc::c_int,
+    offloads: bool,
+) -> io::Result<(OwnedFd, String)> {
+    let mut req = ifreq_for(name)?;
+    let path: &CStr = c"/dev/net/tun";
+    // SAFETY: a NUL-terminated path literal; the result is checked.
+    let raw = cvt(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: `raw` was just opened and is owned by this value from here on.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let flags = kind | libc::IFF_NO_PI | libc::IFF_VNET_HDR;
+    req.ifr_ifru.ifru_flags = flags as libc::c_short;
+    // SAFETY: TUNSETIFF reads flags and name from, and writes the chosen name into, the
+    // ifreq we pass, valid for the call.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut req) })?;
+    let hdr_len: libc::c_int = VNET_HDR_LEN as libc::c_int;
+    // SAFETY: TUNSETVNETHDRSZ reads one int through the pointer, valid for the call.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETVNETHDRSZ, &hdr_len) })?;
+    let off: libc::c_uint = if offloads {
+        libc::TUN_F_CSUM | libc::TUN_F_TSO4
+    } else {
+        0
+    };
+    // SAFETY: TUNSETOFFLOAD takes the flag word by value (not a pointer).
+    cvt(unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TUNSETOFFLOAD,
+            libc::c_ulong::from(off),
+        )
+    })?;
+    Ok((fd, name_of(&req)))
+}
+
 impl Tap {
     /// Opens (creating if needed) TAP interface `name` ("nf%d" lets the kernel pick a number).
     pub fn open(name: &str, config: TapConfig) -> io::Result<Tap> {
@@ -182,42 +226,11 @@ impl Tap {
     }
 
     fn open_one(name: &str, config: TapConfig, multi_queue: bool) -> io::Result<Tap> {
-        let mut req = ifreq_for(name)?;
-        let path: &CStr = c"/dev/net/tun";
-        // SAFETY: a NUL-terminated path literal; the result is checked.
-        let raw = cvt(unsafe {
-            libc::open(
-                path.as_ptr(),
-                libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-            )
-        })?;
-        // SAFETY: `raw` was just opened and is owned by this value from here on.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut flags = libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR;
+        let mut flags = libc::IFF_TAP;
         if multi_queue {
             flags |= libc::IFF_MULTI_QUEUE;
         }
-        req.ifr_ifru.ifru_flags = flags as libc::c_short;
-        // SAFETY: TUNSETIFF reads flags and name from, and writes the chosen name into, the
-        // ifreq we pass, valid for the call.
-        cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut req) })?;
-        let hdr_len: libc::c_int = VNET_HDR_LEN as libc::c_int;
-        // SAFETY: TUNSETVNETHDRSZ reads one int through the pointer, valid for the call.
-        cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETVNETHDRSZ, &hdr_len) })?;
-        let off: libc::c_uint = if config.offloads {
-            libc::TUN_F_CSUM | libc::TUN_F_TSO4
-        } else {
-            0
-        };
-        // SAFETY: TUNSETOFFLOAD takes the flag word by value (not a pointer).
-        cvt(unsafe {
-            libc::ioctl(
-                fd.as_raw_fd(),
-                libc::TUNSETOFFLOAD,
-                libc::c_ulong::from(off),
-            )
-        })?;
-        let name = name_of(&req);
+        let (fd, name) = open_tun_tap(name, flags, config.offloads)?;
         let mtu = match config.mtu {
             Some(m) => m,
             None => interface_mtu(&name).unwrap_or(1500),

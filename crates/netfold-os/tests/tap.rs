@@ -13,13 +13,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use netfold::iface::{Stack, StackConfig};
-use netfold::phy::Device;
+use netfold::phy::{Device, Medium};
 use netfold::tcp;
 use netfold::wire::ethernet::EthernetAddress;
 use netfold_os::netns::{self, NetNs};
 use netfold_os::packet_socket::{PacketSocket, PacketSocketConfig};
 use netfold_os::pcap::PcapWriter;
 use netfold_os::tap::{Tap, TapConfig};
+use netfold_os::tun::Tun;
 use netfold_rt::Runtime;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -380,6 +381,79 @@ fn tap_suite(cfg: TapConfig, label: &str) {
         }
     }
     assert_ns_gone(&name);
+}
+
+/// The TAP suite over a TUN (IP medium, no link header): ping and 10 MB each way, with the
+/// same offload expectations.
+fn tun_suite(cfg: TapConfig, label: &str) {
+    let name;
+    {
+        let ns = NetNs::create().expect("create netns");
+        let tun = Tun::open("nfu%d", cfg).expect("open tun");
+        ns.adopt(tun.name()).expect("move tun into netns");
+        ns.configure(tun.name(), KERNEL_IP, 24)
+            .expect("address tun");
+        name = ns.name().to_owned();
+        let tun = Arc::new(Mutex::new(tun));
+        let stack = Stack::new(StackConfig {
+            medium: Medium::Ip,
+            ..stack_config()
+        });
+        let rt = Runtime::start(
+            stack,
+            Box::new(SharedDev(tun.clone())),
+            StdDuration::from_micros(200),
+        )
+        .expect("runtime");
+        ping(&ns, label);
+        kernel_to_netfold(&ns, &rt, 5011, TEN_MB, label);
+        netfold_from_kernel(&ns, &rt, 5012, TEN_MB, label);
+        netfold_to_kernel(&ns, &rt, 5017, TEN_MB, label);
+        let c = rt.shutdown().counters();
+        let st = tun.lock().unwrap().stats();
+        eprintln!("{label}: device {st:?}\n{label}: stack tcp {:?}", c.tcp);
+        assert_eq!(st.rx_errors, 0);
+        assert_eq!(st.tx_dropped, 0);
+        assert_eq!(st.offload.rx_bad_checksum, 0);
+        assert_eq!(st.offload.rx_malformed, 0);
+        if cfg.offloads {
+            assert!(st.offload.tx_csum_partial > 0, "no partial checksums sent");
+            assert!(st.offload.tx_gso_frames > 0, "no TSO super-packets sent");
+            if cfg.gro {
+                assert!(st.offload.rx_gso_frames > 0, "kernel sent no GSO packets");
+            } else {
+                assert!(st.offload.rx_gso_split_segments > 0, "nothing split");
+            }
+        } else {
+            assert_eq!(
+                st.offload,
+                Default::default(),
+                "offload path used with offloads off"
+            );
+        }
+    }
+    assert_ns_gone(&name);
+}
+
+#[test]
+fn tun_ping_and_10mb_both_ways_offloads_on() {
+    require_env!();
+    let _g = lock();
+    tun_suite(tap_cfg(true, true), "tun offloads on");
+}
+
+#[test]
+fn tun_ping_and_10mb_both_ways_offloads_off() {
+    require_env!();
+    let _g = lock();
+    tun_suite(tap_cfg(false, false), "tun offloads off");
+}
+
+#[test]
+fn tun_offloads_on_with_software_gso_split() {
+    require_env!();
+    let _g = lock();
+    tun_suite(tap_cfg(true, false), "tun offloads on, no gro");
 }
 
 fn tap_cfg(offloads: bool, gro: bool) -> TapConfig {

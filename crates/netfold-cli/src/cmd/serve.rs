@@ -1,23 +1,25 @@
-//! `netfold serve`: runs a netfold stack on a TAP device with all services of
+//! `netfold serve`: runs a netfold stack on a TAP or TUN device with all services of
 //! [`netfold_apps`] (echo 7 TCP+UDP, discard 9, chargen 19, HTTP 8080, iperf3 5201), until
 //! SIGINT/SIGTERM; then prints the counters and exits 0.
 //!
-//! One thread: poll the stack, poll the services, and sleep in poll(2) on the TAP descriptor
+//! One thread: poll the stack, poll the services, and sleep in poll(2) on the link's descriptor
 //! until a frame arrives or the next timer is due.
 //!
-//! The link is a [`Tap`] with checksum offload and TSO/GRO across the boundary (unless
+//! The link is a [`Link`] (TAP: Ethernet; TUN: bare IP, the stack then runs on the IP medium)
+//! with checksum offload and TSO/GRO across the boundary (unless
 //! `--no-offloads`); with `--pcap` it is wrapped in a [`PcapWriter`], which fills in the
 //! checksums the offload left to the kernel so the capture reads clean.
 
 use super::CmdResult;
 use clap::Parser;
 use netfold::iface::{Stack, StackConfig};
-use netfold::phy::{Device, Medium};
+use netfold::phy::Device;
 use netfold::time::{Duration, Instant};
 use netfold::wire::ethernet::EthernetAddress;
 use netfold_apps::{Services, ServicesConfig};
+use netfold_os::link::Link;
 use netfold_os::pcap::PcapWriter;
-use netfold_os::tap::{Tap, TapConfig};
+use netfold_os::tap::TapConfig;
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
@@ -25,7 +27,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Parser, Debug)]
 pub struct Args {
-    /// The link: `tap:NAME` (attaches to TAP device NAME, creating it if it does not exist).
+    /// The link: `tap:NAME` or `tun:NAME` (attaches to TAP/TUN device NAME, creating it if it
+    /// does not exist).
     #[arg(long)]
     link: String,
     /// Our address and prefix, e.g. 198.18.0.2/24.
@@ -182,10 +185,9 @@ fn serve_loop<D: Device>(
 }
 
 pub fn run(a: Args) -> CmdResult {
-    let name = a
-        .link
-        .strip_prefix("tap:")
-        .ok_or_else(|| format!("--link {:?}: only tap:NAME is supported", a.link))?;
+    if !a.link.starts_with("tap:") && !a.link.starts_with("tun:") {
+        return Err(format!("--link {:?}: expected tap:NAME or tun:NAME", a.link).into());
+    }
     let (addr, prefix_len) = parse_cidr(&a.addr)?;
     let mac = parse_mac(&a.mac)?;
     if let Some(m) = a.mtu {
@@ -199,8 +201,8 @@ pub fn run(a: Args) -> CmdResult {
         mtu: a.mtu,
         ..TapConfig::default()
     };
-    let mut tap = Tap::open(name, tap_cfg).map_err(|e| format!("opening tap {name}: {e}"))?;
-    let mtu = tap.mtu();
+    let mut link = Link::open(&a.link, tap_cfg).map_err(|e| format!("opening {}: {e}", a.link))?;
+    let mtu = link.mtu();
 
     let mut secret = [0u8; 16];
     // The ISN key only needs to be unpredictable to off-path attackers; time and pid will do
@@ -212,7 +214,7 @@ pub fn run(a: Args) -> CmdResult {
         ^ (u128::from(std::process::id()) << 64);
     secret.copy_from_slice(&seed.to_le_bytes());
     let mut stack = Stack::new(StackConfig {
-        medium: Medium::Ethernet,
+        medium: link.caps().medium,
         mac,
         addr,
         prefix_len,
@@ -237,9 +239,10 @@ pub fn run(a: Args) -> CmdResult {
     let clock = Clock::new();
 
     println!(
-        "netfold serve: {addr}/{prefix_len} on tap {} (mtu {mtu}, offloads {}): echo 7/tcp+udp, \
+        "netfold serve: {addr}/{prefix_len} on {} {} (mtu {mtu}, offloads {}): echo 7/tcp+udp, \
          discard 9, chargen 19, http 8080, iperf3 5201",
-        tap.name(),
+        link.kind(),
+        link.name(),
         if a.no_offloads { "off" } else { "on" },
     );
     let _ = std::io::stdout().flush();
@@ -249,28 +252,28 @@ pub fn run(a: Args) -> CmdResult {
         Some(path) => {
             let file = std::fs::File::create(path)
                 .map_err(|e| format!("creating {}: {e}", path.display()))?;
-            let mut dev = PcapWriter::new(tap, std::io::BufWriter::new(file))?;
-            let wait = |d: &PcapWriter<Tap, _>, t: Duration| {
+            let mut dev = PcapWriter::new(link, std::io::BufWriter::new(file))?;
+            let wait = |d: &PcapWriter<Link, _>, t: Duration| {
                 let _ = d.inner().wait(Some(t));
             };
             serve_loop(&mut dev, wait, &mut stack, &mut services, &clock);
             dev.flush()?;
             pcap_records = Some((dev.records(), dev.write_errors()));
-            let (t, _) = dev.into_parts();
-            tap = t;
+            let (l, _) = dev.into_parts();
+            link = l;
         }
         None => {
-            let wait = |d: &Tap, t: Duration| {
+            let wait = |d: &Link, t: Duration| {
                 let _ = d.wait(Some(t));
             };
-            serve_loop(&mut tap, wait, &mut stack, &mut services, &clock);
+            serve_loop(&mut link, wait, &mut stack, &mut services, &clock);
         }
     }
 
     println!("netfold serve: stopping");
     println!("{}", services.stats());
     println!("{}", stack.counters());
-    println!("tap: {:?}", tap.stats());
+    println!("{}: {:?}", link.kind(), link.stats());
     if let Some((records, errors)) = pcap_records {
         println!("pcap: records={records} write_errors={errors}");
     }
