@@ -31,7 +31,7 @@ fn stack(addr: Ipv4Addr, mac: u8) -> Stack {
     Stack::new(StackConfig {
         mac: EthernetAddress([2, 0, 0, 0, 0, mac]),
         addr,
-        tcp_secret: [mac; 16],
+        tcp_secret: netfold::tcp::Secret::fixed_for_tests([mac; 16]),
         ..StackConfig::default()
     })
 }
