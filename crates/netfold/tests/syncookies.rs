@@ -71,14 +71,11 @@ impl Net {
                 window: 64240,
                 ..TcpRepr::default()
             };
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 syn.options.mss = Some(1460);
                 syn.options.window_scale = Some(7);
                 syn.options.sack_permitted = true;
-                syn.options.timestamps = Some(Timestamps {
-                    tsval: i,
-                    tsecr: 0,
-                });
+                syn.options.timestamps = Some(Timestamps { tsval: i, tsecr: 0 });
             }
             self.server.input(self.now, src, IP_SERVER, &syn, &[]);
             // The server's replies go out with every output; keep its reply queue drained
@@ -196,7 +193,10 @@ fn pattern(i: u64) -> u8 {
 /// Connects the client to a listener (backlog 1) whose SYN queue is already full; returns
 /// (client, server, listener).
 fn connect_through_cookie(net: &mut Net, client_cfg: Config, flood: u32) -> (Handle, Handle) {
-    let l = net.server.listen(server_addr(), 1, Config::default()).unwrap();
+    let l = net
+        .server
+        .listen(server_addr(), 1, Config::default())
+        .unwrap();
     net.flood(flood);
     net.emit(false);
     let before = net.server.stats();
@@ -278,7 +278,10 @@ fn flooded_listener_serves_a_real_client_through_cookies() {
     let ci = net.client.conn_info(c).unwrap();
     assert_eq!(si.mss, 1460);
     assert!(si.sack && si.timestamps && ci.sack && ci.timestamps);
-    assert_eq!((si.snd_wscale, si.rcv_wscale), (ci.rcv_wscale, ci.snd_wscale));
+    assert_eq!(
+        (si.snd_wscale, si.rcv_wscale),
+        (ci.rcv_wscale, ci.snd_wscale)
+    );
     assert!(si.snd_wscale > 0);
     // 1 MiB each way, byte-exact, while spoofed SYNs keep coming.
     transfer(&mut net, true, c, s, 1 << 20);
@@ -287,7 +290,11 @@ fn flooded_listener_serves_a_real_client_through_cookies() {
     assert_eq!(st.syncookies_recv, 1);
     assert_eq!(st.syncookies_failed, 0);
     // Memory stays bounded: the listener, one half-open entry, the accepted connection.
-    assert!(net.server.socket_count() <= 3, "{}", net.server.socket_count());
+    assert!(
+        net.server.socket_count() <= 3,
+        "{}",
+        net.server.socket_count()
+    );
 
     // A forged ACK (random sequence numbers) from a spoofed source: no connection, a RST.
     let sockets = net.server.socket_count();
@@ -301,8 +308,13 @@ fn flooded_listener_serves_a_real_client_through_cookies() {
         window: 1000,
         ..TcpRepr::default()
     };
-    net.server
-        .input(net.now, Ipv4Addr::new(198, 19, 200, 1), IP_SERVER, &forged, &[]);
+    net.server.input(
+        net.now,
+        Ipv4Addr::new(198, 19, 200, 1),
+        IP_SERVER,
+        &forged,
+        &[],
+    );
     net.emit(false);
     assert_eq!(net.server.stats().syncookies_failed, 1);
     assert_eq!(net.server.stats().syncookies_recv, 1);
@@ -324,7 +336,10 @@ fn without_timestamps_the_cookie_carries_only_the_mss() {
     // 1400 rounds down to the table's 1300; no window scaling or SACK on either side.
     assert_eq!(si.mss, u32::from(MSS_TABLE[1]));
     assert!(!si.timestamps && !si.sack && !ci.sack);
-    assert_eq!((si.snd_wscale, si.rcv_wscale, ci.snd_wscale, ci.rcv_wscale), (0, 0, 0, 0));
+    assert_eq!(
+        (si.snd_wscale, si.rcv_wscale, ci.snd_wscale, ci.rcv_wscale),
+        (0, 0, 0, 0)
+    );
     transfer(&mut net, true, c, s, 256 * 1024);
     transfer(&mut net, false, s, c, 256 * 1024);
 }
@@ -350,7 +365,10 @@ fn answer(sa: &TcpRepr) -> TcpRepr {
 #[test]
 fn cookies_expire_after_two_minutes_and_other_keys_fail() {
     let mut net = Net::new();
-    let l = net.server.listen(server_addr(), 1, Config::default()).unwrap();
+    let l = net
+        .server
+        .listen(server_addr(), 1, Config::default())
+        .unwrap();
     net.flood(2);
     net.emit(false);
     let (dst, sa) = net.first_spoofed.expect("a cookie SYN-ACK");
@@ -426,7 +444,10 @@ fn sa_to_syn(sa: &TcpRepr) -> TcpRepr {
 fn cookies_off_restores_drop_the_syn() {
     let mut net = Net::new();
     net.server.set_syn_cookies(false);
-    let _l = net.server.listen(server_addr(), 1, Config::default()).unwrap();
+    let _l = net
+        .server
+        .listen(server_addr(), 1, Config::default())
+        .unwrap();
     net.flood(1000);
     net.emit(false);
     let st: Stats = net.server.stats();

@@ -2,9 +2,7 @@
 //! `OutSegment`s as `TcpRepr` + payload with a latency and seeded loss/reorder/duplication.
 //! No sockets, no real time.
 
-use netfold::tcp::{
-    Config, CongestionControl, Error, Handle, OutSegment, Secret, State, TcpLayer,
-};
+use netfold::tcp::{Config, CongestionControl, Error, Handle, OutSegment, Secret, State, TcpLayer};
 use netfold::time::{Duration, Instant};
 use netfold::wire::tcp::{TcpFlags, TcpRepr, Timestamps};
 use std::collections::BinaryHeap;

@@ -284,9 +284,7 @@ impl TcpLayer {
         payload: Payload<'_>,
     ) -> bool {
         let (config, accept_full) = match &self.slots[li as usize].sock {
-            Some(Sock::Listener(l)) if l.recent_overflow(now) => {
-                (l.config, l.accept_queue_full())
-            }
+            Some(Sock::Listener(l)) if l.recent_overflow(now) => (l.config, l.accept_queue_full()),
             _ => return false,
         };
         let Some(opt) = syncookie::decode(&self.secret, now, local, remote, ack, &config) else {
@@ -299,7 +297,8 @@ impl TcpLayer {
             self.stats.backlog_drops += 1;
             return true;
         }
-        let mut c = syncookie::conn_from_cookie(now, &self.secret, local, remote, config, ack, &opt);
+        let mut c =
+            syncookie::conn_from_cookie(now, &self.secret, local, remote, config, ack, &opt);
         c.parent = Some(li);
         // The echoed TSval is the cookie's, up to 63 ms older than the SYN-ACK: as an RTT
         // sample it would overstate the RTT, so this one ACK gives none.
@@ -428,7 +427,9 @@ impl TcpLayer {
             return;
         }
         if f.ack() {
-            if self.syn_cookies && !f.syn() && self.cookie_ack(now, li, local, remote, repr, payload)
+            if self.syn_cookies
+                && !f.syn()
+                && self.cookie_ack(now, li, local, remote, repr, payload)
             {
                 return;
             }

@@ -170,7 +170,9 @@ pub fn encode(
     let isn = cookie_hash(secret, TAG_H0, local, remote, 0)
         .wrapping_add(client_isn)
         .wrapping_add(count << COOKIE_BITS)
-        .wrapping_add(cookie_hash(secret, TAG_H1, local, remote, count).wrapping_add(idx) & COOKIE_MASK);
+        .wrapping_add(
+            cookie_hash(secret, TAG_H1, local, remote, count).wrapping_add(idx) & COOKIE_MASK,
+        );
     Cookie {
         isn,
         mss: MSS_TABLE[idx as usize],
@@ -197,7 +199,8 @@ pub fn decode(
     let client_isn = seg.seq.wrapping_sub(1);
     let count = minutes(now);
     // Strip the layers: (count << 24) + (H1 + data) mod 2^24 remains.
-    let c = cookie.wrapping_sub(cookie_hash(secret, TAG_H0, local, remote, 0).wrapping_add(client_isn));
+    let c =
+        cookie.wrapping_sub(cookie_hash(secret, TAG_H0, local, remote, 0).wrapping_add(client_isn));
     let diff = count.wrapping_sub(c >> COOKIE_BITS) & (u32::MAX >> COOKIE_BITS);
     if diff >= MAX_AGE_MINUTES {
         return None;
@@ -396,7 +399,9 @@ mod tests {
 
     fn all_options() -> Vec<SynOptions> {
         let mut v = Vec::new();
-        for mss in [100u16, 535, 536, 1000, 1299, 1300, 1400, 1440, 1452, 1460, 1500, 9000] {
+        for mss in [
+            100u16, 535, 536, 1000, 1299, 1300, 1400, 1440, 1452, 1460, 1500, 9000,
+        ] {
             for wscale in [None, Some(0), Some(7), Some(14)] {
                 for sack_ok in [false, true] {
                     for ecn_ok in [false, true] {
@@ -417,7 +422,10 @@ mod tests {
     fn mss_classes_round_down() {
         let m = |x| MSS_TABLE[mss_index(x) as usize];
         assert_eq!((m(100), m(536), m(1299), m(1300)), (536, 536, 536, 1300));
-        assert_eq!((m(1439), m(1440), m(1459), m(1460), m(9000)), (1300, 1440, 1440, 1460, 1460));
+        assert_eq!(
+            (m(1439), m(1440), m(1459), m(1460), m(9000)),
+            (1300, 1440, 1440, 1460, 1460)
+        );
     }
 
     #[test]
@@ -425,11 +433,26 @@ mod tests {
         let cfg = Config::default();
         for opt in all_options() {
             let clock = 0x1234_5678;
-            let c = encode(&secret(), T0, local(), remote(), CLIENT_ISN, &opt, Some(clock));
+            let c = encode(
+                &secret(),
+                T0,
+                local(),
+                remote(),
+                CLIENT_ISN,
+                &opt,
+                Some(clock),
+            );
             let ts = c.tsval.unwrap();
             assert!(ts <= clock && clock - ts < 64, "{ts:#x} vs {clock:#x}");
-            let got = decode(&secret(), T0, local(), remote(), &ack_for(&c, CLIENT_ISN), &cfg)
-                .unwrap_or_else(|| panic!("{opt:?}"));
+            let got = decode(
+                &secret(),
+                T0,
+                local(),
+                remote(),
+                &ack_for(&c, CLIENT_ISN),
+                &cfg,
+            )
+            .unwrap_or_else(|| panic!("{opt:?}"));
             assert_eq!(got.mss, MSS_TABLE[mss_index(opt.mss) as usize]);
             assert_eq!(got.mss, c.mss);
             assert!(got.timestamps);
@@ -445,10 +468,20 @@ mod tests {
         for opt in all_options() {
             let c = encode(&secret(), T0, local(), remote(), CLIENT_ISN, &opt, None);
             assert_eq!(c.tsval, None);
-            let got = decode(&secret(), T0, local(), remote(), &ack_for(&c, CLIENT_ISN), &cfg)
-                .unwrap();
+            let got = decode(
+                &secret(),
+                T0,
+                local(),
+                remote(),
+                &ack_for(&c, CLIENT_ISN),
+                &cfg,
+            )
+            .unwrap();
             assert_eq!(got.mss, c.mss);
-            assert_eq!((got.timestamps, got.wscale, got.sack_ok), (false, None, false));
+            assert_eq!(
+                (got.timestamps, got.wscale, got.sack_ok),
+                (false, None, false)
+            );
         }
     }
 
@@ -474,28 +507,77 @@ mod tests {
         let opt = all_options()[40];
         // Made at the very start of a minute: valid through the end of the next one.
         let start = Instant::from_secs(60 * 500);
-        let c = encode(&secret(), start, local(), remote(), CLIENT_ISN, &opt, Some(99_999));
+        let c = encode(
+            &secret(),
+            start,
+            local(),
+            remote(),
+            CLIENT_ISN,
+            &opt,
+            Some(99_999),
+        );
         let a = ack_for(&c, CLIENT_ISN);
-        let at = |s: u64| decode(&secret(), Instant::from_micros(start.total_micros() + s), local(), remote(), &a, &cfg);
+        let at = |s: u64| {
+            decode(
+                &secret(),
+                Instant::from_micros(start.total_micros() + s),
+                local(),
+                remote(),
+                &a,
+                &cfg,
+            )
+        };
         assert!(at(0).is_some());
         assert!(at(119_999_999).is_some(), "age just under 2 minutes");
         assert!(at(120_000_000).is_none(), "2 minutes old");
-        assert!(at(3600_000_000).is_none());
+        assert!(at(3_600_000_000).is_none());
         // Made at the end of a minute: the window is just over one minute.
         let late = Instant::from_micros(start.total_micros() + 59_999_999);
         let c = encode(&secret(), late, local(), remote(), CLIENT_ISN, &opt, None);
         let a = ack_for(&c, CLIENT_ISN);
-        assert!(decode(&secret(), Instant::from_micros(late.total_micros() + 60_000_000), local(), remote(), &a, &cfg).is_some());
-        assert!(decode(&secret(), Instant::from_micros(late.total_micros() + 60_000_001), local(), remote(), &a, &cfg).is_none());
+        assert!(decode(
+            &secret(),
+            Instant::from_micros(late.total_micros() + 60_000_000),
+            local(),
+            remote(),
+            &a,
+            &cfg
+        )
+        .is_some());
+        assert!(decode(
+            &secret(),
+            Instant::from_micros(late.total_micros() + 60_000_001),
+            local(),
+            remote(),
+            &a,
+            &cfg
+        )
+        .is_none());
         // From the future (clock went back, or a guessed counter): rejected too.
-        assert!(decode(&secret(), Instant::from_secs(60 * 499), local(), remote(), &a, &cfg).is_none());
+        assert!(decode(
+            &secret(),
+            Instant::from_secs(60 * 499),
+            local(),
+            remote(),
+            &a,
+            &cfg
+        )
+        .is_none());
     }
 
     #[test]
     fn wrong_secret_tuple_sequence_or_flags_are_rejected() {
         let cfg = Config::default();
         let opt = all_options()[77];
-        let c = encode(&secret(), T0, local(), remote(), CLIENT_ISN, &opt, Some(5_000_000));
+        let c = encode(
+            &secret(),
+            T0,
+            local(),
+            remote(),
+            CLIENT_ISN,
+            &opt,
+            Some(5_000_000),
+        );
         let good = ack_for(&c, CLIENT_ISN);
         assert!(decode(&secret(), T0, local(), remote(), &good, &cfg).is_some());
         let other = Secret::fixed_for_tests([0x55; 16]);
@@ -510,7 +592,11 @@ mod tests {
         let mut a = good;
         a.ack = a.ack.wrapping_add(1 << 20);
         assert_eq!(decode(&secret(), T0, local(), remote(), &a, &cfg), None);
-        for flags in [TcpFlags::SYN | TcpFlags::ACK, TcpFlags::RST | TcpFlags::ACK, 0] {
+        for flags in [
+            TcpFlags::SYN | TcpFlags::ACK,
+            TcpFlags::RST | TcpFlags::ACK,
+            0,
+        ] {
             let mut a = good;
             a.flags = TcpFlags(flags);
             assert_eq!(decode(&secret(), T0, local(), remote(), &a, &cfg), None);
@@ -548,13 +634,33 @@ mod tests {
             sack_ok: true,
             ecn_ok: false,
         };
-        let c = encode(&secret(), T0, local(), remote(), CLIENT_ISN, &opt, Some(1 << 20));
+        let c = encode(
+            &secret(),
+            T0,
+            local(),
+            remote(),
+            CLIENT_ISN,
+            &opt,
+            Some(1 << 20),
+        );
         let a = ack_for(&c, CLIENT_ISN);
         let d = |cfg: Config| decode(&secret(), T0, local(), remote(), &a, &cfg);
         assert!(d(Config::default()).is_some());
-        assert!(d(Config { timestamps: false, ..Config::default() }).is_none());
-        assert!(d(Config { sack: false, ..Config::default() }).is_none());
-        assert!(d(Config { window_scaling: false, ..Config::default() }).is_none());
+        assert!(d(Config {
+            timestamps: false,
+            ..Config::default()
+        })
+        .is_none());
+        assert!(d(Config {
+            sack: false,
+            ..Config::default()
+        })
+        .is_none());
+        assert!(d(Config {
+            window_scaling: false,
+            ..Config::default()
+        })
+        .is_none());
     }
 
     #[test]
@@ -580,16 +686,41 @@ mod tests {
         assert_eq!(r.options.window_scale, None);
         assert!(!r.options.sack_permitted && r.options.timestamps.is_none());
 
-        syn.options.timestamps = Some(Timestamps { tsval: 42, tsecr: 0 });
+        syn.options.timestamps = Some(Timestamps {
+            tsval: 42,
+            tsecr: 0,
+        });
         let (opt, ts) = negotiate(&syn, &cfg);
         assert!(ts);
-        let c = encode(&secret(), T0, local(), remote(), CLIENT_ISN, &opt, Some(1 << 30));
+        let c = encode(
+            &secret(),
+            T0,
+            local(),
+            remote(),
+            CLIENT_ISN,
+            &opt,
+            Some(1 << 30),
+        );
         let r = syn_ack(&syn, &cfg, &opt, &c);
         assert_eq!(r.options.window_scale, Some(wscale_for(cfg.recv_buffer)));
         assert!(r.options.sack_permitted);
-        assert_eq!(r.options.timestamps, Some(Timestamps { tsval: c.tsval.unwrap(), tsecr: 42 }));
+        assert_eq!(
+            r.options.timestamps,
+            Some(Timestamps {
+                tsval: c.tsval.unwrap(),
+                tsecr: 42
+            })
+        );
         // The rebuilt SYN reproduces what the client sent (MSS rounded to the table).
-        let got = decode(&secret(), T0, local(), remote(), &ack_for(&c, CLIENT_ISN), &cfg).unwrap();
+        let got = decode(
+            &secret(),
+            T0,
+            local(),
+            remote(),
+            &ack_for(&c, CLIENT_ISN),
+            &cfg,
+        )
+        .unwrap();
         let re = rebuilt_syn(&ack_for(&c, CLIENT_ISN), &got);
         assert_eq!(re.seq, CLIENT_ISN);
         assert_eq!(re.options.mss, Some(1460));
