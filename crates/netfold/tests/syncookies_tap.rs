@@ -93,7 +93,8 @@ fn tap_kernel_client_connects_through_cookies_after_a_30k_syn_flood() {
     let ns = NetNs::create().expect("create netns");
     let tap = Tap::open("nfc%d", TapConfig::default()).expect("open tap");
     ns.adopt(tap.name()).expect("move tap into netns");
-    ns.configure(tap.name(), KERNEL_IP, 24).expect("address tap");
+    ns.configure(tap.name(), KERNEL_IP, 24)
+        .expect("address tap");
     let rt = Runtime::start(
         Stack::new(StackConfig {
             mac: EthernetAddress([0x02, 0x6e, 0x66, 0, 0, 2]),
