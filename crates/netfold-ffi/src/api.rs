@@ -17,7 +17,6 @@ use libc::{
 use netfold_core::iface::{Stack, StackConfig};
 use netfold_core::phy::{DeviceCaps, Medium};
 use netfold_core::wire::ethernet::EthernetAddress;
-use std::hash::{BuildHasher, Hasher};
 use std::net::Ipv4Addr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -111,17 +110,6 @@ fn parse_cidr(s: &str) -> R<(Ipv4Addr, u8)> {
     Ok((addr, prefix))
 }
 
-/// A per-stack secret for the RFC 6528 ISN function, from std's randomly keyed hasher.
-fn random_secret() -> [u8; 16] {
-    let mut out = [0u8; 16];
-    for (i, chunk) in out.chunks_mut(8).enumerate() {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_usize(i);
-        chunk.copy_from_slice(&h.finish().to_ne_bytes());
-    }
-    out
-}
-
 /// Default address for nf_config_init.
 static DEFAULT_ADDRESS: &[u8] = b"198.18.0.2/24\0";
 
@@ -204,7 +192,7 @@ fn build_stack(c: &nf_config) -> R<nf_stack> {
         prefix_len,
         gateway,
         mtu,
-        tcp_secret: random_secret(),
+        // tcp_secret: the default, a random key from the OS (RFC 6528 §3).
         ..StackConfig::default()
     });
     let engine = Arc::new(Engine::new(

@@ -20,7 +20,7 @@
 //!     Stack::new(StackConfig {
 //!         addr: Ipv4Addr::new(198, 18, 0, last),
 //!         mac: EthernetAddress([2, 0, 0, 0, 0, last]),
-//!         tcp_secret: [last; 16],
+//!         tcp_secret: netfold::tcp::Secret::fixed_for_tests([last; 16]),
 //!         ..StackConfig::default()
 //!     })
 //! };

@@ -14,7 +14,7 @@ pub fn config(addr: Ipv4Addr, last: u8) -> StackConfig {
         addr,
         prefix_len: 24,
         mac: EthernetAddress([2, 0, 0, 0, 0, last]),
-        tcp_secret: [last; 16],
+        tcp_secret: netfold::tcp::Secret::fixed_for_tests([last; 16]),
         ..StackConfig::default()
     }
 }

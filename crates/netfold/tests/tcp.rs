@@ -2,7 +2,7 @@
 //! `OutSegment`s as `TcpRepr` + payload with a latency and seeded loss/reorder/duplication.
 //! No sockets, no real time.
 
-use netfold::tcp::{Config, CongestionControl, Error, Handle, OutSegment, State, TcpLayer};
+use netfold::tcp::{Config, CongestionControl, Error, Handle, OutSegment, Secret, State, TcpLayer};
 use netfold::time::{Duration, Instant};
 use netfold::wire::tcp::{TcpFlags, TcpRepr, Timestamps};
 use netfold_testkit::Rng;
@@ -74,8 +74,8 @@ impl Net {
     fn new(seed: u64) -> Self {
         Net {
             now: Instant::ZERO,
-            a: TcpLayer::new([1; 16]),
-            b: TcpLayer::new([2; 16]),
+            a: TcpLayer::new(Secret::fixed_for_tests([1; 16])),
+            b: TcpLayer::new(Secret::fixed_for_tests([2; 16])),
             q: BinaryHeap::new(),
             next_id: 0,
             rng: Rng::new(seed),
@@ -895,6 +895,8 @@ fn challenge_ack_on_in_window_rst_and_syn() {
 #[test]
 fn listen_backlog_overflow_drops_syns() {
     let mut net = Net::new(16);
+    // The drop-the-SYN mode (SYN cookies have their own tests, tests/syncookies.rs).
+    net.b.set_syn_cookies(false);
     let l = net.b.listen(addr_b(80), 2, test_config()).unwrap();
     let clients: Vec<Handle> = (0..5)
         .map(|_| {
@@ -1349,6 +1351,8 @@ fn random_config_stress() {
 #[test]
 fn syn_flood_is_bounded() {
     let mut net = Net::new(26);
+    // Memory bound of the drop-the-SYN mode (with cookies: tests/syncookies.rs).
+    net.b.set_syn_cookies(false);
     let _l = net.b.listen(addr_b(80), 8, test_config()).unwrap();
     for i in 0..10_000u32 {
         let syn = TcpRepr {
@@ -1540,8 +1544,8 @@ fn sequence_numbers_wrap_around() {
             .unwrap()
     };
     let mut net = Net::new(32);
-    net.a = TcpLayer::new(find(la, lb));
-    net.b = TcpLayer::new(find(lb, la));
+    net.a = TcpLayer::new(Secret::fixed_for_tests(find(la, lb)));
+    net.b = TcpLayer::new(Secret::fixed_for_tests(find(lb, la)));
     net.keep_log = false;
     let l = net.b.listen(lb, 4, test_config()).unwrap();
     let c = net.a.connect(net.now, la, lb, test_config()).unwrap();

@@ -22,7 +22,6 @@ pub fn stack_config(addr: Ipv4Addr, mac_last: u8, mtu: usize) -> StackConfig {
         prefix_len: 24,
         mac: EthernetAddress([0x02, 0, 0, 0, 0, mac_last]),
         mtu,
-        tcp_secret: [mac_last; 16],
         ..StackConfig::default()
     }
 }

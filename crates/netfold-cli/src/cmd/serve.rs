@@ -204,15 +204,6 @@ pub fn run(a: Args) -> CmdResult {
     let mut link = Link::open(&a.link, tap_cfg).map_err(|e| format!("opening {}: {e}", a.link))?;
     let mtu = link.mtu();
 
-    let mut secret = [0u8; 16];
-    // The ISN key only needs to be unpredictable to off-path attackers; time and pid will do
-    // for a measurement tool (RFC 6528 §3 wants a secret; this is one per run).
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
-        ^ (u128::from(std::process::id()) << 64);
-    secret.copy_from_slice(&seed.to_le_bytes());
     let mut stack = Stack::new(StackConfig {
         medium: link.caps().medium,
         mac,
@@ -220,7 +211,7 @@ pub fn run(a: Args) -> CmdResult {
         prefix_len,
         gateway: a.gateway,
         mtu,
-        tcp_secret: secret,
+        // tcp_secret: the default, a random key from the OS (RFC 6528 §3).
         ..StackConfig::default()
     });
     let mss = mtu.saturating_sub(40).clamp(536, usize::from(u16::MAX)) as u16;

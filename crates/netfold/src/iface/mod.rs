@@ -71,8 +71,9 @@ pub struct StackConfig {
     pub gateway: Option<Ipv4Addr>,
     /// IP MTU (the device's, if smaller, wins).
     pub mtu: usize,
-    /// Keys the TCP ISN function (RFC 6528).
-    pub tcp_secret: [u8; 16],
+    /// Keys TCP's ISNs (RFC 6528), ephemeral ports (RFC 6056) and SYN cookies; random by
+    /// default ([`crate::tcp::Secret::fixed_for_tests`] for reproducible tests).
+    pub tcp_secret: crate::tcp::Secret,
     /// How long a learned neighbour stays valid.
     pub arp_cache_ttl: Duration,
     /// Frames parked while their next hop resolves, in total.
@@ -126,7 +127,7 @@ impl Default for StackConfig {
             prefix_len: 24,
             gateway: None,
             mtu: 1500,
-            tcp_secret: [0; 16],
+            tcp_secret: crate::tcp::Secret::random(),
             arp_cache_ttl: Duration::from_secs(60),
             arp_pending_limit: 64,
             arp_retry_interval: Duration::from_secs(1),

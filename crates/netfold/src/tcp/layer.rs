@@ -1,8 +1,11 @@
 //! `TcpLayer`: demultiplexing, listeners, handles, the RST queue and the output loop.
 
-use super::conn::{ChallengeLimiter, Conn, Ctx, Event, RstQueue};
+use super::conn::{ChallengeLimiter, Conn, Ctx, Event, RstQueue, RST_QUEUE_MAX};
+use super::ephemeral::EphemeralPorts;
 use super::listener::Listener;
 use super::output::OutputStatus;
+use super::secret::Secret;
+use super::syncookie;
 use super::{Config, Error, Handle, IcmpError, OutSegment, Payload, State, Stats};
 use crate::time::Instant;
 use crate::wire::tcp::TcpRepr;
@@ -11,9 +14,6 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::SocketAddrV4;
 
-/// RFC 6335 §6 dynamic port range.
-const EPHEMERAL_FIRST: u16 = 49152;
-const EPHEMERAL_COUNT: u32 = 65536 - 49152;
 /// Hard cap on listener backlog (memory bound: every half-open connection owns buffers).
 const MAX_BACKLOG: usize = 4096;
 
@@ -32,7 +32,10 @@ struct Slot {
 /// All TCP state of one stack: connections, listeners, TIME_WAIT, pending replies.
 #[derive(Debug)]
 pub struct TcpLayer {
-    secret: [u8; 16],
+    secret: Secret,
+    /// Answer SYNs with cookies once a listener's SYN queue is full (default on, as Linux
+    /// `tcp_syncookies=1`).
+    syn_cookies: bool,
     stats: Stats,
     slots: Vec<Slot>,
     free: Vec<u32>,
@@ -45,7 +48,7 @@ pub struct TcpLayer {
     listeners: HashMap<SocketAddrV4, u32>,
     rsts: RstQueue,
     challenge: ChallengeLimiter,
-    next_port: u32,
+    ports: EphemeralPorts,
     last_now: Instant,
     /// Connections that may have something to send (touched by input, user calls or an
     /// expired timer). `output` works through this list only, so idle and TIME-WAIT
@@ -57,11 +60,12 @@ pub struct TcpLayer {
 }
 
 impl TcpLayer {
-    /// `secret` keys the RFC 6528 ISN function (and SYN cookies, if ever).
-    pub fn new(secret: [u8; 16]) -> Self {
-        let start = super::isn::siphash24(&secret, b"ephemeral") as u32 % EPHEMERAL_COUNT;
+    /// `secret` keys the RFC 6528 ISN function, RFC 6056 ephemeral port selection and SYN
+    /// cookies ([`Secret::random`] for any stack that faces a network).
+    pub fn new(secret: Secret) -> Self {
         TcpLayer {
             secret,
+            syn_cookies: true,
             stats: Stats::default(),
             slots: Vec::new(),
             free: Vec::new(),
@@ -71,7 +75,7 @@ impl TcpLayer {
             listeners: HashMap::new(),
             rsts: RstQueue::new(),
             challenge: ChallengeLimiter::default(),
-            next_port: start,
+            ports: EphemeralPorts::new(),
             last_now: Instant::ZERO,
             active: VecDeque::new(),
             timers: BinaryHeap::new(),
@@ -232,6 +236,95 @@ impl TcpLayer {
         self.gso_segs = segs.clamp(1, 64);
     }
 
+    /// SYN cookies on (the default) or off (a full SYN queue drops SYNs, counted in
+    /// `backlog_drops`, and the peer retransmits).
+    pub fn set_syn_cookies(&mut self, on: bool) {
+        self.syn_cookies = on;
+    }
+
+    /// RFC 4987 §3.6: the listener `li`'s SYN queue is full, so `syn` is answered statelessly
+    /// with a SYN-ACK whose ISN (and TSval) carry a cookie.
+    fn send_cookie(
+        &mut self,
+        now: Instant,
+        li: u32,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        syn: &TcpRepr,
+        config: Config,
+    ) {
+        if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
+            l.last_overflow = Some(now);
+        }
+        let (opt, ts) = syncookie::negotiate(syn, &config);
+        let clock = ts.then(|| syncookie::ts_clock(&self.secret, now, local, remote));
+        let cookie = syncookie::encode(&self.secret, now, local, remote, syn.seq, &opt, clock);
+        let reply = syncookie::syn_ack(syn, &config, &opt, &cookie);
+        // Same bound as every other reply not tied to a connection.
+        if self.rsts.len() >= RST_QUEUE_MAX {
+            self.stats.rst_dropped += 1;
+            return;
+        }
+        self.rsts.push_back((*local.ip(), *remote.ip(), reply));
+        self.stats.syncookies_sent += 1;
+    }
+
+    /// An ACK for listener `li` that matches no connection may answer one of our cookies
+    /// (only checked within `syncookie::VALID` of the SYN queue's last overflow, as Linux).
+    /// `true` = consumed: the connection now exists (ESTABLISHED, in the accept queue, with
+    /// the MSS and, if timestamps carried them, the window scale and SACK of the cookie), or
+    /// the accept queue was full and the ACK is dropped. `false` = answer with RST as usual.
+    fn cookie_ack(
+        &mut self,
+        now: Instant,
+        li: u32,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        ack: &TcpRepr,
+        payload: Payload<'_>,
+    ) -> bool {
+        let (config, accept_full) = match &self.slots[li as usize].sock {
+            Some(Sock::Listener(l)) if l.recent_overflow(now) => (l.config, l.accept_queue_full()),
+            _ => return false,
+        };
+        let Some(opt) = syncookie::decode(&self.secret, now, local, remote, ack, &config) else {
+            self.stats.syncookies_failed += 1;
+            return false;
+        };
+        self.stats.syncookies_recv += 1;
+        if accept_full {
+            // Linux drops it too (ListenOverflows); the client's retransmission may find room.
+            self.stats.backlog_drops += 1;
+            return true;
+        }
+        let mut c =
+            syncookie::conn_from_cookie(now, &self.secret, local, remote, config, ack, &opt);
+        c.parent = Some(li);
+        // The echoed TSval is the cookie's, up to 63 ms older than the SYN-ACK: as an RTT
+        // sample it would overstate the RTT, so this one ACK gives none.
+        let mut ack = *ack;
+        if let Some(ts) = ack.options.timestamps.as_mut() {
+            ts.tsecr = 0;
+        }
+        let mut ctx = Ctx {
+            now,
+            stats: &mut self.stats,
+            rsts: &mut self.rsts,
+            challenge: &mut self.challenge,
+        };
+        if c.input(&mut ctx, &ack, payload) != Event::Established {
+            return true;
+        }
+        let i = self.alloc(Sock::Conn(Box::new(c)));
+        self.last_hit = None;
+        self.conns.insert((local, remote), i);
+        if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
+            l.accept_queue.push_back(i);
+        }
+        self.touch(i);
+        true
+    }
+
     fn find_listener(&self, local: SocketAddrV4) -> Option<u32> {
         self.listeners
             .get(&local)
@@ -334,21 +427,37 @@ impl TcpLayer {
             return;
         }
         if f.ack() {
+            if self.syn_cookies
+                && !f.syn()
+                && self.cookie_ack(now, li, local, remote, repr, payload)
+            {
+                return;
+            }
+            let mut ctx = Ctx {
+                now,
+                stats: &mut self.stats,
+                rsts: &mut self.rsts,
+                challenge: &mut self.challenge,
+            };
             ctx.reply_rst(dst, src, repr, payload.len());
             return;
         }
         if !f.syn() {
             return;
         }
-        let (config, room) = match &self.slots[li as usize].sock {
-            Some(Sock::Listener(l)) => (l.config, l.has_room()),
+        let (config, syn_full, accept_full) = match &self.slots[li as usize].sock {
+            Some(Sock::Listener(l)) => (l.config, l.syn_queue_full(), l.accept_queue_full()),
             _ => return,
         };
-        if !room {
+        if accept_full || (syn_full && !self.syn_cookies) {
             self.stats.backlog_drops += 1;
             return;
         }
-        let mut c = Conn::new_passive(now, &self.secret, local, remote, config, repr);
+        if syn_full {
+            self.send_cookie(now, li, local, remote, repr, config);
+            return;
+        }
+        let mut c = Conn::new_passive(now, self.secret.bytes(), local, remote, config, repr);
         c.parent = Some(li);
         c.in_syn_queue = true;
         let i = self.alloc(Sock::Conn(Box::new(c)));
@@ -375,7 +484,10 @@ impl TcpLayer {
             }
             self.rsts.pop_front();
             self.stats.segments_out += 1;
-            self.stats.rst_out += 1;
+            // The queue also carries SYN cookie SYN-ACKs.
+            if repr.flags.rst() {
+                self.stats.rst_out += 1;
+            }
         }
         // Expired deadlines put their connections on the active list.
         while let Some(&Reverse((t, i))) = self.timers.peek() {
@@ -528,7 +640,7 @@ impl TcpLayer {
             }
             local
         };
-        let c = Conn::new_active(now, &self.secret, local, remote, config);
+        let c = Conn::new_active(now, self.secret.bytes(), local, remote, config);
         let i = self.alloc(Sock::Conn(Box::new(c)));
         self.last_hit = None;
         self.conns.insert((local, remote), i);
@@ -541,15 +653,17 @@ impl TcpLayer {
         local: SocketAddrV4,
         remote: SocketAddrV4,
     ) -> Result<SocketAddrV4, Error> {
-        for _ in 0..EPHEMERAL_COUNT {
-            let p = EPHEMERAL_FIRST + (self.next_port % EPHEMERAL_COUNT) as u16;
-            self.next_port = self.next_port.wrapping_add(1);
-            let cand = SocketAddrV4::new(*local.ip(), p);
-            if !self.conns.contains_key(&(cand, remote)) && self.find_listener(cand).is_none() {
-                return Ok(cand);
-            }
-        }
-        Err(Error::AddrNotAvailable)
+        let (conns, listeners) = (&self.conns, &self.listeners);
+        let any = |p| SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, p);
+        self.ports
+            .pick(&self.secret, *local.ip(), remote, |p| {
+                let cand = SocketAddrV4::new(*local.ip(), p);
+                !conns.contains_key(&(cand, remote))
+                    && !listeners.contains_key(&cand)
+                    && !listeners.contains_key(&any(p))
+            })
+            .map(|p| SocketAddrV4::new(*local.ip(), p))
+            .ok_or(Error::AddrNotAvailable)
     }
 
     /// Queues up to `data.len()` bytes; returns how many were taken (WouldBlock if none fit).

@@ -1,6 +1,7 @@
 //! A listening socket: bounded SYN queue (half-open connections) and accept queue.
 
 use super::Config;
+use crate::time::Instant;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 
@@ -13,6 +14,9 @@ pub struct Listener {
     pub half_open: usize,
     /// Established connections (slot indices) waiting for accept().
     pub accept_queue: VecDeque<u32>,
+    /// When the SYN queue last overflowed and a SYN was answered with a cookie (Linux
+    /// `tcp_synq_overflow`): ACKs are checked as cookies only within `syncookie::VALID` of it.
+    pub last_overflow: Option<Instant>,
 }
 
 impl Listener {
@@ -23,12 +27,25 @@ impl Listener {
             config,
             half_open: 0,
             accept_queue: VecDeque::with_capacity(backlog.min(1024)),
+            last_overflow: None,
         }
     }
 
-    /// Linux behaviour: a SYN is dropped (not answered) when either queue is full; the peer
-    /// retransmits its SYN later.
-    pub fn has_room(&self) -> bool {
-        self.half_open < self.backlog && self.accept_queue.len() < self.backlog
+    /// No room for another half-open connection: a SYN gets a cookie (or is dropped).
+    pub fn syn_queue_full(&self) -> bool {
+        self.half_open >= self.backlog
+    }
+
+    /// No room for another established connection: SYNs and cookie ACKs are dropped (Linux
+    /// `sk_acceptq_is_full`, counted as listen overflows).
+    pub fn accept_queue_full(&self) -> bool {
+        self.accept_queue.len() >= self.backlog
+    }
+
+    /// The SYN queue overflowed recently enough that an ACK may carry one of our cookies
+    /// (Linux `tcp_synq_no_recent_overflow`); otherwise ACKs are not checked at all.
+    pub fn recent_overflow(&self, now: Instant) -> bool {
+        self.last_overflow
+            .is_some_and(|t| now.saturating_since(t) < super::syncookie::VALID)
     }
 }

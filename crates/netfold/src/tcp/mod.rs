@@ -24,7 +24,7 @@
 //! use netfold::time::Instant;
 //! use std::net::{Ipv4Addr, SocketAddrV4};
 //!
-//! let mut tcp = TcpLayer::new([7; 16]);
+//! let mut tcp = TcpLayer::new(netfold::tcp::Secret::fixed_for_tests([7; 16]));
 //! let now = Instant::from_millis(1);
 //! let local = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 0);
 //! let remote = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 80);
@@ -48,7 +48,9 @@
 //! | file          | what                                                                   |
 //! |---------------|------------------------------------------------------------------------|
 //! | `layer.rs`    | `TcpLayer`: slots + generations, 4-tuple demux, listeners, RST queue   |
-//! | `listener.rs` | bounded SYN queue / accept queue (Linux drop-the-SYN when full)        |
+//! | `listener.rs` | bounded SYN queue / accept queue; SYN cookies once the SYN queue is full |
+//! | `syncookie.rs`| RFC 4987 §3.6 SYN cookies in Linux's layout (MSS index, TS options)    |
+//! | `secret.rs`   | the per-stack random key; `ephemeral.rs`: RFC 6056 port selection      |
 //! | `conn.rs`     | the TCB (RFC 9293 §3.3.1), user calls, window advertisement            |
 //! | `input.rs`    | SEGMENT ARRIVES (§3.10.7), RFC 5961, PAWS, ACK/SACK processing         |
 //! | `output.rs`   | plan-then-commit segment generation, NextSeg (RFC 6675), Nagle/SWS     |
@@ -78,10 +80,13 @@
 //!   to a TSO device; `Stats::segments_out` counts the segments it becomes.
 //! - Passive opens allocate their buffers when the handshake completes (SYN floods cost only a
 //!   control block); SYN/SYN-ACK retries are capped at 6/5 (Linux defaults); an orphaned
-//!   FIN-WAIT-2 is reaped after `Config::time_wait`.
+//!   FIN-WAIT-2 is reaped after `Config::time_wait`. Once a listener's SYN queue is full,
+//!   SYNs are answered with SYN cookies (RFC 4987 §3.6, Linux's layout, `syncookie.rs`):
+//!   a flood costs no memory and real clients keep connecting
+//!   ([`TcpLayer::set_syn_cookies`] turns this off: full queue = dropped SYN).
 //! - Replies to unacceptable segments without data are limited to one per 500 ms per
 //!   connection; challenge ACKs to 1000 per second per layer (RFC 5961 §7).
-//! - Not implemented: urgent data (URG is ignored), ECN, D-SACK, SYN cookies, data carried
+//! - Not implemented: urgent data (URG is ignored), ECN, D-SACK, data carried
 //!   on a SYN (dropped, the peer retransmits it), RFC 6191 TIME-WAIT reuse by SYN, non-zero
 //!   `linger` (close never blocks in a sans-IO core), changing buffer sizes on a live
 //!   connection.
@@ -89,6 +94,7 @@
 pub mod buffer;
 pub mod cc;
 mod conn;
+pub mod ephemeral;
 mod input;
 pub mod isn;
 mod layer;
@@ -97,11 +103,14 @@ pub(crate) mod output;
 pub mod payload;
 pub mod rtt;
 pub mod sack;
+pub mod secret;
 pub mod seq;
+pub mod syncookie;
 mod timers;
 
 pub use layer::{ConnInfo, TcpLayer};
 pub use payload::Payload;
+pub use secret::Secret;
 
 use crate::time::Duration;
 use crate::wire::tcp::TcpRepr;
@@ -286,4 +295,12 @@ pub struct Stats {
     pub tlp_probes: u64,
     /// Connections ended by retransmission/keepalive/persist timeouts.
     pub timeouts: u64,
+    /// SYN-ACKs carrying a SYN cookie, sent because a listener's SYN queue was full (Linux
+    /// `SyncookiesSent`).
+    pub syncookies_sent: u64,
+    /// ACKs that carried a valid cookie and became connections (`SyncookiesRecv`).
+    pub syncookies_recv: u64,
+    /// ACKs to a listener that had overflowed recently whose cookie did not verify: forged,
+    /// too old, or for another key (`SyncookiesFailed`). They are answered with RST.
+    pub syncookies_failed: u64,
 }
