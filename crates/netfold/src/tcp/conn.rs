@@ -1,11 +1,12 @@
 //! One connection's transmission control block (RFC 9293 §3.3.1) and its user-facing calls.
 //! Segment arrival is in `input.rs`, segment generation in `output.rs`, timers in `timers.rs`.
 
-use super::buffer::{RecvRing, SendRing};
+use super::buffer::{RecvRing, RingCache, SendRing};
 use super::cc::Cc;
 use super::rtt::RttEstimator;
 use super::sack::{RxtTracker, SackHistory, Scoreboard};
 use super::{isn, seq, Config, Error, IcmpError, State, Stats};
+use crate::mem::CopyMode;
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr};
 use crate::wire::Ipv4Addr;
@@ -54,6 +55,10 @@ pub struct Ctx<'a> {
     pub stats: &'a mut Stats,
     pub rsts: &'a mut RstQueue,
     pub challenge: &'a mut ChallengeLimiter,
+    /// The stack's ring cache (buffers of connections completing a handshake come from it).
+    pub rings: &'a mut RingCache,
+    /// The stack's copy path for data entering the receive ring.
+    pub copy: CopyMode,
 }
 
 impl Ctx<'_> {
@@ -255,6 +260,7 @@ impl Conn {
         remote: SocketAddrV4,
         config: Config,
         passive: bool,
+        rings: &mut RingCache,
     ) -> Self {
         let config = sanitize(config);
         let iss = isn::isn(secret, now, local, remote);
@@ -287,18 +293,21 @@ impl Conn {
             rcv_wscale,
             ws_ok: false,
             snd_buf_seq: iss.wrapping_add(1),
-            snd: SendRing::with_capacity(if passive { 0 } else { config.send_buffer }),
+            snd: SendRing::from_cache(if passive { 0 } else { config.send_buffer }, rings),
             fin_queued: false,
             irs: 0,
             rcv_nxt: 0,
             rcv_adv: 0,
             last_ack_sent: 0,
             // Slack of one window-scale unit: the advertised window is rounded up.
-            rcv: RecvRing::with_capacity(if passive {
-                0
-            } else {
-                config.recv_buffer + (1usize << rcv_wscale)
-            }),
+            rcv: RecvRing::from_cache(
+                if passive {
+                    0
+                } else {
+                    config.recv_buffer + (1usize << rcv_wscale)
+                },
+                rings,
+            ),
             rcv_fin: None,
             fin_received: false,
             mss: mss.clamp(64, DEFAULT_MSS),
@@ -352,8 +361,9 @@ impl Conn {
         local: SocketAddrV4,
         remote: SocketAddrV4,
         config: Config,
+        rings: &mut RingCache,
     ) -> Self {
-        let mut c = Conn::new(now, secret, local, remote, config, false);
+        let mut c = Conn::new(now, secret, local, remote, config, false, rings);
         c.state = State::SynSent;
         c.owned = true;
         c
@@ -368,7 +378,15 @@ impl Conn {
         config: Config,
         syn: &TcpRepr,
     ) -> Self {
-        let mut c = Conn::new(now, secret, local, remote, config, true);
+        let mut c = Conn::new(
+            now,
+            secret,
+            local,
+            remote,
+            config,
+            true,
+            &mut RingCache::new(),
+        );
         c.state = State::SynReceived;
         c.irs = syn.seq;
         c.rcv_nxt = syn.seq.wrapping_add(1);
@@ -385,14 +403,38 @@ impl Conn {
 
     /// Passive opens allocate their buffers only when the handshake completes, so a SYN flood
     /// costs a small control block per half-open connection, not two buffers.
-    pub fn alloc_buffers(&mut self) {
+    pub fn alloc_buffers(&mut self, rings: &mut RingCache) {
         if self.snd.capacity() == 0 && self.snd.is_empty() {
-            self.snd = SendRing::with_capacity(self.config.send_buffer);
+            self.snd = SendRing::from_cache(self.config.send_buffer, rings);
         }
         if self.rcv.capacity() == 0 {
             self.rcv =
-                RecvRing::with_capacity(self.config.recv_buffer + (1usize << self.rcv_wscale));
+                RecvRing::from_cache(self.config.recv_buffer + (1usize << self.rcv_wscale), rings);
         }
+    }
+
+    /// Gives ring storage nobody can use any more back to the stack's cache: the send ring of
+    /// a connection in CLOSED or TIME-WAIT (nothing more will be sent), and the receive ring
+    /// once the connection is closed and either the application closed it or an error means
+    /// there is nothing left to read. The layer calls this after every input, timer run and
+    /// user call, and `release_all` when it frees the connection.
+    pub fn reclaim_buffers(&mut self, rings: &mut RingCache) {
+        match self.state {
+            State::Closed => {
+                self.snd.release(rings);
+                if self.error.is_some() || self.user_closed {
+                    self.rcv.release(rings);
+                }
+            }
+            State::TimeWait => self.snd.release(rings),
+            _ => {}
+        }
+    }
+
+    /// Gives both rings back to the stack's cache (the connection is being freed).
+    pub fn release_all(&mut self, rings: &mut RingCache) {
+        self.snd.release(rings);
+        self.rcv.release(rings);
     }
 
     /// Applies the peer's SYN options (RFC 9293 §3.7.1 MSS, RFC 7323 §2.2/§3.2, RFC 2018 §2).
@@ -491,9 +533,8 @@ impl Conn {
         self.state = State::Closed;
         if err.is_some() {
             self.error = err;
-            self.rcv.release();
         }
-        self.snd.release();
+        // The rings go back to the stack's cache through `reclaim_buffers`.
         self.rto_at = None;
         self.delack_at = None;
         self.persist_at = None;
@@ -504,9 +545,6 @@ impl Conn {
         self.tlp_due = false;
         self.persist_probe_due = false;
         self.keepalive_due = false;
-        if self.user_closed {
-            self.rcv.release();
-        }
     }
 
     /// RFC 9293 §3.6.1: TIME-WAIT for 2*MSL (`Config::time_wait`).
@@ -515,7 +553,6 @@ impl Conn {
         self.timewait_at = Some(now + self.config.time_wait);
         self.rto_at = None;
         self.persist_at = None;
-        self.snd.release();
     }
 
     /// A RST for this connection, to be queued by the layer (abort, data after close).
@@ -544,7 +581,7 @@ impl Conn {
 
     // ---- user calls -------------------------------------------------------------------
 
-    pub fn send(&mut self, data: &[u8]) -> Result<usize, Error> {
+    pub fn send(&mut self, data: &[u8], mode: CopyMode) -> Result<usize, Error> {
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -559,16 +596,16 @@ impl Conn {
         if data.is_empty() {
             return Ok(0);
         }
-        let n = self.snd.push(data);
+        let n = self.snd.push(data, mode);
         if n == 0 {
             return Err(Error::WouldBlock);
         }
         Ok(n)
     }
 
-    pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
+    pub fn recv(&mut self, buf: &mut [u8], mode: CopyMode) -> Result<usize, Error> {
         if !self.rcv.is_empty() {
-            let n = self.rcv.read(buf);
+            let n = self.rcv.read(buf, mode);
             return Ok(n);
         }
         if self.fin_received {

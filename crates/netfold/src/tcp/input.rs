@@ -80,7 +80,7 @@ impl Conn {
             self.retries = 0;
             self.ack_now = true;
             self.in_syn_queue = false;
-            self.alloc_buffers();
+            self.alloc_buffers(ctx.rings);
             self.state = if self.fin_queued {
                 State::FinWait1
             } else {
@@ -221,7 +221,7 @@ impl Conn {
                     self.state = State::FinWait1;
                 }
                 self.in_syn_queue = false;
-                self.alloc_buffers();
+                self.alloc_buffers(ctx.rings);
                 if self.passive {
                     event = Event::Established;
                 }
@@ -625,7 +625,7 @@ impl Conn {
                 .max(data.len() as u32)
                 .min(u32::from(self.config.mss));
             let had_gap = !self.rcv.asm.is_empty();
-            match self.rcv.write_payload_at(off, data) {
+            match self.rcv.write_payload_at(off, data, ctx.copy) {
                 None => {
                     ctx.stats.ooo_drops += 1;
                     self.ack_now = true;

@@ -1,9 +1,11 @@
 //! `TcpLayer`: demultiplexing, listeners, handles, the RST queue and the output loop.
 
+use super::buffer::RingCache;
 use super::conn::{ChallengeLimiter, Conn, Ctx, Event, RstQueue};
 use super::listener::Listener;
 use super::output::OutputStatus;
 use super::{Config, Error, Handle, IcmpError, OutSegment, Payload, State, Stats};
+use crate::mem::CopyMode;
 use crate::time::Instant;
 use crate::wire::tcp::TcpRepr;
 use crate::wire::Ipv4Addr;
@@ -54,6 +56,10 @@ pub struct TcpLayer {
     /// Connection deadlines (lazily invalidated: an entry counts only if it still matches the
     /// connection's `timer_reg`).
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    /// Ring storage of ended connections, reused by new ones (see [`RingCache`]).
+    rings: RingCache,
+    /// How data is copied into the send ring and out of the receive ring (`set_copy_mode`).
+    copy: CopyMode,
 }
 
 impl TcpLayer {
@@ -75,6 +81,8 @@ impl TcpLayer {
             last_now: Instant::ZERO,
             active: VecDeque::new(),
             timers: BinaryHeap::new(),
+            rings: RingCache::new(),
+            copy: CopyMode::default(),
         }
     }
 
@@ -101,7 +109,8 @@ impl TcpLayer {
     /// Releases a slot; every outstanding handle to it goes stale.
     fn free_slot(&mut self, i: u32) {
         let slot = &mut self.slots[i as usize];
-        if let Some(Sock::Conn(c)) = slot.sock.take() {
+        if let Some(Sock::Conn(mut c)) = slot.sock.take() {
+            c.release_all(&mut self.rings);
             if self.conns.get(&(c.local, c.remote)) == Some(&i) {
                 self.last_hit = None;
                 self.conns.remove(&(c.local, c.remote));
@@ -232,6 +241,23 @@ impl TcpLayer {
         self.gso_segs = segs.clamp(1, 64);
     }
 
+    /// The copy path for TCP's data copies (the application's bytes into the send ring, the
+    /// receive ring out to the application, received payloads into the receive ring): netfold's
+    /// kernels (the default) or the 2002 baseline (`StackConfig::copy_mode`).
+    pub fn set_copy_mode(&mut self, mode: CopyMode) {
+        self.copy = mode;
+    }
+
+    /// The copy path set by [`TcpLayer::set_copy_mode`].
+    pub fn copy_mode(&self) -> CopyMode {
+        self.copy
+    }
+
+    /// Ring buffers held for reuse by new connections (diagnostics).
+    pub fn cached_rings(&self) -> usize {
+        self.rings.len()
+    }
+
     fn find_listener(&self, local: SocketAddrV4) -> Option<u32> {
         self.listeners
             .get(&local)
@@ -313,10 +339,16 @@ impl TcpLayer {
             stats: &mut self.stats,
             rsts: &mut self.rsts,
             challenge: &mut self.challenge,
+            rings: &mut self.rings,
+            copy: self.copy,
         };
         if let Some(i) = found {
             let ev = match &mut self.slots[i as usize].sock {
-                Some(Sock::Conn(c)) => c.input(&mut ctx, repr, payload),
+                Some(Sock::Conn(c)) => {
+                    let ev = c.input(&mut ctx, repr, payload);
+                    c.reclaim_buffers(ctx.rings);
+                    ev
+                }
                 _ => Event::None,
             };
             self.touch(i);
@@ -401,7 +433,11 @@ impl TcpLayer {
             todo -= 1;
             let Some(&i) = self.active.front() else { break };
             let ev = match &mut self.slots[i as usize].sock {
-                Some(Sock::Conn(c)) => c.on_timers(now, &mut self.stats),
+                Some(Sock::Conn(c)) => {
+                    let ev = c.on_timers(now, &mut self.stats);
+                    c.reclaim_buffers(&mut self.rings);
+                    ev
+                }
                 _ => {
                     self.active.pop_front();
                     continue;
@@ -457,7 +493,11 @@ impl TcpLayer {
         self.last_now = now;
         if let Some(&i) = self.conns.get(&(local, remote)) {
             let closed = match &mut self.slots[i as usize].sock {
-                Some(Sock::Conn(c)) => c.icmp(err),
+                Some(Sock::Conn(c)) => {
+                    let closed = c.icmp(err);
+                    c.reclaim_buffers(&mut self.rings);
+                    closed
+                }
                 _ => false,
             };
             self.touch(i);
@@ -528,7 +568,7 @@ impl TcpLayer {
             }
             local
         };
-        let c = Conn::new_active(now, &self.secret, local, remote, config);
+        let c = Conn::new_active(now, &self.secret, local, remote, config, &mut self.rings);
         let i = self.alloc(Sock::Conn(Box::new(c)));
         self.last_hit = None;
         self.conns.insert((local, remote), i);
@@ -554,13 +594,15 @@ impl TcpLayer {
 
     /// Queues up to `data.len()` bytes; returns how many were taken (WouldBlock if none fit).
     pub fn send(&mut self, h: Handle, data: &[u8]) -> Result<usize, Error> {
-        let r = self.conn_mut(h)?.send(data);
+        let copy = self.copy;
+        let r = self.conn_mut(h)?.send(data, copy);
         self.touch(h.index);
         r
     }
     /// Reads in-order data; `Ok(0)` means the peer closed (FIN received, all data read).
     pub fn recv(&mut self, h: Handle, buf: &mut [u8]) -> Result<usize, Error> {
-        let r = self.conn_mut(h)?.recv(buf);
+        let copy = self.copy;
+        let r = self.conn_mut(h)?.recv(buf, copy);
         if matches!(r, Ok(n) if n > 0) {
             // Reading may open the window enough for an update.
             self.touch(h.index);
@@ -569,8 +611,13 @@ impl TcpLayer {
     }
     /// Half-close: FIN after queued data (shutdown(SHUT_WR)).
     pub fn shutdown_write(&mut self, h: Handle) -> Result<(), Error> {
-        let r = self.conn_mut(h)?.shutdown_write();
-        self.touch(h.index);
+        let c = self.conn_mut(h)?;
+        let r = c.shutdown_write();
+        let i = h.index;
+        if let Some(Sock::Conn(c)) = &mut self.slots[i as usize].sock {
+            c.reclaim_buffers(&mut self.rings);
+        }
+        self.touch(i);
         r
     }
 
@@ -596,6 +643,9 @@ impl TcpLayer {
         } else {
             // The handle goes stale now; the connection lives on inside the layer.
             let slot = &mut self.slots[i as usize];
+            if let Some(Sock::Conn(c)) = &mut slot.sock {
+                c.reclaim_buffers(&mut self.rings);
+            }
             slot.generation = slot.generation.wrapping_add(1);
             self.touch(i);
         }
@@ -640,6 +690,8 @@ impl TcpLayer {
                 stats: &mut self.stats,
                 rsts: &mut self.rsts,
                 challenge: &mut self.challenge,
+                rings: &mut self.rings,
+                copy: self.copy,
             };
             ctx.queue_rst(s, d, r);
         }
