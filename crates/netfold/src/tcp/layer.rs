@@ -185,8 +185,8 @@ impl TcpLayer {
         }) = self.slots.get_mut(i as usize)
         {
             if let Some(t) = c.next_timer() {
-                if !matches!(c.timer_reg, Some(r) if r <= t) {
-                    c.timer_reg = Some(t);
+                if !matches!(c.timers.registered, Some(r) if r <= t) {
+                    c.timers.registered = Some(t);
                     self.timers.push(Reverse((t, i)));
                 }
             }
@@ -420,8 +420,8 @@ impl TcpLayer {
                 ..
             }) = self.slots.get_mut(i as usize)
             {
-                if c.timer_reg == Some(t) {
-                    c.timer_reg = None;
+                if c.timers.registered == Some(t) {
+                    c.timers.registered = None;
                     self.touch(i);
                 }
             }
@@ -630,7 +630,7 @@ impl TcpLayer {
         }
         let c = self.conn_mut(h)?;
         // SO_LINGER 0, or unread data (RFC 9293 §3.6 / RFC 2525 §2.17): abort with RST.
-        if c.config.linger == Some(crate::time::Duration::ZERO) || !c.rcv.is_empty() {
+        if c.config.linger == Some(crate::time::Duration::ZERO) || !c.rcv.ring.is_empty() {
             return self.abort(h);
         }
         let _ = c.shutdown_write();
@@ -733,14 +733,18 @@ impl TcpLayer {
     }
     /// Bytes readable now / bytes queued unsent-or-unacked / free space in the send buffer.
     pub fn recv_queue(&self, h: Handle) -> Result<usize, Error> {
-        Ok(self.conn(h)?.rcv.len())
+        Ok(self.conn(h)?.rcv.ring.len())
     }
     pub fn send_queue(&self, h: Handle) -> Result<usize, Error> {
-        Ok(self.conn(h)?.snd.len())
+        Ok(self.conn(h)?.snd.ring.len())
     }
     pub fn send_space(&self, h: Handle) -> Result<usize, Error> {
         let c = self.conn(h)?;
-        Ok(if c.fin_queued { 0 } else { c.snd.free() })
+        Ok(if c.snd.fin_queued {
+            0
+        } else {
+            c.snd.ring.free()
+        })
     }
     /// The pending error (reset, refused, timed out) that ended the connection, if any.
     pub fn take_error(&mut self, h: Handle) -> Result<Option<Error>, Error> {
@@ -786,12 +790,12 @@ impl TcpLayer {
             ssthresh: c.cc.ssthresh(),
             srtt: c.rtt.srtt(),
             rto: c.rtt.rto(),
-            mss: c.mss,
-            snd_wnd: c.snd_wnd,
-            snd_wscale: c.snd_wscale,
-            rcv_wscale: c.rcv_wscale,
+            mss: c.snd.mss,
+            snd_wnd: c.snd.wnd,
+            snd_wscale: c.snd.wscale,
+            rcv_wscale: c.rcv.wscale,
             sack: c.sack_ok,
-            timestamps: c.ts_enabled,
+            timestamps: c.ts.enabled,
         })
     }
 

@@ -49,11 +49,15 @@
 //! |---------------|------------------------------------------------------------------------|
 //! | `layer.rs`    | `TcpLayer`: slots + generations, 4-tuple demux, listeners, RST queue   |
 //! | `listener.rs` | bounded SYN queue / accept queue (Linux drop-the-SYN when full)        |
-//! | `conn.rs`     | the TCB (RFC 9293 §3.3.1), user calls, window advertisement            |
-//! | `input.rs`    | SEGMENT ARRIVES (§3.10.7), RFC 5961, PAWS, ACK/SACK processing         |
+//! | `conn.rs`     | the TCB (RFC 9293 §3.3.1) made of the parts below, user calls          |
+//! | `send.rs`     | `SendSeq`: SND.UNA/NXT/WND/WL1/WL2, ISS, Eff.snd.MSS, the send ring    |
+//! | `recv.rs`     | `RecvSeq`: RCV.NXT, RCV.WND as advertised, IRS, the receive ring       |
+//! | `input.rs`    | SEGMENT ARRIVES (§3.10.7): one function per check, RFC 5961, PAWS, ACK |
 //! | `output.rs`   | plan-then-commit segment generation, NextSeg (RFC 6675), Nagle/SWS     |
-//! | `timers.rs`   | RTO (RFC 6298), TLP (RFC 8985), delayed ACK, persist, keepalive, 2MSL  |
-//! | `buffer.rs`   | send ring, receive ring with in-place out-of-order assembler           |
+//! | `timers.rs`   | `Timers`: RTO (RFC 6298), TLP (RFC 8985), delayed ACK, persist,        |
+//! |               | keepalive, 2MSL                                                        |
+//! | `buffer.rs`   | send ring, receive ring with in-place out-of-order assembler; the      |
+//! |               | per-stack `RingCache` that recycles ring storage between connections   |
 //! | `sack.rs`     | RFC 6675 scoreboard (IsLost, pipe, holes), RFC 2018 block history      |
 //! | `cc/`         | `CongestionController` trait, NewReno (RFC 5681), CUBIC (RFC 9438)     |
 //! | `rtt.rs`      | RFC 6298 estimator; `isn.rs`: RFC 6528 ISN with hand-written SipHash    |
@@ -95,8 +99,10 @@ mod layer;
 mod listener;
 pub(crate) mod output;
 pub mod payload;
+mod recv;
 pub mod rtt;
 pub mod sack;
+mod send;
 pub mod seq;
 mod timers;
 
@@ -108,6 +114,19 @@ use crate::wire::tcp::TcpRepr;
 use crate::wire::Ipv4Addr;
 
 /// Why a TCP operation failed. Maps onto `std::io::ErrorKind` in the socket API.
+///
+/// One enum serves every operation; what each [`TcpLayer`] call can return:
+///
+/// | operation                    | errors                                                     |
+/// |------------------------------|------------------------------------------------------------|
+/// | `connect`                    | `InvalidInput` (port 0, unspecified/broadcast address), `AddrInUse` (4-tuple taken), `AddrNotAvailable` (no ephemeral port) |
+/// | `listen`                     | `InvalidInput` (port 0, backlog 0), `AddrInUse`           |
+/// | `accept`                     | `InvalidHandle`, `WouldBlock` (queue empty)               |
+/// | `send`                       | `InvalidHandle`, `WouldBlock` (ring full), `NotConnected` (CLOSED/LISTEN), `BrokenPipe` (after shutdown/FIN), or the error that ended the connection: `ConnectionRefused`, `ConnectionReset`, `TimedOut` |
+/// | `recv`                       | `InvalidHandle`, `WouldBlock` (nothing yet), `NotConnected` (closed without data or FIN), or the ending error once (`ConnectionRefused`, `ConnectionReset`, `TimedOut`) |
+/// | `shutdown_write`             | `InvalidHandle`, `NotConnected`, or the ending error       |
+/// | `close`, `abort`, queries    | `InvalidHandle`                                            |
+/// | `take_error`                 | `InvalidHandle` (returns the ending error as `Ok(Some)`)   |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Error {
     /// Nothing can be done now; retry after the stack has been polled.
