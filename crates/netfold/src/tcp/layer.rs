@@ -401,6 +401,7 @@ impl TcpLayer {
                 dst,
                 repr,
                 payload: (&[], &[]),
+                gso_size: 0,
             };
             if !emit(&seg) {
                 return;

@@ -275,6 +275,12 @@ pub struct OutSegment<'a> {
     pub dst: Ipv4Addr,
     pub repr: TcpRepr,
     pub payload: (&'a [u8], &'a [u8]),
+    /// Payload bytes per packet when the segment is larger (a GSO super-segment, see
+    /// [`TcpLayer::set_gso_segs`]): the effective send MSS minus this segment's options
+    /// (RFC 9293 §3.7.1), like Linux's `gso_size`. Whoever cuts the segment (software GSO or
+    /// a TSO device) MUST cut at this size, not at one derived from its own MTU: the peer may
+    /// have announced a smaller MSS. Segments no larger than it go whole.
+    pub gso_size: u16,
 }
 
 /// Counters for the TCP layer.

@@ -77,6 +77,7 @@ impl Conn {
                 dst: *self.remote.ip(),
                 repr,
                 payload: (a, b),
+                gso_size: self.seg_mss().min(u32::from(u16::MAX)) as u16,
             };
             if !emit(&seg) {
                 return OutputStatus::Blocked;
