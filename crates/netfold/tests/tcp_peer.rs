@@ -380,3 +380,87 @@ fn stack_with_jumbo_mtu_honours_the_peers_mss_on_the_wire() {
         "full-sized segments were sent"
     );
 }
+
+// ---- Step 8 defect 2: no extra pure ACK after a passive open -----------------------------
+
+/// After a passive open netfold sends nothing until it has something to say: no window
+/// update (`ack 1`) before its first data segment (Linux and FreeBSD send none; before the
+/// fix netfold announced its scaled window in an extra ACK at the next output).
+#[test]
+fn passive_open_sends_no_window_update_before_data() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1460);
+    assert_eq!(s.tcp.state(h), Ok(State::Established));
+    let out = s.flush();
+    assert!(
+        out.is_empty(),
+        "nothing is owed after the handshake: {out:?}"
+    );
+    s.advance(Duration::from_millis(50));
+    assert!(s.flush().is_empty(), "nor after the delayed-ACK time");
+    s.tcp.send(h, b"hello").unwrap();
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(
+        out[0].len, 5,
+        "the first segment after the handshake carries the data"
+    );
+    assert_eq!(out[0].repr.seq, s.iss.wrapping_add(1));
+}
+
+/// The peer's FIN right after the handshake gets exactly one ACK (of the FIN).
+#[test]
+fn passive_open_then_peer_fin_gets_one_ack() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1460);
+    let fin = s.seg(TcpFlags::FIN | TcpFlags::ACK, s.iss.wrapping_add(1));
+    s.inject(&fin, &[]);
+    s.peer_nxt = s.peer_nxt.wrapping_add(1);
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].repr.ack, s.peer_nxt, "the ACK acknowledges the FIN");
+    assert_eq!(s.tcp.state(h), Ok(State::CloseWait));
+}
+
+/// A window update is owed when reading opens a window that had shrunk to at most half the
+/// buffer to at least twice its size (Linux `tcp_cleanup_rbuf`), and not for a small read.
+#[test]
+fn window_update_only_when_reading_opens_the_window() {
+    const SEG: usize = 1000;
+    let buf = 8 * SEG;
+    let cfg = Config {
+        recv_buffer: buf,
+        window_scaling: false,
+        delayed_ack: None,
+        ..config()
+    };
+    let mut s = Script::new();
+    let h = s.passive_open(cfg, 1460);
+    // Fill the window.
+    for _ in 0..buf / SEG {
+        let d = s.seg(TcpFlags::ACK | TcpFlags::PSH, s.iss.wrapping_add(1));
+        s.inject(&d, &[1u8; SEG]);
+        s.peer_nxt = s.peer_nxt.wrapping_add(SEG as u32);
+    }
+    let out = s.flush();
+    let last = out.last().expect("data is acknowledged").repr;
+    assert_eq!(last.ack, s.peer_nxt);
+    assert_eq!(last.window, 0, "the buffer is full");
+    assert!(s.flush().is_empty());
+    // Reading a quarter of the buffer (from a zero window) owes an update...
+    let mut rd = vec![0u8; buf / 4];
+    assert_eq!(s.tcp.recv(h, &mut rd), Ok(buf / 4));
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(usize::from(out[0].repr.window), buf / 4);
+    // ... reading a little more (the window would grow from 2000 to 3000) does not...
+    let mut rd = vec![0u8; SEG];
+    assert_eq!(s.tcp.recv(h, &mut rd), Ok(SEG));
+    assert!(s.flush().is_empty(), "3000 < 2 * 2000: not worth a segment");
+    // ... and reading the rest does (2000 -> 8000).
+    let mut rd = vec![0u8; buf];
+    assert_eq!(s.tcp.recv(h, &mut rd), Ok(buf - buf / 4 - SEG));
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(usize::from(out[0].repr.window), buf);
+}

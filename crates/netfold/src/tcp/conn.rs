@@ -561,6 +561,7 @@ impl Conn {
     pub fn recv(&mut self, buf: &mut [u8], mode: CopyMode) -> Result<usize, Error> {
         if !self.rcv.ring.is_empty() {
             let n = self.rcv.ring.read(buf, mode);
+            self.rcv.read_since_ack |= n > 0;
             return Ok(n);
         }
         if self.rcv.fin_received {
@@ -637,8 +638,7 @@ impl Conn {
         self.rcv.window(self.config.recv_buffer as u32)
     }
 
-    /// A window update is worth a segment: the edge would move right substantially and the
-    /// currently advertised space is at most half the buffer.
+    /// A pure window update is worth a segment (see [`RecvSeq::window_update_owed`]).
     pub fn window_update_needed(&self) -> bool {
         if !matches!(
             self.state,
@@ -647,10 +647,7 @@ impl Conn {
         {
             return false;
         }
-        let (_, edge) = self.rcv_window();
-        let grow = seq::dist(self.rcv.adv, edge);
-        let cur = seq::dist(self.rcv.nxt, self.rcv.adv);
-        grow > 0 && cur <= self.config.recv_buffer as u32 / 2
+        self.rcv.window_update_owed(self.config.recv_buffer as u32)
     }
 
     pub fn set_config(&mut self, c: Config) {

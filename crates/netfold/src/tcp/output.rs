@@ -179,6 +179,7 @@ impl Conn {
         stats.segments_out += u64::from(p.len.div_ceil(self.seg_mss()).max(1));
         stats.sack_blocks_out += u64::from(repr.options.sack_count);
         if p.kind == Kind::SnapAck {
+            self.rcv.read_since_ack = false;
             self.ack_snaps.copy_within(1..self.n_snaps, 0);
             self.n_snaps -= 1;
             self.rcv.last_ack_sent = seq::max(self.rcv.last_ack_sent, repr.ack);
@@ -189,6 +190,7 @@ impl Conn {
             return;
         }
         if repr.flags.ack() {
+            self.rcv.read_since_ack = false;
             self.ack_now = false;
             self.unacked_bytes = 0;
             self.timers.delack = None;

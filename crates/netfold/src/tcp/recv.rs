@@ -38,6 +38,9 @@ pub struct RecvSeq {
     pub fin: Option<u32>,
     /// The peer's FIN has been received in order (RCV.NXT counts it).
     pub fin_received: bool,
+    /// The application read data since we last sent a segment: only then may a pure window
+    /// update be owed (Linux `tcp_cleanup_rbuf`).
+    pub read_since_ack: bool,
 }
 
 impl RecvSeq {
@@ -52,6 +55,7 @@ impl RecvSeq {
             ring,
             fin: None,
             fin_received: false,
+            read_since_ack: false,
         }
     }
 
@@ -66,6 +70,22 @@ impl RecvSeq {
     /// RCV.WND as last advertised (0 once RCV.NXT reached the advertised edge).
     pub fn announced(&self) -> u32 {
         seq::dist(self.nxt, self.adv)
+    }
+
+    /// A pure window update is owed (Linux `tcp_cleanup_rbuf`, after the application read
+    /// data): the window as last announced is at most half the buffer, and the window we
+    /// would announce now is at least twice as large. Anything less rides on the next segment
+    /// we send anyway; a window update right after the handshake (nothing read yet) is never
+    /// owed — no Linux or FreeBSD peer sends one, and it shifts every later segment of a
+    /// conformance script by one.
+    pub fn window_update_owed(&self, buf: u32) -> bool {
+        if !self.read_since_ack {
+            return false;
+        }
+        let cur = self.announced();
+        let (_, edge) = self.window(buf);
+        let new = seq::dist(self.nxt, edge);
+        new > cur && cur.saturating_mul(2) <= buf && new >= cur.saturating_mul(2)
     }
 
     /// `(window field, right edge)` to advertise now for a buffer of `buf` bytes (RFC 9293
