@@ -464,3 +464,203 @@ fn window_update_only_when_reading_opens_the_window() {
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!(usize::from(out[0].repr.window), buf);
 }
+
+// ---- Step 8 defect 3: acceptability against the announced window -------------------------
+
+/// The SYN-ACK announced 65,535 bytes (RFC 7323 §2.2: unscaled); the buffer is 256 KiB.
+const ANNOUNCED: u32 = 65_535;
+/// 200,000 bytes beyond RCV.NXT: inside the buffer, outside the announced window.
+const BEYOND: u32 = 200_000;
+
+/// RFC 5961 §3.2: "If the RST bit is set and the sequence number is outside the current
+/// receive window, silently drop the segment"; in the window but not exactly at RCV.NXT:
+/// challenge ACK; exactly at RCV.NXT: reset. The window is the one announced, not the
+/// buffer.
+#[test]
+fn rst_outside_the_announced_window_is_dropped_silently() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1460);
+    assert!(s.flush().is_empty());
+    assert!(BEYOND > ANNOUNCED && (BEYOND as usize) < config().recv_buffer);
+    let mut rst = s.seg(TcpFlags::RST, 0);
+    rst.seq = s.peer_nxt.wrapping_add(BEYOND);
+    s.inject(&rst, &[]);
+    assert!(
+        s.flush().is_empty(),
+        "outside the announced window: no reply"
+    );
+    assert_eq!(s.tcp.stats().challenge_acks, 0);
+    assert_eq!(s.tcp.state(h), Ok(State::Established));
+    // Inside the window, not exact: one challenge ACK.
+    rst.seq = s.peer_nxt.wrapping_add(ANNOUNCED / 2);
+    s.inject(&rst, &[]);
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].repr.ack, s.peer_nxt);
+    assert_eq!(s.tcp.stats().challenge_acks, 1);
+    assert_eq!(s.tcp.state(h), Ok(State::Established));
+    // Exact: reset.
+    rst.seq = s.peer_nxt;
+    s.inject(&rst, &[]);
+    assert!(s.flush().is_empty());
+    assert_eq!(
+        s.tcp.recv(h, &mut [0u8; 8]),
+        Err(netfold::tcp::Error::ConnectionReset)
+    );
+}
+
+/// The same in SYN-RECEIVED: a RST beyond the window is dropped silently, and the handshake
+/// then completes.
+#[test]
+fn rst_outside_the_window_in_syn_received_is_dropped_silently() {
+    let mut s = Script::new();
+    let l = s
+        .tcp
+        .listen(SocketAddrV4::new(LOCAL, LOCAL_PORT), 8, config())
+        .unwrap();
+    let syn = s.peer_syn(1460);
+    s.inject(&syn, &[]);
+    s.peer_nxt = s.peer_nxt.wrapping_add(1);
+    let sa = s.flush()[0].repr;
+    assert_eq!(u32::from(sa.window), ANNOUNCED);
+    s.iss = sa.seq;
+    let mut rst = s.seg(TcpFlags::RST, 0);
+    rst.seq = s.peer_nxt.wrapping_add(BEYOND);
+    s.inject(&rst, &[]);
+    assert!(
+        s.flush().is_empty(),
+        "no challenge ACK for a RST outside the window"
+    );
+    assert_eq!(s.tcp.stats().challenge_acks, 0);
+    let ack = s.seg(TcpFlags::ACK, s.iss.wrapping_add(1));
+    s.inject(&ack, &[]);
+    let h = s.tcp.accept(l).expect("the handshake still completes");
+    assert_eq!(s.tcp.state(h), Ok(State::Established));
+}
+
+/// Data beyond the announced window is not acceptable either (RFC 9293 §3.10.7.4): it is
+/// answered with an ACK for RCV.NXT and not queued.
+#[test]
+fn data_outside_the_announced_window_is_not_queued() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1460);
+    let mut d = s.seg(TcpFlags::ACK, s.iss.wrapping_add(1));
+    d.seq = s.peer_nxt.wrapping_add(BEYOND);
+    s.inject(&d, &[9u8; 100]);
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].repr.ack, s.peer_nxt);
+    assert_eq!(
+        out[0].repr.options.sack_count, 0,
+        "nothing was queued out of order"
+    );
+    assert_eq!(s.tcp.stats().ooo_bytes_queued, 0);
+    assert_eq!(s.tcp.recv_queue(h), Ok(0));
+}
+
+/// RFC 9293 §3.10.7.3: in SYN-SENT, "If the SYN bit is on ... Otherwise, enter SYN-RECEIVED,
+/// form a SYN,ACK segment". A SYN that also carries FIN starts the simultaneous open like any
+/// SYN; Linux ignores the FIN there (the peer retransmits it), and so does netfold.
+#[test]
+fn syn_fin_in_syn_sent_starts_a_simultaneous_open() {
+    let mut s = Script::new();
+    let h = s
+        .tcp
+        .connect(
+            s.now,
+            SocketAddrV4::new(LOCAL, LOCAL_PORT),
+            SocketAddrV4::new(PEER, PEER_PORT),
+            config(),
+        )
+        .unwrap();
+    let syn = s.flush()[0].repr;
+    s.iss = syn.seq;
+    let mut synfin = s.peer_syn(1460);
+    synfin.flags = TcpFlags(TcpFlags::SYN | TcpFlags::FIN);
+    s.inject(&synfin, &[]);
+    s.peer_nxt = s.peer_nxt.wrapping_add(1);
+    assert_eq!(s.tcp.state(h), Ok(State::SynReceived));
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "{out:?}");
+    let sa = out[0].repr;
+    assert!(sa.flags.syn() && sa.flags.ack() && !sa.flags.fin());
+    assert_eq!(
+        (sa.seq, sa.ack),
+        (s.iss, s.peer_nxt),
+        "the FIN is not acknowledged"
+    );
+    // The peer's SYN-ACK completes the open.
+    let ack = s.seg(TcpFlags::ACK, s.iss.wrapping_add(1));
+    s.inject(&ack, &[]);
+    assert_eq!(s.tcp.state(h), Ok(State::Established));
+}
+
+/// A listener drops SYN+FIN (as Linux does): no SYN-ACK, no connection.
+#[test]
+fn syn_fin_to_a_listener_is_dropped() {
+    let mut s = Script::new();
+    let l = s
+        .tcp
+        .listen(SocketAddrV4::new(LOCAL, LOCAL_PORT), 8, config())
+        .unwrap();
+    let mut synfin = s.peer_syn(1460);
+    synfin.flags = TcpFlags(TcpFlags::SYN | TcpFlags::FIN);
+    s.inject(&synfin, &[]);
+    assert!(s.flush().is_empty());
+    assert!(s.tcp.accept(l).is_err());
+    assert_eq!(s.tcp.stats().bad_segments, 1);
+}
+
+/// Puts the connection into TIME-WAIT: the application closes, the peer acknowledges the FIN
+/// and sends its own, netfold acknowledges that.
+fn into_time_wait(s: &mut Script) -> Handle {
+    let (h, out) = s.active_open(config(), 1460);
+    assert_eq!(out.len(), 1, "the handshake's ACK: {out:?}");
+    s.tcp.shutdown_write(h).unwrap();
+    let fin = s.flush();
+    assert_eq!(fin.len(), 1);
+    assert!(fin[0].repr.flags.fin());
+    let fin_ack = s.seg(
+        TcpFlags::FIN | TcpFlags::ACK,
+        fin[0].repr.seq.wrapping_add(1),
+    );
+    s.inject(&fin_ack, &[]);
+    s.peer_nxt = s.peer_nxt.wrapping_add(1);
+    let out = s.flush();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].repr.ack, s.peer_nxt);
+    assert_eq!(s.tcp.state(h), Ok(State::TimeWait));
+    h
+}
+
+/// TIME-WAIT: an out-of-order (or old) ACK is answered with an ACK for RCV.NXT, as Linux
+/// (`tcp_timewait_state_process`) and FreeBSD answer it; a bare ACK exactly at RCV.NXT is not.
+#[test]
+fn time_wait_answers_an_out_of_order_ack() {
+    let mut s = Script::new();
+    let h = into_time_wait(&mut s);
+    let our_fin_end = s.iss.wrapping_add(2);
+    s.advance(Duration::from_millis(600));
+    let mut ack = s.seg(TcpFlags::ACK, our_fin_end);
+    ack.seq = s.peer_nxt.wrapping_add(1000);
+    s.inject(&ack, &[]);
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "an out-of-order ACK gets an ACK: {out:?}");
+    assert_eq!(
+        (out[0].repr.seq, out[0].repr.ack),
+        (our_fin_end, s.peer_nxt)
+    );
+    s.advance(Duration::from_millis(600));
+    let mut old = s.seg(TcpFlags::ACK, our_fin_end);
+    old.seq = s.peer_nxt.wrapping_sub(1000);
+    s.inject(&old, &[]);
+    assert_eq!(s.flush().len(), 1, "an old ACK gets an ACK");
+    s.advance(Duration::from_millis(600));
+    let bare = s.seg(TcpFlags::ACK, our_fin_end);
+    s.inject(&bare, &[]);
+    assert!(
+        s.flush().is_empty(),
+        "a bare ACK at RCV.NXT needs no answer"
+    );
+    assert_eq!(s.tcp.state(h), Ok(State::TimeWait));
+}

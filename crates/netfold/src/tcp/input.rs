@@ -164,15 +164,22 @@ impl Conn {
         let now = ctx.now;
         let flags = seg.flags;
         let seg_len = payload.len() as u32 + u32::from(flags.syn()) + u32::from(flags.fin());
-        let wnd = self
-            .rcv
-            .announced()
-            .max((self.config.recv_buffer as u32).saturating_sub(self.rcv.ring.len() as u32));
+        // RCV.WND is the window as last ANNOUNCED, not the free buffer: a segment (or a RST,
+        // RFC 5961 §3) beyond what the peer was told is outside the window, even when the
+        // ring could hold it (Linux `tcp_sequence` uses `tcp_receive_window` the same way).
+        let wnd = self.rcv.announced();
         let in_wnd =
             |s: u32| seq::le(self.rcv.nxt, s) && seq::lt(s, self.rcv.nxt.wrapping_add(wnd));
         let mut payload = payload;
         let mut fin = flags.fin();
-        let acceptable = if seg_len == 0 {
+        let acceptable = if self.state == State::TimeWait {
+            // TIME-WAIT (as Linux `tcp_timewait_state_process`): only a bare ACK or a RST
+            // exactly at RCV.NXT is "in window"; everything else — an old or out-of-order
+            // ACK, data, a retransmitted FIN — is answered with an ACK (below), which
+            // FreeBSD does too. (RFC 9293 §3.10.7.4 leaves the window test as the only rule;
+            // an ACK costs nothing and resynchronizes a confused peer.)
+            seg.seq == self.rcv.nxt && (seg_len == 0 || flags.rst())
+        } else if seg_len == 0 {
             if wnd == 0 {
                 seg.seq == self.rcv.nxt
             } else {
@@ -458,6 +465,10 @@ impl Conn {
             }
             return Event::None;
         }
+        // "fourth check the SYN bit": a SYN with an acceptable ACK completes the handshake,
+        // a SYN without ACK starts a simultaneous open. A FIN on it is ignored (as Linux's
+        // tcp_rcv_synsent_state_process ignores it): the peer retransmits it once its SYN is
+        // acknowledged.
         if !f.syn() {
             return Event::None;
         }

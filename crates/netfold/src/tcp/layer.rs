@@ -306,8 +306,7 @@ impl TcpLayer {
         self.stats.segments_in += 1;
         self.last_now = now;
         let f = repr.flags;
-        if repr.src_port == 0 || repr.dst_port == 0 || (f.syn() && f.rst()) || (f.syn() && f.fin())
-        {
+        if repr.src_port == 0 || repr.dst_port == 0 || (f.syn() && f.rst()) {
             // Not a segment any conforming TCP sends; dropped silently.
             self.stats.bad_segments += 1;
             return;
@@ -370,6 +369,14 @@ impl TcpLayer {
             return;
         }
         if !f.syn() {
+            return;
+        }
+        if f.fin() {
+            // SYN+FIN is no segment a conforming TCP sends to open a connection; Linux drops
+            // it on a listener (tcp_rcv_state_process, "tcp: drop SYN+FIN messages"). On a
+            // connection in SYN-SENT it is a SYN (RFC 9293 §3.10.7.3, simultaneous open)
+            // whose FIN is ignored, as Linux ignores it there.
+            self.stats.bad_segments += 1;
             return;
         }
         let (config, room) = match &self.slots[li as usize].sock {
