@@ -664,3 +664,167 @@ fn time_wait_answers_an_out_of_order_ack() {
     );
     assert_eq!(s.tcp.state(h), Ok(State::TimeWait));
 }
+
+// ---- Step 8 item 2: SYN and SYN-ACK options in Linux's layout ----------------------------
+
+/// The option bytes of a header as netfold puts it on the wire.
+fn option_bytes(repr: &TcpRepr) -> Vec<u8> {
+    use netfold::wire::tcp::TcpPacket;
+    let mut buf = vec![0u8; repr.header_len()];
+    repr.emit(&mut TcpPacket::new_unchecked(&mut buf[..]));
+    TcpPacket::new_unchecked(&buf[..]).options().to_vec()
+}
+
+/// Option kinds and lengths (RFC 9293 §3.2, RFC 2018, RFC 7323).
+const NOP: u8 = 1;
+const MSS: [u8; 2] = [2, 4];
+const WS: [u8; 2] = [3, 3];
+const SACK_PERM: [u8; 2] = [4, 2];
+const TS: [u8; 2] = [8, 10];
+
+/// Linux `tcp_options_write` (net/ipv4/tcp_output.c) writes, in 32-bit words: MSS; then with
+/// timestamps SACK_PERM+TS packed in one word ("sackOK,TS", or NOP,NOP,TS without SACK)
+/// followed by TSval and TSecr; without timestamps NOP,NOP,SACK_PERM; then NOP,WS. tcpdump
+/// shows `mss 1460,sackOK,TS val X ecr 0,nop,wscale 7`, or without timestamps
+/// `mss 1460,nop,nop,sackOK,nop,wscale 7`. netfold's SYN and SYN-ACK use the same bytes.
+fn linux_layout(mss: u16, ts: Option<Timestamps>, ws: u8) -> Vec<u8> {
+    let mut v = Vec::new();
+    v.extend_from_slice(&MSS);
+    v.extend_from_slice(&mss.to_be_bytes());
+    match ts {
+        Some(t) => {
+            v.extend_from_slice(&SACK_PERM);
+            v.extend_from_slice(&TS);
+            v.extend_from_slice(&t.tsval.to_be_bytes());
+            v.extend_from_slice(&t.tsecr.to_be_bytes());
+        }
+        None => {
+            v.extend_from_slice(&[NOP, NOP]);
+            v.extend_from_slice(&SACK_PERM);
+        }
+    }
+    v.push(NOP);
+    v.extend_from_slice(&WS);
+    v.push(ws);
+    v
+}
+
+#[test]
+fn syn_and_syn_ack_options_use_linux_layout() {
+    let cfg = config();
+    // SYN (active open), timestamps on.
+    let mut s = Script::new();
+    s.tcp
+        .connect(
+            s.now,
+            SocketAddrV4::new(LOCAL, LOCAL_PORT),
+            SocketAddrV4::new(PEER, PEER_PORT),
+            cfg,
+        )
+        .unwrap();
+    let syn = s.flush()[0].repr;
+    let o = syn.options;
+    let ts = o.timestamps.expect("timestamps offered");
+    assert_eq!(ts.tsecr, 0);
+    let ws = o.window_scale.expect("window scale offered");
+    assert_eq!(option_bytes(&syn), linux_layout(cfg.mss, Some(ts), ws));
+    assert_eq!(
+        syn.header_len(),
+        40,
+        "20 + mss 4 + sackOK,TS 12 + nop,wscale 4"
+    );
+
+    // SYN-ACK (passive open) to a peer that offered everything.
+    let mut s = Script::new();
+    let l = s
+        .tcp
+        .listen(SocketAddrV4::new(LOCAL, LOCAL_PORT), 8, cfg)
+        .unwrap();
+    let syn = s.peer_syn(1460);
+    s.inject(&syn, &[]);
+    let sa = s.flush()[0].repr;
+    let ts = sa.options.timestamps.expect("timestamps answered");
+    assert_eq!(ts.tsecr, syn.options.timestamps.unwrap().tsval);
+    let ws = sa.options.window_scale.unwrap();
+    assert_eq!(option_bytes(&sa), linux_layout(cfg.mss, Some(ts), ws));
+    let _ = l;
+
+    // Without timestamps: mss,nop,nop,sackOK,nop,wscale.
+    let cfg = Config {
+        timestamps: false,
+        ..config()
+    };
+    let mut s = Script::new();
+    s.tcp
+        .connect(
+            s.now,
+            SocketAddrV4::new(LOCAL, LOCAL_PORT),
+            SocketAddrV4::new(PEER, PEER_PORT),
+            cfg,
+        )
+        .unwrap();
+    let syn = s.flush()[0].repr;
+    let ws = syn.options.window_scale.unwrap();
+    assert_eq!(option_bytes(&syn), linux_layout(cfg.mss, None, ws));
+}
+
+// ---- Per-stack configuration (no hidden globals) -----------------------------------------
+
+/// The ring cache belongs to the layer: a finished connection's rings go back to it and the
+/// next connection takes them (TCP_CRR relies on this: no zero-filled buffers per connection).
+#[test]
+fn finished_connections_recycle_their_rings_within_the_layer() {
+    let mut s = Script::new();
+    assert_eq!(s.tcp.cached_rings(), 0);
+    let h = s.passive_open(config(), 1460);
+    // The peer resets: both rings are free once the application closes the handle.
+    let mut rst = s.seg(TcpFlags::RST, 0);
+    rst.seq = s.peer_nxt;
+    s.inject(&rst, &[]);
+    s.tcp.close(h).unwrap();
+    assert_eq!(s.tcp.cached_rings(), 2, "send and receive ring cached");
+    // A new connection on the same layer takes them; another layer has its own (empty) cache.
+    let other = TcpLayer::new([4; 16]);
+    s.tcp
+        .connect(
+            s.now,
+            SocketAddrV4::new(LOCAL, LOCAL_PORT + 1),
+            SocketAddrV4::new(PEER, PEER_PORT),
+            config(),
+        )
+        .unwrap();
+    assert_eq!(
+        s.tcp.cached_rings(),
+        0,
+        "the new connection reused both rings"
+    );
+    assert_eq!(other.cached_rings(), 0);
+}
+
+/// The copy mode is the layer's: the baseline path (memcpy, separate checksum) moves the same
+/// bytes as netfold's kernels.
+#[test]
+fn baseline_copy_mode_moves_the_same_bytes() {
+    use netfold::mem::CopyMode;
+    for mode in [CopyMode::Kernels, CopyMode::Baseline] {
+        let mut s = Script::new();
+        s.tcp.set_copy_mode(mode);
+        assert_eq!(s.tcp.copy_mode(), mode);
+        let h = s.passive_open(config(), 1460);
+        let data: Vec<u8> = (0..3000u32).map(|i| (i * 7 + 1) as u8).collect();
+        let d = s.seg(TcpFlags::ACK | TcpFlags::PSH, s.iss.wrapping_add(1));
+        s.inject(&d, &data);
+        let mut got = vec![0u8; 4000];
+        assert_eq!(s.tcp.recv(h, &mut got), Ok(data.len()));
+        assert_eq!(&got[..data.len()], &data[..]);
+        assert_eq!(s.tcp.send(h, &data), Ok(data.len()));
+        let mut sent = Vec::new();
+        s.tcp.output(s.now, &mut |seg| {
+            sent.extend_from_slice(seg.payload.0);
+            sent.extend_from_slice(seg.payload.1);
+            true
+        });
+        // The initial window bounds what leaves at once; what left is the data's prefix.
+        assert!(!sent.is_empty() && data.starts_with(&sent), "{mode:?}");
+    }
+}

@@ -97,6 +97,12 @@ impl Conn {
                 if self.state == State::SynReceived {
                     flags |= TcpFlags::ACK;
                 }
+                // Options go on the wire in Linux's layout (`TcpOptions::emit`, after Linux
+                // `tcp_options_write`): `mss, sackOK,TS val ecr, nop,wscale` — MSS(4), then
+                // SACK_PERM(2)+TS(10) packed in 12 bytes, then NOP+WS(3) — or without
+                // timestamps `mss, nop,nop,sackOK, nop,wscale`. The order is free (RFC 9293
+                // §3.2), Linux's is the one TCP scripts and tools expect
+                // (tests/tcp_peer.rs `syn_and_syn_ack_options_use_linux_layout`).
                 // RFC 7323 §2.2: SYN windows are unscaled.
                 window = (self.config.recv_buffer.min(0xffff)) as u16;
                 options.mss = Some(self.config.mss);
