@@ -8,7 +8,7 @@ use super::rtt::RttEstimator;
 use super::sack::{RxtTracker, SackHistory, Scoreboard};
 use super::send::SendSeq;
 use super::timers::Timers;
-use super::{isn, seq, Config, Error, IcmpError, State, Stats};
+use super::{isn, Config, Error, IcmpError, State, Stats};
 use crate::mem::CopyMode;
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr};
