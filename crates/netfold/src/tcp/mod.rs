@@ -83,6 +83,19 @@
 //! - Passive opens allocate their buffers when the handshake completes (SYN floods cost only a
 //!   control block); SYN/SYN-ACK retries are capped at 6/5 (Linux defaults); an orphaned
 //!   FIN-WAIT-2 is reaped after `Config::time_wait`.
+//! - Acceptability (RFC 9293 §3.10.7.4 first check, RFC 5961 §3) is judged against RCV.WND as
+//!   last ANNOUNCED, never the free buffer. In TIME-WAIT only a bare ACK or RST exactly at
+//!   RCV.NXT is in window; anything else is answered with an ACK (Linux
+//!   `tcp_timewait_state_process`).
+//! - A pure window update is sent only after the application read data, when the announced
+//!   window was at most half the buffer and the new one is at least twice as large (Linux
+//!   `tcp_cleanup_rbuf`); in particular none follows a passive open.
+//! - SYN+FIN: dropped by a listener (as Linux), a SYN (FIN ignored) in SYN-SENT.
+//! - The send MSS is min(peer's MSS option or 536, ours), lowered by PMTU; GSO super-segments
+//!   are whole multiples of it and carry it as `OutSegment::gso_size`, the size to cut at.
+//! - Ring storage is recycled through a per-layer `RingCache`; copies into and out of the
+//!   rings use the layer's `CopyMode` (`TcpLayer::set_copy_mode`). No thread-local or
+//!   process-wide state.
 //! - Replies to unacceptable segments without data are limited to one per 500 ms per
 //!   connection; challenge ACKs to 1000 per second per layer (RFC 5961 §7).
 //! - Not implemented: urgent data (URG is ignored), ECN, D-SACK, SYN cookies, data carried
