@@ -828,3 +828,27 @@ fn baseline_copy_mode_moves_the_same_bytes() {
         assert!(!sent.is_empty() && data.starts_with(&sent), "{mode:?}");
     }
 }
+
+/// recv(MSG_PEEK): the bytes are returned and stay queued (issue 11, defect 7: proxies and
+/// protocol sniffers peek; the engine now offers it for the socket and C APIs).
+#[test]
+fn peek_returns_data_without_consuming_it() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1460);
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        s.tcp.peek(h, &mut buf),
+        Err(netfold::tcp::Error::WouldBlock)
+    );
+    let d = s.seg(TcpFlags::ACK | TcpFlags::PSH, s.iss.wrapping_add(1));
+    s.inject(&d, b"GET / HTTP/1.1\r\n");
+    assert_eq!(s.tcp.peek(h, &mut buf[..4]), Ok(4));
+    assert_eq!(&buf[..4], b"GET ");
+    assert_eq!(s.tcp.recv_queue(h), Ok(16), "peeking consumes nothing");
+    assert_eq!(s.tcp.recv(h, &mut buf), Ok(16));
+    assert_eq!(&buf, b"GET / HTTP/1.1\r\n");
+    assert_eq!(
+        s.tcp.peek(h, &mut buf),
+        Err(netfold::tcp::Error::WouldBlock)
+    );
+}

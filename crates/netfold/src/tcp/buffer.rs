@@ -311,6 +311,20 @@ impl RecvRing {
         self.len += advanced;
         Some(advanced)
     }
+    /// Copies in-order bytes out to `out` with `mode` without consuming them (MSG_PEEK);
+    /// returns the count.
+    pub fn peek(&self, out: &mut [u8], mode: CopyMode) -> usize {
+        let cap = self.buf.len();
+        let n = out.len().min(self.len);
+        if n == 0 {
+            return 0;
+        }
+        let first = n.min(cap - self.head);
+        mode.copy(&mut out[..first], &self.buf[self.head..self.head + first]);
+        mode.copy(&mut out[first..n], &self.buf[..n - first]);
+        n
+    }
+
     /// Copies in-order bytes out to `out` with `mode`; returns the count.
     pub fn read(&mut self, out: &mut [u8], mode: CopyMode) -> usize {
         let cap = self.buf.len();

@@ -580,6 +580,23 @@ impl Conn {
         }
     }
 
+    /// `recv` without consuming (MSG_PEEK): the same results, the data stays queued.
+    pub fn peek(&self, buf: &mut [u8], mode: CopyMode) -> Result<usize, Error> {
+        if !self.rcv.ring.is_empty() {
+            return Ok(self.rcv.ring.peek(buf, mode));
+        }
+        if self.rcv.fin_received {
+            return Ok(0);
+        }
+        if let Some(e) = self.error {
+            return if self.error_reported { Ok(0) } else { Err(e) };
+        }
+        match self.state {
+            State::Closed => Err(Error::NotConnected),
+            _ => Err(Error::WouldBlock),
+        }
+    }
+
     /// RFC 9293 §3.10.4 CLOSE as a half-close: FIN after queued data.
     pub fn shutdown_write(&mut self) -> Result<(), Error> {
         match self.state {

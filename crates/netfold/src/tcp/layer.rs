@@ -617,6 +617,12 @@ impl TcpLayer {
         }
         r
     }
+    /// Like [`TcpLayer::recv`] but leaves the data queued (recv with MSG_PEEK): proxies and
+    /// protocol sniffers look at the first bytes before reading them. The pending error is
+    /// reported without being consumed.
+    pub fn peek(&self, h: Handle, buf: &mut [u8]) -> Result<usize, Error> {
+        self.conn(h)?.peek(buf, self.copy)
+    }
     /// Half-close: FIN after queued data (shutdown(SHUT_WR)).
     pub fn shutdown_write(&mut self, h: Handle) -> Result<(), Error> {
         let c = self.conn_mut(h)?;

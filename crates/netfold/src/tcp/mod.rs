@@ -138,6 +138,7 @@ use crate::wire::Ipv4Addr;
 /// | `send`                       | `InvalidHandle`, `WouldBlock` (ring full), `NotConnected` (CLOSED/LISTEN), `BrokenPipe` (after shutdown/FIN), or the error that ended the connection: `ConnectionRefused`, `ConnectionReset`, `TimedOut` |
 /// | `recv`                       | `InvalidHandle`, `WouldBlock` (nothing yet), `NotConnected` (closed without data or FIN), or the ending error once (`ConnectionRefused`, `ConnectionReset`, `TimedOut`) |
 /// | `shutdown_write`             | `InvalidHandle`, `NotConnected`, or the ending error       |
+/// | `peek`                       | as `recv`; the ending error is reported but not consumed   |
 /// | `close`, `abort`, queries    | `InvalidHandle`                                            |
 /// | `take_error`                 | `InvalidHandle` (returns the ending error as `Ok(Some)`)   |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
