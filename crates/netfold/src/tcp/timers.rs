@@ -51,6 +51,22 @@ impl Timers {
         }
     }
 
+    /// The earliest deadline, with the keepalive deadline (derived from the connection's
+    /// state) taken into account.
+    pub fn earliest(&self, keepalive: Option<Instant>) -> Option<Instant> {
+        [
+            self.time_wait,
+            self.rto,
+            self.pto,
+            self.delack,
+            self.persist,
+            keepalive,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
     /// Stops every timer (the connection reached CLOSED).
     pub fn stop_all(&mut self) {
         self.rto = None;
@@ -227,16 +243,6 @@ impl Conn {
 
     /// The earliest timer of this connection.
     pub fn next_timer(&self) -> Option<Instant> {
-        [
-            self.timers.time_wait,
-            self.timers.rto,
-            self.timers.pto,
-            self.timers.delack,
-            self.timers.persist,
-            self.keepalive_deadline(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        self.timers.earliest(self.keepalive_deadline())
     }
 }
