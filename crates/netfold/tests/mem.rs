@@ -268,17 +268,17 @@ proptest! {
     }
 }
 
-/// The baseline switch changes how, never what: same bytes, same sums.
+/// The baseline copy mode changes how, never what: same bytes, same sums.
 #[test]
 fn baseline_mode_gives_identical_results() {
+    use netfold::mem::CopyMode;
     let src: Vec<u8> = (0..5000u32).map(|i| (i * 131 + 7) as u8).collect();
     let mut a = vec![0u8; 5000];
     let mut b = vec![0u8; 5000];
-    let fused = netfold::mem::copy_with_checksum(&mut a[3..], &src[1..4001]);
-    netfold::mem::set_baseline(true);
-    assert!(netfold::mem::baseline());
-    let two_pass = netfold::mem::copy_with_checksum(&mut b[3..], &src[1..4001]);
-    netfold::mem::set_baseline(false);
+    let fused = CopyMode::Kernels.copy_with_checksum(&mut a[3..], &src[1..4001]);
+    let baseline = CopyMode::Baseline;
+    assert_eq!(baseline, CopyMode::Baseline);
+    let two_pass = baseline.copy_with_checksum(&mut b[3..], &src[1..4001]);
     assert_eq!(fused, two_pass);
     assert_eq!(a, b);
     assert_eq!(fused, netfold::mem::checksum(&src[1..4001]));

@@ -117,9 +117,10 @@ pub struct Params {
     pub pin: Pin,
     /// netfold: GRO on the receive path (`--gro on|off`).
     pub gro: bool,
-    /// netfold: the 2002 baseline data path (memcpy + separate checksum pass) instead of
-    /// netfold's copy kernels and fused copy+checksum (`--copy baseline`).
-    pub copy_baseline: bool,
+    /// netfold: the copy path of the netfold stacks (`StackConfig::copy_mode`): its copy
+    /// kernels with the fused copy+checksum, or the 2002 baseline (memcpy + separate checksum
+    /// pass, `--copy baseline`).
+    pub copy_mode: netfold::mem::CopyMode,
 }
 
 impl Default for Params {
@@ -142,7 +143,7 @@ impl Default for Params {
             threads: 1,
             pin: Pin::Split,
             gro: true,
-            copy_baseline: false,
+            copy_mode: netfold::mem::CopyMode::Kernels,
         }
     }
 }

@@ -16,8 +16,15 @@ use std::net::SocketAddrV4;
 pub const CLIENT_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 pub const SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 
-pub fn stack_config(addr: Ipv4Addr, mac_last: u8, mtu: usize) -> StackConfig {
+/// A netfold stack's configuration for a run: address, MTU and the copy path (`--copy`).
+pub fn stack_config(
+    addr: Ipv4Addr,
+    mac_last: u8,
+    mtu: usize,
+    copy_mode: netfold::mem::CopyMode,
+) -> StackConfig {
     StackConfig {
+        copy_mode,
         addr,
         prefix_len: 24,
         mac: EthernetAddress([0x02, 0, 0, 0, 0, mac_last]),
@@ -75,11 +82,11 @@ impl NetfoldNet {
         NetfoldNet {
             client: Stack::new(StackConfig {
                 gro: p.gro,
-                ..stack_config(CLIENT_ADDR, 1, p.mtu)
+                ..stack_config(CLIENT_ADDR, 1, p.mtu, p.copy_mode)
             }),
             server: Stack::new(StackConfig {
                 gro: p.gro,
-                ..stack_config(SERVER_ADDR, 2, p.mtu)
+                ..stack_config(SERVER_ADDR, 2, p.mtu, p.copy_mode)
             }),
             end_c,
             end_s,

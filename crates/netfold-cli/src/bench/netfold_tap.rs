@@ -67,7 +67,7 @@ fn run_with(p: &Params, ns: &NetNs, tap: Tap) -> Result<Measurement, BoxErr> {
         };
         p.pin.apply(false);
         let mut node = Node::new(
-            Stack::new(stack_config(NETFOLD_ADDR, 2, p.mtu)),
+            Stack::new(stack_config(NETFOLD_ADDR, 2, p.mtu, p.copy_mode)),
             tap,
             WallInstant::now(),
             Arc::clone(&abort),

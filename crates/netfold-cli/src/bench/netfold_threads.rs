@@ -160,7 +160,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     let mut server_node = Node::new(
         Stack::new(netfold::iface::StackConfig {
             gro: p.gro,
-            ..stack_config(SERVER_ADDR, 2, p.mtu)
+            ..stack_config(SERVER_ADDR, 2, p.mtu, p.copy_mode)
         }),
         end_s,
         epoch,
@@ -192,7 +192,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     let mut node = Node::new(
         Stack::new(netfold::iface::StackConfig {
             gro: p.gro,
-            ..stack_config(CLIENT_ADDR, 1, p.mtu)
+            ..stack_config(CLIENT_ADDR, 1, p.mtu, p.copy_mode)
         }),
         end_c,
         epoch,

@@ -216,7 +216,11 @@ pub fn params(a: &Args, test: Test, send_size: u64) -> Result<Params, String> {
         threads: a.threads as usize,
         pin: a.pin,
         gro: a.gro,
-        copy_baseline: a.copy == CopyMode::Baseline,
+        copy_mode: if a.copy == CopyMode::Baseline {
+            netfold::mem::CopyMode::Baseline
+        } else {
+            netfold::mem::CopyMode::Kernels
+        },
     })
 }
 
@@ -226,11 +230,9 @@ pub fn run_once(
     link: KernelLink,
     p: &Params,
 ) -> Result<(Measurement, String, usize), Box<dyn std::error::Error>> {
-    // The baseline switch is process-wide: on only while a netfold run that asked for it runs.
-    netfold::mem::set_baseline(stack == StackKind::Netfold && p.copy_baseline);
-    let r = run_stack(stack, link, p);
-    netfold::mem::set_baseline(false);
-    r
+    // The copy path is configuration of the netfold stacks a run builds
+    // (`StackConfig::copy_mode` from `Params::copy_mode`); other stacks ignore it.
+    run_stack(stack, link, p)
 }
 
 fn run_stack(

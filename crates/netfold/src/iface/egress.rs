@@ -307,10 +307,15 @@ impl Egress {
         }
         let hlen = tcp_wire::header_len(&seg.repr);
         let total = seg.payload.0.len() + seg.payload.1.len();
-        let max = if self.tso {
+        // Pieces carry at most the engine's `gso_size` (the effective send MSS, RFC 9293
+        // §3.7.1) and fit the MTU; a TSO device cuts at its MTU, so it only gets super-segments
+        // whose size the MTU already bounds.
+        let mtu_max = self.mtu.saturating_sub(IP_LEN + hlen);
+        let gso_size = usize::from(seg.gso_size);
+        let max = if self.tso && gso_size >= mtu_max {
             65535 - IP_LEN - hlen
         } else {
-            self.mtu.saturating_sub(IP_LEN + hlen)
+            mtu_max.min(if gso_size == 0 { mtu_max } else { gso_size })
         };
         // The header is built once per segment from the engine; each GSO piece copies it and
         // patches sequence number, flags and checksum (Linux `tcp_gso_segment` does the same
@@ -517,6 +522,7 @@ mod tests {
             dst: Ipv4Addr::new(198, 18, 0, 2),
             repr,
             payload: (a, b),
+            gso_size: 1460,
         };
         assert!(eg.emit_tcp(Instant::ZERO, &seg));
         assert_eq!(eg.tx.len(), 3);
@@ -550,6 +556,7 @@ mod tests {
                 ..TcpRepr::default()
             },
             payload: (&[1, 2, 3], &[]),
+            gso_size: 1460,
         };
         assert!(eg.emit_tcp(Instant::ZERO, &seg));
         assert!(!eg.emit_tcp(Instant::ZERO, &seg));

@@ -245,6 +245,7 @@ impl Stack {
         };
         let mut tcp = TcpLayer::new(config.tcp_secret);
         tcp.set_gso_segs(if config.gso { GSO_SEGS } else { 1 });
+        tcp.set_copy_mode(config.copy_mode);
         Stack {
             tcp,
             udp: UdpTable::new(config.udp_queue_limit, config.udp_max_sockets),

@@ -26,25 +26,7 @@ mod x86_csum;
 
 pub use combine::{checksum_add, checksum_combine, checksum_update, ipv4_pseudo_header_sum};
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
-
-/// The 2002 baseline switch: when set, [`copy`] is the C library's `memcpy` and
-/// [`copy_with_checksum`] copies then checksums in two passes — what a stack without netfold's
-/// copy kernels and without the fused checksum does. It exists so that the benchmark can show
-/// the difference inside a running stack (seed 000 Figures 5-6, "with and without the copy
-/// patch"); it is process-wide and off by default.
-static BASELINE: AtomicBool = AtomicBool::new(false);
-
-/// Turns the baseline (memcpy + separate checksum pass) on or off for the whole process.
-pub fn set_baseline(on: bool) {
-    BASELINE.store(on, Ordering::Relaxed);
-}
-
-/// Whether the baseline is on (see [`set_baseline`]).
-pub fn baseline() -> bool {
-    BASELINE.load(Ordering::Relaxed)
-}
 
 /// Which copy path a stack uses: netfold's kernels with the checksum folded into the copy, or
 /// the 2002 baseline (the C library's `memcpy` and a separate checksum pass) that the
@@ -213,10 +195,6 @@ pub fn selected_kernels() -> &'static str {
 pub fn copy(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
     let dst = &mut dst[..n];
-    if baseline() {
-        dst.copy_from_slice(src);
-        return;
-    }
     #[cfg(target_arch = "x86_64")]
     if n <= 64 {
         // SAFETY: n <= 64; both slices hold `n` bytes and cannot overlap. Baseline x86_64
@@ -266,10 +244,6 @@ pub fn checksum_with_initial(initial: u16, data: &[u8]) -> u16 {
 pub fn copy_with_checksum(dst: &mut [u8], src: &[u8]) -> u16 {
     let n = src.len();
     let dst = &mut dst[..n];
-    if baseline() {
-        dst.copy_from_slice(src);
-        return checksum(dst);
-    }
     let d = dispatch();
     if n <= MAX_CHUNK {
         // SAFETY: equal-length, non-overlapping valid ranges of at most MAX_CHUNK bytes;

@@ -5,45 +5,65 @@
 //!   out-of-order ranges are filled. Out-of-order data therefore costs no extra memory and is
 //!   bounded by the receive window.
 
-/// Ring storage is recycled, not freed (seed 000 §4.2): a connection's rings go back to a
-/// per-thread cache when it ends and the next connection on that thread takes them. Without it
+use crate::mem::CopyMode;
+
+/// Idle ring buffers kept by one [`RingCache`], and the most bytes they may hold together.
+const CACHE_MAX_BUFFERS: usize = 64;
+const CACHE_MAX_BYTES: usize = 64 << 20;
+
+/// Ring storage is recycled, not freed (seed 000 §4.2): a connection's rings go back to its
+/// stack's cache when it ends and the next connection of that stack takes them. Without it
 /// every connection zero-filled two fresh 256 KiB buffers, and TCP_CRR spent over half its time
 /// in page faults and memset. Contents are never read beyond what the ring has written, so a
 /// recycled buffer needs no clearing.
-mod storage {
-    use std::cell::RefCell;
+///
+/// The cache is owned by the [`TcpLayer`](super::TcpLayer) (one per stack, no hidden global):
+/// rings are taken from it when a connection's buffers are allocated and given back explicitly
+/// (`release`); a ring that is simply dropped frees its memory.
+#[derive(Debug, Default)]
+pub struct RingCache {
+    idle: Vec<Vec<u8>>,
+    bytes: usize,
+}
 
-    /// Idle buffers kept per thread, and the most bytes they may hold together.
-    const MAX_BUFFERS: usize = 64;
-    const MAX_BYTES: usize = 64 << 20;
-
-    thread_local! {
-        static CACHE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+impl RingCache {
+    pub fn new() -> Self {
+        RingCache::default()
     }
 
     /// A buffer of exactly `cap` bytes: a cached one if any has that size, else a new one.
-    pub fn take(cap: usize) -> Vec<u8> {
-        let hit = CACHE.with(|c| {
-            let mut c = c.borrow_mut();
-            let i = c.iter().position(|b| b.len() == cap)?;
-            Some(c.swap_remove(i))
-        });
-        hit.unwrap_or_else(|| vec![0; cap])
+    pub fn take(&mut self, cap: usize) -> Vec<u8> {
+        if cap == 0 {
+            return Vec::new();
+        }
+        match self.idle.iter().position(|b| b.len() == cap) {
+            Some(i) => {
+                let b = self.idle.swap_remove(i);
+                self.bytes -= b.len();
+                b
+            }
+            None => vec![0; cap],
+        }
     }
 
     /// Returns a buffer to the cache (dropped if the cache is full).
-    pub fn give(buf: Vec<u8>) {
+    pub fn give(&mut self, buf: Vec<u8>) {
         if buf.is_empty() {
             return;
         }
-        let _ = CACHE.try_with(|c| {
-            if let Ok(mut c) = c.try_borrow_mut() {
-                let bytes: usize = c.iter().map(Vec::len).sum();
-                if c.len() < MAX_BUFFERS && bytes + buf.len() <= MAX_BYTES {
-                    c.push(buf);
-                }
-            }
-        });
+        if self.idle.len() < CACHE_MAX_BUFFERS && self.bytes + buf.len() <= CACHE_MAX_BYTES {
+            self.bytes += buf.len();
+            self.idle.push(buf);
+        }
+    }
+
+    /// Buffers held now (for tests and diagnostics).
+    pub fn len(&self) -> usize {
+        self.idle.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.idle.is_empty()
     }
 }
 
@@ -56,9 +76,18 @@ pub struct SendRing {
 }
 
 impl SendRing {
+    /// A ring with fresh (zeroed) storage of `cap` bytes.
     pub fn with_capacity(cap: usize) -> Self {
         SendRing {
-            buf: storage::take(cap),
+            buf: vec![0; cap],
+            head: 0,
+            len: 0,
+        }
+    }
+    /// A ring with storage of `cap` bytes from `cache`.
+    pub fn from_cache(cap: usize, cache: &mut RingCache) -> Self {
+        SendRing {
+            buf: cache.take(cap),
             head: 0,
             len: 0,
         }
@@ -75,8 +104,8 @@ impl SendRing {
     pub fn free(&self) -> usize {
         self.buf.len() - self.len
     }
-    /// Appends as much of `data` as fits; returns the count.
-    pub fn push(&mut self, data: &[u8]) -> usize {
+    /// Appends as much of `data` as fits, copying with `mode`; returns the count.
+    pub fn push(&mut self, data: &[u8], mode: CopyMode) -> usize {
         let cap = self.buf.len();
         let n = data.len().min(self.free());
         if n == 0 {
@@ -84,8 +113,8 @@ impl SendRing {
         }
         let tail = (self.head + self.len) % cap;
         let first = n.min(cap - tail);
-        self.buf[tail..tail + first].copy_from_slice(&data[..first]);
-        self.buf[..n - first].copy_from_slice(&data[first..n]);
+        mode.copy(&mut self.buf[tail..tail + first], &data[..first]);
+        mode.copy(&mut self.buf[..n - first], &data[first..n]);
         self.len += n;
         n
     }
@@ -112,17 +141,11 @@ impl SendRing {
             self.head = 0;
         }
     }
-    /// Releases the storage (connection finished; nothing more will be sent).
-    pub fn release(&mut self) {
-        storage::give(std::mem::take(&mut self.buf));
+    /// Releases the storage into `cache` (connection finished; nothing more will be sent).
+    pub fn release(&mut self, cache: &mut RingCache) {
+        cache.give(std::mem::take(&mut self.buf));
         self.head = 0;
         self.len = 0;
-    }
-}
-
-impl Drop for SendRing {
-    fn drop(&mut self) {
-        storage::give(std::mem::take(&mut self.buf));
     }
 }
 
@@ -222,9 +245,19 @@ pub struct RecvRing {
 }
 
 impl RecvRing {
+    /// A ring with fresh (zeroed) storage of `cap` bytes.
     pub fn with_capacity(cap: usize) -> Self {
         RecvRing {
-            buf: storage::take(cap),
+            buf: vec![0; cap],
+            head: 0,
+            len: 0,
+            asm: Assembler::new(),
+        }
+    }
+    /// A ring with storage of `cap` bytes from `cache`.
+    pub fn from_cache(cap: usize, cache: &mut RingCache) -> Self {
+        RecvRing {
+            buf: cache.take(cap),
             head: 0,
             len: 0,
             asm: Assembler::new(),
@@ -243,13 +276,18 @@ impl RecvRing {
     /// Writes `data` at `off` bytes past RCV.NXT and returns how many bytes became in-order
     /// (RCV.NXT must advance by that much). `None` if the assembler is full (segment dropped).
     /// The caller trims `data` so that `len + off + data.len() <= capacity`.
-    pub fn write_at(&mut self, off: usize, data: &[u8]) -> Option<usize> {
+    pub fn write_at(&mut self, off: usize, data: &[u8], mode: CopyMode) -> Option<usize> {
         let parts = [data];
-        self.write_payload_at(off, super::Payload::new(&parts))
+        self.write_payload_at(off, super::Payload::new(&parts), mode)
     }
 
     /// `write_at` for a payload that may span several slices (GRO-merged segments).
-    pub fn write_payload_at(&mut self, off: usize, data: super::Payload<'_>) -> Option<usize> {
+    pub fn write_payload_at(
+        &mut self,
+        off: usize,
+        data: super::Payload<'_>,
+        mode: CopyMode,
+    ) -> Option<usize> {
         let cap = self.buf.len();
         let data = data.slice(0, cap.saturating_sub(self.len + off));
         if data.is_empty() {
@@ -261,9 +299,9 @@ impl RecvRing {
         let start = (self.head + self.len + off) % cap;
         let first = data.len().min(cap - start);
         data.slice(0, first)
-            .copy_to(&mut self.buf[start..start + first]);
+            .copy_with(mode, &mut self.buf[start..start + first]);
         data.slice(first, data.len())
-            .copy_to(&mut self.buf[..data.len() - first]);
+            .copy_with(mode, &mut self.buf[..data.len() - first]);
         let advanced = if off == 0 {
             self.asm.shift(data.len());
             data.len() + self.asm.pop_front()
@@ -273,31 +311,40 @@ impl RecvRing {
         self.len += advanced;
         Some(advanced)
     }
-    /// Copies in-order bytes out to `out`; returns the count.
-    pub fn read(&mut self, out: &mut [u8]) -> usize {
+    /// Copies in-order bytes out to `out` with `mode` without consuming them (MSG_PEEK);
+    /// returns the count.
+    pub fn peek(&self, out: &mut [u8], mode: CopyMode) -> usize {
         let cap = self.buf.len();
         let n = out.len().min(self.len);
         if n == 0 {
             return 0;
         }
         let first = n.min(cap - self.head);
-        out[..first].copy_from_slice(&self.buf[self.head..self.head + first]);
-        out[first..n].copy_from_slice(&self.buf[..n - first]);
+        mode.copy(&mut out[..first], &self.buf[self.head..self.head + first]);
+        mode.copy(&mut out[first..n], &self.buf[..n - first]);
+        n
+    }
+
+    /// Copies in-order bytes out to `out` with `mode`; returns the count.
+    pub fn read(&mut self, out: &mut [u8], mode: CopyMode) -> usize {
+        let cap = self.buf.len();
+        let n = out.len().min(self.len);
+        if n == 0 {
+            return 0;
+        }
+        let first = n.min(cap - self.head);
+        mode.copy(&mut out[..first], &self.buf[self.head..self.head + first]);
+        mode.copy(&mut out[first..n], &self.buf[..n - first]);
         self.head = (self.head + n) % cap;
         self.len -= n;
         n
     }
-    pub fn release(&mut self) {
-        storage::give(std::mem::take(&mut self.buf));
+    /// Releases the storage into `cache` (nobody will read any more).
+    pub fn release(&mut self, cache: &mut RingCache) {
+        cache.give(std::mem::take(&mut self.buf));
         self.head = 0;
         self.len = 0;
         self.asm.clear();
-    }
-}
-
-impl Drop for RecvRing {
-    fn drop(&mut self) {
-        storage::give(std::mem::take(&mut self.buf));
     }
 }
 
@@ -308,9 +355,9 @@ mod tests {
     #[test]
     fn send_ring_wraps() {
         let mut r = SendRing::with_capacity(8);
-        assert_eq!(r.push(b"abcdef"), 6);
+        assert_eq!(r.push(b"abcdef", CopyMode::Kernels), 6);
         r.consume(4);
-        assert_eq!(r.push(b"ghijklmn"), 6);
+        assert_eq!(r.push(b"ghijklmn", CopyMode::Kernels), 6);
         let (a, b) = r.slices(0, 8);
         let mut v = a.to_vec();
         v.extend_from_slice(b);
@@ -345,16 +392,16 @@ mod tests {
     #[test]
     fn recv_ring_reassembles() {
         let mut r = RecvRing::with_capacity(10);
-        assert_eq!(r.write_at(3, b"def"), Some(0));
-        assert_eq!(r.write_at(0, b"abc"), Some(6));
+        assert_eq!(r.write_at(3, b"def", CopyMode::Kernels), Some(0));
+        assert_eq!(r.write_at(0, b"abc", CopyMode::Kernels), Some(6));
         let mut out = [0u8; 4];
-        assert_eq!(r.read(&mut out), 4);
+        assert_eq!(r.read(&mut out, CopyMode::Kernels), 4);
         assert_eq!(&out, b"abcd");
         // wraps: 2 in-order bytes at head 4; write 8 more (capacity 10)
-        assert_eq!(r.write_at(4, b"ijkl"), Some(0));
-        assert_eq!(r.write_at(0, b"ghXX"), Some(8)); // overlap rewrites same position
+        assert_eq!(r.write_at(4, b"ijkl", CopyMode::Kernels), Some(0));
+        assert_eq!(r.write_at(0, b"ghXX", CopyMode::Kernels), Some(8)); // overlap rewrites same position
         let mut out = [0u8; 10];
-        assert_eq!(r.read(&mut out), 10);
+        assert_eq!(r.read(&mut out, CopyMode::Kernels), 10);
         assert_eq!(&out, b"efghXXijkl");
     }
 }

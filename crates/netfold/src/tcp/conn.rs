@@ -1,11 +1,15 @@
 //! One connection's transmission control block (RFC 9293 §3.3.1) and its user-facing calls.
 //! Segment arrival is in `input.rs`, segment generation in `output.rs`, timers in `timers.rs`.
 
-use super::buffer::{RecvRing, SendRing};
+use super::buffer::{RecvRing, RingCache, SendRing};
 use super::cc::Cc;
+use super::recv::RecvSeq;
 use super::rtt::RttEstimator;
 use super::sack::{RxtTracker, SackHistory, Scoreboard};
-use super::{isn, seq, Config, Error, IcmpError, State, Stats};
+use super::send::SendSeq;
+use super::timers::Timers;
+use super::{isn, Config, Error, IcmpError, State, Stats};
+use crate::mem::CopyMode;
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr};
 use crate::wire::Ipv4Addr;
@@ -54,6 +58,10 @@ pub struct Ctx<'a> {
     pub stats: &'a mut Stats,
     pub rsts: &'a mut RstQueue,
     pub challenge: &'a mut ChallengeLimiter,
+    /// The stack's ring cache (buffers of connections completing a handshake come from it).
+    pub rings: &'a mut RingCache,
+    /// The stack's copy path for data entering the receive ring.
+    pub copy: CopyMode,
 }
 
 impl Ctx<'_> {
@@ -109,6 +117,18 @@ pub enum Event {
     Dropped,
 }
 
+/// RFC 7323 timestamp state.
+#[derive(Debug, Clone, Copy)]
+pub struct Timestamps {
+    /// Both SYNs carried the option (RFC 7323 §3.2).
+    pub enabled: bool,
+    /// Per-connection offset added to our clock (RFC 7323 §5.4).
+    pub offset: u32,
+    /// TS.Recent (RFC 7323 §4.3) and when it was taken (§5.5: invalid after 24 days).
+    pub recent: u32,
+    pub recent_at: Instant,
+}
+
 /// Loss recovery in progress (RFC 6675 §5 with SACK, RFC 6582 without).
 #[derive(Debug, Clone, Copy)]
 pub struct Recovery {
@@ -121,6 +141,19 @@ pub struct Recovery {
     pub rxt_una: bool,
 }
 
+/// The transmission control block: the connection's identity and settings, then its named
+/// parts — the send sequence space ([`SendSeq`]), the receive sequence space ([`RecvSeq`]),
+/// the timers ([`Timers`]) and the timestamp state ([`Timestamps`]) — followed by loss
+/// recovery and ACK bookkeeping. The parts keep the RFC 9293 §3.3.1 names:
+///
+/// | RFC 9293     | here            | RFC 9293     | here              |
+/// |--------------|-----------------|--------------|-------------------|
+/// | SND.UNA      | `snd.una`       | RCV.NXT      | `rcv.nxt`         |
+/// | SND.NXT      | `snd.nxt`       | RCV.WND      | `rcv.adv - rcv.nxt` (as last advertised) |
+/// | SND.WND      | `snd.wnd`       | IRS          | `rcv.irs`         |
+/// | SND.WL1/WL2  | `snd.wl1/wl2`   | Last.ACK.sent (RFC 7323) | `rcv.last_ack_sent` |
+/// | ISS          | `snd.iss`       | Rcv.Wind.Shift (RFC 7323) | `rcv.wscale` |
+/// | Eff.snd.MSS  | `snd.mss`       | Snd.Wind.Shift (RFC 7323) | `snd.wscale` |
 #[derive(Debug)]
 pub struct Conn {
     /// Segments one transmission may span (GSO, set by the layer from the stack's
@@ -140,46 +173,17 @@ pub struct Conn {
     /// Counted in the parent listener's SYN queue (half-open).
     pub in_syn_queue: bool,
 
-    // Send sequence space (RFC 9293 §3.3.1).
-    pub iss: u32,
-    pub snd_una: u32,
-    pub snd_nxt: u32,
-    /// Highest sequence number sent + 1 (snd_nxt may be rewound by an RTO).
-    pub snd_max: u32,
-    pub snd_wnd: u32,
-    pub max_snd_wnd: u32,
-    pub snd_wl1: u32,
-    pub snd_wl2: u32,
-    /// Peer's window shift (applied to its window field) and ours (RFC 7323 §2).
-    pub snd_wscale: u8,
-    pub rcv_wscale: u8,
+    /// Send sequence space (RFC 9293 §3.3.1) and the send ring.
+    pub snd: SendSeq,
+    /// Receive sequence space (RFC 9293 §3.3.1) and the receive ring.
+    pub rcv: RecvSeq,
+    /// RTO, delayed ACK, persist, keepalive, TIME-WAIT and TLP deadlines.
+    pub timers: Timers,
+    /// RFC 7323 timestamps.
+    pub ts: Timestamps,
+
     /// Both SYNs carried a window-scale option (RFC 7323 §2.2).
     pub ws_ok: bool,
-    /// Sequence number of the first byte in `snd`.
-    pub snd_buf_seq: u32,
-    pub snd: SendRing,
-    /// shutdown_write()/close() was called: a FIN follows the queued data.
-    pub fin_queued: bool,
-
-    // Receive sequence space.
-    pub irs: u32,
-    pub rcv_nxt: u32,
-    /// Right edge of the window we last advertised.
-    pub rcv_adv: u32,
-    pub last_ack_sent: u32,
-    pub rcv: RecvRing,
-    /// The peer's FIN sequence number, when its FIN arrived (maybe ahead of missing data).
-    pub rcv_fin: Option<u32>,
-    pub fin_received: bool,
-
-    pub mss: u32,
-    /// Largest segment seen from the peer (for "ACK every second full-sized segment").
-    pub rcv_mss: u32,
-
-    pub ts_enabled: bool,
-    pub ts_offset: u32,
-    pub ts_recent: u32,
-    pub ts_recent_at: Instant,
     pub sack_ok: bool,
 
     pub rtt: RttEstimator,
@@ -194,16 +198,6 @@ pub struct Conn {
     pub rxt: RxtTracker,
     pub sack_hist: SackHistory,
 
-    pub rto_at: Option<Instant>,
-    pub delack_at: Option<Instant>,
-    pub persist_at: Option<Instant>,
-    pub timewait_at: Option<Instant>,
-    pub retries: u32,
-    pub persist_backoff: u32,
-    pub probes_unanswered: u32,
-    pub ka_probes: u32,
-    pub last_ka: Instant,
-    pub last_rx: Instant,
     /// When data was last sent (RFC 5681 §4.1 restart after idle).
     pub last_data_tx: Instant,
 
@@ -217,9 +211,8 @@ pub struct Conn {
     pub last_oow_ack: Option<Instant>,
     pub unacked_bytes: usize,
     pub persist_probe_due: bool,
-    /// RFC 8985 §7 tail loss probe: probe timeout, probe due, and the episode in progress
+    /// RFC 8985 §7 tail loss probe: probe due, and the episode in progress
     /// (TLP.end_seq, whether the probe was a retransmission).
-    pub pto_at: Option<Instant>,
     pub tlp_due: bool,
     pub tlp_end: Option<(u32, bool)>,
     pub keepalive_due: bool,
@@ -227,8 +220,6 @@ pub struct Conn {
     pub error_reported: bool,
     /// Queued on the layer's active list.
     pub in_active: bool,
-    /// The deadline under which this connection sits in the layer's timer heap.
-    pub timer_reg: Option<Instant>,
 }
 
 fn sanitize(mut c: Config) -> Config {
@@ -255,6 +246,7 @@ impl Conn {
         remote: SocketAddrV4,
         config: Config,
         passive: bool,
+        rings: &mut RingCache,
     ) -> Self {
         let config = sanitize(config);
         let iss = isn::isn(secret, now, local, remote);
@@ -275,38 +267,32 @@ impl Conn {
             owned: false,
             user_closed: false,
             in_syn_queue: false,
-            iss,
-            snd_una: iss,
-            snd_nxt: iss,
-            snd_max: iss,
-            snd_wnd: 0,
-            max_snd_wnd: 0,
-            snd_wl1: 0,
-            snd_wl2: 0,
-            snd_wscale: 0,
-            rcv_wscale,
-            ws_ok: false,
-            snd_buf_seq: iss.wrapping_add(1),
-            snd: SendRing::with_capacity(if passive { 0 } else { config.send_buffer }),
-            fin_queued: false,
-            irs: 0,
-            rcv_nxt: 0,
-            rcv_adv: 0,
-            last_ack_sent: 0,
+            snd: SendSeq::new(
+                iss,
+                mss.clamp(64, DEFAULT_MSS),
+                SendRing::from_cache(if passive { 0 } else { config.send_buffer }, rings),
+            ),
             // Slack of one window-scale unit: the advertised window is rounded up.
-            rcv: RecvRing::with_capacity(if passive {
-                0
-            } else {
-                config.recv_buffer + (1usize << rcv_wscale)
-            }),
-            rcv_fin: None,
-            fin_received: false,
-            mss: mss.clamp(64, DEFAULT_MSS),
-            rcv_mss: DEFAULT_MSS.min(mss),
-            ts_enabled: false,
-            ts_offset: isn::ts_offset(secret, local, remote),
-            ts_recent: 0,
-            ts_recent_at: now,
+            rcv: RecvSeq::new(
+                rcv_wscale,
+                DEFAULT_MSS.min(mss),
+                RecvRing::from_cache(
+                    if passive {
+                        0
+                    } else {
+                        config.recv_buffer + (1usize << rcv_wscale)
+                    },
+                    rings,
+                ),
+            ),
+            timers: Timers::new(now),
+            ts: Timestamps {
+                enabled: false,
+                offset: isn::ts_offset(secret, local, remote),
+                recent: 0,
+                recent_at: now,
+            },
+            ws_ok: false,
             sack_ok: false,
             rtt: RttEstimator::new(config.rto_initial, config.rto_min),
             rtt_timing: None,
@@ -317,16 +303,6 @@ impl Conn {
             scoreboard: Scoreboard::new(),
             rxt: RxtTracker::default(),
             sack_hist: SackHistory::default(),
-            rto_at: None,
-            delack_at: None,
-            persist_at: None,
-            timewait_at: None,
-            retries: 0,
-            persist_backoff: 0,
-            probes_unanswered: 0,
-            ka_probes: 0,
-            last_ka: now,
-            last_rx: now,
             last_data_tx: now,
             ack_now: false,
             ack_snaps: [(0, 0); 8],
@@ -334,14 +310,12 @@ impl Conn {
             last_oow_ack: None,
             unacked_bytes: 0,
             persist_probe_due: false,
-            pto_at: None,
             tlp_due: false,
             tlp_end: None,
             keepalive_due: false,
             error: None,
             error_reported: false,
             in_active: false,
-            timer_reg: None,
         }
     }
 
@@ -352,8 +326,9 @@ impl Conn {
         local: SocketAddrV4,
         remote: SocketAddrV4,
         config: Config,
+        rings: &mut RingCache,
     ) -> Self {
-        let mut c = Conn::new(now, secret, local, remote, config, false);
+        let mut c = Conn::new(now, secret, local, remote, config, false, rings);
         c.state = State::SynSent;
         c.owned = true;
         c
@@ -368,60 +343,89 @@ impl Conn {
         config: Config,
         syn: &TcpRepr,
     ) -> Self {
-        let mut c = Conn::new(now, secret, local, remote, config, true);
+        let mut c = Conn::new(
+            now,
+            secret,
+            local,
+            remote,
+            config,
+            true,
+            &mut RingCache::new(),
+        );
         c.state = State::SynReceived;
-        c.irs = syn.seq;
-        c.rcv_nxt = syn.seq.wrapping_add(1);
-        c.rcv_adv = c.rcv_nxt;
-        c.last_ack_sent = c.rcv_nxt;
+        c.rcv.sync(syn.seq);
         c.negotiate(now, syn);
         // The SYN window field is never scaled (RFC 7323 §2.2).
-        c.snd_wnd = u32::from(syn.window);
-        c.max_snd_wnd = c.snd_wnd;
-        c.snd_wl1 = syn.seq;
-        c.snd_wl2 = c.iss;
+        c.snd.wnd = u32::from(syn.window);
+        c.snd.max_wnd = c.snd.wnd;
+        c.snd.wl1 = syn.seq;
+        c.snd.wl2 = c.snd.iss;
         c
     }
 
     /// Passive opens allocate their buffers only when the handshake completes, so a SYN flood
     /// costs a small control block per half-open connection, not two buffers.
-    pub fn alloc_buffers(&mut self) {
-        if self.snd.capacity() == 0 && self.snd.is_empty() {
-            self.snd = SendRing::with_capacity(self.config.send_buffer);
+    pub fn alloc_buffers(&mut self, rings: &mut RingCache) {
+        if self.snd.ring.capacity() == 0 && self.snd.ring.is_empty() {
+            self.snd.ring = SendRing::from_cache(self.config.send_buffer, rings);
         }
-        if self.rcv.capacity() == 0 {
-            self.rcv =
-                RecvRing::with_capacity(self.config.recv_buffer + (1usize << self.rcv_wscale));
+        if self.rcv.ring.capacity() == 0 {
+            self.rcv.ring =
+                RecvRing::from_cache(self.config.recv_buffer + (1usize << self.rcv.wscale), rings);
         }
+    }
+
+    /// Gives ring storage nobody can use any more back to the stack's cache: the send ring of
+    /// a connection in CLOSED or TIME-WAIT (nothing more will be sent), and the receive ring
+    /// once the connection is closed and either the application closed it or an error means
+    /// there is nothing left to read. The layer calls this after every input, timer run and
+    /// user call, and `release_all` when it frees the connection.
+    pub fn reclaim_buffers(&mut self, rings: &mut RingCache) {
+        match self.state {
+            State::Closed => {
+                self.snd.ring.release(rings);
+                if self.error.is_some() || self.user_closed {
+                    self.rcv.ring.release(rings);
+                }
+            }
+            State::TimeWait => self.snd.ring.release(rings),
+            _ => {}
+        }
+    }
+
+    /// Gives both rings back to the stack's cache (the connection is being freed).
+    pub fn release_all(&mut self, rings: &mut RingCache) {
+        self.snd.ring.release(rings);
+        self.rcv.ring.release(rings);
     }
 
     /// Applies the peer's SYN options (RFC 9293 §3.7.1 MSS, RFC 7323 §2.2/§3.2, RFC 2018 §2).
     pub fn negotiate(&mut self, now: Instant, syn: &TcpRepr) {
         let o = &syn.options;
         let peer_mss = o.mss.map_or(DEFAULT_MSS, u32::from).max(64);
-        self.mss = peer_mss.min(u32::from(self.config.mss));
+        self.snd.mss = peer_mss.min(u32::from(self.config.mss));
         match (self.config.window_scaling, o.window_scale) {
             (true, Some(ws)) => {
                 // §2.3: a shift above 14 is used as 14.
-                self.snd_wscale = ws.min(14);
+                self.snd.wscale = ws.min(14);
                 self.ws_ok = true;
             }
             _ => {
-                self.snd_wscale = 0;
-                self.rcv_wscale = 0;
+                self.snd.wscale = 0;
+                self.rcv.wscale = 0;
             }
         }
         self.sack_ok = self.config.sack && o.sack_permitted;
         match (self.config.timestamps, o.timestamps) {
             (true, Some(ts)) => {
-                self.ts_enabled = true;
-                self.ts_recent = ts.tsval;
-                self.ts_recent_at = now;
+                self.ts.enabled = true;
+                self.ts.recent = ts.tsval;
+                self.ts.recent_at = now;
             }
-            _ => self.ts_enabled = false,
+            _ => self.ts.enabled = false,
         }
         // Re-seed the initial window now that the MSS is known (RFC 6928).
-        self.cc = Cc::new(self.config.congestion, self.mss);
+        self.cc = Cc::new(self.config.congestion, self.snd.mss);
     }
 
     pub fn is_synchronized(&self) -> bool {
@@ -433,31 +437,28 @@ impl Conn {
 
     /// Our TSval: milliseconds since the epoch plus the per-connection offset (RFC 7323 §5.4).
     pub fn ts_now(&self, now: Instant) -> u32 {
-        (now.total_millis() as u32).wrapping_add(self.ts_offset)
+        (now.total_millis() as u32).wrapping_add(self.ts.offset)
     }
 
     /// Sequence number of our FIN (valid once `fin_queued`).
     pub fn fin_seq(&self) -> u32 {
-        self.snd_buf_seq.wrapping_add(self.snd.len() as u32)
+        self.snd.fin_seq()
     }
 
     pub fn fin_acked(&self) -> bool {
-        self.fin_queued && seq::gt(self.snd_una, self.fin_seq())
+        self.snd.fin_acked()
     }
 
     /// Data or a FIN is queued and not yet acknowledged.
     pub fn send_pending(&self) -> bool {
-        seq::lt(
-            self.snd_una,
-            self.fin_seq().wrapping_add(u32::from(self.fin_queued)),
-        )
+        self.snd.pending()
     }
 
     /// Option bytes in a non-SYN segment we send now (RFC 7323 §3.2: timestamps take 10
     /// bytes + 2 NOPs; RFC 2018 §3: SACK takes 2 + 8n bytes + 2 NOPs).
     pub fn option_len(&self) -> u32 {
         let mut n = 0;
-        if self.ts_enabled {
+        if self.ts.enabled {
             n += 12;
         }
         let blocks = self.sack_blocks_to_send();
@@ -469,21 +470,21 @@ impl Conn {
 
     /// How many SACK blocks the next segment carries.
     pub fn sack_blocks_to_send(&self) -> usize {
-        if !self.sack_ok || self.rcv.asm.is_empty() {
+        if !self.sack_ok || self.rcv.ring.asm.is_empty() {
             return 0;
         }
-        let max = if self.ts_enabled { 3 } else { 4 };
+        let max = if self.ts.enabled { 3 } else { 4 };
         self.sack_hist.blocks().len().min(max)
     }
 
     /// Payload bytes per segment: RFC 9293 §3.7.1, Eff.snd.MSS minus the TCP options we add,
     /// so that header + options + data never exceed the peer's MSS + 40 (the MTU).
     pub fn seg_mss(&self) -> u32 {
-        self.mss.saturating_sub(self.option_len()).max(32)
+        self.snd.mss.saturating_sub(self.option_len()).max(32)
     }
 
     pub fn flight(&self) -> u32 {
-        self.snd_max.wrapping_sub(self.snd_una)
+        self.snd.flight()
     }
 
     /// Moves to CLOSED, recording `err`; timers stop. Buffers go when nobody can read them.
@@ -491,31 +492,22 @@ impl Conn {
         self.state = State::Closed;
         if err.is_some() {
             self.error = err;
-            self.rcv.release();
         }
-        self.snd.release();
-        self.rto_at = None;
-        self.delack_at = None;
-        self.persist_at = None;
-        self.timewait_at = None;
+        // The rings go back to the stack's cache through `reclaim_buffers`.
+        self.timers.stop_all();
         self.ack_now = false;
         self.n_snaps = 0;
-        self.pto_at = None;
         self.tlp_due = false;
         self.persist_probe_due = false;
         self.keepalive_due = false;
-        if self.user_closed {
-            self.rcv.release();
-        }
     }
 
     /// RFC 9293 §3.6.1: TIME-WAIT for 2*MSL (`Config::time_wait`).
     pub fn enter_time_wait(&mut self, now: Instant) {
         self.state = State::TimeWait;
-        self.timewait_at = Some(now + self.config.time_wait);
-        self.rto_at = None;
-        self.persist_at = None;
-        self.snd.release();
+        self.timers.time_wait = Some(now + self.config.time_wait);
+        self.timers.rto = None;
+        self.timers.persist = None;
     }
 
     /// A RST for this connection, to be queued by the layer (abort, data after close).
@@ -523,8 +515,8 @@ impl Conn {
         TcpRepr {
             src_port: self.local.port(),
             dst_port: self.remote.port(),
-            seq: self.snd_nxt,
-            ack: self.rcv_nxt,
+            seq: self.snd.nxt,
+            ack: self.rcv.nxt,
             flags: TcpFlags(TcpFlags::RST | TcpFlags::ACK),
             ..TcpRepr::default()
         }
@@ -544,11 +536,11 @@ impl Conn {
 
     // ---- user calls -------------------------------------------------------------------
 
-    pub fn send(&mut self, data: &[u8]) -> Result<usize, Error> {
+    pub fn send(&mut self, data: &[u8], mode: CopyMode) -> Result<usize, Error> {
         if let Some(e) = self.error {
             return Err(e);
         }
-        if self.fin_queued {
+        if self.snd.fin_queued {
             return Err(Error::BrokenPipe);
         }
         match self.state {
@@ -559,19 +551,20 @@ impl Conn {
         if data.is_empty() {
             return Ok(0);
         }
-        let n = self.snd.push(data);
+        let n = self.snd.ring.push(data, mode);
         if n == 0 {
             return Err(Error::WouldBlock);
         }
         Ok(n)
     }
 
-    pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
-        if !self.rcv.is_empty() {
-            let n = self.rcv.read(buf);
+    pub fn recv(&mut self, buf: &mut [u8], mode: CopyMode) -> Result<usize, Error> {
+        if !self.rcv.ring.is_empty() {
+            let n = self.rcv.ring.read(buf, mode);
+            self.rcv.read_since_ack |= n > 0;
             return Ok(n);
         }
-        if self.fin_received {
+        if self.rcv.fin_received {
             return Ok(0);
         }
         if let Some(e) = self.error {
@@ -587,16 +580,33 @@ impl Conn {
         }
     }
 
+    /// `recv` without consuming (MSG_PEEK): the same results, the data stays queued.
+    pub fn peek(&self, buf: &mut [u8], mode: CopyMode) -> Result<usize, Error> {
+        if !self.rcv.ring.is_empty() {
+            return Ok(self.rcv.ring.peek(buf, mode));
+        }
+        if self.rcv.fin_received {
+            return Ok(0);
+        }
+        if let Some(e) = self.error {
+            return if self.error_reported { Ok(0) } else { Err(e) };
+        }
+        match self.state {
+            State::Closed => Err(Error::NotConnected),
+            _ => Err(Error::WouldBlock),
+        }
+    }
+
     /// RFC 9293 §3.10.4 CLOSE as a half-close: FIN after queued data.
     pub fn shutdown_write(&mut self) -> Result<(), Error> {
         match self.state {
             State::SynSent => self.enter_closed(None),
             State::SynReceived | State::Established => {
-                self.fin_queued = true;
+                self.snd.fin_queued = true;
                 self.state = State::FinWait1;
             }
             State::CloseWait => {
-                self.fin_queued = true;
+                self.snd.fin_queued = true;
                 self.state = State::LastAck;
             }
             State::Closed => {
@@ -618,10 +628,10 @@ impl Conn {
                 // floored at DEFAULT_MSS (forged ICMP must not shrink segments to nothing), and
                 // resend what is outstanding in the new size.
                 let new = u32::from(mtu).saturating_sub(40).max(DEFAULT_MSS);
-                if new < self.mss {
-                    self.mss = new;
-                    if self.is_synchronized() && self.snd_max != self.snd_una {
-                        self.snd_nxt = self.snd_una;
+                if new < self.snd.mss {
+                    self.snd.mss = new;
+                    if self.is_synchronized() && self.snd.max != self.snd.una {
+                        self.snd.nxt = self.snd.una;
                         self.recovery = None;
                     }
                 }
@@ -642,34 +652,19 @@ impl Conn {
     /// `(window field, right edge)` to advertise now (RFC 9293 §3.8.6.2.2 receiver SWS
     /// avoidance, RFC 7323 §2.3 scaling; the right edge never moves left, RFC 9293 §3.8.6).
     pub fn rcv_window(&self) -> (u16, u32) {
-        let buf = self.config.recv_buffer as u32;
-        let free = buf.saturating_sub(self.rcv.len() as u32);
-        let cur = seq::dist(self.rcv_nxt, self.rcv_adv);
-        let mut wnd = free;
-        let threshold = (buf / 2).min(self.rcv_mss).max(1);
-        if wnd > cur && wnd - cur < threshold {
-            wnd = cur;
-        }
-        wnd = wnd.max(cur);
-        let ws = u32::from(self.rcv_wscale);
-        let field = ((u64::from(wnd) + (1u64 << ws) - 1) >> ws).min(0xffff) as u32;
-        (field as u16, self.rcv_nxt.wrapping_add(field << ws))
+        self.rcv.window(self.config.recv_buffer as u32)
     }
 
-    /// A window update is worth a segment: the edge would move right substantially and the
-    /// currently advertised space is at most half the buffer.
+    /// A pure window update is worth a segment (see [`RecvSeq::window_update_owed`]).
     pub fn window_update_needed(&self) -> bool {
         if !matches!(
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
-        ) || self.fin_received
+        ) || self.rcv.fin_received
         {
             return false;
         }
-        let (_, edge) = self.rcv_window();
-        let grow = seq::dist(self.rcv_adv, edge);
-        let cur = seq::dist(self.rcv_nxt, self.rcv_adv);
-        grow > 0 && cur <= self.config.recv_buffer as u32 / 2
+        self.rcv.window_update_owed(self.config.recv_buffer as u32)
     }
 
     pub fn set_config(&mut self, c: Config) {

@@ -7,6 +7,7 @@ use super::sack::DUP_THRESH;
 use super::{seq, Error, Payload, State};
 use crate::time::Duration;
 use crate::wire::tcp::{SackBlock, TcpRepr};
+use core::ops::ControlFlow;
 
 /// RFC 7323 §5.5: a TS.Recent older than 24 days is invalid for PAWS.
 const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
@@ -15,11 +16,31 @@ const SYN_FALLBACK_RTO: Duration = Duration::from_secs(3);
 /// Minimum spacing of ACKs sent in reply to unacceptable segments without data.
 const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
+/// A segment that passed the first check (sequence number), trimmed to the window.
+struct Accepted<'a> {
+    /// Sequence number of the first byte of `payload` (after trimming).
+    seq: u32,
+    payload: Payload<'a>,
+    /// The segment's FIN is still to be processed (not trimmed away, not already received).
+    fin: bool,
+}
+
 impl Conn {
-    /// One segment for this connection. `ctx.now` is the arrival time.
+    /// SEGMENT ARRIVES (RFC 9293 §3.10.7) for this connection. `ctx.now` is the arrival time.
+    ///
+    /// SYN-SENT has its own procedure (§3.10.7.3). In the other states the checks run in the
+    /// RFC's order, one function each: first sequence number ([`Conn::check_sequence`]),
+    /// second RST ([`Conn::check_rst`]), third security (not applicable: netfold implements no
+    /// IP security compartments, RFC 9293 §3.10.7.4 "the third check ... security"), fourth SYN
+    /// ([`Conn::check_syn`]), fifth ACK ([`Conn::check_ack`]), sixth URG (urgent data is
+    /// not implemented: the URG bit and pointer are ignored), seventh segment text
+    /// ([`Conn::check_text`]) and eighth FIN ([`Conn::check_fin`]). Two checks come first:
+    /// PAWS (RFC 7323 §5.3, before the sequence test it protects) and the SYN-RECEIVED
+    /// handshake repeats; the fourth check runs before the first because RFC 5961 §4.2 makes
+    /// it independent of the sequence number.
     pub fn input(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, payload: Payload<'_>) -> Event {
-        self.last_rx = ctx.now;
-        self.ka_probes = 0;
+        self.timers.last_rx = ctx.now;
+        self.timers.ka_probes = 0;
         match self.state {
             State::SynSent => return self.input_syn_sent(ctx, seg),
             State::Closed | State::Listen => {
@@ -28,96 +49,146 @@ impl Conn {
             }
             _ => {}
         }
-        let now = ctx.now;
-        let flags = seg.flags;
+        match self.input_checks(ctx, seg, payload) {
+            ControlFlow::Continue(ev) | ControlFlow::Break(ev) => ev,
+        }
+    }
 
-        // RFC 7323 §5.3 R1: PAWS.
-        if self.ts_enabled && !flags.rst() {
-            if let Some(ts) = seg.options.timestamps {
-                if seq::lt(ts.tsval, self.ts_recent) {
-                    if now.saturating_since(self.ts_recent_at) > PAWS_IDLE {
-                        // §5.5: TS.Recent is too old to judge by; forget it.
-                        self.ts_recent = ts.tsval;
-                    } else {
-                        ctx.stats.paws_drops += 1;
-                        self.ack_now = true;
-                        return Event::None;
-                    }
+    /// The checks of §3.10.7.4 in order; `Break` ends processing of the segment.
+    fn input_checks(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        seg: &TcpRepr,
+        payload: Payload<'_>,
+    ) -> ControlFlow<Event, Event> {
+        self.check_paws(ctx, seg)?;
+        self.check_handshake_repeat(ctx, seg)?;
+        self.check_syn(ctx, seg)?;
+        let text = self.check_sequence(ctx, seg, payload)?;
+        self.update_ts_recent(ctx, seg);
+        self.check_rst(ctx, seg)?;
+        let event = self.check_ack(ctx, seg, &text)?;
+        self.check_text(ctx, text)?;
+        self.check_fin(ctx.now);
+        ControlFlow::Continue(event)
+    }
+
+    /// RFC 7323 §5.3 R1 (PAWS): "If there is a Timestamps option in the arriving segment,
+    /// SEG.TSval < TS.Recent, TS.Recent is valid (see later discussion), and if the RST bit
+    /// is not set, then treat the arriving segment as not acceptable: Send an acknowledgment
+    /// in reply as specified in Section 3.10.7.4 of RFC 9293 and drop the segment."
+    fn check_paws(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) -> ControlFlow<Event> {
+        if !self.ts.enabled || seg.flags.rst() {
+            return ControlFlow::Continue(());
+        }
+        if let Some(ts) = seg.options.timestamps {
+            if seq::lt(ts.tsval, self.ts.recent) {
+                if ctx.now.saturating_since(self.ts.recent_at) > PAWS_IDLE {
+                    // §5.5: TS.Recent is too old to judge by; forget it.
+                    self.ts.recent = ts.tsval;
+                } else {
+                    ctx.stats.paws_drops += 1;
+                    self.ack_now = true;
+                    return ControlFlow::Break(Event::None);
                 }
             }
         }
+        ControlFlow::Continue(())
+    }
 
-        // A retransmitted SYN in SYN-RECEIVED means our SYN-ACK was lost: send it again.
-        if self.state == State::SynReceived
-            && flags.syn()
-            && !flags.ack()
-            && seg.seq == self.irs
-            && !flags.rst()
+    /// SYN-RECEIVED: the peer repeats its SYN (our SYN-ACK was lost: send it again), or, in a
+    /// simultaneous open (RFC 9293 §3.5 figure 8), its SYN-ACK repeats its SYN and
+    /// acknowledges ours: that completes the handshake rather than being a stray SYN.
+    fn check_handshake_repeat(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) -> ControlFlow<Event> {
+        let flags = seg.flags;
+        if self.state != State::SynReceived
+            || !flags.syn()
+            || flags.rst()
+            || seg.seq != self.rcv.irs
         {
-            self.snd_nxt = self.iss;
-            return Event::None;
+            return ControlFlow::Continue(());
         }
-
-        // Simultaneous open (RFC 9293 §3.5 figure 8): the peer's SYN-ACK repeats its SYN and
-        // acknowledges ours; it completes the handshake rather than being a stray SYN.
-        if self.state == State::SynReceived
-            && flags.syn()
-            && flags.ack()
-            && !flags.rst()
-            && seg.seq == self.irs
-            && seq::lt(self.snd_una, seg.ack)
-            && seq::le(seg.ack, self.snd_max)
-        {
-            self.snd_una = seg.ack;
-            if seq::lt(self.snd_nxt, self.snd_una) {
-                self.snd_nxt = self.snd_una;
-            }
-            self.snd_wnd = u32::from(seg.window) << self.snd_wscale;
-            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
-            self.snd_wl1 = seg.seq;
-            self.snd_wl2 = seg.ack;
-            self.rto_at = None;
-            self.retries = 0;
-            self.ack_now = true;
-            self.in_syn_queue = false;
-            self.alloc_buffers();
-            self.state = if self.fin_queued {
-                State::FinWait1
-            } else {
-                State::Established
-            };
-            return if self.passive {
-                Event::Established
-            } else {
-                Event::None
-            };
+        if !flags.ack() {
+            self.snd.nxt = self.snd.iss;
+            return ControlFlow::Break(Event::None);
         }
+        if !(seq::lt(self.snd.una, seg.ack) && seq::le(seg.ack, self.snd.max)) {
+            return ControlFlow::Continue(());
+        }
+        self.snd.advance_una(seg.ack);
+        self.snd
+            .update_window(u32::from(seg.window) << self.snd.wscale, seg.seq, seg.ack);
+        self.timers.rto = None;
+        self.timers.retries = 0;
+        self.ack_now = true;
+        self.in_syn_queue = false;
+        self.alloc_buffers(ctx.rings);
+        self.state = if self.snd.fin_queued {
+            State::FinWait1
+        } else {
+            State::Established
+        };
+        ControlFlow::Break(if self.passive {
+            Event::Established
+        } else {
+            Event::None
+        })
+    }
 
-        // RFC 5961 §4.2 (RFC 9293 §3.10.7.4 fourth check): a SYN in a synchronized state, at
-        // any sequence number, gets a challenge ACK and is otherwise ignored.
-        if flags.syn() && !flags.rst() {
+    /// Fourth check, SYN (RFC 9293 §3.10.7.4, RFC 5961 §4.2): "If the SYN bit is set,
+    /// irrespective of the sequence number, TCP MUST send an ACK (also referred to as
+    /// challenge ACK) to the remote peer ... After sending the acknowledgment, TCP MUST drop
+    /// the unacceptable segment and stop processing further."
+    fn check_syn(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) -> ControlFlow<Event> {
+        if seg.flags.syn() && !seg.flags.rst() {
             self.challenge_ack(ctx);
-            return Event::None;
+            return ControlFlow::Break(Event::None);
         }
+        ControlFlow::Continue(())
+    }
 
-        // §3.10.7.4 first check: sequence acceptability.
+    /// First check, sequence number (RFC 9293 §3.10.7.4): "Segments are processed in
+    /// sequence. ... There are four cases for the acceptability test for an incoming segment:
+    /// [SEG.LEN = 0, RCV.WND = 0: SEG.SEQ = RCV.NXT; SEG.LEN = 0, RCV.WND > 0:
+    /// RCV.NXT =< SEG.SEQ < RCV.NXT+RCV.WND; SEG.LEN > 0, RCV.WND = 0: not acceptable;
+    /// SEG.LEN > 0, RCV.WND > 0: either end of the segment in the window] ... If a segment's
+    /// contents straddle the boundary between old and new, only the new parts are
+    /// processed. ... If an incoming segment is not acceptable, an acknowledgment should be
+    /// sent in reply (unless the RST bit is set, if so drop the segment and return)."
+    fn check_sequence<'p>(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        seg: &TcpRepr,
+        payload: Payload<'p>,
+    ) -> ControlFlow<Event, Accepted<'p>> {
+        let now = ctx.now;
+        let flags = seg.flags;
         let seg_len = payload.len() as u32 + u32::from(flags.syn()) + u32::from(flags.fin());
-        let wnd = seq::dist(self.rcv_nxt, self.rcv_adv)
-            .max((self.config.recv_buffer as u32).saturating_sub(self.rcv.len() as u32));
+        // RCV.WND is the window as last ANNOUNCED, not the free buffer: a segment (or a RST,
+        // RFC 5961 §3) beyond what the peer was told is outside the window, even when the
+        // ring could hold it (Linux `tcp_sequence` uses `tcp_receive_window` the same way).
+        let wnd = self.rcv.announced();
         let in_wnd =
-            |s: u32| seq::le(self.rcv_nxt, s) && seq::lt(s, self.rcv_nxt.wrapping_add(wnd));
+            |s: u32| seq::le(self.rcv.nxt, s) && seq::lt(s, self.rcv.nxt.wrapping_add(wnd));
         let mut payload = payload;
         let mut fin = flags.fin();
-        let acceptable = if seg_len == 0 {
+        let acceptable = if self.state == State::TimeWait {
+            // TIME-WAIT (as Linux `tcp_timewait_state_process`): only a bare ACK or a RST
+            // exactly at RCV.NXT is "in window"; everything else — an old or out-of-order
+            // ACK, data, a retransmitted FIN — is answered with an ACK (below), which
+            // FreeBSD does too. (RFC 9293 §3.10.7.4 leaves the window test as the only rule;
+            // an ACK costs nothing and resynchronizes a confused peer.)
+            seg.seq == self.rcv.nxt && (seg_len == 0 || flags.rst())
+        } else if seg_len == 0 {
             if wnd == 0 {
-                seg.seq == self.rcv_nxt
+                seg.seq == self.rcv.nxt
             } else {
                 in_wnd(seg.seq)
             }
         } else if wnd == 0 {
             // Zero window: nothing is acceptable, but ACK/RST information still counts
             // (RFC 9293 §3.10.7.4): keep the header, drop the data.
-            if seg.seq == self.rcv_nxt {
+            if seg.seq == self.rcv.nxt {
                 payload = payload.slice(0, 0);
                 fin = false;
                 self.ack_now = true;
@@ -131,12 +202,11 @@ impl Conn {
             // window from before RCV.NXT: it carries the next expected byte, and is trimmed.
             in_wnd(seg.seq)
                 || in_wnd(last)
-                || (seq::lt(seg.seq, self.rcv_nxt) && seq::ge(last, self.rcv_nxt.wrapping_add(wnd)))
+                || (seq::lt(seg.seq, self.rcv.nxt) && seq::ge(last, self.rcv.nxt.wrapping_add(wnd)))
         };
         if !acceptable {
-            // RFC 9293 §3.10.7.4: answer with an ACK (never to a RST). Replies to unacceptable
-            // segments without data are rate limited (like Linux tcp_invalid_ratelimit) so two
-            // confused ends cannot ping-pong ACKs forever.
+            // Replies to unacceptable segments without data are rate limited (like Linux
+            // tcp_invalid_ratelimit) so two confused ends cannot ping-pong ACKs forever.
             let pure = seg_len == 0;
             let limited = pure
                 && self
@@ -149,15 +219,15 @@ impl Conn {
                 self.ack_now = true;
                 if self.state == State::TimeWait && fin {
                     // §3.10.7.4: a retransmitted FIN restarts the 2 MSL timeout.
-                    self.timewait_at = Some(now + self.config.time_wait);
+                    self.timers.time_wait = Some(now + self.config.time_wait);
                 }
             }
-            return Event::None;
+            return ControlFlow::Break(Event::None);
         }
 
         // Trim to the window: drop what is before RCV.NXT (a SYN counts one) and beyond.
         let mut sseq = seg.seq;
-        let mut skip = seq::dist(sseq, self.rcv_nxt);
+        let mut skip = seq::dist(sseq, self.rcv.nxt);
         if skip > 0 && flags.syn() {
             skip -= 1;
             sseq = sseq.wrapping_add(1);
@@ -168,82 +238,117 @@ impl Conn {
         if skip as usize > cut {
             fin = false; // the FIN itself was already received
         }
+        ControlFlow::Continue(Accepted {
+            seq: sseq,
+            payload,
+            fin,
+        })
+    }
 
-        // RFC 7323 §4.3: update TS.Recent from a segment covering Last.ACK.sent.
-        if self.ts_enabled {
-            if let Some(ts) = seg.options.timestamps {
-                if seq::le(seg.seq, self.last_ack_sent) && seq::ge(ts.tsval, self.ts_recent) {
-                    self.ts_recent = ts.tsval;
-                    self.ts_recent_at = now;
-                }
+    /// RFC 7323 §4.3: "If SEG.TSval >= TS.Recent and SEG.SEQ =< Last.ACK.sent, then SEG.TSval
+    /// is copied to TS.Recent; otherwise, it is ignored."
+    fn update_ts_recent(&mut self, ctx: &Ctx<'_>, seg: &TcpRepr) {
+        if !self.ts.enabled {
+            return;
+        }
+        if let Some(ts) = seg.options.timestamps {
+            if seq::le(seg.seq, self.rcv.last_ack_sent) && seq::ge(ts.tsval, self.ts.recent) {
+                self.ts.recent = ts.tsval;
+                self.ts.recent_at = ctx.now;
             }
         }
+    }
 
-        // Second check: RST (RFC 5961 §3.2).
-        if flags.rst() {
-            if seg.seq != self.rcv_nxt {
-                self.challenge_ack(ctx);
-                return Event::None;
+    /// Second check, RST (RFC 9293 §3.10.7.4 with RFC 5961 §3.2): "1) If the RST bit is set
+    /// and the sequence number is outside the current receive window, silently drop the
+    /// segment. 2) If the RST bit is set and the sequence number exactly matches the next
+    /// expected sequence number (RCV.NXT), then TCP MUST reset the connection. 3) If the RST
+    /// bit is set and the sequence number does not exactly match the next expected sequence
+    /// value, yet is within the current receive window, TCP MUST send an acknowledgment
+    /// (challenge ACK)." (Case 1 was handled by the first check.)
+    fn check_rst(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) -> ControlFlow<Event> {
+        if !seg.flags.rst() {
+            return ControlFlow::Continue(());
+        }
+        if seg.seq != self.rcv.nxt {
+            self.challenge_ack(ctx);
+            return ControlFlow::Break(Event::None);
+        }
+        ControlFlow::Break(match self.state {
+            // SYN-RECEIVED from a passive open: back to LISTEN (the layer forgets it).
+            State::SynReceived if self.passive => {
+                self.enter_closed(None);
+                Event::Dropped
             }
-            return match self.state {
-                State::SynReceived if self.passive => {
-                    self.enter_closed(None);
-                    Event::Dropped
-                }
-                State::SynReceived => {
-                    self.enter_closed(Some(Error::ConnectionRefused));
-                    Event::Closed
-                }
-                State::Established | State::FinWait1 | State::FinWait2 | State::CloseWait => {
-                    self.enter_closed(Some(Error::ConnectionReset));
-                    Event::Closed
-                }
-                _ => {
-                    self.enter_closed(None);
-                    Event::Closed
-                }
-            };
-        }
+            // From an active open: "the connection was refused".
+            State::SynReceived => {
+                self.enter_closed(Some(Error::ConnectionRefused));
+                Event::Closed
+            }
+            State::Established | State::FinWait1 | State::FinWait2 | State::CloseWait => {
+                self.enter_closed(Some(Error::ConnectionReset));
+                Event::Closed
+            }
+            // CLOSING, LAST-ACK, TIME-WAIT: "enter the CLOSED state".
+            _ => {
+                self.enter_closed(None);
+                Event::Closed
+            }
+        })
+    }
 
-        // Fifth check: ACK.
-        if !flags.ack() {
-            return Event::None;
+    /// Fifth check, ACK (RFC 9293 §3.10.7.4): "if the ACK bit is off, drop the segment and
+    /// return". SYN-RECEIVED: "If SND.UNA < SEG.ACK =< SND.NXT, then enter ESTABLISHED state
+    /// and continue processing ... If the segment acknowledgment is not acceptable, form a
+    /// reset segment". Then RFC 5961 §5.2: the ACK is acceptable only if
+    /// (SND.UNA - MAX.SND.WND) =< SEG.ACK =< SND.NXT; "If SEG.ACK > SND.NXT then send an
+    /// ACK, drop the segment, and return"; older ones get a challenge ACK. Acceptable ACKs
+    /// go to [`Conn::process_ack`], then the FIN-WAIT-1/CLOSING/LAST-ACK transitions.
+    fn check_ack(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        seg: &TcpRepr,
+        text: &Accepted<'_>,
+    ) -> ControlFlow<Event, Event> {
+        if !seg.flags.ack() {
+            return ControlFlow::Break(Event::None);
         }
+        let now = ctx.now;
         let mut event = Event::None;
         if self.state == State::SynReceived {
-            if seq::lt(self.snd_una, seg.ack) && seq::le(seg.ack, self.snd_max) {
+            if seq::lt(self.snd.una, seg.ack) && seq::le(seg.ack, self.snd.max) {
                 self.state = State::Established;
-                self.snd_wnd = u32::from(seg.window) << self.snd_wscale;
-                self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
-                self.snd_wl1 = seg.seq;
-                self.snd_wl2 = seg.ack;
-                if self.fin_queued {
+                self.snd
+                    .update_window(u32::from(seg.window) << self.snd.wscale, seg.seq, seg.ack);
+                if self.snd.fin_queued {
                     self.state = State::FinWait1;
                 }
                 self.in_syn_queue = false;
-                self.alloc_buffers();
+                self.alloc_buffers(ctx.rings);
                 if self.passive {
                     event = Event::Established;
                 }
             } else {
-                ctx.reply_rst(*self.local.ip(), *self.remote.ip(), seg, payload.len());
-                return Event::None;
+                ctx.reply_rst(*self.local.ip(), *self.remote.ip(), seg, text.payload.len());
+                return ControlFlow::Break(Event::None);
             }
         }
-        // RFC 5961 §5.2: acceptable iff (SND.UNA - MAX.SND.WND) <= SEG.ACK <= SND.NXT.
-        if seq::gt(seg.ack, self.snd_max) {
+        if seq::gt(seg.ack, self.snd.max) {
             self.ack_now = true;
-            return event;
+            return ControlFlow::Break(event);
         }
-        if seq::lt(seg.ack, self.snd_una.wrapping_sub(self.max_snd_wnd)) {
+        if seq::lt(seg.ack, self.snd.una.wrapping_sub(self.snd.max_wnd)) {
             self.challenge_ack(ctx);
-            return event;
+            return ControlFlow::Break(event);
         }
-        self.process_ack(ctx, seg, payload.len(), fin);
+        self.process_ack(ctx, seg, text.payload.len(), text.fin);
         if self.state == State::Closed {
-            return Event::Closed;
+            return ControlFlow::Break(Event::Closed);
         }
-        // FIN-WAIT/CLOSING/LAST-ACK transitions on our FIN being acknowledged.
+        // "FIN-WAIT-1: ... if the FIN segment is now acknowledged, then enter FIN-WAIT-2";
+        // "CLOSING: ... if the ACK acknowledges our FIN, then enter the TIME-WAIT state";
+        // "LAST-ACK: ... If our FIN is now acknowledged, delete the TCB, enter the CLOSED
+        // state, and return."
         if self.fin_acked() {
             match self.state {
                 State::FinWait1 => {
@@ -253,69 +358,83 @@ impl Conn {
                 State::Closing => self.enter_time_wait(now),
                 State::LastAck => {
                     self.enter_closed(None);
-                    return Event::Closed;
+                    return ControlFlow::Break(Event::Closed);
                 }
                 _ => {}
             }
         }
+        ControlFlow::Continue(event)
+    }
 
-        // Seventh check: segment text.
-        if matches!(
+    /// Seventh check, segment text (RFC 9293 §3.10.7.4): "ESTABLISHED, FIN-WAIT-1, FIN-WAIT-2:
+    /// Once in the ESTABLISHED state, it is possible to deliver segment data to user RECEIVE
+    /// buffers. ... CLOSE-WAIT, CLOSING, LAST-ACK, TIME-WAIT: This should not occur since a
+    /// FIN has been received from the remote side. Ignore the segment text."
+    fn check_text(&mut self, ctx: &mut Ctx<'_>, text: Accepted<'_>) -> ControlFlow<Event> {
+        if !matches!(
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
-        ) && (!payload.is_empty() || fin)
+        ) || (text.payload.is_empty() && !text.fin)
         {
-            if !payload.is_empty() && self.user_closed {
-                // RFC 2525 §2.17 / Linux: data for an application that closed -> reset.
-                let rst = self.make_rst();
-                ctx.queue_rst(*self.local.ip(), *self.remote.ip(), rst);
-                self.enter_closed(None);
-                return Event::Closed;
-            }
-            self.receive_data(ctx, sseq, payload, fin);
+            return ControlFlow::Continue(());
         }
+        if !text.payload.is_empty() && self.user_closed {
+            // RFC 2525 §2.17 / Linux: data for an application that closed -> reset.
+            let rst = self.make_rst();
+            ctx.queue_rst(*self.local.ip(), *self.remote.ip(), rst);
+            self.enter_closed(None);
+            return ControlFlow::Break(Event::Closed);
+        }
+        self.receive_data(ctx, text.seq, text.payload, text.fin);
+        ControlFlow::Continue(())
+    }
 
-        // Eighth check: FIN, once everything before it has arrived.
-        if let Some(f) = self.rcv_fin {
-            if f == self.rcv_nxt && !self.fin_received {
-                self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
-                self.fin_received = true;
-                self.rcv_fin = None;
-                self.ack_now = true;
-                match self.state {
-                    State::SynReceived | State::Established => self.state = State::CloseWait,
-                    State::FinWait1 => {
-                        if self.fin_acked() {
-                            self.enter_time_wait(now);
-                        } else {
-                            self.state = State::Closing;
-                        }
-                    }
-                    State::FinWait2 => self.enter_time_wait(now),
-                    _ => {}
+    /// Eighth check, FIN (RFC 9293 §3.10.7.4), once everything before it has arrived: "If the
+    /// FIN bit is set, signal the user "connection closing" ..., advance RCV.NXT over the FIN,
+    /// and send an acknowledgment for the FIN. ... SYN-RECEIVED, ESTABLISHED: Enter the
+    /// CLOSE-WAIT state. FIN-WAIT-1: If our FIN has been ACKed (perhaps in this segment), then
+    /// enter TIME-WAIT, start the time-wait timer, turn off the other timers; otherwise, enter
+    /// the CLOSING state. FIN-WAIT-2: Enter the TIME-WAIT state."
+    fn check_fin(&mut self, now: crate::time::Instant) {
+        let Some(f) = self.rcv.fin else { return };
+        if f != self.rcv.nxt || self.rcv.fin_received {
+            return;
+        }
+        self.rcv.nxt = self.rcv.nxt.wrapping_add(1);
+        self.rcv.fin_received = true;
+        self.rcv.fin = None;
+        self.ack_now = true;
+        match self.state {
+            State::SynReceived | State::Established => self.state = State::CloseWait,
+            State::FinWait1 => {
+                if self.fin_acked() {
+                    self.enter_time_wait(now);
+                } else {
+                    self.state = State::Closing;
                 }
             }
+            State::FinWait2 => self.enter_time_wait(now),
+            _ => {}
         }
-        event
     }
 
     /// An application that closed cannot read any more: an orphan FIN-WAIT-2 waits at most
     /// `time_wait` for the peer's FIN (Linux `tcp_fin_timeout`), bounding memory.
     pub fn arm_orphan_timer(&mut self, now: crate::time::Instant) {
-        if self.user_closed && self.state == State::FinWait2 && self.timewait_at.is_none() {
-            self.timewait_at = Some(now + self.config.time_wait);
+        if self.user_closed && self.state == State::FinWait2 && self.timers.time_wait.is_none() {
+            self.timers.time_wait = Some(now + self.config.time_wait);
         }
     }
 
     fn snapshot_ack(&mut self) {
-        self.snapshot_ack_at(self.rcv_nxt);
+        self.snapshot_ack_at(self.rcv.nxt);
         self.unacked_bytes = 0;
-        self.delack_at = None;
+        self.timers.delack = None;
     }
 
     /// Records an ACK of everything below `ack` (at most RCV.NXT) to be sent by `output`.
     fn snapshot_ack_at(&mut self, ack: u32) {
-        let snap = (ack, self.ts_recent);
+        let snap = (ack, self.ts.recent);
         if self.n_snaps < self.ack_snaps.len() {
             self.ack_snaps[self.n_snaps] = snap;
             self.n_snaps += 1;
@@ -335,7 +454,7 @@ impl Conn {
     /// RFC 9293 §3.10.7.3 SYN-SENT.
     fn input_syn_sent(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) -> Event {
         let f = seg.flags;
-        if f.ack() && (seq::le(seg.ack, self.iss) || seq::gt(seg.ack, self.snd_max)) {
+        if f.ack() && (seq::le(seg.ack, self.snd.iss) || seq::gt(seg.ack, self.snd.max)) {
             ctx.reply_rst(*self.local.ip(), *self.remote.ip(), seg, 0);
             return Event::None;
         }
@@ -346,43 +465,44 @@ impl Conn {
             }
             return Event::None;
         }
+        // "fourth check the SYN bit": a SYN with an acceptable ACK completes the handshake,
+        // a SYN without ACK starts a simultaneous open. A FIN on it is ignored (as Linux's
+        // tcp_rcv_synsent_state_process ignores it): the peer retransmits it once its SYN is
+        // acknowledged.
         if !f.syn() {
             return Event::None;
         }
-        self.irs = seg.seq;
-        self.rcv_nxt = seg.seq.wrapping_add(1);
-        self.rcv_adv = self.rcv_nxt;
-        self.last_ack_sent = self.rcv_nxt;
+        self.rcv.sync(seg.seq);
         self.negotiate(ctx.now, seg);
         // RFC 7323 §2.2: the window in a SYN is not scaled.
-        self.snd_wnd = u32::from(seg.window);
-        self.max_snd_wnd = self.snd_wnd;
-        self.snd_wl1 = seg.seq;
+        self.snd.wnd = u32::from(seg.window);
+        self.snd.max_wnd = self.snd.wnd;
+        self.snd.wl1 = seg.seq;
         self.ack_now = true;
         if f.ack() {
-            self.snd_wl2 = seg.ack;
+            self.snd.wl2 = seg.ack;
             self.take_rtt_sample(ctx, seg);
-            self.snd_una = seg.ack;
-            if seq::lt(self.snd_nxt, self.snd_una) {
-                self.snd_nxt = self.snd_una;
+            self.snd.una = seg.ack;
+            if seq::lt(self.snd.nxt, self.snd.una) {
+                self.snd.nxt = self.snd.una;
             }
             // RFC 6298 §5.7: a SYN that timed out without yielding an RTT sample leaves the
             // RTO at 3 s once data transfer begins.
-            if self.retries > 0 && self.rtt.srtt().is_none() {
+            if self.timers.retries > 0 && self.rtt.srtt().is_none() {
                 self.rtt.set_base(SYN_FALLBACK_RTO);
             }
-            self.retries = 0;
+            self.timers.retries = 0;
             self.rtt.backoff = 0;
-            self.rto_at = None;
+            self.timers.rto = None;
             self.state = State::Established;
-            if self.fin_queued {
+            if self.snd.fin_queued {
                 self.state = State::FinWait1;
             }
         } else {
             // Simultaneous open (RFC 9293 §3.5 figure 7): resend our SYN as a SYN-ACK.
             self.state = State::SynReceived;
-            self.snd_wl2 = self.iss;
-            self.snd_nxt = self.iss;
+            self.snd.wl2 = self.snd.iss;
+            self.snd.nxt = self.snd.iss;
         }
         Event::None
     }
@@ -390,7 +510,7 @@ impl Conn {
     fn take_rtt_sample(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) {
         // RFC 7323 §4.1 RTTM: with timestamps, TSecr gives a sample on each new ACK;
         // otherwise Karn's algorithm times one unretransmitted segment at a time.
-        if self.ts_enabled {
+        if self.ts.enabled {
             if let Some(ts) = seg.options.timestamps {
                 if ts.tsecr != 0 {
                     let ms = self.ts_now(ctx.now).wrapping_sub(ts.tsecr);
@@ -413,20 +533,20 @@ impl Conn {
     fn process_ack(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, data_len: usize, fin: bool) {
         let now = ctx.now;
         let ack = seg.ack;
-        let mss = self.mss;
+        let mss = self.snd.mss;
         let mut newly_sacked = 0;
         if self.sack_ok {
             for b in seg.options.sack_blocks() {
                 ctx.stats.sack_blocks_in += 1;
                 newly_sacked += self
                     .scoreboard
-                    .add(*b, seq::max(self.snd_una, ack), self.snd_max);
+                    .add(*b, seq::max(self.snd.una, ack), self.snd.max);
             }
         }
-        let new_wnd = u32::from(seg.window) << self.snd_wscale;
+        let new_wnd = u32::from(seg.window) << self.snd.wscale;
         // §3.10.7.4: only an ACK in [SND.UNA, SND.NXT] may update the window.
-        let may_update_window = seq::ge(ack, self.snd_una);
-        let acked = seq::dist(self.snd_una, ack);
+        let may_update_window = seq::ge(ack, self.snd.una);
+        let acked = seq::dist(self.snd.una, ack);
         // Was the window actually used? (Linux tcp_is_cwnd_limited; RFC 7661's concern, and
         // RFC 9438 §5.8: an application-limited sender must not grow cwnd it does not use.)
         let flight_before = self.flight();
@@ -440,17 +560,17 @@ impl Conn {
             self.take_rtt_sample(ctx, seg);
             // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
             let data_end = self.fin_seq();
-            let n = seq::dist(self.snd_buf_seq, seq::min(ack, data_end));
-            self.snd.consume(n as usize);
-            self.snd_buf_seq = self.snd_buf_seq.wrapping_add(n);
-            self.snd_una = ack;
-            if seq::lt(self.snd_nxt, ack) {
-                self.snd_nxt = ack;
+            let n = seq::dist(self.snd.buf_seq, seq::min(ack, data_end));
+            self.snd.ring.consume(n as usize);
+            self.snd.buf_seq = self.snd.buf_seq.wrapping_add(n);
+            self.snd.una = ack;
+            if seq::lt(self.snd.nxt, ack) {
+                self.snd.nxt = ack;
             }
             self.scoreboard.advance(ack);
-            self.retries = 0;
+            self.timers.retries = 0;
             self.rtt.backoff = 0;
-            self.probes_unanswered = 0;
+            self.timers.probes_unanswered = 0;
             match self.recovery {
                 Some(rec) if seq::ge(ack, rec.point) => {
                     // Full acknowledgment: leave recovery (RFC 6582 §3.2 step 3, RFC 6675 §5).
@@ -490,7 +610,7 @@ impl Conn {
                 }
             }
             // RFC 6298 §5.2/§5.3: stop the timer when all is acked, else restart it.
-            self.rto_at = if self.snd_una == self.snd_max {
+            self.timers.rto = if self.snd.una == self.snd.max {
                 None
             } else {
                 Some(now + self.rtt.rto())
@@ -506,27 +626,27 @@ impl Conn {
                     }
                 }
             }
-            self.pto_at = None;
+            self.timers.pto = None;
             self.arm_pto(now);
-        } else if self.snd_max != self.snd_una
-            && ack == self.snd_una
+        } else if self.snd.max != self.snd.una
+            && ack == self.snd.una
             && data_len == 0
             && !fin
-            && (newly_sacked > 0 || (!self.sack_ok && new_wnd == self.snd_wnd))
+            && (newly_sacked > 0 || (!self.sack_ok && new_wnd == self.snd.wnd))
         {
             // RFC 5681 §2 duplicate ACK (RFC 6675 §2: with SACK, one that SACKs new data).
             ctx.stats.dup_acks += 1;
             self.dupacks = self.dupacks.saturating_add(1);
             match self.recovery {
                 None => {
-                    let lost = self.sack_ok && self.scoreboard.is_lost(self.snd_una, mss);
+                    let lost = self.sack_ok && self.scoreboard.is_lost(self.snd.una, mss);
                     // RFC 5827 early retransmit: with fewer than 4 segments outstanding and
                     // nothing new to send, too few duplicate ACKs can ever arrive; lower the
                     // threshold to (outstanding segments - 1).
                     let smss = self.seg_mss().max(1);
                     let oseg = self.flight().div_ceil(smss);
-                    let nothing_new = !seq::lt(self.snd_max, self.fin_seq())
-                        || seq::ge(self.snd_max, self.snd_una.wrapping_add(new_wnd));
+                    let nothing_new = !seq::lt(self.snd.max, self.fin_seq())
+                        || seq::ge(self.snd.max, self.snd.una.wrapping_add(new_wnd));
                     let thresh = if oseg < 4 && nothing_new {
                         oseg.saturating_sub(1).max(1)
                     } else {
@@ -549,48 +669,42 @@ impl Conn {
         }
 
         if matches!(self.recovery, Some(r) if r.sack) {
-            self.rxt.update(self.snd_una, &self.scoreboard);
+            self.rxt.update(self.snd.una, &self.scoreboard);
         }
 
         // Window update (§3.10.7.4, SND.WL1/SND.WL2 rule).
-        if may_update_window
-            && (seq::lt(self.snd_wl1, seg.seq)
-                || (self.snd_wl1 == seg.seq && seq::le(self.snd_wl2, ack)))
-        {
-            self.snd_wnd = new_wnd;
-            self.max_snd_wnd = self.max_snd_wnd.max(new_wnd);
-            self.snd_wl1 = seg.seq;
-            self.snd_wl2 = ack;
+        if may_update_window && self.snd.window_update_allowed(seg.seq, ack) {
+            self.snd.update_window(new_wnd, seg.seq, ack);
         }
-        if self.snd_wnd == 0 {
+        if self.snd.wnd == 0 {
             // Zero window (§3.8.6.1): data beyond SND.UNA was not accepted; probe instead of
             // retransmitting.
-            self.probes_unanswered = 0;
+            self.timers.probes_unanswered = 0;
             if self.send_pending() {
-                self.snd_nxt = self.snd_una;
+                self.snd.nxt = self.snd.una;
                 self.recovery = None;
-                self.rto_at = None;
-                if self.persist_at.is_none() {
-                    self.persist_at = Some(now + self.rtt.rto());
+                self.timers.rto = None;
+                if self.timers.persist.is_none() {
+                    self.timers.persist = Some(now + self.rtt.rto());
                 }
             }
         } else {
-            self.persist_at = None;
-            self.persist_backoff = 0;
-            if self.rto_at.is_none() && self.snd_una != self.snd_max {
-                self.rto_at = Some(now + self.rtt.rto());
+            self.timers.persist = None;
+            self.timers.persist_backoff = 0;
+            if self.timers.rto.is_none() && self.snd.una != self.snd.max {
+                self.timers.rto = Some(now + self.rtt.rto());
             }
         }
     }
 
     fn enter_recovery(&mut self, ctx: &mut Ctx<'_>) {
-        self.pto_at = None;
+        self.timers.pto = None;
         self.tlp_due = false;
         // RFC 6675 §5 steps (1)-(3) / RFC 6582 §3.2 step 2.
         let flight = self.flight();
-        let mss = self.mss;
+        let mss = self.snd.mss;
         self.cc.on_loss(ctx.now, flight, mss);
-        self.recover = self.snd_max;
+        self.recover = self.snd.max;
         let sack = self.sack_ok;
         if !sack {
             let c = self.cc.ssthresh().saturating_add(3 * mss);
@@ -598,18 +712,22 @@ impl Conn {
         }
         self.rxt.clear();
         self.recovery = Some(Recovery {
-            point: self.snd_max,
+            point: self.snd.max,
             sack,
-            rxt_next: self.snd_una,
+            rxt_next: self.snd.una,
             rxt_una: true,
         });
         self.rtt_timing = None;
     }
 
     fn receive_data(&mut self, ctx: &mut Ctx<'_>, sseq: u32, payload: Payload<'_>, fin: bool) {
-        let off = seq::dist(self.rcv_nxt, sseq) as usize;
+        let off = seq::dist(self.rcv.nxt, sseq) as usize;
         // Storage bound: everything must fit in the ring (the advertised window does).
-        let room = self.rcv.capacity().saturating_sub(self.rcv.len() + off);
+        let room = self
+            .rcv
+            .ring
+            .capacity()
+            .saturating_sub(self.rcv.ring.len() + off);
         let mut fin = fin;
         let data = if payload.len() > room {
             fin = false;
@@ -620,26 +738,27 @@ impl Conn {
         if !data.is_empty() {
             // The peer's segment size, for "ACK every second full-sized segment". Capped at the
             // MSS we announced: GRO-merged segments are larger but stand for several.
-            self.rcv_mss = self
-                .rcv_mss
+            self.rcv.mss = self
+                .rcv
+                .mss
                 .max(data.len() as u32)
                 .min(u32::from(self.config.mss));
-            let had_gap = !self.rcv.asm.is_empty();
-            match self.rcv.write_payload_at(off, data) {
+            let had_gap = !self.rcv.ring.asm.is_empty();
+            match self.rcv.ring.write_payload_at(off, data, ctx.copy) {
                 None => {
                     ctx.stats.ooo_drops += 1;
                     self.ack_now = true;
                     return;
                 }
                 Some(adv) => {
-                    self.rcv_nxt = self.rcv_nxt.wrapping_add(adv as u32);
+                    self.rcv.nxt = self.rcv.nxt.wrapping_add(adv as u32);
                 }
             }
             // Remembered SACK blocks follow the assembler: merged ranges grow, ranges now in
             // order disappear (RFC 2018 §4: report only data actually held above RCV.NXT).
             if self.sack_ok {
-                let base = self.rcv_nxt;
-                let asm = &self.rcv.asm;
+                let base = self.rcv.nxt;
+                let asm = &self.rcv.ring.asm;
                 self.sack_hist.refresh(base, |left| {
                     asm.containing(seq::dist(base, left) as usize)
                         .map(|(o, l)| {
@@ -654,8 +773,8 @@ impl Conn {
             if off > 0 {
                 // Out of order: ACK at once (RFC 5681 §4.2) with SACK blocks (RFC 2018 §4).
                 ctx.stats.ooo_bytes_queued += data.len() as u64;
-                if let Some((o, l)) = self.rcv.asm.containing(off) {
-                    let left = self.rcv_nxt.wrapping_add(o as u32);
+                if let Some((o, l)) = self.rcv.ring.asm.containing(off) {
+                    let left = self.rcv.nxt.wrapping_add(o as u32);
                     self.sack_hist.record(SackBlock {
                         left,
                         right: left.wrapping_add(l as u32),
@@ -669,9 +788,9 @@ impl Conn {
                 self.unacked_bytes += data.len();
                 match self.config.delayed_ack {
                     // RFC 5681 §4.2 / RFC 9293 §3.8.6.3: ACK at least every second full segment.
-                    Some(d) if self.unacked_bytes < 2 * self.rcv_mss as usize => {
-                        if self.delack_at.is_none() {
-                            self.delack_at = Some(ctx.now + d);
+                    Some(d) if self.unacked_bytes < 2 * self.rcv.mss as usize => {
+                        if self.timers.delack.is_none() {
+                            self.timers.delack = Some(ctx.now + d);
                         }
                     }
                     Some(_) => {
@@ -681,7 +800,7 @@ impl Conn {
                         // lost, leaves the sender waiting for a tail loss probe (and the probe
                         // for a delayed ACK): 2.6 s vs 1.0 s without GRO. One extra ACK per
                         // ~22 segments removes most of it.
-                        let mss = self.rcv_mss.max(1) as usize;
+                        let mss = self.rcv.mss.max(1) as usize;
                         if data.len() >= 4 * mss {
                             let mid = sseq.wrapping_add(((data.len() / mss / 2) * mss) as u32);
                             self.snapshot_ack_at(mid);
@@ -695,7 +814,7 @@ impl Conn {
             }
         }
         if fin {
-            self.rcv_fin = Some(sseq.wrapping_add(data.len() as u32));
+            self.rcv.fin = Some(sseq.wrapping_add(data.len() as u32));
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `TcpLayer`: demultiplexing, listeners, handles, the RST queue and the output loop.
 
+use super::buffer::RingCache;
 use super::conn::{ChallengeLimiter, Conn, Ctx, Event, RstQueue, RST_QUEUE_MAX};
 use super::ephemeral::EphemeralPorts;
 use super::listener::Listener;
@@ -7,6 +8,7 @@ use super::output::OutputStatus;
 use super::secret::Secret;
 use super::syncookie;
 use super::{Config, Error, Handle, IcmpError, OutSegment, Payload, State, Stats};
+use crate::mem::CopyMode;
 use crate::time::Instant;
 use crate::wire::tcp::TcpRepr;
 use crate::wire::Ipv4Addr;
@@ -57,6 +59,10 @@ pub struct TcpLayer {
     /// Connection deadlines (lazily invalidated: an entry counts only if it still matches the
     /// connection's `timer_reg`).
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    /// Ring storage of ended connections, reused by new ones (see [`RingCache`]).
+    rings: RingCache,
+    /// How data is copied into the send ring and out of the receive ring (`set_copy_mode`).
+    copy: CopyMode,
 }
 
 impl TcpLayer {
@@ -79,6 +85,8 @@ impl TcpLayer {
             last_now: Instant::ZERO,
             active: VecDeque::new(),
             timers: BinaryHeap::new(),
+            rings: RingCache::new(),
+            copy: CopyMode::default(),
         }
     }
 
@@ -105,7 +113,8 @@ impl TcpLayer {
     /// Releases a slot; every outstanding handle to it goes stale.
     fn free_slot(&mut self, i: u32) {
         let slot = &mut self.slots[i as usize];
-        if let Some(Sock::Conn(c)) = slot.sock.take() {
+        if let Some(Sock::Conn(mut c)) = slot.sock.take() {
+            c.release_all(&mut self.rings);
             if self.conns.get(&(c.local, c.remote)) == Some(&i) {
                 self.last_hit = None;
                 self.conns.remove(&(c.local, c.remote));
@@ -180,8 +189,8 @@ impl TcpLayer {
         }) = self.slots.get_mut(i as usize)
         {
             if let Some(t) = c.next_timer() {
-                if !matches!(c.timer_reg, Some(r) if r <= t) {
-                    c.timer_reg = Some(t);
+                if !matches!(c.timers.registered, Some(r) if r <= t) {
+                    c.timers.registered = Some(t);
                     self.timers.push(Reverse((t, i)));
                 }
             }
@@ -311,6 +320,8 @@ impl TcpLayer {
             stats: &mut self.stats,
             rsts: &mut self.rsts,
             challenge: &mut self.challenge,
+            rings: &mut self.rings,
+            copy: self.copy,
         };
         if c.input(&mut ctx, &ack, payload) != Event::Established {
             return true;
@@ -323,6 +334,23 @@ impl TcpLayer {
         }
         self.touch(i);
         true
+    }
+
+    /// The copy path for TCP's data copies (the application's bytes into the send ring, the
+    /// receive ring out to the application, received payloads into the receive ring): netfold's
+    /// kernels (the default) or the 2002 baseline (`StackConfig::copy_mode`).
+    pub fn set_copy_mode(&mut self, mode: CopyMode) {
+        self.copy = mode;
+    }
+
+    /// The copy path set by [`TcpLayer::set_copy_mode`].
+    pub fn copy_mode(&self) -> CopyMode {
+        self.copy
+    }
+
+    /// Ring buffers held for reuse by new connections (diagnostics).
+    pub fn cached_rings(&self) -> usize {
+        self.rings.len()
     }
 
     fn find_listener(&self, local: SocketAddrV4) -> Option<u32> {
@@ -373,8 +401,7 @@ impl TcpLayer {
         self.stats.segments_in += 1;
         self.last_now = now;
         let f = repr.flags;
-        if repr.src_port == 0 || repr.dst_port == 0 || (f.syn() && f.rst()) || (f.syn() && f.fin())
-        {
+        if repr.src_port == 0 || repr.dst_port == 0 || (f.syn() && f.rst()) {
             // Not a segment any conforming TCP sends; dropped silently.
             self.stats.bad_segments += 1;
             return;
@@ -406,10 +433,16 @@ impl TcpLayer {
             stats: &mut self.stats,
             rsts: &mut self.rsts,
             challenge: &mut self.challenge,
+            rings: &mut self.rings,
+            copy: self.copy,
         };
         if let Some(i) = found {
             let ev = match &mut self.slots[i as usize].sock {
-                Some(Sock::Conn(c)) => c.input(&mut ctx, repr, payload),
+                Some(Sock::Conn(c)) => {
+                    let ev = c.input(&mut ctx, repr, payload);
+                    c.reclaim_buffers(ctx.rings);
+                    ev
+                }
                 _ => Event::None,
             };
             self.touch(i);
@@ -438,11 +471,21 @@ impl TcpLayer {
                 stats: &mut self.stats,
                 rsts: &mut self.rsts,
                 challenge: &mut self.challenge,
+                rings: &mut self.rings,
+                copy: self.copy,
             };
             ctx.reply_rst(dst, src, repr, payload.len());
             return;
         }
         if !f.syn() {
+            return;
+        }
+        if f.fin() {
+            // SYN+FIN is no segment a conforming TCP sends to open a connection; Linux drops
+            // it on a listener (tcp_rcv_state_process, "tcp: drop SYN+FIN messages"). On a
+            // connection in SYN-SENT it is a SYN (RFC 9293 §3.10.7.3, simultaneous open)
+            // whose FIN is ignored, as Linux ignores it there.
+            self.stats.bad_segments += 1;
             return;
         }
         let (config, syn_full, accept_full) = match &self.slots[li as usize].sock {
@@ -478,6 +521,7 @@ impl TcpLayer {
                 dst,
                 repr,
                 payload: (&[], &[]),
+                gso_size: 0,
             };
             if !emit(&seg) {
                 return;
@@ -500,8 +544,8 @@ impl TcpLayer {
                 ..
             }) = self.slots.get_mut(i as usize)
             {
-                if c.timer_reg == Some(t) {
-                    c.timer_reg = None;
+                if c.timers.registered == Some(t) {
+                    c.timers.registered = None;
                     self.touch(i);
                 }
             }
@@ -513,7 +557,11 @@ impl TcpLayer {
             todo -= 1;
             let Some(&i) = self.active.front() else { break };
             let ev = match &mut self.slots[i as usize].sock {
-                Some(Sock::Conn(c)) => c.on_timers(now, &mut self.stats),
+                Some(Sock::Conn(c)) => {
+                    let ev = c.on_timers(now, &mut self.stats);
+                    c.reclaim_buffers(&mut self.rings);
+                    ev
+                }
                 _ => {
                     self.active.pop_front();
                     continue;
@@ -569,7 +617,11 @@ impl TcpLayer {
         self.last_now = now;
         if let Some(&i) = self.conns.get(&(local, remote)) {
             let closed = match &mut self.slots[i as usize].sock {
-                Some(Sock::Conn(c)) => c.icmp(err),
+                Some(Sock::Conn(c)) => {
+                    let closed = c.icmp(err);
+                    c.reclaim_buffers(&mut self.rings);
+                    closed
+                }
                 _ => false,
             };
             self.touch(i);
@@ -640,7 +692,7 @@ impl TcpLayer {
             }
             local
         };
-        let c = Conn::new_active(now, self.secret.bytes(), local, remote, config);
+        let c = Conn::new_active(now, self.secret.bytes(), local, remote, config, &mut self.rings);
         let i = self.alloc(Sock::Conn(Box::new(c)));
         self.last_hit = None;
         self.conns.insert((local, remote), i);
@@ -668,23 +720,36 @@ impl TcpLayer {
 
     /// Queues up to `data.len()` bytes; returns how many were taken (WouldBlock if none fit).
     pub fn send(&mut self, h: Handle, data: &[u8]) -> Result<usize, Error> {
-        let r = self.conn_mut(h)?.send(data);
+        let copy = self.copy;
+        let r = self.conn_mut(h)?.send(data, copy);
         self.touch(h.index);
         r
     }
     /// Reads in-order data; `Ok(0)` means the peer closed (FIN received, all data read).
     pub fn recv(&mut self, h: Handle, buf: &mut [u8]) -> Result<usize, Error> {
-        let r = self.conn_mut(h)?.recv(buf);
+        let copy = self.copy;
+        let r = self.conn_mut(h)?.recv(buf, copy);
         if matches!(r, Ok(n) if n > 0) {
             // Reading may open the window enough for an update.
             self.touch(h.index);
         }
         r
     }
+    /// Like [`TcpLayer::recv`] but leaves the data queued (recv with MSG_PEEK): proxies and
+    /// protocol sniffers look at the first bytes before reading them. The pending error is
+    /// reported without being consumed.
+    pub fn peek(&self, h: Handle, buf: &mut [u8]) -> Result<usize, Error> {
+        self.conn(h)?.peek(buf, self.copy)
+    }
     /// Half-close: FIN after queued data (shutdown(SHUT_WR)).
     pub fn shutdown_write(&mut self, h: Handle) -> Result<(), Error> {
-        let r = self.conn_mut(h)?.shutdown_write();
-        self.touch(h.index);
+        let c = self.conn_mut(h)?;
+        let r = c.shutdown_write();
+        let i = h.index;
+        if let Some(Sock::Conn(c)) = &mut self.slots[i as usize].sock {
+            c.reclaim_buffers(&mut self.rings);
+        }
+        self.touch(i);
         r
     }
 
@@ -697,7 +762,7 @@ impl TcpLayer {
         }
         let c = self.conn_mut(h)?;
         // SO_LINGER 0, or unread data (RFC 9293 §3.6 / RFC 2525 §2.17): abort with RST.
-        if c.config.linger == Some(crate::time::Duration::ZERO) || !c.rcv.is_empty() {
+        if c.config.linger == Some(crate::time::Duration::ZERO) || !c.rcv.ring.is_empty() {
             return self.abort(h);
         }
         let _ = c.shutdown_write();
@@ -710,6 +775,9 @@ impl TcpLayer {
         } else {
             // The handle goes stale now; the connection lives on inside the layer.
             let slot = &mut self.slots[i as usize];
+            if let Some(Sock::Conn(c)) = &mut slot.sock {
+                c.reclaim_buffers(&mut self.rings);
+            }
             slot.generation = slot.generation.wrapping_add(1);
             self.touch(i);
         }
@@ -754,6 +822,8 @@ impl TcpLayer {
                 stats: &mut self.stats,
                 rsts: &mut self.rsts,
                 challenge: &mut self.challenge,
+                rings: &mut self.rings,
+                copy: self.copy,
             };
             ctx.queue_rst(s, d, r);
         }
@@ -795,14 +865,18 @@ impl TcpLayer {
     }
     /// Bytes readable now / bytes queued unsent-or-unacked / free space in the send buffer.
     pub fn recv_queue(&self, h: Handle) -> Result<usize, Error> {
-        Ok(self.conn(h)?.rcv.len())
+        Ok(self.conn(h)?.rcv.ring.len())
     }
     pub fn send_queue(&self, h: Handle) -> Result<usize, Error> {
-        Ok(self.conn(h)?.snd.len())
+        Ok(self.conn(h)?.snd.ring.len())
     }
     pub fn send_space(&self, h: Handle) -> Result<usize, Error> {
         let c = self.conn(h)?;
-        Ok(if c.fin_queued { 0 } else { c.snd.free() })
+        Ok(if c.snd.fin_queued {
+            0
+        } else {
+            c.snd.ring.free()
+        })
     }
     /// The pending error (reset, refused, timed out) that ended the connection, if any.
     pub fn take_error(&mut self, h: Handle) -> Result<Option<Error>, Error> {
@@ -848,12 +922,12 @@ impl TcpLayer {
             ssthresh: c.cc.ssthresh(),
             srtt: c.rtt.srtt(),
             rto: c.rtt.rto(),
-            mss: c.mss,
-            snd_wnd: c.snd_wnd,
-            snd_wscale: c.snd_wscale,
-            rcv_wscale: c.rcv_wscale,
+            mss: c.snd.mss,
+            snd_wnd: c.snd.wnd,
+            snd_wscale: c.snd.wscale,
+            rcv_wscale: c.rcv.wscale,
             sack: c.sack_ok,
-            timestamps: c.ts_enabled,
+            timestamps: c.ts.enabled,
         })
     }
 

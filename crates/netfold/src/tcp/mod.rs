@@ -51,11 +51,15 @@
 //! | `listener.rs` | bounded SYN queue / accept queue; SYN cookies once the SYN queue is full |
 //! | `syncookie.rs`| RFC 4987 §3.6 SYN cookies in Linux's layout (MSS index, TS options)    |
 //! | `secret.rs`   | the per-stack random key; `ephemeral.rs`: RFC 6056 port selection      |
-//! | `conn.rs`     | the TCB (RFC 9293 §3.3.1), user calls, window advertisement            |
-//! | `input.rs`    | SEGMENT ARRIVES (§3.10.7), RFC 5961, PAWS, ACK/SACK processing         |
+//! | `conn.rs`     | the TCB (RFC 9293 §3.3.1) made of the parts below, user calls          |
+//! | `send.rs`     | `SendSeq`: SND.UNA/NXT/WND/WL1/WL2, ISS, Eff.snd.MSS, the send ring    |
+//! | `recv.rs`     | `RecvSeq`: RCV.NXT, RCV.WND as advertised, IRS, the receive ring       |
+//! | `input.rs`    | SEGMENT ARRIVES (§3.10.7): one function per check, RFC 5961, PAWS, ACK |
 //! | `output.rs`   | plan-then-commit segment generation, NextSeg (RFC 6675), Nagle/SWS     |
-//! | `timers.rs`   | RTO (RFC 6298), TLP (RFC 8985), delayed ACK, persist, keepalive, 2MSL  |
-//! | `buffer.rs`   | send ring, receive ring with in-place out-of-order assembler           |
+//! | `timers.rs`   | `Timers`: RTO (RFC 6298), TLP (RFC 8985), delayed ACK, persist,        |
+//! |               | keepalive, 2MSL                                                        |
+//! | `buffer.rs`   | send ring, receive ring with in-place out-of-order assembler; the      |
+//! |               | per-stack `RingCache` that recycles ring storage between connections   |
 //! | `sack.rs`     | RFC 6675 scoreboard (IsLost, pipe, holes), RFC 2018 block history      |
 //! | `cc/`         | `CongestionController` trait, NewReno (RFC 5681), CUBIC (RFC 9438)     |
 //! | `rtt.rs`      | RFC 6298 estimator; `isn.rs`: RFC 6528 ISN with hand-written SipHash    |
@@ -84,6 +88,19 @@
 //!   SYNs are answered with SYN cookies (RFC 4987 §3.6, Linux's layout, `syncookie.rs`):
 //!   a flood costs no memory and real clients keep connecting
 //!   ([`TcpLayer::set_syn_cookies`] turns this off: full queue = dropped SYN).
+//! - Acceptability (RFC 9293 §3.10.7.4 first check, RFC 5961 §3) is judged against RCV.WND as
+//!   last ANNOUNCED, never the free buffer. In TIME-WAIT only a bare ACK or RST exactly at
+//!   RCV.NXT is in window; anything else is answered with an ACK (Linux
+//!   `tcp_timewait_state_process`).
+//! - A pure window update is sent only after the application read data, when the announced
+//!   window was at most half the buffer and the new one is at least twice as large (Linux
+//!   `tcp_cleanup_rbuf`); in particular none follows a passive open.
+//! - SYN+FIN: dropped by a listener (as Linux), a SYN (FIN ignored) in SYN-SENT.
+//! - The send MSS is min(peer's MSS option or 536, ours), lowered by PMTU; GSO super-segments
+//!   are whole multiples of it and carry it as `OutSegment::gso_size`, the size to cut at.
+//! - Ring storage is recycled through a per-layer `RingCache`; copies into and out of the
+//!   rings use the layer's `CopyMode` (`TcpLayer::set_copy_mode`). No thread-local or
+//!   process-wide state.
 //! - Replies to unacceptable segments without data are limited to one per 500 ms per
 //!   connection; challenge ACKs to 1000 per second per layer (RFC 5961 §7).
 //! - Not implemented: urgent data (URG is ignored), ECN, D-SACK, data carried
@@ -101,9 +118,11 @@ mod layer;
 mod listener;
 pub(crate) mod output;
 pub mod payload;
+mod recv;
 pub mod rtt;
 pub mod sack;
 pub mod secret;
+mod send;
 pub mod seq;
 pub mod syncookie;
 mod timers;
@@ -117,6 +136,20 @@ use crate::wire::tcp::TcpRepr;
 use crate::wire::Ipv4Addr;
 
 /// Why a TCP operation failed. Maps onto `std::io::ErrorKind` in the socket API.
+///
+/// One enum serves every operation; what each [`TcpLayer`] call can return:
+///
+/// | operation                    | errors                                                     |
+/// |------------------------------|------------------------------------------------------------|
+/// | `connect`                    | `InvalidInput` (port 0, unspecified/broadcast address), `AddrInUse` (4-tuple taken), `AddrNotAvailable` (no ephemeral port) |
+/// | `listen`                     | `InvalidInput` (port 0, backlog 0), `AddrInUse`           |
+/// | `accept`                     | `InvalidHandle`, `WouldBlock` (queue empty)               |
+/// | `send`                       | `InvalidHandle`, `WouldBlock` (ring full), `NotConnected` (CLOSED/LISTEN), `BrokenPipe` (after shutdown/FIN), or the error that ended the connection: `ConnectionRefused`, `ConnectionReset`, `TimedOut` |
+/// | `recv`                       | `InvalidHandle`, `WouldBlock` (nothing yet), `NotConnected` (closed without data or FIN), or the ending error once (`ConnectionRefused`, `ConnectionReset`, `TimedOut`) |
+/// | `shutdown_write`             | `InvalidHandle`, `NotConnected`, or the ending error       |
+/// | `peek`                       | as `recv`; the ending error is reported but not consumed   |
+/// | `close`, `abort`, queries    | `InvalidHandle`                                            |
+/// | `take_error`                 | `InvalidHandle` (returns the ending error as `Ok(Some)`)   |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Error {
     /// Nothing can be done now; retry after the stack has been polled.
@@ -265,6 +298,12 @@ pub struct OutSegment<'a> {
     pub dst: Ipv4Addr,
     pub repr: TcpRepr,
     pub payload: (&'a [u8], &'a [u8]),
+    /// Payload bytes per packet when the segment is larger (a GSO super-segment, see
+    /// [`TcpLayer::set_gso_segs`]): the effective send MSS minus this segment's options
+    /// (RFC 9293 §3.7.1), like Linux's `gso_size`. Whoever cuts the segment (software GSO or
+    /// a TSO device) MUST cut at this size, not at one derived from its own MTU: the peer may
+    /// have announced a smaller MSS. Segments no larger than it go whole.
+    pub gso_size: u16,
 }
 
 /// Counters for the TCP layer.

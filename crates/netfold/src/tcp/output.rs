@@ -67,8 +67,8 @@ impl Conn {
             };
             let repr = self.build_repr(&plan, now);
             let (a, b) = if plan.len > 0 {
-                let off = seq::dist(self.snd_buf_seq, plan.seq) as usize;
-                self.snd.slices(off, plan.len as usize)
+                let off = seq::dist(self.snd.buf_seq, plan.seq) as usize;
+                self.snd.ring.slices(off, plan.len as usize)
             } else {
                 (&[][..], &[][..])
             };
@@ -77,6 +77,7 @@ impl Conn {
                 dst: *self.remote.ip(),
                 repr,
                 payload: (a, b),
+                gso_size: self.seg_mss().min(u32::from(u16::MAX)) as u16,
             };
             if !emit(&seg) {
                 return OutputStatus::Blocked;
@@ -96,30 +97,36 @@ impl Conn {
                 if self.state == State::SynReceived {
                     flags |= TcpFlags::ACK;
                 }
+                // Options go on the wire in Linux's layout (`TcpOptions::emit`, after Linux
+                // `tcp_options_write`): `mss, sackOK,TS val ecr, nop,wscale` — MSS(4), then
+                // SACK_PERM(2)+TS(10) packed in 12 bytes, then NOP+WS(3) — or without
+                // timestamps `mss, nop,nop,sackOK, nop,wscale`. The order is free (RFC 9293
+                // §3.2), Linux's is the one TCP scripts and tools expect
+                // (tests/tcp_peer.rs `syn_and_syn_ack_options_use_linux_layout`).
                 // RFC 7323 §2.2: SYN windows are unscaled.
                 window = (self.config.recv_buffer.min(0xffff)) as u16;
                 options.mss = Some(self.config.mss);
                 let passive = self.state == State::SynReceived;
                 // Options in a SYN-ACK only if the peer offered them (RFC 7323 §1.3, RFC 2018 §2).
                 if self.config.window_scaling && (!passive || self.ws_ok) {
-                    options.window_scale = Some(self.rcv_wscale);
+                    options.window_scale = Some(self.rcv.wscale);
                 }
                 if self.config.sack && (!passive || self.sack_ok) {
                     options.sack_permitted = true;
                 }
-                if self.config.timestamps && (!passive || self.ts_enabled) {
+                if self.config.timestamps && (!passive || self.ts.enabled) {
                     options.timestamps = Some(Timestamps {
                         tsval: self.ts_now(now),
-                        tsecr: if passive { self.ts_recent } else { 0 },
+                        tsecr: if passive { self.ts.recent } else { 0 },
                     });
                 }
             }
             _ => {
                 flags |= TcpFlags::ACK;
-                if self.ts_enabled {
+                if self.ts.enabled {
                     options.timestamps = Some(Timestamps {
                         tsval: self.ts_now(now),
-                        tsecr: self.ts_recent,
+                        tsecr: self.ts.recent,
                     });
                 }
                 // RFC 2018 §3: at most 3 blocks alongside timestamps, else 4.
@@ -139,12 +146,12 @@ impl Conn {
         }
         let seq = if p.kind == Kind::KeepAlive {
             // RFC 9293 §3.8.4: SEG.SEQ = SND.NXT - 1 elicits an ACK.
-            self.snd_una.wrapping_sub(1)
+            self.snd.una.wrapping_sub(1)
         } else {
             p.seq
         };
         let mut ack = if flags & TcpFlags::ACK != 0 {
-            self.rcv_nxt
+            self.rcv.nxt
         } else {
             0
         };
@@ -156,7 +163,7 @@ impl Conn {
             }
             // Same right edge as a current ACK, expressed from the older ACK number.
             let (_, edge) = self.rcv_window();
-            let ws = u32::from(self.rcv_wscale);
+            let ws = u32::from(self.rcv.wscale);
             let span = u64::from(seq::dist(snap_ack, edge));
             window = ((span + (1u64 << ws) - 1) >> ws).min(0xffff) as u16;
         }
@@ -178,26 +185,28 @@ impl Conn {
         stats.segments_out += u64::from(p.len.div_ceil(self.seg_mss()).max(1));
         stats.sack_blocks_out += u64::from(repr.options.sack_count);
         if p.kind == Kind::SnapAck {
+            self.rcv.read_since_ack = false;
             self.ack_snaps.copy_within(1..self.n_snaps, 0);
             self.n_snaps -= 1;
-            self.last_ack_sent = seq::max(self.last_ack_sent, repr.ack);
+            self.rcv.last_ack_sent = seq::max(self.rcv.last_ack_sent, repr.ack);
             let edge = repr
                 .ack
-                .wrapping_add(u32::from(repr.window) << self.rcv_wscale);
-            self.rcv_adv = seq::max(self.rcv_adv, edge);
+                .wrapping_add(u32::from(repr.window) << self.rcv.wscale);
+            self.rcv.adv = seq::max(self.rcv.adv, edge);
             return;
         }
         if repr.flags.ack() {
+            self.rcv.read_since_ack = false;
             self.ack_now = false;
             self.unacked_bytes = 0;
-            self.delack_at = None;
-            self.last_ack_sent = self.rcv_nxt;
+            self.timers.delack = None;
+            self.rcv.last_ack_sent = self.rcv.nxt;
             if !repr.flags.syn() {
                 let (_, edge) = self.rcv_window();
-                self.rcv_adv = seq::max(self.rcv_adv, edge);
+                self.rcv.adv = seq::max(self.rcv.adv, edge);
             } else {
-                let edge = self.rcv_nxt.wrapping_add(u32::from(repr.window));
-                self.rcv_adv = seq::max(self.rcv_adv, edge);
+                let edge = self.rcv.nxt.wrapping_add(u32::from(repr.window));
+                self.rcv.adv = seq::max(self.rcv.adv, edge);
             }
         }
         let end = p
@@ -206,35 +215,35 @@ impl Conn {
             .wrapping_add(u32::from(p.fin) + u32::from(p.kind == Kind::Syn));
         match p.kind {
             Kind::Syn => {
-                if self.snd_max == self.iss {
-                    if !self.ts_enabled || self.state == State::SynSent {
+                if self.snd.max == self.snd.iss {
+                    if !self.ts.enabled || self.state == State::SynSent {
                         self.rtt_timing = Some((end, now));
                     }
                 } else {
                     self.rtt_timing = None;
                     stats.retransmits_rto += 1;
                 }
-                self.snd_nxt = end;
-                self.snd_max = seq::max(self.snd_max, end);
-                self.rto_at.get_or_insert(now + self.rtt.rto());
+                self.snd.nxt = end;
+                self.snd.max = seq::max(self.snd.max, end);
+                self.timers.rto.get_or_insert(now + self.rtt.rto());
             }
             Kind::Tlp => {
                 self.tlp_due = false;
-                let rxt = seq::lt(p.seq, self.snd_max);
+                let rxt = seq::lt(p.seq, self.snd.max);
                 stats.tlp_probes += 1;
                 if !rxt {
-                    self.snd_nxt = end;
+                    self.snd.nxt = end;
                     self.last_data_tx = now;
                 }
-                self.snd_max = seq::max(self.snd_max, end);
-                self.tlp_end = Some((self.snd_max, rxt));
+                self.snd.max = seq::max(self.snd.max, end);
+                self.tlp_end = Some((self.snd.max, rxt));
                 self.rtt_timing = None;
                 // §7.3: after the probe, the RTO guards the tail.
-                self.rto_at = Some(now + self.rtt.rto());
+                self.timers.rto = Some(now + self.rtt.rto());
             }
             Kind::Data | Kind::Hole | Kind::Relost => {
                 self.last_data_tx = now;
-                let rexmit = seq::lt(p.seq, self.snd_max);
+                let rexmit = seq::lt(p.seq, self.snd.max);
                 if rexmit {
                     self.rtt_timing = None;
                     if self.recovery.is_some() {
@@ -242,14 +251,14 @@ impl Conn {
                     } else {
                         stats.retransmits_rto += 1;
                     }
-                } else if self.rtt_timing.is_none() && !self.ts_enabled {
+                } else if self.rtt_timing.is_none() && !self.ts.enabled {
                     self.rtt_timing = Some((end, now));
                 }
                 if p.kind == Kind::Relost {
                     self.rxt.advance_relost(end);
                 }
                 if p.kind != Kind::Data && matches!(self.recovery, Some(r) if r.sack) {
-                    self.rxt.record(p.seq, end, self.snd_max);
+                    self.rxt.record(p.seq, end, self.snd.max);
                 }
                 if p.kind != Kind::Data {
                     if let Some(rec) = self.recovery.as_mut() {
@@ -258,29 +267,29 @@ impl Conn {
                         }
                         rec.rxt_una = false;
                     }
-                    if seq::lt(self.snd_nxt, end) {
-                        self.snd_nxt = end;
+                    if seq::lt(self.snd.nxt, end) {
+                        self.snd.nxt = end;
                     }
                 } else {
-                    self.snd_nxt = end;
+                    self.snd.nxt = end;
                 }
-                self.snd_max = seq::max(self.snd_max, end);
-                if self.rto_at.is_none() {
-                    self.rto_at = Some(now + self.rtt.rto());
+                self.snd.max = seq::max(self.snd.max, end);
+                if self.timers.rto.is_none() {
+                    self.timers.rto = Some(now + self.rtt.rto());
                 }
-                self.persist_at = None;
-                self.persist_backoff = 0;
-                if p.kind == Kind::Data && !rexmit && self.pto_at.is_none() {
+                self.timers.persist = None;
+                self.timers.persist_backoff = 0;
+                if p.kind == Kind::Data && !rexmit && self.timers.pto.is_none() {
                     self.arm_pto(now);
                 }
             }
             Kind::Probe => {
                 self.persist_probe_due = false;
                 stats.persist_probes += 1;
-                if seq::lt(self.snd_nxt, end) {
-                    self.snd_nxt = end;
+                if seq::lt(self.snd.nxt, end) {
+                    self.snd.nxt = end;
                 }
-                self.snd_max = seq::max(self.snd_max, end);
+                self.snd.max = seq::max(self.snd.max, end);
             }
             Kind::KeepAlive => {
                 self.keepalive_due = false;
@@ -296,10 +305,10 @@ impl Conn {
         match self.state {
             State::Closed | State::Listen => return None,
             State::SynSent | State::SynReceived => {
-                if self.snd_nxt == self.iss {
+                if self.snd.nxt == self.snd.iss {
                     return Some(Plan {
                         kind: Kind::Syn,
-                        seq: self.iss,
+                        seq: self.snd.iss,
                         len: 0,
                         fin: false,
                     });
@@ -330,23 +339,24 @@ impl Conn {
         }
         if self.persist_probe_due {
             let fin_seq = self.fin_seq();
-            if seq::lt(self.snd_una, fin_seq) {
+            if seq::lt(self.snd.una, fin_seq) {
                 // A zero window gets a one-byte probe (§3.8.6.1); a window too small for the
                 // sender SWS rule gets what fits (the §3.8.6.2.1 override timeout).
                 let len = self
-                    .snd_wnd
+                    .snd
+                    .wnd
                     .min(self.seg_mss())
-                    .min(seq::dist(self.snd_una, fin_seq))
+                    .min(seq::dist(self.snd.una, fin_seq))
                     .max(1);
                 return Some(Plan {
                     kind: Kind::Probe,
-                    seq: self.snd_una,
+                    seq: self.snd.una,
                     len,
                     fin: false,
                 });
             }
             self.persist_probe_due = false;
-            if self.fin_queued && self.snd_una == fin_seq {
+            if self.snd.fin_queued && self.snd.una == fin_seq {
                 return Some(Plan {
                     kind: Kind::Probe,
                     seq: fin_seq,
@@ -361,7 +371,7 @@ impl Conn {
         if self.keepalive_due {
             return Some(Plan {
                 kind: Kind::KeepAlive,
-                seq: self.snd_una,
+                seq: self.snd.una,
                 len: 0,
                 fin: false,
             });
@@ -375,12 +385,12 @@ impl Conn {
     /// RFC 5681 §4.1: after an idle period longer than the RTO, cwnd restarts from
     /// min(IW, cwnd) — the ACK clock is gone and a full-window burst would hit the network.
     fn restart_after_idle(&mut self, now: Instant) {
-        if self.snd_una == self.snd_max
+        if self.snd.una == self.snd.max
             && self.is_synchronized()
-            && seq::lt(self.snd_nxt, self.fin_seq())
+            && seq::lt(self.snd.nxt, self.fin_seq())
             && now.saturating_since(self.last_data_tx) > self.rtt.rto()
         {
-            let iw = super::cc::initial_window(self.mss);
+            let iw = super::cc::initial_window(self.snd.mss);
             if self.cc.cwnd() > iw {
                 self.cc.set_cwnd(iw);
             }
@@ -401,12 +411,12 @@ impl Conn {
                 | State::LastAck
         );
         if can_send
-            && self.persist_at.is_none()
-            && self.rto_at.is_none()
-            && self.snd_una == self.snd_max
-            && seq::lt(self.snd_nxt, self.fin_seq())
+            && self.timers.persist.is_none()
+            && self.timers.rto.is_none()
+            && self.snd.una == self.snd.max
+            && seq::lt(self.snd.nxt, self.fin_seq())
         {
-            self.persist_at = Some(now + self.rtt.rto());
+            self.timers.persist = Some(now + self.rtt.rto());
         }
     }
 
@@ -415,26 +425,26 @@ impl Conn {
     fn plan_tlp(&self) -> Option<Plan> {
         let fin_seq = self.fin_seq();
         let smss = self.seg_mss();
-        let wnd_edge = self.snd_una.wrapping_add(self.snd_wnd);
-        if self.snd_nxt == self.snd_max && seq::lt(self.snd_nxt, fin_seq) {
-            let room = seq::dist(self.snd_nxt, wnd_edge);
+        let wnd_edge = self.snd.una.wrapping_add(self.snd.wnd);
+        if self.snd.nxt == self.snd.max && seq::lt(self.snd.nxt, fin_seq) {
+            let room = seq::dist(self.snd.nxt, wnd_edge);
             if room > 0 {
-                let len = seq::dist(self.snd_nxt, fin_seq).min(smss).min(room);
-                let fin = self.fin_queued && self.snd_nxt.wrapping_add(len) == fin_seq;
+                let len = seq::dist(self.snd.nxt, fin_seq).min(smss).min(room);
+                let fin = self.snd.fin_queued && self.snd.nxt.wrapping_add(len) == fin_seq;
                 return Some(Plan {
                     kind: Kind::Tlp,
-                    seq: self.snd_nxt,
+                    seq: self.snd.nxt,
                     len,
                     fin,
                 });
             }
         }
-        if self.snd_una == self.snd_max {
+        if self.snd.una == self.snd.max {
             return None;
         }
-        let fin_sent = self.fin_queued && seq::gt(self.snd_max, fin_seq);
-        let data_end = seq::min(self.snd_max, fin_seq);
-        let len = seq::dist(self.snd_una, data_end).min(smss);
+        let fin_sent = self.snd.fin_queued && seq::gt(self.snd.max, fin_seq);
+        let data_end = seq::min(self.snd.max, fin_seq);
+        let len = seq::dist(self.snd.una, data_end).min(smss);
         Some(Plan {
             kind: Kind::Tlp,
             seq: data_end.wrapping_sub(len),
@@ -458,8 +468,8 @@ impl Conn {
     /// information in it lost. Use SND.MAX, clamped to the window's right edge (as Linux
     /// `tcp_acceptable_seq`).
     fn ack_seq(&self) -> u32 {
-        let edge = self.snd_una.wrapping_add(self.snd_wnd);
-        seq::max(self.snd_una, seq::min(self.snd_max, edge))
+        let edge = self.snd.una.wrapping_add(self.snd.wnd);
+        seq::max(self.snd.una, seq::min(self.snd.max, edge))
     }
 
     /// A segment starting at `s`, at most `max` bytes, not crossing SACKed data, with FIN
@@ -475,7 +485,7 @@ impl Conn {
         if let Some(n) = self.scoreboard.next_sacked_start(s) {
             len = len.min(seq::dist(s, n));
         }
-        let fin = self.fin_queued && s.wrapping_add(len) == fin_seq;
+        let fin = self.snd.fin_queued && s.wrapping_add(len) == fin_seq;
         if len == 0 && !fin {
             return None;
         }
@@ -498,27 +508,27 @@ impl Conn {
         ) {
             return None;
         }
-        if self.snd_wnd == 0 && self.snd_una == self.snd_nxt && self.persist_at.is_some() {
+        if self.snd.wnd == 0 && self.snd.una == self.snd.nxt && self.timers.persist.is_some() {
             // Zero window: only probes go out.
             return None;
         }
         let fin_seq = self.fin_seq();
-        let data_end = if self.fin_queued {
+        let data_end = if self.snd.fin_queued {
             fin_seq.wrapping_add(1)
         } else {
             fin_seq
         };
         // Congestion accounting is in units of the negotiated MSS (RFC 5681 SMSS); segments
         // are cut to `seg_mss()` (MSS minus options).
-        let mss = self.mss;
+        let mss = self.snd.mss;
         let smss = self.seg_mss();
         let cwnd = self.cc.cwnd();
-        let wnd_edge = self.snd_una.wrapping_add(self.snd_wnd);
+        let wnd_edge = self.snd.una.wrapping_add(self.snd.wnd);
 
         if let Some(rec) = self.recovery {
             if rec.rxt_una {
                 // Entry or partial ACK: retransmit the first unacknowledged segment.
-                if let Some(p) = self.segment_at(Kind::Hole, self.snd_una, smss) {
+                if let Some(p) = self.segment_at(Kind::Hole, self.snd.una, smss) {
                     return Some(p);
                 }
             }
@@ -526,18 +536,18 @@ impl Conn {
                 // RFC 6675 §5 step (C): send while cwnd - pipe >= 1 SMSS.
                 let pipe = self
                     .scoreboard
-                    .pipe(self.snd_una, self.snd_max, rec.rxt_next, mss)
-                    .saturating_sub(self.rxt.relost_bytes(self.snd_una));
+                    .pipe(self.snd.una, self.snd.max, rec.rxt_next, mss)
+                    .saturating_sub(self.rxt.relost_bytes(self.snd.una));
                 if cwnd.saturating_sub(pipe) < smss.min(cwnd) {
                     return None;
                 }
                 // A range whose retransmission was lost goes first.
-                if let Some((s, e)) = self.rxt.next_relost(self.snd_una, &self.scoreboard) {
+                if let Some((s, e)) = self.rxt.next_relost(self.snd.una, &self.scoreboard) {
                     return self.segment_at(Kind::Relost, s, seq::dist(s, e));
                 }
                 // NextSeg rule (1): first lost unSACKed byte above HighRxt.
                 let mut rule3 = None;
-                for h in self.scoreboard.holes(self.snd_una, self.snd_max, mss) {
+                for h in self.scoreboard.holes(self.snd.una, self.snd.max, mss) {
                     let start = seq::max(h.start, rec.rxt_next);
                     if !seq::lt(start, h.end) {
                         continue;
@@ -551,10 +561,10 @@ impl Conn {
                     }
                 }
                 // Rule (2): new data within the peer's window.
-                if seq::lt(self.snd_nxt, data_end) {
-                    let room = seq::dist(self.snd_nxt, wnd_edge);
-                    if room > 0 || self.snd_nxt == fin_seq {
-                        if let Some(p) = self.segment_at(Kind::Data, self.snd_nxt, room) {
+                if seq::lt(self.snd.nxt, data_end) {
+                    let room = seq::dist(self.snd.nxt, wnd_edge);
+                    if room > 0 || self.snd.nxt == fin_seq {
+                        if let Some(p) = self.segment_at(Kind::Data, self.snd.nxt, room) {
                             return Some(p);
                         }
                     }
@@ -569,13 +579,13 @@ impl Conn {
 
         // Normal transmission (and NewReno recovery with its inflated cwnd).
         // Skip data the peer already SACKed (after an RTO rewind).
-        while seq::lt(self.snd_nxt, self.snd_max) {
-            match self.scoreboard.sacked_end(self.snd_nxt) {
-                Some(e) => self.snd_nxt = seq::min(e, self.snd_max),
+        while seq::lt(self.snd.nxt, self.snd.max) {
+            match self.scoreboard.sacked_end(self.snd.nxt) {
+                Some(e) => self.snd.nxt = seq::min(e, self.snd.max),
                 None => break,
             }
         }
-        if !seq::lt(self.snd_nxt, data_end) {
+        if !seq::lt(self.snd.nxt, data_end) {
             return None;
         }
         // RFC 3042 limited transmit: one extra SMSS per early duplicate ACK.
@@ -588,10 +598,10 @@ impl Conn {
         // sequence space would misorder them once cwnd exceeds 2^31.
         let allowed = cwnd
             .saturating_add(lt)
-            .min(seq::dist(self.snd_una, wnd_edge));
-        let edge = self.snd_una.wrapping_add(allowed);
-        let room = seq::dist(self.snd_nxt, edge);
-        if self.snd_nxt == fin_seq {
+            .min(seq::dist(self.snd.una, wnd_edge));
+        let edge = self.snd.una.wrapping_add(allowed);
+        let room = seq::dist(self.snd.nxt, edge);
+        if self.snd.nxt == fin_seq {
             // A lone FIN is not held back by the windows.
             return self.segment_at(Kind::Data, fin_seq, 0);
         }
@@ -604,7 +614,7 @@ impl Conn {
         } else {
             smss
         };
-        let mut p = self.segment_upto(Kind::Data, self.snd_nxt, room, gso_cap)?;
+        let mut p = self.segment_upto(Kind::Data, self.snd.nxt, room, gso_cap)?;
         if p.len > smss && p.len % smss != 0 {
             p.len -= p.len % smss;
             p.fin = false;
@@ -612,16 +622,16 @@ impl Conn {
         if p.len == 0 {
             return None;
         }
-        let rexmit = seq::lt(p.seq, self.snd_max);
+        let rexmit = seq::lt(p.seq, self.snd.max);
         if !rexmit && p.len < smss && !p.fin {
             let remaining = seq::dist(p.seq, fin_seq);
-            let idle = self.snd_nxt == self.snd_una;
-            let push_ok = self.config.nodelay || idle || self.fin_queued;
+            let idle = self.snd.nxt == self.snd.una;
+            let push_ok = self.config.nodelay || idle || self.snd.fin_queued;
             // RFC 9293 §3.8.6.2.1 sender SWS avoidance and §3.7.4 Nagle: a short segment goes
             // only if it is all we have and nothing is unacknowledged (or Nagle is off), or it
             // fills at least half the largest window the peer offered.
             let all = p.len == remaining && push_ok;
-            let half = p.len >= self.max_snd_wnd / 2 && push_ok;
+            let half = p.len >= self.snd.max_wnd / 2 && push_ok;
             if !(all || half) {
                 return None;
             }

@@ -42,6 +42,11 @@ impl<'a> Payload<'a> {
 
     /// Copies the bytes into `dst` (which must be exactly `len()` long; shorter copies less).
     pub fn copy_to(&self, dst: &mut [u8]) {
+        self.copy_with(crate::mem::CopyMode::Kernels, dst)
+    }
+
+    /// [`Payload::copy_to`] with the stack's copy path (`mode`).
+    pub fn copy_with(&self, mode: crate::mem::CopyMode, dst: &mut [u8]) {
         let mut skip = self.start;
         let mut at = 0;
         let want = self.len().min(dst.len());
@@ -54,7 +59,7 @@ impl<'a> Payload<'a> {
                 continue;
             }
             let n = (p.len() - skip).min(want - at);
-            crate::mem::copy(&mut dst[at..at + n], &p[skip..skip + n]);
+            mode.copy(&mut dst[at..at + n], &p[skip..skip + n]);
             at += n;
             skip = 0;
         }

@@ -349,16 +349,16 @@ pub(super) fn conn_from_cookie(
     let syn = rebuilt_syn(ack, opt);
     let mut c = Conn::new_passive(now, secret.bytes(), local, remote, config, &syn);
     let iss = ack.ack.wrapping_sub(1);
-    c.iss = iss;
-    c.snd_una = iss;
+    c.snd.iss = iss;
+    c.snd.una = iss;
     c.recover = iss;
-    c.snd_wl2 = iss;
+    c.snd.wl2 = iss;
     // The SYN-ACK (one sequence number) was sent and is never retransmitted.
-    c.snd_nxt = iss.wrapping_add(1);
-    c.snd_max = c.snd_nxt;
-    c.snd_buf_seq = c.snd_nxt;
+    c.snd.nxt = iss.wrapping_add(1);
+    c.snd.max = c.snd.nxt;
+    c.snd.buf_seq = c.snd.nxt;
     // The right edge our SYN-ACK advertised (unscaled window, RFC 7323 §2.2).
-    c.rcv_adv = c.rcv_nxt.wrapping_add(u32::from(syn_window(&config)));
+    c.rcv.adv = c.rcv.nxt.wrapping_add(u32::from(syn_window(&config)));
     c
 }
 

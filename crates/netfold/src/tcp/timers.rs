@@ -7,70 +7,140 @@ use super::rtt::RTO_MAX;
 use super::{Error, State, Stats};
 use crate::time::Instant;
 
+/// A connection's deadlines and the counters of the timers' backoff and probes.
+#[derive(Debug)]
+pub struct Timers {
+    /// Retransmission timeout (RFC 6298).
+    pub rto: Option<Instant>,
+    /// Delayed ACK (RFC 9293 §3.8.6.3).
+    pub delack: Option<Instant>,
+    /// Zero-window probe (RFC 9293 §3.8.6.1).
+    pub persist: Option<Instant>,
+    /// End of TIME-WAIT (2*MSL, §3.6.1), or of an orphaned FIN-WAIT-2.
+    pub time_wait: Option<Instant>,
+    /// Tail loss probe timeout (RFC 8985 §7).
+    pub pto: Option<Instant>,
+    /// Consecutive RTO expirations (RFC 9293 §3.8.3 R2).
+    pub retries: u32,
+    pub persist_backoff: u32,
+    pub probes_unanswered: u32,
+    /// Keepalive probes sent without an answer, when the last went, and when the peer was
+    /// last heard from (RFC 9293 §3.8.4).
+    pub ka_probes: u32,
+    pub last_ka: Instant,
+    pub last_rx: Instant,
+    /// The deadline under which this connection sits in the layer's timer heap.
+    pub registered: Option<Instant>,
+}
+
+impl Timers {
+    pub fn new(now: Instant) -> Self {
+        Timers {
+            rto: None,
+            delack: None,
+            persist: None,
+            time_wait: None,
+            pto: None,
+            retries: 0,
+            persist_backoff: 0,
+            probes_unanswered: 0,
+            ka_probes: 0,
+            last_ka: now,
+            last_rx: now,
+            registered: None,
+        }
+    }
+
+    /// The earliest deadline, with the keepalive deadline (derived from the connection's
+    /// state) taken into account.
+    pub fn earliest(&self, keepalive: Option<Instant>) -> Option<Instant> {
+        [
+            self.time_wait,
+            self.rto,
+            self.pto,
+            self.delack,
+            self.persist,
+            keepalive,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Stops every timer (the connection reached CLOSED).
+    pub fn stop_all(&mut self) {
+        self.rto = None;
+        self.delack = None;
+        self.persist = None;
+        self.time_wait = None;
+        self.pto = None;
+    }
+}
+
 const SYN_RETRIES: u32 = 6;
 const SYNACK_RETRIES: u32 = 5;
 
 impl Conn {
     /// Runs every expired timer. May close the connection (TimedOut, end of TIME-WAIT).
     pub fn on_timers(&mut self, now: Instant, stats: &mut Stats) -> Event {
-        if let Some(t) = self.timewait_at {
+        if let Some(t) = self.timers.time_wait {
             if now >= t {
                 self.enter_closed(None);
                 return Event::Closed;
             }
         }
-        if let Some(t) = self.rto_at {
+        if let Some(t) = self.timers.rto {
             if now >= t {
                 if let Some(ev) = self.on_rto(now, stats) {
                     return ev;
                 }
             }
         }
-        if let Some(t) = self.pto_at {
+        if let Some(t) = self.timers.pto {
             if now >= t {
-                self.pto_at = None;
-                if self.recovery.is_none() && self.snd_una != self.snd_max {
+                self.timers.pto = None;
+                if self.recovery.is_none() && self.snd.una != self.snd.max {
                     self.tlp_due = true;
                 }
             }
         }
-        if let Some(t) = self.delack_at {
+        if let Some(t) = self.timers.delack {
             if now >= t {
-                self.delack_at = None;
+                self.timers.delack = None;
                 self.ack_now = true;
             }
         }
-        if self.persist_at.is_some() && !self.send_pending() {
-            self.persist_at = None;
+        if self.timers.persist.is_some() && !self.send_pending() {
+            self.timers.persist = None;
         }
-        if let Some(t) = self.persist_at {
+        if let Some(t) = self.timers.persist {
             if now >= t {
-                self.probes_unanswered += 1;
-                if self.probes_unanswered > self.config.max_retransmits {
+                self.timers.probes_unanswered += 1;
+                if self.timers.probes_unanswered > self.config.max_retransmits {
                     stats.timeouts += 1;
                     self.enter_closed(Some(Error::TimedOut));
                     return Event::Closed;
                 }
                 self.persist_probe_due = true;
-                self.persist_backoff = self.persist_backoff.saturating_add(1);
+                self.timers.persist_backoff = self.timers.persist_backoff.saturating_add(1);
                 let d = self
                     .rtt
                     .base_rto()
-                    .saturating_mul(1u64 << self.persist_backoff.min(16))
+                    .saturating_mul(1u64 << self.timers.persist_backoff.min(16))
                     .min(RTO_MAX);
-                self.persist_at = Some(now + d);
+                self.timers.persist = Some(now + d);
             }
         }
         if let Some(t) = self.keepalive_deadline() {
             if now >= t {
                 let (_, _, count) = self.config.keepalive.unwrap_or_default();
-                if self.ka_probes >= count {
+                if self.timers.ka_probes >= count {
                     stats.timeouts += 1;
                     self.enter_closed(Some(Error::TimedOut));
                     return Event::Closed;
                 }
-                self.ka_probes += 1;
-                self.last_ka = now;
+                self.timers.ka_probes += 1;
+                self.timers.last_ka = now;
                 self.keepalive_due = true;
             }
         }
@@ -82,8 +152,8 @@ impl Conn {
     pub fn arm_pto(&mut self, now: Instant) {
         if self.recovery.is_some()
             || self.tlp_end.is_some()
-            || self.snd_una == self.snd_max
-            || self.snd_wnd == 0
+            || self.snd.una == self.snd.max
+            || self.snd.wnd == 0
             || !matches!(
                 self.state,
                 State::Established
@@ -102,30 +172,30 @@ impl Conn {
         }
         let pto = pto.max(crate::time::Duration::from_millis(10));
         let at = now + pto;
-        if self.rto_at.is_some_and(|r| r <= at) {
-            self.pto_at = None;
+        if self.timers.rto.is_some_and(|r| r <= at) {
+            self.timers.pto = None;
             return;
         }
-        self.pto_at = Some(at);
+        self.timers.pto = Some(at);
     }
 
     fn keepalive_deadline(&self) -> Option<Instant> {
         let (idle, intvl, _) = self.config.keepalive?;
         if !matches!(self.state, State::Established | State::CloseWait)
-            || self.snd_una != self.snd_max
-            || self.persist_at.is_some()
+            || self.snd.una != self.snd.max
+            || self.timers.persist.is_some()
         {
             return None;
         }
-        Some(if self.ka_probes == 0 {
-            self.last_rx + idle
+        Some(if self.timers.ka_probes == 0 {
+            self.timers.last_rx + idle
         } else {
-            self.last_ka + intvl
+            self.timers.last_ka + intvl
         })
     }
 
     fn on_rto(&mut self, now: Instant, stats: &mut Stats) -> Option<Event> {
-        self.retries += 1;
+        self.timers.retries += 1;
         // Handshakes give up sooner (Linux tcp_syn_retries = 6, tcp_synack_retries = 5):
         // half-open state is what SYN floods consume.
         let limit = match self.state {
@@ -133,14 +203,14 @@ impl Conn {
             State::SynReceived => self.config.max_retransmits.min(SYNACK_RETRIES),
             _ => self.config.max_retransmits,
         };
-        if self.retries > limit {
+        if self.timers.retries > limit {
             // RFC 9293 §3.8.3 R2: give up.
             stats.timeouts += 1;
             self.enter_closed(Some(Error::TimedOut));
             return Some(Event::Closed);
         }
         // An RTO ends any tail-loss-probe episode (RFC 8985 §7.3).
-        self.pto_at = None;
+        self.timers.pto = None;
         self.tlp_due = false;
         self.tlp_end = None;
         // RFC 6298 §5.5: back off; §5.6: restart the timer.
@@ -148,7 +218,7 @@ impl Conn {
         self.rtt_timing = None;
         match self.state {
             State::SynSent | State::SynReceived => {
-                self.snd_nxt = self.iss;
+                self.snd.nxt = self.snd.iss;
             }
             _ => {
                 // RFC 5681 §3.1 eq. 4 and loss window; go back to SND.UNA (SACKed data is
@@ -156,33 +226,23 @@ impl Conn {
                 // RFC 5681 §3.1: when the segment was already retransmitted by the timer,
                 // ssthresh is held constant; only cwnd falls back to the loss window.
                 let flight = self.flight();
-                if self.retries == 1 {
-                    self.cc.on_rto(now, flight, self.mss);
+                if self.timers.retries == 1 {
+                    self.cc.on_rto(now, flight, self.snd.mss);
                 } else {
-                    self.cc.set_cwnd(self.mss);
+                    self.cc.set_cwnd(self.snd.mss);
                 }
                 self.recovery = None;
                 self.dupacks = 0;
-                self.recover = self.snd_max;
-                self.snd_nxt = self.snd_una;
+                self.recover = self.snd.max;
+                self.snd.nxt = self.snd.una;
             }
         }
-        self.rto_at = Some(now + self.rtt.rto());
+        self.timers.rto = Some(now + self.rtt.rto());
         None
     }
 
     /// The earliest timer of this connection.
     pub fn next_timer(&self) -> Option<Instant> {
-        [
-            self.timewait_at,
-            self.rto_at,
-            self.pto_at,
-            self.delack_at,
-            self.persist_at,
-            self.keepalive_deadline(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        self.timers.earliest(self.keepalive_deadline())
     }
 }

@@ -1,0 +1,107 @@
+//! The receive sequence space of one connection (RFC 9293 §3.3.1, figure 4):
+//!
+//! ```text
+//!     1          2          3
+//! ----------|----------|----------
+//!        RCV.NXT    RCV.NXT
+//!                  +RCV.WND
+//! 1 - old sequence numbers that have been acknowledged
+//! 2 - sequence numbers allowed for new reception
+//! 3 - future sequence numbers that are not yet allowed
+//! ```
+//!
+//! RCV.WND is the window as last ADVERTISED: `adv` is its right edge (RCV.NXT + RCV.WND when
+//! it was sent), which never moves left (RFC 9293 §3.8.6). The receive ring (in-order bytes
+//! then the out-of-order region) may hold more than was advertised; acceptability is judged
+//! against the advertisement.
+
+use super::buffer::RecvRing;
+use super::seq;
+
+#[derive(Debug)]
+pub struct RecvSeq {
+    /// IRS: initial receive sequence number.
+    pub irs: u32,
+    /// RCV.NXT: next sequence number expected.
+    pub nxt: u32,
+    /// Right edge of the window we last advertised (RCV.NXT + RCV.WND at that time).
+    pub adv: u32,
+    /// Last.ACK.sent (RFC 7323 §4.3): the ACK number we last sent.
+    pub last_ack_sent: u32,
+    /// Rcv.Wind.Shift (RFC 7323 §2): applied to the window field we send.
+    pub wscale: u8,
+    /// Largest segment seen from the peer (for "ACK every second full-sized segment").
+    pub mss: u32,
+    /// In-order bytes waiting for the application, then the out-of-order region.
+    pub ring: RecvRing,
+    /// The peer's FIN sequence number, when its FIN arrived (maybe ahead of missing data).
+    pub fin: Option<u32>,
+    /// The peer's FIN has been received in order (RCV.NXT counts it).
+    pub fin_received: bool,
+    /// The application read data since we last sent a segment: only then may a pure window
+    /// update be owed (Linux `tcp_cleanup_rbuf`).
+    pub read_since_ack: bool,
+}
+
+impl RecvSeq {
+    pub fn new(wscale: u8, mss: u32, ring: RecvRing) -> Self {
+        RecvSeq {
+            irs: 0,
+            nxt: 0,
+            adv: 0,
+            last_ack_sent: 0,
+            wscale,
+            mss,
+            ring,
+            fin: None,
+            fin_received: false,
+            read_since_ack: false,
+        }
+    }
+
+    /// Synchronizes to the peer's SYN: IRS = SEG.SEQ, RCV.NXT = SEG.SEQ + 1.
+    pub fn sync(&mut self, syn_seq: u32) {
+        self.irs = syn_seq;
+        self.nxt = syn_seq.wrapping_add(1);
+        self.adv = self.nxt;
+        self.last_ack_sent = self.nxt;
+    }
+
+    /// RCV.WND as last advertised (0 once RCV.NXT reached the advertised edge).
+    pub fn announced(&self) -> u32 {
+        seq::dist(self.nxt, self.adv)
+    }
+
+    /// A pure window update is owed (Linux `tcp_cleanup_rbuf`, after the application read
+    /// data): the window as last announced is at most half the buffer, and the window we
+    /// would announce now is at least twice as large. Anything less rides on the next segment
+    /// we send anyway; a window update right after the handshake (nothing read yet) is never
+    /// owed — no Linux or FreeBSD peer sends one, and it shifts every later segment of a
+    /// conformance script by one.
+    pub fn window_update_owed(&self, buf: u32) -> bool {
+        if !self.read_since_ack {
+            return false;
+        }
+        let cur = self.announced();
+        let (_, edge) = self.window(buf);
+        let new = seq::dist(self.nxt, edge);
+        new > cur && cur.saturating_mul(2) <= buf && new >= cur.saturating_mul(2)
+    }
+
+    /// `(window field, right edge)` to advertise now for a buffer of `buf` bytes (RFC 9293
+    /// §3.8.6.2.2 receiver SWS avoidance, RFC 7323 §2.3 scaling; the right edge never moves
+    /// left, RFC 9293 §3.8.6).
+    pub fn window(&self, buf: u32) -> (u16, u32) {
+        let free = buf.saturating_sub(self.ring.len() as u32);
+        let cur = seq::dist(self.nxt, self.adv);
+        let mut wnd = free;
+        let threshold = (buf / 2).min(self.mss).max(1);
+        if wnd > cur && wnd - cur < threshold {
+            wnd = cur;
+        }
+        wnd = wnd.max(cur);
+        let ws = u32::from(self.wscale);
+        let field = ((u64::from(wnd) + (1u64 << ws) - 1) >> ws).min(0xffff) as u32;
+        (field as u16, self.nxt.wrapping_add(field << ws))
+    }
+}

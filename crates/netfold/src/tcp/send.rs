@@ -1,0 +1,116 @@
+//! The send sequence space of one connection (RFC 9293 §3.3.1, figure 3):
+//!
+//! ```text
+//!      1         2          3          4
+//! ----------|----------|----------|----------
+//!        SND.UNA    SND.NXT    SND.UNA
+//!                             +SND.WND
+//! 1 - old sequence numbers that have been acknowledged
+//! 2 - sequence numbers of unacknowledged data
+//! 3 - sequence numbers allowed for new data transmission
+//! 4 - future sequence numbers that are not yet allowed
+//! ```
+//!
+//! Plus what netfold keeps beside it: SND.MAX (SND.NXT may be rewound by an RTO), the largest
+//! window the peer ever offered (RFC 5961 §5.2's MAX.SND.WND), the effective send MSS, and the
+//! send ring whose first byte has sequence number `buf_seq`.
+
+use super::buffer::SendRing;
+use super::seq;
+
+#[derive(Debug)]
+pub struct SendSeq {
+    /// ISS: initial send sequence number.
+    pub iss: u32,
+    /// SND.UNA: oldest unacknowledged sequence number.
+    pub una: u32,
+    /// SND.NXT: next sequence number to be sent.
+    pub nxt: u32,
+    /// Highest sequence number sent + 1 (`nxt` may be rewound by an RTO).
+    pub max: u32,
+    /// SND.WND: the peer's window, scaled.
+    pub wnd: u32,
+    /// MAX.SND.WND (RFC 5961 §5.2): the largest window the peer ever offered.
+    pub max_wnd: u32,
+    /// SND.WL1 / SND.WL2: segment sequence and acknowledgment numbers of the last window update.
+    pub wl1: u32,
+    pub wl2: u32,
+    /// Snd.Wind.Shift (RFC 7323 §2): applied to the peer's window field.
+    pub wscale: u8,
+    /// Eff.snd.MSS before options (RFC 9293 §3.7.1): min(peer's MSS, ours), lowered by PMTU.
+    pub mss: u32,
+    /// Sequence number of the first byte in `ring`.
+    pub buf_seq: u32,
+    /// Bytes from SND.UNA on (unacknowledged and unsent).
+    pub ring: SendRing,
+    /// shutdown_write()/close() was called: a FIN follows the queued data.
+    pub fin_queued: bool,
+}
+
+impl SendSeq {
+    /// A send space starting at `iss` (the SYN occupies `iss`, data starts after it).
+    pub fn new(iss: u32, mss: u32, ring: SendRing) -> Self {
+        SendSeq {
+            iss,
+            una: iss,
+            nxt: iss,
+            max: iss,
+            wnd: 0,
+            max_wnd: 0,
+            wl1: 0,
+            wl2: 0,
+            wscale: 0,
+            mss,
+            buf_seq: iss.wrapping_add(1),
+            ring,
+            fin_queued: false,
+        }
+    }
+
+    /// Sequence number of our FIN (valid once `fin_queued`).
+    pub fn fin_seq(&self) -> u32 {
+        self.buf_seq.wrapping_add(self.ring.len() as u32)
+    }
+
+    /// Our FIN was sent and acknowledged.
+    pub fn fin_acked(&self) -> bool {
+        self.fin_queued && seq::gt(self.una, self.fin_seq())
+    }
+
+    /// Data or a FIN is queued and not yet acknowledged.
+    pub fn pending(&self) -> bool {
+        seq::lt(
+            self.una,
+            self.fin_seq().wrapping_add(u32::from(self.fin_queued)),
+        )
+    }
+
+    /// Bytes sent and not yet acknowledged (SND.MAX - SND.UNA).
+    pub fn flight(&self) -> u32 {
+        self.max.wrapping_sub(self.una)
+    }
+
+    /// RFC 9293 §3.10.7.4 fifth check: the window is updated from a segment only if it is
+    /// newer than the last update (SND.WL1 < SEG.SEQ, or SND.WL1 = SEG.SEQ and
+    /// SND.WL2 =< SEG.ACK).
+    pub fn window_update_allowed(&self, seg_seq: u32, seg_ack: u32) -> bool {
+        seq::lt(self.wl1, seg_seq) || (self.wl1 == seg_seq && seq::le(self.wl2, seg_ack))
+    }
+
+    /// Takes a window update: "set SND.WND <- SEG.WND, set SND.WL1 <- SEG.SEQ, and set
+    /// SND.WL2 <- SEG.ACK" (`wnd` already scaled).
+    pub fn update_window(&mut self, wnd: u32, seg_seq: u32, seg_ack: u32) {
+        self.wnd = wnd;
+        self.max_wnd = self.max_wnd.max(wnd);
+        self.wl1 = seg_seq;
+        self.wl2 = seg_ack;
+    }
+
+    /// SND.UNA advances to `ack` (SND.NXT with it, if an RTO had rewound it below).
+    pub fn advance_una(&mut self, ack: u32) {
+        self.una = ack;
+        if seq::lt(self.nxt, ack) {
+            self.nxt = ack;
+        }
+    }
+}
