@@ -8,7 +8,8 @@ use netfold::time::{Duration, Instant};
 use netfold::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use netfold::wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
 use netfold::wire::icmpv4::{Icmpv4Packet, Icmpv4Repr};
-use netfold::wire::ipv4::{checksum_combine, pseudo_header_sum, Ipv4Packet, Ipv4Repr};
+use netfold::wire::checksum::{add, pseudo_header};
+use netfold::wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use netfold::wire::{IpProtocol, Ipv4Addr};
 use proptest::prelude::*;
 use std::cell::RefCell;
@@ -407,8 +408,8 @@ fn udp_datagram(sport: u16, dport: u16, data: &[u8]) -> Vec<u8> {
     d[2..4].copy_from_slice(&dport.to_be_bytes());
     d[4..6].copy_from_slice(&(len as u16).to_be_bytes());
     d[8..].copy_from_slice(data);
-    let ph = pseudo_header_sum(IP_A, IP_B, IpProtocol::Udp, len as u32);
-    let c = !checksum_combine(ph, netfold::mem::checksum(&d));
+    let ph = pseudo_header(IP_A, IP_B, IpProtocol::Udp, len as u32);
+    let c = !add(ph, netfold::mem::checksum(&d));
     d[6..8].copy_from_slice(&c.to_be_bytes());
     d
 }

@@ -11,9 +11,10 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::SocketAddrV4;
 
-/// RFC 6335 §6 dynamic port range.
-const EPHEMERAL_FIRST: u16 = 49152;
-const EPHEMERAL_COUNT: u32 = 65536 - 49152;
+/// RFC 6335 §6 dynamic port range (defined once, in `wire`).
+const EPHEMERAL_FIRST: u16 = *crate::wire::EPHEMERAL_PORTS.start();
+const EPHEMERAL_COUNT: u32 =
+    *crate::wire::EPHEMERAL_PORTS.end() as u32 - EPHEMERAL_FIRST as u32 + 1;
 /// Hard cap on listener backlog (memory bound: every half-open connection owns buffers).
 const MAX_BACKLOG: usize = 4096;
 

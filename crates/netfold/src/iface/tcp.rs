@@ -1,0 +1,337 @@
+//! The glue between the interface and the TCP engine ([`crate::tcp`]): the one entry of
+//! received segments into TCP (through GRO when it is on), the one TCP checksum check, and
+//! the send half that turns the engine's segments into packets with the one segmenter of
+//! [`crate::offload::gso`].
+
+use super::counters::{bucket, Counters};
+use super::ipv4::Payload;
+use super::state::{DropReason, Emit, FullQueue, IfaceState};
+use super::Inner;
+use crate::buf::Csum;
+use crate::offload::gro::{mergeable_flags, Flush, Gro, IpKey, Seg, Sink};
+use crate::offload::gso::{self, IpTemplate, Super, TcpTemplate};
+use crate::tcp::{OutSegment, TcpLayer};
+use crate::time::Instant;
+use crate::wire::checksum::{add, pseudo_header};
+use crate::wire::ethernet::VLAN_HEADER_LEN;
+use crate::wire::ipv4::{Ipv4Repr, HEADER_LEN as IP_LEN};
+use crate::wire::tcp::{PseudoHeader, TcpPacket, TcpRepr, MAX_HEADER_LEN};
+use crate::wire::{IpProtocol, Ipv4Addr};
+
+/// The one TCP checksum check (RFC 9293 §3.1: pseudo-header, header and data), in one read
+/// pass, done only if the segment's state says it is still needed; a pass marks the segment
+/// verified, a failure is counted.
+fn verify(c: &mut Counters, src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8], csum: &mut Csum) -> bool {
+    if !csum.needs_verify() {
+        return true;
+    }
+    c.bytes_checksummed += seg.len() as u64;
+    c.bytes_checksummed_separately += seg.len() as u64;
+    let ph = pseudo_header(src, dst, IpProtocol::Tcp, seg.len() as u32);
+    if add(ph, crate::mem::checksum(seg)) != 0xffff {
+        c.tcp_bad_checksum += 1;
+        return false;
+    }
+    *csum = Csum::Verified;
+    true
+}
+
+/// What GRO's results go to: the counters and the TCP layer.
+struct TcpSink<'s> {
+    now: Instant,
+    tcp: &'s mut TcpLayer,
+    c: &'s mut Counters,
+}
+
+impl Sink for TcpSink<'_> {
+    fn verify(&mut self, ip: &IpKey, seg: &[u8], csum: &mut Csum) -> bool {
+        verify(self.c, ip.src, ip.dst, seg, csum)
+    }
+
+    fn flushed(&mut self, why: Flush) {
+        let c = &mut *self.c;
+        match why {
+            Flush::BatchEnd => c.gro_flush_batch_end += 1,
+            Flush::Mismatch => c.gro_flush_mismatch += 1,
+            Flush::Psh => c.gro_flush_psh += 1,
+            Flush::Short => c.gro_flush_short += 1,
+            Flush::Bytes => c.gro_flush_bytes += 1,
+            Flush::Count => c.gro_flush_count += 1,
+            Flush::Evict => c.gro_flush_evict += 1,
+            Flush::Control => c.gro_flush_control += 1,
+        }
+    }
+
+    fn merged(&mut self) {
+        self.c.gro_merges += 1;
+    }
+
+    fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]]) {
+        self.c.gro_flushes += 1;
+        self.c.gro_segs_per_flush[bucket(parts.len())] += 1;
+        match parts {
+            [one] => self.tcp.input(self.now, ip.src, ip.dst, repr, one),
+            _ => self.tcp.input_parts(self.now, ip.src, ip.dst, repr, parts),
+        }
+    }
+}
+
+impl Inner {
+    fn sink(&mut self, now: Instant) -> TcpSink<'_> {
+        TcpSink {
+            now,
+            tcp: &mut self.tcp,
+            c: &mut self.st.c,
+        }
+    }
+
+    /// The one entry of received segments into TCP. With GRO on, mergeable data segments
+    /// straight from a frame of the batch go to the GRO table; anything else first flushes its
+    /// flow's held train (so TCP sees the flow's segments in arrival order), then is verified
+    /// and delivered alone.
+    pub(super) fn receive_tcp<'b>(
+        &mut self,
+        now: Instant,
+        ip: &Ipv4Repr,
+        payload: Payload<'b, '_>,
+        bcast: bool,
+        mut csum: Csum,
+        gro: &mut Gro<'b>,
+    ) {
+        // RFC 9293 §3.9.1 (and RFC 1122 §4.2.3.10): TCP is unicast only.
+        if bcast {
+            self.st.c.ipv4_not_for_us += 1;
+            return;
+        }
+        let bytes = payload.bytes();
+        let c = &mut self.st.c;
+        let Ok(pkt) = TcpPacket::new_checked(bytes) else {
+            c.tcp_malformed += 1;
+            return;
+        };
+        // Without GRO the checksum is checked before the header is parsed (a segment both
+        // corrupt and malformed counts as corrupt); with GRO it is checked lazily below.
+        let gro_on = self.config.gro;
+        if !gro_on && !verify(c, ip.src, ip.dst, bytes, &mut csum) {
+            return;
+        }
+        let ph = PseudoHeader {
+            src: ip.src,
+            dst: ip.dst,
+        };
+        let Ok(repr) = TcpRepr::parse(&pkt, &ph, false) else {
+            c.tcp_malformed += 1;
+            return;
+        };
+        let hdr_len = pkt.header_len();
+        let key = IpKey {
+            src: ip.src,
+            dst: ip.dst,
+            ttl: ip.ttl,
+            tos: ip.dscp_ecn,
+            df: ip.dont_frag,
+        };
+        if gro_on {
+            let mut sink = self.sink(now);
+            if let Payload::Batch(b) = payload {
+                let s = Seg {
+                    ip: key,
+                    repr,
+                    bytes: b,
+                    hdr_len,
+                    csum,
+                };
+                if mergeable_flags(repr.flags) && b.len() > hdr_len {
+                    gro.receive(&mut sink, &s);
+                    return;
+                }
+                gro.flush_flow(&mut sink, &s);
+            } else {
+                let s = Seg {
+                    ip: key,
+                    repr,
+                    bytes: &[],
+                    hdr_len: 0,
+                    csum,
+                };
+                gro.flush_flow(&mut sink, &s);
+            }
+            if !verify(sink.c, ip.src, ip.dst, bytes, &mut csum) {
+                return;
+            }
+        }
+        let data = bytes.get(hdr_len..).unwrap_or(&[]);
+        self.tcp.input(now, ip.src, ip.dst, &repr, data);
+    }
+
+    /// Hands every train GRO still holds to TCP (end of the receive batch).
+    pub(super) fn flush_gro(&mut self, now: Instant, gro: &mut Gro<'_>) {
+        gro.flush_all(&mut self.sink(now));
+    }
+
+    /// TCP's output into the transmit queue; true if it stopped at the transmit bound.
+    pub(super) fn tcp_output(&mut self, now: Instant) -> bool {
+        let mut stopped = false;
+        let Inner { tcp, st, .. } = self;
+        tcp.output(now, &mut |seg| match st.emit_tcp(now, seg) {
+            Emit::Sent => true,
+            // Nothing was queued: the engine offers the segment again (tcp/mod.rs: "nothing
+            // is lost").
+            Emit::QueueFull(FullQueue::Transmit) => {
+                stopped = true;
+                false
+            }
+            // Offered again once the next hop resolves (a poll follows the ARP reply or
+            // the retry timer), so no busy polling in the meantime.
+            Emit::QueueFull(FullQueue::Neighbor) => false,
+            // A segment whose header cannot be built is not claimed as sent.
+            Emit::Dropped(DropReason::Malformed) => false,
+            // Counted (`no_route`, `tx_too_big`) and lost as on a wire: the engine's
+            // retransmission timer recovers, as it does from any loss.
+            Emit::Dropped(DropReason::NoRoute | DropReason::TooBig) => true,
+        });
+        stopped
+    }
+}
+
+impl IfaceState {
+    /// Turns one segment from the TCP engine into packets on the transmit queue.
+    ///
+    /// Software GSO: a segment whose payload exceeds what one MTU-sized packet carries is cut
+    /// by the one segmenter ([`crate::offload::gso`]) into MTU-sized packets, each with its own
+    /// sequence number and checksums; a TSO device gets it whole (up to 64 KiB).
+    pub(super) fn emit_tcp(&mut self, now: Instant, seg: &OutSegment<'_>) -> Emit {
+        if self.tx_full() {
+            return Emit::QueueFull(FullQueue::Transmit);
+        }
+        // The header is built once per segment from the engine; each piece copies it and sets
+        // its own sequence number, flags and checksum (Linux `tcp_gso_segment` does the same to
+        // the headers of the skb it splits).
+        let hlen = seg.repr.header_len();
+        let mut th = [0u8; MAX_HEADER_LEN];
+        let built = th.get_mut(..hlen).and_then(|h| {
+            seg.repr.emit(&mut TcpPacket::new_unchecked(&mut *h));
+            TcpTemplate::new(h)
+        });
+        let Some(tcp) = built else {
+            self.c.tcp_malformed += 1;
+            return Emit::Dropped(DropReason::Malformed);
+        };
+        let sup = Super {
+            src: seg.src,
+            dst: seg.dst,
+            seq: seg.repr.seq,
+            flags: seg.repr.flags,
+            payload: seg.payload,
+        };
+        let total = sup.len();
+        let max = if self.tso {
+            gso::MAX_IP_PACKET - IP_LEN - hlen
+        } else {
+            self.mtu.saturating_sub(IP_LEN + hlen)
+        };
+        // A SYN is never cut (its options say what the segments after it may carry).
+        let mss = if total <= max || seg.repr.flags.syn() || max == 0 {
+            0
+        } else {
+            max
+        };
+        let pieces = gso::piece_count(total, mss);
+        // Keep a super-segment whole in one queue (unless it could never fit).
+        if pieces > 1 && self.tx.len() + pieces > self.tx_limit && !self.tx.is_empty() {
+            return Emit::QueueFull(FullQueue::Transmit);
+        }
+        let ip = self.tcp_ip_template(now, seg.src, seg.dst);
+        // Once one piece is out the segment counts as sent: a later piece refused (counted)
+        // is a loss that TCP recovers like any other, not a reason to send the first again.
+        let mut first_refusal = None;
+        let mut sent_any = false;
+        for p in gso::pieces(sup.seq, sup.flags, total, mss) {
+            if pieces > 1 {
+                self.c.gso_segments += 1;
+            }
+            match self.emit_piece(now, ip.as_ref(), &tcp, &sup, &p) {
+                Emit::Sent => sent_any = true,
+                refused => {
+                    first_refusal.get_or_insert(refused);
+                }
+            }
+        }
+        match first_refusal {
+            Some(refused) if !sent_any => refused,
+            _ => Emit::Sent,
+        }
+    }
+
+    /// Link and IPv4 headers shared by every packet of one TCP segment to a resolved unicast
+    /// next hop. `None` sends the packets the general way (`send_ip`: ARP parking, broadcast,
+    /// errors).
+    fn tcp_ip_template(&mut self, now: Instant, src: Ipv4Addr, dst: Ipv4Addr) -> Option<IpTemplate> {
+        let mut t = [0u8; VLAN_HEADER_LEN + IP_LEN];
+        let l3 = self.resolved_link_header(now, dst, &mut t)?;
+        let ip = Ipv4Repr {
+            src,
+            dst,
+            protocol: IpProtocol::Tcp,
+            payload_len: 0,
+            // RFC 1122 §3.2.1.7: a host must not send TTL 0.
+            ttl: self.ttl.max(1),
+            dscp_ecn: 0,
+            ident: 0,
+            // We never fragment on transmit; DF lets path MTU discovery (RFC 1191) work.
+            dont_frag: true,
+            more_frags: false,
+            frag_offset: 0,
+        };
+        ip.emit(&mut t[l3..l3 + IP_LEN], false).ok()?;
+        IpTemplate::new(&t[..l3 + IP_LEN], l3)
+    }
+
+    /// One packet of a segment; its link and IPv4 headers come from `ip` when given (see
+    /// `tcp_ip_template`), else from `send_ip`.
+    fn emit_piece(
+        &mut self,
+        now: Instant,
+        ip: Option<&IpTemplate>,
+        tcp: &TcpTemplate,
+        sup: &Super<'_>,
+        p: &gso::Piece,
+    ) -> Emit {
+        let mut buf = self.pool.get();
+        // The checks `send_ip` makes: queue room, size (pieces are cut to the MTU, or to
+        // 64 KiB for a TSO device).
+        let total = IP_LEN + tcp.len() + p.len;
+        let direct = ip.filter(|_| {
+            !(self.tx_full() || total > gso::MAX_IP_PACKET || (total > self.mtu && !self.tso))
+        });
+        let ident = match direct {
+            Some(_) => {
+                self.ident = self.ident.wrapping_add(1);
+                self.ident
+            }
+            None => 0,
+        };
+        gso::build(
+            &mut buf,
+            direct.map(|t| (t, ident)),
+            tcp,
+            sup,
+            p,
+            self.copy,
+            self.csum_tx,
+        );
+        if p.len > 0 {
+            self.c.copies += 1;
+            self.c.bytes_copied += p.len as u64;
+            self.c.bytes_checksummed += p.len as u64;
+        }
+        if direct.is_none() {
+            return self
+                .send_ip(now, IpProtocol::Tcp, sup.src, sup.dst, buf)
+                .into();
+        }
+        self.c.ipv4_out += 1;
+        self.push(buf);
+        Emit::Sent
+    }
+}
