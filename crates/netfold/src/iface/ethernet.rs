@@ -14,7 +14,12 @@ use crate::wire::Ipv4Addr;
 
 impl Inner {
     /// Receives one frame of the batch. `gro` holds segments borrowed from the batch.
-    pub(super) fn receive_frame<'b>(&mut self, now: Instant, buf: &'b PacketBuf, gro: &mut Gro<'b>) {
+    pub(super) fn receive_frame<'b>(
+        &mut self,
+        now: Instant,
+        buf: &'b PacketBuf,
+        gro: &mut Gro<'b>,
+    ) {
         let frame = buf.as_slice();
         self.st.c.frames_in += 1;
         self.st.c.bytes_in += frame.len() as u64;

@@ -41,7 +41,6 @@ mod neighbor;
 pub mod reassembly;
 pub mod state;
 mod tcp;
-mod tcp_wire;
 pub mod udp;
 
 pub use counters::Counters;

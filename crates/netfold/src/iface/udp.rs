@@ -270,13 +270,11 @@ impl Inner {
                 // checksum covers pseudo-header, header and data; the data's share was summed
                 // while it was copied in.
                 let ok = if st.csum_tx {
-                    let ph = PseudoHeader {
-                        src,
-                        dst: *to.ip(),
-                    };
+                    let ph = PseudoHeader { src, dst: *to.ip() };
                     repr.emit_with_payload_sum(header, len, sum, &ph).is_ok()
                 } else {
-                    repr.emit(&mut UdpPacket::new_unchecked(header), len).is_ok()
+                    repr.emit(&mut UdpPacket::new_unchecked(header), len)
+                        .is_ok()
                 };
                 if !ok {
                     st.c.tx_too_big += 1;
@@ -328,7 +326,10 @@ impl Inner {
                     return;
                 }
                 let mut buf = self.st.pool.get();
-                let data_sum = self.st.copy.copy_with_checksum(buf.append(data.len()), data);
+                let data_sum = self
+                    .st
+                    .copy
+                    .copy_with_checksum(buf.append(data.len()), data);
                 c.copies += 1;
                 c.bytes_copied += data.len() as u64;
                 c.bytes_checksummed += data.len() as u64;
@@ -337,7 +338,8 @@ impl Inner {
                     self.st.pool.put(buf);
                     return;
                 }
-                sock.rx.push_back((SocketAddrV4::new(ip.src, repr.src_port), buf));
+                sock.rx
+                    .push_back((SocketAddrV4::new(ip.src, repr.src_port), buf));
             }
             None => {
                 // Verify before answering: never send an error about a corrupted datagram.

@@ -312,7 +312,15 @@ pub fn split_frame(
     for p in pieces(sup.seq, sup.flags, sup.len(), mss) {
         let mut b = pool.get();
         let ident = id0.wrapping_add(n as u16);
-        build(&mut b, Some((&ipt, ident)), &tt, &sup, &p, CopyMode::Kernels, true);
+        build(
+            &mut b,
+            Some((&ipt, ident)),
+            &tt,
+            &sup,
+            &p,
+            CopyMode::Kernels,
+            true,
+        );
         out.push(b);
         n += 1;
     }

@@ -51,7 +51,10 @@ mod tests {
         bytes.extend_from_slice(&dst.octets());
         bytes.extend_from_slice(&[0, 6]);
         bytes.extend_from_slice(&1480u16.to_be_bytes());
-        assert_eq!(pseudo_header(src, dst, IpProtocol::Tcp, 1480), checksum(&bytes));
+        assert_eq!(
+            pseudo_header(src, dst, IpProtocol::Tcp, 1480),
+            checksum(&bytes)
+        );
     }
 
     #[test]

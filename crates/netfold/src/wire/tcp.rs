@@ -162,7 +162,6 @@ use super::checksum;
 use super::{Error, IpProtocol, Result};
 use crate::mem;
 
-
 /// Byte ranges of the fixed header (RFC 9293 §3.1 "Header Format").
 mod field {
     use core::ops::Range;

@@ -10,7 +10,6 @@ use super::tcp::PseudoHeader;
 use super::{Error, IpProtocol, Result};
 use crate::mem;
 
-
 /// Byte ranges of the header (RFC 768 "Format").
 mod field {
     use core::ops::Range;
