@@ -131,13 +131,19 @@ impl Inner {
                     c.icmp_port_unreachable_in += 1;
                 }
                 let err = match code {
-                    unreach_code::FRAG_NEEDED => IcmpError::FragNeeded {
-                        mtu: if next_hop_mtu == 0 {
+                    unreach_code::FRAG_NEEDED => {
+                        let mtu = if next_hop_mtu == 0 {
                             plateau_below(header.payload_len + header.header_len())
                         } else {
                             next_hop_mtu
-                        },
-                    },
+                        };
+                        // RFC 1191 §4: the path to the quoted destination is this narrow, for
+                        // whatever we send there (only about packets we sent).
+                        if header.src == self.st.addr {
+                            self.st.pmtu.learn(now, header.dst, usize::from(mtu));
+                        }
+                        IcmpError::FragNeeded { mtu }
+                    }
                     // RFC 1122 §4.2.3.9: protocol and port unreachable are hard errors.
                     unreach_code::PROTOCOL | unreach_code::PORT => IcmpError::Unreachable { code },
                     _ => IcmpError::Soft,

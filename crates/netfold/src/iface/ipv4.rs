@@ -7,6 +7,7 @@ use super::state::{IfaceState, TxError};
 use super::Inner;
 use crate::buf::{Csum, PacketBuf};
 use crate::offload::gro::Gro;
+use crate::offload::gso::MAX_IP_PACKET;
 use crate::time::Instant;
 use crate::wire::icmpv4::unreach_code;
 use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr, HEADER_LEN as IP_LEN};
@@ -151,7 +152,8 @@ fn ip_payload<'b>(p: &'b [u8], pkt: &Ipv4Packet<&[u8]>) -> &'b [u8] {
 }
 
 impl IfaceState {
-    /// `buf` holds an IP payload; prepends the IPv4 header and hands it to the link.
+    /// `buf` holds an IP payload; prepends the IPv4 header and hands it to the link. A UDP or
+    /// ICMP datagram larger than the path MTU is sent in fragments; TCP never is (DF).
     pub(super) fn send_ip(
         &mut self,
         now: Instant,
@@ -165,11 +167,18 @@ impl IfaceState {
             self.pool.put(buf);
             return Err(TxError::QueueFull);
         }
-        let tso_ok = self.tso && protocol == IpProtocol::Tcp;
-        if (IP_LEN + buf.len() > self.mtu && !tso_ok) || IP_LEN + buf.len() > 65535 {
+        let tcp = protocol == IpProtocol::Tcp;
+        let len = IP_LEN + buf.len();
+        if len > MAX_IP_PACKET || (tcp && len > self.mtu && !self.tso) {
             self.c.tx_too_big += 1;
             self.pool.put(buf);
             return Err(TxError::TooBig);
+        }
+        if !tcp {
+            let mtu = self.pmtu.get(now, dst, self.mtu);
+            if len > mtu {
+                return self.send_fragments(now, protocol, src, dst, buf, mtu);
+            }
         }
         self.ident = self.ident.wrapping_add(1);
         let ip = Ipv4Repr {
@@ -181,8 +190,9 @@ impl IfaceState {
             ttl: self.ttl.max(1),
             dscp_ecn: 0,
             ident: self.ident,
-            // We never fragment on transmit; DF lets path MTU discovery (RFC 1191) work.
-            dont_frag: true,
+            // DF belongs to TCP, whose path MTU discovery (RFC 1191) needs it; UDP and ICMP
+            // may be fragmented on the way, as Linux sends them when they exceed the path MTU.
+            dont_frag: tcp,
             more_frags: false,
             frag_offset: 0,
         };
@@ -193,5 +203,60 @@ impl IfaceState {
         }
         self.c.ipv4_out += 1;
         self.send_link(now, dst, buf)
+    }
+
+    /// RFC 791 §3.2 "Fragmentation": the payload of `buf` is cut into pieces of a multiple of
+    /// 8 bytes (the last one shorter) that fit `mtu` with their header, each sent as a
+    /// fragment with the datagram's identification, its offset in 8-byte units and MF on all
+    /// but the last. All of them are queued, or none (`QueueFull`).
+    fn send_fragments(
+        &mut self,
+        now: Instant,
+        protocol: IpProtocol,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        buf: PacketBuf,
+        mtu: usize,
+    ) -> Result<(), TxError> {
+        // NFB, the number of 8-byte blocks per fragment (RFC 791 §3.2: "NFB <- (MTU-IHL*4)/8").
+        let per = mtu.saturating_sub(IP_LEN) / 8 * 8;
+        let pieces = buf.len().div_ceil(per.max(8));
+        if per == 0 || self.tx.len() + pieces > self.tx_limit {
+            self.c.tx_queue_full += 1;
+            self.pool.put(buf);
+            return Err(TxError::QueueFull);
+        }
+        self.ident = self.ident.wrapping_add(1);
+        let mut result = Ok(());
+        let total = buf.len();
+        for (i, chunk) in buf.as_slice().chunks(per).enumerate() {
+            let off = i * per;
+            let ip = Ipv4Repr {
+                src,
+                dst,
+                protocol,
+                payload_len: chunk.len(),
+                ttl: self.ttl.max(1),
+                dscp_ecn: 0,
+                ident: self.ident,
+                dont_frag: false,
+                more_frags: off + chunk.len() < total,
+                frag_offset: off as u16,
+            };
+            let mut f = self.pool.get();
+            let area = f.append(IP_LEN + chunk.len());
+            let (h, data) = area.split_at_mut(IP_LEN);
+            // Cannot fail: the offset is a multiple of 8 and the datagram fits 64 KiB.
+            let _ = ip.emit(h, self.csum_tx);
+            self.copy.copy(data, chunk);
+            self.c.frag_out += 1;
+            self.c.ipv4_out += 1;
+            let r = self.send_link(now, dst, f);
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        self.pool.put(buf);
+        result
     }
 }

@@ -18,9 +18,11 @@
 //!
 //! Decisions worth knowing:
 //! - Fragments: reassembled when `StackConfig::frag_reassembly` (bounded, 30 s timeout,
-//!   overlaps discard the datagram, see [`reassembly`]); otherwise dropped and counted. We never
-//!   fragment on transmit (DF set, RFC 1191 path MTU discovery); TCP segments are cut at the
-//!   MTU instead (software GSO), oversized UDP/ICMP is refused.
+//!   overlaps discard the datagram, see [`reassembly`]); otherwise dropped and counted. On
+//!   transmit, UDP and ICMP datagrams up to 65507 bytes of data are fragmented at the path MTU
+//!   (RFC 791 §3.2; the path MTU per destination as ICMP reported it, RFC 1191), without DF.
+//!   TCP is never fragmented: its packets carry DF (RFC 1191 path MTU discovery) and its
+//!   segments are cut at the MTU instead (software GSO).
 //! - ARP: RFC 826 merge rule, one request per second per address, bounded pending queue.
 //! - No VLANs (priority-tagged frames, VLAN id 0, are accepted as untagged), no multicast, no
 //!   forwarding, no loopback to our own address, no IP options on transmit.
@@ -38,6 +40,7 @@ mod ethernet;
 mod icmp;
 mod ipv4;
 mod neighbor;
+mod pmtu;
 pub mod reassembly;
 pub mod state;
 mod tcp;
@@ -229,6 +232,7 @@ impl Stack {
                 config.arp_retry_interval,
                 config.arp_max_retries,
             ),
+            pmtu: pmtu::PathMtuCache::new(),
             c: Counters::default(),
             arp_due: Vec::with_capacity(neighbor::MAX_RESOLVING),
         };
@@ -291,6 +295,14 @@ impl Stack {
     /// The MAC cached for `ip`, if any and still fresh at `now`.
     pub fn neighbor(&self, now: Instant, ip: Ipv4Addr) -> Option<EthernetAddress> {
         self.inner.st.neigh.lookup(now, ip)
+    }
+
+    /// The path MTU to `dst` as of `now`: the interface MTU, lowered by what ICMP
+    /// "fragmentation needed" reported for that destination (RFC 1191). UDP and ICMP
+    /// datagrams larger than it are fragmented (RFC 791 §3.2).
+    pub fn path_mtu(&self, now: Instant, dst: Ipv4Addr) -> usize {
+        let st = &self.inner.st;
+        st.pmtu.get(now, dst, st.mtu)
     }
 
     /// Frames waiting for an ARP resolution.
@@ -411,7 +423,8 @@ impl Stack {
     }
 
     /// Queues one datagram for the next poll. `WouldBlock` when the socket's send queue is
-    /// full; `MessageTooLarge` beyond one MTU (we do not fragment).
+    /// full; `MessageTooLarge` beyond 65507 bytes (what one IPv4 datagram carries). A datagram
+    /// larger than the path MTU leaves in fragments.
     pub fn udp_send_to(
         &mut self,
         h: UdpHandle,

@@ -6,6 +6,7 @@
 
 use super::counters::Counters;
 use super::neighbor::NeighborCache;
+use super::pmtu::PathMtuCache;
 use crate::buf::{PacketBuf, Pool};
 use crate::mem::CopyMode;
 use crate::phy::Medium;
@@ -19,7 +20,7 @@ pub enum TxError {
     QueueFull,
     /// Off-subnet destination and no gateway.
     NoRoute,
-    /// Larger than the MTU (netfold does not fragment on transmit).
+    /// Too large: beyond 64 KiB, or a TCP segment beyond the MTU (TCP is never fragmented).
     TooBig,
     /// The next hop is unresolved and the pending queue is full.
     PendingFull,
@@ -93,6 +94,8 @@ pub(crate) struct IfaceState {
     pub tx: Vec<PacketBuf>,
     pub tx_limit: usize,
     pub neigh: NeighborCache,
+    /// Per-destination path MTU learned from ICMP (RFC 1191).
+    pub pmtu: PathMtuCache,
     pub c: Counters,
     /// Scratch list of addresses whose ARP retry is due (reused; at most MAX_RESOLVING).
     pub arp_due: Vec<Ipv4Addr>,

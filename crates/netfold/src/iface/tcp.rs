@@ -395,6 +395,7 @@ mod tests {
             tx: Vec::new(),
             tx_limit,
             neigh: NeighborCache::new(Duration::from_secs(60), 4, Duration::from_secs(1), 3),
+            pmtu: crate::iface::pmtu::PathMtuCache::new(),
             c: Counters::default(),
             arp_due: Vec::new(),
         }

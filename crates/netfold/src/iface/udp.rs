@@ -6,6 +6,7 @@
 
 use super::Inner;
 use crate::buf::{Csum, PacketBuf, Pool};
+use crate::offload::gso::MAX_IP_PACKET;
 use crate::time::Instant;
 use crate::wire::icmpv4::unreach_code;
 use crate::wire::ipv4::{Ipv4Repr, HEADER_LEN as IP_LEN};
@@ -41,7 +42,7 @@ pub enum UdpError {
     AddrNotAvailable,
     /// Destination port 0 or unspecified address.
     InvalidInput,
-    /// Datagram larger than the MTU allows (netfold does not fragment on transmit).
+    /// Datagram larger than one IPv4 datagram carries (65507 bytes of data).
     MessageTooLarge,
     /// Too many sockets.
     NoBufs,
@@ -213,7 +214,9 @@ impl Inner {
         if to.port() == 0 || to.ip().is_unspecified() {
             return Err(UdpError::InvalidInput);
         }
-        if data.len() + HEADER_LEN + IP_LEN > self.st.mtu {
+        // One IPv4 datagram carries at most 65535 - 20 - 8 = 65507 bytes of UDP data; a larger
+        // one than the path MTU is fragmented on its way out (`IfaceState::send_ip`).
+        if data.len() + HEADER_LEN + IP_LEN > MAX_IP_PACKET {
             return Err(UdpError::MessageTooLarge);
         }
         let limit = self.udp.queue_limit();
