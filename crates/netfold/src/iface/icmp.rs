@@ -158,16 +158,14 @@ impl Inner {
     }
 
     /// Hands an ICMP error quoting one of our TCP segments to the TCP layer. The quote's
-    /// source must be us (we sent the quoted packet); the first 4 quoted bytes are the ports.
+    /// source must be us (we sent the quoted packet); the quote starts with the ports.
     fn icmp_error_to_tcp(&mut self, now: Instant, quoted: &Ipv4Repr, data: &[u8], err: IcmpError) {
         if quoted.protocol != IpProtocol::Tcp || quoted.src != self.st.addr {
             return;
         }
-        let Some(ports) = data.get(..4) else {
+        let Some((sport, dport)) = crate::wire::tcp::quoted_ports(data) else {
             return;
         };
-        let sport = u16::from_be_bytes([ports[0], ports[1]]);
-        let dport = u16::from_be_bytes([ports[2], ports[3]]);
         let local = SocketAddrV4::new(quoted.src, sport);
         let remote = SocketAddrV4::new(quoted.dst, dport);
         self.tcp.icmp_error(now, local, remote, err);

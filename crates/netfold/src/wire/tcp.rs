@@ -204,6 +204,16 @@ fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }
 
+/// The ports of a TCP header quoted in an ICMP error (RFC 792: the quote holds the first 64
+/// bits of the original datagram, enough for source and destination port): `(src, dst)`, or
+/// `None` if fewer than 4 bytes were quoted.
+pub fn quoted_ports(quote: &[u8]) -> Option<(u16, u16)> {
+    Some((
+        be16(quote.get(field::SRC_PORT)?),
+        be16(quote.get(field::DST_PORT)?),
+    ))
+}
+
 /// A read/write view of a TCP segment (header, options and payload) in a byte buffer.
 ///
 /// The buffer must be exactly the segment, i.e. the IPv4 payload as bounded by the IPv4 total
