@@ -69,10 +69,24 @@ impl Sink for TcpSink<'_> {
     fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]]) {
         self.c.gro_flushes += 1;
         self.c.gro_segs_per_flush[bucket(parts.len())] += 1;
-        match parts {
-            [one] => self.tcp.input(self.now, ip.src, ip.dst, repr, one),
-            _ => self.tcp.input_parts(self.now, ip.src, ip.dst, repr, parts),
-        }
+        enter_tcp(self.tcp, self.now, ip.src, ip.dst, repr, parts);
+    }
+}
+
+/// The one place received segments enter TCP: a segment alone, or a GRO train as its payload
+/// slices in order (verified, see [`verify`]).
+fn enter_tcp(
+    tcp: &mut TcpLayer,
+    now: Instant,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    repr: &TcpRepr,
+    parts: &[&[u8]],
+) {
+    match parts {
+        [] => tcp.input(now, src, dst, repr, &[]),
+        [one] => tcp.input(now, src, dst, repr, one),
+        _ => tcp.input_parts(now, src, dst, repr, parts),
     }
 }
 
@@ -161,7 +175,7 @@ impl Inner {
             }
         }
         let data = bytes.get(hdr_len..).unwrap_or(&[]);
-        self.tcp.input(now, ip.src, ip.dst, &repr, data);
+        enter_tcp(&mut self.tcp, now, ip.src, ip.dst, &repr, &[data]);
     }
 
     /// Hands every train GRO still holds to TCP (end of the receive batch).
