@@ -5,7 +5,7 @@
 //! `ethernet`, `arp`, `ipv4` (with [`reassembly`]), `icmp`, [`udp`] and `tcp` (the glue to the
 //! TCP engine and to [`crate::offload`]) each hold their protocol's receive and send halves.
 //! A receive batch is parsed as an immutable slice of frames beside a separate mutable
-//! [`Inner`] (smoltcp's `Interface`/`InterfaceInner` split), so no frame is taken out of the
+//! `Inner` (smoltcp's `Interface`/`InterfaceInner` split), so no frame is taken out of the
 //! batch and handed back, and GRO can hold segments borrowed from the batch until it ends.
 //!
 //! [`Stack::poll`] does one round of work against a [`Device`]: it receives a batch of frames
