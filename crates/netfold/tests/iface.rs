@@ -1436,3 +1436,34 @@ fn tcp_is_never_fragmented_and_keeps_df() {
     assert!(tcp.iter().all(|&(df, mf, off, _)| df && !mf && off == 0));
     assert_eq!(n.a.counters().frag_out, 0);
 }
+
+#[test]
+fn fragmented_datagrams_wait_for_queue_room_instead_of_being_lost() {
+    let mut ca = config(Medium::Ethernet, MAC_A, IP_A);
+    ca.tx_queue_limit = 10;
+    let mut n = Net::with(ca, config(Medium::Ethernet, MAC_B, IP_B), Medium::Ethernet);
+    let server = n.b.udp_bind(SocketAddrV4::new(IP_B, 7)).unwrap();
+    let client = n.a.udp_bind(SocketAddrV4::new(IP_A, 0)).unwrap();
+    // Resolve B first, so the fragments go straight to the queue.
+    n.a.ping(n.now, IP_B, 1, 1, b"x").unwrap();
+    n.settle();
+    // 7 fragments each: the second does not fit beside the first in a queue of 10.
+    for fill in [1u8, 2] {
+        n.a.udp_send_to(client, &[fill; 10000], SocketAddrV4::new(IP_B, 7))
+            .unwrap();
+    }
+    n.settle();
+    let mut buf = vec![0u8; 20000];
+    for fill in [1u8, 2] {
+        let (len, _) = n.b.udp_recv_from(server, &mut buf).expect("datagram");
+        assert_eq!(len, 10000);
+        assert!(buf[..len].iter().all(|&b| b == fill));
+    }
+    assert_eq!(n.a.counters().tx_queue_full, 0);
+    // One that can never fit (14 fragments) is tried alone and counted, not kept forever.
+    n.a.udp_send_to(client, &[3; 20000], SocketAddrV4::new(IP_B, 7))
+        .unwrap();
+    n.settle();
+    assert_eq!(n.a.counters().tx_queue_full, 1);
+    assert!(n.b.udp_recv_from(server, &mut buf).is_err());
+}

@@ -205,6 +205,16 @@ impl IfaceState {
         self.send_link(now, dst, buf)
     }
 
+    /// Frames a UDP or ICMP datagram of `len` bytes (IP payload) to `dst` takes: 1, or its
+    /// fragment count when it exceeds the path MTU (see `send_fragments`).
+    pub(super) fn frames_for(&self, now: Instant, dst: Ipv4Addr, len: usize) -> usize {
+        let mtu = self.pmtu.get(now, dst, self.mtu);
+        if IP_LEN + len <= mtu {
+            return 1;
+        }
+        len.div_ceil(fragment_payload(mtu).max(8))
+    }
+
     /// RFC 791 §3.2 "Fragmentation": the payload of `buf` is cut into pieces of a multiple of
     /// 8 bytes (the last one shorter) that fit `mtu` with their header, each sent as a
     /// fragment with the datagram's identification, its offset in 8-byte units and MF on all
@@ -218,8 +228,7 @@ impl IfaceState {
         buf: PacketBuf,
         mtu: usize,
     ) -> Result<(), TxError> {
-        // NFB, the number of 8-byte blocks per fragment (RFC 791 §3.2: "NFB <- (MTU-IHL*4)/8").
-        let per = mtu.saturating_sub(IP_LEN) / 8 * 8;
+        let per = fragment_payload(mtu);
         let pieces = buf.len().div_ceil(per.max(8));
         if per == 0 || self.tx.len() + pieces > self.tx_limit {
             self.c.tx_queue_full += 1;
@@ -259,4 +268,10 @@ impl IfaceState {
         self.pool.put(buf);
         result
     }
+}
+
+/// Payload bytes per fragment at `mtu`: NFB, the number of 8-byte blocks that fit beside the
+/// header, times 8 (RFC 791 §3.2: "NFB <- (MTU-IHL*4)/8").
+fn fragment_payload(mtu: usize) -> usize {
+    mtu.saturating_sub(IP_LEN) / 8 * 8
 }

@@ -254,7 +254,10 @@ impl Inner {
         let addr = st.addr;
         for sock in self.udp.iter_mut() {
             while let Some((to, mut buf, sum)) = sock.tx.pop_front() {
-                if st.tx_full() {
+                // A datagram goes out whole (all its fragments) or waits for the next round;
+                // one that could never fit the queue is tried (and counted) when it is empty.
+                let frames = st.frames_for(now, *to.ip(), HEADER_LEN + buf.len());
+                if st.tx_full() || (st.tx.len() + frames > st.tx_limit && !st.tx.is_empty()) {
                     sock.tx.push_front((to, buf, sum));
                     return true;
                 }
