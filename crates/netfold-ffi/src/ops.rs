@@ -14,7 +14,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 /// Linux's default somaxconn; larger backlogs are clamped as listen(2) says.
 const MAX_BACKLOG: i32 = 4096;
 /// RFC 6335 §6 dynamic ports, for bind(port 0) and listen() on an unbound socket.
-const EPHEMERAL: std::ops::RangeInclusive<u16> = 49152..=65535;
+const EPHEMERAL: std::ops::RangeInclusive<u16> = netfold_core::wire::EPHEMERAL_PORTS;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dir {

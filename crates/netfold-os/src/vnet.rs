@@ -25,7 +25,7 @@
 
 use netfold::buf::{PacketBuf, Pool};
 use netfold::mem::checksum;
-use netfold::wire::checksum::{combine, finish, pseudo_header};
+use netfold::wire::checksum::{add, finish, pseudo_header};
 use netfold::wire::Ipv4Addr;
 
 /// Bytes of the legacy `struct virtio_net_hdr` (no `num_buffers`).
@@ -209,7 +209,9 @@ fn l4_csum_offset(frame: &[u8], l: &Ipv4Layout) -> Option<usize> {
 /// The pseudo-header sum for TCP/UDP (RFC 9293 §3.1, RFC 768); ICMP has none (RFC 792).
 fn pseudo_sum(l: &Ipv4Layout) -> u16 {
     match l.protocol {
-        PROTO_TCP | PROTO_UDP => pseudo_header(l.src, l.dst, l.protocol, (l.end - l.l4) as u32),
+        PROTO_TCP | PROTO_UDP => {
+            pseudo_header(l.src, l.dst, l.protocol.into(), (l.end - l.l4) as u32)
+        }
         _ => 0,
     }
 }
@@ -230,7 +232,7 @@ pub fn fill_checksums(frame: &mut [u8]) -> bool {
     };
     let at = l.l4 + off;
     put16(frame, at, 0);
-    let sum = combine(pseudo_sum(&l), checksum(&frame[l.l4..l.end]));
+    let sum = add(pseudo_sum(&l), checksum(&frame[l.l4..l.end]));
     let mut c = finish(sum);
     // RFC 768: a computed UDP checksum of zero is transmitted as all ones.
     if l.protocol == PROTO_UDP && c == 0 {
@@ -261,7 +263,7 @@ pub fn verify_checksums(frame: &[u8]) -> bool {
     if l.protocol == PROTO_UDP && frame[l.l4 + off] == 0 && frame[l.l4 + off + 1] == 0 {
         return true;
     }
-    combine(pseudo_sum(&l), checksum(&frame[l.l4..l.end])) == 0xffff
+    add(pseudo_sum(&l), checksum(&frame[l.l4..l.end])) == 0xffff
 }
 
 /// Completes a partial checksum (Linux `skb_checksum_help`): sums `frame[start..]` (the field
@@ -386,64 +388,17 @@ pub fn check_rx(h: &VnetHdr, frame: &[u8], stats: &mut OffloadStats) -> RxVerdic
     }
 }
 
-/// Software GSO (after Linux `tcp_gso_segment`): cuts an Ethernet/IPv4/TCP super-frame into
-/// segments carrying at most `mss` payload bytes each, appended to `out` with buffers from
-/// `pool`. Each piece gets its own IP total length, IP id (incremented per piece, as Linux
-/// does for DF packets), sequence number and complete checksums; FIN and PSH stay on the last
-/// piece only and CWR on the first only (RFC 3168 §6.1.2). Returns the number of segments, 0
-/// (appending nothing) if the frame is not a well-formed TCP/IPv4 frame or `mss` is 0.
+/// Software GSO: cuts an Ethernet/IPv4/TCP super-frame into segments carrying at most `mss`
+/// payload bytes each, appended to `out` with buffers from `pool`, by the stack's one
+/// segmenter ([`netfold::offload::gso::split_frame`]: per-piece IP length, IP id, sequence
+/// number and complete checksums; FIN and PSH on the last piece only, CWR on the first only).
+/// Returns the number of segments, 0 (appending nothing) if the frame is not a well-formed
+/// untagged TCP/IPv4 frame or `mss` is 0.
 pub fn gso_split(frame: &[u8], mss: usize, pool: &mut Pool, out: &mut Vec<PacketBuf>) -> usize {
-    let Some(l) = ipv4_layout(frame) else {
-        return 0;
-    };
-    if l.protocol != PROTO_TCP || l.fragment || mss == 0 || l.end - l.l4 < 20 {
-        return 0;
+    match ipv4_layout(frame) {
+        Some(l) => netfold::offload::gso::split_frame(&frame[..l.end], l.l3, mss, pool, out),
+        None => 0,
     }
-    let thl = usize::from(frame[l.l4 + 12] >> 4) * 4;
-    if thl < 20 || l.l4 + thl > l.end {
-        return 0;
-    }
-    let hdr_end = l.l4 + thl;
-    let payload = &frame[hdr_end..l.end];
-    let seq0 = u32::from_be_bytes([
-        frame[l.l4 + 4],
-        frame[l.l4 + 5],
-        frame[l.l4 + 6],
-        frame[l.l4 + 7],
-    ]);
-    let id0 = u16::from_be_bytes([frame[l.l3 + 4], frame[l.l3 + 5]]);
-    let flags0 = frame[l.l4 + 13];
-    let mut n = 0usize;
-    let mut off = 0usize;
-    // An empty payload still yields its one header-only segment.
-    while off < payload.len() || (payload.is_empty() && n == 0) {
-        let len = mss.min(payload.len() - off);
-        let last = off + len >= payload.len();
-        let mut b = pool.get();
-        b.extend_from_slice(&frame[..hdr_end]);
-        b.extend_from_slice(&payload[off..off + len]);
-        let s = b.as_mut_slice();
-        put16(s, l.l3 + 2, (l.ihl + thl + len) as u16);
-        put16(s, l.l3 + 4, id0.wrapping_add(n as u16));
-        let seq = seq0.wrapping_add(off as u32).to_be_bytes();
-        s[l.l4 + 4..l.l4 + 8].copy_from_slice(&seq);
-        let mut f = flags0;
-        if !last {
-            f &= !(0x01 | 0x08); // FIN, PSH
-        }
-        if n > 0 {
-            f &= !0x80; // CWR
-        }
-        s[l.l4 + 13] = f;
-        fill_checksums(s);
-        out.push(b);
-        n += 1;
-        off += len;
-        if payload.is_empty() {
-            break;
-        }
-    }
-    n
 }
 
 #[cfg(test)]

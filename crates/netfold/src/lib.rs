@@ -12,6 +12,7 @@
 //! - [`buf`]: recycled packet buffers.
 //! - [`phy`]: the `Device` trait and the in-memory pipe with impairments.
 //! - [`tcp`]: the TCP connection engine (state machine, timers, SACK, congestion control).
+//! - [`offload`]: GRO merge rules and the one software TCP segmenter (GSO).
 //! - [`iface`]: the `Stack`: neighbours, IPv4, ICMP, UDP, dispatch to TCP.
 //! - [`socket`]: non-blocking socket handles on a `Stack`.
 //! - [`time`]: the virtual-time `Instant` and `Duration` the core runs on.
@@ -24,6 +25,7 @@
 pub mod buf;
 pub mod iface;
 pub mod mem;
+pub mod offload;
 pub mod phy;
 pub mod socket;
 pub mod tcp;

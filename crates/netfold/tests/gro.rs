@@ -1,4 +1,4 @@
-//! GRO (iface/gro.rs): which segments merge, which do not, the limits, checksums, VLAN and
+//! GRO (offload/gro.rs): which segments merge, which do not, the limits, checksums, VLAN and
 //! padding, and an end-to-end transfer with GRO on and off. Frames are injected in one receive
 //! batch; what TCP was handed is read from the counters (`tcp.segments_in` counts `input`
 //! calls, the gro_* counters say why each train ended). All in virtual time.

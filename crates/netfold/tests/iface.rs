@@ -6,9 +6,10 @@ use netfold::iface::{Stack, StackConfig, UdpError};
 use netfold::phy::{Device, DeviceCaps, Medium};
 use netfold::time::{Duration, Instant};
 use netfold::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
+use netfold::wire::checksum::{add, pseudo_header};
 use netfold::wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
 use netfold::wire::icmpv4::{Icmpv4Packet, Icmpv4Repr};
-use netfold::wire::ipv4::{checksum_combine, pseudo_header_sum, Ipv4Packet, Ipv4Repr};
+use netfold::wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use netfold::wire::{IpProtocol, Ipv4Addr};
 use netfold_testkit::Rng;
 use proptest::prelude::*;
@@ -265,7 +266,7 @@ fn udp_round_trip_and_port_unreachable() {
         Err(UdpError::InvalidHandle)
     );
     assert_eq!(
-        n.a.udp_send_to(client, &[0; 1500], SocketAddrV4::new(IP_B, 7)),
+        n.a.udp_send_to(client, &[0; 65508], SocketAddrV4::new(IP_B, 7)),
         Err(UdpError::MessageTooLarge)
     );
 }
@@ -390,8 +391,8 @@ fn udp_datagram(sport: u16, dport: u16, data: &[u8]) -> Vec<u8> {
     d[2..4].copy_from_slice(&dport.to_be_bytes());
     d[4..6].copy_from_slice(&(len as u16).to_be_bytes());
     d[8..].copy_from_slice(data);
-    let ph = pseudo_header_sum(IP_A, IP_B, IpProtocol::Udp, len as u32);
-    let c = !checksum_combine(ph, netfold::mem::checksum(&d));
+    let ph = pseudo_header(IP_A, IP_B, IpProtocol::Udp, len as u32);
+    let c = !add(ph, netfold::mem::checksum(&d));
     d[6..8].copy_from_slice(&c.to_be_bytes());
     d
 }
@@ -1283,4 +1284,158 @@ fn smoltcp_client_sends_to_netfold_listener() {
     // We learned smoltcp's MAC from its ARP request (RFC 826: we were the target).
     assert_eq!(a.neighbor(now, IP_B), Some(MAC_B));
     assert_eq!(c.arp_requests_out, 0);
+}
+
+/// IPv4 datagrams of `frames` (Ethernet), parsed: (DF, MF, offset, total length).
+fn ip_frag_fields(frames: &[Vec<u8>], proto: IpProtocol) -> Vec<(bool, bool, u16, usize)> {
+    frames
+        .iter()
+        .filter_map(|f| {
+            let e = EthernetFrame::new_checked(&f[..]).ok()?;
+            let p = Ipv4Packet::new_checked(e.payload()).ok()?;
+            let r = Ipv4Repr::parse(&p, true).ok()?;
+            (r.protocol == proto).then_some((
+                r.dont_frag,
+                r.more_frags,
+                r.frag_offset,
+                r.payload_len + r.header_len(),
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn udp_datagrams_up_to_65507_bytes_are_fragmented_on_send() {
+    let mut n = net(Medium::Ethernet);
+    let server = n.b.udp_bind(SocketAddrV4::new(IP_B, 7)).unwrap();
+    let client = n.a.udp_bind(SocketAddrV4::new(IP_A, 0)).unwrap();
+    let mut buf = vec![0u8; 70000];
+    for size in [1473usize, 4000, 65507] {
+        let data: Vec<u8> = (0..size).map(|i| (i * 31 + size) as u8).collect();
+        n.a.udp_send_to(client, &data, SocketAddrV4::new(IP_B, 7))
+            .unwrap();
+        n.settle();
+        let (len, from) = n.b.udp_recv_from(server, &mut buf).expect("datagram");
+        assert_eq!(from.ip(), &IP_A);
+        assert_eq!(&buf[..len], &data[..], "size {size}");
+    }
+    let frags = ip_frag_fields(&n.frames_from(0), IpProtocol::Udp);
+    // RFC 791 §3.2: every piece fits the MTU, carries no DF, and all but the last of a
+    // datagram have MF and a length that is a multiple of 8.
+    assert!(frags.iter().all(|&(df, _, _, len)| !df && len <= 1500));
+    assert!(frags
+        .iter()
+        .filter(|f| f.1)
+        .all(|&(_, _, _, len)| (len - 20) % 8 == 0));
+    let c = n.a.counters();
+    assert_eq!(c.frag_out, frags.len() as u64);
+    assert_eq!(c.frag_out, 2 + 3 + 45);
+    assert_eq!(n.b.counters().frag_reassembled, 3);
+}
+
+#[test]
+fn ping_larger_than_the_mtu_is_answered_in_fragments() {
+    let mut n = net(Medium::Ethernet);
+    let data = vec![0x5a; 3000];
+    n.a.ping(n.now, IP_B, 9, 1, &data).unwrap();
+    n.settle();
+    let r = n.a.ping_recv().expect("echo reply");
+    assert_eq!((r.from, r.seq_no, r.len), (IP_B, 1, 3000));
+    // 3008 bytes of ICMP in 1480-byte pieces: three fragments each way.
+    assert_eq!(n.a.counters().frag_out, 3);
+    assert_eq!(n.b.counters().frag_out, 3);
+    assert_eq!(n.b.counters().frag_reassembled, 1);
+}
+
+#[test]
+fn path_mtu_from_icmp_narrows_the_fragments_to_that_destination() {
+    let mut n = net(Medium::Ethernet);
+    let sock = n.b.udp_bind(SocketAddrV4::new(IP_B, 7)).unwrap();
+    n.a.udp_bind(SocketAddrV4::new(IP_A, 9)).unwrap();
+    // Resolve the neighbours both ways first.
+    n.b.ping(n.now, IP_A, 1, 1, b"x").unwrap();
+    n.settle();
+    // "Fragmentation needed, next-hop MTU 576" about a datagram B sent to A.
+    let quoted = Ipv4Repr {
+        src: IP_B,
+        dst: IP_A,
+        protocol: IpProtocol::Udp,
+        payload_len: 1400,
+        ttl: 64,
+        dscp_ecn: 0,
+        ident: 1,
+        dont_frag: true,
+        more_frags: false,
+        frag_offset: 0,
+    };
+    let r = Icmpv4Repr::DstUnreachable {
+        code: 4,
+        next_hop_mtu: 576,
+        header: quoted,
+        data: &[0, 7, 0, 9, 0, 0, 0, 0],
+    };
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut b, true).unwrap();
+    n.inject_to_b(eth(
+        MAC_B,
+        EtherType::Ipv4,
+        &ipv4(IpProtocol::Icmp, &b, 3, false, 0),
+    ));
+    n.settle();
+    assert_eq!(n.b.path_mtu(n.now, IP_A), 576);
+    assert_eq!(n.b.path_mtu(n.now, Ipv4Addr::new(198, 18, 0, 9)), 1500);
+    let before = n.frames_from(1).len();
+    n.b.udp_send_to(sock, &[7; 1400], SocketAddrV4::new(IP_A, 9))
+        .unwrap();
+    n.settle();
+    let frags = ip_frag_fields(&n.frames_from(1)[before..], IpProtocol::Udp);
+    assert_eq!(frags.len(), 3);
+    assert!(frags.iter().all(|&(_, _, _, len)| len <= 576));
+}
+
+#[test]
+fn tcp_is_never_fragmented_and_keeps_df() {
+    use netfold::tcp::Config;
+    let mut n = net(Medium::Ethernet);
+    let server = SocketAddrV4::new(IP_B, 80);
+    n.b.tcp_mut().listen(server, 4, Config::default()).unwrap();
+    n.a.tcp_mut()
+        .connect(n.now, SocketAddrV4::new(IP_A, 0), server, Config::default())
+        .unwrap();
+    n.settle();
+    let tcp = ip_frag_fields(&n.frames_from(0), IpProtocol::Tcp);
+    assert!(!tcp.is_empty());
+    assert!(tcp.iter().all(|&(df, mf, off, _)| df && !mf && off == 0));
+    assert_eq!(n.a.counters().frag_out, 0);
+}
+
+#[test]
+fn fragmented_datagrams_wait_for_queue_room_instead_of_being_lost() {
+    let mut ca = config(Medium::Ethernet, MAC_A, IP_A);
+    ca.tx_queue_limit = 10;
+    let mut n = net_with(ca, config(Medium::Ethernet, MAC_B, IP_B), Medium::Ethernet);
+    let server = n.b.udp_bind(SocketAddrV4::new(IP_B, 7)).unwrap();
+    let client = n.a.udp_bind(SocketAddrV4::new(IP_A, 0)).unwrap();
+    // Resolve B first, so the fragments go straight to the queue.
+    n.a.ping(n.now, IP_B, 1, 1, b"x").unwrap();
+    n.settle();
+    // 7 fragments each: the second does not fit beside the first in a queue of 10.
+    for fill in [1u8, 2] {
+        n.a.udp_send_to(client, &[fill; 10000], SocketAddrV4::new(IP_B, 7))
+            .unwrap();
+    }
+    n.settle();
+    let mut buf = vec![0u8; 20000];
+    for fill in [1u8, 2] {
+        let (len, _) = n.b.udp_recv_from(server, &mut buf).expect("datagram");
+        assert_eq!(len, 10000);
+        assert!(buf[..len].iter().all(|&b| b == fill));
+    }
+    assert_eq!(n.a.counters().tx_queue_full, 0);
+    // One that can never fit (14 fragments) is tried alone and counted, not kept forever.
+    n.a.udp_send_to(client, &[3; 20000], SocketAddrV4::new(IP_B, 7))
+        .unwrap();
+    n.settle();
+    assert_eq!(n.a.counters().tx_queue_full, 1);
+    assert!(n.b.udp_recv_from(server, &mut buf).is_err());
 }

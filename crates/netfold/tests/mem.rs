@@ -206,7 +206,7 @@ proptest! {
                                        b in proptest::collection::vec(any::<u8>(), 0..300)) {
         let mut ab = a.clone();
         ab.extend_from_slice(&b);
-        let c = mem::checksum_combine(mem::checksum(&a), mem::checksum(&b), a.len());
+        let c = mem::checksum_concat(mem::checksum(&a), mem::checksum(&b), a.len());
         prop_assert_eq!(c, reference_sum(&ab));
     }
 

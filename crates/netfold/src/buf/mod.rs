@@ -9,12 +9,40 @@
 /// Default bytes reserved in front of the data for headers to be prepended.
 pub const DEFAULT_HEADROOM: usize = 128;
 
+/// What is known about a packet's transport checksum, carried with the packet so that it is
+/// verified exactly once (Linux `skb->ip_summed`, gVisor's `PacketBuffer` checksum flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Csum {
+    /// Nobody has checked it yet: the stack verifies it (once) if its device asks it to.
+    #[default]
+    Unverified,
+    /// Checked already (by the device, by the kernel, or by the stack earlier on this path).
+    Verified,
+    /// Linux `CHECKSUM_PARTIAL`: the field at `start + offset` holds only the pseudo-header
+    /// sum; whoever hands the packet to a wire sums from `start` to the end and stores the
+    /// complement. A received partial packet never crossed a wire and counts as verified.
+    Partial {
+        /// Where the summed bytes begin (the transport header).
+        start: u16,
+        /// The checksum field's offset from `start`.
+        offset: u16,
+    },
+}
+
+impl Csum {
+    /// Whether the checksum still has to be checked on receive.
+    pub fn needs_verify(self) -> bool {
+        self == Csum::Unverified
+    }
+}
+
 /// One packet: `data[start..end]` is the frame; `data[..start]` is headroom.
 #[derive(Debug, Clone, Default)]
 pub struct PacketBuf {
     data: Vec<u8>,
     start: usize,
     end: usize,
+    csum: Csum,
 }
 
 impl PacketBuf {
@@ -24,6 +52,7 @@ impl PacketBuf {
             data: vec![0; DEFAULT_HEADROOM + capacity],
             start: DEFAULT_HEADROOM,
             end: DEFAULT_HEADROOM,
+            csum: Csum::Unverified,
         }
     }
 
@@ -47,6 +76,14 @@ impl PacketBuf {
     pub fn headroom(&self) -> usize {
         self.start
     }
+    /// The packet's checksum state (see [`Csum`]); `Unverified` for a fresh buffer.
+    pub fn csum(&self) -> Csum {
+        self.csum
+    }
+    /// Records what is known about the packet's checksum (a device that validated it, say).
+    pub fn set_csum(&mut self, csum: Csum) {
+        self.csum = csum;
+    }
     pub fn as_slice(&self) -> &[u8] {
         &self.data[self.start..self.end]
     }
@@ -54,10 +91,12 @@ impl PacketBuf {
         &mut self.data[self.start..self.end]
     }
 
-    /// Empties the buffer and restores the default headroom (if the storage allows it).
+    /// Empties the buffer, restores the default headroom (if the storage allows it) and forgets
+    /// the checksum state.
     pub fn clear(&mut self) {
         self.start = DEFAULT_HEADROOM.min(self.data.len());
         self.end = self.start;
+        self.csum = Csum::Unverified;
     }
 
     /// Grows the frame by `n` bytes at the end (growing the storage if needed) and returns them.

@@ -83,6 +83,8 @@ pub struct Counters {
     pub frag_overlaps: u64,
     /// Datagrams discarded incomplete at the timeout.
     pub frag_timeouts: u64,
+    /// Fragments sent: UDP and ICMP datagrams larger than the path MTU, cut per RFC 791 §3.2.
+    pub frag_out: u64,
 
     // ICMP.
     /// ICMP messages received.
@@ -241,6 +243,7 @@ impl fmt::Display for Counters {
                     ("frag_dropped", self.frag_dropped),
                     ("frag_overlaps", self.frag_overlaps),
                     ("frag_timeouts", self.frag_timeouts),
+                    ("frag_out", self.frag_out),
                 ],
             ),
             (

@@ -1,5 +1,13 @@
 //! The `Stack`: one network interface's IPv4 host stack, sans-IO.
 //!
+//! Organised by protocol, not by direction (smoltcp's `iface/interface/`): [`state`] is the
+//! interface's shared state (addresses, MTU, pool, transmit queue, neighbour cache, counters);
+//! `ethernet`, `arp`, `ipv4` (with [`reassembly`]), `icmp`, [`udp`] and `tcp` (the glue to the
+//! TCP engine and to [`crate::offload`]) each hold their protocol's receive and send halves.
+//! A receive batch is parsed as an immutable slice of frames beside a separate mutable
+//! `Inner` (smoltcp's `Interface`/`InterfaceInner` split), so no frame is taken out of the
+//! batch and handed back, and GRO can hold segments borrowed from the batch until it ends.
+//!
 //! [`Stack::poll`] does one round of work against a [`Device`]: it receives a batch of frames
 //! (seed 000 §4.2: work in bunches), runs them through Ethernet/ARP/IPv4/ICMP/UDP and hands
 //! verified TCP segments to the [`TcpLayer`]; then it collects everything due for transmission
@@ -10,43 +18,50 @@
 //!
 //! Decisions worth knowing:
 //! - Fragments: reassembled when `StackConfig::frag_reassembly` (bounded, 30 s timeout,
-//!   overlaps discard the datagram, see [`reassembly`]); otherwise dropped and counted. We never
-//!   fragment on transmit (DF set, RFC 1191 path MTU discovery); TCP segments are cut at the
-//!   MTU instead (software GSO), oversized UDP/ICMP is refused.
+//!   overlaps discard the datagram, see [`reassembly`]); otherwise dropped and counted. On
+//!   transmit, UDP and ICMP datagrams up to 65507 bytes of data are fragmented at the path MTU
+//!   (RFC 791 §3.2; the path MTU per destination as ICMP reported it, RFC 1191), without DF.
+//!   TCP is never fragmented: its packets carry DF (RFC 1191 path MTU discovery) and its
+//!   segments are cut at the MTU instead (software GSO).
 //! - ARP: RFC 826 merge rule, one request per second per address, bounded pending queue.
 //! - No VLANs (priority-tagged frames, VLAN id 0, are accepted as untagged), no multicast, no
 //!   forwarding, no loopback to our own address, no IP options on transmit.
-//! - GRO (`StackConfig::gro`, see [`gro`]): the TCP segments of a flow within one receive
+//! - GRO (`StackConfig::gro`, see [`crate::offload::gro`]): the TCP segments of a flow within one receive
 //!   batch reach TCP as one merged segment; its checksum check is folded into the merging copy.
-//! - Checksums follow the device's `ChecksumCaps`; on transmit the TCP and UDP payload sums are
+//! - Checksums follow the device's `ChecksumCaps` and the state each received frame carries
+//!   ([`crate::buf::Csum`]): each checksum is verified exactly once; on transmit the TCP and UDP payload sums are
 //!   taken while the payload is copied into the packet buffer, on UDP receive while it is copied
 //!   into the socket queue.
 #![warn(missing_docs)]
 
+mod arp;
 pub mod counters;
-mod egress;
-pub mod gro;
-mod ingress;
+mod ethernet;
+mod icmp;
+mod ipv4;
 mod neighbor;
+mod pmtu;
 pub mod reassembly;
-mod tcp_wire;
+pub mod state;
+mod tcp;
 pub mod udp;
 
 pub use counters::Counters;
-pub use egress::TxError;
+pub use state::{DropReason, Emit, FullQueue, TxError};
 pub use udp::{UdpError, UdpHandle};
 
 use crate::buf::{PacketBuf, Pool};
+use crate::offload::gro::Gro;
 use crate::phy::{Device, Medium};
 use crate::tcp::TcpLayer;
 use crate::time::{Duration, Instant};
 use crate::wire::ethernet::EthernetAddress;
 use crate::wire::icmpv4::Icmpv4Repr;
-use crate::wire::ipv4::{checksum_combine, pseudo_header_sum};
-use crate::wire::{IpProtocol, Ipv4Addr};
-use egress::Egress;
+use crate::wire::Ipv4Addr;
+use icmp::RateLimiter;
 use neighbor::NeighborCache;
 use reassembly::Reassembler;
+use state::IfaceState;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 use udp::UdpTable;
@@ -105,7 +120,7 @@ pub struct StackConfig {
     /// Idle packet buffers the pool keeps.
     pub pool_buffers: usize,
     /// Merge the TCP segments of one flow within a receive batch before TCP sees them
-    /// (see [`gro`]).
+    /// (see [`crate::offload::gro`]).
     pub gro: bool,
     /// Let TCP build data segments of up to [`GSO_SEGS`] MSS (64 KiB at most), cut to the MTU
     /// at the device boundary (software GSO) or handed whole to a TSO device.
@@ -165,49 +180,25 @@ pub struct EchoReply {
     pub at: Instant,
 }
 
-/// Token bucket for ICMP errors (RFC 1812 §4.3.2.8).
+/// Everything but the receive batch: the shared interface state and the protocols' own state.
+/// The receive path runs as methods on it while the batch is borrowed immutably beside it.
 #[derive(Debug)]
-struct RateLimiter {
-    tokens: u32,
-    burst: u32,
-    interval: Duration,
-    last: Instant,
-}
-
-impl RateLimiter {
-    fn take(&mut self, now: Instant) -> bool {
-        let elapsed = now.saturating_since(self.last).total_micros();
-        let per = self.interval.total_micros().max(1);
-        let add = elapsed / per;
-        if add > 0 {
-            let add = u32::try_from(add).unwrap_or(u32::MAX);
-            self.tokens = self.tokens.saturating_add(add).min(self.burst);
-            self.last += Duration::from_micros(per.saturating_mul(u64::from(add)));
-        }
-        if self.tokens > 0 {
-            self.tokens -= 1;
-            true
-        } else {
-            false
-        }
-    }
+pub(crate) struct Inner {
+    config: StackConfig,
+    st: IfaceState,
+    tcp: TcpLayer,
+    udp: UdpTable,
+    reasm: Reassembler,
+    echo_replies: VecDeque<EchoReply>,
+    icmp_limiter: RateLimiter,
 }
 
 /// One interface's IPv4 host stack. See the module documentation.
 #[derive(Debug)]
 pub struct Stack {
-    config: StackConfig,
-    eg: Egress,
-    csum_rx: bool,
-    tcp: TcpLayer,
-    udp: UdpTable,
-    reasm: Reassembler,
+    inner: Inner,
+    /// The receive batch of the current poll (reused).
     rx: Vec<PacketBuf>,
-    gro: gro::Gro,
-    echo_replies: VecDeque<EchoReply>,
-    icmp_limiter: RateLimiter,
-    /// Index in `rx` of the frame being parsed (GRO remembers where a held segment is).
-    cur_frame: usize,
     /// Output stopped at the transmit bound in the last poll: more work is due now.
     tx_backlog: bool,
     dev_poll_at: Option<Instant>,
@@ -220,7 +211,7 @@ impl Stack {
         let mtu = config.mtu.clamp(68, 65535);
         let mut pool = Pool::new(mtu + 18, config.pool_buffers);
         pool.prefill(config.pool_buffers.min(64));
-        let eg = Egress {
+        let st = IfaceState {
             medium: config.medium,
             mac: config.mac,
             addr: config.addr,
@@ -228,9 +219,11 @@ impl Stack {
             gateway: config.gateway,
             mtu,
             csum_tx: true,
+            csum_rx: true,
             tso: false,
             ttl: config.ttl,
             ident: 0,
+            copy: config.copy_mode,
             pool,
             tx: Vec::with_capacity(config.tx_queue_limit.min(4096)),
             tx_limit: config.tx_queue_limit.max(1),
@@ -240,13 +233,14 @@ impl Stack {
                 config.arp_retry_interval,
                 config.arp_max_retries,
             ),
+            pmtu: pmtu::PathMtuCache::new(),
             c: Counters::default(),
             arp_due: Vec::with_capacity(neighbor::MAX_RESOLVING),
         };
         let mut tcp = TcpLayer::new(config.tcp_secret);
         tcp.set_gso_segs(if config.gso { GSO_SEGS } else { 1 });
         tcp.set_copy_mode(config.copy_mode);
-        Stack {
+        let inner = Inner {
             tcp,
             udp: UdpTable::new(config.udp_queue_limit, config.udp_max_sockets),
             reasm: Reassembler::new(
@@ -254,127 +248,115 @@ impl Stack {
                 config.frag_max_bytes,
                 config.frag_timeout,
             ),
-            rx: Vec::with_capacity(64),
-            gro: gro::Gro::new(),
             echo_replies: VecDeque::with_capacity(ECHO_REPLY_QUEUE),
-            icmp_limiter: RateLimiter {
-                tokens: config.icmp_error_burst,
-                burst: config.icmp_error_burst,
-                interval: config.icmp_error_interval,
-                last: Instant::ZERO,
-            },
-            csum_rx: true,
-            cur_frame: 0,
+            icmp_limiter: RateLimiter::new(config.icmp_error_burst, config.icmp_error_interval),
+            st,
+            config,
+        };
+        Stack {
+            inner,
+            rx: Vec::with_capacity(64),
             tx_backlog: false,
             dev_poll_at: None,
-            eg,
-            config,
         }
     }
 
     /// The configuration given to `new`.
     pub fn config(&self) -> &StackConfig {
-        &self.config
+        &self.inner.config
     }
     /// The TCP layer (connections, listeners, statistics).
     pub fn tcp(&self) -> &TcpLayer {
-        &self.tcp
+        &self.inner.tcp
     }
     /// The TCP layer, for connect/listen/send/recv.
     pub fn tcp_mut(&mut self) -> &mut TcpLayer {
-        &mut self.tcp
+        &mut self.inner.tcp
     }
 
     /// The IP MTU in effect (configured, lowered to the device's after the first poll).
     pub fn mtu(&self) -> usize {
-        self.eg.mtu
+        self.inner.st.mtu
     }
 
     /// The MSS for TCP connections on this interface: the IP MTU less the IPv4 and TCP fixed
     /// headers (RFC 9293 §3.7.1: "MSS = MTU - 40" for IPv4 without options). Put it in
     /// `tcp::Config::mss` before connect/listen.
     pub fn tcp_mss(&self) -> u16 {
-        u16::try_from(self.eg.mtu.saturating_sub(40)).unwrap_or(u16::MAX)
+        u16::try_from(self.inner.st.mtu.saturating_sub(40)).unwrap_or(u16::MAX)
     }
 
     /// A snapshot of all counters, TCP and buffer-pool statistics included.
     pub fn counters(&self) -> Counters {
-        let mut c = self.eg.c;
-        c.tcp = self.tcp.stats();
-        c.pool = self.eg.pool.stats();
+        let mut c = self.inner.st.c;
+        c.tcp = self.inner.tcp.stats();
+        c.pool = self.inner.st.pool.stats();
         c
     }
 
     /// The MAC cached for `ip`, if any and still fresh at `now`.
     pub fn neighbor(&self, now: Instant, ip: Ipv4Addr) -> Option<EthernetAddress> {
-        self.eg.neigh.lookup(now, ip)
+        self.inner.st.neigh.lookup(now, ip)
+    }
+
+    /// The path MTU to `dst` as of `now`: the interface MTU, lowered by what ICMP
+    /// "fragmentation needed" reported for that destination (RFC 1191). UDP and ICMP
+    /// datagrams larger than it are fragmented (RFC 791 §3.2).
+    pub fn path_mtu(&self, now: Instant, dst: Ipv4Addr) -> usize {
+        let st = &self.inner.st;
+        st.pmtu.get(now, dst, st.mtu)
     }
 
     /// Frames waiting for an ARP resolution.
     pub fn arp_pending(&self) -> usize {
-        self.eg.neigh.pending_len()
+        self.inner.st.neigh.pending_len()
     }
 
     fn apply_caps(&mut self, dev: &dyn Device) -> crate::phy::DeviceCaps {
         let caps = dev.caps();
-        self.eg.medium = caps.medium;
-        self.eg.mtu = self.config.mtu.min(caps.mtu).clamp(68, 65535);
-        self.eg.csum_tx = caps.checksum.tx;
-        self.eg.tso = caps.tso;
-        self.csum_rx = caps.checksum.rx;
+        let st = &mut self.inner.st;
+        st.medium = caps.medium;
+        st.mtu = self.inner.config.mtu.min(caps.mtu).clamp(68, 65535);
+        st.csum_tx = caps.checksum.tx;
+        st.tso = caps.tso;
+        st.csum_rx = caps.checksum.rx;
         caps
     }
 
     /// One round of work; returns whether anything was received or sent.
     pub fn poll(&mut self, now: Instant, dev: &mut dyn Device) -> bool {
         let burst = self.apply_caps(dev).max_burst.max(1);
-        self.timers(now);
+        self.inner.timers(now);
 
-        dev.recv_batch(now, &mut self.eg.pool, &mut self.rx, burst);
-        let n = self.rx.len();
+        let Stack { inner, rx, .. } = self;
+        dev.recv_batch(now, &mut inner.st.pool, rx, burst);
+        let n = rx.len();
         let mut did = n > 0;
-        self.eg.c.polls += 1;
-        self.eg.c.rx_batches += u64::from(did);
+        inner.st.c.polls += 1;
+        inner.st.c.rx_batches += u64::from(did);
         if did {
-            self.eg.c.frames_per_poll[counters::bucket(n)] += 1;
+            inner.st.c.frames_per_poll[counters::bucket(n)] += 1;
         }
-        // Each frame is taken out of the batch while it is parsed and put back after, so GRO
-        // can keep referring to earlier frames of the batch (a held train of one segment
-        // stays in its frame until the flush at the end of the batch).
-        for i in 0..n {
-            let buf = core::mem::take(&mut self.rx[i]);
-            self.cur_frame = i;
-            self.receive_frame(now, buf.as_slice());
-            self.rx[i] = buf;
+        // The batch is parsed in place, immutable, beside the mutable inner state; GRO holds
+        // segments borrowed from it until the batch ends.
+        let mut gro = Gro::new();
+        for buf in rx.iter() {
+            inner.receive_frame(now, buf, &mut gro);
         }
-        let mut sink = gro::Sink {
-            now,
-            frames: &self.rx,
-            cur: (usize::MAX, 0, &[]),
-            tcp: &mut self.tcp,
-            c: &mut self.eg.c,
-            verify: self.csum_rx,
-        };
-        self.gro.flush_all(&mut sink);
-        for buf in self.rx.drain(..) {
-            self.eg.pool.put(buf);
+        inner.flush_gro(now, &mut gro);
+        for buf in rx.drain(..) {
+            inner.st.pool.put(buf);
         }
 
         let mut stopped = false;
         for _ in 0..TX_ROUNDS {
-            stopped = false;
-            let Stack { tcp, eg, .. } = self;
-            tcp.output(now, &mut |seg| {
-                let ok = eg.emit_tcp(now, seg);
-                stopped |= !ok;
-                ok
-            });
-            stopped |= self.flush_udp(now);
-            if !self.eg.tx.is_empty() {
+            stopped = self.inner.output(now);
+            if !self.inner.st.tx.is_empty() {
                 did = true;
-                self.eg.c.tx_batches += 1;
-                dev.send_batch(now, &mut self.eg.pool, &mut self.eg.tx);
-                self.eg.tx.clear();
+                let st = &mut self.inner.st;
+                st.c.tx_batches += 1;
+                dev.send_batch(now, &mut st.pool, &mut st.tx);
+                st.tx.clear();
             }
             if !stopped {
                 break;
@@ -385,25 +367,18 @@ impl Stack {
         did
     }
 
-    /// ARP retries and give-ups, reassembly timeouts.
-    fn timers(&mut self, now: Instant) {
-        self.eg.neighbor_timers(now);
-        let expired = self.reasm.expire(now);
-        self.eg.c.frag_timeouts += expired as u64;
-        self.eg.c.frag_dropped += expired as u64;
-    }
-
     /// When `poll` should next run if nothing arrives: the earliest of TCP timers, ARP retries,
     /// reassembly timeouts and the device's own timer (as of the last poll); `now` if work is
     /// already waiting.
     pub fn poll_at(&self, now: Instant) -> Option<Instant> {
-        if self.tx_backlog || self.udp.iter().any(|s| !s.tx.is_empty()) {
+        let inner = &self.inner;
+        if self.tx_backlog || inner.udp.iter().any(|s| !s.tx.is_empty()) {
             return Some(now);
         }
         [
-            self.tcp.poll_at(),
-            self.eg.neigh.poll_at(),
-            self.reasm.poll_at(),
+            inner.tcp.poll_at(),
+            inner.st.neigh.poll_at(),
+            inner.reasm.poll_at(),
             self.dev_poll_at,
         ]
         .into_iter()
@@ -427,57 +402,38 @@ impl Stack {
             seq_no,
             data,
         };
-        self.send_icmp(now, dst, &repr)
+        self.inner.send_icmp(now, dst, &repr)
     }
 
     /// The oldest echo reply received and not yet read (at most 64 are kept).
     pub fn ping_recv(&mut self) -> Option<EchoReply> {
-        self.echo_replies.pop_front()
+        self.inner.echo_replies.pop_front()
     }
 
     // ---- UDP ----
 
-    /// Binds a UDP socket. Port 0 picks an ephemeral port (49152..=65535, RFC 6335 §6). The
-    /// address must be ours or unspecified (any); a wildcard socket also receives broadcasts.
+    /// Binds a UDP socket. Port 0 picks an ephemeral port (RFC 6335 §6, see
+    /// [`udp::EPHEMERAL_PORTS`]). The address must be ours or unspecified (any); a wildcard
+    /// socket also receives broadcasts.
     pub fn udp_bind(&mut self, local: SocketAddrV4) -> Result<UdpHandle, UdpError> {
-        if !local.ip().is_unspecified() && *local.ip() != self.eg.addr {
-            return Err(UdpError::AddrNotAvailable);
-        }
-        self.udp.bind(local)
+        self.inner.udp_bind(local)
     }
 
     /// The bound local address (with the ephemeral port filled in).
     pub fn udp_local_addr(&self, h: UdpHandle) -> Result<SocketAddrV4, UdpError> {
-        Ok(self.udp.get(h)?.local)
+        Ok(self.inner.udp.get(h)?.local)
     }
 
     /// Queues one datagram for the next poll. `WouldBlock` when the socket's send queue is
-    /// full; `MessageTooLarge` beyond one MTU (we do not fragment).
+    /// full; `MessageTooLarge` beyond 65507 bytes (what one IPv4 datagram carries). A datagram
+    /// larger than the path MTU leaves in fragments.
     pub fn udp_send_to(
         &mut self,
         h: UdpHandle,
         data: &[u8],
         to: SocketAddrV4,
     ) -> Result<(), UdpError> {
-        if to.port() == 0 || to.ip().is_unspecified() {
-            return Err(UdpError::InvalidInput);
-        }
-        if data.len() + udp::HEADER_LEN + 20 > self.eg.mtu {
-            return Err(UdpError::MessageTooLarge);
-        }
-        let limit = self.udp.queue_limit();
-        let sock = self.udp.get_mut(h)?;
-        if sock.tx.len() >= limit {
-            return Err(UdpError::WouldBlock);
-        }
-        let mut buf = self.eg.pool.get();
-        let sum = crate::mem::copy_with_checksum(buf.append(data.len()), data);
-        let c = &mut self.eg.c;
-        c.copies += 1;
-        c.bytes_copied += data.len() as u64;
-        c.bytes_checksummed += data.len() as u64;
-        sock.tx.push_back((to, buf, sum));
-        Ok(())
+        self.inner.udp_send_to(h, data, to)
     }
 
     /// Takes the oldest received datagram: copies up to `buf.len()` bytes (the rest is
@@ -487,55 +443,28 @@ impl Stack {
         h: UdpHandle,
         buf: &mut [u8],
     ) -> Result<(usize, SocketAddrV4), UdpError> {
-        let sock = self.udp.get_mut(h)?;
-        let (from, data) = sock.rx.pop_front().ok_or(UdpError::WouldBlock)?;
-        let n = data.len().min(buf.len());
-        crate::mem::copy(&mut buf[..n], &data.as_slice()[..n]);
-        self.eg.pool.put(data);
-        Ok((n, from))
+        self.inner.udp_recv_from(h, buf)
     }
 
     /// Closes the socket; queued datagrams are discarded. Stale handles are ignored.
     pub fn udp_close(&mut self, h: UdpHandle) {
-        self.udp.close(h, &mut self.eg.pool);
+        self.inner.udp.close(h, &mut self.inner.st.pool);
+    }
+}
+
+impl Inner {
+    /// ARP retries and give-ups, reassembly timeouts.
+    fn timers(&mut self, now: Instant) {
+        self.st.neighbor_timers(now);
+        let expired = self.reasm.expire(now);
+        self.st.c.frag_timeouts += expired as u64;
+        self.st.c.frag_dropped += expired as u64;
     }
 
-    /// Moves queued UDP datagrams to the transmit queue; returns true if it stopped at the
-    /// transmit bound with datagrams left.
-    fn flush_udp(&mut self, now: Instant) -> bool {
-        let addr = self.eg.addr;
-        let eg = &mut self.eg;
-        for sock in self.udp.iter_mut() {
-            while let Some((to, mut buf, sum)) = sock.tx.pop_front() {
-                if eg.tx_full() {
-                    sock.tx.push_front((to, buf, sum));
-                    return true;
-                }
-                let src = if sock.local.ip().is_unspecified() {
-                    addr
-                } else {
-                    *sock.local.ip()
-                };
-                let len = buf.len() + udp::HEADER_LEN;
-                let h = buf.prepend(udp::HEADER_LEN);
-                h[0..2].copy_from_slice(&sock.local.port().to_be_bytes());
-                h[2..4].copy_from_slice(&to.port().to_be_bytes());
-                h[4..6].copy_from_slice(&(len as u16).to_be_bytes());
-                h[6..8].copy_from_slice(&[0, 0]);
-                if eg.csum_tx {
-                    let ph = pseudo_header_sum(src, *to.ip(), IpProtocol::Udp, len as u32);
-                    let hs = crate::mem::checksum(h);
-                    let mut c = !checksum_combine(checksum_combine(ph, hs), sum);
-                    // RFC 768: a computed zero is sent as all ones (zero means "no checksum").
-                    if c == 0 {
-                        c = 0xffff;
-                    }
-                    h[6..8].copy_from_slice(&c.to_be_bytes());
-                }
-                eg.c.udp_out += 1;
-                let _ = eg.send_ip(now, IpProtocol::Udp, src, *to.ip(), buf);
-            }
-        }
-        false
+    /// One round of output: TCP segments, then queued UDP datagrams, into the transmit queue.
+    /// Returns true if it stopped at the transmit bound with work left.
+    fn output(&mut self, now: Instant) -> bool {
+        let stopped = self.tcp_output(now);
+        self.flush_udp(now) | stopped
     }
 }

@@ -1,15 +1,26 @@
-//! UDP (RFC 768) sockets: a small table of bound endpoints, each with bounded receive and send
-//! queues of pooled buffers. The Stack owns the table; user calls go through `Stack::udp_*`.
+//! UDP (RFC 768): a small table of bound endpoints, each with bounded receive and send queues
+//! of pooled buffers, and the protocol's receive half (checks, delivery with the checksum
+//! verified in the copy to the socket queue) and send half (the header through
+//! `wire::udp`, its checksum completed from the payload sum taken while the data was copied
+//! in). The Stack owns the table; user calls go through `Stack::udp_*`.
 
-use crate::buf::{PacketBuf, Pool};
+use super::Inner;
+use crate::buf::{Csum, PacketBuf, Pool};
+use crate::offload::gso::MAX_IP_PACKET;
+use crate::time::Instant;
+use crate::wire::icmpv4::unreach_code;
+use crate::wire::ipv4::{Ipv4Repr, HEADER_LEN as IP_LEN};
+use crate::wire::tcp::PseudoHeader;
+use crate::wire::udp::{UdpPacket, UdpRepr};
+use crate::wire::IpProtocol;
 use core::fmt;
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-/// UDP header length.
-pub const HEADER_LEN: usize = 8;
-/// First port handed out when binding to port 0 (IANA dynamic range, RFC 6335 §6).
-const EPHEMERAL_FIRST: u16 = 49152;
+pub use crate::wire::udp::HEADER_LEN;
+pub use crate::wire::EPHEMERAL_PORTS;
+/// First port handed out when binding to port 0.
+const EPHEMERAL_FIRST: u16 = *EPHEMERAL_PORTS.start();
 
 /// A UDP socket handle; stale handles are `InvalidHandle`, never a panic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -31,7 +42,7 @@ pub enum UdpError {
     AddrNotAvailable,
     /// Destination port 0 or unspecified address.
     InvalidInput,
-    /// Datagram larger than the MTU allows (netfold does not fragment on transmit).
+    /// Datagram larger than one IPv4 datagram carries (65507 bytes of data).
     MessageTooLarge,
     /// Too many sockets.
     NoBufs,
@@ -82,9 +93,9 @@ impl UdpTable {
     pub fn bind(&mut self, mut local: SocketAddrV4) -> Result<UdpHandle, UdpError> {
         if local.port() == 0 {
             let mut found = None;
-            for _ in 0..=(u16::MAX - EPHEMERAL_FIRST) {
+            for _ in EPHEMERAL_PORTS {
                 let p = self.next_ephemeral;
-                self.next_ephemeral = if p == u16::MAX {
+                self.next_ephemeral = if p == *EPHEMERAL_PORTS.end() {
                     EPHEMERAL_FIRST
                 } else {
                     p + 1
@@ -182,5 +193,177 @@ impl UdpTable {
     }
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut UdpSocket> {
         self.slots.iter_mut().filter_map(|(_, s)| s.as_mut())
+    }
+}
+
+impl Inner {
+    pub(super) fn udp_bind(&mut self, local: SocketAddrV4) -> Result<UdpHandle, UdpError> {
+        if !local.ip().is_unspecified() && *local.ip() != self.st.addr {
+            return Err(UdpError::AddrNotAvailable);
+        }
+        self.udp.bind(local)
+    }
+
+    /// Copies the datagram into a pooled buffer (summing it in the same pass) and queues it.
+    pub(super) fn udp_send_to(
+        &mut self,
+        h: UdpHandle,
+        data: &[u8],
+        to: SocketAddrV4,
+    ) -> Result<(), UdpError> {
+        if to.port() == 0 || to.ip().is_unspecified() {
+            return Err(UdpError::InvalidInput);
+        }
+        // One IPv4 datagram carries at most 65535 - 20 - 8 = 65507 bytes of UDP data; a larger
+        // one than the path MTU is fragmented on its way out (`IfaceState::send_ip`).
+        if data.len() + HEADER_LEN + IP_LEN > MAX_IP_PACKET {
+            return Err(UdpError::MessageTooLarge);
+        }
+        let limit = self.udp.queue_limit();
+        let sock = self.udp.get_mut(h)?;
+        if sock.tx.len() >= limit {
+            return Err(UdpError::WouldBlock);
+        }
+        let st = &mut self.st;
+        let mut buf = st.pool.get();
+        let sum = st.copy.copy_with_checksum(buf.append(data.len()), data);
+        st.c.copies += 1;
+        st.c.bytes_copied += data.len() as u64;
+        st.c.bytes_checksummed += data.len() as u64;
+        sock.tx.push_back((to, buf, sum));
+        Ok(())
+    }
+
+    pub(super) fn udp_recv_from(
+        &mut self,
+        h: UdpHandle,
+        buf: &mut [u8],
+    ) -> Result<(usize, SocketAddrV4), UdpError> {
+        let sock = self.udp.get_mut(h)?;
+        let (from, data) = sock.rx.pop_front().ok_or(UdpError::WouldBlock)?;
+        let n = data.len().min(buf.len());
+        self.st.copy.copy(&mut buf[..n], &data.as_slice()[..n]);
+        self.st.pool.put(data);
+        Ok((n, from))
+    }
+
+    /// Moves queued UDP datagrams to the transmit queue; returns true if it stopped at the
+    /// transmit bound with datagrams left.
+    pub(super) fn flush_udp(&mut self, now: Instant) -> bool {
+        let st = &mut self.st;
+        let addr = st.addr;
+        for sock in self.udp.iter_mut() {
+            while let Some((to, mut buf, sum)) = sock.tx.pop_front() {
+                // A datagram goes out whole (all its fragments) or waits for the next round;
+                // one that could never fit the queue is tried (and counted) when it is empty.
+                let frames = st.frames_for(now, *to.ip(), HEADER_LEN + buf.len());
+                if st.tx_full() || (st.tx.len() + frames > st.tx_limit && !st.tx.is_empty()) {
+                    sock.tx.push_front((to, buf, sum));
+                    return true;
+                }
+                let src = if sock.local.ip().is_unspecified() {
+                    addr
+                } else {
+                    *sock.local.ip()
+                };
+                let repr = UdpRepr {
+                    src_port: sock.local.port(),
+                    dst_port: to.port(),
+                };
+                let len = buf.len();
+                let header = buf.prepend(HEADER_LEN);
+                // The length fits: `udp_send_to` bounded the datagram by the MTU. RFC 768: the
+                // checksum covers pseudo-header, header and data; the data's share was summed
+                // while it was copied in.
+                let ok = if st.csum_tx {
+                    let ph = PseudoHeader { src, dst: *to.ip() };
+                    repr.emit_with_payload_sum(header, len, sum, &ph).is_ok()
+                } else {
+                    repr.emit(&mut UdpPacket::new_unchecked(header), len)
+                        .is_ok()
+                };
+                if !ok {
+                    st.c.tx_too_big += 1;
+                    st.pool.put(buf);
+                    continue;
+                }
+                st.c.udp_out += 1;
+                // A refusal is counted where it happens (queue full, no route, ...).
+                let _ = st.send_ip(now, IpProtocol::Udp, src, *to.ip(), buf);
+            }
+        }
+        false
+    }
+
+    pub(super) fn receive_udp(
+        &mut self,
+        now: Instant,
+        ip: &Ipv4Repr,
+        payload: &[u8],
+        bcast: bool,
+        csum: Csum,
+    ) {
+        let c = &mut self.st.c;
+        c.udp_in += 1;
+        // RFC 768: the length field covers header and data (at least the 8-byte header); bytes
+        // beyond it are padding.
+        let Ok(pkt) = UdpPacket::new_checked(payload) else {
+            c.udp_malformed += 1;
+            return;
+        };
+        let ph = PseudoHeader {
+            src: ip.src,
+            dst: ip.dst,
+        };
+        // Destination port 0 is reserved (malformed). The checksum is checked below, once:
+        // in the copy to the socket queue, or in a separate pass before an ICMP answer.
+        let Ok(repr) = UdpRepr::parse(&pkt, &ph, false) else {
+            c.udp_malformed += 1;
+            return;
+        };
+        // RFC 768: an all-zero checksum means the sender computed none.
+        let verify = csum.needs_verify() && pkt.checksum() != 0;
+        let data = pkt.payload();
+        let limit = self.udp.queue_limit();
+        match self.udp.lookup(SocketAddrV4::new(ip.dst, repr.dst_port)) {
+            Some(sock) => {
+                if sock.rx.len() >= limit {
+                    c.udp_queue_full += 1;
+                    return;
+                }
+                let mut buf = self.st.pool.get();
+                let data_sum = self
+                    .st
+                    .copy
+                    .copy_with_checksum(buf.append(data.len()), data);
+                c.copies += 1;
+                c.bytes_copied += data.len() as u64;
+                c.bytes_checksummed += data.len() as u64;
+                if verify && !pkt.verify_checksum_with_payload_sum(&ph, data_sum) {
+                    c.udp_bad_checksum += 1;
+                    self.st.pool.put(buf);
+                    return;
+                }
+                sock.rx
+                    .push_back((SocketAddrV4::new(ip.src, repr.src_port), buf));
+            }
+            None => {
+                // Verify before answering: never send an error about a corrupted datagram.
+                if verify {
+                    c.bytes_checksummed += data.len() as u64;
+                    c.bytes_checksummed_separately += data.len() as u64;
+                    if !pkt.verify_checksum(&ph) {
+                        c.udp_bad_checksum += 1;
+                        return;
+                    }
+                }
+                c.udp_no_socket += 1;
+                // RFC 1122 §4.1.3.1: port unreachable for a closed port, but never in answer to
+                // a broadcast (RFC 1122 §3.2.2).
+                if !bcast {
+                    self.send_icmp_unreachable(now, unreach_code::PORT, ip, payload);
+                }
+            }
+        }
     }
 }

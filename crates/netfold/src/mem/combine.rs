@@ -1,6 +1,10 @@
 //! One's-complement arithmetic on 16-bit Internet checksums: folding wide sums, adding and
 //! concatenating partial sums, RFC 1624 incremental update and the IPv4 pseudo-header sum.
 //!
+//! This is the ONE home of checksum arithmetic in netfold: `wire::checksum` re-exports these
+//! functions under short names (`add`, `concat`, `update`, `pseudo_header`, `finish`) for the
+//! header views; nothing else re-implements them.
+//!
 //! Every "sum" here is the RFC 1071 one's-complement sum of big-endian 16-bit words, folded to
 //! 16 bits and NOT complemented. The checksum field a header carries is `!sum`.
 
@@ -44,7 +48,7 @@ pub fn checksum_add(a: u16, b: u16) -> u16 {
 /// length, every 16-bit word of `B` straddles the word grid of the whole, which amounts to
 /// byte-swapping `B`'s sum before adding it.
 #[inline]
-pub fn checksum_combine(a: u16, b: u16, a_len: usize) -> u16 {
+pub fn checksum_concat(a: u16, b: u16, a_len: usize) -> u16 {
     let b = if a_len % 2 == 1 { b.swap_bytes() } else { b };
     checksum_add(a, b)
 }
@@ -85,4 +89,11 @@ pub fn ipv4_pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, len: u
         + u64::from(len >> 16)
         + u64::from(len & 0xffff);
     fold64(sum)
+}
+
+/// Turns a folded sum into the value placed in a checksum field: its one's complement
+/// (RFC 1071 §1: "the checksum field is the 16-bit one's complement of the one's complement sum").
+#[inline]
+pub fn checksum_finish(sum: u16) -> u16 {
+    !sum
 }

@@ -24,7 +24,9 @@ mod x86_copy;
 #[cfg(target_arch = "x86_64")]
 mod x86_csum;
 
-pub use combine::{checksum_add, checksum_combine, checksum_update, ipv4_pseudo_header_sum};
+pub use combine::{
+    checksum_add, checksum_concat, checksum_finish, checksum_update, ipv4_pseudo_header_sum,
+};
 
 use std::sync::OnceLock;
 
@@ -232,7 +234,7 @@ pub fn checksum(data: &[u8]) -> u16 {
 
 /// `checksum_add(initial, checksum(data))`: continues a sum (e.g. a pseudo-header sum) over
 /// `data`, which must start on an even offset of the checksummed whole (else use
-/// [`checksum_combine`]).
+/// [`checksum_concat`]).
 #[inline]
 pub fn checksum_with_initial(initial: u16, data: &[u8]) -> u16 {
     checksum_add(initial, checksum(data))

@@ -1,7 +1,7 @@
 //! Portable (safe, any-architecture) kernels: the fallback on CPUs without the SIMD kernels and
 //! the reference the SIMD kernels are tested against.
 
-use super::combine::{checksum_combine, fold128, fold64};
+use super::combine::{checksum_concat, fold128, fold64};
 
 /// Copies `src` into `dst` (same length) with 64-bit words, eight per iteration.
 pub(crate) fn copy_words(dst: &mut [u8], src: &[u8]) {
@@ -81,7 +81,7 @@ pub(crate) fn copy_with_checksum(dst: &mut [u8], src: &[u8]) -> u16 {
     let mut done = 0usize;
     for (d, s) in dst.chunks_mut(BLOCK).zip(src.chunks(BLOCK)) {
         copy_words(d, s);
-        sum = checksum_combine(sum, checksum(s), done);
+        sum = checksum_concat(sum, checksum(s), done);
         done += s.len();
     }
     sum

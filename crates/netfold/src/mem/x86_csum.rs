@@ -15,7 +15,7 @@
 //! (RFC 1071 §2(B)).
 #![allow(unsafe_code)]
 
-use super::combine::{checksum_combine, fold128};
+use super::combine::{checksum_concat, fold128};
 use core::arch::x86_64::*;
 
 /// Largest input one kernel call sums: keeps every 64-bit lane accumulator far from overflow
@@ -128,7 +128,7 @@ pub(crate) unsafe fn sum_le_avx2(s: *const u8, n: usize) -> u16 {
         let body = fold256(acc);
         // `i` is a multiple of 32, so the tail starts on the word grid: plain add.
         let tail = super::portable::sum_le(core::slice::from_raw_parts(s.add(i), n - i));
-        checksum_combine(body, tail, 0)
+        checksum_concat(body, tail, 0)
     }
 }
 
@@ -192,7 +192,7 @@ pub(crate) unsafe fn copy_sum_le_avx2(d: *mut u8, s: *const u8, n: usize) -> u16
             // n-32 bytes. It starts at offset n-32.
             let tm = _mm256_loadu_si256(TAIL_MASK.as_ptr().add(n - 32).cast());
             let tail = fold256(add_halves256(z, _mm256_and_si256(last, tm)));
-            return checksum_combine(head, tail, n - 32);
+            return checksum_concat(head, tail, n - 32);
         }
         let skip = (32 - (d as usize & 31)) & 31;
         let z = _mm256_setzero_si256();
@@ -233,8 +233,8 @@ pub(crate) unsafe fn copy_sum_le_avx2(d: *mut u8, s: *const u8, n: usize) -> u16
         let tail = fold256(add_halves256(z, _mm256_and_si256(last, tm)));
         _mm256_storeu_si256(d.cast(), first);
         _mm256_storeu_si256(d.add(n - 32).cast(), last);
-        let hb = checksum_combine(head, body, skip);
-        checksum_combine(hb, tail, n - 32)
+        let hb = checksum_concat(head, body, skip);
+        checksum_concat(hb, tail, n - 32)
     }
 }
 

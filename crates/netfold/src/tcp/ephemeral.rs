@@ -30,9 +30,10 @@ use super::secret::Secret;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// RFC 6335 §6: the dynamic (ephemeral) port range 49152-65535.
-pub const FIRST: u16 = 49152;
+/// (The range itself is defined once, in [`crate::wire::EPHEMERAL_PORTS`].)
+pub const FIRST: u16 = *crate::wire::EPHEMERAL_PORTS.start();
 /// Ports in the range.
-pub const COUNT: u32 = 65536 - FIRST as u32;
+pub const COUNT: u32 = *crate::wire::EPHEMERAL_PORTS.end() as u32 - FIRST as u32 + 1;
 /// Counters in the perturbation table (see the module doc).
 const TABLE_LEN: usize = 1 << 16;
 /// Domain tags of F and G (other modules use other tags under the same key: `isn.rs` 0 and 1,

@@ -25,17 +25,6 @@ mod field {
 /// Length of a header without options.
 pub const HEADER_LEN: usize = 20;
 
-/// One's-complement sum of two folded sums; see [`super::checksum::combine`].
-pub fn checksum_combine(a: u16, b: u16) -> u16 {
-    super::checksum::combine(a, b)
-}
-
-/// Folded, uncomplemented sum of the TCP/UDP pseudo-header (RFC 9293 §3.1, RFC 768), with the
-/// protocol typed; see [`super::checksum::pseudo_header`].
-pub fn pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, protocol: IpProtocol, len: u32) -> u16 {
-    super::checksum::pseudo_header(src, dst, u8::from(protocol), len)
-}
-
 /// A checked view of an IPv4 packet.
 #[derive(Debug, Clone)]
 pub struct Ipv4Packet<T: AsRef<[u8]>> {
@@ -176,6 +165,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Sets the TTL (the checksum must be refilled).
     pub fn set_ttl(&mut self, ttl: u8) {
         self.buffer.as_mut()[field::TTL] = ttl;
+    }
+    /// Sets the total length (header + payload, RFC 791 §3.1); the checksum must be refilled.
+    pub fn set_total_len(&mut self, value: u16) {
+        self.buffer.as_mut()[field::LENGTH].copy_from_slice(&value.to_be_bytes());
+    }
+    /// Sets the identification (RFC 791 §3.1, RFC 6864); the checksum must be refilled.
+    pub fn set_ident(&mut self, value: u16) {
+        self.buffer.as_mut()[field::IDENT].copy_from_slice(&value.to_be_bytes());
+    }
+    /// Sets the header checksum field as given (already complemented).
+    pub fn set_header_checksum(&mut self, value: u16) {
+        self.buffer.as_mut()[field::CHECKSUM].copy_from_slice(&value.to_be_bytes());
     }
     /// The bytes after the header, writable.
     pub fn payload_mut(&mut self) -> &mut [u8] {
@@ -400,7 +401,7 @@ mod tests {
     #[test]
     fn pseudo_header_sum_known_value() {
         // Sum of 198.18.0.1 + 198.18.0.2 + 17 + 8, computed by hand.
-        let s = pseudo_header_sum(
+        let s = crate::wire::checksum::pseudo_header(
             Ipv4Addr::new(198, 18, 0, 1),
             Ipv4Addr::new(198, 18, 0, 2),
             IpProtocol::Udp,
@@ -409,6 +410,6 @@ mod tests {
         let expect: u32 = 0xc612 + 0x0001 + 0xc612 + 0x0002 + 17 + 8;
         let folded = ((expect & 0xffff) + (expect >> 16)) as u16;
         assert_eq!(s, folded);
-        assert_eq!(checksum_combine(0xffff, 1), 1);
+        assert_eq!(crate::wire::checksum::add(0xffff, 1), 1);
     }
 }

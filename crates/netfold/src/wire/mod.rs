@@ -16,6 +16,10 @@ pub mod udp;
 
 pub use std::net::Ipv4Addr;
 
+/// The dynamic ("ephemeral") port range, RFC 6335 §6: 49152 through 65535. The one definition
+/// for TCP's and UDP's port choice.
+pub const EPHEMERAL_PORTS: core::ops::RangeInclusive<u16> = 49152..=u16::MAX;
+
 use core::fmt;
 
 /// Why a packet could not be parsed or emitted.

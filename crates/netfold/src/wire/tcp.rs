@@ -159,11 +159,8 @@ pub struct PseudoHeader {
 }
 
 use super::checksum;
-use super::{Error, Result};
+use super::{Error, IpProtocol, Result};
 use crate::mem;
-
-/// IP protocol number of TCP, for the pseudo-header.
-const PROTO_TCP: u8 = 6;
 
 /// Byte ranges of the fixed header (RFC 9293 §3.1 "Header Format").
 mod field {
@@ -205,6 +202,16 @@ fn be16(b: &[u8]) -> u16 {
 
 fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// The ports of a TCP header quoted in an ICMP error (RFC 792: the quote holds the first 64
+/// bits of the original datagram, enough for source and destination port): `(src, dst)`, or
+/// `None` if fewer than 4 bytes were quoted.
+pub fn quoted_ports(quote: &[u8]) -> Option<(u16, u16)> {
+    Some((
+        be16(quote.get(field::SRC_PORT)?),
+        be16(quote.get(field::DST_PORT)?),
+    ))
 }
 
 /// A read/write view of a TCP segment (header, options and payload) in a byte buffer.
@@ -336,8 +343,8 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         let data = self.buffer.as_ref();
         // The segment length always fits in 32 bits for a slice we can hold.
         let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
-        let sum = checksum::combine(
-            checksum::pseudo_header(ph.src, ph.dst, PROTO_TCP, len),
+        let sum = checksum::add(
+            checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Tcp, len),
             mem::checksum(data),
         );
         // Summing a segment together with its correct checksum gives all ones (RFC 1071 §1).
@@ -353,9 +360,9 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         let data = self.buffer.as_ref();
         let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
         let header = &data[..self.header_end()];
-        let sum = checksum::combine(
-            checksum::combine(
-                checksum::pseudo_header(ph.src, ph.dst, PROTO_TCP, len),
+        let sum = checksum::add(
+            checksum::add(
+                checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Tcp, len),
                 mem::checksum(header),
             ),
             payload_sum,
@@ -441,8 +448,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
         self.set_checksum(0);
         let data = self.buffer.as_ref();
         let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
-        let sum = checksum::combine(
-            checksum::pseudo_header(ph.src, ph.dst, PROTO_TCP, len),
+        let sum = checksum::add(
+            checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Tcp, len),
             mem::checksum(data),
         );
         self.set_checksum(checksum::finish(sum));
@@ -756,9 +763,9 @@ impl TcpRepr {
         let total = u32::try_from(header_len + payload_len).map_err(|_| Error::BadLength)?;
         // The header length is a multiple of 4, so the payload starts on an even offset and its
         // sum can be added as is (RFC 1071 §2(B)).
-        let sum = checksum::combine(
-            checksum::combine(
-                checksum::pseudo_header(ph.src, ph.dst, PROTO_TCP, total),
+        let sum = checksum::add(
+            checksum::add(
+                checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Tcp, total),
                 mem::checksum(header),
             ),
             payload_sum,

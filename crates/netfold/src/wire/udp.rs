@@ -7,11 +7,8 @@
 
 use super::checksum;
 use super::tcp::PseudoHeader;
-use super::{Error, Result};
+use super::{Error, IpProtocol, Result};
 use crate::mem;
-
-/// IP protocol number of UDP, for the pseudo-header.
-const PROTO_UDP: u8 = 17;
 
 /// Byte ranges of the header (RFC 768 "Format").
 mod field {
@@ -116,8 +113,8 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
             return true;
         }
         let datagram = self.datagram();
-        let sum = checksum::combine(
-            checksum::pseudo_header(ph.src, ph.dst, PROTO_UDP, u32::from(self.len())),
+        let sum = checksum::add(
+            checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Udp, u32::from(self.len())),
             mem::checksum(datagram),
         );
         sum == 0xffff
@@ -131,9 +128,9 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
             return true;
         }
         let header = self.datagram().get(..HEADER_LEN).unwrap_or(&[]);
-        let sum = checksum::combine(
-            checksum::combine(
-                checksum::pseudo_header(ph.src, ph.dst, PROTO_UDP, u32::from(self.len())),
+        let sum = checksum::add(
+            checksum::add(
+                checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Udp, u32::from(self.len())),
                 mem::checksum(header),
             ),
             payload_sum,
@@ -187,8 +184,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
     /// length field). A computed 0 is stored as 0xffff (RFC 768: 0 means "none").
     pub fn fill_checksum(&mut self, ph: &PseudoHeader) {
         self.set_checksum(0);
-        let sum = checksum::combine(
-            checksum::pseudo_header(ph.src, ph.dst, PROTO_UDP, u32::from(self.len())),
+        let sum = checksum::add(
+            checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Udp, u32::from(self.len())),
             mem::checksum(self.datagram()),
         );
         self.set_checksum(nonzero(checksum::finish(sum)));
@@ -279,9 +276,9 @@ impl UdpRepr {
         let mut packet = UdpPacket::new_unchecked(&mut *header);
         self.emit(&mut packet, payload_len)?;
         let len = u32::from(packet.len());
-        let sum = checksum::combine(
-            checksum::combine(
-                checksum::pseudo_header(ph.src, ph.dst, PROTO_UDP, len),
+        let sum = checksum::add(
+            checksum::add(
+                checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Udp, len),
                 mem::checksum(header),
             ),
             payload_sum,
@@ -384,8 +381,8 @@ mod tests {
         };
         let mut buf = [0u8; 8];
         repr.emit_with_checksum(&mut buf, &[], &PH).unwrap();
-        let partial = checksum::combine(
-            checksum::pseudo_header(SRC, DST, PROTO_UDP, 8),
+        let partial = checksum::add(
+            checksum::pseudo_header(SRC, DST, IpProtocol::Udp, 8),
             mem::checksum(&[0, 0, 0, 7, 0, 8, 0, 0]),
         );
         let src_port = !partial; // partial + src_port = 0xffff

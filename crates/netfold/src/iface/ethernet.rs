@@ -1,0 +1,150 @@
+//! The link layer: Ethernet II demultiplexing on receive, the Ethernet header (and ARP parking
+//! of frames whose next hop is unresolved) on send. On an IP medium (TUN-like devices) frames
+//! are bare IPv4 packets and this layer passes them through.
+
+use super::neighbor::Park;
+use super::state::{IfaceState, TxError};
+use super::Inner;
+use crate::buf::{Csum, PacketBuf};
+use crate::offload::gro::Gro;
+use crate::phy::Medium;
+use crate::time::Instant;
+use crate::wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
+use crate::wire::Ipv4Addr;
+
+impl Inner {
+    /// Receives one frame of the batch. `gro` holds segments borrowed from the batch.
+    pub(super) fn receive_frame<'b>(
+        &mut self,
+        now: Instant,
+        buf: &'b PacketBuf,
+        gro: &mut Gro<'b>,
+    ) {
+        let frame = buf.as_slice();
+        self.st.c.frames_in += 1;
+        self.st.c.bytes_in += frame.len() as u64;
+        // The checksum state the frame carries, unless the device's caps say it verifies
+        // everything (then there is nothing left for us to check).
+        let csum = if self.st.csum_rx {
+            buf.csum()
+        } else {
+            Csum::Verified
+        };
+        if self.st.medium == Medium::Ip {
+            self.receive_ipv4(now, frame, false, csum, gro);
+            return;
+        }
+        let Ok(f) = EthernetFrame::new_checked(frame) else {
+            self.st.c.eth_malformed += 1;
+            return;
+        };
+        let Ok(eth) = EthernetRepr::parse(&f) else {
+            self.st.c.eth_malformed += 1;
+            return;
+        };
+        // No VLAN is configured on this interface, so 802.1Q frames are not ours — except
+        // priority-tagged ones (VLAN id 0: IEEE 802.1Q §9.6 "the frame does not belong to any
+        // VLAN", only the priority is carried), which are received as untagged.
+        if eth.vlan.is_some_and(|tci| tci & 0x0fff != 0) {
+            self.st.c.unsupported += 1;
+            return;
+        }
+        let link_bcast = eth.dst.is_broadcast();
+        if eth.dst != self.st.mac && !link_bcast {
+            self.st.c.eth_not_for_us += 1;
+            return;
+        }
+        // The link payload runs to the end of the frame (IPv4 trims padding by its length).
+        // (Sliced from `frame` itself so the payload borrows the batch, not the view.)
+        let payload = &frame[frame.len() - f.payload().len()..];
+        match eth.ethertype {
+            EtherType::Arp => self.receive_arp(now, payload),
+            EtherType::Ipv4 => self.receive_ipv4(now, payload, link_bcast, csum, gro),
+            _ => self.st.c.unsupported += 1,
+        }
+    }
+}
+
+impl IfaceState {
+    /// Puts the link header in front of an IPv4 packet for `dst` and queues it, or parks it
+    /// until its next hop resolves (sending an ARP request when one is due).
+    pub(super) fn send_link(
+        &mut self,
+        now: Instant,
+        dst: Ipv4Addr,
+        mut buf: PacketBuf,
+    ) -> Result<(), TxError> {
+        if self.medium == Medium::Ip {
+            self.push(buf);
+            return Ok(());
+        }
+        let (hop, mac) = if self.is_broadcast(dst) {
+            (dst, Some(EthernetAddress::BROADCAST))
+        } else {
+            match self.next_hop(dst) {
+                Some(hop) => (hop, self.neigh.lookup_hot(now, hop)),
+                None => {
+                    self.c.no_route += 1;
+                    self.pool.put(buf);
+                    return Err(TxError::NoRoute);
+                }
+            }
+        };
+        let eth = EthernetRepr {
+            src: self.mac,
+            dst: mac.unwrap_or_default(),
+            ethertype: EtherType::Ipv4,
+            vlan: None,
+        };
+        // Cannot fail: the slice is exactly header_len long.
+        let _ = eth.emit(buf.prepend(eth.header_len()));
+        if mac.is_some() {
+            self.push(buf);
+            return Ok(());
+        }
+        match self.neigh.park(now, hop, buf) {
+            (Park::SendRequest, _) => {
+                self.send_arp_request(hop);
+                Ok(())
+            }
+            (Park::Waiting, _) => Ok(()),
+            (Park::Full, back) => {
+                self.c.arp_pending_overflow += 1;
+                if let Some(b) = back {
+                    self.pool.put(b);
+                }
+                Err(TxError::PendingFull)
+            }
+        }
+    }
+
+    /// The link header for a unicast packet to `dst` whose next hop is resolved: writes it into
+    /// `out` and returns its length (0 on an IP medium). `None` when the packet must take the
+    /// general path (`send_link`: broadcast, ARP parking, no route).
+    pub(super) fn resolved_link_header(
+        &mut self,
+        now: Instant,
+        dst: Ipv4Addr,
+        out: &mut [u8],
+    ) -> Option<usize> {
+        match self.medium {
+            Medium::Ip => Some(0),
+            Medium::Ethernet => {
+                if self.is_broadcast(dst) {
+                    return None;
+                }
+                let hop = self.next_hop(dst)?;
+                let mac = self.neigh.lookup_hot(now, hop)?;
+                let eth = EthernetRepr {
+                    src: self.mac,
+                    dst: mac,
+                    ethertype: EtherType::Ipv4,
+                    vlan: None,
+                };
+                let len = eth.header_len();
+                eth.emit(out.get_mut(..len)?).ok()?;
+                Some(len)
+            }
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! IPv4 (RFC 791): the receive half (header checks of RFC 1122 §3.2.1, reassembly, the
+//! transport demultiplexer) and the send half (the IPv4 header in front of a transport payload,
+//! then the link).
+
+use super::reassembly::FragOutcome;
+use super::state::{IfaceState, TxError};
+use super::Inner;
+use crate::buf::{Csum, PacketBuf};
+use crate::offload::gro::Gro;
+use crate::offload::gso::MAX_IP_PACKET;
+use crate::time::Instant;
+use crate::wire::icmpv4::unreach_code;
+use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr, HEADER_LEN as IP_LEN};
+use crate::wire::{Error, IpProtocol, Ipv4Addr};
+
+/// Where a transport payload lies: in a frame of the receive batch, straight after an
+/// option-less IPv4 header (GRO may hold on to it until the batch ends), or elsewhere
+/// (reassembled, or behind IPv4 options), only for the time of the call.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Payload<'b, 'p> {
+    /// In the batch.
+    Batch(&'b [u8]),
+    /// Anywhere else.
+    Transient(&'p [u8]),
+}
+
+impl<'b: 'p, 'p> Payload<'b, 'p> {
+    /// The bytes, for as long as the call.
+    pub fn bytes(&self) -> &'p [u8] {
+        match *self {
+            Payload::Batch(b) => b,
+            Payload::Transient(b) => b,
+        }
+    }
+}
+
+impl Inner {
+    pub(super) fn receive_ipv4<'b>(
+        &mut self,
+        now: Instant,
+        p: &'b [u8],
+        link_bcast: bool,
+        csum: Csum,
+        gro: &mut Gro<'b>,
+    ) {
+        let c = &mut self.st.c;
+        c.ipv4_in += 1;
+        let Ok(pkt) = Ipv4Packet::new_checked(p) else {
+            c.ipv4_malformed += 1;
+            return;
+        };
+        let ip = match Ipv4Repr::parse(&pkt, csum.needs_verify()) {
+            Ok(ip) => ip,
+            Err(Error::BadChecksum) => {
+                c.ipv4_bad_checksum += 1;
+                return;
+            }
+            Err(_) => {
+                c.ipv4_malformed += 1;
+                return;
+            }
+        };
+        let st = &self.st;
+        let src_bcast = st.is_broadcast(ip.src);
+        let bcast = st.is_broadcast(ip.dst);
+        let our_addr = st.addr;
+        let c = &mut self.st.c;
+        // RFC 1122 §3.2.1.3: discard datagrams whose source is broadcast or multicast, or in
+        // 127/8 ("MUST NOT appear outside a host"); one with our own source address is a
+        // reflection or a spoof.
+        if src_bcast || ip.src.is_multicast() || ip.src.is_loopback() || ip.src == our_addr {
+            c.ipv4_bad_src += 1;
+            return;
+        }
+        // RFC 1122 §3.3.6: a datagram received via link broadcast with a unicast IP destination
+        // SHOULD be silently discarded. We are a host (no forwarding): anything not addressed
+        // to us is dropped.
+        if !bcast && (ip.dst != our_addr || link_bcast) {
+            c.ipv4_not_for_us += 1;
+            return;
+        }
+        // RFC 1122 §3.2.1.7: a host MUST NOT discard a datagram because its TTL is below 2, so
+        // there is no TTL check on receive (TTL matters only to forwarders).
+        if ip.is_fragment() {
+            c.frag_in += 1;
+            if !self.config.frag_reassembly {
+                c.frag_dropped += 1;
+                return;
+            }
+            match self.reasm.push(now, &ip, ip_payload(p, &pkt)) {
+                FragOutcome::Complete(h, data) => {
+                    self.st.c.frag_reassembled += 1;
+                    // The transport checksum covers the whole datagram: not verified yet.
+                    let csum = if self.st.csum_rx {
+                        Csum::Unverified
+                    } else {
+                        Csum::Verified
+                    };
+                    self.receive_transport(now, &h, Payload::Transient(&data), bcast, csum, gro);
+                    self.reasm.recycle(data);
+                }
+                FragOutcome::DroppedOverlap => {
+                    self.st.c.frag_overlaps += 1;
+                    self.st.c.frag_dropped += 1;
+                }
+                FragOutcome::DroppedLimit => self.st.c.frag_dropped += 1,
+                FragOutcome::Queued | FragOutcome::Duplicate => {}
+            }
+            return;
+        }
+        let payload = ip_payload(p, &pkt);
+        // GRO merges only option-less IPv4 (Linux `inet_gro_receive`: ihl must be 5).
+        let payload = if pkt.header_len() == IP_LEN {
+            Payload::Batch(payload)
+        } else {
+            Payload::Transient(payload)
+        };
+        self.receive_transport(now, &ip, payload, bcast, csum, gro);
+    }
+
+    /// The transport demultiplexer (RFC 1122 §3.2.2.1 for protocols we do not speak).
+    fn receive_transport<'b>(
+        &mut self,
+        now: Instant,
+        ip: &Ipv4Repr,
+        payload: Payload<'b, '_>,
+        bcast: bool,
+        csum: Csum,
+        gro: &mut Gro<'b>,
+    ) {
+        match ip.protocol {
+            IpProtocol::Icmp => self.receive_icmp(now, ip, payload.bytes(), bcast, csum),
+            IpProtocol::Udp => self.receive_udp(now, ip, payload.bytes(), bcast, csum),
+            IpProtocol::Tcp => self.receive_tcp(now, ip, payload, bcast, csum, gro),
+            IpProtocol::Unknown(_) => {
+                self.st.c.ipv4_unknown_protocol += 1;
+                // RFC 1122 §3.2.2.1: protocol unreachable for a protocol we do not speak.
+                if !bcast {
+                    let p = payload.bytes();
+                    self.send_icmp_unreachable(now, unreach_code::PROTOCOL, ip, p);
+                }
+            }
+        }
+    }
+}
+
+/// The payload of `pkt` (a view of `p`), bounded by the total length so that link padding is
+/// left out, borrowed from `p` itself (the batch) rather than from the view.
+fn ip_payload<'b>(p: &'b [u8], pkt: &Ipv4Packet<&[u8]>) -> &'b [u8] {
+    p.get(pkt.header_len()..usize::from(pkt.total_len()))
+        .unwrap_or(&[])
+}
+
+impl IfaceState {
+    /// `buf` holds an IP payload; prepends the IPv4 header and hands it to the link. A UDP or
+    /// ICMP datagram larger than the path MTU is sent in fragments; TCP never is (DF).
+    pub(super) fn send_ip(
+        &mut self,
+        now: Instant,
+        protocol: IpProtocol,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        mut buf: PacketBuf,
+    ) -> Result<(), TxError> {
+        if self.tx_full() {
+            self.c.tx_queue_full += 1;
+            self.pool.put(buf);
+            return Err(TxError::QueueFull);
+        }
+        let tcp = protocol == IpProtocol::Tcp;
+        let len = IP_LEN + buf.len();
+        if len > MAX_IP_PACKET || (tcp && len > self.mtu && !self.tso) {
+            self.c.tx_too_big += 1;
+            self.pool.put(buf);
+            return Err(TxError::TooBig);
+        }
+        if !tcp {
+            let mtu = self.pmtu.get(now, dst, self.mtu);
+            if len > mtu {
+                return self.send_fragments(now, protocol, src, dst, buf, mtu);
+            }
+        }
+        self.ident = self.ident.wrapping_add(1);
+        let ip = Ipv4Repr {
+            src,
+            dst,
+            protocol,
+            payload_len: buf.len(),
+            // RFC 1122 §3.2.1.7: a host must not send TTL 0.
+            ttl: self.ttl.max(1),
+            dscp_ecn: 0,
+            ident: self.ident,
+            // DF belongs to TCP, whose path MTU discovery (RFC 1191) needs it; UDP and ICMP
+            // may be fragmented on the way, as Linux sends them when they exceed the path MTU.
+            dont_frag: tcp,
+            more_frags: false,
+            frag_offset: 0,
+        };
+        if ip.emit(buf.prepend(IP_LEN), self.csum_tx).is_err() {
+            self.c.tx_too_big += 1;
+            self.pool.put(buf);
+            return Err(TxError::TooBig);
+        }
+        self.c.ipv4_out += 1;
+        self.send_link(now, dst, buf)
+    }
+
+    /// Frames a UDP or ICMP datagram of `len` bytes (IP payload) to `dst` takes: 1, or its
+    /// fragment count when it exceeds the path MTU (see `send_fragments`).
+    pub(super) fn frames_for(&self, now: Instant, dst: Ipv4Addr, len: usize) -> usize {
+        let mtu = self.pmtu.get(now, dst, self.mtu);
+        if IP_LEN + len <= mtu {
+            return 1;
+        }
+        len.div_ceil(fragment_payload(mtu).max(8))
+    }
+
+    /// RFC 791 §3.2 "Fragmentation": the payload of `buf` is cut into pieces of a multiple of
+    /// 8 bytes (the last one shorter) that fit `mtu` with their header, each sent as a
+    /// fragment with the datagram's identification, its offset in 8-byte units and MF on all
+    /// but the last. All of them are queued, or none (`QueueFull`).
+    fn send_fragments(
+        &mut self,
+        now: Instant,
+        protocol: IpProtocol,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        buf: PacketBuf,
+        mtu: usize,
+    ) -> Result<(), TxError> {
+        let per = fragment_payload(mtu);
+        let pieces = buf.len().div_ceil(per.max(8));
+        if per == 0 || self.tx.len() + pieces > self.tx_limit {
+            self.c.tx_queue_full += 1;
+            self.pool.put(buf);
+            return Err(TxError::QueueFull);
+        }
+        self.ident = self.ident.wrapping_add(1);
+        let mut result = Ok(());
+        let total = buf.len();
+        for (i, chunk) in buf.as_slice().chunks(per).enumerate() {
+            let off = i * per;
+            let ip = Ipv4Repr {
+                src,
+                dst,
+                protocol,
+                payload_len: chunk.len(),
+                ttl: self.ttl.max(1),
+                dscp_ecn: 0,
+                ident: self.ident,
+                dont_frag: false,
+                more_frags: off + chunk.len() < total,
+                frag_offset: off as u16,
+            };
+            let mut f = self.pool.get();
+            let area = f.append(IP_LEN + chunk.len());
+            let (h, data) = area.split_at_mut(IP_LEN);
+            // Cannot fail: the offset is a multiple of 8 and the datagram fits 64 KiB.
+            let _ = ip.emit(h, self.csum_tx);
+            self.copy.copy(data, chunk);
+            self.c.frag_out += 1;
+            self.c.ipv4_out += 1;
+            let r = self.send_link(now, dst, f);
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        self.pool.put(buf);
+        result
+    }
+}
+
+/// Payload bytes per fragment at `mtu`: NFB, the number of 8-byte blocks that fit beside the
+/// header, times 8 (RFC 791 §3.2: "NFB <- (MTU-IHL*4)/8").
+fn fragment_payload(mtu: usize) -> usize {
+    mtu.saturating_sub(IP_LEN) / 8 * 8
+}

@@ -1,0 +1,144 @@
+//! The interface's shared state (smoltcp's `InterfaceInner`): addresses, MTU and device
+//! capabilities, the packet pool, the transmit queue, the neighbour cache and the counters.
+//! Every protocol module reads and writes it while the receive batch stays immutable beside it;
+//! the send halves that every protocol shares (IPv4 in `ipv4.rs`, the link in `ethernet.rs`,
+//! ARP in `arp.rs`) are methods on it.
+
+use super::counters::Counters;
+use super::neighbor::NeighborCache;
+use super::pmtu::PathMtuCache;
+use crate::buf::{PacketBuf, Pool};
+use crate::mem::CopyMode;
+use crate::phy::Medium;
+use crate::wire::ethernet::EthernetAddress;
+use crate::wire::Ipv4Addr;
+
+/// Why a packet could not be queued for transmission (each case is also counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TxError {
+    /// The transmit queue is at its bound; retry after the next poll.
+    QueueFull,
+    /// Off-subnet destination and no gateway.
+    NoRoute,
+    /// Too large: beyond 64 KiB, or a TCP segment beyond the MTU (TCP is never fragmented).
+    TooBig,
+    /// The next hop is unresolved and the pending queue is full.
+    PendingFull,
+}
+
+/// What became of one packet (or one TCP segment) handed to the send path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Emit {
+    /// Queued for the device, or parked until its next hop resolves.
+    Sent,
+    /// Refused whole because a queue is full: nothing was queued and nothing is lost; offer it
+    /// again later.
+    QueueFull(FullQueue),
+    /// Refused for good, and counted under its reason.
+    Dropped(DropReason),
+}
+
+/// Which queue refused a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FullQueue {
+    /// The transmit queue of this poll (`tx_queue_full`): room comes with the next poll.
+    Transmit,
+    /// The queue of frames waiting for ARP (`arp_pending_overflow`): room comes when the
+    /// next hop resolves or is given up.
+    Neighbor,
+}
+
+/// Why a packet was dropped on the send path (the counter it went to is named beside).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// No route to the destination (`no_route`).
+    NoRoute,
+    /// Too large for the MTU (`tx_too_big`).
+    TooBig,
+    /// A segment whose header could not be built (`tcp_malformed`).
+    Malformed,
+}
+
+impl From<Result<(), TxError>> for Emit {
+    fn from(r: Result<(), TxError>) -> Emit {
+        match r {
+            Ok(()) => Emit::Sent,
+            Err(TxError::QueueFull) => Emit::QueueFull(FullQueue::Transmit),
+            Err(TxError::PendingFull) => Emit::QueueFull(FullQueue::Neighbor),
+            Err(TxError::NoRoute) => Emit::Dropped(DropReason::NoRoute),
+            Err(TxError::TooBig) => Emit::Dropped(DropReason::TooBig),
+        }
+    }
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub(crate) struct IfaceState {
+    pub medium: Medium,
+    pub mac: EthernetAddress,
+    pub addr: Ipv4Addr,
+    pub prefix_len: u8,
+    pub gateway: Option<Ipv4Addr>,
+    /// IP MTU in effect: min(config, device).
+    pub mtu: usize,
+    /// The device does not compute transmit checksums: we do.
+    pub csum_tx: bool,
+    /// The device does not verify received checksums: we do (once, see `buf::Csum`).
+    pub csum_rx: bool,
+    pub tso: bool,
+    pub ttl: u8,
+    pub ident: u16,
+    /// The copy path for payload copies (`StackConfig::copy_mode`).
+    pub copy: CopyMode,
+    pub pool: Pool,
+    pub tx: Vec<PacketBuf>,
+    pub tx_limit: usize,
+    pub neigh: NeighborCache,
+    /// Per-destination path MTU learned from ICMP (RFC 1191).
+    pub pmtu: PathMtuCache,
+    pub c: Counters,
+    /// Scratch list of addresses whose ARP retry is due (reused; at most MAX_RESOLVING).
+    pub arp_due: Vec<Ipv4Addr>,
+}
+
+impl IfaceState {
+    pub fn tx_full(&self) -> bool {
+        self.tx.len() >= self.tx_limit
+    }
+
+    fn mask(&self) -> u32 {
+        match self.prefix_len {
+            0 => 0,
+            n => u32::MAX << (32 - u32::from(n.min(32))),
+        }
+    }
+
+    pub fn in_subnet(&self, ip: Ipv4Addr) -> bool {
+        u32::from(ip) & self.mask() == u32::from(self.addr) & self.mask()
+    }
+
+    /// 255.255.255.255 or the directed broadcast of our subnet (RFC 919/922). /31 and /32
+    /// have no broadcast address (RFC 3021).
+    pub fn is_broadcast(&self, ip: Ipv4Addr) -> bool {
+        ip.is_broadcast()
+            || (self.prefix_len < 31
+                && self.in_subnet(ip)
+                && u32::from(ip) | self.mask() == u32::MAX)
+    }
+
+    /// RFC 1122 §3.3.1.1: in-subnet destinations are reached directly, others via the gateway.
+    pub fn next_hop(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+        if self.in_subnet(dst) {
+            Some(dst)
+        } else {
+            self.gateway
+        }
+    }
+
+    /// Queues a finished frame for the device.
+    pub fn push(&mut self, buf: PacketBuf) {
+        self.c.frames_out += 1;
+        self.c.bytes_out += buf.len() as u64;
+        self.tx.push(buf);
+    }
+}

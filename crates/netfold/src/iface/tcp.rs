@@ -1,0 +1,579 @@
+//! The glue between the interface and the TCP engine ([`crate::tcp`]): the one entry of
+//! received segments into TCP (through GRO when it is on), the one TCP checksum check, and
+//! the send half that turns the engine's segments into packets with the one segmenter of
+//! [`crate::offload::gso`].
+
+use super::counters::{bucket, Counters};
+use super::ipv4::Payload;
+use super::state::{DropReason, Emit, FullQueue, IfaceState};
+use super::Inner;
+use crate::buf::Csum;
+use crate::offload::gro::{mergeable_flags, Flush, Gro, IpKey, Seg, Sink};
+use crate::offload::gso::{self, IpTemplate, Super, TcpTemplate};
+use crate::tcp::{OutSegment, TcpLayer};
+use crate::time::Instant;
+use crate::wire::checksum::{add, pseudo_header};
+use crate::wire::ethernet::VLAN_HEADER_LEN;
+use crate::wire::ipv4::{Ipv4Repr, HEADER_LEN as IP_LEN};
+use crate::wire::tcp::{PseudoHeader, TcpPacket, TcpRepr, MAX_HEADER_LEN};
+use crate::wire::{IpProtocol, Ipv4Addr};
+
+/// The one TCP checksum check (RFC 9293 §3.1: pseudo-header, header and data), in one read
+/// pass, done only if the segment's state says it is still needed; a pass marks the segment
+/// verified, a failure is counted.
+fn verify(c: &mut Counters, src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8], csum: &mut Csum) -> bool {
+    if !csum.needs_verify() {
+        return true;
+    }
+    c.bytes_checksummed += seg.len() as u64;
+    c.bytes_checksummed_separately += seg.len() as u64;
+    let ph = pseudo_header(src, dst, IpProtocol::Tcp, seg.len() as u32);
+    if add(ph, crate::mem::checksum(seg)) != 0xffff {
+        c.tcp_bad_checksum += 1;
+        return false;
+    }
+    *csum = Csum::Verified;
+    true
+}
+
+/// What GRO's results go to: the counters and the TCP layer.
+struct TcpSink<'s> {
+    now: Instant,
+    tcp: &'s mut TcpLayer,
+    c: &'s mut Counters,
+}
+
+impl Sink for TcpSink<'_> {
+    fn verify(&mut self, ip: &IpKey, seg: &[u8], csum: &mut Csum) -> bool {
+        verify(self.c, ip.src, ip.dst, seg, csum)
+    }
+
+    fn flushed(&mut self, why: Flush) {
+        let c = &mut *self.c;
+        match why {
+            Flush::BatchEnd => c.gro_flush_batch_end += 1,
+            Flush::Mismatch => c.gro_flush_mismatch += 1,
+            Flush::Psh => c.gro_flush_psh += 1,
+            Flush::Short => c.gro_flush_short += 1,
+            Flush::Bytes => c.gro_flush_bytes += 1,
+            Flush::Count => c.gro_flush_count += 1,
+            Flush::Evict => c.gro_flush_evict += 1,
+            Flush::Control => c.gro_flush_control += 1,
+        }
+    }
+
+    fn merged(&mut self) {
+        self.c.gro_merges += 1;
+    }
+
+    fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]]) {
+        self.c.gro_flushes += 1;
+        self.c.gro_segs_per_flush[bucket(parts.len())] += 1;
+        enter_tcp(self.tcp, self.now, ip.src, ip.dst, repr, parts);
+    }
+}
+
+/// The one place received segments enter TCP: a segment alone, or a GRO train as its payload
+/// slices in order (verified, see [`verify`]).
+fn enter_tcp(
+    tcp: &mut TcpLayer,
+    now: Instant,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    repr: &TcpRepr,
+    parts: &[&[u8]],
+) {
+    match parts {
+        [] => tcp.input(now, src, dst, repr, &[]),
+        [one] => tcp.input(now, src, dst, repr, one),
+        _ => tcp.input_parts(now, src, dst, repr, parts),
+    }
+}
+
+impl Inner {
+    fn sink(&mut self, now: Instant) -> TcpSink<'_> {
+        TcpSink {
+            now,
+            tcp: &mut self.tcp,
+            c: &mut self.st.c,
+        }
+    }
+
+    /// The one entry of received segments into TCP. With GRO on, mergeable data segments
+    /// straight from a frame of the batch go to the GRO table; anything else first flushes its
+    /// flow's held train (so TCP sees the flow's segments in arrival order), then is verified
+    /// and delivered alone.
+    pub(super) fn receive_tcp<'b>(
+        &mut self,
+        now: Instant,
+        ip: &Ipv4Repr,
+        payload: Payload<'b, '_>,
+        bcast: bool,
+        mut csum: Csum,
+        gro: &mut Gro<'b>,
+    ) {
+        // RFC 9293 §3.9.1 (and RFC 1122 §4.2.3.10): TCP is unicast only.
+        if bcast {
+            self.st.c.ipv4_not_for_us += 1;
+            return;
+        }
+        let bytes = payload.bytes();
+        let c = &mut self.st.c;
+        let Ok(pkt) = TcpPacket::new_checked(bytes) else {
+            c.tcp_malformed += 1;
+            return;
+        };
+        // Without GRO the checksum is checked before the header is parsed (a segment both
+        // corrupt and malformed counts as corrupt); with GRO it is checked lazily below.
+        let gro_on = self.config.gro;
+        if !gro_on && !verify(c, ip.src, ip.dst, bytes, &mut csum) {
+            return;
+        }
+        let ph = PseudoHeader {
+            src: ip.src,
+            dst: ip.dst,
+        };
+        let Ok(repr) = TcpRepr::parse(&pkt, &ph, false) else {
+            c.tcp_malformed += 1;
+            return;
+        };
+        let hdr_len = pkt.header_len();
+        let key = IpKey {
+            src: ip.src,
+            dst: ip.dst,
+            ttl: ip.ttl,
+            tos: ip.dscp_ecn,
+            df: ip.dont_frag,
+        };
+        if gro_on {
+            let mut sink = self.sink(now);
+            if let Payload::Batch(b) = payload {
+                let s = Seg {
+                    ip: key,
+                    repr,
+                    bytes: b,
+                    hdr_len,
+                    csum,
+                };
+                if mergeable_flags(repr.flags) && b.len() > hdr_len {
+                    gro.receive(&mut sink, &s);
+                    return;
+                }
+                gro.flush_flow(&mut sink, &s);
+            } else {
+                let s = Seg {
+                    ip: key,
+                    repr,
+                    bytes: &[],
+                    hdr_len: 0,
+                    csum,
+                };
+                gro.flush_flow(&mut sink, &s);
+            }
+            if !verify(sink.c, ip.src, ip.dst, bytes, &mut csum) {
+                return;
+            }
+        }
+        let data = bytes.get(hdr_len..).unwrap_or(&[]);
+        enter_tcp(&mut self.tcp, now, ip.src, ip.dst, &repr, &[data]);
+    }
+
+    /// Hands every train GRO still holds to TCP (end of the receive batch).
+    pub(super) fn flush_gro(&mut self, now: Instant, gro: &mut Gro<'_>) {
+        gro.flush_all(&mut self.sink(now));
+    }
+
+    /// TCP's output into the transmit queue; true if it stopped at the transmit bound.
+    pub(super) fn tcp_output(&mut self, now: Instant) -> bool {
+        let mut stopped = false;
+        let Inner { tcp, st, .. } = self;
+        tcp.output(now, &mut |seg| match st.emit_tcp(now, seg) {
+            Emit::Sent => true,
+            // Nothing was queued: the engine offers the segment again (tcp/mod.rs: "nothing
+            // is lost").
+            Emit::QueueFull(FullQueue::Transmit) => {
+                stopped = true;
+                false
+            }
+            // The next hop's queue of frames awaiting ARP is full: dropped and counted
+            // (`arp_pending_overflow`), as Linux drops past `unres_qlen`, and recovered by
+            // retransmission. Offering it again would stop the whole output loop — every
+            // other connection and every queued RST/SYN-ACK behind one unresolvable
+            // neighbour (a SYN flood from spoofed on-link sources did exactly that).
+            Emit::QueueFull(FullQueue::Neighbor) => true,
+            // A segment whose header cannot be built (the engine never plans one; counted in
+            // `tcp_malformed`) is dropped, not offered again: retrying it would stall every
+            // connection's output behind it.
+            Emit::Dropped(DropReason::Malformed) => true,
+            Emit::Dropped(DropReason::NoRoute | DropReason::TooBig) => true,
+        });
+        stopped
+    }
+}
+
+impl IfaceState {
+    /// Turns one segment from the TCP engine into packets on the transmit queue.
+    ///
+    /// Software GSO: a segment whose payload exceeds what one MTU-sized packet carries is cut
+    /// by the one segmenter ([`crate::offload::gso`]) into MTU-sized packets, each with its own
+    /// sequence number and checksums; a TSO device gets it whole (up to 64 KiB).
+    pub(super) fn emit_tcp(&mut self, now: Instant, seg: &OutSegment<'_>) -> Emit {
+        if self.tx_full() {
+            return Emit::QueueFull(FullQueue::Transmit);
+        }
+        // The header is built once per segment from the engine; each piece copies it and sets
+        // its own sequence number, flags and checksum (Linux `tcp_gso_segment` does the same to
+        // the headers of the skb it splits).
+        let hlen = seg.repr.header_len();
+        let mut th = [0u8; MAX_HEADER_LEN];
+        let built = th.get_mut(..hlen).and_then(|h| {
+            seg.repr.emit(&mut TcpPacket::new_unchecked(&mut *h));
+            TcpTemplate::new(h)
+        });
+        let Some(tcp) = built else {
+            self.c.tcp_malformed += 1;
+            return Emit::Dropped(DropReason::Malformed);
+        };
+        let sup = Super {
+            src: seg.src,
+            dst: seg.dst,
+            seq: seg.repr.seq,
+            flags: seg.repr.flags,
+            payload: seg.payload,
+        };
+        let total = sup.len();
+        // Pieces carry at most the engine's `gso_size` (the effective send MSS, RFC 9293
+        // §3.7.1) and fit the MTU; a TSO device cuts at its MTU, so it only gets super-segments
+        // whose size the MTU already bounds.
+        let mtu_max = self.mtu.saturating_sub(IP_LEN + hlen);
+        let gso_size = usize::from(seg.gso_size);
+        let max = if self.tso && gso_size >= mtu_max {
+            gso::MAX_IP_PACKET - IP_LEN - hlen
+        } else {
+            mtu_max.min(if gso_size == 0 { mtu_max } else { gso_size })
+        };
+        // A SYN is never cut (its options say what the segments after it may carry).
+        let mss = if total <= max || seg.repr.flags.syn() || max == 0 {
+            0
+        } else {
+            max
+        };
+        let pieces = gso::piece_count(total, mss);
+        // Keep a super-segment whole in one queue (unless it could never fit).
+        if pieces > 1 && self.tx.len() + pieces > self.tx_limit && !self.tx.is_empty() {
+            return Emit::QueueFull(FullQueue::Transmit);
+        }
+        let ip = self.tcp_ip_template(now, seg.src, seg.dst);
+        // Once one piece is out the segment counts as sent: a later piece refused (counted)
+        // is a loss that TCP recovers like any other, not a reason to send the first again.
+        let mut first_refusal = None;
+        let mut sent_any = false;
+        for p in gso::pieces(sup.seq, sup.flags, total, mss) {
+            if pieces > 1 {
+                self.c.gso_segments += 1;
+            }
+            match self.emit_piece(now, ip.as_ref(), &tcp, &sup, &p) {
+                Emit::Sent => sent_any = true,
+                refused => {
+                    first_refusal.get_or_insert(refused);
+                }
+            }
+        }
+        match first_refusal {
+            Some(refused) if !sent_any => refused,
+            _ => Emit::Sent,
+        }
+    }
+
+    /// Link and IPv4 headers shared by every packet of one TCP segment to a resolved unicast
+    /// next hop. `None` sends the packets the general way (`send_ip`: ARP parking, broadcast,
+    /// errors).
+    fn tcp_ip_template(
+        &mut self,
+        now: Instant,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+    ) -> Option<IpTemplate> {
+        let mut t = [0u8; VLAN_HEADER_LEN + IP_LEN];
+        let l3 = self.resolved_link_header(now, dst, &mut t)?;
+        let ip = Ipv4Repr {
+            src,
+            dst,
+            protocol: IpProtocol::Tcp,
+            payload_len: 0,
+            // RFC 1122 §3.2.1.7: a host must not send TTL 0.
+            ttl: self.ttl.max(1),
+            dscp_ecn: 0,
+            ident: 0,
+            // We never fragment on transmit; DF lets path MTU discovery (RFC 1191) work.
+            dont_frag: true,
+            more_frags: false,
+            frag_offset: 0,
+        };
+        ip.emit(&mut t[l3..l3 + IP_LEN], false).ok()?;
+        IpTemplate::new(&t[..l3 + IP_LEN], l3)
+    }
+
+    /// One packet of a segment; its link and IPv4 headers come from `ip` when given (see
+    /// `tcp_ip_template`), else from `send_ip`.
+    fn emit_piece(
+        &mut self,
+        now: Instant,
+        ip: Option<&IpTemplate>,
+        tcp: &TcpTemplate,
+        sup: &Super<'_>,
+        p: &gso::Piece,
+    ) -> Emit {
+        let mut buf = self.pool.get();
+        // The checks `send_ip` makes: queue room, size (pieces are cut to the MTU, or to
+        // 64 KiB for a TSO device).
+        let total = IP_LEN + tcp.len() + p.len;
+        let direct = ip.filter(|_| {
+            !(self.tx_full() || total > gso::MAX_IP_PACKET || (total > self.mtu && !self.tso))
+        });
+        let ident = match direct {
+            Some(_) => {
+                self.ident = self.ident.wrapping_add(1);
+                self.ident
+            }
+            None => 0,
+        };
+        gso::build(
+            &mut buf,
+            direct.map(|t| (t, ident)),
+            tcp,
+            sup,
+            p,
+            self.copy,
+            self.csum_tx,
+        );
+        if p.len > 0 {
+            self.c.copies += 1;
+            self.c.bytes_copied += p.len as u64;
+            self.c.bytes_checksummed += p.len as u64;
+        }
+        if direct.is_none() {
+            return self
+                .send_ip(now, IpProtocol::Tcp, sup.src, sup.dst, buf)
+                .into();
+        }
+        self.c.ipv4_out += 1;
+        self.push(buf);
+        Emit::Sent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::Pool;
+    use crate::iface::neighbor::NeighborCache;
+    use crate::mem::CopyMode;
+    use crate::phy::Medium;
+    use crate::time::Duration;
+    use crate::wire::ethernet::EthernetAddress;
+    use crate::wire::ipv4::Ipv4Packet;
+    use crate::wire::tcp::{SackBlock, TcpFlags, TcpOptions, Timestamps};
+    use crate::wire::{Error, Result};
+
+    // The stack parses and emits TCP headers through `wire::tcp` directly; these helpers give
+    // the tests the shapes they were written against (parse from an IP payload; emit a header
+    // in front of a payload whose sum is known).
+    fn parse(seg: &[u8], src: Ipv4Addr, dst: Ipv4Addr, verify: bool) -> Result<(TcpRepr, usize)> {
+        let packet = TcpPacket::new_checked(seg)?;
+        let repr = TcpRepr::parse(&packet, &PseudoHeader { src, dst }, verify)?;
+        Ok((repr, packet.header_len()))
+    }
+    fn header_len(r: &TcpRepr) -> usize {
+        r.header_len()
+    }
+    fn emit(r: &TcpRepr, b: &mut [u8], csum: Option<(PseudoHeader, usize, u16)>) -> Result<usize> {
+        match csum {
+            Some((ph, len, sum)) => r.emit_with_payload_sum(b, len, sum, &ph),
+            None => {
+                let h = r.header_len();
+                let hdr = b.get_mut(..h).ok_or(Error::Truncated)?;
+                r.emit(&mut TcpPacket::new_unchecked(hdr));
+                Ok(h)
+            }
+        }
+    }
+
+    fn egress(tx_limit: usize) -> IfaceState {
+        IfaceState {
+            medium: Medium::Ip,
+            mac: EthernetAddress::default(),
+            addr: Ipv4Addr::new(198, 18, 0, 1),
+            prefix_len: 24,
+            gateway: None,
+            mtu: 1500,
+            csum_tx: true,
+            csum_rx: true,
+            tso: false,
+            ttl: 64,
+            ident: 0,
+            copy: CopyMode::Kernels,
+            pool: Pool::new(1518, 16),
+            tx: Vec::new(),
+            tx_limit,
+            neigh: NeighborCache::new(Duration::from_secs(60), 4, Duration::from_secs(1), 3),
+            pmtu: crate::iface::pmtu::PathMtuCache::new(),
+            c: Counters::default(),
+            arp_due: Vec::new(),
+        }
+    }
+
+    /// `emit_tcp` as the engine's callback sees it: true when the segment went out.
+    fn emit_tcp(eg: &mut IfaceState, now: Instant, seg: &OutSegment<'_>) -> bool {
+        eg.emit_tcp(now, seg) == Emit::Sent
+    }
+
+    #[test]
+    fn gso_splits_at_mtu_with_flags_seq_and_checksums() {
+        let mut eg = egress(16);
+        let data: Vec<u8> = (0..3001u32).map(|i| (i * 7) as u8).collect();
+        let (a, b) = data.split_at(1001);
+        let repr = TcpRepr {
+            src_port: 1,
+            dst_port: 2,
+            seq: u32::MAX - 10,
+            ack: 5,
+            flags: TcpFlags(TcpFlags::ACK | TcpFlags::PSH | TcpFlags::FIN | TcpFlags::CWR),
+            window: 100,
+            ..TcpRepr::default()
+        };
+        let seg = OutSegment {
+            src: eg.addr,
+            dst: Ipv4Addr::new(198, 18, 0, 2),
+            repr,
+            payload: (a, b),
+            gso_size: 1460,
+        };
+        assert!(emit_tcp(&mut eg, Instant::ZERO, &seg));
+        assert_eq!(eg.tx.len(), 3);
+        let mut joined = Vec::new();
+        for (i, f) in eg.tx.iter().enumerate() {
+            assert!(f.len() <= 1500);
+            let ip = Ipv4Packet::new_checked(f.as_slice()).unwrap();
+            assert!(ip.verify_checksum());
+            let (t, hl) = parse(ip.payload(), seg.src, seg.dst, true).unwrap();
+            assert_eq!(t.seq, repr.seq.wrapping_add(joined.len() as u32));
+            let last = i == 2;
+            assert_eq!(t.flags.fin(), last);
+            assert_eq!(t.flags.psh(), last);
+            assert_eq!(t.flags.cwr(), i == 0);
+            assert!(t.flags.ack());
+            joined.extend_from_slice(&ip.payload()[hl..]);
+        }
+        assert_eq!(joined, data);
+        assert_eq!(eg.c.gso_segments, 3);
+    }
+
+    #[test]
+    fn full_queue_refuses_segments() {
+        let mut eg = egress(1);
+        let seg = OutSegment {
+            src: eg.addr,
+            dst: Ipv4Addr::new(198, 18, 0, 2),
+            repr: TcpRepr {
+                src_port: 1,
+                dst_port: 2,
+                ..TcpRepr::default()
+            },
+            payload: (&[1, 2, 3], &[]),
+            gso_size: 1460,
+        };
+        assert!(emit_tcp(&mut eg, Instant::ZERO, &seg));
+        assert!(!emit_tcp(&mut eg, Instant::ZERO, &seg));
+        assert_eq!(eg.tx.len(), 1);
+    }
+
+    #[test]
+    fn no_route_is_counted_and_reported() {
+        let mut eg = egress(4);
+        eg.medium = Medium::Ethernet;
+        let seg = OutSegment {
+            src: eg.addr,
+            dst: Ipv4Addr::new(198, 19, 0, 2),
+            repr: TcpRepr {
+                src_port: 1,
+                dst_port: 2,
+                ..TcpRepr::default()
+            },
+            payload: (&[1, 2, 3], &[]),
+            gso_size: 1460,
+        };
+        assert_eq!(
+            eg.emit_tcp(Instant::ZERO, &seg),
+            Emit::Dropped(DropReason::NoRoute)
+        );
+        assert_eq!(eg.c.no_route, 1);
+        assert!(eg.tx.is_empty());
+    }
+
+    fn full() -> TcpRepr {
+        let mut options = TcpOptions {
+            mss: Some(1460),
+            window_scale: Some(7),
+            sack_permitted: true,
+            timestamps: Some(Timestamps { tsval: 1, tsecr: 2 }),
+            ..TcpOptions::default()
+        };
+        options.sack_count = 1;
+        options.sack[0] = SackBlock {
+            left: 10,
+            right: 20,
+        };
+        TcpRepr {
+            src_port: 1000,
+            dst_port: 80,
+            seq: 7,
+            ack: 9,
+            flags: TcpFlags(TcpFlags::ACK | TcpFlags::PSH),
+            window: 512,
+            urgent: 0,
+            options,
+        }
+    }
+
+    #[test]
+    fn round_trip_with_options_and_checksum() {
+        let r = full();
+        let hl = header_len(&r);
+        assert_eq!(hl % 4, 0);
+        assert!(hl <= 60);
+        let mut buf = vec![0u8; hl + 3];
+        buf[hl..].copy_from_slice(b"abc");
+        let (a, b) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
+        let sum = crate::mem::checksum(b"abc");
+        let ph = PseudoHeader { src: a, dst: b };
+        emit(&r, &mut buf, Some((ph, 3, sum))).unwrap();
+        let (p, l) = parse(&buf, a, b, true).unwrap();
+        assert_eq!(l, hl);
+        assert_eq!(p, r);
+        buf[hl] ^= 1;
+        assert_eq!(parse(&buf, a, b, true), Err(Error::BadChecksum));
+    }
+
+    #[test]
+    fn too_many_sack_blocks_are_trimmed() {
+        let mut r = full();
+        r.options.sack_count = 4;
+        let hl = header_len(&r);
+        assert!(hl <= 60);
+        let mut buf = vec![0u8; hl];
+        emit(&r, &mut buf, None).unwrap();
+        let (p, _) = parse(&buf, Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST, false).unwrap();
+        assert!(p.options.sack_count < 4);
+    }
+
+    #[test]
+    fn bad_option_length_is_an_error() {
+        let mut buf = [0u8; 24];
+        buf[0..4].copy_from_slice(&[0, 1, 0, 2]);
+        buf[12] = 6 << 4;
+        buf[20..22].copy_from_slice(&[2, 9]);
+        let e = parse(&buf, Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST, false);
+        assert_eq!(e, Err(Error::BadLength));
+    }
+}
