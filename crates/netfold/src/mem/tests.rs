@@ -127,3 +127,18 @@ fn calibration_is_fast_and_picks_detected_kernels() {
         }
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn short_fold_equals_fold64() {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let edge = [0, 1, 0xffff, 0x1_0000, 0xffff_ffff, 0x1_0000_0000, u64::MAX, u64::MAX - 1];
+    for v in edge.into_iter().chain((0..100_000).map(|_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    })) {
+        assert_eq!(super::x86_csum::fold64_short(v), fold64(v), "{v:#x}");
+    }
+}

@@ -88,7 +88,21 @@ fn add_halves512(acc: __m512i, v: __m512i) -> __m512i {
 fn fold512(acc: __m512i) -> u16 {
     // Lanes are < 2^59 each (see MAX_CHUNK), so the wrapping 64-bit reduce cannot wrap.
     let s = _mm512_reduce_add_epi64(acc) as u64;
-    fold128(u128::from(s))
+    fold64_short(s)
+}
+
+/// Folds a 64-bit sum to 16 bits with end-around carry in two steps (64 -> 32 -> 16 bits, each
+/// one add plus its carry): the same value as `combine::fold64`/`fold128`, in a dependency
+/// chain about half as long. At packet sizes the end of a checksum is on the critical path:
+/// measured on an AMD Zen 4, the reduction and fold were a quarter of a 1448-byte fused copy.
+#[inline(always)]
+pub(crate) fn fold64_short(x: u64) -> u16 {
+    let (s, c) = (x as u32).overflowing_add((x >> 32) as u32);
+    // No overflow: with a carry, s <= 2^32 - 2.
+    let s = s + u32::from(c);
+    let (t, c) = (s as u16).overflowing_add((s >> 16) as u16);
+    // Likewise t <= 2^16 - 2 when there was a carry.
+    t + u16::from(c)
 }
 
 /// Mask of the low `k` bits, `k` in 0..=64.
@@ -302,7 +316,7 @@ fn fold256_reg(acc: __m256i) -> u16 {
         _mm256_extracti128_si256::<1>(acc),
     );
     let y = _mm_add_epi64(x, _mm_unpackhi_epi64(x, x));
-    fold128(u128::from(_mm_cvtsi128_si64(y) as u64))
+    fold64_short(_mm_cvtsi128_si64(y) as u64)
 }
 
 /// AVX-512 fused copy and little-endian-word sum of `n <= MAX_CHUNK` bytes.
