@@ -351,7 +351,10 @@ fn forcing_rejects_unknown_and_undetected_kernels() {
     assert_eq!(f.checksum, None);
     assert_eq!(f.fused, None);
     assert_eq!(errs.len(), 4, "{errs:?}");
-    assert!(errs[0].contains("unknown csum kernel \"bogus\""), "{errs:?}");
+    assert!(
+        errs[0].contains("unknown csum kernel \"bogus\""),
+        "{errs:?}"
+    );
     assert!(errs[1].contains("not FAMILY=KERNEL"), "{errs:?}");
     assert!(errs[2].contains("unknown family \"colour\""), "{errs:?}");
     let (f, errs) = parse_forced("");
@@ -383,12 +386,18 @@ fn env_override_forces_the_choice() {
         let cal = mem::calibration();
         if expect == "bad" {
             // Bad items are reported and measured instead; good ones still apply.
-            assert!(cal.warnings.iter().any(|w| w.contains("nonsense")), "{cal:?}");
+            assert!(
+                cal.warnings.iter().any(|w| w.contains("nonsense")),
+                "{cal:?}"
+            );
             assert_eq!(cal.family(Family::Copy).forced, Some(copy));
             assert_eq!(cal.family(Family::Fused).forced, None);
             assert!(!cal.family(Family::Fused).classes[0].timings.is_empty());
         } else {
-            assert_eq!(mem::selected_kernels().split(' ').next(), Some(&*format!("copy={copy}")));
+            assert_eq!(
+                mem::selected_kernels().split(' ').next(),
+                Some(&*format!("copy={copy}"))
+            );
             assert_eq!(cal.family(Family::Copy).forced, Some(copy));
             assert_eq!(cal.family(Family::Checksum).forced, Some(sum));
             assert!(cal.family(Family::Copy).classes[1].timings.is_empty());
@@ -423,7 +432,10 @@ fn env_override_forces_the_choice() {
             "{stderr}"
         );
         if tag == "bad" {
-            assert!(stderr.contains("NETFOLD_KERNELS: unknown fused kernel"), "{stderr}");
+            assert!(
+                stderr.contains("NETFOLD_KERNELS: unknown fused kernel"),
+                "{stderr}"
+            );
         }
     }
 }

@@ -573,7 +573,7 @@ pub(crate) fn calibrate_inner(forced: &Forced, warnings: Vec<String>) -> (Calibr
     };
     for fam in FAMILIES {
         let mut classes = Vec::new();
-        for class in 0..4 {
+        for (class, &timed_len) in CLASS_TIMED_LEN.iter().enumerate() {
             let (name, timings) = if let Some(f) = forced.get(fam) {
                 (f, Vec::new())
             } else {
@@ -608,7 +608,7 @@ pub(crate) fn calibrate_inner(forced: &Forced, warnings: Vec<String>) -> (Calibr
             }
             classes.push(ClassChoice {
                 max_len: CLASS_MAX.get(class).copied(),
-                timed_len: CLASS_TIMED_LEN[class],
+                timed_len,
                 chosen: name,
                 timings,
             });

@@ -62,7 +62,12 @@ fn selected_is_known() {
     for f in &cal.families {
         let detected = calibrate::candidates(f.family);
         for c in &f.classes {
-            assert!(detected.contains(&c.chosen), "{}: {}", f.family.name(), c.chosen);
+            assert!(
+                detected.contains(&c.chosen),
+                "{}: {}",
+                f.family.name(),
+                c.chosen
+            );
         }
     }
     assert_eq!(selected_kernels(), cal.summary());
@@ -116,9 +121,17 @@ fn calibration_is_fast_and_picks_detected_kernels() {
             let detected = calibrate::candidates(f.family);
             assert_eq!(f.classes.len(), 4);
             for c in &f.classes {
-                assert!(detected.contains(&c.chosen), "{} chose {}", f.family.name(), c.chosen);
+                assert!(
+                    detected.contains(&c.chosen),
+                    "{} chose {}",
+                    f.family.name(),
+                    c.chosen
+                );
                 let timed: Vec<&str> = c.timings.iter().map(|t| t.name).collect();
-                assert_eq!(timed, detected, "every detected candidate timed, nothing else");
+                assert_eq!(
+                    timed, detected,
+                    "every detected candidate timed, nothing else"
+                );
                 assert!(c.timings.iter().all(|t| t.ns.is_finite() && t.ns > 0.0));
                 let best = c.timings.iter().map(|t| t.ns).fold(f64::INFINITY, f64::min);
                 let chosen = c.timings.iter().find(|t| t.name == c.chosen).map(|t| t.ns);
@@ -132,7 +145,16 @@ fn calibration_is_fast_and_picks_detected_kernels() {
 #[test]
 fn short_fold_equals_fold64() {
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let edge = [0, 1, 0xffff, 0x1_0000, 0xffff_ffff, 0x1_0000_0000, u64::MAX, u64::MAX - 1];
+    let edge = [
+        0,
+        1,
+        0xffff,
+        0x1_0000,
+        0xffff_ffff,
+        0x1_0000_0000,
+        u64::MAX,
+        u64::MAX - 1,
+    ];
     for v in edge.into_iter().chain((0..100_000).map(|_| {
         x ^= x << 13;
         x ^= x >> 7;
