@@ -47,7 +47,7 @@ pub const CLASS_TIMED_LEN: [usize; 4] = [200, 1448, 16 << 10, 64 << 10];
 const ALIGN_PAIRS: [(usize, usize); 4] = [(0, 0), (54, 0), (0, 54), (13, 41)];
 
 /// At most this many rounds (each alignment pair timed `ROUNDS / 4` times per candidate).
-const ROUNDS: usize = 32;
+const ROUNDS: usize = 64;
 /// Stop starting rounds after this much time (the task allows 5 ms for the whole choice).
 const BUDGET: Duration = Duration::from_micros(3500);
 /// Bytes processed per timed batch (at least one call): enough that the clock read (~20-30 ns
