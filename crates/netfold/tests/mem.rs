@@ -196,7 +196,12 @@ fn simd_kernels_present_on_this_machine() {
         assert!(kernels::has_avx512());
     }
     if kernels::has_avx512() {
-        assert!(mem::selected_kernels().starts_with("avx512"));
+        // The kernels are chosen by measurement now: the AVX-512 ones must at least have
+        // been candidates.
+        use mem::calibrate::{candidates, Family};
+        assert!(candidates(Family::Copy).contains(&"avx512"));
+        assert!(candidates(Family::Checksum).contains(&"avx512"));
+        assert!(candidates(Family::Fused).contains(&"avx512"));
     }
 }
 
@@ -282,4 +287,142 @@ fn baseline_mode_gives_identical_results() {
     assert_eq!(fused, two_pass);
     assert_eq!(a, b);
     assert_eq!(fused, netfold::mem::checksum(&src[1..4001]));
+}
+
+/// Kernel choice by measurement: whatever the calibration picks, results are the same. Every
+/// detected candidate of every family is forced in turn (for every size class) and checked
+/// against the reference at lengths spanning all size classes and their boundaries.
+#[test]
+fn every_choosable_kernel_gives_identical_results() {
+    use mem::calibrate::{candidates, Family, CLASS_MAX};
+    let (copies, sums, fuseds) = (
+        candidates(Family::Copy),
+        candidates(Family::Checksum),
+        candidates(Family::Fused),
+    );
+    let rounds = copies.len().max(sums.len()).max(fuseds.len());
+    let mut lens: Vec<usize> = (0..=300).collect();
+    for &m in &CLASS_MAX {
+        lens.extend([m - 1, m, m + 1, m + 2]);
+    }
+    lens.extend([1448, 9000, 65536, 70001]);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
+    let data = rng.bytes(70001 + 64);
+    for i in 0..rounds {
+        let (c, s, f) = (
+            copies[i % copies.len()],
+            sums[i % sums.len()],
+            fuseds[i % fuseds.len()],
+        );
+        let set = mem::KernelSet::forced(c, s, f).expect("detected candidates can be forced");
+        assert_eq!(set.summary(), format!("copy={c} csum={s} fused={f}"));
+        for &n in &lens {
+            for (sa, da) in [(0, 0), (1, 0), (0, 54), (13, 41), (63, 62)] {
+                let src = &data[sa..sa + n];
+                let want = reference_sum(src);
+                assert_eq!(set.checksum(src), want, "csum={s} n={n} sa={sa}");
+                with_windows(src, sa, da, |d, s2| set.copy(d, s2));
+                let got = with_windows(src, sa, da, |d, s2| set.copy_with_checksum(d, s2));
+                assert_eq!(got, want, "fused={f} n={n} sa={sa} da={da}");
+            }
+        }
+    }
+}
+
+#[test]
+fn forcing_rejects_unknown_and_undetected_kernels() {
+    use mem::calibrate::{all_candidates, candidates, parse_forced, Family};
+    assert!(mem::KernelSet::forced("no-such", "avx2", "avx2").is_none());
+    let (f, errs) = parse_forced("copy=memcpy, csum=bogus ,fused,colour=blue,=x");
+    assert_eq!(f.copy, Some("memcpy"));
+    assert_eq!(f.checksum, None);
+    assert_eq!(f.fused, None);
+    assert_eq!(errs.len(), 4, "{errs:?}");
+    assert!(
+        errs[0].contains("unknown csum kernel \"bogus\""),
+        "{errs:?}"
+    );
+    assert!(errs[1].contains("not FAMILY=KERNEL"), "{errs:?}");
+    assert!(errs[2].contains("unknown family \"colour\""), "{errs:?}");
+    let (f, errs) = parse_forced("");
+    assert_eq!((f, errs.len()), (Default::default(), 0));
+    // A kernel this CPU cannot run is refused (if there is one on this machine).
+    for fam in [Family::Copy, Family::Checksum, Family::Fused] {
+        let runnable = candidates(fam);
+        for name in all_candidates(fam) {
+            let (f, errs) = parse_forced(&format!("{}={name}", fam.name()));
+            if runnable.contains(&name) {
+                assert!(errs.is_empty(), "{errs:?}");
+            } else {
+                assert!(errs[0].contains("lacks"), "{errs:?}");
+                assert_eq!(f, Default::default());
+            }
+        }
+    }
+}
+
+/// `NETFOLD_KERNELS` forces the process-wide choice: the test re-runs itself in a child
+/// process with the variable set (the choice is made once per process) and checks there.
+#[test]
+fn env_override_forces_the_choice() {
+    use mem::calibrate::{candidates, Family};
+    const CHILD: &str = "NETFOLD_TEST_ENV_OVERRIDE_CHILD";
+    let copy = *candidates(Family::Copy).last().unwrap();
+    let sum = *candidates(Family::Checksum).last().unwrap();
+    if let Ok(expect) = std::env::var(CHILD) {
+        let cal = mem::calibration();
+        if expect == "bad" {
+            // Bad items are reported and measured instead; good ones still apply.
+            assert!(
+                cal.warnings.iter().any(|w| w.contains("nonsense")),
+                "{cal:?}"
+            );
+            assert_eq!(cal.family(Family::Copy).forced, Some(copy));
+            assert_eq!(cal.family(Family::Fused).forced, None);
+            assert!(!cal.family(Family::Fused).classes[0].timings.is_empty());
+        } else {
+            assert_eq!(
+                mem::selected_kernels().split(' ').next(),
+                Some(&*format!("copy={copy}"))
+            );
+            assert_eq!(cal.family(Family::Copy).forced, Some(copy));
+            assert_eq!(cal.family(Family::Checksum).forced, Some(sum));
+            assert!(cal.family(Family::Copy).classes[1].timings.is_empty());
+            assert!(cal.warnings.is_empty());
+        }
+        let src: Vec<u8> = (0..5000u32).map(|i| (i * 31 + 7) as u8).collect();
+        let mut dst = vec![0u8; 5000];
+        assert_eq!(mem::copy_with_checksum(&mut dst, &src), reference_sum(&src));
+        assert_eq!(dst, src);
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    for (value, tag) in [
+        (format!("copy={copy},csum={sum}"), "good"),
+        (format!("copy={copy},fused=nonsense"), "bad"),
+    ] {
+        let out = std::process::Command::new(&exe)
+            .args(["--exact", "env_override_forces_the_choice", "--nocapture"])
+            .env(CHILD, tag)
+            .env("NETFOLD_KERNELS", &value)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "child with NETFOLD_KERNELS={value} failed:\n{}\n{stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        // The child really ran this test (a filter matching nothing would also succeed).
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+            "{stderr}"
+        );
+        if tag == "bad" {
+            assert!(
+                stderr.contains("NETFOLD_KERNELS: unknown fused kernel"),
+                "{stderr}"
+            );
+        }
+    }
 }

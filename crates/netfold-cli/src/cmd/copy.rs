@@ -147,9 +147,112 @@ struct Summary {
     min_ratio_to_std: Option<f64>,
 }
 
+/// One candidate's calibration timing (see `netfold::mem::calibrate`).
+#[derive(Serialize)]
+pub(super) struct CalTiming {
+    name: &'static str,
+    /// Mean over the calibration's alignment pairs of the minimum ns per call.
+    ns: f64,
+    gbps: f64,
+}
+
+/// The choice for one (family, size class).
+#[derive(Serialize)]
+pub(super) struct CalClass {
+    family: &'static str,
+    /// Largest length in the class; `null` = unbounded.
+    max_len: Option<usize>,
+    timed_len: usize,
+    chosen: &'static str,
+    forced: bool,
+    timings: Vec<CalTiming>,
+}
+
+/// How `netfold::mem` chose its kernels in this process: by measurement, or forced with
+/// `NETFOLD_KERNELS`.
+#[derive(Serialize)]
+pub(super) struct CalReport {
+    summary: &'static str,
+    rounds: usize,
+    elapsed_ms: f64,
+    warnings: Vec<String>,
+    classes: Vec<CalClass>,
+}
+
+/// The process's kernel choice (made now if not made yet).
+pub(super) fn calibration_report() -> CalReport {
+    let c = mem::calibration();
+    let mut classes = Vec::new();
+    for f in &c.families {
+        for cl in &f.classes {
+            classes.push(CalClass {
+                family: f.family.name(),
+                max_len: cl.max_len,
+                timed_len: cl.timed_len,
+                chosen: cl.chosen,
+                forced: f.forced.is_some(),
+                timings: cl
+                    .timings
+                    .iter()
+                    .map(|t| CalTiming {
+                        name: t.name,
+                        ns: t.ns,
+                        gbps: cl.timed_len as f64 / t.ns,
+                    })
+                    .collect(),
+            });
+        }
+    }
+    CalReport {
+        summary: mem::selected_kernels(),
+        rounds: c.rounds,
+        elapsed_ms: c.elapsed.as_secs_f64() * 1000.0,
+        warnings: c.warnings.clone(),
+        classes,
+    }
+}
+
+/// Prints the calibration of `families` ("copy", "csum", "fused"): per size class, every
+/// candidate's GB/s at the timed length, the chosen one marked with `*`.
+pub(super) fn print_calibration(
+    r: &CalReport,
+    families: &[&str],
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "kernel choice: {} ({} rounds, {:.2} ms; NETFOLD_KERNELS=copy=..,csum=..,fused=.. forces)",
+        r.summary, r.rounds, r.elapsed_ms
+    )?;
+    for w in &r.warnings {
+        writeln!(out, "  warning: {w}")?;
+    }
+    for c in r.classes.iter().filter(|c| families.contains(&c.family)) {
+        let range = match c.max_len {
+            Some(m) => format!("<= {m}"),
+            None => "larger".to_string(),
+        };
+        write!(
+            out,
+            "  {:<5} {:>8} (timed {:>5} B):",
+            c.family, range, c.timed_len
+        )?;
+        if c.forced {
+            write!(out, " {} (forced)", c.chosen)?;
+        }
+        for t in &c.timings {
+            let mark = if t.name == c.chosen { "*" } else { "" };
+            write!(out, " {}{mark} {:.1}", t.name, t.gbps)?;
+        }
+        writeln!(out, "{}", if c.forced { "" } else { "  GB/s" })?;
+    }
+    Ok(())
+}
+
 #[derive(Serialize)]
 struct Report {
     kernels: &'static str,
+    calibration: CalReport,
     tsc_ghz: Option<f64>,
     align_step: usize,
     uncached: bool,
@@ -343,6 +446,7 @@ pub fn run(a: Args) -> CmdResult {
     if a.json {
         let report = Report {
             kernels: mem::selected_kernels(),
+            calibration: calibration_report(),
             tsc_ghz: tsc,
             align_step: a.align_step,
             uncached: a.uncached,
@@ -355,6 +459,11 @@ pub fn run(a: Args) -> CmdResult {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", serde_json::to_string(&report)?)?;
     } else {
+        print_calibration(
+            &calibration_report(),
+            &["copy", "fused"],
+            &mut std::io::stdout().lock(),
+        )?;
         print_human(&summary, &results, tsc)?;
     }
     Ok(ExitCode::SUCCESS)

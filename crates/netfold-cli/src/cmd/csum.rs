@@ -65,6 +65,7 @@ struct Ratio {
 #[derive(Serialize)]
 struct Report {
     kernels: &'static str,
+    calibration: super::copy::CalReport,
     src_align: usize,
     dst_align: usize,
     results: Vec<Entry>,
@@ -252,6 +253,7 @@ pub fn run(a: Args) -> CmdResult {
     if a.json {
         let r = Report {
             kernels: mem::selected_kernels(),
+            calibration: super::copy::calibration_report(),
             src_align: a.src_align,
             dst_align: a.dst_align,
             results,
@@ -269,6 +271,11 @@ pub fn run(a: Args) -> CmdResult {
         a.reps,
         a.min_ms
     );
+    super::copy::print_calibration(
+        &super::copy::calibration_report(),
+        &["copy", "csum", "fused"],
+        &mut out,
+    )?;
     write!(out, "{:<8} {:<14}", "impl", "op")?;
     for n in &sizes {
         write!(out, " {:>10}", format!("{n} B"))?;

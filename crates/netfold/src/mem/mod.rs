@@ -7,15 +7,17 @@
 //! let loads be unaligned, so every (src, dst) alignment pair runs at about the same speed, and
 //! the checksum rides along in the same pass (seed 003: "fold the checksum into the copy").
 //!
-//! The kernel set is chosen ONCE, on first use, by CPU feature detection and cached:
-//! AVX-512 (F+BW) > AVX2 > SSE2/portable. Every kernel is also reachable by name in [`kernels`]
-//! for benchmarks and tests.
+//! The kernels are chosen ONCE, on first use, by MEASUREMENT ([`calibrate`]): every candidate
+//! the CPU can run (AVX2, AVX-512 with and without VBMI, `rep movsb`, the C library's `memcpy`,
+//! portable code) is timed per size class and the fastest kept; `NETFOLD_KERNELS` can force a
+//! choice. Every kernel is also reachable by name in [`kernels`] for benchmarks and tests.
 //!
 //! Checksum semantics everywhere: RFC 1071 one's-complement sum of big-endian 16-bit words
 //! (a trailing odd byte padded with zero), folded to 16 bits, NOT complemented. It equals
 //! smoltcp's `wire::ip::checksum::data`.
 #![allow(unsafe_code)]
 
+pub mod calibrate;
 mod combine;
 pub mod kernels;
 mod portable;
@@ -67,16 +69,21 @@ impl CopyMode {
     }
 }
 
-/// Raw kernel entry points. Invariant: a `Dispatch` is only built (in [`select`]) with kernels
-/// whose CPU features were detected, so calling its pointers is sound for valid ranges.
-struct Dispatch {
-    name: &'static str,
-    /// Copies `n` bytes between valid, non-overlapping ranges.
-    copy: unsafe fn(*mut u8, *const u8, usize),
-    /// Little-endian-word sum of at most `MAX_CHUNK` valid bytes.
-    sum_le: unsafe fn(*const u8, usize) -> u16,
-    /// Fused copy + little-endian-word sum of at most `MAX_CHUNK` bytes.
-    copy_sum_le: unsafe fn(*mut u8, *const u8, usize) -> u16,
+/// The kernels in use, one per family and size class (see [`calibrate::CLASS_MAX`]).
+/// Invariant: only built (in [`calibrate`]) from candidates whose CPU features were detected,
+/// so calling its pointers is sound for valid ranges.
+pub struct KernelSet {
+    chosen: calibrate::Chosen,
+    calibration: calibrate::Calibration,
+    summary: String,
+}
+
+/// Size class of an `n`-byte call: three compares and adds, no branch, no table walk (a few
+/// cycles against the tens a 1448-byte copy takes).
+#[inline(always)]
+fn class_of(n: usize) -> usize {
+    let m = calibrate::CLASS_MAX;
+    usize::from(n > m[0]) + usize::from(n > m[1]) + usize::from(n > m[2])
 }
 
 /// Largest piece handed to one `sum_le` / `copy_sum_le` call (even, so pieces never shift the
@@ -86,127 +93,142 @@ const MAX_CHUNK: usize = x86_csum::MAX_CHUNK;
 #[cfg(not(target_arch = "x86_64"))]
 const MAX_CHUNK: usize = 1 << 30;
 
-/// # Safety
-/// Ranges valid for `n` bytes, non-overlapping.
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn portable_copy(d: *mut u8, s: *const u8, n: usize) {
-    // SAFETY: the caller guarantees both ranges are valid for `n` bytes and disjoint.
-    let (dst, src) = unsafe {
-        (
-            core::slice::from_raw_parts_mut(d, n),
-            core::slice::from_raw_parts(s, n),
-        )
-    };
-    portable::copy_words(dst, src);
-}
-
-/// # Safety
-/// `s` valid for `n` bytes.
-unsafe fn portable_sum_le(s: *const u8, n: usize) -> u16 {
-    // SAFETY: the caller guarantees the range is valid.
-    portable::sum_le(unsafe { core::slice::from_raw_parts(s, n) })
-}
-
-/// # Safety
-/// Ranges valid for `n` bytes, non-overlapping.
-unsafe fn portable_copy_sum_le(d: *mut u8, s: *const u8, n: usize) -> u16 {
-    // SAFETY: the caller guarantees both ranges are valid for `n` bytes and disjoint.
-    let (dst, src) = unsafe {
-        (
-            core::slice::from_raw_parts_mut(d, n),
-            core::slice::from_raw_parts(s, n),
-        )
-    };
-    portable::copy_with_checksum(dst, src).swap_bytes()
-}
-
-fn select() -> Dispatch {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // `rep movsb` is only used for large copies where ERMS makes it fast.
-        let erms = std::arch::is_x86_feature_detected!("ermsb");
-        if kernels::has_avx512() {
-            let copy: unsafe fn(*mut u8, *const u8, usize) =
-                match (kernels::has_avx512_vbmi(), erms) {
-                    (true, true) => x86_copy::dispatch_avx512_vbmi,
-                    (false, true) => x86_copy::dispatch_avx512,
-                    (_, false) => x86_copy::avx512_raw,
-                };
-            return Dispatch {
-                name: if kernels::has_avx512_vbmi() {
-                    "avx512-vbmi"
-                } else {
-                    "avx512"
-                },
-                copy,
-                sum_le: x86_csum::sum_le_avx512,
-                copy_sum_le: if kernels::has_avx512_vbmi() {
-                    x86_csum::copy_sum_le_avx512_vbmi
-                } else {
-                    x86_csum::copy_sum_le_avx512
-                },
-            };
-        }
-        if kernels::has_avx2() {
-            return Dispatch {
-                name: "avx2",
-                copy: if erms {
-                    x86_copy::dispatch_avx2
-                } else {
-                    x86_copy::avx2_raw
-                },
-                sum_le: x86_csum::sum_le_avx2,
-                copy_sum_le: x86_csum::copy_sum_le_avx2,
-            };
-        }
-        Dispatch {
-            name: "sse2",
-            copy: x86_copy::sse2_raw,
-            sum_le: portable_sum_le,
-            copy_sum_le: portable_copy_sum_le,
+impl KernelSet {
+    fn from_parts((calibration, chosen): (calibrate::Calibration, calibrate::Chosen)) -> Self {
+        let summary = calibration.summary();
+        KernelSet {
+            chosen,
+            calibration,
+            summary,
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    Dispatch {
-        name: "portable",
-        copy: portable_copy,
-        sum_le: portable_sum_le,
-        copy_sum_le: portable_copy_sum_le,
+
+    /// Chooses by measurement, except what `NETFOLD_KERNELS` forces (see [`calibrate`]).
+    /// Rejected `NETFOLD_KERNELS` items are printed to stderr and kept in the calibration's
+    /// `warnings`.
+    pub fn from_env() -> Self {
+        let spec = std::env::var("NETFOLD_KERNELS").unwrap_or_default();
+        let (forced, warnings) = calibrate::parse_forced(&spec);
+        for w in &warnings {
+            eprintln!("netfold: {w}");
+        }
+        Self::from_parts(calibrate::calibrate_inner(&forced, warnings))
+    }
+
+    /// Chooses every kernel by measurement, ignoring `NETFOLD_KERNELS`.
+    pub fn measured() -> Self {
+        Self::from_parts(calibrate::calibrate_inner(
+            &calibrate::Forced::default(),
+            Vec::new(),
+        ))
+    }
+
+    /// The given kernels for every size class (names as in [`calibrate::candidates`]); `None`
+    /// if one is unknown or needs CPU features this machine lacks. For tests and benchmarks.
+    pub fn forced(copy: &str, checksum: &str, fused: &str) -> Option<Self> {
+        calibrate::forced_all(copy, checksum, fused).map(Self::from_parts)
+    }
+
+    /// The timings and choices behind this set.
+    pub fn calibration(&self) -> &calibrate::Calibration {
+        &self.calibration
+    }
+
+    /// One-line summary of the choice, e.g. `copy=avx2/avx2/avx2/rep-movsb csum=avx512 ...`.
+    pub fn summary(&self) -> &str {
+        &self.summary
+    }
+
+    /// [`copy`] with this set's kernels.
+    #[inline]
+    pub fn copy(&self, dst: &mut [u8], src: &[u8]) {
+        let n = src.len();
+        let dst = &mut dst[..n];
+        #[cfg(target_arch = "x86_64")]
+        if n <= 64 {
+            // SAFETY: n <= 64; both slices hold `n` bytes and cannot overlap. Baseline x86_64
+            // instructions only, so no feature detection is needed.
+            unsafe { x86_copy::copy_le64(dst.as_mut_ptr(), src.as_ptr(), n) };
+            return;
+        }
+        let f = self.chosen.copy[class_of(n)];
+        // SAFETY: `dst` and `src` hold `n` bytes each and cannot overlap (`&mut` and `&`
+        // borrows); the set only holds kernels whose CPU features were detected.
+        unsafe { f(dst.as_mut_ptr(), src.as_ptr(), n) }
+    }
+
+    /// [`checksum`] with this set's kernels.
+    #[inline]
+    pub fn checksum(&self, data: &[u8]) -> u16 {
+        if data.len() <= 64 {
+            // Tiny inputs (headers): the scalar add-with-carry loop beats a dispatched vector
+            // kernel's call and horizontal reduction.
+            return portable::checksum_small(data);
+        }
+        let f = self.chosen.sum[class_of(data.len())];
+        if data.len() <= MAX_CHUNK {
+            // SAFETY: `data` is a valid range of at most MAX_CHUNK bytes; set invariant.
+            return unsafe { f(data.as_ptr(), data.len()) }.swap_bytes();
+        }
+        let mut sum = 0u16;
+        for c in data.chunks(MAX_CHUNK) {
+            // SAFETY: as above, per chunk. MAX_CHUNK is even, so chunks keep the word grid.
+            sum = checksum_add(sum, unsafe { f(c.as_ptr(), c.len()) });
+        }
+        sum.swap_bytes()
+    }
+
+    /// [`copy_with_checksum`] with this set's kernels.
+    #[inline]
+    pub fn copy_with_checksum(&self, dst: &mut [u8], src: &[u8]) -> u16 {
+        let n = src.len();
+        let dst = &mut dst[..n];
+        let f = self.chosen.fused[class_of(n)];
+        if n <= MAX_CHUNK {
+            // SAFETY: equal-length, non-overlapping valid ranges of at most MAX_CHUNK bytes;
+            // set invariant.
+            return unsafe { f(dst.as_mut_ptr(), src.as_ptr(), n) }.swap_bytes();
+        }
+        let mut sum = 0u16;
+        for (dc, sc) in dst.chunks_mut(MAX_CHUNK).zip(src.chunks(MAX_CHUNK)) {
+            // SAFETY: as above, per chunk pair (same chunking of equal-length slices).
+            let part = unsafe { f(dc.as_mut_ptr(), sc.as_ptr(), sc.len()) };
+            sum = checksum_add(sum, part);
+        }
+        sum.swap_bytes()
     }
 }
 
+/// The process-wide set, chosen on first use ([`KernelSet::from_env`]).
 #[inline]
-fn dispatch() -> &'static Dispatch {
-    static D: OnceLock<Dispatch> = OnceLock::new();
-    D.get_or_init(select)
+fn dispatch() -> &'static KernelSet {
+    static D: OnceLock<KernelSet> = OnceLock::new();
+    D.get_or_init(KernelSet::from_env)
 }
 
-/// Name of the kernel set [`copy`], [`checksum`] and [`copy_with_checksum`] use on this CPU
-/// ("avx512-vbmi", "avx512", "avx2", "sse2" or "portable").
+/// Summary of the kernels [`copy`], [`checksum`] and [`copy_with_checksum`] use, e.g.
+/// `copy=avx2/avx2/avx2/rep-movsb csum=avx512 fused=avx2` (one name per size class of
+/// [`calibrate::CLASS_MAX`], or one when all agree). Triggers the choice if not made yet.
 pub fn selected_kernels() -> &'static str {
-    dispatch().name
+    dispatch().summary()
+}
+
+/// The timings and choices behind [`selected_kernels`] (triggers the choice if not made yet).
+pub fn calibration() -> &'static calibrate::Calibration {
+    dispatch().calibration()
 }
 
 /// Copies `src` into the front of `dst`. Panics only if `dst` is shorter than `src`.
 ///
-/// Sizes up to 4 vectors are copied with overlapping loads/stores from both ends; larger ones
-/// with a destination-aligned body (on AVX-512 VBMI CPUs also source-aligned: lines are
-/// re-assembled with `vpermt2b`, so no load splits a cache line); from 32 KiB up with
-/// `rep movsb`, which then beats vector loops (no read-for-ownership of destination lines).
+/// Up to 64 bytes: overlapping loads/stores from both ends, inline. Larger: the kernel that
+/// measured fastest for the size class on this CPU ([`calibrate`]): a destination-aligned
+/// vector loop (AVX2, AVX-512, or AVX-512 VBMI with source lines re-assembled by `vpermt2b`),
+/// `rep movsb`, or the C library's `memcpy`.
 #[inline]
 pub fn copy(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
     let dst = &mut dst[..n];
-    #[cfg(target_arch = "x86_64")]
-    if n <= 64 {
-        // SAFETY: n <= 64; both slices hold `n` bytes and cannot overlap. Baseline x86_64
-        // instructions only, so no feature detection is needed.
-        unsafe { x86_copy::copy_le64(dst.as_mut_ptr(), src.as_ptr(), n) };
-        return;
-    }
-    // SAFETY: `dst` and `src` hold `n` bytes each and cannot overlap (`&mut` and `&` borrows);
-    // the dispatch only holds kernels whose CPU features were detected.
-    unsafe { (dispatch().copy)(dst.as_mut_ptr(), src.as_ptr(), n) }
+    dispatch().copy(dst, src)
 }
 
 /// RFC 1071 checksum of `data`: one's-complement sum of big-endian 16-bit words (odd trailing
@@ -214,22 +236,7 @@ pub fn copy(dst: &mut [u8], src: &[u8]) {
 /// `wire::ip::checksum::data(data)`.
 #[inline]
 pub fn checksum(data: &[u8]) -> u16 {
-    if data.len() <= 64 {
-        // Tiny inputs (headers): the scalar add-with-carry loop beats a dispatched vector
-        // kernel's call and horizontal reduction.
-        return portable::checksum_small(data);
-    }
-    let d = dispatch();
-    if data.len() <= MAX_CHUNK {
-        // SAFETY: `data` is a valid range of at most MAX_CHUNK bytes; dispatch invariant.
-        return unsafe { (d.sum_le)(data.as_ptr(), data.len()) }.swap_bytes();
-    }
-    let mut sum = 0u16;
-    for c in data.chunks(MAX_CHUNK) {
-        // SAFETY: as above, per chunk. MAX_CHUNK is even, so chunks keep the word grid.
-        sum = checksum_add(sum, unsafe { (d.sum_le)(c.as_ptr(), c.len()) });
-    }
-    sum.swap_bytes()
+    dispatch().checksum(data)
 }
 
 /// `checksum_add(initial, checksum(data))`: continues a sum (e.g. a pseudo-header sum) over
@@ -246,19 +253,7 @@ pub fn checksum_with_initial(initial: u16, data: &[u8]) -> u16 {
 pub fn copy_with_checksum(dst: &mut [u8], src: &[u8]) -> u16 {
     let n = src.len();
     let dst = &mut dst[..n];
-    let d = dispatch();
-    if n <= MAX_CHUNK {
-        // SAFETY: equal-length, non-overlapping valid ranges of at most MAX_CHUNK bytes;
-        // dispatch invariant.
-        return unsafe { (d.copy_sum_le)(dst.as_mut_ptr(), src.as_ptr(), n) }.swap_bytes();
-    }
-    let mut sum = 0u16;
-    for (dc, sc) in dst.chunks_mut(MAX_CHUNK).zip(src.chunks(MAX_CHUNK)) {
-        // SAFETY: as above, per chunk pair (same chunking of equal-length slices).
-        let part = unsafe { (d.copy_sum_le)(dc.as_mut_ptr(), sc.as_ptr(), sc.len()) };
-        sum = checksum_add(sum, part);
-    }
-    sum.swap_bytes()
+    dispatch().copy_with_checksum(dst, src)
 }
 
 #[cfg(test)]

@@ -57,7 +57,20 @@ fn dispatch_matches_reference_small() {
 
 #[test]
 fn selected_is_known() {
-    assert!(["avx512-vbmi", "avx512", "avx2", "sse2", "portable"].contains(&selected_kernels()));
+    // The choice is by measurement now: every chosen kernel is a detected candidate.
+    let cal = calibration();
+    for f in &cal.families {
+        let detected = calibrate::candidates(f.family);
+        for c in &f.classes {
+            assert!(
+                detected.contains(&c.chosen),
+                "{}: {}",
+                f.family.name(),
+                c.chosen
+            );
+        }
+    }
+    assert_eq!(selected_kernels(), cal.summary());
 }
 
 #[test]
@@ -90,4 +103,64 @@ fn pseudo_header_sum() {
     );
     let bytes = [198, 18, 0, 1, 198, 18, 0, 2, 0, 6, 0, 20];
     assert_eq!(s, reference_sum(&bytes));
+}
+
+#[test]
+fn calibration_is_fast_and_picks_detected_kernels() {
+    // Time a few fresh calibrations (the process-wide one ran already or runs here).
+    for _ in 0..3 {
+        let cal = calibrate::calibrate(&calibrate::Forced::default());
+        eprintln!(
+            "calibration: {} rounds in {:?}: {}",
+            cal.rounds,
+            cal.elapsed,
+            cal.summary()
+        );
+        assert!(cal.rounds >= 4, "every alignment pair timed at least once");
+        for f in &cal.families {
+            let detected = calibrate::candidates(f.family);
+            assert_eq!(f.classes.len(), 4);
+            for c in &f.classes {
+                assert!(
+                    detected.contains(&c.chosen),
+                    "{} chose {}",
+                    f.family.name(),
+                    c.chosen
+                );
+                let timed: Vec<&str> = c.timings.iter().map(|t| t.name).collect();
+                assert_eq!(
+                    timed, detected,
+                    "every detected candidate timed, nothing else"
+                );
+                assert!(c.timings.iter().all(|t| t.ns.is_finite() && t.ns > 0.0));
+                let best = c.timings.iter().map(|t| t.ns).fold(f64::INFINITY, f64::min);
+                let chosen = c.timings.iter().find(|t| t.name == c.chosen).map(|t| t.ns);
+                assert_eq!(chosen, Some(best), "the fastest is kept");
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn short_fold_equals_fold64() {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let edge = [
+        0,
+        1,
+        0xffff,
+        0x1_0000,
+        0xffff_ffff,
+        0x1_0000_0000,
+        u64::MAX,
+        u64::MAX - 1,
+    ];
+    for v in edge.into_iter().chain((0..100_000).map(|_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    })) {
+        assert_eq!(super::x86_csum::fold64_short(v), fold64(v), "{v:#x}");
+    }
 }

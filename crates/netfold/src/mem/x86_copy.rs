@@ -8,10 +8,12 @@
 //!   ALIGNED STORES (the destination is aligned to the vector size; a store that splits a cache
 //!   line costs two L1 writes, a split load is cheaper), four vectors per iteration, and finally
 //!   store the first and last vector, which overlap the aligned body.
-//! - on AVX-512 VBMI CPUs (the dispatched kernel here), loads are aligned too: when source and
-//!   destination disagree modulo 64, each destination line is assembled from two aligned source
-//!   lines with `vpermt2b`, and the partial first/last lines use masked stores
-//!   ([`avx512_vbmi_body`]); from [`REP_MOVSB_THRESHOLD`] up, `rep movsb`.
+//! - on AVX-512 VBMI CPUs, loads can be aligned too: when source and destination disagree
+//!   modulo 64, each destination line is assembled from two aligned source lines with
+//!   `vpermt2b`, and the partial first/last lines use masked stores ([`avx512_vbmi_body`]).
+//!
+//! Which of these (or `rep movsb`, or the C library's `memcpy`) runs for which size is chosen
+//! by measurement in `super::calibrate`.
 //!
 //! All raw kernels take `(dst, src, n)` pointers: callers guarantee both ranges are valid for
 //! `n` bytes and do not overlap (they come from a `&mut [u8]` and a `&[u8]`).
@@ -482,12 +484,6 @@ fn low_mask(k: usize) -> u64 {
     }
 }
 
-/// From this size up the dispatched copy uses `rep movsb` (ERMS/FSRM): once source plus
-/// destination outgrow the 48 KiB L1, the microcoded copy writes whole lines without reading
-/// them first (no read-for-ownership) and measured ~1.5x faster than any vector loop here
-/// (135 vs 88 GB/s at 32 KiB; vector loops win below 24 KiB). See docs/BENCHMARKS.md.
-pub(crate) const REP_MOVSB_THRESHOLD: usize = 32 << 10;
-
 /// `rep movsb` on raw pointers.
 ///
 /// # Safety
@@ -503,57 +499,6 @@ pub(crate) unsafe fn rep_movsb_raw(d: *mut u8, s: *const u8, n: usize) {
             inout("rsi") s => _,
             options(nostack, preserves_flags)
         );
-    }
-}
-
-/// The dispatched copy on AVX-512 VBMI CPUs: overlapping vectors up to 256 bytes, the
-/// both-sides-aligned VBMI body up to [`REP_MOVSB_THRESHOLD`], `rep movsb` beyond.
-///
-/// # Safety
-/// CPU supports AVX-512 F, BW, VBMI and ERMS; ranges valid for `n` bytes, non-overlapping.
-#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx2")]
-pub(crate) unsafe fn dispatch_avx512_vbmi(d: *mut u8, s: *const u8, n: usize) {
-    // SAFETY: contract forwarded; each callee's size precondition is checked here.
-    unsafe {
-        if n <= 256 {
-            avx512_raw(d, s, n)
-        } else if n < REP_MOVSB_THRESHOLD {
-            avx512_vbmi_body(d, s, n)
-        } else {
-            rep_movsb_raw(d, s, n)
-        }
-    }
-}
-
-/// The dispatched copy on AVX-512 CPUs without VBMI.
-///
-/// # Safety
-/// CPU supports AVX-512 F and BW and ERMS; ranges valid for `n` bytes, non-overlapping.
-#[target_feature(enable = "avx512f,avx512bw,avx2")]
-pub(crate) unsafe fn dispatch_avx512(d: *mut u8, s: *const u8, n: usize) {
-    // SAFETY: contract forwarded.
-    unsafe {
-        if n < REP_MOVSB_THRESHOLD {
-            avx512_raw(d, s, n)
-        } else {
-            rep_movsb_raw(d, s, n)
-        }
-    }
-}
-
-/// The dispatched copy on AVX2 CPUs.
-///
-/// # Safety
-/// CPU supports AVX2 and ERMS; ranges valid for `n` bytes, non-overlapping.
-#[target_feature(enable = "avx2")]
-pub(crate) unsafe fn dispatch_avx2(d: *mut u8, s: *const u8, n: usize) {
-    // SAFETY: contract forwarded.
-    unsafe {
-        if n < REP_MOVSB_THRESHOLD {
-            avx2_raw(d, s, n)
-        } else {
-            rep_movsb_raw(d, s, n)
-        }
     }
 }
 
