@@ -126,6 +126,23 @@ impl Veth {
     }
 }
 
+/// A private network namespace whose loopback has a chosen MTU (`--stack kernel --mtu N`):
+/// the host's loopback is shared with the rest of the machine and stays as it is.
+pub struct PrivateLo {
+    ns: netfold::netns::NetNs,
+}
+
+impl PrivateLo {
+    pub fn create(mtu: usize) -> Result<PrivateLo, BoxErr> {
+        if let Some(why) = netfold::netns::unavailable_reason() {
+            return Err(why.into());
+        }
+        let ns = netfold::netns::NetNs::create()?;
+        ns.set_mtu("lo", mtu)?;
+        Ok(PrivateLo { ns })
+    }
+}
+
 /// Moves the calling thread into network namespace `name` (sockets it creates live there).
 pub fn enter_netns(name: &str) -> std::io::Result<()> {
     let f = std::fs::File::open(format!("/var/run/netns/{name}"))?;
@@ -142,6 +159,8 @@ pub fn enter_netns(name: &str) -> std::io::Result<()> {
 #[derive(Clone, Copy)]
 pub enum Where<'a> {
     Lo,
+    /// Both threads on the loopback of a private namespace.
+    PrivateLo(&'a PrivateLo),
     Veth(&'a Veth),
 }
 
@@ -149,12 +168,13 @@ impl Where<'_> {
     fn enter(&self, server: bool) -> std::io::Result<()> {
         match self {
             Where::Lo => Ok(()),
+            Where::PrivateLo(p) => enter_netns(p.ns.name()),
             Where::Veth(v) => enter_netns(v.ns(server)),
         }
     }
     fn server_ip(&self) -> std::net::Ipv4Addr {
         match self {
-            Where::Lo => std::net::Ipv4Addr::LOCALHOST,
+            Where::Lo | Where::PrivateLo(_) => std::net::Ipv4Addr::LOCALHOST,
             Where::Veth(_) => VETH_SERVER,
         }
     }

@@ -120,6 +120,11 @@ pub struct Params {
     /// netfold: the 2002 baseline data path (memcpy + separate checksum pass) instead of
     /// netfold's copy kernels and fused copy+checksum (`--copy baseline`).
     pub copy_baseline: bool,
+    /// The user asked for this MTU (`--mtu`): a link with its own MTU (the kernel's loopback)
+    /// must then be set to it, not silently keep its own.
+    pub mtu_given: bool,
+    /// UDP_STREAM: target sending rate in bits/s (`-b`), None = as fast as possible.
+    pub rate_bps: Option<u64>,
 }
 
 impl Default for Params {
@@ -143,6 +148,8 @@ impl Default for Params {
             pin: Pin::Split,
             gro: true,
             copy_baseline: false,
+            mtu_given: false,
+            rate_bps: None,
         }
     }
 }

@@ -35,6 +35,14 @@ pub enum CopyMode {
     Baseline,
 }
 
+/// A switch written `on` or `off` on the command line (`--gro on`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnOff {
+    #[default]
+    On,
+    Off,
+}
+
 /// Which link each stack runs over.
 ///
 /// | --link | netfold | smoltcp | kernel |
@@ -52,32 +60,32 @@ pub enum KernelLink {
     Tap,
 }
 
+impl KernelLink {
+    /// The name as written on the command line (`--link lo`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelLink::Auto => "auto",
+            KernelLink::Lo => "lo",
+            KernelLink::Veth => "veth",
+            KernelLink::Tap => "tap",
+        }
+    }
+}
+
+/// Options every netperf-style test takes.
 #[derive(clap::Args, Debug, Clone)]
-pub struct Args {
+pub struct Common {
     /// Stacks to measure, in turn: any of netfold, kernel, smoltcp.
     #[arg(long, value_delimiter = ',', default_value = "netfold")]
     pub stack: Vec<StackKind>,
-    /// Bytes to transfer per stream run (K/M/G suffixes, powers of 1024).
-    #[arg(long, value_parser = parse_size, conflicts_with_all = ["length", "transactions"])]
-    pub bytes: Option<u64>,
-    /// Transactions per RR/CRR run.
-    #[arg(long, conflicts_with = "length")]
-    pub transactions: Option<u64>,
     /// Test length in seconds (netperf -l). Default 2 unless --bytes/--transactions is given.
-    #[arg(short = 'l', long = "length")]
+    #[arg(short = 'l', long = "length", value_parser = parse_seconds)]
     pub length: Option<f64>,
-    /// Send size(s) per call (netperf -m); a comma list sweeps, e.g. 1K,4K,64K.
-    #[arg(short = 'm', long = "send-size", value_parser = parse_sizes, default_value = "64K")]
-    pub send_size: SizeList,
-    /// Receive size per call (netperf -M); default: the send size.
-    #[arg(short = 'M', long = "recv-size", value_parser = parse_size)]
-    pub recv_size: Option<u64>,
-    /// Request and response sizes for rr/crr (netperf -r REQ,RESP).
-    #[arg(short = 'r', long = "rr-size", value_parser = parse_rr, default_value = "1,1")]
-    pub rr_size: (usize, usize),
-    /// IP MTU of the in-memory link.
-    #[arg(long, default_value_t = 1500)]
-    pub mtu: usize,
+    /// IP MTU of the link [default: 1500 on netfold's and smoltcp's links; the kernel's
+    /// loopback keeps its own (65536) unless --mtu is given, then it runs in a private
+    /// namespace whose loopback has this MTU].
+    #[arg(long, value_parser = parse_count)]
+    pub mtu: Option<u64>,
     /// Send buffer (netperf -s).
     #[arg(short = 's', long = "send-buffer", value_parser = parse_size)]
     pub send_buffer: Option<u64>,
@@ -96,10 +104,9 @@ pub struct Args {
     /// Report CPU utilization, service demand and throughput scaled to 100% CPU.
     #[arg(long)]
     pub cpu: bool,
-    /// netfold: merge received TCP segments per flow and batch (GRO): on or off.
-    #[arg(long, default_value = "on", action = clap::ArgAction::Set,
-          value_parser = clap::builder::BoolishValueParser::new())]
-    pub gro: bool,
+    /// netfold: merge received TCP segments per flow and batch (GRO).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub gro: OnOff,
     /// netfold's data path: its copy kernels with the checksum folded into the copy
     /// (netfold), or memcpy and a separate checksum pass (baseline, the 2002 "without the
     /// copy patch" case).
@@ -128,20 +135,154 @@ pub struct Args {
     #[arg(long, value_parser = parse_fraction, default_value = "0")]
     pub corrupt: f64,
     /// Seed for the impairment RNG (same seed, same run).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value = "1", value_parser = parse_count)]
     pub seed: u64,
-    /// Check every received byte against the sender's pattern and the exact count.
-    #[arg(long)]
-    pub verify: bool,
     /// Print JSON.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
     /// Print CSV.
     #[arg(long)]
     pub csv: bool,
+}
+
+/// `netfold stream` and `netfold maerts`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(allow_negative_numbers = true)]
+pub struct StreamArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Bytes to transfer per run (K/M/G suffixes, powers of 1024).
+    #[arg(long, value_parser = parse_size, conflicts_with = "length")]
+    pub bytes: Option<u64>,
+    /// Send size(s) per call (netperf -m); a comma list sweeps, e.g. 1K,4K,64K.
+    #[arg(short = 'm', long = "send-size", value_parser = parse_sizes, default_value = "64K")]
+    pub send_size: SizeList,
+    /// Receive size per call (netperf -M); default: the send size.
+    #[arg(short = 'M', long = "recv-size", value_parser = parse_size)]
+    pub recv_size: Option<u64>,
+    /// Check every received byte against the sender's pattern and the exact count.
+    #[arg(long)]
+    pub verify: bool,
     /// Draw throughput (and scaled throughput with --cpu) vs message size to an SVG file.
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", value_parser = parse_plot_path)]
     pub plot: Option<std::path::PathBuf>,
+}
+
+/// `netfold rr` and `netfold crr`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(allow_negative_numbers = true)]
+pub struct RrArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Transactions per run.
+    #[arg(long, conflicts_with = "length", value_parser = parse_count)]
+    pub transactions: Option<u64>,
+    /// Request and response sizes (netperf -r REQ,RESP). Repeat the option to sweep sizes:
+    /// `-r 1,1 -r 64,64 -r 1K,16K` runs each pair in turn.
+    #[arg(short = 'r', long = "rr-size", value_parser = parse_rr, default_value = "1,1",
+          action = clap::ArgAction::Append)]
+    pub rr_size: Vec<(usize, usize)>,
+    /// Not supported: request/response payloads are a fixed fill, there is no byte stream to
+    /// verify. Given, the command refuses to run rather than ignore it.
+    #[arg(long, hide = true)]
+    pub verify: bool,
+    /// Draw transactions/s vs request size to an SVG file.
+    #[arg(long, value_name = "FILE.svg", value_parser = parse_plot_path)]
+    pub plot: Option<std::path::PathBuf>,
+}
+
+/// `netfold udp-stream`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(allow_negative_numbers = true)]
+pub struct UdpArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Bytes to send per run (K/M/G suffixes, powers of 1024).
+    #[arg(long, value_parser = parse_size, conflicts_with = "length")]
+    pub bytes: Option<u64>,
+    /// Datagram payload size(s) (netperf -m); a comma list sweeps, e.g. 64,1K,1472.
+    #[arg(short = 'm', long = "send-size", value_parser = parse_sizes, default_value = "1472")]
+    pub send_size: SizeList,
+    /// Target sending rate in bits per second, as iperf3's -b (K/M/G suffixes, powers of
+    /// 1000 here as in iperf3), e.g. 100M; 0 or absent = as fast as the socket takes them.
+    #[arg(short = 'b', long = "bitrate", value_parser = parse_rate)]
+    pub bitrate: Option<u64>,
+    /// Not supported: datagrams are counted, not checked byte by byte. Given, the command
+    /// refuses to run rather than ignore it.
+    #[arg(long, hide = true)]
+    pub verify: bool,
+    /// Draw received throughput vs datagram size to an SVG file.
+    #[arg(long, value_name = "FILE.svg", value_parser = parse_plot_path)]
+    pub plot: Option<std::path::PathBuf>,
+}
+
+/// All options of one test, whichever subcommand they came from.
+#[derive(Debug, Clone)]
+pub struct Args {
+    pub common: Common,
+    pub bytes: Option<u64>,
+    pub transactions: Option<u64>,
+    pub send_size: SizeList,
+    pub recv_size: Option<u64>,
+    pub rr_size: Vec<(usize, usize)>,
+    pub bitrate: Option<u64>,
+    pub verify: bool,
+    pub plot: Option<std::path::PathBuf>,
+}
+
+impl std::ops::Deref for Args {
+    type Target = Common;
+    fn deref(&self) -> &Common {
+        &self.common
+    }
+}
+
+impl From<StreamArgs> for Args {
+    fn from(a: StreamArgs) -> Args {
+        Args {
+            common: a.common,
+            bytes: a.bytes,
+            transactions: None,
+            send_size: a.send_size,
+            recv_size: a.recv_size,
+            rr_size: vec![(1, 1)],
+            bitrate: None,
+            verify: a.verify,
+            plot: a.plot,
+        }
+    }
+}
+
+impl From<RrArgs> for Args {
+    fn from(a: RrArgs) -> Args {
+        Args {
+            common: a.common,
+            bytes: None,
+            transactions: a.transactions,
+            send_size: SizeList(vec![1]),
+            recv_size: None,
+            rr_size: a.rr_size,
+            bitrate: None,
+            verify: a.verify,
+            plot: a.plot,
+        }
+    }
+}
+
+impl From<UdpArgs> for Args {
+    fn from(a: UdpArgs) -> Args {
+        Args {
+            common: a.common,
+            bytes: a.bytes,
+            transactions: None,
+            send_size: a.send_size,
+            recv_size: None,
+            rr_size: vec![(1, 1)],
+            bitrate: a.bitrate,
+            verify: a.verify,
+            plot: a.plot,
+        }
+    }
 }
 
 /// A comma-separated list of sizes (`-m 1K,4K,64K`).
@@ -150,6 +291,81 @@ pub struct SizeList(pub Vec<u64>);
 
 fn parse_sizes(s: &str) -> Result<SizeList, String> {
     parse_size_list(s).map(SizeList)
+}
+
+/// A whole number >= 0; a negative one gets a message that says so (not a parse error).
+fn parse_count(s: &str) -> Result<u64, String> {
+    if s.trim().starts_with('-') {
+        return Err(format!("{s} is negative: expected a whole number >= 0"));
+    }
+    s.trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number"))
+}
+
+/// Seconds, > 0.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    let l: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(l > 0.0 && l < 86400.0) {
+        return Err(format!("{s}: expected a positive number of seconds below a day"));
+    }
+    Ok(l)
+}
+
+/// A bit rate as iperf3 writes it: "100M" = 100 * 10^6 bits/s (powers of 1000).
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("{s} is negative: expected a rate in bits/s, e.g. 100M"));
+    }
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid rate {s:?} (expected e.g. 500K, 100M, 1G bits/s)"))?;
+    if !v.is_finite() || v < 0.0 || v * mult > 1e13 {
+        return Err(format!("rate {s:?} out of range"));
+    }
+    Ok((v * mult) as u64)
+}
+
+/// `--plot FILE`: checked before any run, so a bad path does not cost a whole run. Only SVG is
+/// written (plotters' bitmap encoder would need an image codec this build does not carry).
+fn parse_plot_path(s: &str) -> Result<std::path::PathBuf, String> {
+    let p = std::path::PathBuf::from(s);
+    match p.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("svg") => {}
+        Some(e) => {
+            return Err(format!(
+                "only SVG plots are written; {s:?} asks for .{e} (name it .svg and convert, \
+                 e.g. `rsvg-convert -o x.png x.svg`)"
+            ))
+        }
+        None => return Err(format!("{s:?}: the plot file must end in .svg")),
+    }
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(format!("directory {} does not exist", dir.display()));
+    }
+    // Writable? Create and remove a probe file: access(2) would not see read-only mounts.
+    let probe = dir.join(format!(".netfold-plot-probe-{}", std::process::id()));
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+        }
+        Err(e) => return Err(format!("cannot write in {}: {e}", dir.display())),
+    }
+    Ok(p)
 }
 
 fn parse_rr(s: &str) -> Result<(usize, usize), String> {
@@ -161,16 +377,28 @@ fn parse_rr(s: &str) -> Result<(usize, usize), String> {
     };
     if req == 0 || resp == 0 || req > 1 << 24 || resp > 1 << 24 || it.next().is_some() {
         return Err(format!(
-            "-r {s:?}: expected REQ,RESP with sizes between 1 and 16M"
+            "-r {s:?}: expected REQ,RESP with sizes between 1 and 16M (repeat -r to sweep)"
         ));
     }
     Ok((req as usize, resp as usize))
 }
 
-/// Builds the parameters of one run (one message size) and checks them.
-pub fn params(a: &Args, test: Test, send_size: u64) -> Result<Params, String> {
-    if !(576..=65535).contains(&a.mtu) {
-        return Err(format!("--mtu {} out of range (576..=65535)", a.mtu));
+/// The IP MTU of netfold's and smoltcp's links when --mtu is not given (Ethernet's).
+pub const DEFAULT_MTU: usize = 1500;
+
+/// Builds the parameters of one run (one message size, one request/response pair) and checks
+/// them.
+pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Result<Params, String> {
+    let mtu = a.mtu.map(|m| m as usize).unwrap_or(DEFAULT_MTU);
+    if !(576..=65535).contains(&mtu) {
+        return Err(format!("--mtu {mtu} out of range (576..=65535)"));
+    }
+    if a.verify && !matches!(test, Test::Stream | Test::Maerts) {
+        return Err(format!(
+            "--verify checks a byte stream against the sender's pattern: it applies to stream \
+             and maerts only; {} carries no such stream (refusing rather than ignoring it)",
+            test.netperf_name()
+        ));
     }
     if send_size == 0 || send_size > 1 << 30 {
         return Err("-m must be between 1 byte and 1G".into());
@@ -178,11 +406,6 @@ pub fn params(a: &Args, test: Test, send_size: u64) -> Result<Params, String> {
     let recv = a.recv_size.unwrap_or(send_size);
     if recv == 0 || recv > 1 << 30 {
         return Err("-M must be between 1 byte and 1G".into());
-    }
-    if let Some(l) = a.length {
-        if !(l > 0.0 && l < 86400.0) {
-            return Err(format!("-l {l}: expected a positive number of seconds"));
-        }
     }
     if test == Test::UdpStream && send_size > 65507 {
         return Err("UDP messages are at most 65507 bytes".into());
@@ -199,9 +422,10 @@ pub fn params(a: &Args, test: Test, send_size: u64) -> Result<Params, String> {
         duration,
         send_size: send_size as usize,
         recv_size: recv as usize,
-        req_size: a.rr_size.0,
-        resp_size: a.rr_size.1,
-        mtu: a.mtu,
+        req_size: rr.0,
+        resp_size: rr.1,
+        mtu,
+        mtu_given: a.mtu.is_some(),
         nodelay: a.nodelay,
         send_buffer: a.send_buffer.map(|v| v as usize),
         recv_buffer: a.recv_buffer.map(|v| v as usize),
@@ -215,8 +439,9 @@ pub fn params(a: &Args, test: Test, send_size: u64) -> Result<Params, String> {
         verify: a.verify,
         threads: a.threads as usize,
         pin: a.pin,
-        gro: a.gro,
+        gro: a.gro == OnOff::On,
         copy_baseline: a.copy == CopyMode::Baseline,
+        rate_bps: a.bitrate.filter(|&b| b > 0),
     })
 }
 
@@ -247,6 +472,20 @@ fn run_stack(
         (StackKind::Smoltcp, KernelLink::Tap) => {
             Ok((crate::bench::smoltcp_tap::run(p)?, "tap".into(), p.mtu))
         }
+        (StackKind::Kernel, KernelLink::Auto | KernelLink::Lo) if p.mtu_given => {
+            // The host's loopback is shared with everything else on the machine: rather than
+            // change it, run on the loopback of a private namespace set to the asked MTU.
+            let ns = kernel::PrivateLo::create(p.mtu).map_err(|e| {
+                format!(
+                    "--mtu {} on the kernel's loopback needs a private network namespace \
+                     (the host's loopback stays at {}): {e}",
+                    p.mtu,
+                    kernel::lo_mtu()
+                )
+            })?;
+            let m = kernel::run_on(p, kernel::Where::PrivateLo(&ns))?;
+            Ok((m, "lo".into(), p.mtu))
+        }
         (StackKind::Kernel, KernelLink::Auto | KernelLink::Lo) => {
             Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu()))
         }
@@ -256,7 +495,10 @@ fn run_stack(
             Ok((m, "veth".into(), p.mtu))
         }
         (s, l) => Err(format!(
-            "--link {l:?} is not available for the {} stack (see netfold stream --help)",
+            "--link {} is not available for the {} stack: netfold and smoltcp run over the \
+             in-memory pipe (--link auto) or a TAP device (--link tap); lo and veth are the \
+             kernel's links",
+            l.name(),
             s.name()
         )
         .into()),
@@ -394,7 +636,7 @@ pub fn default_job() -> CmdResult {
     #[derive(clap::Parser)]
     struct Default {
         #[command(flatten)]
-        a: Args,
+        a: StreamArgs,
     }
     let mut argv = vec!["netfold"];
     argv.extend_from_slice(DEFAULT_JOB);
@@ -403,20 +645,24 @@ pub fn default_job() -> CmdResult {
         "netfold: default job = `netfold stream {}` (see `netfold --help` for more)",
         DEFAULT_JOB.join(" ")
     );
-    run(Test::Stream, d.a)
+    run(Test::Stream, d.a.into())
 }
 
-/// Runs `test` for every stack x message size; the rows in plan order.
+/// Runs `test` for every stack x message size (x request/response pair); the rows in plan
+/// order.
 pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
-    let sizes: Vec<u64> = if test.is_transactional() {
-        vec![a.rr_size.0 as u64]
-    } else {
-        a.send_size.0.clone()
-    };
     let mut plan = Vec::new();
-    for &size in &sizes {
-        for &s in &a.stack {
-            plan.push((s, params(a, test, size)?));
+    if test.is_transactional() {
+        for &rr in &a.rr_size {
+            for &s in &a.stack {
+                plan.push((s, params(a, test, 1, rr)?));
+            }
+        }
+    } else {
+        for &size in &a.send_size.0 {
+            for &s in &a.stack {
+                plan.push((s, params(a, test, size, (1, 1))?));
+            }
         }
     }
     let progress = crate::progress::Progress::new(
@@ -427,12 +673,17 @@ pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Err
     );
     let mut rows = Vec::new();
     for (s, p) in &plan {
-        progress.start(&format!(
-            "{} {} m={}",
-            s.name(),
-            test.netperf_name(),
-            p.send_size
-        ));
+        progress.start(&if test.is_transactional() {
+            format!(
+                "{} {} r={},{}",
+                s.name(),
+                test.netperf_name(),
+                p.req_size,
+                p.resp_size
+            )
+        } else {
+            format!("{} {} m={}", s.name(), test.netperf_name(), p.send_size)
+        });
         let r = measure(*s, a, p).map_err(|e| format!("{} {}: {e}", s.name(), test.netperf_name()));
         progress.done();
         match r {
