@@ -4,6 +4,7 @@
 pub mod affinity;
 pub mod clock;
 pub mod kernel;
+pub mod latency;
 pub mod memnet;
 pub mod netfold_pipe;
 pub mod netfold_tap;
@@ -13,6 +14,7 @@ pub mod report;
 pub mod smoltcp_pipe;
 pub mod smoltcp_tap;
 pub mod stats;
+pub mod udp;
 pub mod units;
 
 /// Link impairments for the in-memory pipe (fractions in [0, 1]).
@@ -165,4 +167,9 @@ pub struct Measurement {
     /// CPU seconds consumed by the threads doing the work (getrusage RUSAGE_THREAD).
     pub cpu_s: f64,
     pub details: serde_json::Map<String, serde_json::Value>,
+    /// RR/CRR: the time of each transaction, from the client's send to the end of the
+    /// response (CRR: from connect to the response).
+    pub latency: Option<latency::Histogram>,
+    /// UDP_STREAM: both sides' counts.
+    pub udp: Option<udp::UdpStats>,
 }

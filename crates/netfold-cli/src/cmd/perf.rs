@@ -537,7 +537,9 @@ pub fn measure(stack: StackKind, a: &Args, p: &Params) -> Result<Row, Box<dyn st
         mtu = u;
         runs.push(m);
     }
-    Ok(make_row(stack, p, &runs, &headline, &it, link, mtu, a.cpu))
+    Ok(make_row(
+        stack, a.link, p, &runs, &headline, &it, link, mtu, a.cpu,
+    ))
 }
 
 fn rate(n: u64, secs: f64) -> f64 {
@@ -551,6 +553,7 @@ fn rate(n: u64, secs: f64) -> f64 {
 #[allow(clippy::too_many_arguments)]
 fn make_row(
     stack: StackKind,
+    klink: KernelLink,
     p: &Params,
     runs: &[Measurement],
     headline: &[f64],
@@ -575,6 +578,8 @@ fn make_row(
         } else {
             p.send_size
         },
+        resp_size: p.test.is_transactional().then_some(p.resp_size),
+        placement: placement(stack, klink, p).into(),
         bytes,
         elapsed_s: elapsed,
         verified: if runs.iter().any(|m| m.verified.is_some()) {
@@ -586,14 +591,25 @@ fn make_row(
         details: last.details,
         ..Default::default()
     };
+    let tx = runs.iter().map(|m| m.transactions).sum::<u64>() as f64 / n;
     if p.test.is_transactional() {
         row.trans_per_s = Some(mean);
-        row.details.insert(
-            "transactions".into(),
-            (runs.iter().map(|m| m.transactions).sum::<u64>() / runs.len().max(1) as u64).into(),
-        );
+        row.details.insert("transactions".into(), (tx as u64).into());
+        let mut h = crate::bench::latency::Histogram::default();
+        for l in runs.iter().filter_map(|m| m.latency.as_ref()) {
+            h.merge(l);
+        }
+        row.latency_us = h.summary();
     } else {
         row.throughput_mbps = Some(mean);
+    }
+    if let Some(u) = udp_totals(runs) {
+        row.sent_datagrams = Some(u.sent_datagrams);
+        row.received_datagrams = Some(u.received_datagrams);
+        row.loss_pct = Some(u.loss_pct());
+        row.send_throughput_mbps = Some(mbps(u.sent_bytes / runs.len() as u64, elapsed));
+        row.recv_throughput_mbps = Some(mbps(u.received_bytes / runs.len() as u64, elapsed));
+        row.jitter_ms = u.jitter_ms;
     }
     if runs.len() > 1 {
         row.ci_width_pct = Some(stats::ci_width_pct(headline, it.level));
@@ -605,19 +621,50 @@ fn make_row(
         // the utilization.
         let f = stats::cpu_figures(cpu_s, elapsed, ncpus, bytes, mean);
         row.cpu_util = Some(f.cpu_util_pct);
-        row.service_demand_us_per_kb = Some(f.service_demand_us_per_kb);
         row.scaled_throughput_mbps = Some(f.scaled_throughput_mbps);
         row.details.insert("cpu_s".into(), cpu_s.into());
-        if p.test.is_transactional() && cpu_s > 0.0 {
-            // For RR the natural service demand is CPU per transaction.
-            let tx = runs.iter().map(|m| m.transactions).sum::<u64>() as f64 / n;
-            row.details.insert(
-                "service_demand_us_per_trans".into(),
-                (cpu_s * 1e6 / tx.max(1.0)).into(),
-            );
+        if p.test.is_transactional() {
+            // netperf's unit for transactions: CPU microseconds per transaction (us/Tr).
+            row.service_demand_us_per_tr = Some(if tx > 0.0 { cpu_s * 1e6 / tx } else { 0.0 });
+        } else {
+            row.service_demand_us_per_kb = Some(f.service_demand_us_per_kb);
         }
     }
     row
+}
+
+/// Both sides' UDP counts summed over the iterations (None for TCP tests).
+fn udp_totals(runs: &[Measurement]) -> Option<crate::bench::udp::UdpStats> {
+    let mut it = runs.iter().filter_map(|m| m.udp);
+    let mut t = it.next()?;
+    let mut jitters: Vec<f64> = t.jitter_ms.into_iter().collect();
+    for u in it {
+        t.sent_datagrams += u.sent_datagrams;
+        t.sent_bytes += u.sent_bytes;
+        t.received_datagrams += u.received_datagrams;
+        t.received_bytes += u.received_bytes;
+        jitters.extend(u.jitter_ms);
+    }
+    t.jitter_ms = (!jitters.is_empty()).then(|| stats::mean_sd(&jitters).0);
+    Some(t)
+}
+
+/// Where the two ends of a run were placed, as the table reports it.
+pub fn placement(stack: StackKind, link: KernelLink, p: &Params) -> &'static str {
+    let threads = match (stack, link) {
+        // Over a TAP the peer is a kernel thread in a namespace: two threads.
+        (StackKind::Kernel, _) | (_, KernelLink::Tap) => 2,
+        (StackKind::Netfold, _) => p.threads,
+        (StackKind::Smoltcp, _) => 1,
+    };
+    if threads == 1 {
+        return "1 thread";
+    }
+    match p.pin {
+        Pin::Split => "2 CPUs",
+        Pin::Same => "1 CPU",
+        Pin::None => "unpinned",
+    }
 }
 
 /// The main job (`netfold` with no subcommand, i.e. README's `cargo run --release`): a short
