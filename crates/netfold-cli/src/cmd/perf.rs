@@ -78,7 +78,8 @@ pub struct Common {
     /// Stacks to measure, in turn: any of netfold, kernel, smoltcp.
     #[arg(long, value_delimiter = ',', default_value = "netfold")]
     pub stack: Vec<StackKind>,
-    /// Test length in seconds (netperf -l). Default 2 unless --bytes/--transactions is given.
+    /// Test length in seconds (netperf -l). Default: 2, unless the test is given a byte or
+    /// transaction count instead.
     #[arg(short = 'l', long = "length", value_parser = parse_seconds)]
     pub length: Option<f64>,
     /// IP MTU of the link [default: 1500 on netfold's and smoltcp's links; the kernel's
@@ -87,10 +88,10 @@ pub struct Common {
     #[arg(long, value_parser = parse_count)]
     pub mtu: Option<u64>,
     /// Send buffer (netperf -s).
-    #[arg(short = 's', long = "send-buffer", value_parser = parse_size)]
+    #[arg(short = 's', long = "send-buffer", value_parser = parse_size, allow_hyphen_values = true)]
     pub send_buffer: Option<u64>,
     /// Receive buffer (netperf -S).
-    #[arg(short = 'S', long = "recv-buffer", value_parser = parse_size)]
+    #[arg(short = 'S', long = "recv-buffer", value_parser = parse_size, allow_hyphen_values = true)]
     pub recv_buffer: Option<u64>,
     /// Disable Nagle's algorithm.
     #[arg(long)]
@@ -152,13 +153,15 @@ pub struct StreamArgs {
     #[command(flatten)]
     pub common: Common,
     /// Bytes to transfer per run (K/M/G suffixes, powers of 1024).
-    #[arg(long, value_parser = parse_size, conflicts_with = "length")]
+    #[arg(long, value_parser = parse_size, conflicts_with = "length",
+          allow_hyphen_values = true)]
     pub bytes: Option<u64>,
     /// Send size(s) per call (netperf -m); a comma list sweeps, e.g. 1K,4K,64K.
-    #[arg(short = 'm', long = "send-size", value_parser = parse_sizes, default_value = "64K")]
+    #[arg(short = 'm', long = "send-size", value_parser = parse_sizes, default_value = "64K",
+          allow_hyphen_values = true)]
     pub send_size: SizeList,
     /// Receive size per call (netperf -M); default: the send size.
-    #[arg(short = 'M', long = "recv-size", value_parser = parse_size)]
+    #[arg(short = 'M', long = "recv-size", value_parser = parse_size, allow_hyphen_values = true)]
     pub recv_size: Option<u64>,
     /// Check every received byte against the sender's pattern and the exact count.
     #[arg(long)]
@@ -180,7 +183,7 @@ pub struct RrArgs {
     /// Request and response sizes (netperf -r REQ,RESP). Repeat the option to sweep sizes:
     /// `-r 1,1 -r 64,64 -r 1K,16K` runs each pair in turn.
     #[arg(short = 'r', long = "rr-size", value_parser = parse_rr, default_value = "1,1",
-          action = clap::ArgAction::Append)]
+          action = clap::ArgAction::Append, allow_hyphen_values = true)]
     pub rr_size: Vec<(usize, usize)>,
     /// Not supported: request/response payloads are a fixed fill, there is no byte stream to
     /// verify. Given, the command refuses to run rather than ignore it.
@@ -198,14 +201,16 @@ pub struct UdpArgs {
     #[command(flatten)]
     pub common: Common,
     /// Bytes to send per run (K/M/G suffixes, powers of 1024).
-    #[arg(long, value_parser = parse_size, conflicts_with = "length")]
+    #[arg(long, value_parser = parse_size, conflicts_with = "length",
+          allow_hyphen_values = true)]
     pub bytes: Option<u64>,
     /// Datagram payload size(s) (netperf -m); a comma list sweeps, e.g. 64,1K,1472.
-    #[arg(short = 'm', long = "send-size", value_parser = parse_sizes, default_value = "1472")]
+    #[arg(short = 'm', long = "send-size", value_parser = parse_sizes, default_value = "1472",
+          allow_hyphen_values = true)]
     pub send_size: SizeList,
     /// Target sending rate in bits per second, as iperf3's -b (K/M/G suffixes, powers of
     /// 1000 here as in iperf3), e.g. 100M; 0 or absent = as fast as the socket takes them.
-    #[arg(short = 'b', long = "bitrate", value_parser = parse_rate)]
+    #[arg(short = 'b', long = "bitrate", value_parser = parse_rate, allow_hyphen_values = true)]
     pub bitrate: Option<u64>,
     /// Not supported: datagrams are counted, not checked byte by byte. Given, the command
     /// refuses to run rather than ignore it.
@@ -771,15 +776,34 @@ mod tests {
     use clap::Parser;
 
     #[derive(Parser)]
-    struct T {
+    struct S {
         #[command(flatten)]
-        a: Args,
+        a: StreamArgs,
+    }
+    #[derive(Parser)]
+    struct R {
+        #[command(flatten)]
+        a: RrArgs,
+    }
+    #[derive(Parser)]
+    struct U {
+        #[command(flatten)]
+        a: UdpArgs,
     }
 
-    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+    fn argv<'a>(args: &[&'a str]) -> Vec<&'a str> {
         let mut v = vec!["t"];
         v.extend_from_slice(args);
-        T::try_parse_from(v).map(|t| t.a)
+        v
+    }
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        S::try_parse_from(argv(args)).map(|t| t.a.into())
+    }
+    fn parse_rr_args(args: &[&str]) -> Result<Args, clap::Error> {
+        R::try_parse_from(argv(args)).map(|t| t.a.into())
+    }
+    fn parse_udp(args: &[&str]) -> Result<Args, clap::Error> {
+        U::try_parse_from(argv(args)).map(|t| t.a.into())
     }
 
     #[test]
@@ -793,8 +817,6 @@ mod tests {
             "10,3",
             "-I",
             "95,2",
-            "-r",
-            "64,1K",
             "--cpu",
         ])
         .unwrap();
@@ -805,14 +827,15 @@ mod tests {
         assert_eq!(a.send_size.0, vec![1024, 65536]);
         assert_eq!(a.iterations, Some((10, 3)));
         assert_eq!(a.interval, (95, 2.0));
-        assert_eq!(a.rr_size, (64, 1024));
-        let p = params(&a, Test::Stream, 1024).unwrap();
+        let r = parse_rr_args(&["-r", "64,1K", "--cpu"]).unwrap();
+        assert_eq!(r.rr_size, vec![(64, 1024)]);
+        let p = params(&a, Test::Stream, 1024, (1, 1)).unwrap();
         assert_eq!(
             (p.send_size, p.recv_size, p.duration),
             (1024, 1024, Some(2.0))
         );
         let b = parse(&["--bytes", "1G", "--loss", "0.01"]).unwrap();
-        let p = params(&b, Test::Stream, 65536).unwrap();
+        let p = params(&b, Test::Stream, 65536, (1, 1)).unwrap();
         assert_eq!(
             (p.bytes, p.duration, p.impair.loss),
             (Some(1 << 30), None, 0.01)
@@ -826,11 +849,123 @@ mod tests {
         assert!(parse(&["-i", "0"]).is_err());
         assert!(parse(&["-I", "80,5"]).is_err());
         assert!(parse(&["--threads", "3"]).is_err());
-        assert!(parse(&["-r", "0,1"]).is_err());
+        assert!(parse_rr_args(&["-r", "0,1"]).is_err());
         assert!(parse(&["--bytes", "1G", "-l", "3"]).is_err());
         let a = parse(&["--mtu", "100"]).unwrap();
-        assert!(params(&a, Test::Stream, 1024).is_err());
-        let a = parse(&[]).unwrap();
-        assert!(params(&a, Test::UdpStream, 70000).is_err());
+        assert!(params(&a, Test::Stream, 1024, (1, 1)).is_err());
+        let a = parse_udp(&[]).unwrap();
+        assert!(params(&a, Test::UdpStream, 70000, (1, 1)).is_err());
+    }
+
+    /// The message clap gives for a rejected value, as the user sees it.
+    fn message(r: Result<Args, clap::Error>) -> String {
+        r.err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn negative_numbers_get_a_clear_error() {
+        for (opt, v) in [("-l", "-5"), ("--mtu", "-5"), ("--seed", "-1")] {
+            let m = message(parse(&[opt, v]));
+            assert!(!m.contains("unexpected argument"), "{opt} {v}: {m}");
+            assert!(m.contains("negative") || m.contains("positive"), "{opt} {v}: {m}");
+        }
+        let m = message(parse_rr_args(&["--transactions", "-5"]));
+        assert!(m.contains("negative"), "{m}");
+        let m = message(parse(&["-m", "-1K"]));
+        assert!(m.contains("negative"), "{m}");
+        let m = message(parse_udp(&["-b", "-5M"]));
+        assert!(m.contains("negative"), "{m}");
+    }
+
+    #[test]
+    fn plot_path_is_checked_before_the_run() {
+        let m = message(parse(&["--plot", "/nonexistent/x.svg"]));
+        assert!(m.contains("does not exist"), "{m}");
+        let m = message(parse(&["--plot", "x.png"]));
+        assert!(m.contains("only SVG"), "{m}");
+        let dir = std::env::temp_dir();
+        let ok = dir.join("netfold-plot-test.svg");
+        let a = parse(&["--plot", ok.to_str().unwrap()]).unwrap();
+        assert_eq!(a.plot.as_deref(), Some(ok.as_path()));
+        // The probe file is gone again.
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                e.file_name().to_string_lossy()
+                    == format!(".netfold-plot-probe-{}", std::process::id())
+            })
+            .collect();
+        assert!(left.is_empty());
+    }
+
+    #[test]
+    fn gro_is_on_or_off() {
+        assert_eq!(parse(&["--gro", "off"]).unwrap().gro, OnOff::Off);
+        assert_eq!(parse(&[]).unwrap().gro, OnOff::On);
+        let m = message(parse(&["--gro", "true"]));
+        assert!(m.contains("on") && m.contains("off") && !m.contains("false"), "{m}");
+    }
+
+    #[test]
+    fn each_test_takes_only_its_own_options() {
+        // rr has no byte count or send size; stream has no request/response sizes.
+        assert!(parse_rr_args(&["--bytes", "1M"]).is_err());
+        assert!(parse_rr_args(&["-m", "1K"]).is_err());
+        assert!(parse(&["-r", "1,1"]).is_err());
+        assert!(parse(&["--transactions", "5"]).is_err());
+        assert!(parse(&["-b", "1M"]).is_err());
+        assert!(parse_udp(&["-r", "1,1"]).is_err());
+        let help = R::try_parse_from(["t", "--help"]).err().unwrap().to_string();
+        assert!(help.contains("--rr-size") && !help.contains("--send-size"), "{help}");
+        assert!(!help.contains("--verify"), "{help}");
+    }
+
+    #[test]
+    fn rr_sizes_sweep_and_verify_is_refused_where_it_cannot_apply() {
+        let a = parse_rr_args(&["-r", "1,1", "-r", "64,1K"]).unwrap();
+        assert_eq!(a.rr_size, vec![(1, 1), (64, 1024)]);
+        assert_eq!(parse_rr_args(&[]).unwrap().rr_size, vec![(1, 1)]);
+        let a = parse_rr_args(&["--verify"]).unwrap();
+        let e = params(&a, Test::Rr, 1, (1, 1)).unwrap_err();
+        assert!(e.contains("--verify") && e.contains("stream"), "{e}");
+        let a = parse_udp(&["--verify"]).unwrap();
+        assert!(params(&a, Test::UdpStream, 1472, (1, 1)).is_err());
+        let a = parse(&["--verify"]).unwrap();
+        assert!(params(&a, Test::Stream, 1024, (1, 1)).unwrap().verify);
+    }
+
+    #[test]
+    fn udp_rate_parses_like_iperf3() {
+        assert_eq!(parse_rate("100M"), Ok(100_000_000));
+        assert_eq!(parse_rate("1.5G"), Ok(1_500_000_000));
+        assert_eq!(parse_rate("500k"), Ok(500_000));
+        assert!(parse_rate("x").is_err());
+        let a = parse_udp(&["-b", "10M"]).unwrap();
+        assert_eq!(
+            params(&a, Test::UdpStream, 1472, (1, 1)).unwrap().rate_bps,
+            Some(10_000_000)
+        );
+    }
+
+    #[test]
+    fn link_errors_name_the_option_value() {
+        let a = parse(&["--link", "lo"]).unwrap();
+        let p = params(&a, Test::Stream, 1024, (1, 1)).unwrap();
+        let e = run_stack(StackKind::Netfold, a.link, &p)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--link lo") && !e.contains("Lo "), "{e}");
+    }
+
+    #[test]
+    fn explicit_mtu_reaches_the_kernel_or_is_refused() {
+        let a = parse(&["--mtu", "9000"]).unwrap();
+        let p = params(&a, Test::Stream, 1024, (1, 1)).unwrap();
+        assert!(p.mtu_given && p.mtu == 9000);
+        assert!(!params(&parse(&[]).unwrap(), Test::Stream, 1024, (1, 1))
+            .unwrap()
+            .mtu_given);
     }
 }
