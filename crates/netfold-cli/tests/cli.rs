@@ -95,6 +95,11 @@ fn rr_reports_latency_percentiles_for_every_stack() {
         "300",
         "--cpu",
     ]);
+    let m = &v["machine"];
+    for k in ["cpu_model", "kernel", "commit", "date"] {
+        assert!(!m[k].as_str().unwrap_or("").is_empty(), "machine.{k}: {m}");
+    }
+    assert!(m["cores"].as_u64().unwrap_or(0) >= 1, "{m}");
     let rows = v["results"].as_array().unwrap();
     assert_eq!(rows.len(), 3);
     for r in rows {

@@ -5,6 +5,7 @@ pub mod affinity;
 pub mod clock;
 pub mod kernel;
 pub mod latency;
+pub mod machine;
 pub mod memnet;
 pub mod netfold_pipe;
 pub mod netfold_tap;

@@ -87,7 +87,10 @@ pub fn mbps(bytes: u64, secs: f64) -> f64 {
 }
 
 pub fn print_json(rows: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
-    let v = serde_json::json!({ "results": rows });
+    let v = serde_json::json!({
+        "machine": super::machine::Machine::current(),
+        "results": rows,
+    });
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
 }

@@ -149,6 +149,8 @@ struct Summary {
 
 #[derive(Serialize)]
 struct Report {
+    /// Where and with what code this ran.
+    machine: crate::bench::machine::Machine,
     kernels: &'static str,
     tsc_ghz: Option<f64>,
     align_step: usize,
@@ -342,6 +344,7 @@ pub fn run(a: Args) -> CmdResult {
 
     if a.json {
         let report = Report {
+            machine: crate::bench::machine::Machine::current(),
             kernels: mem::selected_kernels(),
             tsc_ghz: tsc,
             align_step: a.align_step,

@@ -64,6 +64,8 @@ struct Ratio {
 
 #[derive(Serialize)]
 struct Report {
+    /// Where and with what code this ran.
+    machine: crate::bench::machine::Machine,
     kernels: &'static str,
     src_align: usize,
     dst_align: usize,
@@ -251,6 +253,7 @@ pub fn run(a: Args) -> CmdResult {
     let mut out = std::io::stdout().lock();
     if a.json {
         let r = Report {
+            machine: crate::bench::machine::Machine::current(),
             kernels: mem::selected_kernels(),
             src_align: a.src_align,
             dst_align: a.dst_align,
