@@ -35,6 +35,17 @@ pub enum CopyMode {
     Baseline,
 }
 
+/// Where a run's two ends execute (`--placement`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Both ends share one CPU.
+    #[value(name = "1cpu")]
+    OneCpu,
+    /// One CPU per end.
+    #[value(name = "2cpu")]
+    TwoCpus,
+}
+
 /// A switch written `on` or `off` on the command line (`--gro on`).
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnOff {
@@ -113,12 +124,20 @@ pub struct Common {
     /// copy patch" case).
     #[arg(long, value_enum, default_value_t = CopyMode::Netfold)]
     pub copy: CopyMode,
-    /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
-    pub threads: u8,
-    /// Thread placement for two-thread runs: split (client CPU 0, server CPU 1), same, none.
-    #[arg(long, value_enum, default_value_t = Pin::Split)]
-    pub pin: Pin,
+    /// Where each stack's two ends run, one or both of: 1cpu (netfold and smoltcp: both ends
+    /// in one thread; the kernel: client and server pinned to CPU 0) and 2cpu (one end per CPU:
+    /// netfold --threads 2, the kernel split over CPUs 0 and 1; smoltcp has no such mode).
+    /// Default for stream, maerts, rr and crr: both, so every ratio compares like with like;
+    /// --threads or --pin instead fix one placement by hand.
+    #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["threads", "pin"])]
+    pub placement: Option<Vec<Placement>>,
+    /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub threads: Option<u8>,
+    /// Thread placement for two-thread runs: split (client CPU 0, server CPU 1), same, none
+    /// [default: split].
+    #[arg(long, value_enum)]
+    pub pin: Option<Pin>,
     /// Link: auto (netfold/smoltcp: in-memory pipe, kernel: loopback), lo, veth (kernel), tap
     /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth).
     #[arg(long, value_enum, default_value_t = KernelLink::Auto)]
@@ -442,8 +461,8 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
             seed: a.seed,
         },
         verify: a.verify,
-        threads: a.threads as usize,
-        pin: a.pin,
+        threads: a.threads.unwrap_or(1) as usize,
+        pin: a.pin.unwrap_or(Pin::Split),
         gro: a.gro == OnOff::On,
         copy_baseline: a.copy == CopyMode::Baseline,
         rate_bps: a.bitrate.filter(|&b| b > 0),
@@ -654,6 +673,35 @@ fn udp_totals(runs: &[Measurement]) -> Option<crate::bench::udp::UdpStats> {
     Some(t)
 }
 
+/// The placements `test` is measured at: `--placement` if given; both for stream, maerts,
+/// rr and crr unless --threads/--pin fix one by hand (None: use those as given).
+fn placements(a: &Args, test: Test) -> Vec<Option<Placement>> {
+    match &a.placement {
+        Some(list) => list.iter().map(|&p| Some(p)).collect(),
+        None if a.threads.is_none() && a.pin.is_none() && test != Test::UdpStream => {
+            vec![Some(Placement::OneCpu), Some(Placement::TwoCpus)]
+        }
+        None => vec![None],
+    }
+}
+
+/// Sets `p`'s threads and pinning for `stack` at placement `pl`; None when the stack cannot
+/// run there (smoltcp over the in-memory pipe is one thread only).
+fn place(stack: StackKind, link: KernelLink, pl: Placement, mut p: Params) -> Option<Params> {
+    let two_threads = stack == StackKind::Kernel || link == KernelLink::Tap;
+    match (pl, two_threads, stack) {
+        (Placement::OneCpu, true, _) => p.pin = Pin::Same,
+        (Placement::TwoCpus, true, _) => p.pin = Pin::Split,
+        (Placement::OneCpu, false, _) => p.threads = 1,
+        (Placement::TwoCpus, false, StackKind::Netfold) => {
+            p.threads = 2;
+            p.pin = Pin::Split;
+        }
+        (Placement::TwoCpus, false, _) => return None,
+    }
+    Some(p)
+}
+
 /// Where the two ends of a run were placed, as the table reports it.
 pub fn placement(stack: StackKind, link: KernelLink, p: &Params) -> &'static str {
     let threads = match (stack, link) {
@@ -663,7 +711,7 @@ pub fn placement(stack: StackKind, link: KernelLink, p: &Params) -> &'static str
         (StackKind::Smoltcp, _) => 1,
     };
     if threads == 1 {
-        return "1 thread";
+        return "1 CPU";
     }
     match p.pin {
         Pin::Split => "2 CPUs",
@@ -704,16 +752,19 @@ pub fn default_job() -> CmdResult {
 /// order.
 pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
     let mut plan = Vec::new();
-    if test.is_transactional() {
-        for &rr in &a.rr_size {
-            for &s in &a.stack {
-                plan.push((s, params(a, test, 1, rr)?));
-            }
-        }
+    let cases: Vec<(u64, (usize, usize))> = if test.is_transactional() {
+        a.rr_size.iter().map(|&rr| (1, rr)).collect()
     } else {
-        for &size in &a.send_size.0 {
-            for &s in &a.stack {
-                plan.push((s, params(a, test, size, (1, 1))?));
+        a.send_size.0.iter().map(|&m| (m, (1, 1))).collect()
+    };
+    for (size, rr) in cases {
+        for &s in &a.stack {
+            let base = params(a, test, size, rr)?;
+            for pl in placements(a, test) {
+                match pl {
+                    None => plan.push((s, base.clone())),
+                    Some(pl) => plan.extend(place(s, a.link, pl, base.clone()).map(|p| (s, p))),
+                }
             }
         }
     }
