@@ -101,7 +101,22 @@ fn rr_reports_latency_percentiles_for_every_stack() {
     }
     assert!(m["cores"].as_u64().unwrap_or(0) >= 1, "{m}");
     let rows = v["results"].as_array().unwrap();
-    assert_eq!(rows.len(), 3);
+    // Each stack at each placement it has: netfold and the kernel at one and two CPUs,
+    // smoltcp (one thread only) at one.
+    let placed: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["stack"].as_str().unwrap(), r["placement"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            ("netfold", "1 CPU"),
+            ("netfold", "2 CPUs"),
+            ("kernel", "1 CPU"),
+            ("kernel", "2 CPUs"),
+            ("smoltcp", "1 CPU")
+        ]
+    );
     for r in rows {
         let l = &r["latency_us"];
         let g = |k: &str| l[k].as_f64().unwrap_or_else(|| panic!("{k} in {r}"));
@@ -110,7 +125,17 @@ fn rr_reports_latency_percentiles_for_every_stack() {
         assert!(r["service_demand_us_per_tr"].as_f64().is_some(), "{r}");
         assert!(r.get("service_demand_us_per_kb").is_none(), "{r}");
     }
-    let v = json(&["crr", "--transactions", "50", "-r", "1,1", "-r", "64,64"]);
+    let v = json(&[
+        "crr",
+        "--transactions",
+        "50",
+        "-r",
+        "1,1",
+        "-r",
+        "64,64",
+        "--placement",
+        "1cpu",
+    ]);
     let rows = v["results"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[1]["msg_size"], 64);
