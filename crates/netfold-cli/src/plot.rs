@@ -62,14 +62,21 @@ fn draw<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let mut stacks: Vec<&str> = rows.iter().map(|r| r.stack.as_str()).collect();
-    stacks.dedup();
-    let mut seen = Vec::new();
-    stacks.retain(|s| {
-        let new = !seen.contains(s);
-        seen.push(*s);
-        new
-    });
+    // One line per stack and placement ("kernel, 2 CPUs").
+    let series = |r: &Row| {
+        if r.placement.is_empty() {
+            r.stack.clone()
+        } else {
+            format!("{}, {}", r.stack, r.placement)
+        }
+    };
+    let mut stacks: Vec<String> = Vec::new();
+    for r in rows {
+        let s = series(r);
+        if !stacks.contains(&s) {
+            stacks.push(s);
+        }
+    }
     let xs: Vec<f64> = rows
         .iter()
         .map(|r| (r.msg_size.max(1) as f64).log2())
@@ -99,13 +106,13 @@ where
         let color = COLORS[i % COLORS.len()];
         let mut pts: Vec<(f64, f64)> = rows
             .iter()
-            .filter(|r| r.stack == *s)
+            .filter(|r| series(r) == *s)
             .filter_map(|r| y(r).map(|v| ((r.msg_size.max(1) as f64).log2(), v)))
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         chart
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
-            .label(*s)
+            .label(s.as_str())
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });

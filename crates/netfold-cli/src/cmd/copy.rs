@@ -516,9 +516,11 @@ fn draw_heatmap(
     let lo = cells.iter().map(|c| c.gbps).fold(f64::INFINITY, f64::min);
     let hi = cells.iter().map(|c| c.gbps).fold(0.0, f64::max);
     let span = if hi > lo { hi - lo } else { 1.0 };
-    let root = SVGBackend::new(path, (860, 720)).into_drawing_area();
+    // The legend panel is wide enough for the bar, its tick labels and its title, with a
+    // margin on the right so nothing touches the edge of the image.
+    let root = SVGBackend::new(path, (960, 720)).into_drawing_area();
     root.fill(&WHITE)?;
-    let (main, legend) = root.split_horizontally(740);
+    let (main, legend) = root.split_horizontally(780);
     let mut chart = ChartBuilder::on(&main)
         .caption(
             format!(
@@ -551,12 +553,16 @@ fn draw_heatmap(
     let mut lg = ChartBuilder::on(&legend)
         .margin_top(40)
         .margin_bottom(50)
-        .y_label_area_size(60)
+        .margin_left(10)
+        .margin_right(40)
+        .y_label_area_size(80)
         .build_cartesian_2d(0.0f64..1.0f64, lo..(lo + span))?;
     lg.configure_mesh()
         .disable_mesh()
         .disable_x_axis()
         .y_desc("GB/s")
+        .y_label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 16))
         .draw()?;
     lg.draw_series((0..20).map(|i| {
         let y0 = lo + span * i as f64 / 20.0;
