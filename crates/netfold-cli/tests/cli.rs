@@ -35,7 +35,10 @@ fn negative_numbers_are_refused_with_a_reason() {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let e = stderr(&o);
         assert!(!e.contains("unexpected argument"), "{args:?}: {e}");
-        assert!(e.contains("negative") || e.contains("positive"), "{args:?}: {e}");
+        assert!(
+            e.contains("negative") || e.contains("positive"),
+            "{args:?}: {e}"
+        );
     }
 }
 
@@ -105,7 +108,12 @@ fn rr_reports_latency_percentiles_for_every_stack() {
     // smoltcp (one thread only) at one.
     let placed: Vec<(&str, &str)> = rows
         .iter()
-        .map(|r| (r["stack"].as_str().unwrap(), r["placement"].as_str().unwrap()))
+        .map(|r| {
+            (
+                r["stack"].as_str().unwrap(),
+                r["placement"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         placed,
@@ -120,7 +128,10 @@ fn rr_reports_latency_percentiles_for_every_stack() {
     for r in rows {
         let l = &r["latency_us"];
         let g = |k: &str| l[k].as_f64().unwrap_or_else(|| panic!("{k} in {r}"));
-        assert!(g("p50") > 0.0 && g("p50") <= g("p90") && g("p90") <= g("p99"), "{l}");
+        assert!(
+            g("p50") > 0.0 && g("p50") <= g("p90") && g("p90") <= g("p99"),
+            "{l}"
+        );
         assert!(g("p99") <= g("p999") && g("p999") <= g("max") && g("mean") <= g("max"));
         assert!(r["service_demand_us_per_tr"].as_f64().is_some(), "{r}");
         assert!(r.get("service_demand_us_per_kb").is_none(), "{r}");
@@ -144,7 +155,15 @@ fn rr_reports_latency_percentiles_for_every_stack() {
 
 #[test]
 fn udp_stream_reports_both_sides() {
-    let v = json(&["udp-stream", "--stack", "netfold,kernel", "-l", "0.3", "-b", "20M"]);
+    let v = json(&[
+        "udp-stream",
+        "--stack",
+        "netfold,kernel",
+        "-l",
+        "0.3",
+        "-b",
+        "20M",
+    ]);
     for r in v["results"].as_array().unwrap() {
         let sent = r["sent_datagrams"].as_u64().unwrap();
         let got = r["received_datagrams"].as_u64().unwrap();

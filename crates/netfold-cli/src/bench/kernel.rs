@@ -3,9 +3,9 @@
 
 use super::affinity::thread_cpu_seconds;
 use super::latency::Histogram;
-use super::udp::{stamp, Pacer, Receiver, UdpStats};
 use super::memnet::BoxErr;
 use super::pattern::{Pattern, Verifier};
+use super::udp::{stamp, Pacer, Receiver, UdpStats};
 use super::{Measurement, Params, Test};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};

@@ -4,8 +4,8 @@
 
 use super::clock::Clock;
 use super::latency::Histogram;
-use super::udp::{stamp, Pacer, Receiver, UdpStats};
 use super::pattern::{Pattern, Verifier};
+use super::udp::{stamp, Pacer, Receiver, UdpStats};
 use super::{Measurement, Params, Test};
 use std::time::{Duration, Instant as WallInstant};
 

@@ -345,6 +345,93 @@ mod tests {
         assert_eq!(mbps(1, 0.0), 0.0);
     }
 
+    fn rr_row(stack: &str, placement: &str, tps: f64) -> Row {
+        Row {
+            test: "TCP_RR".into(),
+            stack: stack.into(),
+            placement: placement.into(),
+            msg_size: 1,
+            resp_size: Some(1),
+            trans_per_s: Some(tps),
+            latency_us: Some(LatencyUs {
+                mean: 10.0,
+                p50: 9.0,
+                p90: 12.0,
+                p99: 20.0,
+                p999: 40.0,
+                max: 50.0,
+            }),
+            service_demand_us_per_tr: Some(3.5),
+            cpu_util: Some(50.0),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn ratios_pair_rows_at_the_same_placement() {
+        let rows = [
+            rr_row("netfold", "1 CPU", 100_000.0),
+            rr_row("netfold", "2 CPUs", 20_000.0),
+            rr_row("kernel", "1 CPU", 200_000.0),
+            rr_row("kernel", "2 CPUs", 10_000.0),
+        ];
+        let t = table(&rows);
+        let line = |p: &str| {
+            t.lines()
+                .find(|l| l.trim_start().starts_with("1,1") && l.contains(p))
+                .unwrap_or_else(|| panic!("no ratio line for {p}: {t}"))
+                .to_string()
+        };
+        // 100k/200k at one CPU, 20k/10k at two: never 100k/10k.
+        assert!(line("1 CPU").ends_with("0.50x"), "{t}");
+        assert!(line("2 CPUs").ends_with("2.00x"), "{t}");
+        assert!(!t.contains("10.00x"), "{t}");
+        // Latency and us/Tr columns are in the table.
+        assert!(
+            t.contains("p99 us") && t.contains("us/Tr") && t.contains("3.500"),
+            "{t}"
+        );
+        // A stack measured only at another placement gets a marked ratio.
+        let t = table(&[
+            rr_row("netfold", "2 CPUs", 1.0),
+            rr_row("smoltcp", "1 CPU", 2.0),
+        ]);
+        assert!(
+            t.contains("0.50x*") && t.contains("not a like-for-like"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn udp_rows_show_both_sides() {
+        let r = Row {
+            test: "UDP_STREAM".into(),
+            stack: "kernel".into(),
+            msg_size: 1472,
+            throughput_mbps: Some(200.0),
+            sent_datagrams: Some(100),
+            received_datagrams: Some(17),
+            loss_pct: Some(83.0),
+            send_throughput_mbps: Some(1000.0),
+            recv_throughput_mbps: Some(200.0),
+            ..Default::default()
+        };
+        let t = table(std::slice::from_ref(&r));
+        assert!(
+            t.contains("Loss") && t.contains("83.00") && t.contains("1000.00"),
+            "{t}"
+        );
+        let v = serde_json::to_value(&r).unwrap();
+        for k in [
+            "sent_datagrams",
+            "received_datagrams",
+            "loss_pct",
+            "recv_throughput_mbps",
+        ] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
+    }
+
     #[test]
     fn json_has_the_documented_fields() {
         let r = Row {

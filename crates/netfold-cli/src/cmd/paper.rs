@@ -196,7 +196,10 @@ pub fn run_paper(a: Args) -> CmdResult {
         m.date,
         if q { "`--quick`" } else { "full" }
     );
-    let _ = writeln!(md, "Sources: the paper, {PAPER}, and the mailing-list threads it grew from or led to:\n");
+    let _ = writeln!(
+        md,
+        "Sources: the paper, {PAPER}, and the mailing-list threads it grew from or led to:\n"
+    );
     for t in &SOURCES[1..] {
         let _ = writeln!(md, "- {t}");
     }
@@ -579,11 +582,7 @@ fn transaction_verdict(md: &mut String, rows: &[Value]) {
     }
     for place in ["1 CPU", "2 CPUs"] {
         if let (Some(n), Some(k)) = (at("netfold", place), at("kernel", place)) {
-            let _ = write!(
-                v,
-                "netfold/kernel on {place} = {:.2}x. ",
-                n / k.max(1e-9)
-            );
+            let _ = write!(v, "netfold/kernel on {place} = {:.2}x. ", n / k.max(1e-9));
         }
     }
     if v.is_empty() {

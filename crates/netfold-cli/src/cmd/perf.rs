@@ -334,7 +334,9 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
         .parse()
         .map_err(|_| format!("{s:?} is not a number of seconds"))?;
     if !(l > 0.0 && l < 86400.0) {
-        return Err(format!("{s}: expected a positive number of seconds below a day"));
+        return Err(format!(
+            "{s}: expected a positive number of seconds below a day"
+        ));
     }
     Ok(l)
 }
@@ -343,7 +345,9 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
 pub fn parse_rate(s: &str) -> Result<u64, String> {
     let t = s.trim();
     if t.starts_with('-') {
-        return Err(format!("{s} is negative: expected a rate in bits/s, e.g. 100M"));
+        return Err(format!(
+            "{s} is negative: expected a rate in bits/s, e.g. 100M"
+        ));
     }
     let (num, mult) = match t.chars().last() {
         Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
@@ -618,7 +622,8 @@ fn make_row(
     let tx = runs.iter().map(|m| m.transactions).sum::<u64>() as f64 / n;
     if p.test.is_transactional() {
         row.trans_per_s = Some(mean);
-        row.details.insert("transactions".into(), (tx as u64).into());
+        row.details
+            .insert("transactions".into(), (tx as u64).into());
         let mut h = crate::bench::latency::Histogram::default();
         for l in runs.iter().filter_map(|m| m.latency.as_ref()) {
             h.merge(l);
@@ -918,7 +923,10 @@ mod tests {
         for (opt, v) in [("-l", "-5"), ("--mtu", "-5"), ("--seed", "-1")] {
             let m = message(parse(&[opt, v]));
             assert!(!m.contains("unexpected argument"), "{opt} {v}: {m}");
-            assert!(m.contains("negative") || m.contains("positive"), "{opt} {v}: {m}");
+            assert!(
+                m.contains("negative") || m.contains("positive"),
+                "{opt} {v}: {m}"
+            );
         }
         let m = message(parse_rr_args(&["--transactions", "-5"]));
         assert!(m.contains("negative"), "{m}");
@@ -955,7 +963,10 @@ mod tests {
         assert_eq!(parse(&["--gro", "off"]).unwrap().gro, OnOff::Off);
         assert_eq!(parse(&[]).unwrap().gro, OnOff::On);
         let m = message(parse(&["--gro", "true"]));
-        assert!(m.contains("on") && m.contains("off") && !m.contains("false"), "{m}");
+        assert!(
+            m.contains("on") && m.contains("off") && !m.contains("false"),
+            "{m}"
+        );
     }
 
     #[test]
@@ -967,8 +978,14 @@ mod tests {
         assert!(parse(&["--transactions", "5"]).is_err());
         assert!(parse(&["-b", "1M"]).is_err());
         assert!(parse_udp(&["-r", "1,1"]).is_err());
-        let help = R::try_parse_from(["t", "--help"]).err().unwrap().to_string();
-        assert!(help.contains("--rr-size") && !help.contains("--send-size"), "{help}");
+        let help = R::try_parse_from(["t", "--help"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            help.contains("--rr-size") && !help.contains("--send-size"),
+            "{help}"
+        );
         assert!(!help.contains("--verify"), "{help}");
     }
 
@@ -1015,8 +1032,10 @@ mod tests {
         let a = parse(&["--mtu", "9000"]).unwrap();
         let p = params(&a, Test::Stream, 1024, (1, 1)).unwrap();
         assert!(p.mtu_given && p.mtu == 9000);
-        assert!(!params(&parse(&[]).unwrap(), Test::Stream, 1024, (1, 1))
-            .unwrap()
-            .mtu_given);
+        assert!(
+            !params(&parse(&[]).unwrap(), Test::Stream, 1024, (1, 1))
+                .unwrap()
+                .mtu_given
+        );
     }
 }

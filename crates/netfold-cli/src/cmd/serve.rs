@@ -346,8 +346,13 @@ mod tests {
         let s = tap_table(&t);
         assert!(!s.contains('{') && !s.contains("TapStats"), "{s}");
         let line = s.lines().find(|l| l.contains("rx_frames")).unwrap();
-        assert_eq!(line.split_whitespace().collect::<Vec<_>>(), ["tap", "rx_frames", "7"]);
-        assert!(s.lines().any(|l| l.split_whitespace().last() == Some("1234")));
+        assert_eq!(
+            line.split_whitespace().collect::<Vec<_>>(),
+            ["tap", "rx_frames", "7"]
+        );
+        assert!(s
+            .lines()
+            .any(|l| l.split_whitespace().last() == Some("1234")));
         assert_eq!(s.lines().count(), 16);
     }
 }

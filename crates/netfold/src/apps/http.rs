@@ -232,7 +232,12 @@ impl HttpConn {
             return;
         }
         if req.index {
-            self.start(200, "OK", "text/html; charset=utf-8", body_text(head_only, INDEX));
+            self.start(
+                200,
+                "OK",
+                "text/html; charset=utf-8",
+                body_text(head_only, INDEX),
+            );
             return;
         }
         match req.route {
@@ -342,7 +347,10 @@ fn is_index(target: &[u8]) -> bool {
     for scheme in [&b"http://"[..], b"https://"] {
         if t.len() >= scheme.len() && t[..scheme.len()].eq_ignore_ascii_case(scheme) {
             let rest = &t[scheme.len()..];
-            t = rest.iter().position(|&b| b == b'/').map_or(&b"/"[..], |i| &rest[i..]);
+            t = rest
+                .iter()
+                .position(|&b| b == b'/')
+                .map_or(&b"/"[..], |i| &rest[i..]);
         }
     }
     t.split(|&b| b == b'?').next() == Some(&b"/"[..])
@@ -604,7 +612,10 @@ mod tests {
         c.input(b"HEAD /?x=1 HTTP/1.1\r\nHost: x\r\n\r\n");
         let out = run(&mut c, 333);
         let (head, body) = split_response(&out);
-        assert!(head.starts_with("HTTP/1.1 200 OK\r\n") && body.is_empty(), "{head}");
+        assert!(
+            head.starts_with("HTTP/1.1 200 OK\r\n") && body.is_empty(),
+            "{head}"
+        );
         assert!(is_index(b"http://h:8080") && !is_index(b"/x"));
     }
 

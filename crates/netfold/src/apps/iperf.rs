@@ -682,8 +682,14 @@ mod tests {
         let Some(json::Value::String(text)) = doc.get("server_output_text") else {
             panic!("no server_output_text")
         };
-        assert!(text.contains("125000 bytes") && text.contains("1.0 Mbits/sec"), "{text}");
-        assert!(text.contains("CPU Utilization") && text.lines().count() >= 4, "{text}");
+        assert!(
+            text.contains("125000 bytes") && text.contains("1.0 Mbits/sec"),
+            "{text}"
+        );
+        assert!(
+            text.contains("CPU Utilization") && text.lines().count() >= 4,
+            "{text}"
+        );
         // Not asked for: not sent.
         let mut s = session_with(r#"{"tcp":true,"time":1,"parallel":1}"#);
         s.add_stream(Instant::ZERO).unwrap();
