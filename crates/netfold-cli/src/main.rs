@@ -22,7 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Time copy methods at every source/destination alignment (a modern cptimer, seed 001).
+    /// Time copy methods at every source/destination alignment (a modern cptimer, the 2002
+    /// copy_to_user thread's tool).
     Copy(cmd::copy::Args),
     /// Throughput of checksum, copy, fused copy+checksum and copy-then-checksum.
     Csum(cmd::csum::Args),

@@ -100,10 +100,12 @@ fn opt(v: Option<f64>, prec: usize) -> String {
 }
 
 pub fn print_csv(rows: &[Row]) {
-    println!("test,stack,link,mtu,msg_size,bytes,elapsed_s,throughput_mbps,trans_per_s,verified,cpu_util,service_demand_us_per_kb,scaled_throughput_mbps,iterations,ci_width_pct,ci_met");
+    println!("test,stack,link,mtu,msg_size,bytes,elapsed_s,throughput_mbps,trans_per_s,verified,cpu_util,service_demand_us_per_kb,scaled_throughput_mbps,iterations,ci_width_pct,ci_met,placement,resp_size,latency_mean_us,latency_p50_us,latency_p99_us,latency_p999_us,service_demand_us_per_tr,sent_datagrams,received_datagrams,loss_pct,jitter_ms");
+    let n = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
     for r in rows {
+        let lat = |f: fn(&LatencyUs) -> f64| opt(r.latency_us.as_ref().map(f), 3);
         println!(
-            "{},{},{},{},{},{},{:.6},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{:.6},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.test,
             r.stack,
             r.link,
@@ -120,6 +122,17 @@ pub fn print_csv(rows: &[Row]) {
             r.iterations,
             opt(r.ci_width_pct, 2),
             r.ci_met.map(|v| v.to_string()).unwrap_or_default(),
+            r.placement,
+            n(r.resp_size.map(|x| x as u64)),
+            lat(|l| l.mean),
+            lat(|l| l.p50),
+            lat(|l| l.p99),
+            lat(|l| l.p999),
+            opt(r.service_demand_us_per_tr, 4),
+            n(r.sent_datagrams),
+            n(r.received_datagrams),
+            opt(r.loss_pct, 3),
+            opt(r.jitter_ms, 4),
         );
     }
 }

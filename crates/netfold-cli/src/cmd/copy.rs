@@ -41,7 +41,7 @@ const METHODS: &[(&str, CopyFn, &str)] = &[
     (
         "unrolled-int",
         kernels::copy_unrolled_int,
-        "seed 001 unrolled integer loop",
+        "the 2002 copy patch's unrolled integer loop",
     ),
     ("scalar", kernels::copy_scalar, "portable 64-bit words"),
     ("sse2", kernels::copy_sse2, "SSE2, dst-aligned"),
@@ -443,7 +443,7 @@ fn print_human(summary: &[Summary], results: &[Cell], tsc: Option<f64>) -> std::
     let has_1448 = results.iter().any(|c| c.size == 1448);
     if has_1448 && tsc.is_some() {
         writeln!(out)?;
-        writeln!(out, "TSC cycles per 1448-byte copy (cf. seed 000 Table 6: movsd 3000 aligned / 7000 not; integer 4000)")?;
+        writeln!(out, "TSC cycles per 1448-byte copy (cf. Anand & Hartner, OLS 2002, Table 6: movsd 3000 aligned / 7000 not; integer 4000)")?;
         writeln!(
             out,
             "{:<13} {:>12} {:>12} {:>12} {:>12} {:>12}",
