@@ -127,8 +127,8 @@ pub struct Common {
     /// Where each stack's two ends run, one or both of: 1cpu (netfold and smoltcp: both ends
     /// in one thread; the kernel: client and server pinned to CPU 0) and 2cpu (one end per CPU:
     /// netfold --threads 2, the kernel split over CPUs 0 and 1; smoltcp has no such mode).
-    /// Default for stream, maerts, rr and crr: both, so every ratio compares like with like;
-    /// --threads or --pin instead fix one placement by hand.
+    /// Default: both, so every ratio compares like with like; --threads or --pin instead fix
+    /// one placement by hand.
     #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["threads", "pin"])]
     pub placement: Option<Vec<Placement>>,
     /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack [default: 1].
@@ -678,12 +678,12 @@ fn udp_totals(runs: &[Measurement]) -> Option<crate::bench::udp::UdpStats> {
     Some(t)
 }
 
-/// The placements `test` is measured at: `--placement` if given; both for stream, maerts,
-/// rr and crr unless --threads/--pin fix one by hand (None: use those as given).
-fn placements(a: &Args, test: Test) -> Vec<Option<Placement>> {
+/// The placements a test is measured at: `--placement` if given; else both, unless
+/// --threads/--pin fix one by hand (None: use those as given).
+fn placements(a: &Args) -> Vec<Option<Placement>> {
     match &a.placement {
         Some(list) => list.iter().map(|&p| Some(p)).collect(),
-        None if a.threads.is_none() && a.pin.is_none() && test != Test::UdpStream => {
+        None if a.threads.is_none() && a.pin.is_none() => {
             vec![Some(Placement::OneCpu), Some(Placement::TwoCpus)]
         }
         None => vec![None],
@@ -691,14 +691,15 @@ fn placements(a: &Args, test: Test) -> Vec<Option<Placement>> {
 }
 
 /// Sets `p`'s threads and pinning for `stack` at placement `pl`; None when the stack cannot
-/// run there (smoltcp over the in-memory pipe is one thread only).
+/// run there (smoltcp over the in-memory pipe is one thread only; netfold's two-thread runner
+/// has no UDP_STREAM).
 fn place(stack: StackKind, link: KernelLink, pl: Placement, mut p: Params) -> Option<Params> {
     let two_threads = stack == StackKind::Kernel || link == KernelLink::Tap;
     match (pl, two_threads, stack) {
         (Placement::OneCpu, true, _) => p.pin = Pin::Same,
         (Placement::TwoCpus, true, _) => p.pin = Pin::Split,
         (Placement::OneCpu, false, _) => p.threads = 1,
-        (Placement::TwoCpus, false, StackKind::Netfold) => {
+        (Placement::TwoCpus, false, StackKind::Netfold) if p.test != Test::UdpStream => {
             p.threads = 2;
             p.pin = Pin::Split;
         }
@@ -765,7 +766,7 @@ pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Err
     for (size, rr) in cases {
         for &s in &a.stack {
             let base = params(a, test, size, rr)?;
-            for pl in placements(a, test) {
+            for pl in placements(a) {
                 match pl {
                     None => plan.push((s, base.clone())),
                     Some(pl) => plan.extend(place(s, a.link, pl, base.clone()).map(|p| (s, p))),
