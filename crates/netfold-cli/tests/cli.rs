@@ -190,3 +190,23 @@ fn kernel_loopback_runs_at_the_mtu_asked_for() {
     let v = json(&["stream", "--stack", "kernel", "--mtu", "9000", "-l", "0.1"]);
     assert_eq!(v["results"][0]["mtu"], 9000);
 }
+
+#[test]
+fn rr_draws_its_latency_distribution() {
+    let path = std::env::temp_dir().join(format!("netfold-lat-{}.svg", std::process::id()));
+    let p = path.to_str().unwrap();
+    let o = netfold(&[
+        "rr",
+        "--transactions",
+        "200",
+        "--placement",
+        "1cpu",
+        "--latency-plot",
+        p,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(&path).expect("plot written");
+    let _ = std::fs::remove_file(&path);
+    assert!(svg.contains("<svg") && svg.contains("latency distribution"));
+    assert!(svg.contains("netfold, 1 CPU"));
+}

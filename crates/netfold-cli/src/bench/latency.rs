@@ -113,6 +113,22 @@ impl Histogram {
         self.max_ns as f64
     }
 
+    /// The cumulative distribution: (upper edge of each non-empty bucket in us, fraction of
+    /// transactions at or below it), ascending.
+    pub fn cdf_us(&self) -> Vec<(f64, f64)> {
+        let mut seen = 0u64;
+        let mut out = Vec::new();
+        for (i, &c) in self.counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            seen += c;
+            let hi = (bounds(i).1 as f64).min(self.max_ns.max(1) as f64);
+            out.push((hi / 1e3, seen as f64 / self.total as f64));
+        }
+        out
+    }
+
     /// None when nothing was recorded.
     pub fn summary(&self) -> Option<LatencyUs> {
         if self.total == 0 {
@@ -178,5 +194,9 @@ mod tests {
         // p50 is the smaller value, p99 the larger.
         assert!(a.summary().unwrap().p50 < 11.0);
         assert!(a.summary().unwrap().p99 > 9_000.0);
+        let cdf = a.cdf_us();
+        assert_eq!(cdf.len(), 2);
+        assert_eq!(cdf[0].1, 0.5);
+        assert_eq!(cdf[1], (10_000.0, 1.0));
     }
 }

@@ -29,6 +29,9 @@ pub struct Row {
     /// RR/CRR: per-transaction latency (all iterations together).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<LatencyUs>,
+    /// RR/CRR: the whole latency distribution (for `--latency-plot`; not in the JSON).
+    #[serde(skip)]
+    pub latency_hist: Option<super::latency::Histogram>,
     /// UDP_STREAM: datagrams sent by the client and received by the server.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sent_datagrams: Option<u64>,

@@ -211,6 +211,10 @@ pub struct RrArgs {
     /// Draw transactions/s vs request size to an SVG file.
     #[arg(long, value_name = "FILE.svg", value_parser = parse_plot_path)]
     pub plot: Option<std::path::PathBuf>,
+    /// Draw each row's latency distribution (the fraction of transactions done within each
+    /// time, log time axis) to an SVG file.
+    #[arg(long, value_name = "FILE.svg", value_parser = parse_plot_path)]
+    pub latency_plot: Option<std::path::PathBuf>,
 }
 
 /// `netfold udp-stream`.
@@ -252,6 +256,7 @@ pub struct Args {
     pub bitrate: Option<u64>,
     pub verify: bool,
     pub plot: Option<std::path::PathBuf>,
+    pub latency_plot: Option<std::path::PathBuf>,
 }
 
 impl std::ops::Deref for Args {
@@ -273,6 +278,7 @@ impl From<StreamArgs> for Args {
             bitrate: None,
             verify: a.verify,
             plot: a.plot,
+            latency_plot: None,
         }
     }
 }
@@ -289,6 +295,7 @@ impl From<RrArgs> for Args {
             bitrate: None,
             verify: a.verify,
             plot: a.plot,
+            latency_plot: a.latency_plot,
         }
     }
 }
@@ -305,6 +312,7 @@ impl From<UdpArgs> for Args {
             bitrate: a.bitrate,
             verify: a.verify,
             plot: a.plot,
+            latency_plot: None,
         }
     }
 }
@@ -629,6 +637,7 @@ fn make_row(
             h.merge(l);
         }
         row.latency_us = h.summary();
+        row.latency_hist = Some(h);
     } else {
         row.throughput_mbps = Some(mean);
     }
@@ -819,6 +828,9 @@ pub fn run(test: Test, a: Args) -> CmdResult {
     }
     if let Some(path) = &a.plot {
         crate::plot::throughput_vs_size(path, &rows)?;
+    }
+    if let Some(path) = &a.latency_plot {
+        crate::plot::latency_cdf(path, &rows)?;
     }
     if rows.iter().any(|r| r.verified == Some(false)) {
         eprintln!("netfold: verification FAILED");
