@@ -84,6 +84,8 @@ pub struct Params {
     pub num: u64,
     /// `-O`: seconds at the start that are not counted (TCP slow start).
     pub omit: u32,
+    /// `--get-server-output`: the client wants the server's report in the results.
+    pub get_server_output: bool,
 }
 
 impl Params {
@@ -105,6 +107,9 @@ impl Params {
             time: num("time").unwrap_or(10).min(u64::from(u32::MAX)) as u32,
             num: num("num").unwrap_or(0),
             omit: num("omit").unwrap_or(0).min(u64::from(u32::MAX)) as u32,
+            // iperf_api.c get_parameters: `if ((j_p = cJSON_GetObjectItem(j,
+            // "get_server_output")) != NULL) iperf_set_test_get_server_output(test, 1)`.
+            get_server_output: v.get("get_server_output").is_some(),
         })
     }
 
@@ -158,7 +163,17 @@ pub struct Session {
     phase_since: Instant,
     start: Instant,
     end: Instant,
+    /// CPU time of the serving thread when the test started running and when it ended.
+    cpu_start: Option<cpu::Sample>,
+    cpu_end: Option<cpu::Sample>,
 }
+
+// CPU use of the thread that runs the session, as iperf3's server reports it (`cpu_util_*`:
+// user + system time of the process over the wall time of the test, in percent; iperf3 uses
+// `getrusage(RUSAGE_SELF)`, here the serving thread's `RUSAGE_THREAD`, which is the work of
+// this server and not of anything else the process runs). The one syscall is the only unsafe
+// code here.
+use netfold_os::cpu;
 
 impl Session {
     /// A new test whose control connection sent `cookie`; queues `PARAM_EXCHANGE`.
@@ -173,6 +188,8 @@ impl Session {
             phase_since: now,
             start: now,
             end: now,
+            cpu_start: None,
+            cpu_end: None,
         }
     }
 
@@ -267,6 +284,7 @@ impl Session {
         match (self.phase, s) {
             (Phase::Running, state::TEST_END) => {
                 self.end = now;
+                self.cpu_end = cpu::sample();
                 self.out.push(state::EXCHANGE_RESULTS as u8);
                 self.set_phase(now, Phase::ClientResults);
             }
@@ -328,6 +346,7 @@ impl Session {
             self.out.push(state::TEST_START as u8);
             self.out.push(state::TEST_RUNNING as u8);
             self.start = now;
+            self.cpu_start = cpu::sample();
             self.set_phase(now, Phase::Running);
         }
         Some(self.streams.len() - 1)
@@ -387,9 +406,62 @@ impl Session {
         }
     }
 
-    /// The server's results (`send_results`). CPU use is not measured by the sans-IO core and
-    /// is reported as 0; retransmits are not tracked per stream (`sender_has_retransmits` 0
-    /// when we send, -1 when we only receive, as iperf3 does for a receiver).
+    /// The server's CPU use over the test: (total, user, system) percent, as iperf3's
+    /// `cpu_util_*`; zeros when it could not be measured.
+    pub fn cpu_util(&self) -> (f64, f64, f64) {
+        match (self.cpu_start, self.cpu_end) {
+            (Some(a), Some(b)) => cpu::util(a, b),
+            _ => (0.0, 0.0, 0.0),
+        }
+    }
+
+    /// The server's side of the test as text, for `--get-server-output` (iperf3 puts its
+    /// server's report in `server_output_text` when the server does not print JSON).
+    pub fn server_output_text(&self) -> String {
+        use core::fmt::Write;
+        let secs = self
+            .end
+            .saturating_since(self.counting_from())
+            .total_micros() as f64
+            / 1e6;
+        let (total, user, sys) = self.cpu_util();
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "netfold iperf3 server: {} stream(s), {secs:.2} s counted",
+            self.streams.len()
+        );
+        let _ = writeln!(t, "[ ID] Interval           Transfer         Bitrate");
+        let line = |t: &mut String, id: &str, bytes: u64, role: &str| {
+            let mbits = if secs > 0.0 {
+                bytes as f64 * 8.0 / secs / 1e6
+            } else {
+                0.0
+            };
+            let _ = writeln!(
+                t,
+                "[{id:>3}] 0.00-{secs:<6.2} sec  {bytes:>12} bytes  {mbits:>9.1} Mbits/sec  {role}"
+            );
+        };
+        for st in &self.streams {
+            let role = if st.sender { "sender" } else { "receiver" };
+            line(&mut t, &st.id.to_string(), st.bytes, role);
+        }
+        if self.streams.len() > 1 {
+            let sum = self.streams.iter().map(|st| st.bytes).sum();
+            line(&mut t, "SUM", sum, "");
+        }
+        let _ = writeln!(
+            t,
+            "CPU Utilization: server {total:.1}% ({user:.1}% user, {sys:.1}% system)"
+        );
+        t
+    }
+
+    /// The server's results (`send_results`): the serving thread's CPU use (`cpu_util_*`),
+    /// per-stream bytes, and the server's report when the client asked for it. Retransmits
+    /// are not tracked per stream (`sender_has_retransmits` 0 when we send, -1 when we only
+    /// receive, as iperf3 does for a receiver).
     pub fn results_json(&self) -> String {
         use core::fmt::Write;
         let secs = self
@@ -398,11 +470,12 @@ impl Session {
             .total_micros() as f64
             / 1e6;
         let sending = self.streams.iter().any(|s| s.sender);
+        let (total, user, sys) = self.cpu_util();
         let mut j = String::with_capacity(128 + 160 * self.streams.len());
         let _ = write!(
             j,
-            "{{\"cpu_util_total\":0,\"cpu_util_user\":0,\"cpu_util_system\":0,\
-             \"sender_has_retransmits\":{},\"streams\":[",
+            "{{\"cpu_util_total\":{total:.6},\"cpu_util_user\":{user:.6},\
+             \"cpu_util_system\":{sys:.6},\"sender_has_retransmits\":{},\"streams\":[",
             if sending { 0 } else { -1 }
         );
         for (i, s) in self.streams.iter().enumerate() {
@@ -416,8 +489,31 @@ impl Session {
                 s.id, s.bytes, secs
             );
         }
-        j.push_str("]}");
+        j.push(']');
+        if self.params.get_server_output {
+            j.push_str(",\"server_output_text\":\"");
+            json_escape_into(&mut j, &self.server_output_text());
+            j.push('"');
+        }
+        j.push('}');
         j
+    }
+}
+
+/// Appends `s` as the inside of a JSON string (RFC 8259 §7: quote, backslash and control
+/// characters escaped).
+fn json_escape_into(out: &mut String, s: &str) {
+    use core::fmt::Write;
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
     }
 }
 
@@ -521,6 +617,52 @@ mod tests {
         assert_eq!(streams[1].get("end_time").unwrap().as_f64(), Some(2.0));
         s.control_input(Instant::from_secs(3), &[16]);
         assert_eq!(s.phase(), Phase::Done);
+    }
+
+    #[test]
+    fn server_output_and_cpu_use_are_reported() {
+        let mut s = session_with(r#"{"tcp":true,"time":1,"parallel":1,"get_server_output":1}"#);
+        assert!(s.params().get_server_output);
+        s.add_stream(Instant::ZERO).unwrap();
+        s.count(Instant::ZERO, 0, 125_000);
+        // Burn CPU on this (the serving) thread while the test runs.
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < std::time::Duration::from_millis(30) {
+            x = core::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let pending = s.output().len();
+        s.consume_output(pending);
+        s.control_input(Instant::from_secs(1), &[4]);
+        s.control_input(Instant::from_secs(1), &frame_json("{}"));
+        let out = s.output().to_vec();
+        let doc = json::parse(&out[5..out.len() - 1]).unwrap();
+        let total = doc.get("cpu_util_total").unwrap().as_f64().unwrap();
+        let user = doc.get("cpu_util_user").unwrap().as_f64().unwrap();
+        let sys = doc.get("cpu_util_system").unwrap().as_f64().unwrap();
+        assert!(total > 0.0 && total <= 100.0 + 1e-6, "{total}");
+        assert!((user + sys - total).abs() < 1e-3);
+        let Some(json::Value::String(text)) = doc.get("server_output_text") else {
+            panic!("no server_output_text")
+        };
+        assert!(
+            text.contains("125000 bytes") && text.contains("1.0 Mbits/sec"),
+            "{text}"
+        );
+        assert!(
+            text.contains("CPU Utilization") && text.lines().count() >= 4,
+            "{text}"
+        );
+        // Not asked for: not sent.
+        let mut s = session_with(r#"{"tcp":true,"time":1,"parallel":1}"#);
+        s.add_stream(Instant::ZERO).unwrap();
+        let pending = s.output().len();
+        s.consume_output(pending);
+        s.control_input(Instant::from_secs(1), &[4]);
+        s.control_input(Instant::from_secs(1), &frame_json("{}"));
+        let out = s.output().to_vec();
+        let doc = json::parse(&out[5..out.len() - 1]).unwrap();
+        assert!(doc.get("server_output_text").is_none());
     }
 
     #[test]

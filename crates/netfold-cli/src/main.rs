@@ -22,20 +22,21 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Time copy methods at every source/destination alignment (a modern cptimer, seed 001).
+    /// Time copy methods at every source/destination alignment (a modern cptimer, the 2002
+    /// copy_to_user thread's tool).
     Copy(cmd::copy::Args),
     /// Throughput of checksum, copy, fused copy+checksum and copy-then-checksum.
     Csum(cmd::csum::Args),
     /// TCP_STREAM: one connection, the client sends, the server receives.
-    Stream(cmd::perf::Args),
+    Stream(cmd::perf::StreamArgs),
     /// TCP_MAERTS: one connection, the server sends, the client receives.
-    Maerts(cmd::perf::Args),
+    Maerts(cmd::perf::StreamArgs),
     /// TCP_RR: request/response transactions on one connection (-r REQ,RESP).
-    Rr(cmd::perf::Args),
+    Rr(cmd::perf::RrArgs),
     /// TCP_CRR: connect, request, response, close per transaction.
-    Crr(cmd::perf::Args),
+    Crr(cmd::perf::RrArgs),
     /// UDP_STREAM: datagrams from client to server.
-    UdpStream(cmd::perf::Args),
+    UdpStream(cmd::perf::UdpArgs),
     /// Reproduce the 2002 study's experiments and write DIR/report.md with figures.
     Paper(cmd::paper::Args),
     /// Run netfold on a TAP device with echo, discard, chargen, HTTP and iperf3 services.

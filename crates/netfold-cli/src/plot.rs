@@ -52,6 +52,71 @@ pub fn throughput_vs_size(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::
     Ok(())
 }
 
+/// Draws each RR/CRR row's latency distribution: the fraction of transactions completed
+/// within a time, against that time on a log axis (one line per stack, placement and size).
+pub fn latency_cdf(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
+    let curves: Vec<(String, Vec<(f64, f64)>)> = rows
+        .iter()
+        .filter_map(|r| {
+            let cdf = r.latency_hist.as_ref()?.cdf_us();
+            let size = match r.resp_size {
+                Some(resp) => format!("{},{resp}", r.msg_size),
+                None => r.msg_size.to_string(),
+            };
+            (!cdf.is_empty()).then(|| (format!("{}, {}, -r {size}", r.stack, r.placement), cdf))
+        })
+        .collect();
+    if curves.is_empty() {
+        return Err("no latency to plot (--latency-plot needs rr or crr results)".into());
+    }
+    let lo = curves
+        .iter()
+        .flat_map(|c| c.1.iter().map(|p| p.0))
+        .fold(f64::INFINITY, f64::min)
+        .max(0.01);
+    let hi = curves
+        .iter()
+        .flat_map(|c| c.1.iter().map(|p| p.0))
+        .fold(0.0, f64::max)
+        .max(lo * 10.0);
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{} latency distribution", rows[0].test),
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d((lo / 1.2..hi * 1.2).log_scale(), 0.0..1.0)?;
+    chart
+        .configure_mesh()
+        .x_desc("transaction time (us, log scale)")
+        .y_desc("fraction of transactions done")
+        .draw()?;
+    for (i, (label, pts)) in curves.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        // A step curve starting at zero just below the first bucket.
+        let mut line = vec![(pts[0].0 / 1.1, 0.0)];
+        line.extend(pts.iter().copied());
+        chart
+            .draw_series(LineSeries::new(line, color.stroke_width(2)))?
+            .label(label.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
 fn draw<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     rows: &[Row],
@@ -62,14 +127,21 @@ fn draw<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let mut stacks: Vec<&str> = rows.iter().map(|r| r.stack.as_str()).collect();
-    stacks.dedup();
-    let mut seen = Vec::new();
-    stacks.retain(|s| {
-        let new = !seen.contains(s);
-        seen.push(*s);
-        new
-    });
+    // One line per stack and placement ("kernel, 2 CPUs").
+    let series = |r: &Row| {
+        if r.placement.is_empty() {
+            r.stack.clone()
+        } else {
+            format!("{}, {}", r.stack, r.placement)
+        }
+    };
+    let mut stacks: Vec<String> = Vec::new();
+    for r in rows {
+        let s = series(r);
+        if !stacks.contains(&s) {
+            stacks.push(s);
+        }
+    }
     let xs: Vec<f64> = rows
         .iter()
         .map(|r| (r.msg_size.max(1) as f64).log2())
@@ -99,13 +171,13 @@ where
         let color = COLORS[i % COLORS.len()];
         let mut pts: Vec<(f64, f64)> = rows
             .iter()
-            .filter(|r| r.stack == *s)
+            .filter(|r| series(r) == *s)
             .filter_map(|r| y(r).map(|v| ((r.msg_size.max(1) as f64).log2(), v)))
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         chart
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
-            .label(*s)
+            .label(s.as_str())
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });

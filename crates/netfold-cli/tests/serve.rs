@@ -373,11 +373,40 @@ fn serve_over_tap_talks_to_the_kernel() {
     let server = Server::start(&net, None);
     let len = 104_857_600;
     assert_eq!(curl_sha256(&net, len), expected_sha256(len));
+    // GET / is an index of what the server offers, not a bare 404.
+    let index = net.exec(&[
+        "curl",
+        "-sS",
+        "--max-time",
+        "10",
+        &format!("http://{SERVER}:8080/"),
+    ]);
+    assert!(
+        index.contains("/bytes/N") && index.contains("iperf3"),
+        "{index}"
+    );
     iperf3(&net, &[]);
-    iperf3(&net, &["-R"]);
+    // The server's report comes back, and its CPU figures are measured, not zeros.
+    let v = iperf3(&net, &["-R", "--get-server-output"]);
+    let text = v["server_output_text"].as_str().unwrap_or("");
+    assert!(
+        text.contains("Mbits/sec") && text.contains("CPU"),
+        "{text:?}"
+    );
+    let remote = v["end"]["cpu_utilization_percent"]["remote_total"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(remote > 0.0, "{}", v["end"]["cpu_utilization_percent"]);
     let v = iperf3(&net, &["-P", "2"]);
     assert_eq!(v["end"]["streams"].as_array().map(Vec::len), Some(2));
     let out = server.stop();
+    // TAP statistics print as a table, not as Rust debug output.
+    assert!(!out.contains("TapStats"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.split_whitespace().take(2).eq(["tap", "rx_frames"])),
+        "{out}"
+    );
     assert!(out.contains("iperf_completed=3"), "{out}");
     assert!(out.contains("iperf_failed=0"), "{out}");
 

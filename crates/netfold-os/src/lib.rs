@@ -8,6 +8,7 @@
 //!   through the TPACKET_V3 memory-mapped ring of [`packet_ring`].
 //! - [`vnet`]: the virtio-net header both of them use to pass offloads.
 //! - [`pcap`]: capture middleware (a device wrapping a device) and pcap files.
+//! - [`cpu`]: the calling thread's CPU time (getrusage).
 //! - [`wait`]: sleeping in poll(2) until a descriptor is readable.
 //! - [`netns`]: throw-away network namespaces, addressed only from 198.18.0.0/15.
 //!
@@ -16,6 +17,7 @@
 // packet_socket, packet_ring, wait), each block with a SAFETY comment.
 #![deny(unsafe_code)]
 
+pub mod cpu;
 pub mod link;
 pub mod netns;
 pub mod packet_ring;

@@ -2,8 +2,10 @@
 //! pinned to separate CPUs, the way netperf runs.
 
 use super::affinity::thread_cpu_seconds;
+use super::latency::Histogram;
 use super::memnet::BoxErr;
 use super::pattern::{Pattern, Verifier};
+use super::udp::{stamp, Pacer, Receiver, UdpStats};
 use super::{Measurement, Params, Test};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -126,6 +128,23 @@ impl Veth {
     }
 }
 
+/// A private network namespace whose loopback has a chosen MTU (`--stack kernel --mtu N`):
+/// the host's loopback is shared with the rest of the machine and stays as it is.
+pub struct PrivateLo {
+    ns: netfold_os::netns::NetNs,
+}
+
+impl PrivateLo {
+    pub fn create(mtu: usize) -> Result<PrivateLo, BoxErr> {
+        if let Some(why) = netfold_os::netns::unavailable_reason() {
+            return Err(why.into());
+        }
+        let ns = netfold_os::netns::NetNs::create()?;
+        ns.set_mtu("lo", mtu)?;
+        Ok(PrivateLo { ns })
+    }
+}
+
 /// Moves the calling thread into network namespace `name` (sockets it creates live there).
 pub fn enter_netns(name: &str) -> std::io::Result<()> {
     let f = std::fs::File::open(format!("/var/run/netns/{name}"))?;
@@ -142,6 +161,8 @@ pub fn enter_netns(name: &str) -> std::io::Result<()> {
 #[derive(Clone, Copy)]
 pub enum Where<'a> {
     Lo,
+    /// Both threads on the loopback of a private namespace.
+    PrivateLo(&'a PrivateLo),
     Veth(&'a Veth),
 }
 
@@ -149,12 +170,13 @@ impl Where<'_> {
     fn enter(&self, server: bool) -> std::io::Result<()> {
         match self {
             Where::Lo => Ok(()),
+            Where::PrivateLo(p) => enter_netns(p.ns.name()),
             Where::Veth(v) => enter_netns(v.ns(server)),
         }
     }
     fn server_ip(&self) -> std::net::Ipv4Addr {
         match self {
-            Where::Lo => std::net::Ipv4Addr::LOCALHOST,
+            Where::Lo | Where::PrivateLo(_) => std::net::Ipv4Addr::LOCALHOST,
             Where::Veth(_) => VETH_SERVER,
         }
     }
@@ -203,15 +225,14 @@ pub fn run_on(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
             })
         });
         let addr = rx.recv().map_err(|_| "kernel server thread died")??;
-        let client = scope.spawn(move || -> std::io::Result<(u64, u64, f64, f64)> {
+        let client = scope.spawn(move || -> std::io::Result<(ClientRun, f64, f64)> {
             p.pin.apply(false);
             w.enter(false)?;
             let cpu0 = thread_cpu_seconds();
             let start = Instant::now();
-            let (sent, transactions) = drive_client(addr, p, pat, start)?;
+            let run = drive_client(addr, p, pat, start)?;
             Ok((
-                sent,
-                transactions,
+                run,
                 start.elapsed().as_secs_f64(),
                 thread_cpu_seconds() - cpu0,
             ))
@@ -220,7 +241,8 @@ pub fn run_on(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
         let srv = server
             .join()
             .map_err(|_| "kernel server thread panicked")??;
-        let (sent, transactions, elapsed, client_cpu) = client?;
+        let (run, elapsed, client_cpu) = client?;
+        let (sent, transactions) = (run.bytes, run.transactions);
         let (bytes, verified) = match p.test {
             Test::Stream => (
                 srv.bytes,
@@ -240,6 +262,8 @@ pub fn run_on(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
             verified,
             cpu_s: client_cpu + srv.cpu_s,
             details,
+            latency: run.latency,
+            udp: None,
         })
     })
 }
@@ -281,13 +305,26 @@ pub fn serve_in_ns(
     ))
 }
 
-/// Client side. Returns (bytes sent or received, transactions).
+/// What the client side did.
+struct ClientRun {
+    /// Bytes sent (stream) or received (maerts).
+    bytes: u64,
+    transactions: u64,
+    latency: Option<Histogram>,
+}
+
+/// Client side.
 fn drive_client(
     addr: SocketAddr,
     p: &Params,
     pattern: &Pattern,
     start: Instant,
-) -> std::io::Result<(u64, u64)> {
+) -> std::io::Result<ClientRun> {
+    let done = |bytes, transactions, latency| ClientRun {
+        bytes,
+        transactions,
+        latency,
+    };
     let connect = || -> std::io::Result<TcpStream> {
         let c = TcpStream::connect(addr)?;
         apply_buffers(c.as_raw_fd(), p);
@@ -304,40 +341,46 @@ fn drive_client(
             // Wait for the server to see EOF (it closes after reading everything).
             let mut b = [0u8; 1];
             let _ = c.read(&mut b);
-            Ok((sent, 0))
+            Ok(done(sent, 0, None))
         }
         Test::Maerts => {
             let mut c = connect()?;
             let (bytes, _) = sink(&mut c, p, pattern)?;
-            Ok((bytes, 0))
+            Ok(done(bytes, 0, None))
         }
         Test::Rr => {
             let mut c = connect()?;
             let req = vec![0x5au8; p.req_size];
             let mut resp = vec![0u8; p.resp_size];
             let mut n = 0;
+            let mut lat = Histogram::default();
             while more(n) {
+                let t0 = Instant::now();
                 c.write_all(&req)?;
                 c.read_exact(&mut resp)?;
+                lat.record(t0.elapsed());
                 n += 1;
             }
             c.shutdown(Shutdown::Write)?;
-            Ok((0, n))
+            Ok(done(0, n, Some(lat)))
         }
         Test::Crr => {
             let req = vec![0x5au8; p.req_size];
             let mut resp = vec![0u8; p.resp_size];
             let mut n = 0;
+            let mut lat = Histogram::default();
             while more(n) {
+                let t0 = Instant::now();
                 let mut c = connect()?;
                 c.write_all(&req)?;
                 c.read_exact(&mut resp)?;
                 drop(c);
+                lat.record(t0.elapsed());
                 n += 1;
             }
             // Tell the server we are done: a connection that sends nothing.
             drop(connect()?);
-            Ok((0, n))
+            Ok(done(0, n, Some(lat)))
         }
         Test::UdpStream => unreachable!("handled before"),
     }
@@ -400,13 +443,17 @@ fn serve(listener: &TcpListener, p: &Params, pattern: &Pattern) -> std::io::Resu
     Ok(side)
 }
 
-/// UDP_STREAM: the client sends datagrams for the duration; the server counts what arrives.
-/// Throughput is what the receiver got (netperf reports both; `details.sent_bytes` has the rest).
+/// UDP_STREAM: the client sends datagrams for the duration (paced to `-b` if given); the
+/// server counts what arrives. Throughput is what the receiver got; both sides' counts are in
+/// [`UdpStats`] (a fast sender on loopback can lose most of what it sends).
 fn udp_stream(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
     let msg = p.send_size.clamp(1, 65507);
+    // The clock both sides' stamps are read against.
+    let epoch = Instant::now();
+    let since = move || epoch.elapsed().as_nanos() as u64;
     std::thread::scope(|scope| -> Result<Measurement, BoxErr> {
         let (tx, rx) = std::sync::mpsc::channel::<std::io::Result<SocketAddr>>();
-        let rs = scope.spawn(move || -> std::io::Result<(u64, f64)> {
+        let rs = scope.spawn(move || -> std::io::Result<(Receiver, f64)> {
             p.pin.apply(true);
             let setup = || -> std::io::Result<UdpSocket> {
                 w.enter(true)?;
@@ -427,37 +474,45 @@ fn udp_stream(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
             };
             let cpu0 = thread_cpu_seconds();
             let mut buf = vec![0u8; 65536];
-            let mut bytes = 0u64;
-            let mut started = false;
+            let mut r = Receiver::default();
             loop {
                 match server.recv(&mut buf) {
                     Ok(0) => break,
-                    Ok(n) => {
-                        started = true;
-                        bytes += n as u64;
-                    }
-                    Err(_) if started => break,
+                    Ok(n) => r.on_datagram(&buf[..n], since()),
+                    Err(_) if r.datagrams > 0 => break,
                     Err(_) => {}
                 }
             }
-            Ok((bytes, thread_cpu_seconds() - cpu0))
+            Ok((r, thread_cpu_seconds() - cpu0))
         });
         let addr = rx.recv().map_err(|_| "udp receiver thread died")??;
-        let cl = scope.spawn(move || -> std::io::Result<(u64, f64, f64)> {
+        let cl = scope.spawn(move || -> std::io::Result<(u64, u64, f64, f64)> {
             p.pin.apply(false);
             w.enter(false)?;
             let c = UdpSocket::bind((std::net::Ipv4Addr::UNSPECIFIED, 0))?;
             apply_buffers(c.as_raw_fd(), p);
             c.connect(addr)?;
-            let data = vec![0x42u8; msg];
+            let mut data = vec![0x42u8; msg];
             let deadline = Duration::from_secs_f64(p.duration.unwrap_or(1.0));
             let total = p.bytes.unwrap_or(u64::MAX);
+            let pacer = Pacer {
+                rate_bps: p.rate_bps,
+            };
             let cpu0 = thread_cpu_seconds();
             let start = Instant::now();
-            let mut sent = 0u64;
+            let (mut sent, mut sent_n) = (0u64, 0u64);
             while sent < total && start.elapsed() < deadline {
+                let wait = pacer.wait_ns(sent, start.elapsed().as_nanos() as u64);
+                if wait > 0 {
+                    std::thread::sleep(Duration::from_nanos(wait));
+                    continue;
+                }
+                stamp(&mut data, sent_n, since());
                 match c.send(&data) {
-                    Ok(n) => sent += n as u64,
+                    Ok(n) => {
+                        sent += n as u64;
+                        sent_n += 1;
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                     Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
                     Err(e) => return Err(e),
@@ -467,21 +522,30 @@ fn udp_stream(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
             let cpu = thread_cpu_seconds() - cpu0;
             // An empty datagram tells the receiver to stop (its timeout covers a lost one).
             let _ = c.send(&[]);
-            Ok((sent, elapsed, cpu))
+            Ok((sent, sent_n, elapsed, cpu))
         });
-        let (sent, elapsed, client_cpu) = cl.join().map_err(|_| "udp sender panicked")??;
-        let (received, server_cpu) = rs.join().map_err(|_| "udp receiver panicked")??;
+        let (sent, sent_n, elapsed, client_cpu) =
+            cl.join().map_err(|_| "udp sender panicked")??;
+        let (r, server_cpu) = rs.join().map_err(|_| "udp receiver panicked")??;
         let mut details = serde_json::Map::new();
         details.insert("sent_bytes".into(), sent.into());
         details.insert("client_cpu_s".into(), client_cpu.into());
         details.insert("server_cpu_s".into(), server_cpu.into());
         Ok(Measurement {
-            bytes: received,
+            bytes: r.bytes,
             transactions: 0,
             elapsed_s: elapsed,
             verified: None,
             cpu_s: client_cpu + server_cpu,
             details,
+            latency: None,
+            udp: Some(UdpStats {
+                sent_datagrams: sent_n,
+                sent_bytes: sent,
+                received_datagrams: r.datagrams,
+                received_bytes: r.bytes,
+                jitter_ms: r.jitter_ms(),
+            }),
         })
     })
 }

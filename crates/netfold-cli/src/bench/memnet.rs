@@ -3,7 +3,9 @@
 //! stacks joined by an in-memory link, with non-blocking socket calls on either side.
 
 use super::clock::Clock;
+use super::latency::Histogram;
 use super::pattern::{Pattern, Verifier};
+use super::udp::{stamp, Pacer, Receiver, UdpStats};
 use super::{Measurement, Params, Test};
 use std::time::{Duration, Instant as WallInstant};
 
@@ -241,6 +243,8 @@ fn bulk<N: MemNet>(
             .then(|| verifier.verified(sent) && received == sent),
         cpu_s,
         details,
+        latency: None,
+        udp: None,
     })
 }
 
@@ -295,9 +299,12 @@ fn rr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, BoxE
     let start = RunTime::start(net);
     let mut n = 0u64;
     let mut prog = Progress::new();
+    let mut lat = Histogram::default();
     while n < limit && !start.past(net, deadline) {
+        let t0 = start.secs(net);
         exchange(net, c, &req, s, req.len(), &mut buf, &mut prog)?;
         exchange(net, s, &resp, c, resp.len(), &mut buf, &mut prog)?;
+        lat.record(Duration::from_secs_f64((start.secs(net) - t0).max(0.0)));
         n += 1;
     }
     let elapsed = start.secs(net);
@@ -313,6 +320,8 @@ fn rr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, BoxE
         verified: None,
         cpu_s,
         details,
+        latency: Some(lat),
+        udp: None,
     })
 }
 
@@ -326,7 +335,9 @@ fn crr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, Box
     let start = RunTime::start(net);
     let mut n = 0u64;
     let mut prog = Progress::new();
+    let mut lat = Histogram::default();
     while n < limit && !start.past(net, deadline) {
+        let t0 = start.secs(net);
         let (c, s) = handshake(net, port)?;
         exchange(net, c, &req, s, req.len(), &mut buf, &mut prog)?;
         exchange(net, s, &resp, c, resp.len(), &mut buf, &mut prog)?;
@@ -339,6 +350,8 @@ fn crr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, Box
                 None => step(net, false, &mut prog)?,
             }
         }
+        // The client's view: connect until it has the response and has closed.
+        lat.record(Duration::from_secs_f64((start.secs(net) - t0).max(0.0)));
         net.close(s)?;
         net.poll()?;
         net.reap();
@@ -355,48 +368,81 @@ fn crr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, Box
         verified: None,
         cpu_s,
         details,
+        latency: Some(lat),
+        udp: None,
     })
 }
 
-/// UDP_STREAM: the client sends datagrams as fast as its socket takes them; the server counts
-/// what arrives. Throughput is what was received; `details.sent_bytes` has what was offered.
+/// UDP_STREAM: the client sends datagrams as fast as its socket takes them (or paced to
+/// `-b`); the server counts what arrives. Throughput is what was received; both sides' counts
+/// are in [`UdpStats`].
 fn udp_stream<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, BoxErr> {
     net.udp_open(port)?;
-    let data = vec![0x42u8; p.send_size.max(1)];
+    let mut data = vec![0x42u8; p.send_size.max(1)];
     let mut buf = vec![0u8; 65536];
     let deadline = Some(Duration::from_secs_f64(p.duration.unwrap_or(1.0)));
     let total = p.bytes.unwrap_or(u64::MAX);
+    let pacer = Pacer {
+        rate_bps: p.rate_bps,
+    };
     let cpu0 = super::affinity::thread_cpu_seconds();
     let start = RunTime::start(net);
-    let (mut sent, mut received) = (0u64, 0u64);
+    let ns = |net: &mut N| (start.secs(net) * 1e9) as u64;
+    let (mut sent, mut sent_n) = (0u64, 0u64);
+    let mut rx = Receiver::default();
     while sent < total && !start.past(net, deadline) {
-        while sent < total && net.udp_send(&data)? {
+        while sent < total {
+            let now = ns(net);
+            if pacer.wait_ns(sent, now) > 0 {
+                break;
+            }
+            stamp(&mut data, sent_n, now);
+            if !net.udp_send(&data)? {
+                break;
+            }
             sent += data.len() as u64;
+            sent_n += 1;
         }
-        net.poll()?;
+        let worked = net.poll()?;
         while let Some(n) = net.udp_recv(&mut buf)? {
-            received += n as u64;
+            let now = ns(net);
+            rx.on_datagram(&buf[..n], now);
+        }
+        let wait = pacer.wait_ns(sent, ns(net));
+        if !worked && wait > 0 {
+            // Ahead of the target rate with nothing in flight: let wall time pass.
+            std::thread::sleep(Duration::from_nanos(wait.min(1_000_000)));
         }
     }
-    // Drain what is still in flight.
+    let elapsed = start.secs(net);
+    // Drain what is still in flight (not counted in the elapsed time, as a receiver would
+    // still take what was sent before the end).
     for _ in 0..64 {
         if !net.poll()? {
             break;
         }
         while let Some(n) = net.udp_recv(&mut buf)? {
-            received += n as u64;
+            let now = ns(net);
+            rx.on_datagram(&buf[..n], now);
         }
     }
-    let elapsed = start.secs(net);
     let cpu_s = super::affinity::thread_cpu_seconds() - cpu0;
     let mut details = net.details();
     details.insert("sent_bytes".into(), sent.into());
     Ok(Measurement {
-        bytes: received,
+        bytes: rx.bytes,
         transactions: 0,
         elapsed_s: elapsed,
         verified: None,
         cpu_s,
         details,
+        latency: None,
+        udp: Some(UdpStats {
+            sent_datagrams: sent_n,
+            sent_bytes: sent,
+            received_datagrams: rx.datagrams,
+            received_bytes: rx.bytes,
+            jitter_ms: rx.jitter_ms(),
+        }),
     })
 }

@@ -4,6 +4,8 @@
 pub mod affinity;
 pub mod clock;
 pub mod kernel;
+pub mod latency;
+pub mod machine;
 pub mod memnet;
 pub mod netfold_pipe;
 pub mod netfold_tap;
@@ -13,6 +15,7 @@ pub mod report;
 pub mod smoltcp_pipe;
 pub mod smoltcp_tap;
 pub mod stats;
+pub mod udp;
 pub mod units;
 
 /// Link impairments for the in-memory pipe (fractions in [0, 1]).
@@ -121,6 +124,11 @@ pub struct Params {
     /// kernels with the fused copy+checksum, or the 2002 baseline (memcpy + separate checksum
     /// pass, `--copy baseline`).
     pub copy_mode: netfold::mem::CopyMode,
+    /// The user asked for this MTU (`--mtu`): a link with its own MTU (the kernel's loopback)
+    /// must then be set to it, not silently keep its own.
+    pub mtu_given: bool,
+    /// UDP_STREAM: target sending rate in bits/s (`-b`), None = as fast as possible.
+    pub rate_bps: Option<u64>,
 }
 
 impl Default for Params {
@@ -144,6 +152,8 @@ impl Default for Params {
             pin: Pin::Split,
             gro: true,
             copy_mode: netfold::mem::CopyMode::Kernels,
+            mtu_given: false,
+            rate_bps: None,
         }
     }
 }
@@ -159,4 +169,9 @@ pub struct Measurement {
     /// CPU seconds consumed by the threads doing the work (getrusage RUSAGE_THREAD).
     pub cpu_s: f64,
     pub details: serde_json::Map<String, serde_json::Value>,
+    /// RR/CRR: the time of each transaction, from the client's send to the end of the
+    /// response (CRR: from connect to the response).
+    pub latency: Option<latency::Histogram>,
+    /// UDP_STREAM: both sides' counts.
+    pub udp: Option<udp::UdpStats>,
 }

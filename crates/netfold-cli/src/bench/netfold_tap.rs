@@ -120,6 +120,8 @@ fn run_with(p: &Params, ns: &NetNs, tap: Tap) -> Result<Measurement, BoxErr> {
             verified,
             cpu_s: cpu + scpu,
             details,
+            latency: cl.latency,
+            udp: None,
         })
     })
 }

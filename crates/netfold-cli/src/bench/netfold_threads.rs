@@ -3,6 +3,7 @@
 //! poll-mode user-space stacks run; there is no clock fast-forward here, timers run in real time.
 
 use super::affinity::thread_cpu_seconds;
+use super::latency::Histogram;
 use super::memnet::BoxErr;
 use super::netfold_pipe::{pipe_config, stack_config, tcp_config, CLIENT_ADDR, SERVER_ADDR};
 use super::pattern::{Pattern, Verifier};
@@ -146,6 +147,8 @@ pub struct Outcome {
     pub transactions: u64,
     pub verified: bool,
     pub cpu_s: f64,
+    /// RR/CRR client: per-transaction times.
+    pub latency: Option<Histogram>,
 }
 
 pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
@@ -249,6 +252,8 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
         verified,
         cpu_s: client_cpu + srv.cpu_s,
         details,
+        latency: cl.latency,
+        udp: None,
     })
 }
 
@@ -324,6 +329,7 @@ pub fn drive<D: Device>(
         transactions: 0,
         verified: true,
         cpu_s: 0.0,
+        latency: None,
     };
     let deadline = p.duration.map(Duration::from_secs_f64);
     let limit = p.transactions.unwrap_or(u64::MAX);
@@ -349,13 +355,17 @@ pub fn drive<D: Device>(
             let s = connect(n, cfg, server)?;
             let req = vec![0x5au8; p.req_size];
             let mut resp = vec![0u8; p.resp_size];
+            let mut lat = Histogram::default();
             while out.transactions < limit && deadline.is_none_or(|d| start.elapsed() < d) {
+                let t0 = WallInstant::now();
                 n.write_all(s, &req)?;
                 if !n.read_exact(s, &mut resp)? {
                     return Err("server closed during TCP_RR".into());
                 }
+                lat.record(t0.elapsed());
                 out.transactions += 1;
             }
+            out.latency = Some(lat);
             n.until(|st| s.shutdown_write(st))?;
             let mut b = [0u8; 1];
             while n.until(|st| s.read(st, &mut b))? != 0 {}
@@ -365,15 +375,19 @@ pub fn drive<D: Device>(
         Test::Crr => {
             let req = vec![0x5au8; p.req_size];
             let mut resp = vec![0u8; p.resp_size];
+            let mut lat = Histogram::default();
             while out.transactions < limit && deadline.is_none_or(|d| start.elapsed() < d) {
+                let t0 = WallInstant::now();
                 let s = connect(n, cfg, server)?;
                 n.write_all(s, &req)?;
                 if !n.read_exact(s, &mut resp)? {
                     return Err("server closed during TCP_CRR".into());
                 }
                 s.close(&mut n.stack)?;
+                lat.record(t0.elapsed());
                 out.transactions += 1;
             }
+            out.latency = Some(lat);
             // A connection that sends nothing tells the server we are done.
             let s = connect(n, cfg, server)?;
             s.close(&mut n.stack)?;
@@ -400,6 +414,7 @@ fn serve<D: Device>(
         transactions: 0,
         verified: true,
         cpu_s: 0.0,
+        latency: None,
     };
     match p.test {
         Test::Stream => {

@@ -1,6 +1,7 @@
 //! Result rows and their output formats: a netperf-like table (with ratios between stacks),
 //! JSON, CSV.
 
+use super::latency::LatencyUs;
 use serde::Serialize;
 
 /// One measured configuration (a stack x a message size), after iterations.
@@ -10,21 +11,54 @@ pub struct Row {
     pub stack: String,
     pub link: String,
     pub mtu: usize,
+    /// Streams: bytes per send call; RR/CRR: the request size.
     pub msg_size: usize,
+    /// RR/CRR: the response size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resp_size: Option<usize>,
+    /// Where the two ends ran: "1 thread" (both ends in one thread, one CPU), "1 CPU" (two
+    /// threads on one CPU), "2 CPUs" (one CPU each), "unpinned".
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub placement: String,
     pub bytes: u64,
     pub elapsed_s: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub throughput_mbps: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trans_per_s: Option<f64>,
+    /// RR/CRR: per-transaction latency (all iterations together).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<LatencyUs>,
+    /// RR/CRR: the whole latency distribution (for `--latency-plot`; not in the JSON).
+    #[serde(skip)]
+    pub latency_hist: Option<super::latency::Histogram>,
+    /// UDP_STREAM: datagrams sent by the client and received by the server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent_datagrams: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub received_datagrams: Option<u64>,
+    /// UDP_STREAM: percent of the datagrams sent that were not received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_pct: Option<f64>,
+    /// UDP_STREAM: the sender's rate and the receiver's (the headline is the receiver's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_throughput_mbps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recv_throughput_mbps: Option<f64>,
+    /// UDP_STREAM: RFC 3550 interarrival jitter at the receiver, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verified: Option<bool>,
     /// Percent of the machine's CPU (all cores) used by the test's threads (`--cpu`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_util: Option<f64>,
-    /// Microseconds of CPU per KiB moved (`--cpu`).
+    /// Microseconds of CPU per KiB moved (`--cpu`, streams).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_demand_us_per_kb: Option<f64>,
+    /// Microseconds of CPU per transaction (`--cpu`, RR/CRR: netperf's us/Tr).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_demand_us_per_tr: Option<f64>,
     /// Throughput scaled to 100% CPU (`--cpu`): throughput / utilization, seed 000's metric.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scaled_throughput_mbps: Option<f64>,
@@ -56,7 +90,10 @@ pub fn mbps(bytes: u64, secs: f64) -> f64 {
 }
 
 pub fn print_json(rows: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
-    let v = serde_json::json!({ "results": rows });
+    let v = serde_json::json!({
+        "machine": super::machine::Machine::current(),
+        "results": rows,
+    });
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
 }
@@ -66,10 +103,12 @@ fn opt(v: Option<f64>, prec: usize) -> String {
 }
 
 pub fn print_csv(rows: &[Row]) {
-    println!("test,stack,link,mtu,msg_size,bytes,elapsed_s,throughput_mbps,trans_per_s,verified,cpu_util,service_demand_us_per_kb,scaled_throughput_mbps,iterations,ci_width_pct,ci_met");
+    println!("test,stack,link,mtu,msg_size,bytes,elapsed_s,throughput_mbps,trans_per_s,verified,cpu_util,service_demand_us_per_kb,scaled_throughput_mbps,iterations,ci_width_pct,ci_met,placement,resp_size,latency_mean_us,latency_p50_us,latency_p99_us,latency_p999_us,service_demand_us_per_tr,sent_datagrams,received_datagrams,loss_pct,jitter_ms");
+    let n = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
     for r in rows {
+        let lat = |f: fn(&LatencyUs) -> f64| opt(r.latency_us.as_ref().map(f), 3);
         println!(
-            "{},{},{},{},{},{},{:.6},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{:.6},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.test,
             r.stack,
             r.link,
@@ -86,41 +125,95 @@ pub fn print_csv(rows: &[Row]) {
             r.iterations,
             opt(r.ci_width_pct, 2),
             r.ci_met.map(|v| v.to_string()).unwrap_or_default(),
+            r.placement,
+            n(r.resp_size.map(|x| x as u64)),
+            lat(|l| l.mean),
+            lat(|l| l.p50),
+            lat(|l| l.p99),
+            lat(|l| l.p999),
+            opt(r.service_demand_us_per_tr, 4),
+            n(r.sent_datagrams),
+            n(r.received_datagrams),
+            opt(r.loss_pct, 3),
+            opt(r.jitter_ms, 4),
         );
     }
 }
 
-/// netperf-style table: the column heads name the same quantities netperf's do. When several
-/// stacks were measured, ratios of netfold to each other stack follow, per size.
+/// The message column: the send size, or REQ,RESP for RR/CRR.
+fn size_label(r: &Row) -> String {
+    match r.resp_size {
+        Some(resp) => format!("{},{resp}", r.msg_size),
+        None => r.msg_size.to_string(),
+    }
+}
+
+/// netperf-style table: the column heads name the same quantities netperf's do, plus where the
+/// two ends ran. RR/CRR rows add latency percentiles, UDP rows both sides' datagram counts.
+/// When several stacks were measured, ratios of netfold to each other stack follow, per size
+/// and placement: a ratio is only taken between rows placed alike.
 pub fn print_table(rows: &[Row]) {
+    print!("{}", table(rows));
+}
+
+/// The table as text.
+pub fn table(rows: &[Row]) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
     if rows.is_empty() {
-        return;
+        return o;
     }
     let test = &rows[0].test;
     let transactional = rows[0].trans_per_s.is_some();
+    let udp = rows.iter().any(|r| r.sent_datagrams.is_some());
     let cpu = rows.iter().any(|r| r.cpu_util.is_some());
-    println!("{test} TEST (netfold harness)");
+    let _ = writeln!(o, "{test} TEST (netfold harness)");
     let unit = if transactional {
         "Trans/s"
     } else {
         "10^6bits/s"
     };
-    print!(
-        "{:<8} {:<5} {:>6} {:>8} {:>14} {:>8} {:>13}",
-        "Stack", "Link", "MTU", "Message", "Bytes", "Elapsed", "Throughput"
-    );
-    if cpu {
-        print!(" {:>7} {:>9} {:>13}", "CPU", "Service", "Scaled");
-    }
-    println!(" {:>8}", "Verified");
-    print!(
-        "{:<8} {:<5} {:>6} {:>8} {:>14} {:>8} {:>13}",
-        "", "", "bytes", "Size", "", "secs.", unit
-    );
-    if cpu {
-        print!(" {:>7} {:>9} {:>13}", "util %", "us/KB", "to 100% CPU");
-    }
-    println!();
+    let (h1, h2): (Vec<String>, Vec<String>) = {
+        let mut h: Vec<(&str, &str)> = vec![
+            ("Stack", ""),
+            ("Link", ""),
+            ("Placement", ""),
+            ("MTU", "bytes"),
+            ("Message", "Size"),
+            ("Bytes", ""),
+            ("Elapsed", "secs."),
+            ("Throughput", unit),
+        ];
+        if transactional {
+            h.extend([
+                ("Latency", "mean us"),
+                ("Latency", "p50 us"),
+                ("Latency", "p99 us"),
+                ("Latency", "p99.9 us"),
+            ]);
+        }
+        if udp {
+            h.extend([
+                ("Sent", "datagrams"),
+                ("Received", "datagrams"),
+                ("Loss", "%"),
+                ("Sent", "10^6bits/s"),
+                ("Jitter", "ms"),
+            ]);
+        }
+        if cpu {
+            h.extend([
+                ("CPU", "util %"),
+                ("Service", if transactional { "us/Tr" } else { "us/KB" }),
+                ("Scaled", "to 100% CPU"),
+            ]);
+        }
+        h.push(("Verified", ""));
+        h.into_iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .unzip()
+    };
+    let mut lines: Vec<Vec<String>> = vec![h1, h2];
     for r in rows {
         let ver = r
             .verified
@@ -130,25 +223,67 @@ pub fn print_table(rows: &[Row]) {
             Some(false) => " (CI not met)",
             _ => "",
         };
-        print!(
-            "{:<8} {:<5} {:>6} {:>8} {:>14} {:>8.2} {:>13.2}",
-            r.stack,
-            r.link,
-            r.mtu,
-            r.msg_size,
-            r.bytes,
-            r.elapsed_s,
-            r.headline()
-        );
-        if cpu {
-            print!(
-                " {:>7} {:>9} {:>13}",
-                opt(r.cpu_util, 1),
-                opt(r.service_demand_us_per_kb, 3),
-                opt(r.scaled_throughput_mbps, 1)
-            );
+        let mut l = vec![
+            r.stack.clone(),
+            r.link.clone(),
+            r.placement.clone(),
+            r.mtu.to_string(),
+            size_label(r),
+            r.bytes.to_string(),
+            format!("{:.2}", r.elapsed_s),
+            format!("{:.2}", r.headline()),
+        ];
+        if transactional {
+            let lat = |f: fn(&LatencyUs) -> f64| {
+                r.latency_us
+                    .as_ref()
+                    .map(|l| format!("{:.1}", f(l)))
+                    .unwrap_or_else(|| "-".into())
+            };
+            l.extend([
+                lat(|l| l.mean),
+                lat(|l| l.p50),
+                lat(|l| l.p99),
+                lat(|l| l.p999),
+            ]);
         }
-        println!(" {ver:>8}{ci}");
+        if udp {
+            let n = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
+            l.extend([
+                n(r.sent_datagrams),
+                n(r.received_datagrams),
+                opt(r.loss_pct, 2),
+                opt(r.send_throughput_mbps, 2),
+                opt(r.jitter_ms, 4),
+            ]);
+        }
+        if cpu {
+            l.extend([
+                opt(r.cpu_util, 1),
+                opt(r.service_demand_us_per_tr.or(r.service_demand_us_per_kb), 3),
+                opt(r.scaled_throughput_mbps, 1),
+            ]);
+        }
+        l.push(format!("{ver}{ci}"));
+        lines.push(l);
+    }
+    let ncol = lines[0].len();
+    let width: Vec<usize> = (0..ncol)
+        .map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0))
+        .collect();
+    for l in &lines {
+        let cells: Vec<String> = l
+            .iter()
+            .enumerate()
+            .map(|(c, v)| {
+                if c < 3 {
+                    format!("{v:<w$}", w = width[c])
+                } else {
+                    format!("{v:>w$}", w = width[c])
+                }
+            })
+            .collect();
+        let _ = writeln!(o, "{}", cells.join("  ").trim_end());
     }
     let others: Vec<&str> = {
         let mut v: Vec<&str> = rows
@@ -156,39 +291,64 @@ pub fn print_table(rows: &[Row]) {
             .map(|r| r.stack.as_str())
             .filter(|s| *s != "netfold")
             .collect();
-        v.dedup();
         v.sort();
         v.dedup();
         v
     };
     if rows.iter().any(|r| r.stack == "netfold") && !others.is_empty() {
-        println!();
-        print!("{:>8}", "Message");
-        for o in &others {
-            print!(" {:>16}", format!("netfold/{o}"));
+        let _ = writeln!(o);
+        let _ = write!(o, "{:>12} {:<10}", "Message", "Placement");
+        for x in &others {
+            let _ = write!(o, " {:>16}", format!("netfold/{x}"));
         }
-        println!();
-        let mut sizes: Vec<usize> = rows.iter().map(|r| r.msg_size).collect();
-        sizes.sort();
-        sizes.dedup();
-        for sz in sizes {
+        let _ = writeln!(o);
+        let mut keys: Vec<(usize, Option<usize>, &str)> = rows
+            .iter()
+            .filter(|r| r.stack == "netfold")
+            .map(|r| (r.msg_size, r.resp_size, r.placement.as_str()))
+            .collect();
+        keys.dedup();
+        let mut unmatched = false;
+        for (sz, resp, place) in keys {
+            let same = |r: &&Row| r.msg_size == sz && r.resp_size == resp;
             let nf = rows
                 .iter()
-                .find(|r| r.stack == "netfold" && r.msg_size == sz);
-            print!("{sz:>8}");
-            for o in &others {
-                let other = rows.iter().find(|r| r.stack == *o && r.msg_size == sz);
-                let ratio = match (nf, other) {
-                    (Some(a), Some(b)) if b.headline() > 0.0 => {
+                .find(|r| r.stack == "netfold" && same(r) && r.placement == place);
+            let label = match resp {
+                Some(x) => format!("{sz},{x}"),
+                None => sz.to_string(),
+            };
+            let _ = write!(o, "{label:>12} {place:<10}");
+            for x in &others {
+                // Like with like: the other stack at the same placement; a row at another
+                // placement is shown marked, so the reader sees the ratio is not comparable.
+                let exact = rows
+                    .iter()
+                    .find(|r| r.stack == *x && same(r) && r.placement == place);
+                let any = rows.iter().find(|r| r.stack == *x && same(r));
+                let ratio = match (nf, exact, any) {
+                    (Some(a), Some(b), _) if b.headline() > 0.0 => {
                         format!("{:.2}x", a.headline() / b.headline())
+                    }
+                    (Some(a), None, Some(b)) if b.headline() > 0.0 => {
+                        unmatched = true;
+                        format!("{:.2}x*", a.headline() / b.headline())
                     }
                     _ => "-".into(),
                 };
-                print!(" {ratio:>16}");
+                let _ = write!(o, " {ratio:>16}");
             }
-            println!();
+            let _ = writeln!(o);
+        }
+        if unmatched {
+            let _ = writeln!(
+                o,
+                "* the other stack ran at a different placement (see the Placement column): \
+                 not a like-for-like ratio"
+            );
         }
     }
+    o
 }
 
 #[cfg(test)]
@@ -199,6 +359,93 @@ mod tests {
     fn throughput_is_in_megabits() {
         assert_eq!(mbps(125_000_000, 1.0), 1000.0);
         assert_eq!(mbps(1, 0.0), 0.0);
+    }
+
+    fn rr_row(stack: &str, placement: &str, tps: f64) -> Row {
+        Row {
+            test: "TCP_RR".into(),
+            stack: stack.into(),
+            placement: placement.into(),
+            msg_size: 1,
+            resp_size: Some(1),
+            trans_per_s: Some(tps),
+            latency_us: Some(LatencyUs {
+                mean: 10.0,
+                p50: 9.0,
+                p90: 12.0,
+                p99: 20.0,
+                p999: 40.0,
+                max: 50.0,
+            }),
+            service_demand_us_per_tr: Some(3.5),
+            cpu_util: Some(50.0),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn ratios_pair_rows_at_the_same_placement() {
+        let rows = [
+            rr_row("netfold", "1 CPU", 100_000.0),
+            rr_row("netfold", "2 CPUs", 20_000.0),
+            rr_row("kernel", "1 CPU", 200_000.0),
+            rr_row("kernel", "2 CPUs", 10_000.0),
+        ];
+        let t = table(&rows);
+        let line = |p: &str| {
+            t.lines()
+                .find(|l| l.trim_start().starts_with("1,1") && l.contains(p))
+                .unwrap_or_else(|| panic!("no ratio line for {p}: {t}"))
+                .to_string()
+        };
+        // 100k/200k at one CPU, 20k/10k at two: never 100k/10k.
+        assert!(line("1 CPU").ends_with("0.50x"), "{t}");
+        assert!(line("2 CPUs").ends_with("2.00x"), "{t}");
+        assert!(!t.contains("10.00x"), "{t}");
+        // Latency and us/Tr columns are in the table.
+        assert!(
+            t.contains("p99 us") && t.contains("us/Tr") && t.contains("3.500"),
+            "{t}"
+        );
+        // A stack measured only at another placement gets a marked ratio.
+        let t = table(&[
+            rr_row("netfold", "2 CPUs", 1.0),
+            rr_row("smoltcp", "1 CPU", 2.0),
+        ]);
+        assert!(
+            t.contains("0.50x*") && t.contains("not a like-for-like"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn udp_rows_show_both_sides() {
+        let r = Row {
+            test: "UDP_STREAM".into(),
+            stack: "kernel".into(),
+            msg_size: 1472,
+            throughput_mbps: Some(200.0),
+            sent_datagrams: Some(100),
+            received_datagrams: Some(17),
+            loss_pct: Some(83.0),
+            send_throughput_mbps: Some(1000.0),
+            recv_throughput_mbps: Some(200.0),
+            ..Default::default()
+        };
+        let t = table(std::slice::from_ref(&r));
+        assert!(
+            t.contains("Loss") && t.contains("83.00") && t.contains("1000.00"),
+            "{t}"
+        );
+        let v = serde_json::to_value(&r).unwrap();
+        for k in [
+            "sent_datagrams",
+            "received_datagrams",
+            "loss_pct",
+            "recv_throughput_mbps",
+        ] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
     }
 
     #[test]

@@ -69,6 +69,8 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
             verified,
             cpu_s: cpu + scpu,
             details,
+            latency: None,
+            udp: None,
         })
     });
     drop(ns);

@@ -3,6 +3,11 @@
 /// Parses "65536", "64K", "1M", "1G" (case-insensitive, optional trailing "B"/"iB").
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!(
+            "{s} is negative: expected a size >= 0 (e.g. 65536, 64K, 1M)"
+        ));
+    }
     let t = t
         .strip_suffix("iB")
         .or_else(|| t.strip_suffix('B'))

@@ -41,7 +41,7 @@ const METHODS: &[(&str, CopyFn, &str)] = &[
     (
         "unrolled-int",
         kernels::copy_unrolled_int,
-        "seed 001 unrolled integer loop",
+        "the 2002 copy patch's unrolled integer loop",
     ),
     ("scalar", kernels::copy_scalar, "portable 64-bit words"),
     ("sse2", kernels::copy_sse2, "SSE2, dst-aligned"),
@@ -251,6 +251,8 @@ pub(super) fn print_calibration(
 
 #[derive(Serialize)]
 struct Report {
+    /// Where and with what code this ran.
+    machine: crate::bench::machine::Machine,
     kernels: &'static str,
     calibration: CalReport,
     tsc_ghz: Option<f64>,
@@ -445,6 +447,7 @@ pub fn run(a: Args) -> CmdResult {
 
     if a.json {
         let report = Report {
+            machine: crate::bench::machine::Machine::current(),
             kernels: mem::selected_kernels(),
             calibration: calibration_report(),
             tsc_ghz: tsc,
@@ -549,7 +552,7 @@ fn print_human(summary: &[Summary], results: &[Cell], tsc: Option<f64>) -> std::
     let has_1448 = results.iter().any(|c| c.size == 1448);
     if has_1448 && tsc.is_some() {
         writeln!(out)?;
-        writeln!(out, "TSC cycles per 1448-byte copy (cf. seed 000 Table 6: movsd 3000 aligned / 7000 not; integer 4000)")?;
+        writeln!(out, "TSC cycles per 1448-byte copy (cf. Anand & Hartner, OLS 2002, Table 6: movsd 3000 aligned / 7000 not; integer 4000)")?;
         writeln!(
             out,
             "{:<13} {:>12} {:>12} {:>12} {:>12} {:>12}",
@@ -622,9 +625,11 @@ fn draw_heatmap(
     let lo = cells.iter().map(|c| c.gbps).fold(f64::INFINITY, f64::min);
     let hi = cells.iter().map(|c| c.gbps).fold(0.0, f64::max);
     let span = if hi > lo { hi - lo } else { 1.0 };
-    let root = SVGBackend::new(path, (860, 720)).into_drawing_area();
+    // The legend panel is wide enough for the bar, its tick labels and its title, with a
+    // margin on the right so nothing touches the edge of the image.
+    let root = SVGBackend::new(path, (960, 720)).into_drawing_area();
     root.fill(&WHITE)?;
-    let (main, legend) = root.split_horizontally(740);
+    let (main, legend) = root.split_horizontally(780);
     let mut chart = ChartBuilder::on(&main)
         .caption(
             format!(
@@ -657,12 +662,16 @@ fn draw_heatmap(
     let mut lg = ChartBuilder::on(&legend)
         .margin_top(40)
         .margin_bottom(50)
-        .y_label_area_size(60)
+        .margin_left(10)
+        .margin_right(40)
+        .y_label_area_size(80)
         .build_cartesian_2d(0.0f64..1.0f64, lo..(lo + span))?;
     lg.configure_mesh()
         .disable_mesh()
         .disable_x_axis()
         .y_desc("GB/s")
+        .y_label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 16))
         .draw()?;
     lg.draw_series((0..20).map(|i| {
         let y0 = lo + span * i as f64 / 20.0;

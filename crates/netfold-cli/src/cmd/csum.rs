@@ -64,6 +64,8 @@ struct Ratio {
 
 #[derive(Serialize)]
 struct Report {
+    /// Where and with what code this ran.
+    machine: crate::bench::machine::Machine,
     kernels: &'static str,
     calibration: super::copy::CalReport,
     src_align: usize,
@@ -252,6 +254,7 @@ pub fn run(a: Args) -> CmdResult {
     let mut out = std::io::stdout().lock();
     if a.json {
         let r = Report {
+            machine: crate::bench::machine::Machine::current(),
             kernels: mem::selected_kernels(),
             calibration: super::copy::calibration_report(),
             src_align: a.src_align,

@@ -35,6 +35,25 @@ pub enum CopyMode {
     Baseline,
 }
 
+/// Where a run's two ends execute (`--placement`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Both ends share one CPU.
+    #[value(name = "1cpu")]
+    OneCpu,
+    /// One CPU per end.
+    #[value(name = "2cpu")]
+    TwoCpus,
+}
+
+/// A switch written `on` or `off` on the command line (`--gro on`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnOff {
+    #[default]
+    On,
+    Off,
+}
+
 /// Which link each stack runs over.
 ///
 /// | --link | netfold | smoltcp | kernel |
@@ -52,37 +71,38 @@ pub enum KernelLink {
     Tap,
 }
 
+impl KernelLink {
+    /// The name as written on the command line (`--link lo`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelLink::Auto => "auto",
+            KernelLink::Lo => "lo",
+            KernelLink::Veth => "veth",
+            KernelLink::Tap => "tap",
+        }
+    }
+}
+
+/// Options every netperf-style test takes.
 #[derive(clap::Args, Debug, Clone)]
-pub struct Args {
+pub struct Common {
     /// Stacks to measure, in turn: any of netfold, kernel, smoltcp.
     #[arg(long, value_delimiter = ',', default_value = "netfold")]
     pub stack: Vec<StackKind>,
-    /// Bytes to transfer per stream run (K/M/G suffixes, powers of 1024).
-    #[arg(long, value_parser = parse_size, conflicts_with_all = ["length", "transactions"])]
-    pub bytes: Option<u64>,
-    /// Transactions per RR/CRR run.
-    #[arg(long, conflicts_with = "length")]
-    pub transactions: Option<u64>,
-    /// Test length in seconds (netperf -l). Default 2 unless --bytes/--transactions is given.
-    #[arg(short = 'l', long = "length")]
+    /// Test length in seconds (netperf -l). Default: 2, unless the test is given a byte or
+    /// transaction count instead.
+    #[arg(short = 'l', long = "length", value_parser = parse_seconds)]
     pub length: Option<f64>,
-    /// Send size(s) per call (netperf -m); a comma list sweeps, e.g. 1K,4K,64K.
-    #[arg(short = 'm', long = "send-size", value_parser = parse_sizes, default_value = "64K")]
-    pub send_size: SizeList,
-    /// Receive size per call (netperf -M); default: the send size.
-    #[arg(short = 'M', long = "recv-size", value_parser = parse_size)]
-    pub recv_size: Option<u64>,
-    /// Request and response sizes for rr/crr (netperf -r REQ,RESP).
-    #[arg(short = 'r', long = "rr-size", value_parser = parse_rr, default_value = "1,1")]
-    pub rr_size: (usize, usize),
-    /// IP MTU of the in-memory link.
-    #[arg(long, default_value_t = 1500)]
-    pub mtu: usize,
+    /// IP MTU of the link [default: 1500 on netfold's and smoltcp's links; the kernel's
+    /// loopback keeps its own (65536) unless --mtu is given, then it runs in a private
+    /// namespace whose loopback has this MTU].
+    #[arg(long, value_parser = parse_count)]
+    pub mtu: Option<u64>,
     /// Send buffer (netperf -s).
-    #[arg(short = 's', long = "send-buffer", value_parser = parse_size)]
+    #[arg(short = 's', long = "send-buffer", value_parser = parse_size, allow_hyphen_values = true)]
     pub send_buffer: Option<u64>,
     /// Receive buffer (netperf -S).
-    #[arg(short = 'S', long = "recv-buffer", value_parser = parse_size)]
+    #[arg(short = 'S', long = "recv-buffer", value_parser = parse_size, allow_hyphen_values = true)]
     pub recv_buffer: Option<u64>,
     /// Disable Nagle's algorithm.
     #[arg(long)]
@@ -96,21 +116,28 @@ pub struct Args {
     /// Report CPU utilization, service demand and throughput scaled to 100% CPU.
     #[arg(long)]
     pub cpu: bool,
-    /// netfold: merge received TCP segments per flow and batch (GRO): on or off.
-    #[arg(long, default_value = "on", action = clap::ArgAction::Set,
-          value_parser = clap::builder::BoolishValueParser::new())]
-    pub gro: bool,
+    /// netfold: merge received TCP segments per flow and batch (GRO).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub gro: OnOff,
     /// netfold's data path: its copy kernels with the checksum folded into the copy
     /// (netfold), or memcpy and a separate checksum pass (baseline, the 2002 "without the
     /// copy patch" case).
     #[arg(long, value_enum, default_value_t = CopyMode::Netfold)]
     pub copy: CopyMode,
-    /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
-    pub threads: u8,
-    /// Thread placement for two-thread runs: split (client CPU 0, server CPU 1), same, none.
-    #[arg(long, value_enum, default_value_t = Pin::Split)]
-    pub pin: Pin,
+    /// Where each stack's two ends run, one or both of: 1cpu (netfold and smoltcp: both ends
+    /// in one thread; the kernel: client and server pinned to CPU 0) and 2cpu (one end per CPU:
+    /// netfold --threads 2, the kernel split over CPUs 0 and 1; smoltcp has no such mode).
+    /// Default: both, so every ratio compares like with like; --threads or --pin instead fix
+    /// one placement by hand.
+    #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["threads", "pin"])]
+    pub placement: Option<Vec<Placement>>,
+    /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub threads: Option<u8>,
+    /// Thread placement for two-thread runs: split (client CPU 0, server CPU 1), same, none
+    /// [default: split].
+    #[arg(long, value_enum)]
+    pub pin: Option<Pin>,
     /// Link: auto (netfold/smoltcp: in-memory pipe, kernel: loopback), lo, veth (kernel), tap
     /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth).
     #[arg(long, value_enum, default_value_t = KernelLink::Auto)]
@@ -128,20 +155,166 @@ pub struct Args {
     #[arg(long, value_parser = parse_fraction, default_value = "0")]
     pub corrupt: f64,
     /// Seed for the impairment RNG (same seed, same run).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value = "1", value_parser = parse_count)]
     pub seed: u64,
-    /// Check every received byte against the sender's pattern and the exact count.
-    #[arg(long)]
-    pub verify: bool,
     /// Print JSON.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
     /// Print CSV.
     #[arg(long)]
     pub csv: bool,
+}
+
+/// `netfold stream` and `netfold maerts`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(allow_negative_numbers = true)]
+pub struct StreamArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Bytes to transfer per run (K/M/G suffixes, powers of 1024).
+    #[arg(long, value_parser = parse_size, conflicts_with = "length",
+          allow_hyphen_values = true)]
+    pub bytes: Option<u64>,
+    /// Send size(s) per call (netperf -m); a comma list sweeps, e.g. 1K,4K,64K.
+    #[arg(short = 'm', long = "send-size", value_parser = parse_sizes, default_value = "64K",
+          allow_hyphen_values = true)]
+    pub send_size: SizeList,
+    /// Receive size per call (netperf -M); default: the send size.
+    #[arg(short = 'M', long = "recv-size", value_parser = parse_size, allow_hyphen_values = true)]
+    pub recv_size: Option<u64>,
+    /// Check every received byte against the sender's pattern and the exact count.
+    #[arg(long)]
+    pub verify: bool,
     /// Draw throughput (and scaled throughput with --cpu) vs message size to an SVG file.
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", value_parser = parse_plot_path)]
     pub plot: Option<std::path::PathBuf>,
+}
+
+/// `netfold rr` and `netfold crr`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(allow_negative_numbers = true)]
+pub struct RrArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Transactions per run.
+    #[arg(long, conflicts_with = "length", value_parser = parse_count)]
+    pub transactions: Option<u64>,
+    /// Request and response sizes (netperf -r REQ,RESP). Repeat the option to sweep sizes:
+    /// `-r 1,1 -r 64,64 -r 1K,16K` runs each pair in turn.
+    #[arg(short = 'r', long = "rr-size", value_parser = parse_rr, default_value = "1,1",
+          action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub rr_size: Vec<(usize, usize)>,
+    /// Not supported: request/response payloads are a fixed fill, there is no byte stream to
+    /// verify. Given, the command refuses to run rather than ignore it.
+    #[arg(long, hide = true)]
+    pub verify: bool,
+    /// Draw transactions/s vs request size to an SVG file.
+    #[arg(long, value_name = "FILE.svg", value_parser = parse_plot_path)]
+    pub plot: Option<std::path::PathBuf>,
+    /// Draw each row's latency distribution (the fraction of transactions done within each
+    /// time, log time axis) to an SVG file.
+    #[arg(long, value_name = "FILE.svg", value_parser = parse_plot_path)]
+    pub latency_plot: Option<std::path::PathBuf>,
+}
+
+/// `netfold udp-stream`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(allow_negative_numbers = true)]
+pub struct UdpArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Bytes to send per run (K/M/G suffixes, powers of 1024).
+    #[arg(long, value_parser = parse_size, conflicts_with = "length",
+          allow_hyphen_values = true)]
+    pub bytes: Option<u64>,
+    /// Datagram payload size(s) (netperf -m); a comma list sweeps, e.g. 64,1K,1472.
+    #[arg(short = 'm', long = "send-size", value_parser = parse_sizes, default_value = "1472",
+          allow_hyphen_values = true)]
+    pub send_size: SizeList,
+    /// Target sending rate in bits per second, as iperf3's -b (K/M/G suffixes, powers of
+    /// 1000 here as in iperf3), e.g. 100M; 0 or absent = as fast as the socket takes them.
+    #[arg(short = 'b', long = "bitrate", value_parser = parse_rate, allow_hyphen_values = true)]
+    pub bitrate: Option<u64>,
+    /// Not supported: datagrams are counted, not checked byte by byte. Given, the command
+    /// refuses to run rather than ignore it.
+    #[arg(long, hide = true)]
+    pub verify: bool,
+    /// Draw received throughput vs datagram size to an SVG file.
+    #[arg(long, value_name = "FILE.svg", value_parser = parse_plot_path)]
+    pub plot: Option<std::path::PathBuf>,
+}
+
+/// All options of one test, whichever subcommand they came from.
+#[derive(Debug, Clone)]
+pub struct Args {
+    pub common: Common,
+    pub bytes: Option<u64>,
+    pub transactions: Option<u64>,
+    pub send_size: SizeList,
+    pub recv_size: Option<u64>,
+    pub rr_size: Vec<(usize, usize)>,
+    pub bitrate: Option<u64>,
+    pub verify: bool,
+    pub plot: Option<std::path::PathBuf>,
+    pub latency_plot: Option<std::path::PathBuf>,
+}
+
+impl std::ops::Deref for Args {
+    type Target = Common;
+    fn deref(&self) -> &Common {
+        &self.common
+    }
+}
+
+impl From<StreamArgs> for Args {
+    fn from(a: StreamArgs) -> Args {
+        Args {
+            common: a.common,
+            bytes: a.bytes,
+            transactions: None,
+            send_size: a.send_size,
+            recv_size: a.recv_size,
+            rr_size: vec![(1, 1)],
+            bitrate: None,
+            verify: a.verify,
+            plot: a.plot,
+            latency_plot: None,
+        }
+    }
+}
+
+impl From<RrArgs> for Args {
+    fn from(a: RrArgs) -> Args {
+        Args {
+            common: a.common,
+            bytes: None,
+            transactions: a.transactions,
+            send_size: SizeList(vec![1]),
+            recv_size: None,
+            rr_size: a.rr_size,
+            bitrate: None,
+            verify: a.verify,
+            plot: a.plot,
+            latency_plot: a.latency_plot,
+        }
+    }
+}
+
+impl From<UdpArgs> for Args {
+    fn from(a: UdpArgs) -> Args {
+        Args {
+            common: a.common,
+            bytes: a.bytes,
+            transactions: None,
+            send_size: a.send_size,
+            recv_size: None,
+            rr_size: vec![(1, 1)],
+            bitrate: a.bitrate,
+            verify: a.verify,
+            plot: a.plot,
+            latency_plot: None,
+        }
+    }
 }
 
 /// A comma-separated list of sizes (`-m 1K,4K,64K`).
@@ -150,6 +323,85 @@ pub struct SizeList(pub Vec<u64>);
 
 fn parse_sizes(s: &str) -> Result<SizeList, String> {
     parse_size_list(s).map(SizeList)
+}
+
+/// A whole number >= 0; a negative one gets a message that says so (not a parse error).
+fn parse_count(s: &str) -> Result<u64, String> {
+    if s.trim().starts_with('-') {
+        return Err(format!("{s} is negative: expected a whole number >= 0"));
+    }
+    s.trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number"))
+}
+
+/// Seconds, > 0.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    let l: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(l > 0.0 && l < 86400.0) {
+        return Err(format!(
+            "{s}: expected a positive number of seconds below a day"
+        ));
+    }
+    Ok(l)
+}
+
+/// A bit rate as iperf3 writes it: "100M" = 100 * 10^6 bits/s (powers of 1000).
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!(
+            "{s} is negative: expected a rate in bits/s, e.g. 100M"
+        ));
+    }
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid rate {s:?} (expected e.g. 500K, 100M, 1G bits/s)"))?;
+    if !v.is_finite() || v < 0.0 || v * mult > 1e13 {
+        return Err(format!("rate {s:?} out of range"));
+    }
+    Ok((v * mult) as u64)
+}
+
+/// `--plot FILE`: checked before any run, so a bad path does not cost a whole run. Only SVG is
+/// written (plotters' bitmap encoder would need an image codec this build does not carry).
+fn parse_plot_path(s: &str) -> Result<std::path::PathBuf, String> {
+    let p = std::path::PathBuf::from(s);
+    match p.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("svg") => {}
+        Some(e) => {
+            return Err(format!(
+                "only SVG plots are written; {s:?} asks for .{e} (name it .svg and convert, \
+                 e.g. `rsvg-convert -o x.png x.svg`)"
+            ))
+        }
+        None => return Err(format!("{s:?}: the plot file must end in .svg")),
+    }
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(format!("directory {} does not exist", dir.display()));
+    }
+    // Writable? Create and remove a probe file: access(2) would not see read-only mounts.
+    let probe = dir.join(format!(".netfold-plot-probe-{}", std::process::id()));
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+        }
+        Err(e) => return Err(format!("cannot write in {}: {e}", dir.display())),
+    }
+    Ok(p)
 }
 
 fn parse_rr(s: &str) -> Result<(usize, usize), String> {
@@ -161,16 +413,28 @@ fn parse_rr(s: &str) -> Result<(usize, usize), String> {
     };
     if req == 0 || resp == 0 || req > 1 << 24 || resp > 1 << 24 || it.next().is_some() {
         return Err(format!(
-            "-r {s:?}: expected REQ,RESP with sizes between 1 and 16M"
+            "-r {s:?}: expected REQ,RESP with sizes between 1 and 16M (repeat -r to sweep)"
         ));
     }
     Ok((req as usize, resp as usize))
 }
 
-/// Builds the parameters of one run (one message size) and checks them.
-pub fn params(a: &Args, test: Test, send_size: u64) -> Result<Params, String> {
-    if !(576..=65535).contains(&a.mtu) {
-        return Err(format!("--mtu {} out of range (576..=65535)", a.mtu));
+/// The IP MTU of netfold's and smoltcp's links when --mtu is not given (Ethernet's).
+pub const DEFAULT_MTU: usize = 1500;
+
+/// Builds the parameters of one run (one message size, one request/response pair) and checks
+/// them.
+pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Result<Params, String> {
+    let mtu = a.mtu.map(|m| m as usize).unwrap_or(DEFAULT_MTU);
+    if !(576..=65535).contains(&mtu) {
+        return Err(format!("--mtu {mtu} out of range (576..=65535)"));
+    }
+    if a.verify && !matches!(test, Test::Stream | Test::Maerts) {
+        return Err(format!(
+            "--verify checks a byte stream against the sender's pattern: it applies to stream \
+             and maerts only; {} carries no such stream (refusing rather than ignoring it)",
+            test.netperf_name()
+        ));
     }
     if send_size == 0 || send_size > 1 << 30 {
         return Err("-m must be between 1 byte and 1G".into());
@@ -178,11 +442,6 @@ pub fn params(a: &Args, test: Test, send_size: u64) -> Result<Params, String> {
     let recv = a.recv_size.unwrap_or(send_size);
     if recv == 0 || recv > 1 << 30 {
         return Err("-M must be between 1 byte and 1G".into());
-    }
-    if let Some(l) = a.length {
-        if !(l > 0.0 && l < 86400.0) {
-            return Err(format!("-l {l}: expected a positive number of seconds"));
-        }
     }
     if test == Test::UdpStream && send_size > 65507 {
         return Err("UDP messages are at most 65507 bytes".into());
@@ -199,9 +458,10 @@ pub fn params(a: &Args, test: Test, send_size: u64) -> Result<Params, String> {
         duration,
         send_size: send_size as usize,
         recv_size: recv as usize,
-        req_size: a.rr_size.0,
-        resp_size: a.rr_size.1,
-        mtu: a.mtu,
+        req_size: rr.0,
+        resp_size: rr.1,
+        mtu,
+        mtu_given: a.mtu.is_some(),
         nodelay: a.nodelay,
         send_buffer: a.send_buffer.map(|v| v as usize),
         recv_buffer: a.recv_buffer.map(|v| v as usize),
@@ -213,14 +473,15 @@ pub fn params(a: &Args, test: Test, send_size: u64) -> Result<Params, String> {
             seed: a.seed,
         },
         verify: a.verify,
-        threads: a.threads as usize,
-        pin: a.pin,
-        gro: a.gro,
+        threads: a.threads.unwrap_or(1) as usize,
+        pin: a.pin.unwrap_or(Pin::Split),
+        gro: a.gro == OnOff::On,
         copy_mode: if a.copy == CopyMode::Baseline {
             netfold::mem::CopyMode::Baseline
         } else {
             netfold::mem::CopyMode::Kernels
         },
+        rate_bps: a.bitrate.filter(|&b| b > 0),
     })
 }
 
@@ -249,6 +510,20 @@ fn run_stack(
         (StackKind::Smoltcp, KernelLink::Tap) => {
             Ok((crate::bench::smoltcp_tap::run(p)?, "tap".into(), p.mtu))
         }
+        (StackKind::Kernel, KernelLink::Auto | KernelLink::Lo) if p.mtu_given => {
+            // The host's loopback is shared with everything else on the machine: rather than
+            // change it, run on the loopback of a private namespace set to the asked MTU.
+            let ns = kernel::PrivateLo::create(p.mtu).map_err(|e| {
+                format!(
+                    "--mtu {} on the kernel's loopback needs a private network namespace \
+                     (the host's loopback stays at {}): {e}",
+                    p.mtu,
+                    kernel::lo_mtu()
+                )
+            })?;
+            let m = kernel::run_on(p, kernel::Where::PrivateLo(&ns))?;
+            Ok((m, "lo".into(), p.mtu))
+        }
         (StackKind::Kernel, KernelLink::Auto | KernelLink::Lo) => {
             Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu()))
         }
@@ -258,7 +533,10 @@ fn run_stack(
             Ok((m, "veth".into(), p.mtu))
         }
         (s, l) => Err(format!(
-            "--link {l:?} is not available for the {} stack (see netfold stream --help)",
+            "--link {} is not available for the {} stack: netfold and smoltcp run over the \
+             in-memory pipe (--link auto) or a TAP device (--link tap); lo and veth are the \
+             kernel's links",
+            l.name(),
             s.name()
         )
         .into()),
@@ -297,7 +575,9 @@ pub fn measure(stack: StackKind, a: &Args, p: &Params) -> Result<Row, Box<dyn st
         mtu = u;
         runs.push(m);
     }
-    Ok(make_row(stack, p, &runs, &headline, &it, link, mtu, a.cpu))
+    Ok(make_row(
+        stack, a.link, p, &runs, &headline, &it, link, mtu, a.cpu,
+    ))
 }
 
 fn rate(n: u64, secs: f64) -> f64 {
@@ -311,6 +591,7 @@ fn rate(n: u64, secs: f64) -> f64 {
 #[allow(clippy::too_many_arguments)]
 fn make_row(
     stack: StackKind,
+    klink: KernelLink,
     p: &Params,
     runs: &[Measurement],
     headline: &[f64],
@@ -335,6 +616,8 @@ fn make_row(
         } else {
             p.send_size
         },
+        resp_size: p.test.is_transactional().then_some(p.resp_size),
+        placement: placement(stack, klink, p).into(),
         bytes,
         elapsed_s: elapsed,
         verified: if runs.iter().any(|m| m.verified.is_some()) {
@@ -346,14 +629,27 @@ fn make_row(
         details: last.details,
         ..Default::default()
     };
+    let tx = runs.iter().map(|m| m.transactions).sum::<u64>() as f64 / n;
     if p.test.is_transactional() {
         row.trans_per_s = Some(mean);
-        row.details.insert(
-            "transactions".into(),
-            (runs.iter().map(|m| m.transactions).sum::<u64>() / runs.len().max(1) as u64).into(),
-        );
+        row.details
+            .insert("transactions".into(), (tx as u64).into());
+        let mut h = crate::bench::latency::Histogram::default();
+        for l in runs.iter().filter_map(|m| m.latency.as_ref()) {
+            h.merge(l);
+        }
+        row.latency_us = h.summary();
+        row.latency_hist = Some(h);
     } else {
         row.throughput_mbps = Some(mean);
+    }
+    if let Some(u) = udp_totals(runs) {
+        row.sent_datagrams = Some(u.sent_datagrams);
+        row.received_datagrams = Some(u.received_datagrams);
+        row.loss_pct = Some(u.loss_pct());
+        row.send_throughput_mbps = Some(mbps(u.sent_bytes / runs.len() as u64, elapsed));
+        row.recv_throughput_mbps = Some(mbps(u.received_bytes / runs.len() as u64, elapsed));
+        row.jitter_ms = u.jitter_ms;
     }
     if runs.len() > 1 {
         row.ci_width_pct = Some(stats::ci_width_pct(headline, it.level));
@@ -365,19 +661,80 @@ fn make_row(
         // the utilization.
         let f = stats::cpu_figures(cpu_s, elapsed, ncpus, bytes, mean);
         row.cpu_util = Some(f.cpu_util_pct);
-        row.service_demand_us_per_kb = Some(f.service_demand_us_per_kb);
         row.scaled_throughput_mbps = Some(f.scaled_throughput_mbps);
         row.details.insert("cpu_s".into(), cpu_s.into());
-        if p.test.is_transactional() && cpu_s > 0.0 {
-            // For RR the natural service demand is CPU per transaction.
-            let tx = runs.iter().map(|m| m.transactions).sum::<u64>() as f64 / n;
-            row.details.insert(
-                "service_demand_us_per_trans".into(),
-                (cpu_s * 1e6 / tx.max(1.0)).into(),
-            );
+        if p.test.is_transactional() {
+            // netperf's unit for transactions: CPU microseconds per transaction (us/Tr).
+            row.service_demand_us_per_tr = Some(if tx > 0.0 { cpu_s * 1e6 / tx } else { 0.0 });
+        } else {
+            row.service_demand_us_per_kb = Some(f.service_demand_us_per_kb);
         }
     }
     row
+}
+
+/// Both sides' UDP counts summed over the iterations (None for TCP tests).
+fn udp_totals(runs: &[Measurement]) -> Option<crate::bench::udp::UdpStats> {
+    let mut it = runs.iter().filter_map(|m| m.udp);
+    let mut t = it.next()?;
+    let mut jitters: Vec<f64> = t.jitter_ms.into_iter().collect();
+    for u in it {
+        t.sent_datagrams += u.sent_datagrams;
+        t.sent_bytes += u.sent_bytes;
+        t.received_datagrams += u.received_datagrams;
+        t.received_bytes += u.received_bytes;
+        jitters.extend(u.jitter_ms);
+    }
+    t.jitter_ms = (!jitters.is_empty()).then(|| stats::mean_sd(&jitters).0);
+    Some(t)
+}
+
+/// The placements a test is measured at: `--placement` if given; else both, unless
+/// --threads/--pin fix one by hand (None: use those as given).
+fn placements(a: &Args) -> Vec<Option<Placement>> {
+    match &a.placement {
+        Some(list) => list.iter().map(|&p| Some(p)).collect(),
+        None if a.threads.is_none() && a.pin.is_none() => {
+            vec![Some(Placement::OneCpu), Some(Placement::TwoCpus)]
+        }
+        None => vec![None],
+    }
+}
+
+/// Sets `p`'s threads and pinning for `stack` at placement `pl`; None when the stack cannot
+/// run there (smoltcp over the in-memory pipe is one thread only; netfold's two-thread runner
+/// has no UDP_STREAM).
+fn place(stack: StackKind, link: KernelLink, pl: Placement, mut p: Params) -> Option<Params> {
+    let two_threads = stack == StackKind::Kernel || link == KernelLink::Tap;
+    match (pl, two_threads, stack) {
+        (Placement::OneCpu, true, _) => p.pin = Pin::Same,
+        (Placement::TwoCpus, true, _) => p.pin = Pin::Split,
+        (Placement::OneCpu, false, _) => p.threads = 1,
+        (Placement::TwoCpus, false, StackKind::Netfold) if p.test != Test::UdpStream => {
+            p.threads = 2;
+            p.pin = Pin::Split;
+        }
+        (Placement::TwoCpus, false, _) => return None,
+    }
+    Some(p)
+}
+
+/// Where the two ends of a run were placed, as the table reports it.
+pub fn placement(stack: StackKind, link: KernelLink, p: &Params) -> &'static str {
+    let threads = match (stack, link) {
+        // Over a TAP the peer is a kernel thread in a namespace: two threads.
+        (StackKind::Kernel, _) | (_, KernelLink::Tap) => 2,
+        (StackKind::Netfold, _) => p.threads,
+        (StackKind::Smoltcp, _) => 1,
+    };
+    if threads == 1 {
+        return "1 CPU";
+    }
+    match p.pin {
+        Pin::Split => "2 CPUs",
+        Pin::Same => "1 CPU",
+        Pin::None => "unpinned",
+    }
 }
 
 /// The main job (`netfold` with no subcommand, i.e. README's `cargo run --release`): a short
@@ -396,7 +753,7 @@ pub fn default_job() -> CmdResult {
     #[derive(clap::Parser)]
     struct Default {
         #[command(flatten)]
-        a: Args,
+        a: StreamArgs,
     }
     let mut argv = vec!["netfold"];
     argv.extend_from_slice(DEFAULT_JOB);
@@ -405,20 +762,27 @@ pub fn default_job() -> CmdResult {
         "netfold: default job = `netfold stream {}` (see `netfold --help` for more)",
         DEFAULT_JOB.join(" ")
     );
-    run(Test::Stream, d.a)
+    run(Test::Stream, d.a.into())
 }
 
-/// Runs `test` for every stack x message size; the rows in plan order.
+/// Runs `test` for every stack x message size (x request/response pair); the rows in plan
+/// order.
 pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
-    let sizes: Vec<u64> = if test.is_transactional() {
-        vec![a.rr_size.0 as u64]
-    } else {
-        a.send_size.0.clone()
-    };
     let mut plan = Vec::new();
-    for &size in &sizes {
+    let cases: Vec<(u64, (usize, usize))> = if test.is_transactional() {
+        a.rr_size.iter().map(|&rr| (1, rr)).collect()
+    } else {
+        a.send_size.0.iter().map(|&m| (m, (1, 1))).collect()
+    };
+    for (size, rr) in cases {
         for &s in &a.stack {
-            plan.push((s, params(a, test, size)?));
+            let base = params(a, test, size, rr)?;
+            for pl in placements(a) {
+                match pl {
+                    None => plan.push((s, base.clone())),
+                    Some(pl) => plan.extend(place(s, a.link, pl, base.clone()).map(|p| (s, p))),
+                }
+            }
         }
     }
     let progress = crate::progress::Progress::new(
@@ -429,12 +793,17 @@ pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Err
     );
     let mut rows = Vec::new();
     for (s, p) in &plan {
-        progress.start(&format!(
-            "{} {} m={}",
-            s.name(),
-            test.netperf_name(),
-            p.send_size
-        ));
+        progress.start(&if test.is_transactional() {
+            format!(
+                "{} {} r={},{}",
+                s.name(),
+                test.netperf_name(),
+                p.req_size,
+                p.resp_size
+            )
+        } else {
+            format!("{} {} m={}", s.name(), test.netperf_name(), p.send_size)
+        });
         let r = measure(*s, a, p).map_err(|e| format!("{} {}: {e}", s.name(), test.netperf_name()));
         progress.done();
         match r {
@@ -462,6 +831,9 @@ pub fn run(test: Test, a: Args) -> CmdResult {
     if let Some(path) = &a.plot {
         crate::plot::throughput_vs_size(path, &rows)?;
     }
+    if let Some(path) = &a.latency_plot {
+        crate::plot::latency_cdf(path, &rows)?;
+    }
     if rows.iter().any(|r| r.verified == Some(false)) {
         eprintln!("netfold: verification FAILED");
         return Ok(ExitCode::from(1));
@@ -475,15 +847,34 @@ mod tests {
     use clap::Parser;
 
     #[derive(Parser)]
-    struct T {
+    struct S {
         #[command(flatten)]
-        a: Args,
+        a: StreamArgs,
+    }
+    #[derive(Parser)]
+    struct R {
+        #[command(flatten)]
+        a: RrArgs,
+    }
+    #[derive(Parser)]
+    struct U {
+        #[command(flatten)]
+        a: UdpArgs,
     }
 
-    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+    fn argv<'a>(args: &[&'a str]) -> Vec<&'a str> {
         let mut v = vec!["t"];
         v.extend_from_slice(args);
-        T::try_parse_from(v).map(|t| t.a)
+        v
+    }
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        S::try_parse_from(argv(args)).map(|t| t.a.into())
+    }
+    fn parse_rr_args(args: &[&str]) -> Result<Args, clap::Error> {
+        R::try_parse_from(argv(args)).map(|t| t.a.into())
+    }
+    fn parse_udp(args: &[&str]) -> Result<Args, clap::Error> {
+        U::try_parse_from(argv(args)).map(|t| t.a.into())
     }
 
     #[test]
@@ -497,8 +888,6 @@ mod tests {
             "10,3",
             "-I",
             "95,2",
-            "-r",
-            "64,1K",
             "--cpu",
         ])
         .unwrap();
@@ -509,14 +898,15 @@ mod tests {
         assert_eq!(a.send_size.0, vec![1024, 65536]);
         assert_eq!(a.iterations, Some((10, 3)));
         assert_eq!(a.interval, (95, 2.0));
-        assert_eq!(a.rr_size, (64, 1024));
-        let p = params(&a, Test::Stream, 1024).unwrap();
+        let r = parse_rr_args(&["-r", "64,1K", "--cpu"]).unwrap();
+        assert_eq!(r.rr_size, vec![(64, 1024)]);
+        let p = params(&a, Test::Stream, 1024, (1, 1)).unwrap();
         assert_eq!(
             (p.send_size, p.recv_size, p.duration),
             (1024, 1024, Some(2.0))
         );
         let b = parse(&["--bytes", "1G", "--loss", "0.01"]).unwrap();
-        let p = params(&b, Test::Stream, 65536).unwrap();
+        let p = params(&b, Test::Stream, 65536, (1, 1)).unwrap();
         assert_eq!(
             (p.bytes, p.duration, p.impair.loss),
             (Some(1 << 30), None, 0.01)
@@ -530,11 +920,137 @@ mod tests {
         assert!(parse(&["-i", "0"]).is_err());
         assert!(parse(&["-I", "80,5"]).is_err());
         assert!(parse(&["--threads", "3"]).is_err());
-        assert!(parse(&["-r", "0,1"]).is_err());
+        assert!(parse_rr_args(&["-r", "0,1"]).is_err());
         assert!(parse(&["--bytes", "1G", "-l", "3"]).is_err());
         let a = parse(&["--mtu", "100"]).unwrap();
-        assert!(params(&a, Test::Stream, 1024).is_err());
-        let a = parse(&[]).unwrap();
-        assert!(params(&a, Test::UdpStream, 70000).is_err());
+        assert!(params(&a, Test::Stream, 1024, (1, 1)).is_err());
+        let a = parse_udp(&[]).unwrap();
+        assert!(params(&a, Test::UdpStream, 70000, (1, 1)).is_err());
+    }
+
+    /// The message clap gives for a rejected value, as the user sees it.
+    fn message(r: Result<Args, clap::Error>) -> String {
+        r.err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn negative_numbers_get_a_clear_error() {
+        for (opt, v) in [("-l", "-5"), ("--mtu", "-5"), ("--seed", "-1")] {
+            let m = message(parse(&[opt, v]));
+            assert!(!m.contains("unexpected argument"), "{opt} {v}: {m}");
+            assert!(
+                m.contains("negative") || m.contains("positive"),
+                "{opt} {v}: {m}"
+            );
+        }
+        let m = message(parse_rr_args(&["--transactions", "-5"]));
+        assert!(m.contains("negative"), "{m}");
+        let m = message(parse(&["-m", "-1K"]));
+        assert!(m.contains("negative"), "{m}");
+        let m = message(parse_udp(&["-b", "-5M"]));
+        assert!(m.contains("negative"), "{m}");
+    }
+
+    #[test]
+    fn plot_path_is_checked_before_the_run() {
+        let m = message(parse(&["--plot", "/nonexistent/x.svg"]));
+        assert!(m.contains("does not exist"), "{m}");
+        let m = message(parse(&["--plot", "x.png"]));
+        assert!(m.contains("only SVG"), "{m}");
+        let dir = std::env::temp_dir();
+        let ok = dir.join("netfold-plot-test.svg");
+        let a = parse(&["--plot", ok.to_str().unwrap()]).unwrap();
+        assert_eq!(a.plot.as_deref(), Some(ok.as_path()));
+        // The probe file is gone again.
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                e.file_name().to_string_lossy()
+                    == format!(".netfold-plot-probe-{}", std::process::id())
+            })
+            .collect();
+        assert!(left.is_empty());
+    }
+
+    #[test]
+    fn gro_is_on_or_off() {
+        assert_eq!(parse(&["--gro", "off"]).unwrap().gro, OnOff::Off);
+        assert_eq!(parse(&[]).unwrap().gro, OnOff::On);
+        let m = message(parse(&["--gro", "true"]));
+        assert!(
+            m.contains("on") && m.contains("off") && !m.contains("false"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn each_test_takes_only_its_own_options() {
+        // rr has no byte count or send size; stream has no request/response sizes.
+        assert!(parse_rr_args(&["--bytes", "1M"]).is_err());
+        assert!(parse_rr_args(&["-m", "1K"]).is_err());
+        assert!(parse(&["-r", "1,1"]).is_err());
+        assert!(parse(&["--transactions", "5"]).is_err());
+        assert!(parse(&["-b", "1M"]).is_err());
+        assert!(parse_udp(&["-r", "1,1"]).is_err());
+        let help = R::try_parse_from(["t", "--help"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            help.contains("--rr-size") && !help.contains("--send-size"),
+            "{help}"
+        );
+        assert!(!help.contains("--verify"), "{help}");
+    }
+
+    #[test]
+    fn rr_sizes_sweep_and_verify_is_refused_where_it_cannot_apply() {
+        let a = parse_rr_args(&["-r", "1,1", "-r", "64,1K"]).unwrap();
+        assert_eq!(a.rr_size, vec![(1, 1), (64, 1024)]);
+        assert_eq!(parse_rr_args(&[]).unwrap().rr_size, vec![(1, 1)]);
+        let a = parse_rr_args(&["--verify"]).unwrap();
+        let e = params(&a, Test::Rr, 1, (1, 1)).unwrap_err();
+        assert!(e.contains("--verify") && e.contains("stream"), "{e}");
+        let a = parse_udp(&["--verify"]).unwrap();
+        assert!(params(&a, Test::UdpStream, 1472, (1, 1)).is_err());
+        let a = parse(&["--verify"]).unwrap();
+        assert!(params(&a, Test::Stream, 1024, (1, 1)).unwrap().verify);
+    }
+
+    #[test]
+    fn udp_rate_parses_like_iperf3() {
+        assert_eq!(parse_rate("100M"), Ok(100_000_000));
+        assert_eq!(parse_rate("1.5G"), Ok(1_500_000_000));
+        assert_eq!(parse_rate("500k"), Ok(500_000));
+        assert!(parse_rate("x").is_err());
+        let a = parse_udp(&["-b", "10M"]).unwrap();
+        assert_eq!(
+            params(&a, Test::UdpStream, 1472, (1, 1)).unwrap().rate_bps,
+            Some(10_000_000)
+        );
+    }
+
+    #[test]
+    fn link_errors_name_the_option_value() {
+        let a = parse(&["--link", "lo"]).unwrap();
+        let p = params(&a, Test::Stream, 1024, (1, 1)).unwrap();
+        let e = run_stack(StackKind::Netfold, a.link, &p)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--link lo") && !e.contains("Lo "), "{e}");
+    }
+
+    #[test]
+    fn explicit_mtu_reaches_the_kernel_or_is_refused() {
+        let a = parse(&["--mtu", "9000"]).unwrap();
+        let p = params(&a, Test::Stream, 1024, (1, 1)).unwrap();
+        assert!(p.mtu_given && p.mtu == 9000);
+        assert!(
+            !params(&parse(&[]).unwrap(), Test::Stream, 1024, (1, 1))
+                .unwrap()
+                .mtu_given
+        );
     }
 }

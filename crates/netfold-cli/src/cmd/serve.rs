@@ -96,8 +96,14 @@ fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
     Ok(EthernetAddress(m))
 }
 
+/// ADDR/PREFIX. The prefix is required: a guessed one silently decides which peers are on-link.
 fn parse_cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
-    let (a, p) = s.split_once('/').unwrap_or((s, "24"));
+    let Some((a, p)) = s.split_once('/') else {
+        return Err(format!(
+            "--addr {s:?} has no prefix length: write ADDR/PREFIX, e.g. {s}/24 (the prefix \
+             decides which peers are on the link and which go via --gateway)"
+        ));
+    };
     let addr: Ipv4Addr = a.parse().map_err(|_| format!("bad address {a:?}"))?;
     let prefix: u8 = p
         .parse()
@@ -264,12 +270,42 @@ pub fn run(a: Args) -> CmdResult {
     println!("netfold serve: stopping");
     println!("{}", services.stats());
     println!("{}", stack.counters());
-    println!("{}: {:?}", link.kind(), link.stats());
+    print!("{}", tap_table(link.kind(), &link.stats()));
     if let Some((records, errors)) = pcap_records {
         println!("pcap: records={records} write_errors={errors}");
     }
     let _ = std::io::stdout().flush();
     Ok(ExitCode::SUCCESS)
+}
+
+/// The TAP device's statistics as a table in the style of the stack's counters: one line per
+/// counter, group, name and value.
+/// The device's counters as a table, rows prefixed with the link kind (`tap`, `tun`).
+fn tap_table(kind: &str, t: &netfold_os::tap::TapStats) -> String {
+    let o = &t.offload;
+    let rows: [(&str, u64); 16] = [
+        ("rx_frames", t.rx_frames),
+        ("rx_bytes", t.rx_bytes),
+        ("rx_errors", t.rx_errors),
+        ("tx_frames", t.tx_frames),
+        ("tx_bytes", t.tx_bytes),
+        ("tx_dropped", t.tx_dropped),
+        ("rx_csum_partial", o.rx_csum_partial),
+        ("rx_csum_valid", o.rx_csum_valid),
+        ("rx_csum_verified", o.rx_csum_verified),
+        ("rx_bad_checksum", o.rx_bad_checksum),
+        ("rx_malformed", o.rx_malformed),
+        ("rx_gso_frames", o.rx_gso_frames),
+        ("rx_gso_split_segments", o.rx_gso_split_segments),
+        ("tx_csum_partial", o.tx_csum_partial),
+        ("tx_csum_software", o.tx_csum_software),
+        ("tx_gso_frames", o.tx_gso_frames),
+    ];
+    let mut out = String::new();
+    for (name, v) in rows {
+        out.push_str(&format!("{kind:<5} {name:<28} {v:>12}\n"));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -284,11 +320,34 @@ mod tests {
         );
         assert!(parse_cidr("198.18.0.2/33").is_err());
         assert!(parse_cidr("x/24").is_err());
+        // No prefix: an error that shows the fix, not a silent /24.
+        let e = parse_cidr("198.18.0.2").unwrap_err();
+        assert!(e.contains("198.18.0.2/24"), "{e}");
         assert_eq!(
             parse_mac("02:6e:66:00:00:02").map(|m| m.0),
             Ok([2, 0x6e, 0x66, 0, 0, 2])
         );
         assert!(parse_mac("01:00:00:00:00:00").is_err());
         assert!(parse_mac("02:00").is_err());
+    }
+
+    #[test]
+    fn tap_statistics_print_as_a_table() {
+        let t = netfold_os::tap::TapStats {
+            rx_frames: 7,
+            tx_bytes: 1234,
+            ..Default::default()
+        };
+        let s = tap_table("tap", &t);
+        assert!(!s.contains('{') && !s.contains("TapStats"), "{s}");
+        let line = s.lines().find(|l| l.contains("rx_frames")).unwrap();
+        assert_eq!(
+            line.split_whitespace().collect::<Vec<_>>(),
+            ["tap", "rx_frames", "7"]
+        );
+        assert!(s
+            .lines()
+            .any(|l| l.split_whitespace().last() == Some("1234")));
+        assert_eq!(s.lines().count(), 16);
     }
 }
