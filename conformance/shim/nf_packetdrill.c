@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "netfold.h"
 
@@ -265,6 +267,29 @@ static int flag(const char *flags, const char *key, char *out, size_t cap)
     return 0;
 }
 
+/* packetdrill keeps its own bookkeeping of "live" descriptor numbers and, at the end of a
+ * script, may close() small kernel descriptors with the numbers our sockets had (3, 4, ...).
+ * netfold's stack owns kernel descriptors of its own (wake-up channels): if one of them had such
+ * a number, that close() would pull it from under the stack (Rust aborts on it). So before the
+ * stack is created, every free descriptor below RESERVED_FDS is parked on /dev/null: the stack's
+ * descriptors land above, and packetdrill's stray close() only ever hits a placeholder. */
+#define RESERVED_FDS 64
+static void reserve_low_fds(void)
+{
+    for (int fd = 0; fd < RESERVED_FDS; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+            continue;
+        int p = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (p < 0)
+            return;
+        if (p != fd) {
+            /* open() returns the lowest free number, so p == fd unless something raced. */
+            close(p);
+            return;
+        }
+    }
+}
+
 void packetdrill_interface_init(const char *flags, struct pd_interface *ifc)
 {
     static char address[64];
@@ -289,6 +314,7 @@ void packetdrill_interface_init(const char *flags, struct pd_interface *ifc)
             sh->verbose = atoi(buf);
     }
     cfg.address = address;
+    reserve_low_fds();
     sh->s = nf_stack_new(&cfg);
     if (!sh->s) {
         fprintf(stderr, "nf-shim: nf_stack_new(%s): %s\n", address, strerror(errno));
