@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "netfold.h"
@@ -79,7 +80,12 @@ struct pd_interface {
 #define STEP_USEC 1000ULL
 /* Longest stretch of stack time netdev_receive waits for a packet before it declares the
  * script stuck: longer than any timer a script waits for (TIME_WAIT 60 s, RTO backoff). */
-#define MAX_IDLE_USEC (900ULL * 1000000ULL)
+#define MAX_IDLE_USEC (180ULL * 1000000ULL)
+/* Real time given to other threads before each clock step in netdev_receive: a blocking call
+ * that packetdrill runs in its own thread (read, accept, poll) may just have been made ready,
+ * and it must return (and read the clock) before the clock moves on, or its return time is
+ * off by a few steps. */
+#define YIELD_NSEC 20000L
 /* Wall-clock epoch added to the stack clock for gettimeofday (any fixed value works; this
  * one keeps timestamps readable: 2020-09-13). */
 #define EPOCH_USEC (1600000000ULL * 1000000ULL)
@@ -198,6 +204,8 @@ static int shim_netdev_receive(void *u, void *buf, size_t *count, long long *tim
                     MAX_IDLE_USEC / 1000000ULL, nf_clock_now(sh->s) / 1e6);
             exit(EXIT_FAILURE);
         }
+        struct timespec pause = {0, YIELD_NSEC};
+        nanosleep(&pause, NULL);
         advance(sh, STEP_USEC);
         idle += STEP_USEC;
     }
