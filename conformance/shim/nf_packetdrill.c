@@ -84,8 +84,10 @@ struct pd_interface {
 /* Real time given to other threads before each clock step in netdev_receive: a blocking call
  * that packetdrill runs in its own thread (read, accept, poll) may just have been made ready,
  * and it must return (and read the clock) before the clock moves on, or its return time is
- * off by a few steps. */
+ * off by a few steps. Only in the first YIELD_WINDOW_USEC of an idle stretch: by then any thread
+ * that was woken has long run, and long waits (TIME-WAIT, backoff) stay fast. */
 #define YIELD_NSEC 20000L
+#define YIELD_WINDOW_USEC 1000000ULL
 /* Wall-clock epoch added to the stack clock for gettimeofday (any fixed value works; this
  * one keeps timestamps readable: 2020-09-13). */
 #define EPOCH_USEC (1600000000ULL * 1000000ULL)
@@ -178,7 +180,13 @@ static int shim_netdev_send(void *u, const void *buf, size_t n)
 {
     struct shim *sh = u;
     log_packet(sh, "in ", buf, n);
-    return nf_inject(sh->s, buf, n) < 0 ? -1 : 0;
+    if (nf_inject(sh->s, buf, n) < 0) {
+        /* packetdrill reports only "error handling packet"; say why (EMSGSIZE: the script's
+         * packet is larger than the MTU, which a kernel behind tun/GRO would still accept). */
+        fprintf(stderr, "nf-shim: nf_inject of a %zu-byte packet failed: %s\n", n, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 static int shim_netdev_receive(void *u, void *buf, size_t *count, long long *time_usecs)
@@ -204,8 +212,10 @@ static int shim_netdev_receive(void *u, void *buf, size_t *count, long long *tim
                     MAX_IDLE_USEC / 1000000ULL, nf_clock_now(sh->s) / 1e6);
             exit(EXIT_FAILURE);
         }
-        struct timespec pause = {0, YIELD_NSEC};
-        nanosleep(&pause, NULL);
+        if (idle < YIELD_WINDOW_USEC) {
+            struct timespec pause = {0, YIELD_NSEC};
+            nanosleep(&pause, NULL);
+        }
         advance(sh, STEP_USEC);
         idle += STEP_USEC;
     }
