@@ -9,8 +9,18 @@
 //! `<target>/ffi-ctest`, the directory the C API tests (tests/c_api.rs) use, so one build
 //! serves both.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Writes to the real stderr, past libtest's output capture: the suite's per-script lines,
+/// its known failures and the skip notice belong in the log even when the test passes.
+fn loud(text: &str) {
+    let mut err = std::io::stderr();
+    // A failed write to stderr leaves nothing better to report it on.
+    let _ = err.write_all(text.as_bytes());
+    let _ = err.flush();
+}
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -98,7 +108,7 @@ const SKIPPED: i32 = 77;
 #[test]
 fn packetdrill_conformance_suite() {
     if let Some(why) = skip_reason() {
-        eprintln!("\n*** conformance suite SKIPPED: {why} ***\n");
+        loud(&format!("\n*** conformance suite SKIPPED: {why} ***\n\n"));
         return;
     }
     let libdir = build_library();
@@ -110,12 +120,11 @@ fn packetdrill_conformance_suite() {
         .expect("run conformance/run.sh");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    // Printed whole: the per-script lines, the known failures and the summary belong in the
-    // test log even when the suite passes.
-    println!("{stdout}");
-    eprintln!("{stderr}");
+    loud(&format!(
+        "\n--- conformance suite ---\n{stdout}{stderr}-------------------------\n"
+    ));
     if out.status.code() == Some(SKIPPED) {
-        eprintln!("\n*** conformance suite SKIPPED (see above) ***\n");
+        loud("\n*** conformance suite SKIPPED (see above) ***\n\n");
         return;
     }
     let summary = stdout
