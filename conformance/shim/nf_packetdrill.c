@@ -1,0 +1,376 @@
+/*
+ * nf_packetdrill.c - packetdrill's --so_filename interface on netfold's C API.
+ *
+ * packetdrill (github.com/google/packetdrill) can drive a user-space stack through a shared
+ * library that exports packetdrill_interface_init(flags, ifc) and fills in a table of
+ * function pointers: the socket calls, netdev_send/netdev_receive (packets in and out) and the
+ * clock (usleep, gettimeofday). This file is that library for netfold. It is our own code:
+ * the table's layout below is written from the interface description (packetdrill.h, GPL,
+ * not part of this repository); the field order must match it exactly.
+ *
+ * What it does:
+ *  - One netfold stack per run, NF_MEDIUM_IP (packetdrill's so mode hands netdev_send a bare
+ *    IPv4 packet starting at the IP header, and parses what netdev_receive returns as one),
+ *    address 198.18.0.1/24 by default, NF_CLOCK_MANUAL.
+ *  - Time is netfold's manual clock: usleep(n) advances it by n microseconds, gettimeofday
+ *    reads it (plus a fixed epoch) and advances it by one microsecond, so packetdrill's
+ *    "spin until the event time" loop terminates; netdev_receive, when netfold has nothing to
+ *    send, advances it in steps of STEP_USEC until a packet leaves (as real time would pass
+ *    while packetdrill waits), and gives up after MAX_IDLE_USEC of stack time with a message
+ *    (packetdrill itself would wait forever). No wall clock is read: runs are deterministic.
+ *  - Descriptors are netfold's own (from 3 up, as packetdrill scripts expect).
+ *
+ * so_flags: a comma-separated list of key=value: address=A/P (default 198.18.0.1/24),
+ * mtu=N (default 1500), verbose=1 (log each packet and clock jump to stderr).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "netfold.h"
+
+/* Our declaration of packetdrill's interface table (same order and types as packetdrill.h). */
+struct pd_interface {
+    void *userdata;
+    void (*free)(void *);
+    int (*socket)(void *, int, int, int);
+    int (*bind)(void *, int, const struct sockaddr *, socklen_t);
+    int (*listen)(void *, int, int);
+    int (*accept)(void *, int, struct sockaddr *, socklen_t *);
+    int (*connect)(void *, int, const struct sockaddr *, socklen_t);
+    ssize_t (*read)(void *, int, void *, size_t);
+    ssize_t (*readv)(void *, int, const struct iovec *, int);
+    ssize_t (*recv)(void *, int, void *, size_t, int);
+    ssize_t (*recvfrom)(void *, int, void *, size_t, int, struct sockaddr *, socklen_t *);
+    ssize_t (*recvmsg)(void *, int, struct msghdr *, int);
+    ssize_t (*write)(void *, int, const void *, size_t);
+    ssize_t (*writev)(void *, int, const struct iovec *, int);
+    ssize_t (*send)(void *, int, const void *, size_t, int);
+    ssize_t (*sendto)(void *, int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+    ssize_t (*sendmsg)(void *, int, const struct msghdr *, int);
+    int (*fcntl)(void *, int, int, ...);
+    int (*ioctl)(void *, int, unsigned long, ...);
+    int (*close)(void *, int);
+    int (*shutdown)(void *, int, int);
+    int (*getsockopt)(void *, int, int, int, void *, socklen_t *);
+    int (*setsockopt)(void *, int, int, int, const void *, socklen_t);
+    int (*poll)(void *, struct pollfd *, nfds_t, int);
+    int (*netdev_send)(void *, const void *, size_t);
+    int (*netdev_receive)(void *, void *, size_t *, long long *);
+    int (*usleep)(void *, useconds_t);
+    int (*gettimeofday)(void *, struct timeval *, struct timezone *);
+    int (*epoll_create)(void *, int);
+    int (*epoll_ctl)(void *, int, int, int, struct epoll_event *);
+    int (*epoll_wait)(void *, int, struct epoll_event *, int, int);
+    int (*pipe)(void *, int[2]);
+    int (*splice)(void *, int, loff_t *, int, loff_t *, size_t, unsigned int);
+};
+
+/* Step by which netdev_receive moves the clock while it waits for netfold to send: 1 ms, the
+ * resolution of packetdrill's usual timing tolerance (4 ms by default). */
+#define STEP_USEC 1000ULL
+/* Longest stretch of stack time netdev_receive waits for a packet before it declares the
+ * script stuck: longer than any timer a script waits for (TIME_WAIT 60 s, RTO backoff). */
+#define MAX_IDLE_USEC (180ULL * 1000000ULL)
+/* Real time given to other threads before each clock step in netdev_receive: a blocking call
+ * that packetdrill runs in its own thread (read, accept, poll) may just have been made ready,
+ * and it must return (and read the clock) before the clock moves on, or its return time is
+ * off by a few steps. Only in the first YIELD_WINDOW_USEC of an idle stretch: by then any thread
+ * that was woken has long run, and long waits (TIME-WAIT, backoff) stay fast. */
+#define YIELD_NSEC 20000L
+#define YIELD_WINDOW_USEC 1000000ULL
+/* Wall-clock epoch added to the stack clock for gettimeofday (any fixed value works; this
+ * one keeps timestamps readable: 2020-09-13). */
+#define EPOCH_USEC (1600000000ULL * 1000000ULL)
+
+struct shim {
+    nf_stack *s;
+    pthread_mutex_t clock_lock; /* serialises read-modify-write of the manual clock */
+    int verbose;
+};
+
+static void advance(struct shim *sh, uint64_t usec)
+{
+    pthread_mutex_lock(&sh->clock_lock);
+    uint64_t now = nf_clock_now(sh->s);
+    nf_clock_set(sh->s, now + usec);
+    pthread_mutex_unlock(&sh->clock_lock);
+}
+
+#define S(u) (((struct shim *)(u))->s)
+
+static void shim_free(void *u)
+{
+    struct shim *sh = u;
+    nf_stack_free(sh->s);
+    pthread_mutex_destroy(&sh->clock_lock);
+    free(sh);
+}
+
+static int shim_socket(void *u, int d, int t, int p) { return nf_socket(S(u), d, t, p); }
+static int shim_bind(void *u, int fd, const struct sockaddr *a, socklen_t l) { return nf_bind(S(u), fd, a, l); }
+static int shim_listen(void *u, int fd, int b) { return nf_listen(S(u), fd, b); }
+static int shim_accept(void *u, int fd, struct sockaddr *a, socklen_t *l) { return nf_accept(S(u), fd, a, l); }
+static int shim_connect(void *u, int fd, const struct sockaddr *a, socklen_t l) { return nf_connect(S(u), fd, a, l); }
+static ssize_t shim_read(void *u, int fd, void *b, size_t n) { return nf_read(S(u), fd, b, n); }
+static ssize_t shim_readv(void *u, int fd, const struct iovec *v, int c) { return nf_readv(S(u), fd, v, c); }
+static ssize_t shim_recv(void *u, int fd, void *b, size_t n, int f) { return nf_recv(S(u), fd, b, n, f); }
+static ssize_t shim_recvfrom(void *u, int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l)
+{
+    return nf_recvfrom(S(u), fd, b, n, f, a, l);
+}
+static ssize_t shim_recvmsg(void *u, int fd, struct msghdr *m, int f) { return nf_recvmsg(S(u), fd, m, f); }
+static ssize_t shim_write(void *u, int fd, const void *b, size_t n) { return nf_write(S(u), fd, b, n); }
+static ssize_t shim_writev(void *u, int fd, const struct iovec *v, int c) { return nf_writev(S(u), fd, v, c); }
+static ssize_t shim_send(void *u, int fd, const void *b, size_t n, int f) { return nf_send(S(u), fd, b, n, f); }
+static ssize_t shim_sendto(void *u, int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l)
+{
+    return nf_sendto(S(u), fd, b, n, f, a, l);
+}
+static ssize_t shim_sendmsg(void *u, int fd, const struct msghdr *m, int f) { return nf_sendmsg(S(u), fd, m, f); }
+
+static int shim_fcntl(void *u, int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    long arg = va_arg(ap, long);
+    va_end(ap);
+    return nf_fcntl(S(u), fd, cmd, arg);
+}
+
+static int shim_ioctl(void *u, int fd, unsigned long req, ...)
+{
+    va_list ap;
+    va_start(ap, req);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return nf_ioctl(S(u), fd, req, arg);
+}
+
+static int shim_close(void *u, int fd) { return nf_close(S(u), fd); }
+static int shim_shutdown(void *u, int fd, int how) { return nf_shutdown(S(u), fd, how); }
+static int shim_getsockopt(void *u, int fd, int lv, int nm, void *v, socklen_t *l)
+{
+    return nf_getsockopt(S(u), fd, lv, nm, v, l);
+}
+static int shim_setsockopt(void *u, int fd, int lv, int nm, const void *v, socklen_t l)
+{
+    return nf_setsockopt(S(u), fd, lv, nm, v, l);
+}
+static int shim_poll(void *u, struct pollfd *p, nfds_t n, int t) { return nf_poll(S(u), p, n, t); }
+
+static void log_packet(struct shim *sh, const char *dir, const void *buf, size_t n)
+{
+    if (!sh->verbose)
+        return;
+    fprintf(stderr, "[nf-shim %.6f] %s %zu bytes\n", nf_clock_now(sh->s) / 1e6, dir, n);
+    (void)buf;
+}
+
+static int shim_netdev_send(void *u, const void *buf, size_t n)
+{
+    struct shim *sh = u;
+    log_packet(sh, "in ", buf, n);
+    if (nf_inject(sh->s, buf, n) < 0) {
+        /* packetdrill reports only "error handling packet"; say why (EMSGSIZE: the script's
+         * packet is larger than the MTU, which a kernel behind tun/GRO would still accept). */
+        fprintf(stderr, "nf-shim: nf_inject of a %zu-byte packet failed: %s\n", n, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int shim_netdev_receive(void *u, void *buf, size_t *count, long long *time_usecs)
+{
+    struct shim *sh = u;
+    uint64_t idle = 0;
+    for (;;) {
+        ssize_t n = nf_take(sh->s, buf, *count);
+        if (n >= 0) {
+            *count = (size_t)n;
+            *time_usecs = (long long)(EPOCH_USEC + nf_clock_now(sh->s));
+            log_packet(sh, "out", buf, (size_t)n);
+            return 0;
+        }
+        if (errno != EAGAIN) {
+            *count = 0;
+            return -1;
+        }
+        if (idle >= MAX_IDLE_USEC) {
+            fprintf(stderr,
+                    "nf-shim: netfold sent nothing in %llu s of stack time while packetdrill "
+                    "waited for an outbound packet (now %.6f s)\n",
+                    MAX_IDLE_USEC / 1000000ULL, nf_clock_now(sh->s) / 1e6);
+            exit(EXIT_FAILURE);
+        }
+        if (idle < YIELD_WINDOW_USEC) {
+            struct timespec pause = {0, YIELD_NSEC};
+            nanosleep(&pause, NULL);
+        }
+        advance(sh, STEP_USEC);
+        idle += STEP_USEC;
+    }
+}
+
+static int shim_usleep(void *u, useconds_t usec)
+{
+    advance(u, usec);
+    return 0;
+}
+
+static int shim_gettimeofday(void *u, struct timeval *tv, struct timezone *tz)
+{
+    struct shim *sh = u;
+    (void)tz;
+    /* One microsecond per reading: packetdrill spins on gettimeofday for the last stretch
+     * before an event, and a clock that never moved would spin forever. */
+    advance(sh, 1);
+    uint64_t t = EPOCH_USEC + nf_clock_now(sh->s);
+    tv->tv_sec = (time_t)(t / 1000000ULL);
+    tv->tv_usec = (suseconds_t)(t % 1000000ULL);
+    return 0;
+}
+
+static int unsupported(void)
+{
+    errno = ENOSYS;
+    return -1;
+}
+static int shim_epoll_create(void *u, int size) { (void)u; (void)size; return unsupported(); }
+static int shim_epoll_ctl(void *u, int e, int op, int fd, struct epoll_event *ev)
+{
+    (void)u; (void)e; (void)op; (void)fd; (void)ev;
+    return unsupported();
+}
+static int shim_epoll_wait(void *u, int e, struct epoll_event *ev, int m, int t)
+{
+    (void)u; (void)e; (void)ev; (void)m; (void)t;
+    return unsupported();
+}
+static int shim_pipe(void *u, int p[2]) { (void)u; (void)p; return unsupported(); }
+static int shim_splice(void *u, int a, loff_t *b, int c, loff_t *d, size_t e, unsigned int f)
+{
+    (void)u; (void)a; (void)b; (void)c; (void)d; (void)e; (void)f;
+    return unsupported();
+}
+
+/* Reads "key=value" from a comma-separated flag string into out (NUL-terminated). */
+static int flag(const char *flags, const char *key, char *out, size_t cap)
+{
+    size_t kl = strlen(key);
+    const char *p = flags;
+    while (p && *p) {
+        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            const char *v = p + kl + 1;
+            size_t n = strcspn(v, ",");
+            if (n >= cap)
+                n = cap - 1;
+            memcpy(out, v, n);
+            out[n] = 0;
+            return 1;
+        }
+        p = strchr(p, ',');
+        if (p)
+            p++;
+    }
+    return 0;
+}
+
+/* packetdrill keeps its own bookkeeping of "live" descriptor numbers and, at the end of a
+ * script, may close() small kernel descriptors with the numbers our sockets had (3, 4, ...).
+ * netfold's stack owns kernel descriptors of its own (wake-up channels): if one of them had such
+ * a number, that close() would pull it from under the stack (Rust aborts on it). So before the
+ * stack is created, every free descriptor below RESERVED_FDS is parked on /dev/null: the stack's
+ * descriptors land above, and packetdrill's stray close() only ever hits a placeholder. */
+#define RESERVED_FDS 64
+static void reserve_low_fds(void)
+{
+    for (int fd = 0; fd < RESERVED_FDS; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+            continue;
+        int p = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (p < 0)
+            return;
+        if (p != fd) {
+            /* open() returns the lowest free number, so p == fd unless something raced. */
+            close(p);
+            return;
+        }
+    }
+}
+
+void packetdrill_interface_init(const char *flags, struct pd_interface *ifc)
+{
+    static char address[64];
+    char buf[32];
+    struct shim *sh = calloc(1, sizeof(*sh));
+    if (!sh) {
+        fprintf(stderr, "nf-shim: out of memory\n");
+        exit(EXIT_FAILURE);
+    }
+    pthread_mutex_init(&sh->clock_lock, NULL);
+
+    nf_config cfg;
+    nf_config_init(&cfg);
+    cfg.medium = NF_MEDIUM_IP;
+    cfg.clock = NF_CLOCK_MANUAL;
+    strcpy(address, "198.18.0.1/24");
+    if (flags) {
+        flag(flags, "address", address, sizeof(address));
+        if (flag(flags, "mtu", buf, sizeof(buf)))
+            cfg.mtu = (uint32_t)strtoul(buf, NULL, 10);
+        if (flag(flags, "verbose", buf, sizeof(buf)))
+            sh->verbose = atoi(buf);
+    }
+    cfg.address = address;
+    reserve_low_fds();
+    sh->s = nf_stack_new(&cfg);
+    if (!sh->s) {
+        fprintf(stderr, "nf-shim: nf_stack_new(%s): %s\n", address, strerror(errno));
+        exit(EXIT_FAILURE);
+    }
+
+    memset(ifc, 0, sizeof(*ifc));
+    ifc->userdata = sh;
+    ifc->free = shim_free;
+    ifc->socket = shim_socket;
+    ifc->bind = shim_bind;
+    ifc->listen = shim_listen;
+    ifc->accept = shim_accept;
+    ifc->connect = shim_connect;
+    ifc->read = shim_read;
+    ifc->readv = shim_readv;
+    ifc->recv = shim_recv;
+    ifc->recvfrom = shim_recvfrom;
+    ifc->recvmsg = shim_recvmsg;
+    ifc->write = shim_write;
+    ifc->writev = shim_writev;
+    ifc->send = shim_send;
+    ifc->sendto = shim_sendto;
+    ifc->sendmsg = shim_sendmsg;
+    ifc->fcntl = shim_fcntl;
+    ifc->ioctl = shim_ioctl;
+    ifc->close = shim_close;
+    ifc->shutdown = shim_shutdown;
+    ifc->getsockopt = shim_getsockopt;
+    ifc->setsockopt = shim_setsockopt;
+    ifc->poll = shim_poll;
+    ifc->netdev_send = shim_netdev_send;
+    ifc->netdev_receive = shim_netdev_receive;
+    ifc->usleep = shim_usleep;
+    ifc->gettimeofday = shim_gettimeofday;
+    ifc->epoll_create = shim_epoll_create;
+    ifc->epoll_ctl = shim_epoll_ctl;
+    ifc->epoll_wait = shim_epoll_wait;
+    ifc->pipe = shim_pipe;
+    ifc->splice = shim_splice;
+}
