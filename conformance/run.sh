@@ -59,6 +59,9 @@ else
   # packetdrill merges consecutive segments as if they were one TSO burst, hiding segment sizes
   # and extra pure ACKs).
   mode=("${addrs[@]}" --strict_segments --so_filename="$shim")
+  # The library just built, not another libnetfold.so an outer LD_LIBRARY_PATH points at
+  # (`cargo test` puts target/<profile>/deps first, which may hold an older build).
+  export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 
 if [ $# -gt 0 ]; then scripts=("$@"); else scripts=("$here"/scripts/*.pkt); fi
