@@ -24,6 +24,13 @@ pub(crate) struct State {
     pub(crate) wakers: Wakers,
 }
 
+impl State {
+    /// One poll of the stack over the device at `now`; `true` when it did any work.
+    pub(crate) fn poll(&mut self, now: Instant) -> bool {
+        self.stack.poll(now, self.device.as_mut())
+    }
+}
+
 /// What the driver task and every socket share.
 pub(crate) struct Shared {
     state: Mutex<State>,
@@ -273,7 +280,7 @@ async fn run(wake: Wake) {
             let mut g = shared.lock();
             let now = shared.now();
             let st = &mut *g;
-            let worked = st.stack.poll(now, st.device.as_mut());
+            let worked = st.poll(now);
             st.wakers.wake_ready(&mut st.stack);
             if worked {
                 None

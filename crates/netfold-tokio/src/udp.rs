@@ -58,7 +58,16 @@ impl UdpSocket {
 }
 
 impl Drop for UdpSocket {
+    /// A datagram `send_to` accepted still waits in the socket's queue until the next poll,
+    /// and closing discards the queue; a kernel socket's sendto has handed it on already. So
+    /// the queue is flushed with one poll first (a datagram waiting for ARP then waits in the
+    /// neighbour cache, which closing does not touch).
     fn drop(&mut self) {
-        self.sock.close(&mut self.shared.lock().stack);
+        let mut g = self.shared.lock();
+        let now = self.shared.now();
+        g.poll(now);
+        self.sock.close(&mut g.stack);
+        drop(g);
+        self.shared.kick();
     }
 }
