@@ -186,7 +186,10 @@ fn udp_round_trip_and_receive_timeout() {
     });
     for i in 0..3u32 {
         let msg = pattern(100 + i as usize * 400, 20 + i);
-        assert_eq!(client.send_to(&msg, SocketAddrV4::new(B, 53)).unwrap(), msg.len());
+        assert_eq!(
+            client.send_to(&msg, SocketAddrV4::new(B, 53)).unwrap(),
+            msg.len()
+        );
         let mut buf = [0u8; 1500];
         let (n, from) = client.recv_from(&mut buf).unwrap();
         assert_eq!(from, SocketAddrV4::new(B, 53));

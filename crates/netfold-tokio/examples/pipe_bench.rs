@@ -122,7 +122,11 @@ fn blocking_run(total: u64, msg: usize) -> Duration {
 fn main() {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<u64>());
     let total = args.next().transpose().expect("BYTES").unwrap_or(1 << 30);
-    let msg = args.next().transpose().expect("MESSAGE").unwrap_or(64 << 10) as usize;
+    let msg = args
+        .next()
+        .transpose()
+        .expect("MESSAGE")
+        .unwrap_or(64 << 10) as usize;
     println!("in-memory pipe, {} MiB, {msg}-byte messages", total >> 20);
     report("tokio", total, tokio_run(total, msg));
     report("blocking", total, blocking_run(total, msg));

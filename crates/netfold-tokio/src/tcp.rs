@@ -58,7 +58,10 @@ impl Conn {
         r
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut netfold::iface::Stack) -> io::Result<T>) -> io::Result<T> {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut netfold::iface::Stack) -> io::Result<T>,
+    ) -> io::Result<T> {
         f(&mut self.shared.lock().stack)
     }
 }
@@ -135,7 +138,10 @@ impl TcpStream {
 
     /// Borrowed halves, for a reader and a writer in one task (e.g. under `tokio::join!`).
     pub fn split(&mut self) -> (ReadHalf<'_>, WriteHalf<'_>) {
-        (ReadHalf { conn: &self.conn }, WriteHalf { conn: &self.conn })
+        (
+            ReadHalf { conn: &self.conn },
+            WriteHalf { conn: &self.conn },
+        )
     }
 
     /// Owned halves, for a reader and a writer in two tasks. Dropping the write half sends

@@ -25,7 +25,9 @@ fn nets() -> (Net, Net) {
 }
 
 async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(LIMIT, f).await.expect("test timed out")
+    tokio::time::timeout(LIMIT, f)
+        .await
+        .expect("test timed out")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -49,7 +51,9 @@ async fn echo_and_addresses() {
             }
             s.shutdown().await.unwrap();
         });
-        let mut c = TcpStream::connect(&a, SocketAddrV4::new(B, 7)).await.unwrap();
+        let mut c = TcpStream::connect(&a, SocketAddrV4::new(B, 7))
+            .await
+            .unwrap();
         assert_eq!(c.peer_addr().unwrap(), SocketAddrV4::new(B, 7));
         assert_eq!(*c.local_addr().unwrap().ip(), A);
         c.set_nodelay(true).unwrap();
@@ -73,7 +77,9 @@ async fn sixteen_mib_both_ways_with_split_halves_in_two_tasks() {
     within(async {
         const LEN: usize = 16 << 20;
         let (a, b) = nets();
-        let l = TcpListener::bind(&b, SocketAddrV4::new(B, 9)).await.unwrap();
+        let l = TcpListener::bind(&b, SocketAddrV4::new(B, 9))
+            .await
+            .unwrap();
         let up = Rng::new(1).bytes(LEN);
         let down = Rng::new(2).bytes(LEN);
         let (up2, down2) = (up.clone(), down.clone());
@@ -89,7 +95,9 @@ async fn sixteen_mib_both_ways_with_split_halves_in_two_tasks() {
             writer.await.unwrap();
             assert!(got == up2, "server received corrupted data");
         });
-        let c = TcpStream::connect(&a, SocketAddrV4::new(B, 9)).await.unwrap();
+        let c = TcpStream::connect(&a, SocketAddrV4::new(B, 9))
+            .await
+            .unwrap();
         let (mut r, mut w) = c.into_split();
         let writer = tokio::spawn(async move {
             w.write_all(&up).await.unwrap();
@@ -110,25 +118,33 @@ async fn sixteen_mib_both_ways_with_split_halves_in_two_tasks() {
 async fn copy_bidirectional_through_a_proxy() {
     within(async {
         let (a, b) = nets();
-        let echo = TcpListener::bind(&a, SocketAddrV4::new(A, 7)).await.unwrap();
+        let echo = TcpListener::bind(&a, SocketAddrV4::new(A, 7))
+            .await
+            .unwrap();
         tokio::spawn(async move {
             let (mut s, _) = echo.accept().await.unwrap();
             let (mut r, mut w) = s.split();
             tokio::io::copy(&mut r, &mut w).await.unwrap();
             w.shutdown().await.unwrap();
         });
-        let front = TcpListener::bind(&b, SocketAddrV4::new(B, 8080)).await.unwrap();
+        let front = TcpListener::bind(&b, SocketAddrV4::new(B, 8080))
+            .await
+            .unwrap();
         let b = std::sync::Arc::new(b);
         let bp = std::sync::Arc::clone(&b);
         let proxy = tokio::spawn(async move {
             let (mut inbound, _) = front.accept().await.unwrap();
-            let mut outbound = TcpStream::connect(&bp, SocketAddrV4::new(A, 7)).await.unwrap();
+            let mut outbound = TcpStream::connect(&bp, SocketAddrV4::new(A, 7))
+                .await
+                .unwrap();
             tokio::io::copy_bidirectional(&mut inbound, &mut outbound)
                 .await
                 .unwrap()
         });
         let data = Rng::new(3).bytes(1 << 20);
-        let mut c = TcpStream::connect(&a, SocketAddrV4::new(B, 8080)).await.unwrap();
+        let mut c = TcpStream::connect(&a, SocketAddrV4::new(B, 8080))
+            .await
+            .unwrap();
         let (mut r, mut w) = c.split();
         let ((), got) = tokio::join!(
             async {
@@ -192,7 +208,9 @@ async fn accepts_several_connections() {
     within(async {
         const CLIENTS: u8 = 8;
         let (a, b) = nets();
-        let l = TcpListener::bind(&b, SocketAddrV4::new(B, 80)).await.unwrap();
+        let l = TcpListener::bind(&b, SocketAddrV4::new(B, 80))
+            .await
+            .unwrap();
         let server = tokio::spawn(async move {
             let mut peers = Vec::new();
             for _ in 0..CLIENTS {
@@ -241,8 +259,12 @@ async fn refused_connection_and_end_of_stream() {
         assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
         // A peer that closes without sending: the first read is end of stream (0), and so is
         // every read after it.
-        let l = TcpListener::bind(&b, SocketAddrV4::new(B, 82)).await.unwrap();
-        let mut c = TcpStream::connect(&a, SocketAddrV4::new(B, 82)).await.unwrap();
+        let l = TcpListener::bind(&b, SocketAddrV4::new(B, 82))
+            .await
+            .unwrap();
+        let mut c = TcpStream::connect(&a, SocketAddrV4::new(B, 82))
+            .await
+            .unwrap();
         let (s, _) = l.accept().await.unwrap();
         drop(s);
         let mut buf = [0u8; 16];
@@ -258,7 +280,9 @@ async fn refused_connection_and_end_of_stream() {
 async fn current_thread_runtime_and_stopped_driver() {
     within(async {
         let (a, b) = nets();
-        let l = TcpListener::bind(&b, SocketAddrV4::new(B, 7)).await.unwrap();
+        let l = TcpListener::bind(&b, SocketAddrV4::new(B, 7))
+            .await
+            .unwrap();
         let (c, s) = tokio::join!(TcpStream::connect(&a, SocketAddrV4::new(B, 7)), l.accept());
         let (mut c, mut s) = (c.unwrap(), s.unwrap().0);
         s.write_all(b"ping").await.unwrap();

@@ -11,7 +11,6 @@ use netfold_os::tap::{Tap, TapConfig};
 use netfold_tokio::{Link, Net, TcpListener, TcpStream, UdpSocket};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::{Child, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -21,7 +20,7 @@ const LEN: usize = 4 << 20;
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// One namespace test at a time: they share the machine's cores with everything else.
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn skip_reason() -> Option<String> {
     if let Some(r) = netns::unavailable_reason() {
@@ -62,7 +61,8 @@ fn setup() -> (NetNs, Net) {
     let ns = NetNs::create().expect("create netns");
     let tap = Tap::open("nftk%d", TapConfig::default()).expect("open tap");
     ns.adopt(tap.name()).expect("move tap into netns");
-    ns.configure(tap.name(), KERNEL_IP, 24).expect("address tap");
+    ns.configure(tap.name(), KERNEL_IP, 24)
+        .expect("address tap");
     let stack = Stack::new(StackConfig {
         mac: EthernetAddress([0x02, 0x6e, 0x66, 0, 0, 2]),
         addr: NETFOLD_IP,
@@ -145,7 +145,9 @@ async fn spawn_ready(ns: &NetNs, script: &'static str, args: Vec<String>) -> Rea
     let line = tokio::task::spawn_blocking(move || {
         use std::io::BufRead;
         let mut line = String::new();
-        std::io::BufReader::new(out).read_line(&mut line).map(|_| line)
+        std::io::BufReader::new(out)
+            .read_line(&mut line)
+            .map(|_| line)
     })
     .await
     .unwrap()
@@ -167,7 +169,7 @@ async fn exit_ok(child: Reaper) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kernel_client_through_netfold_echo() {
     require_env!();
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _g = SERIAL.lock().await;
     let (ns, net) = setup();
     let l = TcpListener::bind(&net, SocketAddrV4::new(NETFOLD_IP, 7))
         .await
@@ -196,7 +198,7 @@ async fn kernel_client_through_netfold_echo() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn netfold_client_reads_from_kernel_server() {
     require_env!();
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _g = SERIAL.lock().await;
     let (ns, net) = setup();
     let server = spawn_ready(
         &ns,
@@ -225,7 +227,7 @@ async fn netfold_client_reads_from_kernel_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn udp_round_trip_with_kernel() {
     require_env!();
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _g = SERIAL.lock().await;
     let (ns, net) = setup();
     let server = spawn_ready(&ns, PY_UDP_ECHO, vec![KERNEL_IP.to_string(), "5353".into()]).await;
     let sock = UdpSocket::bind(&net, SocketAddrV4::new(NETFOLD_IP, 0))
