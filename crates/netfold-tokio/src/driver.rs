@@ -173,8 +173,13 @@ pub struct Net {
 }
 
 impl Net {
-    /// Spawns the driver task on the current tokio runtime (must be called inside one).
+    /// Spawns the driver task on the current tokio runtime; outside one it fails (`Other`)
+    /// rather than panic. The runtime needs its time driver, and its I/O driver for a device
+    /// with a descriptor (`Builder::enable_all`, as `#[tokio::main]` does).
     pub fn spawn(stack: Stack, link: Link) -> io::Result<Net> {
+        let rt = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+        // Registering the descriptor needs the runtime's reactor as the current one.
+        let _entered = rt.enter();
         let fd = match link.device.readable_fd() {
             Some(fd) if link.signal.is_none() => Some(fd),
             _ => None,
@@ -210,7 +215,7 @@ impl Net {
                 .map_err(io::Error::from)?,
             ),
         };
-        let task = tokio::spawn(run(Wake {
+        let task = rt.spawn(run(Wake {
             fd,
             signal: link.signal,
             idle_wait: link.idle_wait,

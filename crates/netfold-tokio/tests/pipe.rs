@@ -301,3 +301,10 @@ async fn current_thread_runtime_and_stopped_driver() {
     })
     .await
 }
+
+/// Outside a tokio runtime, starting a driver is an error, not a panic.
+#[test]
+fn spawn_outside_a_runtime_is_an_error() {
+    let (la, _lb) = pipe(PipeConfig::default());
+    assert!(Net::spawn(Stack::new(config(A, 1)), la).is_err());
+}
