@@ -61,6 +61,10 @@
 //! under the same lock means no wake-up is lost; a socket nobody waits on costs nothing.
 //!
 //! Dropping the [`Net`] stops the driver: waiting calls fail with `NotConnected`.
+//!
+//! Examples: `examples/echo.rs` (an echo server, in memory or on `tap:NAME`/`tun:NAME`) and
+//! `examples/pipe_bench.rs` (one bulk transfer through this adapter and through the blocking
+//! API, same link and message size).
 #![deny(unsafe_code)]
 
 mod driver;

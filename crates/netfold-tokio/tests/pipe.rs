@@ -308,3 +308,37 @@ fn spawn_outside_a_runtime_is_an_error() {
     let (la, _lb) = pipe(PipeConfig::default());
     assert!(Net::spawn(Stack::new(config(A, 1)), la).is_err());
 }
+
+/// Never a polling loop: with a connection open, a reader waiting and nothing sent, the
+/// drivers poll only for the stack's own deadlines. A busy loop would poll thousands of times
+/// in the idle window, a 1 ms timer (the blocking runtime's idle wait on this link) once per
+/// millisecond; the bound allows one poll per 10 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_drivers_sleep() {
+    const IDLE: Duration = Duration::from_millis(300);
+    within(async {
+        let (a, b) = nets();
+        let l = TcpListener::bind(&b, SocketAddrV4::new(B, 7))
+            .await
+            .unwrap();
+        let (c, s) = tokio::join!(TcpStream::connect(&a, SocketAddrV4::new(B, 7)), l.accept());
+        let (mut c, _s) = (c.unwrap(), s.unwrap());
+        let reader = tokio::spawn(async move {
+            let mut buf = [0u8; 1];
+            let _ = c.read(&mut buf).await;
+        });
+        // Let the handshake's last ACKs and any delayed ACK settle first.
+        tokio::time::sleep(IDLE).await;
+        let polls = |n: &Net| n.with_stack(|s| s.counters().polls);
+        let before = polls(&a) + polls(&b);
+        tokio::time::sleep(IDLE).await;
+        let during = polls(&a) + polls(&b) - before;
+        eprintln!("idle polls in {IDLE:?}: {during}");
+        assert!(
+            (during as u128) < IDLE.as_millis() / 10,
+            "{during} polls in {IDLE:?} of idle time"
+        );
+        reader.abort();
+    })
+    .await
+}
