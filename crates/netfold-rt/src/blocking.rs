@@ -47,12 +47,14 @@
 use crate::driver::{Driven, Driver};
 use netfold::iface::Stack;
 use netfold::phy::{Device, RawFd};
-use netfold::socket::{io_error, TcpListener as NbListener, TcpStream as NbStream};
+use netfold::socket::{
+    io_error, TcpListener as NbListener, TcpStream as NbStream, UdpSocket as NbUdp,
+};
 use netfold::tcp;
 use netfold::time::Instant;
 use std::io;
 use std::net::SocketAddrV4;
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration as StdDuration;
 
@@ -221,11 +223,17 @@ impl Runtime {
             });
             return Err(e);
         }
-        Ok(TcpStream {
+        Ok(TcpStream::new(&self.shared, s))
+    }
+
+    /// Binds a UDP socket on `local` (0.0.0.0 = the stack's address; port 0 picks an ephemeral
+    /// one).
+    pub fn udp_bind(&self, local: SocketAddrV4) -> io::Result<UdpSocket> {
+        let sock = self.with_stack(|s| NbUdp::bind(s, local))?;
+        Ok(UdpSocket {
             shared: Arc::clone(&self.shared),
-            inner: Some(s),
-            read_timeout: None,
-            write_timeout: None,
+            sock,
+            timeouts: Timeouts::default(),
         })
     }
 
@@ -262,15 +270,7 @@ impl TcpListener {
     /// Waits for the next connection.
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddrV4)> {
         let (s, peer) = self.shared.wait_for(None, |st, _| self.inner.accept(st))?;
-        Ok((
-            TcpStream {
-                shared: Arc::clone(&self.shared),
-                inner: Some(s),
-                read_timeout: None,
-                write_timeout: None,
-            },
-            peer,
-        ))
+        Ok((TcpStream::new(&self.shared, s), peer))
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
@@ -287,50 +287,102 @@ impl Drop for TcpListener {
     }
 }
 
-/// A blocking TCP connection. Dropping it closes it (FIN), like `std::net::TcpStream`.
-pub struct TcpStream {
+/// Read and write timeouts, settable through `&self` (a clone of a stream shares them, as
+/// `std::net` clones share the descriptor's).
+#[derive(Default)]
+struct Timeouts {
+    read: Mutex<Option<StdDuration>>,
+    write: Mutex<Option<StdDuration>>,
+}
+
+impl Timeouts {
+    fn get(m: &Mutex<Option<StdDuration>>) -> Option<StdDuration> {
+        *m.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn set(m: &Mutex<Option<StdDuration>>, t: Option<StdDuration>) {
+        *m.lock().unwrap_or_else(|p| p.into_inner()) = t;
+    }
+}
+
+/// What the clones of one stream share; the last one dropped closes the connection.
+struct Conn {
     shared: Arc<Shared>,
-    inner: Option<NbStream>,
-    read_timeout: Option<StdDuration>,
-    write_timeout: Option<StdDuration>,
+    sock: NbStream,
+    timeouts: Timeouts,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        let mut g = self.shared.lock();
+        let _ = self.sock.close(&mut g.stack);
+        self.shared.kick(&mut g);
+    }
+}
+
+/// A blocking TCP connection. Dropping it (its last clone) closes it (FIN), like
+/// `std::net::TcpStream`. `&TcpStream` reads and writes too, and [`TcpStream::try_clone`]
+/// gives a reader thread and a writer thread each a handle on the same connection.
+pub struct TcpStream {
+    conn: Arc<Conn>,
 }
 
 impl TcpStream {
-    fn sock(&self) -> io::Result<NbStream> {
-        self.inner
-            .ok_or_else(|| io_error(tcp::Error::InvalidHandle))
+    fn new(shared: &Arc<Shared>, sock: NbStream) -> TcpStream {
+        TcpStream {
+            conn: Arc::new(Conn {
+                shared: Arc::clone(shared),
+                sock,
+                timeouts: Timeouts::default(),
+            }),
+        }
     }
 
-    pub fn set_read_timeout(&mut self, t: Option<StdDuration>) {
-        self.read_timeout = t;
+    fn shared(&self) -> &Shared {
+        &self.conn.shared
     }
-    pub fn set_write_timeout(&mut self, t: Option<StdDuration>) {
-        self.write_timeout = t;
+
+    /// Another handle on the same connection (sharing its timeouts); the connection closes
+    /// when the last handle is dropped.
+    pub fn try_clone(&self) -> io::Result<TcpStream> {
+        Ok(TcpStream {
+            conn: Arc::clone(&self.conn),
+        })
+    }
+
+    /// `None` waits forever; a read that waits longer fails with `TimedOut`.
+    pub fn set_read_timeout(&self, t: Option<StdDuration>) {
+        Timeouts::set(&self.conn.timeouts.read, t);
+    }
+    pub fn set_write_timeout(&self, t: Option<StdDuration>) {
+        Timeouts::set(&self.conn.timeouts.write, t);
+    }
+    pub fn read_timeout(&self) -> Option<StdDuration> {
+        Timeouts::get(&self.conn.timeouts.read)
+    }
+    pub fn write_timeout(&self) -> Option<StdDuration> {
+        Timeouts::get(&self.conn.timeouts.write)
     }
     pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
-        let s = self.sock()?;
-        let mut g = self.shared.lock();
-        s.set_nodelay(&mut g.stack, nodelay)
+        let mut g = self.shared().lock();
+        self.conn.sock.set_nodelay(&mut g.stack, nodelay)
     }
     pub fn peer_addr(&self) -> io::Result<SocketAddrV4> {
-        let s = self.sock()?;
-        let g = self.shared.lock();
-        s.peer_addr(&g.stack)
+        let g = self.shared().lock();
+        self.conn.sock.peer_addr(&g.stack)
     }
     pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
-        let s = self.sock()?;
-        let g = self.shared.lock();
-        s.local_addr(&g.stack)
+        let g = self.shared().lock();
+        self.conn.sock.local_addr(&g.stack)
     }
     /// shutdown(SHUT_WR).
     pub fn shutdown_write(&self) -> io::Result<()> {
-        let s = self.sock()?;
-        self.shared.wait_for(None, |st, _| s.shutdown_write(st))
+        let s = self.conn.sock;
+        self.shared().wait_for(None, |st, _| s.shutdown_write(st))
     }
     /// Waits until every byte written has been acknowledged by the peer.
     pub fn flush_acked(&self, timeout: Option<StdDuration>) -> io::Result<()> {
-        let s = self.sock()?;
-        self.shared.wait_for(timeout, |st, _| {
+        let s = self.conn.sock;
+        self.shared().wait_for(timeout, |st, _| {
             match st.tcp().send_queue(s.handle()).map_err(io_error)? {
                 0 => Ok(()),
                 _ => Err(io::ErrorKind::WouldBlock.into()),
@@ -339,25 +391,25 @@ impl TcpStream {
     }
 }
 
-impl io::Read for TcpStream {
+impl io::Read for &TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
-        let s = self.sock()?;
-        self.shared
-            .wait_for(self.read_timeout, |st, _| s.read(st, buf))
+        let s = self.conn.sock;
+        self.shared()
+            .wait_for(self.read_timeout(), |st, _| s.read(st, buf))
     }
 }
 
-impl io::Write for TcpStream {
+impl io::Write for &TcpStream {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         if data.is_empty() {
             return Ok(0);
         }
-        let s = self.sock()?;
-        self.shared
-            .wait_for(self.write_timeout, |st, _| s.write(st, data))
+        let s = self.conn.sock;
+        self.shared()
+            .wait_for(self.write_timeout(), |st, _| s.write(st, data))
     }
     /// Data is handed to the stack by `write`; there is no user-space buffer to flush.
     fn flush(&mut self) -> io::Result<()> {
@@ -365,12 +417,73 @@ impl io::Write for TcpStream {
     }
 }
 
-impl Drop for TcpStream {
+impl io::Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+}
+
+impl io::Write for TcpStream {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        (&*self).write(data)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A blocking UDP socket. `&self` methods: it may be shared between threads (in an `Arc`).
+/// Dropping it closes it.
+pub struct UdpSocket {
+    shared: Arc<Shared>,
+    sock: NbUdp,
+    timeouts: Timeouts,
+}
+
+impl UdpSocket {
+    /// Queues one datagram to `to` (waiting while the send queue is full, at most the write
+    /// timeout); the driver sends it on its next poll.
+    pub fn send_to(&self, data: &[u8], to: SocketAddrV4) -> io::Result<usize> {
+        let s = self.sock;
+        self.shared
+            .wait_for(Timeouts::get(&self.timeouts.write), |st, _| {
+                s.send_to(st, data, to)
+            })
+    }
+
+    /// The next datagram (truncated to `buf`, as recvfrom does) and its sender, waiting at
+    /// most the read timeout.
+    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
+        let s = self.sock;
+        self.shared
+            .wait_for(Timeouts::get(&self.timeouts.read), |st, _| {
+                s.recv_from(st, buf)
+            })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+        let g = self.shared.lock();
+        self.sock.local_addr(&g.stack)
+    }
+
+    /// `None` waits forever; a receive that waits longer fails with `TimedOut`.
+    pub fn set_read_timeout(&self, t: Option<StdDuration>) {
+        Timeouts::set(&self.timeouts.read, t);
+    }
+    pub fn set_write_timeout(&self, t: Option<StdDuration>) {
+        Timeouts::set(&self.timeouts.write, t);
+    }
+}
+
+impl Drop for UdpSocket {
+    /// A datagram `send_to` accepted waits in the socket's queue until the driver's next poll,
+    /// and closing discards that queue; a kernel socket's sendto has handed it on already. So
+    /// the queue is flushed with one poll first.
     fn drop(&mut self) {
-        if let Some(s) = self.inner.take() {
-            let mut g = self.shared.lock();
-            let _ = s.close(&mut g.stack);
-            self.shared.kick(&mut g);
-        }
+        let mut g = self.shared.lock();
+        let now = self.shared.now();
+        g.poll(now);
+        self.sock.close(&mut g.stack);
+        self.shared.kick(&mut g);
     }
 }

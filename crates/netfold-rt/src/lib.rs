@@ -10,5 +10,5 @@
 pub mod blocking;
 pub mod driver;
 
-pub use blocking::{Runtime, TcpListener, TcpStream};
+pub use blocking::{Runtime, TcpListener, TcpStream, UdpSocket};
 pub use driver::{Driven, Driver};

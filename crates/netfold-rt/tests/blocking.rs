@@ -79,3 +79,121 @@ fn blocking_runtime_streams_with_read_and_write() {
     let mut b = [0u8; 1];
     assert_eq!(c2.read(&mut b).unwrap_err().kind(), ErrorKind::TimedOut);
 }
+
+fn runtimes() -> (netfold_rt::Runtime, netfold_rt::Runtime) {
+    use netfold_rt::Runtime;
+    let (ea, eb) = Pipe::new(PipeConfig::default());
+    let idle = std::time::Duration::from_millis(1);
+    (
+        Runtime::start(Stack::new(config(A, 1)), Box::new(ea), idle).unwrap(),
+        Runtime::start(Stack::new(config(B, 2)), Box::new(eb), idle).unwrap(),
+    )
+}
+
+/// A reader thread and a writer thread share one connection through `try_clone`, 4 MiB each
+/// way at once; dropping one clone leaves the connection open for the other.
+#[test]
+fn try_clone_gives_a_reader_and_a_writer_thread_one_stream() {
+    use std::io::{Read, Write};
+    const LEN: usize = 4 << 20;
+    let (ra, rb) = runtimes();
+    let l = rb
+        .listen(SocketAddrV4::new(B, 80), 4, tcp::Config::default())
+        .unwrap();
+    let up = pattern(LEN, 11);
+    let down = pattern(LEN, 12);
+    let (up2, down2) = (up.clone(), down.clone());
+    let server = std::thread::spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        let w = s.try_clone().unwrap();
+        let writer = std::thread::spawn(move || {
+            (&w).write_all(&down2).unwrap();
+            w.shutdown_write().unwrap();
+        });
+        let mut got = Vec::new();
+        (&s).read_to_end(&mut got).unwrap();
+        writer.join().unwrap();
+        assert!(got == up2, "server received corrupted data");
+    });
+    let c = ra
+        .connect(SocketAddrV4::new(B, 80), tcp::Config::default(), None)
+        .unwrap();
+    let mut w = c.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        w.write_all(&up).unwrap();
+        w.shutdown_write().unwrap();
+        // This clone goes; the reader's keeps the connection open.
+    });
+    let mut got = Vec::new();
+    let mut r = c;
+    r.read_to_end(&mut got).unwrap();
+    writer.join().unwrap();
+    assert!(got == down, "client received corrupted data");
+    server.join().unwrap();
+}
+
+/// Timeouts set through `&self`, from another thread than the one reading, and shared by
+/// clones.
+#[test]
+fn timeouts_are_set_through_a_shared_reference() {
+    use std::io::Read;
+    use std::sync::Arc;
+    use std::time::Duration;
+    let (ra, rb) = runtimes();
+    let l = rb
+        .listen(SocketAddrV4::new(B, 80), 4, tcp::Config::default())
+        .unwrap();
+    let c = Arc::new(
+        ra.connect(SocketAddrV4::new(B, 80), tcp::Config::default(), None)
+            .unwrap(),
+    );
+    let _s = l.accept().unwrap();
+    assert_eq!(c.read_timeout(), None);
+    let c2 = Arc::clone(&c);
+    std::thread::spawn(move || c2.set_read_timeout(Some(Duration::from_millis(50))))
+        .join()
+        .unwrap();
+    let clone = c.try_clone().unwrap();
+    assert_eq!(clone.read_timeout(), Some(Duration::from_millis(50)));
+    let t0 = std::time::Instant::now();
+    let mut b = [0u8; 1];
+    assert_eq!((&*c).read(&mut b).unwrap_err().kind(), ErrorKind::TimedOut);
+    assert!(t0.elapsed() >= Duration::from_millis(50));
+    c.set_write_timeout(Some(Duration::from_millis(20)));
+    assert_eq!(clone.write_timeout(), Some(Duration::from_millis(20)));
+}
+
+#[test]
+fn udp_round_trip_and_receive_timeout() {
+    use std::time::Duration;
+    let (ra, rb) = runtimes();
+    let server = rb
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 53))
+        .unwrap();
+    let client = ra.udp_bind(SocketAddrV4::new(A, 0)).unwrap();
+    let client_addr = client.local_addr().unwrap();
+    assert_ne!(client_addr.port(), 0);
+    let echo = std::thread::spawn(move || {
+        let mut buf = [0u8; 1500];
+        for _ in 0..3 {
+            let (n, from) = server.recv_from(&mut buf).unwrap();
+            assert_eq!(from, client_addr);
+            server.send_to(&buf[..n], from).unwrap();
+        }
+        // Nothing more comes: the timeout ends the wait.
+        server.set_read_timeout(Some(Duration::from_millis(50)));
+        server.recv_from(&mut buf).unwrap_err().kind()
+    });
+    for i in 0..3u32 {
+        let msg = pattern(100 + i as usize * 400, 20 + i);
+        assert_eq!(
+            client.send_to(&msg, SocketAddrV4::new(B, 53)).unwrap(),
+            msg.len()
+        );
+        let mut buf = [0u8; 1500];
+        let (n, from) = client.recv_from(&mut buf).unwrap();
+        assert_eq!(from, SocketAddrV4::new(B, 53));
+        assert_eq!(&buf[..n], &msg[..]);
+    }
+    assert_eq!(echo.join().unwrap(), ErrorKind::TimedOut);
+}

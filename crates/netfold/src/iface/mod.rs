@@ -446,6 +446,16 @@ impl Stack {
         self.inner.udp_recv_from(h, buf)
     }
 
+    /// Readiness of a UDP socket without taking anything: datagrams waiting to be read, and
+    /// free places in its send queue (0 means `udp_send_to` would block).
+    pub fn udp_queues(&self, h: UdpHandle) -> Result<(usize, usize), UdpError> {
+        let sock = self.udp.get(h)?;
+        Ok((
+            sock.rx.len(),
+            self.udp.queue_limit().saturating_sub(sock.tx.len()),
+        ))
+    }
+
     /// Closes the socket; queued datagrams are discarded. Stale handles are ignored.
     pub fn udp_close(&mut self, h: UdpHandle) {
         self.inner.udp.close(h, &mut self.inner.st.pool);

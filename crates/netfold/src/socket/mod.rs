@@ -34,6 +34,24 @@ pub fn io_error(e: tcp::Error) -> io::Error {
     io::Error::new(kind, msg)
 }
 
+/// What a socket can do now without `WouldBlock`, for pollers that sleep until it changes (the
+/// tokio adapter's wakers). Computed from the socket's queues and state; takes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Readiness {
+    /// A read (or accept) returns data, end of stream, or an error.
+    pub readable: bool,
+    /// A write (or a pending connect's completion) returns progress or an error.
+    pub writable: bool,
+}
+
+impl Readiness {
+    /// Both directions: the handle is gone or the connection failed, and any call reports it.
+    const ALL: Readiness = Readiness {
+        readable: true,
+        writable: true,
+    };
+}
+
 /// A listening TCP socket (non-blocking).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpListener {
@@ -66,6 +84,17 @@ impl TcpListener {
 
     pub fn local_addr(&self, stack: &Stack) -> io::Result<SocketAddrV4> {
         stack.tcp().local_addr(self.handle).map_err(io_error)
+    }
+
+    /// Readable when a connection waits in the accept queue (or the handle is gone).
+    pub fn readiness(&self, stack: &mut Stack) -> Readiness {
+        match stack.tcp_mut().accept_queue_len(self.handle) {
+            Ok(n) => Readiness {
+                readable: n > 0,
+                writable: false,
+            },
+            Err(_) => Readiness::ALL,
+        }
     }
 
     /// Stops listening; pending connections are reset.
@@ -121,6 +150,35 @@ impl TcpStream {
             st,
             tcp::State::SynSent | tcp::State::SynReceived | tcp::State::Closed | tcp::State::Listen
         ))
+    }
+
+    /// Readable with bytes queued, after the peer's FIN, or once the connection ended;
+    /// writable with send space in a state that sends, or when a write would fail at once
+    /// (after shutdown, once closed). Neither while the handshake runs.
+    pub fn readiness(&self, stack: &Stack) -> Readiness {
+        use tcp::State as S;
+        let tcp = stack.tcp();
+        let (Ok(state), Ok(queued), Ok(space)) = (
+            tcp.state(self.handle),
+            tcp.recv_queue(self.handle),
+            tcp.send_space(self.handle),
+        ) else {
+            return Readiness::ALL;
+        };
+        match state {
+            S::SynSent | S::SynReceived | S::Listen => Readiness::default(),
+            S::Established | S::FinWait1 | S::FinWait2 => Readiness {
+                readable: queued > 0,
+                // After shutdown_write (FIN-WAIT) a write fails with BrokenPipe.
+                writable: space > 0 || state != S::Established,
+            },
+            // The peer's FIN has arrived: a read returns the rest, then end of stream.
+            S::CloseWait => Readiness {
+                readable: true,
+                writable: space > 0,
+            },
+            S::Closing | S::LastAck | S::TimeWait | S::Closed => Readiness::ALL,
+        }
     }
 
     /// Reads in-order data; `Ok(0)` at end of stream.
@@ -219,6 +277,17 @@ impl UdpSocket {
         buf: &mut [u8],
     ) -> io::Result<(usize, SocketAddrV4)> {
         stack.udp_recv_from(self.handle, buf).map_err(udp_io_error)
+    }
+
+    /// Readable with a datagram queued, writable with room in the send queue.
+    pub fn readiness(&self, stack: &Stack) -> Readiness {
+        match stack.udp_queues(self.handle) {
+            Ok((rx, tx_space)) => Readiness {
+                readable: rx > 0,
+                writable: tx_space > 0,
+            },
+            Err(_) => Readiness::ALL,
+        }
     }
 
     pub fn local_addr(&self, stack: &Stack) -> io::Result<SocketAddrV4> {

@@ -1,0 +1,77 @@
+//! netfold on tokio: a driver task that runs a [`netfold::iface::Stack`] on a device, and
+//! sockets for async code — [`TcpStream`] (`AsyncRead + AsyncWrite`, [`TcpStream::split`] and
+//! [`TcpStream::into_split`] halves), [`TcpListener`] and [`UdpSocket`] — that work with
+//! everything in `tokio::io`, `copy_bidirectional` included.
+//!
+//! ```no_run
+//! use netfold::iface::{Stack, StackConfig};
+//! use netfold::wire::Ipv4Addr;
+//! use netfold_tokio::{Link, Net, TcpListener};
+//! use std::net::SocketAddrV4;
+//!
+//! # async fn run(device: impl netfold::phy::Device + Send + 'static) -> std::io::Result<()> {
+//! let stack = Stack::new(StackConfig { addr: Ipv4Addr::new(198, 18, 0, 2), ..Default::default() });
+//! let net = Net::spawn(stack, Link::new(device))?; // a TAP, TUN or packet socket
+//! let listener = TcpListener::bind(&net, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).await?;
+//! loop {
+//!     let (mut s, _peer) = listener.accept().await?;
+//!     tokio::spawn(async move {
+//!         let (mut r, mut w) = s.split();
+//!         tokio::io::copy(&mut r, &mut w).await
+//!     });
+//! }
+//! # }
+//! ```
+//!
+//! # Design: a tokio task, not a thread
+//!
+//! The driver is a task on the application's runtime ([`Net::spawn`]) rather than a dedicated
+//! thread bridged to tokio (as `netfold-rt` does for blocking code), because:
+//! - a poll of the stack never blocks (the device calls are non-blocking), so it may run on a
+//!   runtime worker; a thread would add a cross-thread hand-off (and a context switch) to every
+//!   wake-up in both directions;
+//! - tokio already has every wait the driver needs: `AsyncFd` on the device's descriptor, a
+//!   timer for the stack's deadline, `Notify` for kicks; the task needs no second event loop;
+//! - it works on a current-thread runtime, and in tests two stacks and their applications run
+//!   in one runtime.
+//!
+//! # Never a polling loop
+//!
+//! Each round the driver polls the stack once and wakes the sockets it made ready. After a
+//! poll that did work it yields and goes again; otherwise it sleeps until the first of:
+//! - the stack's or the device's deadline (`poll_at`: retransmission, delayed ACK, a delayed
+//!   frame on an impaired link);
+//! - the device's descriptor becoming readable ([`netfold::phy::Device::readable_fd`], waited
+//!   on with tokio's `AsyncFd`: TAP, TUN, packet socket);
+//! - the link's signal: the ends of the in-memory link from [`pipe`] signal each other's driver
+//!   on every send;
+//! - a kick from an application call that gave the stack work (data written, window opened by a
+//!   read, a connect, a close).
+//!
+//! A device that can announce nothing (no descriptor, no signal) must be given
+//! [`Link::idle_wait`], the longest it may go unread; [`Net::spawn`] refuses it otherwise.
+//!
+//! # Wakers: woken by the stack's readiness
+//!
+//! A socket call that cannot complete registers its task's waker for that socket and direction
+//! (read / accept / `recv_from`; write / connect / `send_to`) under the stack's lock. After every
+//! poll the driver asks each socket that has waiters for its
+//! [`netfold::socket::Readiness`] (bytes to read or end of stream, send space, a connection to
+//! accept, an error) and wakes the waiters whose direction is ready. Registering and checking
+//! under the same lock means no wake-up is lost; a socket nobody waits on costs nothing.
+//!
+//! Dropping the [`Net`] stops the driver: waiting calls fail with `NotConnected`.
+//!
+//! Examples: `examples/echo.rs` (an echo server, in memory or on `tap:NAME`/`tun:NAME`) and
+//! `examples/pipe_bench.rs` (one bulk transfer through this adapter and through the blocking
+//! API, same link and message size).
+#![deny(unsafe_code)]
+
+mod driver;
+mod tcp;
+mod udp;
+mod wakers;
+
+pub use driver::{pipe, Link, Net};
+pub use tcp::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, TcpListener, TcpStream, WriteHalf};
+pub use udp::UdpSocket;
