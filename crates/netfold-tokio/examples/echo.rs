@@ -53,7 +53,6 @@ fn config(addr: Ipv4Addr, prefix_len: u8) -> StackConfig {
         addr,
         prefix_len,
         mac: netfold::wire::ethernet::EthernetAddress([0x02, 0x6e, 0x66, o[1], o[2], o[3]]),
-        tcp_secret: [o[3]; 16],
         ..StackConfig::default()
     }
 }

@@ -67,7 +67,7 @@ fn setup() -> (NetNs, Net) {
         mac: EthernetAddress([0x02, 0x6e, 0x66, 0, 0, 2]),
         addr: NETFOLD_IP,
         prefix_len: 24,
-        tcp_secret: [7; 16],
+        tcp_secret: netfold::tcp::Secret::fixed_for_tests([7; 16]),
         ..StackConfig::default()
     });
     let net = Net::spawn(stack, Link::new(tap)).expect("driver");

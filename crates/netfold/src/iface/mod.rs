@@ -449,10 +449,10 @@ impl Stack {
     /// Readiness of a UDP socket without taking anything: datagrams waiting to be read, and
     /// free places in its send queue (0 means `udp_send_to` would block).
     pub fn udp_queues(&self, h: UdpHandle) -> Result<(usize, usize), UdpError> {
-        let sock = self.udp.get(h)?;
+        let sock = self.inner.udp.get(h)?;
         Ok((
             sock.rx.len(),
-            self.udp.queue_limit().saturating_sub(sock.tx.len()),
+            self.inner.udp.queue_limit().saturating_sub(sock.tx.len()),
         ))
     }
 
