@@ -352,7 +352,22 @@ impl Services {
             return;
         }
         self.stopping = true;
-        if let Some(t) = &self.iperf {
+        let delivered = self
+            .iperf
+            .as_ref()
+            .is_some_and(|t| t.session.phase() == iperf::Phase::DisplayResults);
+        if delivered {
+            // The results were delivered: the client has its test and only its IPERF_DONE
+            // may still be in flight, so the test counts as completed (as `control_eof`
+            // counts a client that closes instead of sending IPERF_DONE), not terminated.
+            if let Some(t) = self.iperf.take() {
+                self.stats.iperf_completed += 1;
+                for s in t.streams.into_iter().flatten() {
+                    let _ = s.abort(stack);
+                }
+                let _ = t.ctrl.shutdown_write(stack);
+            }
+        } else if let Some(t) = &self.iperf {
             let _ = t.ctrl.write(stack, &[iperf::state::SERVER_TERMINATE as u8]);
         }
         for (_, l) in self.listeners.drain(..) {
