@@ -10,7 +10,7 @@ use netfold::iface::{Stack, StackConfig};
 use netfold::tcp::Handle;
 use netfold::time::{Duration, Instant};
 use netfold::wire::tcp::{TcpFlags, TcpOptions, TcpRepr, Timestamps};
-use netfold_fuzz::{parse_tcp, pattern, tcp_config, tcp_frame, Input, Wire, IP_A, IP_B, MAC_A};
+use netfold_fuzz::{arp_request_from_b, parse_tcp, pattern, tcp_config, tcp_frame, Input, Wire, IP_A, IP_B, MAC_A};
 use std::net::SocketAddrV4;
 
 const PEER_PORT: u16 = 40000;
@@ -60,6 +60,7 @@ fn side(gro: bool, now: Instant) -> Side {
             ..TcpOptions::default()
         },
     };
+    dev.inbox.push_back(arp_request_from_b());
     dev.inbox.push_back(tcp_frame(IP_B, IP_A, &syn, &[]));
     stack.poll(now, &mut dev);
     let synack = dev

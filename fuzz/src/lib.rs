@@ -157,6 +157,30 @@ fn ip_frame(src: Ipv4Addr, dst: Ipv4Addr, proto: IpProtocol, l4: &[u8]) -> Vec<u
     f
 }
 
+/// B's ARP request for A: A learns B's MAC from it (RFC 826 merge), so A's answers need no
+/// resolution round.
+pub fn arp_request_from_b() -> Vec<u8> {
+    use netfold::wire::arp::{ArpOperation, ArpRepr};
+    let eth = EthernetRepr {
+        src: MAC_B,
+        dst: EthernetAddress([0xff; 6]),
+        ethertype: EtherType::Arp,
+        vlan: None,
+    };
+    let arp = ArpRepr {
+        op: ArpOperation::Request,
+        source_hw: MAC_B,
+        source_ip: IP_B,
+        target_hw: EthernetAddress([0; 6]),
+        target_ip: IP_A,
+    };
+    let el = eth.header_len();
+    let mut f = vec![0u8; el + arp.buffer_len()];
+    eth.emit(&mut f[..el]).expect("ethernet header fits");
+    arp.emit(&mut f[el..]).expect("arp fits");
+    f
+}
+
 /// An Ethernet/IPv4/TCP frame with correct checksums.
 pub fn tcp_frame(src: Ipv4Addr, dst: Ipv4Addr, repr: &TcpRepr, payload: &[u8]) -> Vec<u8> {
     let hl = repr.header_len();
