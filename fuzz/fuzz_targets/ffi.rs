@@ -77,7 +77,11 @@ fuzz_target!(|data: &[u8]| {
                     } else {
                         libc::SOCK_DGRAM
                     };
-                    let domain = if inp.u8() & 7 == 0 { libc::AF_INET6 } else { libc::AF_INET };
+                    let domain = if inp.u8() & 7 == 0 {
+                        libc::AF_INET6
+                    } else {
+                        libc::AF_INET
+                    };
                     let fd = nf_socket(s, domain, ty, 0);
                     if fd >= 0 {
                         nf_fcntl(s, fd, libc::F_SETFL, libc::O_NONBLOCK as libc::c_long);
@@ -117,18 +121,40 @@ fuzz_target!(|data: &[u8]| {
                 }
                 7 => {
                     let l = core::mem::size_of::<sockaddr_in>() as socklen_t;
-                    nf_sendto(s, fd, buf.as_ptr().cast(), n % 2000, 0, (&peer as *const sockaddr_in).cast(), l);
+                    nf_sendto(
+                        s,
+                        fd,
+                        buf.as_ptr().cast(),
+                        n % 2000,
+                        0,
+                        (&peer as *const sockaddr_in).cast(),
+                        l,
+                    );
                 }
                 8 => {
                     let mut a = sin([0; 4], 0);
                     let mut l = (inp.u8() as socklen_t) % 32;
-                    nf_recvfrom(s, fd, buf.as_mut_ptr().cast(), n, libc::MSG_DONTWAIT, (&mut a as *mut sockaddr_in).cast(), &mut l);
+                    nf_recvfrom(
+                        s,
+                        fd,
+                        buf.as_mut_ptr().cast(),
+                        n,
+                        libc::MSG_DONTWAIT,
+                        (&mut a as *mut sockaddr_in).cast(),
+                        &mut l,
+                    );
                 }
                 9 => {
                     let (x, y) = buf.split_at_mut(n / 2);
                     let iov = [
-                        libc::iovec { iov_base: x.as_mut_ptr().cast::<c_void>(), iov_len: x.len().min(1000) },
-                        libc::iovec { iov_base: y.as_mut_ptr().cast::<c_void>(), iov_len: y.len().min(3000) },
+                        libc::iovec {
+                            iov_base: x.as_mut_ptr().cast::<c_void>(),
+                            iov_len: x.len().min(1000),
+                        },
+                        libc::iovec {
+                            iov_base: y.as_mut_ptr().cast::<c_void>(),
+                            iov_len: y.len().min(3000),
+                        },
                     ];
                     let cnt = i32::from(inp.u8() % 3);
                     if inp.u8() & 1 == 0 {
@@ -169,13 +195,21 @@ fuzz_target!(|data: &[u8]| {
                 }
                 15 => {
                     let mut v: c_int = 0;
-                    let req = if inp.u8() & 1 == 0 { libc::FIONREAD } else { libc::TIOCOUTQ };
+                    let req = if inp.u8() & 1 == 0 {
+                        libc::FIONREAD
+                    } else {
+                        libc::TIOCOUTQ
+                    };
                     nf_ioctl(s, fd, req as _, (&mut v as *mut c_int).cast());
                 }
                 16 => {
                     let mut p: Vec<libc::pollfd> = fds[side]
                         .iter()
-                        .map(|&fd| libc::pollfd { fd, events: libc::POLLIN | libc::POLLOUT, revents: 0 })
+                        .map(|&fd| libc::pollfd {
+                            fd,
+                            events: libc::POLLIN | libc::POLLOUT,
+                            revents: 0,
+                        })
                         .collect();
                     nf_poll(s, p.as_mut_ptr(), p.len() as libc::nfds_t, 0);
                 }

@@ -10,7 +10,9 @@ use netfold::iface::{Stack, StackConfig};
 use netfold::tcp::Handle;
 use netfold::time::{Duration, Instant};
 use netfold::wire::tcp::{TcpFlags, TcpOptions, TcpRepr, Timestamps};
-use netfold_fuzz::{arp_request_from_b, parse_tcp, pattern, tcp_config, tcp_frame, Input, Wire, IP_A, IP_B, MAC_A};
+use netfold_fuzz::{
+    arp_request_from_b, parse_tcp, pattern, tcp_config, tcp_frame, Input, Wire, IP_A, IP_B, MAC_A,
+};
 use std::net::SocketAddrV4;
 
 const PEER_PORT: u16 = 40000;
@@ -38,12 +40,7 @@ fn side(gro: bool, now: Instant) -> Side {
         .tcp_mut()
         .listen(SocketAddrV4::new(IP_A, 80), 4, tcp_config())
         .expect("listen");
-    let ts = |v| {
-        Some(Timestamps {
-            tsval: v,
-            tsecr: 0,
-        })
-    };
+    let ts = |v| Some(Timestamps { tsval: v, tsecr: 0 });
     let syn = TcpRepr {
         src_port: PEER_PORT,
         dst_port: 80,
@@ -164,7 +161,11 @@ fuzz_target!(|data: &[u8]| {
             s.dev.outbox.clear();
             read(s);
         }
-        assert_eq!(on.got.len(), off.got.len(), "GRO on/off delivered different amounts");
+        assert_eq!(
+            on.got.len(),
+            off.got.len(),
+            "GRO on/off delivered different amounts"
+        );
         assert!(on.got == off.got, "GRO on/off delivered different bytes");
         for (i, &b) in on.got.iter().enumerate() {
             assert_eq!(b, pattern(i as u64), "byte {i} is not the sender's");

@@ -13,7 +13,8 @@ use libfuzzer_sys::fuzz_target;
 use netfold::time::Duration;
 use netfold::wire::tcp::{TcpFlags, TcpRepr};
 use netfold_fuzz::{
-    is_tcp_fragment, parse_tcp, tcp_frame, udp_frame, Input, Scenario, IP_A, IP_B, PORT_LISTEN, PORT_UDP,
+    is_tcp_fragment, parse_tcp, tcp_frame, udp_frame, Input, Scenario, IP_A, IP_B, PORT_LISTEN,
+    PORT_UDP,
 };
 use std::net::SocketAddrV4;
 
@@ -119,10 +120,9 @@ fuzz_target!(|data: &[u8]| {
                 let mut rounds = 0;
                 while s.now < end && rounds < 64 {
                     s.exchange(hold);
-                    let step = s
-                        .a
-                        .poll_at(s.now)
-                        .map_or(Duration::from_millis(200), |t| t.saturating_since(s.now));
+                    let step =
+                        s.a.poll_at(s.now)
+                            .map_or(Duration::from_millis(200), |t| t.saturating_since(s.now));
                     s.now += step.max(Duration::from_millis(1));
                     rounds += 1;
                 }
@@ -173,7 +173,12 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         s.check_bounds();
-        assert_eq!(s.mixed, None, "A delivered bytes B never sent there: {:?}", s.states());
+        assert_eq!(
+            s.mixed,
+            None,
+            "A delivered bytes B never sent there: {:?}",
+            s.states()
+        );
     }
     // Let everything drain, then read: still a prefix.
     for _ in 0..32 {

@@ -14,7 +14,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut buf = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut buf, true).expect("emit into buffer_len bytes");
+    repr.emit(&mut buf, true)
+        .expect("emit into buffer_len bytes");
     let again = Icmpv4Packet::new_checked(&buf[..]).expect("emitted message is checked");
     let reparsed = Icmpv4Repr::parse(&again, true).expect("reparse");
     // Re-emitting the reparsed message gives the same bytes (quoted headers lose IP options).

@@ -306,24 +306,21 @@ impl Scenario {
             mixed: None,
         };
         let la = SocketAddrV4::new(IP_A, PORT_LISTEN);
-        s.listener = s
-            .a
-            .tcp_mut()
-            .listen(la, BACKLOG, tcp_config())
-            .expect("listen");
+        s.listener =
+            s.a.tcp_mut()
+                .listen(la, BACKLOG, tcp_config())
+                .expect("listen");
         let now = s.now;
-        s.est_peer = s
-            .b
-            .tcp_mut()
-            .connect(now, SocketAddrV4::new(IP_B, 0), la, tcp_config())
-            .expect("connect");
+        s.est_peer =
+            s.b.tcp_mut()
+                .connect(now, SocketAddrV4::new(IP_B, 0), la, tcp_config())
+                .expect("connect");
         s.est_port = s.b.tcp().local_addr(s.est_peer).expect("addr").port();
         s.est = s.accept_one();
-        s.fin_peer = s
-            .b
-            .tcp_mut()
-            .connect(s.now, SocketAddrV4::new(IP_B, 0), la, tcp_config())
-            .expect("connect");
+        s.fin_peer =
+            s.b.tcp_mut()
+                .connect(s.now, SocketAddrV4::new(IP_B, 0), la, tcp_config())
+                .expect("connect");
         s.fin = s.accept_one();
         s.a.tcp_mut().close(s.fin).expect("close");
         s.settle(Duration::from_millis(50));
@@ -352,7 +349,10 @@ impl Scenario {
         self.b.poll(self.now, &mut self.db);
         for f in self.da.outbox.drain(..) {
             if let Some((_, _, r, _)) = parse_tcp(&f) {
-                if r.flags.syn() && r.flags.0 & TcpFlags::ACK != 0 && r.dst_port == self.est_port && self.a_isn == 0
+                if r.flags.syn()
+                    && r.flags.0 & TcpFlags::ACK != 0
+                    && r.dst_port == self.est_port
+                    && self.a_isn == 0
                 {
                     self.a_isn = r.seq;
                 }
@@ -361,7 +361,10 @@ impl Scenario {
         }
         for f in self.db.outbox.drain(..) {
             if let Some((_, _, r, _)) = parse_tcp(&f) {
-                if r.flags.syn() && r.flags.0 & TcpFlags::ACK == 0 && r.src_port == self.est_port && self.b_isn == 0
+                if r.flags.syn()
+                    && r.flags.0 & TcpFlags::ACK == 0
+                    && r.src_port == self.est_port
+                    && self.b_isn == 0
                 {
                     self.b_isn = r.seq;
                 }
@@ -450,7 +453,12 @@ impl Scenario {
     }
 
     /// State of A's sockets (for diagnostics).
-    pub fn states(&self) -> (Result<State, netfold::tcp::Error>, Result<State, netfold::tcp::Error>) {
+    pub fn states(
+        &self,
+    ) -> (
+        Result<State, netfold::tcp::Error>,
+        Result<State, netfold::tcp::Error>,
+    ) {
         (self.a.tcp().state(self.est), self.a.tcp().state(self.fin))
     }
 }
