@@ -563,7 +563,7 @@ fn options_that_overflow_the_header() {
         &[1, 1, 1, 3],     // NOPs then a window scale cut in half
     ];
     for opts in cases {
-        let mut seg = vec![0u8; 24 + 8];
+        let mut seg = [0u8; 24 + 8];
         seg[0..2].copy_from_slice(&5000u16.to_be_bytes());
         seg[2..4].copy_from_slice(&80u16.to_be_bytes());
         seg[12] = 6 << 4;
@@ -599,20 +599,31 @@ fn options_that_overflow_the_header() {
 fn shrinking_windows_lose_nothing() {
     let mut net = Net::new();
     let (c, s, _) = establish(&mut net);
-    let mut round = 0u64;
+    // B's advertised windows are scaled by its receive shift: 1 KiB in window units.
+    let shift = net.b.conn_info(s).expect("info").rcv_wscale;
+    let kib = (1024u16 >> shift).max(1);
+    let rounds = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let seen = rounds.clone();
     net.mutate = Some(Box::new(move |from_a, r| {
         if !from_a {
-            round += 1;
-            // Phases of 400 segments: open, shrinking to 1 KiB, closed, open.
-            r.window = match (round / 400) % 4 {
-                0 => r.window,
-                1 => r.window.min(1024 >> 7).max(1),
-                2 => 0,
+            let round = seen.get() + 1;
+            seen.set(round);
+            // Periods of 40 segments from B: 20 open, 10 shrunk to 1 KiB, 2 closed (zero
+            // window; the sender must probe), then open again.
+            r.window = match round % 40 {
+                0..20 => r.window,
+                20..30 => r.window.min(kib),
+                30..32 => 0,
                 _ => r.window,
             };
         }
     }));
-    transfer_under_attack(&mut net, c, s, 1 << 20, Duration::from_secs(600), |_| {});
+    transfer_under_attack(&mut net, c, s, 4 << 20, Duration::from_secs(600), |_| {});
+    assert!(
+        rounds.get() > 80,
+        "only {} segments from B: the phases did not run",
+        rounds.get()
+    );
 }
 
 /// ACKs for data never sent (RFC 9293 §3.10.7.4: "If the ACK acks something not yet sent
