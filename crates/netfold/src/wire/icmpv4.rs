@@ -207,6 +207,11 @@ impl<'a> Icmpv4Repr<'a> {
         p: &Icmpv4Packet<&'a T>,
         verify_checksum: bool,
     ) -> Result<Icmpv4Repr<'a>> {
+        // A view made with `new_unchecked` may be shorter than the header: refuse it here
+        // rather than panic in the field accessors (found by fuzz/wire_icmpv4).
+        if p.buffer.as_ref().len() < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
         if verify_checksum && !p.verify_checksum() {
             return Err(Error::BadChecksum);
         }
