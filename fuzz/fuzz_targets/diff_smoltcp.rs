@@ -246,7 +246,7 @@ impl Sm {
 }
 
 fn setup() -> (Nf, Sm) {
-    let mut layer = TcpLayer::new([3; 16]);
+    let mut layer = TcpLayer::new(netfold::tcp::Secret::fixed_for_tests([3; 16]));
     let listener = layer
         .listen(
             SocketAddrV4::new(US, 80),

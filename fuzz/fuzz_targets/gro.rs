@@ -31,7 +31,7 @@ fn side(gro: bool, now: Instant) -> Side {
     let mut stack = Stack::new(StackConfig {
         addr: IP_A,
         mac: MAC_A,
-        tcp_secret: [7; 16],
+        tcp_secret: netfold::tcp::Secret::fixed_for_tests([7; 16]),
         gro,
         ..StackConfig::default()
     });

@@ -280,7 +280,7 @@ impl Scenario {
         let a = Stack::new(StackConfig {
             addr: IP_A,
             mac: MAC_A,
-            tcp_secret: [0xa5; 16],
+            tcp_secret: netfold::tcp::Secret::fixed_for_tests([0xa5; 16]),
             gro,
             ..StackConfig::default()
         });
@@ -295,7 +295,7 @@ impl Scenario {
         let b = Stack::new(StackConfig {
             addr: IP_B,
             mac: MAC_B,
-            tcp_secret: [0x5a; 16],
+            tcp_secret: netfold::tcp::Secret::fixed_for_tests([0x5a; 16]),
             ..StackConfig::default()
         });
         let mut s = Scenario {
