@@ -169,7 +169,7 @@ impl SmolNet {
             listening: Vec::new(),
             closing: Vec::new(),
             port: 0,
-            next_port: 49152,
+            next_port: *netfold::wire::EPHEMERAL_PORTS.start(),
             sbuf: p.send_buffer.unwrap_or(256 * 1024),
             rbuf: p.recv_buffer.unwrap_or(256 * 1024),
             nagle: !p.nodelay,
@@ -250,7 +250,7 @@ impl MemNet for SmolNet {
     fn connect(&mut self, port: u16) -> Result<Self::Conn, BoxErr> {
         let local = self.next_port;
         self.next_port = if self.next_port == 65535 {
-            49152
+            *netfold::wire::EPHEMERAL_PORTS.start()
         } else {
             self.next_port + 1
         };

@@ -116,7 +116,7 @@ fn drive(
             IpAddress::Ipv4(Ipv4Address::new(k[0], k[1], k[2], k[3])),
             sa.port(),
         ),
-        49152,
+        *netfold::wire::EPHEMERAL_PORTS.start(),
     )?;
     let limit_t = Duration::from_secs(30);
     let t0 = WallInstant::now();
