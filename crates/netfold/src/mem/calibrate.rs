@@ -513,7 +513,8 @@ fn index_of(family: Family, name: &str) -> usize {
 }
 
 /// Chooses the kernels: the forced ones as given, the others by timing every detected
-/// candidate per size class. Total time bounded by the module's time budget (`BUDGET`) plus one round.
+/// candidate per size class. Total time bounded by the module's time budget (`BUDGET`) plus
+/// one round.
 pub fn calibrate(forced: &Forced) -> Calibration {
     calibrate_inner(forced, Vec::new()).0
 }
