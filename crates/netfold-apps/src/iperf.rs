@@ -171,8 +171,8 @@ pub struct Session {
 // CPU use of the thread that runs the session, as iperf3's server reports it (`cpu_util_*`:
 // user + system time of the process over the wall time of the test, in percent; iperf3 uses
 // `getrusage(RUSAGE_SELF)`, here the serving thread's `RUSAGE_THREAD`, which is the work of
-// this server and not of anything else the process runs). The one syscall is the only unsafe
-// code here.
+// this server and not of anything else the process runs). The syscall lives in
+// `netfold_os::cpu`, so this crate has no unsafe code.
 use netfold_os::cpu;
 
 impl Session {

@@ -14,7 +14,7 @@
 //!
 //! Every device implements the core's [`netfold::phy::Device`]; the core itself knows no OS.
 // `unsafe` is denied crate-wide and allowed only in the modules that make system calls (tap,
-// packet_socket, packet_ring, wait), each block with a SAFETY comment.
+// packet_socket, packet_ring, wait, cpu), each block with a SAFETY comment.
 #![deny(unsafe_code)]
 
 pub mod cpu;

@@ -2,24 +2,31 @@
 //! TCP/IP performance study pointed at — alignment-aware copies, the checksum folded into the
 //! copy, receive work done in batches, buffers recycled instead of freed.
 //!
-//! The protocol core is sans-IO: it never reads a clock or touches a socket. Time comes in as an
+//! The protocol core is sans-IO: it never reads a clock for protocol time (only to seed a
+//! random key and to time its copy kernels once) and never touches a socket. Time comes in as an
 //! argument (`poll(now)`), so every test runs in virtual time and the same core can be driven by
 //! a thread, an event loop, a C caller or a test that injects frames one at a time.
 //!
-//! Module map:
-//! - [`wire`]: zero-copy checked packet views and `Repr` parse/emit for each header.
-//! - [`mem`]: copy, checksum and fused copy+checksum kernels with run-time SIMD dispatch.
-//! - [`buf`]: recycled packet buffers.
-//! - [`phy`]: the `Device` trait and the in-memory pipe with impairments.
-//! - [`tcp`]: the TCP connection engine (state machine, timers, SACK, congestion control).
-//! - [`offload`]: GRO merge rules and the one software TCP segmenter (GSO).
-//! - [`iface`]: the `Stack`: neighbours, IPv4, ICMP, UDP, dispatch to TCP.
-//! - [`socket`]: non-blocking socket handles on a `Stack`.
+//! Module map (from the bottom up; each imports only modules above it in this list, see
+//! `docs/ARCHITECTURE.md`):
 //! - [`time`]: the virtual-time `Instant` and `Duration` the core runs on.
+//! - [`mem`]: copy, checksum and fused copy+checksum kernels, chosen by measurement on first
+//!   use; the checksum arithmetic (`mem/combine.rs`).
+//! - [`wire`]: zero-copy checked packet views and `Repr` parse/emit for each header; the only
+//!   place the protocol code learns header byte offsets from (the few exceptions are listed in
+//!   `docs/ARCHITECTURE.md`); [`wire::checksum`] is the one checksum module.
+//! - [`buf`]: recycled packet buffers, each carrying its checksum state ([`buf::Csum`]).
+//! - [`phy`]: the `Device` trait and the in-memory pipe with impairments.
+//! - [`offload`]: GRO merge rules and the one software TCP segmenter (GSO).
+//! - [`tcp`]: the TCP connection engine (state machine, timers, SACK, congestion control).
+//! - [`iface`]: the `Stack`, by protocol: Ethernet, ARP, IPv4 (+ reassembly), ICMP, UDP and
+//!   the glue to TCP and to the offloads.
+//! - [`socket`]: non-blocking socket handles on a `Stack`.
 //!
-//! This crate depends on no OS crate. Around it: `netfold-os` (TAP, packet socket, pcap files,
-//! waiting, namespaces), `netfold-rt` (the driver thread and the blocking API), `netfold-apps`
-//! (the services of `netfold serve`).
+//! This crate depends on no OS crate. Around it: `netfold-os` (TAP, TUN, packet socket,
+//! virtio-net offloads, pcap files, waiting, namespaces), `netfold-rt` (the driver thread and
+//! the blocking API), `netfold-tokio` (the async adapter), `netfold-apps` (the services of
+//! `netfold serve`), `netfold-ffi` (the C API).
 #![deny(unsafe_code)]
 
 pub mod buf;

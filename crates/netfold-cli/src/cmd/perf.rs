@@ -108,6 +108,8 @@ pub struct Common {
     #[arg(long)]
     pub nodelay: bool,
     /// Iterations: MAX[,MIN] (netperf -i), run until the confidence interval is met.
+    // This doc comment is clap's help text, where "[,MIN]" is literal, not an intra-doc link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(short = 'i', value_parser = stats::parse_iterations)]
     pub iterations: Option<(usize, usize)>,
     /// Confidence LEVEL,WIDTH (netperf -I), e.g. 99,5.

@@ -12,7 +12,7 @@
 //! every (family, class, candidate) once, in a rotating order, so a burst of interference hits
 //! all candidates alike), each round uses the next of a few (source, destination) alignment
 //! pairs, and a candidate's score is the sum over the pairs of its MINIMUM time at that pair
-//! (interference only ever adds time). Rounds stop at [`ROUNDS`] or when [`BUDGET`] is spent.
+//! (interference only ever adds time). Rounds stop at `ROUNDS` or when `BUDGET` is spent.
 //!
 //! `NETFOLD_KERNELS` forces a choice: `copy=NAME,csum=NAME,fused=NAME` (any subset; a family
 //! not named is measured). An unknown family or kernel, or one this CPU cannot run, is reported
@@ -513,7 +513,8 @@ fn index_of(family: Family, name: &str) -> usize {
 }
 
 /// Chooses the kernels: the forced ones as given, the others by timing every detected
-/// candidate per size class. Total time bounded by [`BUDGET`] plus one round.
+/// candidate per size class. Total time bounded by the module's time budget (`BUDGET`) plus
+/// one round.
 pub fn calibrate(forced: &Forced) -> Calibration {
     calibrate_inner(forced, Vec::new()).0
 }

@@ -12,9 +12,10 @@
 //! As in Linux, FIN and PSH stay on the last piece only and CWR on the first only (RFC 3168
 //! §6.1.2), so the receiver sees exactly what a sender without GSO would have sent.
 //!
-//! Two callers: the stack's egress (`iface::tcp`, segments from the TCP engine, payload in up
-//! to two slices of a send ring) and the virtio-net device code (`phy::vnet`, kernel
-//! super-frames it must cut itself), through [`split_frame`].
+//! Two callers: the stack's egress (`iface/tcp.rs`, segments from the TCP engine, payload in
+//! up to two slices of a send ring, through [`build`]) and the virtio-net device code
+//! (`netfold_os::vnet::gso_split` in the `netfold-os` crate, kernel super-frames it must cut
+//! itself), through [`split_frame`].
 #![warn(missing_docs)]
 
 use crate::buf::{PacketBuf, Pool};

@@ -1,6 +1,6 @@
 //! A received segment's data as the TCP engine sees it: one slice, or the payloads of several
-//! GRO-merged segments in order, still in their frames (iface/gro.rs), so that merging costs
-//! no copy: the bytes are copied once, from the frames into the receive ring.
+//! GRO-merged segments in order, still in their frames (`offload/gro.rs`), so that merging
+//! costs no copy: the bytes are copied once, from the frames into the receive ring.
 
 /// Bytes `start..end` of the concatenation of `parts`.
 #[derive(Debug, Clone, Copy)]
