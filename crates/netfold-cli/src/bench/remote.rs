@@ -901,11 +901,11 @@ fn tcp_streams(
                     move || -> std::io::Result<(u8, u16, u64, Option<bool>, f64)> {
                         let c0 = thread_cpu_seconds();
                         let r = if role == b'S' {
-                            source(&mut c, req, pattern, &counters[k], stop).and_then(|sent| {
+                            source(&mut c, req, pattern, &counters[k], stop).map(|sent| {
                                 // Wait for the server to see EOF (it closes after reading all).
                                 let mut b = [0u8; 1];
                                 let _ = c.read(&mut b);
-                                Ok((role, idx, sent, None))
+                                (role, idx, sent, None)
                             })
                         } else {
                             sink(

@@ -48,7 +48,7 @@ fn parse_interval(s: &str) -> Result<f64, String> {
         .parse()
         .map_err(|_| format!("{s:?} is not a number of seconds"))?;
     // Below a millisecond the reports would measure the sampler, not the link.
-    if !(v >= 0.001 && v < 86400.0) {
+    if !(0.001..86400.0).contains(&v) {
         return Err(format!(
             "--interval {s}: expected seconds between 0.001 and a day"
         ));
@@ -142,7 +142,7 @@ fn run_one(
     stack: StackKind,
     a: &Args,
     req: &Request,
-) -> Result<(ClientResult, String, String), Box<dyn std::error::Error>> {
+) -> Result<(ClientResult, String, String, usize), Box<dyn std::error::Error>> {
     let interval = a.remote.report_interval.map(Duration::from_secs_f64);
     let rate = a.bitrate.filter(|&b| b > 0);
     if let Some(h) = &a.remote.host {
@@ -155,14 +155,13 @@ fn run_one(
         }
         let addr = resolve(h)?;
         let r = remote::run_client(addr, req, interval, rate)?;
-        return Ok((r, format!("-H {addr}"), "2 hosts".into()));
+        // The path MTU to another host is not known here: 0 in the row, "-" nowhere else.
+        return Ok((r, format!("-H {addr}"), "2 hosts".into(), 0));
     }
     if stack != StackKind::Kernel {
         return Err(format!(
-            "{} {}: -P, --bidir, --interval and udp-rr run on kernel sockets (--stack kernel) \
-             or against a server (-H); the {} stack's in-memory runners carry one connection",
-            stack.name(),
-            req.test.netperf_name(),
+            "-P, --bidir, --interval and udp-rr run on kernel sockets (--stack kernel) or \
+             against a server (-H); the {} stack's in-memory runners carry one connection",
             stack.name()
         )
         .into());
@@ -172,7 +171,12 @@ fn run_one(
             let (addr, h) = remote::local_server(std::net::Ipv4Addr::LOCALHOST.into(), None)?;
             let r = remote::run_client(addr, req, interval, rate);
             let _ = h.join();
-            Ok((r?, "lo".into(), "unpinned".into()))
+            Ok((
+                r?,
+                "lo".into(),
+                "unpinned".into(),
+                crate::bench::kernel::lo_mtu(),
+            ))
         }
         KernelLink::Veth | KernelLink::Tap => {
             let v = crate::bench::kernel::Veth::create(a.mtu.map(|m| m as usize))?;
@@ -191,7 +195,12 @@ fn run_one(
             .join()
             .map_err(|_| "client thread panicked")?;
             let _ = h.join();
-            Ok((r?, "veth".into(), "unpinned".into()))
+            // A veth pair is created at Ethernet's MTU unless --mtu says otherwise.
+            let mtu = a
+                .mtu
+                .map(|m| m as usize)
+                .unwrap_or(super::perf::DEFAULT_MTU);
+            Ok((r?, "veth".into(), "unpinned".into(), mtu))
         }
     }
 }
@@ -268,6 +277,12 @@ fn make_row(
         row.received_datagrams = Some(r.server.datagrams_received);
         row.details
             .insert("lost_transactions".into(), r.lost_transactions.into());
+        // Transactions whose request or response was lost, of all requests sent.
+        row.loss_pct = Some(if r.sent_datagrams > 0 {
+            r.lost_transactions as f64 * 100.0 / r.sent_datagrams as f64
+        } else {
+            0.0
+        });
     }
     row.details
         .insert("server_elapsed_s".into(), r.server.elapsed_s.into());
@@ -324,9 +339,11 @@ pub fn run(test: TestKind, a: Args) -> CmdResult {
     for (size, rr) in cases {
         for &s in &stacks {
             let req = request(test, &a, size, rr)?;
-            let (r, link, placement) = run_one(s, &a, &req)
+            let (r, link, placement, mtu) = run_one(s, &a, &req)
                 .map_err(|e| format!("{} {}: {e}", s.name(), test.netperf_name()))?;
-            rows.push(make_row(s, &a, &req, r, link, placement));
+            let mut row = make_row(s, &a, &req, r, link, placement);
+            row.mtu = mtu;
+            rows.push(row);
         }
     }
     if a.json {
