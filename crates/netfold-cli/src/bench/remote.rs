@@ -245,6 +245,11 @@ pub fn validate(r: &Request, max_seconds: f64) -> Result<(), String> {
     if !ok {
         return Err("message sizes out of range (TCP: 1..1G, RR: 1..16M, UDP: 1..65507)".into());
     }
+    // Every size the server allocates a buffer for is bounded, whichever test uses it.
+    let sizes = [r.send_size, r.recv_size, r.req_size, r.resp_size];
+    if sizes.iter().any(|&v| v > 1 << 30) {
+        return Err("sizes are at most 1G".into());
+    }
     for b in [r.send_buffer, r.recv_buffer].into_iter().flatten() {
         if b > 1 << 30 {
             return Err("socket buffer sizes are at most 1G".into());
@@ -253,53 +258,8 @@ pub fn validate(r: &Request, max_seconds: f64) -> Result<(), String> {
     Ok(())
 }
 
-fn set_int_opt(fd: i32, level: i32, opt: i32, value: usize) {
-    let v: libc::c_int = value.min(i32::MAX as usize) as libc::c_int;
-    // SAFETY: setsockopt reads sizeof(c_int) bytes from &v, a live local; a bad fd or option
-    // only makes the call fail, which we ignore as netperf does for unsupported sizes.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            opt,
-            &v as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
-}
-
-fn apply_buffers(fd: i32, send: Option<usize>, recv: Option<usize>) {
-    if let Some(s) = send {
-        set_int_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, s);
-    }
-    if let Some(r) = recv {
-        set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, r);
-    }
-}
-
-/// Bounds accept(2) on `l`: Linux applies a listening socket's SO_RCVTIMEO to accept, which
-/// then fails with EAGAIN; a vanished client cannot hold the server.
-pub fn set_accept_timeout(l: &TcpListener, d: Duration) -> std::io::Result<()> {
-    let tv = libc::timeval {
-        tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_usec: d.subsec_micros() as libc::suseconds_t,
-    };
-    // SAFETY: setsockopt reads sizeof(timeval) bytes from &tv, a live local; the fd is owned
-    // by `l` for the duration of the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            l.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            &tv as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
+pub use super::remote_net::set_accept_timeout;
+use super::remote_net::{apply_buffers, timed_out, KernelNet, Net, NetStream};
 
 /// The longest a test of `r` may take on the server.
 fn test_limit(r: &Request, max_seconds: f64) -> Duration {
@@ -309,8 +269,9 @@ fn test_limit(r: &Request, max_seconds: f64) -> Duration {
 
 /// The server's half of one test: opens the data port on `ip`, answers the request on `ctl`,
 /// runs its side, sends the result. `stop` (SIGINT/SIGTERM) ends it early.
-pub fn serve_test(
-    ctl: &mut TcpStream,
+pub fn serve_test<N: Net>(
+    net: &N,
+    ctl: &mut impl Write,
     r: &Request,
     ip: std::net::IpAddr,
     max_seconds: f64,
@@ -320,33 +281,30 @@ pub fn serve_test(
     let start = Instant::now();
     let cpu0 = thread_cpu_seconds();
     let result = if r.test.is_udp() {
-        let s = UdpSocket::bind((ip, 0))?;
-        apply_buffers(s.as_raw_fd(), r.send_buffer, r.recv_buffer);
-        s.set_read_timeout(Some(Duration::from_millis(100)))?;
+        // Short receive waits, so the loop sees the time limit and the stop flag.
+        let (s, port) = net.udp_bind(ip, UDP_POLL, (r.send_buffer, r.recv_buffer))?;
         write_json(
             ctl,
             &Reply {
                 version: PROTOCOL_VERSION,
                 ok: true,
-                data_port: Some(s.local_addr()?.port()),
+                data_port: Some(port),
                 ..Default::default()
             },
         )?;
-        udp_server(&s, r, start, limit, stop)
+        udp_server(net, &s, r, start, limit, stop)
     } else {
-        let l = TcpListener::bind((ip, 0))?;
-        apply_buffers(l.as_raw_fd(), r.send_buffer, r.recv_buffer);
-        set_accept_timeout(&l, limit)?;
+        let (l, port) = net.listen(ip, 0, limit, (r.send_buffer, r.recv_buffer))?;
         write_json(
             ctl,
             &Reply {
                 version: PROTOCOL_VERSION,
                 ok: true,
-                data_port: Some(l.local_addr()?.port()),
+                data_port: Some(port),
                 ..Default::default()
             },
         )?;
-        tcp_server(&l, r, limit, stop)
+        tcp_server(net, &l, r, limit, stop)
     };
     let reply = match result {
         Ok(mut res) => {
@@ -370,8 +328,12 @@ pub fn serve_test(
     write_json(ctl, &reply)
 }
 
-fn udp_server(
-    s: &UdpSocket,
+/// How long one UDP receive waits on the server before looking at the clock and stop flag.
+const UDP_POLL: Duration = Duration::from_millis(100);
+
+fn udp_server<N: Net>(
+    net: &N,
+    s: &N::Udp,
     r: &Request,
     start: Instant,
     limit: Duration,
@@ -380,19 +342,16 @@ fn udp_server(
     let mut buf = vec![0u8; 65536];
     let mut rcv = Receiver::default();
     let mut res = ServerResult::default();
-    let resp = vec![0xa5u8; r.resp_size];
+    let resp = if r.test == TestKind::UdpRr {
+        vec![0xa5u8; r.resp_size]
+    } else {
+        Vec::new()
+    };
     let mut out = resp.clone();
     while start.elapsed() < limit && !stop.load(Ordering::Relaxed) {
-        let (n, from) = match s.recv_from(&mut buf) {
+        let (n, from) = match net.recv_from(s, &mut buf) {
             Ok(x) => x,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
+            Err(e) if timed_out(&e) => continue,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
@@ -409,7 +368,7 @@ fn udp_server(
                 out.copy_from_slice(&resp);
                 let k = n.min(8).min(out.len());
                 out[..k].copy_from_slice(&buf[..k]);
-                if s.send_to(&out, from).is_ok() {
+                if net.send_to(s, &out, from).is_ok() {
                     res.transactions += 1;
                     res.bytes_sent += out.len() as u64;
                 }
@@ -428,7 +387,7 @@ fn timeout_err(what: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::TimedOut, what.to_string())
 }
 
-fn accept(l: &TcpListener, stop: &AtomicBool) -> std::io::Result<TcpStream> {
+fn accept<N: Net>(net: &N, l: &N::Listener, stop: &AtomicBool) -> std::io::Result<N::Stream> {
     loop {
         if stop.load(Ordering::Relaxed) {
             return Err(std::io::Error::new(
@@ -436,10 +395,10 @@ fn accept(l: &TcpListener, stop: &AtomicBool) -> std::io::Result<TcpStream> {
                 "server stopping",
             ));
         }
-        match l.accept() {
-            Ok((s, _)) => return Ok(s),
+        match net.accept(l) {
+            Ok(s) => return Ok(s),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            Err(e) if timed_out(&e) => {
                 return Err(timeout_err(
                     "no data connection within the test's time limit",
                 ))
@@ -452,28 +411,28 @@ fn accept(l: &TcpListener, stop: &AtomicBool) -> std::io::Result<TcpStream> {
 /// Bytes of the stream/maerts/rr data connection header: role and stream index.
 const HEADER_LEN: usize = 3;
 
-fn tcp_server(
-    l: &TcpListener,
+fn tcp_server<N: Net>(
+    net: &N,
+    l: &N::Listener,
     r: &Request,
     limit: Duration,
     stop: &AtomicBool,
 ) -> std::io::Result<ServerResult> {
     let mut res = ServerResult::default();
     let deadline = Instant::now() + limit;
-    let prep = |s: &TcpStream| -> std::io::Result<()> {
-        s.set_nodelay(r.nodelay)?;
+    let prep = |s: &N::Stream| -> std::io::Result<()> {
+        s.set_nodelay_to(r.nodelay)?;
         let left = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));
-        s.set_read_timeout(Some(left))?;
-        s.set_write_timeout(Some(left))
+        s.set_timeouts(Some(left))
     };
     match r.test {
         TestKind::Crr => {
             let mut req = vec![0u8; r.req_size];
             let resp = vec![0xa5u8; r.resp_size];
             loop {
-                let mut s = accept(l, stop)?;
+                let mut s = accept(net, l, stop)?;
                 prep(&s)?;
                 match s.read_exact(&mut req) {
                     Ok(()) => {}
@@ -491,7 +450,7 @@ fn tcp_server(
             Ok(res)
         }
         TestKind::Rr => {
-            let mut s = accept(l, stop)?;
+            let mut s = accept(net, l, stop)?;
             prep(&s)?;
             let mut h = [0u8; HEADER_LEN];
             s.read_exact(&mut h)?;
@@ -515,7 +474,7 @@ fn tcp_server(
             let total = fwd + rev;
             let mut conns = Vec::with_capacity(total);
             for _ in 0..total {
-                let mut s = accept(l, stop)?;
+                let mut s = accept(net, l, stop)?;
                 prep(&s)?;
                 let mut h = [0u8; HEADER_LEN];
                 s.read_exact(&mut h)?;
@@ -603,8 +562,8 @@ pub fn directions(r: &Request) -> (usize, usize) {
 }
 
 /// Sends the pattern for the request's length (or byte count), then half-closes.
-fn source(
-    s: &mut TcpStream,
+fn source<S: NetStream>(
+    s: &mut S,
     r: &Request,
     pattern: &Pattern,
     counter: &AtomicU64,
@@ -624,13 +583,13 @@ fn source(
         sent += n as u64;
         counter.store(sent, Ordering::Relaxed);
     }
-    s.shutdown(Shutdown::Write)?;
+    s.shutdown_write()?;
     Ok(sent)
 }
 
 /// Reads to EOF, counting (and with `verify` checking) the bytes.
-fn sink(
-    s: &mut TcpStream,
+fn sink<S: NetStream>(
+    s: &mut S,
     recv_size: usize,
     verify: bool,
     pattern: &Pattern,
@@ -762,7 +721,11 @@ impl Sampler {
                 }
                 last_t = t;
                 last_v = v;
-                next += every;
+                // A late wake-up skips the ticks it slept through rather than report
+                // zero-length intervals.
+                while next <= now {
+                    next += every;
+                }
             }
             if finished {
                 return out;
@@ -860,7 +823,7 @@ pub fn run_client(
 
 fn connect_data(data: SocketAddr, req: &Request, limit: Duration) -> std::io::Result<TcpStream> {
     let c = TcpStream::connect_timeout(&data, REQUEST_TIMEOUT)?;
-    apply_buffers(c.as_raw_fd(), req.send_buffer, req.recv_buffer);
+    apply_buffers(c.as_raw_fd(), (req.send_buffer, req.recv_buffer));
     c.set_nodelay(req.nodelay)?;
     c.set_read_timeout(Some(limit))?;
     c.set_write_timeout(Some(limit))?;
@@ -1043,7 +1006,7 @@ fn udp_socket(data: SocketAddr, req: &Request) -> std::io::Result<UdpSocket> {
         SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
     };
     let c = UdpSocket::bind((bind, 0))?;
-    apply_buffers(c.as_raw_fd(), req.send_buffer, req.recv_buffer);
+    apply_buffers(c.as_raw_fd(), (req.send_buffer, req.recv_buffer));
     c.connect(data)?;
     Ok(c)
 }
@@ -1221,20 +1184,20 @@ fn udp_rr(
 /// Handles one control connection on a server: reads and checks the request, refuses it when
 /// `busy` is already set, else runs it. Never panics on bad input: every failure is an error
 /// reply (when the connection still works) and a log line.
-pub fn handle_control(
-    mut ctl: TcpStream,
+pub fn handle_control<N: Net>(
+    net: &N,
+    mut ctl: N::Stream,
     ip: std::net::IpAddr,
     max_seconds: f64,
     busy: &AtomicBool,
     stop: &AtomicBool,
 ) -> Result<Option<Request>, String> {
     let peer = ctl
-        .peer_addr()
+        .peer()
         .map(|a| a.to_string())
-        .unwrap_or_else(|_| "?".into());
-    let _ = ctl.set_read_timeout(Some(REQUEST_TIMEOUT));
-    let _ = ctl.set_write_timeout(Some(REQUEST_TIMEOUT));
-    let mut rd = match ctl.try_clone() {
+        .unwrap_or_else(|| "?".into());
+    let _ = ctl.set_timeouts(Some(REQUEST_TIMEOUT));
+    let mut rd = match ctl.clone_stream() {
         Ok(c) => BufReader::new(c),
         Err(e) => return Err(format!("{peer}: {e}")),
     };
@@ -1261,10 +1224,17 @@ pub fn handle_control(
     if busy.swap(true, Ordering::AcqRel) {
         return refuse("busy: this server runs one test at a time; try again when it ends".into());
     }
+    // Cleared on every way out, a panic included, so the server never stays "busy".
+    struct Release<'a>(&'a AtomicBool);
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::Release);
+        }
+    }
+    let _release = Release(busy);
     let limit = test_limit(&req, max_seconds) + GRACE;
-    let _ = ctl.set_write_timeout(Some(limit));
-    let r = serve_test(&mut ctl, &req, ip, max_seconds, stop);
-    busy.store(false, Ordering::Release);
+    let _ = ctl.set_timeouts(Some(limit));
+    let r = serve_test(net, &mut ctl, &req, ip, max_seconds, stop);
     r.map(|()| Some(req.clone()))
         .map_err(|e| format!("{peer}: {} ended: {e}", req.test.netperf_name()))
 }
@@ -1296,7 +1266,7 @@ pub fn local_server(
         if let Ok((c, _)) = l.accept() {
             let busy = AtomicBool::new(false);
             let stop = AtomicBool::new(false);
-            if let Err(e) = handle_control(c, ip, 86400.0, &busy, &stop) {
+            if let Err(e) = handle_control(&KernelNet, c, ip, 86400.0, &busy, &stop) {
                 eprintln!("netfold: local server: {e}");
             }
         }
@@ -1385,6 +1355,9 @@ mod tests {
         let mut bad = req(TestKind::Rr);
         bad.streams = 4;
         assert!(validate(&bad, 60.0).is_err());
+        let mut bad = req(TestKind::UdpStream);
+        bad.resp_size = 1 << 40;
+        assert!(validate(&bad, 60.0).is_err());
         let mut bad = req(TestKind::Stream);
         bad.duration_s = Some(120.0);
         assert!(validate(&bad, 60.0).unwrap_err().contains("max-seconds"));
@@ -1400,7 +1373,7 @@ mod tests {
         write_json(&mut w, &req(TestKind::Stream)).unwrap();
         let busy = AtomicBool::new(true);
         let stop = AtomicBool::new(false);
-        let e = handle_control(s, addr.ip(), 60.0, &busy, &stop).unwrap_err();
+        let e = handle_control(&KernelNet, s, addr.ip(), 60.0, &busy, &stop).unwrap_err();
         assert!(e.contains("busy"), "{e}");
         let r: Reply = serde_json::from_str(&read_line(&mut BufReader::new(c)).unwrap()).unwrap();
         assert!(!r.ok && r.error.unwrap().contains("one test at a time"));

@@ -372,7 +372,7 @@ pub fn table(rows: &[Row]) -> String {
     let mut o = report::table(rows);
     for (i, r) in rows.iter().enumerate() {
         let label = format!("row {} ({} {})", i + 1, r.stack, r.msg_size);
-        if !r.streams.is_empty() {
+        if r.streams.len() > 1 {
             let _ = writeln!(o, "\nStreams of {label}:");
             let _ = writeln!(
                 o,
