@@ -347,6 +347,7 @@ fn options_that_cannot_apply_are_refused_with_a_reason() {
         (&["stream", "-P", "2", "-l", "0.1"][..], "--stack kernel"),
         (&["stream", "-P", "0"][..], "1..=128"),
         (&["stream", "--interval", "0"][..], "--interval"),
+        (&["udp-rr", "--stack", "kernel", "-i", "3"][..], "-i"),
         (
             &[
                 "stream",

@@ -314,6 +314,14 @@ fn make_row(
 
 /// Runs every stack x case through the remote path and prints the result.
 pub fn run(test: TestKind, a: Args) -> CmdResult {
+    if a.iterations.is_some() {
+        return Err(
+            "-i: -H, -P, --bidir, --interval and udp-rr make one run per row \
+                    (iterating to a confidence interval is not built for them); refusing \
+                    rather than ignoring it"
+                .into(),
+        );
+    }
     if a.remote.host.is_some()
         && a.stack
             .iter()
