@@ -37,6 +37,10 @@ enum Command {
     Crr(cmd::perf::RrArgs),
     /// UDP_STREAM: datagrams from client to server.
     UdpStream(cmd::perf::UdpArgs),
+    /// UDP_RR: request/response datagrams (kernel sockets: --stack kernel, or -H HOST).
+    UdpRr(cmd::perf::RrArgs),
+    /// Measurement daemon for `netfold <test> -H HOST` (netperf's netserver), control port 12866.
+    Server(cmd::server::Args),
     /// Reproduce the 2002 study's experiments and write DIR/report.md with figures.
     Paper(cmd::paper::Args),
     /// Run netfold on a TAP device with echo, discard, chargen, HTTP and iperf3 services.
@@ -53,6 +57,8 @@ fn main() -> ExitCode {
         Some(Command::Rr(a)) => cmd::stream::rr(a),
         Some(Command::Crr(a)) => cmd::stream::crr(a),
         Some(Command::UdpStream(a)) => cmd::stream::udp_stream(a),
+        Some(Command::UdpRr(a)) => cmd::remote::udp_rr(a),
+        Some(Command::Server(a)) => cmd::server::run(a),
         Some(Command::Paper(a)) => cmd::paper::run_paper(a),
         Some(Command::Serve(a)) => cmd::serve::run(a),
         None => cmd::perf::default_job(),

@@ -273,6 +273,15 @@ impl TcpListener {
         Ok((TcpStream::new(&self.shared, s), peer))
     }
 
+    /// Waits for the next connection for at most `timeout` (then `TimedOut`), so a server
+    /// can look at a stop flag between waits.
+    pub fn accept_timeout(&self, timeout: StdDuration) -> io::Result<(TcpStream, SocketAddrV4)> {
+        let (s, peer) = self
+            .shared
+            .wait_for(Some(timeout), |st, _| self.inner.accept(st))?;
+        Ok((TcpStream::new(&self.shared, s), peer))
+    }
+
     pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
         let g = self.shared.lock();
         self.inner.local_addr(&g.stack)

@@ -119,7 +119,8 @@ impl Veth {
         Ok(Veth { a, b })
     }
 
-    fn ns(&self, server: bool) -> &str {
+    /// The namespace of the server's end (`server`) or the client's.
+    pub fn ns(&self, server: bool) -> &str {
         if server {
             self.b.name()
         } else {

@@ -71,6 +71,12 @@ pub struct Row {
     /// Extra per-stack facts (counters, clock fast-forward, ...).
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     pub details: serde_json::Map<String, serde_json::Value>,
+    /// `-P N` / `--bidir`: each stream's bytes and throughput (the row is their aggregate).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<super::remote::StreamRow>,
+    /// `--interval S`: periodic reports over the run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<super::remote::Interval>,
 }
 
 impl Row {

@@ -4,7 +4,9 @@ pub mod copy;
 pub mod csum;
 pub mod paper;
 pub mod perf;
+pub mod remote;
 pub mod serve;
+pub mod server;
 pub mod stream;
 pub mod timing;
 

@@ -165,6 +165,9 @@ pub struct Common {
     /// Print CSV.
     #[arg(long)]
     pub csv: bool,
+    /// -H, -P, --bidir, --interval (cmd/remote.rs).
+    #[command(flatten)]
+    pub remote: super::remote::RemoteOpts,
 }
 
 /// `netfold stream` and `netfold maerts`.
@@ -822,6 +825,10 @@ pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Err
 
 /// Runs `test` for every stack x message size and prints the result.
 pub fn run(test: Test, a: Args) -> CmdResult {
+    // Two hosts, parallel streams, both directions, interval reports: cmd/remote.rs.
+    if a.remote.applies() {
+        return super::remote::run(crate::bench::remote::TestKind::from_test(test), a);
+    }
     let rows = collect(test, &a)?;
     if a.json {
         report::print_json(&rows)?;

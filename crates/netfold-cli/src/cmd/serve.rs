@@ -97,7 +97,7 @@ fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
 }
 
 /// ADDR/PREFIX. The prefix is required: a guessed one silently decides which peers are on-link.
-fn parse_cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
+pub fn parse_cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
     let Some((a, p)) = s.split_once('/') else {
         return Err(format!(
             "--addr {s:?} has no prefix length: write ADDR/PREFIX, e.g. {s}/24 (the prefix \

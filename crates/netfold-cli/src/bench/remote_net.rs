@@ -1,0 +1,275 @@
+//! The sockets `netfold server` serves on: the kernel's ([`KernelNet`]), or a netfold stack on a
+//! TAP/TUN device driven by `netfold-rt`'s blocking runtime ([`NetfoldNet`], `netfold server
+//! --link tap:NAME --addr A/P`). The server's half of every test is written once against
+//! [`Net`].
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A connected byte stream.
+pub trait NetStream: Read + Write + Send + Sized {
+    fn clone_stream(&self) -> io::Result<Self>;
+    /// Read and write timeouts (None: wait forever).
+    fn set_timeouts(&self, t: Option<Duration>) -> io::Result<()>;
+    fn set_nodelay_to(&self, on: bool) -> io::Result<()>;
+    fn shutdown_write(&self) -> io::Result<()>;
+    fn peer(&self) -> Option<SocketAddr>;
+    /// The address the peer reached us at (data ports are opened there).
+    fn local_ip(&self) -> Option<IpAddr>;
+}
+
+/// Listening, accepting and datagram sockets.
+pub trait Net: Sync {
+    type Stream: NetStream;
+    type Listener: Send + Sync;
+    type Udp: Send + Sync;
+    /// Listens on `ip:port` (0 = any free port); [`Net::accept`] then waits at most `wait`.
+    fn listen(
+        &self,
+        ip: IpAddr,
+        port: u16,
+        wait: Duration,
+        bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<(Self::Listener, u16)>;
+    /// The next connection; `WouldBlock` or `TimedOut` when none came within the wait.
+    fn accept(&self, l: &Self::Listener) -> io::Result<Self::Stream>;
+    /// A datagram socket on `ip` (any free port) whose receive waits at most `wait`.
+    fn udp_bind(
+        &self,
+        ip: IpAddr,
+        wait: Duration,
+        bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<(Self::Udp, u16)>;
+    fn recv_from(&self, u: &Self::Udp, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)>;
+    fn send_to(&self, u: &Self::Udp, data: &[u8], to: SocketAddr) -> io::Result<usize>;
+}
+
+/// Is this error a wait that ran out (rather than a failure)?
+pub fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+fn set_int_opt(fd: i32, opt: i32, value: usize) {
+    let v: libc::c_int = value.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: setsockopt reads sizeof(c_int) bytes from &v, a live local; a bad fd or option
+    // only makes the call fail, which we ignore as netperf does for unsupported sizes.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            &v as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// SO_SNDBUF / SO_RCVBUF as netperf's -s/-S set them.
+pub fn apply_buffers(fd: i32, bufs: (Option<usize>, Option<usize>)) {
+    if let Some(s) = bufs.0 {
+        set_int_opt(fd, libc::SO_SNDBUF, s);
+    }
+    if let Some(r) = bufs.1 {
+        set_int_opt(fd, libc::SO_RCVBUF, r);
+    }
+}
+
+/// Bounds accept(2) on `l`: Linux applies a listening socket's SO_RCVTIMEO to accept, which
+/// then fails with EAGAIN; a vanished client cannot hold the server.
+pub fn set_accept_timeout(l: &TcpListener, d: Duration) -> io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_usec: d.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: setsockopt reads sizeof(timeval) bytes from &tv, a live local; the fd is owned
+    // by `l` for the duration of the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            l.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            &tv as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl NetStream for TcpStream {
+    fn clone_stream(&self) -> io::Result<Self> {
+        self.try_clone()
+    }
+    fn set_timeouts(&self, t: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(t)?;
+        self.set_write_timeout(t)
+    }
+    fn set_nodelay_to(&self, on: bool) -> io::Result<()> {
+        self.set_nodelay(on)
+    }
+    fn shutdown_write(&self) -> io::Result<()> {
+        self.shutdown(std::net::Shutdown::Write)
+    }
+    fn peer(&self) -> Option<SocketAddr> {
+        self.peer_addr().ok()
+    }
+    fn local_ip(&self) -> Option<IpAddr> {
+        self.local_addr().ok().map(|a| a.ip())
+    }
+}
+
+/// The kernel's sockets.
+pub struct KernelNet;
+
+impl Net for KernelNet {
+    type Stream = TcpStream;
+    type Listener = TcpListener;
+    type Udp = UdpSocket;
+    fn listen(
+        &self,
+        ip: IpAddr,
+        port: u16,
+        wait: Duration,
+        bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<(TcpListener, u16)> {
+        let l = TcpListener::bind((ip, port))?;
+        apply_buffers(l.as_raw_fd(), bufs);
+        set_accept_timeout(&l, wait)?;
+        let port = l.local_addr()?.port();
+        Ok((l, port))
+    }
+    fn accept(&self, l: &TcpListener) -> io::Result<TcpStream> {
+        l.accept().map(|(s, _)| s)
+    }
+    fn udp_bind(
+        &self,
+        ip: IpAddr,
+        wait: Duration,
+        bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<(UdpSocket, u16)> {
+        let s = UdpSocket::bind((ip, 0))?;
+        apply_buffers(s.as_raw_fd(), bufs);
+        s.set_read_timeout(Some(wait))?;
+        let port = s.local_addr()?.port();
+        Ok((s, port))
+    }
+    fn recv_from(&self, u: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        u.recv_from(buf)
+    }
+    fn send_to(&self, u: &UdpSocket, data: &[u8], to: SocketAddr) -> io::Result<usize> {
+        u.send_to(data, to)
+    }
+}
+
+impl NetStream for netfold_rt::blocking::TcpStream {
+    fn clone_stream(&self) -> io::Result<Self> {
+        self.try_clone()
+    }
+    fn set_timeouts(&self, t: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(t);
+        self.set_write_timeout(t);
+        Ok(())
+    }
+    fn set_nodelay_to(&self, on: bool) -> io::Result<()> {
+        self.set_nodelay(on)
+    }
+    fn shutdown_write(&self) -> io::Result<()> {
+        netfold_rt::blocking::TcpStream::shutdown_write(self)
+    }
+    fn peer(&self) -> Option<SocketAddr> {
+        self.peer_addr().ok().map(SocketAddr::V4)
+    }
+    fn local_ip(&self) -> Option<IpAddr> {
+        self.local_addr().ok().map(|a| IpAddr::V4(*a.ip()))
+    }
+}
+
+/// A netfold stack on a device, driven by its own thread (`netfold-rt`).
+pub struct NetfoldNet {
+    pub rt: Arc<netfold_rt::Runtime>,
+    pub tcp: netfold::tcp::Config,
+}
+
+fn v4(ip: IpAddr, port: u16) -> io::Result<SocketAddrV4> {
+    match ip {
+        IpAddr::V4(a) => Ok(SocketAddrV4::new(a, port)),
+        IpAddr::V6(_) => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "netfold serves IPv4",
+        )),
+    }
+}
+
+fn v4_peer(to: SocketAddr) -> io::Result<SocketAddrV4> {
+    match to {
+        SocketAddr::V4(a) => Ok(a),
+        SocketAddr::V6(_) => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "netfold serves IPv4",
+        )),
+    }
+}
+
+/// Backlog of a netfold listener: every parallel stream of a bidirectional test at once.
+const BACKLOG: usize = 2 * super::remote::MAX_STREAMS;
+
+impl Net for NetfoldNet {
+    type Stream = netfold_rt::blocking::TcpStream;
+    type Listener = (netfold_rt::blocking::TcpListener, Duration);
+    type Udp = netfold_rt::blocking::UdpSocket;
+    fn listen(
+        &self,
+        ip: IpAddr,
+        port: u16,
+        wait: Duration,
+        _bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<(Self::Listener, u16)> {
+        if port != 0 {
+            let l = self.rt.listen(v4(ip, port)?, BACKLOG, self.tcp)?;
+            return Ok(((l, wait), port));
+        }
+        // netfold's listeners take an explicit port: pick a free one from the dynamic range
+        // (RFC 6335 §6: 49152-65535), starting where the last pick left off.
+        static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+        const FIRST: u16 = 49152;
+        let span = u16::MAX - FIRST + 1;
+        let mut last = None;
+        for _ in 0..span {
+            let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % span;
+            let p = FIRST + k;
+            match self.rt.listen(v4(ip, p)?, BACKLOG, self.tcp) {
+                Ok(l) => return Ok(((l, wait), p)),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)))
+    }
+    fn accept(&self, l: &Self::Listener) -> io::Result<Self::Stream> {
+        l.0.accept_timeout(l.1).map(|(s, _)| s)
+    }
+    fn udp_bind(
+        &self,
+        ip: IpAddr,
+        wait: Duration,
+        _bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<(Self::Udp, u16)> {
+        let s = self.rt.udp_bind(v4(ip, 0)?)?;
+        s.set_read_timeout(Some(wait));
+        let port = s.local_addr()?.port();
+        Ok((s, port))
+    }
+    fn recv_from(&self, u: &Self::Udp, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        u.recv_from(buf).map(|(n, a)| (n, SocketAddr::V4(a)))
+    }
+    fn send_to(&self, u: &Self::Udp, data: &[u8], to: SocketAddr) -> io::Result<usize> {
+        u.send_to(data, v4_peer(to)?)
+    }
+}

@@ -1,0 +1,452 @@
+//! `-H HOST[:PORT]`, `-P N`, `--bidir` and `--interval S` on the netperf-style tests, and the
+//! `udp-rr` test: runs through [`crate::bench::remote`], against a `netfold server` on another
+//! host (-H) or, for local kernel runs, against a server half on a thread of this process.
+
+use super::perf::{Args, KernelLink, RrArgs, StackKind};
+use super::CmdResult;
+use crate::bench::remote::{self, ClientResult, Request, TestKind, CONTROL_PORT};
+use crate::bench::report::{self, mbps, Row};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The options of two-host and multi-stream runs (flattened into every test's options).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RemoteOpts {
+    /// Measure against `netfold server` on HOST[:PORT] (port 12866 by default, netserver's):
+    /// this host is the client, on kernel sockets.
+    #[arg(short = 'H', long = "host", value_name = "HOST[:PORT]")]
+    pub host: Option<String>,
+    /// Parallel streams (stream, maerts): N connections at once; the row is their aggregate,
+    /// the JSON lists each (`streams`).
+    #[arg(short = 'P', long = "parallel", value_name = "N", value_parser = parse_streams)]
+    pub parallel: Option<usize>,
+    /// stream, maerts: both directions at once (N streams each way).
+    #[arg(long)]
+    pub bidir: bool,
+    /// Report every S seconds: rows under the table, `intervals` in the JSON.
+    #[arg(long = "interval", value_name = "S", value_parser = parse_interval)]
+    pub report_interval: Option<f64>,
+}
+
+fn parse_streams(s: &str) -> Result<usize, String> {
+    let n: usize = s.trim().parse().map_err(|_| {
+        format!(
+            "{s:?}: expected a number of streams, 1..={}",
+            remote::MAX_STREAMS
+        )
+    })?;
+    if !(1..=remote::MAX_STREAMS).contains(&n) {
+        return Err(format!("-P {n}: expected 1..={}", remote::MAX_STREAMS));
+    }
+    Ok(n)
+}
+
+fn parse_interval(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    // Below a millisecond the reports would measure the sampler, not the link.
+    if !(0.001..86400.0).contains(&v) {
+        return Err(format!(
+            "--interval {s}: expected seconds between 0.001 and a day"
+        ));
+    }
+    Ok(v)
+}
+
+impl RemoteOpts {
+    /// Whether a run goes through this module rather than the single-connection runners.
+    pub fn applies(&self) -> bool {
+        self.host.is_some()
+            || self.parallel.is_some_and(|n| n > 1)
+            || self.bidir
+            || self.report_interval.is_some()
+    }
+}
+
+/// `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address -> the control address.
+pub fn resolve(host: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = host.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, CONTROL_PORT));
+    }
+    let with_port = if host.contains(':') {
+        host.to_string()
+    } else {
+        format!("{host}:{CONTROL_PORT}")
+    };
+    with_port
+        .to_socket_addrs()
+        .map_err(|e| format!("-H {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("-H {host}: no address"))
+}
+
+/// `netfold udp-rr`.
+pub fn udp_rr(a: RrArgs) -> CmdResult {
+    run(TestKind::UdpRr, a.into())
+}
+
+/// Builds the request for one case.
+fn request(test: TestKind, a: &Args, size: u64, rr: (usize, usize)) -> Result<Request, String> {
+    let streams = a.remote.parallel.unwrap_or(1);
+    if (streams > 1 || a.remote.bidir) && !matches!(test, TestKind::Stream | TestKind::Maerts) {
+        return Err(format!(
+            "-P and --bidir apply to stream and maerts; {} runs one flow",
+            test.netperf_name()
+        ));
+    }
+    if a.verify && !matches!(test, TestKind::Stream | TestKind::Maerts) {
+        return Err(format!(
+            "--verify applies to stream and maerts only; {} carries no byte stream",
+            test.netperf_name()
+        ));
+    }
+    if a.loss + a.reorder + a.duplicate + a.corrupt > 0.0 {
+        return Err("impairments apply to the in-memory pipe only, not to kernel sockets".into());
+    }
+    if test.is_udp() && test == TestKind::UdpStream && size > 65507 {
+        return Err("UDP messages are at most 65507 bytes".into());
+    }
+    let duration = match (a.length, a.bytes, a.transactions) {
+        (Some(l), _, _) => Some(l),
+        (None, None, None) => Some(2.0),
+        _ => None,
+    };
+    Ok(Request {
+        version: remote::PROTOCOL_VERSION,
+        test,
+        duration_s: duration,
+        bytes: a.bytes.map(|b| (b / streams as u64).max(1)),
+        transactions: a.transactions,
+        send_size: size as usize,
+        recv_size: a.recv_size.unwrap_or(size) as usize,
+        req_size: rr.0,
+        resp_size: rr.1,
+        streams,
+        bidir: a.remote.bidir,
+        nodelay: a.nodelay,
+        send_buffer: a.send_buffer.map(|v| v as usize),
+        recv_buffer: a.recv_buffer.map(|v| v as usize),
+        verify: a.verify,
+        cpu: a.cpu,
+    })
+}
+
+/// Runs one request on `stack` (locally) or against -H; returns the link and placement labels.
+fn run_one(
+    stack: StackKind,
+    a: &Args,
+    req: &Request,
+) -> Result<(ClientResult, String, String, usize), Box<dyn std::error::Error>> {
+    let interval = a.remote.report_interval.map(Duration::from_secs_f64);
+    let rate = a.bitrate.filter(|&b| b > 0);
+    if let Some(h) = &a.remote.host {
+        if a.link == KernelLink::Tap {
+            return Err(
+                "-H with --link tap (netfold on a TAP as the client) is not built yet; \
+                        -H runs on kernel sockets"
+                    .into(),
+            );
+        }
+        let addr = resolve(h)?;
+        let r = remote::run_client(addr, req, interval, rate)?;
+        // The path MTU to another host is not known here: 0 in the row, "-" nowhere else.
+        return Ok((r, format!("-H {addr}"), "2 hosts".into(), 0));
+    }
+    if stack != StackKind::Kernel {
+        return Err(format!(
+            "-P, --bidir, --interval and udp-rr run on kernel sockets (--stack kernel) or \
+             against a server (-H); the {} stack's in-memory runners carry one connection",
+            stack.name()
+        )
+        .into());
+    }
+    match a.link {
+        KernelLink::Auto | KernelLink::Lo => {
+            let (addr, h) = remote::local_server(std::net::Ipv4Addr::LOCALHOST.into(), None)?;
+            let r = remote::run_client(addr, req, interval, rate);
+            let _ = h.join();
+            Ok((
+                r?,
+                "lo".into(),
+                "unpinned".into(),
+                crate::bench::kernel::lo_mtu(),
+            ))
+        }
+        KernelLink::Veth | KernelLink::Tap => {
+            let v = crate::bench::kernel::Veth::create(a.mtu.map(|m| m as usize))?;
+            let (addr, h) = remote::local_server(
+                crate::bench::kernel::VETH_SERVER.into(),
+                Some(v.ns(true).to_string()),
+            )?;
+            let client_ns = v.ns(false).to_string();
+            let req2 = req.clone();
+            // The client's threads are created from a thread inside the client's namespace,
+            // so their sockets live there too.
+            let r = std::thread::spawn(move || -> Result<ClientResult, String> {
+                crate::bench::kernel::enter_netns(&client_ns).map_err(|e| e.to_string())?;
+                remote::run_client(addr, &req2, interval, rate).map_err(|e| e.to_string())
+            })
+            .join()
+            .map_err(|_| "client thread panicked")?;
+            let _ = h.join();
+            // A veth pair is created at Ethernet's MTU unless --mtu says otherwise.
+            let mtu = a
+                .mtu
+                .map(|m| m as usize)
+                .unwrap_or(super::perf::DEFAULT_MTU);
+            Ok((r?, "veth".into(), "unpinned".into(), mtu))
+        }
+    }
+}
+
+fn make_row(
+    stack: StackKind,
+    a: &Args,
+    req: &Request,
+    r: ClientResult,
+    link: String,
+    placement: String,
+) -> Row {
+    let t = req.test;
+    let mut row = Row {
+        test: t.netperf_name().into(),
+        stack: if a.remote.host.is_some() {
+            "kernel".into()
+        } else {
+            stack.name().into()
+        },
+        link,
+        mtu: a.mtu.unwrap_or(0) as usize,
+        msg_size: if t.is_transactional() {
+            req.req_size
+        } else {
+            req.send_size
+        },
+        resp_size: t.is_transactional().then_some(req.resp_size),
+        placement,
+        bytes: r.bytes,
+        elapsed_s: r.elapsed_s,
+        verified: r.verified,
+        iterations: 1,
+        streams: r.streams.clone(),
+        intervals: r.intervals.clone(),
+        ..Default::default()
+    };
+    if t.is_transactional() {
+        row.trans_per_s = Some(if r.elapsed_s > 0.0 {
+            r.transactions as f64 / r.elapsed_s
+        } else {
+            0.0
+        });
+        row.details
+            .insert("transactions".into(), r.transactions.into());
+        row.latency_us = r.latency.as_ref().and_then(|h| h.summary());
+        row.latency_hist = r.latency.clone();
+    } else {
+        row.throughput_mbps = Some(mbps(r.bytes, r.elapsed_s));
+    }
+    if req.bidir {
+        row.details
+            .insert("c2s_mbps".into(), mbps(r.bytes_c2s, r.elapsed_s).into());
+        row.details
+            .insert("s2c_mbps".into(), mbps(r.bytes_s2c, r.elapsed_s).into());
+    }
+    if t == TestKind::UdpStream {
+        let u = crate::bench::udp::UdpStats {
+            sent_datagrams: r.sent_datagrams,
+            sent_bytes: r.sent_bytes,
+            received_datagrams: r.server.datagrams_received,
+            received_bytes: r.server.bytes_received,
+            jitter_ms: r.server.jitter_ms,
+        };
+        row.sent_datagrams = Some(u.sent_datagrams);
+        row.received_datagrams = Some(u.received_datagrams);
+        row.loss_pct = Some(u.loss_pct());
+        row.send_throughput_mbps = Some(mbps(u.sent_bytes, r.elapsed_s));
+        row.recv_throughput_mbps = Some(mbps(u.received_bytes, r.elapsed_s));
+        row.jitter_ms = u.jitter_ms;
+    }
+    if t == TestKind::UdpRr {
+        row.sent_datagrams = Some(r.sent_datagrams);
+        row.received_datagrams = Some(r.server.datagrams_received);
+        row.details
+            .insert("lost_transactions".into(), r.lost_transactions.into());
+        // Transactions whose request or response was lost, of all requests sent.
+        row.loss_pct = Some(if r.sent_datagrams > 0 {
+            r.lost_transactions as f64 * 100.0 / r.sent_datagrams as f64
+        } else {
+            0.0
+        });
+    }
+    row.details
+        .insert("server_elapsed_s".into(), r.server.elapsed_s.into());
+    if a.cpu {
+        let ncpus = crate::bench::affinity::online_cpus();
+        let headline = row.headline();
+        let f =
+            crate::bench::stats::cpu_figures(r.client_cpu_s, r.elapsed_s, ncpus, r.bytes, headline);
+        // The client's (this host's) CPU, netperf's "local"; the server's is in details.
+        row.cpu_util = Some(f.cpu_util_pct);
+        row.scaled_throughput_mbps = Some(f.scaled_throughput_mbps);
+        row.details
+            .insert("client_cpu_s".into(), r.client_cpu_s.into());
+        if let Some(s) = r.server.cpu_s {
+            row.details.insert("server_cpu_s".into(), s.into());
+        }
+        if t.is_transactional() {
+            row.service_demand_us_per_tr = Some(if r.transactions > 0 {
+                r.client_cpu_s * 1e6 / r.transactions as f64
+            } else {
+                0.0
+            });
+        } else {
+            row.service_demand_us_per_kb = Some(f.service_demand_us_per_kb);
+        }
+    }
+    row
+}
+
+/// Runs every stack x case through the remote path and prints the result.
+pub fn run(test: TestKind, a: Args) -> CmdResult {
+    if a.iterations.is_some() {
+        return Err(
+            "-i: -H, -P, --bidir, --interval and udp-rr make one run per row \
+                    (iterating to a confidence interval is not built for them); refusing \
+                    rather than ignoring it"
+                .into(),
+        );
+    }
+    if a.remote.host.is_some()
+        && a.stack
+            .iter()
+            .any(|&s| s != StackKind::Netfold && s != StackKind::Kernel)
+    {
+        return Err(
+            "-H runs this host's kernel sockets against the server: --stack has no \
+                    effect there except kernel"
+                .into(),
+        );
+    }
+    let cases: Vec<(u64, (usize, usize))> = if test.is_transactional() {
+        a.rr_size.iter().map(|&rr| (1, rr)).collect()
+    } else {
+        a.send_size.0.iter().map(|&m| (m, (1, 1))).collect()
+    };
+    let stacks: Vec<StackKind> = if a.remote.host.is_some() {
+        vec![StackKind::Kernel]
+    } else {
+        a.stack.clone()
+    };
+    let mut rows = Vec::new();
+    for (size, rr) in cases {
+        for &s in &stacks {
+            let req = request(test, &a, size, rr)?;
+            let (r, link, placement, mtu) = run_one(s, &a, &req)
+                .map_err(|e| format!("{} {}: {e}", s.name(), test.netperf_name()))?;
+            let mut row = make_row(s, &a, &req, r, link, placement);
+            row.mtu = mtu;
+            rows.push(row);
+        }
+    }
+    if a.json {
+        report::print_json(&rows)?;
+    } else if a.csv {
+        report::print_csv(&rows);
+    } else {
+        print!("{}", table(&rows));
+    }
+    if let Some(path) = &a.plot {
+        crate::plot::throughput_vs_size(path, &rows)?;
+    }
+    if let Some(path) = &a.latency_plot {
+        crate::plot::latency_cdf(path, &rows)?;
+    }
+    if rows.iter().any(|r| r.verified == Some(false)) {
+        eprintln!("netfold: verification FAILED");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The usual table, then each row's streams and interval reports as rows of their own.
+pub fn table(rows: &[Row]) -> String {
+    use std::fmt::Write as _;
+    let mut o = report::table(rows);
+    for (i, r) in rows.iter().enumerate() {
+        let label = format!("row {} ({} {})", i + 1, r.stack, r.msg_size);
+        if r.streams.len() > 1 {
+            let _ = writeln!(o, "\nStreams of {label}:");
+            let _ = writeln!(
+                o,
+                "{:>6}  {:<9}  {:>14}  {:>12}",
+                "Stream", "Direction", "Bytes", "10^6bits/s"
+            );
+            for s in &r.streams {
+                let _ = writeln!(
+                    o,
+                    "{:>6}  {:<9}  {:>14}  {:>12.2}",
+                    s.index, s.direction, s.bytes, s.throughput_mbps
+                );
+            }
+        }
+        if !r.intervals.is_empty() {
+            let _ = writeln!(o, "\nIntervals of {label}:");
+            let transactional = r.trans_per_s.is_some();
+            let unit = if transactional {
+                "Trans/s"
+            } else {
+                "10^6bits/s"
+            };
+            let _ = writeln!(
+                o,
+                "{:>15}  {:>14}  {:>12}",
+                "Interval secs",
+                if transactional {
+                    "Transactions"
+                } else {
+                    "Bytes"
+                },
+                unit
+            );
+            for iv in &r.intervals {
+                let span = format!("{:.2}-{:.2}", iv.start_s, iv.end_s);
+                let (n, rate) = if transactional {
+                    (iv.transactions.unwrap_or(0), iv.trans_per_s.unwrap_or(0.0))
+                } else {
+                    (iv.bytes, iv.throughput_mbps.unwrap_or(0.0))
+                };
+                let _ = writeln!(o, "{span:>15}  {n:>14}  {rate:>12.2}");
+            }
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_resolve_with_the_default_port() {
+        assert_eq!(resolve("198.18.0.1").unwrap().port(), CONTROL_PORT);
+        assert_eq!(resolve("198.18.0.1:5000").unwrap().port(), 5000);
+        assert_eq!(resolve("[::1]:7").unwrap().port(), 7);
+        assert_eq!(resolve("::1").unwrap().port(), CONTROL_PORT);
+    }
+
+    #[test]
+    fn stream_options_are_checked() {
+        assert!(parse_streams("0").is_err());
+        assert!(parse_streams("129").is_err());
+        assert_eq!(parse_streams("4"), Ok(4));
+        assert!(parse_interval("0").is_err());
+        assert!(parse_interval("-1").is_err());
+        assert_eq!(parse_interval("0.5"), Ok(0.5));
+    }
+}

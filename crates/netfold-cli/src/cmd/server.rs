@@ -1,0 +1,182 @@
+//! `netfold server`: the measurement daemon `netfold <test> -H HOST` talks to (netperf's
+//! netserver, iperf3 -s). Listens on a control port (12866 by default), runs one test at a time
+//! on kernel sockets (others are refused with a message saying so), logs each test on stderr,
+//! and stops cleanly on SIGINT/SIGTERM. The protocol is documented in
+//! [`crate::bench::remote`].
+
+use super::CmdResult;
+use crate::bench::remote::{self, CONTROL_PORT};
+use crate::bench::remote_net::{timed_out, KernelNet, Net, NetStream, NetfoldNet};
+use std::net::IpAddr;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Control port.
+    #[arg(short = 'p', long, default_value_t = CONTROL_PORT)]
+    port: u16,
+    /// Address to listen on (control and data ports); with --link, netfold's address and
+    /// prefix, e.g. 198.18.0.2/24.
+    #[arg(long, default_value = "0.0.0.0")]
+    addr: String,
+    /// Serve on netfold instead of the kernel: `tap:NAME` or `tun:NAME` (the device is created
+    /// if it does not exist; configure the kernel's side yourself, as for `netfold serve`).
+    #[arg(long, value_name = "tap:NAME|tun:NAME")]
+    link: Option<String>,
+    /// Longest test accepted, seconds; every wait of a test is bounded by its length plus a
+    /// grace period and never by more than this.
+    #[arg(long, default_value_t = 600.0, value_parser = parse_max)]
+    max_seconds: f64,
+}
+
+fn parse_max(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(v > 0.0 && v <= 86400.0) {
+        return Err(format!("--max-seconds {s}: expected (0, 86400]"));
+    }
+    Ok(v)
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// SIGINT/SIGTERM set [`STOP`]; without SA_RESTART a blocked accept(2) returns EINTR at once.
+fn install_signal_handlers() -> std::io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: sigaction is zero-initialisable plain data; the handler only does an atomic
+        // store; the mask is emptied and the pointers are to a live local.
+        let rc = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            sa.sa_flags = 0;
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// How often the accept loop looks at [`STOP`] when no signal interrupts it (a signal sent to
+/// another thread of the process leaves accept(2) blocked).
+const STOP_CHECK: Duration = Duration::from_millis(200);
+
+pub fn run(a: Args) -> CmdResult {
+    install_signal_handlers()?;
+    match &a.link {
+        None => {
+            let ip: IpAddr = a.addr.parse().map_err(|_| {
+                format!(
+                    "--addr {:?}: expected an IP address (a prefix only with --link)",
+                    a.addr
+                )
+            })?;
+            serve(Arc::new(KernelNet), ip, &a, "kernel sockets".into())
+        }
+        Some(link) => {
+            let (ip, prefix) = super::serve::parse_cidr(&a.addr)?;
+            let (net, what) = netfold_on(link, ip, prefix)?;
+            serve(Arc::new(net), ip.into(), &a, what)
+        }
+    }
+}
+
+/// A netfold stack at `ip/prefix` on the TAP or TUN device `link`, on its own driver thread.
+fn netfold_on(
+    link: &str,
+    ip: std::net::Ipv4Addr,
+    prefix: u8,
+) -> Result<(NetfoldNet, String), Box<dyn std::error::Error>> {
+    if !link.starts_with("tap:") && !link.starts_with("tun:") {
+        return Err(format!("--link {link:?}: expected tap:NAME or tun:NAME").into());
+    }
+    let dev = netfold_os::link::Link::open(link, netfold_os::tap::TapConfig::default())
+        .map_err(|e| format!("opening {link}: {e}"))?;
+    let mtu = dev.mtu();
+    let stack = netfold::iface::Stack::new(netfold::iface::StackConfig {
+        medium: netfold::phy::Device::caps(&dev).medium,
+        addr: ip,
+        prefix_len: prefix,
+        mtu,
+        // tcp_secret: the default, a random key from the OS (RFC 6528 §3).
+        ..netfold::iface::StackConfig::default()
+    });
+    // MSS = MTU - 20 (IPv4) - 20 (TCP) bytes of headers (RFC 9293 §3.7.1).
+    let mss = mtu.saturating_sub(40).clamp(536, usize::from(u16::MAX)) as u16;
+    let tcp = netfold::tcp::Config {
+        mss,
+        ..netfold::tcp::Config::default()
+    };
+    // The driver sleeps in poll(2) on the device; this only bounds a lost wake-up.
+    let rt = netfold_rt::Runtime::start(stack, Box::new(dev), Duration::from_millis(1))?;
+    Ok((
+        NetfoldNet {
+            rt: Arc::new(rt),
+            tcp,
+        },
+        format!("netfold on {link} (mtu {mtu})"),
+    ))
+}
+
+fn serve<N: Net + Send + 'static>(net: Arc<N>, ip: IpAddr, a: &Args, what: String) -> CmdResult
+where
+    N::Stream: 'static,
+{
+    let (l, port) = net
+        .listen(ip, a.port, STOP_CHECK, (None, None))
+        .map_err(|e| format!("cannot listen on {ip}:{}: {e}", a.port))?;
+    eprintln!(
+        "netfold server: listening on {ip}:{port}, {what} (protocol {}, one test at a time, \
+         tests up to {} s)",
+        remote::PROTOCOL_VERSION,
+        a.max_seconds
+    );
+    let busy = Arc::new(AtomicBool::new(false));
+    let mut workers: Vec<std::thread::JoinHandle<()>> = Vec::new();
+    while !STOP.load(Ordering::SeqCst) {
+        let conn = match net.accept(&l) {
+            Ok(c) => c,
+            Err(e) if timed_out(&e) || e.kind() == std::io::ErrorKind::Interrupted => {
+                workers.retain(|h| !h.is_finished());
+                continue;
+            }
+            Err(e) => {
+                // A transient failure (EMFILE, ECONNABORTED): log it and keep serving.
+                eprintln!("netfold server: accept: {e}");
+                std::thread::sleep(STOP_CHECK);
+                continue;
+            }
+        };
+        let (busy, max, net) = (busy.clone(), a.max_seconds, net.clone());
+        // Each control connection on its own thread, so a busy server can still answer
+        // "busy" at once; handle_control lets only one of them run a test.
+        workers.push(std::thread::spawn(move || {
+            let peer = conn.peer().map(|p| p.to_string()).unwrap_or_default();
+            // Data ports are opened on the address the client reached us at.
+            let ip = conn.local_ip().unwrap_or(ip);
+            match remote::handle_control(&*net, conn, ip, max, &busy, &STOP) {
+                Ok(Some(r)) => eprintln!("netfold server: {peer}: {} done", r.test.netperf_name()),
+                Ok(None) => {}
+                Err(e) => eprintln!("netfold server: {e}"),
+            }
+        }));
+        workers.retain(|h| !h.is_finished());
+    }
+    eprintln!("netfold server: stopping");
+    for h in workers {
+        let _ = h.join();
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,449 @@
+//! `netfold server` and `netfold <test> -H` between two network namespaces joined by a veth pair
+//! (198.18.9.1 client, 198.18.9.2 server), with iperf3 between the same namespaces as the
+//! yardstick: issue 16's "Done when" (the netfold figure within 30% of iperf3's).
+//!
+//! Needs root, `ip netns` and iperf3; otherwise a loud SKIP. The namespaces are removed on drop,
+//! also when a check panics.
+
+use netfold_os::netns::{self, NetNs};
+use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The tests of this file move data as fast as they can: run one at a time, so the iperf3
+/// comparison does not share the CPUs with another test's traffic.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+const CLIENT: Ipv4Addr = Ipv4Addr::new(198, 18, 9, 1);
+const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 9, 2);
+
+struct Pair {
+    client: NetNs,
+    server: NetNs,
+}
+
+impl Pair {
+    fn create() -> Pair {
+        let client = NetNs::create().expect("client netns");
+        let server = NetNs::create().expect("server netns");
+        let (a, b) = (format!("{}c", client.name()), format!("{}s", client.name()));
+        // Interface names are at most 15 bytes.
+        let (a, b) = (
+            a[a.len().saturating_sub(15)..].to_string(),
+            b[b.len().saturating_sub(15)..].to_string(),
+        );
+        netns::ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]).expect("veth");
+        client.adopt(&a).unwrap();
+        server.adopt(&b).unwrap();
+        client.configure(&a, CLIENT, 24).unwrap();
+        server.configure(&b, SERVER, 24).unwrap();
+        Pair { client, server }
+    }
+}
+
+/// Kills a child (its own pid only) when dropped.
+struct Guard(Child);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn skip_reason() -> Option<String> {
+    if let Some(why) = netns::unavailable_reason() {
+        return Some(why);
+    }
+    if Command::new("iperf3")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_err()
+    {
+        return Some("iperf3 not installed".into());
+    }
+    None
+}
+
+fn json(ns: &NetNs, args: &[&str]) -> serde_json::Value {
+    let out = ns
+        .command(env!("CARGO_BIN_EXE_netfold"))
+        .args(args)
+        .output()
+        .expect("run netfold");
+    assert!(
+        out.status.success(),
+        "netfold {args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("netfold JSON")
+}
+
+fn start_server(p: &Pair) -> Guard {
+    let mut c = p
+        .server
+        .command(env!("CARGO_BIN_EXE_netfold"))
+        .args(["server", "--addr", &SERVER.to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start netfold server");
+    let mut line = String::new();
+    BufReader::new(c.stderr.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("listening"), "{line}");
+    Guard(c)
+}
+
+fn iperf3_mbps(p: &Pair) -> f64 {
+    let _s = Guard(
+        p.server
+            .command("iperf3")
+            .args(["-s", "-1", "-B", &SERVER.to_string()])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("iperf3 -s"),
+    );
+    let t0 = Instant::now();
+    loop {
+        let out = p
+            .client
+            .command("iperf3")
+            .args(["-c", &SERVER.to_string(), "-t", "2", "-J"])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if let Some(bps) = v["end"]["sum_received"]["bits_per_second"].as_f64() {
+                return bps / 1e6;
+            }
+            // iperf3 -s may not be listening yet (it exits 0 with an "error" field then).
+            let refused = v["error"].as_str().is_some_and(|e| e.contains("refused"));
+            assert!(
+                refused && t0.elapsed() < Duration::from_secs(10),
+                "iperf3 -c: {v}"
+            );
+        } else {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "iperf3 -c failed: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn server_and_dash_h_agree_with_iperf3() {
+    let _one_at_a_time = serial();
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIP server_and_dash_h_agree_with_iperf3: {why}");
+        return;
+    }
+    let p = Pair::create();
+    let h = SERVER.to_string();
+    let mut server = start_server(&p);
+
+    // Issue 16's "Done when": netfold stream -H within 30% of iperf3 between the same
+    // namespaces. One retry: the machine is shared, and a burst of other work during one of
+    // the two 2 s runs is not a property of either tool.
+    let mut ratio = 0.0;
+    for attempt in 0..2 {
+        let v = json(&p.client, &["stream", "-H", &h, "-l", "2", "--json"]);
+        let nf = v["results"][0]["throughput_mbps"].as_f64().unwrap();
+        let ip = iperf3_mbps(&p);
+        ratio = nf / ip;
+        eprintln!("attempt {attempt}: netfold stream -H {nf:.0} Mbit/s, iperf3 {ip:.0} Mbit/s, ratio {ratio:.3}");
+        if (0.7..=1.3).contains(&ratio) {
+            break;
+        }
+    }
+    assert!((0.7..=1.3).contains(&ratio), "netfold/iperf3 = {ratio:.3}");
+
+    let v = json(&p.client, &["rr", "-H", &h, "-l", "1", "--json"]);
+    let r = &v["results"][0];
+    assert!(r["trans_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(r["details"]["transactions"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["latency_us"]["p99"].as_f64().unwrap() > 0.0, "{r}");
+
+    let v = json(
+        &p.client,
+        &["udp-stream", "-H", &h, "-l", "1", "-b", "100M", "--json"],
+    );
+    let r = &v["results"][0];
+    assert!(r["received_datagrams"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["loss_pct"].as_f64().is_some(), "{r}");
+
+    let v = json(&p.client, &["udp-rr", "-H", &h, "-l", "1", "--json"]);
+    let r = &v["results"][0];
+    assert!(r["details"]["transactions"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["latency_us"]["p50"].as_f64().unwrap() > 0.0, "{r}");
+
+    let v = json(&p.client, &["crr", "-H", &h, "-l", "1", "--json"]);
+    assert!(v["results"][0]["details"]["transactions"].as_u64().unwrap() > 0);
+
+    let v = json(
+        &p.client,
+        &[
+            "stream",
+            "-H",
+            &h,
+            "-l",
+            "1",
+            "-P",
+            "2",
+            "--bidir",
+            "--interval",
+            "0.25",
+            "--json",
+        ],
+    );
+    let r = &v["results"][0];
+    let streams = r["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 4, "{r}");
+    assert!(
+        streams.iter().all(|s| s["bytes"].as_u64().unwrap() > 0),
+        "{r}"
+    );
+    let sum: u64 = streams.iter().map(|s| s["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(sum, r["bytes"].as_u64().unwrap());
+    assert!(r["intervals"].as_array().unwrap().len() >= 3, "{r}");
+
+    let v = json(
+        &p.client,
+        &["maerts", "-H", &h, "-l", "1", "--verify", "--json"],
+    );
+    assert_eq!(v["results"][0]["verified"], true);
+
+    // SIGTERM: the server stops and exits 0.
+    // SAFETY: kill(2) on the pid of the child this test started and still owns.
+    unsafe {
+        libc::kill(server.0.id() as i32, libc::SIGTERM);
+    }
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = server.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "server did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn a_server_refuses_to_start_on_a_busy_port() {
+    let _one_at_a_time = serial();
+    if let Some(why) = netns::unavailable_reason() {
+        eprintln!("SKIP a_server_refuses_to_start_on_a_busy_port: {why}");
+        return;
+    }
+    let ns = NetNs::create().unwrap();
+    ns.ip(&["link", "set", "lo", "up"]).unwrap();
+    let _first = start_server_in(&ns);
+    let out = ns
+        .command(env!("CARGO_BIN_EXE_netfold"))
+        .args(["server", "--addr", "127.0.0.1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot listen"));
+}
+
+fn start_server_in(ns: &NetNs) -> Guard {
+    let mut c = ns
+        .command(env!("CARGO_BIN_EXE_netfold"))
+        .args(["server", "--addr", "127.0.0.1"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(c.stderr.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("listening"), "{line}");
+    Guard(c)
+}
+
+fn netfold(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_netfold"))
+        .args(args)
+        .output()
+        .expect("run netfold")
+}
+
+#[test]
+fn parallel_streams_and_intervals_run_locally_on_the_kernel() {
+    let _one_at_a_time = serial();
+    let o = netfold(&[
+        "stream",
+        "--stack",
+        "kernel",
+        "-P",
+        "3",
+        "--interval",
+        "0.1",
+        "-l",
+        "0.5",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &v["results"][0];
+    let streams = r["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 3, "{r}");
+    let sum: u64 = streams.iter().map(|s| s["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(sum, r["bytes"].as_u64().unwrap());
+    let iv = r["intervals"].as_array().unwrap();
+    assert!(iv.len() >= 3, "{r}");
+    // Back to back: each interval starts where the last ended.
+    for w in iv.windows(2) {
+        assert_eq!(w[0]["end_s"], w[1]["start_s"]);
+    }
+    // The table shows the streams and intervals as rows.
+    let o = netfold(&[
+        "maerts",
+        "--stack",
+        "kernel",
+        "-P",
+        "2",
+        "--interval",
+        "0.2",
+        "-l",
+        "0.4",
+    ]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.contains("Streams of row 1") && t.contains("Intervals of row 1"),
+        "{t}"
+    );
+
+    let o = netfold(&["udp-rr", "--stack", "kernel", "-l", "0.3", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["results"][0]["test"], "UDP_RR");
+    assert!(v["results"][0]["latency_us"]["p50"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn options_that_cannot_apply_are_refused_with_a_reason() {
+    let _one_at_a_time = serial();
+    for (args, want) in [
+        (
+            &["rr", "--stack", "kernel", "-P", "2", "-l", "0.1"][..],
+            "stream and maerts",
+        ),
+        (&["udp-rr", "-l", "0.1"][..], "--stack kernel"),
+        (&["stream", "-P", "2", "-l", "0.1"][..], "--stack kernel"),
+        (&["stream", "-P", "0"][..], "1..=128"),
+        (&["stream", "--interval", "0"][..], "--interval"),
+        (&["udp-rr", "--stack", "kernel", "-i", "3"][..], "-i"),
+        (
+            &[
+                "stream",
+                "-H",
+                "198.18.9.9",
+                "--stack",
+                "smoltcp",
+                "-l",
+                "0.1",
+            ][..],
+            "-H",
+        ),
+    ] {
+        let o = netfold(args);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(want), "{args:?}: {e}");
+        assert!(!e.contains("panicked"), "{args:?}: {e}");
+    }
+}
+
+/// Sends SIGTERM to the server and checks it exits 0 within a few seconds.
+fn stop(server: &mut Guard) {
+    // SAFETY: kill(2) on the pid of the child this test started and still owns.
+    unsafe {
+        libc::kill(server.0.id() as i32, libc::SIGTERM);
+    }
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = server.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "server did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn netfold_serves_on_a_tap_to_kernel_clients() {
+    let _one_at_a_time = serial();
+    if let Some(why) = netns::unavailable_reason() {
+        eprintln!("SKIP netfold_serves_on_a_tap_to_kernel_clients: {why}");
+        return;
+    }
+    let ns = NetNs::create().unwrap();
+    let tap = format!("nfh{}", std::process::id() % 1_000_000);
+    ns.ip(&["tuntap", "add", "mode", "tap", "name", &tap])
+        .unwrap();
+    ns.configure(&tap, Ipv4Addr::new(198, 18, 10, 1), 24)
+        .unwrap();
+    let mut c = ns
+        .command(env!("CARGO_BIN_EXE_netfold"))
+        .args([
+            "server",
+            "--link",
+            &format!("tap:{tap}"),
+            "--addr",
+            "198.18.10.2/24",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(c.stderr.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let mut server = Guard(c);
+    assert!(
+        line.contains("listening") && line.contains("netfold on tap:"),
+        "{line}"
+    );
+    let h = "198.18.10.2";
+    let v = json(&ns, &["stream", "-H", h, "-l", "1", "--verify", "--json"]);
+    let r = &v["results"][0];
+    assert!(r["throughput_mbps"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+    eprintln!(
+        "kernel -> netfold server on TAP: {} Mbit/s",
+        r["throughput_mbps"]
+    );
+    let v = json(&ns, &["maerts", "-H", h, "-l", "1", "-P", "2", "--json"]);
+    assert_eq!(v["results"][0]["streams"].as_array().unwrap().len(), 2);
+    assert!(v["results"][0]["bytes"].as_u64().unwrap() > 0);
+    let v = json(&ns, &["rr", "-H", h, "-l", "1", "--json"]);
+    assert!(v["results"][0]["details"]["transactions"].as_u64().unwrap() > 0);
+    let v = json(
+        &ns,
+        &["udp-stream", "-H", h, "-l", "1", "-b", "50M", "--json"],
+    );
+    assert!(v["results"][0]["received_datagrams"].as_u64().unwrap() > 0);
+    let v = json(&ns, &["udp-rr", "-H", h, "-l", "1", "--json"]);
+    assert!(v["results"][0]["details"]["transactions"].as_u64().unwrap() > 0);
+    stop(&mut server);
+    let _ = ns.ip(&["link", "del", &tap]);
+}
