@@ -440,7 +440,10 @@ mod tests {
         let waited = t.elapsed();
         assert!(b.rx_pending() > 0, "no reply after {waited:?}");
         let mut out = Vec::new();
-        assert_eq!(b.recv_batch(Instant::from_secs(3600), &mut pool, &mut out, 8), 1);
+        assert_eq!(
+            b.recv_batch(Instant::from_secs(3600), &mut pool, &mut out, 8),
+            1
+        );
         assert_eq!(&out[0].as_slice()[12..14], &0x0806u16.to_be_bytes());
 
         d.stop();

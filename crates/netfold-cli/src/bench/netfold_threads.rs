@@ -178,7 +178,9 @@ impl<D: Device> Node<D> {
             .into_iter()
             .flatten()
             .min();
-        let bound = due.map_or(longest, |at| Duration::from(at.saturating_since(now)).min(longest));
+        let bound = due.map_or(longest, |at| {
+            Duration::from(at.saturating_since(now)).min(longest)
+        });
         if bound.is_zero() {
             return;
         }
@@ -592,4 +594,102 @@ fn serve<D: Device>(
         Test::UdpStream => unreachable!("rejected in run"),
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::affinity::pin_current_thread;
+    use crate::bench::Pin;
+    use netfold::phy::pipe::PipeConfig;
+
+    /// Whether this process may pin a thread to CPU 0 (a restricted cpuset may refuse).
+    fn can_pin() -> bool {
+        std::thread::spawn(|| pin_current_thread(0))
+            .join()
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn two_threads_pinned_to_one_core_move_all_the_data() {
+        if !can_pin() {
+            eprintln!("skipped: cannot pin threads to CPU 0");
+            return;
+        }
+        const BYTES: u64 = 4 << 20;
+        let p = Params {
+            test: Test::Stream,
+            bytes: Some(BYTES),
+            duration: None,
+            verify: true,
+            threads: 2,
+            pin: Pin::Same,
+            ..Params::default()
+        };
+        let m = run(&p).expect("stream between two threads on one core");
+        assert_eq!(m.bytes, BYTES);
+        assert_eq!(m.verified, Some(true));
+        // Both threads ran out of work at some point (each waits for the other) and slept
+        // instead of spinning out their time slices.
+        let sleeps = |side: &str| m.details[&format!("{side}_sleeps")].as_u64().unwrap();
+        assert!(sleeps("client") + sleeps("server") > 0);
+    }
+
+    #[test]
+    fn an_idle_node_sleeps_instead_of_spinning() {
+        let (end, _peer) = Pipe::new(PipeConfig::default());
+        let stack = Stack::new(stack_config(CLIENT_ADDR, 1, 1500, Default::default()));
+        let mut n = Node::new(
+            stack,
+            end,
+            WallInstant::now(),
+            Arc::new(AtomicBool::new(false)),
+        );
+        const IDLE: Duration = Duration::from_millis(200);
+        let t = WallInstant::now();
+        n.until(|_| match t.elapsed() >= IDLE {
+            true => Ok(()),
+            false => Err(ErrorKind::WouldBlock.into()),
+        })
+        .unwrap();
+        let st = n.poll_stats;
+        // A busy poller makes hundreds of thousands of polls in 200 ms. One that backs off
+        // polls during its 50 us busy-poll budget (a yield per poll), then once per wake-up:
+        // at least two sleeps (MAX_SLEEP is 100 ms), and far fewer polls.
+        assert!(st.sleeps >= 2, "{st:?}");
+        assert!(st.polls < 2_000, "{st:?}");
+    }
+
+    #[test]
+    fn a_parked_node_wakes_when_the_peer_sends() {
+        let (end, mut peer) = Pipe::new(PipeConfig::default());
+        let stack = Stack::new(stack_config(CLIENT_ADDR, 1, 1500, Default::default()));
+        let mut n = Node::new(
+            stack,
+            end,
+            WallInstant::now(),
+            Arc::new(AtomicBool::new(false)),
+        );
+        // The peer sends a frame 30 ms from now; the node must notice it through the pipe's
+        // wake-up, before its 100 ms safety-net sleep would end (and well before a timer).
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            let mut pool = netfold::buf::Pool::new(64, 4);
+            let mut b = netfold::buf::PacketBuf::with_capacity(60);
+            b.extend_from_slice(&[0xffu8; 60]);
+            peer.send_batch(Instant::ZERO, &mut pool, &mut vec![b]);
+            (WallInstant::now(), peer)
+        });
+        let t = WallInstant::now();
+        let frames = |n: &Node<netfold::phy::pipe::PipeEnd>| n.end.stats().delivered;
+        while frames(&n) == 0 && t.elapsed() < Duration::from_secs(10) {
+            n.poll(false).unwrap();
+        }
+        let woke = WallInstant::now();
+        let (sent_at, _peer) = sender.join().unwrap();
+        assert_eq!(frames(&n), 1);
+        assert!(n.poll_stats.sleeps > 0, "{:?}", n.poll_stats);
+        let lag = woke.saturating_duration_since(sent_at);
+        assert!(lag < MAX_SLEEP / 2, "woke {lag:?} after the send");
+    }
 }

@@ -504,11 +504,7 @@ impl Direction {
         if !self.armed.load(Ordering::Relaxed) || !self.armed.swap(false, Ordering::AcqRel) {
             return;
         }
-        let waker = self
-            .waker
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(w) = waker {
             w.wake();
         }
