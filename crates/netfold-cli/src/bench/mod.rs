@@ -11,6 +11,7 @@ pub mod netfold_pipe;
 pub mod netfold_tap;
 pub mod netfold_threads;
 pub mod pattern;
+pub mod shards;
 pub mod report;
 pub mod smoltcp_pipe;
 pub mod smoltcp_tap;
