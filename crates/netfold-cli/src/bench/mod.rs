@@ -11,8 +11,9 @@ pub mod netfold_pipe;
 pub mod netfold_tap;
 pub mod netfold_threads;
 pub mod pattern;
-pub mod shards;
 pub mod report;
+pub mod rss;
+pub mod shards;
 pub mod smoltcp_pipe;
 pub mod smoltcp_tap;
 pub mod stats;
@@ -130,6 +131,10 @@ pub struct Params {
     pub mtu_given: bool,
     /// UDP_STREAM: target sending rate in bits/s (`-b`), None = as fast as possible.
     pub rate_bps: Option<u64>,
+    /// netfold: stacks per side, one thread each ([`shards`]); 0 = not sharded.
+    pub shards: usize,
+    /// netfold --shards: connections, spread round-robin over the shards.
+    pub streams: usize,
 }
 
 impl Default for Params {
@@ -155,6 +160,8 @@ impl Default for Params {
             copy_mode: netfold::mem::CopyMode::Kernels,
             mtu_given: false,
             rate_bps: None,
+            shards: 0,
+            streams: 1,
         }
     }
 }

@@ -106,7 +106,7 @@ impl<D: Device> Node<D> {
         }
     }
 
-    fn now(&self) -> Instant {
+    pub(crate) fn now(&self) -> Instant {
         Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
     }
 
@@ -130,7 +130,7 @@ impl<D: Device> Node<D> {
     }
 
     /// One poll; errors out if the other side gave up or nothing moved for too long.
-    fn poll(&mut self, progressed: bool) -> Result<(), BoxErr> {
+    pub(crate) fn poll(&mut self, progressed: bool) -> Result<(), BoxErr> {
         let (wall, now) = self.poll_time(self.worked);
         self.worked = self.poll_once(now);
         if self.worked || progressed {
@@ -206,7 +206,7 @@ impl<D: Device> Node<D> {
     }
 
     /// Retries `op` (which returns WouldBlock when it cannot complete yet) while polling.
-    fn until<T>(
+    pub(crate) fn until<T>(
         &mut self,
         mut op: impl FnMut(&mut Stack) -> std::io::Result<T>,
     ) -> Result<T, BoxErr> {
@@ -241,7 +241,7 @@ impl<D: Device> Node<D> {
 
     /// After close(): keeps polling so the FIN (and its retransmissions) leave before the
     /// thread drops the stack — until the stack has been idle for 20 ms, at most 500 ms.
-    fn linger(&mut self) {
+    pub(crate) fn linger(&mut self) {
         const IDLE: Duration = Duration::from_millis(20);
         let t = WallInstant::now();
         let mut idle_since = WallInstant::now();

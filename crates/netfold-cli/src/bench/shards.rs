@@ -1,177 +1,324 @@
-//! Steering flows to shards (issue 14, step 11 item 1): the Toeplitz hash that receive-side
-//! scaling (RSS) NICs compute over a packet's addresses and ports, the indirection table that
-//! maps a hash to a queue (a shard), and the choice of a local port whose hash lands on the
-//! caller's shard, so that both directions of a connection stay on one shard.
+//! `netfold stream --shards N --streams M`: N client stacks and N server stacks, one thread
+//! each, shard `k`'s two stacks joined by their own in-memory pipe (a multi-queue link with one
+//! queue pair per shard, a first step), M connections spread round-robin over the shards.
+//! Each connection's local port is picked so that the Toeplitz hash of its 4-tuple
+//! ([`super::rss`]) lands on its shard in both directions, as a multi-queue NIC using that key
+//! would steer it. Every server shard listens on the same port (SO_REUSEPORT-like). Nothing is
+//! shared between shards on the data path.
 //!
-//! The hash is the one Microsoft's "Verifying the RSS Hash Calculation" specifies, tested
-//! below against its published verification vectors: for every set bit of the input, XOR
-//! the 32 bits of the key that start at that bit's position into the result.
+//! Placement (`--pin`): `same` puts shard k's client and server threads on CPU k (a shard and
+//! its application on one core); `split` puts shard k's client on CPU 2k and its server on
+//! CPU 2k+1 (modulo the CPUs); `none` leaves them to the scheduler.
 
-/// The RSS key Microsoft's verification vectors use (40 bytes: room for an IPv6 4-tuple,
-/// 36 bytes of input, plus the 4 bytes of the initial window).
-pub const MICROSOFT_KEY: [u8; 40] = [
-    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f,
-    0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
-    0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
-];
+use super::affinity::{online_cpus, pin_current_thread, thread_cpu_seconds};
+use super::memnet::BoxErr;
+use super::netfold_pipe::{pipe_config, stack_config, tcp_config, CLIENT_ADDR, SERVER_ADDR};
+use super::netfold_threads::Node;
+use super::pattern::{Pattern, Verifier};
+use super::rss::{Rss, MICROSOFT_KEY};
+use super::{Measurement, Params, Pin, Test};
+use netfold::iface::Stack;
+use netfold::phy::pipe::{Pipe, PipeEnd};
+use netfold::socket::{io_error, TcpListener, TcpStream};
+use std::io::ErrorKind;
+use std::net::SocketAddrV4;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant as WallInstant};
 
-/// Entries in the indirection table: Microsoft's RSS allows up to 128 and indexes the table
-/// with the hash's low 7 bits.
-pub const INDIRECTION_ENTRIES: usize = 128;
+const PORT: u16 = 12865;
+/// The ephemeral port range (RFC 6335 §6: 49152-65535) searched for a port on the shard.
+const EPHEMERAL: std::ops::RangeInclusive<u16> = 49152..=65535;
 
-/// The Toeplitz hash of `input` under `key`. Key bits past the end of `key` count as zero,
-/// so a short key hashes long input without panicking (real keys are 40 bytes).
-pub fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
-    let key_bit = |pos: usize| -> u32 {
-        key.get(pos / 8)
-            .map_or(0, |b| u32::from((b >> (7 - pos % 8)) & 1))
-    };
-    // The 32 key bits starting at the current input bit's position.
-    let mut window = (0..32).fold(0u32, |w, i| (w << 1) | key_bit(i));
-    let mut hash = 0u32;
-    for (i, byte) in input.iter().enumerate() {
-        for bit in 0..8 {
-            if byte & (0x80 >> bit) != 0 {
-                hash ^= window;
+/// The CPU for shard `k`'s client or server thread under `pin`.
+fn cpu_for(pin: Pin, shard: usize, server: bool) -> Option<usize> {
+    let n = online_cpus();
+    match pin {
+        Pin::Same => Some(shard % n),
+        Pin::Split => Some((2 * shard + usize::from(server)) % n),
+        Pin::None => None,
+    }
+}
+
+/// What one shard's server thread reports.
+struct ShardOutcome {
+    bytes: u64,
+    verified: bool,
+    cpu_s: f64,
+}
+
+pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
+    if p.test != Test::Stream {
+        return Err("--shards runs TCP_STREAM only so far".into());
+    }
+    let shards = p.shards.max(1);
+    let streams = p.streams.max(1);
+    let rss = Rss::new(MICROSOFT_KEY, shards);
+    let epoch = WallInstant::now();
+    let abort = Arc::new(AtomicBool::new(false));
+    let tcfg = tcp_config(p);
+    let pattern = Arc::new(Pattern::new(p.send_size.max(p.recv_size).max(1)));
+    // Connects done on every shard: the clock starts for all of them at once.
+    let start_line = Arc::new(Barrier::new(shards + 1));
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    for k in 0..shards {
+        let count = (0..streams).filter(|j| j % shards == k).count();
+        let (end_c, end_s) = Pipe::new(pipe_config(p));
+        let mut server = Node::new(
+            Stack::new(netfold::iface::StackConfig {
+                gro: p.gro,
+                ..stack_config(SERVER_ADDR, 2, p.mtu, p.copy_mode)
+            }),
+            end_s,
+            epoch,
+            Arc::clone(&abort),
+        );
+        let listener = TcpListener::bind(
+            &mut server.stack,
+            SocketAddrV4::new(SERVER_ADDR, PORT),
+            64,
+            tcfg,
+        )?;
+        let (sp, spat) = (p.clone(), Arc::clone(&pattern));
+        servers.push(std::thread::spawn(
+            move || -> Result<ShardOutcome, String> {
+                if let Some(cpu) = cpu_for(sp.pin, k, true) {
+                    pin_current_thread(cpu);
+                }
+                let cpu0 = thread_cpu_seconds();
+                let r = sink_all(&mut server, listener, count, &sp, &spat);
+                r.map(|(bytes, verified)| ShardOutcome {
+                    bytes,
+                    verified,
+                    cpu_s: thread_cpu_seconds() - cpu0,
+                })
+                .map_err(|e| e.to_string())
+            },
+        ));
+        let client = Node::new(
+            Stack::new(netfold::iface::StackConfig {
+                gro: p.gro,
+                ..stack_config(CLIENT_ADDR, 1, p.mtu, p.copy_mode)
+            }),
+            end_c,
+            epoch,
+            Arc::clone(&abort),
+        );
+        let ports: Vec<u16> = (0..count)
+            .map(|i| {
+                // The i-th port on this shard: search after the previous one.
+                let mut from = *EPHEMERAL.start();
+                let mut port = None;
+                for _ in 0..=i {
+                    port = rss.pick_local_port(
+                        CLIENT_ADDR.octets(),
+                        SERVER_ADDR.octets(),
+                        PORT,
+                        k,
+                        from..=*EPHEMERAL.end(),
+                    );
+                    from = port.map_or(u16::MAX, |q| q.saturating_add(1));
+                }
+                port.ok_or("no ephemeral port hashes to this shard")
+            })
+            .collect::<Result<_, _>>()?;
+        let (cp, cpat, line) = (p.clone(), Arc::clone(&pattern), Arc::clone(&start_line));
+        let mut client = client;
+        clients.push(std::thread::spawn(move || -> Result<(u64, f64), String> {
+            if let Some(cpu) = cpu_for(cp.pin, k, false) {
+                pin_current_thread(cpu);
             }
-            window = (window << 1) | key_bit(i * 8 + bit + 32);
+            let r = source_all(&mut client, &ports, &cp, tcfg, &cpat, &line);
+            r.map_err(|e| e.to_string())
+        }));
+    }
+    start_line.wait();
+    let start = WallInstant::now();
+    let mut sent = 0u64;
+    let mut cpu_s = 0.0;
+    let mut errors = Vec::new();
+    for c in clients {
+        match c.join().map_err(|_| "client thread panicked")? {
+            Ok((b, cpu)) => {
+                sent += b;
+                cpu_s += cpu;
+            }
+            Err(e) => errors.push(format!("client: {e}")),
         }
     }
-    hash
-}
-
-/// The RSS input of an IPv4 TCP/UDP packet: source address, destination address, source
-/// port, destination port, all in network byte order.
-pub fn ipv4_tuple(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> [u8; 12] {
-    let mut t = [0u8; 12];
-    t[..4].copy_from_slice(&src);
-    t[4..8].copy_from_slice(&dst);
-    t[8..10].copy_from_slice(&sport.to_be_bytes());
-    t[10..].copy_from_slice(&dport.to_be_bytes());
-    t
-}
-
-/// A key and an indirection table over `shards` queues, filled round-robin as drivers do
-/// by default (Linux's `ethtool_rxfh_indir_default`: entry `i` -> queue `i % n`).
-#[derive(Debug, Clone)]
-pub struct Rss {
-    key: [u8; 40],
-    table: [u16; INDIRECTION_ENTRIES],
-    shards: usize,
-}
-
-impl Rss {
-    /// `shards` is clamped to `1..=INDIRECTION_ENTRIES`.
-    pub fn new(key: [u8; 40], shards: usize) -> Rss {
-        let shards = shards.clamp(1, INDIRECTION_ENTRIES);
-        let mut table = [0u16; INDIRECTION_ENTRIES];
-        for (i, e) in table.iter_mut().enumerate() {
-            // Lossless: shards <= INDIRECTION_ENTRIES = 128.
-            *e = (i % shards) as u16;
+    let elapsed = start.elapsed().as_secs_f64();
+    let (mut bytes, mut verified) = (0u64, true);
+    for s in servers {
+        match s.join().map_err(|_| "server thread panicked")? {
+            Ok(o) => {
+                bytes += o.bytes;
+                verified &= o.verified;
+                cpu_s += o.cpu_s;
+            }
+            Err(e) => errors.push(format!("server: {e}")),
         }
-        Rss { key, table, shards }
     }
+    if !errors.is_empty() {
+        return Err(errors.join("; ").into());
+    }
+    let mut details = serde_json::Map::new();
+    details.insert("shards".into(), rss.shards().into());
+    details.insert("streams".into(), streams.into());
+    Ok(Measurement {
+        bytes,
+        transactions: 0,
+        elapsed_s: elapsed,
+        verified: p.verify.then_some(verified && bytes == sent),
+        cpu_s,
+        details,
+        latency: None,
+        udp: None,
+    })
+}
 
-    pub fn shards(&self) -> usize {
-        self.shards
+/// One shard's client: connects from `ports`, waits at the start line, then writes to every
+/// connection round-robin (never blocking on one) for `p.duration` or `p.bytes` per stream,
+/// then FIN, and waits for the server's. Returns (bytes sent, CPU seconds of the sending).
+fn source_all(
+    n: &mut Node<PipeEnd>,
+    ports: &[u16],
+    p: &Params,
+    cfg: netfold::tcp::Config,
+    pattern: &Pattern,
+    line: &Barrier,
+) -> Result<(u64, f64), BoxErr> {
+    let remote = SocketAddrV4::new(SERVER_ADDR, PORT);
+    let mut streams = Vec::new();
+    for &port in ports {
+        let now = n.now();
+        let local = SocketAddrV4::new(CLIENT_ADDR, port);
+        let h = n
+            .stack
+            .tcp_mut()
+            .connect(now, local, remote, cfg)
+            .map_err(io_error)?;
+        let s = TcpStream::from_handle(h);
+        n.until(|st| match s.is_connected(st)? {
+            true => Ok(()),
+            false => Err(ErrorKind::WouldBlock.into()),
+        })?;
+        streams.push(s);
     }
+    line.wait();
+    let cpu0 = thread_cpu_seconds();
+    let start = WallInstant::now();
+    let msg = p.send_size.max(1);
+    let total = p.bytes.unwrap_or(u64::MAX);
+    let deadline = p.duration.map(Duration::from_secs_f64);
+    let mut sent = vec![0u64; streams.len()];
+    while deadline.is_none_or(|d| start.elapsed() < d) && sent.iter().any(|&b| b < total) {
+        let mut progressed = false;
+        for (s, done) in streams.iter().zip(sent.iter_mut()) {
+            if *done >= total {
+                continue;
+            }
+            let len = ((total - *done) as usize).min(msg);
+            match s.write(&mut n.stack, pattern.window(*done, len)) {
+                Ok(k) => {
+                    *done += k as u64;
+                    progressed |= k > 0;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        n.poll(progressed)?;
+    }
+    for s in &streams {
+        n.until(|st| s.shutdown_write(st))?;
+    }
+    let mut b = [0u8; 1];
+    for s in &streams {
+        while n.until(|st| s.read(st, &mut b))? != 0 {}
+        s.close(&mut n.stack)?;
+    }
+    n.linger();
+    Ok((sent.iter().sum(), thread_cpu_seconds() - cpu0))
+}
 
-    /// The shard that receives a packet from `src:sport` to `dst:dport`.
-    pub fn shard_of(&self, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> usize {
-        let h = toeplitz(&self.key, &ipv4_tuple(src, dst, sport, dport));
-        usize::from(self.table[h as usize % INDIRECTION_ENTRIES])
+/// One shard's server: accepts `count` connections, reads all of them round-robin to end of
+/// stream, verifying each against the pattern. Returns (bytes, verified).
+fn sink_all(
+    n: &mut Node<PipeEnd>,
+    l: TcpListener,
+    count: usize,
+    p: &Params,
+    pattern: &Pattern,
+) -> Result<(u64, bool), BoxErr> {
+    let mut open = Vec::new();
+    while open.len() < count {
+        let (s, _) = n.until(|st| l.accept(st))?;
+        open.push((s, Verifier::new(pattern), 0u64));
     }
-
-    /// A local port in `ports` for a connection from `local` to `remote:rport` such that both
-    /// directions hash to `shard`: the packets the peer sends back (its receive side steered
-    /// by the same key at this end) and the packets this end sends (steered at the peer's).
-    /// `None` if no port in the range does.
-    pub fn pick_local_port(
-        &self,
-        local: [u8; 4],
-        remote: [u8; 4],
-        rport: u16,
-        shard: usize,
-        ports: std::ops::RangeInclusive<u16>,
-    ) -> Option<u16> {
-        ports.into_iter().find(|&lport| {
-            self.shard_of(remote, local, rport, lport) == shard
-                && self.shard_of(local, remote, lport, rport) == shard
-        })
+    let mut buf = vec![0u8; p.recv_size.max(1)];
+    let (mut bytes, mut verified) = (0u64, true);
+    while !open.is_empty() {
+        let mut progressed = false;
+        let mut i = 0;
+        while i < open.len() {
+            let (s, v, got) = &mut open[i];
+            match s.read(&mut n.stack, &mut buf) {
+                Ok(0) => {
+                    verified &= !p.verify || v.verified(*got);
+                    bytes += *got;
+                    s.close(&mut n.stack)?;
+                    open.swap_remove(i);
+                    progressed = true;
+                    continue;
+                }
+                Ok(k) => {
+                    if p.verify {
+                        v.check(&buf[..k]);
+                    }
+                    *got += k as u64;
+                    progressed = true;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e.into()),
+            }
+            i += 1;
+        }
+        n.poll(progressed)?;
     }
+    n.linger();
+    Ok((bytes, verified))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Microsoft's RSS verification vectors for IPv4 ("Verifying the RSS Hash Calculation"):
-    /// destination, destination port, source, source port, IPv4-only hash, IPv4+TCP hash.
-    /// They are hash inputs, not addresses any test talks to.
-    const VECTORS: [([u8; 4], u16, [u8; 4], u16, u32, u32); 5] = [
-        ([161, 142, 100, 80], 1766, [66, 9, 149, 187], 2794, 0x323e_8fc2, 0x51cc_c178),
-        ([65, 69, 140, 83], 4739, [199, 92, 111, 2], 14230, 0xd718_262a, 0xc626_b0ea),
-        ([12, 22, 207, 184], 38024, [24, 19, 198, 95], 12898, 0xd2d0_a5de, 0x5c2b_394a),
-        ([209, 142, 163, 6], 2217, [38, 27, 205, 30], 48228, 0x8298_9176, 0xafc7_327f),
-        ([202, 188, 127, 2], 1303, [153, 39, 163, 191], 44251, 0x5d18_09c5, 0x10e8_28a2),
-    ];
-
     #[test]
-    fn toeplitz_matches_microsofts_verification_vectors() {
-        for (dst, dport, src, sport, ip_only, with_tcp) in VECTORS {
-            let mut addrs = [0u8; 8];
-            addrs[..4].copy_from_slice(&src);
-            addrs[4..].copy_from_slice(&dst);
-            assert_eq!(toeplitz(&MICROSOFT_KEY, &addrs), ip_only, "{src:?} -> {dst:?}");
-            assert_eq!(
-                toeplitz(&MICROSOFT_KEY, &ipv4_tuple(src, dst, sport, dport)),
-                with_tcp,
-                "{src:?}:{sport} -> {dst:?}:{dport}"
-            );
-        }
+    fn two_shards_carry_every_stream_to_the_end() {
+        const BYTES: u64 = 1 << 20;
+        let p = Params {
+            test: Test::Stream,
+            bytes: Some(BYTES),
+            duration: None,
+            verify: true,
+            threads: 2,
+            pin: Pin::None,
+            shards: 2,
+            streams: 3,
+            ..Params::default()
+        };
+        let m = run(&p).expect("two shards, three streams");
+        assert_eq!(m.bytes, 3 * BYTES);
+        assert_eq!(m.verified, Some(true));
     }
 
     #[test]
-    fn short_keys_and_empty_input_do_not_panic() {
-        assert_eq!(toeplitz(&MICROSOFT_KEY, &[]), 0);
-        assert_eq!(toeplitz(&[], &[0xff; 12]), 0);
-        assert_eq!(toeplitz(&[0xff; 4], &[0x80]), u32::MAX);
-    }
-
-    #[test]
-    fn the_table_spreads_flows_and_stays_in_range() {
-        let rss = Rss::new(MICROSOFT_KEY, 2);
-        let (a, b) = ([198, 18, 0, 1], [198, 18, 0, 2]);
-        let mut per = [0usize; 2];
-        for port in 49152..=50175u16 {
-            per[rss.shard_of(a, b, port, 12865)] += 1;
-        }
-        // 1024 flows over 2 shards: neither shard is starved (a uniform hash gives 512 each;
-        // 400 is more than six standard deviations below).
-        assert!(per.iter().all(|&n| n > 400), "{per:?}");
-        assert_eq!(Rss::new(MICROSOFT_KEY, 0).shards(), 1);
-        assert_eq!(Rss::new(MICROSOFT_KEY, 1000).shards(), INDIRECTION_ENTRIES);
-    }
-
-    #[test]
-    fn a_picked_port_keeps_both_directions_of_a_connection_on_its_shard() {
-        let (client, server, sport) = ([198, 18, 0, 1], [198, 18, 0, 2], 12865);
-        for shards in 1..=4 {
-            let rss = Rss::new(MICROSOFT_KEY, shards);
-            for shard in 0..shards {
-                let lport = rss
-                    .pick_local_port(client, server, sport, shard, 49152..=65535)
-                    .expect("some ephemeral port lands on every shard");
-                assert_eq!(rss.shard_of(server, client, sport, lport), shard);
-                assert_eq!(rss.shard_of(client, server, lport, sport), shard);
-            }
-        }
-        // A range with no fitting port says so.
-        let rss = Rss::new(MICROSOFT_KEY, 2);
-        let p = rss
-            .pick_local_port(client, server, sport, 1, 49152..=65535)
-            .unwrap();
-        let other = rss.pick_local_port(client, server, sport, 0, p..=p);
-        assert_eq!(other, None);
+    fn placement_maps_shards_to_cpus() {
+        let n = online_cpus();
+        assert_eq!(cpu_for(Pin::Same, 1, true), Some(1 % n));
+        assert_eq!(cpu_for(Pin::Same, 1, false), Some(1 % n));
+        assert_eq!(cpu_for(Pin::Split, 0, true), Some(1 % n));
+        assert_eq!(cpu_for(Pin::None, 0, true), None);
     }
 }
