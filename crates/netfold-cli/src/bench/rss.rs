@@ -108,7 +108,8 @@ mod tests {
     /// Microsoft's RSS verification vectors for IPv4 ("Verifying the RSS Hash Calculation"):
     /// destination, destination port, source, source port, IPv4-only hash, IPv4+TCP hash.
     /// They are hash inputs, not addresses any test talks to.
-    const VECTORS: [([u8; 4], u16, [u8; 4], u16, u32, u32); 5] = [
+    type Vector = ([u8; 4], u16, [u8; 4], u16, u32, u32);
+    const VECTORS: [Vector; 5] = [
         (
             [161, 142, 100, 80],
             1766,
