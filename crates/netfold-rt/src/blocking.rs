@@ -81,6 +81,9 @@ impl Driven for Inner {
     fn idle_wait(&self) -> StdDuration {
         self.idle_wait
     }
+    fn wake_on_rx(&mut self, waker: Option<&std::task::Waker>) -> bool {
+        self.device.wake_on_rx(waker)
+    }
 }
 
 /// What the runtime and its sockets share: the driver (its thread holds another reference).

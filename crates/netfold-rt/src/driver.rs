@@ -2,25 +2,35 @@
 //! ([`crate::blocking`]) and the C API's REAL clock.
 //!
 //! The driven state (a stack, its device, and whatever else its users keep beside them) lives
-//! behind one mutex. The driver thread polls it, then sleeps until its next deadline
-//! ([`Driven::poll_at`]) or an application call that changed something ("kick"):
+//! behind one mutex. The driver thread polls it while polls find work; after an empty poll it
+//! backs off as [`crate::backoff`] describes (spin, then yield the CPU between polls for a
+//! busy-poll budget, both with the mutex released), then sleeps until its next deadline
+//! ([`Driven::poll_at`]), frames, or an application call that changed something ("kick"):
 //! - a device with a file descriptor (TAP, packet socket) is waited on with poll(2), together
-//!   with a socket pair that application calls write to as their kick, with the mutex released;
-//! - a device without one (the in-memory pipe) cannot announce frames, so the driver waits on
-//!   the condition variable for at most [`Driven::idle_wait`].
+//!   with a socket pair that kicks write to, with the mutex released;
+//! - a device that can arm a wake-up ([`Driven::wake_on_rx`]: the in-memory pipe) is armed
+//!   with a waker that writes to that same socket pair, polled once more (frames sent before
+//!   the arm are not announced), and the driver sleeps in poll(2) on the socket pair alone;
+//! - any other device cannot announce frames, so the driver waits on the condition variable
+//!   for at most [`Driven::idle_wait`].
+//!
+//! A kick writes to the socket pair only while the driver is (about to be) asleep in poll(2),
+//! so application calls do not pay a system call per call while the driver is busy.
 //!
 //! Application calls that cannot complete wait on the same condition variable
 //! ([`Driver::wait`], [`Driver::wait_timeout`]), which the driver signals after every poll that
 //! did work; they never spin.
 
+use crate::backoff::{Backoff, BackoffConfig, Step};
 use netfold::phy::RawFd;
 use netfold::time::Instant;
 use netfold_os::wait::wait_readable_any;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::Waker as TaskWaker;
 use std::thread::JoinHandle;
 use std::time::Duration as StdDuration;
 
@@ -46,12 +56,20 @@ pub trait Driven {
     fn max_sleep(&self) -> Option<StdDuration> {
         None
     }
+
+    /// Arms (`Some`) or disarms (`None`) the device's wake-up on received frames (see
+    /// [`netfold::phy::Device::wake_on_rx`]); `false` when the device cannot.
+    fn wake_on_rx(&mut self, _waker: Option<&TaskWaker>) -> bool {
+        false
+    }
 }
 
-/// Wakes a driver sleeping in poll(2): one byte per kick on a non-blocking socket pair.
+/// Wakes a driver sleeping in poll(2): a byte on a non-blocking socket pair.
 struct Waker {
     tx: UnixStream,
     rx: UnixStream,
+    /// The driver is in, or about to enter, poll(2): kicks must write (see [`Waker::kick`]).
+    asleep: AtomicBool,
 }
 
 impl Waker {
@@ -59,13 +77,27 @@ impl Waker {
         let (tx, rx) = UnixStream::pair()?;
         tx.set_nonblocking(true)?;
         rx.set_nonblocking(true)?;
-        Ok(Waker { tx, rx })
+        Ok(Waker {
+            tx,
+            rx,
+            asleep: AtomicBool::new(false),
+        })
     }
 
     /// A full socket already holds a pending wake-up, so WouldBlock is fine.
-    fn wake(&self) {
+    fn ring(&self) {
         use std::io::Write as _;
         let _ = (&self.tx).write(&[1]);
+    }
+
+    /// A kick: rings only if the driver is asleep. The kick flag was stored before this
+    /// fence and the driver stores `asleep` before its fence and then reads the kick flag,
+    /// so either it sees the kick or this sees it asleep (a Dekker pair).
+    fn kick(&self) {
+        fence(Ordering::SeqCst);
+        if self.asleep.load(Ordering::Relaxed) {
+            self.ring();
+        }
     }
 
     /// Empties the socket (each kick wrote one byte).
@@ -80,6 +112,17 @@ impl Waker {
     }
 }
 
+/// A device's wake-up (the pipe's sender calls it): always rings, because the device's own
+/// arm flag already limits it to a sleeping driver, and the arm comes before `asleep` is set.
+impl std::task::Wake for Waker {
+    fn wake(self: Arc<Self>) {
+        self.ring();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.ring();
+    }
+}
+
 /// The lock around a driven state, the condition variable every change is announced on, the
 /// real-time clock, and the driver thread's stop and kick flags.
 pub struct Driver<S> {
@@ -87,23 +130,51 @@ pub struct Driver<S> {
     cond: Condvar,
     /// `None` when the socket pair could not be made: the driver then waits on the condition
     /// variable even for a device with a descriptor (bounded by its idle wait).
-    waker: Option<Waker>,
+    waker: Option<Arc<Waker>>,
+    /// `waker` as a [`TaskWaker`], for devices that arm one.
+    device_waker: Option<TaskWaker>,
     epoch: std::time::Instant,
     stop: AtomicBool,
     kick: AtomicBool,
+    backoff: BackoffConfig,
+    /// Polls the driver thread made, and times it went to sleep: what tests and diagnostics
+    /// read to tell a sleeping driver from a spinning one.
+    polls: AtomicU64,
+    sleeps: AtomicU64,
 }
 
 impl<S: Driven> Driver<S> {
     /// A driver for `state` whose clock reads the time elapsed since `epoch`.
     pub fn new(state: S, epoch: std::time::Instant) -> Driver<S> {
+        let waker = Waker::new().ok().map(Arc::new);
         Driver {
             state: Mutex::new(state),
             cond: Condvar::new(),
-            waker: Waker::new().ok(),
+            device_waker: waker.clone().map(TaskWaker::from),
+            waker,
             epoch,
             stop: AtomicBool::new(false),
             kick: AtomicBool::new(false),
+            backoff: BackoffConfig::default(),
+            polls: AtomicU64::new(0),
+            sleeps: AtomicU64::new(0),
         }
+    }
+
+    /// The same driver with another back-off policy (before [`Driver::spawn`]).
+    pub fn with_backoff(mut self, backoff: BackoffConfig) -> Driver<S> {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Polls the driver thread has made so far.
+    pub fn polls(&self) -> u64 {
+        self.polls.load(Ordering::Relaxed)
+    }
+
+    /// Times the driver thread has gone to sleep so far.
+    pub fn sleeps(&self) -> u64 {
+        self.sleeps.load(Ordering::Relaxed)
     }
 
     /// Starts the driver thread; it runs until [`Driver::stop`].
@@ -136,7 +207,7 @@ impl<S: Driven> Driver<S> {
         self.kick.store(true, Ordering::Release);
         self.cond.notify_all();
         if let Some(w) = &self.waker {
-            w.wake();
+            w.kick();
         }
     }
 
@@ -180,12 +251,21 @@ impl<S: Driven> Driver<S> {
 
     /// The driver thread's loop.
     fn run(&self) {
+        let mut backoff = Backoff::new(self.backoff);
+        // The device's wake-up is armed: the next empty poll may sleep.
+        let mut armed = false;
         let mut g = self.lock();
         while !self.stopped() {
             let now = self.now();
             let worked = g.poll(now);
+            self.polls.fetch_add(1, Ordering::Relaxed);
             self.kick.store(false, Ordering::Release);
             if worked {
+                backoff.worked();
+                if armed {
+                    g.wake_on_rx(None);
+                    armed = false;
+                }
                 self.cond.notify_all();
                 // Let application threads in before polling again.
                 drop(g);
@@ -197,22 +277,38 @@ impl<S: Driven> Driver<S> {
             if until_next.is_some_and(|d| d.is_zero()) {
                 continue;
             }
-            match (g.readable_fd(), &self.waker) {
-                (Some(fd), Some(w)) => {
+            let step = backoff.idle(now);
+            if step != Step::Sleep {
+                // Poll again soon, with the lock released so application calls get in.
+                drop(g);
+                Backoff::pause(step);
+                g = self.lock();
+                continue;
+            }
+            let bound = match (until_next, g.max_sleep()) {
+                (Some(d), Some(m)) => Some(d.min(m)),
+                (d, m) => d.or(m),
+            };
+            match (g.readable_fd(), &self.waker, &self.device_waker) {
+                (Some(fd), Some(w), _) => {
                     // Sleep in poll(2) on the device and the waker, with the lock released so
                     // application calls can run (and kick us).
-                    let bound = match (until_next, g.max_sleep()) {
-                        (Some(d), Some(m)) => Some(d.min(m)),
-                        (d, m) => d.or(m),
-                    };
-                    drop(g);
-                    let _ = wait_readable_any(&[fd, w.rx.as_raw_fd()], bound);
-                    w.drain();
-                    g = self.lock();
+                    g = self.sleep_in_poll(g, w, &[fd, w.rx.as_raw_fd()], bound);
+                }
+                (None, Some(w), Some(_)) if armed => {
+                    g = self.sleep_in_poll(g, w, &[w.rx.as_raw_fd()], bound);
+                    g.wake_on_rx(None);
+                    armed = false;
+                }
+                (None, Some(_), Some(dw)) if g.wake_on_rx(Some(dw)) => {
+                    // Frames sent before the arm are not announced: poll once more first.
+                    armed = true;
+                    continue;
                 }
                 _ => {
                     let idle = g.idle_wait();
                     let wait = until_next.map_or(idle, |d| d.min(idle));
+                    self.sleeps.fetch_add(1, Ordering::Relaxed);
                     g = self
                         .cond
                         .wait_timeout_while(g, wait, |_| !self.kicked() && !self.stopped())
@@ -220,6 +316,167 @@ impl<S: Driven> Driver<S> {
                         .0;
                 }
             }
+            backoff.worked();
         }
+        if armed {
+            g.wake_on_rx(None);
+        }
+    }
+
+    /// Sleeps in poll(2) on `fds` (the waker's socket among them) for at most `bound`, with
+    /// the lock released; returns it re-taken.
+    fn sleep_in_poll<'a>(
+        &'a self,
+        g: MutexGuard<'a, S>,
+        w: &Waker,
+        fds: &[RawFd],
+        bound: Option<StdDuration>,
+    ) -> MutexGuard<'a, S> {
+        w.asleep.store(true, Ordering::Relaxed);
+        // Dekker with `Waker::kick`: `asleep` before the kick flag is read.
+        fence(Ordering::SeqCst);
+        if self.kicked() || self.stopped() {
+            w.asleep.store(false, Ordering::Relaxed);
+            return g;
+        }
+        self.sleeps.fetch_add(1, Ordering::Relaxed);
+        drop(g);
+        let _ = wait_readable_any(fds, bound);
+        w.asleep.store(false, Ordering::Relaxed);
+        w.drain();
+        self.lock()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netfold::buf::{PacketBuf, Pool};
+    use netfold::iface::Stack;
+    use netfold::phy::pipe::{Pipe, PipeConfig, PipeEnd};
+    use netfold::phy::Device;
+    use netfold::wire::Ipv4Addr;
+    use netfold_testkit::config;
+
+    const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+    const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+    /// Far longer than any bound below: a driver that only woke on its idle timer would fail.
+    const IDLE_WAIT: StdDuration = StdDuration::from_secs(60);
+
+    struct Node {
+        stack: Stack,
+        end: PipeEnd,
+    }
+
+    impl Driven for Node {
+        fn poll(&mut self, now: Instant) -> bool {
+            self.stack.poll(now, &mut self.end)
+        }
+        fn poll_at(&self, now: Instant) -> Option<Instant> {
+            [self.stack.poll_at(now), self.end.poll_at()]
+                .into_iter()
+                .flatten()
+                .min()
+        }
+        fn readable_fd(&self) -> Option<RawFd> {
+            None
+        }
+        fn idle_wait(&self) -> StdDuration {
+            IDLE_WAIT
+        }
+        fn wake_on_rx(&mut self, waker: Option<&TaskWaker>) -> bool {
+            self.end.wake_on_rx(waker)
+        }
+    }
+
+    /// An ARP request (RFC 826) from B for A's address, on a broadcast Ethernet frame.
+    fn arp_request() -> PacketBuf {
+        let mac_b = [2, 0, 0, 0, 0, 2];
+        let mut f = Vec::with_capacity(42);
+        f.extend_from_slice(&[0xff; 6]);
+        f.extend_from_slice(&mac_b);
+        f.extend_from_slice(&0x0806u16.to_be_bytes());
+        // Ethernet hardware (1), IPv4 protocol (0x0800), lengths 6 and 4, op 1 = request.
+        f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+        f.extend_from_slice(&mac_b);
+        f.extend_from_slice(&B.octets());
+        f.extend_from_slice(&[0; 6]);
+        f.extend_from_slice(&A.octets());
+        let mut b = PacketBuf::with_capacity(f.len());
+        b.extend_from_slice(&f);
+        b
+    }
+
+    #[test]
+    fn an_idle_driver_sleeps_and_a_frame_from_the_pipe_wakes_it() {
+        let (a, mut b) = Pipe::new(PipeConfig::default());
+        let node = Node {
+            stack: Stack::new(config(A, 1)),
+            end: a,
+        };
+        let d = Arc::new(Driver::new(node, std::time::Instant::now()));
+        let h = d.spawn("driver-test").unwrap();
+
+        // Idle: after the busy-poll budget the driver sleeps. A driver that kept polling
+        // would make hundreds of thousands of polls in this window; one that sleeps makes
+        // one per timer deadline, and an idle stack with no sockets has few.
+        std::thread::sleep(StdDuration::from_millis(50));
+        let (p0, s0) = (d.polls(), d.sleeps());
+        std::thread::sleep(StdDuration::from_millis(200));
+        let idle_polls = d.polls() - p0;
+        assert!(idle_polls < 20, "{idle_polls} polls while idle");
+        assert!(d.sleeps() >= s0, "sleep counter went backwards");
+        assert!(d.sleeps() > 0, "the driver never slept");
+
+        // Traffic: a frame sent into the pipe wakes it (long before IDLE_WAIT), and its
+        // ARP reply comes back.
+        let mut pool = Pool::new(64, 4);
+        let t = std::time::Instant::now();
+        b.send_batch(Instant::ZERO, &mut pool, &mut vec![arp_request()]);
+        let bound = StdDuration::from_secs(10);
+        while b.rx_pending() == 0 && t.elapsed() < bound {
+            std::thread::sleep(StdDuration::from_millis(1));
+        }
+        let waited = t.elapsed();
+        assert!(b.rx_pending() > 0, "no reply after {waited:?}");
+        let mut out = Vec::new();
+        assert_eq!(
+            b.recv_batch(Instant::from_secs(3600), &mut pool, &mut out, 8),
+            1
+        );
+        assert_eq!(&out[0].as_slice()[12..14], &0x0806u16.to_be_bytes());
+
+        d.stop();
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn a_kick_wakes_a_sleeping_driver() {
+        let (a, _b) = Pipe::new(PipeConfig::default());
+        let node = Node {
+            stack: Stack::new(config(A, 1)),
+            end: a,
+        };
+        let d = Arc::new(Driver::new(node, std::time::Instant::now()));
+        let h = d.spawn("driver-test").unwrap();
+        std::thread::sleep(StdDuration::from_millis(50));
+        let bound = StdDuration::from_secs(10);
+        let s0 = d.sleeps();
+        let p0 = d.polls();
+        let t = std::time::Instant::now();
+        {
+            let g = d.lock();
+            d.kick(&g);
+        }
+        while d.polls() == p0 && t.elapsed() < bound {
+            std::thread::sleep(StdDuration::from_millis(1));
+        }
+        assert!(d.polls() > p0, "a kick did not wake the driver");
+        assert!(s0 > 0, "the driver was not asleep before the kick");
+        // stop() is a kick too: the join must not wait for IDLE_WAIT.
+        let t = std::time::Instant::now();
+        d.stop();
+        h.join().unwrap();
+        assert!(t.elapsed() < bound);
     }
 }

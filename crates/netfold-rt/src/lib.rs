@@ -7,6 +7,7 @@
 //!   streams and an `accept()`-ing listener.
 #![deny(unsafe_code)]
 
+pub mod backoff;
 pub mod blocking;
 pub mod driver;
 

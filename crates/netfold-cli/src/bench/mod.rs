@@ -14,6 +14,8 @@ pub mod pattern;
 pub mod remote;
 pub mod remote_net;
 pub mod report;
+pub mod rss;
+pub mod shards;
 pub mod smoltcp_pipe;
 pub mod smoltcp_tap;
 pub mod stats;
@@ -131,6 +133,10 @@ pub struct Params {
     pub mtu_given: bool,
     /// UDP_STREAM: target sending rate in bits/s (`-b`), None = as fast as possible.
     pub rate_bps: Option<u64>,
+    /// netfold: stacks per side, one thread each ([`shards`]); 0 = not sharded.
+    pub shards: usize,
+    /// netfold --shards: connections, spread round-robin over the shards.
+    pub streams: usize,
 }
 
 impl Default for Params {
@@ -156,6 +162,8 @@ impl Default for Params {
             copy_mode: netfold::mem::CopyMode::Kernels,
             mtu_given: false,
             rate_bps: None,
+            shards: 0,
+            streams: 1,
         }
     }
 }

@@ -1,6 +1,10 @@
 //! netfold with client and server stacks on two threads pinned to separate CPUs, joined by the
-//! in-memory pipe (which is a cross-thread queue). Each thread busy-polls its own stack, the way
-//! poll-mode user-space stacks run; there is no clock fast-forward here, timers run in real time.
+//! in-memory pipe (which is a cross-thread queue). Each thread polls its own stack, the way
+//! poll-mode user-space stacks run, but adaptively ([`netfold_rt::backoff`]): it busy-polls
+//! while polls find work, then yields the CPU between polls for a busy-poll budget, then sleeps
+//! until the device wakes it (the pipe's armed wake-up, a TAP's descriptor) or a timer is due,
+//! so two threads sharing one core take turns instead of starving each other. There is no
+//! clock fast-forward here, timers run in real time.
 
 use super::affinity::thread_cpu_seconds;
 use super::latency::Histogram;
@@ -14,15 +18,43 @@ use netfold::phy::Device;
 use netfold::socket::{TcpListener, TcpStream};
 use netfold::tcp;
 use netfold::time::Instant;
+use netfold_os::wait::wait_readable_any;
+use netfold_rt::backoff::Backoff;
 use std::io::ErrorKind;
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Wake, Waker};
 use std::time::{Duration, Instant as WallInstant};
 
 const PORT: u16 = 12865;
 /// A thread that sees no progress for this long gives up (and tells the other to).
 const STALL: Duration = Duration::from_secs(30);
+/// Longest sleep of an idle thread even when no deadline is due: a safety net against a state
+/// change nobody announced (the other thread's abort), at most 10 wake-ups a second like the
+/// C API's driver (`netfold-ffi`'s `MAX_SLEEP`).
+const MAX_SLEEP: Duration = Duration::from_millis(100);
+
+/// The pipe's wake-up for a sleeping thread: unpark it (a futex wake, paid only when the thread
+/// armed the pipe before parking).
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// How often a [`Node`] polled and slept: an idle node must sleep, not spin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PollStats {
+    pub polls: u64,
+    pub empty_polls: u64,
+    pub sleeps: u64,
+}
 
 /// One stack and its device (an end of the pipe, a TAP), on one thread.
 pub struct Node<D: Device> {
@@ -34,6 +66,16 @@ pub struct Node<D: Device> {
     epoch: WallInstant,
     abort: Arc<AtomicBool>,
     last_progress: WallInstant,
+    backoff: Backoff,
+    /// Unparks the thread that polls the node (made at the first arm on that thread: a node
+    /// may be built on one thread and driven on another).
+    waker: Option<(std::thread::ThreadId, Waker)>,
+    /// The device's wake-up is armed: the next empty poll parks.
+    armed: bool,
+    /// Longest idle sleep ([`MAX_SLEEP`]; tests lengthen it to show that a wake-up, not the
+    /// timeout, ended a sleep).
+    max_sleep: Duration,
+    pub poll_stats: PollStats,
 }
 
 impl<D: Device> Node<D> {
@@ -47,10 +89,28 @@ impl<D: Device> Node<D> {
             epoch,
             abort,
             last_progress: WallInstant::now(),
+            backoff: Backoff::default(),
+            waker: None,
+            armed: false,
+            max_sleep: MAX_SLEEP,
+            poll_stats: PollStats::default(),
         }
     }
 
-    fn now(&self) -> Instant {
+    /// The wake-up that unparks the calling thread.
+    fn thread_waker(&mut self) -> Waker {
+        let me = std::thread::current();
+        match &self.waker {
+            Some((id, w)) if *id == me.id() => w.clone(),
+            _ => {
+                let w = Waker::from(Arc::new(Unpark(me.clone())));
+                self.waker = Some((me.id(), w.clone()));
+                w
+            }
+        }
+    }
+
+    pub(crate) fn now(&self) -> Instant {
         Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
     }
 
@@ -74,16 +134,19 @@ impl<D: Device> Node<D> {
     }
 
     /// One poll; errors out if the other side gave up or nothing moved for too long.
-    fn poll(&mut self, progressed: bool) -> Result<(), BoxErr> {
+    pub(crate) fn poll(&mut self, progressed: bool) -> Result<(), BoxErr> {
         let (wall, now) = self.poll_time(self.worked);
-        self.worked = self.stack.poll(now, &mut self.end);
+        self.worked = self.poll_once(now);
         if self.worked || progressed {
             self.last_progress = wall;
+            self.backoff.worked();
         } else if wall.saturating_duration_since(self.last_progress) > STALL {
             self.abort.store(true, Ordering::Relaxed);
             return Err(
                 format!("no progress for 30 s; counters:\n{}", self.stack.counters()).into(),
             );
+        } else {
+            self.back_off(now, self.max_sleep);
         }
         if self.abort.load(Ordering::Relaxed) {
             return Err("the other side failed".into());
@@ -91,8 +154,63 @@ impl<D: Device> Node<D> {
         Ok(())
     }
 
+    /// Polls the stack once; disarms the device's wake-up when the poll found work.
+    fn poll_once(&mut self, now: Instant) -> bool {
+        let worked = self.stack.poll(now, &mut self.end);
+        self.poll_stats.polls += 1;
+        if worked {
+            if self.armed {
+                self.end.wake_on_rx(None);
+                self.armed = false;
+            }
+        } else {
+            self.poll_stats.empty_polls += 1;
+        }
+        worked
+    }
+
+    /// After an empty poll at `now`: spin, yield or sleep as the back-off says. A sleep lasts
+    /// until the device wakes the thread or the stack's (or device's) next deadline, at most
+    /// `longest`. A pipe is armed first and polled once more before the thread parks (see
+    /// `Device::wake_on_rx`); a device with neither a descriptor nor a wake-up only yields.
+    fn back_off(&mut self, now: Instant, longest: Duration) {
+        let step = self.backoff.idle(now);
+        if Backoff::pause(step) {
+            return;
+        }
+        let due = [self.stack.poll_at(now), self.end.poll_at()]
+            .into_iter()
+            .flatten()
+            .min();
+        let bound = due.map_or(longest, |at| {
+            Duration::from(at.saturating_since(now)).min(longest)
+        });
+        if bound.is_zero() {
+            return;
+        }
+        if let Some(fd) = self.end.readable_fd() {
+            self.poll_stats.sleeps += 1;
+            let _ = wait_readable_any(&[fd], Some(bound));
+            self.backoff.worked();
+        } else if self.armed {
+            self.poll_stats.sleeps += 1;
+            std::thread::park_timeout(bound);
+            self.end.wake_on_rx(None);
+            self.armed = false;
+            self.backoff.worked();
+        } else {
+            let w = self.thread_waker();
+            if self.end.wake_on_rx(Some(&w)) {
+                // The next poll looks once more; if it finds nothing, the thread parks.
+                self.armed = true;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
     /// Retries `op` (which returns WouldBlock when it cannot complete yet) while polling.
-    fn until<T>(
+    pub(crate) fn until<T>(
         &mut self,
         mut op: impl FnMut(&mut Stack) -> std::io::Result<T>,
     ) -> Result<T, BoxErr> {
@@ -127,16 +245,22 @@ impl<D: Device> Node<D> {
 
     /// After close(): keeps polling so the FIN (and its retransmissions) leave before the
     /// thread drops the stack — until the stack has been idle for 20 ms, at most 500 ms.
-    fn linger(&mut self) {
+    pub(crate) fn linger(&mut self) {
+        const IDLE: Duration = Duration::from_millis(20);
         let t = WallInstant::now();
         let mut idle_since = WallInstant::now();
-        while t.elapsed() < Duration::from_millis(500)
-            && idle_since.elapsed() < Duration::from_millis(20)
-        {
+        while t.elapsed() < Duration::from_millis(500) && idle_since.elapsed() < IDLE {
             let now = self.now();
-            if self.stack.poll(now, &mut self.end) {
+            if self.poll_once(now) {
                 idle_since = WallInstant::now();
+                self.backoff.worked();
+            } else {
+                self.back_off(now, IDLE.saturating_sub(idle_since.elapsed()));
             }
+        }
+        if self.armed {
+            self.end.wake_on_rx(None);
+            self.armed = false;
         }
     }
 }
@@ -149,6 +273,8 @@ pub struct Outcome {
     pub cpu_s: f64,
     /// RR/CRR client: per-transaction times.
     pub latency: Option<Histogram>,
+    /// The server thread's polls and sleeps.
+    pub poll_stats: PollStats,
 }
 
 pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
@@ -187,6 +313,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
         r.map(|o| Outcome {
             cpu_s: thread_cpu_seconds() - cpu0,
             counters: format!("{}", server_node.stack.counters()),
+            poll_stats: server_node.poll_stats,
             ..o
         })
     });
@@ -245,6 +372,11 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
         format!("{}", node.stack.counters()).into(),
     );
     details.insert("server_counters".into(), srv.counters.clone().into());
+    for (side, st) in [("client", node.poll_stats), ("server", srv.poll_stats)] {
+        details.insert(format!("{side}_polls"), st.polls.into());
+        details.insert(format!("{side}_empty_polls"), st.empty_polls.into());
+        details.insert(format!("{side}_sleeps"), st.sleeps.into());
+    }
     Ok(Measurement {
         bytes,
         transactions: cl.transactions,
@@ -330,6 +462,7 @@ pub fn drive<D: Device>(
         verified: true,
         cpu_s: 0.0,
         latency: None,
+        poll_stats: PollStats::default(),
     };
     let deadline = p.duration.map(Duration::from_secs_f64);
     let limit = p.transactions.unwrap_or(u64::MAX);
@@ -415,6 +548,7 @@ fn serve<D: Device>(
         verified: true,
         cpu_s: 0.0,
         latency: None,
+        poll_stats: PollStats::default(),
     };
     match p.test {
         Test::Stream => {
@@ -464,4 +598,103 @@ fn serve<D: Device>(
         Test::UdpStream => unreachable!("rejected in run"),
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::affinity::pin_current_thread;
+    use crate::bench::Pin;
+    use netfold::phy::pipe::PipeConfig;
+
+    /// Whether this process may pin a thread to CPU 0 (a restricted cpuset may refuse).
+    fn can_pin() -> bool {
+        std::thread::spawn(|| pin_current_thread(0))
+            .join()
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn two_threads_pinned_to_one_core_move_all_the_data() {
+        if !can_pin() {
+            eprintln!("skipped: cannot pin threads to CPU 0");
+            return;
+        }
+        const BYTES: u64 = 4 << 20;
+        let p = Params {
+            test: Test::Stream,
+            bytes: Some(BYTES),
+            duration: None,
+            verify: true,
+            threads: 2,
+            pin: Pin::Same,
+            ..Params::default()
+        };
+        let m = run(&p).expect("stream between two threads on one core");
+        assert_eq!(m.bytes, BYTES);
+        assert_eq!(m.verified, Some(true));
+        // Both threads ran out of work at some point (each waits for the other) and slept
+        // instead of spinning out their time slices.
+        let sleeps = |side: &str| m.details[&format!("{side}_sleeps")].as_u64().unwrap();
+        assert!(sleeps("client") + sleeps("server") > 0);
+    }
+
+    #[test]
+    fn an_idle_node_sleeps_instead_of_spinning() {
+        let (end, _peer) = Pipe::new(PipeConfig::default());
+        let stack = Stack::new(stack_config(CLIENT_ADDR, 1, 1500, Default::default()));
+        let mut n = Node::new(
+            stack,
+            end,
+            WallInstant::now(),
+            Arc::new(AtomicBool::new(false)),
+        );
+        const IDLE: Duration = Duration::from_millis(200);
+        let t = WallInstant::now();
+        n.until(|_| match t.elapsed() >= IDLE {
+            true => Ok(()),
+            false => Err(ErrorKind::WouldBlock.into()),
+        })
+        .unwrap();
+        let st = n.poll_stats;
+        // A busy poller makes hundreds of thousands of polls in 200 ms. One that backs off
+        // polls during its 50 us busy-poll budget (a yield per poll), then once per wake-up:
+        // at least two sleeps (MAX_SLEEP is 100 ms), and far fewer polls.
+        assert!(st.sleeps >= 2, "{st:?}");
+        assert!(st.polls < 2_000, "{st:?}");
+    }
+
+    #[test]
+    fn a_parked_node_wakes_when_the_peer_sends() {
+        let (end, mut peer) = Pipe::new(PipeConfig::default());
+        let stack = Stack::new(stack_config(CLIENT_ADDR, 1, 1500, Default::default()));
+        let mut n = Node::new(
+            stack,
+            end,
+            WallInstant::now(),
+            Arc::new(AtomicBool::new(false)),
+        );
+        n.max_sleep = Duration::from_secs(60);
+        // The peer sends a frame 30 ms from now; the node must notice it through the pipe's
+        // wake-up: its safety-net sleep is made far longer than the bound below.
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            let mut pool = netfold::buf::Pool::new(64, 4);
+            let mut b = netfold::buf::PacketBuf::with_capacity(60);
+            b.extend_from_slice(&[0xffu8; 60]);
+            peer.send_batch(Instant::ZERO, &mut pool, &mut vec![b]);
+            (WallInstant::now(), peer)
+        });
+        let t = WallInstant::now();
+        let frames = |n: &Node<netfold::phy::pipe::PipeEnd>| n.end.stats().delivered;
+        while frames(&n) == 0 && t.elapsed() < Duration::from_secs(10) {
+            n.poll(false).unwrap();
+        }
+        let woke = WallInstant::now();
+        let (sent_at, _peer) = sender.join().unwrap();
+        assert_eq!(frames(&n), 1);
+        assert!(n.poll_stats.sleeps > 0, "{:?}", n.poll_stats);
+        let lag = woke.saturating_duration_since(sent_at);
+        assert!(lag < Duration::from_secs(10), "woke {lag:?} after the send");
+    }
 }

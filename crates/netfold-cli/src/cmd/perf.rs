@@ -140,6 +140,13 @@ pub struct Common {
     /// [default: split].
     #[arg(long, value_enum)]
     pub pin: Option<Pin>,
+    /// netfold (issue 14, shards): N client and N server stacks, one thread each, shard k's
+    /// pair on its own pipe, placed by --pin (same: shard k on CPU k). TCP_STREAM only.
+    #[arg(long)]
+    pub shards: Option<usize>,
+    /// netfold --shards: connections, spread over the shards [default: one per shard].
+    #[arg(long, requires = "shards")]
+    pub streams: Option<usize>,
     /// Link: auto (netfold/smoltcp: in-memory pipe, kernel: loopback), lo, veth (kernel), tap
     /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth).
     #[arg(long, value_enum, default_value_t = KernelLink::Auto)]
@@ -487,6 +494,9 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
             netfold::mem::CopyMode::Kernels
         },
         rate_bps: a.bitrate.filter(|&b| b > 0),
+        // Issue 14 (shards): see bench::shards.
+        shards: a.shards.unwrap_or(0),
+        streams: a.streams.or(a.shards).unwrap_or(1),
     })
 }
 
@@ -507,6 +517,10 @@ fn run_stack(
     p: &Params,
 ) -> Result<(Measurement, String, usize), Box<dyn std::error::Error>> {
     match (stack, link) {
+        // Issue 14 (shards): see bench::shards.
+        (StackKind::Netfold, KernelLink::Auto) if p.shards > 0 => {
+            Ok((crate::bench::shards::run(p)?, "pipe".into(), p.mtu))
+        }
         (StackKind::Netfold, KernelLink::Auto) => Ok((netfold_pipe::run(p)?, "pipe".into(), p.mtu)),
         (StackKind::Netfold, KernelLink::Tap) => {
             Ok((crate::bench::netfold_tap::run(p)?, "tap".into(), p.mtu))

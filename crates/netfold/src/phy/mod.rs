@@ -104,4 +104,16 @@ pub trait Device {
     fn readable_fd(&self) -> Option<RawFd> {
         None
     }
+
+    /// For devices without a descriptor (the in-memory pipe): `Some(waker)` arms a wake-up,
+    /// so that `waker` is woken once when the peer next sends frames to this device; `None`
+    /// disarms it. Returns whether the device can do this at all (`false`: sleep on
+    /// [`Device::readable_fd`] or a timer instead).
+    ///
+    /// Frames that arrived before the arm are not announced, so a driver arms, polls once
+    /// more, and sleeps only if that poll found nothing (the order NAPI uses when it
+    /// re-enables an interrupt). A sender pays for the wake-up only while it is armed.
+    fn wake_on_rx(&mut self, _waker: Option<&core::task::Waker>) -> bool {
+        false
+    }
 }

@@ -37,10 +37,23 @@
 //! been deliverable, whichever comes first. Time is virtual: it is the `now` given to `send_batch` and
 //! `recv_batch`, and [`Device::poll_at`] on the receiving end tells when the next held frame
 //! becomes deliverable.
+//!
+//! # Sleeping receivers
+//!
+//! A thread that drives one end can sleep when it runs out of work instead of busy-polling
+//! ([`Device::wake_on_rx`]): it arms its receiving direction with a [`Waker`], polls once more,
+//! and sleeps. The arm is one flag per direction, so the sender pays nothing on the fast path
+//! but a load of that flag per `send_batch`, and a wake-up (a futex or a socket write,
+//! whatever the waker does) only when the receiver actually sleeps. The flag and the queue's
+//! frame count are a Dekker pair: the receiver stores the flag, then reads the count (in the
+//! poll after arming); the sender stores the count, then reads the flag; a sequentially
+//! consistent fence between each store and load guarantees that at least one of them sees the
+//! other's store, so a frame is never sent to a sleeper unannounced.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
 
 use crate::buf::{PacketBuf, Pool};
 use crate::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
@@ -449,6 +462,11 @@ struct Direction {
     /// times a second, and every lock bounces the cache line to the sender's core). Updated
     /// under the lock; read without it, so a stale value only delays a frame by one poll.
     in_flight: AtomicUsize,
+    /// The receiving end is (about to be) asleep and wants [`Direction::waker`] woken when
+    /// frames come (see "Sleeping receivers" above).
+    armed: AtomicBool,
+    /// What a sender wakes; only touched when arming and when waking, never per frame.
+    waker: Mutex<Option<Waker>>,
 }
 
 impl Direction {
@@ -456,7 +474,40 @@ impl Direction {
         Arc::new(Direction {
             link: Mutex::new(Link::new(capacity)),
             in_flight: AtomicUsize::new(0),
+            armed: AtomicBool::new(false),
+            waker: Mutex::new(None),
         })
+    }
+
+    /// Receiver side: arms (`Some`) or disarms (`None`) the wake-up.
+    fn set_waker(&self, waker: Option<&Waker>) {
+        let Some(w) = waker else {
+            self.armed.store(false, Ordering::Relaxed);
+            return;
+        };
+        {
+            let mut slot = self.waker.lock().unwrap_or_else(|e| e.into_inner());
+            if !slot.as_ref().is_some_and(|old| old.will_wake(w)) {
+                *slot = Some(w.clone());
+            }
+        }
+        self.armed.store(true, Ordering::Relaxed);
+        // Orders the flag before the frame count the receiver reads next (Dekker, above).
+        fence(Ordering::SeqCst);
+    }
+
+    /// Sender side, after queueing frames (and publishing `in_flight`) with the link lock
+    /// released: wakes an armed receiver, once.
+    fn wake_receiver(&self) {
+        // Orders the published frame count before the flag (Dekker, above).
+        fence(Ordering::SeqCst);
+        if !self.armed.load(Ordering::Relaxed) || !self.armed.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(w) = waker {
+            w.wake();
+        }
     }
 
     /// The lock, even if the other end panicked while holding it: the queue's invariants hold
@@ -647,6 +698,7 @@ impl Device for PipeEnd {
     fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
         let imp = self.config.impairments;
         let tx = Arc::clone(&self.tx);
+        let queued = !frames.is_empty();
         let mut link = tx.lock();
         // Recycling: take back as many buffers as we are about to give away.
         let want = frames.len().min(link.returns.len());
@@ -690,6 +742,10 @@ impl Device for PipeEnd {
             }
         }
         tx.in_flight.store(link.in_flight(), Ordering::Release);
+        drop(link);
+        if queued {
+            tx.wake_receiver();
+        }
     }
 
     fn poll_at(&self) -> Option<Instant> {
@@ -697,6 +753,11 @@ impl Device for PipeEnd {
             return None;
         }
         self.rx.lock().next_ready()
+    }
+
+    fn wake_on_rx(&mut self, waker: Option<&Waker>) -> bool {
+        self.rx.set_waker(waker);
+        true
     }
 }
 
@@ -836,6 +897,92 @@ mod tests {
         a.corrupt(&mut short);
         assert_eq!(short.iter().map(|b| b.count_ones()).sum::<u32>(), 1);
         a.corrupt(&mut []);
+    }
+
+    /// Counts its wake-ups.
+    struct CountingWaker(AtomicUsize);
+
+    impl std::task::Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn armed_receiver_is_woken_once_per_arm() {
+        let (mut a, mut b) = Pipe::new(PipeConfig::default());
+        let mut pool = Pool::new(64, 16);
+        let count = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let waker = Waker::from(Arc::clone(&count));
+        let wakes = || count.0.load(Ordering::SeqCst);
+
+        // Not armed: sending wakes nobody.
+        a.send_batch(Instant::ZERO, &mut pool, &mut vec![frame(0, 60)]);
+        assert_eq!(wakes(), 0);
+
+        // Armed: the next send wakes, once; later sends do not until re-armed.
+        assert!(b.wake_on_rx(Some(&waker)));
+        a.send_batch(Instant::ZERO, &mut pool, &mut vec![frame(1, 60)]);
+        assert_eq!(wakes(), 1);
+        a.send_batch(Instant::ZERO, &mut pool, &mut vec![frame(2, 60)]);
+        assert_eq!(wakes(), 1);
+
+        // An empty batch queues nothing and wakes nobody.
+        assert!(b.wake_on_rx(Some(&waker)));
+        a.send_batch(Instant::ZERO, &mut pool, &mut Vec::new());
+        assert_eq!(wakes(), 1);
+
+        // Disarmed: no wake-up. Sending the other way never wakes this direction's waker.
+        assert!(b.wake_on_rx(None));
+        a.send_batch(Instant::ZERO, &mut pool, &mut vec![frame(3, 60)]);
+        b.send_batch(Instant::ZERO, &mut pool, &mut vec![frame(4, 60)]);
+        assert_eq!(wakes(), 1);
+
+        let mut out = Vec::new();
+        assert_eq!(b.recv_batch(Instant::ZERO, &mut pool, &mut out, 64), 4);
+    }
+
+    #[test]
+    fn sleeping_thread_is_woken_by_a_send_from_another_thread() {
+        struct Unpark(std::thread::Thread);
+        impl std::task::Wake for Unpark {
+            fn wake(self: Arc<Self>) {
+                self.0.unpark();
+            }
+        }
+        let (mut a, mut b) = Pipe::new(PipeConfig::default());
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let receiver = std::thread::spawn(move || {
+            let mut pool = Pool::new(64, 16);
+            let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+            let mut out = Vec::new();
+            let start = std::time::Instant::now();
+            let mut sleeps = 0u32;
+            ready_tx.send(()).unwrap();
+            // Arm, check once more, sleep: the protocol `Device::wake_on_rx` documents. The
+            // timeout only keeps a broken wake-up from hanging the test.
+            while b.recv_batch(Instant::ZERO, &mut pool, &mut out, 64) == 0 {
+                b.wake_on_rx(Some(&waker));
+                if b.recv_batch(Instant::ZERO, &mut pool, &mut out, 64) > 0 {
+                    break;
+                }
+                sleeps += 1;
+                std::thread::park_timeout(std::time::Duration::from_secs(10));
+            }
+            b.wake_on_rx(None);
+            (out.len(), start.elapsed(), sleeps)
+        });
+        ready_rx.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut pool = Pool::new(64, 16);
+        a.send_batch(Instant::ZERO, &mut pool, &mut vec![frame(7, 60)]);
+        let (got, waited, sleeps) = receiver.join().unwrap();
+        assert_eq!(got, 1);
+        // Woken by the send, not by the 10 s safety timeout.
+        assert!(
+            waited < std::time::Duration::from_secs(5),
+            "{waited:?} {sleeps}"
+        );
     }
 
     #[test]

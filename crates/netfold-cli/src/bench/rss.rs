@@ -1,0 +1,217 @@
+//! Steering flows to shards (issue 14, step 11 item 1; the runner is [`super::shards`]): the Toeplitz hash that receive-side
+//! scaling (RSS) NICs compute over a packet's addresses and ports, the indirection table that
+//! maps a hash to a queue (a shard), and the choice of a local port whose hash lands on the
+//! caller's shard, so that both directions of a connection stay on one shard.
+//!
+//! The hash is the one Microsoft's "Verifying the RSS Hash Calculation" specifies, tested
+//! below against its published verification vectors: for every set bit of the input, XOR
+//! the 32 bits of the key that start at that bit's position into the result.
+
+/// The RSS key Microsoft's verification vectors use (40 bytes: room for an IPv6 4-tuple,
+/// 36 bytes of input, plus the 4 bytes of the initial window).
+pub const MICROSOFT_KEY: [u8; 40] = [
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,
+    0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
+    0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
+];
+
+/// Entries in the indirection table: Microsoft's RSS allows up to 128 and indexes the table
+/// with the hash's low 7 bits.
+pub const INDIRECTION_ENTRIES: usize = 128;
+
+/// The Toeplitz hash of `input` under `key`. Key bits past the end of `key` count as zero,
+/// so a short key hashes long input without panicking (real keys are 40 bytes).
+pub fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
+    let key_bit = |pos: usize| -> u32 {
+        key.get(pos / 8)
+            .map_or(0, |b| u32::from((b >> (7 - pos % 8)) & 1))
+    };
+    // The 32 key bits starting at the current input bit's position.
+    let mut window = (0..32).fold(0u32, |w, i| (w << 1) | key_bit(i));
+    let mut hash = 0u32;
+    for (i, byte) in input.iter().enumerate() {
+        for bit in 0..8 {
+            if byte & (0x80 >> bit) != 0 {
+                hash ^= window;
+            }
+            window = (window << 1) | key_bit(i * 8 + bit + 32);
+        }
+    }
+    hash
+}
+
+/// The RSS input of an IPv4 TCP/UDP packet: source address, destination address, source
+/// port, destination port, all in network byte order.
+pub fn ipv4_tuple(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> [u8; 12] {
+    let mut t = [0u8; 12];
+    t[..4].copy_from_slice(&src);
+    t[4..8].copy_from_slice(&dst);
+    t[8..10].copy_from_slice(&sport.to_be_bytes());
+    t[10..].copy_from_slice(&dport.to_be_bytes());
+    t
+}
+
+/// A key and an indirection table over `shards` queues, filled round-robin as drivers do
+/// by default (Linux's `ethtool_rxfh_indir_default`: entry `i` -> queue `i % n`).
+#[derive(Debug, Clone)]
+pub struct Rss {
+    key: [u8; 40],
+    table: [u16; INDIRECTION_ENTRIES],
+    shards: usize,
+}
+
+impl Rss {
+    /// `shards` is clamped to `1..=INDIRECTION_ENTRIES`.
+    pub fn new(key: [u8; 40], shards: usize) -> Rss {
+        let shards = shards.clamp(1, INDIRECTION_ENTRIES);
+        let mut table = [0u16; INDIRECTION_ENTRIES];
+        for (i, e) in table.iter_mut().enumerate() {
+            // Lossless: shards <= INDIRECTION_ENTRIES = 128.
+            *e = (i % shards) as u16;
+        }
+        Rss { key, table, shards }
+    }
+
+    pub fn shards(&self) -> usize {
+        self.shards
+    }
+
+    /// The shard that receives a packet from `src:sport` to `dst:dport`.
+    pub fn shard_of(&self, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> usize {
+        let h = toeplitz(&self.key, &ipv4_tuple(src, dst, sport, dport));
+        usize::from(self.table[h as usize % INDIRECTION_ENTRIES])
+    }
+
+    /// A local port in `ports` for a connection from `local` to `remote:rport` such that both
+    /// directions hash to `shard`: the packets the peer sends back (its receive side steered
+    /// by the same key at this end) and the packets this end sends (steered at the peer's).
+    /// `None` if no port in the range does.
+    pub fn pick_local_port(
+        &self,
+        local: [u8; 4],
+        remote: [u8; 4],
+        rport: u16,
+        shard: usize,
+        ports: std::ops::RangeInclusive<u16>,
+    ) -> Option<u16> {
+        ports.into_iter().find(|&lport| {
+            self.shard_of(remote, local, rport, lport) == shard
+                && self.shard_of(local, remote, lport, rport) == shard
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Microsoft's RSS verification vectors for IPv4 ("Verifying the RSS Hash Calculation"):
+    /// destination, destination port, source, source port, IPv4-only hash, IPv4+TCP hash.
+    /// They are hash inputs, not addresses any test talks to.
+    type Vector = ([u8; 4], u16, [u8; 4], u16, u32, u32);
+    const VECTORS: [Vector; 5] = [
+        (
+            [161, 142, 100, 80],
+            1766,
+            [66, 9, 149, 187],
+            2794,
+            0x323e_8fc2,
+            0x51cc_c178,
+        ),
+        (
+            [65, 69, 140, 83],
+            4739,
+            [199, 92, 111, 2],
+            14230,
+            0xd718_262a,
+            0xc626_b0ea,
+        ),
+        (
+            [12, 22, 207, 184],
+            38024,
+            [24, 19, 198, 95],
+            12898,
+            0xd2d0_a5de,
+            0x5c2b_394a,
+        ),
+        (
+            [209, 142, 163, 6],
+            2217,
+            [38, 27, 205, 30],
+            48228,
+            0x8298_9176,
+            0xafc7_327f,
+        ),
+        (
+            [202, 188, 127, 2],
+            1303,
+            [153, 39, 163, 191],
+            44251,
+            0x5d18_09c5,
+            0x10e8_28a2,
+        ),
+    ];
+
+    #[test]
+    fn toeplitz_matches_microsofts_verification_vectors() {
+        for (dst, dport, src, sport, ip_only, with_tcp) in VECTORS {
+            let mut addrs = [0u8; 8];
+            addrs[..4].copy_from_slice(&src);
+            addrs[4..].copy_from_slice(&dst);
+            assert_eq!(
+                toeplitz(&MICROSOFT_KEY, &addrs),
+                ip_only,
+                "{src:?} -> {dst:?}"
+            );
+            assert_eq!(
+                toeplitz(&MICROSOFT_KEY, &ipv4_tuple(src, dst, sport, dport)),
+                with_tcp,
+                "{src:?}:{sport} -> {dst:?}:{dport}"
+            );
+        }
+    }
+
+    #[test]
+    fn short_keys_and_empty_input_do_not_panic() {
+        assert_eq!(toeplitz(&MICROSOFT_KEY, &[]), 0);
+        assert_eq!(toeplitz(&[], &[0xff; 12]), 0);
+        assert_eq!(toeplitz(&[0xff; 4], &[0x80]), u32::MAX);
+    }
+
+    #[test]
+    fn the_table_spreads_flows_and_stays_in_range() {
+        let rss = Rss::new(MICROSOFT_KEY, 2);
+        let (a, b) = ([198, 18, 0, 1], [198, 18, 0, 2]);
+        let mut per = [0usize; 2];
+        for port in 49152..=50175u16 {
+            per[rss.shard_of(a, b, port, 12865)] += 1;
+        }
+        // 1024 flows over 2 shards: neither shard is starved (a uniform hash gives 512 each;
+        // 400 is more than six standard deviations below).
+        assert!(per.iter().all(|&n| n > 400), "{per:?}");
+        assert_eq!(Rss::new(MICROSOFT_KEY, 0).shards(), 1);
+        assert_eq!(Rss::new(MICROSOFT_KEY, 1000).shards(), INDIRECTION_ENTRIES);
+    }
+
+    #[test]
+    fn a_picked_port_keeps_both_directions_of_a_connection_on_its_shard() {
+        let (client, server, sport) = ([198, 18, 0, 1], [198, 18, 0, 2], 12865);
+        for shards in 1..=4 {
+            let rss = Rss::new(MICROSOFT_KEY, shards);
+            for shard in 0..shards {
+                let lport = rss
+                    .pick_local_port(client, server, sport, shard, 49152..=65535)
+                    .expect("some ephemeral port lands on every shard");
+                assert_eq!(rss.shard_of(server, client, sport, lport), shard);
+                assert_eq!(rss.shard_of(client, server, lport, sport), shard);
+            }
+        }
+        // A range with no fitting port says so.
+        let rss = Rss::new(MICROSOFT_KEY, 2);
+        let p = rss
+            .pick_local_port(client, server, sport, 1, 49152..=65535)
+            .unwrap();
+        let other = rss.pick_local_port(client, server, sport, 0, p..=p);
+        assert_eq!(other, None);
+    }
+}
