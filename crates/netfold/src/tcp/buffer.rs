@@ -506,13 +506,20 @@ mod tests {
         assert_eq!(cache.in_use(), 32);
         assert_eq!(cache.len(), 1, "the old ring went back to the cache");
         assert_eq!(r.write_at(0, b"gh", CopyMode::Kernels), Some(5));
-        assert_eq!(r.write_at(0, b"lmnopqrstuvwxyz", CopyMode::Kernels), Some(15));
+        assert_eq!(
+            r.write_at(0, b"lmnopqrstuvwxyz", CopyMode::Kernels),
+            Some(15)
+        );
         let mut out = [0u8; 32];
         assert_eq!(r.read(&mut out, CopyMode::Kernels), 22);
         assert_eq!(&out[..22], b"efghijklmnopqrstuvwxyz");
 
         let mut s = SendRing::from_cache(8, &mut cache);
-        assert_eq!(cache.len(), 1, "the cached 10-byte ring does not serve an 8-byte one");
+        assert_eq!(
+            cache.len(),
+            1,
+            "the cached 10-byte ring does not serve an 8-byte one"
+        );
         assert_eq!(s.push(b"abcdef", CopyMode::Kernels), 6);
         s.consume(5);
         assert_eq!(s.push(b"ghijklm", CopyMode::Kernels), 7); // wraps

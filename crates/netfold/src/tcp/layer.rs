@@ -703,7 +703,14 @@ impl TcpLayer {
             }
             local
         };
-        let c = Conn::new_active(now, self.secret.bytes(), local, remote, config, &mut self.rings);
+        let c = Conn::new_active(
+            now,
+            self.secret.bytes(),
+            local,
+            remote,
+            config,
+            &mut self.rings,
+        );
         let i = self.alloc(Sock::Conn(Box::new(c)));
         self.last_hit = None;
         self.conns.insert((local, remote), i);

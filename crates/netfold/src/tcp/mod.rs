@@ -302,7 +302,8 @@ impl Config {
     /// The largest receive buffer this connection may reach (the window scale covers it).
     pub fn recv_ceiling(&self) -> usize {
         if self.recv_autotune() {
-            self.recv_buffer_max.clamp(self.recv_initial(), conn::MAX_BUFFER)
+            self.recv_buffer_max
+                .clamp(self.recv_initial(), conn::MAX_BUFFER)
         } else {
             self.recv_initial()
         }
@@ -319,7 +320,8 @@ impl Config {
     /// The largest send buffer this connection may reach.
     pub fn send_ceiling(&self) -> usize {
         if self.send_autotune() {
-            self.send_buffer_max.clamp(self.send_initial(), conn::MAX_BUFFER)
+            self.send_buffer_max
+                .clamp(self.send_initial(), conn::MAX_BUFFER)
         } else {
             self.send_initial()
         }
