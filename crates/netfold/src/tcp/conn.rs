@@ -561,9 +561,9 @@ impl Conn {
             return Ok(0);
         }
         let n = self.snd.ring.push(data, mode);
-        // The writer wants more space than the ring has (Linux SOCK_NOSPACE): the send
+        // The writer filled the ring or wants more space than it has (Linux SOCK_NOSPACE): the send
         // buffer may grow at the next ACK (`autotune.rs`).
-        self.snd.app_blocked |= n < data.len();
+        self.snd.app_blocked |= n < data.len() || self.snd.ring.free() == 0;
         if n == 0 {
             return Err(Error::WouldBlock);
         }
