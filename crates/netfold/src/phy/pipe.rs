@@ -564,11 +564,10 @@ impl PipeEnd {
             self.tx_busy_until = now;
             self.tx_carry = 0;
         }
-        if rate > 0 {
-            let owed = (len as u128).saturating_mul(8).saturating_mul(1_000_000) + self.tx_carry;
-            let micros = u64::try_from(owed / rate).unwrap_or(u64::MAX);
-            self.tx_carry = owed % rate;
-            self.tx_busy_until = self.tx_busy_until + Duration::from_micros(micros);
+        let owed = (len as u128).saturating_mul(8).saturating_mul(1_000_000) + self.tx_carry;
+        if let (Some(q), Some(r)) = (owed.checked_div(rate), owed.checked_rem(rate)) {
+            self.tx_carry = r;
+            self.tx_busy_until += Duration::from_micros(u64::try_from(q).unwrap_or(u64::MAX));
         }
         self.tx_busy_until + self.config.impairments.delay
     }
@@ -794,6 +793,22 @@ mod tests {
         assert_eq!(a.serialisation_time(1500), Duration::from_millis(12));
         let (a, _b) = Pipe::new(PipeConfig::default().rate(3));
         assert_eq!(a.serialisation_time(1), Duration::from_micros(2_666_667));
+    }
+
+    #[test]
+    fn back_to_back_frames_run_at_exactly_the_rate() {
+        let (mut a, _b) = Pipe::new(PipeConfig::default().rate(1_000_000_000));
+        let now = Instant::ZERO;
+        let mut last = now;
+        // 1000 frames of 1514 bytes at 1 Gbit/s: 12.112 us each, 12 112 us in all (rounding
+        // each frame up to 13 us would make it 13 000).
+        for _ in 0..1000 {
+            last = a.schedule(now, 1514);
+        }
+        assert_eq!(last, now + Duration::from_micros(12_112));
+        // After an idle gap the remainder is not owed.
+        let later = last + Duration::from_millis(1);
+        assert_eq!(a.schedule(later, 1514), later + Duration::from_micros(12));
     }
 
     #[test]

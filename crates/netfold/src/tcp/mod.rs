@@ -59,7 +59,9 @@
 //! | `timers.rs`   | `Timers`: RTO (RFC 6298), TLP (RFC 8985), delayed ACK, persist,        |
 //! |               | keepalive, 2MSL                                                        |
 //! | `buffer.rs`   | send ring, receive ring with in-place out-of-order assembler; the      |
-//! |               | per-stack `RingCache` that recycles ring storage between connections   |
+//! |               | per-stack `RingCache` that recycles ring storage and charges it to the |
+//! |               | stack's socket-buffer budget                                           |
+//! | `autotune.rs` | receive-buffer auto-tuning (Linux DRS) and send-buffer growth          |
 //! | `sack.rs`     | RFC 6675 scoreboard (IsLost, pipe, holes), RFC 2018 block history      |
 //! | `cc/`         | `CongestionController` trait, NewReno (RFC 5681), CUBIC (RFC 9438)     |
 //! | `rtt.rs`      | RFC 6298 estimator; `isn.rs`: RFC 6528 ISN with hand-written SipHash    |
@@ -103,10 +105,27 @@
 //!   process-wide state.
 //! - Replies to unacceptable segments without data are limited to one per 500 ms per
 //!   connection; challenge ACKs to 1000 per second per layer (RFC 5961 §7).
+//! - Socket buffers are auto-tuned as in Linux unless the application sets a size
+//!   (`Config::recv_buffer`/`send_buffer` non-zero, or SO_RCVBUF/SO_SNDBUF in the C API, which
+//!   also reports the value doubled as Linux does). The receive buffer starts at 256 KiB
+//!   ([`RECV_BUFFER_INITIAL`]) and once per RTT grows to twice what the application read in
+//!   that RTT plus 16 segments (`tcp_rcv_space_adjust`), up to `Config::recv_buffer_max`
+//!   (6 MiB, Linux `tcp_rmem[2]`); the send buffer starts at 256 KiB and, when the application
+//!   filled it and cwnd is not full, grows to twice cwnd (`tcp_sndbuf_expand`), up to
+//!   `Config::send_buffer_max` (4 MiB, `tcp_wmem[2]`). Linux starts at 128 KiB / 16 KiB of
+//!   accounted memory (about 64 KiB of window); netfold keeps its former 256 KiB because its
+//!   rings carry no sk_buff overhead and the low-RTT in-memory link and short connections
+//!   then behave as before. Sizes double along a ladder (initial x 2^k, capped at the maximum)
+//!   so that recycled rings fit other connections; rings grow by moving their contents,
+//!   out-of-order data included, into a bigger ring, and never shrink. Every ring byte is
+//!   charged to the stack's budget (`StackConfig::tcp_buffer_budget`, default 1 GiB, the order
+//!   of Linux's `tcp_mem[2]`); growth beyond it is refused and counted
+//!   (`Stats::buffer_budget_refusals`), never an allocation failure. The window scale is chosen
+//!   from the MAXIMUM buffer (RFC 7323 §2.3, Linux `tcp_select_initial_window`): 7 for 6 MiB.
 //! - Not implemented: urgent data (URG is ignored), ECN, D-SACK, data carried
 //!   on a SYN (dropped, the peer retransmits it), RFC 6191 TIME-WAIT reuse by SYN, non-zero
-//!   `linger` (close never blocks in a sans-IO core), changing buffer sizes on a live
-//!   connection.
+//!   `linger` (close never blocks in a sans-IO core), shrinking buffers or changing an
+//!   explicit buffer size on a live connection.
 
 mod autotune;
 pub mod buffer;
