@@ -31,8 +31,10 @@
  *    TCP_KEEPINTVL, TCP_KEEPCNT. Others fail with ENOPROTOOPT. SO_LINGER {1, 0} makes
  *    nf_close reset the connection; {1, t > 0} makes a blocking nf_close wait up to t seconds
  *    for the FIN to be acknowledged (then the close goes on in the background, and nf_close
- *    returns 0 either way). SO_RCVBUF/SO_SNDBUF are taken as given (not doubled as on
- *    Linux), clamped to 2 KiB..16 MiB.
+ *    returns 0 either way). SO_RCVBUF/SO_SNDBUF as on Linux: setting one turns buffer
+ *    auto-tuning off for the socket; the value (clamped to 2 KiB..16 MiB) is the ring and
+ *    window size, and getsockopt reports it doubled (socket(7)); unset, getsockopt reports
+ *    twice the auto-tuned buffer.
  *  - nf_ioctl: FIONREAD, FIONBIO and SIOCOUTQ (== TIOCOUTQ, as in <linux/sockios.h>).
  *  - recv flags: MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC and MSG_PEEK (UDP only); send flags:
  *    MSG_DONTWAIT, MSG_NOSIGNAL, MSG_MORE (accepted, no effect). Others: EOPNOTSUPP.

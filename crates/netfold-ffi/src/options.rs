@@ -12,6 +12,25 @@ use netfold_core::time::Duration;
 const MIN_BUF: usize = 2048;
 const MAX_BUF: usize = 16 * 1024 * 1024;
 
+/// SO_RCVBUF/SO_SNDBUF with Linux's semantics (socket(7)): setting a size turns buffer
+/// auto-tuning off for the socket (Linux `SOCK_RCVBUF_LOCK`/`SOCK_SNDBUF_LOCK`) and "the
+/// kernel doubles this value (to allow space for bookkeeping overhead) when it is set using
+/// setsockopt(2), and this doubled value is returned by getsockopt(2)". The requested value
+/// is what netfold's ring holds and what the window covers (the part of Linux's doubled
+/// buffer that is window); netfold's rings carry no per-packet overhead, so the other half is
+/// never allocated, but getsockopt reports the doubled value as Linux does. Unset, the value
+/// reported is twice the auto-tuned buffer now (on a connection) or its initial size.
+const LINUX_DOUBLING: usize = 2;
+
+fn reported_buf(explicit: usize, live: Option<usize>, initial: usize) -> usize {
+    let b = if explicit > 0 {
+        explicit
+    } else {
+        live.unwrap_or(initial)
+    };
+    b.saturating_mul(LINUX_DOUBLING)
+}
+
 /// An option's value as C sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OptVal {
@@ -64,8 +83,25 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
                 i32::try_from(d.total_micros() / 1_000_000).unwrap_or(i32::MAX)
             }),
         },
-        (libc::SOL_SOCKET, libc::SO_RCVBUF) => n(o.cfg.recv_buffer),
-        (libc::SOL_SOCKET, libc::SO_SNDBUF) => n(o.cfg.send_buffer),
+        (libc::SOL_SOCKET, libc::SO_RCVBUF | libc::SO_SNDBUF) => {
+            let live = match &s.kind {
+                Kind::Tcp(Tcp::Stream(ts)) => st.stack.tcp().conn_info(ts.handle()).ok(),
+                _ => None,
+            };
+            n(if name == libc::SO_RCVBUF {
+                reported_buf(
+                    o.cfg.recv_buffer,
+                    live.map(|i| i.recv_buffer),
+                    o.cfg.recv_initial(),
+                )
+            } else {
+                reported_buf(
+                    o.cfg.send_buffer,
+                    live.map(|i| i.send_buffer),
+                    o.cfg.send_initial(),
+                )
+            })
+        }
         (libc::SOL_SOCKET, libc::SO_ERROR) => {
             refresh(&mut st.stack, s);
             OptVal::Int(s.so_error.take().unwrap_or(0))
@@ -111,6 +147,8 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
             _ => return Err(libc::EINVAL),
         },
         (libc::SOL_SOCKET, libc::SO_RCVBUF | libc::SO_SNDBUF) => {
+            // A non-zero size in the config = fixed buffer, auto-tuning off (see
+            // `LINUX_DOUBLING`); the ring is the requested size, getsockopt shows twice it.
             let want = usize::try_from(int_of(v)?.max(0)).unwrap_or(0);
             let size = want.clamp(MIN_BUF, MAX_BUF);
             if name == libc::SO_RCVBUF {

@@ -1718,3 +1718,117 @@ fn application_limited_sender_does_not_inflate_cwnd() {
         "cwnd grew from {iw} to {cwnd} while app-limited"
     );
 }
+
+// ---- socket-buffer auto-tuning (issue 11, item 4) ---------------------------------------
+
+/// A 20 ms RTT path at 1 Gbit/s with a bottleneck queue of one bandwidth-delay product.
+fn long_fat_net() -> Net {
+    let mut net = Net::new(11);
+    net.keep_log = false;
+    net.latency = Duration::from_millis(10);
+    net.rate_bps = Some(1_000_000_000);
+    net.queue_bytes = 2_500_000;
+    net
+}
+
+/// Moves `total` bytes A -> B (byte-exact, see `transfer`); returns the virtual time taken.
+fn timed_transfer(net: &mut Net, ca: Config, cb: Config, total: u64) -> (Duration, Handle, Handle) {
+    let (c, s, _) = establish(net, ca, cb);
+    let t0 = net.now;
+    transfer(net, true, c, s, total, Duration::from_secs(120));
+    (net.now - t0, c, s)
+}
+
+#[test]
+fn autotuning_grows_buffers_on_a_long_fat_path_with_a_fast_reader() {
+    const TOTAL: u64 = 64 << 20;
+    let mut net = long_fat_net();
+    let (tuned, c, s) = timed_transfer(&mut net, test_config(), test_config(), TOTAL);
+    let (rcv, snd) = (net.b.conn_info(s).unwrap(), net.a.conn_info(c).unwrap());
+    assert!(
+        rcv.recv_buffer > 1 << 20,
+        "receive buffer {}",
+        rcv.recv_buffer
+    );
+    assert!(rcv.recv_buffer <= 6 << 20);
+    assert!(snd.send_buffer > 1 << 20, "send buffer {}", snd.send_buffer);
+    assert!(snd.send_buffer <= 4 << 20);
+    assert_eq!(
+        rcv.rcv_wscale, 7,
+        "RFC 7323 §2.3: the scale that covers 6 MiB"
+    );
+    assert!(net.b.stats().rcvbuf_grown > 0 && net.a.stats().sndbuf_grown > 0);
+    // The same path with buffers fixed at the initial 256 KiB (auto-tuning off): one window
+    // per RTT caps it near 100 Mbit/s.
+    let fixed = Config {
+        recv_buffer: 256 * 1024,
+        send_buffer: 256 * 1024,
+        ..test_config()
+    };
+    let mut net = long_fat_net();
+    let (slow, c, s) = timed_transfer(&mut net, fixed, fixed, TOTAL);
+    assert_eq!(net.b.conn_info(s).unwrap().recv_buffer, 256 * 1024);
+    assert_eq!(net.a.conn_info(c).unwrap().send_buffer, 256 * 1024);
+    assert_eq!(net.b.conn_info(s).unwrap().rcv_wscale, 3);
+    assert_eq!(net.b.stats().rcvbuf_grown + net.a.stats().sndbuf_grown, 0);
+    assert!(
+        tuned.total_micros() * 4 < slow.total_micros(),
+        "tuned {tuned:?} vs fixed {slow:?}"
+    );
+}
+
+#[test]
+fn autotuning_keeps_a_slow_readers_buffer_small() {
+    let mut net = long_fat_net();
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    let chunk = vec![7u8; 64 * 1024];
+    let mut rbuf = vec![0u8; 16 * 1024];
+    let mut next_read = net.now;
+    let end = net.now + Duration::from_secs(5);
+    let mut got = 0usize;
+    while net.now < end {
+        while net.a.send(c, &chunk).is_ok() {}
+        // 16 KiB every 10 ms: 13 Mbit/s, far below the path's 1 Gbit/s.
+        if net.now >= next_read {
+            if let Ok(n) = net.b.recv(s, &mut rbuf) {
+                got += n;
+            }
+            next_read = net.now + Duration::from_millis(10);
+        }
+        net.step();
+    }
+    assert!(got > 1 << 20, "the reader read {got}");
+    assert_eq!(net.b.conn_info(s).unwrap().recv_buffer, 256 * 1024);
+    assert_eq!(net.b.stats().rcvbuf_grown, 0);
+}
+
+#[test]
+fn autotuning_respects_the_maxima_and_the_budget() {
+    const TOTAL: u64 = 32 << 20;
+    let small_max = Config {
+        recv_buffer_max: 1 << 20,
+        send_buffer_max: 512 * 1024,
+        ..test_config()
+    };
+    let mut net = long_fat_net();
+    let (_, c, s) = timed_transfer(&mut net, small_max, small_max, TOTAL);
+    let (rcv, snd) = (net.b.conn_info(s).unwrap(), net.a.conn_info(c).unwrap());
+    assert_eq!(rcv.recv_buffer, 1 << 20);
+    assert_eq!(snd.send_buffer, 512 * 1024);
+    assert_eq!(rcv.rcv_wscale, 5, "the scale covers the 1 MiB maximum");
+
+    // A receiver stack whose budget holds its rings only up to 1.5 MiB: growth stops there,
+    // counted; the transfer still completes byte-exact.
+    let mut net = long_fat_net();
+    net.b.set_buffer_budget(3 << 19);
+    let (_, _, s) = timed_transfer(&mut net, test_config(), test_config(), TOTAL);
+    let rcv = net.b.conn_info(s).unwrap();
+    assert!(net.b.stats().buffer_budget_refusals > 0);
+    assert!(net.b.buffer_bytes_in_use() <= 3 << 19);
+    assert!(rcv.recv_buffer < 3 << 19, "{}", rcv.recv_buffer);
+    assert!(
+        rcv.recv_buffer > 256 * 1024,
+        "grew until the budget: {}",
+        rcv.recv_buffer
+    );
+}

@@ -481,7 +481,7 @@ fn rst_outside_the_announced_window_is_dropped_silently() {
     let mut s = Script::new();
     let h = s.passive_open(config(), 1460);
     assert!(s.flush().is_empty());
-    assert!(BEYOND > ANNOUNCED && (BEYOND as usize) < config().recv_buffer);
+    assert!(BEYOND > ANNOUNCED && (BEYOND as usize) < config().recv_initial());
     let mut rst = s.seg(TcpFlags::RST, 0);
     rst.seq = s.peer_nxt.wrapping_add(BEYOND);
     s.inject(&rst, &[]);

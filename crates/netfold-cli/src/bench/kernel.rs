@@ -190,6 +190,15 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
 /// Runs the test with the client and the server each on its own thread (pinned per `p.pin`),
 /// in the namespaces `w` says.
 pub fn run_on(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
+    if p.impair.path() {
+        return Err(
+            "--delay/--rate model netfold's in-memory pipe; the kernel stack runs on \
+                    loopback or veth and this tool sets up no netem qdisc for it (run `tc qdisc \
+                    add dev <veth> root netem delay 10ms rate 1gbit` yourself and use --stack \
+                    kernel without --delay/--rate)"
+                .into(),
+        );
+    }
     if p.impair.any() {
         return Err("impairments apply to the in-memory pipe only, not to kernel links".into());
     }

@@ -22,7 +22,8 @@ pub mod stats;
 pub mod udp;
 pub mod units;
 
-/// Link impairments for the in-memory pipe (fractions in [0, 1]).
+/// Link impairments for the in-memory pipe (fractions in [0, 1]), and its path model: a fixed
+/// one-way delay and a serialisation rate (a long fat path).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Impair {
     pub loss: f64,
@@ -30,11 +31,19 @@ pub struct Impair {
     pub duplicate: f64,
     pub corrupt: f64,
     pub seed: u64,
+    /// One-way delay in microseconds (`--delay`); 0 = none.
+    pub delay_us: u64,
+    /// Link rate in bits/s (`--rate`); 0 = unlimited.
+    pub rate_bps: u64,
 }
 
 impl Impair {
     pub fn any(&self) -> bool {
-        self.loss + self.reorder + self.duplicate + self.corrupt > 0.0
+        self.loss + self.reorder + self.duplicate + self.corrupt > 0.0 || self.path()
+    }
+    /// A delay or rate was asked for.
+    pub fn path(&self) -> bool {
+        self.delay_us > 0 || self.rate_bps > 0
     }
 }
 

@@ -55,12 +55,25 @@ pub fn tcp_config(p: &Params) -> tcp::Config {
 }
 
 pub fn pipe_config(p: &Params) -> PipeConfig {
-    PipeConfig::default()
-        .mtu(p.mtu)
+    let base = PipeConfig::default();
+    // Frames in flight per direction: what the modelled wire holds (rate x delay / frame
+    // size) plus a bottleneck queue of rate x RTT (the classic router-buffer rule B = RTT x C,
+    // Villamizar & Song 1994; RTT = twice the one-way delay), at least the default queue. Without the
+    // wire share a 10 ms, 1 Gbit/s path (~1 700 full frames on the wire) would drop at a
+    // limit no real link of that kind has.
+    let frame_bits = (p.mtu as u64 + 14) * 8;
+    let on_wire = (p.impair.rate_bps as u128 * p.impair.delay_us as u128 / 1_000_000)
+        .div_ceil(frame_bits as u128);
+    let on_wire = usize::try_from(on_wire).unwrap_or(usize::MAX / 2);
+    let capacity = on_wire.saturating_add(base.capacity.max(on_wire.saturating_mul(2)));
+    base.mtu(p.mtu)
+        .capacity(capacity)
         .loss(p.impair.loss)
         .reorder(p.impair.reorder)
         .duplicate(p.impair.duplicate)
         .corrupt(p.impair.corrupt)
+        .delay(Duration::from_micros(p.impair.delay_us))
+        .rate(p.impair.rate_bps)
         .seed(p.impair.seed)
 }
 
@@ -74,6 +87,8 @@ pub struct NetfoldNet {
     udp: Option<(UdpSocket, UdpSocket, u16)>,
     tcfg: tcp::Config,
     clock: Clock,
+    /// Per-side TCP state captured when a connection is closed (see `close`).
+    final_info: serde_json::Map<String, serde_json::Value>,
 }
 
 impl NetfoldNet {
@@ -93,7 +108,13 @@ impl NetfoldNet {
             listener: None,
             udp: None,
             tcfg: tcp_config(p),
-            clock: Clock::new(),
+            // A modelled path runs in pure virtual time (see `Clock::virtual_time`).
+            clock: if p.impair.path() {
+                Clock::virtual_time()
+            } else {
+                Clock::new()
+            },
+            final_info: serde_json::Map::new(),
         }
     }
 
@@ -179,6 +200,26 @@ impl MemNet for NetfoldNet {
     }
 
     fn close(&mut self, c: Self::Conn) -> Result<(), BoxErr> {
+        // The connection's final buffer sizes, window scale and cwnd, for the report.
+        if let Ok(i) = self.stack(c.0).tcp().conn_info(c.1.handle()) {
+            let side = match c.0 {
+                Side::Client => "client",
+                Side::Server => "server",
+            };
+            self.final_info.insert(
+                format!("{side}_tcp_final"),
+                format!(
+                    "recv_buffer={} send_buffer={} rcv_wscale={} snd_wnd={} cwnd={} srtt_us={}",
+                    i.recv_buffer,
+                    i.send_buffer,
+                    i.rcv_wscale,
+                    i.snd_wnd,
+                    i.cwnd,
+                    i.srtt.map_or(0, |d| d.total_micros())
+                )
+                .into(),
+            );
+        }
         Ok(c.1.close(self.stack(c.0))?)
     }
 
@@ -203,7 +244,21 @@ impl MemNet for NetfoldNet {
     }
 
     fn details(&mut self) -> serde_json::Map<String, serde_json::Value> {
-        let mut m = serde_json::Map::new();
+        let mut m = self.final_info.clone();
+        for (k, e) in [
+            ("pipe_client_tx", &self.end_c),
+            ("pipe_server_tx", &self.end_s),
+        ] {
+            let st = e.stats();
+            m.insert(
+                k.into(),
+                format!(
+                    "sent={} dropped_full={} dropped_loss={}",
+                    st.sent, st.dropped_full, st.dropped_loss
+                )
+                .into(),
+            );
+        }
         m.insert(
             "client_counters".into(),
             format!("{}", self.client.counters()).into(),

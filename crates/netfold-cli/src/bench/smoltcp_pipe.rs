@@ -142,7 +142,13 @@ pub struct SmolNet {
 impl SmolNet {
     pub fn new(p: &Params) -> Result<SmolNet, BoxErr> {
         if p.impair.any() {
-            return Err("the smoltcp runner has no impairments; run it on a clean link".into());
+            // Its wire is a plain queue between the two smoltcp interfaces, without netfold's
+            // pipe model (loss, delay, rate): run it on a clean link.
+            return Err(
+                "the smoltcp runner has no impairments and no --delay/--rate; run it \
+                        on a clean link"
+                    .into(),
+            );
         }
         let wire = Rc::new(RefCell::new(Wire::default()));
         let mut dev_c = End {

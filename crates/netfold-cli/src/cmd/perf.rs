@@ -166,6 +166,13 @@ pub struct Common {
     /// Seed for the impairment RNG (same seed, same run).
     #[arg(long, default_value = "1", value_parser = parse_count)]
     pub seed: u64,
+    /// One-way delay of the in-memory link, e.g. 10ms (suffix us, ms or s; netfold's pipe
+    /// only): a 10ms delay is a 20 ms RTT.
+    #[arg(long, value_parser = parse_delay, default_value = "0")]
+    pub delay: u64,
+    /// Rate of the in-memory link in bits/s, e.g. 1G (powers of 1000; netfold's pipe only).
+    #[arg(long, value_parser = parse_rate, default_value = "0")]
+    pub rate: u64,
     /// Print JSON.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
@@ -361,6 +368,30 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
     Ok(l)
 }
 
+/// A one-way delay: "10ms", "250us", "0.5s" (a bare number is milliseconds); microseconds out.
+pub fn parse_delay(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, us_per_unit) = if let Some(n) = t.strip_suffix("us") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e6)
+    } else {
+        (t, 1e3)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a delay: expected e.g. 10ms, 250us or 0.5s"))?;
+    let us = v * us_per_unit;
+    // Below a minute: the pipe holds every frame of a delayed window in memory.
+    if !(0.0..=60e6).contains(&us) {
+        return Err(format!("{s}: expected a delay from 0 to 60s"));
+    }
+    Ok(us.round() as u64)
+}
+
 /// A bit rate as iperf3 writes it: "100M" = 100 * 10^6 bits/s (powers of 1000).
 pub fn parse_rate(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -483,6 +514,8 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
             duplicate: a.duplicate,
             corrupt: a.corrupt,
             seed: a.seed,
+            delay_us: a.delay,
+            rate_bps: a.rate,
         },
         verify: a.verify,
         threads: a.threads.unwrap_or(1) as usize,
@@ -1043,6 +1076,12 @@ mod tests {
 
     #[test]
     fn udp_rate_parses_like_iperf3() {
+        assert_eq!(parse_delay("10ms"), Ok(10_000));
+        assert_eq!(parse_delay("250us"), Ok(250));
+        assert_eq!(parse_delay("0.5s"), Ok(500_000));
+        assert_eq!(parse_delay("3"), Ok(3_000));
+        assert!(parse_delay("-1ms").is_err());
+        assert!(parse_delay("fast").is_err());
         assert_eq!(parse_rate("100M"), Ok(100_000_000));
         assert_eq!(parse_rate("1.5G"), Ok(1_500_000_000));
         assert_eq!(parse_rate("500k"), Ok(500_000));

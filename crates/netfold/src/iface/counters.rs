@@ -294,6 +294,9 @@ impl fmt::Display for Counters {
                     ("paws_drops", t.paws_drops),
                     ("bad_segments", t.bad_segments),
                     ("backlog_drops", t.backlog_drops),
+                    ("rcvbuf_grown", t.rcvbuf_grown),
+                    ("sndbuf_grown", t.sndbuf_grown),
+                    ("buffer_budget_refusals", t.buffer_budget_refusals),
                 ],
             ),
             (

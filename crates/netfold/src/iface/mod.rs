@@ -128,6 +128,9 @@ pub struct StackConfig {
     /// The copy path: netfold's kernels with the checksum folded in (default), or the 2002
     /// baseline the benchmark's `--copy baseline` measures (see [`crate::mem::CopyMode`]).
     pub copy_mode: crate::mem::CopyMode,
+    /// Total socket-buffer bytes (all TCP rings) that buffer auto-tuning may grow to; growth
+    /// beyond it is refused and counted (`tcp::Stats::buffer_budget_refusals`).
+    pub tcp_buffer_budget: usize,
 }
 
 /// Segments one GSO super-segment spans at most (44 x 1448 fills 64 KiB, as in Linux).
@@ -161,6 +164,7 @@ impl Default for StackConfig {
             gro: true,
             gso: true,
             copy_mode: crate::mem::CopyMode::Kernels,
+            tcp_buffer_budget: crate::tcp::buffer::DEFAULT_BUFFER_BUDGET,
         }
     }
 }
@@ -240,6 +244,7 @@ impl Stack {
         let mut tcp = TcpLayer::new(config.tcp_secret);
         tcp.set_gso_segs(if config.gso { GSO_SEGS } else { 1 });
         tcp.set_copy_mode(config.copy_mode);
+        tcp.set_buffer_budget(config.tcp_buffer_budget);
         let inner = Inner {
             tcp,
             udp: UdpTable::new(config.udp_queue_limit, config.udp_max_sockets),

@@ -1,4 +1,5 @@
-//! Connection data buffers, allocated once at connection creation and never grown:
+//! Connection data buffers, allocated at connection creation and grown (never shrunk) by
+//! auto-tuning (`autotune.rs`) on a live connection:
 //! - [`SendRing`]: bytes queued by `send()` from SND.UNA onwards (unacknowledged + unsent).
 //! - [`RecvRing`]: in-order bytes waiting for `recv()`, followed (in the same storage) by
 //!   out-of-order bytes placed at their window offset; an [`Assembler`] remembers which
@@ -11,6 +12,13 @@ use crate::mem::CopyMode;
 const CACHE_MAX_BUFFERS: usize = 64;
 const CACHE_MAX_BYTES: usize = 64 << 20;
 
+/// Default per-stack budget for socket-buffer bytes (all rings of all connections), which
+/// buffer GROWTH may not exceed. Linux's `tcp_mem[2]` (the hard limit) is 3/32 of the
+/// machine's free buffer pages, 1.5 GiB on a 16 GiB host; netfold takes no machine size into a
+/// sans-IO core, so the default is that order of magnitude, 1 GiB (~170 connections at the
+/// 6 MiB receive maximum), and [`StackConfig`](crate::iface::StackConfig) sets it.
+pub const DEFAULT_BUFFER_BUDGET: usize = 1 << 30;
+
 /// Ring storage is recycled, not freed (seed 000 §4.2): a connection's rings go back to its
 /// stack's cache when it ends and the next connection of that stack takes them. Without it
 /// every connection zero-filled two fresh 256 KiB buffers, and TCP_CRR spent over half its time
@@ -20,10 +28,33 @@ const CACHE_MAX_BYTES: usize = 64 << 20;
 /// The cache is owned by the [`TcpLayer`](super::TcpLayer) (one per stack, no hidden global):
 /// rings are taken from it when a connection's buffers are allocated and given back explicitly
 /// (`release`); a ring that is simply dropped frees its memory.
-#[derive(Debug, Default)]
+///
+/// The cache is also the stack's socket-buffer ACCOUNT: every ring taken from it is charged
+/// (`in_use`) until it is given back. Rings of any size may be cached (auto-tuned rings grow
+/// through a fixed ladder of sizes, so a returned ring fits the next connection that reaches
+/// the same step); a request is served only by a buffer of exactly its size.
+#[derive(Debug)]
 pub struct RingCache {
     idle: Vec<Vec<u8>>,
     bytes: usize,
+    /// Bytes of ring storage held by connections now.
+    in_use: usize,
+    /// The most `in_use` may reach by growth ([`RingCache::take_for_growth`]).
+    budget: usize,
+    /// Growth steps refused because the budget was exhausted.
+    budget_refusals: u64,
+}
+
+impl Default for RingCache {
+    fn default() -> Self {
+        RingCache {
+            idle: Vec::new(),
+            bytes: 0,
+            in_use: 0,
+            budget: DEFAULT_BUFFER_BUDGET,
+            budget_refusals: 0,
+        }
+    }
 }
 
 impl RingCache {
@@ -32,10 +63,13 @@ impl RingCache {
     }
 
     /// A buffer of exactly `cap` bytes: a cached one if any has that size, else a new one.
+    /// Charged to the budget but never refused (a connection's initial buffers are its
+    /// minimum; only growth is subject to the budget).
     pub fn take(&mut self, cap: usize) -> Vec<u8> {
         if cap == 0 {
             return Vec::new();
         }
+        self.in_use += cap;
         match self.idle.iter().position(|b| b.len() == cap) {
             Some(i) => {
                 let b = self.idle.swap_remove(i);
@@ -46,11 +80,38 @@ impl RingCache {
         }
     }
 
-    /// Returns a buffer to the cache (dropped if the cache is full).
+    /// A buffer of `cap` bytes to replace one of `old` bytes, if the budget allows holding
+    /// `cap - old` more bytes; `None` (counted) otherwise: back-pressure, never a failure.
+    pub fn take_for_growth(&mut self, cap: usize, old: usize) -> Option<Vec<u8>> {
+        if self.in_use.saturating_sub(old) + cap > self.budget {
+            self.budget_refusals += 1;
+            return None;
+        }
+        Some(self.take(cap))
+    }
+
+    /// Sets the budget for socket-buffer bytes (growth stops at it).
+    pub fn set_budget(&mut self, bytes: usize) {
+        self.budget = bytes;
+    }
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+    /// Ring bytes held by connections now.
+    pub fn in_use(&self) -> usize {
+        self.in_use
+    }
+    /// Growth steps refused by the budget so far.
+    pub fn budget_refusals(&self) -> u64 {
+        self.budget_refusals
+    }
+
+    /// Returns a buffer to the cache (dropped if the cache is full) and uncharges it.
     pub fn give(&mut self, buf: Vec<u8>) {
         if buf.is_empty() {
             return;
         }
+        self.in_use = self.in_use.saturating_sub(buf.len());
         if self.idle.len() < CACHE_MAX_BUFFERS && self.bytes + buf.len() <= CACHE_MAX_BYTES {
             self.bytes += buf.len();
             self.idle.push(buf);
@@ -146,6 +207,24 @@ impl SendRing {
         cache.give(std::mem::take(&mut self.buf));
         self.head = 0;
         self.len = 0;
+    }
+    /// Grows the ring to `cap` bytes on a live connection: the queued bytes move, in order, to
+    /// the start of a bigger buffer from `cache` (budget permitting) and the old storage goes
+    /// back to the cache. `false` if `cap` is not larger or the budget refused.
+    pub fn grow(&mut self, cap: usize, cache: &mut RingCache) -> bool {
+        let old = self.buf.len();
+        if cap <= old {
+            return false;
+        }
+        let Some(mut new) = cache.take_for_growth(cap, old) else {
+            return false;
+        };
+        let (a, b) = self.slices(0, self.len);
+        new[..a.len()].copy_from_slice(a);
+        new[a.len()..a.len() + b.len()].copy_from_slice(b);
+        cache.give(std::mem::replace(&mut self.buf, new));
+        self.head = 0;
+        true
     }
 }
 
@@ -346,6 +425,31 @@ impl RecvRing {
         self.len = 0;
         self.asm.clear();
     }
+    /// Grows the ring to `cap` bytes on a live connection. The in-order bytes AND the
+    /// out-of-order region behind them move to the start of a bigger buffer (from `cache`,
+    /// budget permitting), keeping their offsets from the head, so the assembler's ranges stay
+    /// valid and nothing is lost or reordered. `false` if `cap` is not larger or the budget
+    /// refused.
+    pub fn grow(&mut self, cap: usize, cache: &mut RingCache) -> bool {
+        let old = self.buf.len();
+        if cap <= old {
+            return false;
+        }
+        let Some(mut new) = cache.take_for_growth(cap, old) else {
+            return false;
+        };
+        // Bytes from the head up to the end of the last out-of-order range.
+        let used = self.len + self.asm.ranges().last().map_or(0, |&(o, l)| o + l);
+        let used = used.min(old);
+        if used > 0 {
+            let first = used.min(old - self.head);
+            new[..first].copy_from_slice(&self.buf[self.head..self.head + first]);
+            new[first..used].copy_from_slice(&self.buf[..used - first]);
+        }
+        cache.give(std::mem::replace(&mut self.buf, new));
+        self.head = 0;
+        true
+    }
 }
 
 #[cfg(test)]
@@ -387,6 +491,59 @@ mod tests {
             a.add(2, 1),
             "merging into an existing range is always possible"
         );
+    }
+
+    #[test]
+    fn rings_grow_without_losing_or_reordering() {
+        let mut cache = RingCache::new();
+        let mut r = RecvRing::from_cache(10, &mut cache);
+        assert_eq!(r.write_at(0, b"abcdef", CopyMode::Kernels), Some(6));
+        let mut out = [0u8; 4];
+        assert_eq!(r.read(&mut out, CopyMode::Kernels), 4); // head 4, "ef" queued
+        assert_eq!(r.write_at(2, b"ijk", CopyMode::Kernels), Some(0)); // wraps, out of order
+        assert!(r.grow(32, &mut cache));
+        assert_eq!(r.capacity(), 32);
+        assert_eq!(cache.in_use(), 32);
+        assert_eq!(cache.len(), 1, "the old ring went back to the cache");
+        assert_eq!(r.write_at(0, b"gh", CopyMode::Kernels), Some(5));
+        assert_eq!(
+            r.write_at(0, b"lmnopqrstuvwxyz", CopyMode::Kernels),
+            Some(15)
+        );
+        let mut out = [0u8; 32];
+        assert_eq!(r.read(&mut out, CopyMode::Kernels), 22);
+        assert_eq!(&out[..22], b"efghijklmnopqrstuvwxyz");
+
+        let mut s = SendRing::from_cache(8, &mut cache);
+        assert_eq!(
+            cache.len(),
+            1,
+            "the cached 10-byte ring does not serve an 8-byte one"
+        );
+        assert_eq!(s.push(b"abcdef", CopyMode::Kernels), 6);
+        s.consume(5);
+        assert_eq!(s.push(b"ghijklm", CopyMode::Kernels), 7); // wraps
+        assert!(s.grow(16, &mut cache));
+        assert_eq!(s.push(b"nop", CopyMode::Kernels), 3);
+        let (a, b) = s.slices(0, 16);
+        assert_eq!([a, b].concat(), b"fghijklmnop");
+        assert!(!s.grow(16, &mut cache), "not larger");
+    }
+
+    #[test]
+    fn growth_stops_at_the_budget() {
+        let mut cache = RingCache::new();
+        cache.set_budget(40);
+        let mut r = RecvRing::from_cache(16, &mut cache);
+        let mut s = SendRing::from_cache(16, &mut cache);
+        assert!(!r.grow(32, &mut cache), "16 + 32 > 40");
+        assert_eq!(cache.budget_refusals(), 1);
+        assert!(r.grow(24, &mut cache));
+        assert_eq!(cache.in_use(), 40);
+        assert_eq!(r.capacity(), 24);
+        s.release(&mut cache);
+        assert_eq!(cache.in_use(), 24);
+        assert!(r.grow(40, &mut cache));
     }
 
     #[test]

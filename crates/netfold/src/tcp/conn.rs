@@ -223,13 +223,19 @@ pub struct Conn {
 }
 
 fn sanitize(mut c: Config) -> Config {
-    c.recv_buffer = c.recv_buffer.clamp(1, MAX_BUFFER);
-    c.send_buffer = c.send_buffer.clamp(1, MAX_BUFFER);
+    // 0 = auto-tuned (see `Config::recv_buffer`); explicit sizes are clamped.
+    c.recv_buffer = c.recv_buffer.min(MAX_BUFFER);
+    c.send_buffer = c.send_buffer.min(MAX_BUFFER);
+    c.recv_buffer_max = c.recv_buffer_max.min(MAX_BUFFER);
+    c.send_buffer_max = c.send_buffer_max.min(MAX_BUFFER);
     c.mss = c.mss.max(64);
     c
 }
 
 /// RFC 7323 §2.3: the smallest shift that lets the 16-bit field cover the buffer, at most 14.
+/// Called with the buffer's CEILING (`Config::recv_ceiling`), as Linux
+/// `tcp_select_initial_window` does with `tcp_rmem[2]`: the scale is fixed at the SYN, so it
+/// must already cover every size auto-tuning may grow the buffer to.
 pub fn wscale_for(buf: usize) -> u8 {
     let mut s = 0u8;
     while s < 14 && (buf >> s) > 0xffff {
@@ -251,7 +257,7 @@ impl Conn {
         let config = sanitize(config);
         let iss = isn::isn(secret, now, local, remote);
         let rcv_wscale = if config.window_scaling {
-            wscale_for(config.recv_buffer)
+            wscale_for(config.recv_ceiling())
         } else {
             0
         };
@@ -270,7 +276,9 @@ impl Conn {
             snd: SendSeq::new(
                 iss,
                 mss.clamp(64, DEFAULT_MSS),
-                SendRing::from_cache(if passive { 0 } else { config.send_buffer }, rings),
+                SendRing::from_cache(if passive { 0 } else { config.send_initial() }, rings),
+                config.send_initial(),
+                config.send_ceiling(),
             ),
             // Slack of one window-scale unit: the advertised window is rounded up.
             rcv: RecvSeq::new(
@@ -280,10 +288,12 @@ impl Conn {
                     if passive {
                         0
                     } else {
-                        config.recv_buffer + (1usize << rcv_wscale)
+                        config.recv_initial() + (1usize << rcv_wscale)
                     },
                     rings,
                 ),
+                config.recv_initial(),
+                config.recv_ceiling(),
             ),
             timers: Timers::new(now),
             ts: Timestamps {
@@ -367,11 +377,10 @@ impl Conn {
     /// costs a small control block per half-open connection, not two buffers.
     pub fn alloc_buffers(&mut self, rings: &mut RingCache) {
         if self.snd.ring.capacity() == 0 && self.snd.ring.is_empty() {
-            self.snd.ring = SendRing::from_cache(self.config.send_buffer, rings);
+            self.snd.ring = SendRing::from_cache(self.config.send_initial(), rings);
         }
         if self.rcv.ring.capacity() == 0 {
-            self.rcv.ring =
-                RecvRing::from_cache(self.config.recv_buffer + (1usize << self.rcv.wscale), rings);
+            self.rcv.ring = RecvRing::from_cache(self.rcv.ring_cap(self.rcv.buf), rings);
         }
     }
 
@@ -552,6 +561,9 @@ impl Conn {
             return Ok(0);
         }
         let n = self.snd.ring.push(data, mode);
+        // The writer filled the ring or wants more space than it has (Linux SOCK_NOSPACE): the send
+        // buffer may grow at the next ACK (`autotune.rs`).
+        self.snd.app_blocked |= n < data.len() || self.snd.ring.free() == 0;
         if n == 0 {
             return Err(Error::WouldBlock);
         }
@@ -562,6 +574,7 @@ impl Conn {
         if !self.rcv.ring.is_empty() {
             let n = self.rcv.ring.read(buf, mode);
             self.rcv.read_since_ack |= n > 0;
+            self.rcv.space.copied += n as u64;
             return Ok(n);
         }
         if self.rcv.fin_received {
@@ -652,7 +665,7 @@ impl Conn {
     /// `(window field, right edge)` to advertise now (RFC 9293 §3.8.6.2.2 receiver SWS
     /// avoidance, RFC 7323 §2.3 scaling; the right edge never moves left, RFC 9293 §3.8.6).
     pub fn rcv_window(&self) -> (u16, u32) {
-        self.rcv.window(self.config.recv_buffer as u32)
+        self.rcv.window(self.rcv.buf as u32)
     }
 
     /// A pure window update is worth a segment (see [`RecvSeq::window_update_owed`]).
@@ -664,12 +677,13 @@ impl Conn {
         {
             return false;
         }
-        self.rcv.window_update_owed(self.config.recv_buffer as u32)
+        self.rcv.window_update_owed(self.rcv.buf as u32)
     }
 
     pub fn set_config(&mut self, c: Config) {
         let c = sanitize(c);
-        // Buffers are allocated at creation; sizes cannot change on a live connection.
+        // Buffer sizes and ceilings are fixed at creation (the window scale depends on them);
+        // auto-tuning grows the buffers of a live connection.
         self.config.nodelay = c.nodelay;
         self.config.keepalive = c.keepalive;
         self.config.delayed_ack = c.delayed_ack;

@@ -241,6 +241,16 @@ impl TcpLayer {
     /// segment size (at most 64 KiB in total), which the caller cuts into MSS-sized packets
     /// (software GSO) or gives whole to a TSO device. Fewer, larger segments mean less
     /// per-segment work in the engine. 1 (the default) = MSS-sized segments.
+    /// Sets the stack's budget for socket-buffer bytes: auto-tuning grows no ring beyond it
+    /// (see `tcp/autotune.rs`); growth refused is counted in `Stats::buffer_budget_refusals`.
+    pub fn set_buffer_budget(&mut self, bytes: usize) {
+        self.rings.set_budget(bytes);
+    }
+    /// Ring bytes held by this stack's connections now.
+    pub fn buffer_bytes_in_use(&self) -> usize {
+        self.rings.in_use()
+    }
+
     pub fn set_gso_segs(&mut self, segs: u32) {
         self.gso_segs = segs.clamp(1, 64);
     }
@@ -440,6 +450,7 @@ impl TcpLayer {
             let ev = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => {
                     let ev = c.input(&mut ctx, repr, payload);
+                    c.tune_buffers(ctx.now, ctx.rings, ctx.stats);
                     c.reclaim_buffers(ctx.rings);
                     ev
                 }
@@ -935,6 +946,8 @@ impl TcpLayer {
             rcv_wscale: c.rcv.wscale,
             sack: c.sack_ok,
             timestamps: c.ts.enabled,
+            recv_buffer: c.rcv.buf,
+            send_buffer: c.snd.ring.capacity(),
         })
     }
 
@@ -957,4 +970,8 @@ pub struct ConnInfo {
     pub rcv_wscale: u8,
     pub sack: bool,
     pub timestamps: bool,
+    /// Receive buffer now (the window basis) and send buffer now (ring bytes); both grow
+    /// while auto-tuned.
+    pub recv_buffer: usize,
+    pub send_buffer: usize,
 }

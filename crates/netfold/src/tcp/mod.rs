@@ -59,7 +59,9 @@
 //! | `timers.rs`   | `Timers`: RTO (RFC 6298), TLP (RFC 8985), delayed ACK, persist,        |
 //! |               | keepalive, 2MSL                                                        |
 //! | `buffer.rs`   | send ring, receive ring with in-place out-of-order assembler; the      |
-//! |               | per-stack `RingCache` that recycles ring storage between connections   |
+//! |               | per-stack `RingCache` that recycles ring storage and charges it to the |
+//! |               | stack's socket-buffer budget                                           |
+//! | `autotune.rs` | receive-buffer auto-tuning (Linux DRS) and send-buffer growth          |
 //! | `sack.rs`     | RFC 6675 scoreboard (IsLost, pipe, holes), RFC 2018 block history      |
 //! | `cc/`         | `CongestionController` trait, NewReno (RFC 5681), CUBIC (RFC 9438)     |
 //! | `rtt.rs`      | RFC 6298 estimator; `isn.rs`: RFC 6528 ISN with hand-written SipHash    |
@@ -103,11 +105,29 @@
 //!   process-wide state.
 //! - Replies to unacceptable segments without data are limited to one per 500 ms per
 //!   connection; challenge ACKs to 1000 per second per layer (RFC 5961 §7).
+//! - Socket buffers are auto-tuned as in Linux unless the application sets a size
+//!   (`Config::recv_buffer`/`send_buffer` non-zero, or SO_RCVBUF/SO_SNDBUF in the C API, which
+//!   also reports the value doubled as Linux does). The receive buffer starts at 256 KiB
+//!   ([`RECV_BUFFER_INITIAL`]) and once per RTT grows to twice what the application read in
+//!   that RTT plus 16 segments (`tcp_rcv_space_adjust`), up to `Config::recv_buffer_max`
+//!   (6 MiB, Linux `tcp_rmem[2]`); the send buffer starts at 256 KiB and, when the application
+//!   filled it and cwnd is not full, grows to twice cwnd (`tcp_sndbuf_expand`), up to
+//!   `Config::send_buffer_max` (4 MiB, `tcp_wmem[2]`). Linux starts at 128 KiB / 16 KiB of
+//!   accounted memory (about 64 KiB of window); netfold keeps its former 256 KiB because its
+//!   rings carry no sk_buff overhead and the low-RTT in-memory link and short connections
+//!   then behave as before. Sizes double along a ladder (initial x 2^k, capped at the maximum)
+//!   so that recycled rings fit other connections; rings grow by moving their contents,
+//!   out-of-order data included, into a bigger ring, and never shrink. Every ring byte is
+//!   charged to the stack's budget (`StackConfig::tcp_buffer_budget`, default 1 GiB, the order
+//!   of Linux's `tcp_mem[2]`); growth beyond it is refused and counted
+//!   (`Stats::buffer_budget_refusals`), never an allocation failure. The window scale is chosen
+//!   from the MAXIMUM buffer (RFC 7323 §2.3, Linux `tcp_select_initial_window`): 7 for 6 MiB.
 //! - Not implemented: urgent data (URG is ignored), ECN, D-SACK, data carried
 //!   on a SYN (dropped, the peer retransmits it), RFC 6191 TIME-WAIT reuse by SYN, non-zero
-//!   `linger` (close never blocks in a sans-IO core), changing buffer sizes on a live
-//!   connection.
+//!   `linger` (close never blocks in a sans-IO core), shrinking buffers or changing an
+//!   explicit buffer size on a live connection.
 
+mod autotune;
 pub mod buffer;
 pub mod cc;
 mod conn;
@@ -207,10 +227,19 @@ pub enum CongestionControl {
 /// Per-socket settings (set before connect/listen; listeners pass theirs to accepted sockets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
-    /// Receive buffer bytes (the window we can advertise, RFC 7323 scaled).
+    /// Receive buffer bytes (the window we can advertise, RFC 7323 scaled). `0` (the
+    /// default) = AUTO-TUNED: starts at [`RECV_BUFFER_INITIAL`] and grows with what the
+    /// application reads per RTT up to `recv_buffer_max` (Linux DRS). Any other value fixes
+    /// the buffer at that size and turns auto-tuning off (as SO_RCVBUF does on Linux).
     pub recv_buffer: usize,
-    /// Send buffer bytes.
+    /// Send buffer bytes. `0` (the default) = grows with cwnd from [`SEND_BUFFER_INITIAL`] up to
+    /// `send_buffer_max` (Linux `tcp_sndbuf_expand`); any other value fixes it (SO_SNDBUF).
     pub send_buffer: usize,
+    /// Ceiling of receive-buffer auto-tuning (Linux `tcp_rmem[2]`, 6 MiB); the window scale
+    /// is chosen so that this much can be announced (RFC 7323 §2.3).
+    pub recv_buffer_max: usize,
+    /// Ceiling of send-buffer growth (Linux `tcp_wmem[2]`, 4 MiB).
+    pub send_buffer_max: usize,
     /// Largest MSS we announce / use, before PMTU; the caller derives it from the MTU.
     pub mss: u16,
     /// Disable Nagle (TCP_NODELAY).
@@ -237,8 +266,10 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            recv_buffer: 256 * 1024,
-            send_buffer: 256 * 1024,
+            recv_buffer: 0,
+            send_buffer: 0,
+            recv_buffer_max: RECV_BUFFER_MAX,
+            send_buffer_max: SEND_BUFFER_MAX,
             mss: 1460,
             nodelay: false,
             congestion: CongestionControl::Cubic,
@@ -252,6 +283,66 @@ impl Default for Config {
             rto_min: Duration::from_millis(200),
             rto_initial: Duration::from_secs(1),
             linger: None,
+        }
+    }
+}
+
+/// Initial auto-tuned receive buffer. Linux starts at `tcp_rmem[1]` = 128 KiB of which about
+/// half is window (the rest covers sk_buff overhead); netfold's rings carry no per-packet
+/// overhead, and it keeps the 256 KiB it used before auto-tuning existed so that short
+/// connections and the low-RTT in-memory link behave and measure as before.
+pub const RECV_BUFFER_INITIAL: usize = 256 * 1024;
+/// Initial send buffer. Linux starts at `tcp_wmem[1]` = 16 KiB and expands to 2 x cwnd at
+/// once; netfold keeps 256 KiB for the same reason as [`RECV_BUFFER_INITIAL`].
+pub const SEND_BUFFER_INITIAL: usize = 256 * 1024;
+/// Linux's default `tcp_rmem[2]`: 6 MiB.
+pub const RECV_BUFFER_MAX: usize = 6 << 20;
+/// Linux's default `tcp_wmem[2]`: 4 MiB.
+pub const SEND_BUFFER_MAX: usize = 4 << 20;
+
+impl Config {
+    /// The receive buffer is auto-tuned (no explicit size was set).
+    pub fn recv_autotune(&self) -> bool {
+        self.recv_buffer == 0
+    }
+    /// The send buffer grows with cwnd (no explicit size was set).
+    pub fn send_autotune(&self) -> bool {
+        self.send_buffer == 0
+    }
+    /// The receive buffer a new connection starts with.
+    pub fn recv_initial(&self) -> usize {
+        let b = if self.recv_autotune() {
+            RECV_BUFFER_INITIAL.min(self.recv_buffer_max)
+        } else {
+            self.recv_buffer
+        };
+        b.clamp(1, conn::MAX_BUFFER)
+    }
+    /// The largest receive buffer this connection may reach (the window scale covers it).
+    pub fn recv_ceiling(&self) -> usize {
+        if self.recv_autotune() {
+            self.recv_buffer_max
+                .clamp(self.recv_initial(), conn::MAX_BUFFER)
+        } else {
+            self.recv_initial()
+        }
+    }
+    /// The send buffer a new connection starts with.
+    pub fn send_initial(&self) -> usize {
+        let b = if self.send_autotune() {
+            SEND_BUFFER_INITIAL.min(self.send_buffer_max)
+        } else {
+            self.send_buffer
+        };
+        b.clamp(1, conn::MAX_BUFFER)
+    }
+    /// The largest send buffer this connection may reach.
+    pub fn send_ceiling(&self) -> usize {
+        if self.send_autotune() {
+            self.send_buffer_max
+                .clamp(self.send_initial(), conn::MAX_BUFFER)
+        } else {
+            self.send_initial()
         }
     }
 }
@@ -342,4 +433,9 @@ pub struct Stats {
     /// ACKs to a listener that had overflowed recently whose cookie did not verify: forged,
     /// too old, or for another key (`SyncookiesFailed`). They are answered with RST.
     pub syncookies_failed: u64,
+    /// Receive / send buffers grown by auto-tuning (Linux `TCPRcvSpaceGrow`-like).
+    pub rcvbuf_grown: u64,
+    pub sndbuf_grown: u64,
+    /// Growth steps refused because the stack's socket-buffer budget was exhausted.
+    pub buffer_budget_refusals: u64,
 }

@@ -104,7 +104,7 @@ impl Conn {
                 // §3.2), Linux's is the one TCP scripts and tools expect
                 // (tests/tcp_peer.rs `syn_and_syn_ack_options_use_linux_layout`).
                 // RFC 7323 §2.2: SYN windows are unscaled.
-                window = (self.config.recv_buffer.min(0xffff)) as u16;
+                window = (self.rcv.buf.min(0xffff)) as u16;
                 options.mss = Some(self.config.mss);
                 let passive = self.state == State::SynReceived;
                 // Options in a SYN-ACK only if the peer offered them (RFC 7323 §1.3, RFC 2018 §2).

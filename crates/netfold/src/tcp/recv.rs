@@ -17,6 +17,20 @@
 
 use super::buffer::RecvRing;
 use super::seq;
+use crate::time::Instant;
+
+/// Receive-buffer auto-tuning state (Linux `tcp_rcv_space_adjust`, "DRS"): how much the
+/// application read in the last RTT.
+#[derive(Debug, Default)]
+pub struct RcvSpace {
+    /// Bytes the application has read, ever.
+    pub copied: u64,
+    /// `copied` when the current measurement began, and when it began.
+    pub mark: u64,
+    pub since: Option<Instant>,
+    /// The most read in one RTT so far (Linux `rcvq_space.space`).
+    pub space: usize,
+}
 
 #[derive(Debug)]
 pub struct RecvSeq {
@@ -34,6 +48,12 @@ pub struct RecvSeq {
     pub mss: u32,
     /// In-order bytes waiting for the application, then the out-of-order region.
     pub ring: RecvRing,
+    /// The receive buffer now (the window basis; the ring holds it plus one window-scale
+    /// unit of slack). Grows up to `buf_max` while `autotune`.
+    pub buf: usize,
+    pub buf_max: usize,
+    pub autotune: bool,
+    pub space: RcvSpace,
     /// The peer's FIN sequence number, when its FIN arrived (maybe ahead of missing data).
     pub fin: Option<u32>,
     /// The peer's FIN has been received in order (RCV.NXT counts it).
@@ -44,8 +64,12 @@ pub struct RecvSeq {
 }
 
 impl RecvSeq {
-    pub fn new(wscale: u8, mss: u32, ring: RecvRing) -> Self {
+    pub fn new(wscale: u8, mss: u32, ring: RecvRing, buf: usize, buf_max: usize) -> Self {
         RecvSeq {
+            buf,
+            buf_max,
+            autotune: buf_max > buf,
+            space: RcvSpace::default(),
             irs: 0,
             nxt: 0,
             adv: 0,
@@ -65,6 +89,12 @@ impl RecvSeq {
         self.nxt = syn_seq.wrapping_add(1);
         self.adv = self.nxt;
         self.last_ack_sent = self.nxt;
+    }
+
+    /// Ring storage for a buffer of `buf` bytes: one window-scale unit of slack, because the
+    /// advertised window is rounded up to it.
+    pub fn ring_cap(&self, buf: usize) -> usize {
+        buf + (1usize << self.wscale)
     }
 
     /// RCV.WND as last advertised (0 once RCV.NXT reached the advertised edge).

@@ -45,12 +45,21 @@ pub struct SendSeq {
     pub ring: SendRing,
     /// shutdown_write()/close() was called: a FIN follows the queued data.
     pub fin_queued: bool,
+    /// Send-buffer growth (Linux `tcp_sndbuf_expand`): the ceiling, whether it is on, and
+    /// whether the application found the ring full since the last growth check (Linux
+    /// `SOCK_NOSPACE`: only a writer that wants more space gets it).
+    pub buf_max: usize,
+    pub autotune: bool,
+    pub app_blocked: bool,
 }
 
 impl SendSeq {
     /// A send space starting at `iss` (the SYN occupies `iss`, data starts after it).
-    pub fn new(iss: u32, mss: u32, ring: SendRing) -> Self {
+    pub fn new(iss: u32, mss: u32, ring: SendRing, buf: usize, buf_max: usize) -> Self {
         SendSeq {
+            buf_max,
+            autotune: buf_max > buf,
+            app_blocked: false,
             iss,
             una: iss,
             nxt: iss,

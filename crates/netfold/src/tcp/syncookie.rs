@@ -285,21 +285,16 @@ pub fn syn_ack(syn: &TcpRepr, config: &Config, opt: &SynOptions, cookie: &Cookie
             tsecr: peer.tsval,
         });
         if opt.wscale.is_some() {
-            r.options.window_scale = Some(wscale_for(recv_buffer(config)));
+            r.options.window_scale = Some(wscale_for(config.recv_ceiling()));
         }
         r.options.sack_permitted = opt.sack_ok;
     }
     r
 }
 
-/// The receive buffer a connection under `config` gets (`conn.rs` clamps the same way).
-fn recv_buffer(config: &Config) -> usize {
-    config.recv_buffer.clamp(1, super::conn::MAX_BUFFER)
-}
-
 /// The (unscaled) window our SYN-ACK advertises.
 pub fn syn_window(config: &Config) -> u16 {
-    recv_buffer(config).min(0xffff) as u16
+    config.recv_initial().min(0xffff) as u16
 }
 
 /// The SYN the cookie stands for, rebuilt from the ACK `ack` and the decoded options: what
@@ -702,7 +697,7 @@ mod tests {
             Some(1 << 30),
         );
         let r = syn_ack(&syn, &cfg, &opt, &c);
-        assert_eq!(r.options.window_scale, Some(wscale_for(cfg.recv_buffer)));
+        assert_eq!(r.options.window_scale, Some(wscale_for(cfg.recv_ceiling())));
         assert!(r.options.sack_permitted);
         assert_eq!(
             r.options.timestamps,
