@@ -468,22 +468,40 @@ impl Scenario {
         let cfg = tcp_config();
         let tcp = self.a.tcp();
         for h in [self.est, self.fin] {
+            let Ok(info) = tcp.conn_info(h) else {
+                continue;
+            };
+            // Buffers are auto-tuned (tcp/autotune.rs): the bound is the connection's current
+            // buffer, itself never above the configured maximum.
+            assert!(
+                info.recv_buffer <= cfg.recv_buffer_max,
+                "recv buffer above its maximum"
+            );
+            assert!(
+                info.send_buffer <= cfg.send_buffer_max,
+                "send buffer above its maximum"
+            );
             // Known (docs/SECURITY.md): the advertised window is rounded up to the window-scale
             // unit, so a peer may fill the receive queue up to 2^rcv_wscale bytes past the
-            // buffer. STRICT_BUFFER_BOUND asks for the configured bound exactly.
-            let slack = match tcp.conn_info(h) {
-                Ok(i) if !STRICT_BUFFER_BOUND.with(Cell::get) => 1usize << i.rcv_wscale.min(14),
-                _ => 0,
+            // buffer. STRICT_BUFFER_BOUND asks for the buffer bound exactly.
+            let slack = if STRICT_BUFFER_BOUND.with(Cell::get) {
+                0
+            } else {
+                1usize << info.rcv_wscale.min(14)
             };
             if let Ok(q) = tcp.recv_queue(h) {
                 assert!(
-                    q <= cfg.recv_buffer + slack,
+                    q <= info.recv_buffer + slack,
                     "recv queue {q} > {} + {slack}",
-                    cfg.recv_buffer
+                    info.recv_buffer
                 );
             }
             if let Ok(q) = tcp.send_queue(h) {
-                assert!(q <= cfg.send_buffer, "send queue {q} > {}", cfg.send_buffer);
+                assert!(
+                    q <= info.send_buffer,
+                    "send queue {q} > {}",
+                    info.send_buffer
+                );
             }
         }
         // Listener, the two accepted connections, a full accept queue and a full SYN queue.
