@@ -12,11 +12,11 @@ use std::process::{Child, Stdio};
 use std::time::Duration as StdDuration;
 
 use netfold::iface::{Stack, StackConfig};
+use netfold::tcp;
+use netfold::wire::ethernet::EthernetAddress;
 use netfold_os::netns::{self, NetNs};
 use netfold_os::tap::{Tap, TapConfig};
 use netfold_rt::Runtime;
-use netfold::tcp;
-use netfold::wire::ethernet::EthernetAddress;
 
 const KERNEL_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const NETFOLD_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);

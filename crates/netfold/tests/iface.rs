@@ -1439,3 +1439,111 @@ fn fragmented_datagrams_wait_for_queue_room_instead_of_being_lost() {
     assert_eq!(n.a.counters().tx_queue_full, 1);
     assert!(n.b.udp_recv_from(server, &mut buf).is_err());
 }
+
+// ---- Errors a BSD program expects (issue 11, defect 7) ----
+
+#[test]
+fn connect_to_a_host_that_never_answers_arp_fails_with_host_unreachable() {
+    use netfold::socket::TcpStream;
+    use std::io::ErrorKind;
+    let mut n = net(Medium::Ethernet);
+    n.ea.wire.borrow_mut().mute[0] = true; // nobody hears A: B never answers ARP
+    let s = TcpStream::connect(
+        &mut n.a,
+        n.now,
+        SocketAddrV4::new(IP_B, 80),
+        netfold::tcp::Config::default(),
+    )
+    .unwrap();
+    let mut err = None;
+    run_until(&mut n, Duration::from_secs(10), |n| {
+        match s.is_connected(&mut n.a) {
+            Ok(_) => false,
+            Err(e) => {
+                err = Some(e);
+                true
+            }
+        }
+    });
+    // Linux: 3 ARP probes 1 s apart, then EHOSTUNREACH (not ETIMEDOUT after the SYN retries).
+    let cfg = StackConfig::default();
+    let give_up = Duration::from_micros(
+        cfg.arp_retry_interval.total_micros() * u64::from(cfg.arp_max_retries),
+    );
+    assert_eq!(err.map(|e| e.kind()), Some(ErrorKind::HostUnreachable));
+    assert!(n.now <= Instant::ZERO + give_up, "gave up at {:?}", n.now);
+    assert_eq!(
+        n.a.counters().arp_requests_out,
+        u64::from(cfg.arp_max_retries)
+    );
+}
+
+#[test]
+fn a_connected_udp_socket_hears_port_unreachable_once() {
+    use netfold::socket::UdpSocket;
+    use std::io::ErrorKind;
+    let mut n = net(Medium::Ethernet);
+    let closed = SocketAddrV4::new(IP_B, 9);
+    let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+    let connected = UdpSocket::bind(&mut n.a, any).unwrap();
+    connected.connect(&mut n.a, closed).unwrap();
+    let unconnected = UdpSocket::bind(&mut n.a, any).unwrap();
+    connected.send_to(&mut n.a, b"anyone?", closed).unwrap();
+    unconnected.send_to(&mut n.a, b"anyone?", closed).unwrap();
+    n.quiesce();
+    assert_eq!(n.a.counters().icmp_port_unreachable_in, 2);
+    // The error is reported once (by the next call), then cleared, as on Linux.
+    let mut buf = [0u8; 16];
+    let e = connected.recv_from(&mut n.a, &mut buf).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
+    let e = connected.recv_from(&mut n.a, &mut buf).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WouldBlock);
+    connected.send_to(&mut n.a, b"again", closed).unwrap();
+    n.quiesce();
+    let e = connected.send_to(&mut n.a, b"third", closed).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
+    assert!(connected.take_error(&mut n.a).unwrap().is_none());
+    // An unconnected socket cannot tell which datagram failed: no error (Linux without
+    // IP_RECVERR).
+    assert!(unconnected.take_error(&mut n.a).unwrap().is_none());
+    let e = unconnected.recv_from(&mut n.a, &mut buf).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WouldBlock);
+}
+
+#[test]
+fn a_connected_udp_socket_hears_that_its_next_hop_never_answered() {
+    use netfold::socket::UdpSocket;
+    use std::io::ErrorKind;
+    let mut n = net(Medium::Ethernet);
+    n.ea.wire.borrow_mut().mute[0] = true;
+    let peer = SocketAddrV4::new(IP_B, 7);
+    let s = UdpSocket::bind(&mut n.a, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+    s.connect(&mut n.a, peer).unwrap();
+    s.send_to(&mut n.a, b"x", peer).unwrap();
+    run_until(&mut n, Duration::from_secs(10), |n| {
+        n.a.arp_pending() == 0 && n.now.total_millis() > 0
+    });
+    let e = s.take_error(&mut n.a).unwrap().expect("an error");
+    assert_eq!(e.kind(), ErrorKind::HostUnreachable);
+}
+
+#[test]
+fn binding_or_listening_on_an_address_that_is_not_ours_fails() {
+    use netfold::socket::{TcpListener, UdpSocket};
+    use std::io::ErrorKind;
+    let mut n = net(Medium::Ethernet);
+    let cfg = netfold::tcp::Config::default();
+    let e = TcpListener::bind(&mut n.a, SocketAddrV4::new(IP_B, 80), 4, cfg).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AddrNotAvailable);
+    let e = UdpSocket::bind(&mut n.a, SocketAddrV4::new(IP_B, 80)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AddrNotAvailable);
+    // 0.0.0.0 and our own address are fine.
+    TcpListener::bind(
+        &mut n.a,
+        SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80),
+        4,
+        cfg,
+    )
+    .unwrap();
+    TcpListener::bind(&mut n.a, SocketAddrV4::new(IP_A, 81), 4, cfg).unwrap();
+}

@@ -456,6 +456,23 @@ impl Stack {
         ))
     }
 
+    /// connect(2) on a datagram socket: `Some(peer)` makes ICMP errors about datagrams to
+    /// `peer` (port unreachable, an unresolved next hop) reach the socket, reported once by
+    /// its next send or receive or by [`Stack::udp_take_error`]; `None` disconnects. Sending
+    /// to other destinations stays possible (the C API's connected send uses the peer).
+    pub fn udp_connect(
+        &mut self,
+        h: UdpHandle,
+        peer: Option<SocketAddrV4>,
+    ) -> Result<(), UdpError> {
+        self.inner.udp_connect(h, peer)
+    }
+
+    /// The socket's pending asynchronous error (SO_ERROR), cleared by reading it.
+    pub fn udp_take_error(&mut self, h: UdpHandle) -> Result<Option<UdpError>, UdpError> {
+        self.inner.udp_take_error(h)
+    }
+
     /// Closes the socket; queued datagrams are discarded. Stale handles are ignored.
     pub fn udp_close(&mut self, h: UdpHandle) {
         self.inner.udp.close(h, &mut self.inner.st.pool);
@@ -463,9 +480,16 @@ impl Stack {
 }
 
 impl Inner {
-    /// ARP retries and give-ups, reassembly timeouts.
+    /// ARP retries and give-ups (which fail the sockets waiting on that next hop),
+    /// reassembly timeouts.
     fn timers(&mut self, now: Instant) {
-        self.st.neighbor_timers(now);
+        for hop in self.st.neighbor_timers(now) {
+            // Everything routed through the silent next hop is unreachable.
+            let st = &self.st;
+            self.tcp
+                .host_unreachable(now, |dst| st.next_hop(dst) == Some(hop));
+            self.udp_host_unreachable(hop);
+        }
         let expired = self.reasm.expire(now);
         self.st.c.frag_timeouts += expired as u64;
         self.st.c.frag_dropped += expired as u64;

@@ -46,6 +46,11 @@ pub enum UdpError {
     MessageTooLarge,
     /// Too many sockets.
     NoBufs,
+    /// A connected socket's peer answered with ICMP port (or protocol) unreachable
+    /// (reported once, like Linux's `sk_err` for a connected UDP socket).
+    ConnectionRefused,
+    /// A connected socket's next hop never answered ARP (reported once).
+    HostUnreachable,
 }
 
 impl fmt::Display for UdpError {
@@ -63,6 +68,11 @@ pub(crate) struct UdpSocket {
     /// Datagrams to send: destination, a buffer holding the payload (headroom in front), and
     /// the payload's checksum, computed while copying it in.
     pub tx: VecDeque<(SocketAddrV4, PacketBuf, u16)>,
+    /// The peer of a connected socket (connect(2) on a datagram socket): only it may have
+    /// ICMP errors reported to the socket (RFC 1122 §4.1.3.3; Linux does the same).
+    pub peer: Option<SocketAddrV4>,
+    /// An asynchronous error for the next call (SO_ERROR), reported once.
+    pub error: Option<UdpError>,
 }
 
 #[derive(Debug)]
@@ -113,6 +123,8 @@ impl UdpTable {
             local,
             rx: VecDeque::with_capacity(self.queue_limit.min(256)),
             tx: VecDeque::with_capacity(self.queue_limit.min(256)),
+            peer: None,
+            error: None,
         };
         if let Some(i) = self.slots.iter().position(|(_, s)| s.is_none()) {
             let slot = &mut self.slots[i];
@@ -197,6 +209,55 @@ impl UdpTable {
 }
 
 impl Inner {
+    /// An ICMP error quoting a UDP datagram we sent from `local` to `remote`: a socket
+    /// connected to `remote` gets `err` for its next call. Unconnected sockets hear nothing
+    /// (Linux without IP_RECVERR: a datagram socket cannot tell which send failed).
+    pub(super) fn udp_icmp_error(
+        &mut self,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        err: UdpError,
+    ) {
+        for sock in self.udp.iter_mut() {
+            let addr_ok = sock.local.ip().is_unspecified() || sock.local.ip() == local.ip();
+            if sock.local.port() == local.port() && addr_ok && sock.peer == Some(remote) {
+                sock.error = Some(err);
+            }
+        }
+    }
+
+    /// The neighbour cache gave up on `next_hop`: connected sockets whose peer is reached
+    /// through it get EHOSTUNREACH (Linux: `ip_link_failure` answers the dropped packet with
+    /// a local ICMP host unreachable).
+    pub(super) fn udp_host_unreachable(&mut self, next_hop: Ipv4Addr) {
+        let st = &self.st;
+        for sock in self.udp.iter_mut() {
+            if let Some(p) = sock.peer {
+                if st.next_hop(*p.ip()) == Some(next_hop) {
+                    sock.error = Some(UdpError::HostUnreachable);
+                }
+            }
+        }
+    }
+
+    /// connect(2) on a datagram socket: remembers the peer (None disconnects), and clears a
+    /// pending error.
+    pub(super) fn udp_connect(
+        &mut self,
+        h: UdpHandle,
+        peer: Option<SocketAddrV4>,
+    ) -> Result<(), UdpError> {
+        let sock = self.udp.get_mut(h)?;
+        sock.peer = peer;
+        sock.error = None;
+        Ok(())
+    }
+
+    /// Takes the socket's pending asynchronous error (SO_ERROR): reported once, then cleared.
+    pub(super) fn udp_take_error(&mut self, h: UdpHandle) -> Result<Option<UdpError>, UdpError> {
+        Ok(self.udp.get_mut(h)?.error.take())
+    }
+
     pub(super) fn udp_bind(&mut self, local: SocketAddrV4) -> Result<UdpHandle, UdpError> {
         if !local.ip().is_unspecified() && *local.ip() != self.st.addr {
             return Err(UdpError::AddrNotAvailable);
@@ -221,6 +282,10 @@ impl Inner {
         }
         let limit = self.udp.queue_limit();
         let sock = self.udp.get_mut(h)?;
+        // A pending asynchronous error is the answer to this call (Linux's sock_error()).
+        if let Some(e) = sock.error.take() {
+            return Err(e);
+        }
         if sock.tx.len() >= limit {
             return Err(UdpError::WouldBlock);
         }
@@ -240,6 +305,9 @@ impl Inner {
         buf: &mut [u8],
     ) -> Result<(usize, SocketAddrV4), UdpError> {
         let sock = self.udp.get_mut(h)?;
+        if let Some(e) = sock.error.take() {
+            return Err(e);
+        }
         let (from, data) = sock.rx.pop_front().ok_or(UdpError::WouldBlock)?;
         let n = data.len().min(buf.len());
         self.st.copy.copy(&mut buf[..n], &data.as_slice()[..n]);
