@@ -1547,3 +1547,80 @@ fn binding_or_listening_on_an_address_that_is_not_ours_fails() {
     .unwrap();
     TcpListener::bind(&mut n.a, SocketAddrV4::new(IP_A, 81), 4, cfg).unwrap();
 }
+
+/// "Fragmentation needed, next-hop MTU `mtu`" about a UDP datagram B sent to A, injected to B.
+fn frag_needed_to_b(n: &Net, mtu: u16) {
+    let quoted = Ipv4Repr {
+        src: IP_B,
+        dst: IP_A,
+        protocol: IpProtocol::Udp,
+        payload_len: 1400,
+        ttl: 64,
+        dscp_ecn: 0,
+        ident: 1,
+        dont_frag: true,
+        more_frags: false,
+        frag_offset: 0,
+    };
+    let r = Icmpv4Repr::DstUnreachable {
+        code: 4,
+        next_hop_mtu: mtu,
+        header: quoted,
+        data: &[0, 7, 0, 9, 0, 0, 0, 0],
+    };
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut b, true).unwrap();
+    n.inject_to_b(eth(
+        MAC_B,
+        EtherType::Ipv4,
+        &ipv4(IpProtocol::Icmp, &b, 3, false, 0),
+    ));
+}
+
+#[test]
+fn ip_mtu_discover_modes_set_df_and_refuse_or_fragment_like_linux() {
+    use netfold::iface::PmtuDisc;
+    let mut n = net(Medium::Ethernet);
+    let sock = n.b.udp_bind(SocketAddrV4::new(IP_B, 7)).unwrap();
+    n.a.udp_bind(SocketAddrV4::new(IP_A, 9)).unwrap();
+    let to = SocketAddrV4::new(IP_A, 9);
+    n.b.ping(n.now, IP_A, 1, 1, b"x").unwrap();
+    n.settle();
+    // Linux's default is IP_PMTUDISC_WANT: DF on what fits, fragments (no DF) beyond.
+    assert_eq!(n.b.udp_pmtu_disc(sock), Ok(PmtuDisc::Want));
+    let mut sent = |n: &mut Net, len: usize| {
+        let before = n.frames_from(1).len();
+        let r = n.b.udp_send_to(sock, &vec![7; len], to);
+        n.settle();
+        (
+            r,
+            ip_frag_fields(&n.frames_from(1)[before..], IpProtocol::Udp),
+        )
+    };
+    assert_eq!(sent(&mut n, 100), (Ok(()), vec![(true, false, 0, 128)]));
+    let (r, f) = sent(&mut n, 3000);
+    assert!(r.is_ok() && f.len() == 3 && f.iter().all(|x| !x.0), "{f:?}");
+    // DONT: never DF.
+    n.b.udp_set_pmtu_disc(sock, PmtuDisc::Dont).unwrap();
+    assert_eq!(sent(&mut n, 100), (Ok(()), vec![(false, false, 0, 128)]));
+    // DO: DF, and a datagram beyond the path MTU is refused (EMSGSIZE), here and after the
+    // path narrowed.
+    n.b.udp_set_pmtu_disc(sock, PmtuDisc::Do).unwrap();
+    assert_eq!(sent(&mut n, 1472), (Ok(()), vec![(true, false, 0, 1500)]));
+    assert_eq!(sent(&mut n, 1473), (Err(UdpError::MessageTooLarge), vec![]));
+    frag_needed_to_b(&n, 1000);
+    n.settle();
+    assert_eq!(sent(&mut n, 1000), (Err(UdpError::MessageTooLarge), vec![]));
+    assert_eq!(sent(&mut n, 972), (Ok(()), vec![(true, false, 0, 1000)]));
+    // PROBE: DF, measured against the interface MTU (the learned path MTU is ignored).
+    n.b.udp_set_pmtu_disc(sock, PmtuDisc::Probe).unwrap();
+    assert_eq!(sent(&mut n, 1472), (Ok(()), vec![(true, false, 0, 1500)]));
+    assert_eq!(sent(&mut n, 1473), (Err(UdpError::MessageTooLarge), vec![]));
+    // WANT again: beyond the learned path MTU, fragments at it.
+    n.b.udp_set_pmtu_disc(sock, PmtuDisc::Want).unwrap();
+    let (r, f) = sent(&mut n, 1400);
+    assert!(
+        r.is_ok() && f.len() == 2 && f.iter().all(|x| !x.0 && x.3 <= 1000),
+        "{f:?}"
+    );
+}

@@ -48,7 +48,7 @@ pub mod udp;
 
 pub use counters::Counters;
 pub use state::{DropReason, Emit, FullQueue, TxError};
-pub use udp::{UdpError, UdpHandle};
+pub use udp::{PmtuDisc, UdpError, UdpHandle};
 
 use crate::buf::{PacketBuf, Pool};
 use crate::offload::gro::Gro;
@@ -191,6 +191,9 @@ pub(crate) struct Inner {
     reasm: Reassembler,
     echo_replies: VecDeque<EchoReply>,
     icmp_limiter: RateLimiter,
+    /// The `now` of the latest poll, for calls that take no time but read timed state (the
+    /// path MTU a datagram is checked against in `udp_send_to`).
+    last_now: Instant,
 }
 
 /// One interface's IPv4 host stack. See the module documentation.
@@ -250,6 +253,7 @@ impl Stack {
             ),
             echo_replies: VecDeque::with_capacity(ECHO_REPLY_QUEUE),
             icmp_limiter: RateLimiter::new(config.icmp_error_burst, config.icmp_error_interval),
+            last_now: Instant::ZERO,
             st,
             config,
         };
@@ -433,7 +437,8 @@ impl Stack {
         data: &[u8],
         to: SocketAddrV4,
     ) -> Result<(), UdpError> {
-        self.inner.udp_send_to(h, data, to)
+        let now = self.inner.last_now;
+        self.inner.udp_send_to(now, h, data, to)
     }
 
     /// Takes the oldest received datagram: copies up to `buf.len()` bytes (the rest is
@@ -468,6 +473,17 @@ impl Stack {
         self.inner.udp_connect(h, peer)
     }
 
+    /// IP_MTU_DISCOVER for a UDP socket: whether its datagrams carry DF and which are
+    /// refused instead of fragmented (see [`PmtuDisc`]; the default is Linux's, `Want`).
+    pub fn udp_set_pmtu_disc(&mut self, h: UdpHandle, mode: PmtuDisc) -> Result<(), UdpError> {
+        self.inner.udp_set_pmtu_disc(h, mode)
+    }
+
+    /// The socket's IP_MTU_DISCOVER mode.
+    pub fn udp_pmtu_disc(&self, h: UdpHandle) -> Result<PmtuDisc, UdpError> {
+        Ok(self.inner.udp.get(h)?.pmtu_disc)
+    }
+
     /// The socket's pending asynchronous error (SO_ERROR), cleared by reading it.
     pub fn udp_take_error(&mut self, h: UdpHandle) -> Result<Option<UdpError>, UdpError> {
         self.inner.udp_take_error(h)
@@ -483,6 +499,7 @@ impl Inner {
     /// ARP retries and give-ups (which fail the sockets waiting on that next hop),
     /// reassembly timeouts.
     fn timers(&mut self, now: Instant) {
+        self.last_now = now;
         for hop in self.st.neighbor_timers(now) {
             // Everything routed through the silent next hop is unreachable.
             let st = &self.st;

@@ -53,6 +53,38 @@ pub enum UdpError {
     HostUnreachable,
 }
 
+/// A socket's IP_MTU_DISCOVER mode (Linux's `IP_PMTUDISC_*`, ip(7)), for UDP datagrams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PmtuDisc {
+    /// Never set DF; fragment at the path MTU.
+    Dont,
+    /// Linux's default: DF on datagrams that fit the path MTU (so a router's "fragmentation
+    /// needed" teaches us the path, RFC 1191); larger ones are fragmented here, without DF.
+    #[default]
+    Want,
+    /// Always DF; a datagram larger than the path MTU is refused (EMSGSIZE).
+    Do,
+    /// Always DF, measured against the interface MTU (the path MTU is ignored): for
+    /// programs that probe the path themselves (RFC 4821).
+    Probe,
+    /// No DF, fragment at the interface MTU; the path MTU is ignored (Linux's INTERFACE).
+    Interface,
+    /// Like `Interface` (Linux's OMIT differs only in accepting PMTU updates for other
+    /// sockets, which the shared cache does anyway).
+    Omit,
+}
+
+impl PmtuDisc {
+    /// Whether datagrams carry DF (those that are not fragmented here).
+    pub fn sets_df(self) -> bool {
+        matches!(self, PmtuDisc::Want | PmtuDisc::Do | PmtuDisc::Probe)
+    }
+    /// Whether a datagram larger than the MTU that applies is refused rather than fragmented.
+    pub fn refuses_fragments(self) -> bool {
+        matches!(self, PmtuDisc::Do | PmtuDisc::Probe)
+    }
+}
+
 impl fmt::Display for UdpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self, f)
@@ -73,6 +105,8 @@ pub(crate) struct UdpSocket {
     pub peer: Option<SocketAddrV4>,
     /// An asynchronous error for the next call (SO_ERROR), reported once.
     pub error: Option<UdpError>,
+    /// IP_MTU_DISCOVER: DF and fragmentation of this socket's datagrams.
+    pub pmtu_disc: PmtuDisc,
 }
 
 #[derive(Debug)]
@@ -125,6 +159,7 @@ impl UdpTable {
             tx: VecDeque::with_capacity(self.queue_limit.min(256)),
             peer: None,
             error: None,
+            pmtu_disc: PmtuDisc::default(),
         };
         if let Some(i) = self.slots.iter().position(|(_, s)| s.is_none()) {
             let slot = &mut self.slots[i];
@@ -253,6 +288,15 @@ impl Inner {
         Ok(())
     }
 
+    pub(super) fn udp_set_pmtu_disc(
+        &mut self,
+        h: UdpHandle,
+        mode: PmtuDisc,
+    ) -> Result<(), UdpError> {
+        self.udp.get_mut(h)?.pmtu_disc = mode;
+        Ok(())
+    }
+
     /// Takes the socket's pending asynchronous error (SO_ERROR): reported once, then cleared.
     pub(super) fn udp_take_error(&mut self, h: UdpHandle) -> Result<Option<UdpError>, UdpError> {
         Ok(self.udp.get_mut(h)?.error.take())
@@ -268,6 +312,7 @@ impl Inner {
     /// Copies the datagram into a pooled buffer (summing it in the same pass) and queues it.
     pub(super) fn udp_send_to(
         &mut self,
+        now: Instant,
         h: UdpHandle,
         data: &[u8],
         to: SocketAddrV4,
@@ -285,6 +330,14 @@ impl Inner {
         // A pending asynchronous error is the answer to this call (Linux's sock_error()).
         if let Some(e) = sock.error.take() {
             return Err(e);
+        }
+        // IP_PMTUDISC_DO / PROBE: DF always, so a datagram beyond the MTU that applies could
+        // never leave; refuse it now, as Linux's ip_append_data does (EMSGSIZE).
+        let mode = sock.pmtu_disc;
+        if mode.refuses_fragments()
+            && IP_LEN + HEADER_LEN + data.len() > self.st.datagram_mtu(now, *to.ip(), mode)
+        {
+            return Err(UdpError::MessageTooLarge);
         }
         if sock.tx.len() >= limit {
             return Err(UdpError::WouldBlock);
@@ -324,7 +377,8 @@ impl Inner {
             while let Some((to, mut buf, sum)) = sock.tx.pop_front() {
                 // A datagram goes out whole (all its fragments) or waits for the next round;
                 // one that could never fit the queue is tried (and counted) when it is empty.
-                let frames = st.frames_for(now, *to.ip(), HEADER_LEN + buf.len());
+                let mode = sock.pmtu_disc;
+                let frames = st.frames_for(now, *to.ip(), HEADER_LEN + buf.len(), mode);
                 if st.tx_full() || (st.tx.len() + frames > st.tx_limit && !st.tx.is_empty()) {
                     sock.tx.push_front((to, buf, sum));
                     return true;
@@ -357,7 +411,7 @@ impl Inner {
                 }
                 st.c.udp_out += 1;
                 // A refusal is counted where it happens (queue full, no route, ...).
-                let _ = st.send_ip(now, IpProtocol::Udp, src, *to.ip(), buf);
+                let _ = st.send_ip_pmtu(now, IpProtocol::Udp, src, *to.ip(), buf, mode);
             }
         }
         false
