@@ -163,7 +163,11 @@ pub(crate) fn bind(e: &Engine, fd: i32, addr: SocketAddrV4) -> R<()> {
             Ok(())
         }
         Kind::Udp(u) if u.h.is_none() => {
+            let pmtu_disc = s.opts.pmtu_disc;
             let h = st.stack.udp_bind(addr).map_err(udp_errno)?;
+            st.stack
+                .udp_set_pmtu_disc(h, pmtu_disc)
+                .map_err(udp_errno)?;
             if let Kind::Udp(u) = &mut st.fds.get_mut(fd)?.kind {
                 u.h = Some(h);
             }
@@ -274,13 +278,20 @@ fn is_synchronized(st: tcp::State) -> bool {
     )
 }
 
-fn ensure_udp_bound(stack: &mut Stack, u: &mut Udp) -> R<netfold_core::iface::UdpHandle> {
+/// The socket's UDP handle, binding it to an ephemeral port first if needed (with the
+/// IP_MTU_DISCOVER mode set before the bind).
+fn ensure_udp_bound(
+    stack: &mut Stack,
+    u: &mut Udp,
+    pmtu_disc: netfold_core::iface::PmtuDisc,
+) -> R<netfold_core::iface::UdpHandle> {
     match u.h {
         Some(h) => Ok(h),
         None => {
             let h = stack
                 .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
                 .map_err(udp_errno)?;
+            stack.udp_set_pmtu_disc(h, pmtu_disc).map_err(udp_errno)?;
             u.h = Some(h);
             Ok(h)
         }
@@ -296,7 +307,7 @@ pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddrV4) -> R<()> {
         let state = refresh(&mut st.stack, s);
         match &mut s.kind {
             Kind::Udp(u) => {
-                let h = ensure_udp_bound(&mut st.stack, u)?;
+                let h = ensure_udp_bound(&mut st.stack, u, s.opts.pmtu_disc)?;
                 // The engine reports ICMP errors about datagrams to the peer (udp(7)).
                 st.stack.udp_connect(h, Some(remote)).map_err(udp_errno)?;
                 u.peer = Some(remote);
@@ -674,7 +685,7 @@ fn udp_send_once(
     if len > MAX_DATAGRAM {
         return Err(libc::EMSGSIZE);
     }
-    let h = ensure_udp_bound(stack, u)?;
+    let h = ensure_udp_bound(stack, u, s.opts.pmtu_disc)?;
     let joined;
     let payload: &[u8] = match data {
         [one] => one,
