@@ -1588,7 +1588,7 @@ fn ip_mtu_discover_modes_set_df_and_refuse_or_fragment_like_linux() {
     n.settle();
     // Linux's default is IP_PMTUDISC_WANT: DF on what fits, fragments (no DF) beyond.
     assert_eq!(n.b.udp_pmtu_disc(sock), Ok(PmtuDisc::Want));
-    let mut sent = |n: &mut Net, len: usize| {
+    let sent = |n: &mut Net, len: usize| {
         let before = n.frames_from(1).len();
         let r = n.b.udp_send_to(sock, &vec![7; len], to);
         n.settle();
