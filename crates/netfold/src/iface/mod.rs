@@ -21,6 +21,11 @@
 //!   overlaps discard the datagram, see [`reassembly`]); otherwise dropped and counted. On
 //!   transmit, UDP and ICMP datagrams up to 65507 bytes of data are fragmented at the path MTU
 //!   (RFC 791 §3.2; the path MTU per destination as ICMP reported it, RFC 1191), without DF.
+//!   A UDP socket's IP_MTU_DISCOVER mode ([`PmtuDisc`], Linux's default `Want`) sets DF on
+//!   datagrams that fit the path, or refuses larger ones (`Do`, `Probe`).
+//! - Errors back to sockets: when ARP gives up on a next hop, connections still opening
+//!   through it fail with `HostUnreachable` (as Linux, after ~3 s); a connected UDP socket
+//!   ([`Stack::udp_connect`]) hears ICMP port/host unreachable once, as Linux reports it.
 //!   TCP is never fragmented: its packets carry DF (RFC 1191 path MTU discovery) and its
 //!   segments are cut at the MTU instead (software GSO).
 //! - ARP: RFC 826 merge rule, one request per second per address, bounded pending queue.
