@@ -10,7 +10,8 @@
  *    call that would block on a non-blocking descriptor or after SO_RCVTIMEO/SO_SNDTIMEO;
  *    EINPROGRESS for a non-blocking connect (then poll for POLLOUT and read SO_ERROR);
  *    ECONNREFUSED, ECONNRESET, ETIMEDOUT, ENOTCONN, EISCONN, EALREADY, EADDRINUSE,
- *    EADDRNOTAVAIL, EBADF, EINVAL, EFAULT (a NULL buffer), EMSGSIZE, ENOPROTOOPT (an option
+ *    EADDRNOTAVAIL (bind/listen on an address that is not the stack's), EHOSTUNREACH (a
+ *    connect whose next hop never answered ARP: after the ARP retries, ~3 s, as Linux), EBADF, EINVAL, EFAULT (a NULL buffer), EMSGSIZE, ENOPROTOOPT (an option
  *    netfold does not implement), EAFNOSUPPORT (not AF_INET), EPROTONOSUPPORT /
  *    ESOCKTNOSUPPORT (not TCP or UDP).
  *  - EPIPE is only an errno: netfold never raises SIGPIPE (MSG_NOSIGNAL is accepted, and moot).
@@ -28,7 +29,14 @@
  *    another thread is inside a call on the same stack.
  *  - Options: SO_REUSEADDR, SO_KEEPALIVE, SO_LINGER, SO_RCVBUF, SO_SNDBUF, SO_ERROR, SO_TYPE
  *    (read-only), SO_RCVTIMEO, SO_SNDTIMEO, TCP_NODELAY, TCP_MAXSEG, TCP_KEEPIDLE,
- *    TCP_KEEPINTVL, TCP_KEEPCNT. Others fail with ENOPROTOOPT. SO_LINGER {1, 0} makes
+ *    TCP_KEEPINTVL, TCP_KEEPCNT, IP_MTU_DISCOVER, IP_MTU (read-only, connected sockets).
+ *    Others fail with ENOPROTOOPT. IP_MTU_DISCOVER on UDP as Linux (default
+ *    IP_PMTUDISC_WANT: DF on datagrams that fit the path MTU, larger ones fragmented;
+ *    DONT: no DF; DO: DF, EMSGSIZE beyond the path MTU; PROBE: DF, EMSGSIZE beyond the
+ *    interface MTU); TCP keeps the value but always sets DF (segments fit the path MTU).
+ *  - A connected UDP socket (nf_connect on SOCK_DGRAM) reports an ICMP port unreachable
+ *    from its peer as ECONNREFUSED (host unreachable, or no ARP answer: EHOSTUNREACH) once,
+ *    on its next send/recv or SO_ERROR, as Linux. SO_LINGER {1, 0} makes
  *    nf_close reset the connection; {1, t > 0} makes a blocking nf_close wait up to t seconds
  *    for the FIN to be acknowledged (then the close goes on in the background, and nf_close
  *    returns 0 either way). SO_RCVBUF/SO_SNDBUF as on Linux: setting one turns buffer
@@ -36,7 +44,8 @@
  *    window size, and getsockopt reports it doubled (socket(7)); unset, getsockopt reports
  *    twice the auto-tuned buffer.
  *  - nf_ioctl: FIONREAD, FIONBIO and SIOCOUTQ (== TIOCOUTQ, as in <linux/sockios.h>).
- *  - recv flags: MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC and MSG_PEEK (UDP only); send flags:
+ *  - recv flags: MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC (UDP only) and MSG_PEEK (TCP: the
+ *    bytes stay queued; with MSG_WAITALL it waits until all are there); send flags:
  *    MSG_DONTWAIT, MSG_NOSIGNAL, MSG_MORE (accepted, no effect). Others: EOPNOTSUPP.
  *
  * Keep in sync with crates/netfold-ffi/src/api.rs (tests compare the declared function names

@@ -455,5 +455,121 @@ fn serve_over_tun_answers_ping_and_serves_curl() {
     net.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", SERVER]);
     assert_eq!(curl_sha256(&net, 10_000_000), expected_sha256(10_000_000));
     let out = server.stop();
-    assert!(out.contains("tun   rx_frames"), "{out}");
+    // The TUN's statistics, as a table whose rows start with the link kind (like the TAP's).
+    assert!(
+        out.lines()
+            .any(|l| l.split_whitespace().take(2).eq(["tun", "rx_frames"])),
+        "{out}"
+    );
+}
+
+/// Issue 11 "Done when": datagrams larger than the MTU both ways. The kernel's 3000-byte ping
+/// arrives in fragments and netfold's reply leaves in fragments; a 4 KiB (and a 65507-byte,
+/// the largest) UDP datagram comes back from the echo service whole.
+#[test]
+fn serve_answers_pings_and_udp_echo_larger_than_the_mtu() {
+    if let Some(why) = netns::unavailable_reason() {
+        eprintln!("\n*** SKIP serve_answers_pings_and_udp_echo_larger_than_the_mtu: {why} ***\n");
+        return;
+    }
+    for (tool, arg) in [("ping", "-V"), ("python3", "--version")] {
+        need(tool, arg);
+    }
+    let net = Netns::create();
+    let server = Server::start(&net, None);
+    let out = net.exec(&[
+        "ping", "-c", "3", "-i", "0.2", "-W", "2", "-s", "3000", SERVER,
+    ]);
+    assert!(out.contains("3008 bytes from"), "{out}");
+    py(
+        &net,
+        &format!(
+            "import socket\n\
+             u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); u.settimeout(5)\n\
+             for n in (4096, 65507):\n\
+             \x20   m=bytes(i*7%251 for i in range(n))\n\
+             \x20   u.sendto(m,('{SERVER}',7))\n\
+             \x20   d,a=u.recvfrom(65536)\n\
+             \x20   assert d==m, (n, len(d))\n"
+        ),
+    );
+    let out = server.stop();
+    assert!(out.contains("udp_echo_datagrams=2"), "{out}");
+}
+
+/// Issue 11 "Done when" (defect 1): the kernel clamps the MSS it announces to 1000
+/// (`advmss 1000` on its route); during a download no TCP segment from netfold in the
+/// capture carries more than 1000 bytes of payload, and full-sized ones carry exactly 1000.
+#[test]
+fn serve_never_exceeds_the_mss_the_kernel_announced() {
+    if let Some(why) = netns::unavailable_reason() {
+        eprintln!("\n*** SKIP serve_never_exceeds_the_mss_the_kernel_announced: {why} ***\n");
+        return;
+    }
+    for (tool, arg) in [
+        ("curl", "--version"),
+        ("tshark", "--version"),
+        ("sha256sum", "--version"),
+    ] {
+        need(tool, arg);
+    }
+    let mut net = Netns::create();
+    let tap = net.tap.clone();
+    net.exec(&[
+        "ip",
+        "route",
+        "replace",
+        "198.18.0.0/24",
+        "dev",
+        &tap,
+        "advmss",
+        "1000",
+    ]);
+    let pcap = std::env::temp_dir().join(format!("netfold-mss-{}.pcap", std::process::id()));
+    net.files.push(pcap.clone());
+    let server = Server::start(&net, Some(&pcap));
+    let len = 2_000_000;
+    assert_eq!(curl_sha256(&net, len), expected_sha256(len));
+    server.stop();
+    let p = pcap.to_str().unwrap();
+    let lens = |filter: &str| -> Vec<u64> {
+        run(&[
+            "tshark", "-r", p, "-Y", filter, "-T", "fields", "-e", "tcp.len",
+        ])
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+    };
+    // The kernel's SYN announced 1000.
+    let syn_mss = run(&[
+        "tshark",
+        "-r",
+        p,
+        "-Y",
+        "tcp.flags.syn==1 && tcp.flags.ack==0",
+        "-T",
+        "fields",
+        "-e",
+        "tcp.options.mss_val",
+    ]);
+    assert_eq!(syn_mss.trim(), "1000", "{syn_mss}");
+    let from_us = lens(&format!("ip.src=={SERVER} && tcp.len > 0"));
+    assert!(
+        from_us.iter().sum::<u64>() >= len,
+        "capture holds {} bytes of payload",
+        from_us.iter().sum::<u64>()
+    );
+    let too_big: Vec<u64> = from_us.iter().copied().filter(|&l| l > 1000).collect();
+    assert!(
+        too_big.is_empty(),
+        "segments beyond the MSS: {:?}",
+        &too_big[..too_big.len().min(10)]
+    );
+    // Full-sized segments are the MSS less the timestamp option (12 bytes, RFC 7323 §3.2;
+    // Linux counts it the same way), so the clamp really was what limited them.
+    let biggest = from_us.iter().copied().max().unwrap_or(0);
+    assert!(
+        biggest > 1000 - 40,
+        "largest segment {biggest}: not limited by the MSS"
+    );
 }

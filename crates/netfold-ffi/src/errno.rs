@@ -21,6 +21,7 @@ pub(crate) fn tcp_errno(e: tcp::Error) -> i32 {
         tcp::Error::AddrInUse => libc::EADDRINUSE,
         tcp::Error::AddrNotAvailable => libc::EADDRNOTAVAIL,
         tcp::Error::InvalidInput => libc::EINVAL,
+        tcp::Error::HostUnreachable => libc::EHOSTUNREACH,
     }
 }
 
@@ -33,6 +34,8 @@ pub(crate) fn udp_errno(e: UdpError) -> i32 {
         UdpError::InvalidInput => libc::EINVAL,
         UdpError::MessageTooLarge => libc::EMSGSIZE,
         UdpError::NoBufs => libc::ENOBUFS,
+        UdpError::ConnectionRefused => libc::ECONNREFUSED,
+        UdpError::HostUnreachable => libc::EHOSTUNREACH,
     }
 }
 
@@ -49,6 +52,7 @@ pub(crate) fn io_errno(e: &io::Error) -> i32 {
         K::AddrInUse => libc::EADDRINUSE,
         K::AddrNotAvailable => libc::EADDRNOTAVAIL,
         K::InvalidInput => libc::EINVAL,
+        K::HostUnreachable => libc::EHOSTUNREACH,
         _ => libc::EIO,
     }
 }

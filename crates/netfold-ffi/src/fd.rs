@@ -2,7 +2,7 @@
 //! state the BSD API keeps beside the protocol state (O_NONBLOCK, timeouts, options set before
 //! the connection exists, a pending SO_ERROR, shutdown flags).
 
-use netfold_core::iface::UdpHandle;
+use netfold_core::iface::{PmtuDisc, UdpHandle};
 use netfold_core::socket::{TcpListener, TcpStream};
 use netfold_core::tcp;
 use netfold_core::time::Duration;
@@ -34,6 +34,8 @@ pub(crate) struct Opts {
     pub(crate) sndtimeo: Option<Duration>,
     /// nodelay, buffers, mss and linger live here directly.
     pub(crate) cfg: tcp::Config,
+    /// IP_MTU_DISCOVER (applied to the UDP socket once it exists; TCP always sets DF).
+    pub(crate) pmtu_disc: PmtuDisc,
 }
 
 impl Opts {
@@ -46,6 +48,7 @@ impl Opts {
             keepcnt: KEEPCNT_DEFAULT,
             rcvtimeo: None,
             sndtimeo: None,
+            pmtu_disc: PmtuDisc::default(),
             cfg: tcp::Config {
                 mss,
                 ..tcp::Config::default()

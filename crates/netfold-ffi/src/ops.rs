@@ -163,7 +163,11 @@ pub(crate) fn bind(e: &Engine, fd: i32, addr: SocketAddrV4) -> R<()> {
             Ok(())
         }
         Kind::Udp(u) if u.h.is_none() => {
+            let pmtu_disc = s.opts.pmtu_disc;
             let h = st.stack.udp_bind(addr).map_err(udp_errno)?;
+            st.stack
+                .udp_set_pmtu_disc(h, pmtu_disc)
+                .map_err(udp_errno)?;
             if let Kind::Udp(u) = &mut st.fds.get_mut(fd)?.kind {
                 u.h = Some(h);
             }
@@ -248,8 +252,15 @@ pub(crate) fn accept(e: &Engine, fd: i32) -> R<(i32, SocketAddrV4)> {
     })
 }
 
-/// Moves a connection error from the engine into SO_ERROR; returns the connection state.
+/// Moves a connection error (TCP) or an ICMP error reported to a connected datagram socket
+/// (UDP) from the engine into SO_ERROR; returns the TCP connection state.
 pub(crate) fn refresh(stack: &mut Stack, s: &mut Sock) -> Option<tcp::State> {
+    if let Kind::Udp(Udp { h: Some(h), .. }) = &s.kind {
+        if let Ok(Some(err)) = stack.udp_take_error(*h) {
+            s.so_error = Some(udp_errno(err));
+        }
+        return None;
+    }
     let Kind::Tcp(Tcp::Stream(ts)) = &s.kind else {
         return None;
     };
@@ -267,13 +278,20 @@ fn is_synchronized(st: tcp::State) -> bool {
     )
 }
 
-fn ensure_udp_bound(stack: &mut Stack, u: &mut Udp) -> R<netfold_core::iface::UdpHandle> {
+/// The socket's UDP handle, binding it to an ephemeral port first if needed (with the
+/// IP_MTU_DISCOVER mode set before the bind).
+fn ensure_udp_bound(
+    stack: &mut Stack,
+    u: &mut Udp,
+    pmtu_disc: netfold_core::iface::PmtuDisc,
+) -> R<netfold_core::iface::UdpHandle> {
     match u.h {
         Some(h) => Ok(h),
         None => {
             let h = stack
                 .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
                 .map_err(udp_errno)?;
+            stack.udp_set_pmtu_disc(h, pmtu_disc).map_err(udp_errno)?;
             u.h = Some(h);
             Ok(h)
         }
@@ -289,7 +307,9 @@ pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddrV4) -> R<()> {
         let state = refresh(&mut st.stack, s);
         match &mut s.kind {
             Kind::Udp(u) => {
-                ensure_udp_bound(&mut st.stack, u)?;
+                let h = ensure_udp_bound(&mut st.stack, u, s.opts.pmtu_disc)?;
+                // The engine reports ICMP errors about datagrams to the peer (udp(7)).
+                st.stack.udp_connect(h, Some(remote)).map_err(udp_errno)?;
                 u.peer = Some(remote);
                 return Ok(());
             }
@@ -437,6 +457,48 @@ fn tcp_recv_once(stack: &mut Stack, s: &mut Sock, bufs: &mut [&mut [u8]]) -> R<u
     Ok(total)
 }
 
+/// One non-blocking TCP peek (recv with MSG_PEEK) into `bufs`: the bytes copied and whether
+/// the stream ended after them. Nothing is consumed; EAGAIN when nothing is queued.
+fn tcp_peek_once(stack: &mut Stack, s: &mut Sock, bufs: &mut [&mut [u8]]) -> R<(usize, bool)> {
+    if s.shut_rd {
+        return Ok((0, true));
+    }
+    let h = match &s.kind {
+        Kind::Tcp(Tcp::Stream(ts)) => ts.handle(),
+        _ => return Err(libc::ENOTCONN),
+    };
+    if let Some(err) = s.so_error.take() {
+        return Err(err);
+    }
+    let want: usize = bufs.iter().map(|b| b.len()).sum();
+    if want == 0 {
+        return Ok((0, false));
+    }
+    // The engine peeks into one contiguous buffer; scatter it over the caller's.
+    let mut tmp = vec![0u8; want.min(stack.tcp().recv_queue(h).unwrap_or(0).max(1))];
+    let n = match stack.tcp().peek(h, &mut tmp) {
+        Ok(0) => return Ok((0, true)),
+        Ok(n) => n,
+        Err(err) => return Err(tcp_errno(err)),
+    };
+    let mut off = 0;
+    for b in bufs.iter_mut() {
+        let k = (n - off).min(b.len());
+        b[..k].copy_from_slice(&tmp[off..off + k]);
+        off += k;
+        if off == n {
+            break;
+        }
+    }
+    // Nothing more can arrive once the peer's FIN is in (or the connection is gone).
+    use tcp::State as S;
+    let ended = !matches!(
+        stack.tcp().state(h),
+        Ok(S::SynSent | S::SynReceived | S::Established | S::FinWait1 | S::FinWait2)
+    );
+    Ok((n, ended))
+}
+
 /// Takes the next datagram into the descriptor's stash (if none is there yet).
 fn udp_fill_stash(stack: &mut Stack, u: &mut Udp) -> R<()> {
     if u.stash.is_some() {
@@ -464,6 +526,7 @@ fn udp_recv_once(
     bufs: &mut [&mut [u8]],
     peek: bool,
 ) -> R<Received> {
+    refresh(stack, s);
     if let Some(err) = s.so_error.take() {
         return Err(err);
     }
@@ -513,13 +576,27 @@ pub(crate) fn recv(e: &Engine, fd: i32, bufs: &mut [&mut [u8]], flags: i32) -> R
             udp_recv_once(&mut st.stack, s, bufs, peek)
         });
     }
-    if peek || flags & libc::MSG_TRUNC != 0 {
-        // The engine's receive buffer has no non-destructive read, and MSG_TRUNC on a stream
-        // would mean "discard": refusing beats pretending.
+    if flags & libc::MSG_TRUNC != 0 {
+        // MSG_TRUNC on a stream would mean "discard": refusing beats pretending.
         return Err(libc::EOPNOTSUPP);
     }
     let want: usize = bufs.iter().map(|b| b.len()).sum();
     let waitall = flags & libc::MSG_WAITALL != 0;
+    if peek {
+        // MSG_PEEK: the bytes stay queued for the next read. With MSG_WAITALL, wait until
+        // `want` bytes are there (or end of stream), as Linux's tcp_recvmsg does.
+        let len = blocking(e, fd, Dir::Rx, dontwait, |st, _, _| {
+            let s = st.fds.get_mut(fd)?;
+            match tcp_peek_once(&mut st.stack, s, bufs)? {
+                (n, false) if waitall && n < want => Err(libc::EAGAIN),
+                (n, _) => Ok(n),
+            }
+        })?;
+        return Ok(Received {
+            len,
+            ..Received::default()
+        });
+    }
     let mut done = 0usize;
     let r = blocking(e, fd, Dir::Rx, dontwait, |st, _, progress| {
         let s = st.fds.get_mut(fd)?;
@@ -592,6 +669,11 @@ fn udp_send_once(
     data: &[&[u8]],
     to: Option<SocketAddrV4>,
 ) -> R<usize> {
+    // An ICMP error reported to the connected socket answers this call, once (Linux).
+    refresh(stack, s);
+    if let Some(err) = s.so_error.take() {
+        return Err(err);
+    }
     if s.shut_wr {
         return Err(libc::EPIPE);
     }
@@ -603,7 +685,7 @@ fn udp_send_once(
     if len > MAX_DATAGRAM {
         return Err(libc::EMSGSIZE);
     }
-    let h = ensure_udp_bound(stack, u)?;
+    let h = ensure_udp_bound(stack, u, s.opts.pmtu_disc)?;
     let joined;
     let payload: &[u8] = match data {
         [one] => one,

@@ -3,9 +3,9 @@
 
 use crate::engine::Engine;
 use crate::errno::R;
-use crate::fd::{Kind, Sock, Tcp};
+use crate::fd::{Kind, Sock, Tcp, Udp};
 use crate::ops::refresh;
-use netfold_core::iface::Stack;
+use netfold_core::iface::{PmtuDisc, Stack};
 use netfold_core::time::Duration;
 
 /// Socket buffer bounds (memory bound per socket; Linux clamps similarly to rmem_max).
@@ -54,6 +54,41 @@ fn int_of(v: OptVal) -> R<i32> {
     }
 }
 
+/// IP_MTU_DISCOVER values (ip(7); <linux/in.h>: DONT 0, WANT 1, DO 2, PROBE 3,
+/// INTERFACE 4, OMIT 5).
+fn pmtu_disc_of(v: i32) -> R<PmtuDisc> {
+    Ok(match v {
+        libc::IP_PMTUDISC_DONT => PmtuDisc::Dont,
+        libc::IP_PMTUDISC_WANT => PmtuDisc::Want,
+        libc::IP_PMTUDISC_DO => PmtuDisc::Do,
+        libc::IP_PMTUDISC_PROBE => PmtuDisc::Probe,
+        libc::IP_PMTUDISC_INTERFACE => PmtuDisc::Interface,
+        libc::IP_PMTUDISC_OMIT => PmtuDisc::Omit,
+        _ => return Err(libc::EINVAL),
+    })
+}
+
+fn pmtu_disc_value(m: PmtuDisc) -> i32 {
+    match m {
+        PmtuDisc::Dont => libc::IP_PMTUDISC_DONT,
+        PmtuDisc::Want => libc::IP_PMTUDISC_WANT,
+        PmtuDisc::Do => libc::IP_PMTUDISC_DO,
+        PmtuDisc::Probe => libc::IP_PMTUDISC_PROBE,
+        PmtuDisc::Interface => libc::IP_PMTUDISC_INTERFACE,
+        PmtuDisc::Omit => libc::IP_PMTUDISC_OMIT,
+    }
+}
+
+/// IP_MTU: the path MTU to the connected peer (ip(7): ENOTCONN on an unconnected socket).
+fn path_mtu(stack: &Stack, now: netfold_core::time::Instant, s: &Sock) -> R<i32> {
+    let peer = match &s.kind {
+        Kind::Tcp(Tcp::Stream(ts)) => ts.peer_addr(stack).map_err(|_| libc::ENOTCONN)?,
+        Kind::Udp(Udp { peer: Some(p), .. }) => *p,
+        _ => return Err(libc::ENOTCONN),
+    };
+    Ok(i32::try_from(stack.path_mtu(now, *peer.ip())).unwrap_or(i32::MAX))
+}
+
 /// Pushes a socket's options into the engine if it has a live connection or listener.
 fn apply(stack: &mut Stack, s: &Sock) -> R<()> {
     let h = match &s.kind {
@@ -68,6 +103,7 @@ fn apply(stack: &mut Stack, s: &Sock) -> R<()> {
 
 pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
     let mut g = e.lock();
+    let now = e.now(&g);
     let st = &mut *g;
     let s = st.fds.get_mut(fd)?;
     let is_tcp = matches!(s.kind, Kind::Tcp(_));
@@ -113,6 +149,8 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
         } else {
             libc::SOCK_DGRAM
         }),
+        (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => OptVal::Int(pmtu_disc_value(o.pmtu_disc)),
+        (libc::IPPROTO_IP, libc::IP_MTU) => OptVal::Int(path_mtu(&st.stack, now, s)?),
         (libc::IPPROTO_TCP, _) if !is_tcp => return Err(libc::ENOPROTOOPT),
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => b(o.cfg.nodelay),
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => match &s.kind {
@@ -176,6 +214,15 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
                 o.sndtimeo = t;
             }
         }
+        // UDP: DF and fragmentation of the socket's datagrams (see `PmtuDisc`). TCP keeps the
+        // value for getsockopt but always sets DF: its segments are cut at the path MTU and
+        // never fragmented (RFC 1191), whatever the mode.
+        (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => {
+            o.pmtu_disc = pmtu_disc_of(int_of(v)?)?;
+            if let Kind::Udp(Udp { h: Some(h), .. }) = &s.kind {
+                let _ = st.stack.udp_set_pmtu_disc(*h, s.opts.pmtu_disc);
+            }
+        }
         (libc::IPPROTO_TCP, _) if !is_tcp => return Err(libc::ENOPROTOOPT),
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => o.cfg.nodelay = int_of(v)? != 0,
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => {
@@ -205,7 +252,7 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
             }
             o.keepcnt = n as u32;
         }
-        // SO_ERROR and SO_TYPE are read-only.
+        // SO_ERROR, SO_TYPE and IP_MTU are read-only.
         _ => return Err(libc::ENOPROTOOPT),
     }
     let s = st.fds.get(fd)?;

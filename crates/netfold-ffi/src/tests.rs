@@ -154,3 +154,304 @@ fn arp_request_for_us_is_answered_in_manual_mode_before_inject_returns() {
         nf_stack_free(s);
     }
 }
+
+// ---- Errors a BSD program expects, MSG_PEEK, IP_MTU_DISCOVER (issue 11) ----
+
+const HERE: [u8; 4] = [198, 18, 0, 2];
+const PEER: [u8; 4] = [198, 18, 0, 1];
+
+/// A MANUAL-clock stack at `addr` ("a.b.c.d/len").
+unsafe fn manual_stack(addr: &core::ffi::CStr) -> *mut nf_stack {
+    let mut c = core::mem::MaybeUninit::<nf_config>::uninit();
+    // SAFETY: `c` is a live local of the right size; nf_config_init writes every field.
+    let mut c = unsafe {
+        nf_config_init(c.as_mut_ptr());
+        c.assume_init()
+    };
+    c.clock = NF_CLOCK_MANUAL;
+    c.address = addr.as_ptr();
+    // SAFETY: `c` is a valid config whose address string outlives the call.
+    let s = unsafe { nf_stack_new(&c) };
+    assert!(!s.is_null());
+    s
+}
+
+fn sin(ip: [u8; 4], port: u16) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(ip),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+const SIN_LEN: libc::socklen_t = core::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+
+/// Moves frames between two stacks until neither has any to send; returns the frames a sent.
+unsafe fn pump(a: *mut nf_stack, b: *mut nf_stack) -> Vec<Vec<u8>> {
+    let mut from_a = Vec::new();
+    let mut buf = vec![0u8; 2048];
+    loop {
+        let mut moved = false;
+        for (src, dst) in [(a, b), (b, a)] {
+            // SAFETY: both stacks are live; `buf` is writable for its length.
+            unsafe {
+                loop {
+                    let n = nf_take(src, buf.as_mut_ptr().cast(), buf.len());
+                    if n < 0 {
+                        break;
+                    }
+                    let f = &buf[..n as usize];
+                    if src == a {
+                        from_a.push(f.to_vec());
+                    }
+                    if !dst.is_null() {
+                        nf_inject(dst, f.as_ptr().cast(), f.len());
+                    }
+                    moved = true;
+                }
+            }
+        }
+        if !moved {
+            return from_a;
+        }
+    }
+}
+
+unsafe fn int_opt(s: *mut nf_stack, fd: i32, level: i32, name: i32) -> Result<i32, i32> {
+    let mut v: i32 = -1;
+    let mut l = core::mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: `v` and `l` are live locals of the stated sizes.
+    let r = unsafe { nf_getsockopt(s, fd, level, name, (&mut v as *mut i32).cast(), &mut l) };
+    if r == 0 {
+        Ok(v)
+    } else {
+        Err(errno())
+    }
+}
+
+unsafe fn set_int(s: *mut nf_stack, fd: i32, level: i32, name: i32, v: i32) -> Result<(), i32> {
+    let l = core::mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: `v` is a live local of the stated size.
+    let r = unsafe { nf_setsockopt(s, fd, level, name, (&v as *const i32).cast(), l) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(errno())
+    }
+}
+
+#[test]
+fn connect_to_a_silent_neighbour_fails_with_ehostunreach_after_the_arp_retries() {
+    // SAFETY: pointers are live locals of the stated sizes; the stack is freed once.
+    unsafe {
+        let s = manual_stack(c"198.18.0.2/24");
+        let fd = nf_socket(s, libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+        let to = sin(PEER, 80);
+        assert_eq!(
+            nf_connect(s, fd, (&to as *const libc::sockaddr_in).cast(), SIN_LEN),
+            -1
+        );
+        assert_eq!(errno(), libc::EINPROGRESS);
+        // Nobody answers: 3 ARP requests 1 s apart (Linux's defaults), then give up.
+        for t in 1..=2u64 {
+            assert_eq!(nf_clock_set(s, t * 1_000_000), 0);
+            assert_eq!(int_opt(s, fd, libc::SOL_SOCKET, libc::SO_ERROR), Ok(0));
+        }
+        assert_eq!(nf_clock_set(s, 3_000_000), 0);
+        assert_eq!(
+            int_opt(s, fd, libc::SOL_SOCKET, libc::SO_ERROR),
+            Ok(libc::EHOSTUNREACH)
+        );
+        // A blocking connect reports it itself.
+        let fd2 = nf_socket(s, libc::AF_INET, libc::SOCK_STREAM, 0);
+        let addr = s as usize;
+        let t = std::thread::spawn(move || {
+            let s = addr as *mut nf_stack;
+            let to = sin(PEER, 81);
+            let r = nf_connect(s, fd2, (&to as *const libc::sockaddr_in).cast(), SIN_LEN);
+            (r, errno())
+        });
+        let mut now = 3_000_000u64;
+        while !t.is_finished() {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            now += 250_000;
+            assert!(now < 20_000_000, "connect did not give up");
+            nf_clock_set(s, now);
+        }
+        assert_eq!(t.join().unwrap(), (-1, libc::EHOSTUNREACH));
+        nf_stack_free(s);
+    }
+}
+
+#[test]
+fn bind_to_an_address_that_is_not_ours_fails_with_eaddrnotavail() {
+    // SAFETY: pointers are live locals of the stated sizes; the stack is freed once.
+    unsafe {
+        let s = manual_stack(c"198.18.0.2/24");
+        for ty in [libc::SOCK_STREAM, libc::SOCK_DGRAM] {
+            let fd = nf_socket(s, libc::AF_INET, ty, 0);
+            let other = sin(PEER, 80);
+            assert_eq!(
+                nf_bind(s, fd, (&other as *const libc::sockaddr_in).cast(), SIN_LEN),
+                -1
+            );
+            assert_eq!(errno(), libc::EADDRNOTAVAIL);
+            let any = sin([0; 4], 80);
+            assert_eq!(
+                nf_bind(s, fd, (&any as *const libc::sockaddr_in).cast(), SIN_LEN),
+                0
+            );
+            let fd = nf_socket(s, libc::AF_INET, ty, 0);
+            let ours = sin(HERE, 81);
+            assert_eq!(
+                nf_bind(s, fd, (&ours as *const libc::sockaddr_in).cast(), SIN_LEN),
+                0
+            );
+            if ty == libc::SOCK_STREAM {
+                assert_eq!(nf_listen(s, fd, 4), 0);
+            }
+        }
+        nf_stack_free(s);
+    }
+}
+
+#[test]
+fn a_connected_udp_socket_gets_econnrefused_once_after_port_unreachable() {
+    // SAFETY: pointers are live locals of the stated sizes; stacks are freed once.
+    unsafe {
+        let a = manual_stack(c"198.18.0.2/24");
+        let b = manual_stack(c"198.18.0.1/24");
+        let fd = nf_socket(a, libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK, 0);
+        let closed = sin(PEER, 9);
+        assert_eq!(
+            nf_connect(a, fd, (&closed as *const libc::sockaddr_in).cast(), SIN_LEN),
+            0
+        );
+        let msg = b"anyone?";
+        assert_eq!(
+            nf_send(a, fd, msg.as_ptr().cast(), msg.len(), 0),
+            msg.len() as isize
+        );
+        pump(a, b);
+        // Reported once by the next call (here a send), then cleared (Linux semantics).
+        assert_eq!(nf_send(a, fd, msg.as_ptr().cast(), msg.len(), 0), -1);
+        assert_eq!(errno(), libc::ECONNREFUSED);
+        assert_eq!(
+            nf_send(a, fd, msg.as_ptr().cast(), msg.len(), 0),
+            msg.len() as isize
+        );
+        pump(a, b);
+        // ... or by the next receive, or SO_ERROR (and poll shows POLLERR meanwhile).
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        assert_eq!(nf_poll(a, &mut p, 1, 0), 1);
+        assert_ne!(p.revents & libc::POLLERR, 0);
+        let mut buf = [0u8; 16];
+        assert_eq!(nf_recv(a, fd, buf.as_mut_ptr().cast(), buf.len(), 0), -1);
+        assert_eq!(errno(), libc::ECONNREFUSED);
+        assert_eq!(nf_recv(a, fd, buf.as_mut_ptr().cast(), buf.len(), 0), -1);
+        assert_eq!(errno(), libc::EAGAIN);
+        assert_eq!(
+            nf_send(a, fd, msg.as_ptr().cast(), msg.len(), 0),
+            msg.len() as isize
+        );
+        pump(a, b);
+        assert_eq!(
+            int_opt(a, fd, libc::SOL_SOCKET, libc::SO_ERROR),
+            Ok(libc::ECONNREFUSED)
+        );
+        assert_eq!(int_opt(a, fd, libc::SOL_SOCKET, libc::SO_ERROR), Ok(0));
+        // An unconnected socket hears nothing (Linux without IP_RECVERR).
+        let u = nf_socket(a, libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK, 0);
+        let to = (&closed as *const libc::sockaddr_in).cast();
+        assert_eq!(
+            nf_sendto(a, u, msg.as_ptr().cast(), msg.len(), 0, to, SIN_LEN),
+            7
+        );
+        pump(a, b);
+        assert_eq!(
+            nf_sendto(a, u, msg.as_ptr().cast(), msg.len(), 0, to, SIN_LEN),
+            7
+        );
+        nf_stack_free(a);
+        nf_stack_free(b);
+    }
+}
+
+#[test]
+fn ip_mtu_discover_as_linux() {
+    // SAFETY: pointers are live locals of the stated sizes; stacks are freed once.
+    unsafe {
+        let a = manual_stack(c"198.18.0.2/24");
+        let b = manual_stack(c"198.18.0.1/24");
+        let echo = nf_socket(b, libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK, 0);
+        let at = sin(PEER, 7);
+        assert_eq!(
+            nf_bind(b, echo, (&at as *const libc::sockaddr_in).cast(), SIN_LEN),
+            0
+        );
+        let fd = nf_socket(a, libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK, 0);
+        let (ip, mtu_disc) = (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER);
+        assert_eq!(int_opt(a, fd, ip, mtu_disc), Ok(libc::IP_PMTUDISC_WANT));
+        assert_eq!(int_opt(a, fd, ip, libc::IP_MTU), Err(libc::ENOTCONN));
+        assert_eq!(set_int(a, fd, ip, mtu_disc, 6), Err(libc::EINVAL));
+        let to = sin(PEER, 7);
+        assert_eq!(
+            nf_connect(a, fd, (&to as *const libc::sockaddr_in).cast(), SIN_LEN),
+            0
+        );
+        assert_eq!(int_opt(a, fd, ip, libc::IP_MTU), Ok(1500));
+        // The IPv4 flags byte of each UDP packet a sent (Ethernet 14 + 6); DF is 0x40.
+        let df = |frames: &[Vec<u8>]| -> Vec<bool> {
+            frames
+                .iter()
+                .filter(|f| f.len() > 23 && f[12..14] == [8, 0] && f[23] == 17)
+                .map(|f| f[20] & 0x40 != 0)
+                .collect()
+        };
+        let send = |n: usize| {
+            let data = vec![7u8; n];
+            let r = nf_send(a, fd, data.as_ptr().cast(), n, 0);
+            (r, if r < 0 { errno() } else { 0 }, df(&pump(a, b)))
+        };
+        // WANT (the default): DF on what fits; 3000 bytes leave in fragments without DF.
+        assert_eq!(send(100), (100, 0, vec![true]));
+        assert_eq!(send(3000), (3000, 0, vec![false, false, false]));
+        // DONT: no DF.
+        assert_eq!(set_int(a, fd, ip, mtu_disc, libc::IP_PMTUDISC_DONT), Ok(()));
+        assert_eq!(send(100), (100, 0, vec![false]));
+        // DO: DF, and EMSGSIZE beyond the path MTU.
+        assert_eq!(set_int(a, fd, ip, mtu_disc, libc::IP_PMTUDISC_DO), Ok(()));
+        assert_eq!(int_opt(a, fd, ip, mtu_disc), Ok(libc::IP_PMTUDISC_DO));
+        assert_eq!(send(1472), (1472, 0, vec![true]));
+        assert_eq!(send(3000), (-1, libc::EMSGSIZE, vec![]));
+        // PROBE: DF, EMSGSIZE beyond the interface MTU.
+        assert_eq!(
+            set_int(a, fd, ip, mtu_disc, libc::IP_PMTUDISC_PROBE),
+            Ok(())
+        );
+        assert_eq!(send(1473), (-1, libc::EMSGSIZE, vec![]));
+        // The mode chosen before the socket is bound applies once it is.
+        let fd2 = nf_socket(a, libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK, 0);
+        assert_eq!(set_int(a, fd2, ip, mtu_disc, libc::IP_PMTUDISC_DO), Ok(()));
+        let big = vec![0u8; 3000];
+        let dst = (&to as *const libc::sockaddr_in).cast();
+        assert_eq!(
+            nf_sendto(a, fd2, big.as_ptr().cast(), big.len(), 0, dst, SIN_LEN),
+            -1
+        );
+        assert_eq!(errno(), libc::EMSGSIZE);
+        // TCP keeps the value for getsockopt.
+        let t = nf_socket(a, libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert_eq!(set_int(a, t, ip, mtu_disc, libc::IP_PMTUDISC_DO), Ok(()));
+        assert_eq!(int_opt(a, t, ip, mtu_disc), Ok(libc::IP_PMTUDISC_DO));
+        nf_stack_free(a);
+        nf_stack_free(b);
+    }
+}

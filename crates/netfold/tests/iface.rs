@@ -1439,3 +1439,188 @@ fn fragmented_datagrams_wait_for_queue_room_instead_of_being_lost() {
     assert_eq!(n.a.counters().tx_queue_full, 1);
     assert!(n.b.udp_recv_from(server, &mut buf).is_err());
 }
+
+// ---- Errors a BSD program expects (issue 11, defect 7) ----
+
+#[test]
+fn connect_to_a_host_that_never_answers_arp_fails_with_host_unreachable() {
+    use netfold::socket::TcpStream;
+    use std::io::ErrorKind;
+    let mut n = net(Medium::Ethernet);
+    n.ea.wire.borrow_mut().mute[0] = true; // nobody hears A: B never answers ARP
+    let s = TcpStream::connect(
+        &mut n.a,
+        n.now,
+        SocketAddrV4::new(IP_B, 80),
+        netfold::tcp::Config::default(),
+    )
+    .unwrap();
+    let mut err = None;
+    run_until(&mut n, Duration::from_secs(10), |n| {
+        match s.is_connected(&mut n.a) {
+            Ok(_) => false,
+            Err(e) => {
+                err = Some(e);
+                true
+            }
+        }
+    });
+    // Linux: 3 ARP probes 1 s apart, then EHOSTUNREACH (not ETIMEDOUT after the SYN retries).
+    let cfg = StackConfig::default();
+    let give_up = Duration::from_micros(
+        cfg.arp_retry_interval.total_micros() * u64::from(cfg.arp_max_retries),
+    );
+    assert_eq!(err.map(|e| e.kind()), Some(ErrorKind::HostUnreachable));
+    assert!(n.now <= Instant::ZERO + give_up, "gave up at {:?}", n.now);
+    assert_eq!(
+        n.a.counters().arp_requests_out,
+        u64::from(cfg.arp_max_retries)
+    );
+}
+
+#[test]
+fn a_connected_udp_socket_hears_port_unreachable_once() {
+    use netfold::socket::UdpSocket;
+    use std::io::ErrorKind;
+    let mut n = net(Medium::Ethernet);
+    let closed = SocketAddrV4::new(IP_B, 9);
+    let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+    let connected = UdpSocket::bind(&mut n.a, any).unwrap();
+    connected.connect(&mut n.a, closed).unwrap();
+    let unconnected = UdpSocket::bind(&mut n.a, any).unwrap();
+    connected.send_to(&mut n.a, b"anyone?", closed).unwrap();
+    unconnected.send_to(&mut n.a, b"anyone?", closed).unwrap();
+    n.quiesce();
+    assert_eq!(n.a.counters().icmp_port_unreachable_in, 2);
+    // The error is reported once (by the next call), then cleared, as on Linux.
+    let mut buf = [0u8; 16];
+    let e = connected.recv_from(&mut n.a, &mut buf).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
+    let e = connected.recv_from(&mut n.a, &mut buf).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WouldBlock);
+    connected.send_to(&mut n.a, b"again", closed).unwrap();
+    n.quiesce();
+    let e = connected.send_to(&mut n.a, b"third", closed).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
+    assert!(connected.take_error(&mut n.a).unwrap().is_none());
+    // An unconnected socket cannot tell which datagram failed: no error (Linux without
+    // IP_RECVERR).
+    assert!(unconnected.take_error(&mut n.a).unwrap().is_none());
+    let e = unconnected.recv_from(&mut n.a, &mut buf).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WouldBlock);
+}
+
+#[test]
+fn a_connected_udp_socket_hears_that_its_next_hop_never_answered() {
+    use netfold::socket::UdpSocket;
+    use std::io::ErrorKind;
+    let mut n = net(Medium::Ethernet);
+    n.ea.wire.borrow_mut().mute[0] = true;
+    let peer = SocketAddrV4::new(IP_B, 7);
+    let s = UdpSocket::bind(&mut n.a, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+    s.connect(&mut n.a, peer).unwrap();
+    s.send_to(&mut n.a, b"x", peer).unwrap();
+    run_until(&mut n, Duration::from_secs(10), |n| {
+        n.a.arp_pending() == 0 && n.now.total_millis() > 0
+    });
+    let e = s.take_error(&mut n.a).unwrap().expect("an error");
+    assert_eq!(e.kind(), ErrorKind::HostUnreachable);
+}
+
+#[test]
+fn binding_or_listening_on_an_address_that_is_not_ours_fails() {
+    use netfold::socket::{TcpListener, UdpSocket};
+    use std::io::ErrorKind;
+    let mut n = net(Medium::Ethernet);
+    let cfg = netfold::tcp::Config::default();
+    let e = TcpListener::bind(&mut n.a, SocketAddrV4::new(IP_B, 80), 4, cfg).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AddrNotAvailable);
+    let e = UdpSocket::bind(&mut n.a, SocketAddrV4::new(IP_B, 80)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AddrNotAvailable);
+    // 0.0.0.0 and our own address are fine.
+    TcpListener::bind(
+        &mut n.a,
+        SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80),
+        4,
+        cfg,
+    )
+    .unwrap();
+    TcpListener::bind(&mut n.a, SocketAddrV4::new(IP_A, 81), 4, cfg).unwrap();
+}
+
+/// "Fragmentation needed, next-hop MTU `mtu`" about a UDP datagram B sent to A, injected to B.
+fn frag_needed_to_b(n: &Net, mtu: u16) {
+    let quoted = Ipv4Repr {
+        src: IP_B,
+        dst: IP_A,
+        protocol: IpProtocol::Udp,
+        payload_len: 1400,
+        ttl: 64,
+        dscp_ecn: 0,
+        ident: 1,
+        dont_frag: true,
+        more_frags: false,
+        frag_offset: 0,
+    };
+    let r = Icmpv4Repr::DstUnreachable {
+        code: 4,
+        next_hop_mtu: mtu,
+        header: quoted,
+        data: &[0, 7, 0, 9, 0, 0, 0, 0],
+    };
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut b, true).unwrap();
+    n.inject_to_b(eth(
+        MAC_B,
+        EtherType::Ipv4,
+        &ipv4(IpProtocol::Icmp, &b, 3, false, 0),
+    ));
+}
+
+#[test]
+fn ip_mtu_discover_modes_set_df_and_refuse_or_fragment_like_linux() {
+    use netfold::iface::PmtuDisc;
+    let mut n = net(Medium::Ethernet);
+    let sock = n.b.udp_bind(SocketAddrV4::new(IP_B, 7)).unwrap();
+    n.a.udp_bind(SocketAddrV4::new(IP_A, 9)).unwrap();
+    let to = SocketAddrV4::new(IP_A, 9);
+    n.b.ping(n.now, IP_A, 1, 1, b"x").unwrap();
+    n.settle();
+    // Linux's default is IP_PMTUDISC_WANT: DF on what fits, fragments (no DF) beyond.
+    assert_eq!(n.b.udp_pmtu_disc(sock), Ok(PmtuDisc::Want));
+    let sent = |n: &mut Net, len: usize| {
+        let before = n.frames_from(1).len();
+        let r = n.b.udp_send_to(sock, &vec![7; len], to);
+        n.settle();
+        (
+            r,
+            ip_frag_fields(&n.frames_from(1)[before..], IpProtocol::Udp),
+        )
+    };
+    assert_eq!(sent(&mut n, 100), (Ok(()), vec![(true, false, 0, 128)]));
+    let (r, f) = sent(&mut n, 3000);
+    assert!(r.is_ok() && f.len() == 3 && f.iter().all(|x| !x.0), "{f:?}");
+    // DONT: never DF.
+    n.b.udp_set_pmtu_disc(sock, PmtuDisc::Dont).unwrap();
+    assert_eq!(sent(&mut n, 100), (Ok(()), vec![(false, false, 0, 128)]));
+    // DO: DF, and a datagram beyond the path MTU is refused (EMSGSIZE), here and after the
+    // path narrowed.
+    n.b.udp_set_pmtu_disc(sock, PmtuDisc::Do).unwrap();
+    assert_eq!(sent(&mut n, 1472), (Ok(()), vec![(true, false, 0, 1500)]));
+    assert_eq!(sent(&mut n, 1473), (Err(UdpError::MessageTooLarge), vec![]));
+    frag_needed_to_b(&n, 1000);
+    n.settle();
+    assert_eq!(sent(&mut n, 1000), (Err(UdpError::MessageTooLarge), vec![]));
+    assert_eq!(sent(&mut n, 972), (Ok(()), vec![(true, false, 0, 1000)]));
+    // PROBE: DF, measured against the interface MTU (the learned path MTU is ignored).
+    n.b.udp_set_pmtu_disc(sock, PmtuDisc::Probe).unwrap();
+    assert_eq!(sent(&mut n, 1472), (Ok(()), vec![(true, false, 0, 1500)]));
+    assert_eq!(sent(&mut n, 1473), (Err(UdpError::MessageTooLarge), vec![]));
+    // WANT again: beyond the learned path MTU, fragments at it.
+    n.b.udp_set_pmtu_disc(sock, PmtuDisc::Want).unwrap();
+    let (r, f) = sent(&mut n, 1400);
+    assert!(
+        r.is_ok() && f.len() == 2 && f.iter().all(|x| !x.0 && x.3 <= 1000),
+        "{f:?}"
+    );
+}

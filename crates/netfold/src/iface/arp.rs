@@ -115,8 +115,10 @@ impl IfaceState {
     }
 
     /// ARP timer work: repeat due requests, drop (counted) frames whose next hop never answered.
-    pub(super) fn neighbor_timers(&mut self, now: Instant) {
+    /// Returns the next hops given up on (empty, without allocating, almost always).
+    pub(super) fn neighbor_timers(&mut self, now: Instant) -> Vec<Ipv4Addr> {
         let mut due = core::mem::take(&mut self.arp_due);
+        let mut gave_up = Vec::new();
         let (pool, c) = (&mut self.pool, &mut self.c);
         self.neigh.poll(now, |e| match e {
             Event::Request(ip) => due.push(ip),
@@ -124,11 +126,13 @@ impl IfaceState {
                 c.arp_unresolved_drops += 1;
                 pool.put(b);
             }
+            Event::GaveUp(ip) => gave_up.push(ip),
         });
         for ip in due.drain(..) {
             self.send_arp_request(ip);
         }
         self.arp_due = due;
+        gave_up
     }
 
     /// Moves frames parked for `ip` to the transmit queue with their destination MAC filled.

@@ -148,6 +148,19 @@ impl Inner {
                     unreach_code::PROTOCOL | unreach_code::PORT => IcmpError::Unreachable { code },
                     _ => IcmpError::Soft,
                 };
+                // RFC 1122 §4.1.3.3: UDP MUST pass ICMP errors up to the application; a
+                // connected socket reports them (Linux's icmp_err_convert: port and protocol
+                // unreachable are ECONNREFUSED, host unreachable EHOSTUNREACH).
+                let udp_err = match code {
+                    unreach_code::PROTOCOL | unreach_code::PORT => {
+                        Some(super::UdpError::ConnectionRefused)
+                    }
+                    unreach_code::HOST => Some(super::UdpError::HostUnreachable),
+                    _ => None,
+                };
+                if let Some(e) = udp_err {
+                    self.icmp_error_to_udp(&header, data, e);
+                }
                 self.icmp_error_to_tcp(now, &header, data, err);
             }
             Icmpv4Repr::TimeExceeded { header, data, .. } => {
@@ -169,6 +182,20 @@ impl Inner {
         let local = SocketAddrV4::new(quoted.src, sport);
         let remote = SocketAddrV4::new(quoted.dst, dport);
         self.tcp.icmp_error(now, local, remote, err);
+    }
+
+    /// Hands an ICMP error quoting one of our UDP datagrams to the socket connected to its
+    /// destination. The quote's source must be us; it starts with the ports.
+    fn icmp_error_to_udp(&mut self, quoted: &Ipv4Repr, data: &[u8], err: super::UdpError) {
+        if quoted.protocol != IpProtocol::Udp || quoted.src != self.st.addr {
+            return;
+        }
+        let Some((sport, dport)) = crate::wire::tcp::quoted_ports(data) else {
+            return;
+        };
+        let local = SocketAddrV4::new(quoted.src, sport);
+        let remote = SocketAddrV4::new(quoted.dst, dport);
+        self.udp_icmp_error(local, remote, err);
     }
 
     /// Emits an ICMP message to `dst` from our address.

@@ -4,6 +4,7 @@
 
 use super::reassembly::FragOutcome;
 use super::state::{IfaceState, TxError};
+use super::udp::PmtuDisc;
 use super::Inner;
 use crate::buf::{Csum, PacketBuf};
 use crate::offload::gro::Gro;
@@ -160,7 +161,22 @@ impl IfaceState {
         protocol: IpProtocol,
         src: Ipv4Addr,
         dst: Ipv4Addr,
+        buf: PacketBuf,
+    ) -> Result<(), TxError> {
+        self.send_ip_pmtu(now, protocol, src, dst, buf, PmtuDisc::Dont)
+    }
+
+    /// `send_ip` for a UDP or ICMP datagram under a socket's IP_MTU_DISCOVER `mode` (see
+    /// [`PmtuDisc`]): whether DF is set, and which MTU decides fragmentation. A datagram the
+    /// mode forbids to fragment is refused as `TooBig` (the socket refused it earlier).
+    pub(super) fn send_ip_pmtu(
+        &mut self,
+        now: Instant,
+        protocol: IpProtocol,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
         mut buf: PacketBuf,
+        mode: PmtuDisc,
     ) -> Result<(), TxError> {
         if self.tx_full() {
             self.c.tx_queue_full += 1;
@@ -175,8 +191,13 @@ impl IfaceState {
             return Err(TxError::TooBig);
         }
         if !tcp {
-            let mtu = self.pmtu.get(now, dst, self.mtu);
+            let mtu = self.datagram_mtu(now, dst, mode);
             if len > mtu {
+                if mode.refuses_fragments() {
+                    self.c.tx_too_big += 1;
+                    self.pool.put(buf);
+                    return Err(TxError::TooBig);
+                }
                 return self.send_fragments(now, protocol, src, dst, buf, mtu);
             }
         }
@@ -190,9 +211,10 @@ impl IfaceState {
             ttl: self.ttl.max(1),
             dscp_ecn: 0,
             ident: self.ident,
-            // DF belongs to TCP, whose path MTU discovery (RFC 1191) needs it; UDP and ICMP
-            // may be fragmented on the way, as Linux sends them when they exceed the path MTU.
-            dont_frag: tcp,
+            // DF belongs to TCP, whose path MTU discovery (RFC 1191) needs it, and to
+            // datagrams whose socket asked for path MTU discovery (IP_MTU_DISCOVER, Linux's
+            // default IP_PMTUDISC_WANT sets DF on what fits the path); ICMP goes without.
+            dont_frag: tcp || mode.sets_df(),
             more_frags: false,
             frag_offset: 0,
         };
@@ -205,10 +227,27 @@ impl IfaceState {
         self.send_link(now, dst, buf)
     }
 
+    /// The MTU a datagram to `dst` is measured against under `mode`: the path MTU, or the
+    /// interface MTU for the modes that ignore what ICMP reported (Linux's PROBE, INTERFACE,
+    /// OMIT).
+    pub(super) fn datagram_mtu(&self, now: Instant, dst: Ipv4Addr, mode: PmtuDisc) -> usize {
+        match mode {
+            PmtuDisc::Probe | PmtuDisc::Interface | PmtuDisc::Omit => self.mtu,
+            PmtuDisc::Dont | PmtuDisc::Want | PmtuDisc::Do => self.pmtu.get(now, dst, self.mtu),
+        }
+    }
+
     /// Frames a UDP or ICMP datagram of `len` bytes (IP payload) to `dst` takes: 1, or its
-    /// fragment count when it exceeds the path MTU (see `send_fragments`).
-    pub(super) fn frames_for(&self, now: Instant, dst: Ipv4Addr, len: usize) -> usize {
-        let mtu = self.pmtu.get(now, dst, self.mtu);
+    /// fragment count when it exceeds the MTU that applies under `mode` (see
+    /// `send_fragments`).
+    pub(super) fn frames_for(
+        &self,
+        now: Instant,
+        dst: Ipv4Addr,
+        len: usize,
+        mode: PmtuDisc,
+    ) -> usize {
+        let mtu = self.datagram_mtu(now, dst, mode);
         if IP_LEN + len <= mtu {
             return 1;
         }

@@ -21,6 +21,11 @@
 //!   overlaps discard the datagram, see [`reassembly`]); otherwise dropped and counted. On
 //!   transmit, UDP and ICMP datagrams up to 65507 bytes of data are fragmented at the path MTU
 //!   (RFC 791 §3.2; the path MTU per destination as ICMP reported it, RFC 1191), without DF.
+//!   A UDP socket's IP_MTU_DISCOVER mode ([`PmtuDisc`], Linux's default `Want`) sets DF on
+//!   datagrams that fit the path, or refuses larger ones (`Do`, `Probe`).
+//! - Errors back to sockets: when ARP gives up on a next hop, connections still opening
+//!   through it fail with `HostUnreachable` (as Linux, after ~3 s); a connected UDP socket
+//!   ([`Stack::udp_connect`]) hears ICMP port/host unreachable once, as Linux reports it.
 //!   TCP is never fragmented: its packets carry DF (RFC 1191 path MTU discovery) and its
 //!   segments are cut at the MTU instead (software GSO).
 //! - ARP: RFC 826 merge rule, one request per second per address, bounded pending queue.
@@ -48,7 +53,7 @@ pub mod udp;
 
 pub use counters::Counters;
 pub use state::{DropReason, Emit, FullQueue, TxError};
-pub use udp::{UdpError, UdpHandle};
+pub use udp::{PmtuDisc, UdpError, UdpHandle};
 
 use crate::buf::{PacketBuf, Pool};
 use crate::offload::gro::Gro;
@@ -195,6 +200,9 @@ pub(crate) struct Inner {
     reasm: Reassembler,
     echo_replies: VecDeque<EchoReply>,
     icmp_limiter: RateLimiter,
+    /// The `now` of the latest poll, for calls that take no time but read timed state (the
+    /// path MTU a datagram is checked against in `udp_send_to`).
+    last_now: Instant,
 }
 
 /// One interface's IPv4 host stack. See the module documentation.
@@ -255,6 +263,7 @@ impl Stack {
             ),
             echo_replies: VecDeque::with_capacity(ECHO_REPLY_QUEUE),
             icmp_limiter: RateLimiter::new(config.icmp_error_burst, config.icmp_error_interval),
+            last_now: Instant::ZERO,
             st,
             config,
         };
@@ -438,7 +447,8 @@ impl Stack {
         data: &[u8],
         to: SocketAddrV4,
     ) -> Result<(), UdpError> {
-        self.inner.udp_send_to(h, data, to)
+        let now = self.inner.last_now;
+        self.inner.udp_send_to(now, h, data, to)
     }
 
     /// Takes the oldest received datagram: copies up to `buf.len()` bytes (the rest is
@@ -461,6 +471,34 @@ impl Stack {
         ))
     }
 
+    /// connect(2) on a datagram socket: `Some(peer)` makes ICMP errors about datagrams to
+    /// `peer` (port unreachable, an unresolved next hop) reach the socket, reported once by
+    /// its next send or receive or by [`Stack::udp_take_error`]; `None` disconnects. Sending
+    /// to other destinations stays possible (the C API's connected send uses the peer).
+    pub fn udp_connect(
+        &mut self,
+        h: UdpHandle,
+        peer: Option<SocketAddrV4>,
+    ) -> Result<(), UdpError> {
+        self.inner.udp_connect(h, peer)
+    }
+
+    /// IP_MTU_DISCOVER for a UDP socket: whether its datagrams carry DF and which are
+    /// refused instead of fragmented (see [`PmtuDisc`]; the default is Linux's, `Want`).
+    pub fn udp_set_pmtu_disc(&mut self, h: UdpHandle, mode: PmtuDisc) -> Result<(), UdpError> {
+        self.inner.udp_set_pmtu_disc(h, mode)
+    }
+
+    /// The socket's IP_MTU_DISCOVER mode.
+    pub fn udp_pmtu_disc(&self, h: UdpHandle) -> Result<PmtuDisc, UdpError> {
+        Ok(self.inner.udp.get(h)?.pmtu_disc)
+    }
+
+    /// The socket's pending asynchronous error (SO_ERROR), cleared by reading it.
+    pub fn udp_take_error(&mut self, h: UdpHandle) -> Result<Option<UdpError>, UdpError> {
+        self.inner.udp_take_error(h)
+    }
+
     /// Closes the socket; queued datagrams are discarded. Stale handles are ignored.
     pub fn udp_close(&mut self, h: UdpHandle) {
         self.inner.udp.close(h, &mut self.inner.st.pool);
@@ -468,9 +506,17 @@ impl Stack {
 }
 
 impl Inner {
-    /// ARP retries and give-ups, reassembly timeouts.
+    /// ARP retries and give-ups (which fail the sockets waiting on that next hop),
+    /// reassembly timeouts.
     fn timers(&mut self, now: Instant) {
-        self.st.neighbor_timers(now);
+        self.last_now = now;
+        for hop in self.st.neighbor_timers(now) {
+            // Everything routed through the silent next hop is unreachable.
+            let st = &self.st;
+            self.tcp
+                .host_unreachable(now, |dst| st.next_hop(dst) == Some(hop));
+            self.udp_host_unreachable(hop);
+        }
         let expired = self.reasm.expire(now);
         self.st.c.frag_timeouts += expired as u64;
         self.st.c.frag_dropped += expired as u64;

@@ -39,6 +39,9 @@ pub enum Event {
     Request(Ipv4Addr),
     /// A parked frame whose next hop never answered; recycle it and count the drop.
     Drop(PacketBuf),
+    /// This next hop used up its retries without an answer (after its `Drop`s): whoever
+    /// waits on it learns that the host is unreachable.
+    GaveUp(Ipv4Addr),
 }
 
 /// What the caller must do after parking a frame.
@@ -202,6 +205,7 @@ impl NeighborCache {
             if r.requests >= self.max_retries {
                 self.resolving.swap_remove(i);
                 self.take_pending(r.ip, |b| f(Event::Drop(b)));
+                f(Event::GaveUp(r.ip));
             } else {
                 self.resolving[i].last_request = now;
                 self.resolving[i].requests += 1;
@@ -258,14 +262,16 @@ mod tests {
         assert_eq!(n.park(t0, IP, PacketBuf::default()).0, Park::Waiting);
         assert_eq!(n.park(t0, IP, PacketBuf::default()).0, Park::Full);
         assert_eq!(n.poll_at(), Some(Instant::from_secs(1)));
-        let (mut reqs, mut drops) = (0, 0);
+        let (mut reqs, mut drops, mut gave_up) = (0, 0, vec![]);
         let mut count = |e: Event| match e {
             Event::Request(_) => reqs += 1,
             Event::Drop(_) => drops += 1,
+            Event::GaveUp(ip) => gave_up.push(ip),
         };
         n.poll(Instant::from_secs(1), &mut count);
         n.poll(Instant::from_secs(2), &mut count);
         assert_eq!((reqs, drops), (1, 2));
+        assert_eq!(gave_up, vec![IP]);
         assert_eq!(n.pending_len(), 0);
         assert_eq!(n.poll_at(), None);
     }

@@ -46,6 +46,43 @@ pub enum UdpError {
     MessageTooLarge,
     /// Too many sockets.
     NoBufs,
+    /// A connected socket's peer answered with ICMP port (or protocol) unreachable
+    /// (reported once, like Linux's `sk_err` for a connected UDP socket).
+    ConnectionRefused,
+    /// A connected socket's next hop never answered ARP (reported once).
+    HostUnreachable,
+}
+
+/// A socket's IP_MTU_DISCOVER mode (Linux's `IP_PMTUDISC_*`, ip(7)), for UDP datagrams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PmtuDisc {
+    /// Never set DF; fragment at the path MTU.
+    Dont,
+    /// Linux's default: DF on datagrams that fit the path MTU (so a router's "fragmentation
+    /// needed" teaches us the path, RFC 1191); larger ones are fragmented here, without DF.
+    #[default]
+    Want,
+    /// Always DF; a datagram larger than the path MTU is refused (EMSGSIZE).
+    Do,
+    /// Always DF, measured against the interface MTU (the path MTU is ignored): for
+    /// programs that probe the path themselves (RFC 4821).
+    Probe,
+    /// No DF, fragment at the interface MTU; the path MTU is ignored (Linux's INTERFACE).
+    Interface,
+    /// Like `Interface` (Linux's OMIT differs only in accepting PMTU updates for other
+    /// sockets, which the shared cache does anyway).
+    Omit,
+}
+
+impl PmtuDisc {
+    /// Whether datagrams carry DF (those that are not fragmented here).
+    pub fn sets_df(self) -> bool {
+        matches!(self, PmtuDisc::Want | PmtuDisc::Do | PmtuDisc::Probe)
+    }
+    /// Whether a datagram larger than the MTU that applies is refused rather than fragmented.
+    pub fn refuses_fragments(self) -> bool {
+        matches!(self, PmtuDisc::Do | PmtuDisc::Probe)
+    }
 }
 
 impl fmt::Display for UdpError {
@@ -63,6 +100,13 @@ pub(crate) struct UdpSocket {
     /// Datagrams to send: destination, a buffer holding the payload (headroom in front), and
     /// the payload's checksum, computed while copying it in.
     pub tx: VecDeque<(SocketAddrV4, PacketBuf, u16)>,
+    /// The peer of a connected socket (connect(2) on a datagram socket): only it may have
+    /// ICMP errors reported to the socket (RFC 1122 §4.1.3.3; Linux does the same).
+    pub peer: Option<SocketAddrV4>,
+    /// An asynchronous error for the next call (SO_ERROR), reported once.
+    pub error: Option<UdpError>,
+    /// IP_MTU_DISCOVER: DF and fragmentation of this socket's datagrams.
+    pub pmtu_disc: PmtuDisc,
 }
 
 #[derive(Debug)]
@@ -113,6 +157,9 @@ impl UdpTable {
             local,
             rx: VecDeque::with_capacity(self.queue_limit.min(256)),
             tx: VecDeque::with_capacity(self.queue_limit.min(256)),
+            peer: None,
+            error: None,
+            pmtu_disc: PmtuDisc::default(),
         };
         if let Some(i) = self.slots.iter().position(|(_, s)| s.is_none()) {
             let slot = &mut self.slots[i];
@@ -197,6 +244,64 @@ impl UdpTable {
 }
 
 impl Inner {
+    /// An ICMP error quoting a UDP datagram we sent from `local` to `remote`: a socket
+    /// connected to `remote` gets `err` for its next call. Unconnected sockets hear nothing
+    /// (Linux without IP_RECVERR: a datagram socket cannot tell which send failed).
+    pub(super) fn udp_icmp_error(
+        &mut self,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        err: UdpError,
+    ) {
+        for sock in self.udp.iter_mut() {
+            let addr_ok = sock.local.ip().is_unspecified() || sock.local.ip() == local.ip();
+            if sock.local.port() == local.port() && addr_ok && sock.peer == Some(remote) {
+                sock.error = Some(err);
+            }
+        }
+    }
+
+    /// The neighbour cache gave up on `next_hop`: connected sockets whose peer is reached
+    /// through it get EHOSTUNREACH (Linux: `ip_link_failure` answers the dropped packet with
+    /// a local ICMP host unreachable).
+    pub(super) fn udp_host_unreachable(&mut self, next_hop: Ipv4Addr) {
+        let st = &self.st;
+        for sock in self.udp.iter_mut() {
+            if let Some(p) = sock.peer {
+                if st.next_hop(*p.ip()) == Some(next_hop) {
+                    sock.error = Some(UdpError::HostUnreachable);
+                }
+            }
+        }
+    }
+
+    /// connect(2) on a datagram socket: remembers the peer (None disconnects), and clears a
+    /// pending error.
+    pub(super) fn udp_connect(
+        &mut self,
+        h: UdpHandle,
+        peer: Option<SocketAddrV4>,
+    ) -> Result<(), UdpError> {
+        let sock = self.udp.get_mut(h)?;
+        sock.peer = peer;
+        sock.error = None;
+        Ok(())
+    }
+
+    pub(super) fn udp_set_pmtu_disc(
+        &mut self,
+        h: UdpHandle,
+        mode: PmtuDisc,
+    ) -> Result<(), UdpError> {
+        self.udp.get_mut(h)?.pmtu_disc = mode;
+        Ok(())
+    }
+
+    /// Takes the socket's pending asynchronous error (SO_ERROR): reported once, then cleared.
+    pub(super) fn udp_take_error(&mut self, h: UdpHandle) -> Result<Option<UdpError>, UdpError> {
+        Ok(self.udp.get_mut(h)?.error.take())
+    }
+
     pub(super) fn udp_bind(&mut self, local: SocketAddrV4) -> Result<UdpHandle, UdpError> {
         if !local.ip().is_unspecified() && *local.ip() != self.st.addr {
             return Err(UdpError::AddrNotAvailable);
@@ -207,6 +312,7 @@ impl Inner {
     /// Copies the datagram into a pooled buffer (summing it in the same pass) and queues it.
     pub(super) fn udp_send_to(
         &mut self,
+        now: Instant,
         h: UdpHandle,
         data: &[u8],
         to: SocketAddrV4,
@@ -221,6 +327,18 @@ impl Inner {
         }
         let limit = self.udp.queue_limit();
         let sock = self.udp.get_mut(h)?;
+        // A pending asynchronous error is the answer to this call (Linux's sock_error()).
+        if let Some(e) = sock.error.take() {
+            return Err(e);
+        }
+        // IP_PMTUDISC_DO / PROBE: DF always, so a datagram beyond the MTU that applies could
+        // never leave; refuse it now, as Linux's ip_append_data does (EMSGSIZE).
+        let mode = sock.pmtu_disc;
+        if mode.refuses_fragments()
+            && IP_LEN + HEADER_LEN + data.len() > self.st.datagram_mtu(now, *to.ip(), mode)
+        {
+            return Err(UdpError::MessageTooLarge);
+        }
         if sock.tx.len() >= limit {
             return Err(UdpError::WouldBlock);
         }
@@ -240,6 +358,9 @@ impl Inner {
         buf: &mut [u8],
     ) -> Result<(usize, SocketAddrV4), UdpError> {
         let sock = self.udp.get_mut(h)?;
+        if let Some(e) = sock.error.take() {
+            return Err(e);
+        }
         let (from, data) = sock.rx.pop_front().ok_or(UdpError::WouldBlock)?;
         let n = data.len().min(buf.len());
         self.st.copy.copy(&mut buf[..n], &data.as_slice()[..n]);
@@ -256,7 +377,8 @@ impl Inner {
             while let Some((to, mut buf, sum)) = sock.tx.pop_front() {
                 // A datagram goes out whole (all its fragments) or waits for the next round;
                 // one that could never fit the queue is tried (and counted) when it is empty.
-                let frames = st.frames_for(now, *to.ip(), HEADER_LEN + buf.len());
+                let mode = sock.pmtu_disc;
+                let frames = st.frames_for(now, *to.ip(), HEADER_LEN + buf.len(), mode);
                 if st.tx_full() || (st.tx.len() + frames > st.tx_limit && !st.tx.is_empty()) {
                     sock.tx.push_front((to, buf, sum));
                     return true;
@@ -289,7 +411,7 @@ impl Inner {
                 }
                 st.c.udp_out += 1;
                 // A refusal is counted where it happens (queue full, no route, ...).
-                let _ = st.send_ip(now, IpProtocol::Udp, src, *to.ip(), buf);
+                let _ = st.send_ip_pmtu(now, IpProtocol::Udp, src, *to.ip(), buf, mode);
             }
         }
         false

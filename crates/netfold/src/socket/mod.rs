@@ -30,6 +30,7 @@ pub fn io_error(e: tcp::Error) -> io::Error {
         tcp::Error::AddrInUse => (K::AddrInUse, "address in use"),
         tcp::Error::AddrNotAvailable => (K::AddrNotAvailable, "address not available"),
         tcp::Error::InvalidInput => (K::InvalidInput, "invalid argument"),
+        tcp::Error::HostUnreachable => (K::HostUnreachable, "no route to host"),
     };
     io::Error::new(kind, msg)
 }
@@ -67,7 +68,7 @@ impl TcpListener {
         backlog: usize,
         config: tcp::Config,
     ) -> io::Result<Self> {
-        let local = resolve_local(stack, local);
+        let local = resolve_local(stack, local)?;
         let handle = stack
             .tcp_mut()
             .listen(local, backlog, config)
@@ -242,9 +243,11 @@ pub fn udp_io_error(e: UdpError) -> io::Error {
         UdpError::InvalidInput => (K::InvalidInput, "invalid destination"),
         UdpError::MessageTooLarge => (
             K::InvalidInput,
-            "message too long for the MTU (netfold does not fragment)",
+            "message too long (beyond 65507 bytes, or beyond the path MTU with DF)",
         ),
         UdpError::NoBufs => (K::OutOfMemory, "too many sockets"),
+        UdpError::ConnectionRefused => (K::ConnectionRefused, "connection refused"),
+        UdpError::HostUnreachable => (K::HostUnreachable, "no route to host"),
     };
     io::Error::new(kind, msg)
 }
@@ -294,6 +297,23 @@ impl UdpSocket {
         stack.udp_local_addr(self.handle).map_err(udp_io_error)
     }
 
+    /// connect(2): ICMP errors about datagrams to `peer` (port unreachable, a next hop that
+    /// never answers ARP) are reported once, by the next `send_to`/`recv_from` or by
+    /// [`UdpSocket::take_error`], as `ConnectionRefused` / `HostUnreachable`.
+    pub fn connect(&self, stack: &mut Stack, peer: SocketAddrV4) -> io::Result<()> {
+        stack
+            .udp_connect(self.handle, Some(peer))
+            .map_err(udp_io_error)
+    }
+
+    /// The pending asynchronous error (SO_ERROR), cleared by reading it.
+    pub fn take_error(&self, stack: &mut Stack) -> io::Result<Option<io::Error>> {
+        Ok(stack
+            .udp_take_error(self.handle)
+            .map_err(udp_io_error)?
+            .map(udp_io_error))
+    }
+
     pub fn close(self, stack: &mut Stack) {
         stack.udp_close(self.handle);
     }
@@ -303,10 +323,16 @@ impl UdpSocket {
     }
 }
 
-fn resolve_local(stack: &Stack, local: SocketAddrV4) -> SocketAddrV4 {
+/// The address to listen on: 0.0.0.0 means the stack's own; any other address must be it
+/// (bind(2) and listen(2) on an address that is not local fail with EADDRNOTAVAIL, and such
+/// a listener could never accept).
+fn resolve_local(stack: &Stack, local: SocketAddrV4) -> io::Result<SocketAddrV4> {
+    let ours = stack.config().addr;
     if local.ip().is_unspecified() {
-        SocketAddrV4::new(stack.config().addr, local.port())
+        Ok(SocketAddrV4::new(ours, local.port()))
+    } else if *local.ip() == ours {
+        Ok(local)
     } else {
-        local
+        Err(io_error(tcp::Error::AddrNotAvailable))
     }
 }

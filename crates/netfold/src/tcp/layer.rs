@@ -642,6 +642,35 @@ impl TcpLayer {
         }
     }
 
+    /// The neighbour cache gave up on a next hop (no ARP reply after its retries): every
+    /// connection still opening towards a remote address for which `unreachable` holds ends
+    /// with [`Error::HostUnreachable`]. Linux does the same: the unresolved SYN is answered
+    /// with a local ICMP host unreachable (`ip_link_failure`), which `tcp_v4_err` treats as
+    /// fatal in SYN-SENT, so connect(2) fails with EHOSTUNREACH after the ARP retries (~3 s)
+    /// instead of ETIMEDOUT after the SYN retries. Synchronized connections keep trying
+    /// (RFC 1122 §4.2.3.9: host unreachable is a soft error), as on Linux.
+    pub fn host_unreachable(&mut self, now: Instant, unreachable: impl Fn(Ipv4Addr) -> bool) {
+        self.last_now = now;
+        let opening: Vec<u32> = self
+            .conns
+            .iter()
+            .filter(|((_, remote), _)| unreachable(*remote.ip()))
+            .map(|(_, &i)| i)
+            .filter(|&i| {
+                matches!(&self.slots[i as usize].sock,
+                    Some(Sock::Conn(c)) if c.state == State::SynSent)
+            })
+            .collect();
+        for i in opening {
+            if let Some(Sock::Conn(c)) = &mut self.slots[i as usize].sock {
+                c.enter_closed(Some(Error::HostUnreachable));
+                c.reclaim_buffers(&mut self.rings);
+            }
+            self.touch(i);
+            self.handle_event(i, Event::Closed);
+        }
+    }
+
     pub fn listen(
         &mut self,
         local: SocketAddrV4,

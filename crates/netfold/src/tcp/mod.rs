@@ -192,6 +192,9 @@ pub enum Error {
     AddrNotAvailable,
     /// Invalid argument (e.g. port 0 for listen, backlog 0).
     InvalidInput,
+    /// The next hop never answered ARP while the connection was opening (Linux reports the
+    /// neighbour failure as EHOSTUNREACH).
+    HostUnreachable,
 }
 
 impl core::fmt::Display for Error {
@@ -207,6 +210,7 @@ impl core::fmt::Display for Error {
             Error::AddrInUse => "address in use",
             Error::AddrNotAvailable => "no ephemeral port available",
             Error::InvalidInput => "invalid argument",
+            Error::HostUnreachable => "no route to host",
         };
         f.write_str(s)
     }
