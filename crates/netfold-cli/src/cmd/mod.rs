@@ -5,6 +5,7 @@ pub mod csum;
 pub mod paper;
 pub mod perf;
 pub mod serve;
+pub mod soak;
 pub mod stream;
 pub mod timing;
 
