@@ -295,7 +295,10 @@ impl Soak {
     }
 
     fn fail(&mut self, msg: String) {
-        eprintln!("netfold soak: FAIL: {msg}");
+        // The first few as they happen; all are counted, and the report lists the first 20.
+        if self.failures.len() < 20 {
+            eprintln!("netfold soak: FAIL: {msg}");
+        }
         self.failures.push(Failure(msg));
     }
 
