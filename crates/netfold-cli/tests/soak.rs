@@ -11,8 +11,8 @@ fn soak(args: &[&str]) -> (Option<i32>, String, std::time::Duration) {
         .args(args)
         .output()
         .expect("run netfold soak");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code(), text, t.elapsed())
 }
 
@@ -40,7 +40,12 @@ fn a_short_soak_passes_with_every_connection_verified() {
     assert!(row(&text, "bytes_up_verified") > 0 && row(&text, "bytes_down_verified") > 0);
     assert!(row(&text, "peak_rss_bytes") > 0);
     // The impairments really happened, and the stacks caught the corrupted frames.
-    for l in ["c->s_dropped_loss", "c->s_duplicated", "c->s_reordered", "c->s_corrupted"] {
+    for l in [
+        "c->s_dropped_loss",
+        "c->s_duplicated",
+        "c->s_reordered",
+        "c->s_corrupted",
+    ] {
         let v = text
             .lines()
             .find(|x| x.split_whitespace().nth(1) == Some(l))

@@ -726,7 +726,11 @@ mod tests {
         for n in 0..N {
             let len = lens[n as usize % lens.len()];
             let mut batch = vec![PacketBuf::from_slice(&udp_frame(len, n))];
-            w.send_batch(Instant::from_micros(u64::from(n) * 10), &mut pool, &mut batch);
+            w.send_batch(
+                Instant::from_micros(u64::from(n) * 10),
+                &mut pool,
+                &mut batch,
+            );
             total += 16 + len.min(SNAP as usize) as u64;
             assert!(w.current_file_bytes() <= CAP);
         }
@@ -746,7 +750,12 @@ mod tests {
                 continue;
             }
             let bytes = std::fs::read(&p).unwrap();
-            assert!(bytes.len() as u64 <= CAP, "{}: {}", p.display(), bytes.len());
+            assert!(
+                bytes.len() as u64 <= CAP,
+                "{}: {}",
+                p.display(),
+                bytes.len()
+            );
             let (link, snaplen, recs) = read_capture(&bytes).unwrap();
             assert_eq!((link, snaplen), (LinkType::Ethernet, SNAP));
             assert!(!recs.is_empty());
@@ -779,7 +788,10 @@ mod tests {
                 .arg(&p)
                 .args(["-o", "ip.check_checksum:TRUE"])
                 .args(["-o", "udp.check_checksum:TRUE"])
-                .args(["-Y", "ip.checksum.status == \"Bad\" || udp.checksum.status == \"Bad\""])
+                .args([
+                    "-Y",
+                    "ip.checksum.status == \"Bad\" || udp.checksum.status == \"Bad\"",
+                ])
                 .output()
                 .unwrap();
             let stderr = String::from_utf8_lossy(&t.stderr);
@@ -789,7 +801,11 @@ mod tests {
                 .filter(|l| !l.trim().is_empty())
                 .collect();
             assert!(t.status.success(), "tshark {}: {stderr}", p.display());
-            assert!(complaints.is_empty(), "tshark {}: {complaints:?}", p.display());
+            assert!(
+                complaints.is_empty(),
+                "tshark {}: {complaints:?}",
+                p.display()
+            );
             assert!(
                 t.stdout.is_empty(),
                 "bad checksums in {}:\n{}",

@@ -116,9 +116,7 @@ fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
 /// or binary (KiB, MiB, GiB) suffix; a trailing `B` is allowed (`100MB`).
 fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: u64 = num.parse().map_err(|_| format!("bad size {s:?}"))?;
     let mult: u64 = match unit.trim() {
@@ -310,6 +308,15 @@ pub fn run(a: Args) -> CmdResult {
     println!("netfold serve: stopping");
     println!("{}", services.stats());
     println!("{}", stack.counters());
+    // SYN cookies (RFC 4987 §3.6): how the listeners rode out SYN queue overflows.
+    let t = stack.tcp().stats();
+    for (name, v) in [
+        ("sent", t.syncookies_sent),
+        ("recv", t.syncookies_recv),
+        ("failed", t.syncookies_failed),
+    ] {
+        println!("{:<5} {name:<28} {v:>12}", "cookie");
+    }
     print!("{}", tap_table(link.kind(), &link.stats()));
     if let Some((records, errors, rotations)) = pcap_records {
         println!("pcap: records={records} write_errors={errors} rotations={rotations}");

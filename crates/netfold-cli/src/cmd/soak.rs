@@ -369,7 +369,11 @@ impl Soak {
         let st = &mut self.client;
         let c = &mut self.clients[i];
         let id = c.id;
-        if !c.sock.is_connected(st).map_err(|e| format!("conn {id}: {e}"))? {
+        if !c
+            .sock
+            .is_connected(st)
+            .map_err(|e| format!("conn {id}: {e}"))?
+        {
             return Ok((false, false));
         }
         let mut did = false;
@@ -484,8 +488,7 @@ impl Soak {
                         if s.got + data.len() as u64 > up {
                             return Err(format!("conn {id}: more than the {up} bytes up"));
                         }
-                        if let Err(at) = verify((id << ID_SHIFT) + s.got, data, &mut self.scratch)
-                        {
+                        if let Err(at) = verify((id << ID_SHIFT) + s.got, data, &mut self.scratch) {
                             return Err(format!(
                                 "conn {id}: up byte {} differs from the pattern",
                                 s.got + at as u64
@@ -577,15 +580,19 @@ impl Soak {
         self.clients.retain(|c| {
             let keep = now - c.last_progress <= stall;
             if !keep {
-                stuck.push((c.sock, true, format!(
-                    "conn {} stuck: no progress for {} ms (sent {} of {}, received {} of {})",
-                    c.id,
-                    (now - c.last_progress).total_millis(),
-                    c.sent,
-                    HEADER_LEN as u64 + c.up,
-                    c.got,
-                    c.down
-                )));
+                stuck.push((
+                    c.sock,
+                    true,
+                    format!(
+                        "conn {} stuck: no progress for {} ms (sent {} of {}, received {} of {})",
+                        c.id,
+                        (now - c.last_progress).total_millis(),
+                        c.sent,
+                        HEADER_LEN as u64 + c.up,
+                        c.got,
+                        c.down
+                    ),
+                ));
             }
             keep
         });
@@ -701,7 +708,8 @@ impl Soak {
 
     fn report(&self, wall: std::time::Duration) {
         let t = &self.tally;
-        let stack_s = (self.clock.now() - Instant::from_micros(1_000_000)).total_micros() as f64 / 1e6;
+        let stack_s =
+            (self.clock.now() - Instant::from_micros(1_000_000)).total_micros() as f64 / 1e6;
         println!(
             "soak: wall {:.1} s, stack time {:.1} s ({:.1} s idle skipped), seed {}",
             wall.as_secs_f64(),
@@ -781,13 +789,19 @@ mod tests {
 
     #[test]
     fn parses_durations() {
-        assert_eq!(parse_duration("30s"), Ok(std::time::Duration::from_secs(30)));
+        assert_eq!(
+            parse_duration("30s"),
+            Ok(std::time::Duration::from_secs(30))
+        );
         assert_eq!(parse_duration("3"), Ok(std::time::Duration::from_secs(3)));
         assert_eq!(
             parse_duration("500ms"),
             Ok(std::time::Duration::from_millis(500))
         );
-        assert_eq!(parse_duration("2m"), Ok(std::time::Duration::from_secs(120)));
+        assert_eq!(
+            parse_duration("2m"),
+            Ok(std::time::Duration::from_secs(120))
+        );
         for bad in ["", "s", "0s", "1x", "-1s"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
