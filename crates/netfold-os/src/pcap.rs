@@ -112,7 +112,7 @@ pub fn record_header(at: Instant, incl_len: u32, orig_len: u32) -> [u8; PCAP_REC
 }
 
 /// Opens the sink for file number `index` of a rotation (0 is the first).
-pub type OpenSink<W> = Box<dyn FnMut(u32) -> io::Result<W>>;
+pub type OpenSink<W> = Box<dyn FnMut(u32) -> io::Result<W> + Send>;
 
 /// A size cap with rotation: when the next record would take the current file past
 /// `max_bytes`, the writer finishes it and continues in the next of `files` sinks (after the

@@ -43,6 +43,9 @@ const CHUNK: usize = 64 * 1024;
 /// down in the second, so no two streams share an offset.
 const ID_SHIFT: u32 = 41;
 const DOWN_BIT: u64 = 1 << 40;
+/// Rounds between memory samples and stall checks: often enough to see every peak that lasts
+/// longer than a few polls, rare enough to cost nothing next to the polls themselves.
+const SAMPLE_EVERY: u64 = 64;
 
 #[derive(Parser, Debug)]
 pub struct Args {
@@ -253,7 +256,7 @@ impl Soak {
                 ..StackConfig::default()
             })
         };
-        let mut client = stack(CLIENT_ADDR, 1);
+        let client = stack(CLIENT_ADDR, 1);
         let mut server = stack(SERVER_ADDR, 2);
         let tcfg = tcp::Config {
             mss: (a.mtu - 40).min(usize::from(u16::MAX)) as u16,
@@ -270,7 +273,6 @@ impl Soak {
             a.conns as usize,
             tcfg,
         )?;
-        let _ = &mut client;
         Ok(Soak {
             rng: SplitMix64::new(a.seed ^ 0x5eed_50a4),
             clock: Clock {
@@ -676,7 +678,7 @@ impl Soak {
         while start.elapsed() < self.a.duration {
             self.step(true);
             rounds += 1;
-            if rounds % 64 == 0 {
+            if rounds.is_multiple_of(SAMPLE_EVERY) {
                 self.sample_memory();
                 self.check_stalls(self.clock.now());
             }
@@ -685,7 +687,7 @@ impl Soak {
         while !self.clients.is_empty() || !self.servers.is_empty() {
             self.step(false);
             rounds += 1;
-            if rounds % 64 == 0 {
+            if rounds.is_multiple_of(SAMPLE_EVERY) {
                 self.sample_memory();
                 self.check_stalls(self.clock.now());
             }
@@ -811,13 +813,13 @@ mod tests {
     fn streams_of_different_connections_differ() {
         let mk = |id| (id, 100, 100);
         let (mut x, mut y) = (vec![0u8; 124], vec![0u8; 124]);
-        fill_up(&mk(1), 0, &mut x);
-        fill_up(&mk(2), 0, &mut y);
+        fill_up(mk(1), 0, &mut x);
+        fill_up(mk(2), 0, &mut y);
         assert_eq!(&x[0..8], &1u64.to_le_bytes());
         assert_ne!(x[HEADER_LEN..], y[HEADER_LEN..]);
         // A stream regenerated from a later offset matches the tail of the whole.
         let mut tail = vec![0u8; 100];
-        fill_up(&mk(1), 24, &mut tail);
+        fill_up(mk(1), 24, &mut tail);
         assert_eq!(tail[..], x[24..]);
         let mut scratch = vec![0u8; 124];
         assert_eq!(verify(1 << ID_SHIFT, &x[24..], &mut scratch), Ok(()));
