@@ -229,6 +229,9 @@ impl Soak {
         if !(576..=65535).contains(&a.mtu) {
             return Err(format!("--mtu {} out of range 576..65535", a.mtu).into());
         }
+        if a.max_bytes >= DOWN_BIT {
+            return Err(format!("--max-bytes {} must be below {DOWN_BIT}", a.max_bytes).into());
+        }
         for (name, p) in [
             ("loss", a.loss),
             ("reorder", a.reorder),
