@@ -45,6 +45,9 @@ enum Command {
     Paper(cmd::paper::Args),
     /// Run netfold on a TAP device with echo, discard, chargen, HTTP and iperf3 services.
     Serve(cmd::serve::Args),
+    /// Many verified connections between two netfold stacks over an impaired in-memory link;
+    /// prints counters and peak memory, fails on any corruption, error or stuck connection.
+    Soak(cmd::soak::Args),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
         Some(Command::Server(a)) => cmd::server::run(a),
         Some(Command::Paper(a)) => cmd::paper::run_paper(a),
         Some(Command::Serve(a)) => cmd::serve::run(a),
+        Some(Command::Soak(a)) => cmd::soak::run(a),
         None => cmd::perf::default_job(),
     };
     match result {

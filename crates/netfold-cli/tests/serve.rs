@@ -573,3 +573,380 @@ fn serve_never_exceeds_the_mss_the_kernel_announced() {
         "largest segment {biggest}: not limited by the MSS"
     );
 }
+
+/// Python: N raw SYNs to HOST:PORT from spoofed 198.18.0.100-199 (in the TAP's subnet, owned
+/// by nobody, so no handshake ever completes), each (address, port) new.
+const PY_FLOOD: &str = r#"
+import socket, struct, sys, random
+dst, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+def csum(b):
+    t = sum(struct.unpack('!%dH' % (len(b) // 2), b))
+    while t >> 16:
+        t = (t & 0xffff) + (t >> 16)
+    return ~t & 0xffff
+d = socket.inet_aton(dst)
+for i in range(n):
+    src = socket.inet_aton('198.18.0.%d' % (100 + i % 100))
+    sport = 1024 + i % 60000
+    tcp = struct.pack('!HHIIBBHHHBBH', sport, port, random.getrandbits(32), 0, 6 << 4, 0x02,
+                      64240, 0, 0, 2, 4, 1460)
+    c = csum(src + d + struct.pack('!BBH', 0, 6, len(tcp)) + tcp)
+    tcp = tcp[:16] + struct.pack('!H', c) + tcp[18:]
+    ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(tcp), i & 0xffff, 0, 64, 6, 0, src, d)
+    s.sendto(ip + tcp, (dst, 0))
+print("flooded", n, flush=True)
+"#;
+
+/// Python: connect to HOST:PORT with a 1 s limit right after the flood, fetch 1000 bytes over
+/// HTTP; prints the connect time in ms.
+const PY_CONNECT_FAST: &str = r#"
+import socket, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+t = time.monotonic()
+s = socket.create_connection((host, port), timeout=1.0)
+ms = (time.monotonic() - t) * 1000
+s.settimeout(10)
+s.sendall(b'GET /bytes/1000 HTTP/1.0\r\nHost: x\r\n\r\n')
+d = b''
+while True:
+    x = s.recv(65536)
+    if not x: break
+    d += x
+head, _, body = d.partition(b'\r\n\r\n')
+assert head.startswith(b'HTTP/1.'), head[:80]
+assert len(body) == 1000, len(body)
+print('%.1f' % ms)
+"#;
+
+/// Python: N bytes through the echo service (a sender thread, the main thread checks every
+/// byte that comes back against what was sent), then a half-close and the server's EOF.
+const PY_ECHO: &str = r#"
+import socket, sys, threading, random
+host, n = sys.argv[1], int(sys.argv[2])
+block = random.Random(12).randbytes(1 << 20)
+s = socket.create_connection((host, 7), timeout=60)
+def send():
+    sent = 0
+    while sent < n:
+        k = min(len(block), n - sent)
+        off = sent % len(block)
+        k = min(k, len(block) - off)
+        s.sendall(block[off:off + k])
+        sent += k
+    s.shutdown(socket.SHUT_WR)
+th = threading.Thread(target=send)
+th.start()
+got = 0
+while True:
+    x = s.recv(1 << 16)
+    if not x: break
+    off = got % len(block)
+    i = 0
+    while i < len(x):
+        k = min(len(x) - i, len(block) - off)
+        assert x[i:i + k] == block[off:off + k], 'echo differs at byte %d' % (got + i)
+        i += k
+        off = 0
+    got += len(x)
+th.join()
+assert got == n, (got, n)
+print('echo ok', got, flush=True)
+"#;
+
+/// Python, AF_PACKET on the TAP's kernel side: until STOPFILE exists, blind segments to the
+/// 4-tuples of the established connections to the server (found with `ss`): RST, SYN and data
+/// with random sequence and acknowledgement numbers, data with bad TCP checksums and options
+/// with bogus lengths; and malformed frames: bad IPv4 header checksums, IPv4 headers cut short,
+/// IPv4 total lengths past the frame, TCP headers cut short, TCP data offsets below 5 or past
+/// the segment. Prints what it sent as JSON.
+const PY_INJECT: &str = r#"
+import socket, struct, sys, random, os, subprocess, time, json
+ifn, smac, dmac, server, stop = sys.argv[1:6]
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((ifn, 0))
+mac = lambda x: bytes.fromhex(x.replace(':', ''))
+eth = mac(dmac) + mac(smac) + b'\x08\x00'
+SRC, DST = socket.inet_aton('198.18.0.1'), socket.inet_aton(server)
+r = random.getrandbits
+def csum(b):
+    if len(b) % 2: b += b'\0'
+    t = sum(struct.unpack('!%dH' % (len(b) // 2), b))
+    while t >> 16: t = (t & 0xffff) + (t >> 16)
+    return ~t & 0xffff
+def ip(plen, bad=False, tot=None):
+    h = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + plen if tot is None else tot, r(16), 0, 64, 6, 0, SRC, DST)
+    c = csum(h) ^ (0x5a5a if bad else 0)
+    return h[:10] + struct.pack('!H', c) + h[12:]
+def tcp(sp, dp, flags, data=b'', opts=b'', doff=None, bad=False):
+    d = (20 + len(opts)) // 4 if doff is None else doff
+    h = struct.pack('!HHIIBBHHH', sp, dp, r(32), r(32), d << 4, flags, 65535, 0, 0) + opts
+    c = csum(SRC + DST + struct.pack('!BBH', 0, 6, len(h) + len(data)) + h + data) ^ (0x1234 if bad else 0)
+    return h[:16] + struct.pack('!H', c) + h[18:] + data
+counts = {}
+def send(kind, frame):
+    s.send(eth + frame)
+    counts[kind] = counts.get(kind, 0) + 1
+BOGUS = [b'\x02\x00\x05\xb4', b'\x03\x01\x07\x00', b'\x05\x03\x00\x00', b'\x08\xff\x00\x00',
+         b'\x04\x00\x01\x00', b'\x01\x01\x02\x28', b'\x1e\x02\x00\x00', b'\x08\x0a\x00\x00']
+tuples, last, end = [], 0, time.time() + 240
+while not os.path.exists(stop) and time.time() < end:
+    if time.time() - last > 0.2:
+        out = subprocess.run(['ss', '-Htn', 'state', 'established', 'dst', server],
+                             capture_output=True, text=True).stdout
+        tuples = []
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) >= 4:
+                tuples.append((int(f[-2].rsplit(':', 1)[1]), int(f[-1].rsplit(':', 1)[1])))
+        last = time.time()
+    for sp, dp in tuples:
+        p = tcp(sp, dp, 0x04); send('blind_rst', ip(len(p)) + p)
+        p = tcp(sp, dp, 0x02); send('blind_syn', ip(len(p)) + p)
+        p = tcp(sp, dp, 0x18, os.urandom(100)); send('blind_data', ip(len(p)) + p)
+        p = tcp(sp, dp, 0x18, os.urandom(100), opts=random.choice(BOGUS)); send('bogus_options', ip(len(p)) + p)
+        p = tcp(sp, dp, 0x18, os.urandom(100), bad=True); send('bad_tcp_checksum', ip(len(p)) + p)
+    p = tcp(40000, 8080, 0x10)
+    send('bad_ip_checksum', ip(len(p), bad=True) + p)
+    send('short_ip_header', bytes([0x45]) + os.urandom(9))
+    send('ip_length_past_frame', ip(len(p), tot=20 + len(p) + 400) + p)
+    send('short_tcp_header', ip(10) + p[:10])
+    q = tcp(40000, 8080, 0x10, doff=15); send('tcp_offset_past_segment', ip(len(q)) + q)
+    q = tcp(40000, 8080, 0x10, doff=2); send('tcp_offset_below_5', ip(len(q)) + q)
+    time.sleep(0.0005)
+print(json.dumps(counts), flush=True)
+"#;
+
+/// The value of a `GROUP NAME VALUE` counter row in `serve`'s output.
+fn counter(out: &str, group: &str, name: &str) -> u64 {
+    out.lines()
+        .find_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() == 3 && w[0] == group && w[1] == name)
+                .then(|| w[2].parse().ok())
+                .flatten()
+        })
+        .unwrap_or_else(|| panic!("no counter {group} {name} in:\n{out}"))
+}
+
+/// Peak resident set of a process in bytes (VmHWM in /proc/PID/status).
+fn vm_hwm(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    let kb: u64 = s
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM");
+    kb * 1024
+}
+
+/// Kills a helper process on drop (also when a check fails first).
+struct Reaper(Option<Child>);
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Issue 12's "done when" over a real TAP: after a 30,000-SYN spoofed flood a new client is
+/// served within 1 s; then a verified echo and a large download (sha256) stay intact while
+/// blind segments and malformed frames are injected from the kernel side; the server's
+/// resident memory stays under 512 MiB and the junk shows in its drop counters.
+#[test]
+fn serve_survives_syn_flood_blind_injection_and_malformed_frames() {
+    if let Some(why) = netns::unavailable_reason() {
+        eprintln!(
+            "\n*** SKIP serve_survives_syn_flood_blind_injection_and_malformed_frames: {why} ***\n"
+        );
+        return;
+    }
+    for (tool, arg) in [
+        ("curl", "--version"),
+        ("python3", "--version"),
+        ("sha256sum", "--version"),
+        ("ss", "-V"),
+    ] {
+        need(tool, arg);
+    }
+    /// Flood size and the resident-memory bound, from the issue.
+    const FLOOD: usize = 30_000;
+    const RSS_LIMIT: u64 = 512 << 20;
+    /// Download and echo sizes (see the report for timings).
+    const DOWNLOAD: u64 = 300_000_000;
+    const ECHO: u64 = 32 << 20;
+    let started = Instant::now();
+    let mut net = Netns::create();
+    let server = Server::start(&net, None);
+    let pid = server.child.id();
+
+    // 1. The flood, then a new client within 1 s.
+    net.exec(&[
+        "python3",
+        "-c",
+        PY_FLOOD,
+        SERVER,
+        "8080",
+        &FLOOD.to_string(),
+    ]);
+    let ms: f64 = String::from_utf8_lossy(&py_args(&net, PY_CONNECT_FAST, &[SERVER, "8080"]))
+        .trim()
+        .parse()
+        .expect("connect time");
+    eprintln!("connect after {FLOOD}-SYN flood: {ms:.1} ms");
+    assert!(ms < 1000.0, "connect took {ms} ms");
+
+    // 2. Echo and download, with injection running alongside.
+    let stop = std::env::temp_dir().join(format!("netfold-inject-stop-{}", std::process::id()));
+    let _ = std::fs::remove_file(&stop);
+    net.files.push(stop.clone());
+    let script = format!(
+        "set -o pipefail; curl -sS --max-time 200 http://{SERVER}:8080/bytes/{DOWNLOAD} | sha256sum"
+    );
+    let curl = net
+        .cmd(&["timeout", "220", "bash", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("curl");
+    let mut curl = Reaper(Some(curl));
+    let echo = net
+        .cmd(&[
+            "timeout",
+            "220",
+            "python3",
+            "-c",
+            PY_ECHO,
+            SERVER,
+            &ECHO.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("echo");
+    let mut echo = Reaper(Some(echo));
+    let kernel_mac = std::fs::read_to_string(format!("/sys/class/net/{}/address", net.tap));
+    // The TAP lives in the namespace: read its MAC there.
+    let kernel_mac = match kernel_mac {
+        Ok(m) => m,
+        Err(_) => net.exec(&["cat", &format!("/sys/class/net/{}/address", net.tap)]),
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let inject = net
+        .cmd(&[
+            "timeout",
+            "260",
+            "python3",
+            "-c",
+            PY_INJECT,
+            &net.tap,
+            kernel_mac.trim(),
+            "02:6e:66:00:00:02",
+            SERVER,
+            stop.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("injector");
+    let mut inject = Reaper(Some(inject));
+    let want = expected_sha256(DOWNLOAD);
+    let curl_out = curl.0.take().unwrap().wait_with_output().expect("curl");
+    let transfer_s = started.elapsed().as_secs_f64();
+    let echo_out = echo.0.take().unwrap().wait_with_output().expect("echo");
+    std::fs::write(&stop, b"").expect("stop file");
+    let inj = inject
+        .0
+        .take()
+        .unwrap()
+        .wait_with_output()
+        .expect("injector");
+    assert!(
+        inj.status.success(),
+        "injector: {}",
+        String::from_utf8_lossy(&inj.stderr)
+    );
+    assert!(
+        curl_out.status.success(),
+        "curl: {}",
+        String::from_utf8_lossy(&curl_out.stderr)
+    );
+    let got = String::from_utf8_lossy(&curl_out.stdout);
+    assert_eq!(
+        got.split_whitespace().next(),
+        Some(want.as_str()),
+        "download corrupted"
+    );
+    assert!(
+        echo_out.status.success(),
+        "echo: {}{}",
+        String::from_utf8_lossy(&echo_out.stdout),
+        String::from_utf8_lossy(&echo_out.stderr)
+    );
+    let sent: serde_json::Value = serde_json::from_slice(&inj.stdout).expect("injector JSON");
+    eprintln!("injected: {sent}");
+    let n = |k: &str| sent[k].as_u64().unwrap_or(0);
+    for k in [
+        "blind_rst",
+        "blind_syn",
+        "blind_data",
+        "bogus_options",
+        "bad_tcp_checksum",
+    ] {
+        assert!(n(k) > 0, "no {k} injected while the transfers ran: {sent}");
+    }
+
+    // 3. Memory, then the counters.
+    let hwm = vm_hwm(pid);
+    eprintln!("serve VmHWM {} MiB", hwm >> 20);
+    assert!(hwm < RSS_LIMIT, "serve peak RSS {hwm} bytes");
+    let out = server.stop();
+    // Every frame broken below TCP's port demultiplexing is dropped and counted once, by the
+    // TAP's offload layer or by the stack.
+    let malformed = n("bad_ip_checksum")
+        + n("short_ip_header")
+        + n("ip_length_past_frame")
+        + n("short_tcp_header")
+        + n("tcp_offset_past_segment")
+        + n("tcp_offset_below_5")
+        + n("bad_tcp_checksum");
+    let counted = counter(&out, "ipv4", "bad_checksum")
+        + counter(&out, "ipv4", "malformed")
+        + counter(&out, "tcp", "bad_checksum")
+        + counter(&out, "tcp", "malformed")
+        + counter(&out, "tap", "rx_bad_checksum")
+        + counter(&out, "tap", "rx_malformed");
+    eprintln!("malformed sent {malformed}, counted {counted}");
+    assert!(
+        counted >= malformed,
+        "{malformed} malformed frames sent, {counted} counted:\n{out}"
+    );
+    // The flood overflowed the SYN queue and was answered with cookies.
+    assert!(counter(&out, "cookie", "sent") > 0, "{out}");
+    assert_eq!(counter(&out, "tcp", "backlog_drops"), 0, "{out}");
+    // Blind SYNs on synchronized connections get challenge ACKs (RFC 5961 §4).
+    assert!(counter(&out, "tcp", "challenge_acks") > 0, "{out}");
+    assert!(counter(&out, "tcp", "rst_in") > 0, "{out}");
+    eprintln!(
+        "whole test {:.1} s (transfers done at {transfer_s:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+    drop(net);
+}
+
+/// A python3 snippet with arguments, run in the namespace; returns stdout.
+fn py_args(net: &Netns, code: &str, args: &[&str]) -> Vec<u8> {
+    let mut a = vec!["timeout", "60", "python3", "-c", code];
+    a.extend_from_slice(args);
+    let out = net.cmd(&a).output().expect("python3");
+    assert!(
+        out.status.success(),
+        "python failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}

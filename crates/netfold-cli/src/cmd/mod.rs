@@ -7,6 +7,7 @@ pub mod perf;
 pub mod remote;
 pub mod serve;
 pub mod server;
+pub mod soak;
 pub mod stream;
 pub mod timing;
 

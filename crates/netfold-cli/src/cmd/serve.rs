@@ -18,7 +18,7 @@ use netfold::time::{Duration, Instant};
 use netfold::wire::ethernet::EthernetAddress;
 use netfold_apps::{Services, ServicesConfig};
 use netfold_os::link::Link;
-use netfold_os::pcap::PcapWriter;
+use netfold_os::pcap::{file_rotation, PcapMode, PcapWriter};
 use netfold_os::tap::TapConfig;
 use std::io::Write;
 use std::net::Ipv4Addr;
@@ -37,9 +37,25 @@ pub struct Args {
     /// Default gateway for off-link peers.
     #[arg(long)]
     gateway: Option<Ipv4Addr>,
-    /// Write every frame sent and received to this pcap file.
+    /// Write every frame sent and received to this pcap file (bounded: see --pcap-snaplen,
+    /// --pcap-max-size, --pcap-files).
     #[arg(long)]
     pcap: Option<std::path::PathBuf>,
+    /// Bytes of each frame kept in the capture (longer frames are cut; their original length
+    /// is kept). The default is tcpdump's: it holds a whole 64 KiB TSO/GRO super-segment, which
+    /// is what crosses the TAP with offloads on, so nothing is lost by default; the size cap,
+    /// not the snap length, is what bounds the disk.
+    #[arg(long, default_value_t = netfold_os::pcap::DEFAULT_SNAPLEN)]
+    pcap_snaplen: u32,
+    /// Largest size of one capture file (e.g. 100M, 1G, 64MiB, or bytes); when the next
+    /// record would pass it, the capture moves to the next file (FILE, FILE1, FILE2, ... like
+    /// tcpdump -C).
+    #[arg(long, default_value = "100M", value_parser = parse_size)]
+    pcap_max_size: u64,
+    /// Capture files kept in rotation; after the last, the first is overwritten (tcpdump -W).
+    /// The disk used is at most this times --pcap-max-size (default 1 GB).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pcap_files: u32,
     /// IP MTU (default: the TAP interface's).
     #[arg(long)]
     mtu: Option<usize>,
@@ -94,6 +110,28 @@ fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
         return Err(format!("{s} is a multicast address"));
     }
     Ok(EthernetAddress(m))
+}
+
+/// A size: bytes, or a number with a decimal (k, M, G: powers of 1000, as tcpdump -C counts)
+/// or binary (KiB, MiB, GiB) suffix; a trailing `B` is allowed (`100MB`).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("bad size {s:?}"))?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "k" | "K" | "kB" | "KB" => 1_000,
+        "M" | "MB" => 1_000_000,
+        "G" | "GB" => 1_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => return Err(format!("bad size unit {other:?} in {s:?}")),
+    };
+    n.checked_mul(mult)
+        .filter(|&v| v > 0)
+        .ok_or_else(|| format!("bad size {s:?}"))
 }
 
 /// ADDR/PREFIX. The prefix is required: a guessed one silently decides which peers are on-link.
@@ -247,15 +285,15 @@ pub fn run(a: Args) -> CmdResult {
     let mut pcap_records = None;
     match &a.pcap {
         Some(path) => {
-            let file = std::fs::File::create(path)
-                .map_err(|e| format!("creating {}: {e}", path.display()))?;
-            let mut dev = PcapWriter::new(link, std::io::BufWriter::new(file))?;
+            let rotation = file_rotation(path, a.pcap_max_size, a.pcap_files);
+            let mut dev = PcapWriter::with_rotation(link, PcapMode::Both, a.pcap_snaplen, rotation)
+                .map_err(|e| format!("--pcap {}: {e}", path.display()))?;
             let wait = |d: &PcapWriter<Link, _>, t: Duration| {
                 let _ = d.inner().wait(Some(t));
             };
             serve_loop(&mut dev, wait, &mut stack, &mut services, &clock);
             dev.flush()?;
-            pcap_records = Some((dev.records(), dev.write_errors()));
+            pcap_records = Some((dev.records(), dev.write_errors(), dev.rotations()));
             let (l, _) = dev.into_parts();
             link = l;
         }
@@ -270,9 +308,18 @@ pub fn run(a: Args) -> CmdResult {
     println!("netfold serve: stopping");
     println!("{}", services.stats());
     println!("{}", stack.counters());
+    // SYN cookies (RFC 4987 §3.6): how the listeners rode out SYN queue overflows.
+    let t = stack.tcp().stats();
+    for (name, v) in [
+        ("sent", t.syncookies_sent),
+        ("recv", t.syncookies_recv),
+        ("failed", t.syncookies_failed),
+    ] {
+        println!("{:<5} {name:<28} {v:>12}", "cookie");
+    }
     print!("{}", tap_table(link.kind(), &link.stats()));
-    if let Some((records, errors)) = pcap_records {
-        println!("pcap: records={records} write_errors={errors}");
+    if let Some((records, errors, rotations)) = pcap_records {
+        println!("pcap: records={records} write_errors={errors} rotations={rotations}");
     }
     let _ = std::io::stdout().flush();
     Ok(ExitCode::SUCCESS)
@@ -329,6 +376,19 @@ mod tests {
         );
         assert!(parse_mac("01:00:00:00:00:00").is_err());
         assert!(parse_mac("02:00").is_err());
+    }
+
+    #[test]
+    fn parses_sizes() {
+        assert_eq!(parse_size("100M"), Ok(100_000_000));
+        assert_eq!(parse_size("100MB"), Ok(100_000_000));
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("1G"), Ok(1_000_000_000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("2k"), Ok(2000));
+        for bad in ["", "M", "0", "12X", "-1M", "99999999999999999999G"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
