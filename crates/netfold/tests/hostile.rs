@@ -508,7 +508,6 @@ fn first_wins(fill_len: usize) -> Vec<u8> {
 /// netfold today: later bytes overwrite queued ones ('b' replaces 'a' on 100..250, 'c'
 /// replaces 'b' on 50..120): "last data wins", never a mix within one sequence number.
 #[test]
-#[ignore = "defect (vs issue 12's first-data-wins rule): later out-of-order data overwrites queued bytes ('b' replaces 'a' on 100..250); fix in tcp/ pending merge"]
 fn overlapping_retransmissions_partial_fill_first_data_wins() {
     let got = overlap_run(120);
     let mut want = first_wins(120);
@@ -524,7 +523,6 @@ fn overlapping_retransmissions_partial_fill_first_data_wins() {
 /// (never a mix within one segment; Linux's tcp_ofo_queue does the same, and RFC 9293 §3.10.7.4
 /// leaves it open). A policy change in tcp/ (reassembly), so it is recorded, not fixed here.
 #[test]
-#[ignore = "defect (vs issue 12's first-data-wins rule): an in-order segment covering queued out-of-order data replaces it; fix in tcp/ pending merge"]
 fn overlapping_retransmissions_covering_fill_first_data_wins() {
     let got = overlap_run(400);
     let mut want = first_wins(400);

@@ -372,15 +372,38 @@ impl RecvRing {
         if data.is_empty() {
             return Some(0);
         }
+        if self.asm.ranges().is_empty() {
+            self.copy_in(off, data, mode);
+        } else {
+            // First data wins: bytes already queued out of order are never overwritten by a
+            // later copy carrying different bytes (a retransmission that overlaps them, or an
+            // attacker's); only the gaps are filled. RFC 9293 §3.10.7.4 leaves the choice open;
+            // this keeps the receiver from ever mixing two versions of the stream.
+            let end = off + data.len();
+            let mut pos = off;
+            for i in 0..self.asm.ranges().len() {
+                let (o, l) = self.asm.ranges()[i];
+                if o + l <= pos {
+                    continue;
+                }
+                if o >= end {
+                    break;
+                }
+                if o > pos {
+                    self.copy_in(pos, data.slice(pos - off, o - off), mode);
+                }
+                pos = pos.max(o + l);
+                if pos >= end {
+                    break;
+                }
+            }
+            if pos < end {
+                self.copy_in(pos, data.slice(pos - off, end - off), mode);
+            }
+        }
         if off > 0 && !self.asm.add(off, data.len()) {
             return None;
         }
-        let start = (self.head + self.len + off) % cap;
-        let first = data.len().min(cap - start);
-        data.slice(0, first)
-            .copy_with(mode, &mut self.buf[start..start + first]);
-        data.slice(first, data.len())
-            .copy_with(mode, &mut self.buf[..data.len() - first]);
         let advanced = if off == 0 {
             self.asm.shift(data.len());
             data.len() + self.asm.pop_front()
@@ -390,6 +413,17 @@ impl RecvRing {
         self.len += advanced;
         Some(advanced)
     }
+    /// Copies `data` into the ring at `off` bytes past RCV.NXT (the caller checked the room).
+    fn copy_in(&mut self, off: usize, data: super::Payload<'_>, mode: CopyMode) {
+        let cap = self.buf.len();
+        let start = (self.head + self.len + off) % cap;
+        let first = data.len().min(cap - start);
+        data.slice(0, first)
+            .copy_with(mode, &mut self.buf[start..start + first]);
+        data.slice(first, data.len())
+            .copy_with(mode, &mut self.buf[..data.len() - first]);
+    }
+
     /// Copies in-order bytes out to `out` with `mode` without consuming them (MSG_PEEK);
     /// returns the count.
     pub fn peek(&self, out: &mut [u8], mode: CopyMode) -> usize {
