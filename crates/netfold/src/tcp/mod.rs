@@ -89,12 +89,14 @@
 pub mod buffer;
 pub mod cc;
 mod conn;
+mod dsack;
 mod input;
 pub mod isn;
 mod layer;
 mod listener;
 pub(crate) mod output;
 pub mod payload;
+mod rack;
 pub mod rtt;
 pub mod sack;
 pub mod seq;
