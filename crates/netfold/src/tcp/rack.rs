@@ -269,8 +269,10 @@ impl Rack {
 
     // ---- RFC 8985 §6.1: upon transmitting a data segment -------------------------------
 
-    /// `[start, end)` left at `now` carrying `tsval`. Bytes below the highest sequence number
-    /// sent so far are a retransmission, the rest new data.
+    /// `[start, end)` left at `now` carrying `tsval` (the segment's TSval field, in the
+    /// clock the peer echoes in TSecr). `end` includes a FIN if the segment carries one, so
+    /// that the highest recorded number stays SND.MAX. Bytes below the highest sequence
+    /// number sent so far are a retransmission, the rest new data.
     ///
     /// RFC 8985 §6.1: "Upon transmitting a new segment or retransmitting an old segment,
     /// record the time in Segment.xmit_ts and set Segment.lost to FALSE. Upon retransmitting
@@ -445,7 +447,11 @@ impl Rack {
                 }
             }
         }
-        // Step 2, applied for the most recently sent valid segment of this ACK: "Among all
+        // Step 2, applied for the most recently sent valid segment of this ACK (the RFC's
+        // loop in ascending Segment.xmit_ts order ends with it; where its pseudocode says
+        // "Return" for an invalid segment we skip only that one, as Linux
+        // `tcp_rack_advance` does, so one ambiguous retransmission does not hide the
+        // valid segments sent after it): "Among all
         // the segments newly ACKed or SACKed by this ACK that pass the checks above, update
         // the RACK.rtt to be the RTT sample calculated using this ACK. Furthermore, record
         // the most recent Segment.xmit_ts in RACK.xmit_ts if it is ahead of RACK.xmit_ts."
@@ -1026,16 +1032,27 @@ mod tests {
     /// ```
     #[test]
     fn rfc8985_figure_1_fast_recovery() {
+        figure_1(0);
+    }
+
+    /// The same, with sequence numbers wrapping past 2^32 between P1 and P2.
+    #[test]
+    fn rfc8985_figure_1_across_the_sequence_wrap() {
+        figure_1(u32::MAX - 1500);
+    }
+
+    fn figure_1(base: u32) {
+        let s = |x: u32| base.wrapping_add(x);
         let mut r = Rack::new(64);
         let mut tlp = Tlp::new(TLP_MAX_ACK_DELAY);
         for p in 0..4u32 {
-            r.on_send(p * 1000, p * 1000 + 1000, t(0), Some(0));
+            r.on_send(s(p * 1000), s(p * 1000 + 1000), t(0), Some(0));
         }
         // 2. ACK of P0 at 100 ms; the TCB's RTT sample is 100 ms.
         let a = Ack {
             rtt_sample: Some(d(100)),
             tsecr: Some(0),
-            ..ack(t(100), 1000, &[])
+            ..ack(t(100), s(1000), &[])
         };
         assert!(r.on_ack(&a).advanced);
         tlp.on_rtt_sample();
@@ -1048,8 +1065,8 @@ mod tests {
         assert_eq!(pto, t(300));
         // 3b. Nothing unsent: the probe retransmits P3, the highest segment.
         let probe = tlp.on_pto(ProbeCtx {
-            snd_una: 1000,
-            snd_nxt: 4000,
+            snd_una: s(1000),
+            snd_nxt: s(4000),
             unsent: 0,
             wnd_room: 60000,
             smss: 1000,
@@ -1057,46 +1074,46 @@ mod tests {
         assert_eq!(
             probe,
             Probe::Retransmit {
-                seq: 3000,
+                seq: s(3000),
                 len: 1000
             }
         );
-        r.on_send(3000, 4000, t(300), Some(300));
-        tlp.on_probe_sent(probe, 4000);
+        r.on_send(s(3000), s(4000), t(300), Some(300));
+        tlp.on_probe_sent(probe, s(4000));
         check(&r);
         // 5a. SACK for P3 at 400 ms (echoing the probe's TSval).
-        let sack = [b(3000, 4000)];
+        let sack = [b(s(3000), s(4000))];
         let a = Ack {
             tsecr: Some(300),
             rtt_sample: Some(d(100)),
-            ..ack(t(400), 1000, &sack)
+            ..ack(t(400), s(1000), &sack)
         };
         r.on_ack(&a);
-        assert_eq!(tlp.on_ack(1000, None, false), TlpAck::Pending);
-        assert_eq!(r.segment(), Some((t(300), 4000)));
+        assert_eq!(tlp.on_ack(s(1000), None, false), TlpAck::Pending);
+        assert_eq!(r.segment(), Some((t(300), s(4000))));
         // 5b. P1 and P2 were sent before the delivered probe and RACK.rtt + reo_wnd ago.
         let (lost, rep) = lost_of(&mut r, t(400), 100, false, 1);
-        assert_eq!(lost, vec![(1000, 3000)]);
+        assert_eq!(lost, vec![(s(1000), s(3000))]);
         assert_eq!(rep.newly_lost_bytes, 2000);
         assert!(!rep.lost_retransmission);
         assert_eq!(r.lost_bytes(), 2000);
-        assert_eq!(r.next_lost(1000), Some((1000, 3000)));
+        assert_eq!(r.next_lost(s(1000)), Some((s(1000), s(3000))));
         // The TCB enters fast recovery: the TLP episode is reset (§7.1).
         tlp.reset();
         // 5c. Retransmit P1, P2 at 400 ms.
-        r.on_send(1000, 2000, t(400), Some(400));
-        r.on_send(2000, 3000, t(400), Some(400));
+        r.on_send(s(1000), s(2000), t(400), Some(400));
+        r.on_send(s(2000), s(3000), t(400), Some(400));
         assert_eq!(r.lost_bytes(), 0);
-        assert_eq!(r.next_lost(1000), None);
+        assert_eq!(r.next_lost(s(1000)), None);
         check(&r);
         // 6./7a. SACK of P2 & P3 at 500 ms: the retransmission of P2 (sent at the same time
         // as P1's, higher sequence) is delivered, so P1's retransmission is lost. In
         // recovery without reordering, reo_wnd = 0.
-        let sack = [b(2000, 4000)];
+        let sack = [b(s(2000), s(4000))];
         let a = Ack {
             tsecr: Some(400),
             rtt_sample: Some(d(100)),
-            ..ack(t(500), 1000, &sack)
+            ..ack(t(500), s(1000), &sack)
         };
         r.on_ack(&a);
         assert!(
@@ -1104,14 +1121,14 @@ mod tests {
             "a retransmission below RACK.fack is not reordering"
         );
         let (lost, rep) = lost_of(&mut r, t(500), 100, true, 2);
-        assert_eq!(lost, vec![(1000, 2000)]);
+        assert_eq!(lost, vec![(s(1000), s(2000))]);
         assert!(rep.lost_retransmission);
         assert_eq!(r.current_reo_wnd(), Duration::ZERO);
         // 7b./8. Retransmit P1, then ACK P3.
-        r.on_send(1000, 2000, t(500), Some(500));
+        r.on_send(s(1000), s(2000), t(500), Some(500));
         r.on_ack(&Ack {
             tsecr: Some(500),
-            ..ack(t(600), 4000, &[])
+            ..ack(t(600), s(4000), &[])
         });
         assert_eq!(r.records().count(), 0);
         assert_eq!(r.lost_bytes(), 0);
@@ -1516,7 +1533,18 @@ mod tests {
                         let _ = tlp.on_ack(una, a.dsack, flag);
                     }
                     3 => {
-                        let _ = r.detect_loss(at, Some(Duration::from_millis(u64::from(x % 300))), flag, u32::from(y % 5), |_, _| {});
+                        let srtt = Some(Duration::from_millis(u64::from(x % 300)));
+                        let mut lost = vec![];
+                        let _ = r.detect_loss(at, srtt, flag, u32::from(y % 5), |s, e| lost.push((s, e)));
+                        // Safety: only segments sent before RACK.segment, and at least
+                        // RACK.rtt + RACK.reo_wnd ago, are ever declared lost.
+                        let (rts, rend) = r.segment().unwrap_or((at, 0));
+                        for (s, e) in lost {
+                            let rec = r.records().find(|q| q.start == s && q.end == e);
+                            prop_assert!(rec.is_some_and(|q| q.lost
+                                && sent_after(rts, rend, q.xmit_ts, q.end)
+                                && q.xmit_ts + r.rtt() + r.current_reo_wnd() <= at));
+                        }
                         if flag { r.on_recovery_exit(); }
                     }
                     _ => {
