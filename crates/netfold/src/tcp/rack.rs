@@ -1473,6 +1473,205 @@ mod tests {
         check(&r);
     }
 
+    /// A whole transfer over a simulated path (20 ms one way, a 10-segment window) wired as
+    /// the integration plan says: ACK -> on_ack + detect_loss, reordering timer, PTO -> TLP,
+    /// RTO as the last resort. The path drops segment 5 and then its retransmission (only an
+    /// RTO repairs that without RACK), segments 20, 30 and 31, and the tail segment 59 (a
+    /// job for the TLP). Everything must arrive without a single RTO.
+    #[test]
+    fn simulated_transfer_repairs_lost_retransmissions_without_rto() {
+        use crate::tcp::sack::Scoreboard;
+        use std::cmp::Reverse;
+        use std::collections::{BinaryHeap, HashMap};
+
+        const MSS: u32 = 1000;
+        const SEGS: u32 = 60;
+        const WIN: u32 = 10 * MSS;
+        const OWD: u64 = 20;
+        const RTO: u64 = 1000;
+        let total = SEGS * MSS;
+        // (segment index, transmission number) dropped by the path.
+        let drops = [(5, 1), (5, 2), (20, 1), (30, 1), (31, 1), (59, 1)];
+        enum Ev {
+            Data(u32, u32, u32),
+            Ack(u32, Vec<SackBlock>, u32),
+        }
+        let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+        let mut evs: Vec<Ev> = vec![];
+        let mut tx: HashMap<u32, u32> = HashMap::new();
+        let mut r = Rack::new(capacity_for(WIN as usize, MSS));
+        let mut tlp = Tlp::new(TLP_MAX_ACK_DELAY);
+        let mut sb = Scoreboard::new();
+        let (mut una, mut nxt) = (0u32, 0u32);
+        let (mut rcv_nxt, mut held): (u32, Vec<(u32, u32)>) = (0, vec![]);
+        let mut srtt: Option<Duration> = None;
+        let (mut rto_at, mut pto_at, mut reo_at): (Option<u64>, Option<u64>, Option<u64>) =
+            (None, None, None);
+        let mut recovery: Option<u32> = None;
+        let (mut rtos, mut probes) = (0, 0);
+        let mut now = 0u64;
+
+        // Sends [s, e) at `now` through the lossy path.
+        let mut send = |s: u32,
+                        e: u32,
+                        now: u64,
+                        r: &mut Rack,
+                        heap: &mut BinaryHeap<_>,
+                        evs: &mut Vec<Ev>| {
+            let n = tx.entry(s / MSS).or_insert(0);
+            *n += 1;
+            r.on_send(s, e, t(now), Some(now as u32));
+            if !drops.contains(&(s / MSS, *n)) {
+                evs.push(Ev::Data(s, e, now as u32));
+                heap.push(Reverse((now + OWD, evs.len() - 1)));
+            }
+        };
+        for _ in 0..100_000 {
+            if una == total {
+                break;
+            }
+            // Output: lost ranges first (RFC 6675 NextSeg rule 1 via RACK), then new data.
+            while let Some((s, e)) = r.next_lost(una) {
+                send(s, e.min(s + MSS), now, &mut r, &mut heap, &mut evs);
+            }
+            while nxt < total && nxt - una < WIN {
+                send(nxt, nxt + MSS, now, &mut r, &mut heap, &mut evs);
+                nxt += MSS;
+            }
+            if una != nxt {
+                rto_at.get_or_insert(now + RTO);
+                let sacked = segs_sacked(sb.sacked_bytes(), MSS);
+                if pto_at.is_none()
+                    && tlp.episode().is_none()
+                    && tlp.may_schedule(true, sacked, recovery.is_some())
+                {
+                    let at = tlp.pto_deadline(t(now), srtt, nxt - una <= MSS, rto_at.map(t));
+                    pto_at = Some(at.total_micros() / MS);
+                }
+            }
+            // The next event: a packet, or a timer.
+            let pkt = heap.peek().map(|Reverse((at, _))| *at);
+            let next = [pkt, rto_at, pto_at, reo_at].into_iter().flatten().min();
+            let Some(next) = next else { break };
+            now = next;
+            let sacked = segs_sacked(sb.sacked_bytes(), MSS);
+            if rto_at == Some(now) {
+                rtos += 1;
+                r.on_rto(t(now), una, |_, _| {});
+                tlp.reset();
+                rto_at = None;
+                continue;
+            }
+            if pto_at == Some(now) {
+                pto_at = None;
+                let c = ProbeCtx {
+                    snd_una: una,
+                    snd_nxt: nxt,
+                    unsent: total - nxt,
+                    wnd_room: (una + WIN).saturating_sub(nxt),
+                    smss: MSS,
+                };
+                match tlp.on_pto(c) {
+                    Probe::None => {}
+                    p @ (Probe::NewData { seq, len } | Probe::Retransmit { seq, len }) => {
+                        probes += 1;
+                        send(seq, seq + len, now, &mut r, &mut heap, &mut evs);
+                        nxt = nxt.max(seq + len);
+                        tlp.on_probe_sent(p, nxt);
+                        rto_at = Some(now + RTO);
+                    }
+                }
+                continue;
+            }
+            if reo_at == Some(now) {
+                let rep = r.on_reorder_timeout(t(now), srtt, recovery.is_some(), sacked, |_, _| {});
+                reo_at = rep.reo_deadline.map(|d| d.total_micros() / MS);
+                continue;
+            }
+            let Some(Reverse((_, i))) = heap.pop() else {
+                break;
+            };
+            match &evs[i] {
+                Ev::Data(s, e, tsval) => {
+                    // Receiver: store, advance RCV.NXT, ACK with SACK blocks (newest first).
+                    let (s, e) = (*s, *e);
+                    if e > rcv_nxt {
+                        held.push((s.max(rcv_nxt), e));
+                        held.sort();
+                        let mut m: Vec<(u32, u32)> = vec![];
+                        for (l, h) in held.drain(..) {
+                            match m.last_mut() {
+                                Some(x) if l <= x.1 => x.1 = x.1.max(h),
+                                _ => m.push((l, h)),
+                            }
+                        }
+                        held = m;
+                        if held.first().is_some_and(|&(l, _)| l <= rcv_nxt) {
+                            rcv_nxt = held.remove(0).1;
+                        }
+                    }
+                    let mut blocks: Vec<SackBlock> = held
+                        .iter()
+                        .filter(|&&(l, h)| l <= s && s < h)
+                        .map(|&(l, h)| b(l, h))
+                        .collect();
+                    for &(l, h) in held.iter().rev() {
+                        if blocks.len() < 3 && !blocks.contains(&b(l, h)) {
+                            blocks.push(b(l, h));
+                        }
+                    }
+                    evs.push(Ev::Ack(rcv_nxt, blocks, *tsval));
+                    heap.push(Reverse((now + OWD, evs.len() - 1)));
+                }
+                Ev::Ack(ack, blocks, tsecr) => {
+                    let (ack, tsecr) = (*ack, *tsecr);
+                    let (_, sack) = crate::tcp::dsack::split_dsack(ack, blocks);
+                    let mut sample = None;
+                    if ack > una {
+                        una = ack;
+                        sb.advance(una);
+                        sample = Some(d(now - u64::from(tsecr)));
+                        srtt = sample;
+                        tlp.on_rtt_sample();
+                        rto_at = (una != nxt).then_some(now + RTO);
+                        pto_at = None;
+                    }
+                    for blk in sack {
+                        sb.add(*blk, una, nxt);
+                    }
+                    r.on_ack(&Ack {
+                        now: t(now),
+                        una,
+                        snd_nxt: nxt,
+                        sack,
+                        dsack: None,
+                        tsecr: Some(tsecr),
+                        rtt_sample: sample,
+                    });
+                    // RepairedLoss would reduce cwnd here; the simulation has no cwnd.
+                    let _ = tlp.on_ack(una, None, false);
+                    let sacked = segs_sacked(sb.sacked_bytes(), MSS);
+                    let rep = r.detect_loss(t(now), srtt, recovery.is_some(), sacked, |_, _| {});
+                    reo_at = rep.reo_deadline.map(|d| d.total_micros() / MS);
+                    if rep.newly_lost_bytes > 0 && recovery.is_none() {
+                        recovery = Some(nxt);
+                        tlp.reset();
+                        pto_at = None;
+                    }
+                    if recovery.is_some_and(|p| una >= p) {
+                        recovery = None;
+                        r.on_recovery_exit();
+                    }
+                }
+            }
+        }
+        assert_eq!(una, total, "transfer incomplete");
+        assert_eq!(rtos, 0, "no RTO needed");
+        assert!(r.stats.lost_retransmissions >= 1, "{:?}", r.stats);
+        assert!(probes >= 1, "the tail loss needs a probe");
+        assert_eq!(tx[&5], 3, "segment 5 sent three times");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
         /// Any mix of sends, retransmissions, ACKs with arbitrary (hostile) SACK blocks,
