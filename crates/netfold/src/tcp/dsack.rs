@@ -514,6 +514,95 @@ mod tests {
         assert_eq!(s.take_undo(1, 1), None);
     }
 
+    /// Reordering makes RACK retransmit P1 needlessly; the receiver reports the duplicate
+    /// (RFC 2883 §4), the sender recognises it, undoes the window reduction (RFC 3708 §3 /
+    /// Linux `tcp_try_undo_dsack`) and RACK widens its reordering window (RFC 8985 §6.2
+    /// step 4).
+    #[test]
+    fn spurious_retransmission_is_reported_and_undone() {
+        use crate::tcp::rack::{Ack, Rack};
+        use crate::time::{Duration, Instant};
+        let ms = Instant::from_millis;
+        let mut rack = Rack::new(64);
+        let mut snd = DsackSender::default();
+        // An earlier round trip gave min_RTT = 40 ms.
+        rack.on_send(0, 1000, ms(0), Some(0));
+        rack.on_ack(&Ack {
+            now: ms(40),
+            una: 1000,
+            snd_nxt: 1000,
+            sack: &[],
+            dsack: None,
+            tsecr: Some(0),
+            rtt_sample: Some(Duration::from_millis(40)),
+        });
+        // P1..P4 at 100 ms; P1 is delayed by the path, P2..P4 SACKed at 140 ms.
+        for p in 1..5u32 {
+            rack.on_send(p * 1000, p * 1000 + 1000, ms(100 + u64::from(p)), Some(100));
+        }
+        let sack = [b(2000, 5000)];
+        rack.on_ack(&Ack {
+            now: ms(145),
+            una: 1000,
+            snd_nxt: 5000,
+            sack: &sack,
+            dsack: None,
+            tsecr: Some(100),
+            rtt_sample: None,
+        });
+        let mut lost = vec![];
+        // Three segments SACKed, no reordering seen yet: reo_wnd = 0, P1 is lost.
+        rack.detect_loss(
+            ms(145),
+            Some(Duration::from_millis(40)),
+            false,
+            3,
+            |s, e| lost.push((s, e)),
+        );
+        assert_eq!(lost, vec![(1000, 2000)]);
+        // Recovery: cwnd 10 -> 5 segments; P1 retransmitted.
+        snd.start_episode(1000, 10_000, 20_000);
+        rack.on_send(1000, 2000, ms(145), Some(145));
+        snd.on_retransmit(1);
+        // Receiver: the delayed original arrives first, then the retransmission.
+        let mut rx = DsackReport::default();
+        let held = [b(2000, 5000)];
+        rx.record(duplicate_block(1000, 2000, 1000, held));
+        assert_eq!(rx.pending(), None, "the original is not a duplicate");
+        rx.record(duplicate_block(1000, 2000, 5000, []));
+        let (blocks, n) = rx.compose(&[], 3);
+        assert_eq!(&blocks[..n], &[b(1000, 2000)]);
+        // Sender: the ACK of the original (TSecr of the original: not a valid RACK sample).
+        rack.on_ack(&Ack {
+            now: ms(150),
+            una: 5000,
+            snd_nxt: 5000,
+            sack: &[],
+            dsack: None,
+            tsecr: Some(100),
+            rtt_sample: None,
+        });
+        // Then the ACK carrying the D-SACK.
+        let (ds, rest) = split_dsack(5000, &blocks[..n]);
+        assert!(rest.is_empty());
+        let ds = ds.expect("a D-SACK");
+        assert_eq!(snd.on_dsack(ds, 1000, 65535), 1);
+        let mult = rack.reo_wnd_mult();
+        rack.on_ack(&Ack {
+            now: ms(185),
+            una: 5000,
+            snd_nxt: 5000,
+            sack: rest,
+            dsack: Some(ds),
+            tsecr: Some(145),
+            rtt_sample: None,
+        });
+        assert_eq!(rack.reo_wnd_mult(), mult + 1);
+        assert_eq!(snd.take_undo(5000, 5000), Some((10_000, 20_000)));
+        rack.on_undo();
+        assert_eq!(rack.reo_wnd_persist(), crate::tcp::rack::REO_WND_PERSIST);
+    }
+
     proptest! {
         #[test]
         fn dsack_functions_never_panic(
