@@ -198,7 +198,7 @@ pub struct LossReport {
 #[derive(Debug, Clone, Copy)]
 pub struct Ack<'a> {
     pub now: Instant,
-    /// SEG.ACK, the new SND.UNA.
+    /// The new SND.UNA: SEG.ACK when it advanced, else the old SND.UNA (never lower).
     pub una: u32,
     /// SND.NXT (for RACK.dsack_round).
     pub snd_nxt: u32,
