@@ -5,7 +5,7 @@
 //! - State: the send part owns `rack: Rack` (`Rack::new(capacity_for(send_buffer, mss))`),
 //!   `tlp: Tlp` (`Tlp::new(TLP_MAX_ACK_DELAY)`), `dsack_tx: DsackSender`; the receive part
 //!   owns `dsack_rx: DsackReport`; the timer part owns `reo_at: Option<Instant>`.
-//! - Send/retransmit (output `commit`, every data segment incl. probes, SYN/FIN excluded):
+//! - Send/retransmit (output `commit`, every data segment incl. probes and a FIN, not a SYN):
 //!   `rack.on_send(seq, end, now, tsval)`; a retransmission also calls
 //!   `dsack_tx.on_retransmit(segs)`; a probe calls `tlp.on_probe_sent(probe, snd_nxt)`.
 //! - ACK (input `process_ack`, after the window/acceptability checks): `split_dsack(ack,
@@ -28,7 +28,8 @@
 //!   arm after new data / an ACK advancing SND.UNA when `Tlp::may_schedule` ->
 //!   `pto_at = tlp.pto_deadline(..)` (replaces `arm_pto`); PTO expiry -> `tlp.on_pto(ctx)`
 //!   decides the probe (replaces `plan_tlp`; `Probe::None` re-arms the RTO); RTO expiry ->
-//!   `rack.on_rto(now, snd_una, ..)` marks what to resend and `tlp.reset()`.
+//!   `rack.on_rto(now, snd_una, ..)` marks what to resend and `tlp.reset()` (today's
+//!   go-back-N may stay at first; resending only `next_lost` ranges is RFC 8985 §6.3).
 //! - Receiver: before storing a segment (and for a wholly old one), `dsack_rx.record(
 //!   duplicate_block(seq, end, rcv_nxt, held))`; `output` builds SACK blocks with
 //!   `dsack_rx.compose(sack_hist.blocks(), max)` and calls `on_ack_sent()`.
