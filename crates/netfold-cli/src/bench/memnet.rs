@@ -63,21 +63,30 @@ pub trait MemNet {
 /// Give up if nothing moves for this long (wall + skipped clock time).
 const STALL: Duration = Duration::from_secs(60);
 
+/// When the run last moved. The wall time of progress is read lazily, at the first idle step
+/// after it, not at every step that worked: a busy TCP_RR step is ~1 us and a clock read
+/// (vDSO `clock_gettime`, ~25-50 ns on a VM) per step was a measurable share of it. The
+/// stall bound is then counted from one poll later, which does not matter against 60 s.
 struct Progress {
-    last: WallInstant,
+    last: Option<WallInstant>,
     skipped_at_last: f64,
 }
 
 impl Progress {
     fn new() -> Self {
         Progress {
-            last: WallInstant::now(),
+            last: Some(WallInstant::now()),
             skipped_at_last: 0.0,
         }
     }
     fn made(&mut self, skipped: f64) {
-        self.last = WallInstant::now();
+        self.last = None;
         self.skipped_at_last = skipped;
+    }
+    /// Wall time since the first idle step after the last progress.
+    fn idle_for(&mut self) -> Duration {
+        let now = WallInstant::now();
+        now - *self.last.get_or_insert(now)
     }
 }
 
@@ -117,15 +126,15 @@ fn step<N: MemNet>(net: &mut N, progressed: bool, prog: &mut Progress) -> Result
         prog.made(s);
         return Ok(());
     }
-    let stuck = prog.last.elapsed()
-        + Duration::from_secs_f64(net.clock().skipped_s() - prog.skipped_at_last);
+    let idle = prog.idle_for();
+    let stuck = idle + Duration::from_secs_f64(net.clock().skipped_s() - prog.skipped_at_last);
     if stuck > STALL {
         return Err("no progress for 60 s: the transfer is stuck".into());
     }
     match net.next_deadline() {
         Some(t) => net.clock().skip_to(t),
         None => {
-            if prog.last.elapsed() > Duration::from_secs(5) {
+            if idle > Duration::from_secs(5) {
                 let d = serde_json::Value::Object(net.details());
                 return Err(format!(
                     "both stacks idle with nothing scheduled: the test cannot finish; state: {d}"
@@ -304,11 +313,14 @@ fn rr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, BoxE
     let mut n = 0u64;
     let mut prog = Progress::new();
     let mut lat = Histogram::default();
-    while n < limit && !start.past(net, deadline) {
-        let t0 = start.secs(net);
+    // One clock read per transaction: its end is the next one's start and the deadline check.
+    let mut t0 = start.secs(net);
+    while n < limit && !deadline.is_some_and(|d| t0 >= d.as_secs_f64()) {
         exchange(net, c, &req, s, req.len(), &mut buf, &mut prog)?;
         exchange(net, s, &resp, c, resp.len(), &mut buf, &mut prog)?;
-        lat.record(Duration::from_secs_f64((start.secs(net) - t0).max(0.0)));
+        let t1 = start.secs(net);
+        lat.record(Duration::from_secs_f64((t1 - t0).max(0.0)));
+        t0 = t1;
         n += 1;
     }
     let elapsed = start.secs(net);

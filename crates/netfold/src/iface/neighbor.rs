@@ -215,6 +215,11 @@ impl NeighborCache {
         }
     }
 
+    /// True when a resolution is outstanding (only then has [`NeighborCache::poll`] work).
+    pub fn is_resolving(&self) -> bool {
+        !self.resolving.is_empty()
+    }
+
     /// Earliest retry or give-up time of an outstanding resolution.
     pub fn poll_at(&self) -> Option<Instant> {
         self.resolving
