@@ -36,6 +36,20 @@ pub fn thread_cpu_seconds() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// CPU time (user + system) consumed by every thread of this process so far, in seconds.
+pub fn process_cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes one rusage struct into the zeroed value we own.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut ru) != 0 {
+            return 0.0;
+        }
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 /// Whole-machine CPU time from /proc/stat (netperf's method): (busy, total) jiffies over all
 /// CPUs. Busy counts user, nice, system, irq, softirq and steal; total adds idle and iowait.
 pub fn proc_stat_jiffies() -> Option<(u64, u64)> {

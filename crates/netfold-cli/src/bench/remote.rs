@@ -23,14 +23,13 @@
 //!    `cpu`) and closes. Every wait on the server is bounded by the test's length plus
 //!    [`GRACE`], and never longer than the server's `--max-seconds`.
 
-use super::affinity::thread_cpu_seconds;
+use super::affinity::{process_cpu_seconds, thread_cpu_seconds};
 use super::latency::Histogram;
 use super::pattern::{Pattern, Verifier};
 use super::udp::{stamp, Pacer, Receiver};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -259,7 +258,7 @@ pub fn validate(r: &Request, max_seconds: f64) -> Result<(), String> {
 }
 
 pub use super::remote_net::set_accept_timeout;
-use super::remote_net::{apply_buffers, timed_out, KernelNet, Net, NetStream};
+use super::remote_net::{timed_out, ClientNet, ClientUdp, KernelNet, Net, NetStream};
 
 /// The longest a test of `r` may take on the server.
 fn test_limit(r: &Request, max_seconds: f64) -> Duration {
@@ -736,14 +735,16 @@ impl Sampler {
 }
 
 /// Connects, sends the request, and returns the control connection and the data address.
-fn open_test(
+fn open_test<C: ClientNet>(
+    net: &C,
     control: SocketAddr,
     req: &Request,
-) -> Result<(BufReader<TcpStream>, SocketAddr), BoxErr> {
-    let c = TcpStream::connect_timeout(&control, REQUEST_TIMEOUT)
+) -> Result<(BufReader<C::Stream>, SocketAddr), BoxErr> {
+    let c = net
+        .connect(control, REQUEST_TIMEOUT, (None, None))
         .map_err(|e| format!("cannot reach netfold server at {control}: {e}"))?;
-    c.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-    let mut w = c.try_clone()?;
+    c.set_timeouts(Some(REQUEST_TIMEOUT))?;
+    let mut w = c.clone_stream()?;
     write_json(&mut w, req)?;
     let mut rd = BufReader::new(c);
     let line = read_line(&mut rd).map_err(|e| format!("server {control}: {e}"))?;
@@ -760,8 +761,11 @@ fn open_test(
     Ok((rd, SocketAddr::new(control.ip(), port)))
 }
 
-fn finish_test(rd: &mut BufReader<TcpStream>, limit: Duration) -> Result<ServerResult, BoxErr> {
-    rd.get_ref().set_read_timeout(Some(limit))?;
+fn finish_test<S: NetStream>(
+    rd: &mut BufReader<S>,
+    limit: Duration,
+) -> Result<ServerResult, BoxErr> {
+    rd.get_ref().set_timeouts(Some(limit))?;
     let line = read_line(rd).map_err(|e| format!("waiting for the server's result: {e}"))?;
     let reply: Reply = serde_json::from_str(&line)
         .map_err(|e| format!("server sent a bad result ({e}): {line:?}"))?;
@@ -771,27 +775,45 @@ fn finish_test(rd: &mut BufReader<TcpStream>, limit: Duration) -> Result<ServerR
     reply.result.ok_or_else(|| "server result missing".into())
 }
 
-/// Runs `req` against the server at `control`: the client's half of every test.
+/// Runs `req` against the server at `control` on kernel sockets: the client's half of every
+/// test.
 pub fn run_client(
     control: SocketAddr,
     req: &Request,
     interval: Option<Duration>,
     rate_bps: Option<u64>,
 ) -> Result<ClientResult, BoxErr> {
+    run_client_on(&KernelNet, control, req, interval, rate_bps)
+}
+
+/// [`run_client`] on the sockets of `net` (the kernel's, or netfold's on a device).
+pub fn run_client_on<C: ClientNet>(
+    net: &C,
+    control: SocketAddr,
+    req: &Request,
+    interval: Option<Duration>,
+    rate_bps: Option<u64>,
+) -> Result<ClientResult, BoxErr> {
     validate(req, f64::MAX)?;
-    let (mut rd, data) = open_test(control, req)?;
+    let (mut rd, data) = open_test(net, control, req)?;
     let limit = test_limit(req, 86400.0);
     let stop = AtomicBool::new(false);
     let cpu0 = thread_cpu_seconds();
+    let process_cpu0 = process_cpu_seconds();
     let start = Instant::now();
     let mut out = match req.test {
-        TestKind::Stream | TestKind::Maerts => tcp_streams(data, req, interval, limit, &stop)?,
-        TestKind::Rr | TestKind::Crr => tcp_rr(data, req, interval, limit)?,
-        TestKind::UdpStream => udp_stream(data, req, interval, rate_bps)?,
-        TestKind::UdpRr => udp_rr(data, req, interval)?,
+        TestKind::Stream | TestKind::Maerts => tcp_streams(net, data, req, interval, limit, &stop)?,
+        TestKind::Rr | TestKind::Crr => tcp_rr(net, data, req, interval, limit)?,
+        TestKind::UdpStream => udp_stream(net, data, req, interval, rate_bps)?,
+        TestKind::UdpRr => udp_rr(net, data, req, interval)?,
     };
     out.elapsed_s = start.elapsed().as_secs_f64();
-    out.client_cpu_s += thread_cpu_seconds() - cpu0;
+    if net.cpu_is_process_wide() {
+        // netfold's driver thread does most of the client's work: count the whole process.
+        out.client_cpu_s = process_cpu_seconds() - process_cpu0;
+    } else {
+        out.client_cpu_s += thread_cpu_seconds() - cpu0;
+    }
     out.server = finish_test(&mut rd, limit)?;
     match req.test {
         TestKind::Stream | TestKind::Maerts => {
@@ -821,16 +843,20 @@ pub fn run_client(
     Ok(out)
 }
 
-fn connect_data(data: SocketAddr, req: &Request, limit: Duration) -> std::io::Result<TcpStream> {
-    let c = TcpStream::connect_timeout(&data, REQUEST_TIMEOUT)?;
-    apply_buffers(c.as_raw_fd(), (req.send_buffer, req.recv_buffer));
-    c.set_nodelay(req.nodelay)?;
-    c.set_read_timeout(Some(limit))?;
-    c.set_write_timeout(Some(limit))?;
+fn connect_data<C: ClientNet>(
+    net: &C,
+    data: SocketAddr,
+    req: &Request,
+    limit: Duration,
+) -> std::io::Result<C::Stream> {
+    let c = net.connect(data, REQUEST_TIMEOUT, (req.send_buffer, req.recv_buffer))?;
+    c.set_nodelay_to(req.nodelay)?;
+    c.set_timeouts(Some(limit))?;
     Ok(c)
 }
 
-fn tcp_streams(
+fn tcp_streams<C: ClientNet>(
+    net: &C,
     data: SocketAddr,
     req: &Request,
     interval: Option<Duration>,
@@ -841,7 +867,7 @@ fn tcp_streams(
     let mut conns = Vec::new();
     for (role, n) in [(b'S', fwd), (b'M', rev)] {
         for i in 0..n {
-            let mut c = connect_data(data, req, limit)?;
+            let mut c = connect_data(net, data, req, limit)?;
             let idx = (i as u16).to_le_bytes();
             c.write_all(&[role, idx[0], idx[1]])?;
             conns.push((role, i as u16, c));
@@ -919,7 +945,8 @@ fn tcp_streams(
     Ok(out)
 }
 
-fn tcp_rr(
+fn tcp_rr<C: ClientNet>(
+    net: &C,
     data: SocketAddr,
     req: &Request,
     interval: Option<Duration>,
@@ -944,7 +971,7 @@ fn tcp_rr(
                 let mut lat = Histogram::default();
                 let mut n = 0u64;
                 if req.test == TestKind::Rr {
-                    let mut c = connect_data(data, req, limit)?;
+                    let mut c = connect_data(net, data, req, limit)?;
                     c.write_all(&[b'R', 0, 0])?;
                     while more(n) {
                         let t0 = Instant::now();
@@ -954,11 +981,11 @@ fn tcp_rr(
                         n += 1;
                         counters[0].store(n, Ordering::Relaxed);
                     }
-                    c.shutdown(Shutdown::Write)?;
+                    c.shutdown_write()?;
                 } else {
                     while more(n) {
                         let t0 = Instant::now();
-                        let mut c = connect_data(data, req, limit)?;
+                        let mut c = connect_data(net, data, req, limit)?;
                         c.write_all(&reqb)?;
                         c.read_exact(&mut resp)?;
                         drop(c);
@@ -967,7 +994,7 @@ fn tcp_rr(
                         counters[0].store(n, Ordering::Relaxed);
                     }
                     // The end: a connection that sends nothing.
-                    drop(connect_data(data, req, limit)?);
+                    drop(connect_data(net, data, req, limit)?);
                 }
                 Ok((n, lat))
             };
@@ -994,30 +1021,24 @@ fn tcp_rr(
 
 /// Sends the end-of-test marker: empty datagrams, a few in case one is lost (the server's
 /// time limit covers all being lost).
-fn udp_end(c: &UdpSocket) {
+fn udp_end(c: &impl ClientUdp) {
     for _ in 0..3 {
         let _ = c.send(&[]);
     }
 }
 
-fn udp_socket(data: SocketAddr, req: &Request) -> std::io::Result<UdpSocket> {
-    let bind: std::net::IpAddr = match data {
-        SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
-        SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
-    };
-    let c = UdpSocket::bind((bind, 0))?;
-    apply_buffers(c.as_raw_fd(), (req.send_buffer, req.recv_buffer));
-    c.connect(data)?;
-    Ok(c)
+fn udp_socket<C: ClientNet>(net: &C, data: SocketAddr, req: &Request) -> std::io::Result<C::Udp> {
+    net.udp_connect(data, (req.send_buffer, req.recv_buffer))
 }
 
-fn udp_stream(
+fn udp_stream<C: ClientNet>(
+    net: &C,
     data: SocketAddr,
     req: &Request,
     interval: Option<Duration>,
     rate_bps: Option<u64>,
 ) -> Result<ClientResult, BoxErr> {
-    let c = udp_socket(data, req)?;
+    let c = udp_socket(net, data, req)?;
     let sampler = Sampler {
         counters: Arc::new(vec![AtomicU64::new(0)]),
         done: Arc::new(AtomicUsize::new(0)),
@@ -1082,13 +1103,14 @@ fn udp_stream(
     })
 }
 
-fn udp_rr(
+fn udp_rr<C: ClientNet>(
+    net: &C,
     data: SocketAddr,
     req: &Request,
     interval: Option<Duration>,
 ) -> Result<ClientResult, BoxErr> {
-    let c = udp_socket(data, req)?;
-    c.set_read_timeout(Some(UDP_RR_WAIT))?;
+    let c = udp_socket(net, data, req)?;
+    c.set_read_timeout_to(Some(UDP_RR_WAIT))?;
     let sampler = Sampler {
         counters: Arc::new(vec![AtomicU64::new(0)]),
         done: Arc::new(AtomicUsize::new(0)),
@@ -1278,6 +1300,7 @@ pub fn local_server(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpStream;
 
     fn req(test: TestKind) -> Request {
         Request {

@@ -1,7 +1,8 @@
-//! The sockets `netfold server` serves on: the kernel's ([`KernelNet`]), or a netfold stack on a
-//! TAP/TUN device driven by `netfold-rt`'s blocking runtime ([`NetfoldNet`], `netfold server
-//! --link tap:NAME --addr A/P`). The server's half of every test is written once against
-//! [`Net`].
+//! The sockets `netfold server` serves on and `netfold <test> -H` measures with: the kernel's
+//! ([`KernelNet`]), or a netfold stack on a TAP/TUN device or a packet socket driven by
+//! `netfold-rt`'s blocking runtime ([`NetfoldNet`], `netfold server --link tap:NAME --addr A/P`,
+//! `netfold stream -H HOST --link tap:NAME --addr A/P`). The server's half of every test is
+//! written once against [`Net`], the client's against [`ClientNet`].
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
@@ -196,6 +197,8 @@ impl NetStream for netfold_rt::blocking::TcpStream {
 pub struct NetfoldNet {
     pub rt: Arc<netfold_rt::Runtime>,
     pub tcp: netfold::tcp::Config,
+    /// The device's IP MTU.
+    pub mtu: usize,
 }
 
 fn v4(ip: IpAddr, port: u16) -> io::Result<SocketAddrV4> {
@@ -272,4 +275,201 @@ impl Net for NetfoldNet {
     fn send_to(&self, u: &Self::Udp, data: &[u8], to: SocketAddr) -> io::Result<usize> {
         u.send_to(data, v4_peer(to)?)
     }
+}
+
+/// A connected datagram socket (the client's end of a UDP test).
+pub trait ClientUdp: Send + Sync {
+    /// Sends one datagram to the connected peer.
+    fn send(&self, data: &[u8]) -> io::Result<usize>;
+    /// The next datagram from the connected peer, waiting at most the read timeout.
+    fn recv(&self, buf: &mut [u8]) -> io::Result<usize>;
+    fn set_read_timeout_to(&self, t: Option<Duration>) -> io::Result<()>;
+}
+
+/// The client's sockets: connecting streams and datagram sockets to the server.
+pub trait ClientNet: Sync {
+    type Stream: NetStream;
+    type Udp: ClientUdp;
+    /// Connects to `to` within `timeout`, with SO_SNDBUF/SO_RCVBUF `bufs` where given.
+    fn connect(
+        &self,
+        to: SocketAddr,
+        timeout: Duration,
+        bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<Self::Stream>;
+    /// A datagram socket on any free local port, connected to `to`.
+    fn udp_connect(
+        &self,
+        to: SocketAddr,
+        bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<Self::Udp>;
+    /// Whether work for this client runs on threads the test does not start (netfold's driver
+    /// thread): its CPU is then counted as the whole process's.
+    fn cpu_is_process_wide(&self) -> bool {
+        false
+    }
+}
+
+impl ClientUdp for UdpSocket {
+    fn send(&self, data: &[u8]) -> io::Result<usize> {
+        UdpSocket::send(self, data)
+    }
+    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        UdpSocket::recv(self, buf)
+    }
+    fn set_read_timeout_to(&self, t: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(t)
+    }
+}
+
+impl ClientNet for KernelNet {
+    type Stream = TcpStream;
+    type Udp = UdpSocket;
+    fn connect(
+        &self,
+        to: SocketAddr,
+        timeout: Duration,
+        bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<TcpStream> {
+        let c = TcpStream::connect_timeout(&to, timeout)?;
+        apply_buffers(c.as_raw_fd(), bufs);
+        Ok(c)
+    }
+    fn udp_connect(
+        &self,
+        to: SocketAddr,
+        bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<UdpSocket> {
+        let bind: IpAddr = match to {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        };
+        let c = UdpSocket::bind((bind, 0))?;
+        apply_buffers(c.as_raw_fd(), bufs);
+        c.connect(to)?;
+        Ok(c)
+    }
+}
+
+/// A netfold datagram socket with a fixed peer: what connect(2) gives a kernel UDP socket
+/// (datagrams from anyone else are dropped on receive).
+pub struct NetfoldConnectedUdp {
+    sock: netfold_rt::blocking::UdpSocket,
+    peer: SocketAddrV4,
+}
+
+impl ClientUdp for NetfoldConnectedUdp {
+    fn send(&self, data: &[u8]) -> io::Result<usize> {
+        self.sock.send_to(data, self.peer)
+    }
+    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let (n, from) = self.sock.recv_from(buf)?;
+            if from == self.peer {
+                return Ok(n);
+            }
+        }
+    }
+    fn set_read_timeout_to(&self, t: Option<Duration>) -> io::Result<()> {
+        self.sock.set_read_timeout(t);
+        Ok(())
+    }
+}
+
+impl ClientNet for NetfoldNet {
+    type Stream = netfold_rt::blocking::TcpStream;
+    type Udp = NetfoldConnectedUdp;
+    fn connect(
+        &self,
+        to: SocketAddr,
+        timeout: Duration,
+        bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<Self::Stream> {
+        // -s/-S fix the buffers (and turn auto-tuning off), as SO_SNDBUF/SO_RCVBUF do.
+        let cfg = netfold::tcp::Config {
+            send_buffer: bufs.0.unwrap_or(self.tcp.send_buffer),
+            recv_buffer: bufs.1.unwrap_or(self.tcp.recv_buffer),
+            ..self.tcp
+        };
+        self.rt.connect(v4_peer(to)?, cfg, Some(timeout))
+    }
+    fn udp_connect(
+        &self,
+        to: SocketAddr,
+        _bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<NetfoldConnectedUdp> {
+        let peer = v4_peer(to)?;
+        let sock = self
+            .rt
+            .udp_bind(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0))?;
+        Ok(NetfoldConnectedUdp { sock, peer })
+    }
+    fn cpu_is_process_wide(&self) -> bool {
+        true
+    }
+}
+
+/// A netfold stack at `ip/prefix` (next hop `gateway` for off-link peers) on `link` —
+/// `tap:NAME` or `tun:NAME` (created if it does not exist) or `packet:IFNAME` (an `AF_PACKET`
+/// socket on an existing interface) — on its own driver thread. Returns the stack and a
+/// description for logs.
+pub fn open_netfold(
+    link: &str,
+    ip: std::net::Ipv4Addr,
+    prefix: u8,
+    gateway: Option<std::net::Ipv4Addr>,
+    mtu: Option<usize>,
+) -> Result<(NetfoldNet, String), Box<dyn std::error::Error>> {
+    let (dev, mtu): (Box<dyn netfold::phy::Device + Send>, usize) =
+        if let Some(ifname) = link.strip_prefix("packet:").filter(|n| !n.is_empty()) {
+            let cfg = netfold_os::packet_socket::PacketSocketConfig {
+                mtu,
+                ..Default::default()
+            };
+            let dev = netfold_os::packet_socket::PacketSocket::open(ifname, cfg)
+                .map_err(|e| format!("opening {link}: {e}"))?;
+            let mtu = dev.mtu();
+            (Box::new(dev), mtu)
+        } else if ["tap:", "tun:"]
+            .iter()
+            .any(|p| link.strip_prefix(p).is_some_and(|n| !n.is_empty()))
+        {
+            let cfg = netfold_os::tap::TapConfig {
+                mtu,
+                ..Default::default()
+            };
+            let dev = netfold_os::link::Link::open(link, cfg)
+                .map_err(|e| format!("opening {link}: {e}"))?;
+            let mtu = dev.mtu();
+            (Box::new(dev), mtu)
+        } else {
+            return Err(
+                format!("--link {link:?}: expected tap:NAME, tun:NAME or packet:IFNAME").into(),
+            );
+        };
+    let stack = netfold::iface::Stack::new(netfold::iface::StackConfig {
+        medium: dev.caps().medium,
+        addr: ip,
+        prefix_len: prefix,
+        gateway,
+        mtu,
+        // tcp_secret: the default, a random key from the OS (RFC 6528 §3).
+        ..netfold::iface::StackConfig::default()
+    });
+    // MSS = MTU - 20 (IPv4) - 20 (TCP) bytes of headers (RFC 9293 §3.7.1).
+    let mss = mtu.saturating_sub(40).clamp(536, usize::from(u16::MAX)) as u16;
+    let tcp = netfold::tcp::Config {
+        mss,
+        ..netfold::tcp::Config::default()
+    };
+    // The driver sleeps in poll(2) on the device; this only bounds a lost wake-up.
+    let rt = netfold_rt::Runtime::start(stack, dev, Duration::from_millis(1))?;
+    Ok((
+        NetfoldNet {
+            rt: Arc::new(rt),
+            tcp,
+            mtu,
+        },
+        format!("netfold on {link} (mtu {mtu})"),
+    ))
 }

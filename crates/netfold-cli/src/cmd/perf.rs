@@ -83,6 +83,58 @@ impl KernelLink {
     }
 }
 
+/// `--link`: one of the local links above, or a device netfold runs on as the `-H` client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkArg {
+    Local(KernelLink),
+    /// `tap:NAME`, `tun:NAME` or `packet:IFNAME` (with -H and --addr).
+    Device(String),
+}
+
+impl Default for LinkArg {
+    fn default() -> Self {
+        LinkArg::Local(KernelLink::Auto)
+    }
+}
+
+impl LinkArg {
+    /// The local link (a device counts as auto: [`params`] refuses it for local runs first).
+    pub fn local(&self) -> KernelLink {
+        match self {
+            LinkArg::Local(k) => *k,
+            LinkArg::Device(_) => KernelLink::Auto,
+        }
+    }
+    pub fn device(&self) -> Option<&str> {
+        match self {
+            LinkArg::Local(_) => None,
+            LinkArg::Device(d) => Some(d),
+        }
+    }
+}
+
+/// `auto`, `lo`, `veth`, `tap`, or a device `tap:NAME`, `tun:NAME`, `packet:IFNAME`.
+pub fn parse_link(s: &str) -> Result<LinkArg, String> {
+    use clap::ValueEnum;
+    if let Ok(k) = KernelLink::from_str(s, false) {
+        return Ok(LinkArg::Local(k));
+    }
+    for prefix in ["tap:", "tun:", "packet:"] {
+        if let Some(name) = s.strip_prefix(prefix) {
+            if name.is_empty() || name.len() > 15 || name.contains('/') {
+                return Err(format!(
+                    "{s:?}: {prefix} needs an interface name of 1 to 15 bytes"
+                ));
+            }
+            return Ok(LinkArg::Device(s.to_string()));
+        }
+    }
+    Err(format!(
+        "{s:?}: expected auto, lo, veth or tap (local runs), or tap:NAME, tun:NAME or \
+         packet:IFNAME (netfold on that device as the -H client, with --addr)"
+    ))
+}
+
 /// Options every netperf-style test takes.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Common {
@@ -148,9 +200,13 @@ pub struct Common {
     #[arg(long, requires = "shards")]
     pub streams: Option<usize>,
     /// Link: auto (netfold/smoltcp: in-memory pipe, kernel: loopback), lo, veth (kernel), tap
-    /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth).
-    #[arg(long, value_enum, default_value_t = KernelLink::Auto)]
-    pub link: KernelLink,
+    /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth). With
+    /// -H: tap:NAME, tun:NAME or packet:IFNAME runs this host's side on netfold over that
+    /// device (TAP/TUN created if missing; packet: an AF_PACKET socket on an existing
+    /// interface), at --addr.
+    #[arg(long, value_parser = parse_link, default_value = "auto",
+          value_name = "auto|lo|veth|tap|tap:NAME|tun:NAME|packet:IFNAME")]
+    pub link: LinkArg,
     /// Fraction of frames lost on the pipe, e.g. 0.01.
     #[arg(long, value_parser = parse_fraction, default_value = "0")]
     pub loss: f64,
@@ -468,6 +524,12 @@ pub const DEFAULT_MTU: usize = 1500;
 /// Builds the parameters of one run (one message size, one request/response pair) and checks
 /// them.
 pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Result<Params, String> {
+    if let Some(d) = a.link.device() {
+        return Err(format!(
+            "--link {d} runs netfold as the client of a `netfold server`: it needs -H HOST and \
+             --addr ADDR/PREFIX (local runs take --link auto, lo, veth or tap)"
+        ));
+    }
     let mtu = a.mtu.map(|m| m as usize).unwrap_or(DEFAULT_MTU);
     if !(576..=65535).contains(&mtu) {
         return Err(format!("--mtu {mtu} out of range (576..=65535)"));
@@ -610,7 +672,7 @@ pub fn measure(stack: StackKind, a: &Args, p: &Params) -> Result<Row, Box<dyn st
     let mut mtu = 0;
     while it.want_more(&headline) {
         let before = crate::bench::affinity::proc_stat_jiffies();
-        let (mut m, l, u) = run_once(stack, a.link, p)?;
+        let (mut m, l, u) = run_once(stack, a.link.local(), p)?;
         if let (Some(b), Some(e)) = (before, crate::bench::affinity::proc_stat_jiffies()) {
             // Cross-check of the per-thread (getrusage) figure: the whole machine's busy share
             // from /proc/stat over the run, as netperf measures it.
@@ -628,7 +690,15 @@ pub fn measure(stack: StackKind, a: &Args, p: &Params) -> Result<Row, Box<dyn st
         runs.push(m);
     }
     Ok(make_row(
-        stack, a.link, p, &runs, &headline, &it, link, mtu, a.cpu,
+        stack,
+        a.link.local(),
+        p,
+        &runs,
+        &headline,
+        &it,
+        link,
+        mtu,
+        a.cpu,
     ))
 }
 
@@ -832,7 +902,9 @@ pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Err
             for pl in placements(a) {
                 match pl {
                     None => plan.push((s, base.clone())),
-                    Some(pl) => plan.extend(place(s, a.link, pl, base.clone()).map(|p| (s, p))),
+                    Some(pl) => {
+                        plan.extend(place(s, a.link.local(), pl, base.clone()).map(|p| (s, p)))
+                    }
                 }
             }
         }
@@ -1097,7 +1169,7 @@ mod tests {
     fn link_errors_name_the_option_value() {
         let a = parse(&["--link", "lo"]).unwrap();
         let p = params(&a, Test::Stream, 1024, (1, 1)).unwrap();
-        let e = run_stack(StackKind::Netfold, a.link, &p)
+        let e = run_stack(StackKind::Netfold, a.link.local(), &p)
             .err()
             .unwrap()
             .to_string();

@@ -2,11 +2,12 @@
 //! `udp-rr` test: runs through [`crate::bench::remote`], against a `netfold server` on another
 //! host (-H) or, for local kernel runs, against a server half on a thread of this process.
 
-use super::perf::{Args, KernelLink, RrArgs, StackKind};
+use super::perf::{Args, KernelLink, LinkArg, RrArgs, StackKind};
 use super::CmdResult;
 use crate::bench::remote::{self, ClientResult, Request, TestKind, CONTROL_PORT};
+use crate::bench::remote_net::{open_netfold, NetfoldNet};
 use crate::bench::report::{self, mbps, Row};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -14,9 +15,17 @@ use std::time::Duration;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RemoteOpts {
     /// Measure against `netfold server` on HOST[:PORT] (port 12866 by default, netserver's):
-    /// this host is the client, on kernel sockets.
+    /// this host is the client, on kernel sockets, or on netfold with --link tap:NAME,
+    /// tun:NAME or packet:IFNAME and --addr.
     #[arg(short = 'H', long = "host", value_name = "HOST[:PORT]")]
     pub host: Option<String>,
+    /// With -H and --link tap:NAME|tun:NAME|packet:IFNAME: netfold's address and prefix on
+    /// that device, e.g. 198.18.0.2/24 (the prefix decides which servers are on the link).
+    #[arg(long = "addr", value_name = "ADDR/PREFIX")]
+    pub addr: Option<String>,
+    /// With --addr: the next hop for a server off netfold's subnet.
+    #[arg(long = "gateway", value_name = "ADDR", requires = "addr")]
+    pub gateway: Option<Ipv4Addr>,
     /// Parallel streams (stream, maerts): N connections at once; the row is their aggregate,
     /// the JSON lists each (`streams`).
     #[arg(short = 'P', long = "parallel", value_name = "N", value_parser = parse_streams)]
@@ -59,7 +68,9 @@ fn parse_interval(s: &str) -> Result<f64, String> {
 impl RemoteOpts {
     /// Whether a run goes through this module rather than the single-connection runners.
     pub fn applies(&self) -> bool {
+        // (--addr alone comes here too, to be refused with a reason.)
         self.host.is_some()
+            || self.addr.is_some()
             || self.parallel.is_some_and(|n| n > 1)
             || self.bidir
             || self.report_interval.is_some()
@@ -137,26 +148,92 @@ fn request(test: TestKind, a: &Args, size: u64, rr: (usize, usize)) -> Result<Re
     })
 }
 
+/// The client's side of a -H run: the kernel's sockets, or netfold on a device.
+enum Client {
+    Kernel,
+    /// The stack (opened once for every case of the run), the device spec.
+    Netfold(NetfoldNet, String),
+}
+
+/// Checks -H, --link and --addr together and opens netfold's device when --link names one.
+fn client(a: &Args, server: Option<SocketAddr>) -> Result<Client, Box<dyn std::error::Error>> {
+    let Some(server) = server else {
+        if let Some(d) = a.link.device() {
+            return Err(format!(
+                "--link {d} runs netfold as the client of a `netfold server`: it needs -H HOST \
+                 and --addr ADDR/PREFIX (local runs take --link auto, lo, veth or tap)"
+            )
+            .into());
+        }
+        if a.remote.addr.is_some() {
+            return Err(
+                "--addr is netfold's address as the -H client on --link tap:NAME, \
+                        tun:NAME or packet:IFNAME; local runs choose their own addresses"
+                    .into(),
+            );
+        }
+        return Ok(Client::Kernel);
+    };
+    match &a.link {
+        LinkArg::Local(KernelLink::Auto) => {
+            if a.remote.addr.is_some() {
+                return Err(
+                    "--addr goes with --link tap:NAME, tun:NAME or packet:IFNAME \
+                            (netfold as the -H client); -H alone runs on kernel sockets"
+                        .into(),
+                );
+            }
+            Ok(Client::Kernel)
+        }
+        LinkArg::Local(k) => Err(format!(
+            "-H with --link {}: that is a local run's link; for netfold as the client name its \
+             device, e.g. --link tap:NAME --addr 198.18.0.2/24 (or tun:NAME, packet:IFNAME); \
+             -H without --link runs on kernel sockets",
+            k.name()
+        )
+        .into()),
+        LinkArg::Device(dev) => {
+            let cidr = a.remote.addr.as_deref().ok_or_else(|| {
+                format!(
+                    "-H with --link {dev} needs --addr ADDR/PREFIX: netfold's address on that \
+                     device, e.g. --addr 198.18.0.2/24"
+                )
+            })?;
+            let (ip, prefix) = super::serve::parse_cidr(cidr)?;
+            if !server.is_ipv4() {
+                return Err(format!("-H {server}: netfold as the client speaks IPv4 only").into());
+            }
+            let (net, what) =
+                open_netfold(dev, ip, prefix, a.remote.gateway, a.mtu.map(|m| m as usize))?;
+            eprintln!("netfold: client at {ip}/{prefix}, {what}");
+            Ok(Client::Netfold(net, dev.clone()))
+        }
+    }
+}
+
 /// Runs one request on `stack` (locally) or against -H; returns the link and placement labels.
 fn run_one(
     stack: StackKind,
     a: &Args,
     req: &Request,
+    server: Option<SocketAddr>,
+    client: &Client,
 ) -> Result<(ClientResult, String, String, usize), Box<dyn std::error::Error>> {
     let interval = a.remote.report_interval.map(Duration::from_secs_f64);
     let rate = a.bitrate.filter(|&b| b > 0);
-    if let Some(h) = &a.remote.host {
-        if a.link == KernelLink::Tap {
-            return Err(
-                "-H with --link tap (netfold on a TAP as the client) is not built yet; \
-                        -H runs on kernel sockets"
-                    .into(),
-            );
-        }
-        let addr = resolve(h)?;
-        let r = remote::run_client(addr, req, interval, rate)?;
-        // The path MTU to another host is not known here: 0 in the row, "-" nowhere else.
-        return Ok((r, format!("-H {addr}"), "2 hosts".into(), 0));
+    if let Some(addr) = server {
+        return match client {
+            Client::Kernel => {
+                let r = remote::run_client(addr, req, interval, rate)?;
+                // The path MTU to another host is not known here: 0 in the row, "-" nowhere
+                // else.
+                Ok((r, format!("-H {addr}"), "2 hosts".into(), 0))
+            }
+            Client::Netfold(net, dev) => {
+                let r = remote::run_client_on(net, addr, req, interval, rate)?;
+                Ok((r, format!("{dev} -H {addr}"), "2 hosts".into(), net.mtu))
+            }
+        };
     }
     if stack != StackKind::Kernel {
         return Err(format!(
@@ -166,7 +243,7 @@ fn run_one(
         )
         .into());
     }
-    match a.link {
+    match a.link.local() {
         KernelLink::Auto | KernelLink::Lo => {
             let (addr, h) = remote::local_server(std::net::Ipv4Addr::LOCALHOST.into(), None)?;
             let r = remote::run_client(addr, req, interval, rate);
@@ -216,10 +293,10 @@ fn make_row(
     let t = req.test;
     let mut row = Row {
         test: t.netperf_name().into(),
-        stack: if a.remote.host.is_some() {
-            "kernel".into()
-        } else {
-            stack.name().into()
+        stack: match (&a.remote.host, a.link.device()) {
+            (Some(_), Some(_)) => "netfold".into(),
+            (Some(_), None) => "kernel".into(),
+            (None, _) => stack.name().into(),
         },
         link,
         mtu: a.mtu.unwrap_or(0) as usize,
@@ -328,11 +405,16 @@ pub fn run(test: TestKind, a: Args) -> CmdResult {
             .any(|&s| s != StackKind::Netfold && s != StackKind::Kernel)
     {
         return Err(
-            "-H runs this host's kernel sockets against the server: --stack has no \
-                    effect there except kernel"
+            "-H runs this host's kernel sockets against the server (or netfold's with --link \
+             tap:NAME, tun:NAME or packet:IFNAME): --stack has no effect there"
                 .into(),
         );
     }
+    let server = match &a.remote.host {
+        Some(h) => Some(resolve(h)?),
+        None => None,
+    };
+    let client = client(&a, server)?;
     let cases: Vec<(u64, (usize, usize))> = if test.is_transactional() {
         a.rr_size.iter().map(|&rr| (1, rr)).collect()
     } else {
@@ -347,7 +429,7 @@ pub fn run(test: TestKind, a: Args) -> CmdResult {
     for (size, rr) in cases {
         for &s in &stacks {
             let req = request(test, &a, size, rr)?;
-            let (r, link, placement, mtu) = run_one(s, &a, &req)
+            let (r, link, placement, mtu) = run_one(s, &a, &req, server, &client)
                 .map_err(|e| format!("{} {}: {e}", s.name(), test.netperf_name()))?;
             let mut row = make_row(s, &a, &req, r, link, placement);
             row.mtu = mtu;

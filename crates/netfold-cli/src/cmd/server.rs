@@ -6,7 +6,7 @@
 
 use super::CmdResult;
 use crate::bench::remote::{self, CONTROL_PORT};
-use crate::bench::remote_net::{timed_out, KernelNet, Net, NetStream, NetfoldNet};
+use crate::bench::remote_net::{open_netfold, timed_out, KernelNet, Net, NetStream};
 use std::net::IpAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,8 +23,9 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0")]
     addr: String,
     /// Serve on netfold instead of the kernel: `tap:NAME` or `tun:NAME` (the device is created
-    /// if it does not exist; configure the kernel's side yourself, as for `netfold serve`).
-    #[arg(long, value_name = "tap:NAME|tun:NAME")]
+    /// if it does not exist; configure the kernel's side yourself, as for `netfold serve`), or
+    /// `packet:IFNAME` (an AF_PACKET socket on an existing interface, e.g. one end of a veth).
+    #[arg(long, value_name = "tap:NAME|tun:NAME|packet:IFNAME")]
     link: Option<String>,
     /// Longest test accepted, seconds; every wait of a test is bounded by its length plus a
     /// grace period and never by more than this.
@@ -87,47 +88,10 @@ pub fn run(a: Args) -> CmdResult {
         }
         Some(link) => {
             let (ip, prefix) = super::serve::parse_cidr(&a.addr)?;
-            let (net, what) = netfold_on(link, ip, prefix)?;
+            let (net, what) = open_netfold(link, ip, prefix, None, None)?;
             serve(Arc::new(net), ip.into(), &a, what)
         }
     }
-}
-
-/// A netfold stack at `ip/prefix` on the TAP or TUN device `link`, on its own driver thread.
-fn netfold_on(
-    link: &str,
-    ip: std::net::Ipv4Addr,
-    prefix: u8,
-) -> Result<(NetfoldNet, String), Box<dyn std::error::Error>> {
-    if !link.starts_with("tap:") && !link.starts_with("tun:") {
-        return Err(format!("--link {link:?}: expected tap:NAME or tun:NAME").into());
-    }
-    let dev = netfold_os::link::Link::open(link, netfold_os::tap::TapConfig::default())
-        .map_err(|e| format!("opening {link}: {e}"))?;
-    let mtu = dev.mtu();
-    let stack = netfold::iface::Stack::new(netfold::iface::StackConfig {
-        medium: netfold::phy::Device::caps(&dev).medium,
-        addr: ip,
-        prefix_len: prefix,
-        mtu,
-        // tcp_secret: the default, a random key from the OS (RFC 6528 §3).
-        ..netfold::iface::StackConfig::default()
-    });
-    // MSS = MTU - 20 (IPv4) - 20 (TCP) bytes of headers (RFC 9293 §3.7.1).
-    let mss = mtu.saturating_sub(40).clamp(536, usize::from(u16::MAX)) as u16;
-    let tcp = netfold::tcp::Config {
-        mss,
-        ..netfold::tcp::Config::default()
-    };
-    // The driver sleeps in poll(2) on the device; this only bounds a lost wake-up.
-    let rt = netfold_rt::Runtime::start(stack, Box::new(dev), Duration::from_millis(1))?;
-    Ok((
-        NetfoldNet {
-            rt: Arc::new(rt),
-            tcp,
-        },
-        format!("netfold on {link} (mtu {mtu})"),
-    ))
 }
 
 fn serve<N: Net + Send + 'static>(net: Arc<N>, ip: IpAddr, a: &Args, what: String) -> CmdResult
