@@ -447,3 +447,280 @@ fn netfold_serves_on_a_tap_to_kernel_clients() {
     stop(&mut server);
     let _ = ns.ip(&["link", "del", &tap]);
 }
+
+/// `netfold server` on kernel sockets at `addr` in `ns`, its stderr kept for the log lines.
+fn start_kernel_server(ns: &NetNs, addr: &str) -> (Guard, BufReader<std::process::ChildStderr>) {
+    let mut c = ns
+        .command(env!("CARGO_BIN_EXE_netfold"))
+        .args(["server", "--addr", addr])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start netfold server");
+    let mut log = BufReader::new(c.stderr.take().unwrap());
+    let mut line = String::new();
+    log.read_line(&mut line).unwrap();
+    assert!(
+        line.contains("listening") && line.contains("kernel sockets"),
+        "{line}"
+    );
+    (Guard(c), log)
+}
+
+/// Stops the server and returns the peers of the tests it logged as done.
+fn stop_and_read_peers(
+    server: &mut Guard,
+    mut log: BufReader<std::process::ChildStderr>,
+) -> Vec<String> {
+    stop(server);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut log, &mut rest).unwrap();
+    rest.lines()
+        .filter(|l| l.ends_with(" done"))
+        .map(|l| {
+            l.trim_start_matches("netfold server: ")
+                .split(": ")
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+/// A counter of `link` inside `ns` (`/sys/class/net/LINK/statistics/NAME`).
+fn link_counter(ns: &NetNs, link: &str, name: &str) -> u64 {
+    let out = ns
+        .run(
+            "cat",
+            &[&format!("/sys/class/net/{link}/statistics/{name}")],
+        )
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// Issue 16, netfold as the -H client: `--link tap:NAME --addr 198.18.11.2/24` puts the
+/// client's control and data connections on a netfold stack over the TAP's descriptor; the
+/// TAP's kernel side (198.18.11.1) and `netfold server` on kernel sockets are in a namespace.
+/// The client process runs in that namespace too (a TAP is opened by name in the opener's
+/// namespace), but 198.18.11.2 is no kernel address there: the server logging that peer, and
+/// the TAP's receive counter covering the bytes, show the traffic went through netfold.
+#[test]
+fn netfold_is_the_dash_h_client_on_a_tap() {
+    let _one_at_a_time = serial();
+    if let Some(why) = netns::unavailable_reason() {
+        eprintln!("SKIP netfold_is_the_dash_h_client_on_a_tap: {why}");
+        return;
+    }
+    let ns = NetNs::create().unwrap();
+    let tap = format!("nfk{}", std::process::id() % 1_000_000);
+    ns.ip(&["tuntap", "add", "mode", "tap", "name", &tap])
+        .unwrap();
+    ns.configure(&tap, Ipv4Addr::new(198, 18, 11, 1), 24)
+        .unwrap();
+    let (mut server, log) = start_kernel_server(&ns, "198.18.11.1");
+    let dev = format!("tap:{tap}");
+    let client = |test: &[&str]| {
+        let mut args = test.to_vec();
+        args.extend([
+            "-H",
+            "198.18.11.1",
+            "--link",
+            &dev,
+            "--addr",
+            "198.18.11.2/24",
+            "-l",
+            "1",
+            "--json",
+        ]);
+        json(&ns, &args)
+    };
+    let rx0 = link_counter(&ns, &tap, "rx_bytes");
+
+    let v = client(&["stream", "--verify"]);
+    let r = &v["results"][0];
+    let mbps = r["throughput_mbps"].as_f64().unwrap();
+    assert!(mbps > 0.0, "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["stack"], "netfold", "{r}");
+    assert!(r["link"].as_str().unwrap().starts_with(&dev), "{r}");
+    let bytes = r["bytes"].as_u64().unwrap();
+    let rx = link_counter(&ns, &tap, "rx_bytes") - rx0;
+    assert!(
+        rx >= bytes,
+        "the kernel got {rx} bytes from the TAP, the server {bytes}"
+    );
+    eprintln!("netfold client on TAP -> kernel netfold server: {mbps:.0} Mbit/s");
+
+    let v = client(&["rr"]);
+    let r = &v["results"][0];
+    assert!(r["trans_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    for p in ["p50", "p99", "p999"] {
+        assert!(r["latency_us"][p].as_f64().unwrap() > 0.0, "{p}: {r}");
+    }
+
+    let v = client(&["udp-stream", "-b", "50M"]);
+    let r = &v["results"][0];
+    assert!(r["sent_datagrams"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["received_datagrams"].as_u64().unwrap() > 0, "{r}");
+    let loss = r["loss_pct"].as_f64().unwrap();
+    assert!((0.0..=100.0).contains(&loss), "{r}");
+
+    let peers = stop_and_read_peers(&mut server, log);
+    assert_eq!(peers.len(), 3, "{peers:?}");
+    assert!(
+        peers.iter().all(|p| p.starts_with("198.18.11.2:")),
+        "every control connection came from netfold's address: {peers:?}"
+    );
+}
+
+/// The same over `tun:NAME` (netfold on the IP medium) and `packet:IFNAME` (an AF_PACKET
+/// socket on the client's end of a veth pair that has no kernel address: two namespaces, as
+/// two hosts).
+#[test]
+fn netfold_is_the_dash_h_client_on_a_tun_and_a_packet_socket() {
+    let _one_at_a_time = serial();
+    if let Some(why) = netns::unavailable_reason() {
+        eprintln!("SKIP netfold_is_the_dash_h_client_on_a_tun_and_a_packet_socket: {why}");
+        return;
+    }
+    let server_ns = NetNs::create().unwrap();
+    let client_ns = NetNs::create().unwrap();
+    let id = std::process::id() % 1_000_000;
+    let (tun, vs, vc) = (format!("nfu{id}"), format!("nfs{id}"), format!("nfc{id}"));
+    server_ns
+        .ip(&["tuntap", "add", "mode", "tun", "name", &tun])
+        .unwrap();
+    server_ns
+        .configure(&tun, Ipv4Addr::new(198, 18, 12, 1), 24)
+        .unwrap();
+    server_ns
+        .ip(&[
+            "link",
+            "add",
+            &vs,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &vc,
+            "netns",
+            client_ns.name(),
+        ])
+        .unwrap();
+    server_ns
+        .configure(&vs, Ipv4Addr::new(198, 18, 13, 1), 24)
+        .unwrap();
+    client_ns.ip(&["link", "set", &vc, "up"]).unwrap();
+    let (mut server, log) = start_kernel_server(&server_ns, "0.0.0.0");
+
+    let tun_dev = format!("tun:{tun}");
+    let v = json(
+        &server_ns,
+        &[
+            "stream",
+            "-H",
+            "198.18.12.1",
+            "--link",
+            &tun_dev,
+            "--addr",
+            "198.18.12.2/24",
+            "-l",
+            "1",
+            "--verify",
+            "--json",
+        ],
+    );
+    let r = &v["results"][0];
+    assert!(r["throughput_mbps"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+
+    let pkt_dev = format!("packet:{vc}");
+    let v = json(
+        &client_ns,
+        &[
+            "stream",
+            "-H",
+            "198.18.13.1",
+            "--link",
+            &pkt_dev,
+            "--addr",
+            "198.18.13.2/24",
+            "-l",
+            "1",
+            "--verify",
+            "--json",
+        ],
+    );
+    let r = &v["results"][0];
+    assert!(r["throughput_mbps"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+    let v = json(
+        &client_ns,
+        &[
+            "rr",
+            "-H",
+            "198.18.13.1",
+            "--link",
+            &pkt_dev,
+            "--addr",
+            "198.18.13.2/24",
+            "-l",
+            "1",
+            "--json",
+        ],
+    );
+    let r = &v["results"][0];
+    assert!(r["details"]["transactions"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["latency_us"]["p50"].as_f64().unwrap() > 0.0, "{r}");
+
+    let peers = stop_and_read_peers(&mut server, log);
+    assert_eq!(peers.len(), 3, "{peers:?}");
+    assert!(peers[0].starts_with("198.18.12.2:"), "{peers:?}");
+    assert!(
+        peers[1..].iter().all(|p| p.starts_with("198.18.13.2:")),
+        "{peers:?}"
+    );
+}
+
+#[test]
+fn dash_h_with_a_local_link_or_without_addr_is_refused() {
+    let _one_at_a_time = serial();
+    // Every case fails before a device is opened or a packet sent.
+    for (args, want) in [
+        (
+            &["stream", "-H", "198.18.9.9", "--link", "tap"][..],
+            "local run's link",
+        ),
+        (
+            &["stream", "-H", "198.18.9.9", "--link", "tap:nfz0"][..],
+            "needs --addr",
+        ),
+        (
+            &[
+                "stream",
+                "-H",
+                "198.18.9.9",
+                "--link",
+                "tap:nfz0",
+                "--addr",
+                "198.18.9.2",
+            ][..],
+            "no prefix length",
+        ),
+        (
+            &["stream", "--link", "tap:nfz0", "-l", "0.1"][..],
+            "needs -H HOST",
+        ),
+        (
+            &["stream", "-H", "198.18.9.9", "--addr", "198.18.9.2/24"][..],
+            "-H alone runs on kernel sockets",
+        ),
+    ] {
+        let o = netfold(args);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+    let o = netfold(&["stream", "-H", "198.18.9.9", "--link", "eth0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("tap:NAME, tun:NAME or packet:IFNAME"));
+}
