@@ -43,7 +43,7 @@ impl InjectDevice {
     /// Largest frame `nf_inject` accepts: the IP MTU plus an Ethernet header with one VLAN tag.
     pub(crate) fn max_frame(&self) -> usize {
         match self.caps.medium {
-            Medium::Ethernet => self.caps.mtu + 18,
+            Medium::Ethernet => self.caps.mtu + netfold_core::wire::ethernet::VLAN_HEADER_LEN,
             Medium::Ip => self.caps.mtu,
         }
     }

@@ -98,7 +98,7 @@ pub(crate) fn socket(e: &Engine, domain: i32, ty: i32, protocol: i32) -> R<i32> 
 
 /// MSS for the interface MTU (RFC 9293 §3.7.1: MTU minus fixed IPv4 and TCP headers).
 fn default_mss(stack: &Stack) -> u16 {
-    u16::try_from(stack.mtu().saturating_sub(40).max(88)).unwrap_or(u16::MAX)
+    u16::try_from(usize::from(stack.tcp_mss()).max(88)).unwrap_or(u16::MAX)
 }
 
 fn check_local_ip(stack: &Stack, a: SocketAddrV4) -> R<()> {

@@ -231,7 +231,7 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
             if !(88..=32767).contains(&mss) {
                 return Err(libc::EINVAL);
             }
-            let cap = st.stack.mtu().saturating_sub(40);
+            let cap = usize::from(st.stack.tcp_mss());
             o.cfg.mss = u16::try_from((mss as usize).min(cap)).unwrap_or(u16::MAX);
         }
         (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL) => {

@@ -35,8 +35,9 @@ const SOL_PACKET: libc::c_int = 263;
 /// `SOL_PACKET` option: read (and reset) the socket's receive/drop counters.
 const PACKET_STATISTICS: libc::c_int = 6;
 /// Ethernet header plus one 802.1Q tag.
-const LINK_OVERHEAD: usize = 18;
-const MAX_IP_PACKET: usize = 65_535;
+const LINK_OVERHEAD: usize = netfold::wire::ethernet::VLAN_HEADER_LEN;
+/// Largest IPv4 packet (total length is 16 bits, RFC 791 §3.1): bounds a GSO frame.
+const MAX_IP_PACKET: usize = netfold::wire::ipv4::MAX_PACKET_LEN;
 
 /// How a [`PacketSocket`] is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -22,14 +22,16 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::vnet::{self, OffloadStats, RxVerdict, VnetHdr, VNET_HDR_LEN};
-use netfold::buf::{PacketBuf, Pool};
+use netfold::buf::{Csum, PacketBuf, Pool};
 use netfold::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
 use netfold::time::{Duration, Instant};
+use netfold::wire::ethernet::VLAN_HEADER_LEN;
+use netfold::wire::ipv4::MAX_PACKET_LEN;
 
 /// Ethernet header plus one 802.1Q tag: link bytes on top of the IP MTU.
-const LINK_OVERHEAD: usize = 18;
+const LINK_OVERHEAD: usize = VLAN_HEADER_LEN;
 /// Largest IPv4 packet (total length is 16 bits, RFC 791 §3.1): bounds a GSO frame.
-const MAX_IP_PACKET: usize = 65_535;
+const MAX_IP_PACKET: usize = MAX_PACKET_LEN;
 
 /// How a [`Tap`] is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,8 +347,9 @@ pub(crate) fn classify(n: isize) -> Io {
 }
 
 /// The receive half shared by the tap and the packet socket: applies the offload verdict to a
-/// frame just read and appends it (or its software-GSO pieces) to `out`. Returns the number
-/// of frames appended.
+/// frame just read and appends it (or its software-GSO pieces) to `out`, each marked with its
+/// checksum state ([`Csum`], from the header's flags: [`vnet::rx_csum`]) so that the stack
+/// verifies only what nobody has. Returns the number of frames appended.
 pub(crate) fn deliver_rx(
     hdr: &VnetHdr,
     mut buf: PacketBuf,
@@ -362,9 +365,20 @@ pub(crate) fn deliver_rx(
         // so the stack sees exactly what a wire would carry. (A TAP opened without offloads
         // never gets either; a packet socket may, from a peer with TSO on.)
         if hdr.gso_kind() != vnet::GSO_NONE {
+            // The split writes checksums computed from each piece's bytes, which nobody could
+            // check afterwards: a super-frame the header vouches for in no way is checked
+            // here, before it is cut (the one check of its bytes).
+            if vnet::rx_csum(hdr).needs_verify() {
+                stats.rx_csum_verified += 1;
+                if !vnet::verify_checksums(buf.as_slice()) {
+                    stats.rx_bad_checksum += 1;
+                    pool.put(buf);
+                    return 0;
+                }
+            }
             return split_rx(hdr, buf, pool, stats, out);
         }
-        if hdr.flags & vnet::F_NEEDS_CSUM != 0 {
+        let csum = if hdr.flags & vnet::F_NEEDS_CSUM != 0 {
             let (start, off) = (usize::from(hdr.csum_start), usize::from(hdr.csum_offset));
             if !vnet::complete_partial(buf.as_mut_slice(), start, off) {
                 stats.rx_malformed += 1;
@@ -372,16 +386,35 @@ pub(crate) fn deliver_rx(
                 return 0;
             }
             stats.rx_csum_partial += 1;
-        }
+            // Completed from the bytes themselves, on a frame of the local kernel's: there is
+            // nothing left to check.
+            Csum::Verified
+        } else {
+            // DATA_VALID: the kernel checked it (Linux trusts CHECKSUM_UNNECESSARY); neither
+            // flag: the stack checks it (caps.checksum.rx = true here).
+            let c = vnet::rx_csum(hdr);
+            if c == Csum::Verified {
+                stats.rx_csum_valid += 1;
+            }
+            c
+        };
+        buf.set_csum(csum);
         out.push(buf);
         return 1;
     }
+    // `check_rx` trusted the flags or verified the frame itself.
+    let checked = match vnet::rx_csum(hdr) {
+        Csum::Unverified => Csum::Verified,
+        c => c,
+    };
     match vnet::check_rx(hdr, buf.as_slice(), stats) {
         RxVerdict::Deliver => {
+            buf.set_csum(checked);
             out.push(buf);
             1
         }
         RxVerdict::DeliverGso if gro => {
+            buf.set_csum(checked);
             out.push(buf);
             1
         }
@@ -393,7 +426,9 @@ pub(crate) fn deliver_rx(
     }
 }
 
-/// Software GSO of a received super-frame into `gso_size`-payload segments.
+/// Software GSO of a received super-frame into `gso_size`-payload segments. The super-frame
+/// was trusted or verified before (see [`deliver_rx`]) and each piece's checksums are computed
+/// from its bytes, so the pieces are marked verified.
 fn split_rx(
     hdr: &VnetHdr,
     buf: PacketBuf,
@@ -401,11 +436,15 @@ fn split_rx(
     stats: &mut OffloadStats,
     out: &mut Vec<PacketBuf>,
 ) -> usize {
+    let first = out.len();
     let n = if hdr.gso_kind() == vnet::GSO_TCPV4 {
         vnet::gso_split(buf.as_slice(), usize::from(hdr.gso_size), pool, out)
     } else {
         0
     };
+    for p in &mut out[first..] {
+        p.set_csum(Csum::Verified);
+    }
     if n == 0 {
         stats.rx_malformed += 1;
     }
@@ -548,5 +587,133 @@ mod tests {
         assert_eq!(t.max_frame(), 1518);
         t.set_mtu(10);
         assert_eq!(t.mtu(), 68);
+    }
+
+    use crate::vnet::tests::tcp_frame;
+    use crate::vnet::{F_DATA_VALID, F_NEEDS_CSUM, GSO_TCPV4};
+
+    /// Runs one frame through `deliver_rx`; returns the checksum states of what came out.
+    fn deliver(
+        h: VnetHdr,
+        frame: &[u8],
+        offloads: bool,
+        gro: bool,
+        st: &mut OffloadStats,
+    ) -> Vec<(Csum, Vec<u8>)> {
+        let mut pool = Pool::new(2048, 8);
+        let mut out = Vec::new();
+        let n = deliver_rx(
+            &h,
+            PacketBuf::from_slice(frame),
+            offloads,
+            gro,
+            &mut pool,
+            st,
+            &mut out,
+        );
+        assert_eq!(n, out.len());
+        out.iter()
+            .map(|b| (b.csum(), b.as_slice().to_vec()))
+            .collect()
+    }
+
+    const VALID: VnetHdr = VnetHdr {
+        flags: F_DATA_VALID,
+        gso_type: vnet::GSO_NONE,
+        hdr_len: 0,
+        gso_size: 0,
+        csum_start: 0,
+        csum_offset: 0,
+    };
+    const PARTIAL: VnetHdr = VnetHdr {
+        flags: F_NEEDS_CSUM,
+        csum_start: 34,
+        csum_offset: 16,
+        ..VALID
+    };
+    const NONE: VnetHdr = VnetHdr { flags: 0, ..VALID };
+
+    #[test]
+    fn with_offloads_each_frame_carries_what_its_header_said() {
+        let good = tcp_frame(100, 0x10);
+        let mut bad = good.clone();
+        bad[90] ^= 1;
+        let mut st = OffloadStats::default();
+        // DATA_VALID: trusted, even with a wrong checksum (Linux CHECKSUM_UNNECESSARY).
+        let out = deliver(VALID, &bad, true, true, &mut st);
+        assert_eq!(out, vec![(Csum::Verified, bad.clone())]);
+        // NEEDS_CSUM: the kernel's own frame, left partial.
+        let out = deliver(PARTIAL, &bad, true, true, &mut st);
+        let partial = Csum::Partial {
+            start: 34,
+            offset: 16,
+        };
+        assert_eq!(out, vec![(partial, bad.clone())]);
+        // Neither: checked here (the stack's caps say the device checks), once.
+        assert_eq!(
+            deliver(NONE, &good, true, true, &mut st),
+            vec![(Csum::Verified, good.clone())]
+        );
+        assert!(deliver(NONE, &bad, true, true, &mut st).is_empty());
+        assert_eq!((st.rx_csum_verified, st.rx_bad_checksum), (2, 1));
+        assert_eq!((st.rx_csum_valid, st.rx_csum_partial), (1, 1));
+    }
+
+    #[test]
+    fn without_offloads_only_unvouched_frames_are_left_to_the_stack() {
+        let good = tcp_frame(100, 0x10);
+        let mut bad = good.clone();
+        bad[90] ^= 1;
+        let mut st = OffloadStats::default();
+        // DATA_VALID: the kernel checked it; the stack need not.
+        let out = deliver(VALID, &bad, false, false, &mut st);
+        assert_eq!(out, vec![(Csum::Verified, bad.clone())]);
+        assert_eq!(st.rx_csum_valid, 1);
+        // Neither flag: the stack (caps.checksum.rx = true) checks it.
+        let out = deliver(NONE, &bad, false, false, &mut st);
+        assert_eq!(out, vec![(Csum::Unverified, bad.clone())]);
+        // NEEDS_CSUM: completed here, so the frame is what a wire would carry, and verified.
+        let mut partial = good.clone();
+        let sum = netfold::wire::checksum::pseudo_header(
+            std::net::Ipv4Addr::new(198, 18, 0, 2),
+            std::net::Ipv4Addr::new(198, 18, 0, 1),
+            netfold::wire::IpProtocol::Tcp,
+            (good.len() - 34) as u32,
+        );
+        partial[50..52].copy_from_slice(&sum.to_be_bytes());
+        assert_ne!(partial, good);
+        let out = deliver(PARTIAL, &partial, false, false, &mut st);
+        assert_eq!(out, vec![(Csum::Verified, good.clone())]);
+        assert_eq!(st.rx_csum_partial, 1);
+        assert_eq!(st.rx_csum_verified, 0);
+    }
+
+    #[test]
+    fn software_gso_pieces_are_verified_and_an_unvouched_bad_super_frame_is_dropped() {
+        let big = tcp_frame(3000, 0x10);
+        let mut bad = big.clone();
+        bad[200] ^= 1;
+        for offloads in [true, false] {
+            let mut st = OffloadStats::default();
+            let gso = VnetHdr {
+                gso_type: GSO_TCPV4,
+                gso_size: 1000,
+                hdr_len: 66,
+                ..VALID
+            };
+            let out = deliver(gso, &big, offloads, false, &mut st);
+            assert_eq!(out.len(), 3, "offloads {offloads}");
+            assert!(out
+                .iter()
+                .all(|(c, f)| *c == Csum::Verified && vnet::verify_checksums(f)));
+            // No flag and a wrong checksum: checked before the split, and dropped.
+            let unvouched = VnetHdr { flags: 0, ..gso };
+            assert!(deliver(unvouched, &bad, offloads, false, &mut st).is_empty());
+            assert_eq!(st.rx_bad_checksum, 1, "offloads {offloads}");
+            // No flag and a right one: split, the pieces verified.
+            let out = deliver(unvouched, &big, offloads, false, &mut st);
+            assert_eq!(out.len(), 3, "offloads {offloads}");
+            assert!(out.iter().all(|(c, _)| *c == Csum::Verified));
+        }
     }
 }

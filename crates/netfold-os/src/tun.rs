@@ -26,18 +26,17 @@ use crate::tap::{
     TapStats,
 };
 use crate::vnet::{self, VnetHdr, VNET_HDR_LEN};
-use netfold::buf::{PacketBuf, Pool};
+use netfold::buf::{Csum, PacketBuf, Pool};
 use netfold::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
 use netfold::time::{Duration, Instant};
+use netfold::wire::ethernet::{self, EtherType, EthernetAddress, EthernetFrame};
+use netfold::wire::ip_version;
+use netfold::wire::ipv4::MAX_PACKET_LEN;
 
 /// Bytes of the stand-in Ethernet header (two MAC addresses and the EtherType, IEEE 802.3).
-const ETH_LEN: usize = 14;
-/// EtherTypes of the stand-in header, chosen by the packet's IP version (RFC 791 §3.1,
-/// RFC 8200 §3: the version is the first four bits).
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
+const ETH_LEN: usize = ethernet::HEADER_LEN;
 /// Largest IPv4 packet (total length is 16 bits, RFC 791 §3.1): bounds a GSO packet.
-const MAX_IP_PACKET: usize = 65_535;
+const MAX_IP_PACKET: usize = MAX_PACKET_LEN;
 
 /// One TUN interface. See the module documentation.
 #[derive(Debug)]
@@ -49,14 +48,29 @@ pub struct Tun {
     stats: TapStats,
 }
 
-/// Writes the stand-in Ethernet header for the IP packet that follows it in `frame`.
+/// Writes the stand-in Ethernet header for the IP packet that follows it in `frame`: zero
+/// addresses and the EtherType of the packet's IP version.
 fn fill_stand_in(frame: &mut [u8]) {
-    let ethertype = match frame.get(ETH_LEN).map(|b| b >> 4) {
-        Some(6) => ETHERTYPE_IPV6,
-        _ => ETHERTYPE_IPV4,
+    let ethertype = match frame.get(ETH_LEN..).and_then(ip_version) {
+        Some(6) => EtherType::Ipv6,
+        _ => EtherType::Ipv4,
     };
-    frame[..12].fill(0);
-    frame[12..ETH_LEN].copy_from_slice(&ethertype.to_be_bytes());
+    let mut f = EthernetFrame::new_unchecked(frame);
+    f.set_dst_addr(EthernetAddress::default());
+    f.set_src_addr(EthernetAddress::default());
+    f.set_ethertype(ethertype);
+}
+
+/// Removes the stand-in header from a received packet; a partial checksum's start moves with
+/// it, back to the kernel's IP-relative offset.
+fn strip_stand_in(p: &mut PacketBuf) {
+    p.advance(ETH_LEN);
+    if let Csum::Partial { start, offset } = p.csum() {
+        p.set_csum(Csum::Partial {
+            start: start.saturating_sub(ETH_LEN as u16),
+            offset,
+        });
+    }
 }
 
 /// Moves the header's offsets by `delta` bytes (+14: kernel's IP-relative offsets to the
@@ -233,7 +247,7 @@ impl Device for Tun {
             // Every packet delivered (the read one or its software-GSO pieces, which copy the
             // stand-in header) loses the stand-in again.
             for p in &mut out[first..] {
-                p.advance(ETH_LEN);
+                strip_stand_in(p);
             }
             appended += k;
         }
@@ -305,6 +319,30 @@ mod tests {
         f[ETH_LEN] = 0x60;
         fill_stand_in(&mut f);
         assert_eq!(&f[12..ETH_LEN], &[0x86, 0xdd]);
+    }
+
+    #[test]
+    fn a_partial_checksum_start_follows_the_stand_in_out() {
+        let mut p = PacketBuf::from_slice(&[0u8; ETH_LEN + 40]);
+        // What deliver_rx marks for a header shifted by +14 (kernel csum_start 20: the TCP
+        // header after a 20-byte IPv4 header).
+        p.set_csum(Csum::Partial {
+            start: 34,
+            offset: 16,
+        });
+        strip_stand_in(&mut p);
+        assert_eq!(p.len(), 40);
+        assert_eq!(
+            p.csum(),
+            Csum::Partial {
+                start: 20,
+                offset: 16
+            }
+        );
+        let mut q = PacketBuf::from_slice(&[0u8; ETH_LEN + 40]);
+        q.set_csum(Csum::Verified);
+        strip_stand_in(&mut q);
+        assert_eq!(q.csum(), Csum::Verified);
     }
 
     #[test]

@@ -20,13 +20,24 @@
 //!
 //! The stack runs with `checksum { tx: false, rx: false }` on such a device, so the device is
 //! what guarantees correctness: [`prepare_tx`] fixes up every outgoing frame and [`check_rx`]
-//! checks or trusts every incoming one. Malformed frames never panic: they are either passed
-//! through without offload (transmit) or dropped and counted (receive).
+//! checks or trusts every incoming one. Each received frame carries what the header said about
+//! its checksum to the stack as its [`Csum`] ([`rx_csum`]), as a Linux driver sets
+//! `skb->ip_summed`. Malformed frames never panic: they are either passed through without
+//! offload (transmit) or dropped and counted (receive).
+//!
+//! The header fields of the frames (EtherType, IPv4 lengths and protocol, where each transport
+//! checksum lies, the TCP header length and CWR) are read through the core's `wire` views and
+//! constants: this module knows the virtio-net header's layout, not the protocols'.
 
-use netfold::buf::{PacketBuf, Pool};
+use netfold::buf::{Csum, PacketBuf, Pool};
 use netfold::mem::checksum;
 use netfold::wire::checksum::{add, finish, pseudo_header};
-use netfold::wire::Ipv4Addr;
+use netfold::wire::ethernet::{EtherType, EthernetFrame};
+use netfold::wire::icmpv4;
+use netfold::wire::ipv4::Ipv4Packet;
+use netfold::wire::tcp::{self, TcpPacket};
+use netfold::wire::udp::{self, UdpPacket};
+use netfold::wire::{IpProtocol, Ipv4Addr};
 
 /// Bytes of the legacy `struct virtio_net_hdr` (no `num_buffers`).
 pub const VNET_HDR_LEN: usize = 10;
@@ -47,18 +58,6 @@ pub const GSO_TCPV6: u8 = 4;
 /// `VIRTIO_NET_HDR_GSO_ECN`: the super-segment carries CWR; the segmenter must clear it after
 /// the first piece (RFC 3168 §6.1.2).
 pub const GSO_ECN: u8 = 0x80;
-
-const ETH_LEN: usize = 14;
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const PROTO_ICMP: u8 = 1;
-const PROTO_TCP: u8 = 6;
-const PROTO_UDP: u8 = 17;
-/// Offset of the checksum field inside a TCP header (RFC 9293 §3.1).
-const TCP_CSUM_OFF: usize = 16;
-/// Offset of the checksum field inside a UDP header (RFC 768).
-const UDP_CSUM_OFF: usize = 6;
-/// Offset of the checksum field inside an ICMP header (RFC 792).
-const ICMP_CSUM_OFF: usize = 2;
 
 /// One `struct virtio_net_hdr`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -140,7 +139,7 @@ pub struct Ipv4Layout {
     pub l4: usize,
     /// End of the IP datagram (offset in the frame, `l3 + total length`).
     pub end: usize,
-    pub protocol: u8,
+    pub protocol: IpProtocol,
     pub src: Ipv4Addr,
     pub dst: Ipv4Addr,
     /// More-fragments set or non-zero fragment offset.
@@ -151,29 +150,27 @@ pub struct Ipv4Layout {
 /// VLAN, IPv6) or for inconsistent lengths (RFC 791 §3.1: IHL >= 5, total length >= IHL and
 /// within the frame).
 pub fn ipv4_layout(frame: &[u8]) -> Option<Ipv4Layout> {
-    let et = frame.get(12..14)?;
-    if u16::from_be_bytes([et[0], et[1]]) != ETHERTYPE_IPV4 {
+    // The outer EtherType: a tagged frame has the VLAN type there and is not ours to offload.
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EtherType::Ipv4 {
         return None;
     }
-    let ip = frame.get(ETH_LEN..ETH_LEN + 20)?;
-    if ip[0] >> 4 != 4 {
+    let l3 = eth.header_len();
+    // Checks IHL >= 5, total length >= IHL and total length within the frame.
+    let ip = Ipv4Packet::new_checked(frame.get(l3..)?).ok()?;
+    if ip.version() != 4 {
         return None;
     }
-    let ihl = usize::from(ip[0] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    if ihl < 20 || total < ihl || ETH_LEN + total > frame.len() {
-        return None;
-    }
-    let flg_off = u16::from_be_bytes([ip[6], ip[7]]);
+    let ihl = ip.header_len();
     Some(Ipv4Layout {
-        l3: ETH_LEN,
+        l3,
         ihl,
-        l4: ETH_LEN + ihl,
-        end: ETH_LEN + total,
-        protocol: ip[9],
-        src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
-        dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
-        fragment: flg_off & 0x3fff != 0,
+        l4: l3 + ihl,
+        end: l3 + usize::from(ip.total_len()),
+        protocol: ip.protocol(),
+        src: ip.src_addr(),
+        dst: ip.dst_addr(),
+        fragment: ip.is_fragment(),
     })
 }
 
@@ -183,34 +180,39 @@ fn put16(frame: &mut [u8], at: usize, v: u16) {
     }
 }
 
-/// Recomputes the IPv4 header checksum (RFC 791 §3.1, RFC 1071).
-fn fill_ipv4_checksum(frame: &mut [u8], l: &Ipv4Layout) {
-    put16(frame, l.l3 + 10, 0);
-    let c = finish(checksum(&frame[l.l3..l.l4]));
-    put16(frame, l.l3 + 10, c);
+/// The IPv4 header of a located datagram.
+fn ipv4_header<'a>(frame: &'a [u8], l: &Ipv4Layout) -> Ipv4Packet<&'a [u8]> {
+    Ipv4Packet::new_unchecked(frame.get(l.l3..l.l4).unwrap_or(&[]))
 }
 
-/// The checksum field offset inside the transport header, if the protocol has one we handle
-/// and the header is long enough to hold it.
+/// Recomputes the IPv4 header checksum (RFC 791 §3.1, RFC 1071).
+fn fill_ipv4_checksum(frame: &mut [u8], l: &Ipv4Layout) {
+    if let Some(h) = frame.get_mut(l.l3..l.l4) {
+        Ipv4Packet::new_unchecked(h).fill_checksum();
+    }
+}
+
+/// The checksum field's offset inside the transport header (from `wire`), if the protocol has
+/// one we handle and the segment is long enough to hold the header (ICMP: the field).
 fn l4_csum_offset(frame: &[u8], l: &Ipv4Layout) -> Option<usize> {
     let seg_len = l.end - l.l4;
-    let (off, min) = match l.protocol {
-        PROTO_TCP => (TCP_CSUM_OFF, 20),
-        PROTO_UDP => (UDP_CSUM_OFF, 8),
-        PROTO_ICMP => (ICMP_CSUM_OFF, 4),
-        _ => return None,
+    let (field, min) = match l.protocol {
+        IpProtocol::Tcp => (tcp::CHECKSUM_FIELD, tcp::HEADER_LEN),
+        IpProtocol::Udp => (udp::CHECKSUM_FIELD, udp::HEADER_LEN),
+        IpProtocol::Icmp => (icmpv4::CHECKSUM_FIELD, icmpv4::CHECKSUM_FIELD.end),
+        IpProtocol::Unknown(_) => return None,
     };
     if seg_len < min || frame.len() < l.end {
         return None;
     }
-    Some(off)
+    Some(field.start)
 }
 
 /// The pseudo-header sum for TCP/UDP (RFC 9293 §3.1, RFC 768); ICMP has none (RFC 792).
 fn pseudo_sum(l: &Ipv4Layout) -> u16 {
     match l.protocol {
-        PROTO_TCP | PROTO_UDP => {
-            pseudo_header(l.src, l.dst, l.protocol.into(), (l.end - l.l4) as u32)
+        IpProtocol::Tcp | IpProtocol::Udp => {
+            pseudo_header(l.src, l.dst, l.protocol, (l.end - l.l4) as u32)
         }
         _ => 0,
     }
@@ -235,7 +237,7 @@ pub fn fill_checksums(frame: &mut [u8]) -> bool {
     let sum = add(pseudo_sum(&l), checksum(&frame[l.l4..l.end]));
     let mut c = finish(sum);
     // RFC 768: a computed UDP checksum of zero is transmitted as all ones.
-    if l.protocol == PROTO_UDP && c == 0 {
+    if l.protocol == IpProtocol::Udp && c == 0 {
         c = 0xffff;
     }
     put16(frame, at, c);
@@ -250,17 +252,19 @@ pub fn verify_checksums(frame: &[u8]) -> bool {
     let Some(l) = ipv4_layout(frame) else {
         return true;
     };
-    if checksum(&frame[l.l3..l.l4]) != 0xffff {
+    if !ipv4_header(frame, &l).verify_checksum() {
         return false;
     }
     if l.fragment {
         return true;
     }
-    let Some(off) = l4_csum_offset(frame, &l) else {
+    if l4_csum_offset(frame, &l).is_none() {
         return true;
-    };
+    }
     // RFC 768: an all-zero UDP checksum means the sender computed none.
-    if l.protocol == PROTO_UDP && frame[l.l4 + off] == 0 && frame[l.l4 + off + 1] == 0 {
+    if l.protocol == IpProtocol::Udp
+        && UdpPacket::new_unchecked(&frame[l.l4..l.end]).checksum() == 0
+    {
         return true;
     }
     add(pseudo_sum(&l), checksum(&frame[l.l4..l.end])) == 0xffff
@@ -298,8 +302,9 @@ pub fn prepare_tx(frame: &mut [u8], mtu: usize, tso: bool, stats: &mut OffloadSt
     let Some(l) = ipv4_layout(frame) else {
         return VnetHdr::default();
     };
-    let partial_ok =
-        !l.fragment && l.end == frame.len() && matches!(l.protocol, PROTO_TCP | PROTO_UDP);
+    let partial_ok = !l.fragment
+        && l.end == frame.len()
+        && matches!(l.protocol, IpProtocol::Tcp | IpProtocol::Udp);
     let Some(off) = l4_csum_offset(frame, &l).filter(|_| partial_ok) else {
         fill_checksums(frame);
         stats.tx_csum_software += 1;
@@ -318,14 +323,17 @@ pub fn prepare_tx(frame: &mut [u8], mtu: usize, tso: bool, stats: &mut OffloadSt
         csum_offset: off as u16,
     };
     let ip_len = l.end - l.l3;
-    if l.protocol == PROTO_TCP && ip_len > mtu && tso {
-        let thl = usize::from(frame[l.l4 + 12] >> 4) * 4;
+    let tcp = (l.protocol == IpProtocol::Tcp && ip_len > mtu && tso)
+        .then(|| TcpPacket::new_checked(&frame[l.l4..l.end]).ok())
+        .flatten();
+    if let Some(t) = tcp {
+        let thl = t.header_len();
         let hdrs = l.ihl + thl;
-        if thl >= 20 && l.l4 + thl <= l.end && mtu > hdrs {
+        if mtu > hdrs {
             h.gso_type = GSO_TCPV4;
             // RFC 3168 §6.1.2: CWR only on the first segment; the kernel's segmenter does this
             // when told the super-segment is ECN-marked.
-            if frame[l.l4 + 13] & 0x80 != 0 {
+            if t.flags().cwr() {
                 h.gso_type |= GSO_ECN;
             }
             h.gso_size = (mtu - hdrs).min(usize::from(u16::MAX)) as u16;
@@ -334,6 +342,26 @@ pub fn prepare_tx(frame: &mut [u8], mtu: usize, tso: bool, stats: &mut OffloadSt
         }
     }
     h
+}
+
+/// The checksum state a frame received with vnet header `h` carries into the stack (Linux
+/// `virtio_net_hdr_to_skb` sets `skb->ip_summed` the same way):
+/// - `F_NEEDS_CSUM` → [`Csum::Partial`] at `csum_start`/`csum_offset` (`CHECKSUM_PARTIAL`: the
+///   frame comes from the local kernel's transmit path, never crossed a wire, and is taken as
+///   verified on receive);
+/// - `F_DATA_VALID` → [`Csum::Verified`] (`CHECKSUM_UNNECESSARY`);
+/// - neither → [`Csum::Unverified`] (`CHECKSUM_NONE`: somebody must check it, once).
+pub fn rx_csum(h: &VnetHdr) -> Csum {
+    if h.flags & F_NEEDS_CSUM != 0 {
+        Csum::Partial {
+            start: h.csum_start,
+            offset: h.csum_offset,
+        }
+    } else if h.flags & F_DATA_VALID != 0 {
+        Csum::Verified
+    } else {
+        Csum::Unverified
+    }
 }
 
 /// What [`check_rx`] decided about a received frame.
@@ -357,7 +385,8 @@ pub enum RxVerdict {
 /// - neither: verified in software, dropped and counted if wrong.
 ///
 /// A GSO type other than TCPV4 (UDP fragmentation offload, TCPv6) is not something we asked
-/// for and is dropped as malformed.
+/// for and is dropped as malformed. A delivered frame's checksum state is [`rx_csum`], or
+/// [`Csum::Verified`] when this verified it (neither flag).
 pub fn check_rx(h: &VnetHdr, frame: &[u8], stats: &mut OffloadStats) -> RxVerdict {
     if h.flags & F_NEEDS_CSUM != 0 {
         let at = usize::from(h.csum_start).saturating_add(usize::from(h.csum_offset));
@@ -402,11 +431,16 @@ pub fn gso_split(frame: &[u8], mss: usize, pool: &mut Pool, out: &mut Vec<Packet
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
+    // The tests build frames byte by byte, independently of the views under test.
+    const ETHERTYPE_IPV4: u16 = 0x0800;
+    const PROTO_ICMP: u8 = 1;
+    const PROTO_TCP: u8 = 6;
+
     /// An Ethernet/IPv4/TCP frame with `payload_len` bytes of payload, complete checksums.
-    fn tcp_frame(payload_len: usize, flags: u8) -> Vec<u8> {
+    pub(crate) fn tcp_frame(payload_len: usize, flags: u8) -> Vec<u8> {
         let mut f = vec![0u8; 14 + 20 + 32 + payload_len];
         f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
         f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
@@ -546,6 +580,66 @@ mod tests {
         };
         assert_eq!(check_rx(&ufo, &good, &mut st), RxVerdict::Drop);
         assert_eq!((st.rx_malformed, st.rx_gso_frames), (2, 1));
+    }
+
+    #[test]
+    fn the_header_flags_become_the_frames_checksum_state() {
+        let none = VnetHdr::default();
+        assert_eq!(rx_csum(&none), Csum::Unverified);
+        let valid = VnetHdr {
+            flags: F_DATA_VALID,
+            ..none
+        };
+        assert_eq!(rx_csum(&valid), Csum::Verified);
+        let partial = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            csum_start: 34,
+            csum_offset: 16,
+            ..none
+        };
+        assert_eq!(
+            rx_csum(&partial),
+            Csum::Partial {
+                start: 34,
+                offset: 16
+            }
+        );
+        // Both flags: the checksum is partial (the kernel sets only one; NEEDS_CSUM wins, as
+        // in `check_rx`).
+        let both = VnetHdr {
+            flags: F_NEEDS_CSUM | F_DATA_VALID,
+            ..partial
+        };
+        assert_eq!(rx_csum(&both), rx_csum(&partial));
+        // What each state means to the stack: only an unverified frame is checked there.
+        assert!(rx_csum(&none).needs_verify());
+        assert!(!rx_csum(&valid).needs_verify() && !rx_csum(&partial).needs_verify());
+    }
+
+    #[test]
+    fn checksum_fields_are_where_the_views_put_them() {
+        // The offsets vnet hands the kernel come from wire; check them against the frame
+        // built by hand: TCP's field at 16, UDP's at 6, ICMP's at 2 from the transport header.
+        let f = tcp_frame(10, 0x10);
+        let l = ipv4_layout(&f).unwrap();
+        assert_eq!((l.l3, l.ihl, l.l4, l.end), (14, 20, 34, f.len()));
+        assert_eq!(l.protocol, IpProtocol::Tcp);
+        assert_eq!(l4_csum_offset(&f, &l), Some(16));
+        let mut u = f.clone();
+        u[23] = 17;
+        assert_eq!(l4_csum_offset(&u, &ipv4_layout(&u).unwrap()), Some(6));
+        u[23] = PROTO_ICMP;
+        assert_eq!(l4_csum_offset(&u, &ipv4_layout(&u).unwrap()), Some(2));
+        // A tagged frame, a non-IPv4 version and a short IPv4 header are not located.
+        let mut t = f.clone();
+        t[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+        assert_eq!(ipv4_layout(&t), None);
+        let mut v = f.clone();
+        v[14] = 0x65;
+        assert_eq!(ipv4_layout(&v), None);
+        let mut s = f.clone();
+        s[14] = 0x44;
+        assert_eq!(ipv4_layout(&s), None);
     }
 
     #[test]

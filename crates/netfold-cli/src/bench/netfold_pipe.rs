@@ -40,7 +40,7 @@ pub fn stack_config(
 /// thousands of RTTs of protection against old duplicates.
 pub fn tcp_config(p: &Params) -> tcp::Config {
     let mut c = tcp::Config {
-        mss: (p.mtu.saturating_sub(40)).min(65495) as u16,
+        mss: (p.mtu.saturating_sub(netfold::wire::tcp::IPV4_MSS_OVERHEAD)).min(65495) as u16,
         nodelay: p.nodelay,
         time_wait: Duration::from_millis(100),
         ..tcp::Config::default()
@@ -61,7 +61,7 @@ pub fn pipe_config(p: &Params) -> PipeConfig {
     // Villamizar & Song 1994; RTT = twice the one-way delay), at least the default queue. Without the
     // wire share a 10 ms, 1 Gbit/s path (~1 700 full frames on the wire) would drop at a
     // limit no real link of that kind has.
-    let frame_bits = (p.mtu as u64 + 14) * 8;
+    let frame_bits = (p.mtu + netfold::wire::ethernet::HEADER_LEN) as u64 * 8;
     let on_wire = (p.impair.rate_bps as u128 * p.impair.delay_us as u128 / 1_000_000)
         .div_ceil(frame_bits as u128);
     let on_wire = usize::try_from(on_wire).unwrap_or(usize::MAX / 2);

@@ -462,7 +462,9 @@ pub fn open_netfold(
         ..netfold::iface::StackConfig::default()
     });
     // MSS = MTU - 20 (IPv4) - 20 (TCP) bytes of headers (RFC 9293 §3.7.1).
-    let mss = mtu.saturating_sub(40).clamp(536, usize::from(u16::MAX)) as u16;
+    let mss = mtu
+        .saturating_sub(netfold::wire::tcp::IPV4_MSS_OVERHEAD)
+        .clamp(536, usize::from(u16::MAX)) as u16;
     let tcp = netfold::tcp::Config {
         mss,
         ..netfold::tcp::Config::default()

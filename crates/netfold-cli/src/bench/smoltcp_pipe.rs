@@ -93,7 +93,7 @@ impl Device for End {
     fn capabilities(&self) -> DeviceCapabilities {
         let mut caps = DeviceCapabilities::default();
         caps.medium = Medium::Ethernet;
-        caps.max_transmission_unit = self.mtu + 14;
+        caps.max_transmission_unit = self.mtu + netfold::wire::ethernet::HEADER_LEN;
         caps
     }
 }

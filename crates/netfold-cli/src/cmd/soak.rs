@@ -262,7 +262,7 @@ impl Soak {
         let client = stack(CLIENT_ADDR, 1);
         let mut server = stack(SERVER_ADDR, 2);
         let tcfg = tcp::Config {
-            mss: (a.mtu - 40).min(usize::from(u16::MAX)) as u16,
+            mss: (a.mtu - netfold::wire::tcp::IPV4_MSS_OVERHEAD).min(usize::from(u16::MAX)) as u16,
             // Many short connections from one address: with 16384 ephemeral ports, TIME_WAIT
             // bounds the open rate at 16384 / time_wait. The pipe's RTT is microseconds and its
             // reordering holds a frame for milliseconds at most, so 500 ms is still far longer

@@ -23,12 +23,12 @@ impl Inner {
         let frame = buf.as_slice();
         self.st.c.frames_in += 1;
         self.st.c.bytes_in += frame.len() as u64;
-        // The checksum state the frame carries, unless the device's caps say it verifies
-        // everything (then there is nothing left for us to check).
-        let csum = if self.st.csum_rx {
-            buf.csum()
-        } else {
-            Csum::Verified
+        // The checksum state the frame carries (`Verified` or `Partial` when the device said
+        // so for this frame); a frame the device said nothing about is verified by us, once,
+        // unless the device's caps say it verifies everything.
+        let csum = match buf.csum() {
+            Csum::Unverified if !self.st.csum_rx => Csum::Verified,
+            c => c,
         };
         if self.st.medium == Medium::Ip {
             self.receive_ipv4(now, frame, false, csum, gro);
@@ -45,7 +45,7 @@ impl Inner {
         // No VLAN is configured on this interface, so 802.1Q frames are not ours — except
         // priority-tagged ones (VLAN id 0: IEEE 802.1Q §9.6 "the frame does not belong to any
         // VLAN", only the priority is carried), which are received as untagged.
-        if eth.vlan.is_some_and(|tci| tci & 0x0fff != 0) {
+        if eth.vlan_id().is_some_and(|id| id != 0) {
             self.st.c.unsupported += 1;
             return;
         }

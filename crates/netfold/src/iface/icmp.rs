@@ -14,7 +14,7 @@ use std::net::SocketAddrV4;
 /// Largest ICMP error datagram (RFC 1812 §4.3.2.3: no more than 576 bytes in total).
 const ICMP_ERROR_MAX: usize = 576;
 /// ICMP header of an error message (type, code, checksum, unused/MTU word: RFC 792).
-const ICMP_ERROR_HEADER: usize = 8;
+const ICMP_ERROR_HEADER: usize = crate::wire::icmpv4::HEADER_LEN;
 
 /// Token bucket for ICMP errors (RFC 1812 §4.3.2.8).
 #[derive(Debug)]

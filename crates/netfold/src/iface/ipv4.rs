@@ -11,7 +11,7 @@ use crate::offload::gro::Gro;
 use crate::offload::gso::MAX_IP_PACKET;
 use crate::time::Instant;
 use crate::wire::icmpv4::unreach_code;
-use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr, HEADER_LEN as IP_LEN};
+use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr, FRAGMENT_UNIT, HEADER_LEN as IP_LEN};
 use crate::wire::{Error, IpProtocol, Ipv4Addr};
 
 /// Where a transport payload lies: in a frame of the receive batch, straight after an
@@ -251,7 +251,7 @@ impl IfaceState {
         if IP_LEN + len <= mtu {
             return 1;
         }
-        len.div_ceil(fragment_payload(mtu).max(8))
+        len.div_ceil(fragment_payload(mtu).max(FRAGMENT_UNIT))
     }
 
     /// RFC 791 §3.2 "Fragmentation": the payload of `buf` is cut into pieces of a multiple of
@@ -268,7 +268,7 @@ impl IfaceState {
         mtu: usize,
     ) -> Result<(), TxError> {
         let per = fragment_payload(mtu);
-        let pieces = buf.len().div_ceil(per.max(8));
+        let pieces = buf.len().div_ceil(per.max(FRAGMENT_UNIT));
         if per == 0 || self.tx.len() + pieces > self.tx_limit {
             self.c.tx_queue_full += 1;
             self.pool.put(buf);
@@ -312,5 +312,5 @@ impl IfaceState {
 /// Payload bytes per fragment at `mtu`: NFB, the number of 8-byte blocks that fit beside the
 /// header, times 8 (RFC 791 §3.2: "NFB <- (MTU-IHL*4)/8").
 fn fragment_payload(mtu: usize) -> usize {
-    mtu.saturating_sub(IP_LEN) / 8 * 8
+    mtu.saturating_sub(IP_LEN) / FRAGMENT_UNIT * FRAGMENT_UNIT
 }

@@ -62,7 +62,7 @@ use crate::tcp::TcpLayer;
 use crate::time::{Duration, Instant};
 use crate::wire::ethernet::EthernetAddress;
 use crate::wire::icmpv4::Icmpv4Repr;
-use crate::wire::Ipv4Addr;
+use crate::wire::{self, Ipv4Addr};
 use icmp::RateLimiter;
 use neighbor::NeighborCache;
 use reassembly::Reassembler;
@@ -220,8 +220,9 @@ impl Stack {
     /// A stack with `config`; the device's capabilities are applied at each poll.
     pub fn new(config: StackConfig) -> Stack {
         // An IPv4 packet is at most 64 KiB and at least 68 bytes must pass (RFC 791 §3.2).
-        let mtu = config.mtu.clamp(68, 65535);
-        let mut pool = Pool::new(mtu + 18, config.pool_buffers);
+        let mtu = config.mtu.clamp(68, wire::ipv4::MAX_PACKET_LEN);
+        // Room for the link header with one VLAN tag on top of the IP MTU.
+        let mut pool = Pool::new(mtu + wire::ethernet::VLAN_HEADER_LEN, config.pool_buffers);
         pool.prefill(config.pool_buffers.min(64));
         let st = IfaceState {
             medium: config.medium,
@@ -297,7 +298,12 @@ impl Stack {
     /// headers (RFC 9293 §3.7.1: "MSS = MTU - 40" for IPv4 without options). Put it in
     /// `tcp::Config::mss` before connect/listen.
     pub fn tcp_mss(&self) -> u16 {
-        u16::try_from(self.inner.st.mtu.saturating_sub(40)).unwrap_or(u16::MAX)
+        let mss = self
+            .inner
+            .st
+            .mtu
+            .saturating_sub(wire::tcp::IPV4_MSS_OVERHEAD);
+        u16::try_from(mss).unwrap_or(u16::MAX)
     }
 
     /// A snapshot of all counters, TCP and buffer-pool statistics included.

@@ -9,13 +9,13 @@
 //! timer; Linux uses 30 s, as do we by default).
 
 use crate::time::{Duration, Instant};
-use crate::wire::ipv4::Ipv4Repr;
+use crate::wire::ipv4::{self, Ipv4Repr};
 use crate::wire::{IpProtocol, Ipv4Addr};
 
 /// Largest number of fragments one datagram may arrive in.
 pub const MAX_FRAGMENTS: usize = 64;
 /// Largest reassembled IPv4 payload (total length is 16 bits).
-const MAX_PAYLOAD: usize = 65535 - 20;
+const MAX_PAYLOAD: usize = ipv4::MAX_PACKET_LEN - ipv4::HEADER_LEN;
 
 type Key = (Ipv4Addr, Ipv4Addr, IpProtocol, u16);
 
@@ -79,7 +79,10 @@ impl Reassembler {
         let start = usize::from(ip.frag_offset);
         let end = start + payload.len();
         // RFC 791: every fragment but the last carries a multiple of 8 bytes.
-        if end > MAX_PAYLOAD || (ip.more_frags && payload.len() & 7 != 0) || payload.is_empty() {
+        if end > MAX_PAYLOAD
+            || (ip.more_frags && !payload.len().is_multiple_of(ipv4::FRAGMENT_UNIT))
+            || payload.is_empty()
+        {
             return FragOutcome::DroppedLimit;
         }
         let key = (ip.src, ip.dst, ip.protocol, ip.ident);

@@ -30,7 +30,7 @@
 //! that would remove the remaining read pass.
 
 use crate::buf::Csum;
-use crate::wire::tcp::{TcpFlags, TcpRepr, MAX_OPTIONS_LEN};
+use crate::wire::tcp::{TcpFlags, TcpPacket, TcpRepr, MAX_OPTIONS_LEN};
 use crate::wire::Ipv4Addr;
 
 /// Most segments merged into one: 44 segments of 1448 bytes (MSS 1460 less timestamps) fill
@@ -41,7 +41,7 @@ pub const MAX_SEGS: u16 = 44;
 /// Flows held at once in one batch (Linux: `MAX_GRO_SKBS` = 8 per NAPI bucket list).
 pub const MAX_FLOWS: usize = 8;
 /// Largest merged TCP segment payload: the IPv4 total length is 16 bits (RFC 791 §3.1).
-const MAX_IP_PACKET: usize = super::gso::MAX_IP_PACKET;
+const MAX_IP_PACKET: usize = crate::wire::ipv4::MAX_PACKET_LEN;
 /// GRO merges only option-less IPv4 (Linux `inet_gro_receive`: ihl must be 5).
 const IPV4_HEADER: usize = crate::wire::ipv4::HEADER_LEN;
 
@@ -103,7 +103,7 @@ impl<'b> Seg<'b> {
         self.bytes.get(self.hdr_len..).unwrap_or(&[])
     }
     fn options(&self) -> &'b [u8] {
-        self.bytes.get(20..self.hdr_len).unwrap_or(&[])
+        TcpPacket::new_checked(self.bytes).map_or(&[], TcpPacket::into_options)
     }
 }
 

@@ -22,14 +22,14 @@ use crate::buf::{PacketBuf, Pool};
 use crate::mem::CopyMode;
 use crate::wire::checksum::{add, concat, finish, pseudo_header};
 use crate::wire::ethernet::VLAN_HEADER_LEN;
-use crate::wire::ipv4::Ipv4Packet;
-use crate::wire::tcp::{TcpFlags, TcpPacket, MAX_HEADER_LEN};
+use crate::wire::ipv4::{self, Ipv4Packet};
+use crate::wire::tcp::{self, seq_number_sum, TcpFlags, TcpPacket, MAX_HEADER_LEN};
 use crate::wire::{IpProtocol, Ipv4Addr};
 
 /// Longest IPv4 header (IHL 15, RFC 791 §3.1).
-const MAX_IPV4_HEADER: usize = 60;
+const MAX_IPV4_HEADER: usize = ipv4::MAX_HEADER_LEN;
 /// Longest IP packet: the IPv4 total length is 16 bits (RFC 791 §3.1).
-pub const MAX_IP_PACKET: usize = 65535;
+pub const MAX_IP_PACKET: usize = ipv4::MAX_PACKET_LEN;
 
 /// The link and IPv4 headers every packet of one super-segment repeats, with total length,
 /// identification and header checksum zero, and the IPv4 header's sum.
@@ -47,7 +47,7 @@ impl IpTemplate {
     pub fn new(headers: &[u8], l3: usize) -> Option<IpTemplate> {
         let mut bytes = [0u8; VLAN_HEADER_LEN + MAX_IPV4_HEADER];
         let ip_len = headers.len().checked_sub(l3)?;
-        if l3 > VLAN_HEADER_LEN || !(20..=MAX_IPV4_HEADER).contains(&ip_len) {
+        if l3 > VLAN_HEADER_LEN || !(ipv4::HEADER_LEN..=MAX_IPV4_HEADER).contains(&ip_len) {
             return None;
         }
         bytes[..headers.len()].copy_from_slice(headers);
@@ -92,7 +92,7 @@ pub struct TcpTemplate {
 impl TcpTemplate {
     /// From a complete TCP header (20..=60 bytes, options included). `None` if it is not one.
     pub fn new(header: &[u8]) -> Option<TcpTemplate> {
-        if !(20..=MAX_HEADER_LEN).contains(&header.len()) {
+        if !(tcp::HEADER_LEN..=MAX_HEADER_LEN).contains(&header.len()) {
             return None;
         }
         let mut bytes = [0u8; MAX_HEADER_LEN];
@@ -248,11 +248,11 @@ pub fn build(
         // RFC 9293 §3.1: the sum covers the pseudo-header, the header and the data; the header
         // is a multiple of 4 bytes, so the payload's sum adds in directly.
         let ph = pseudo_header(sup.src, sup.dst, IpProtocol::Tcp, (hlen + p.len) as u32);
+        // The template was summed with sequence number and flags zero; what the piece's
+        // values add to that sum comes from wire::tcp, which knows where they lie.
         let mut sum = add(ph, tcp.sum);
-        sum = add(sum, (p.seq >> 16) as u16);
-        sum = add(sum, p.seq as u16);
-        // The flags byte is the low byte of the 16-bit word after the data offset.
-        sum = add(sum, u16::from(p.flags.0));
+        sum = add(sum, seq_number_sum(p.seq));
+        sum = add(sum, p.flags.checksum_word());
         sum = add(sum, payload_sum);
         t.set_checksum(finish(sum));
     }

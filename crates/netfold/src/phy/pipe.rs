@@ -55,18 +55,14 @@ use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
-use crate::buf::{PacketBuf, Pool};
+use crate::buf::{Csum, PacketBuf, Pool};
 use crate::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
 use crate::time::{Duration, Instant};
+use crate::wire::ethernet::EthernetFrame;
 
-/// Ethernet II header: destination, source, EtherType (IEEE 802.3 clause 3.1.1).
-const ETHERNET_HEADER_LEN: usize = 14;
-/// An IEEE 802.1Q tag (TPID 0x8100 + TCI) sits between the source address and the EtherType.
-const VLAN_TAG_LEN: usize = 4;
-const ETHERTYPE_VLAN: u16 = 0x8100;
 /// Largest IPv4 packet (RFC 791 §3.1: Total Length is 16 bits): what a TSO super-segment may
 /// reach before the link header.
-const TSO_MAX_IP_LEN: usize = 65_535;
+const TSO_MAX_IP_LEN: usize = crate::wire::ipv4::MAX_PACKET_LEN;
 
 /// A small deterministic PRNG (SplitMix64, Steele/Lea/Flood 2014): one 64-bit add and a
 /// mixing function per draw. Good enough statistically for impairment decisions, and no
@@ -302,12 +298,9 @@ impl PipeConfig {
     fn link_header_len(&self, frame: &[u8]) -> usize {
         match self.medium {
             Medium::Ip => 0,
-            Medium::Ethernet => match frame.get(12..14) {
-                Some(&[hi, lo]) if u16::from_be_bytes([hi, lo]) == ETHERTYPE_VLAN => {
-                    ETHERNET_HEADER_LEN + VLAN_TAG_LEN
-                }
-                _ => ETHERNET_HEADER_LEN,
-            },
+            // The view reads the EtherType only when the frame holds it (a shorter frame counts
+            // as untagged).
+            Medium::Ethernet => EthernetFrame::new_unchecked(frame).header_len(),
         }
     }
 
@@ -705,7 +698,17 @@ impl Device for PipeEnd {
             };
             self.stats.delivered += 1;
             self.stats.bytes_delivered += f.buf.len() as u64;
-            out.push(f.buf);
+            let mut buf = f.buf;
+            // A link carries bytes, not what the sender knew about them: the receiving end
+            // says per frame whether its checksums still need a check (Linux: a driver sets
+            // `ip_summed`). A pipe configured without receive checksums is a link that
+            // guarantees them (offload mode), so its frames arrive verified.
+            buf.set_csum(if self.config.checksum.rx {
+                Csum::Unverified
+            } else {
+                Csum::Verified
+            });
+            out.push(buf);
             n += 1;
         }
         self.rx.in_flight.store(link.in_flight(), Ordering::Release);
@@ -1064,5 +1067,34 @@ mod tests {
         f.as_mut_slice()[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
         a.send_batch(Instant::ZERO, &mut pool, &mut vec![f]);
         assert_eq!(a.stats().dropped_oversize, 0);
+    }
+
+    #[test]
+    fn frames_arrive_marked_as_the_receiving_caps_say() {
+        let mut pool = Pool::new(64, 16);
+        let off = ChecksumCaps {
+            tx: false,
+            rx: false,
+        };
+        for (caps, want) in [
+            (ChecksumCaps::default(), Csum::Unverified),
+            (off, Csum::Verified),
+        ] {
+            let (mut a, mut b) = Pipe::new(PipeConfig::default().checksum(caps));
+            // Whatever the sender's buffers said does not cross the link.
+            let mut f = frame(1, 60);
+            f.set_csum(Csum::Partial {
+                start: 34,
+                offset: 16,
+            });
+            let mut g = frame(2, 60);
+            g.set_csum(Csum::Verified);
+            a.send_batch(Instant::ZERO, &mut pool, &mut vec![f, g, frame(3, 60)]);
+            let mut out = Vec::new();
+            assert_eq!(b.recv_batch(Instant::ZERO, &mut pool, &mut out, 8), 3);
+            for r in &out {
+                assert_eq!(r.csum(), want, "{caps:?} frame {}", tag(r));
+            }
+        }
     }
 }

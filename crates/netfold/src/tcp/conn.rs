@@ -11,7 +11,7 @@ use super::timers::Timers;
 use super::{isn, Config, Error, IcmpError, State, Stats};
 use crate::mem::CopyMode;
 use crate::time::Instant;
-use crate::wire::tcp::{TcpFlags, TcpRepr};
+use crate::wire::tcp::{TcpFlags, TcpRepr, IPV4_MSS_OVERHEAD};
 use crate::wire::Ipv4Addr;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -640,7 +640,9 @@ impl Conn {
                 // RFC 1191 §6.3 / RFC 8201: lower the MSS to the path MTU minus 40 header bytes,
                 // floored at DEFAULT_MSS (forged ICMP must not shrink segments to nothing), and
                 // resend what is outstanding in the new size.
-                let new = u32::from(mtu).saturating_sub(40).max(DEFAULT_MSS);
+                let new = u32::from(mtu)
+                    .saturating_sub(IPV4_MSS_OVERHEAD as u32)
+                    .max(DEFAULT_MSS);
                 if new < self.snd.mss {
                     self.snd.mss = new;
                     if self.is_synchronized() && self.snd.max != self.snd.una {

@@ -61,6 +61,8 @@ pub enum EtherType {
     Ipv4,
     /// ARP, 0x0806 (RFC 826).
     Arp,
+    /// IPv6, 0x86DD (RFC 2464).
+    Ipv6,
     /// IEEE 802.1Q customer VLAN tag.
     Vlan,
     /// Any other value.
@@ -72,6 +74,7 @@ impl From<u16> for EtherType {
         match v {
             0x0800 => EtherType::Ipv4,
             0x0806 => EtherType::Arp,
+            0x86dd => EtherType::Ipv6,
             0x8100 => EtherType::Vlan,
             other => EtherType::Unknown(other),
         }
@@ -83,6 +86,7 @@ impl From<EtherType> for u16 {
         match t {
             EtherType::Ipv4 => 0x0800,
             EtherType::Arp => 0x0806,
+            EtherType::Ipv6 => 0x86dd,
             EtherType::Vlan => 0x8100,
             EtherType::Unknown(v) => v,
         }
@@ -102,6 +106,12 @@ mod field {
 pub const HEADER_LEN: usize = 14;
 /// Header length with one 802.1Q tag.
 pub const VLAN_HEADER_LEN: usize = 18;
+
+/// The VLAN identifier of an 802.1Q tag control information word: its low 12 bits (IEEE
+/// 802.1Q §9.6; the top 4 bits are the priority and DEI). 0 means "priority tag only, no VLAN".
+pub const fn vlan_id(tci: u16) -> u16 {
+    tci & 0x0fff
+}
 
 /// A checked view of an Ethernet II frame.
 #[derive(Debug, Clone)]
@@ -239,6 +249,11 @@ impl EthernetRepr {
         })
     }
 
+    /// The VLAN identifier of the tag (see [`vlan_id`]), if the frame carried one.
+    pub fn vlan_id(&self) -> Option<u16> {
+        self.vlan.map(vlan_id)
+    }
+
     /// Header bytes `emit` writes.
     pub const fn header_len(&self) -> usize {
         if self.vlan.is_some() {
@@ -318,6 +333,9 @@ mod tests {
         assert_eq!(f.header_len(), 18);
         assert_eq!(f.payload().len(), 2);
         assert_eq!(EthernetRepr::parse(&f).unwrap(), r);
+        // PCP 1, DEI 0, VID 0x064.
+        assert_eq!(r.vlan_id(), Some(0x064));
+        assert_eq!(vlan_id(0xf000), 0, "a priority tag carries no VLAN");
         // A tag without room for the TCI is truncated.
         assert_eq!(
             EthernetFrame::new_checked(&buf[..16]).unwrap_err(),
@@ -330,6 +348,15 @@ mod tests {
         assert!(EthernetAddress::BROADCAST.is_multicast());
         assert!(A.is_unicast() && A.is_local());
         assert_eq!(A.to_string(), "02:00:00:00:00:01");
+        for t in [
+            EtherType::Ipv4,
+            EtherType::Arp,
+            EtherType::Ipv6,
+            EtherType::Vlan,
+        ] {
+            assert_eq!(EtherType::from(u16::from(t)), t);
+        }
+        assert_eq!(u16::from(EtherType::Ipv6), 0x86dd);
         assert_eq!(
             EthernetFrame::new_checked(&[0u8; 13][..]).unwrap_err(),
             Error::Truncated

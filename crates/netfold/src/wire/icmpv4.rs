@@ -23,6 +23,9 @@ mod field {
 
 /// ICMP header length (type, code, checksum, rest-of-header).
 pub const HEADER_LEN: usize = 8;
+/// Where the checksum field lies in the header (RFC 792), for code that must name it by
+/// position.
+pub const CHECKSUM_FIELD: core::ops::Range<usize> = field::CHECKSUM;
 
 /// Message types this module handles (RFC 792).
 pub mod msg_type {

@@ -24,6 +24,13 @@ mod field {
 
 /// Length of a header without options.
 pub const HEADER_LEN: usize = 20;
+/// Longest IPv4 header: IHL is 4 bits of 32-bit words (RFC 791 §3.1).
+pub const MAX_HEADER_LEN: usize = 60;
+/// Longest IPv4 packet: Total Length is 16 bits (RFC 791 §3.1).
+pub const MAX_PACKET_LEN: usize = 65_535;
+/// Fragment offsets count 8-byte blocks (RFC 791 §3.1 "Fragment Offset"), so every fragment
+/// but the last carries a multiple of this many payload bytes.
+pub const FRAGMENT_UNIT: usize = 8;
 
 /// A checked view of an IPv4 packet.
 #[derive(Debug, Clone)]

@@ -20,6 +20,12 @@ pub use std::net::Ipv4Addr;
 /// for TCP's and UDP's port choice.
 pub const EPHEMERAL_PORTS: core::ops::RangeInclusive<u16> = 49152..=u16::MAX;
 
+/// The IP version of a packet: the first four bits of an IPv4 or IPv6 header (RFC 791 §3.1,
+/// RFC 8200 §3). `None` for an empty buffer.
+pub fn ip_version(packet: &[u8]) -> Option<u8> {
+    packet.first().map(|b| b >> 4)
+}
+
 use core::fmt;
 
 /// Why a packet could not be parsed or emitted.

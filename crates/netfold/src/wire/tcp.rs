@@ -81,6 +81,13 @@ impl TcpFlags {
     pub const fn contains(self, bits: u8) -> bool {
         self.0 & bits == bits
     }
+
+    /// What the flags add to the one's-complement sum of a header (RFC 1071): the flags byte
+    /// is the low byte of the 16-bit word that starts at the data offset, so a header summed
+    /// with its flags zero (a GSO template) plus this is the header's sum with the flags set.
+    pub const fn checksum_word(self) -> u16 {
+        self.0 as u16
+    }
 }
 
 /// One SACK block: the left (first) and right (one past last) sequence numbers, RFC 2018 §3.
@@ -195,6 +202,19 @@ pub const HEADER_LEN: usize = 20;
 pub const MAX_HEADER_LEN: usize = 60;
 /// Room for options: 60 - 20.
 pub const MAX_OPTIONS_LEN: usize = MAX_HEADER_LEN - HEADER_LEN;
+/// What an IPv4 MTU carries besides the MSS: the fixed IPv4 and TCP headers (RFC 9293 §3.7.1,
+/// RFC 879: "MSS = MTU - 40" for IPv4 without options).
+pub const IPV4_MSS_OVERHEAD: usize = super::ipv4::HEADER_LEN + HEADER_LEN;
+/// Where the checksum field lies in the header (RFC 9293 §3.1), for code that must name it by
+/// position: a virtio-net header's `csum_offset` (Linux `CHECKSUM_PARTIAL`), say.
+pub const CHECKSUM_FIELD: core::ops::Range<usize> = field::CHECKSUM;
+
+/// What a sequence number adds to the one's-complement sum of a header (RFC 1071): the field
+/// is two aligned 16-bit words, so a header summed with it zero (a GSO template) plus this is
+/// the header's sum with `seq` in place.
+pub fn seq_number_sum(seq: u32) -> u16 {
+    checksum::add((seq >> 16) as u16, seq as u16)
+}
 
 fn be16(b: &[u8]) -> u16 {
     u16::from_be_bytes([b[0], b[1]])
@@ -377,6 +397,13 @@ impl<'a, T: AsRef<[u8]> + ?Sized> TcpPacket<&'a T> {
         let data = self.buffer.as_ref();
         let end = self.header_len().min(data.len());
         &data[end..]
+    }
+
+    /// The option bytes with the lifetime of the underlying buffer rather than of the view.
+    pub fn into_options(self) -> &'a [u8] {
+        let data = self.buffer.as_ref();
+        let end = self.header_len().min(data.len());
+        data.get(field::OPTIONS_START..end).unwrap_or(&[])
     }
 }
 
@@ -805,6 +832,43 @@ mod tests {
 
     fn s_addrs() -> (s::IpAddress, s::IpAddress) {
         (s::IpAddress::Ipv4(SRC), s::IpAddress::Ipv4(DST))
+    }
+
+    #[test]
+    fn field_sums_complete_a_template_summed_without_them() {
+        // A header with options, summed with sequence number and flags zero (what a GSO
+        // template keeps), plus what wire says they add, is the header's sum.
+        let mut h = linux_syn();
+        for (seq, flags) in [
+            (0u32, 0u8),
+            (0x0102_0304, 0x12),
+            (u32::MAX, 0xff),
+            (0x8000, 0x80),
+        ] {
+            let mut p = TcpPacket::new_unchecked(&mut h[..]);
+            p.set_seq_number(0);
+            p.set_flags(TcpFlags(0));
+            let template = mem::checksum(&h);
+            let mut p = TcpPacket::new_unchecked(&mut h[..]);
+            p.set_seq_number(seq);
+            p.set_flags(TcpFlags(flags));
+            let whole = mem::checksum(&h);
+            let parts = checksum::add(
+                checksum::add(template, seq_number_sum(seq)),
+                TcpFlags(flags).checksum_word(),
+            );
+            assert_eq!(parts, whole, "seq {seq:#x} flags {flags:#x}");
+        }
+        // The checksum field is where the view writes it.
+        TcpPacket::new_unchecked(&mut h[..]).set_checksum(0xbeef);
+        assert_eq!(&h[CHECKSUM_FIELD], &[0xbe, 0xef]);
+        // Options with the buffer's lifetime are the view's options.
+        let p = TcpPacket::new_checked(&h[..]).unwrap();
+        assert_eq!(
+            p.into_options(),
+            TcpPacket::new_checked(&h[..]).unwrap().options()
+        );
+        assert_eq!(p.into_options().len(), p.header_len() - HEADER_LEN);
     }
 
     /// A Linux SYN: MSS 1460, SACK-permitted + timestamps, NOP WS 7 (the layout of

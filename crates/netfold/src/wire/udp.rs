@@ -21,6 +21,9 @@ mod field {
 
 /// Length of the UDP header.
 pub const HEADER_LEN: usize = 8;
+/// Where the checksum field lies in the header (RFC 768), for code that must name it by
+/// position (a virtio-net header's `csum_offset`).
+pub const CHECKSUM_FIELD: core::ops::Range<usize> = field::CHECKSUM;
 
 fn be16(b: &[u8]) -> u16 {
     u16::from_be_bytes([b[0], b[1]])
