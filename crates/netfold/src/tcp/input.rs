@@ -14,6 +14,8 @@ use core::ops::ControlFlow;
 const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
 /// RFC 6298 §5.7 fallback RTO.
 const SYN_FALLBACK_RTO: Duration = Duration::from_secs(3);
+/// In-order segments acknowledged one by one after a gap was filled (quick-ACK mode).
+const QUICK_ACKS: u8 = 2;
 /// Minimum spacing of ACKs sent in reply to unacceptable segments without data.
 const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -962,8 +964,17 @@ impl Conn {
                 }
                 self.ack_now = true;
             } else if had_gap {
-                // Filling a gap: ACK at once.
-                self.ack_now = true;
+                // Filling a gap: ACK at once (RFC 5681 §4.2: "an immediate ACK ... when an
+                // incoming segment fills in all or part of a gap"), with an ACK of its own,
+                // and the next in-order segments too (Linux's quick-ACK mode after
+                // out-of-order data): the segment that fills the hole is usually a
+                // retransmission sent together with new data, and one ACK for both, if lost,
+                // left the sender with nothing in flight to clock it but the RTO.
+                self.snapshot_ack();
+                self.rcv.quick_acks = QUICK_ACKS;
+            } else if self.rcv.quick_acks > 0 {
+                self.rcv.quick_acks -= 1;
+                self.snapshot_ack();
             } else {
                 self.unacked_bytes += data.len();
                 match self.config.delayed_ack {

@@ -265,7 +265,9 @@ impl Conn {
                 self.rack_record_send(p, end, repr, now);
                 if rexmit {
                     self.rtt_timing = None;
-                    if self.recovery.is_some() {
+                    // A RACK-marked range resent outside fast recovery (see `plan_data`) was
+                    // found lost by ACKs, not by the timer.
+                    if self.recovery.is_some() || p.kind == Kind::Hole {
                         stats.retransmits_fast += 1;
                     } else {
                         stats.retransmits_rto += 1;
@@ -641,9 +643,11 @@ impl Conn {
                 return None;
             }
         }
-        if self.in_rto_recovery() && cwnd.saturating_sub(self.pipe()) >= smss.min(cwnd) {
-            // RTO recovery resends from SND.UNA in order; a resent segment RACK finds lost
-            // again (below SND.NXT) goes before the rest instead of waiting for another RTO.
+        if self.sack_ok && cwnd.saturating_sub(self.pipe()) >= smss.min(cwnd) {
+            // Outside fast recovery RACK may still hold lost ranges below SND.NXT: a resent
+            // segment of RTO recovery (go-back-N from SND.UNA) found lost again, or a range
+            // marked during a recovery that ended (SND.UNA reached its RecoveryPoint) before
+            // it was retransmitted. They go before new data instead of waiting for the RTO.
             if let Some((s, e)) = self.next_lost().filter(|&(s, _)| seq::lt(s, self.snd.nxt)) {
                 return self.segment_at(Kind::Hole, s, seq::dist(s, e));
             }
@@ -686,6 +690,16 @@ impl Conn {
         } else {
             smss
         };
+        if seq::lt(self.snd.nxt, self.snd.max)
+            && room < smss
+            && room < seq::dist(self.snd.nxt, self.snd.max)
+        {
+            // A resend cut short by cwnd alone (cwnd counts MSS, the segment carries MSS -
+            // options: 1460 vs 1448) would leave a runt of a few bytes after each full
+            // segment of the RTO's go-back-N; wait for the window instead (Linux counts
+            // cwnd in whole segments).
+            return None;
+        }
         let mut p = self.segment_upto(Kind::Data, self.snd.nxt, room, gso_cap)?;
         if p.len > smss && p.len % smss != 0 {
             p.len -= p.len % smss;

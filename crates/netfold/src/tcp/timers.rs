@@ -191,7 +191,9 @@ impl Conn {
         if self.flight() <= self.seg_mss() {
             pto = pto + self.config.delayed_ack.unwrap_or_default();
         }
-        let pto = pto.max(crate::time::Duration::from_millis(10));
+        // Linux `tcp_schedule_loss_probe` adds TCP_TIMEOUT_MIN (2 ms) rather than flooring:
+        // with a sub-millisecond SRTT a 10 ms floor made every probe wait 10 ms.
+        let pto = pto + crate::time::Duration::from_millis(2);
         let at = now + pto;
         if self.timers.rto.is_some_and(|r| r <= at) {
             self.timers.pto = None;
