@@ -1912,7 +1912,7 @@ fn tail_loss_is_recovered_by_a_loss_probe() {
     assert_eq!(st.retransmits_rto, before.retransmits_rto, "{st:?}");
     assert_eq!(st.tlp_probes, before.tlp_probes + 1, "{st:?}");
     let info = net.a.conn_info(c).unwrap();
-    assert!(info.rack.marked_lost >= marked_before + 1, "{info:?}");
+    assert!(info.rack.marked_lost > marked_before, "{info:?}");
     assert!(
         took < Duration::from_millis(200),
         "tail repaired in {took:?}"
