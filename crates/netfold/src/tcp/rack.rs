@@ -1,6 +1,11 @@
 //! RACK-TLP loss detection (RFC 8985): time-based loss inference from ACKs ([`Rack`]) and the
 //! tail loss probe ([`Tlp`]), self-contained so the TCB only feeds it events.
 //!
+//! WIRING (done; the plan below is what the TCB follows, with these differences): the TSecr
+//! condition of step 2 is not applied (see `Conn::rack_on_ack`), RACK's RTT samples come from
+//! [`Rack::karn_sample`], the PTO keeps `Conn::arm_pto` (2*SRTT + 2 ms), `RxtTracker` is no
+//! longer used, and RACK-lost ranges are resent outside fast recovery too (`plan_data`).
+//!
 //! INTEGRATION PLAN (for the restructured TCB; D-SACK parts are in `dsack.rs`):
 //! - State: the send part owns `rack: Rack` (`Rack::new(capacity_for(send_buffer, mss))`),
 //!   `tlp: Tlp` (`Tlp::new(TLP_MAX_ACK_DELAY)`), `dsack_tx: DsackSender`; the receive part
