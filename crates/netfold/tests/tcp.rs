@@ -1832,3 +1832,136 @@ fn autotuning_respects_the_maxima_and_the_budget() {
         rcv.recv_buffer
     );
 }
+
+// ---- RACK-TLP (RFC 8985) and D-SACK (RFC 2883), issue 11 items 3 and 5 -------------------
+
+/// A retransmission lost again is found by RACK (RFC 8985 §6.2: data sent after it was
+/// SACKed) and sent a third time without waiting for the RTO.
+#[test]
+fn lost_retransmission_is_recovered_without_rto() {
+    let mut net = Net::new(41);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    transfer(&mut net, true, c, s, 200_000, Duration::from_secs(5));
+    net.run_for(Duration::from_millis(100));
+    let last = net
+        .log
+        .iter()
+        .rev()
+        .find(|x| x.from_a && x.len > 0)
+        .unwrap();
+    // Drop the first two transmissions of the 4th segment of the next transfer.
+    let victim = last.repr.seq.wrapping_add(last.len as u32 + 3 * 1448);
+    let mut drops = 0;
+    net.filter = Some(Box::new(move |from_a, r, len| {
+        if from_a && len > 0 && r.seq == victim && drops < 2 {
+            drops += 1;
+            return true;
+        }
+        false
+    }));
+    let before = net.a.stats();
+    let t0 = net.now;
+    transfer(&mut net, true, c, s, 100 * 1448, Duration::from_secs(5));
+    let took = net.now - t0;
+    let st = net.a.stats();
+    let info = net.a.conn_info(c).unwrap();
+    let sent: Vec<_> = net
+        .log
+        .iter()
+        .filter(|x| x.from_a && x.len > 0 && x.repr.seq == victim)
+        .collect();
+    assert_eq!(sent.len(), 3, "original, lost retransmission, third copy");
+    assert_eq!(st.retransmits_rto, before.retransmits_rto, "{st:?}");
+    assert!(info.rack.lost_retransmissions >= 1, "{info:?}");
+    assert!(took < Duration::from_millis(200), "repaired in {took:?}");
+}
+
+/// The last three segments of a burst are lost: the PTO's probe (the last segment again,
+/// RFC 8985 §7.3) is SACKed, RACK then marks the two before it lost (§6.2), and no RTO fires.
+#[test]
+fn tail_loss_is_recovered_by_a_loss_probe() {
+    let mut net = Net::new(42);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    transfer(&mut net, true, c, s, 100_000, Duration::from_secs(5));
+    net.run_for(Duration::from_millis(100));
+    let last = net
+        .log
+        .iter()
+        .rev()
+        .find(|x| x.from_a && x.len > 0)
+        .unwrap();
+    let base = last.repr.seq.wrapping_add(last.len as u32);
+    let victims: Vec<u32> = [7u32, 8, 9]
+        .iter()
+        .map(|k| base.wrapping_add(k * 1448))
+        .collect();
+    let mut seen = Vec::new();
+    net.filter = Some(Box::new(move |from_a, r, len| {
+        if from_a && len > 0 && victims.contains(&r.seq) && !seen.contains(&r.seq) {
+            seen.push(r.seq);
+            return true;
+        }
+        false
+    }));
+    let before = net.a.stats();
+    let marked_before = net.a.conn_info(c).unwrap().rack.marked_lost;
+    let t0 = net.now;
+    transfer(&mut net, true, c, s, 10 * 1448, Duration::from_secs(5));
+    let took = net.now - t0;
+    let st = net.a.stats();
+    assert_eq!(st.retransmits_rto, before.retransmits_rto, "{st:?}");
+    assert_eq!(st.tlp_probes, before.tlp_probes + 1, "{st:?}");
+    let info = net.a.conn_info(c).unwrap();
+    assert!(info.rack.marked_lost > marked_before, "{info:?}");
+    assert!(
+        took < Duration::from_millis(200),
+        "tail repaired in {took:?}"
+    );
+}
+
+/// Every ACK of a flight is lost, so the RTO retransmits data the receiver already has: the
+/// receiver reports it in a D-SACK block (RFC 2883 §4) and the sender undoes the timeout's
+/// window reduction (RFC 3708 §3: all retransmissions of the episode were duplicates).
+#[test]
+fn spurious_retransmission_is_undone_by_dsack() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let mut net = Net::new(43);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    transfer(&mut net, true, c, s, 300_000, Duration::from_secs(5));
+    let drop_acks = Rc::new(Cell::new(true));
+    let d = drop_acks.clone();
+    net.filter = Some(Box::new(move |from_a, _, _| !from_a && d.get()));
+    net.a.send(c, &[5u8; 8 * 1448]).unwrap();
+    net.run_for(Duration::from_millis(1));
+    // The window the flight left under (after the idle restart, RFC 5681 §4.1).
+    let cwnd_before = net.a.conn_info(c).unwrap().cwnd;
+    let rto0 = net.a.stats().retransmits_rto;
+    assert!(
+        net.run_until(Duration::from_secs(5), |n| n.a.stats().retransmits_rto
+            > rto0)
+    );
+    assert!(
+        net.a.conn_info(c).unwrap().cwnd < cwnd_before,
+        "the RTO cut cwnd"
+    );
+    drop_acks.set(false);
+    let mut buf = vec![0u8; 64 * 1024];
+    let ok = net.run_until(Duration::from_secs(5), |n| {
+        while n.b.recv(s, &mut buf).is_ok_and(|k| k > 0) {}
+        n.a.conn_info(c).unwrap().rack.dsack_undos > 0
+    });
+    assert!(ok);
+    let dsack_out = net
+        .log
+        .iter()
+        .any(|x| !x.from_a && !x.dropped && x.repr.options.sack_count > 0);
+    assert!(dsack_out, "the receiver sent a D-SACK block");
+    let info = net.a.conn_info(c).unwrap();
+    assert!(info.rack.dsack_received >= 1, "{info:?}");
+    assert!(
+        info.cwnd >= cwnd_before,
+        "cwnd {} restored to >= {cwnd_before}",
+        info.cwnd
+    );
+}

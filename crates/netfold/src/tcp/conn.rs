@@ -3,15 +3,17 @@
 
 use super::buffer::{RecvRing, RingCache, SendRing};
 use super::cc::Cc;
+use super::dsack::{DsackReport, DsackSender};
+use super::rack::{Rack, Tlp, TLP_MAX_ACK_DELAY};
 use super::recv::RecvSeq;
 use super::rtt::RttEstimator;
-use super::sack::{RxtTracker, SackHistory, Scoreboard};
+use super::sack::{SackHistory, Scoreboard};
 use super::send::SendSeq;
 use super::timers::Timers;
 use super::{isn, Config, Error, IcmpError, State, Stats};
 use crate::mem::CopyMode;
 use crate::time::Instant;
-use crate::wire::tcp::{TcpFlags, TcpRepr, IPV4_MSS_OVERHEAD};
+use crate::wire::tcp::{SackBlock, TcpFlags, TcpRepr, IPV4_MSS_OVERHEAD};
 use crate::wire::Ipv4Addr;
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -195,8 +197,16 @@ pub struct Conn {
     /// RFC 6582 `recover`: no new fast recovery until the ACK passes it.
     pub recover: u32,
     pub scoreboard: Scoreboard,
-    pub rxt: RxtTracker,
     pub sack_hist: SackHistory,
+    /// RFC 8985 RACK: time-based loss detection over SACK (the default loss detection when
+    /// the peer SACKs; see `rack.rs`).
+    pub rack: Rack,
+    /// RFC 8985 §7 tail loss probe episode (TLP.end_seq, TLP.is_retrans).
+    pub tlp: Tlp,
+    /// RFC 2883 D-SACK, sender side: dubious-report filter and spurious-retransmission undo.
+    pub dsack_tx: DsackSender,
+    /// RFC 2883 D-SACK, receiver side: the duplicate to report in the next ACK.
+    pub dsack_rx: DsackReport,
 
     /// When data was last sent (RFC 5681 §4.1 restart after idle).
     pub last_data_tx: Instant,
@@ -211,10 +221,8 @@ pub struct Conn {
     pub last_oow_ack: Option<Instant>,
     pub unacked_bytes: usize,
     pub persist_probe_due: bool,
-    /// RFC 8985 §7 tail loss probe: probe due, and the episode in progress
-    /// (TLP.end_seq, whether the probe was a retransmission).
+    /// RFC 8985 §7 tail loss probe: the PTO fired and a probe is due.
     pub tlp_due: bool,
-    pub tlp_end: Option<(u32, bool)>,
     pub keepalive_due: bool,
     pub error: Option<Error>,
     pub error_reported: bool,
@@ -311,8 +319,14 @@ impl Conn {
             recovery: None,
             recover: iss,
             scoreboard: Scoreboard::new(),
-            rxt: RxtTracker::default(),
             sack_hist: SackHistory::default(),
+            rack: Rack::new(super::rack::capacity_for(
+                config.send_ceiling(),
+                mss.min(DEFAULT_MSS),
+            )),
+            tlp: Tlp::new(TLP_MAX_ACK_DELAY),
+            dsack_tx: DsackSender::default(),
+            dsack_rx: DsackReport::default(),
             last_data_tx: now,
             ack_now: false,
             ack_snaps: [(0, 0); 8],
@@ -321,7 +335,6 @@ impl Conn {
             unacked_bytes: 0,
             persist_probe_due: false,
             tlp_due: false,
-            tlp_end: None,
             keepalive_due: false,
             error: None,
             error_reported: false,
@@ -477,13 +490,25 @@ impl Conn {
         n
     }
 
-    /// How many SACK blocks the next segment carries.
+    /// How many SACK blocks the next segment carries: a pending D-SACK block (RFC 2883 §4)
+    /// first, then the RFC 2018 blocks while out-of-order data is held.
     pub fn sack_blocks_to_send(&self) -> usize {
-        if !self.sack_ok || self.rcv.ring.asm.is_empty() {
-            return 0;
+        self.sack_blocks().1
+    }
+
+    /// The SACK blocks of the next segment (RFC 2018 §3: at most 3 alongside timestamps,
+    /// else 4), the D-SACK block first (RFC 2883 §4).
+    pub fn sack_blocks(&self) -> ([SackBlock; 4], usize) {
+        if !self.sack_ok {
+            return ([SackBlock::default(); 4], 0);
         }
         let max = if self.ts.enabled { 3 } else { 4 };
-        self.sack_hist.blocks().len().min(max)
+        let regular = if self.rcv.ring.asm.is_empty() {
+            &[][..]
+        } else {
+            self.sack_hist.blocks()
+        };
+        self.dsack_rx.compose(regular, max)
     }
 
     /// Payload bytes per segment: RFC 9293 §3.7.1, Eff.snd.MSS minus the TCP options we add,

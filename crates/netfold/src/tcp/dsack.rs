@@ -12,10 +12,6 @@
 //! block also feeds RACK's reordering-window adaptation (`rack::Ack::dsack`) and the tail
 //! loss probe's episode end (`rack::Tlp::on_ack`).
 
-// Integration pending: the TCB (being restructured on another branch) does not call this
-// module yet. The lead removes this allow when wiring it in.
-#![allow(dead_code)]
-
 use super::seq;
 use crate::wire::tcp::SackBlock;
 
@@ -79,6 +75,7 @@ impl DsackReport {
         }
     }
 
+    #[cfg(test)]
     pub fn pending(&self) -> Option<SackBlock> {
         self.pending
     }
@@ -251,11 +248,6 @@ impl DsackSender {
             cwnd_now.max(e.prior_cwnd),
             ssthresh_now.max(e.prior_ssthresh),
         ))
-    }
-
-    /// Whether an episode that could still be undone is open.
-    pub fn in_episode(&self) -> bool {
-        self.episode.is_some()
     }
 }
 

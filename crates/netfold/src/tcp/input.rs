@@ -3,9 +3,10 @@
 
 use super::cc::CongestionController;
 use super::conn::{Conn, Ctx, Event, Recovery};
+use super::rack::{self, TlpAck};
 use super::sack::DUP_THRESH;
-use super::{seq, Error, Payload, State};
-use crate::time::Duration;
+use super::{dsack, seq, Error, Payload, State};
+use crate::time::{Duration, Instant};
 use crate::wire::tcp::{SackBlock, TcpRepr};
 use core::ops::ControlFlow;
 
@@ -13,6 +14,8 @@ use core::ops::ControlFlow;
 const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
 /// RFC 6298 §5.7 fallback RTO.
 const SYN_FALLBACK_RTO: Duration = Duration::from_secs(3);
+/// In-order segments acknowledged one by one after a gap was filled (quick-ACK mode).
+const QUICK_ACKS: u8 = 2;
 /// Minimum spacing of ACKs sent in reply to unacceptable segments without data.
 const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -168,6 +171,7 @@ impl Conn {
         // RFC 5961 §3) beyond what the peer was told is outside the window, even when the
         // ring could hold it (Linux `tcp_sequence` uses `tcp_receive_window` the same way).
         let wnd = self.rcv.announced();
+        self.note_duplicate(seg, payload.len());
         let in_wnd =
             |s: u32| seq::le(self.rcv.nxt, s) && seq::lt(s, self.rcv.nxt.wrapping_add(wnd));
         let mut payload = payload;
@@ -243,6 +247,31 @@ impl Conn {
             payload,
             fin,
         })
+    }
+
+    /// RFC 2883 §4 (receiver): the part of an arriving segment's data that the receiver
+    /// already holds (below RCV.NXT, or inside an out-of-order range it queued) is reported in
+    /// a D-SACK block of the next ACK, which goes out at once ("the receiver ... sends an
+    /// immediate ACK with a D-SACK block", Linux `tcp_dsack_set` + `tcp_enter_quickack_mode`).
+    fn note_duplicate(&mut self, seg: &TcpRepr, len: usize) {
+        if !self.sack_ok || len == 0 || !self.is_synchronized() {
+            return;
+        }
+        let start = seg.seq.wrapping_add(u32::from(seg.flags.syn()));
+        let end = start.wrapping_add(len as u32);
+        let base = self.rcv.nxt;
+        let held = self.rcv.ring.asm.ranges().iter().map(|&(o, l)| {
+            let left = base.wrapping_add(o as u32);
+            SackBlock {
+                left,
+                right: left.wrapping_add(l as u32),
+            }
+        });
+        let dup = dsack::duplicate_block(start, end, base, held);
+        if dup.is_some() {
+            self.dsack_rx.record(dup);
+            self.ack_now = true;
+        }
     }
 
     /// RFC 7323 §4.3: "If SEG.TSval >= TS.Recent and SEG.SEQ =< Last.ACK.sent, then SEG.TSval
@@ -481,6 +510,14 @@ impl Conn {
         self.ack_now = true;
         if f.ack() {
             self.snd.wl2 = seg.ack;
+            // RACK.min_RTT starts from the SYN's round trip in microseconds (RFC 8985 §6.2
+            // step 1); the timestamp echo would give whole milliseconds.
+            if let Some((s, t)) = self.rtt_timing {
+                if self.sack_ok && seq::ge(seg.ack, s) {
+                    self.rack
+                        .on_rtt_sample(ctx.now, ctx.now.saturating_since(t));
+                }
+            }
             self.take_rtt_sample(ctx, seg);
             self.snd.una = seg.ack;
             if seq::lt(self.snd.nxt, self.snd.una) {
@@ -517,6 +554,9 @@ impl Conn {
                     if ms < 1 << 30 {
                         self.rtt.sample(Duration::from_millis(u64::from(ms)));
                         self.rtt_timing = None;
+                        // RFC 8985 §7.3: a probe needs "an RTT measurement since the last
+                        // loss probe transmission or the start of the connection".
+                        self.tlp.on_rtt_sample();
                         return;
                     }
                 }
@@ -526,6 +566,7 @@ impl Conn {
             if seq::ge(seg.ack, s) {
                 self.rtt.sample(ctx.now.saturating_since(t));
                 self.rtt_timing = None;
+                self.tlp.on_rtt_sample();
             }
         }
     }
@@ -535,14 +576,32 @@ impl Conn {
         let ack = seg.ack;
         let mss = self.snd.mss;
         let mut newly_sacked = 0;
+        // RFC 2883 §4 (read from the sender, as Linux `tcp_check_dsack`): a first SACK block
+        // below the cumulative ACK or inside the second block reports a duplicate, not newly
+        // received data; a dubious one (longer than any window, or more duplicates than we
+        // ever retransmitted) is ignored altogether.
+        let (dsack, blocks) = if self.sack_ok {
+            dsack::split_dsack(ack, seg.options.sack_blocks())
+        } else {
+            (None, &[][..])
+        };
+        let dsack = dsack.filter(|b| self.dsack_tx.on_dsack(*b, mss, self.snd.max_wnd) > 0);
         if self.sack_ok {
-            for b in seg.options.sack_blocks() {
-                ctx.stats.sack_blocks_in += 1;
+            ctx.stats.sack_blocks_in += seg.options.sack_blocks().len() as u64;
+            for b in blocks {
                 newly_sacked += self
                     .scoreboard
                     .add(*b, seq::max(self.snd.una, ack), self.snd.max);
             }
         }
+        // RACK's RTT sample (RFC 8985 §6.2 step 1) comes from the send times RACK recorded,
+        // in microseconds, for data never retransmitted (Karn): the RFC 7323 timestamps tick
+        // in milliseconds, far coarser than this path's RTT can be.
+        let rack_rtt = if self.sack_ok && seq::gt(ack, self.snd.una) {
+            self.rack.karn_sample(now, ack)
+        } else {
+            None
+        };
         let new_wnd = u32::from(seg.window) << self.snd.wscale;
         // §3.10.7.4: only an ACK in [SND.UNA, SND.NXT] may update the window.
         let may_update_window = seq::ge(ack, self.snd.una);
@@ -578,6 +637,9 @@ impl Conn {
                     self.dupacks = 0;
                     let ss = self.cc.ssthresh();
                     if rec.sack {
+                        // RFC 8985 §6.2 step 4: "Else if exiting Fast or RTO recovery:
+                        // RACK.reo_wnd_persist -= 1".
+                        self.rack.on_recovery_exit();
                         self.cc.set_cwnd(ss);
                     } else {
                         self.cc.set_cwnd(ss.min(self.flight().max(mss) + mss));
@@ -615,19 +677,6 @@ impl Conn {
             } else {
                 Some(now + self.rtt.rto())
             };
-            // RFC 8985 §7.4: the ACK covering a retransmitted probe ends the episode; without
-            // D-SACK we cannot tell whether the probe repaired a loss, so (as the RFC requires
-            // then) respond as to a loss. A probe of new data needs no response.
-            if let Some((end, rxt)) = self.tlp_end {
-                if seq::ge(ack, end) {
-                    self.tlp_end = None;
-                    if rxt && self.recovery.is_none() {
-                        self.cc.on_loss(now, self.flight().max(mss), mss);
-                    }
-                }
-            }
-            self.timers.pto = None;
-            self.arm_pto(now);
         } else if self.snd.max != self.snd.una
             && ack == self.snd.una
             && data_len == 0
@@ -638,6 +687,8 @@ impl Conn {
             ctx.stats.dup_acks += 1;
             self.dupacks = self.dupacks.saturating_add(1);
             match self.recovery {
+                // With SACK, RACK (below) decides what is lost, on every ACK.
+                None if self.sack_ok => {}
                 None => {
                     let lost = self.sack_ok && self.scoreboard.is_lost(self.snd.una, mss);
                     // RFC 5827 early retransmit: with fewer than 4 segments outstanding and
@@ -656,7 +707,7 @@ impl Conn {
                     // RFC 6582 §3.2 step 1: no new recovery while the ACK is still within the
                     // data of an earlier one (`recover`).
                     if (self.dupacks >= DUP_THRESH || lost) && seq::gt(ack, self.recover) {
-                        self.enter_recovery(ctx);
+                        self.enter_recovery(now);
                     }
                 }
                 Some(rec) if !rec.sack => {
@@ -668,8 +719,42 @@ impl Conn {
             }
         }
 
-        if matches!(self.recovery, Some(r) if r.sack) {
-            self.rxt.update(self.snd.una, &self.scoreboard);
+        let dupack_without_sack = acked == 0
+            && seg.options.sack_blocks().is_empty()
+            && data_len == 0
+            && !fin
+            && new_wnd == self.snd.wnd;
+        if self.sack_ok {
+            self.rack_on_ack(now, blocks, dsack, rack_rtt);
+        }
+        // RFC 8985 §7.4.2, TLP_process_ack().
+        let outcome = if self.sack_ok {
+            self.tlp.on_ack(ack, dsack, dupack_without_sack)
+        } else {
+            // Without SACK (hence without D-SACK) a retransmitted probe cannot be told from a
+            // repair: the ACK covering it ends the episode and, "if the sender cannot
+            // determine whether the probe repaired a loss", it responds as to one.
+            match self.tlp.episode() {
+                Some(end) if seq::ge(ack, end) => {
+                    let rxt = self.tlp.is_retrans();
+                    self.tlp.reset();
+                    if rxt {
+                        TlpAck::RepairedLoss
+                    } else {
+                        TlpAck::Ended
+                    }
+                }
+                _ => TlpAck::Pending,
+            }
+        };
+        if outcome == TlpAck::RepairedLoss && self.recovery.is_none() {
+            // "(Invoke congestion control to react to the loss event the probe has
+            // repaired)": a fast recovery entered and left at once.
+            self.cc.on_loss(now, self.flight().max(mss), mss);
+        }
+        if acked > 0 {
+            self.timers.pto = None;
+            self.arm_pto(now);
         }
 
         // Window update (§3.10.7.4, SND.WL1/SND.WL2 rule).
@@ -697,27 +782,121 @@ impl Conn {
         }
     }
 
-    fn enter_recovery(&mut self, ctx: &mut Ctx<'_>) {
+    fn enter_recovery(&mut self, now: Instant) {
         self.timers.pto = None;
         self.tlp_due = false;
+        // RFC 8985 §7.1: "Reset TLP.is_retrans and TLP.end_seq when initiating ... fast
+        // recovery".
+        self.tlp.reset();
         // RFC 6675 §5 steps (1)-(3) / RFC 6582 §3.2 step 2.
         let flight = self.flight();
         let mss = self.snd.mss;
-        self.cc.on_loss(ctx.now, flight, mss);
-        self.recover = self.snd.max;
         let sack = self.sack_ok;
+        if sack {
+            // What D-SACK undo restores if every retransmission turns out unnecessary.
+            self.dsack_tx
+                .start_episode(self.snd.una, self.cc.cwnd(), self.cc.ssthresh());
+        }
+        self.cc.on_loss(now, flight, mss);
         if !sack {
+            // RFC 6582 `recover`. With SACK only an RTO sets it: RACK marks individual
+            // segments lost, so a loss right at the previous recovery point is a new loss.
+            self.recover = self.snd.max;
             let c = self.cc.ssthresh().saturating_add(3 * mss);
             self.cc.set_cwnd(c);
         }
-        self.rxt.clear();
         self.recovery = Some(Recovery {
             point: self.snd.max,
             sack,
             rxt_next: self.snd.una,
-            rxt_una: true,
+            // With SACK, RACK's marks say what to retransmit (RFC 8985 §6.2); the segment
+            // at SND.UNA goes first when it is marked.
+            rxt_una: !sack,
         });
         self.rtt_timing = None;
+    }
+
+    /// RFC 8985 §6.2 steps 1-4 for one acceptable ACK of a SACK connection, then step 5
+    /// (loss detection) and the D-SACK undo check.
+    fn rack_on_ack(
+        &mut self,
+        now: Instant,
+        blocks: &[SackBlock],
+        dsack: Option<SackBlock>,
+        rtt: Option<Duration>,
+    ) {
+        let a = rack::Ack {
+            now,
+            una: self.snd.una,
+            snd_nxt: self.snd.max,
+            sack: blocks,
+            dsack,
+            // Step 2's TSecr condition is not applied (as in Linux `tcp_rack_advance`, which
+            // keeps only the min_RTT one): a receiver follows RFC 7323 §4.3 and does not take
+            // the TSval of a segment above a hole into TS.Recent, so the SACK of a
+            // retransmission (a tail loss probe above a lost segment, typically) echoes an
+            // older TSval and would never count, leaving the hole to the RTO.
+            tsecr: None,
+            rtt_sample: rtt,
+        };
+        self.rack.on_ack(&a);
+        self.rack_detect_loss(now, false);
+        // Linux `tcp_try_undo_dsack`: every retransmission of the episode was reported as a
+        // duplicate, so the loss that caused the reduction was not real.
+        if let Some((c, s)) = self.dsack_tx.take_undo(self.cc.cwnd(), self.cc.ssthresh()) {
+            self.cc.undo(c, s);
+            self.rack.on_undo();
+        }
+    }
+
+    /// A SACK connection is repairing an RTO (go-back-N from SND.UNA up to `recover`).
+    pub fn in_rto_recovery(&self) -> bool {
+        self.sack_ok && seq::lt(self.snd.una, self.recover)
+    }
+
+    /// RFC 8985 §6.2 step 5, `RACK_detect_loss_and_arm_timer()`: mark what is lost, arm the
+    /// reordering timer for what may still be in flight, and start fast recovery (RFC 8985
+    /// §3.4: "RACK-TLP ... initiates fast recovery ... upon detecting a loss") unless a
+    /// recovery is already under way.
+    pub fn rack_detect_loss(&mut self, now: Instant, reo_timer: bool) {
+        if !self.sack_ok
+            || !matches!(
+                self.state,
+                State::Established
+                    | State::CloseWait
+                    | State::FinWait1
+                    | State::Closing
+                    | State::LastAck
+            )
+        {
+            return;
+        }
+        let rto_recovery = self.in_rto_recovery();
+        let in_recovery = self.recovery.is_some() || rto_recovery;
+        let sacked = rack::segs_sacked(self.scoreboard.sacked_bytes(), self.snd.mss);
+        let srtt = self.rtt.srtt();
+        let report = if reo_timer {
+            self.rack
+                .on_reorder_timeout(now, srtt, in_recovery, sacked, |_, _| {})
+        } else {
+            self.rack
+                .detect_loss(now, srtt, in_recovery, sacked, |_, _| {})
+        };
+        self.timers.reo = report.reo_deadline;
+        if report.newly_lost_bytes == 0 {
+            return;
+        }
+        match self.recovery {
+            None if !rto_recovery && self.snd.wnd > 0 => self.enter_recovery(now),
+            Some(_) if report.lost_retransmission => {
+                // RFC 8985 §9.3: "In the absence of PRR [RFC6937], when RACK-TLP detects a
+                // lost retransmission, the congestion control MUST trigger an additional
+                // congestion response per the rules in [RFC5681]."
+                let mss = self.snd.mss;
+                self.cc.on_loss(now, self.flight().max(mss), mss);
+            }
+            _ => {}
+        }
     }
 
     fn receive_data(&mut self, ctx: &mut Ctx<'_>, sseq: u32, payload: Payload<'_>, fin: bool) {
@@ -737,12 +916,15 @@ impl Conn {
         };
         if !data.is_empty() {
             // The peer's segment size, for "ACK every second full-sized segment". Capped at the
-            // MSS we announced: GRO-merged segments are larger but stand for several.
-            self.rcv.mss = self
-                .rcv
-                .mss
-                .max(data.len() as u32)
-                .min(u32::from(self.config.mss));
+            // MSS we announced less the options every segment of the peer carries (RFC 7323
+            // §3.2: 12 bytes of timestamps): GRO-merged segments are larger but stand for
+            // several, and a full-sized timestamped segment holds MSS - 12 bytes. Capping at
+            // the bare MSS made two full segments (2 x 1448) fall short of "two full-sized
+            // segments" (2 x 1460), so every pair waited for the delayed-ACK timer (Linux
+            // `tcp_measure_rcv_mss` takes the GRO `gso_size`, the payload per segment).
+            let full =
+                u32::from(self.config.mss).saturating_sub(if self.ts.enabled { 12 } else { 0 });
+            self.rcv.mss = self.rcv.mss.max(data.len() as u32).min(full.max(1));
             let had_gap = !self.rcv.ring.asm.is_empty();
             match self.rcv.ring.write_payload_at(off, data, ctx.copy) {
                 None => {
@@ -782,8 +964,17 @@ impl Conn {
                 }
                 self.ack_now = true;
             } else if had_gap {
-                // Filling a gap: ACK at once.
-                self.ack_now = true;
+                // Filling a gap: ACK at once (RFC 5681 §4.2: "an immediate ACK ... when an
+                // incoming segment fills in all or part of a gap"), with an ACK of its own,
+                // and the next in-order segments too (Linux's quick-ACK mode after
+                // out-of-order data): the segment that fills the hole is usually a
+                // retransmission sent together with new data, and one ACK for both, if lost,
+                // left the sender with nothing in flight to clock it but the RTO.
+                self.snapshot_ack();
+                self.rcv.quick_acks = QUICK_ACKS;
+            } else if self.rcv.quick_acks > 0 {
+                self.rcv.quick_acks -= 1;
+                self.snapshot_ack();
             } else {
                 self.unacked_bytes += data.len();
                 match self.config.delayed_ack {

@@ -977,6 +977,18 @@ impl TcpLayer {
             timestamps: c.ts.enabled,
             recv_buffer: c.rcv.buf,
             send_buffer: c.snd.ring.capacity(),
+            rack: RackInfo {
+                min_rtt: c.rack.min_rtt(),
+                rtt: c.rack.rtt(),
+                reo_wnd: c.rack.current_reo_wnd(),
+                reo_wnd_mult: c.rack.reo_wnd_mult(),
+                reordering_seen: c.rack.reordering_seen(),
+                marked_lost: c.rack.stats.marked_lost,
+                lost_retransmissions: c.rack.stats.lost_retransmissions,
+                dsack_received: c.dsack_tx.stats.received,
+                dsack_dubious: c.dsack_tx.stats.dubious,
+                dsack_undos: c.dsack_tx.stats.undos,
+            },
         })
     }
 
@@ -1003,4 +1015,26 @@ pub struct ConnInfo {
     /// while auto-tuned.
     pub recv_buffer: usize,
     pub send_buffer: usize,
+    /// RACK-TLP and D-SACK state (RFC 8985, RFC 2883) of the sender side.
+    pub rack: RackInfo,
+}
+
+/// The RACK (RFC 8985) and D-SACK (RFC 2883) part of [`ConnInfo`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RackInfo {
+    /// RACK.min_RTT (µs-precise, from RACK's own send times).
+    pub min_rtt: Option<crate::time::Duration>,
+    /// RACK.rtt: the RTT of the most recently sent segment delivered.
+    pub rtt: crate::time::Duration,
+    /// RACK.reo_wnd as last computed, and its multiplier (grown by D-SACKs).
+    pub reo_wnd: crate::time::Duration,
+    pub reo_wnd_mult: u32,
+    pub reordering_seen: bool,
+    /// Ranges RACK marked lost, and of those, retransmissions lost again.
+    pub marked_lost: u64,
+    pub lost_retransmissions: u64,
+    /// D-SACK blocks accepted and ignored as dubious, and congestion responses undone.
+    pub dsack_received: u64,
+    pub dsack_dubious: u64,
+    pub dsack_undos: u64,
 }

@@ -149,7 +149,7 @@ pub mod seq;
 pub mod syncookie;
 mod timers;
 
-pub use layer::{ConnInfo, TcpLayer};
+pub use layer::{ConnInfo, RackInfo, TcpLayer};
 pub use payload::Payload;
 pub use secret::Secret;
 

@@ -7,6 +7,7 @@
 
 use super::cc::CongestionController;
 use super::conn::Conn;
+use super::rack::{Probe, ProbeCtx};
 use super::{seq, OutSegment, State, Stats};
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpOptions, TcpRepr, Timestamps};
@@ -30,10 +31,8 @@ enum Kind {
     Syn,
     /// New data or go-back-N retransmission from SND.NXT.
     Data,
-    /// Loss-recovery retransmission from a hole (does not move SND.NXT).
+    /// Loss-recovery retransmission of a range deemed lost (does not move SND.NXT).
     Hole,
-    /// Second retransmission of a range whose first retransmission was lost.
-    Relost,
     Probe,
     KeepAlive,
     Ack,
@@ -129,10 +128,11 @@ impl Conn {
                         tsecr: self.ts.recent,
                     });
                 }
-                // RFC 2018 §3: at most 3 blocks alongside timestamps, else 4.
-                let n = self.sack_blocks_to_send();
+                // RFC 2018 §3: at most 3 blocks alongside timestamps, else 4; a D-SACK block
+                // (RFC 2883 §4) first.
+                let (blocks, n) = self.sack_blocks();
                 if n > 0 {
-                    options.sack[..n].copy_from_slice(&self.sack_hist.blocks()[..n]);
+                    options.sack[..n].copy_from_slice(&blocks[..n]);
                     options.sack_count = n as u8;
                 }
             }
@@ -184,6 +184,11 @@ impl Conn {
         // `tcp_skb_pcount`, as its segs_out does).
         stats.segments_out += u64::from(p.len.div_ceil(self.seg_mss()).max(1));
         stats.sack_blocks_out += u64::from(repr.options.sack_count);
+        if repr.options.sack_count > 0 && !repr.flags.syn() {
+            // RFC 2883 §4: "each duplicate contiguous sequence of data received is reported
+            // in at most one D-SACK block".
+            self.dsack_rx.on_ack_sent();
+        }
         if p.kind == Kind::SnapAck {
             self.rcv.read_since_ack = false;
             self.ack_snaps.copy_within(1..self.n_snaps, 0);
@@ -235,30 +240,40 @@ impl Conn {
                     self.snd.nxt = end;
                     self.last_data_tx = now;
                 }
+                self.rack_record_send(p, end, repr, now);
                 self.snd.max = seq::max(self.snd.max, end);
-                self.tlp_end = Some((self.snd.max, rxt));
+                // RFC 8985 §7.3: "TLP.end_seq = SND.NXT" after the probe, and TLP.is_retrans.
+                let probe = if rxt {
+                    Probe::Retransmit {
+                        seq: p.seq,
+                        len: p.len,
+                    }
+                } else {
+                    Probe::NewData {
+                        seq: p.seq,
+                        len: p.len,
+                    }
+                };
+                self.tlp.on_probe_sent(probe, self.snd.max);
                 self.rtt_timing = None;
                 // §7.3: after the probe, the RTO guards the tail.
                 self.timers.rto = Some(now + self.rtt.rto());
             }
-            Kind::Data | Kind::Hole | Kind::Relost => {
+            Kind::Data | Kind::Hole => {
                 self.last_data_tx = now;
                 let rexmit = seq::lt(p.seq, self.snd.max);
+                self.rack_record_send(p, end, repr, now);
                 if rexmit {
                     self.rtt_timing = None;
-                    if self.recovery.is_some() {
+                    // A RACK-marked range resent outside fast recovery (see `plan_data`) was
+                    // found lost by ACKs, not by the timer.
+                    if self.recovery.is_some() || p.kind == Kind::Hole {
                         stats.retransmits_fast += 1;
                     } else {
                         stats.retransmits_rto += 1;
                     }
                 } else if self.rtt_timing.is_none() && !self.ts.enabled {
                     self.rtt_timing = Some((end, now));
-                }
-                if p.kind == Kind::Relost {
-                    self.rxt.advance_relost(end);
-                }
-                if p.kind != Kind::Data && matches!(self.recovery, Some(r) if r.sack) {
-                    self.rxt.record(p.seq, end, self.snd.max);
                 }
                 if p.kind != Kind::Data {
                     if let Some(rec) = self.recovery.as_mut() {
@@ -299,6 +314,52 @@ impl Conn {
         }
     }
 
+    /// Bytes in the network for SACK recovery: SND.MAX - SND.UNA, less what is SACKed, less
+    /// what RACK deems lost and has not been retransmitted yet.
+    fn pipe(&self) -> u32 {
+        self.flight()
+            .saturating_sub(self.scoreboard.sacked_bytes())
+            .saturating_sub(self.rack.lost_bytes())
+    }
+
+    /// The first range RACK marks lost and not yet retransmitted, trimmed to unSACKed data
+    /// (the scoreboard is authoritative for what the peer holds).
+    fn next_lost(&self) -> Option<(u32, u32)> {
+        let mut from = self.snd.una;
+        while let Some((s, e)) = self.rack.next_lost(from) {
+            let s = match self.scoreboard.sacked_end(s) {
+                Some(se) => se,
+                None => s,
+            };
+            if seq::lt(s, e) && self.scoreboard.sacked_end(s).is_none() {
+                let e = self
+                    .scoreboard
+                    .next_sacked_start(s)
+                    .map_or(e, |n| seq::min(n, e));
+                return Some((s, e));
+            }
+            from = seq::max(e, from.wrapping_add(1));
+        }
+        None
+    }
+
+    /// RFC 8985 §6.1: "Upon transmitting a new segment or retransmitting an old segment,
+    /// record the time in Segment.xmit_ts and set Segment.lost to FALSE. Upon retransmitting
+    /// a segment, set Segment.retransmitted to TRUE." (SACK connections only: RACK needs
+    /// SACK, RFC 8985 §4.) Retransmitted segments also count toward D-SACK undo.
+    fn rack_record_send(&mut self, p: &Plan, end: u32, repr: &TcpRepr, now: Instant) {
+        if !self.sack_ok {
+            return;
+        }
+        let rxt_end = seq::min(end, self.snd.max);
+        if seq::lt(p.seq, rxt_end) {
+            let segs = seq::dist(p.seq, rxt_end).div_ceil(self.seg_mss().max(1));
+            self.dsack_tx.on_retransmit(segs.max(1));
+        }
+        let tsval = repr.options.timestamps.map(|t| t.tsval);
+        self.rack.on_send(p.seq, end, now, tsval);
+    }
+
     /// Decides the next segment, if any, without changing state.
     fn plan(&mut self, now: Instant) -> Option<Plan> {
         let _ = now;
@@ -332,8 +393,10 @@ impl Conn {
             });
         }
         if self.tlp_due {
-            if let Some(p) = self.plan_tlp() {
-                return Some(p);
+            if self.tlp_allowed() {
+                if let Some(p) = self.plan_tlp() {
+                    return Some(p);
+                }
             }
             self.tlp_due = false;
         }
@@ -418,6 +481,26 @@ impl Conn {
         {
             self.timers.persist = Some(now + self.rtt.rto());
         }
+    }
+
+    /// RFC 8985 §7.3: "the sender MUST check whether both of the following conditions are met
+    /// before sending a loss probe: 1. (TLP.end_seq is None) ... 2. The sender has obtained
+    /// an RTT measurement since the last loss probe transmission or the start of the
+    /// connection". If not, "the sender MUST skip sending a loss probe and MUST proceed to
+    /// re-arm the RTO timer" (it is still armed). Connections without SACK keep probing as
+    /// before (they have no RTT tracking per probe).
+    fn tlp_allowed(&self) -> bool {
+        if !self.sack_ok {
+            return true;
+        }
+        let c = ProbeCtx {
+            snd_una: self.snd.una,
+            snd_nxt: self.snd.max,
+            unsent: seq::dist(self.snd.max, self.fin_seq()),
+            wnd_room: seq::dist(self.snd.max, self.snd.una.wrapping_add(self.snd.wnd)),
+            smss: self.seg_mss(),
+        };
+        self.tlp.on_pto(c) != Probe::None
     }
 
     /// RFC 8985 §7.3: one new segment if the peer's window allows, else the last segment sent
@@ -533,34 +616,22 @@ impl Conn {
                 }
             }
             if rec.sack {
-                // RFC 6675 §5 step (C): send while cwnd - pipe >= 1 SMSS.
-                let pipe = self
-                    .scoreboard
-                    .pipe(self.snd.una, self.snd.max, rec.rxt_next, mss)
-                    .saturating_sub(self.rxt.relost_bytes(self.snd.una));
-                if cwnd.saturating_sub(pipe) < smss.min(cwnd) {
+                // RFC 6675 §5 step (C): send while cwnd - pipe >= 1 SMSS, with pipe counted as
+                // Linux `tcp_packets_in_flight` does under RACK: data sent and neither
+                // acknowledged (cumulatively or selectively) nor deemed lost and still
+                // waiting for its retransmission.
+                if cwnd.saturating_sub(self.pipe()) < smss.min(cwnd) {
                     return None;
                 }
-                // A range whose retransmission was lost goes first.
-                if let Some((s, e)) = self.rxt.next_relost(self.snd.una, &self.scoreboard) {
-                    return self.segment_at(Kind::Relost, s, seq::dist(s, e));
+                // NextSeg rule (1), with RACK's marks for "lost" (RFC 8985 §6.2: a segment is
+                // lost once a segment sent after it was delivered and its reordering window
+                // passed; that includes a retransmission lost again).
+                if let Some((s, e)) = self.next_lost() {
+                    return self.segment_at(Kind::Hole, s, seq::dist(s, e));
                 }
-                // NextSeg rule (1): first lost unSACKed byte above HighRxt.
-                let mut rule3 = None;
-                for h in self.scoreboard.holes(self.snd.una, self.snd.max, mss) {
-                    let start = seq::max(h.start, rec.rxt_next);
-                    if !seq::lt(start, h.end) {
-                        continue;
-                    }
-                    if h.lost {
-                        let max = seq::dist(start, h.end);
-                        return self.segment_at(Kind::Hole, start, max);
-                    }
-                    if h.sacked_above && rule3.is_none() {
-                        rule3 = Some((start, seq::dist(start, h.end)));
-                    }
-                }
-                // Rule (2): new data within the peer's window.
+                // Rule (2): new data within the peer's window. (Rules (3) and (4), the
+                // retransmission of data not deemed lost, are left to RACK's reordering
+                // timer and the tail loss probe, RFC 8985 §3.)
                 if seq::lt(self.snd.nxt, data_end) {
                     let room = seq::dist(self.snd.nxt, wnd_edge);
                     if room > 0 || self.snd.nxt == fin_seq {
@@ -569,11 +640,16 @@ impl Conn {
                         }
                     }
                 }
-                // Rule (3): an unSACKed, not-yet-lost byte below the highest SACK.
-                if let Some((s, max)) = rule3 {
-                    return self.segment_at(Kind::Hole, s, max);
-                }
                 return None;
+            }
+        }
+        if self.sack_ok && cwnd.saturating_sub(self.pipe()) >= smss.min(cwnd) {
+            // Outside fast recovery RACK may still hold lost ranges below SND.NXT: a resent
+            // segment of RTO recovery (go-back-N from SND.UNA) found lost again, or a range
+            // marked during a recovery that ended (SND.UNA reached its RecoveryPoint) before
+            // it was retransmitted. They go before new data instead of waiting for the RTO.
+            if let Some((s, e)) = self.next_lost().filter(|&(s, _)| seq::lt(s, self.snd.nxt)) {
+                return self.segment_at(Kind::Hole, s, seq::dist(s, e));
             }
         }
 
@@ -614,6 +690,16 @@ impl Conn {
         } else {
             smss
         };
+        if seq::lt(self.snd.nxt, self.snd.max)
+            && room < smss
+            && room < seq::dist(self.snd.nxt, self.snd.max)
+        {
+            // A resend cut short by cwnd alone (cwnd counts MSS, the segment carries MSS -
+            // options: 1460 vs 1448) would leave a runt of a few bytes after each full
+            // segment of the RTO's go-back-N; wait for the window instead (Linux counts
+            // cwnd in whole segments).
+            return None;
+        }
         let mut p = self.segment_upto(Kind::Data, self.snd.nxt, room, gso_cap)?;
         if p.len > smss && p.len % smss != 0 {
             p.len -= p.len % smss;

@@ -1,6 +1,11 @@
 //! RACK-TLP loss detection (RFC 8985): time-based loss inference from ACKs ([`Rack`]) and the
 //! tail loss probe ([`Tlp`]), self-contained so the TCB only feeds it events.
 //!
+//! WIRING (done; the plan below is what the TCB follows, with these differences): the TSecr
+//! condition of step 2 is not applied (see `Conn::rack_on_ack`), RACK's RTT samples come from
+//! [`Rack::karn_sample`], the PTO keeps `Conn::arm_pto` (2*SRTT + 2 ms), `RxtTracker` is no
+//! longer used, and RACK-lost ranges are resent outside fast recovery too (`plan_data`).
+//!
 //! INTEGRATION PLAN (for the restructured TCB; D-SACK parts are in `dsack.rs`):
 //! - State: the send part owns `rack: Rack` (`Rack::new(capacity_for(send_buffer, mss))`),
 //!   `tlp: Tlp` (`Tlp::new(TLP_MAX_ACK_DELAY)`), `dsack_tx: DsackSender`; the receive part
@@ -34,10 +39,6 @@
 //!   duplicate_block(seq, end, rcv_nxt, held))`; `output` builds SACK blocks with
 //!   `dsack_rx.compose(sack_hist.blocks(), max)` and calls `on_ack_sent()`.
 
-// Integration pending: the TCB (being restructured on another branch) does not call this
-// module yet. The lead removes this allow when wiring it in.
-#![allow(dead_code)]
-
 use super::sack::DUP_THRESH;
 use super::seq;
 use crate::time::{Duration, Instant};
@@ -54,6 +55,7 @@ pub const REO_WND_MULT_MAX: u32 = 0xFF;
 /// measurements that can adapt when migrating to significantly longer paths rather than
 /// tracking a simple global minimum of all RTT measurements."
 pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(300);
+#[cfg(test)]
 /// RFC 8985 §7.2: "when there is no SRTT estimate available, the PTO SHOULD be 1 second."
 pub const PTO_WITHOUT_SRTT: Duration = Duration::from_secs(1);
 /// TLP.max_ack_delay (the draft's WCDelAckT): the peer's worst-case delayed-ACK time. The RFC
@@ -710,6 +712,27 @@ impl Rack {
 
     // ---- What the TCB asks --------------------------------------------------------------
 
+    /// An RTT sample for an ACK moving SND.UNA to `una`, from the send times recorded here:
+    /// `now` minus the send time of the most recently sent record it acknowledges that was
+    /// never retransmitted (Karn's rule; Linux takes its `seq_rtt_us` the same way from the
+    /// acknowledged skbs' microsecond timestamps). `None` when every such record was
+    /// retransmitted. Call before [`Rack::on_ack`] removes the records.
+    pub fn karn_sample(&self, now: Instant, una: u32) -> Option<Duration> {
+        self.segs
+            .iter()
+            .take_while(|r| seq::lt(r.start, una))
+            .filter(|r| !r.retransmitted)
+            .map(|r| r.first_ts)
+            .max()
+            .map(|ts| now.saturating_since(ts))
+    }
+
+    /// An RTT measured outside [`Rack::on_ack`] (the handshake's) for RACK.min_RTT (§6.2
+    /// step 1).
+    pub fn on_rtt_sample(&mut self, now: Instant, rtt: Duration) {
+        self.min_rtt.update(now, rtt, MIN_RTT_WINDOW);
+    }
+
     /// The first range deemed lost and not yet retransmitted that ends after `from`, from
     /// `from` on. It may include bytes the scoreboard knows are SACKed when the table was
     /// compacted: send only the scoreboard's holes.
@@ -727,9 +750,11 @@ impl Rack {
         self.lost_bytes
     }
 
+    #[cfg(test)]
     pub fn records(&self) -> impl Iterator<Item = &SegRecord> + '_ {
         self.segs.iter()
     }
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -747,18 +772,17 @@ impl Rack {
     pub fn reo_wnd_mult(&self) -> u32 {
         self.reo_wnd_mult
     }
+    #[cfg(test)]
     pub fn reo_wnd_persist(&self) -> u8 {
         self.reo_wnd_persist
     }
     pub fn reordering_seen(&self) -> bool {
         self.reordering_seen
     }
+    #[cfg(test)]
     /// RACK.xmit_ts and RACK.end_seq.
     pub fn segment(&self) -> Option<(Instant, u32)> {
         self.xmit_ts.map(|t| (t, self.end_seq))
-    }
-    pub fn fack(&self) -> Option<u32> {
-        self.fack
     }
 }
 
@@ -839,6 +863,11 @@ impl Tlp {
         self.end_seq
     }
 
+    /// TLP.is_retrans: the probe of the episode in progress was a retransmission.
+    pub fn is_retrans(&self) -> bool {
+        self.is_retrans
+    }
+
     /// §7.2: "The sender SHOULD start or restart a loss probe PTO timer after transmitting
     /// new data (that was not itself a loss probe) or upon receiving an ACK that cumulatively
     /// acknowledges new data unless it is already in fast recovery, RTO recovery, or
@@ -848,6 +877,7 @@ impl Tlp {
         sack_ok && segs_sacked == 0 && !in_recovery
     }
 
+    #[cfg(test)]
     /// §7.2 `TLP_calc_PTO()`, as a deadline:
     ///
     /// ```text

@@ -61,6 +61,8 @@ pub struct RecvSeq {
     /// The application read data since we last sent a segment: only then may a pure window
     /// update be owed (Linux `tcp_cleanup_rbuf`).
     pub read_since_ack: bool,
+    /// In-order segments still to be acknowledged at once after a gap was filled.
+    pub quick_acks: u8,
 }
 
 impl RecvSeq {
@@ -80,6 +82,7 @@ impl RecvSeq {
             fin: None,
             fin_received: false,
             read_since_ack: false,
+            quick_acks: 0,
         }
     }
 

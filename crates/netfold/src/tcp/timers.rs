@@ -20,6 +20,8 @@ pub struct Timers {
     pub time_wait: Option<Instant>,
     /// Tail loss probe timeout (RFC 8985 §7).
     pub pto: Option<Instant>,
+    /// RACK reordering timer (RFC 8985 §6.2 step 5, "RACK_detect_loss_and_arm_timer").
+    pub reo: Option<Instant>,
     /// Consecutive RTO expirations (RFC 9293 §3.8.3 R2).
     pub retries: u32,
     pub persist_backoff: u32,
@@ -41,6 +43,7 @@ impl Timers {
             persist: None,
             time_wait: None,
             pto: None,
+            reo: None,
             retries: 0,
             persist_backoff: 0,
             probes_unanswered: 0,
@@ -59,7 +62,7 @@ impl Timers {
         let a = earlier(self.time_wait, self.rto);
         let b = earlier(self.pto, self.delack);
         let c = earlier(self.persist, keepalive);
-        earlier(earlier(a, b), c)
+        earlier(earlier(a, b), earlier(c, self.reo))
     }
 
     /// Stops every timer (the connection reached CLOSED).
@@ -69,6 +72,7 @@ impl Timers {
         self.persist = None;
         self.time_wait = None;
         self.pto = None;
+        self.reo = None;
     }
 }
 
@@ -99,6 +103,14 @@ impl Conn {
                 if let Some(ev) = self.on_rto(now, stats) {
                     return ev;
                 }
+            }
+        }
+        if let Some(t) = self.timers.reo {
+            if now >= t {
+                // RFC 8985 §6.2: "RACK_detect_loss_and_arm_timer()" runs again when the
+                // reordering timer fires.
+                self.timers.reo = None;
+                self.rack_detect_loss(now, true);
             }
         }
         if let Some(t) = self.timers.pto {
@@ -155,8 +167,16 @@ impl Conn {
     /// RFC 8985 §7.2: arm the probe timeout (PTO = 2*SRTT, plus a delayed-ACK allowance when
     /// one segment is in flight) if it fires before the RTO and no probe is outstanding.
     pub fn arm_pto(&mut self, now: Instant) {
-        if self.recovery.is_some()
-            || self.tlp_end.is_some()
+        // RFC 8985 §7.2: "The sender SHOULD start or restart a loss probe PTO timer after
+        // transmitting new data (that was not itself a loss probe) or upon receiving an ACK
+        // that cumulatively acknowledges new data unless it is already in fast recovery, RTO
+        // recovery, or segments have been SACKed (i.e., RACK.segs_sacked is not zero)." (A
+        // connection without SACK keeps the probe: it has no RACK to fall back on.)
+        let segs_sacked = super::rack::segs_sacked(self.scoreboard.sacked_bytes(), self.snd.mss);
+        let in_recovery = self.recovery.is_some() || self.in_rto_recovery();
+        if (self.sack_ok && !self.tlp.may_schedule(true, segs_sacked, in_recovery))
+            || self.recovery.is_some()
+            || self.tlp.episode().is_some()
             || self.snd.una == self.snd.max
             || self.snd.wnd == 0
             || !matches!(
@@ -175,7 +195,9 @@ impl Conn {
         if self.flight() <= self.seg_mss() {
             pto = pto + self.config.delayed_ack.unwrap_or_default();
         }
-        let pto = pto.max(crate::time::Duration::from_millis(10));
+        // Linux `tcp_schedule_loss_probe` adds TCP_TIMEOUT_MIN (2 ms) rather than flooring:
+        // with a sub-millisecond SRTT a 10 ms floor made every probe wait 10 ms.
+        let pto = pto + crate::time::Duration::from_millis(2);
         let at = now + pto;
         if self.timers.rto.is_some_and(|r| r <= at) {
             self.timers.pto = None;
@@ -214,10 +236,12 @@ impl Conn {
             self.enter_closed(Some(Error::TimedOut));
             return Some(Event::Closed);
         }
-        // An RTO ends any tail-loss-probe episode (RFC 8985 §7.3).
+        // An RTO ends any tail-loss-probe episode (RFC 8985 §7.1: "Reset TLP.is_retrans and
+        // TLP.end_seq when initiating ... RTO recovery").
         self.timers.pto = None;
+        self.timers.reo = None;
         self.tlp_due = false;
-        self.tlp_end = None;
+        self.tlp.reset();
         // RFC 6298 §5.5: back off; §5.6: restart the timer.
         self.rtt.on_timeout();
         self.rtt_timing = None;
@@ -232,14 +256,33 @@ impl Conn {
                 // ssthresh is held constant; only cwnd falls back to the loss window.
                 let flight = self.flight();
                 if self.timers.retries == 1 {
+                    // The reduction may be undone if D-SACKs show every retransmission of
+                    // the episode was unnecessary (RFC 2883 §5, RFC 3708).
+                    if self.sack_ok {
+                        self.dsack_tx.start_episode(
+                            self.snd.una,
+                            self.cc.cwnd(),
+                            self.cc.ssthresh(),
+                        );
+                    }
                     self.cc.on_rto(now, flight, self.snd.mss);
                 } else {
                     self.cc.set_cwnd(self.snd.mss);
                 }
-                self.recovery = None;
+                if let Some(rec) = self.recovery.take() {
+                    if rec.sack {
+                        self.rack.on_recovery_exit();
+                    }
+                }
                 self.dupacks = 0;
                 self.recover = self.snd.max;
                 self.snd.nxt = self.snd.una;
+                // RFC 8985 §6.3, RACK_mark_losses_on_RTO(): the segment at SND.UNA and every
+                // segment sent more than RACK.rtt + RACK.reo_wnd ago is lost. (The
+                // retransmission itself stays go-back-N from SND.UNA, skipping SACKed data.)
+                if self.sack_ok {
+                    self.rack.on_rto(now, self.snd.una, |_, _| {});
+                }
             }
         }
         self.timers.rto = Some(now + self.rtt.rto());

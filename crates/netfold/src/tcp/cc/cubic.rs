@@ -141,6 +141,14 @@ impl CongestionController for Cubic {
         self.cwnd = self.ssthresh;
         self.frac = 0.0;
     }
+    fn undo(&mut self, cwnd: u32, ssthresh: u32) {
+        // The reduction is taken back; the cubic epoch restarts from the restored window
+        // (W_max stays: it only shapes the growth curve).
+        self.cwnd = cwnd;
+        self.ssthresh = ssthresh;
+        self.epoch = None;
+        self.frac = 0.0;
+    }
     fn on_rto(&mut self, now: Instant, flight: u32, mss: u32) {
         self.reduce(now, flight, mss);
         // §4.8: cwnd = 1 segment after a timeout; the epoch restarts when avoidance resumes.

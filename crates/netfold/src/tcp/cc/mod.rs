@@ -37,6 +37,10 @@ pub trait CongestionController {
     fn on_loss(&mut self, now: Instant, flight: u32, mss: u32);
     /// The retransmission timer expired (RFC 5681 §3.1 eq. 4, loss window 1 MSS).
     fn on_rto(&mut self, now: Instant, flight: u32, mss: u32);
+    /// A congestion response turned out to be unnecessary (every retransmission of the
+    /// episode was reported as a duplicate, RFC 2883 / RFC 3708): restore cwnd and ssthresh
+    /// (Linux `tcp_undo_cwnd_reduction`).
+    fn undo(&mut self, cwnd: u32, ssthresh: u32);
 }
 
 /// The per-socket algorithm, dispatched statically.
@@ -92,5 +96,8 @@ impl CongestionController for Cc {
     }
     fn on_rto(&mut self, now: Instant, flight: u32, mss: u32) {
         self.inner_mut().on_rto(now, flight, mss)
+    }
+    fn undo(&mut self, cwnd: u32, ssthresh: u32) {
+        self.inner_mut().undo(cwnd.min(MAX_CWND), ssthresh)
     }
 }

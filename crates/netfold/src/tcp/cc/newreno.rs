@@ -53,6 +53,11 @@ impl CongestionController for NewReno {
         self.cwnd = self.ssthresh;
         self.bytes_acked = 0;
     }
+    fn undo(&mut self, cwnd: u32, ssthresh: u32) {
+        self.cwnd = cwnd;
+        self.ssthresh = ssthresh;
+        self.bytes_acked = 0;
+    }
     fn on_rto(&mut self, _now: Instant, flight: u32, mss: u32) {
         self.ssthresh = (flight / 2).max(2 * mss);
         // Loss window LW = 1 SMSS.
