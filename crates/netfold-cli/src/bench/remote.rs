@@ -1263,6 +1263,31 @@ pub fn handle_control<N: Net>(
 
 /// A server on a thread of this process, on `ip` (inside namespace `ns` if given), answering
 /// exactly one control connection: how local kernel runs use this module.
+/// The server half of one local run on `net`'s sockets at `ip` (netfold's stacks on the
+/// in-memory pipe): listens, takes one control connection, runs its test, and ends.
+pub fn local_server_on<N>(
+    net: Arc<N>,
+    ip: std::net::IpAddr,
+) -> Result<(SocketAddr, std::thread::JoinHandle<()>), BoxErr>
+where
+    N: Net + Send + 'static,
+    N::Stream: 'static,
+    N::Listener: 'static,
+{
+    let (l, port) = net.listen(ip, 0, REQUEST_TIMEOUT, (None, None))?;
+    let h = std::thread::spawn(move || match net.accept(&l) {
+        Ok(c) => {
+            let busy = AtomicBool::new(false);
+            let stop = AtomicBool::new(false);
+            if let Err(e) = handle_control(&*net, c, ip, 86400.0, &busy, &stop) {
+                eprintln!("netfold: local server: {e}");
+            }
+        }
+        Err(e) => eprintln!("netfold: local server: no client came: {e}"),
+    });
+    Ok((SocketAddr::new(ip, port), h))
+}
+
 pub fn local_server(
     ip: std::net::IpAddr,
     ns: Option<String>,

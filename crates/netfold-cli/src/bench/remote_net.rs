@@ -409,6 +409,30 @@ impl ClientNet for NetfoldNet {
     }
 }
 
+/// Two netfold stacks joined by the in-memory pipe (`p`'s MTU, GRO, copy mode and
+/// impairments), each driven by its own netfold-rt thread; returns (client, server). This is
+/// how local `--stack netfold` runs take -P, --bidir, --interval and udp-rr: the one-thread
+/// runners of `bench::memnet` carry one connection, while the client and server halves of
+/// `bench::remote` (written once over [`ClientNet`] and [`Net`]) carry any number.
+pub fn netfold_pipe_pair(p: &super::Params) -> io::Result<(NetfoldNet, NetfoldNet)> {
+    use super::netfold_pipe::{pipe_config, stack_config, tcp_config, CLIENT_ADDR, SERVER_ADDR};
+    let (end_c, end_s) = netfold::phy::pipe::Pipe::new(pipe_config(p));
+    let open = |addr, mac_last, end: netfold::phy::pipe::PipeEnd| -> io::Result<NetfoldNet> {
+        let stack = netfold::iface::Stack::new(netfold::iface::StackConfig {
+            gro: p.gro,
+            ..stack_config(addr, mac_last, p.mtu, p.copy_mode)
+        });
+        // The pipe wakes a sleeping driver when a frame arrives; 1 ms bounds a lost wake-up.
+        let rt = netfold_rt::Runtime::start(stack, Box::new(end), Duration::from_millis(1))?;
+        Ok(NetfoldNet {
+            rt: Arc::new(rt),
+            tcp: tcp_config(p),
+            mtu: p.mtu,
+        })
+    };
+    Ok((open(CLIENT_ADDR, 1, end_c)?, open(SERVER_ADDR, 2, end_s)?))
+}
+
 /// A netfold stack at `ip/prefix` (next hop `gateway` for off-link peers) on `link` —
 /// `tap:NAME` or `tun:NAME` (created if it does not exist) or `packet:IFNAME` (an `AF_PACKET`
 /// socket on an existing interface) — on its own driver thread. Returns the stack and a

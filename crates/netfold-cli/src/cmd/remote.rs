@@ -5,7 +5,7 @@
 use super::perf::{Args, KernelLink, LinkArg, RrArgs, StackKind};
 use super::CmdResult;
 use crate::bench::remote::{self, ClientResult, Request, TestKind, CONTROL_PORT};
-use crate::bench::remote_net::{open_netfold, NetfoldNet};
+use crate::bench::remote_net::{netfold_pipe_pair, open_netfold, NetfoldNet};
 use crate::bench::report::{self, mbps, Row};
 use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
@@ -240,10 +240,28 @@ fn run_one(
             }
         };
     }
+    if stack == StackKind::Netfold && a.link.local() == KernelLink::Auto {
+        // Two netfold stacks on the in-memory pipe, each on its own driver thread, with the
+        // same client and server halves as -H and the kernel's local runs.
+        let p = super::perf::params(a, crate::bench::Test::Stream, 1, (1, 1))?;
+        let (client, server) = netfold_pipe_pair(&p)?;
+        // The server's stack must outlive its half: its last reply is still in the send
+        // buffer when the server thread returns, and dropping the runtime would discard it.
+        let server = std::sync::Arc::new(server);
+        let (addr, h) = remote::local_server_on(
+            server.clone(),
+            crate::bench::netfold_pipe::SERVER_ADDR.into(),
+        )?;
+        let r = remote::run_client_on(&client, addr, req, interval, rate);
+        let _ = h.join();
+        drop(server);
+        return Ok((r?, "pipe".into(), "unpinned".into(), p.mtu));
+    }
     if stack != StackKind::Kernel {
         return Err(format!(
-            "-P, --bidir, --interval and udp-rr run on kernel sockets (--stack kernel) or \
-             against a server (-H); the {} stack's in-memory runners carry one connection",
+            "-P, --bidir, --interval and udp-rr run on kernel sockets (--stack kernel), on \
+             netfold's stacks over the in-memory pipe (--stack netfold) or against a server \
+             (-H); the {} stack's runner carries one connection",
             stack.name()
         )
         .into());
