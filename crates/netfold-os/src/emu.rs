@@ -83,7 +83,7 @@ pub struct SideStats {
 }
 
 /// Everything the emulator counted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct EmuStats {
     pub a: SideStats,
     pub b: SideStats,
@@ -94,6 +94,9 @@ pub struct EmuStats {
     /// Rounds of the loop, and how many of them ended in a sleep.
     pub rounds: u64,
     pub sleeps: u64,
+    /// CPU seconds (user + system) the forwarding loop used, and the wall-clock seconds it ran.
+    pub cpu_s: f64,
+    pub wall_s: f64,
 }
 
 impl std::fmt::Display for EmuStats {
@@ -125,7 +128,11 @@ impl std::fmt::Display for EmuStats {
                 s.tx_frames, s.tx_bytes, s.tx_dropped
             )?;
         }
-        write!(f, "loop: {} rounds, {} sleeps", self.rounds, self.sleeps)
+        write!(
+            f,
+            "loop: {} rounds, {} sleeps, {:.3} CPU s in {:.3} s",
+            self.rounds, self.sleeps, self.cpu_s, self.wall_s
+        )
     }
 }
 
@@ -149,6 +156,8 @@ pub struct Emulator {
     epoch: WallInstant,
     rounds: u64,
     sleeps: u64,
+    cpu_s: f64,
+    wall_s: f64,
 }
 
 impl Emulator {
@@ -178,6 +187,8 @@ impl Emulator {
             epoch: WallInstant::now(),
             rounds: 0,
             sleeps: 0,
+            cpu_s: 0.0,
+            wall_s: 0.0,
         }
     }
 
@@ -194,6 +205,8 @@ impl Emulator {
             pipe_b: self.b.end.stats(),
             rounds: self.rounds,
             sleeps: self.sleeps,
+            cpu_s: self.cpu_s,
+            wall_s: self.wall_s,
         }
     }
 
@@ -203,6 +216,16 @@ impl Emulator {
 
     /// Forwards until `stop` is set or `until` passes.
     pub fn run(&mut self, stop: &AtomicBool, until: Option<WallInstant>) -> io::Result<()> {
+        let t0 = crate::cpu::sample();
+        let r = self.forward(stop, until);
+        if let (Some(a), Some(b)) = (t0, crate::cpu::sample()) {
+            self.cpu_s += (b.user_s - a.user_s) + (b.sys_s - a.sys_s);
+            self.wall_s += b.wall.saturating_duration_since(a.wall).as_secs_f64();
+        }
+        r
+    }
+
+    fn forward(&mut self, stop: &AtomicBool, until: Option<WallInstant>) -> io::Result<()> {
         crate::wait::set_timer_slack_ns(1_000);
         let fds = [self.a.tap.as_raw_fd(), self.b.tap.as_raw_fd()];
         loop {

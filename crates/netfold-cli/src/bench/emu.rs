@@ -150,7 +150,7 @@ pub fn packet_socket_in(
         // retire timeout (1 ms), which would add a millisecond to every RR turn.
         rx_ring: None,
     };
-    std::thread::scope(|s| {
+    let sock = std::thread::scope(|s| {
         s.spawn(|| -> Result<_, String> {
             super::kernel::enter_netns(ns).map_err(|e| format!("entering {ns}: {e}"))?;
             netfold_os::packet_socket::PacketSocket::open(ifname, cfg)
@@ -158,8 +158,25 @@ pub fn packet_socket_in(
         })
         .join()
         .map_err(|_| "packet socket thread panicked".to_string())?
-    })
-    .map_err(Into::into)
+    })?;
+    // The default receive queue (rmem_default, ~208 KiB) holds three 64 KiB super-frames: a
+    // delayed link releases a window's worth of frames at once, and the socket would drop most
+    // of them while the stack's thread wakes up. Root may exceed rmem_max with the FORCE option.
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+        let v: libc::c_int = 32 << 20;
+        // SAFETY: setsockopt reads one c_int from a live local; the descriptor is the socket we
+        // own; failure (no CAP_NET_ADMIN) leaves the default, which is only slower.
+        unsafe {
+            libc::setsockopt(
+                sock.fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+    Ok(sock)
 }
 
 /// The emulator's counters as a run's details.
@@ -169,6 +186,7 @@ fn add_stats(m: &mut super::Measurement, st: &EmuStats) {
         "emu_lost".into(),
         (st.pipe_a.dropped_loss + st.pipe_b.dropped_loss).into(),
     );
+    m.details.insert("emu_cpu_s".into(), st.cpu_s.into());
     m.details.insert(
         "emu_dropped_full".into(),
         (st.pipe_a.dropped_full + st.pipe_b.dropped_full).into(),
