@@ -72,7 +72,7 @@ impl EmuLink {
             format!("nfe{}b", &a.name()[3..]),
         );
         let cfg = emu_pipe_config(p);
-        let tcfg = emu::tap_config(p.mtu, &cfg.impairments);
+        let tcfg = emu::tap_config(p.mtu);
         let tap_a = Tap::open(&if_a, tcfg)?;
         let tap_b = Tap::open(&if_b, tcfg)?;
         for (ns, ifname) in [(&a, &if_a), (&b, &if_b)] {
