@@ -45,6 +45,9 @@ enum Command {
     Paper(cmd::paper::Args),
     /// Run netfold on a TAP device with echo, discard, chargen, HTTP and iperf3 services.
     Serve(cmd::serve::Args),
+    /// Link emulator for your own setups: forwards between two TAP interfaces with delay,
+    /// rate, loss, reordering, duplication and corruption, until Ctrl-C or --duration.
+    Emulate(cmd::emulate::Args),
     /// Many verified connections between two netfold stacks over an impaired in-memory link;
     /// prints counters and peak memory, fails on any corruption, error or stuck connection.
     Soak(cmd::soak::Args),
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Some(Command::Paper(a)) => cmd::paper::run_paper(a),
         Some(Command::Serve(a)) => cmd::serve::run(a),
         Some(Command::Soak(a)) => cmd::soak::run(a),
+        Some(Command::Emulate(a)) => cmd::emulate::run(a),
         None => cmd::perf::default_job(),
     };
     match result {

@@ -10,6 +10,7 @@
 //! - [`pcap`]: capture middleware (a device wrapping a device) and pcap files.
 //! - [`cpu`]: the calling thread's CPU time (getrusage).
 //! - [`wait`]: sleeping in poll(2) until a descriptor is readable.
+//! - [`emu`]: the link emulator, two TAPs joined by the in-memory link's impairment model.
 //! - [`netns`]: throw-away network namespaces, addressed only from 198.18.0.0/15.
 //!
 //! Every device implements the core's [`netfold::phy::Device`]; the core itself knows no OS.
@@ -18,6 +19,7 @@
 #![deny(unsafe_code)]
 
 pub mod cpu;
+pub mod emu;
 pub mod link;
 pub mod netns;
 pub mod packet_ring;

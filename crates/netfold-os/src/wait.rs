@@ -36,6 +36,51 @@ pub fn wait_readable_any(fds: &[RawFd], timeout: Option<Duration>) -> io::Result
     Ok(r > 0)
 }
 
+/// Like [`wait_readable_any`] with a finite timeout kept to the microsecond (`ppoll(2)`), for
+/// a loop whose deadlines are sub-millisecond (the link emulator's next frame release).
+pub fn wait_readable_any_precise(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: `p` is a live array of `p.len()` pollfd structs (ppoll writes only `revents`),
+    // `ts` a live timespec read during the call, and the signal mask pointer is null (none).
+    let r = unsafe {
+        libc::ppoll(
+            p.as_mut_ptr(),
+            p.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(true);
+        }
+        return Err(e);
+    }
+    Ok(r > 0)
+}
+
+/// Sets the calling thread's timer slack (`PR_SET_TIMERSLACK`, default 50 µs): how late the
+/// kernel may end its sleeps to batch wake-ups. Best effort.
+pub fn set_timer_slack_ns(ns: u64) {
+    // SAFETY: prctl with PR_SET_TIMERSLACK takes one integer by value and changes only the
+    // calling thread's slack; the result is ignored (best effort).
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -165,6 +165,8 @@ pub enum Where<'a> {
     /// Both threads on the loopback of a private namespace.
     PrivateLo(&'a PrivateLo),
     Veth(&'a Veth),
+    /// The two namespaces of the link emulator (`--link emu`), impairments applied there.
+    Emu(&'a super::emu::EmuLink),
 }
 
 impl Where<'_> {
@@ -173,12 +175,14 @@ impl Where<'_> {
             Where::Lo => Ok(()),
             Where::PrivateLo(p) => enter_netns(p.ns.name()),
             Where::Veth(v) => enter_netns(v.ns(server)),
+            Where::Emu(e) => enter_netns(e.ns(server)),
         }
     }
     fn server_ip(&self) -> std::net::Ipv4Addr {
         match self {
             Where::Lo | Where::PrivateLo(_) => std::net::Ipv4Addr::LOCALHOST,
             Where::Veth(_) => VETH_SERVER,
+            Where::Emu(_) => super::emu::SERVER,
         }
     }
 }
@@ -190,17 +194,25 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
 /// Runs the test with the client and the server each on its own thread (pinned per `p.pin`),
 /// in the namespaces `w` says.
 pub fn run_on(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
-    if p.impair.path() {
+    // Over the emulator the impairments are the link's; elsewhere there is nothing to apply
+    // them to.
+    let emu = matches!(w, Where::Emu(_));
+    if p.impair.path() && !emu {
         return Err(
             "--delay/--rate model netfold's in-memory pipe; the kernel stack runs on \
-                    loopback or veth and this tool sets up no netem qdisc for it (run `tc qdisc \
-                    add dev <veth> root netem delay 10ms rate 1gbit` yourself and use --stack \
-                    kernel without --delay/--rate)"
+                    loopback or veth and this tool sets up no netem qdisc for it (use --link emu, \
+                    netfold's own link emulator, or run `tc qdisc add dev <veth> root netem \
+                    delay 10ms rate 1gbit` yourself and use --stack kernel without \
+                    --delay/--rate)"
                 .into(),
         );
     }
-    if p.impair.any() {
-        return Err("impairments apply to the in-memory pipe only, not to kernel links".into());
+    if p.impair.any() && !emu {
+        return Err(
+            "impairments apply to the in-memory pipe and to --link emu only, not to the \
+             kernel's lo/veth links"
+                .into(),
+        );
     }
     if p.test == Test::UdpStream {
         return udp_stream(p, w);

@@ -3,6 +3,7 @@
 
 pub mod affinity;
 pub mod clock;
+pub mod emu;
 pub mod kernel;
 pub mod latency;
 pub mod machine;

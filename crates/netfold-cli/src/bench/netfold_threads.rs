@@ -282,6 +282,19 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
         return Err("udp-stream is not implemented for netfold --threads 2".into());
     }
     let (end_c, end_s) = Pipe::new(pipe_config(p));
+    run_pair(p, end_c, end_s, CLIENT_ADDR, SERVER_ADDR)
+}
+
+/// Runs the test between a netfold client stack on `end_c` (address `client_ip`) and a server
+/// stack on `end_s` (address `server_ip`), one thread each: the in-memory pipe's two ends, or two
+/// packet sockets on the link emulator's interfaces (`--link emu`).
+pub fn run_pair<D: Device + Send + 'static>(
+    p: &Params,
+    end_c: D,
+    end_s: D,
+    client_ip: std::net::Ipv4Addr,
+    server_ip: std::net::Ipv4Addr,
+) -> Result<Measurement, BoxErr> {
     let epoch = WallInstant::now();
     let abort = Arc::new(AtomicBool::new(false));
     let tcfg = tcp_config(p);
@@ -289,7 +302,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     let mut server_node = Node::new(
         Stack::new(netfold::iface::StackConfig {
             gro: p.gro,
-            ..stack_config(SERVER_ADDR, 2, p.mtu, p.copy_mode)
+            ..stack_config(server_ip, 2, p.mtu, p.copy_mode)
         }),
         end_s,
         epoch,
@@ -297,7 +310,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     );
     let listener = TcpListener::bind(
         &mut server_node.stack,
-        SocketAddrV4::new(SERVER_ADDR, PORT),
+        SocketAddrV4::new(server_ip, PORT),
         64,
         tcfg,
     )?;
@@ -322,7 +335,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     let mut node = Node::new(
         Stack::new(netfold::iface::StackConfig {
             gro: p.gro,
-            ..stack_config(CLIENT_ADDR, 1, p.mtu, p.copy_mode)
+            ..stack_config(client_ip, 1, p.mtu, p.copy_mode)
         }),
         end_c,
         epoch,
@@ -334,7 +347,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
         &mut node,
         p,
         tcfg,
-        SocketAddrV4::new(SERVER_ADDR, PORT),
+        SocketAddrV4::new(server_ip, PORT),
         &pattern,
         start,
     );

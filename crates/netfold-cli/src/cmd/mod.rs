@@ -2,6 +2,7 @@
 
 pub mod copy;
 pub mod csum;
+pub mod emulate;
 pub mod paper;
 pub mod perf;
 pub mod remote;

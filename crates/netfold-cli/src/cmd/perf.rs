@@ -62,6 +62,10 @@ pub enum OnOff {
 /// | lo | - | - | loopback |
 /// | veth | - | - | veth pair between two namespaces |
 /// | tap | TAP device, the kernel as peer in a namespace | same, via smoltcp's TunTapInterface | veth pair (the kernel-to-kernel counterpart) |
+/// | emu | client and server stacks on packet sockets in two namespaces joined by netfold's link emulator | refused (not implemented) | client and server sockets in the two namespaces, over the emulator |
+///
+/// `--delay/--rate/--loss/--reorder/--duplicate/--corrupt/--seed` apply to the in-memory pipe
+/// (auto) and to the emulator (emu), for every stack that runs there.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KernelLink {
     #[default]
@@ -69,6 +73,7 @@ pub enum KernelLink {
     Lo,
     Veth,
     Tap,
+    Emu,
 }
 
 impl KernelLink {
@@ -79,6 +84,7 @@ impl KernelLink {
             KernelLink::Lo => "lo",
             KernelLink::Veth => "veth",
             KernelLink::Tap => "tap",
+            KernelLink::Emu => "emu",
         }
     }
 }
@@ -200,14 +206,16 @@ pub struct Common {
     #[arg(long, requires = "shards")]
     pub streams: Option<usize>,
     /// Link: auto (netfold/smoltcp: in-memory pipe, kernel: loopback), lo, veth (kernel), tap
-    /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth). With
-    /// -H: tap:NAME, tun:NAME or packet:IFNAME runs this host's side on netfold over that
-    /// device (TAP/TUN created if missing; packet: an AF_PACKET socket on an existing
-    /// interface), at --addr.
+    /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth), emu
+    /// (two namespaces joined by netfold's user-space link emulator, which applies --delay,
+    /// --rate, --loss and the rest; kernel and netfold). With -H: tap:NAME, tun:NAME or
+    /// packet:IFNAME runs this host's side on netfold over that device (TAP/TUN created if
+    /// missing; packet: an AF_PACKET socket on an existing interface), at --addr.
     #[arg(long, value_parser = parse_link, default_value = "auto",
-          value_name = "auto|lo|veth|tap|tap:NAME|tun:NAME|packet:IFNAME")]
+          value_name = "auto|lo|veth|tap|emu|tap:NAME|tun:NAME|packet:IFNAME")]
     pub link: LinkArg,
-    /// Fraction of frames lost on the pipe, e.g. 0.01.
+    /// Fraction of frames lost on the link (the in-memory pipe, or the emulator with --link
+    /// emu), e.g. 0.01.
     #[arg(long, value_parser = parse_fraction, default_value = "0")]
     pub loss: f64,
     /// Fraction of frames reordered.
@@ -222,11 +230,12 @@ pub struct Common {
     /// Seed for the impairment RNG (same seed, same run).
     #[arg(long, default_value = "1", value_parser = parse_count)]
     pub seed: u64,
-    /// One-way delay of the in-memory link, e.g. 10ms (suffix us, ms or s; netfold's pipe
-    /// only): a 10ms delay is a 20 ms RTT.
+    /// One-way delay of the link, e.g. 10ms (suffix us, ms or s): a 10ms delay is a 20 ms RTT.
+    /// Applies to the in-memory pipe and to --link emu (every stack).
     #[arg(long, value_parser = parse_delay, default_value = "0")]
     pub delay: u64,
-    /// Rate of the in-memory link in bits/s, e.g. 1G (powers of 1000; netfold's pipe only).
+    /// Rate of the link in bits/s, e.g. 1G (powers of 1000); the in-memory pipe and --link
+    /// emu.
     #[arg(long, value_parser = parse_rate, default_value = "0")]
     pub rate: u64,
     /// Print JSON.
@@ -620,6 +629,18 @@ fn run_stack(
         (StackKind::Netfold, KernelLink::Tap) => {
             Ok((crate::bench::netfold_tap::run(p)?, "tap".into(), p.mtu))
         }
+        (StackKind::Netfold, KernelLink::Emu) => {
+            Ok((crate::bench::emu::run_netfold(p)?, "emu".into(), p.mtu))
+        }
+        (StackKind::Kernel, KernelLink::Emu) => {
+            Ok((crate::bench::emu::run_kernel(p)?, "emu".into(), p.mtu))
+        }
+        (StackKind::Smoltcp, KernelLink::Emu) => Err(
+            "--link emu is not implemented for smoltcp: it would need smoltcp on a packet \
+             socket inside the emulator's namespace (smoltcp's RawSocket), which this tool does \
+             not set up yet; use --stack kernel,netfold"
+                .into(),
+        ),
         (StackKind::Smoltcp, KernelLink::Auto) => Ok((smoltcp_pipe::run(p)?, "pipe".into(), p.mtu)),
         (StackKind::Smoltcp, KernelLink::Tap) => {
             Ok((crate::bench::smoltcp_tap::run(p)?, "tap".into(), p.mtu))
@@ -827,7 +848,8 @@ fn placements(a: &Args) -> Vec<Option<Placement>> {
 /// run there (smoltcp over the in-memory pipe is one thread only; netfold's two-thread runner
 /// has no UDP_STREAM).
 fn place(stack: StackKind, link: KernelLink, pl: Placement, mut p: Params) -> Option<Params> {
-    let two_threads = stack == StackKind::Kernel || link == KernelLink::Tap;
+    let two_threads =
+        stack == StackKind::Kernel || matches!(link, KernelLink::Tap | KernelLink::Emu);
     match (pl, two_threads, stack) {
         (Placement::OneCpu, true, _) => p.pin = Pin::Same,
         (Placement::TwoCpus, true, _) => p.pin = Pin::Split,
@@ -845,7 +867,7 @@ fn place(stack: StackKind, link: KernelLink, pl: Placement, mut p: Params) -> Op
 pub fn placement(stack: StackKind, link: KernelLink, p: &Params) -> &'static str {
     let threads = match (stack, link) {
         // Over a TAP the peer is a kernel thread in a namespace: two threads.
-        (StackKind::Kernel, _) | (_, KernelLink::Tap) => 2,
+        (StackKind::Kernel, _) | (_, KernelLink::Tap | KernelLink::Emu) => 2,
         (StackKind::Netfold, _) => p.threads,
         (StackKind::Smoltcp, _) => 1,
     };

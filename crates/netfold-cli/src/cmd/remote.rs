@@ -278,6 +278,11 @@ fn run_one(
                 crate::bench::kernel::lo_mtu(),
             ))
         }
+        KernelLink::Emu => Err(
+            "-P, --bidir, --interval and udp-rr do not run over --link emu yet (its namespaces \
+             are set up per netperf-style run); use `netfold emulate` with your own namespaces"
+                .into(),
+        ),
         KernelLink::Veth | KernelLink::Tap => {
             let v = crate::bench::kernel::Veth::create(a.mtu.map(|m| m as usize))?;
             let (addr, h) = remote::local_server(

@@ -44,7 +44,7 @@ fn parse_max(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+pub(crate) static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_sig: libc::c_int) {
     // Only an atomic store: async-signal-safe.
@@ -52,7 +52,7 @@ extern "C" fn on_signal(_sig: libc::c_int) {
 }
 
 /// SIGINT/SIGTERM set [`STOP`]; without SA_RESTART a blocked accept(2) returns EINTR at once.
-fn install_signal_handlers() -> std::io::Result<()> {
+pub(crate) fn install_signal_handlers() -> std::io::Result<()> {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: sigaction is zero-initialisable plain data; the handler only does an atomic
         // store; the mask is emptied and the pointers are to a live local.
