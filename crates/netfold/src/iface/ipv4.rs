@@ -11,7 +11,7 @@ use crate::offload::gro::Gro;
 use crate::offload::gso::MAX_IP_PACKET;
 use crate::time::Instant;
 use crate::wire::icmpv4::unreach_code;
-use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr, FRAGMENT_UNIT, HEADER_LEN as IP_LEN};
+use crate::wire::ipv4::{Ecn, Ipv4Packet, Ipv4Repr, FRAGMENT_UNIT, HEADER_LEN as IP_LEN};
 use crate::wire::{Error, IpProtocol, Ipv4Addr};
 
 /// Where a transport payload lies: in a frame of the receive batch, straight after an
@@ -166,6 +166,20 @@ impl IfaceState {
         self.send_ip_pmtu(now, protocol, src, dst, buf, PmtuDisc::Dont)
     }
 
+    /// `send_ip` with the ECN field `ecn` in the IPv4 header (a TCP segment of an ECN
+    /// connection, RFC 3168 §6.1.1).
+    pub(super) fn send_ip_ecn(
+        &mut self,
+        now: Instant,
+        protocol: IpProtocol,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        buf: PacketBuf,
+        ecn: Ecn,
+    ) -> Result<(), TxError> {
+        self.send_ip_inner(now, protocol, src, dst, buf, PmtuDisc::Dont, ecn)
+    }
+
     /// `send_ip` for a UDP or ICMP datagram under a socket's IP_MTU_DISCOVER `mode` (see
     /// [`PmtuDisc`]): whether DF is set, and which MTU decides fragmentation. A datagram the
     /// mode forbids to fragment is refused as `TooBig` (the socket refused it earlier).
@@ -175,8 +189,22 @@ impl IfaceState {
         protocol: IpProtocol,
         src: Ipv4Addr,
         dst: Ipv4Addr,
+        buf: PacketBuf,
+        mode: PmtuDisc,
+    ) -> Result<(), TxError> {
+        self.send_ip_inner(now, protocol, src, dst, buf, mode, Ecn::NotEct)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_ip_inner(
+        &mut self,
+        now: Instant,
+        protocol: IpProtocol,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
         mut buf: PacketBuf,
         mode: PmtuDisc,
+        ecn: Ecn,
     ) -> Result<(), TxError> {
         if self.tx_full() {
             self.c.tx_queue_full += 1;
@@ -202,7 +230,7 @@ impl IfaceState {
             }
         }
         self.ident = self.ident.wrapping_add(1);
-        let ip = Ipv4Repr {
+        let mut ip = Ipv4Repr {
             src,
             dst,
             protocol,
@@ -218,6 +246,7 @@ impl IfaceState {
             more_frags: false,
             frag_offset: 0,
         };
+        ip.set_ecn(ecn);
         if ip.emit(buf.prepend(IP_LEN), self.csum_tx).is_err() {
             self.c.tx_too_big += 1;
             self.pool.put(buf);
