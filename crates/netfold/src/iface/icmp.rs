@@ -186,7 +186,9 @@ impl Inner {
         data: &[u8],
         err: IcmpError,
     ) -> bool {
-        if quoted.protocol != IpProtocol::Tcp || quoted.src != self.st.addr {
+        // In transparent mode our connections may send from any address.
+        let ours = quoted.src == self.st.addr || self.config.transparent;
+        if quoted.protocol != IpProtocol::Tcp || !ours {
             return false;
         }
         let (Some((sport, dport)), Some(seq)) = (

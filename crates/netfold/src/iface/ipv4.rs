@@ -75,10 +75,21 @@ impl Inner {
         }
         // RFC 1122 §3.3.6: a datagram received via link broadcast with a unicast IP destination
         // SHOULD be silently discarded. We are a host (no forwarding): anything not addressed
-        // to us is dropped.
-        if !bcast && (ip.dst != our_addr || link_bcast) {
+        // to us is dropped — unless transparent mode (`StackConfig::transparent`, Linux's
+        // IP_TRANSPARENT/TPROXY analogue) takes TCP and UDP to any unicast destination, for
+        // the transparent listener and UDP socket (ICMP and other protocols to a foreign
+        // address are still dropped: we would answer from the wrong address).
+        let foreign = !bcast && ip.dst != our_addr;
+        let transparent_ok = self.config.transparent
+            && !ip.dst.is_multicast()
+            && !ip.dst.is_unspecified()
+            && matches!(ip.protocol, IpProtocol::Tcp | IpProtocol::Udp);
+        if (link_bcast && !bcast) || (foreign && !transparent_ok) {
             c.ipv4_not_for_us += 1;
             return;
+        }
+        if foreign {
+            c.ipv4_transparent_in += 1;
         }
         // RFC 1122 §3.2.1.7: a host MUST NOT discard a datagram because its TTL is below 2, so
         // there is no TTL check on receive (TTL matters only to forwarders).

@@ -18,6 +18,8 @@ use std::net::SocketAddrV4;
 
 /// Hard cap on listener backlog (memory bound: every half-open connection owns buffers).
 const MAX_BACKLOG: usize = 4096;
+/// The key of the transparent listener in `listeners`: port 0, which `listen` refuses.
+const TRANSPARENT_KEY: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
 
 #[derive(Debug)]
 enum Sock {
@@ -370,6 +372,8 @@ impl TcpLayer {
                 self.listeners
                     .get(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, local.port()))
             })
+            // Last, the transparent listener: any address and port no other listener has.
+            .or_else(|| self.listeners.get(&TRANSPARENT_KEY))
             .copied()
     }
 
@@ -745,6 +749,26 @@ impl TcpLayer {
         let l = Listener::new(local, backlog.min(MAX_BACKLOG), config);
         let i = self.alloc(Sock::Listener(l));
         self.listeners.insert(local, i);
+        Ok(self.handle_of(i))
+    }
+
+    /// A transparent listener (Linux's IP_TRANSPARENT socket behind a TPROXY rule): it takes
+    /// SYNs to any destination address and port that no connection or other listener takes,
+    /// and each accepted connection's local address is the SYN's original destination, which
+    /// its segments are then sent from. One per layer (`AddrInUse` for a second); its own
+    /// local address reads 0.0.0.0:0. The interface passes segments to foreign addresses on
+    /// only in transparent mode (`iface::StackConfig::transparent`); `socket::TcpListener::
+    /// bind_transparent` checks that.
+    pub fn listen_transparent(&mut self, backlog: usize, config: Config) -> Result<Handle, Error> {
+        if backlog == 0 {
+            return Err(Error::InvalidInput);
+        }
+        if self.listeners.contains_key(&TRANSPARENT_KEY) {
+            return Err(Error::AddrInUse);
+        }
+        let l = Listener::new(TRANSPARENT_KEY, backlog.min(MAX_BACKLOG), config);
+        let i = self.alloc(Sock::Listener(l));
+        self.listeners.insert(TRANSPARENT_KEY, i);
         Ok(self.handle_of(i))
     }
 
