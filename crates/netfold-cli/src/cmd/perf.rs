@@ -62,6 +62,7 @@ pub enum OnOff {
 /// | lo | - | - | loopback |
 /// | veth | - | - | veth pair between two namespaces |
 /// | tap | TAP device, the kernel as peer in a namespace | same, via smoltcp's TunTapInterface | veth pair (the kernel-to-kernel counterpart) |
+/// | tun | TUN device (bare IP, no ARP), the kernel as peer in a namespace | refused (not implemented) | veth pair (the kernel-to-kernel counterpart) |
 /// | emu | client and server stacks on packet sockets in two namespaces joined by netfold's link emulator | refused (not implemented) | client and server sockets in the two namespaces, over the emulator |
 ///
 /// `--delay/--rate/--loss/--reorder/--duplicate/--corrupt/--seed` apply to the in-memory pipe
@@ -73,6 +74,7 @@ pub enum KernelLink {
     Lo,
     Veth,
     Tap,
+    Tun,
     Emu,
 }
 
@@ -84,6 +86,7 @@ impl KernelLink {
             KernelLink::Lo => "lo",
             KernelLink::Veth => "veth",
             KernelLink::Tap => "tap",
+            KernelLink::Tun => "tun",
             KernelLink::Emu => "emu",
         }
     }
@@ -136,7 +139,7 @@ pub fn parse_link(s: &str) -> Result<LinkArg, String> {
         }
     }
     Err(format!(
-        "{s:?}: expected auto, lo, veth or tap (local runs), or tap:NAME, tun:NAME or \
+        "{s:?}: expected auto, lo, veth, tap, tun or emu (local runs), or tap:NAME, tun:NAME or \
          packet:IFNAME (netfold on that device as the -H client, with --addr)"
     ))
 }
@@ -206,13 +209,14 @@ pub struct Common {
     #[arg(long, requires = "shards")]
     pub streams: Option<usize>,
     /// Link: auto (netfold/smoltcp: in-memory pipe, kernel: loopback), lo, veth (kernel), tap
-    /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth), emu
+    /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth), tun
+    /// (the same over a TUN device: bare IP packets, no ARP), emu
     /// (two namespaces joined by netfold's user-space link emulator, which applies --delay,
     /// --rate, --loss and the rest; kernel and netfold). With -H: tap:NAME, tun:NAME or
     /// packet:IFNAME runs this host's side on netfold over that device (TAP/TUN created if
     /// missing; packet: an AF_PACKET socket on an existing interface), at --addr.
     #[arg(long, value_parser = parse_link, default_value = "auto",
-          value_name = "auto|lo|veth|tap|emu|tap:NAME|tun:NAME|packet:IFNAME")]
+          value_name = "auto|lo|veth|tap|tun|emu|tap:NAME|tun:NAME|packet:IFNAME")]
     pub link: LinkArg,
     /// Fraction of frames lost on the link (the in-memory pipe, or the emulator with --link
     /// emu), e.g. 0.01.
@@ -536,7 +540,7 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
     if let Some(d) = a.link.device() {
         return Err(format!(
             "--link {d} runs netfold as the client of a `netfold server`: it needs -H HOST and \
-             --addr ADDR/PREFIX (local runs take --link auto, lo, veth or tap)"
+             --addr ADDR/PREFIX (local runs take --link auto, lo, veth, tap, tun or emu)"
         ));
     }
     let mtu = a.mtu.map(|m| m as usize).unwrap_or(DEFAULT_MTU);
@@ -629,6 +633,14 @@ fn run_stack(
         (StackKind::Netfold, KernelLink::Tap) => {
             Ok((crate::bench::netfold_tap::run(p)?, "tap".into(), p.mtu))
         }
+        (StackKind::Netfold, KernelLink::Tun) => {
+            Ok((crate::bench::netfold_tap::run_tun(p)?, "tun".into(), p.mtu))
+        }
+        (StackKind::Smoltcp, KernelLink::Tun) => Err(
+            "--link tun is not implemented for smoltcp (its TunTapInterface in TUN mode is not \
+             set up by this tool); use --link tap, or --stack kernel,netfold"
+                .into(),
+        ),
         (StackKind::Netfold, KernelLink::Emu) => {
             Ok((crate::bench::emu::run_netfold(p)?, "emu".into(), p.mtu))
         }
@@ -662,14 +674,14 @@ fn run_stack(
         (StackKind::Kernel, KernelLink::Auto | KernelLink::Lo) => {
             Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu()))
         }
-        (StackKind::Kernel, KernelLink::Veth | KernelLink::Tap) => {
+        (StackKind::Kernel, KernelLink::Veth | KernelLink::Tap | KernelLink::Tun) => {
             let v = kernel::Veth::create(Some(p.mtu))?;
             let m = kernel::run_on(p, kernel::Where::Veth(&v))?;
             Ok((m, "veth".into(), p.mtu))
         }
         (s, l) => Err(format!(
             "--link {} is not available for the {} stack: netfold and smoltcp run over the \
-             in-memory pipe (--link auto) or a TAP device (--link tap); lo and veth are the \
+             in-memory pipe (--link auto) or a TAP or TUN device (--link tap, tun); lo and veth are the \
              kernel's links",
             l.name(),
             s.name()
@@ -848,8 +860,8 @@ fn placements(a: &Args) -> Vec<Option<Placement>> {
 /// run there (smoltcp over the in-memory pipe is one thread only; netfold's two-thread runner
 /// has no UDP_STREAM).
 fn place(stack: StackKind, link: KernelLink, pl: Placement, mut p: Params) -> Option<Params> {
-    let two_threads =
-        stack == StackKind::Kernel || matches!(link, KernelLink::Tap | KernelLink::Emu);
+    let two_threads = stack == StackKind::Kernel
+        || matches!(link, KernelLink::Tap | KernelLink::Tun | KernelLink::Emu);
     match (pl, two_threads, stack) {
         (Placement::OneCpu, true, _) => p.pin = Pin::Same,
         (Placement::TwoCpus, true, _) => p.pin = Pin::Split,
@@ -867,7 +879,7 @@ fn place(stack: StackKind, link: KernelLink, pl: Placement, mut p: Params) -> Op
 pub fn placement(stack: StackKind, link: KernelLink, p: &Params) -> &'static str {
     let threads = match (stack, link) {
         // Over a TAP the peer is a kernel thread in a namespace: two threads.
-        (StackKind::Kernel, _) | (_, KernelLink::Tap | KernelLink::Emu) => 2,
+        (StackKind::Kernel, _) | (_, KernelLink::Tap | KernelLink::Tun | KernelLink::Emu) => 2,
         (StackKind::Netfold, _) => p.threads,
         (StackKind::Smoltcp, _) => 1,
     };
