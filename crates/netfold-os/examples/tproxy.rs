@@ -25,7 +25,7 @@ use netfold::phy::Device;
 use netfold_os::tap::TapConfig;
 use netfold_os::tun::Tun;
 use netfold_rt::{Runtime, TcpStream as NfStream, UdpSocket as NfUdp};
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap};
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -169,16 +169,17 @@ fn forward_udp(udp: Arc<NfUdp>, stop: Arc<AtomicBool>) {
         if flows.get(&key).is_some_and(|(_, t)| t.is_finished()) {
             flows.remove(&key);
         }
-        if !flows.contains_key(&key) {
-            let Ok(k) = open_flow(dst) else { continue };
-            let Ok(k2) = k.try_clone() else { continue };
-            let (u, st) = (Arc::clone(&udp), Arc::clone(&stop));
-            let t = std::thread::spawn(move || udp_replies(k2, u, client, dst, st));
-            flows.insert(key, (k, t));
-        }
-        if let Some((k, _)) = flows.get(&key) {
-            let _ = k.send(&buf[..n]);
-        }
+        let (k, _) = match flows.entry(key) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(v) => {
+                let Ok(k) = open_flow(dst) else { continue };
+                let Ok(k2) = k.try_clone() else { continue };
+                let (u, st) = (Arc::clone(&udp), Arc::clone(&stop));
+                let t = std::thread::spawn(move || udp_replies(k2, u, client, dst, st));
+                v.insert((k, t))
+            }
+        };
+        let _ = k.send(&buf[..n]);
     }
 }
 
