@@ -136,12 +136,14 @@ pub struct Common {
     /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack [default: 1].
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: Option<u8>,
-    /// Thread placement for two-thread runs: split (client CPU 0, server CPU 1), same, none
-    /// [default: split].
-    #[arg(long, value_enum)]
+    /// Thread placement (alias --affinity): split (client CPU 0, server CPU 1; with --shards:
+    /// shard k's client on CPU 2k, its server on 2k+1), same (both on CPU 0; with --shards:
+    /// shard k's client and server on CPU k), none (unpinned) [default: split].
+    #[arg(long, value_enum, visible_alias = "affinity")]
     pub pin: Option<Pin>,
-    /// netfold (issue 14, shards): N client and N server stacks, one thread each, shard k's
-    /// pair on its own pipe, placed by --pin (same: shard k on CPU k). TCP_STREAM only.
+    /// netfold (issue 14, shards): N client and N server stacks, one thread each, joined by a
+    /// multi-queue in-memory link steered by the Toeplitz hash, placed by --affinity.
+    /// TCP_STREAM, TCP_RR and TCP_CRR.
     #[arg(long)]
     pub shards: Option<usize>,
     /// netfold --shards: connections, spread over the shards [default: one per shard].
@@ -669,7 +671,15 @@ fn make_row(
             p.send_size
         },
         resp_size: p.test.is_transactional().then_some(p.resp_size),
-        placement: placement(stack, klink, p).into(),
+        placement: match (stack, klink) {
+            (StackKind::Netfold, KernelLink::Auto) if p.shards > 0 => format!(
+                "{} shards x {} streams, {}",
+                p.shards,
+                p.streams,
+                crate::bench::shards::affinity_name(p.pin)
+            ),
+            _ => placement(stack, klink, p).into(),
+        },
         bytes,
         elapsed_s: elapsed,
         verified: if runs.iter().any(|m| m.verified.is_some()) {
@@ -746,6 +756,8 @@ fn udp_totals(runs: &[Measurement]) -> Option<crate::bench::udp::UdpStats> {
 fn placements(a: &Args) -> Vec<Option<Placement>> {
     match &a.placement {
         Some(list) => list.iter().map(|&p| Some(p)).collect(),
+        // Sharded runs are placed by --affinity alone.
+        None if a.shards.is_some() => vec![None],
         None if a.threads.is_none() && a.pin.is_none() => {
             vec![Some(Placement::OneCpu), Some(Placement::TwoCpus)]
         }
