@@ -71,9 +71,11 @@ pub struct Args {
     /// Shards (issue 14): opens N queues of a multi-queue TAP (`IFF_MULTI_QUEUE`) and runs one
     /// stack per queue, each with its own services and listeners on every port, on its own
     /// thread pinned to CPU k (mod the CPUs). The kernel picks the queue of each flow; the
-    /// shard that owns the queue a connection's SYN arrived on owns the connection.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub(super) shards: u16,
+    /// shard that owns the queue a connection's SYN arrived on owns the connection. Given
+    /// (even as 1), the TAP is opened multi-queue; absent, `serve` runs one stack on one
+    /// thread over a plain TAP or TUN.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(super) shards: Option<u16>,
 }
 
 pub(super) static STOP: AtomicBool = AtomicBool::new(false);
@@ -235,8 +237,8 @@ pub(super) fn serve_loop<D: Device>(
 }
 
 pub fn run(a: Args) -> CmdResult {
-    if a.shards > 1 {
-        return super::serve_shards::run(a);
+    if let Some(n) = a.shards {
+        return super::serve_shards::run(a, n);
     }
     if !a.link.starts_with("tap:") && !a.link.starts_with("tun:") {
         return Err(format!("--link {:?}: expected tap:NAME or tun:NAME", a.link).into());

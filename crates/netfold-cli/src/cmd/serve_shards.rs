@@ -122,7 +122,7 @@ struct ShardReport {
     arp_shared: u64,
 }
 
-pub fn run(a: Args) -> CmdResult {
+pub fn run(a: Args, shards: u16) -> CmdResult {
     let Some(name) = a.link.strip_prefix("tap:") else {
         return Err(format!(
             "--shards needs a multi-queue TAP (--link tap:NAME), not {:?}",
@@ -141,7 +141,7 @@ pub fn run(a: Args) -> CmdResult {
         }
     }
     serve::install_signal_handlers()?;
-    let n = usize::from(a.shards);
+    let n = usize::from(shards);
     let tap_cfg = TapConfig {
         offloads: !a.no_offloads,
         mtu: a.mtu,
