@@ -106,6 +106,15 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     let (cports, sports) = mq_link(pipe_config(p), Arc::clone(&rss));
     let mut servers = Vec::new();
     let mut clients = Vec::new();
+    // `--threads 1`: one thread per shard runs both its stacks and applications.
+    let one_thread = p.threads == 1;
+    if one_thread && p.pin == Pin::Split {
+        return Err(
+            "--threads 1 puts a shard's client and server on one thread: \
+                    --affinity split needs two (use same or none)"
+                .into(),
+        );
+    }
     for (k, (cport, sport)) in cports.into_iter().zip(sports).enumerate() {
         let count = (0..streams).filter(|j| j % shards == k).count();
         // The client tells its server shard when it is done (end of test, not data path).
@@ -125,24 +134,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
             256,
             tcfg,
         )?;
-        let (sp, spat, sdone) = (p.clone(), Arc::clone(&pattern), Arc::clone(&done));
-        servers.push(std::thread::spawn(
-            move || -> Result<ServerOutcome, String> {
-                if let Some(cpu) = cpu_for(sp.pin, k, true) {
-                    pin_current_thread(cpu);
-                }
-                let cpu0 = thread_cpu_seconds();
-                let r = serve_all(&mut server, listener, &sp, &spat, &sdone);
-                r.map(|mut o| {
-                    o.cpu_s = thread_cpu_seconds() - cpu0;
-                    o.rx_from = server.end.rx_from();
-                    o.cross = server.end.cross_shard_frames();
-                    o
-                })
-                .map_err(|e| e.to_string())
-            },
-        ));
-        let mut client = Node::new(
+        let client = Node::new(
             Stack::new(netfold::iface::StackConfig {
                 gro: p.gro,
                 ..stack_config(CLIENT_ADDR, 1, p.mtu, p.copy_mode)
@@ -151,6 +143,29 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
             epoch,
             Arc::clone(&abort),
         );
+        let mut server_half = None;
+        if !one_thread {
+            let (sp, spat, sdone) = (p.clone(), Arc::clone(&pattern), Arc::clone(&done));
+            let mut server = server;
+            servers.push(std::thread::spawn(
+                move || -> Result<ServerOutcome, String> {
+                    if let Some(cpu) = cpu_for(sp.pin, k, true) {
+                        pin_current_thread(cpu);
+                    }
+                    let cpu0 = thread_cpu_seconds();
+                    let r = serve_all(&mut server, listener, &sp, &spat, &sdone);
+                    r.map(|mut o| {
+                        o.cpu_s = thread_cpu_seconds() - cpu0;
+                        o.rx_from = server.end.rx_from();
+                        o.cross = server.end.cross_shard_frames();
+                        o
+                    })
+                    .map_err(|e| e.to_string())
+                },
+            ));
+        } else {
+            server_half = Some((server, listener));
+        }
         let ports = shard_ports(&rss, k);
         if ports.len() < count.max(1) {
             return Err(format!("only {} ephemeral ports hash to shard {k}", ports.len()).into());
@@ -158,22 +173,27 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
         let (cp, cpat, line) = (p.clone(), Arc::clone(&pattern), Arc::clone(&start_line));
         let share = (count, streams);
         clients.push(std::thread::spawn(
-            move || -> Result<ClientOutcome, String> {
+            move || -> Result<(ClientOutcome, Option<ServerOutcome>), String> {
                 if let Some(cpu) = cpu_for(cp.pin, k, false) {
                     pin_current_thread(cpu);
                 }
+                let buddy = server_half.map(|(sn, l)| (sn, ServerApp::new(l, &cp, &cpat)));
+                let mut side = ClientSide {
+                    node: client,
+                    buddy,
+                };
+                let n = &mut side;
                 let r = match cp.test {
-                    Test::Stream => {
-                        source_all(&mut client, &ports[..count], &cp, tcfg, &cpat, &line)
-                    }
-                    Test::Rr => rr_all(&mut client, &ports[..count], &cp, tcfg, &line, share),
-                    _ => crr_all(&mut client, &ports, &cp, tcfg, &line, share),
+                    Test::Stream => source_all(n, &ports[..count], &cp, tcfg, &cpat, &line),
+                    Test::Rr => rr_all(n, &ports[..count], &cp, tcfg, &line, share),
+                    _ => crr_all(n, &ports, &cp, tcfg, &line, share),
                 };
                 done.store(true, Ordering::Release);
-                r.map(|mut o| {
-                    o.rx_from = client.end.rx_from();
-                    o.cross = client.end.cross_shard_frames();
-                    o
+                let r = r.and_then(|o| Ok((o, side.finish_server()?)));
+                r.map(|(mut o, s)| {
+                    o.rx_from = side.node.end.rx_from();
+                    o.cross = side.node.end.cross_shard_frames();
+                    (o, s)
                 })
                 .map_err(|e| e.to_string())
             },
@@ -182,13 +202,16 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     start_line.wait();
     let mut errors = Vec::new();
     let mut outs = Vec::new();
+    let mut souts = Vec::new();
     for c in clients {
         match c.join().map_err(|_| "client thread panicked")? {
-            Ok(o) => outs.push(o),
+            Ok((o, s)) => {
+                outs.push(o);
+                souts.extend(s);
+            }
             Err(e) => errors.push(format!("client: {e}")),
         }
     }
-    let mut souts = Vec::new();
     for s in servers {
         match s.join().map_err(|_| "server thread panicked")? {
             Ok(o) => souts.push(o),
@@ -243,6 +266,10 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     details.insert("shards".into(), rss.shards().into());
     details.insert("streams".into(), streams.into());
     details.insert("affinity".into(), affinity_name(p.pin).into());
+    details.insert(
+        "threads_per_shard".into(),
+        if one_thread { 1 } else { 2 }.into(),
+    );
     details.insert("cross_shard_frames".into(), cross.into());
     details.insert("misplaced_connections".into(), misplaced.into());
     details.insert("per_shard".into(), per.into());
@@ -264,7 +291,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
 
 /// Opens one connection from each of `ports` and waits until all are established.
 fn connect_all(
-    n: &mut Node<MqPort>,
+    n: &mut ClientSide,
     ports: &[u16],
     cfg: netfold::tcp::Config,
 ) -> Result<Vec<TcpStream>, BoxErr> {
@@ -290,7 +317,7 @@ fn connect_all(
 }
 
 /// Half-closes every stream, reads each to the server's FIN, closes, lingers.
-fn finish(n: &mut Node<MqPort>, streams: &[TcpStream]) -> Result<(), BoxErr> {
+fn finish(n: &mut ClientSide, streams: &[TcpStream]) -> Result<(), BoxErr> {
     for s in streams {
         n.until(|st| s.shutdown_write(st))?;
     }
@@ -325,7 +352,7 @@ fn limit_share(p: &Params, (mine, all): (usize, usize)) -> u64 {
 /// to every connection round-robin (never blocking on one) for `p.duration` or `p.bytes` per
 /// stream, then FIN, and waits for the server's.
 fn source_all(
-    n: &mut Node<MqPort>,
+    n: &mut ClientSide,
     ports: &[u16],
     p: &Params,
     cfg: netfold::tcp::Config,
@@ -414,7 +441,7 @@ fn step_txn(
 /// One shard's TCP_RR client: one transaction at a time on each of its connections, all of
 /// them in flight at once.
 fn rr_all(
-    n: &mut Node<MqPort>,
+    n: &mut ClientSide,
     ports: &[u16],
     p: &Params,
     cfg: netfold::tcp::Config,
@@ -475,7 +502,7 @@ fn rr_all(
 /// One shard's TCP_CRR client: `share.0` connections in flight at once, each transaction on a
 /// new connection from the next free port of `ports` (all ports that hash to this shard).
 fn crr_all(
-    n: &mut Node<MqPort>,
+    n: &mut ClientSide,
     ports: &[u16],
     p: &Params,
     cfg: netfold::tcp::Config,
@@ -564,32 +591,51 @@ struct Served<'a> {
     resp_left: usize,
 }
 
-/// One shard's server: accepts every connection its client shard opens; TCP_STREAM reads each
-/// to end of stream, verifying it against the pattern; TCP_RR/CRR answer every `req_size`
-/// bytes with `resp_size` bytes. Each connection is closed at its end of stream; the server
-/// stops when the client shard says it is done and nothing is open.
-fn serve_all(
-    n: &mut Node<MqPort>,
+/// One shard's server application: accepts every connection its client shard opens; TCP_STREAM
+/// reads each to end of stream, verifying it against the pattern; TCP_RR/CRR answer every
+/// `req_size` bytes with `resp_size` bytes. Each connection is closed at its end of stream.
+struct ServerApp<'a> {
     l: TcpListener,
-    p: &Params,
-    pattern: &Pattern,
-    done: &AtomicBool,
-) -> Result<ServerOutcome, BoxErr> {
-    let mut open: Vec<Served> = Vec::new();
-    let mut peers = Vec::new();
-    let mut buf = vec![0u8; p.recv_size.max(p.req_size).max(1)];
-    let resp = vec![0xa5u8; p.resp_size.max(1)];
-    let (req_size, stream) = (p.req_size.max(1), p.test == Test::Stream);
-    let (mut bytes, mut transactions, mut verified) = (0u64, 0u64, true);
-    loop {
+    p: &'a Params,
+    pattern: &'a Pattern,
+    open: Vec<Served<'a>>,
+    peers: Vec<u16>,
+    buf: Vec<u8>,
+    resp: Vec<u8>,
+    bytes: u64,
+    transactions: u64,
+    verified: bool,
+}
+
+impl<'a> ServerApp<'a> {
+    fn new(l: TcpListener, p: &'a Params, pattern: &'a Pattern) -> Self {
+        ServerApp {
+            l,
+            p,
+            pattern,
+            open: Vec::new(),
+            peers: Vec::new(),
+            buf: vec![0u8; p.recv_size.max(p.req_size).max(1)],
+            resp: vec![0xa5u8; p.resp_size.max(1)],
+            bytes: 0,
+            transactions: 0,
+            verified: true,
+        }
+    }
+
+    /// One round over the listener and every connection, without blocking. Returns
+    /// (progressed, finished): finished once the client shard is `done` and nothing is open.
+    fn step(&mut self, stack: &mut Stack, done: bool) -> Result<(bool, bool), BoxErr> {
+        let p = self.p;
+        let (req_size, stream) = (p.req_size.max(1), p.test == Test::Stream);
         let mut progressed = false;
         loop {
-            match l.accept(&mut n.stack) {
+            match self.l.accept(stack) {
                 Ok((s, peer)) => {
-                    peers.push(peer.port());
-                    open.push(Served {
+                    self.peers.push(peer.port());
+                    self.open.push(Served {
                         s,
-                        v: Verifier::new(pattern),
+                        v: Verifier::new(self.pattern),
                         got: 0,
                         req_got: 0,
                         resp_left: 0,
@@ -600,12 +646,13 @@ fn serve_all(
                 Err(e) => return Err(e.into()),
             }
         }
+        let (buf, resp) = (&mut self.buf, &self.resp);
         let mut i = 0;
-        'conns: while i < open.len() {
-            let c = &mut open[i];
+        'conns: while i < self.open.len() {
+            let c = &mut self.open[i];
             if c.resp_left > 0 {
                 let from = resp.len() - c.resp_left;
-                match c.s.write(&mut n.stack, &resp[from..]) {
+                match c.s.write(stack, &resp[from..]) {
                     Ok(k) => {
                         c.resp_left -= k;
                         progressed |= k > 0;
@@ -624,12 +671,12 @@ fn serve_all(
                 } else {
                     req_size - c.req_got
                 };
-                match c.s.read(&mut n.stack, &mut buf[..want]) {
+                match c.s.read(stack, &mut buf[..want]) {
                     Ok(0) => {
-                        verified &= !(stream && p.verify) || c.v.verified(c.got);
-                        bytes += c.got;
-                        let c = open.swap_remove(i);
-                        c.s.close(&mut n.stack)?;
+                        self.verified &= !(stream && p.verify) || c.v.verified(c.got);
+                        self.bytes += c.got;
+                        let c = self.open.swap_remove(i);
+                        c.s.close(stack)?;
                         progressed = true;
                         continue 'conns;
                     }
@@ -646,8 +693,8 @@ fn serve_all(
                         c.req_got += k;
                         if c.req_got == req_size {
                             c.req_got = 0;
-                            transactions += 1;
-                            match c.s.write(&mut n.stack, &resp) {
+                            self.transactions += 1;
+                            match c.s.write(stack, resp) {
                                 Ok(w) => c.resp_left = resp.len() - w,
                                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                                     c.resp_left = resp.len()
@@ -665,21 +712,135 @@ fn serve_all(
             }
             i += 1;
         }
-        if open.is_empty() && done.load(Ordering::Acquire) {
+        Ok((progressed, done && self.open.is_empty()))
+    }
+
+    fn outcome(self) -> ServerOutcome {
+        ServerOutcome {
+            bytes: self.bytes,
+            transactions: self.transactions,
+            verified: self.verified,
+            cpu_s: 0.0,
+            peers: self.peers,
+            rx_from: Vec::new(),
+            cross: 0,
+        }
+    }
+}
+
+/// One shard's server on its own thread: the application until the client shard is done.
+fn serve_all(
+    n: &mut Node<MqPort>,
+    l: TcpListener,
+    p: &Params,
+    pattern: &Pattern,
+    done: &AtomicBool,
+) -> Result<ServerOutcome, BoxErr> {
+    let mut app = ServerApp::new(l, p, pattern);
+    loop {
+        let (progressed, finished) = app.step(&mut n.stack, done.load(Ordering::Acquire))?;
+        if finished {
             break;
         }
         n.poll(progressed)?;
     }
     n.linger();
-    Ok(ServerOutcome {
-        bytes,
-        transactions,
-        verified,
-        cpu_s: 0.0,
-        peers,
-        rx_from: Vec::new(),
-        cross: 0,
-    })
+    Ok(app.outcome())
+}
+
+/// A shard's client stack, and with one thread per shard (`--threads 1`) its server stack and
+/// application too: then every poll of the client also runs a round of the server, and the
+/// thread only yields when both stacks are idle (it never sleeps: a sleeping thread could not
+/// answer its own client).
+struct ClientSide<'a> {
+    node: Node<MqPort>,
+    buddy: Option<(Node<MqPort>, ServerApp<'a>)>,
+}
+
+impl std::ops::Deref for ClientSide<'_> {
+    type Target = Node<MqPort>;
+    fn deref(&self) -> &Node<MqPort> {
+        &self.node
+    }
+}
+
+impl std::ops::DerefMut for ClientSide<'_> {
+    fn deref_mut(&mut self) -> &mut Node<MqPort> {
+        &mut self.node
+    }
+}
+
+impl ClientSide<'_> {
+    fn poll(&mut self, progressed: bool) -> Result<(), BoxErr> {
+        let Some((sn, app)) = &mut self.buddy else {
+            return self.node.poll(progressed);
+        };
+        let a = self.node.poll_spin(progressed)?;
+        let (p2, _) = app.step(&mut sn.stack, false)?;
+        let b = sn.poll_spin(p2)?;
+        if !(a || b) {
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+
+    fn until<T>(
+        &mut self,
+        mut op: impl FnMut(&mut Stack) -> std::io::Result<T>,
+    ) -> Result<T, BoxErr> {
+        loop {
+            match op(&mut self.node.stack) {
+                Ok(v) => return Ok(v),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => self.poll(false)?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// With its own thread the client lingers here; sharing one, [`ClientSide::finish_server`]
+    /// lingers for both.
+    fn linger(&mut self) {
+        if self.buddy.is_none() {
+            self.node.linger();
+        }
+    }
+
+    /// One thread per shard: after the client is done, runs the server until every
+    /// connection is closed, then polls both stacks until idle for 20 ms (at most 500 ms), so
+    /// the last FINs and ACKs leave. Returns the server's outcome.
+    fn finish_server(&mut self) -> Result<Option<ServerOutcome>, BoxErr> {
+        let Some((mut sn, mut app)) = self.buddy.take() else {
+            return Ok(None);
+        };
+        loop {
+            let (p2, finished) = app.step(&mut sn.stack, true)?;
+            if finished {
+                break;
+            }
+            let a = self.node.poll_spin(false)?;
+            let b = sn.poll_spin(p2)?;
+            if !(a || b) {
+                std::thread::yield_now();
+            }
+        }
+        let t = WallInstant::now();
+        let mut idle_since = WallInstant::now();
+        while t.elapsed() < Duration::from_millis(500)
+            && idle_since.elapsed() < Duration::from_millis(20)
+        {
+            let a = self.node.poll_spin(false)?;
+            let b = sn.poll_spin(false)?;
+            if a || b {
+                idle_since = WallInstant::now();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        let mut o = app.outcome();
+        o.rx_from = sn.end.rx_from();
+        o.cross = sn.end.cross_shard_frames();
+        Ok(Some(o))
+    }
 }
 
 #[cfg(test)]
@@ -735,21 +896,26 @@ mod tests {
 
     #[test]
     fn rr_on_two_shards_keeps_every_connection_on_its_shard() {
-        let p = Params {
-            test: Test::Rr,
-            transactions: Some(2000),
-            duration: None,
-            req_size: 64,
-            resp_size: 512,
-            pin: Pin::None,
-            shards: 2,
-            streams: 4,
-            ..Params::default()
-        };
-        let m = run(&p).expect("rr on two shards");
-        assert!(m.transactions >= 2000, "{}", m.transactions);
-        assert_eq!(m.details["affinity"], "none");
-        assert_one_shard_per_connection(&m, 2);
+        // A thread per stack, and one thread per shard for both of its stacks.
+        for threads in [2, 1] {
+            let p = Params {
+                test: Test::Rr,
+                transactions: Some(2000),
+                duration: None,
+                req_size: 64,
+                resp_size: 512,
+                threads,
+                pin: Pin::None,
+                shards: 2,
+                streams: 4,
+                ..Params::default()
+            };
+            let m = run(&p).expect("rr on two shards");
+            assert!(m.transactions >= 2000, "{}", m.transactions);
+            assert_eq!(m.details["affinity"], "none");
+            assert_eq!(m.details["threads_per_shard"], threads);
+            assert_one_shard_per_connection(&m, 2);
+        }
     }
 
     #[test]
@@ -758,6 +924,8 @@ mod tests {
             test: Test::Crr,
             transactions: Some(600),
             duration: None,
+            // One thread per shard.
+            threads: 1,
             pin: Pin::None,
             shards: 2,
             streams: 2,
@@ -770,6 +938,30 @@ mod tests {
         // One connection per transaction.
         let conns: u64 = per.iter().map(|s| s["connections"].as_u64().unwrap()).sum();
         assert_eq!(conns, m.transactions);
+    }
+
+    #[test]
+    fn one_thread_per_shard_streams_verified_data() {
+        let p = Params {
+            test: Test::Stream,
+            bytes: Some(1 << 20),
+            duration: None,
+            verify: true,
+            threads: 1,
+            pin: Pin::Same,
+            shards: 2,
+            streams: 2,
+            ..Params::default()
+        };
+        let m = run(&p).expect("two shards, one thread each");
+        assert_eq!(m.bytes, 2 << 20);
+        assert_eq!(m.verified, Some(true));
+        assert_one_shard_per_connection(&m, 2);
+        let split = Params {
+            pin: Pin::Split,
+            ..p
+        };
+        assert!(run(&split).is_err(), "split needs two threads per shard");
     }
 
     #[test]

@@ -570,35 +570,39 @@ fn scaling_section(md: &mut String, len: &str) {
         args.extend_from_slice(extra);
         run(&args)
     };
+    // (test, shards, affinity, threads per shard, run)
     let mut runs: Vec<(&str, &str, &str, &str, Run)> = Vec::new();
     for test in ["stream", "rr"] {
-        let extra: &[&str] = if test == "stream" {
+        let size: &[&str] = if test == "stream" {
             &["-m", "64K"]
         } else {
             &[]
         };
-        for (shards, aff) in [("1", "same"), ("2", "same"), ("1", "split")] {
+        for (shards, aff, threads) in [
+            ("1", "same", "2"),
+            ("2", "same", "2"),
+            ("1", "split", "2"),
+            ("1", "same", "1"),
+            ("2", "same", "1"),
+        ] {
+            let mut extra = size.to_vec();
+            extra.extend(["--threads", threads]);
             runs.push((
                 test,
                 shards,
-                "2",
                 aff,
-                shard_run(test, shards, "2", aff, extra),
+                threads,
+                shard_run(test, shards, "2", aff, &extra),
             ));
         }
     }
     for aff in ["split", "none"] {
-        runs.push((
-            "stream",
-            "2",
-            "2",
-            aff,
-            shard_run("stream", "2", "2", aff, &["-m", "64K"]),
-        ));
+        let r = shard_run("stream", "2", "2", aff, &["-m", "64K", "--threads", "2"]);
+        runs.push(("stream", "2", aff, "2", r));
     }
-    let _ = writeln!(md, "\n## 8. Scaling with cores: shards, and where each shard's work runs\n\nMirrors: the paper's Figures 1, 2 and 7 (throughput as CPUs and NICs are added) and Table 1 (IRQ and process affinity). netfold's answer to SMP is sharding: N stacks, one per core, each with its own buffer pool, timers and queue of a multi-queue link steered by the Toeplitz hash of the 4-tuple (`--shards N`), M connections spread over them (`--streams M`). `--affinity same` runs each shard's client and server on one core, `split` the client on another core (the 2002 default), `none` leaves placement to the scheduler. In-memory link, MTU 1500. The numbers depend on how busy the machine's other cores are: a shared machine shows less than the hardware can do.\n");
-    let _ = writeln!(md, "| test | shards | streams | affinity | throughput | CPU % | scaled to 100% CPU | command |\n|---|---|---|---|---|---|---|---|");
-    for (test, shards, streams, aff, r) in &runs {
+    let _ = writeln!(md, "\n## 8. Scaling with cores: shards, and where each shard's work runs\n\nMirrors: the paper's Figures 1, 2 and 7 (throughput as CPUs and NICs are added) and Table 1 (IRQ and process affinity). netfold's answer to SMP is sharding: N stacks, one per core, each with its own buffer pool, timers and queue of a multi-queue link steered by the Toeplitz hash of the 4-tuple (`--shards N`), M connections spread over them (`--streams M`). `--affinity same` runs each shard's client and server on one core, `split` the client on another core (the 2002 default), `none` leaves placement to the scheduler; with `--threads 1` one thread per shard runs both its stacks (no thread switch per transaction). In-memory link, MTU 1500. The numbers depend on how busy the machine's other cores are: a shared machine shows less than the hardware can do.\n");
+    let _ = writeln!(md, "| test | shards | threads per shard | affinity | throughput | CPU % | scaled to 100% CPU | command |\n|---|---|---|---|---|---|---|---|");
+    for (test, shards, aff, threads, r) in &runs {
         match r.results().first() {
             Some(row) => {
                 let head = num(row, "throughput_mbps")
@@ -607,7 +611,7 @@ fn scaling_section(md: &mut String, len: &str) {
                     .unwrap_or_default();
                 let _ = writeln!(
                     md,
-                    "| {} | {shards} | {streams} | {aff} | {head} | {} | {} | `{}` |",
+                    "| {} | {shards} | {threads} | {aff} | {head} | {} | {} | `{}` |",
                     s(row, "test"),
                     num(row, "cpu_util")
                         .map(|v| format!("{v:.1}"))
@@ -621,18 +625,19 @@ fn scaling_section(md: &mut String, len: &str) {
             None => {
                 let _ = writeln!(
                     md,
-                    "| {test} | {shards} | {streams} | {aff} | failed: {} | | | `{}` |",
+                    "| {test} | {shards} | {threads} | {aff} | failed: {} | | | `{}` |",
                     r.json.as_ref().err().cloned().unwrap_or_default(),
                     r.command()
                 );
             }
         }
     }
-    let get = |test: &str, shards: &str, aff: &str, k: &str| {
+    let get_t = |test: &str, shards: &str, aff: &str, threads: &str, k: &str| {
         runs.iter()
-            .find(|(t, s, _, a, _)| *t == test && *s == shards && *a == aff)
+            .find(|(t, s, a, th, _)| *t == test && *s == shards && *a == aff && *th == threads)
             .and_then(|(_, _, _, _, r)| r.results().first().and_then(|row| num(row, k)))
     };
+    let get = |test: &str, shards: &str, aff: &str, k: &str| get_t(test, shards, aff, "2", k);
     let target = |ratio: f64, goal: f64| {
         if ratio >= goal {
             format!("target {goal}x met")

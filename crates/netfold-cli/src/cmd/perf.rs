@@ -133,7 +133,8 @@ pub struct Common {
     /// one placement by hand.
     #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["threads", "pin"])]
     pub placement: Option<Vec<Placement>>,
-    /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack [default: 1].
+    /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack [default: 1;
+    /// with --shards: threads per shard, default 2].
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: Option<u8>,
     /// Thread placement (alias --affinity): split (client CPU 0, server CPU 1; with --shards:
@@ -520,7 +521,10 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
             rate_bps: a.rate,
         },
         verify: a.verify,
-        threads: a.threads.unwrap_or(1) as usize,
+        // With --shards: threads per shard, 2 (client and server apart) unless --threads 1.
+        threads: a
+            .threads
+            .map_or(if a.shards.is_some() { 2 } else { 1 }, usize::from),
         pin: a.pin.unwrap_or(Pin::Split),
         gro: a.gro == OnOff::On,
         copy_mode: if a.copy == CopyMode::Baseline {
@@ -673,10 +677,11 @@ fn make_row(
         resp_size: p.test.is_transactional().then_some(p.resp_size),
         placement: match (stack, klink) {
             (StackKind::Netfold, KernelLink::Auto) if p.shards > 0 => format!(
-                "{} shards x {} streams, {}",
+                "{} shards x {} streams, {}{}",
                 p.shards,
                 p.streams,
-                crate::bench::shards::affinity_name(p.pin)
+                crate::bench::shards::affinity_name(p.pin),
+                if p.threads == 1 { ", 1 thread" } else { "" }
             ),
             _ => placement(stack, klink, p).into(),
         },
