@@ -7,7 +7,9 @@
 //! that queue answers on it — which it does, because its stack owns the connection. Shard `k`
 //! owns queue `k`, runs on its own thread pinned to CPU `k` (mod the CPUs), and has its own
 //! stack (same MAC and address on every shard), buffer pool, timers and services, listening on
-//! every port (SO_REUSEPORT-like).
+//! every port (SO_REUSEPORT-like). Each shard records the flows its queue delivered (bounded);
+//! at exit `serve` prints how many flows reached more than one shard (`flows_on_two_shards`,
+//! which the tests require to be 0).
 //!
 //! Shared between shards, off the data path: ARP (a frame without a flow lands on one queue,
 //! but every shard's neighbour table needs the kernel's address, so each ARP frame a shard
@@ -17,6 +19,7 @@
 use super::serve::{self, Args, Clock};
 use super::CmdResult;
 use crate::bench::affinity::{online_cpus, pin_current_thread};
+use crate::bench::mqlink::frame_tuple;
 use netfold::buf::{PacketBuf, Pool};
 use netfold::iface::{Stack, StackConfig};
 use netfold::phy::{Device, DeviceCaps, RawFd};
@@ -55,8 +58,17 @@ impl Wake {
     }
 }
 
+/// Flows a shard records (to check afterwards that no flow reached two shards); past this
+/// many the record stops growing, so a long-running server's memory stays bounded.
+const FLOW_RECORD: usize = 1 << 16;
+
+/// A received TCP/UDP flow: (peer address, peer port, our port).
+type FlowKey = ([u8; 4], u16, u16);
+
 /// One shard's device: its TAP queue, plus the ARP frames other shards hand it.
 struct ShardDev {
+    /// Every flow whose frames this queue delivered (up to [`FLOW_RECORD`]).
+    flows: std::collections::HashSet<FlowKey>,
     tap: Tap,
     inbox: Receiver<Vec<u8>>,
     wake: Arc<Wake>,
@@ -90,6 +102,13 @@ impl Device for ShardDev {
         }
         let first = out.len();
         n += self.tap.recv_batch(now, pool, out, max - n);
+        if self.flows.len() < FLOW_RECORD {
+            for f in &out[first..] {
+                if let Some((src, _, sp, dp)) = frame_tuple(f.as_slice()) {
+                    self.flows.insert((src, sp, dp));
+                }
+            }
+        }
         for f in out[first..].iter().filter(|f| is_arp(f.as_slice())) {
             for (tx, wake) in &self.peers {
                 if tx.send(f.as_slice().to_vec()).is_ok() {
@@ -120,6 +139,7 @@ struct ShardReport {
     tcp: (u64, u64, u64),
     tap: TapStats,
     arp_shared: u64,
+    flows: std::collections::HashSet<FlowKey>,
 }
 
 pub fn run(a: Args, shards: u16) -> CmdResult {
@@ -181,6 +201,7 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
                 .map(|j| (txs[j].clone(), Arc::clone(&wakes[j])))
                 .collect(),
             arp_shared: 0,
+            flows: Default::default(),
         };
         let mut stack = Stack::new(StackConfig {
             medium: dev.caps().medium,
@@ -209,13 +230,25 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
         reports.push(t.join().map_err(|_| "a shard thread panicked")?);
     }
     println!("netfold serve: stopping");
+    // Every flow's received frames came through one queue: no flow may show up on two shards.
+    let mut seen: std::collections::HashMap<FlowKey, usize> = Default::default();
+    for r in &reports {
+        for f in &r.flows {
+            *seen.entry(*f).or_default() += 1;
+        }
+    }
+    let split_flows = seen.values().filter(|&&n| n > 1).count();
+    println!(
+        "netfold serve: flows={} flows_on_two_shards={split_flows}",
+        seen.len()
+    );
     let mut total = ServiceStats::default();
     for (k, r) in reports.iter().enumerate() {
         let s = &r.services;
         println!(
             "shard {k}: cpu={} segments_in={} no_socket={} rst_out={} accepted={} iperf_tests={} \
              iperf_remote_streams={} iperf_bytes_in={} iperf_bytes_out={} rx_frames={} \
-             tx_frames={} arp_shared={}",
+             tx_frames={} arp_shared={} flows={}",
             r.cpu.map_or("-".into(), |c| c.to_string()),
             r.tcp.0,
             r.tcp.1,
@@ -228,6 +261,7 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
             r.tap.rx_frames,
             r.tap.tx_frames,
             r.arp_shared,
+            r.flows.len(),
         );
         total.accepted += s.accepted;
         total.iperf_tests += s.iperf_tests;
@@ -279,5 +313,6 @@ fn shard_main(
         },
         tap: dev.tap.stats(),
         arp_shared: dev.arp_shared,
+        flows: std::mem::take(&mut dev.flows),
     }
 }
