@@ -194,15 +194,18 @@ pub struct Common {
     /// one placement by hand.
     #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["threads", "pin"])]
     pub placement: Option<Vec<Placement>>,
-    /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack [default: 1].
+    /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack [default: 1;
+    /// with --shards: threads per shard, default 2].
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: Option<u8>,
-    /// Thread placement for two-thread runs: split (client CPU 0, server CPU 1), same, none
-    /// [default: split].
-    #[arg(long, value_enum)]
+    /// Thread placement (alias --affinity): split (client CPU 0, server CPU 1; with --shards:
+    /// shard k's client on CPU 2k, its server on 2k+1), same (both on CPU 0; with --shards:
+    /// shard k's client and server on CPU k), none (unpinned) [default: split].
+    #[arg(long, value_enum, visible_alias = "affinity")]
     pub pin: Option<Pin>,
-    /// netfold (issue 14, shards): N client and N server stacks, one thread each, shard k's
-    /// pair on its own pipe, placed by --pin (same: shard k on CPU k). TCP_STREAM only.
+    /// netfold (issue 14, shards): N client and N server stacks, one thread each, joined by a
+    /// multi-queue in-memory link steered by the Toeplitz hash, placed by --affinity.
+    /// TCP_STREAM, TCP_RR and TCP_CRR.
     #[arg(long)]
     pub shards: Option<usize>,
     /// netfold --shards: connections, spread over the shards [default: one per shard].
@@ -593,7 +596,10 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
             rate_bps: a.rate,
         },
         verify: a.verify,
-        threads: a.threads.unwrap_or(1) as usize,
+        // With --shards: threads per shard, 2 (client and server apart) unless --threads 1.
+        threads: a
+            .threads
+            .map_or(if a.shards.is_some() { 2 } else { 1 }, usize::from),
         pin: a.pin.unwrap_or(Pin::Split),
         gro: a.gro == OnOff::On,
         copy_mode: if a.copy == CopyMode::Baseline {
@@ -772,7 +778,16 @@ fn make_row(
             p.send_size
         },
         resp_size: p.test.is_transactional().then_some(p.resp_size),
-        placement: placement(stack, klink, p).into(),
+        placement: match (stack, klink) {
+            (StackKind::Netfold, KernelLink::Auto) if p.shards > 0 => format!(
+                "{} shards x {} streams, {}{}",
+                p.shards,
+                p.streams,
+                crate::bench::shards::affinity_name(p.pin),
+                if p.threads == 1 { ", 1 thread" } else { "" }
+            ),
+            _ => placement(stack, klink, p).into(),
+        },
         bytes,
         elapsed_s: elapsed,
         verified: if runs.iter().any(|m| m.verified.is_some()) {
@@ -849,6 +864,8 @@ fn udp_totals(runs: &[Measurement]) -> Option<crate::bench::udp::UdpStats> {
 fn placements(a: &Args) -> Vec<Option<Placement>> {
     match &a.placement {
         Some(list) => list.iter().map(|&p| Some(p)).collect(),
+        // Sharded runs are placed by --affinity alone.
+        None if a.shards.is_some() => vec![None],
         None if a.threads.is_none() && a.pin.is_none() => {
             vec![Some(Placement::OneCpu), Some(Placement::TwoCpus)]
         }
