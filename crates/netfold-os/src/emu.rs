@@ -58,12 +58,13 @@ pub fn needs_segments(imp: &Impairments) -> bool {
         || imp.rate_bps > 0
 }
 
-/// How each TAP of an emulated link with IP MTU `mtu` is opened (offloads on whatever the
-/// impairments: see "Offloads" above).
-pub fn tap_config(mtu: usize) -> TapConfig {
+/// How each TAP of an emulated link with IP MTU `mtu` is opened: offloads on whatever the
+/// impairments (see "Offloads" above), unless the stacks on the link have none (smoltcp), in
+/// which case the kernel hands over and takes only wire-sized frames.
+pub fn tap_config(mtu: usize, offloads: bool) -> TapConfig {
     TapConfig {
-        offloads: true,
-        gro: true,
+        offloads,
+        gro: offloads,
         mtu: Some(mtu),
         max_burst: 64,
     }
@@ -424,7 +425,8 @@ mod tests {
     fn only_per_frame_impairments_and_rate_need_segments() {
         let none = Impairments::none();
         assert!(!needs_segments(&none));
-        assert!(tap_config(1500).offloads);
+        assert!(tap_config(1500, true).offloads);
+        assert!(!tap_config(1500, false).offloads);
         let d = none.delay(netfold::time::Duration::from_millis(5));
         assert!(!needs_segments(&d));
         for imp in [

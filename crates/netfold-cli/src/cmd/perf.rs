@@ -62,7 +62,7 @@ pub enum OnOff {
 /// | lo | - | - | loopback |
 /// | veth | - | - | veth pair between two namespaces |
 /// | tap | TAP device, the kernel as peer in a namespace | same, via smoltcp's TunTapInterface | veth pair (the kernel-to-kernel counterpart) |
-/// | emu | client and server stacks on packet sockets in two namespaces joined by netfold's link emulator | refused (not implemented) | client and server sockets in the two namespaces, over the emulator |
+/// | emu | client and server stacks on packet sockets in two namespaces joined by netfold's link emulator | client and server interfaces on one thread, each on a packet socket in its namespace (TAPs without offloads: wire-sized frames) | client and server sockets in the two namespaces, over the emulator |
 ///
 /// `--delay/--rate/--loss/--reorder/--duplicate/--corrupt/--seed` apply to the in-memory pipe
 /// (auto) and to the emulator (emu), for every stack that runs there.
@@ -208,7 +208,7 @@ pub struct Common {
     /// Link: auto (netfold/smoltcp: in-memory pipe, kernel: loopback), lo, veth (kernel), tap
     /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth), emu
     /// (two namespaces joined by netfold's user-space link emulator, which applies --delay,
-    /// --rate, --loss and the rest; kernel and netfold). With -H: tap:NAME, tun:NAME or
+    /// --rate, --loss and the rest; kernel, netfold and smoltcp). With -H: tap:NAME, tun:NAME or
     /// packet:IFNAME runs this host's side on netfold over that device (TAP/TUN created if
     /// missing; packet: an AF_PACKET socket on an existing interface), at --addr.
     #[arg(long, value_parser = parse_link, default_value = "auto",
@@ -635,12 +635,9 @@ fn run_stack(
         (StackKind::Kernel, KernelLink::Emu) => {
             Ok((crate::bench::emu::run_kernel(p)?, "emu".into(), p.mtu))
         }
-        (StackKind::Smoltcp, KernelLink::Emu) => Err(
-            "--link emu is not implemented for smoltcp: it would need smoltcp on a packet \
-             socket inside the emulator's namespace (smoltcp's RawSocket), which this tool does \
-             not set up yet; use --stack kernel,netfold"
-                .into(),
-        ),
+        (StackKind::Smoltcp, KernelLink::Emu) => {
+            Ok((crate::bench::smoltcp_emu::run(p)?, "emu".into(), p.mtu))
+        }
         (StackKind::Smoltcp, KernelLink::Auto) => Ok((smoltcp_pipe::run(p)?, "pipe".into(), p.mtu)),
         (StackKind::Smoltcp, KernelLink::Tap) => {
             Ok((crate::bench::smoltcp_tap::run(p)?, "tap".into(), p.mtu))
@@ -848,8 +845,10 @@ fn placements(a: &Args) -> Vec<Option<Placement>> {
 /// run there (smoltcp over the in-memory pipe is one thread only; netfold's two-thread runner
 /// has no UDP_STREAM).
 fn place(stack: StackKind, link: KernelLink, pl: Placement, mut p: Params) -> Option<Params> {
-    let two_threads =
-        stack == StackKind::Kernel || matches!(link, KernelLink::Tap | KernelLink::Emu);
+    // smoltcp over emu: both interfaces on one thread, as over the in-memory pipe.
+    let two_threads = stack == StackKind::Kernel
+        || link == KernelLink::Tap
+        || (link == KernelLink::Emu && stack == StackKind::Netfold);
     match (pl, two_threads, stack) {
         (Placement::OneCpu, true, _) => p.pin = Pin::Same,
         (Placement::TwoCpus, true, _) => p.pin = Pin::Split,
@@ -867,7 +866,7 @@ fn place(stack: StackKind, link: KernelLink, pl: Placement, mut p: Params) -> Op
 pub fn placement(stack: StackKind, link: KernelLink, p: &Params) -> &'static str {
     let threads = match (stack, link) {
         // Over a TAP the peer is a kernel thread in a namespace: two threads.
-        (StackKind::Kernel, _) | (_, KernelLink::Tap | KernelLink::Emu) => 2,
+        (StackKind::Kernel, _) | (_, KernelLink::Tap) | (StackKind::Netfold, KernelLink::Emu) => 2,
         (StackKind::Netfold, _) => p.threads,
         (StackKind::Smoltcp, _) => 1,
     };
