@@ -70,7 +70,7 @@ pub enum OnOff {
 /// frames for the model and merges what it releases together back into super-frames before
 /// the TAP (not towards smoltcp, not with --corrupt): the kernel's TCP over it reached medians of
 /// 3.1-3.5 Gbit/s at --rate 10G and 0.6-6.3 Gbit/s at --loss 0.01 on 2 vCPUs shared with other
-/// work (load average 11-13; 1.2-1.8 and 0.4-1.8 before the merge; docs/BENCHMARKS.md).
+/// work (load average 11-13; 1.2-1.5 and 0.4-1.8 before the merge; docs/BENCHMARKS.md).
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KernelLink {
     #[default]
