@@ -7,6 +7,9 @@
 //! - netfold: the TAPs get no address (IPv6 off, ARP off), so the kernel in the namespaces stays
 //!   silent; each netfold stack (client 198.18.5.1 in A, server 198.18.5.2 in B) runs on an
 //!   `AF_PACKET` socket bound to its namespace's TAP interface, one thread each.
+//! - smoltcp: like netfold (no addresses on the TAPs, ARP and IPv6 off), both interfaces on one
+//!   thread over packet sockets (`super::smoltcp_emu`), and the TAPs opened without offloads:
+//!   smoltcp has none, so every frame it receives is wire-sized with complete checksums.
 //!
 //! Dropping an [`EmuLink`] stops the emulator (closing the TAPs) and deletes both namespaces,
 //! also when a run fails.
@@ -58,8 +61,9 @@ fn sh_in(ns: &NetNs, cmd: &str) -> Result<(), BoxErr> {
 impl EmuLink {
     /// Sets the link up for `p` (MTU, impairments). `kernel_addrs`: give the interfaces the
     /// kernel's addresses (the kernel runs over it); otherwise leave them address-less for
-    /// stacks on packet sockets.
-    pub fn create(p: &Params, kernel_addrs: bool) -> Result<EmuLink, BoxErr> {
+    /// stacks on packet sockets. `offloads`: open the TAPs with checksum offload and TSO
+    /// (super-frames cross the emulator); without, every frame is wire-sized.
+    pub fn create(p: &Params, kernel_addrs: bool, offloads: bool) -> Result<EmuLink, BoxErr> {
         if let Some(why) = netfold_os::netns::unavailable_reason() {
             return Err(
                 format!("--link emu needs network namespaces and TAP devices: {why}").into(),
@@ -72,7 +76,7 @@ impl EmuLink {
             format!("nfe{}b", &a.name()[3..]),
         );
         let cfg = emu_pipe_config(p);
-        let tcfg = emu::tap_config(p.mtu);
+        let tcfg = emu::tap_config(p.mtu, offloads);
         let tap_a = Tap::open(&if_a, tcfg)?;
         let tap_b = Tap::open(&if_b, tcfg)?;
         for (ns, ifname) in [(&a, &if_a), (&b, &if_b)] {
@@ -135,15 +139,16 @@ impl EmuLink {
 }
 
 /// Opens a packet socket on `ifname` inside namespace `ns` (the socket stays bound to that
-/// namespace's interface whatever thread uses it later).
+/// namespace's interface whatever thread uses it later), with or without offloads.
 pub fn packet_socket_in(
     ns: &str,
     ifname: &str,
     mtu: usize,
+    offloads: bool,
 ) -> Result<netfold_os::packet_socket::PacketSocket, BoxErr> {
     let cfg = netfold_os::packet_socket::PacketSocketConfig {
-        offloads: true,
-        gro: true,
+        offloads,
+        gro: offloads,
         mtu: Some(mtu),
         max_burst: 64,
         // One read per frame: the ring hands over a partly filled block only after its
@@ -180,7 +185,7 @@ pub fn packet_socket_in(
 }
 
 /// The emulator's counters as a run's details.
-fn add_stats(m: &mut super::Measurement, st: &EmuStats) {
+pub fn add_stats(m: &mut super::Measurement, st: &EmuStats) {
     m.details.insert("emu".into(), st.to_string().into());
     m.details.insert(
         "emu_lost".into(),
@@ -195,7 +200,7 @@ fn add_stats(m: &mut super::Measurement, st: &EmuStats) {
 
 /// The kernel's TCP/UDP over the emulated link.
 pub fn run_kernel(p: &Params) -> Result<super::Measurement, BoxErr> {
-    let mut link = EmuLink::create(p, true)?;
+    let mut link = EmuLink::create(p, true, true)?;
     let mut m = super::kernel::run_on(p, super::kernel::Where::Emu(&link))?;
     let st = link.stop()?;
     add_stats(&mut m, &st);
@@ -215,9 +220,9 @@ pub fn run_netfold(p: &Params) -> Result<super::Measurement, BoxErr> {
     if p.shards > 0 {
         return Err("--shards runs over the in-memory pipe only, not --link emu".into());
     }
-    let mut link = EmuLink::create(p, false)?;
-    let c = packet_socket_in(link.ns(false), link.ifname(false), p.mtu)?;
-    let s = packet_socket_in(link.ns(true), link.ifname(true), p.mtu)?;
+    let mut link = EmuLink::create(p, false, true)?;
+    let c = packet_socket_in(link.ns(false), link.ifname(false), p.mtu, true)?;
+    let s = packet_socket_in(link.ns(true), link.ifname(true), p.mtu, true)?;
     let mut m = super::netfold_threads::run_pair(p, c, s, CLIENT, SERVER)?;
     let st = link.stop()?;
     add_stats(&mut m, &st);

@@ -28,6 +28,13 @@ pub trait MemNet {
     fn poll(&mut self) -> Result<bool, BoxErr>;
     /// Earliest deadline either stack has, if nothing is in flight on the link.
     fn next_deadline(&mut self) -> Option<netfold::time::Instant>;
+    /// Both stacks are idle on a real link (frames may be in flight outside them, e.g. in the
+    /// link emulator): wait a little for one to arrive or a timer to fall due, and return
+    /// true. The default (an in-memory link, nothing in flight elsewhere) returns false, and
+    /// the clock fast-forwards to [`MemNet::next_deadline`] instead.
+    fn wait_link(&mut self) -> Result<bool, BoxErr> {
+        Ok(false)
+    }
     fn listen(&mut self, port: u16) -> Result<(), BoxErr>;
     fn connect(&mut self, port: u16) -> Result<Self::Conn, BoxErr>;
     fn accept(&mut self) -> Result<Option<Self::Conn>, BoxErr>;
@@ -54,6 +61,13 @@ pub trait MemNet {
     fn udp_recv(&mut self, _buf: &mut [u8]) -> Result<Option<usize>, BoxErr> {
         Err("udp-stream is not implemented for this stack".into())
     }
+    /// Whether a bulk transfer may end without the sender's FIN once every byte has been
+    /// read (see `bulk`). Only for smoltcp, whose lost-FIN defect is documented there; for
+    /// netfold a FIN that never arrives is a defect of ours, and the run must say so by
+    /// failing on the stall rather than end quietly.
+    fn tolerates_lost_fin(&self) -> bool {
+        false
+    }
     /// Per-run facts to report (counters).
     fn details(&mut self) -> serde_json::Map<String, serde_json::Value> {
         Default::default()
@@ -62,6 +76,9 @@ pub trait MemNet {
 
 /// Give up if nothing moves for this long (wall + skipped clock time).
 const STALL: Duration = Duration::from_secs(60);
+/// How long a bulk transfer whose bytes have all arrived waits for the sender's FIN before it
+/// counts as complete anyway (see `bulk`).
+const FIN_WAIT: Duration = Duration::from_secs(1);
 
 /// When the run last moved. The wall time of progress is read lazily, at the first idle step
 /// after it, not at every step that worked: a busy TCP_RR step is ~1 us and a clock read
@@ -129,7 +146,11 @@ fn step<N: MemNet>(net: &mut N, progressed: bool, prog: &mut Progress) -> Result
     let idle = prog.idle_for();
     let stuck = idle + Duration::from_secs_f64(net.clock().skipped_s() - prog.skipped_at_last);
     if stuck > STALL {
-        return Err("no progress for 60 s: the transfer is stuck".into());
+        let d = serde_json::Value::Object(net.details());
+        return Err(format!("no progress for 60 s: the transfer is stuck; state: {d}").into());
+    }
+    if net.wait_link()? {
+        return Ok(());
     }
     match net.next_deadline() {
         Some(t) => net.clock().skip_to(t),
@@ -198,6 +219,9 @@ fn bulk<N: MemNet>(
     let start = RunTime::start(net);
     let (mut sent, mut received) = (0u64, 0u64);
     let mut fin = false;
+    let mut eof = false;
+    let mut done: Option<(WallInstant, f64)> = None;
+    let mut ended = None;
     let mut prog = Progress::new();
     loop {
         let time_up = start.past(net, deadline);
@@ -221,7 +245,6 @@ fn bulk<N: MemNet>(
             net.shutdown_write(tx)?;
             fin = true;
         }
-        let mut eof = false;
         while let Some(n) = net.read(rx, &mut buf)? {
             if n == 0 {
                 eof = true;
@@ -236,14 +259,31 @@ fn bulk<N: MemNet>(
         if eof {
             break;
         }
+        // Both ends are the harness's: once the sender has shut down and everything it sent has
+        // been read, the transfer is complete, whether or not its FIN has arrived yet. smoltcp
+        // 0.14 can fail to deliver a FIN after losses (over `--link emu --loss`): the receiver
+        // drops a retransmitted data+FIN segment that ends at its window's left edge (the
+        // acceptability test counts payload only, not the FIN), and the sender's fast
+        // retransmit with only the FIN outstanding sends nothing and clears the retransmission
+        // timer, so the FIN is never sent again. `fin_delivered` in the details says which.
+        // netfold and the kernel get no such allowance (`MemNet::tolerates_lost_fin`).
+        if fin && received == sent && net.tolerates_lost_fin() {
+            let (t, secs) = *done.get_or_insert_with(|| (WallInstant::now(), start.secs(net)));
+            if t.elapsed() > FIN_WAIT {
+                // The transfer ended when its last byte arrived.
+                ended = Some(secs);
+                break;
+            }
+        }
         step(net, moved, &mut prog)?;
     }
-    let elapsed = start.secs(net);
+    let elapsed = ended.unwrap_or_else(|| start.secs(net));
     let cpu_s = super::affinity::thread_cpu_seconds() - cpu0;
     net.close(c)?;
     net.close(s)?;
     let mut details = net.details();
     details.insert("clock_skipped_s".into(), net.clock().skipped_s().into());
+    details.insert("fin_delivered".into(), eof.into());
     if let Some(off) = verifier.first_bad() {
         details.insert("first_bad_byte".into(), off.into());
     }

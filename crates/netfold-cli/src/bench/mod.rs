@@ -18,6 +18,7 @@ pub mod remote_net;
 pub mod report;
 pub mod rss;
 pub mod shards;
+pub mod smoltcp_emu;
 pub mod smoltcp_pipe;
 pub mod smoltcp_tap;
 pub mod stats;

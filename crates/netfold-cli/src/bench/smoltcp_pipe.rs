@@ -1,5 +1,8 @@
 //! smoltcp on both ends of an in-memory link, one thread: TCP_STREAM.
 //!
+//! The two interfaces are generic over their device ([`SmolDev`]): the in-memory wire here, or
+//! packet sockets over netfold's link emulator (`super::smoltcp_emu`).
+//!
 //! Configured to be comparable with netfold's pipe runs (documented in docs/BENCHMARKS.md):
 //! Ethernet medium, the same IP MTU (device MTU = IP MTU + 14), checksums computed on transmit
 //! and verified on receive (`ChecksumCapabilities::default()`, never `ignored()`), the same
@@ -26,17 +29,17 @@ struct Wire {
 }
 
 /// One end of the in-memory link.
-struct End {
+pub struct End {
     wire: Rc<RefCell<Wire>>,
     is_a: bool,
     mtu: usize,
 }
 
-struct RxTok {
+pub struct RxTok {
     buf: Vec<u8>,
     wire: Rc<RefCell<Wire>>,
 }
-struct TxTok<'a> {
+pub struct TxTok<'a> {
     end: &'a End,
 }
 
@@ -61,6 +64,36 @@ impl phy::TxToken for TxTok<'_> {
             w.b_to_a.push_back(buf);
         }
         r
+    }
+}
+
+/// A device the two smoltcp interfaces of [`SmolNet`] run on.
+pub trait SmolDev: Device {
+    /// Called after each interface poll: sends what the interface queued (a device that batches
+    /// its transmissions) and returns how many frames moved in either direction since the last
+    /// call (smoltcp's `poll` reports only socket state changes, not frames processed).
+    fn after_poll(&mut self) -> u64 {
+        0
+    }
+    /// Frames are waiting on an in-memory wire: the next poll has work.
+    fn in_flight(&self) -> bool {
+        false
+    }
+    /// The descriptor to sleep on when both stacks are idle; `None` for an in-memory link,
+    /// where the harness clock fast-forwards to the next timer instead.
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+    /// Counters to report.
+    fn details(&self) -> Option<String> {
+        None
+    }
+}
+
+impl SmolDev for End {
+    fn in_flight(&self) -> bool {
+        let w = self.wire.borrow();
+        !w.a_to_b.is_empty() || !w.b_to_a.is_empty()
     }
 }
 
@@ -102,7 +135,7 @@ fn smol_now(c: &Clock) -> SInstant {
     SInstant::from_micros(c.now().total_micros() as i64)
 }
 
-fn iface(dev: &mut End, mac: u8, addr: Ipv4Address, now: SInstant) -> Interface {
+fn iface<D: Device>(dev: &mut D, mac: u8, addr: Ipv4Address, now: SInstant) -> Interface {
     let cfg = Config::new(HardwareAddress::Ethernet(EthernetAddress([
         0x02, 0, 0, 0, 0, mac,
     ])));
@@ -119,11 +152,10 @@ const CLIENT: Ipv4Address = Ipv4Address::new(198, 18, 0, 1);
 /// connection's socket is still closing.
 const LISTENERS: usize = 4;
 
-/// smoltcp on both ends of the in-memory link.
-pub struct SmolNet {
-    wire: Rc<RefCell<Wire>>,
-    dev_c: End,
-    dev_s: End,
+/// smoltcp on both ends of a link (the in-memory wire by default).
+pub struct SmolNet<D: SmolDev = End> {
+    dev_c: D,
+    dev_s: D,
     if_c: Interface,
     if_s: Interface,
     set_c: SocketSet<'static>,
@@ -137,10 +169,11 @@ pub struct SmolNet {
     nagle: bool,
     clock: Clock,
     udp: Option<(SocketHandle, SocketHandle, u16)>,
+    server: Ipv4Address,
 }
 
-impl SmolNet {
-    pub fn new(p: &Params) -> Result<SmolNet, BoxErr> {
+impl SmolNet<End> {
+    pub fn new(p: &Params) -> Result<SmolNet<End>, BoxErr> {
         if p.impair.any() {
             // Its wire is a plain queue between the two smoltcp interfaces, without netfold's
             // pipe model (loss, delay, rate): run it on a clean link.
@@ -151,21 +184,34 @@ impl SmolNet {
             );
         }
         let wire = Rc::new(RefCell::new(Wire::default()));
-        let mut dev_c = End {
+        let dev_c = End {
             wire: Rc::clone(&wire),
             is_a: true,
             mtu: p.mtu,
         };
-        let mut dev_s = End {
-            wire: Rc::clone(&wire),
+        let dev_s = End {
+            wire,
             is_a: false,
             mtu: p.mtu,
         };
+        Ok(SmolNet::with_devices(p, dev_c, dev_s, CLIENT, SERVER))
+    }
+}
+
+impl<D: SmolDev> SmolNet<D> {
+    /// The client interface (`client` address) on `dev_c`, the server's on `dev_s`, with
+    /// `p`'s buffers and Nagle setting; the harness clock runs in wall time.
+    pub fn with_devices(
+        p: &Params,
+        mut dev_c: D,
+        mut dev_s: D,
+        client: Ipv4Address,
+        server: Ipv4Address,
+    ) -> SmolNet<D> {
         let clock = Clock::new();
-        let if_c = iface(&mut dev_c, 1, CLIENT, smol_now(&clock));
-        let if_s = iface(&mut dev_s, 2, SERVER, smol_now(&clock));
-        Ok(SmolNet {
-            wire,
+        let if_c = iface(&mut dev_c, 1, client, smol_now(&clock));
+        let if_s = iface(&mut dev_s, 2, server, smol_now(&clock));
+        SmolNet {
             dev_c,
             dev_s,
             if_c,
@@ -181,7 +227,8 @@ impl SmolNet {
             nagle: !p.nodelay,
             clock,
             udp: None,
-        })
+            server,
+        }
     }
 
     fn socket(&self) -> tcp::Socket<'static> {
@@ -207,33 +254,9 @@ impl SmolNet {
         self.listening.push(h);
         Ok(())
     }
-}
 
-impl MemNet for SmolNet {
-    type Conn = (Side, SocketHandle);
-
-    fn clock(&mut self) -> &mut Clock {
-        &mut self.clock
-    }
-
-    fn poll(&mut self) -> Result<bool, BoxErr> {
-        let now = smol_now(&self.clock);
-        let a = self.if_c.poll(now, &mut self.dev_c, &mut self.set_c);
-        let b = self.if_s.poll(now, &mut self.dev_s, &mut self.set_s);
-        let w = self.wire.borrow();
-        Ok(a != smoltcp::iface::PollResult::None
-            || b != smoltcp::iface::PollResult::None
-            || !w.a_to_b.is_empty()
-            || !w.b_to_a.is_empty())
-    }
-
-    fn next_deadline(&mut self) -> Option<netfold::time::Instant> {
-        {
-            let w = self.wire.borrow();
-            if !w.a_to_b.is_empty() || !w.b_to_a.is_empty() {
-                return None;
-            }
-        }
+    /// The earliest time either interface wants to be polled.
+    fn smol_deadline(&mut self) -> Option<netfold::time::Instant> {
         let now = smol_now(&self.clock);
         [
             self.if_c.poll_at(now, &self.set_c),
@@ -243,6 +266,87 @@ impl MemNet for SmolNet {
         .flatten()
         .min()
         .map(|t| netfold::time::Instant::from_micros(t.total_micros().max(0) as u64))
+    }
+}
+
+impl<D: SmolDev> MemNet for SmolNet<D> {
+    fn tolerates_lost_fin(&self) -> bool {
+        // smoltcp 0.14's lost-FIN defect (see `memnet::bulk`).
+        true
+    }
+
+    type Conn = (Side, SocketHandle);
+
+    fn clock(&mut self) -> &mut Clock {
+        &mut self.clock
+    }
+
+    fn poll(&mut self) -> Result<bool, BoxErr> {
+        let now = smol_now(&self.clock);
+        let a = self.if_c.poll(now, &mut self.dev_c, &mut self.set_c);
+        let moved_c = self.dev_c.after_poll();
+        let b = self.if_s.poll(now, &mut self.dev_s, &mut self.set_s);
+        let moved_s = self.dev_s.after_poll();
+        Ok(a != smoltcp::iface::PollResult::None
+            || b != smoltcp::iface::PollResult::None
+            || moved_c + moved_s > 0
+            || self.dev_c.in_flight()
+            || self.dev_s.in_flight())
+    }
+
+    fn next_deadline(&mut self) -> Option<netfold::time::Instant> {
+        if self.dev_c.in_flight() || self.dev_s.in_flight() {
+            return None;
+        }
+        self.smol_deadline()
+    }
+
+    fn wait_link(&mut self) -> Result<bool, BoxErr> {
+        let (Some(fc), Some(fs)) = (self.dev_c.wait_fd(), self.dev_s.wait_fd()) else {
+            return Ok(false);
+        };
+        // A real link: frames are in flight where neither interface sees them, so sleep until
+        // one arrives or the next timer is due (never past 10 ms: the stall check runs here).
+        let now = self.clock.now();
+        let wait = self
+            .smol_deadline()
+            .map_or(10_000, |t| t.saturating_since(now).total_micros())
+            .min(10_000);
+        if wait > 0 {
+            netfold_os::wait::wait_readable_any_precise(
+                &[fc, fs],
+                std::time::Duration::from_micros(wait),
+            )?;
+        }
+        Ok(true)
+    }
+
+    fn details(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        for (k, d) in [("client_dev", &self.dev_c), ("server_dev", &self.dev_s)] {
+            if let Some(s) = d.details() {
+                m.insert(k.into(), s.into());
+            }
+        }
+        let mut socks = Vec::new();
+        for (side, set) in [("client", &self.set_c), ("server", &self.set_s)] {
+            for (_, s) in set.iter() {
+                if let smoltcp::socket::Socket::Tcp(t) = s {
+                    if t.state() != tcp::State::Listen {
+                        socks.push(format!(
+                            "{side} {} send_queue {} recv_queue {}",
+                            t.state(),
+                            t.send_queue(),
+                            t.recv_queue(),
+                        ));
+                    }
+                }
+            }
+        }
+        if !socks.is_empty() {
+            m.insert("smoltcp_sockets".into(), socks.join("; ").into());
+        }
+        m
     }
 
     fn listen(&mut self, port: u16) -> Result<(), BoxErr> {
@@ -261,7 +365,11 @@ impl MemNet for SmolNet {
             self.next_port + 1
         };
         let mut s = self.socket();
-        s.connect(self.if_c.context(), (IpAddress::Ipv4(SERVER), port), local)?;
+        s.connect(
+            self.if_c.context(),
+            (IpAddress::Ipv4(self.server), port),
+            local,
+        )?;
         Ok((Side::Client, self.set_c.add(s)))
     }
 
@@ -339,7 +447,7 @@ impl MemNet for SmolNet {
     fn udp_send(&mut self, data: &[u8]) -> Result<bool, BoxErr> {
         let (hc, _, port) = self.udp.ok_or("udp not open")?;
         let s = self.set_c.get_mut::<udp::Socket>(hc);
-        match s.send_slice(data, (IpAddress::Ipv4(SERVER), port)) {
+        match s.send_slice(data, (IpAddress::Ipv4(self.server), port)) {
             Ok(()) => Ok(true),
             Err(udp::SendError::BufferFull) => Ok(false),
             Err(e) => Err(e.into()),

@@ -80,7 +80,7 @@ pub fn run(a: Args) -> CmdResult {
         .corrupt(a.corrupt)
         .delay(Duration::from_micros(a.delay))
         .rate(a.rate);
-    let mut tcfg = emu::tap_config(1500);
+    let mut tcfg = emu::tap_config(1500, true);
     tcfg.mtu = a.mtu;
     let tap_a = Tap::open(&a.a, tcfg).map_err(|e| format!("opening TAP {}: {e}", a.a))?;
     let tap_b = Tap::open(&a.b, tcfg).map_err(|e| format!("opening TAP {}: {e}", a.b))?;
