@@ -119,12 +119,25 @@ struct Parker {
     woken: AtomicBool,
 }
 
+impl Parker {
+    fn new() -> Arc<Parker> {
+        Arc::new(Parker {
+            thread: std::thread::current(),
+            woken: AtomicBool::new(false),
+        })
+    }
+
+    /// The calling thread's parker (a fresh one while its thread-locals are being destroyed).
+    fn current() -> Arc<Parker> {
+        PARKER
+            .try_with(Arc::clone)
+            .unwrap_or_else(|_| Parker::new())
+    }
+}
+
 thread_local! {
     /// Each thread waits on one call at a time, so one parker per thread serves them all.
-    static PARKER: Arc<Parker> = Arc::new(Parker {
-        thread: std::thread::current(),
-        woken: AtomicBool::new(false),
-    });
+    static PARKER: Arc<Parker> = Parker::new();
 }
 
 /// The application threads waiting for a socket to become ready.
@@ -220,6 +233,42 @@ impl Shared {
         self.driver.lock()
     }
 
+    /// Registers the calling thread as waiting for `interest`, releases the lock and waits
+    /// until the driver wakes it or `wait` passes; returns the lock re-taken.
+    fn park<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, Inner>,
+        interest: Interest,
+        wait: StdDuration,
+    ) -> MutexGuard<'a, Inner> {
+        let p = Parker::current();
+        g.waiters.register(interest, &p);
+        drop(g);
+        let until = std::time::Instant::now() + wait;
+        // Like Linux's socket busy polling (`net.core.busy_read`): yield the CPU between looks
+        // for the driver's busy-poll budget, then park; a wake-up that comes within
+        // microseconds costs no sleep and no futex call.
+        let mut backoff = Backoff::new(self.driver.backoff());
+        while !p.woken.load(Ordering::Acquire) {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match backoff.idle(self.now()) {
+                Step::Sleep => std::thread::park_timeout(left),
+                step => {
+                    Backoff::pause(step);
+                }
+            }
+        }
+        let mut g = self.lock();
+        if !p.woken.load(Ordering::Acquire) {
+            // Timed out (or the safety net): the driver has not taken the registration.
+            g.waiters.remove(&p);
+        }
+        g
+    }
+
     /// Runs `op` against the stack until it stops returning `WouldBlock`, parking (not
     /// spinning) in between until the driver finds `interest` ready, for at most `timeout`.
     fn wait_for<T>(
@@ -259,34 +308,21 @@ impl Shared {
                 }
                 None => SAFETY_NET,
             };
-            g = PARKER.with(|p| {
-                g.waiters.register(interest, p);
-                drop(g);
-                let until = std::time::Instant::now() + wait;
-                // Like Linux's socket busy polling (`net.core.busy_read`): yield the CPU
-                // between looks for the busy-poll budget, then park; a wake-up that comes
-                // within microseconds costs no sleep and no futex call.
-                let mut backoff = Backoff::new(self.driver.backoff());
-                while !p.woken.load(Ordering::Acquire) {
-                    let left = until.saturating_duration_since(std::time::Instant::now());
-                    if left.is_zero() {
-                        break;
-                    }
-                    match backoff.idle(self.now()) {
-                        Step::Sleep => std::thread::park_timeout(left),
-                        step => {
-                            Backoff::pause(step);
-                        }
-                    }
-                }
-                let mut g = self.lock();
-                if !p.woken.load(Ordering::Acquire) {
-                    g.waiters.remove(p);
-                }
-                g
-            });
+            g = self.park(g, interest, wait);
         }
     }
+}
+
+/// The clock every [`Runtime`] of this process reads: real time since the first one started.
+/// One epoch for all of them, because runtimes that share an in-memory link (the core's
+/// `Pipe`, whose frames carry the sender's clock) must agree on the time: with an epoch each,
+/// a frame from the runtime started first is not deliverable at the other until the other's
+/// clock catches up, which delayed every frame in that direction by the gap between the two
+/// starts (milliseconds on a loaded machine, and so milliseconds of RTT on a link that has
+/// none).
+fn epoch() -> std::time::Instant {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
 }
 
 /// A thread driving one stack over one device.
@@ -311,7 +347,7 @@ impl Runtime {
                     idle_wait,
                     waiters: Waiters::default(),
                 },
-                std::time::Instant::now(),
+                epoch(),
             )),
         });
         let thread = shared.driver.spawn("netfold-driver")?;
@@ -329,7 +365,8 @@ impl Runtime {
         r
     }
 
-    /// The runtime's current time (microseconds since it started).
+    /// The runtime's current time (microseconds since the process's first runtime started;
+    /// every runtime of the process reads the same clock).
     pub fn now(&self) -> Instant {
         self.shared.now()
     }
