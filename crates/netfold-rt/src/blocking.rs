@@ -10,7 +10,10 @@
 //! registered socket whether it is ready and unparks only the threads whose socket is, like
 //! the tokio adapter's per-socket wakers, so threads never wake each other in a herd. Checking
 //! and registering under one lock means no wake-up is lost; a waiter still re-checks at least
-//! every [`SAFETY_NET`] and honours its timeout on its own clock. They never spin.
+//! every 50 ms (`SAFETY_NET`) and honours its timeout on its own clock. Before parking, a
+//! waiter yields the CPU between looks at its wake flag for the driver's busy-poll budget
+//! ([`crate::backoff`], 50 us), so a wake-up within microseconds costs no sleep; it never
+//! spins without yielding.
 //!
 //! ```
 //! use netfold::iface::{Stack, StackConfig};

@@ -2,7 +2,9 @@
 //! ([`crate::blocking`]) and the C API's REAL clock.
 //!
 //! The driven state (a stack, its device, and whatever else its users keep beside them) lives
-//! behind one mutex. The driver thread polls it while polls find work; after an empty poll it
+//! behind one mutex. The driver thread polls it while polls find work, keeping the mutex while
+//! no application thread waits for it (batching) and handing it over when one does (see
+//! [`Driver::lock`]); after an empty poll it
 //! backs off as [`crate::backoff`] describes (spin, then yield the CPU between polls for a
 //! busy-poll budget, both with the mutex released), then sleeps until its next deadline
 //! ([`Driven::poll_at`]), frames, or an application call that changed something ("kick"):
@@ -17,9 +19,12 @@
 //! A kick writes to the socket pair only while the driver is (about to be) asleep in poll(2),
 //! so application calls do not pay a system call per call while the driver is busy.
 //!
-//! Application calls that cannot complete wait on the same condition variable
-//! ([`Driver::wait`], [`Driver::wait_timeout`]), which the driver signals after every poll that
-//! did work; they never spin.
+//! After every poll the driver calls [`Driven::wake_ready`], where the blocking API wakes only
+//! the application threads whose socket became ready (per-socket waiters, see
+//! [`crate::blocking`]). Callers that prefer one condition variable (the C API) wait on it
+//! ([`Driver::wait`], [`Driver::wait_timeout`]); the driver signals it after every poll that
+//! did work, and [`Driver::kick`] and [`Driver::notify`] do too, each only while someone
+//! waits on it (std's condition variable makes a system call per notify otherwise).
 
 use crate::backoff::{Backoff, BackoffConfig, Step};
 use netfold::phy::RawFd;
