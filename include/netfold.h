@@ -99,6 +99,14 @@ ssize_t   nf_take(nf_stack *s, void *buf, size_t cap);
 int       nf_clock_set(nf_stack *s, uint64_t usec);
 /* Current stack time in microseconds (REAL: since nf_stack_new). */
 uint64_t  nf_clock_now(nf_stack *s);
+/* When the stack next needs to run: returns 1 and stores in *usec the stack time (the scale of
+ * nf_clock_now/nf_clock_set) of its earliest timer (retransmission, delayed ACK, probe,
+ * keepalive, TIME-WAIT, ARP retry, reassembly timeout); never earlier than nf_clock_now (work
+ * already due reads as now). Returns 0 (*usec untouched) when no timer is pending: then only
+ * nf_inject or a socket call gives the stack work. -1 with EINVAL (NULL s) or EFAULT (NULL
+ * usec). A MANUAL-clock loop: `if (nf_clock_next(s, &t) == 1) nf_clock_set(s, t);` between
+ * frames; with NF_CLOCK_REAL it is informational (the library's thread keeps the time). */
+int       nf_clock_next(nf_stack *s, uint64_t *usec);
 
 int nf_socket(nf_stack *s, int domain, int type, int protocol);
 int nf_bind(nf_stack *s, int fd, const struct sockaddr *a, socklen_t l);

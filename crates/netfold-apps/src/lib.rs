@@ -19,6 +19,7 @@
 #![deny(unsafe_code)]
 
 pub mod http;
+pub mod hub;
 pub mod iperf;
 pub mod json;
 pub mod pattern;
@@ -108,6 +109,8 @@ pub struct ServiceStats {
     pub iperf_denied: u64,
     pub iperf_bytes_in: u64,
     pub iperf_bytes_out: u64,
+    /// iperf3 data streams served here for a test another shard owns ([`hub`]).
+    pub iperf_remote_streams: u64,
 }
 
 impl fmt::Display for ServiceStats {
@@ -131,6 +134,7 @@ impl fmt::Display for ServiceStats {
             ("iperf_denied", self.iperf_denied),
             ("iperf_bytes_in", self.iperf_bytes_in),
             ("iperf_bytes_out", self.iperf_bytes_out),
+            ("iperf_remote_streams", self.iperf_remote_streams),
         ];
         write!(f, "services:")?;
         for (k, v) in rows {
@@ -202,9 +206,22 @@ struct IperfTest {
     streams: Vec<Option<TcpStream>>,
 }
 
+/// An iperf3 data stream served on this shard for a test another shard owns.
+#[derive(Debug)]
+struct RemoteStream {
+    stream: TcpStream,
+    cookie: [u8; iperf::COOKIE_SIZE],
+    ticket: usize,
+    /// Bytes written since the last sync, against the owner's `-n` budget.
+    unsynced_out: u64,
+}
+
 /// All services on one stack. See the module documentation.
 #[derive(Debug)]
 pub struct Services {
+    /// Shared with the other shards of a sharded server, and this shard's number.
+    hub: Option<(std::sync::Arc<hub::IperfHub>, usize)>,
+    remote: Vec<RemoteStream>,
     cfg: ServicesConfig,
     listeners: Vec<(Kind, TcpListener)>,
     udp_echo: Option<UdpHandle>,
@@ -253,6 +270,8 @@ impl Services {
             None => None,
         };
         Ok(Services {
+            hub: None,
+            remote: Vec::new(),
             cfg,
             listeners,
             udp_echo,
@@ -268,9 +287,17 @@ impl Services {
         self.stats
     }
 
+    /// Makes these services shard `shard` of a sharded server whose shards share `hub`: an
+    /// iperf3 test may then have its streams on several shards.
+    pub fn with_hub(mut self, hub: std::sync::Arc<hub::IperfHub>, shard: usize) -> Services {
+        self.hub = Some((hub, shard));
+        self
+    }
+
     /// Connections being served (iperf3 streams included).
     pub fn connections(&self) -> usize {
         self.conns.len()
+            + self.remote.len()
             + self
                 .iperf
                 .as_ref()
@@ -339,6 +366,86 @@ impl Services {
             }
         }
         did |= self.iperf_poll(stack, now);
+        did |= self.remote_poll(stack, now);
+        did
+    }
+
+    /// Serves the iperf3 streams of tests other shards own: reads (and, for a sending stream,
+    /// writes) as the local test would, reports the bytes through the hub, and ends each stream
+    /// when its test does.
+    fn remote_poll(&mut self, stack: &mut Stack, now: Instant) -> bool {
+        let Some((hub, _)) = &self.hub else {
+            return false;
+        };
+        let mut did = false;
+        let mut i = 0;
+        while i < self.remote.len() {
+            let r = &mut self.remote[i];
+            let (mut moved, mut failed) = (0u64, false);
+            loop {
+                match r.stream.read(stack, &mut self.scratch) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        moved += n as u64;
+                        self.stats.iperf_bytes_in += n as u64;
+                    }
+                    Err(e) if would_block(&e) => break,
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            let out = std::mem::take(&mut r.unsynced_out);
+            let state = hub.remote_sync(&r.cookie, r.ticket, moved + out);
+            did |= moved > 0;
+            let over = match state {
+                hub::RemoteState::Over => true,
+                hub::RemoteState::Active {
+                    sender: true,
+                    running: true,
+                    budget,
+                } if !failed && !self.stopping => {
+                    let room = stack.tcp().send_space(r.stream.handle()).unwrap_or(0);
+                    let n = (room.min(SCRATCH) as u64).min(budget) as usize;
+                    if n > 0 {
+                        match r.stream.write(stack, &self.scratch[..n]) {
+                            Ok(w) => {
+                                did |= w > 0;
+                                r.unsynced_out += w as u64;
+                                self.stats.iperf_bytes_out += w as u64;
+                            }
+                            Err(e) if would_block(&e) => {}
+                            Err(_) => failed = true,
+                        }
+                    }
+                    false
+                }
+                _ => false,
+            };
+            if failed {
+                let r = self.remote.swap_remove(i);
+                let _ = r.stream.abort(stack);
+                did = true;
+            } else if over {
+                let r = self.remote.swap_remove(i);
+                did = true;
+                if r.stream.shutdown_write(stack).is_ok() {
+                    self.conns.push(Conn {
+                        stream: r.stream,
+                        app: App::Linger {
+                            until: now + self.cfg.linger,
+                        },
+                        since: now,
+                        last_progress: now,
+                    });
+                } else {
+                    let _ = r.stream.abort(stack);
+                }
+            } else {
+                i += 1;
+            }
+        }
         did
     }
 
@@ -387,6 +494,12 @@ impl Services {
         }
         for c in self.conns.drain(..) {
             let _ = c.stream.abort(stack);
+        }
+        for r in self.remote.drain(..) {
+            let _ = r.stream.abort(stack);
+        }
+        if let Some((hub, shard)) = &self.hub {
+            hub.owner_done(*shard);
         }
         for (_, l) in self.listeners.drain(..) {
             let _ = l.close(stack);
@@ -657,6 +770,23 @@ impl Services {
         stream: TcpStream,
         cookie: [u8; iperf::COOKIE_SIZE],
     ) {
+        if let (None, Some((hub, shard))) = (&self.iperf, &self.hub) {
+            match hub.claim(*shard, &cookie) {
+                // No test on any shard: this connection is the control of a new one, here.
+                hub::Claim::Owner => {}
+                hub::Claim::Remote(ticket) => {
+                    self.stats.iperf_remote_streams += 1;
+                    self.remote.push(RemoteStream {
+                        stream,
+                        cookie,
+                        ticket,
+                        unsynced_out: 0,
+                    });
+                    return;
+                }
+                hub::Claim::Denied => return self.iperf_deny(stack, now, stream),
+            }
+        }
         match &mut self.iperf {
             None => {
                 self.stats.iperf_tests += 1;
@@ -675,23 +805,25 @@ impl Services {
                     t.streams[idx] = Some(stream);
                 }
             }
-            Some(_) => {
-                // iperf_server_api.c: a second client (or a stream with the wrong cookie)
-                // gets ACCESS_DENIED and is closed.
-                self.stats.iperf_denied += 1;
-                let _ = stream.write(stack, &[iperf::state::ACCESS_DENIED as u8]);
-                self.conns.push(Conn {
-                    stream,
-                    app: App::Linger {
-                        until: now + self.cfg.linger,
-                    },
-                    since: now,
-                    last_progress: now,
-                });
-                if let Some(c) = self.conns.last() {
-                    let _ = c.stream.shutdown_write(stack);
-                }
-            }
+            Some(_) => self.iperf_deny(stack, now, stream),
+        }
+    }
+
+    /// iperf_server_api.c: a second client (or a stream with the wrong cookie) gets
+    /// ACCESS_DENIED and is closed.
+    fn iperf_deny(&mut self, stack: &mut Stack, now: Instant, stream: TcpStream) {
+        self.stats.iperf_denied += 1;
+        let _ = stream.write(stack, &[iperf::state::ACCESS_DENIED as u8]);
+        self.conns.push(Conn {
+            stream,
+            app: App::Linger {
+                until: now + self.cfg.linger,
+            },
+            since: now,
+            last_progress: now,
+        });
+        if let Some(c) = self.conns.last() {
+            let _ = c.stream.shutdown_write(stack);
         }
     }
 
@@ -739,6 +871,10 @@ impl Services {
             }
         }
         t.session.check_timeout(now);
+        // Streams of this test on other shards: registered, counted, told the state.
+        if let Some((hub, shard)) = &self.hub {
+            hub.owner_sync(*shard, &mut t.session, now);
+        }
 
         // Data streams.
         let running = t.session.phase() == iperf::Phase::Running;
@@ -845,6 +981,9 @@ impl Services {
             _ => false,
         };
         if finished {
+            if let Some((hub, shard)) = &self.hub {
+                hub.owner_done(*shard);
+            }
             // Whatever control output is still queued (a SERVER_ERROR) goes out before FIN.
             let ctrl = t.ctrl;
             if let Some(t) = self.iperf.take() {

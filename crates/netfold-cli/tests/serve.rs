@@ -61,6 +61,15 @@ impl Netns {
     }
 
     fn create_mode(mode: &'static str) -> Netns {
+        Self::create_with(mode, false)
+    }
+
+    /// A multi-queue TAP (`ip tuntap add ... multi_queue`) for `serve --shards`.
+    fn create_multi_queue() -> Netns {
+        Self::create_with("tap", true)
+    }
+
+    fn create_with(mode: &'static str, multi_queue: bool) -> Netns {
         let ns = NetNs::create().expect("create netns");
         let n = Netns {
             mode,
@@ -68,8 +77,11 @@ impl Netns {
             files: Vec::new(),
             ns,
         };
-        n.ns.ip(&["tuntap", "add", "mode", mode, "name", &n.tap])
-            .expect("create tap");
+        let mut add = vec!["tuntap", "add", "mode", mode, "name", &n.tap];
+        if multi_queue {
+            add.push("multi_queue");
+        }
+        n.ns.ip(&add).expect("create tap");
         n.ns.configure(&n.tap, Ipv4Addr::new(198, 18, 0, 1), 24)
             .expect("configure tap");
         n
@@ -117,9 +129,14 @@ struct Server {
 
 impl Server {
     fn start(net: &Netns, pcap: Option<&Path>) -> Server {
+        Self::start_with(net, pcap, &[])
+    }
+
+    fn start_with(net: &Netns, pcap: Option<&Path>, extra: &[&str]) -> Server {
         let exe = env!("CARGO_BIN_EXE_netfold");
         let link = format!("{}:{}", net.mode, net.tap);
         let mut args = vec![exe, "serve", "--link", &link, "--addr", "198.18.0.2/24"];
+        args.extend_from_slice(extra);
         let pcap_s;
         if let Some(p) = pcap {
             pcap_s = p.display().to_string();
@@ -716,6 +733,68 @@ while not os.path.exists(stop) and time.time() < end:
     time.sleep(0.0005)
 print(json.dumps(counts), flush=True)
 "#;
+
+/// Issue 14: `netfold serve --shards 2` on a two-queue TAP. iperf3 -P 4 from the kernel
+/// completes, and both shards carried connections. Each connection lands on the queue the
+/// kernel picks for its flow; if the kernel ever moved a connection's frames to the other
+/// queue, the other shard's stack would find no socket for them (`no_socket`) and reset it
+/// (`rst_out`), and iperf3 would fail: both must stay zero while the data flows.
+#[test]
+fn sharded_serve_on_a_multi_queue_tap_spreads_iperf3_streams_over_shards() {
+    if let Some(why) = netns::unavailable_reason() {
+        eprintln!("\n*** SKIP sharded_serve_on_a_multi_queue_tap: {why} ***\n");
+        return;
+    }
+    need("iperf3", "--version");
+    let net = Netns::create_multi_queue();
+    // The kernel's flow hash picks a queue per connection: all 5 connections of a run (the
+    // control and 4 streams) on one queue has probability 1/16, so up to three runs (each on
+    // a fresh server, whose per-shard counters are read when it stops) until both shards
+    // carried iperf3 data.
+    for run in 0..3 {
+        let server = Server::start_with(&net, None, &["--shards", "2"]);
+        let v = iperf3(&net, &["-P", "4"]);
+        let streams = v["end"]["streams"].as_array().map_or(0, Vec::len);
+        assert_eq!(streams, 4, "run {run}");
+        let out = server.stop();
+        eprintln!(
+            "{}",
+            out.lines()
+                .filter(|l| l.starts_with("shard ") && l.contains('='))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        let shard = |k: usize, name: &str| -> u64 {
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(&format!("shard {k}: ")))
+                .unwrap_or_else(|| panic!("no shard {k} line in:\n{out}"));
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in {line}"))
+        };
+        for k in 0..2 {
+            assert_eq!(
+                shard(k, "no_socket"),
+                0,
+                "shard {k}: a frame on the wrong shard\n{out}"
+            );
+        }
+        let bytes: Vec<u64> = (0..2).map(|k| shard(k, "iperf_bytes_in")).collect();
+        if bytes.iter().all(|&b| b > 0) {
+            for k in 0..2 {
+                assert!(
+                    shard(k, "accepted") > 0,
+                    "shard {k} accepted nothing:\n{out}"
+                );
+            }
+            return;
+        }
+        eprintln!("run {run}: iperf3 data on one shard only ({bytes:?}), again");
+    }
+    panic!("three iperf3 -P 4 runs never used both shards");
+}
 
 /// The value of a `GROUP NAME VALUE` counter row in `serve`'s output.
 fn counter(out: &str, group: &str, name: &str) -> u64 {

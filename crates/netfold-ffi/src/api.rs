@@ -315,6 +315,30 @@ pub unsafe extern "C" fn nf_clock_now(s: *mut nf_stack) -> u64 {
     })
 }
 
+/// When the stack next needs to run: stores the stack time (microseconds, the scale of
+/// `nf_clock_set`) of its earliest timer in `*usec` and returns 1, or returns 0 (`*usec`
+/// untouched) when no timer is pending. Never earlier than `nf_clock_now`: work due already
+/// reads as now. -1 with EINVAL (NULL stack) or EFAULT (NULL `usec`).
+#[no_mangle]
+pub unsafe extern "C" fn nf_clock_next(s: *mut nf_stack, usec: *mut u64) -> c_int {
+    ffi(-1, || {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        if usec.is_null() {
+            return Err(libc::EFAULT);
+        }
+        let g = e.lock();
+        match e.next_deadline(&g) {
+            Some(t) => {
+                // SAFETY: non-NULL, and writable for a u64 per the API contract.
+                unsafe { usec.write_unaligned(t.total_micros()) };
+                Ok(1)
+            }
+            None => Ok(0),
+        }
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn nf_socket(
     s: *mut nf_stack,
@@ -837,6 +861,7 @@ exports!(
     nf_take,
     nf_clock_set,
     nf_clock_now,
+    nf_clock_next,
     nf_socket,
     nf_bind,
     nf_listen,

@@ -170,6 +170,13 @@ impl Engine {
     }
 
     /// Sets the manual clock and runs everything that became due.
+    /// The stack's next deadline (its earliest timer, or now when frames wait to be
+    /// processed), never before now; `None` when nothing is pending (`nf_clock_next`).
+    pub(crate) fn next_deadline(&self, st: &State) -> Option<Instant> {
+        let now = self.now(st);
+        st.poll_at(now).map(|t| t.max(now))
+    }
+
     pub(crate) fn set_clock(&self, st: &mut State, usec: u64) -> Result<(), i32> {
         if self.clock != Clock::Manual {
             return Err(libc::EINVAL);

@@ -176,6 +176,11 @@ fn c_manual_clock_retransmission() {
 }
 
 #[test]
+fn c_manual_clock_next_timer() {
+    c_test("next_timer");
+}
+
+#[test]
 fn c_real_clock_threads() {
     c_test("real_clock");
 }
@@ -223,5 +228,5 @@ fn header_declares_every_exported_function() {
         declared, exported,
         "include/netfold.h and libnetfold.so disagree"
     );
-    assert_eq!(declared.len(), 32);
+    assert_eq!(declared.len(), 33);
 }

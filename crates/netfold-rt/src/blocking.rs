@@ -696,3 +696,6 @@ impl Drop for UdpSocket {
         self.shared.kick(&mut g);
     }
 }
+
+// Transparent mode (a listener and a UDP socket for any destination), in its own file.
+mod transparent;

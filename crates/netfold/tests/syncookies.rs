@@ -344,6 +344,31 @@ fn without_timestamps_the_cookie_carries_only_the_mss() {
     transfer(&mut net, false, s, c, 256 * 1024);
 }
 
+/// RFC 3168 through a cookie: the client's ECN-setup SYN is agreed to in the cookie SYN-ACK,
+/// the cookie's ECN bit (in the timestamp) brings it back, and both ends do ECN; without
+/// timestamps the cookie cannot carry it and neither does.
+#[test]
+fn the_cookie_carries_ecn() {
+    let mut net = Net::new();
+    let cfg = Config {
+        ecn: netfold::tcp::EcnMode::On,
+        ..Config::default()
+    };
+    let (c, s) = connect_through_cookie(&mut net, cfg, 100);
+    assert!(net.server.conn_info(s).unwrap().ecn);
+    assert!(net.client.conn_info(c).unwrap().ecn);
+    transfer(&mut net, true, c, s, 64 * 1024);
+
+    let mut net = Net::new();
+    let cfg = Config {
+        timestamps: false,
+        ..cfg
+    };
+    let (c, s) = connect_through_cookie(&mut net, cfg, 100);
+    assert!(!net.server.conn_info(s).unwrap().ecn);
+    assert!(!net.client.conn_info(c).unwrap().ecn);
+}
+
 /// The ACK a client would send for the cookie SYN-ACK `sa` it received.
 fn answer(sa: &TcpRepr) -> TcpRepr {
     let mut a = TcpRepr {

@@ -852,3 +852,151 @@ fn peek_returns_data_without_consuming_it() {
         Err(netfold::tcp::Error::WouldBlock)
     );
 }
+
+// ---- Step 8 "a correct peer": the former known failures of the conformance suite ---------
+
+/// Keepalive gives up after TCP_KEEPCNT unanswered probes and tells the peer with a RST
+/// (Linux `tcp_keepalive_timer` -> `tcp_send_active_reset`): <SEQ=SND.NXT><ACK=RCV.NXT>
+/// <CTL=RST,ACK>; the application sees ETIMEDOUT. (conformance: keepalive-timeout-rst.pkt)
+#[test]
+fn keepalive_give_up_sends_rst() {
+    let mut s = Script::new();
+    let cfg = Config {
+        keepalive: Some((Duration::from_secs(5), Duration::from_secs(2), 2)),
+        ..config()
+    };
+    let (h, _) = s.active_open(cfg, 1460);
+    let mut probes = 0;
+    let mut rst = None;
+    for _ in 0..20_000 {
+        s.advance(Duration::from_millis(1));
+        for o in s.flush() {
+            if o.repr.flags.rst() {
+                rst = Some(o.repr);
+            } else {
+                assert_eq!(o.repr.seq, s.iss, "keepalive probe at SND.UNA - 1");
+                probes += 1;
+            }
+        }
+        if rst.is_some() {
+            break;
+        }
+    }
+    assert_eq!(probes, 2);
+    let rst = rst.expect("a RST when keepalive gives up");
+    assert!(rst.flags.ack());
+    assert_eq!(rst.seq, s.iss.wrapping_add(1));
+    assert_eq!(rst.ack, s.peer_nxt);
+    assert_eq!(s.tcp.state(h), Ok(State::Closed));
+    assert_eq!(
+        s.tcp.recv(h, &mut [0; 8]),
+        Err(netfold::tcp::Error::TimedOut)
+    );
+}
+
+/// Data for an application that closed (FIN-WAIT-2, our FIN acknowledged) is answered with
+/// the reset RFC 9293 §3.10.7.1 gives a segment with ACK: <SEQ=SEG.ACK><CTL=RST>, no ACK bit
+/// (Linux `tcp_v4_send_reset`). (conformance: close-then-data-rst.pkt)
+#[test]
+fn data_after_close_is_answered_with_seq_seg_ack_rst() {
+    let mut s = Script::new();
+    let (h, _) = s.active_open(config(), 1460);
+    s.tcp.close(h).unwrap();
+    let fin = s.flush();
+    assert_eq!(fin.len(), 1);
+    assert!(fin[0].repr.flags.fin());
+    let fin_end = fin[0].repr.seq.wrapping_add(1);
+    s.advance(Duration::from_millis(10));
+    let ack = s.seg(TcpFlags::ACK, fin_end);
+    s.inject(&ack, &[]);
+    assert!(s.flush().is_empty());
+    s.advance(Duration::from_millis(10));
+    let data = s.seg(TcpFlags::ACK | TcpFlags::PSH, fin_end);
+    s.inject(&data, &[7; 100]);
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].repr.flags, TcpFlags(TcpFlags::RST));
+    assert_eq!(out[0].repr.seq, fin_end);
+    assert_eq!(out[0].repr.ack, 0);
+}
+
+/// After the peer's RST the pending error is reported once, then writes fail with EPIPE
+/// (Linux `sk_stream_error`/`sock_error`). (conformance: write-after-reset.pkt)
+#[test]
+fn write_after_reset_reports_the_reset_once_then_broken_pipe() {
+    use netfold::tcp::Error;
+    let mut s = Script::new();
+    let (h, _) = s.active_open(config(), 1460);
+    let rst = s.seg(TcpFlags::RST | TcpFlags::ACK, s.iss.wrapping_add(1));
+    s.inject(&rst, &[]);
+    assert_eq!(s.tcp.state(h), Ok(State::Closed));
+    assert_eq!(s.tcp.send(h, b"x"), Err(Error::ConnectionReset));
+    assert_eq!(s.tcp.send(h, b"x"), Err(Error::BrokenPipe));
+    assert_eq!(s.tcp.take_error(h), Ok(None));
+    assert_eq!(s.tcp.recv(h, &mut [0; 8]), Ok(0));
+}
+
+/// RFC 5927 §4.1: an ICMP error whose quoted sequence number is outside SND.UNA..SND.NXT
+/// is ignored (no MSS change); one quoting outstanding data is taken.
+/// (conformance: pmtu-frag-needed-bogus-seq.pkt)
+#[test]
+fn icmp_quoting_a_sequence_outside_the_send_window_is_ignored() {
+    use netfold::tcp::IcmpError;
+    let mut s = Script::new();
+    let (h, _) = s.active_open(config(), 1460);
+    let (local, remote) = (
+        SocketAddrV4::new(LOCAL, LOCAL_PORT),
+        SocketAddrV4::new(PEER, PEER_PORT),
+    );
+    let frag = IcmpError::FragNeeded { mtu: 1200 };
+    let una = s.iss.wrapping_add(1);
+    // Nothing outstanding: even SND.UNA is not a segment in flight.
+    assert!(!s.tcp.icmp_error_quoting(s.now, local, remote, una, frag));
+    s.tcp.send(h, &[1; 1000]).unwrap();
+    assert_eq!(s.flush().len(), 1);
+    for bogus in [
+        una.wrapping_add(50_000),
+        una.wrapping_sub(1),
+        una.wrapping_add(1000),
+    ] {
+        assert!(!s.tcp.icmp_error_quoting(s.now, local, remote, bogus, frag));
+        assert_eq!(s.tcp.conn_info(h).unwrap().mss, 1460);
+    }
+    assert!(s.tcp.icmp_error_quoting(s.now, local, remote, una, frag));
+    assert_eq!(s.tcp.conn_info(h).unwrap().mss, 1160);
+}
+
+/// Zero window: the persist timer sends one-octet probes; when the window opens, the probe
+/// octet (unacknowledged: the zero window dropped it) goes again with the rest at once, not
+/// after an RTO held back by Nagle. (conformance: zero-window-persist.pkt)
+#[test]
+fn data_flows_as_soon_as_the_window_opens_after_a_probe() {
+    let mut s = Script::new();
+    let (h, _) = s.active_open(config(), 1460);
+    let una = s.iss.wrapping_add(1);
+    let mut zero = s.seg(TcpFlags::ACK, una);
+    zero.window = 0;
+    s.inject(&zero, &[]);
+    s.tcp.send(h, &[5; 1000]).unwrap();
+    assert!(
+        s.flush().is_empty(),
+        "nothing but probes into a zero window"
+    );
+    let mut probe = None;
+    for _ in 0..3000 {
+        s.advance(Duration::from_millis(1));
+        if let Some(o) = s.flush().pop() {
+            probe = Some(o);
+            break;
+        }
+    }
+    let probe = probe.expect("a window probe");
+    assert_eq!((probe.repr.seq, probe.len), (una, 1));
+    s.advance(Duration::from_millis(10));
+    let open = s.seg(TcpFlags::ACK, una);
+    s.inject(&open, &[]);
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!((out[0].repr.seq, out[0].len), (una, 1000));
+    assert!(out[0].repr.flags.psh());
+}

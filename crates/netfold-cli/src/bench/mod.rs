@@ -8,6 +8,7 @@ pub mod kernel;
 pub mod latency;
 pub mod machine;
 pub mod memnet;
+pub mod mqlink;
 pub mod netfold_pipe;
 pub mod netfold_tap;
 pub mod netfold_threads;

@@ -4,6 +4,10 @@
 //! process. netfold is the client (it sends for TCP_STREAM, receives for TCP_MAERTS); the
 //! kernel's side is a netserver-like thread inside the namespace. Everything is removed
 //! afterwards, also on failure.
+//!
+//! `--link tun` is the same over a TUN device (bare IP packets, no ARP, the same virtio-net
+//! offloads): the kernel's side of the TUN at 198.18.3.1/24 in the namespace, netfold at
+//! 198.18.3.2 on its descriptor.
 
 use super::affinity::thread_cpu_seconds;
 use super::memnet::BoxErr;
@@ -12,8 +16,10 @@ use super::netfold_threads::{drive, Node};
 use super::pattern::Pattern;
 use super::{kernel, Measurement, Params, Test};
 use netfold::iface::Stack;
+use netfold::phy::Device;
 use netfold_os::netns::NetNs;
-use netfold_os::tap::{Tap, TapConfig};
+use netfold_os::tap::{Tap, TapConfig, TapStats};
+use netfold_os::tun::Tun;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -22,36 +28,63 @@ use std::time::Instant as WallInstant;
 pub const KERNEL_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 3, 1);
 pub const NETFOLD_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 3, 2);
 
+/// `--link tap`.
 pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
+    check(p, "tap")?;
+    let ns = NetNs::create()?;
+    let tap_name = format!("nft{}", &ns.name()[3..]);
+    let tap = Tap::open(&tap_name, tap_config(p))?;
+    ns.adopt(&tap_name)?;
+    ns.set_mtu(&tap_name, p.mtu)?;
+    ns.configure(&tap_name, KERNEL_ADDR, 24)?;
+    let r = run_with(p, &ns, tap, Tap::stats, "tap");
+    drop(ns);
+    r
+}
+
+/// `--link tun`: the same against the kernel over a TUN device.
+pub fn run_tun(p: &Params) -> Result<Measurement, BoxErr> {
+    check(p, "tun")?;
+    let ns = NetNs::create()?;
+    let tun_name = format!("nfu{}", &ns.name()[3..]);
+    let tun = Tun::open(&tun_name, tap_config(p))?;
+    ns.adopt(&tun_name)?;
+    ns.set_mtu(&tun_name, p.mtu)?;
+    ns.configure(&tun_name, KERNEL_ADDR, 24)?;
+    let r = run_with(p, &ns, tun, Tun::stats, "tun");
+    drop(ns);
+    r
+}
+
+fn check(p: &Params, link: &str) -> Result<(), BoxErr> {
     if p.test == Test::UdpStream {
-        return Err("udp-stream over tap is not implemented".into());
+        return Err(format!("udp-stream over {link} is not implemented").into());
     }
     if p.impair.any() {
         return Err("impairments apply to the in-memory pipe only".into());
     }
     if let Some(why) = netfold_os::netns::unavailable_reason() {
-        return Err(format!("--link tap needs root, /dev/net/tun and ip(8): {why}").into());
+        return Err(format!("--link {link} needs root, /dev/net/tun and ip(8): {why}").into());
     }
-    let ns = NetNs::create()?;
-    let tap_name = format!("nft{}", &ns.name()[3..]);
-    let tap = Tap::open(
-        &tap_name,
-        TapConfig {
-            offloads: true,
-            gro: true,
-            mtu: Some(p.mtu),
-            max_burst: 64,
-        },
-    )?;
-    ns.adopt(&tap_name)?;
-    ns.set_mtu(&tap_name, p.mtu)?;
-    ns.configure(&tap_name, KERNEL_ADDR, 24)?;
-    let r = run_with(p, &ns, tap);
-    drop(ns);
-    r
+    Ok(())
 }
 
-fn run_with(p: &Params, ns: &NetNs, tap: Tap) -> Result<Measurement, BoxErr> {
+fn tap_config(p: &Params) -> TapConfig {
+    TapConfig {
+        offloads: true,
+        gro: true,
+        mtu: Some(p.mtu),
+        max_burst: 64,
+    }
+}
+
+fn run_with<D: Device>(
+    p: &Params,
+    ns: &NetNs,
+    dev: D,
+    stats: fn(&D) -> TapStats,
+    link: &str,
+) -> Result<Measurement, BoxErr> {
     let pattern = Pattern::new(p.send_size.max(p.recv_size).max(1));
     let abort = Arc::new(AtomicBool::new(false));
     std::thread::scope(|scope| -> Result<Measurement, BoxErr> {
@@ -68,7 +101,7 @@ fn run_with(p: &Params, ns: &NetNs, tap: Tap) -> Result<Measurement, BoxErr> {
         p.pin.apply(false);
         let mut node = Node::new(
             Stack::new(stack_config(NETFOLD_ADDR, 2, p.mtu, p.copy_mode)),
-            tap,
+            dev,
             WallInstant::now(),
             Arc::clone(&abort),
         );
@@ -112,7 +145,7 @@ fn run_with(p: &Params, ns: &NetNs, tap: Tap) -> Result<Measurement, BoxErr> {
             "netfold_counters".into(),
             format!("{}", node.stack.counters()).into(),
         );
-        details.insert("tap".into(), format!("{:?}", node.end.stats()).into());
+        details.insert(link.into(), format!("{:?}", stats(&node.end)).into());
         Ok(Measurement {
             bytes,
             transactions: cl.transactions,

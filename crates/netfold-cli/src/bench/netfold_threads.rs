@@ -154,6 +154,26 @@ impl<D: Device> Node<D> {
         Ok(())
     }
 
+    /// One poll that never backs off (a thread that polls two stacks backs off itself, only
+    /// when both are idle). Returns whether the stack worked or the caller progressed; errors
+    /// out like [`Node::poll`].
+    pub(crate) fn poll_spin(&mut self, progressed: bool) -> Result<bool, BoxErr> {
+        let (wall, now) = self.poll_time(self.worked);
+        self.worked = self.poll_once(now);
+        if self.worked || progressed {
+            self.last_progress = wall;
+        } else if wall.saturating_duration_since(self.last_progress) > STALL {
+            self.abort.store(true, Ordering::Relaxed);
+            return Err(
+                format!("no progress for 30 s; counters:\n{}", self.stack.counters()).into(),
+            );
+        }
+        if self.abort.load(Ordering::Relaxed) {
+            return Err("the other side failed".into());
+        }
+        Ok(self.worked || progressed)
+    }
+
     /// Polls the stack once; disarms the device's wake-up when the poll found work.
     fn poll_once(&mut self, now: Instant) -> bool {
         let worked = self.stack.poll(now, &mut self.end);

@@ -55,9 +55,12 @@ pub fn ipv4_tuple(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> [u8; 12
 /// by default (Linux's `ethtool_rxfh_indir_default`: entry `i` -> queue `i % n`).
 #[derive(Debug, Clone)]
 pub struct Rss {
-    key: [u8; 40],
     table: [u16; INDIRECTION_ENTRIES],
     shards: usize,
+    /// `lut[i][b]`: what byte value `b` at position `i` of a 12-byte IPv4 tuple XORs into the
+    /// hash (the Toeplitz hash is linear in its input bits), so a device steering every frame
+    /// pays 12 table reads instead of 96 bit steps.
+    lut: Box<[[u32; 256]; 12]>,
 }
 
 impl Rss {
@@ -69,7 +72,24 @@ impl Rss {
             // Lossless: shards <= INDIRECTION_ENTRIES = 128.
             *e = (i % shards) as u16;
         }
-        Rss { key, table, shards }
+        let mut lut = Box::new([[0u32; 256]; 12]);
+        for (i, row) in lut.iter_mut().enumerate() {
+            for (b, e) in row.iter_mut().enumerate() {
+                let mut input = [0u8; 12];
+                input[i] = b as u8;
+                *e = toeplitz(&key, &input);
+            }
+        }
+        Rss { table, shards, lut }
+    }
+
+    /// The Toeplitz hash of an IPv4 4-tuple under this key (table-driven; equal to
+    /// [`toeplitz`] of [`ipv4_tuple`]).
+    pub fn hash(&self, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> u32 {
+        let t = ipv4_tuple(src, dst, sport, dport);
+        t.iter()
+            .zip(self.lut.iter())
+            .fold(0, |h, (&b, row)| h ^ row[usize::from(b)])
     }
 
     pub fn shards(&self) -> usize {
@@ -78,7 +98,7 @@ impl Rss {
 
     /// The shard that receives a packet from `src:sport` to `dst:dport`.
     pub fn shard_of(&self, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> usize {
-        let h = toeplitz(&self.key, &ipv4_tuple(src, dst, sport, dport));
+        let h = self.hash(src, dst, sport, dport);
         usize::from(self.table[h as usize % INDIRECTION_ENTRIES])
     }
 
@@ -167,6 +187,21 @@ mod tests {
                 toeplitz(&MICROSOFT_KEY, &ipv4_tuple(src, dst, sport, dport)),
                 with_tcp,
                 "{src:?}:{sport} -> {dst:?}:{dport}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_table_driven_hash_equals_the_bitwise_one() {
+        let rss = Rss::new(MICROSOFT_KEY, 4);
+        for (dst, dport, src, sport, _, with_tcp) in VECTORS {
+            assert_eq!(rss.hash(src, dst, sport, dport), with_tcp);
+        }
+        for port in (0..=u16::MAX).step_by(997) {
+            let (a, b) = ([198, 18, 0, 1], [198, 19, 255, 254]);
+            assert_eq!(
+                rss.hash(a, b, port, 5201),
+                toeplitz(&MICROSOFT_KEY, &ipv4_tuple(a, b, port, 5201))
             );
         }
     }

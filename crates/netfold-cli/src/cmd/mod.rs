@@ -7,6 +7,7 @@ pub mod paper;
 pub mod perf;
 pub mod remote;
 pub mod serve;
+pub mod serve_shards;
 pub mod server;
 pub mod soak;
 pub mod stream;

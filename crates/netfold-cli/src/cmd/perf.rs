@@ -62,6 +62,7 @@ pub enum OnOff {
 /// | lo | - | - | loopback |
 /// | veth | - | - | veth pair between two namespaces |
 /// | tap | TAP device, the kernel as peer in a namespace | same, via smoltcp's TunTapInterface | veth pair (the kernel-to-kernel counterpart) |
+/// | tun | TUN device (bare IP, no ARP), the kernel as peer in a namespace | refused (not implemented) | veth pair (the kernel-to-kernel counterpart) |
 /// | emu | client and server stacks on packet sockets in two namespaces joined by netfold's link emulator | refused (not implemented) | client and server sockets in the two namespaces, over the emulator |
 ///
 /// `--delay/--rate/--loss/--reorder/--duplicate/--corrupt/--seed` apply to the in-memory pipe
@@ -73,6 +74,7 @@ pub enum KernelLink {
     Lo,
     Veth,
     Tap,
+    Tun,
     Emu,
 }
 
@@ -84,6 +86,7 @@ impl KernelLink {
             KernelLink::Lo => "lo",
             KernelLink::Veth => "veth",
             KernelLink::Tap => "tap",
+            KernelLink::Tun => "tun",
             KernelLink::Emu => "emu",
         }
     }
@@ -136,7 +139,7 @@ pub fn parse_link(s: &str) -> Result<LinkArg, String> {
         }
     }
     Err(format!(
-        "{s:?}: expected auto, lo, veth or tap (local runs), or tap:NAME, tun:NAME or \
+        "{s:?}: expected auto, lo, veth, tap, tun or emu (local runs), or tap:NAME, tun:NAME or \
          packet:IFNAME (netfold on that device as the -H client, with --addr)"
     ))
 }
@@ -191,28 +194,32 @@ pub struct Common {
     /// one placement by hand.
     #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["threads", "pin"])]
     pub placement: Option<Vec<Placement>>,
-    /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack [default: 1].
+    /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack [default: 1;
+    /// with --shards: threads per shard, default 2].
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: Option<u8>,
-    /// Thread placement for two-thread runs: split (client CPU 0, server CPU 1), same, none
-    /// [default: split].
-    #[arg(long, value_enum)]
+    /// Thread placement (alias --affinity): split (client CPU 0, server CPU 1; with --shards:
+    /// shard k's client on CPU 2k, its server on 2k+1), same (both on CPU 0; with --shards:
+    /// shard k's client and server on CPU k), none (unpinned) [default: split].
+    #[arg(long, value_enum, visible_alias = "affinity")]
     pub pin: Option<Pin>,
-    /// netfold (issue 14, shards): N client and N server stacks, one thread each, shard k's
-    /// pair on its own pipe, placed by --pin (same: shard k on CPU k). TCP_STREAM only.
+    /// netfold (issue 14, shards): N client and N server stacks, one thread each, joined by a
+    /// multi-queue in-memory link steered by the Toeplitz hash, placed by --affinity.
+    /// TCP_STREAM, TCP_RR and TCP_CRR.
     #[arg(long)]
     pub shards: Option<usize>,
     /// netfold --shards: connections, spread over the shards [default: one per shard].
     #[arg(long, requires = "shards")]
     pub streams: Option<usize>,
     /// Link: auto (netfold/smoltcp: in-memory pipe, kernel: loopback), lo, veth (kernel), tap
-    /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth), emu
+    /// (netfold on a TAP device with the kernel as peer; the kernel then runs over veth), tun
+    /// (the same over a TUN device: bare IP packets, no ARP), emu
     /// (two namespaces joined by netfold's user-space link emulator, which applies --delay,
     /// --rate, --loss and the rest; kernel and netfold). With -H: tap:NAME, tun:NAME or
     /// packet:IFNAME runs this host's side on netfold over that device (TAP/TUN created if
     /// missing; packet: an AF_PACKET socket on an existing interface), at --addr.
     #[arg(long, value_parser = parse_link, default_value = "auto",
-          value_name = "auto|lo|veth|tap|emu|tap:NAME|tun:NAME|packet:IFNAME")]
+          value_name = "auto|lo|veth|tap|tun|emu|tap:NAME|tun:NAME|packet:IFNAME")]
     pub link: LinkArg,
     /// Fraction of frames lost on the link (the in-memory pipe, or the emulator with --link
     /// emu), e.g. 0.01.
@@ -536,7 +543,7 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
     if let Some(d) = a.link.device() {
         return Err(format!(
             "--link {d} runs netfold as the client of a `netfold server`: it needs -H HOST and \
-             --addr ADDR/PREFIX (local runs take --link auto, lo, veth or tap)"
+             --addr ADDR/PREFIX (local runs take --link auto, lo, veth, tap, tun or emu)"
         ));
     }
     let mtu = a.mtu.map(|m| m as usize).unwrap_or(DEFAULT_MTU);
@@ -589,7 +596,10 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
             rate_bps: a.rate,
         },
         verify: a.verify,
-        threads: a.threads.unwrap_or(1) as usize,
+        // With --shards: threads per shard, 2 (client and server apart) unless --threads 1.
+        threads: a
+            .threads
+            .map_or(if a.shards.is_some() { 2 } else { 1 }, usize::from),
         pin: a.pin.unwrap_or(Pin::Split),
         gro: a.gro == OnOff::On,
         copy_mode: if a.copy == CopyMode::Baseline {
@@ -629,6 +639,14 @@ fn run_stack(
         (StackKind::Netfold, KernelLink::Tap) => {
             Ok((crate::bench::netfold_tap::run(p)?, "tap".into(), p.mtu))
         }
+        (StackKind::Netfold, KernelLink::Tun) => {
+            Ok((crate::bench::netfold_tap::run_tun(p)?, "tun".into(), p.mtu))
+        }
+        (StackKind::Smoltcp, KernelLink::Tun) => Err(
+            "--link tun is not implemented for smoltcp (its TunTapInterface in TUN mode is not \
+             set up by this tool); use --link tap, or --stack kernel,netfold"
+                .into(),
+        ),
         (StackKind::Netfold, KernelLink::Emu) => {
             Ok((crate::bench::emu::run_netfold(p)?, "emu".into(), p.mtu))
         }
@@ -662,14 +680,14 @@ fn run_stack(
         (StackKind::Kernel, KernelLink::Auto | KernelLink::Lo) => {
             Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu()))
         }
-        (StackKind::Kernel, KernelLink::Veth | KernelLink::Tap) => {
+        (StackKind::Kernel, KernelLink::Veth | KernelLink::Tap | KernelLink::Tun) => {
             let v = kernel::Veth::create(Some(p.mtu))?;
             let m = kernel::run_on(p, kernel::Where::Veth(&v))?;
             Ok((m, "veth".into(), p.mtu))
         }
         (s, l) => Err(format!(
             "--link {} is not available for the {} stack: netfold and smoltcp run over the \
-             in-memory pipe (--link auto) or a TAP device (--link tap); lo and veth are the \
+             in-memory pipe (--link auto) or a TAP or TUN device (--link tap, tun); lo and veth are the \
              kernel's links",
             l.name(),
             s.name()
@@ -760,7 +778,16 @@ fn make_row(
             p.send_size
         },
         resp_size: p.test.is_transactional().then_some(p.resp_size),
-        placement: placement(stack, klink, p).into(),
+        placement: match (stack, klink) {
+            (StackKind::Netfold, KernelLink::Auto) if p.shards > 0 => format!(
+                "{} shards x {} streams, {}{}",
+                p.shards,
+                p.streams,
+                crate::bench::shards::affinity_name(p.pin),
+                if p.threads == 1 { ", 1 thread" } else { "" }
+            ),
+            _ => placement(stack, klink, p).into(),
+        },
         bytes,
         elapsed_s: elapsed,
         verified: if runs.iter().any(|m| m.verified.is_some()) {
@@ -837,6 +864,8 @@ fn udp_totals(runs: &[Measurement]) -> Option<crate::bench::udp::UdpStats> {
 fn placements(a: &Args) -> Vec<Option<Placement>> {
     match &a.placement {
         Some(list) => list.iter().map(|&p| Some(p)).collect(),
+        // Sharded runs are placed by --affinity alone.
+        None if a.shards.is_some() => vec![None],
         None if a.threads.is_none() && a.pin.is_none() => {
             vec![Some(Placement::OneCpu), Some(Placement::TwoCpus)]
         }
@@ -848,8 +877,8 @@ fn placements(a: &Args) -> Vec<Option<Placement>> {
 /// run there (smoltcp over the in-memory pipe is one thread only; netfold's two-thread runner
 /// has no UDP_STREAM).
 fn place(stack: StackKind, link: KernelLink, pl: Placement, mut p: Params) -> Option<Params> {
-    let two_threads =
-        stack == StackKind::Kernel || matches!(link, KernelLink::Tap | KernelLink::Emu);
+    let two_threads = stack == StackKind::Kernel
+        || matches!(link, KernelLink::Tap | KernelLink::Tun | KernelLink::Emu);
     match (pl, two_threads, stack) {
         (Placement::OneCpu, true, _) => p.pin = Pin::Same,
         (Placement::TwoCpus, true, _) => p.pin = Pin::Split,
@@ -867,7 +896,7 @@ fn place(stack: StackKind, link: KernelLink, pl: Placement, mut p: Params) -> Op
 pub fn placement(stack: StackKind, link: KernelLink, p: &Params) -> &'static str {
     let threads = match (stack, link) {
         // Over a TAP the peer is a kernel thread in a namespace: two threads.
-        (StackKind::Kernel, _) | (_, KernelLink::Tap | KernelLink::Emu) => 2,
+        (StackKind::Kernel, _) | (_, KernelLink::Tap | KernelLink::Tun | KernelLink::Emu) => 2,
         (StackKind::Netfold, _) => p.threads,
         (StackKind::Smoltcp, _) => 1,
     };

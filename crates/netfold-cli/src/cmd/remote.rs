@@ -283,7 +283,7 @@ fn run_one(
              are set up per netperf-style run); use `netfold emulate` with your own namespaces"
                 .into(),
         ),
-        KernelLink::Veth | KernelLink::Tap => {
+        KernelLink::Veth | KernelLink::Tap | KernelLink::Tun => {
             let v = crate::bench::kernel::Veth::create(a.mtu.map(|m| m as usize))?;
             let (addr, h) = remote::local_server(
                 crate::bench::kernel::VETH_SERVER.into(),

@@ -30,17 +30,17 @@ pub struct Args {
     /// The link: `tap:NAME` or `tun:NAME` (attaches to TAP/TUN device NAME, creating it if it
     /// does not exist).
     #[arg(long)]
-    link: String,
+    pub(super) link: String,
     /// Our address and prefix, e.g. 198.18.0.2/24.
     #[arg(long)]
-    addr: String,
+    pub(super) addr: String,
     /// Default gateway for off-link peers.
     #[arg(long)]
-    gateway: Option<Ipv4Addr>,
+    pub(super) gateway: Option<Ipv4Addr>,
     /// Write every frame sent and received to this pcap file (bounded: see --pcap-snaplen,
     /// --pcap-max-size, --pcap-files).
     #[arg(long)]
-    pcap: Option<std::path::PathBuf>,
+    pub(super) pcap: Option<std::path::PathBuf>,
     /// Bytes of each frame kept in the capture (longer frames are cut; their original length
     /// is kept). The default is tcpdump's: it holds a whole 64 KiB TSO/GRO super-segment, which
     /// is what crosses the TAP with offloads on, so nothing is lost by default; the size cap,
@@ -58,19 +58,27 @@ pub struct Args {
     pcap_files: u32,
     /// IP MTU (default: the TAP interface's).
     #[arg(long)]
-    mtu: Option<usize>,
+    pub(super) mtu: Option<usize>,
     /// Do not offload checksums and TCP segmentation to the kernel across the TAP.
     #[arg(long)]
-    no_offloads: bool,
+    pub(super) no_offloads: bool,
     /// Our MAC address (default: a locally administered one).
     #[arg(long, default_value = "02:6e:66:00:00:02")]
-    mac: String,
+    pub(super) mac: String,
     /// Most connections served at once.
     #[arg(long, default_value_t = 256)]
-    max_conns: usize,
+    pub(super) max_conns: usize,
+    /// Shards (issue 14): opens N queues of a multi-queue TAP (`IFF_MULTI_QUEUE`) and runs one
+    /// stack per queue, each with its own services and listeners on every port, on its own
+    /// thread pinned to CPU k (mod the CPUs). The kernel picks the queue of each flow; the
+    /// shard that owns the queue a connection's SYN arrived on owns the connection. Given
+    /// (even as 1), the TAP is opened multi-queue; absent, `serve` runs one stack on one
+    /// thread over a plain TAP or TUN.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(super) shards: Option<u16>,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+pub(super) static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_sig: libc::c_int) {
     // Only an atomic store: async-signal-safe.
@@ -79,7 +87,7 @@ extern "C" fn on_signal(_sig: libc::c_int) {
 
 /// Installs SIGINT/SIGTERM handlers that set [`STOP`]. No SA_RESTART, so a poll(2) in progress
 /// returns EINTR at once.
-fn install_signal_handlers() -> std::io::Result<()> {
+pub(super) fn install_signal_handlers() -> std::io::Result<()> {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: sigaction is zero-initialisable plain data; we set a handler that only does an
         // atomic store, an empty mask, and pass valid pointers to a live local.
@@ -97,7 +105,7 @@ fn install_signal_handlers() -> std::io::Result<()> {
     Ok(())
 }
 
-fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
+pub(super) fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
     let parts: Vec<&str> = s.split(':').collect();
     if parts.len() != 6 {
         return Err(format!("bad MAC address {s:?}"));
@@ -153,13 +161,13 @@ pub fn parse_cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
 
 /// The stack's clock: microseconds since the Unix epoch (so pcap timestamps are wall time),
 /// advancing monotonically.
-struct Clock {
+pub(super) struct Clock {
     base: u64,
     start: std::time::Instant,
 }
 
 impl Clock {
-    fn new() -> Clock {
+    pub(super) fn new() -> Clock {
         let base = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_micros() as u64)
@@ -169,14 +177,14 @@ impl Clock {
             start: std::time::Instant::now(),
         }
     }
-    fn now(&self) -> Instant {
+    pub(super) fn now(&self) -> Instant {
         Instant::from_micros(self.base + self.start.elapsed().as_micros() as u64)
     }
 }
 
 /// Polls stack and services until SIGINT/SIGTERM; `wait` sleeps until the device is readable
 /// or the timeout passes.
-fn serve_loop<D: Device>(
+pub(super) fn serve_loop<D: Device>(
     dev: &mut D,
     wait: impl Fn(&D, Duration),
     stack: &mut Stack,
@@ -229,6 +237,9 @@ fn serve_loop<D: Device>(
 }
 
 pub fn run(a: Args) -> CmdResult {
+    if let Some(n) = a.shards {
+        return super::serve_shards::run(a, n);
+    }
     if !a.link.starts_with("tap:") && !a.link.starts_with("tun:") {
         return Err(format!("--link {:?}: expected tap:NAME or tun:NAME", a.link).into());
     }
@@ -330,7 +341,7 @@ pub fn run(a: Args) -> CmdResult {
 /// The TAP device's statistics as a table in the style of the stack's counters: one line per
 /// counter, group, name and value.
 /// The device's counters as a table, rows prefixed with the link kind (`tap`, `tun`).
-fn tap_table(kind: &str, t: &netfold_os::tap::TapStats) -> String {
+pub(super) fn tap_table(kind: &str, t: &netfold_os::tap::TapStats) -> String {
     let o = &t.offload;
     let rows: [(&str, u64); 16] = [
         ("rx_frames", t.rx_frames),

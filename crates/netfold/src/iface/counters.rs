@@ -69,6 +69,8 @@ pub struct Counters {
     pub ipv4_malformed: u64,
     /// Destination not one of our addresses.
     pub ipv4_not_for_us: u64,
+    /// Transparent mode: TCP and UDP to a foreign destination taken in (`StackConfig::transparent`).
+    pub ipv4_transparent_in: u64,
     /// Source address broadcast, multicast or ours (RFC 1122 §3.2.1.3 martians).
     pub ipv4_bad_src: u64,
     /// Datagrams for a protocol we do not speak.
@@ -236,6 +238,7 @@ impl fmt::Display for Counters {
                     ("bad_checksum", self.ipv4_bad_checksum),
                     ("malformed", self.ipv4_malformed),
                     ("not_for_us", self.ipv4_not_for_us),
+                    ("transparent_in", self.ipv4_transparent_in),
                     ("bad_src", self.ipv4_bad_src),
                     ("unknown_protocol", self.ipv4_unknown_protocol),
                     ("frag_in", self.frag_in),

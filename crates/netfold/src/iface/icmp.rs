@@ -138,8 +138,9 @@ impl Inner {
                             next_hop_mtu
                         };
                         // RFC 1191 §4: the path to the quoted destination is this narrow, for
-                        // whatever we send there (only about packets we sent).
-                        if header.src == self.st.addr {
+                        // whatever we send there (only about packets we sent). A quoted TCP
+                        // segment must first pass the connection's RFC 5927 check (below).
+                        if header.src == self.st.addr && header.protocol != IpProtocol::Tcp {
                             self.st.pmtu.learn(now, header.dst, usize::from(mtu));
                         }
                         IcmpError::FragNeeded { mtu }
@@ -161,7 +162,11 @@ impl Inner {
                 if let Some(e) = udp_err {
                     self.icmp_error_to_udp(&header, data, e);
                 }
-                self.icmp_error_to_tcp(now, &header, data, err);
+                if self.icmp_error_to_tcp(now, &header, data, err) {
+                    if let IcmpError::FragNeeded { mtu } = err {
+                        self.st.pmtu.learn(now, header.dst, usize::from(mtu));
+                    }
+                }
             }
             Icmpv4Repr::TimeExceeded { header, data, .. } => {
                 c.icmp_errors_in += 1;
@@ -171,17 +176,30 @@ impl Inner {
     }
 
     /// Hands an ICMP error quoting one of our TCP segments to the TCP layer. The quote's
-    /// source must be us (we sent the quoted packet); the quote starts with the ports.
-    fn icmp_error_to_tcp(&mut self, now: Instant, quoted: &Ipv4Repr, data: &[u8], err: IcmpError) {
-        if quoted.protocol != IpProtocol::Tcp || quoted.src != self.st.addr {
-            return;
+    /// source must be us (we sent the quoted packet); the quote starts with the ports and the
+    /// sequence number, which must lie in the connection's SND.UNA..SND.NXT (RFC 5927 §4.1).
+    /// Returns whether a connection took the error.
+    fn icmp_error_to_tcp(
+        &mut self,
+        now: Instant,
+        quoted: &Ipv4Repr,
+        data: &[u8],
+        err: IcmpError,
+    ) -> bool {
+        // In transparent mode our connections may send from any address.
+        let ours = quoted.src == self.st.addr || self.config.transparent;
+        if quoted.protocol != IpProtocol::Tcp || !ours {
+            return false;
         }
-        let Some((sport, dport)) = crate::wire::tcp::quoted_ports(data) else {
-            return;
+        let (Some((sport, dport)), Some(seq)) = (
+            crate::wire::tcp::quoted_ports(data),
+            crate::wire::tcp::quoted_seq(data),
+        ) else {
+            return false;
         };
         let local = SocketAddrV4::new(quoted.src, sport);
         let remote = SocketAddrV4::new(quoted.dst, dport);
-        self.tcp.icmp_error(now, local, remote, err);
+        self.tcp.icmp_error_quoting(now, local, remote, seq, err)
     }
 
     /// Hands an ICMP error quoting one of our UDP datagrams to the socket connected to its

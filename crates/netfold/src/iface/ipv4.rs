@@ -11,7 +11,7 @@ use crate::offload::gro::Gro;
 use crate::offload::gso::MAX_IP_PACKET;
 use crate::time::Instant;
 use crate::wire::icmpv4::unreach_code;
-use crate::wire::ipv4::{Ipv4Packet, Ipv4Repr, FRAGMENT_UNIT, HEADER_LEN as IP_LEN};
+use crate::wire::ipv4::{Ecn, Ipv4Packet, Ipv4Repr, FRAGMENT_UNIT, HEADER_LEN as IP_LEN};
 use crate::wire::{Error, IpProtocol, Ipv4Addr};
 
 /// Where a transport payload lies: in a frame of the receive batch, straight after an
@@ -75,10 +75,21 @@ impl Inner {
         }
         // RFC 1122 §3.3.6: a datagram received via link broadcast with a unicast IP destination
         // SHOULD be silently discarded. We are a host (no forwarding): anything not addressed
-        // to us is dropped.
-        if !bcast && (ip.dst != our_addr || link_bcast) {
+        // to us is dropped — unless transparent mode (`StackConfig::transparent`, Linux's
+        // IP_TRANSPARENT/TPROXY analogue) takes TCP and UDP to any unicast destination, for
+        // the transparent listener and UDP socket (ICMP and other protocols to a foreign
+        // address are still dropped: we would answer from the wrong address).
+        let foreign = !bcast && ip.dst != our_addr;
+        let transparent_ok = self.config.transparent
+            && !ip.dst.is_multicast()
+            && !ip.dst.is_unspecified()
+            && matches!(ip.protocol, IpProtocol::Tcp | IpProtocol::Udp);
+        if (link_bcast && !bcast) || (foreign && !transparent_ok) {
             c.ipv4_not_for_us += 1;
             return;
+        }
+        if foreign {
+            c.ipv4_transparent_in += 1;
         }
         // RFC 1122 §3.2.1.7: a host MUST NOT discard a datagram because its TTL is below 2, so
         // there is no TTL check on receive (TTL matters only to forwarders).
@@ -166,6 +177,20 @@ impl IfaceState {
         self.send_ip_pmtu(now, protocol, src, dst, buf, PmtuDisc::Dont)
     }
 
+    /// `send_ip` with the ECN field `ecn` in the IPv4 header (a TCP segment of an ECN
+    /// connection, RFC 3168 §6.1.1).
+    pub(super) fn send_ip_ecn(
+        &mut self,
+        now: Instant,
+        protocol: IpProtocol,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        buf: PacketBuf,
+        ecn: Ecn,
+    ) -> Result<(), TxError> {
+        self.send_ip_inner(now, protocol, src, dst, buf, PmtuDisc::Dont, ecn)
+    }
+
     /// `send_ip` for a UDP or ICMP datagram under a socket's IP_MTU_DISCOVER `mode` (see
     /// [`PmtuDisc`]): whether DF is set, and which MTU decides fragmentation. A datagram the
     /// mode forbids to fragment is refused as `TooBig` (the socket refused it earlier).
@@ -175,8 +200,22 @@ impl IfaceState {
         protocol: IpProtocol,
         src: Ipv4Addr,
         dst: Ipv4Addr,
+        buf: PacketBuf,
+        mode: PmtuDisc,
+    ) -> Result<(), TxError> {
+        self.send_ip_inner(now, protocol, src, dst, buf, mode, Ecn::NotEct)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_ip_inner(
+        &mut self,
+        now: Instant,
+        protocol: IpProtocol,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
         mut buf: PacketBuf,
         mode: PmtuDisc,
+        ecn: Ecn,
     ) -> Result<(), TxError> {
         if self.tx_full() {
             self.c.tx_queue_full += 1;
@@ -202,7 +241,7 @@ impl IfaceState {
             }
         }
         self.ident = self.ident.wrapping_add(1);
-        let ip = Ipv4Repr {
+        let mut ip = Ipv4Repr {
             src,
             dst,
             protocol,
@@ -218,6 +257,7 @@ impl IfaceState {
             more_frags: false,
             frag_offset: 0,
         };
+        ip.set_ecn(ecn);
         if ip.emit(buf.prepend(IP_LEN), self.csum_tx).is_err() {
             self.c.tx_too_big += 1;
             self.pool.put(buf);

@@ -136,6 +136,14 @@ pub struct StackConfig {
     /// Total socket-buffer bytes (all TCP rings) that buffer auto-tuning may grow to; growth
     /// beyond it is refused and counted (`tcp::Stats::buffer_budget_refusals`).
     pub tcp_buffer_budget: usize,
+    /// Transparent mode (off by default): accept TCP segments and UDP datagrams to any unicast
+    /// destination, not only to `addr`, for a transparent listener
+    /// ([`crate::socket::TcpListener::bind_transparent`]) and a transparent UDP socket
+    /// ([`crate::socket::UdpSocket::bind_transparent`]) that see the original destination and
+    /// answer from it. This is Linux's IP_TRANSPARENT socket option with a TPROXY rule, what
+    /// tun2socks-style tools behind a TUN need. ARP is unchanged: on Ethernet only our own
+    /// address is answered, so foreign destinations reach us only when routed to our MAC.
+    pub transparent: bool,
 }
 
 /// Segments one GSO super-segment spans at most (44 x 1448 fills 64 KiB, as in Linux).
@@ -170,6 +178,7 @@ impl Default for StackConfig {
             gso: true,
             copy_mode: crate::mem::CopyMode::Kernels,
             tcp_buffer_budget: crate::tcp::buffer::DEFAULT_BUFFER_BUDGET,
+            transparent: false,
         }
     }
 }
@@ -454,7 +463,44 @@ impl Stack {
         to: SocketAddrV4,
     ) -> Result<(), UdpError> {
         let now = self.inner.last_now;
-        self.inner.udp_send_to(now, h, data, to)
+        self.inner.udp_send_to(now, h, data, to, None)
+    }
+
+    /// Binds the transparent UDP socket (transparent mode only, else `AddrNotAvailable`; one
+    /// per stack, else `AddrInUse`): it receives datagrams to any unicast address and port
+    /// that no other socket is bound to, each with its original destination
+    /// ([`Stack::udp_recv_from_to`]), and sends from any source
+    /// ([`Stack::udp_send_from_to`]). Linux: IP_TRANSPARENT + IP_RECVORIGDSTADDR behind a
+    /// TPROXY rule.
+    pub fn udp_bind_transparent(&mut self) -> Result<UdpHandle, UdpError> {
+        if !self.inner.config.transparent {
+            return Err(UdpError::AddrNotAvailable);
+        }
+        self.inner.udp.bind_transparent()
+    }
+
+    /// `udp_send_to` from the source `from` (any unicast address and port): a transparent
+    /// socket's reply from the original destination. `AddrNotAvailable` on a socket that is
+    /// not transparent.
+    pub fn udp_send_from_to(
+        &mut self,
+        h: UdpHandle,
+        data: &[u8],
+        from: SocketAddrV4,
+        to: SocketAddrV4,
+    ) -> Result<(), UdpError> {
+        let now = self.inner.last_now;
+        self.inner.udp_send_to(now, h, data, to, Some(from))
+    }
+
+    /// `udp_recv_from` that also returns the address the datagram was sent to (its original
+    /// destination on a transparent socket; IP_RECVORIGDSTADDR).
+    pub fn udp_recv_from_to(
+        &mut self,
+        h: UdpHandle,
+        buf: &mut [u8],
+    ) -> Result<(usize, SocketAddrV4, SocketAddrV4), UdpError> {
+        self.inner.udp_recv_from(h, buf)
     }
 
     /// Takes the oldest received datagram: copies up to `buf.len()` bytes (the rest is
@@ -464,7 +510,8 @@ impl Stack {
         h: UdpHandle,
         buf: &mut [u8],
     ) -> Result<(usize, SocketAddrV4), UdpError> {
-        self.inner.udp_recv_from(h, buf)
+        let (n, from, _) = self.inner.udp_recv_from(h, buf)?;
+        Ok((n, from))
     }
 
     /// Readiness of a UDP socket without taking anything: datagrams waiting to be read, and

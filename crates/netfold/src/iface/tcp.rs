@@ -14,7 +14,7 @@ use crate::tcp::{OutSegment, TcpLayer};
 use crate::time::Instant;
 use crate::wire::checksum::{add, pseudo_header};
 use crate::wire::ethernet::VLAN_HEADER_LEN;
-use crate::wire::ipv4::{Ipv4Repr, HEADER_LEN as IP_LEN};
+use crate::wire::ipv4::{Ecn, Ipv4Repr, HEADER_LEN as IP_LEN};
 use crate::wire::tcp::{PseudoHeader, TcpPacket, TcpRepr, MAX_HEADER_LEN};
 use crate::wire::{IpProtocol, Ipv4Addr};
 
@@ -69,12 +69,13 @@ impl Sink for TcpSink<'_> {
     fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]]) {
         self.c.gro_flushes += 1;
         self.c.gro_segs_per_flush[bucket(parts.len())] += 1;
-        enter_tcp(self.tcp, self.now, ip.src, ip.dst, repr, parts);
+        let ecn = Ecn::from_tos(ip.tos);
+        enter_tcp(self.tcp, self.now, ip.src, ip.dst, repr, parts, ecn);
     }
 }
 
 /// The one place received segments enter TCP: a segment alone, or a GRO train as its payload
-/// slices in order (verified, see [`verify`]).
+/// slices in order (verified, see [`verify`]), with the IP header's ECN field (RFC 3168).
 fn enter_tcp(
     tcp: &mut TcpLayer,
     now: Instant,
@@ -82,12 +83,9 @@ fn enter_tcp(
     dst: Ipv4Addr,
     repr: &TcpRepr,
     parts: &[&[u8]],
+    ecn: Ecn,
 ) {
-    match parts {
-        [] => tcp.input(now, src, dst, repr, &[]),
-        [one] => tcp.input(now, src, dst, repr, one),
-        _ => tcp.input_parts(now, src, dst, repr, parts),
-    }
+    tcp.input_ecn(now, src, dst, repr, parts, ecn);
 }
 
 impl Inner {
@@ -175,7 +173,7 @@ impl Inner {
             }
         }
         let data = bytes.get(hdr_len..).unwrap_or(&[]);
-        enter_tcp(&mut self.tcp, now, ip.src, ip.dst, &repr, &[data]);
+        enter_tcp(&mut self.tcp, now, ip.src, ip.dst, &repr, &[data], ip.ecn());
     }
 
     /// Hands every train GRO still holds to TCP (end of the receive batch).
@@ -263,7 +261,7 @@ impl IfaceState {
         if pieces > 1 && self.tx.len() + pieces > self.tx_limit && !self.tx.is_empty() {
             return Emit::QueueFull(FullQueue::Transmit);
         }
-        let ip = self.tcp_ip_template(now, seg.src, seg.dst);
+        let ip = self.tcp_ip_template(now, seg.src, seg.dst, seg.ecn);
         // Once one piece is out the segment counts as sent: a later piece refused (counted)
         // is a loss that TCP recovers like any other, not a reason to send the first again.
         let mut first_refusal = None;
@@ -272,7 +270,7 @@ impl IfaceState {
             if pieces > 1 {
                 self.c.gso_segments += 1;
             }
-            match self.emit_piece(now, ip.as_ref(), &tcp, &sup, &p) {
+            match self.emit_piece(now, ip.as_ref(), &tcp, &sup, &p, seg.ecn) {
                 Emit::Sent => sent_any = true,
                 refused => {
                     first_refusal.get_or_insert(refused);
@@ -293,10 +291,11 @@ impl IfaceState {
         now: Instant,
         src: Ipv4Addr,
         dst: Ipv4Addr,
+        ecn: Ecn,
     ) -> Option<IpTemplate> {
         let mut t = [0u8; VLAN_HEADER_LEN + IP_LEN];
         let l3 = self.resolved_link_header(now, dst, &mut t)?;
-        let ip = Ipv4Repr {
+        let mut ip = Ipv4Repr {
             src,
             dst,
             protocol: IpProtocol::Tcp,
@@ -310,6 +309,7 @@ impl IfaceState {
             more_frags: false,
             frag_offset: 0,
         };
+        ip.set_ecn(ecn);
         ip.emit(&mut t[l3..l3 + IP_LEN], false).ok()?;
         IpTemplate::new(&t[..l3 + IP_LEN], l3)
     }
@@ -323,6 +323,7 @@ impl IfaceState {
         tcp: &TcpTemplate,
         sup: &Super<'_>,
         p: &gso::Piece,
+        ecn: Ecn,
     ) -> Emit {
         let mut buf = self.pool.get();
         // The checks `send_ip` makes: queue room, size (pieces are cut to the MTU, or to
@@ -354,7 +355,7 @@ impl IfaceState {
         }
         if direct.is_none() {
             return self
-                .send_ip(now, IpProtocol::Tcp, sup.src, sup.dst, buf)
+                .send_ip_ecn(now, IpProtocol::Tcp, sup.src, sup.dst, buf, ecn)
                 .into();
         }
         self.c.ipv4_out += 1;
@@ -448,6 +449,7 @@ mod tests {
             repr,
             payload: (a, b),
             gso_size: 1460,
+            ecn: Ecn::NotEct,
         };
         assert!(emit_tcp(&mut eg, Instant::ZERO, &seg));
         assert_eq!(eg.tx.len(), 3);
@@ -482,6 +484,7 @@ mod tests {
             },
             payload: (&[1, 2, 3], &[]),
             gso_size: 1460,
+            ecn: Ecn::NotEct,
         };
         assert!(emit_tcp(&mut eg, Instant::ZERO, &seg));
         assert!(!emit_tcp(&mut eg, Instant::ZERO, &seg));
@@ -502,6 +505,7 @@ mod tests {
             },
             payload: (&[1, 2, 3], &[]),
             gso_size: 1460,
+            ecn: Ecn::NotEct,
         };
         assert_eq!(
             eg.emit_tcp(Instant::ZERO, &seg),

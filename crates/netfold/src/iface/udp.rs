@@ -95,11 +95,13 @@ impl std::error::Error for UdpError {}
 #[derive(Debug)]
 pub(crate) struct UdpSocket {
     pub local: SocketAddrV4,
-    /// Received datagrams: sender and a buffer holding exactly the payload.
-    pub rx: VecDeque<(SocketAddrV4, PacketBuf)>,
-    /// Datagrams to send: destination, a buffer holding the payload (headroom in front), and
-    /// the payload's checksum, computed while copying it in.
-    pub tx: VecDeque<(SocketAddrV4, PacketBuf, u16)>,
+    /// Received datagrams: sender, a buffer holding exactly the payload, and the destination
+    /// it was sent to (the original destination, for a transparent socket).
+    pub rx: VecDeque<(SocketAddrV4, PacketBuf, SocketAddrV4)>,
+    /// Datagrams to send: destination, a buffer holding the payload (headroom in front), the
+    /// payload's checksum, computed while copying it in, and the source a transparent socket
+    /// sends it from (`None`: the socket's own address).
+    pub tx: VecDeque<(SocketAddrV4, PacketBuf, u16, Option<SocketAddrV4>)>,
     /// The peer of a connected socket (connect(2) on a datagram socket): only it may have
     /// ICMP errors reported to the socket (RFC 1122 §4.1.3.3; Linux does the same).
     pub peer: Option<SocketAddrV4>,
@@ -107,6 +109,9 @@ pub(crate) struct UdpSocket {
     pub error: Option<UdpError>,
     /// IP_MTU_DISCOVER: DF and fragmentation of this socket's datagrams.
     pub pmtu_disc: PmtuDisc,
+    /// A transparent socket (`UdpTable::bind_transparent`): it takes datagrams to any
+    /// address and port no other socket takes, and may send from any source.
+    pub transparent: bool,
 }
 
 #[derive(Debug)]
@@ -160,7 +165,31 @@ impl UdpTable {
             peer: None,
             error: None,
             pmtu_disc: PmtuDisc::default(),
+            transparent: false,
         };
+        self.insert(sock)
+    }
+
+    /// The transparent socket (IP_TRANSPARENT behind a TPROXY rule): bound to 0.0.0.0:0, it
+    /// receives datagrams to any destination no other socket takes, each with its original
+    /// destination. One per table (`AddrInUse` for a second).
+    pub fn bind_transparent(&mut self) -> Result<UdpHandle, UdpError> {
+        if self.iter().any(|s| s.transparent) {
+            return Err(UdpError::AddrInUse);
+        }
+        let sock = UdpSocket {
+            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+            rx: VecDeque::with_capacity(self.queue_limit.min(256)),
+            tx: VecDeque::with_capacity(self.queue_limit.min(256)),
+            peer: None,
+            error: None,
+            pmtu_disc: PmtuDisc::default(),
+            transparent: true,
+        };
+        self.insert(sock)
+    }
+
+    fn insert(&mut self, sock: UdpSocket) -> Result<UdpHandle, UdpError> {
         if let Some(i) = self.slots.iter().position(|(_, s)| s.is_none()) {
             let slot = &mut self.slots[i];
             slot.0 = slot.0.wrapping_add(1);
@@ -199,10 +228,10 @@ impl UdpTable {
         if let Some((g, slot)) = self.slots.get_mut(h.index as usize) {
             if *g == h.generation {
                 if let Some(s) = slot.take() {
-                    for (_, b) in s.rx {
+                    for (_, b, _) in s.rx {
                         pool.put(b);
                     }
-                    for (_, b, _) in s.tx {
+                    for (_, b, _, _) in s.tx {
                         pool.put(b);
                     }
                 }
@@ -215,13 +244,21 @@ impl UdpTable {
     }
 
     /// The socket a datagram to `dst` is delivered to: an exact address match first, then a
-    /// wildcard bind (RFC 1122 §4.1.3.4 leaves the choice to the host; this is the BSD rule).
-    pub fn lookup(&mut self, dst: SocketAddrV4) -> Option<&mut UdpSocket> {
+    /// wildcard bind (RFC 1122 §4.1.3.4 leaves the choice to the host; this is the BSD rule),
+    /// then the transparent socket. `ours`: `dst` is our address (or a broadcast); a datagram
+    /// to a foreign address (transparent mode) goes to the transparent socket only, and a
+    /// broadcast never does (`bcast`).
+    pub fn lookup(&mut self, dst: SocketAddrV4, ours: bool, bcast: bool) -> Option<&mut UdpSocket> {
         let mut wildcard = None;
         let mut exact = None;
+        let mut transparent = None;
         for (i, (_, s)) in self.slots.iter().enumerate() {
             if let Some(s) = s {
-                if s.local.port() == dst.port() {
+                if s.transparent {
+                    if !bcast {
+                        transparent = Some(i);
+                    }
+                } else if ours && s.local.port() == dst.port() {
                     if s.local.ip() == dst.ip() {
                         exact = Some(i);
                         break;
@@ -231,7 +268,7 @@ impl UdpTable {
                 }
             }
         }
-        let i = exact.or(wildcard)?;
+        let i = exact.or(wildcard).or(transparent)?;
         self.slots[i].1.as_mut()
     }
 
@@ -310,15 +347,27 @@ impl Inner {
     }
 
     /// Copies the datagram into a pooled buffer (summing it in the same pass) and queues it.
+    /// `from`: the source a transparent socket sends from (`None`: the socket's address).
     pub(super) fn udp_send_to(
         &mut self,
         now: Instant,
         h: UdpHandle,
         data: &[u8],
         to: SocketAddrV4,
+        from: Option<SocketAddrV4>,
     ) -> Result<(), UdpError> {
         if to.port() == 0 || to.ip().is_unspecified() {
             return Err(UdpError::InvalidInput);
+        }
+        if let Some(f) = from {
+            // Only a transparent socket sends from a foreign address (Linux: IP_TRANSPARENT
+            // with an IP_PKTINFO/bind source), and only from a concrete one.
+            if !self.udp.get(h)?.transparent {
+                return Err(UdpError::AddrNotAvailable);
+            }
+            if f.port() == 0 || f.ip().is_unspecified() || f.ip().is_multicast() {
+                return Err(UdpError::InvalidInput);
+            }
         }
         // One IPv4 datagram carries at most 65535 - 20 - 8 = 65507 bytes of UDP data; a larger
         // one than the path MTU is fragmented on its way out (`IfaceState::send_ip`).
@@ -348,24 +397,25 @@ impl Inner {
         st.c.copies += 1;
         st.c.bytes_copied += data.len() as u64;
         st.c.bytes_checksummed += data.len() as u64;
-        sock.tx.push_back((to, buf, sum));
+        sock.tx.push_back((to, buf, sum, from));
         Ok(())
     }
 
+    /// The oldest datagram: length copied, sender, and the destination it was sent to.
     pub(super) fn udp_recv_from(
         &mut self,
         h: UdpHandle,
         buf: &mut [u8],
-    ) -> Result<(usize, SocketAddrV4), UdpError> {
+    ) -> Result<(usize, SocketAddrV4, SocketAddrV4), UdpError> {
         let sock = self.udp.get_mut(h)?;
         if let Some(e) = sock.error.take() {
             return Err(e);
         }
-        let (from, data) = sock.rx.pop_front().ok_or(UdpError::WouldBlock)?;
+        let (from, data, to) = sock.rx.pop_front().ok_or(UdpError::WouldBlock)?;
         let n = data.len().min(buf.len());
         self.st.copy.copy(&mut buf[..n], &data.as_slice()[..n]);
         self.st.pool.put(data);
-        Ok((n, from))
+        Ok((n, from, to))
     }
 
     /// Moves queued UDP datagrams to the transmit queue; returns true if it stopped at the
@@ -374,22 +424,22 @@ impl Inner {
         let st = &mut self.st;
         let addr = st.addr;
         for sock in self.udp.iter_mut() {
-            while let Some((to, mut buf, sum)) = sock.tx.pop_front() {
+            while let Some((to, mut buf, sum, from)) = sock.tx.pop_front() {
                 // A datagram goes out whole (all its fragments) or waits for the next round;
                 // one that could never fit the queue is tried (and counted) when it is empty.
                 let mode = sock.pmtu_disc;
                 let frames = st.frames_for(now, *to.ip(), HEADER_LEN + buf.len(), mode);
                 if st.tx_full() || (st.tx.len() + frames > st.tx_limit && !st.tx.is_empty()) {
-                    sock.tx.push_front((to, buf, sum));
+                    sock.tx.push_front((to, buf, sum, from));
                     return true;
                 }
-                let src = if sock.local.ip().is_unspecified() {
-                    addr
-                } else {
-                    *sock.local.ip()
+                let (src, src_port) = match from {
+                    Some(f) => (*f.ip(), f.port()),
+                    None if sock.local.ip().is_unspecified() => (addr, sock.local.port()),
+                    None => (*sock.local.ip(), sock.local.port()),
                 };
                 let repr = UdpRepr {
-                    src_port: sock.local.port(),
+                    src_port,
                     dst_port: to.port(),
                 };
                 let len = buf.len();
@@ -447,7 +497,10 @@ impl Inner {
         let verify = csum.needs_verify() && pkt.checksum() != 0;
         let data = pkt.payload();
         let limit = self.udp.queue_limit();
-        match self.udp.lookup(SocketAddrV4::new(ip.dst, repr.dst_port)) {
+        let dst = SocketAddrV4::new(ip.dst, repr.dst_port);
+        // A foreign destination reached us in transparent mode (see `receive_ipv4`).
+        let ours = bcast || ip.dst == self.st.addr;
+        match self.udp.lookup(dst, ours, bcast) {
             Some(sock) => {
                 if sock.rx.len() >= limit {
                     c.udp_queue_full += 1;
@@ -467,7 +520,7 @@ impl Inner {
                     return;
                 }
                 sock.rx
-                    .push_back((SocketAddrV4::new(ip.src, repr.src_port), buf));
+                    .push_back((SocketAddrV4::new(ip.src, repr.src_port), buf, dst));
             }
             None => {
                 // Verify before answering: never send an error about a corrupted datagram.
@@ -481,8 +534,9 @@ impl Inner {
                 }
                 c.udp_no_socket += 1;
                 // RFC 1122 §4.1.3.1: port unreachable for a closed port, but never in answer to
-                // a broadcast (RFC 1122 §3.2.2).
-                if !bcast {
+                // a broadcast (RFC 1122 §3.2.2), nor for a foreign destination (transparent
+                // mode without a transparent socket: it would come from our own address).
+                if !bcast && ours {
                     self.send_icmp_unreachable(now, unreach_code::PORT, ip, payload);
                 }
             }

@@ -59,6 +59,7 @@ use crate::buf::{Csum, PacketBuf, Pool};
 use crate::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
 use crate::time::{Duration, Instant};
 use crate::wire::ethernet::EthernetFrame;
+use crate::wire::ipv4::{Ecn, Ipv4Packet};
 
 /// Largest IPv4 packet (RFC 791 §3.1: Total Length is 16 bits): what a TSO super-segment may
 /// reach before the link header.
@@ -127,6 +128,11 @@ pub struct Impairments {
     pub delay: Duration,
     /// Serialisation rate in bits per second; 0 means unlimited.
     pub rate_bps: u64,
+    /// Probability that a frame meets congestion at an ECN-capable queue (RFC 3168 §5, an
+    /// AQM): an IPv4 packet marked ECT(0)/ECT(1) gets CE instead (header checksum refreshed)
+    /// and goes on; a Not-ECT one is dropped, as such a router would drop it. Frames that are
+    /// not IPv4 pass. Decided after `loss`.
+    pub ecn_mark: f64,
 }
 
 impl Impairments {
@@ -141,6 +147,7 @@ impl Impairments {
             corrupt: 0.0,
             delay: Duration::ZERO,
             rate_bps: 0,
+            ecn_mark: 0.0,
         }
     }
     pub fn loss(mut self, p: f64) -> Self {
@@ -167,6 +174,10 @@ impl Impairments {
         self.corrupt = clamp_probability(p);
         self
     }
+    pub fn ecn_mark(mut self, p: f64) -> Self {
+        self.ecn_mark = clamp_probability(p);
+        self
+    }
     pub fn delay(mut self, d: Duration) -> Self {
         self.delay = d;
         self
@@ -183,6 +194,7 @@ impl Impairments {
         self.duplicate = clamp_probability(self.duplicate);
         self.reorder = clamp_probability(self.reorder);
         self.corrupt = clamp_probability(self.corrupt);
+        self.ecn_mark = clamp_probability(self.ecn_mark);
         self.reorder_gap = self.reorder_gap.max(1);
         self
     }
@@ -284,6 +296,10 @@ impl PipeConfig {
         self.impairments = self.impairments.corrupt(p);
         self
     }
+    pub fn ecn_mark(mut self, p: f64) -> Self {
+        self.impairments = self.impairments.ecn_mark(p);
+        self
+    }
     pub fn delay(mut self, d: Duration) -> Self {
         self.impairments = self.impairments.delay(d);
         self
@@ -325,6 +341,9 @@ pub struct PipeStats {
     pub delivered: u64,
     /// Frames dropped by the loss impairment.
     pub dropped_loss: u64,
+    /// ECT frames marked CE, and Not-ECT frames dropped, by the `ecn_mark` impairment.
+    pub ecn_marked: u64,
+    pub ecn_dropped: u64,
     /// Frames (or duplicate copies) dropped because the direction already had `capacity`
     /// frames in flight.
     pub dropped_full: u64,
@@ -634,6 +653,32 @@ impl PipeEnd {
         }
     }
 
+    /// Congestion at an ECN-capable queue (RFC 3168 §5): an ECT IPv4 packet is marked CE and
+    /// its header checksum refreshed (`true`, it goes on); a Not-ECT one must be dropped
+    /// (`false`). A frame that is not IPv4 is left alone (`true`).
+    fn ecn_mark(&mut self, frame: &mut [u8]) -> bool {
+        let header = self.config.link_header_len(frame);
+        let is_ipv4 = match self.config.medium {
+            Medium::Ip => true,
+            Medium::Ethernet => {
+                header >= 2 && frame.get(header - 2..header) == Some(&[0x08, 0x00][..])
+            }
+        };
+        let Some(ip) = frame.get_mut(header..).filter(|_| is_ipv4) else {
+            return true;
+        };
+        let Ok(mut pkt) = Ipv4Packet::new_checked(ip) else {
+            return true;
+        };
+        if !pkt.ecn().is_ect() {
+            return false;
+        }
+        pkt.set_ecn(Ecn::Ce);
+        pkt.fill_checksum();
+        self.stats.ecn_marked += 1;
+        true
+    }
+
     /// Puts one copy on the link: reorder decision, capacity check, queueing.
     fn transmit(&mut self, link: &mut Link, pool: &mut Pool, buf: PacketBuf, ready_at: Instant) {
         if link.is_full() {
@@ -739,6 +784,11 @@ impl Device for PipeEnd {
             }
             if self.rng.chance(imp.loss) {
                 self.stats.dropped_loss += 1;
+                pool.put(buf);
+                continue;
+            }
+            if self.rng.chance(imp.ecn_mark) && !self.ecn_mark(buf.as_mut_slice()) {
+                self.stats.ecn_dropped += 1;
                 pool.put(buf);
                 continue;
             }

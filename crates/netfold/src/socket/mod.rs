@@ -76,6 +76,32 @@ impl TcpListener {
         Ok(TcpListener { handle })
     }
 
+    /// A transparent listener (Linux's IP_TRANSPARENT listener behind a TPROXY rule, what a
+    /// tun2socks-style tool needs): it accepts connections to any destination address and
+    /// port that no other socket takes, and each accepted stream's
+    /// [`TcpStream::local_addr`] is the original destination, which its replies come from.
+    /// Needs transparent mode (`StackConfig::transparent`; `AddrNotAvailable` otherwise).
+    /// One per stack (`AddrInUse`).
+    pub fn bind_transparent(
+        stack: &mut Stack,
+        backlog: usize,
+        config: tcp::Config,
+    ) -> io::Result<Self> {
+        if !stack.config().transparent {
+            return Err(io_error(tcp::Error::AddrNotAvailable));
+        }
+        let handle = stack
+            .tcp_mut()
+            .listen_transparent(backlog, config)
+            .map_err(io_error)?;
+        Ok(TcpListener { handle })
+    }
+
+    /// Wraps a listener handle obtained from the TCP layer directly.
+    pub fn from_handle(handle: tcp::Handle) -> Self {
+        TcpListener { handle }
+    }
+
     /// The next established connection, or `WouldBlock`.
     pub fn accept(&self, stack: &mut Stack) -> io::Result<(TcpStream, SocketAddrV4)> {
         let handle = stack.tcp_mut().accept(self.handle).map_err(io_error)?;
@@ -263,6 +289,41 @@ impl UdpSocket {
     pub fn bind(stack: &mut Stack, local: SocketAddrV4) -> io::Result<Self> {
         let handle = stack.udp_bind(local).map_err(udp_io_error)?;
         Ok(UdpSocket { handle })
+    }
+
+    /// The transparent UDP socket (see [`Stack::udp_bind_transparent`]): datagrams to any
+    /// destination no other socket takes, read with [`UdpSocket::recv_from_to`], answered with
+    /// [`UdpSocket::send_from_to`]. Needs transparent mode (`StackConfig::transparent`).
+    pub fn bind_transparent(stack: &mut Stack) -> io::Result<Self> {
+        let handle = stack.udp_bind_transparent().map_err(udp_io_error)?;
+        Ok(UdpSocket { handle })
+    }
+
+    /// Queues one datagram to `to` sent from `from` (a transparent socket only; any unicast
+    /// source, typically the original destination of the datagram being answered).
+    pub fn send_from_to(
+        &self,
+        stack: &mut Stack,
+        data: &[u8],
+        from: SocketAddrV4,
+        to: SocketAddrV4,
+    ) -> io::Result<usize> {
+        stack
+            .udp_send_from_to(self.handle, data, from, to)
+            .map_err(udp_io_error)?;
+        Ok(data.len())
+    }
+
+    /// The next datagram, its sender and the address it was sent to (the original
+    /// destination, on a transparent socket); `WouldBlock` when none is queued.
+    pub fn recv_from_to(
+        &self,
+        stack: &mut Stack,
+        buf: &mut [u8],
+    ) -> io::Result<(usize, SocketAddrV4, SocketAddrV4)> {
+        stack
+            .udp_recv_from_to(self.handle, buf)
+            .map_err(udp_io_error)
     }
 
     /// Queues one datagram to `to`; `WouldBlock` when the send queue is full.

@@ -10,7 +10,7 @@ use super::rtt::RttEstimator;
 use super::sack::{SackHistory, Scoreboard};
 use super::send::SendSeq;
 use super::timers::Timers;
-use super::{isn, Config, Error, IcmpError, State, Stats};
+use super::{isn, seq, Config, EcnMode, Error, IcmpError, State, Stats};
 use crate::mem::CopyMode;
 use crate::time::Instant;
 use crate::wire::tcp::{SackBlock, TcpFlags, TcpRepr, IPV4_MSS_OVERHEAD};
@@ -131,6 +131,27 @@ pub struct Timestamps {
     pub recent_at: Instant,
 }
 
+/// RFC 3168 ECN state of a connection (Linux `tp->ecn_flags`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EcnState {
+    /// Both sides agreed on ECN in the handshake (§6.1.1; Linux TCP_ECN_OK).
+    pub ok: bool,
+    /// The SYN we last sent was an ECN-setup SYN (ECE and CWR).
+    pub syn_asked: bool,
+    /// Receiver: a CE-marked segment arrived; every segment we send carries ECE until a
+    /// segment with CWR arrives (§6.1.3; Linux TCP_ECN_DEMAND_CWR).
+    pub ece: bool,
+    /// Sender: cwnd was reduced (for ECE, or a loss); the next new data segment carries CWR
+    /// (§6.1.2; Linux TCP_ECN_QUEUE_CWR).
+    pub cwr_due: bool,
+    /// Sender: SND.NXT when cwnd was last reduced for ECE; an ECE is acted on again only once
+    /// the ACK passes it, i.e. at most once per window (§6.1.2; Linux's CWR state, left
+    /// when "something *above* high_seq is ACKed"). `None` before the first reduction.
+    pub recover: Option<u32>,
+    /// The segment being processed arrived with CE in its IP header (set by the layer).
+    pub rx_ce: bool,
+}
+
 /// Loss recovery in progress (RFC 6675 §5 with SACK, RFC 6582 without).
 #[derive(Debug, Clone, Copy)]
 pub struct Recovery {
@@ -226,6 +247,11 @@ pub struct Conn {
     pub keepalive_due: bool,
     pub error: Option<Error>,
     pub error_reported: bool,
+    /// RFC 3168 ECN.
+    pub ecn: EcnState,
+    /// A timer aborted the connection and the peer must be told with a RST (keepalive give-up,
+    /// Linux `tcp_keepalive_timer`); the layer queues it (`make_rst`) after the timer run.
+    pub rst_due: bool,
     /// Queued on the layer's active list.
     pub in_active: bool,
 }
@@ -338,6 +364,8 @@ impl Conn {
             keepalive_due: false,
             error: None,
             error_reported: false,
+            rst_due: false,
+            ecn: EcnState::default(),
             in_active: false,
         }
     }
@@ -446,6 +474,13 @@ impl Conn {
             }
             _ => self.ts.enabled = false,
         }
+        // RFC 3168 §6.1.1: an ECN-setup SYN has ECE and CWR; the SYN-ACK agreeing to it has
+        // ECE without CWR, and only answers an ECN-setup SYN we sent.
+        self.ecn.ok = if syn.flags.ack() {
+            self.ecn.syn_asked && syn.flags.ece() && !syn.flags.cwr()
+        } else {
+            self.passive && self.config.ecn != EcnMode::Off && syn.flags.ece() && syn.flags.cwr()
+        };
         // Re-seed the initial window now that the MSS is known (RFC 6928).
         self.cc = Cc::new(self.config.congestion, self.snd.mss);
     }
@@ -572,7 +607,15 @@ impl Conn {
 
     pub fn send(&mut self, data: &[u8], mode: CopyMode) -> Result<usize, Error> {
         if let Some(e) = self.error {
-            return Err(e);
+            // The error that ended the connection is reported once (by whichever of send,
+            // recv or take_error comes first); after that the connection is just closed for
+            // sending: EPIPE. Linux `sk_stream_error` / `sock_error` consume `sk_err` the same
+            // way (write after RST: ECONNRESET, then EPIPE).
+            if !self.error_reported {
+                self.error_reported = true;
+                return Err(e);
+            }
+            return Err(Error::BrokenPipe);
         }
         if self.snd.fin_queued {
             return Err(Error::BrokenPipe);
@@ -656,6 +699,15 @@ impl Conn {
             _ => {}
         }
         Ok(())
+    }
+
+    /// RFC 5927 §4.1: an ICMP error is about this connection only if the TCP sequence
+    /// number it quotes is one we sent and the peer has not acknowledged, SND.UNA =< SEG.SEQ
+    /// < SND.NXT (SND.MAX here: after an RTO rewinds SND.NXT, a quote of a segment sent
+    /// before it is still genuine). Anything else is a blind attack or stale, and ignored
+    /// (Linux `tcp_v4_err`: "OutOfWindowIcmps").
+    pub fn icmp_seq_acceptable(&self, quoted_seq: u32) -> bool {
+        seq::le(self.snd.una, quoted_seq) && seq::lt(quoted_seq, self.snd.max)
     }
 
     /// An ICMP error about this connection (RFC 1122 §4.2.3.9, RFC 1191 for PMTU).

@@ -71,7 +71,7 @@ impl Conn {
         self.update_ts_recent(ctx, seg);
         self.check_rst(ctx, seg)?;
         let event = self.check_ack(ctx, seg, &text)?;
-        self.check_text(ctx, text)?;
+        self.check_text(ctx, seg, text)?;
         self.check_fin(ctx.now);
         ControlFlow::Continue(event)
     }
@@ -370,7 +370,10 @@ impl Conn {
             self.challenge_ack(ctx);
             return ControlFlow::Break(event);
         }
+        // FlightSize when the ECE was sent, before this ACK takes data out of flight.
+        let flight_before = self.flight();
         self.process_ack(ctx, seg, text.payload.len(), text.fin);
+        self.ecn_on_ack(ctx, seg, flight_before);
         if self.state == State::Closed {
             return ControlFlow::Break(Event::Closed);
         }
@@ -399,7 +402,13 @@ impl Conn {
     /// Once in the ESTABLISHED state, it is possible to deliver segment data to user RECEIVE
     /// buffers. ... CLOSE-WAIT, CLOSING, LAST-ACK, TIME-WAIT: This should not occur since a
     /// FIN has been received from the remote side. Ignore the segment text."
-    fn check_text(&mut self, ctx: &mut Ctx<'_>, text: Accepted<'_>) -> ControlFlow<Event> {
+    fn check_text(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        seg: &TcpRepr,
+        text: Accepted<'_>,
+    ) -> ControlFlow<Event> {
+        self.ecn_receive(ctx, seg, &text);
         if !matches!(
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
@@ -408,14 +417,62 @@ impl Conn {
             return ControlFlow::Continue(());
         }
         if !text.payload.is_empty() && self.user_closed {
-            // RFC 2525 §2.17 / Linux: data for an application that closed -> reset.
-            let rst = self.make_rst();
-            ctx.queue_rst(*self.local.ip(), *self.remote.ip(), rst);
+            // RFC 1122 §4.2.2.13 / RFC 2525 §2.17: data for an application that closed ->
+            // reset, in the form RFC 9293 §3.10.7.1 gives a reset answering a segment:
+            // <SEQ=SEG.ACK><CTL=RST> (the segment has passed the ACK check, so SEG.ACK is
+            // one we sent). Linux answers the same way (`tcp_rcv_state_process` returns 1 or
+            // `tcp_timewait_state_process` TCP_TW_RST, then `tcp_v4_send_reset`).
+            ctx.reply_rst(*self.local.ip(), *self.remote.ip(), seg, text.payload.len());
             self.enter_closed(None);
             return ControlFlow::Break(Event::Closed);
         }
         self.receive_data(ctx, text.seq, text.payload, text.fin);
         ControlFlow::Continue(())
+    }
+
+    /// RFC 3168 §6.1.3, the receiver's half of ECN, for an acceptable segment: a CWR ends the
+    /// ECE echo (the sender has reduced its window); a CE mark on data starts it (Linux
+    /// `tcp_ecn_accept_cwr` then `tcp_ecn_check_ce`, in that order), with an immediate ACK
+    /// the first time and for the next in-order segments, so the sender learns of the
+    /// congestion without a delayed-ACK wait (Linux enters quick-ACK mode).
+    fn ecn_receive(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, text: &Accepted<'_>) {
+        if !self.ecn.ok {
+            return;
+        }
+        if seg.flags.cwr() {
+            self.ecn.ece = false;
+        }
+        if self.ecn.rx_ce && !text.payload.is_empty() {
+            ctx.stats.ecn_ce_in += 1;
+            if !self.ecn.ece {
+                self.ecn.ece = true;
+                // This segment's ACK and the next two go at once (`receive_data`).
+                self.rcv.quick_acks = QUICK_ACKS + 1;
+            }
+        }
+    }
+
+    /// RFC 3168 §6.1.2, the sender's half of ECN, for an acceptable ACK: ECE means a router
+    /// marked a packet of ours; respond as to a loss (cwnd and ssthresh through the
+    /// congestion controller's loss hook) but without retransmitting, at most once per window
+    /// of data (until SND.UNA passes SND.NXT of the reduction), and send CWR on the next new
+    /// data. In loss recovery the window was already reduced for this window of data: only CWR
+    /// is queued (Linux queues CWR whenever it reduces cwnd, `tcp_init_cwnd_reduction`).
+    fn ecn_on_ack(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, flight: u32) {
+        if !self.ecn.ok || !seg.flags.ece() || seg.flags.syn() {
+            return;
+        }
+        if self.ecn.recover.is_some_and(|r| !seq::gt(seg.ack, r)) {
+            return;
+        }
+        self.ecn.recover = Some(self.snd.max);
+        self.ecn.cwr_due = true;
+        if self.recovery.is_some() || self.in_rto_recovery() {
+            return;
+        }
+        let mss = self.snd.mss;
+        self.cc.on_loss(ctx.now, flight.max(mss), mss);
+        ctx.stats.ecn_cwnd_reductions += 1;
     }
 
     /// Eighth check, FIN (RFC 9293 §3.10.7.4), once everything before it has arrived: "If the
@@ -774,7 +831,14 @@ impl Conn {
                 }
             }
         } else {
-            self.timers.persist = None;
+            if self.timers.persist.take().is_some() && seq::lt(self.snd.una, self.snd.nxt) {
+                // The window opened while probing: what is outstanding is window-probe data
+                // the peer did not acknowledge (a zero window drops it), so it is sent again
+                // with what follows instead of being waited for. Left outstanding, it made
+                // Nagle hold the rest of the data until the RTO (RFC 9293 §3.8.6.1 wants
+                // data to flow as soon as the window opens; Linux probes without data).
+                self.snd.nxt = self.snd.una;
+            }
             self.timers.persist_backoff = 0;
             if self.timers.rto.is_none() && self.snd.una != self.snd.max {
                 self.timers.rto = Some(now + self.rtt.rto());

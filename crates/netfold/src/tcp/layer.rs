@@ -7,7 +7,7 @@ use super::listener::Listener;
 use super::output::OutputStatus;
 use super::secret::Secret;
 use super::syncookie;
-use super::{Config, Error, Handle, IcmpError, OutSegment, Payload, State, Stats};
+use super::{Config, Ecn, Error, Handle, IcmpError, OutSegment, Payload, State, Stats};
 use crate::mem::CopyMode;
 use crate::time::Instant;
 use crate::wire::tcp::TcpRepr;
@@ -18,6 +18,8 @@ use std::net::SocketAddrV4;
 
 /// Hard cap on listener backlog (memory bound: every half-open connection owns buffers).
 const MAX_BACKLOG: usize = 4096;
+/// The key of the transparent listener in `listeners`: port 0, which `listen` refuses.
+const TRANSPARENT_KEY: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
 
 #[derive(Debug)]
 enum Sock {
@@ -370,6 +372,8 @@ impl TcpLayer {
                 self.listeners
                     .get(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, local.port()))
             })
+            // Last, the transparent listener: any address and port no other listener has.
+            .or_else(|| self.listeners.get(&TRANSPARENT_KEY))
             .copied()
     }
 
@@ -383,7 +387,22 @@ impl TcpLayer {
         payload: &[u8],
     ) {
         let parts = [payload];
-        self.input_payload(now, src, dst, repr, Payload::new(&parts));
+        self.input_payload(now, src, dst, repr, Payload::new(&parts), Ecn::NotEct);
+    }
+
+    /// [`TcpLayer::input_parts`] with the ECN field of the segment's IP header (RFC 3168: a
+    /// CE mark on data of an ECN connection is echoed with ECE). A GRO train's segments all
+    /// had the same IP ECN field (GRO merges only equal TOS octets).
+    pub fn input_ecn(
+        &mut self,
+        now: Instant,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        repr: &TcpRepr,
+        parts: &[&[u8]],
+        ecn: Ecn,
+    ) {
+        self.input_payload(now, src, dst, repr, Payload::new(parts), ecn);
     }
 
     /// [`TcpLayer::input`] for a segment whose data is in several slices: a GRO-merged
@@ -397,7 +416,7 @@ impl TcpLayer {
         repr: &TcpRepr,
         parts: &[&[u8]],
     ) {
-        self.input_payload(now, src, dst, repr, Payload::new(parts));
+        self.input_payload(now, src, dst, repr, Payload::new(parts), Ecn::NotEct);
     }
 
     fn input_payload(
@@ -407,6 +426,7 @@ impl TcpLayer {
         dst: Ipv4Addr,
         repr: &TcpRepr,
         payload: Payload<'_>,
+        ecn: Ecn,
     ) {
         self.stats.segments_in += 1;
         self.last_now = now;
@@ -449,6 +469,7 @@ impl TcpLayer {
         if let Some(i) = found {
             let ev = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => {
+                    c.ecn.rx_ce = ecn == Ecn::Ce;
                     let ev = c.input(&mut ctx, repr, payload);
                     c.tune_buffers(ctx.now, ctx.rings, ctx.stats);
                     c.reclaim_buffers(ctx.rings);
@@ -533,6 +554,7 @@ impl TcpLayer {
                 repr,
                 payload: (&[], &[]),
                 gso_size: 0,
+                ecn: Ecn::NotEct,
             };
             if !emit(&seg) {
                 return;
@@ -570,6 +592,14 @@ impl TcpLayer {
             let ev = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => {
                     let ev = c.on_timers(now, &mut self.stats);
+                    if std::mem::take(&mut c.rst_due) {
+                        let rst = (*c.local.ip(), *c.remote.ip(), c.make_rst());
+                        if self.rsts.len() < RST_QUEUE_MAX {
+                            self.rsts.push_back(rst);
+                        } else {
+                            self.stats.rst_dropped += 1;
+                        }
+                    }
                     c.reclaim_buffers(&mut self.rings);
                     ev
                 }
@@ -617,7 +647,9 @@ impl TcpLayer {
         self.timers.peek().map(|Reverse((t, _))| *t)
     }
 
-    /// An ICMP error quoting a segment we sent from `local` to `remote`.
+    /// An ICMP error about the connection from `local` to `remote`, from a caller that has
+    /// no quoted segment to check (a trusted source; the interface uses
+    /// [`TcpLayer::icmp_error_quoting`]).
     pub fn icmp_error(
         &mut self,
         now: Instant,
@@ -625,21 +657,52 @@ impl TcpLayer {
         remote: SocketAddrV4,
         err: IcmpError,
     ) {
+        self.icmp_error_inner(now, local, remote, None, err);
+    }
+
+    /// An ICMP error quoting a segment we sent from `local` to `remote` whose sequence number
+    /// was `quoted_seq`. Returns whether a connection took it: RFC 5927 §4.1, a quoted
+    /// sequence number outside SND.UNA..SND.NXT is ignored (as Linux `tcp_v4_err`), so that
+    /// a blind attacker cannot shrink the MSS or abort an opening connection.
+    pub fn icmp_error_quoting(
+        &mut self,
+        now: Instant,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        quoted_seq: u32,
+        err: IcmpError,
+    ) -> bool {
+        self.icmp_error_inner(now, local, remote, Some(quoted_seq), err)
+    }
+
+    fn icmp_error_inner(
+        &mut self,
+        now: Instant,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        quoted_seq: Option<u32>,
+        err: IcmpError,
+    ) -> bool {
         self.last_now = now;
-        if let Some(&i) = self.conns.get(&(local, remote)) {
-            let closed = match &mut self.slots[i as usize].sock {
-                Some(Sock::Conn(c)) => {
-                    let closed = c.icmp(err);
-                    c.reclaim_buffers(&mut self.rings);
-                    closed
+        let Some(&i) = self.conns.get(&(local, remote)) else {
+            return false;
+        };
+        let closed = match &mut self.slots[i as usize].sock {
+            Some(Sock::Conn(c)) => {
+                if quoted_seq.is_some_and(|s| !c.icmp_seq_acceptable(s)) {
+                    return false;
                 }
-                _ => false,
-            };
-            self.touch(i);
-            if closed {
-                self.handle_event(i, Event::Closed);
+                let closed = c.icmp(err);
+                c.reclaim_buffers(&mut self.rings);
+                closed
             }
+            _ => return false,
+        };
+        self.touch(i);
+        if closed {
+            self.handle_event(i, Event::Closed);
         }
+        true
     }
 
     /// The neighbour cache gave up on a next hop (no ARP reply after its retries): every
@@ -686,6 +749,26 @@ impl TcpLayer {
         let l = Listener::new(local, backlog.min(MAX_BACKLOG), config);
         let i = self.alloc(Sock::Listener(l));
         self.listeners.insert(local, i);
+        Ok(self.handle_of(i))
+    }
+
+    /// A transparent listener (Linux's IP_TRANSPARENT socket behind a TPROXY rule): it takes
+    /// SYNs to any destination address and port that no connection or other listener takes,
+    /// and each accepted connection's local address is the SYN's original destination, which
+    /// its segments are then sent from. One per layer (`AddrInUse` for a second); its own
+    /// local address reads 0.0.0.0:0. The interface passes segments to foreign addresses on
+    /// only in transparent mode (`iface::StackConfig::transparent`); `socket::TcpListener::
+    /// bind_transparent` checks that.
+    pub fn listen_transparent(&mut self, backlog: usize, config: Config) -> Result<Handle, Error> {
+        if backlog == 0 {
+            return Err(Error::InvalidInput);
+        }
+        if self.listeners.contains_key(&TRANSPARENT_KEY) {
+            return Err(Error::AddrInUse);
+        }
+        let l = Listener::new(TRANSPARENT_KEY, backlog.min(MAX_BACKLOG), config);
+        let i = self.alloc(Sock::Listener(l));
+        self.listeners.insert(TRANSPARENT_KEY, i);
         Ok(self.handle_of(i))
     }
 
@@ -989,6 +1072,7 @@ impl TcpLayer {
                 dsack_dubious: c.dsack_tx.stats.dubious,
                 dsack_undos: c.dsack_tx.stats.undos,
             },
+            ecn: c.ecn.ok,
         })
     }
 
@@ -1017,6 +1101,8 @@ pub struct ConnInfo {
     pub send_buffer: usize,
     /// RACK-TLP and D-SACK state (RFC 8985, RFC 2883) of the sender side.
     pub rack: RackInfo,
+    /// ECN (RFC 3168) was negotiated in the handshake.
+    pub ecn: bool,
 }
 
 /// The RACK (RFC 8985) and D-SACK (RFC 2883) part of [`ConnInfo`].

@@ -122,7 +122,14 @@
 //!   of Linux's `tcp_mem[2]`); growth beyond it is refused and counted
 //!   (`Stats::buffer_budget_refusals`), never an allocation failure. The window scale is chosen
 //!   from the MAXIMUM buffer (RFC 7323 §2.3, Linux `tcp_select_initial_window`): 7 for 6 MiB.
-//! - Not implemented: urgent data (URG is ignored), ECN, D-SACK, data carried
+//! - ECN (RFC 3168): negotiated when the peer's SYN asks ([`EcnMode::Passive`], the default,
+//!   as Linux `tcp_ecn = 2`) or also asked for ([`EcnMode::On`]). New data goes ECT(0), never
+//!   SYNs, pure ACKs, retransmissions or probes (§6.1.1, §6.1.5, §6.1.6); a CE mark is
+//!   echoed with ECE until a CWR arrives; an ECE reduces cwnd through the congestion
+//!   controller's loss hook at most once per window of data, and the next new data segment
+//!   carries CWR. SYN cookies carry the ECN bit in the timestamp. The IP layer hands the CE
+//!   mark in with [`TcpLayer::input_ecn`] and sets ECT from [`OutSegment::ecn`].
+//! - Not implemented: urgent data (URG is ignored), data carried
 //!   on a SYN (dropped, the peer retransmits it), RFC 6191 TIME-WAIT reuse by SYN, non-zero
 //!   `linger` (close never blocks in a sans-IO core), shrinking buffers or changing an
 //!   explicit buffer size on a live connection.
@@ -154,6 +161,7 @@ pub use payload::Payload;
 pub use secret::Secret;
 
 use crate::time::Duration;
+pub use crate::wire::ipv4::Ecn;
 use crate::wire::tcp::TcpRepr;
 use crate::wire::Ipv4Addr;
 
@@ -230,6 +238,21 @@ pub enum CongestionControl {
     Cubic,
 }
 
+/// Explicit Congestion Notification (RFC 3168) for a connection: whether we ask for it in our
+/// SYN and whether we accept a peer's request. The default follows Linux's `tcp_ecn = 2`:
+/// accept when the peer asks, never ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum EcnMode {
+    /// No ECN: our SYN does not ask, a peer's ECN-setup SYN is answered without ECE.
+    Off,
+    /// Accept when asked (an ECN-setup SYN gets ECE on the SYN-ACK), do not ask (Linux
+    /// `tcp_ecn = 2`, its default).
+    #[default]
+    Passive,
+    /// Ask (ECE and CWR on our SYN) and accept (Linux `tcp_ecn = 1`).
+    On,
+}
+
 /// Per-socket settings (set before connect/listen; listeners pass theirs to accepted sockets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
@@ -267,6 +290,8 @@ pub struct Config {
     pub rto_initial: Duration,
     /// SO_LINGER: `Some(ZERO)` = close() aborts with RST.
     pub linger: Option<Duration>,
+    /// RFC 3168 ECN negotiation (default: accept when asked, as Linux `tcp_ecn = 2`).
+    pub ecn: EcnMode,
 }
 
 impl Default for Config {
@@ -289,6 +314,7 @@ impl Default for Config {
             rto_min: Duration::from_millis(200),
             rto_initial: Duration::from_secs(1),
             linger: None,
+            ecn: EcnMode::Passive,
         }
     }
 }
@@ -401,6 +427,9 @@ pub struct OutSegment<'a> {
     /// a TSO device) MUST cut at this size, not at one derived from its own MTU: the peer may
     /// have announced a smaller MSS. Segments no larger than it go whole.
     pub gso_size: u16,
+    /// The IP header's ECN field for every packet of this segment (RFC 3168 §6.1.1: ECT(0)
+    /// on new data of an ECN connection, Not-ECT on everything else).
+    pub ecn: Ecn,
 }
 
 /// Counters for the TCP layer.
@@ -444,4 +473,8 @@ pub struct Stats {
     pub sndbuf_grown: u64,
     /// Growth steps refused because the stack's socket-buffer budget was exhausted.
     pub buffer_budget_refusals: u64,
+    /// Segments of ECN connections that arrived marked CE (RFC 3168; Linux `TCPECNCe`-like).
+    pub ecn_ce_in: u64,
+    /// cwnd reductions in response to ECE (RFC 3168 §6.1.2, once per window).
+    pub ecn_cwnd_reductions: u64,
 }

@@ -8,7 +8,7 @@
 use super::cc::CongestionController;
 use super::conn::Conn;
 use super::rack::{Probe, ProbeCtx};
-use super::{seq, OutSegment, State, Stats};
+use super::{seq, Ecn, EcnMode, OutSegment, State, Stats};
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpOptions, TcpRepr, Timestamps};
 
@@ -64,6 +64,11 @@ impl Conn {
                 self.arm_persist_if_stuck(now);
                 return OutputStatus::Done;
             };
+            let ecn = if self.ecn_new_data(&plan) {
+                Ecn::Ect0
+            } else {
+                Ecn::NotEct
+            };
             let repr = self.build_repr(&plan, now);
             let (a, b) = if plan.len > 0 {
                 let off = seq::dist(self.snd.buf_seq, plan.seq) as usize;
@@ -77,6 +82,7 @@ impl Conn {
                 repr,
                 payload: (a, b),
                 gso_size: self.seg_mss().min(u32::from(u16::MAX)) as u16,
+                ecn,
             };
             if !emit(&seg) {
                 return OutputStatus::Blocked;
@@ -84,6 +90,16 @@ impl Conn {
             self.commit(&plan, &repr, now, stats);
         }
         OutputStatus::Budget
+    }
+
+    /// RFC 3168 §6.1.1: an ECN connection sends new data ECT; not SYNs, pure ACKs (§5.1),
+    /// retransmissions (§6.1.5) or window probes (§6.1.6) (Linux `tcp_ecn_send`: data at or
+    /// above SND.NXT only). A tail loss probe carrying new data is new data.
+    fn ecn_new_data(&self, p: &Plan) -> bool {
+        self.ecn.ok
+            && p.len > 0
+            && matches!(p.kind, Kind::Data | Kind::Tlp)
+            && !seq::lt(p.seq, self.snd.max)
     }
 
     fn build_repr(&self, p: &Plan, now: Instant) -> TcpRepr {
@@ -113,6 +129,16 @@ impl Conn {
                 if self.config.sack && (!passive || self.sack_ok) {
                     options.sack_permitted = true;
                 }
+                // RFC 3168 §6.1.1: an ECN-setup SYN carries ECE and CWR (only when configured
+                // to ask, and not on retransmissions: a SYN may be dropped for its ECN bits,
+                // §6.1.1.1, Linux `tcp_ecn_clear_syn`); the SYN-ACK agreeing carries ECE.
+                if passive {
+                    if self.ecn.ok {
+                        flags |= TcpFlags::ECE;
+                    }
+                } else if self.config.ecn == EcnMode::On && self.snd.max == self.snd.iss {
+                    flags |= TcpFlags::ECE | TcpFlags::CWR;
+                }
                 if self.config.timestamps && (!passive || self.ts.enabled) {
                     options.timestamps = Some(Timestamps {
                         tsval: self.ts_now(now),
@@ -122,6 +148,16 @@ impl Conn {
             }
             _ => {
                 flags |= TcpFlags::ACK;
+                if self.ecn.ok {
+                    // §6.1.3: ECE on every segment until the peer's CWR arrives.
+                    if self.ecn.ece {
+                        flags |= TcpFlags::ECE;
+                    }
+                    // §6.1.2: CWR on the first new data segment after a reduction.
+                    if self.ecn.cwr_due && self.ecn_new_data(p) {
+                        flags |= TcpFlags::CWR;
+                    }
+                }
                 if self.ts.enabled {
                     options.timestamps = Some(Timestamps {
                         tsval: self.ts_now(now),
@@ -218,8 +254,12 @@ impl Conn {
             .seq
             .wrapping_add(p.len)
             .wrapping_add(u32::from(p.fin) + u32::from(p.kind == Kind::Syn));
+        if repr.flags.cwr() && !repr.flags.syn() {
+            self.ecn.cwr_due = false;
+        }
         match p.kind {
             Kind::Syn => {
+                self.ecn.syn_asked = !repr.flags.ack() && repr.flags.ece() && repr.flags.cwr();
                 if self.snd.max == self.snd.iss {
                     if !self.ts.enabled || self.state == State::SynSent {
                         self.rtt_timing = Some((end, now));

@@ -38,8 +38,8 @@
 //! - `count` is minutes of the stack's (sans-IO) clock, not jiffies since boot.
 //! - A peer MSS below 536 still maps to 536 (index 0), as in Linux: RFC 9293 §3.7.1 requires
 //!   every host to accept segments of the 536-byte default MSS.
-//! - ECN is encoded and decoded for layout compatibility, but netfold does not do ECN, so the
-//!   bit is always sent clear and ignored on return.
+//! - The ECN bit says the SYN asked for ECN and the SYN-ACK agreed (RFC 3168 §6.1.1); as in
+//!   Linux it travels only with timestamps.
 
 use super::conn::{wscale_for, Conn};
 use super::isn::siphash24;
@@ -236,12 +236,17 @@ pub fn decode(
     } else {
         Some(ws)
     };
+    let ecn_ok = bits & TS_OPT_ECN != 0;
+    if ecn_ok && config.ecn == super::EcnMode::Off {
+        // Linux `cookie_ecn_ok`: a listener without ECN never agreed to it.
+        return None;
+    }
     Some(CookieOptions {
         mss,
         timestamps: true,
         wscale,
         sack_ok,
-        ecn_ok: bits & TS_OPT_ECN != 0,
+        ecn_ok,
     })
 }
 
@@ -259,7 +264,9 @@ pub fn negotiate(syn: &TcpRepr, config: &Config) -> (SynOptions, bool) {
             None
         },
         sack_ok: ts && config.sack && o.sack_permitted,
-        ecn_ok: false,
+        // RFC 3168 §6.1.1 ECN-setup SYN, accepted unless ECN is off (Linux
+        // `cookie_ecn_ok`); like SACK and the window scale it needs the timestamp to travel.
+        ecn_ok: ts && config.ecn != super::EcnMode::Off && syn.flags.ece() && syn.flags.cwr(),
     };
     (opt, ts)
 }
@@ -288,6 +295,9 @@ pub fn syn_ack(syn: &TcpRepr, config: &Config, opt: &SynOptions, cookie: &Cookie
             r.options.window_scale = Some(wscale_for(config.recv_ceiling()));
         }
         r.options.sack_permitted = opt.sack_ok;
+        if opt.ecn_ok {
+            r.flags = TcpFlags(r.flags.0 | TcpFlags::ECE);
+        }
     }
     r
 }
@@ -311,6 +321,10 @@ pub fn rebuilt_syn(ack: &TcpRepr, opt: &CookieOptions) -> TcpRepr {
     syn.options.mss = Some(opt.mss);
     syn.options.window_scale = opt.wscale;
     syn.options.sack_permitted = opt.sack_ok;
+    if opt.ecn_ok {
+        // The SYN asked for ECN and the SYN-ACK agreed (`negotiate`).
+        syn.flags = TcpFlags(TcpFlags::SYN | TcpFlags::ECE | TcpFlags::CWR);
+    }
     if opt.timestamps {
         syn.options.timestamps = ack.options.timestamps.map(|t| Timestamps {
             tsval: t.tsval,

@@ -153,6 +153,11 @@ impl Conn {
                 let (_, _, count) = self.config.keepalive.unwrap_or_default();
                 if self.timers.ka_probes >= count {
                     stats.timeouts += 1;
+                    // Linux `tcp_keepalive_timer` sends an active reset before giving up
+                    // (`tcp_send_active_reset`): a peer that is there after all but whose
+                    // ACKs are lost must not keep a half-open connection. RFC 9293 §3.8.4 and
+                    // RFC 1122 §4.2.3.6 leave the abort's form open; a RST is what ABORT sends.
+                    self.rst_due = self.abort_needs_rst();
                     self.enter_closed(Some(Error::TimedOut));
                     return Event::Closed;
                 }

@@ -95,6 +95,10 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn dscp_ecn(&self) -> u8 {
         self.b()[field::DSCP_ECN]
     }
+    /// The ECN codepoint (RFC 3168 §5: the two low bits of the former TOS octet).
+    pub fn ecn(&self) -> Ecn {
+        Ecn::from_tos(self.dscp_ecn())
+    }
     /// Total length: header plus payload.
     pub fn total_len(&self) -> u16 {
         self.u16_at(field::LENGTH)
@@ -169,6 +173,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         let c = !checksum(&b[..hl]);
         b[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
     }
+    /// Sets the ECN codepoint, keeping the DSCP (the checksum must be refilled).
+    pub fn set_ecn(&mut self, ecn: Ecn) {
+        let b = &mut self.buffer.as_mut()[field::DSCP_ECN];
+        *b = ecn.with_tos(*b);
+    }
     /// Sets the TTL (the checksum must be refilled).
     pub fn set_ttl(&mut self, ttl: u8) {
         self.buffer.as_mut()[field::TTL] = ttl;
@@ -189,6 +198,49 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let (h, t) = (self.header_len(), usize::from(self.total_len()));
         self.buffer.as_mut().get_mut(h..t).unwrap_or(&mut [])
+    }
+}
+
+/// The ECN field of the IP header (RFC 3168 §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Ecn {
+    /// 00: the sender does not use ECN.
+    #[default]
+    NotEct,
+    /// 01: ECN-capable transport, ECT(1).
+    Ect1,
+    /// 10: ECN-capable transport, ECT(0) (what RFC 3168 senders use).
+    Ect0,
+    /// 11: congestion experienced (set by a router instead of dropping an ECT packet).
+    Ce,
+}
+
+impl Ecn {
+    /// The codepoint in a TOS/traffic-class octet (its two low bits).
+    pub fn from_tos(tos: u8) -> Ecn {
+        match tos & 0b11 {
+            0b00 => Ecn::NotEct,
+            0b01 => Ecn::Ect1,
+            0b10 => Ecn::Ect0,
+            _ => Ecn::Ce,
+        }
+    }
+    /// The two bits of this codepoint.
+    pub fn bits(self) -> u8 {
+        match self {
+            Ecn::NotEct => 0b00,
+            Ecn::Ect1 => 0b01,
+            Ecn::Ect0 => 0b10,
+            Ecn::Ce => 0b11,
+        }
+    }
+    /// `tos` with its ECN bits replaced by this codepoint (the DSCP is kept).
+    pub fn with_tos(self, tos: u8) -> u8 {
+        (tos & !0b11) | self.bits()
+    }
+    /// ECT(0) or ECT(1): a router may mark it CE instead of dropping it.
+    pub fn is_ect(self) -> bool {
+        matches!(self, Ecn::Ect0 | Ecn::Ect1)
     }
 }
 
@@ -218,6 +270,15 @@ pub struct Ipv4Repr {
 }
 
 impl Ipv4Repr {
+    /// The ECN codepoint (RFC 3168 §5).
+    pub fn ecn(&self) -> Ecn {
+        Ecn::from_tos(self.dscp_ecn)
+    }
+    /// Sets the ECN codepoint, keeping the DSCP.
+    pub fn set_ecn(&mut self, ecn: Ecn) {
+        self.dscp_ecn = ecn.with_tos(self.dscp_ecn);
+    }
+
     /// Parses a checked packet. Version != 4 -> `Unsupported`; with `verify_checksum`, a bad
     /// header checksum -> `BadChecksum`. The reserved flag bit (RFC 791: "must be zero") is
     /// ignored, as Linux does.

@@ -234,6 +234,12 @@ pub fn quoted_ports(quote: &[u8]) -> Option<(u16, u16)> {
     ))
 }
 
+/// The sequence number of a TCP header quoted in an ICMP error (RFC 792: the quote holds at
+/// least the first 8 bytes of the header, ports then sequence number; RFC 5927 §4.1 checks it).
+pub fn quoted_seq(quote: &[u8]) -> Option<u32> {
+    Some(be32(quote.get(field::SEQ_NUM)?))
+}
+
 /// A read/write view of a TCP segment (header, options and payload) in a byte buffer.
 ///
 /// The buffer must be exactly the segment, i.e. the IPv4 payload as bounded by the IPv4 total
