@@ -2,10 +2,18 @@
 //! `std::io::Read + Write` streams and an `accept()`-ing listener on it.
 //!
 //! Concurrency design: the stack and device live behind the [`Driver`]'s mutex, and its thread
-//! polls them (see [`crate::driver`] for how it sleeps).
+//! polls them (see [`crate::driver`] for how it sleeps and batches).
 //!
-//! Application calls that cannot complete wait on a condition variable, which the driver signals
-//! after every poll that did work; they never spin.
+//! An application call that cannot complete registers what it waits for (its socket and
+//! direction: readable, writable, an accepted connection, everything acknowledged) beside the
+//! stack, under the same lock, and parks its thread. After every poll the driver asks each
+//! registered socket whether it is ready and unparks only the threads whose socket is, like
+//! the tokio adapter's per-socket wakers, so threads never wake each other in a herd. Checking
+//! and registering under one lock means no wake-up is lost; a waiter still re-checks at least
+//! every 50 ms (`SAFETY_NET`) and honours its timeout on its own clock. Before parking, a
+//! waiter yields the CPU between looks at its wake flag for the driver's busy-poll budget
+//! ([`crate::backoff`], 50 us), so a wake-up within microseconds costs no sleep; it never
+//! spins without yielding.
 //!
 //! ```
 //! use netfold::iface::{Stack, StackConfig};
@@ -44,6 +52,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+use crate::backoff::{Backoff, Step};
 use crate::driver::{Driven, Driver};
 use netfold::iface::Stack;
 use netfold::phy::{Device, RawFd};
@@ -54,15 +63,130 @@ use netfold::tcp;
 use netfold::time::Instant;
 use std::io;
 use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, Thread};
 use std::time::Duration as StdDuration;
 
-/// What the driver runs: the stack and its device.
+/// Longest single park of a waiting application thread: a safety net against a readiness
+/// change nobody announced (it then re-tries its call). Not a spin: 20 wake-ups a second.
+const SAFETY_NET: StdDuration = StdDuration::from_millis(50);
+
+/// What a blocked application call waits for.
+#[derive(Debug, Clone, Copy)]
+enum Interest {
+    /// Data, end of stream or an error to read.
+    Read(NbStream),
+    /// Room to write (or an error); also a connect's completion.
+    Write(NbStream),
+    /// Everything written acknowledged (or an error).
+    Acked(NbStream),
+    /// A connection to accept (or an error).
+    Accept(NbListener),
+    UdpRecv(NbUdp),
+    UdpSend(NbUdp),
+}
+
+impl Interest {
+    /// Would the call now make progress (or fail)?
+    fn ready(&self, stack: &mut Stack) -> bool {
+        match *self {
+            Interest::Read(s) => s.readiness(stack).readable,
+            Interest::Write(s) => {
+                let tcp = stack.tcp();
+                match (
+                    tcp.state(s.handle()),
+                    tcp.send_queue(s.handle()),
+                    tcp.send_space(s.handle()),
+                ) {
+                    // Like the kernel's sk_stream_is_writeable: wake a blocked writer once at
+                    // least a third of the buffer is free (free >= queued / 2), not for every
+                    // acknowledged segment, so it writes in large pieces.
+                    (Ok(tcp::State::Established), Ok(queued), Ok(space)) => {
+                        space > 0 && space >= queued / 2
+                    }
+                    _ => s.readiness(stack).writable,
+                }
+            }
+            Interest::Acked(s) => stack.tcp().send_queue(s.handle()).map_or(true, |q| q == 0),
+            Interest::Accept(l) => l.readiness(stack).readable,
+            Interest::UdpRecv(u) => u.readiness(stack).readable,
+            Interest::UdpSend(u) => u.readiness(stack).writable,
+        }
+    }
+}
+
+/// One parked application thread: the driver sets `woken` and unparks it.
+struct Parker {
+    thread: Thread,
+    woken: AtomicBool,
+}
+
+impl Parker {
+    fn new() -> Arc<Parker> {
+        Arc::new(Parker {
+            thread: std::thread::current(),
+            woken: AtomicBool::new(false),
+        })
+    }
+
+    /// The calling thread's parker (a fresh one while its thread-locals are being destroyed).
+    fn current() -> Arc<Parker> {
+        PARKER
+            .try_with(Arc::clone)
+            .unwrap_or_else(|_| Parker::new())
+    }
+}
+
+thread_local! {
+    /// Each thread waits on one call at a time, so one parker per thread serves them all.
+    static PARKER: Arc<Parker> = Parker::new();
+}
+
+/// The application threads waiting for a socket to become ready.
+#[derive(Default)]
+struct Waiters(Vec<(Interest, Arc<Parker>)>);
+
+impl Waiters {
+    fn register(&mut self, interest: Interest, p: &Arc<Parker>) {
+        p.woken.store(false, Ordering::Relaxed);
+        self.0.push((interest, Arc::clone(p)));
+    }
+
+    /// Forgets `p`'s registration if the driver has not taken it (a timeout, a safety-net
+    /// wake-up).
+    fn remove(&mut self, p: &Arc<Parker>) {
+        self.0.retain(|(_, q)| !Arc::ptr_eq(p, q));
+    }
+
+    fn wake(p: &Parker) {
+        p.woken.store(true, Ordering::Release);
+        p.thread.unpark();
+    }
+
+    fn wake_ready(&mut self, stack: &mut Stack) {
+        self.0.retain(|(interest, p)| {
+            let ready = interest.ready(stack);
+            if ready {
+                Waiters::wake(p);
+            }
+            !ready
+        });
+    }
+
+    fn wake_all(&mut self) {
+        for (_, p) in self.0.drain(..) {
+            Waiters::wake(&p);
+        }
+    }
+}
+
+/// What the driver runs: the stack and its device, and the threads waiting on its sockets.
 struct Inner {
     stack: Stack,
     device: Box<dyn Device + Send>,
     idle_wait: StdDuration,
+    waiters: Waiters,
 }
 
 impl Driven for Inner {
@@ -84,6 +208,14 @@ impl Driven for Inner {
     fn wake_on_rx(&mut self, waker: Option<&std::task::Waker>) -> bool {
         self.device.wake_on_rx(waker)
     }
+    fn wake_ready(&mut self) {
+        if !self.waiters.0.is_empty() {
+            self.waiters.wake_ready(&mut self.stack);
+        }
+    }
+    fn wake_all(&mut self) {
+        self.waiters.wake_all();
+    }
 }
 
 /// What the runtime and its sockets share: the driver (its thread holds another reference).
@@ -104,11 +236,48 @@ impl Shared {
         self.driver.lock()
     }
 
-    /// Runs `op` against the stack until it stops returning `WouldBlock`, waiting (not
-    /// spinning) in between, for at most `timeout`.
+    /// Registers the calling thread as waiting for `interest`, releases the lock and waits
+    /// until the driver wakes it or `wait` passes; returns the lock re-taken.
+    fn park<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, Inner>,
+        interest: Interest,
+        wait: StdDuration,
+    ) -> MutexGuard<'a, Inner> {
+        let p = Parker::current();
+        g.waiters.register(interest, &p);
+        drop(g);
+        let until = std::time::Instant::now() + wait;
+        // Like Linux's socket busy polling (`net.core.busy_read`): yield the CPU between looks
+        // for the driver's busy-poll budget, then park; a wake-up that comes within
+        // microseconds costs no sleep and no futex call.
+        let mut backoff = Backoff::new(self.driver.backoff());
+        while !p.woken.load(Ordering::Acquire) {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match backoff.idle(self.now()) {
+                Step::Sleep => std::thread::park_timeout(left),
+                step => {
+                    Backoff::pause(step);
+                }
+            }
+        }
+        let mut g = self.lock();
+        if !p.woken.load(Ordering::Acquire) {
+            // Timed out (or the safety net): the driver has not taken the registration.
+            g.waiters.remove(&p);
+        }
+        g
+    }
+
+    /// Runs `op` against the stack until it stops returning `WouldBlock`, parking (not
+    /// spinning) in between until the driver finds `interest` ready, for at most `timeout`.
     fn wait_for<T>(
         &self,
         timeout: Option<StdDuration>,
+        interest: Interest,
         mut op: impl FnMut(&mut Stack, Instant) -> io::Result<T>,
     ) -> io::Result<T> {
         let deadline = timeout.map(|t| std::time::Instant::now() + t);
@@ -138,13 +307,25 @@ impl Shared {
                             "operation timed out",
                         ));
                     }
-                    left.min(StdDuration::from_millis(50))
+                    left.min(SAFETY_NET)
                 }
-                None => StdDuration::from_millis(50),
+                None => SAFETY_NET,
             };
-            g = self.driver.wait_timeout(g, wait);
+            g = self.park(g, interest, wait);
         }
     }
+}
+
+/// The clock every [`Runtime`] of this process reads: real time since the first one started.
+/// One epoch for all of them, because runtimes that share an in-memory link (the core's
+/// `Pipe`, whose frames carry the sender's clock) must agree on the time: with an epoch each,
+/// a frame from the runtime started first is not deliverable at the other until the other's
+/// clock catches up, which delayed every frame in that direction by the gap between the two
+/// starts (milliseconds on a loaded machine, and so milliseconds of RTT on a link that has
+/// none).
+fn epoch() -> std::time::Instant {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
 }
 
 /// A thread driving one stack over one device.
@@ -167,8 +348,9 @@ impl Runtime {
                     stack,
                     device,
                     idle_wait,
+                    waiters: Waiters::default(),
                 },
-                std::time::Instant::now(),
+                epoch(),
             )),
         });
         let thread = shared.driver.spawn("netfold-driver")?;
@@ -186,7 +368,8 @@ impl Runtime {
         r
     }
 
-    /// The runtime's current time (microseconds since it started).
+    /// The runtime's current time (microseconds since the process's first runtime started;
+    /// every runtime of the process reads the same clock).
     pub fn now(&self) -> Instant {
         self.shared.now()
     }
@@ -214,12 +397,12 @@ impl Runtime {
     ) -> io::Result<TcpStream> {
         let now = self.now();
         let s = self.with_stack(|st| NbStream::connect(st, now, remote, config))?;
-        let r = self
-            .shared
-            .wait_for(timeout, |st, _| match s.is_connected(st)? {
+        let r = self.shared.wait_for(timeout, Interest::Write(s), |st, _| {
+            match s.is_connected(st)? {
                 true => Ok(()),
                 false => Err(io::ErrorKind::WouldBlock.into()),
-            });
+            }
+        });
         if let Err(e) = r {
             self.with_stack(|st| {
                 let _ = s.abort(st);
@@ -272,16 +455,22 @@ pub struct TcpListener {
 impl TcpListener {
     /// Waits for the next connection.
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddrV4)> {
-        let (s, peer) = self.shared.wait_for(None, |st, _| self.inner.accept(st))?;
+        let (s, peer) = self
+            .shared
+            .wait_for(None, Interest::Accept(self.inner), |st, _| {
+                self.inner.accept(st)
+            })?;
         Ok((TcpStream::new(&self.shared, s), peer))
     }
 
     /// Waits for the next connection for at most `timeout` (then `TimedOut`), so a server
     /// can look at a stop flag between waits.
     pub fn accept_timeout(&self, timeout: StdDuration) -> io::Result<(TcpStream, SocketAddrV4)> {
-        let (s, peer) = self
-            .shared
-            .wait_for(Some(timeout), |st, _| self.inner.accept(st))?;
+        let (s, peer) =
+            self.shared
+                .wait_for(Some(timeout), Interest::Accept(self.inner), |st, _| {
+                    self.inner.accept(st)
+                })?;
         Ok((TcpStream::new(&self.shared, s), peer))
     }
 
@@ -389,17 +578,19 @@ impl TcpStream {
     /// shutdown(SHUT_WR).
     pub fn shutdown_write(&self) -> io::Result<()> {
         let s = self.conn.sock;
-        self.shared().wait_for(None, |st, _| s.shutdown_write(st))
+        self.shared()
+            .wait_for(None, Interest::Write(s), |st, _| s.shutdown_write(st))
     }
     /// Waits until every byte written has been acknowledged by the peer.
     pub fn flush_acked(&self, timeout: Option<StdDuration>) -> io::Result<()> {
         let s = self.conn.sock;
-        self.shared().wait_for(timeout, |st, _| {
-            match st.tcp().send_queue(s.handle()).map_err(io_error)? {
-                0 => Ok(()),
-                _ => Err(io::ErrorKind::WouldBlock.into()),
-            }
-        })
+        self.shared()
+            .wait_for(timeout, Interest::Acked(s), |st, _| {
+                match st.tcp().send_queue(s.handle()).map_err(io_error)? {
+                    0 => Ok(()),
+                    _ => Err(io::ErrorKind::WouldBlock.into()),
+                }
+            })
     }
 }
 
@@ -410,7 +601,9 @@ impl io::Read for &TcpStream {
         }
         let s = self.conn.sock;
         self.shared()
-            .wait_for(self.read_timeout(), |st, _| s.read(st, buf))
+            .wait_for(self.read_timeout(), Interest::Read(s), |st, _| {
+                s.read(st, buf)
+            })
     }
 }
 
@@ -421,7 +614,9 @@ impl io::Write for &TcpStream {
         }
         let s = self.conn.sock;
         self.shared()
-            .wait_for(self.write_timeout(), |st, _| s.write(st, data))
+            .wait_for(self.write_timeout(), Interest::Write(s), |st, _| {
+                s.write(st, data)
+            })
     }
     /// Data is handed to the stack by `write`; there is no user-space buffer to flush.
     fn flush(&mut self) -> io::Result<()> {
@@ -457,20 +652,22 @@ impl UdpSocket {
     /// timeout); the driver sends it on its next poll.
     pub fn send_to(&self, data: &[u8], to: SocketAddrV4) -> io::Result<usize> {
         let s = self.sock;
-        self.shared
-            .wait_for(Timeouts::get(&self.timeouts.write), |st, _| {
-                s.send_to(st, data, to)
-            })
+        self.shared.wait_for(
+            Timeouts::get(&self.timeouts.write),
+            Interest::UdpSend(s),
+            |st, _| s.send_to(st, data, to),
+        )
     }
 
     /// The next datagram (truncated to `buf`, as recvfrom does) and its sender, waiting at
     /// most the read timeout.
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
         let s = self.sock;
-        self.shared
-            .wait_for(Timeouts::get(&self.timeouts.read), |st, _| {
-                s.recv_from(st, buf)
-            })
+        self.shared.wait_for(
+            Timeouts::get(&self.timeouts.read),
+            Interest::UdpRecv(s),
+            |st, _| s.recv_from(st, buf),
+        )
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddrV4> {

@@ -2,7 +2,9 @@
 //! ([`crate::blocking`]) and the C API's REAL clock.
 //!
 //! The driven state (a stack, its device, and whatever else its users keep beside them) lives
-//! behind one mutex. The driver thread polls it while polls find work; after an empty poll it
+//! behind one mutex. The driver thread polls it while polls find work, keeping the mutex while
+//! no application thread waits for it (batching) and handing it over when one does (see
+//! [`Driver::lock`]); after an empty poll it
 //! backs off as [`crate::backoff`] describes (spin, then yield the CPU between polls for a
 //! busy-poll budget, both with the mutex released), then sleeps until its next deadline
 //! ([`Driven::poll_at`]), frames, or an application call that changed something ("kick"):
@@ -17,9 +19,12 @@
 //! A kick writes to the socket pair only while the driver is (about to be) asleep in poll(2),
 //! so application calls do not pay a system call per call while the driver is busy.
 //!
-//! Application calls that cannot complete wait on the same condition variable
-//! ([`Driver::wait`], [`Driver::wait_timeout`]), which the driver signals after every poll that
-//! did work; they never spin.
+//! After every poll the driver calls [`Driven::wake_ready`], where the blocking API wakes only
+//! the application threads whose socket became ready (per-socket waiters, see
+//! [`crate::blocking`]). Callers that prefer one condition variable (the C API) wait on it
+//! ([`Driver::wait`], [`Driver::wait_timeout`]); the driver signals it after every poll that
+//! did work, and [`Driver::kick`] and [`Driver::notify`] do too, each only while someone
+//! waits on it (std's condition variable makes a system call per notify otherwise).
 
 use crate::backoff::{Backoff, BackoffConfig, Step};
 use netfold::phy::RawFd;
@@ -28,7 +33,7 @@ use netfold_os::wait::wait_readable_any;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::Waker as TaskWaker;
 use std::thread::JoinHandle;
@@ -62,7 +67,23 @@ pub trait Driven {
     fn wake_on_rx(&mut self, _waker: Option<&TaskWaker>) -> bool {
         false
     }
+
+    /// After every poll (and after an application call that may have changed readiness): wake
+    /// the application threads whose socket became ready. Runs under the lock, so a thread that
+    /// found its socket not ready and registered under the same lock is never missed.
+    fn wake_ready(&mut self) {}
+
+    /// The driver is stopping: wake every registered application thread (they see the stop).
+    fn wake_all(&mut self) {}
 }
+
+/// Worked polls the driver makes in a row, holding the lock, while no application thread
+/// waits for it, before it yields the CPU once.
+const MAX_BATCH: u32 = 16;
+/// How long [`Driver::hand_over`] waits for the lock's contenders to take it: spins, then
+/// yields, in rounds.
+const HAND_OVER_SPINS: u32 = 64;
+const HAND_OVER_ROUNDS: u32 = HAND_OVER_SPINS + 4;
 
 /// Wakes a driver sleeping in poll(2): a byte on a non-blocking socket pair.
 struct Waker {
@@ -141,6 +162,15 @@ pub struct Driver<S> {
     /// read to tell a sleeping driver from a spinning one.
     polls: AtomicU64,
     sleeps: AtomicU64,
+    /// Threads waiting on the condition variable (the driver itself when its device cannot
+    /// wake it, the C API's blocking calls). Changed and read under the lock, so a notifier
+    /// holding the lock (or one that changed the state under it) never misses a waiter; with
+    /// none, notifying costs no system call (std's condition variable always makes one).
+    cond_waiters: AtomicUsize,
+    /// Application threads waiting for the lock ([`Driver::lock`]): the driver hands the lock
+    /// over between polls while there are any, and keeps polling (batching) while there are
+    /// none.
+    contenders: AtomicUsize,
 }
 
 impl<S: Driven> Driver<S> {
@@ -158,6 +188,8 @@ impl<S: Driven> Driver<S> {
             backoff: BackoffConfig::default(),
             polls: AtomicU64::new(0),
             sleeps: AtomicU64::new(0),
+            cond_waiters: AtomicUsize::new(0),
+            contenders: AtomicUsize::new(0),
         }
     }
 
@@ -165,6 +197,12 @@ impl<S: Driven> Driver<S> {
     pub fn with_backoff(mut self, backoff: BackoffConfig) -> Driver<S> {
         self.backoff = backoff;
         self
+    }
+
+    /// The back-off policy of the driver thread (application threads waiting for a socket
+    /// busy-poll by the same policy before they park).
+    pub fn backoff(&self) -> BackoffConfig {
+        self.backoff
     }
 
     /// Polls the driver thread has made so far.
@@ -193,33 +231,56 @@ impl<S: Driven> Driver<S> {
         Instant::from_micros(u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
     }
 
+    /// Takes the lock as an application thread: counted, so the driver hands the lock over
+    /// between polls instead of batching on.
     pub fn lock(&self) -> MutexGuard<'_, S> {
-        // A panic while holding the lock leaves the state as it was; the other users keep
-        // working on it rather than failing with a second panic.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        if let Ok(g) = self.state.try_lock() {
+            return g;
+        }
+        self.contenders.fetch_add(1, Ordering::Relaxed);
+        let g = self.lock_uncounted();
+        self.contenders.fetch_sub(1, Ordering::Relaxed);
+        g
     }
 
-    /// Announces a change made by an application call: wakes the driver (the condition
-    /// variable for one waiting on it, a byte on the waker for one sleeping in poll(2)) and
-    /// every waiter. `_held` is the locked state: kicking under the lock means a driver about
-    /// to wait cannot miss it.
+    fn lock_uncounted(&self) -> MutexGuard<'_, S> {
+        // A panic while holding the lock leaves the state as it was; the other users keep
+        // working on it rather than failing with a second panic.
+        match self.state.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Announces a change made by an application call: the driver polls again before it
+    /// sleeps (a byte on the waker only if it is asleep in poll(2); nothing but a flag while
+    /// it is awake, so a busy driver costs callers no system call), and threads on the
+    /// condition variable are notified (only if there are any). The poll that follows wakes
+    /// the application threads whose sockets became ready ([`Driven::wake_ready`]). `_held` is
+    /// the locked state: kicking under the lock means a driver about to sleep cannot miss it.
     pub fn kick(&self, _held: &S) {
         self.kick.store(true, Ordering::Release);
-        self.cond.notify_all();
+        self.notify();
         if let Some(w) = &self.waker {
             w.kick();
         }
     }
 
-    /// Wakes every waiter without waking the driver (the state changed without the driver's
-    /// help, e.g. a MANUAL-clock caller polled the stack itself).
+    /// Wakes every condition-variable waiter without waking the driver (the state changed
+    /// without the driver's help, e.g. a MANUAL-clock caller polled the stack itself). The
+    /// change must have been made under the lock (see `cond_waiters`).
     pub fn notify(&self) {
-        self.cond.notify_all();
+        if self.cond_waiters.load(Ordering::Acquire) > 0 {
+            self.cond.notify_all();
+        }
     }
 
     /// Sleeps until a change is announced (or a spurious wake-up).
     pub fn wait<'a>(&self, g: MutexGuard<'a, S>) -> MutexGuard<'a, S> {
-        self.cond.wait(g).unwrap_or_else(|p| p.into_inner())
+        self.cond_waiters.fetch_add(1, Ordering::AcqRel);
+        let g = self.cond.wait(g).unwrap_or_else(|p| p.into_inner());
+        self.cond_waiters.fetch_sub(1, Ordering::AcqRel);
+        g
     }
 
     /// Sleeps until a change is announced or `timeout` passes.
@@ -228,16 +289,21 @@ impl<S: Driven> Driver<S> {
         g: MutexGuard<'a, S>,
         timeout: StdDuration,
     ) -> MutexGuard<'a, S> {
-        self.cond
+        self.cond_waiters.fetch_add(1, Ordering::AcqRel);
+        let g = self
+            .cond
             .wait_timeout(g, timeout)
             .unwrap_or_else(|p| p.into_inner())
-            .0
+            .0;
+        self.cond_waiters.fetch_sub(1, Ordering::AcqRel);
+        g
     }
 
     /// Tells the driver thread to stop and wakes everyone (waiters see [`Driver::stopped`]).
     pub fn stop(&self) {
-        let g = self.lock();
+        let mut g = self.lock();
         self.stop.store(true, Ordering::Release);
+        g.wake_all();
         self.kick(&g);
     }
 
@@ -249,30 +315,62 @@ impl<S: Driven> Driver<S> {
         self.kick.load(Ordering::Acquire)
     }
 
+    /// Releases the lock between polls and lets waiting application threads take it before
+    /// re-taking it: std's mutex is not fair, so a driver that unlocked and re-locked at once
+    /// would mostly win again. Spins briefly (a contender on the other core takes the lock
+    /// within a microsecond), then yields (one on this core needs the CPU), bounded.
+    fn hand_over<'a>(&'a self, g: MutexGuard<'a, S>) -> MutexGuard<'a, S> {
+        drop(g);
+        for i in 0..HAND_OVER_ROUNDS {
+            if self.contenders.load(Ordering::Relaxed) == 0 {
+                break;
+            }
+            if i < HAND_OVER_SPINS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        self.lock_uncounted()
+    }
+
     /// The driver thread's loop.
     fn run(&self) {
         let mut backoff = Backoff::new(self.backoff);
         // The device's wake-up is armed: the next empty poll may sleep.
         let mut armed = false;
-        let mut g = self.lock();
+        // Worked polls since the lock was last released.
+        let mut batch = 0u32;
+        let mut g = self.lock_uncounted();
         while !self.stopped() {
             let now = self.now();
             let worked = g.poll(now);
             self.polls.fetch_add(1, Ordering::Relaxed);
             self.kick.store(false, Ordering::Release);
+            g.wake_ready();
             if worked {
                 backoff.worked();
                 if armed {
                     g.wake_on_rx(None);
                     armed = false;
                 }
-                self.cond.notify_all();
-                // Let application threads in before polling again.
-                drop(g);
-                std::thread::yield_now();
-                g = self.lock();
+                self.notify();
+                // Batch: poll on while nobody waits for the lock; hand it over when someone
+                // does, and yield now and then so a thread sharing this core (one that was
+                // just woken, say) gets to run.
+                batch += 1;
+                if self.contenders.load(Ordering::Relaxed) > 0 {
+                    batch = 0;
+                    g = self.hand_over(g);
+                } else if batch >= MAX_BATCH {
+                    batch = 0;
+                    drop(g);
+                    std::thread::yield_now();
+                    g = self.lock_uncounted();
+                }
                 continue;
             }
+            batch = 0;
             let until_next: Option<StdDuration> = g.poll_at(now).map(|at| (at - now).into());
             if until_next.is_some_and(|d| d.is_zero()) {
                 continue;
@@ -282,7 +380,7 @@ impl<S: Driven> Driver<S> {
                 // Poll again soon, with the lock released so application calls get in.
                 drop(g);
                 Backoff::pause(step);
-                g = self.lock();
+                g = self.lock_uncounted();
                 continue;
             }
             let bound = match (until_next, g.max_sleep()) {
@@ -309,11 +407,13 @@ impl<S: Driven> Driver<S> {
                     let idle = g.idle_wait();
                     let wait = until_next.map_or(idle, |d| d.min(idle));
                     self.sleeps.fetch_add(1, Ordering::Relaxed);
+                    self.cond_waiters.fetch_add(1, Ordering::AcqRel);
                     g = self
                         .cond
                         .wait_timeout_while(g, wait, |_| !self.kicked() && !self.stopped())
                         .unwrap_or_else(|p| p.into_inner())
                         .0;
+                    self.cond_waiters.fetch_sub(1, Ordering::AcqRel);
                 }
             }
             backoff.worked();
@@ -344,7 +444,7 @@ impl<S: Driven> Driver<S> {
         let _ = wait_readable_any(fds, bound);
         w.asleep.store(false, Ordering::Relaxed);
         w.drain();
-        self.lock()
+        self.lock_uncounted()
     }
 }
 

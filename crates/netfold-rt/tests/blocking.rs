@@ -197,3 +197,87 @@ fn udp_round_trip_and_receive_timeout() {
     }
     assert_eq!(echo.join().unwrap(), ErrorKind::TimedOut);
 }
+
+/// Per-socket waiters: a reader parked on an idle connection is not disturbed by a busy one
+/// on the same runtimes (it times out on time), and is woken by its own data, by its peer's
+/// close, and by the runtime stopping.
+#[test]
+fn parked_readers_wake_for_their_own_socket_only() {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    const LEN: usize = 8 << 20;
+    let (ra, rb) = runtimes();
+    let l = rb
+        .listen(SocketAddrV4::new(B, 80), 4, tcp::Config::default())
+        .unwrap();
+    let busy = ra
+        .connect(SocketAddrV4::new(B, 80), tcp::Config::default(), None)
+        .unwrap();
+    let (busy_srv, _) = l.accept().unwrap();
+    let quiet = ra
+        .connect(SocketAddrV4::new(B, 80), tcp::Config::default(), None)
+        .unwrap();
+    let (quiet_srv, _) = l.accept().unwrap();
+    let data = pattern(LEN, 21);
+    let want = data.clone();
+    let sink = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        (&busy_srv).read_to_end(&mut got).unwrap();
+        assert!(got == want, "busy connection corrupted");
+    });
+    let source = std::thread::spawn(move || {
+        (&busy).write_all(&data).unwrap();
+        busy.shutdown_write().unwrap();
+        busy
+    });
+    // The quiet reader times out on time while the busy connection moves 8 MiB.
+    quiet_srv.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut b = [0u8; 16];
+    let t0 = Instant::now();
+    assert_eq!(
+        (&quiet_srv).read(&mut b).unwrap_err().kind(),
+        ErrorKind::TimedOut
+    );
+    let waited = t0.elapsed();
+    assert!(waited >= Duration::from_millis(100), "{waited:?}");
+    let busy = source.join().unwrap();
+    sink.join().unwrap();
+    drop(busy);
+
+    // Its own data wakes it, long before the timeout.
+    quiet_srv.set_read_timeout(Some(Duration::from_secs(30)));
+    let quiet2 = quiet.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        (&quiet2).write_all(b"ping").unwrap();
+        quiet2
+    });
+    let t0 = Instant::now();
+    assert_eq!((&quiet_srv).read(&mut b).unwrap(), 4);
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_eq!(&b[..4], b"ping");
+    // The peer's close (FIN) wakes it with end of stream.
+    let quiet2 = writer.join().unwrap();
+    let closer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        drop(quiet2);
+        drop(quiet);
+    });
+    assert_eq!((&quiet_srv).read(&mut b).unwrap(), 0);
+    closer.join().unwrap();
+
+    // Stopping the runtime wakes a reader parked without a timeout.
+    let c = ra
+        .connect(SocketAddrV4::new(B, 80), tcp::Config::default(), None)
+        .unwrap();
+    let (_s, _) = l.accept().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut b = [0u8; 1];
+        (&c).read(&mut b).map(|_| ()).unwrap_err().kind()
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let t0 = Instant::now();
+    drop(ra);
+    assert_eq!(reader.join().unwrap(), ErrorKind::NotConnected);
+    assert!(t0.elapsed() < Duration::from_secs(10));
+}

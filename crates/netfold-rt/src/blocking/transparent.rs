@@ -4,7 +4,7 @@
 //! tun2socks-style forwarder on a TUN device needs (see
 //! `crates/netfold-os/examples/tproxy.rs`).
 
-use super::{Runtime, TcpListener, Timeouts, UdpSocket};
+use super::{Interest, Runtime, TcpListener, Timeouts, UdpSocket};
 use netfold::socket::{TcpListener as NbListener, UdpSocket as NbUdp};
 use netfold::tcp;
 use std::io;
@@ -44,10 +44,11 @@ impl UdpSocket {
     /// destination on a transparent socket), waiting at most the read timeout.
     pub fn recv_from_to(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4, SocketAddrV4)> {
         let s = self.sock;
-        self.shared
-            .wait_for(Timeouts::get(&self.timeouts.read), |st, _| {
-                s.recv_from_to(st, buf)
-            })
+        self.shared.wait_for(
+            Timeouts::get(&self.timeouts.read),
+            Interest::UdpRecv(s),
+            |st, _| s.recv_from_to(st, buf),
+        )
     }
 
     /// Queues one datagram to `to` sent from `from` (a transparent socket only), waiting
@@ -59,9 +60,10 @@ impl UdpSocket {
         to: SocketAddrV4,
     ) -> io::Result<usize> {
         let s = self.sock;
-        self.shared
-            .wait_for(Timeouts::get(&self.timeouts.write), |st, _| {
-                s.send_from_to(st, data, from, to)
-            })
+        self.shared.wait_for(
+            Timeouts::get(&self.timeouts.write),
+            Interest::UdpSend(s),
+            |st, _| s.send_from_to(st, data, from, to),
+        )
     }
 }
