@@ -335,6 +335,55 @@ fn parallel_streams_and_intervals_run_locally_on_the_kernel() {
     assert!(v["results"][0]["latency_us"]["p50"].as_f64().unwrap() > 0.0);
 }
 
+/// The same client and server halves on two netfold stacks over the in-memory pipe, each on
+/// a netfold-rt driver thread: -P with --bidir, intervals, and udp-rr.
+#[test]
+fn parallel_streams_bidir_and_udp_rr_run_locally_on_netfold() {
+    let _one_at_a_time = serial();
+    let o = netfold(&[
+        "stream",
+        "--stack",
+        "netfold",
+        "-P",
+        "2",
+        "--bidir",
+        "--interval",
+        "0.1",
+        "-l",
+        "0.5",
+        "--verify",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &v["results"][0];
+    assert_eq!(r["stack"], "netfold", "{r}");
+    assert_eq!(r["link"], "pipe", "{r}");
+    let streams = r["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 4, "{r}");
+    for dir in ["c2s", "s2c"] {
+        assert_eq!(
+            streams.iter().filter(|s| s["direction"] == dir).count(),
+            2,
+            "{r}"
+        );
+    }
+    assert!(
+        streams.iter().all(|s| s["bytes"].as_u64().unwrap() > 0),
+        "{r}"
+    );
+    let sum: u64 = streams.iter().map(|s| s["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(sum, r["bytes"].as_u64().unwrap());
+    assert_eq!(r["verified"], true, "{r}");
+    assert!(r["intervals"].as_array().unwrap().len() >= 3, "{r}");
+
+    let o = netfold(&["udp-rr", "--stack", "netfold", "-l", "0.3", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["results"][0]["stack"], "netfold");
+    assert!(v["results"][0]["latency_us"]["p50"].as_f64().unwrap() > 0.0);
+}
+
 #[test]
 fn options_that_cannot_apply_are_refused_with_a_reason() {
     let _one_at_a_time = serial();
@@ -343,8 +392,16 @@ fn options_that_cannot_apply_are_refused_with_a_reason() {
             &["rr", "--stack", "kernel", "-P", "2", "-l", "0.1"][..],
             "stream and maerts",
         ),
-        (&["udp-rr", "-l", "0.1"][..], "--stack kernel"),
-        (&["stream", "-P", "2", "-l", "0.1"][..], "--stack kernel"),
+        // netfold runs these locally since its stacks got the runtime path (test above);
+        // smoltcp's runner still carries one connection.
+        (
+            &["udp-rr", "--stack", "smoltcp", "-l", "0.1"][..],
+            "--stack kernel",
+        ),
+        (
+            &["stream", "--stack", "smoltcp", "-P", "2", "-l", "0.1"][..],
+            "--stack kernel",
+        ),
         (&["stream", "-P", "0"][..], "1..=128"),
         (&["stream", "--interval", "0"][..], "--interval"),
         (&["udp-rr", "--stack", "kernel", "-i", "3"][..], "-i"),
