@@ -848,6 +848,7 @@ impl Conn {
             // With SACK, RACK's marks say what to retransmit (RFC 8985 §6.2); the segment
             // at SND.UNA goes first when it is marked.
             rxt_una: !sack,
+            rxt_sent: false,
         });
         self.rtt_timing = None;
     }
