@@ -141,9 +141,6 @@ pub struct Recovery {
     pub rxt_next: u32,
     /// The segment at SND.UNA must be retransmitted now (entry, or a NewReno partial ACK).
     pub rxt_una: bool,
-    /// A retransmission went out in this recovery (until then RFC 6675 §5 step (4.3) sends
-    /// the first segment presumed lost whatever cwnd and pipe say).
-    pub rxt_sent: bool,
 }
 
 /// The transmission control block: the connection's identity and settings, then its named

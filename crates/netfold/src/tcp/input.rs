@@ -848,7 +848,6 @@ impl Conn {
             // With SACK, RACK's marks say what to retransmit (RFC 8985 §6.2); the segment
             // at SND.UNA goes first when it is marked.
             rxt_una: !sack,
-            rxt_sent: false,
         });
         self.rtt_timing = None;
     }

@@ -279,7 +279,6 @@ impl Conn {
                     if let Some(rec) = self.recovery.as_mut() {
                         if p.kind == Kind::Hole {
                             rec.rxt_next = seq::max(rec.rxt_next, end);
-                            rec.rxt_sent = true;
                         }
                         rec.rxt_una = false;
                     }
@@ -621,23 +620,14 @@ impl Conn {
                 // Linux `tcp_packets_in_flight` does under RACK: data sent and neither
                 // acknowledged (cumulatively or selectively) nor deemed lost and still
                 // waiting for its retransmission.
-                let room = cwnd.saturating_sub(self.pipe()) >= smss.min(cwnd);
+                if cwnd.saturating_sub(self.pipe()) < smss.min(cwnd) {
+                    return None;
+                }
                 // NextSeg rule (1), with RACK's marks for "lost" (RFC 8985 §6.2: a segment is
                 // lost once a segment sent after it was delivered and its reordering window
                 // passed; that includes a retransmission lost again).
                 if let Some((s, e)) = self.next_lost() {
-                    // RFC 6675 §5 step (4.3), on entering loss recovery: "Retransmit the
-                    // first data segment presumed dropped", before and regardless of step
-                    // (C)'s cwnd test (as Linux's PRR "Force a fast retransmit upon entering
-                    // fast recovery"). With a window of a few segments, cwnd = ssthresh =
-                    // 0.7 x FlightSize was often less than one segment above pipe: the lost
-                    // segment then waited for the RTO.
-                    if room || !rec.rxt_sent {
-                        return self.segment_at(Kind::Hole, s, seq::dist(s, e));
-                    }
-                }
-                if !room {
-                    return None;
+                    return self.segment_at(Kind::Hole, s, seq::dist(s, e));
                 }
                 // Rule (2): new data within the peer's window. (Rules (3) and (4), the
                 // retransmission of data not deemed lost, are left to RACK's reordering
