@@ -1025,7 +1025,12 @@ impl Conn {
             } else if self.rcv.quick_acks > 0 {
                 self.rcv.quick_acks -= 1;
                 self.ack_inside_batch(sseq, data.len());
-                self.snapshot_ack();
+                if fin {
+                    // The FIN's ACK (eighth check) covers this data too: one ACK, as Linux.
+                    self.ack_now = true;
+                } else {
+                    self.snapshot_ack();
+                }
             } else {
                 self.unacked_bytes += data.len();
                 match self.config.delayed_ack {
