@@ -976,8 +976,10 @@ fn tcp_transfer(n: &mut Net) {
     assert_eq!(ca.tcp_bad_checksum + cb.tcp_bad_checksum, 0);
     assert_eq!(ca.tcp_malformed + cb.tcp_malformed, 0);
     assert!(ca.tcp.segments_out >= (1 << 20) / 1460);
-    // Steady state recycles buffers: far fewer allocations than frames.
-    assert!(ca.pool.allocations < ca.frames_out / 10, "{}", ca);
+    // Steady state recycles buffers: far fewer allocations than frames. (The pool grows to
+    // the most frames in flight at once; since the receiver quick-ACKs the start of a
+    // connection, as Linux, the window opens sooner and 1 MiB peaks at ~82 of ~730.)
+    assert!(ca.pool.allocations < ca.frames_out / 8, "{}", ca);
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! Socket-buffer auto-tuning, after Linux:
 //! - RECEIVE (`tcp_rcv_space_adjust`, "dynamic right-sizing"): once per RTT, count what the
 //!   application read in that RTT; if it is more than ever before, grow the receive buffer to
-//!   twice that plus 16 segments (the sender's cwnd may double in the next RTT during slow
-//!   start, and reordering needs room beyond it), up to `Config::recv_buffer_max`. A slow
+//!   twice that plus 16 segments (reordering and losses need room beyond one window), plus
+//!   twice the relative increase over the previous maximum (the sender's cwnd may double in
+//!   the next RTT during slow start), up to `Config::recv_buffer_max`. A slow
 //!   reader reads little per RTT and its buffer stays small.
 //! - SEND (`tcp_sndbuf_expand`): when the application found the send ring full and an ACK
 //!   arrives while cwnd is not filled, grow the send buffer to twice cwnd (one window in
@@ -27,6 +28,8 @@ use crate::time::Instant;
 
 /// Segments of headroom beyond twice the per-RTT read (Linux: `16 * advmss`).
 const RCV_HEADROOM_SEGS: usize = 16;
+/// Linux `TCP_INIT_CWND`: the reference for the first per-RTT measurement.
+const RCV_INITIAL_SPACE_SEGS: usize = 10;
 
 /// The next size on the ladder `initial * 2^k` that is at least `want`, capped at `max`.
 pub fn ladder_step(current: usize, want: usize, max: usize) -> usize {
@@ -68,14 +71,30 @@ impl Conn {
         let copied = usize::try_from(sp.copied - sp.mark).unwrap_or(usize::MAX);
         sp.since = Some(now);
         sp.mark = sp.copied;
-        if copied <= sp.space {
+        let mss = self.rcv.mss.max(1) as usize;
+        // Linux `tcp_init_buffer_space`: the first measurement is compared with an initial
+        // window's worth (`TCP_INIT_CWND * advmss`).
+        let prev = if sp.space == 0 {
+            RCV_INITIAL_SPACE_SEGS * mss
+        } else {
+            sp.space
+        };
+        if copied <= prev {
             return;
         }
         sp.space = copied;
-        let mss = self.rcv.mss.max(1) as usize;
-        let want = copied
+        // Linux `tcp_rcv_space_adjust`: "minimal window to cope with packet losses, assuming
+        // steady state" (twice the per-RTT read plus 16 segments), then "Accommodate for
+        // sender rate increase (eg. slow start)": grow by twice the relative increase of the
+        // per-RTT read ("the ACK we are sending now is for the next RTT, not the current
+        // one"). Without this term the window merely doubled per RTT, one RTT behind a sender
+        // in slow start, which then waited on the window (256 MiB over 10 ms at 1 Gbit/s: the
+        // flight sat at the advertised window for four RTTs on its way to the 2.5 MB BDP).
+        let rcvwin = copied
             .saturating_mul(2)
             .saturating_add(RCV_HEADROOM_SEGS * mss);
+        let grow = (rcvwin as u128 * (copied - prev) as u128 / prev as u128) as usize;
+        let want = rcvwin.saturating_add(grow.saturating_mul(2));
         if want <= self.rcv.buf {
             return;
         }

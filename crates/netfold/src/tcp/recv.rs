@@ -61,8 +61,12 @@ pub struct RecvSeq {
     /// The application read data since we last sent a segment: only then may a pure window
     /// update be owed (Linux `tcp_cleanup_rbuf`).
     pub read_since_ack: bool,
-    /// In-order segments still to be acknowledged at once after a gap was filled.
+    /// Quick-ACK mode (Linux `icsk_ack.quick`): in-order arrivals still to be acknowledged
+    /// at once instead of under the delayed-ACK rule.
     pub quick_acks: u8,
+    /// When in-sequence or out-of-order data last arrived (Linux `icsk_ack.lrcvtime`); None
+    /// before the first data segment.
+    pub last_data_rx: Option<Instant>,
 }
 
 impl RecvSeq {
@@ -83,7 +87,17 @@ impl RecvSeq {
             fin_received: false,
             read_since_ack: false,
             quick_acks: 0,
+            last_data_rx: None,
         }
+    }
+
+    /// Linux `tcp_incr_quickack`: raise the quick-ACK budget to `rcv_wnd / (2 * rcv_mss)`
+    /// ACKs (at least 2), at most `max`. (A budget of one ACK per two segments of the window
+    /// covers one window's worth of data acknowledged segment by segment.)
+    pub fn incr_quickack(&mut self, max: u8) {
+        let per = (2 * self.mss).max(1);
+        let q = (self.announced() / per).clamp(2, u32::from(max)) as u8;
+        self.quick_acks = self.quick_acks.max(q);
     }
 
     /// Synchronizes to the peer's SYN: IRS = SEG.SEQ, RCV.NXT = SEG.SEQ + 1.

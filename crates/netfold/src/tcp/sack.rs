@@ -175,100 +175,6 @@ impl Scoreboard {
     }
 }
 
-/// Lost-retransmission detection during SACK recovery. RFC 6675 alone cannot see a
-/// retransmission that is lost again (only an RTO repairs it); as in Linux's pre-RACK
-/// `tcp_mark_lost_retrans`, a retransmission is deemed lost once the peer SACKs data that was
-/// first sent after it (SND.MAX at retransmission time), assuming a path that rarely
-/// reorders. Fixed-size: no allocation, bounded by hostile SACK patterns.
-#[derive(Debug, Clone, Default)]
-pub struct RxtTracker {
-    /// (start, end, SND.MAX when retransmitted)
-    marks: [(u32, u32, u32); 32],
-    n: usize,
-    /// Ranges whose retransmission was lost, to be sent again.
-    relost: [(u32, u32); 8],
-    nr: usize,
-}
-
-impl RxtTracker {
-    pub fn clear(&mut self) {
-        self.n = 0;
-        self.nr = 0;
-    }
-    /// A retransmission of `[start, end)` left while SND.MAX was `snd_max`.
-    pub fn record(&mut self, start: u32, end: u32, snd_max: u32) {
-        // Back-to-back retransmissions merge into one mark with the later SND.MAX (detection
-        // then waits for data sent after the last of them: conservative).
-        if let Some(last) = self.marks[..self.n].last_mut() {
-            if last.1 == start {
-                last.1 = end;
-                last.2 = seq::max(last.2, snd_max);
-                return;
-            }
-        }
-        if self.n == self.marks.len() {
-            // Full: this one is repaired by the RTO, as without tracking. The older marks
-            // (lower sequence numbers) matter more.
-            return;
-        }
-        self.marks[self.n] = (start, end, snd_max);
-        self.n += 1;
-    }
-    /// After an ACK: drop acknowledged/SACKed marks, move lost ones to the re-send list.
-    pub fn update(&mut self, una: u32, sb: &Scoreboard) {
-        let high = sb.high_sacked();
-        let mut i = 0;
-        while i < self.n {
-            let (start, end, mark) = self.marks[i];
-            let done = seq::le(end, una) || sb.sacked_end(seq::max(start, una)).is_some();
-            let lost = !done && high.is_some_and(|h| seq::gt(h, mark));
-            if done || lost {
-                if lost && self.nr < self.relost.len() {
-                    self.relost[self.nr] = (start, end);
-                    self.nr += 1;
-                }
-                self.marks.copy_within(i + 1..self.n, i);
-                self.n -= 1;
-            } else {
-                i += 1;
-            }
-        }
-    }
-    /// The first range to send again (trimmed to what is still unacknowledged and unSACKed).
-    pub fn next_relost(&mut self, una: u32, sb: &Scoreboard) -> Option<(u32, u32)> {
-        while self.nr > 0 {
-            let (start, end) = self.relost[0];
-            let s = seq::max(start, una);
-            if seq::lt(s, end) && sb.sacked_end(s).is_none() {
-                let e = sb.next_sacked_start(s).map_or(end, |n| seq::min(n, end));
-                return Some((s, e));
-            }
-            self.pop_relost();
-        }
-        None
-    }
-    /// The first re-send range was sent up to `to`.
-    pub fn advance_relost(&mut self, to: u32) {
-        if self.nr > 0 {
-            self.relost[0].0 = seq::max(self.relost[0].0, to);
-        }
-    }
-    /// Bytes waiting to be sent again: lost, so not in the network (RFC 6675 pipe must not
-    /// count them).
-    pub fn relost_bytes(&self, una: u32) -> u32 {
-        self.relost[..self.nr]
-            .iter()
-            .map(|&(s, e)| seq::dist(seq::max(s, una), e))
-            .fold(0u32, u32::saturating_add)
-    }
-    pub fn pop_relost(&mut self) {
-        if self.nr > 0 {
-            self.relost.copy_within(1..self.nr, 0);
-            self.nr -= 1;
-        }
-    }
-}
-
 /// Receiver-side memory of recently reported SACK blocks (RFC 2018 §4: the first block holds
 /// the most recently received segment, the rest repeat the most recently reported blocks).
 #[derive(Debug, Clone, Copy, Default)]
@@ -359,36 +265,6 @@ mod tests {
         assert_eq!(s.ranges(), &[(450, 600)]);
         // blocks outside (una, max] ignored
         assert_eq!(s.add(b(0, 100), 450, 1000), 0);
-    }
-
-    #[test]
-    fn lost_retransmission_is_detected() {
-        let mut sb = Scoreboard::new();
-        let mut t = RxtTracker::default();
-        sb.add(b(200, 300), 0, 1000);
-        // [0,100) retransmitted while SND.MAX was 1000.
-        t.record(0, 100, 1000);
-        t.update(0, &sb);
-        assert_eq!(
-            t.next_relost(0, &sb),
-            None,
-            "nothing sent after it was SACKed yet"
-        );
-        // Data sent later (>= 1000) is SACKed while [0,100) is still missing: lost again.
-        sb.add(b(1000, 1100), 0, 1200);
-        t.update(0, &sb);
-        assert_eq!(t.next_relost(0, &sb), Some((0, 100)));
-        assert_eq!(t.relost_bytes(0), 100);
-        t.advance_relost(60);
-        assert_eq!(t.next_relost(0, &sb), Some((60, 100)));
-        t.advance_relost(100);
-        assert_eq!(t.next_relost(0, &sb), None);
-        // An acknowledged retransmission is forgotten.
-        t.record(100, 200, 1200);
-        t.update(200, &sb);
-        sb.add(b(1200, 1300), 200, 1400);
-        t.update(200, &sb);
-        assert_eq!(t.next_relost(200, &sb), None);
     }
 
     #[test]
