@@ -628,13 +628,32 @@ impl Conn {
             }
             self.timers.pto = None;
             self.arm_pto(now);
-        } else if self.snd.max != self.snd.una
-            && ack == self.snd.una
-            && data_len == 0
-            && !fin
-            && (newly_sacked > 0 || (!self.sack_ok && new_wnd == self.snd.wnd))
-        {
-            // RFC 5681 §2 duplicate ACK (RFC 6675 §2: with SACK, one that SACKs new data).
+        }
+        // What counts as a duplicate ACK depends on SACK. RFC 6675 §2: "a segment that arrives
+        // carrying a SACK block that identifies previously unacknowledged and un-SACKed octets
+        // between HighACK and HighData. Note that an ACK which carries new SACK data is counted
+        // as a duplicate acknowledgment under this definition even if it carries new data,
+        // changes the advertised window, or moves the cumulative acknowledgment point". When
+        // both ends send, the receiver's SACK blocks ride on its data segments: requiring an
+        // empty segment here (RFC 5681's rule) left such a loss to the RTO, however much was
+        // SACKed above it (issue 12: connections waited seconds in FIN-WAIT-1 for a hole the
+        // scoreboard already showed lost). Without SACK, RFC 5681 §2: no data, no SYN/FIN,
+        // SEG.ACK = SND.UNA, the same window, and data outstanding.
+        let dup_ack = if self.sack_ok {
+            newly_sacked > 0 && self.snd.max != self.snd.una
+        } else {
+            acked == 0
+                && self.snd.max != self.snd.una
+                && ack == self.snd.una
+                && data_len == 0
+                && !fin
+                && new_wnd == self.snd.wnd
+        };
+        if dup_ack {
+            // RFC 6675 §5: "If the incoming ACK is a cumulative acknowledgment, the TCP MUST
+            // reset DupAcks to zero" (done above when SND.UNA moved) "If the incoming ACK is a
+            // duplicate ACK and the TCP is not currently in loss recovery, the TCP MUST
+            // increase DupAcks by one" and go to recovery on DupThresh or IsLost(HighACK + 1).
             ctx.stats.dup_acks += 1;
             self.dupacks = self.dupacks.saturating_add(1);
             match self.recovery {
@@ -653,9 +672,20 @@ impl Conn {
                         DUP_THRESH
                     };
                     let lost = lost || (self.dupacks >= thresh);
-                    // RFC 6582 §3.2 step 1: no new recovery while the ACK is still within the
-                    // data of an earlier one (`recover`).
-                    if (self.dupacks >= DUP_THRESH || lost) && seq::gt(ack, self.recover) {
+                    // No new recovery while the ACK is still within the data of an earlier one
+                    // (`recover` = SND.MAX when it began, or at the last RTO). Without SACK,
+                    // RFC 6582 §3.2 step 1: only once the ACK "covers more than recover" (the
+                    // duplicate ACKs may still be the old window's). With SACK, RFC 6675 §5.1:
+                    // "a new recovery phase ... MUST NOT be initiated until HighACK is greater
+                    // than or equal to the new value of RecoveryPoint": the SACK blocks show the
+                    // loss is of data sent since. `gt` there left the first segment sent after
+                    // recovery began to the RTO whenever it was lost: the ACK cannot pass it.
+                    let past_recover = if self.sack_ok {
+                        seq::ge(ack, self.recover)
+                    } else {
+                        seq::gt(ack, self.recover)
+                    };
+                    if (self.dupacks >= DUP_THRESH || lost) && past_recover {
                         self.enter_recovery(ctx);
                     }
                 }

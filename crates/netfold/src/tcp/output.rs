@@ -421,7 +421,7 @@ impl Conn {
     }
 
     /// RFC 8985 §7.3: one new segment if the peer's window allows, else the last segment sent
-    /// again (with the FIN if that was last).
+    /// again (with the FIN if that was last) — the last one the peer has not SACKed.
     fn plan_tlp(&self) -> Option<Plan> {
         let fin_seq = self.fin_seq();
         let smss = self.seg_mss();
@@ -444,12 +444,41 @@ impl Conn {
         }
         let fin_sent = self.snd.fin_queued && seq::gt(self.snd.max, fin_seq);
         let data_end = seq::min(self.snd.max, fin_seq);
-        let len = seq::dist(self.snd.una, data_end).min(smss);
+        // §7.3 says "retransmit the highest-sequence segment sent so far": its ACK is meant to
+        // let loss detection (RACK in the RFC) see what is missing. netfold detects losses from
+        // SACK information (RFC 6675 DupAcks / IsLost), and a segment the peer already SACKed
+        // brings none: its ACK repeats the same blocks, nothing is marked lost, and the hole
+        // below waits for the RTO (issue 12: a FIN-WAIT-1 connection whose one lost segment
+        // had only two segments SACKed above it). So the probe is the last data the peer has
+        // not SACKed: it repairs that hole, or its ACK carries SACK information that is new.
+        let ranges = self.scoreboard.ranges();
+        let (end, floor) = match ranges.iter().rposition(|&(l, _)| seq::lt(l, data_end)) {
+            // SACKed data reaches the end of the data: probe below that range (ranges never
+            // touch, so the byte below it is unSACKed), not crossing the range below it.
+            Some(i) if seq::ge(ranges[i].1, data_end) => (
+                ranges[i].0,
+                i.checked_sub(1).map_or(self.snd.una, |j| ranges[j].1),
+            ),
+            Some(i) => (data_end, ranges[i].1),
+            None => (data_end, self.snd.una),
+        };
+        let len = seq::dist(seq::max(floor, self.snd.una), end).min(smss);
+        if len == 0 {
+            // Nothing unSACKed below the end of the data (only the FIN, or SACK blocks that
+            // SND.UNA has not caught up with): the last segment, as the RFC says.
+            let len = seq::dist(self.snd.una, data_end).min(smss);
+            return Some(Plan {
+                kind: Kind::Tlp,
+                seq: data_end.wrapping_sub(len),
+                len,
+                fin: fin_sent,
+            });
+        }
         Some(Plan {
             kind: Kind::Tlp,
-            seq: data_end.wrapping_sub(len),
+            seq: end.wrapping_sub(len),
             len,
-            fin: fin_sent,
+            fin: fin_sent && end == fin_seq,
         })
     }
 
