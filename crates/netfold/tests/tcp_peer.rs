@@ -5,7 +5,7 @@
 
 use netfold::tcp::{Config, Handle, State, TcpLayer};
 use netfold::time::{Duration, Instant};
-use netfold::wire::tcp::{TcpFlags, TcpOptions, TcpRepr, Timestamps};
+use netfold::wire::tcp::{SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// netfold's address, and the scripted peer's.
@@ -999,4 +999,165 @@ fn data_flows_as_soon_as_the_window_opens_after_a_probe() {
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!((out[0].repr.seq, out[0].len), (una, 1000));
     assert!(out[0].repr.flags.psh());
+}
+
+// ---- Issue 12: `netfold soak` found FIN-WAIT-1 connections waiting for the RTO ------------
+//
+// Both ends of a soak connection send at once, so the receiver's SACK blocks ride on its data
+// segments. A lost segment was then found by neither duplicate ACKs nor the tail loss probe,
+// only by the retransmission timer; with an RTO inflated by a retransmitted SYN (the SYN-ACK
+// echoes the first SYN's timestamp) and the odd second loss, connections sat in FIN-WAIT-1,
+// everything else delivered, for tens of seconds.
+
+/// Payload bytes per segment: the peer's MSS 1460 less the timestamp option.
+const SEG: u32 = 1448;
+
+/// `r` with a SACK option of `blocks`.
+fn with_sack(mut r: TcpRepr, blocks: &[(u32, u32)]) -> TcpRepr {
+    for (i, &(left, right)) in blocks.iter().enumerate() {
+        r.options.sack[i] = SackBlock { left, right };
+    }
+    r.options.sack_count = blocks.len() as u8;
+    r
+}
+
+/// netfold queues `len` bytes and closes its side (FIN-WAIT-1); returns what it sent (all of
+/// it fits the initial window: data segments, the FIN on the last).
+fn send_and_close(s: &mut Script, h: Handle, len: u32) -> Vec<Out> {
+    let data = vec![0x5a; len as usize];
+    assert_eq!(s.tcp.send(h, &data), Ok(data.len()));
+    s.tcp.shutdown_write(h).unwrap();
+    assert_eq!(s.tcp.state(h), Ok(State::FinWait1));
+    let out = s.flush();
+    let fin = s.iss.wrapping_add(1).wrapping_add(len);
+    let last = out.last().expect("segments out");
+    assert!(last.repr.flags.fin(), "{out:?}");
+    assert_eq!(last.repr.seq.wrapping_add(last.len as u32), fin, "{out:?}");
+    out
+}
+
+/// RFC 6675 §2: an ACK that SACKs new data counts as a duplicate ACK "even if it carries new
+/// data, changes the advertised window, or moves the cumulative acknowledgment point". One
+/// such ACK, riding on the peer's data, that SACKs seven segments above a hole makes
+/// IsLost(HighACK + 1) true: fast retransmit must follow at once, not the RTO.
+#[test]
+fn sack_riding_on_data_starts_fast_retransmit() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1460);
+    let out = send_and_close(&mut s, h, 8 * SEG);
+    let base = s.iss.wrapping_add(1);
+    assert_eq!(
+        out.iter().filter(|o| o.len == SEG as usize).count(),
+        8,
+        "{out:?}"
+    );
+    // Segment 1 is lost. The peer's answer: its own data, acknowledging segment 0 and
+    // SACKing segments 2..=7.
+    s.advance(Duration::from_millis(5));
+    let d = s.seg(TcpFlags::ACK | TcpFlags::PSH, base.wrapping_add(SEG));
+    let d = with_sack(
+        d,
+        &[(base.wrapping_add(2 * SEG), base.wrapping_add(8 * SEG))],
+    );
+    s.inject(&d, &[0x11; 100]);
+    s.peer_nxt = s.peer_nxt.wrapping_add(100);
+    let out = s.flush();
+    assert!(
+        out.iter()
+            .any(|o| o.repr.seq == base.wrapping_add(SEG) && o.len == SEG as usize),
+        "the lost segment is retransmitted on that ACK: {out:?}"
+    );
+}
+
+/// RFC 8985 §7.3 tail loss probe, with netfold's SACK-based loss detection: the probe resends
+/// the last data the peer has not SACKed. Two full segments and a short one with the FIN; the
+/// first is lost and one ACK SACKs the other two, too little for IsLost or for early
+/// retransmit's two duplicate ACKs (RFC 5827). A probe of the last, already SACKed segment got
+/// an ACK with nothing new, and the hole waited for the RTO; probing the hole repairs it well
+/// before the RTO (200 ms at the least) could fire.
+#[test]
+fn tail_loss_probe_resends_the_last_unsacked_data() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1460);
+    let len = 2 * SEG + 461;
+    send_and_close(&mut s, h, len);
+    let base = s.iss.wrapping_add(1);
+    let fin = base.wrapping_add(len);
+    let sack = [(base.wrapping_add(SEG), fin)];
+    s.advance(Duration::from_millis(5));
+    let dup = with_sack(s.seg(TcpFlags::ACK, base), &sack);
+    s.inject(&dup, &[]);
+    assert!(
+        s.flush().iter().all(|o| o.len == 0 && !o.repr.flags.fin()),
+        "one duplicate ACK retransmits nothing"
+    );
+    // For 180 ms the peer answers every segment as a receiver missing [base, base + SEG) does.
+    let mut repaired = false;
+    for _ in 0..36 {
+        s.advance(Duration::from_millis(5));
+        for o in s.flush() {
+            if o.len == 0 && !o.repr.flags.fin() {
+                continue;
+            }
+            repaired |= o.repr.seq == base && o.len > 0;
+            let a = if repaired {
+                s.seg(TcpFlags::ACK, fin.wrapping_add(1))
+            } else {
+                with_sack(s.seg(TcpFlags::ACK, base), &sack)
+            };
+            s.inject(&a, &[]);
+        }
+    }
+    assert!(repaired, "the lost segment was resent before the RTO");
+    assert_eq!(s.tcp.state(h), Ok(State::FinWait2));
+}
+
+/// RFC 6675 §5.1: a new recovery may begin once "HighACK is greater than or equal to" the
+/// RecoveryPoint (SND.MAX when the last one began). The first segment sent after a recovery
+/// began sits exactly there: when it is lost, the ACK that ends the recovery stops at it, and
+/// RFC 6582's "covers more than recover" (NewReno's rule, which netfold applied with SACK too)
+/// could never hold before the RTO. The SACK blocks above it show the loss: fast retransmit.
+#[test]
+fn loss_of_the_first_segment_after_a_recovery_starts_a_new_one() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1460);
+    let data = vec![0x5a; 30 * SEG as usize];
+    assert_eq!(s.tcp.send(h, &data), Ok(data.len()));
+    let base = s.iss.wrapping_add(1);
+    let at = |i: u32| base.wrapping_add(i * SEG);
+    let out = s.flush();
+    assert_eq!(
+        out.iter().filter(|o| o.len > 0).count(),
+        10,
+        "initial window: {out:?}"
+    );
+    // Segment 1 is lost; segments 2..=9 are SACKed: recovery, with RecoveryPoint = at(10).
+    s.advance(Duration::from_millis(5));
+    let dup = with_sack(s.seg(TcpFlags::ACK, at(1)), &[(at(2), at(10))]);
+    s.inject(&dup, &[]);
+    let out = s.flush();
+    assert!(
+        out.iter().any(|o| o.repr.seq == at(1) && o.len > 0),
+        "{out:?}"
+    );
+    let new: Vec<u32> = out
+        .iter()
+        .filter(|o| o.len > 0 && o.repr.seq != at(1))
+        .map(|o| o.repr.seq)
+        .collect();
+    assert!(
+        new.len() >= 4 && new[0] == at(10),
+        "new data in recovery: {out:?}"
+    );
+    // Segment 10, the first sent in recovery, is lost; the rest arrive. The ACK covers exactly
+    // up to it (ending the recovery) and SACKs what followed.
+    s.advance(Duration::from_millis(5));
+    let last = at(10 + new.len() as u32);
+    let ack = with_sack(s.seg(TcpFlags::ACK, at(10)), &[(at(11), last)]);
+    s.inject(&ack, &[]);
+    let out = s.flush();
+    assert!(
+        out.iter().any(|o| o.repr.seq == at(10) && o.len > 0),
+        "segment 10 is retransmitted on that ACK: {out:?}"
+    );
 }

@@ -16,7 +16,9 @@
 //!
 //! Time: the stacks run on wall time, fast-forwarded to the next timer when both stacks and
 //! the pipe are idle (an RTO after a loss), so a run of D seconds covers at least D seconds of
-//! stack time. The stall bound is in stack time.
+//! stack time. The stall bound is in stack time. Under `--virtual-time` the clock moves a fixed
+//! step per round instead, so a run depends only on `--seed` (impairments, sizes) and
+//! `--stack-seed` (the stacks' TCP secrets): a failure found that way can be replayed exactly.
 
 use super::CmdResult;
 use clap::Parser;
@@ -25,6 +27,7 @@ use netfold::phy::pipe::{Pipe, PipeConfig, PipeEnd, PipeStats, SplitMix64};
 use netfold::phy::Device;
 use netfold::socket::{TcpListener, TcpStream};
 use netfold::tcp;
+use netfold::tcp::Secret;
 use netfold::time::{Duration, Instant};
 use netfold::wire::ethernet::EthernetAddress;
 use netfold_apps::pattern;
@@ -79,6 +82,16 @@ pub struct Args {
     /// IP MTU of the pipe.
     #[arg(long, default_value_t = 1500)]
     mtu: usize,
+    /// Seed of both stacks' TCP secrets (ISNs, ephemeral ports, SYN cookies). Without it each
+    /// run draws one at random; the report prints it, so a failed run can be repeated with the
+    /// same secrets (and, with `--virtual-time`, exactly).
+    #[arg(long)]
+    stack_seed: Option<u64>,
+    /// Virtual time: the clock advances a fixed 10 µs per round (plus idle skips) instead of
+    /// following the wall clock, and `--duration` counts those rounds' time. With `--seed` and
+    /// `--stack-seed` a run is then the same every time, whatever the machine's load.
+    #[arg(long)]
+    virtual_time: bool,
 }
 
 /// `30s`, `500ms`, `2m`, `1h`, or plain seconds.
@@ -99,17 +112,40 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("bad duration {s:?} (e.g. 30s, 500ms, 2m)"))
 }
 
-/// Wall time plus idle time skipped (see the module comment).
+/// Stack time advanced per round under `--virtual-time`: about what one round of this loop
+/// takes on the wall clock (a 30 s run does ~2 million rounds).
+const VIRTUAL_TICK_US: u64 = 10;
+
+/// Wall time (or, under `--virtual-time`, rounds times [`VIRTUAL_TICK_US`]) plus idle time
+/// skipped (see the module comment).
 struct Clock {
     start: std::time::Instant,
+    /// `Some(busy µs)` under `--virtual-time`.
+    virtual_us: Option<u64>,
     skipped_us: u64,
 }
 
 impl Clock {
+    /// Time that was not skipped: wall time, or the virtual rounds' time.
+    fn busy_us(&self) -> u64 {
+        match self.virtual_us {
+            Some(v) => v,
+            None => u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX),
+        }
+    }
     fn now(&self) -> Instant {
-        let wall = u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX);
         // Starts at 1 s so no timer sits at zero.
-        Instant::from_micros(wall.saturating_add(self.skipped_us) + 1_000_000)
+        Instant::from_micros(self.busy_us().saturating_add(self.skipped_us) + 1_000_000)
+    }
+    /// One round went by (virtual time only; the wall clock moves by itself).
+    fn tick(&mut self) {
+        if let Some(v) = self.virtual_us.as_mut() {
+            *v += VIRTUAL_TICK_US;
+        }
+    }
+    /// Whether the opening phase of `d` is over.
+    fn elapsed_at_least(&self, d: std::time::Duration) -> bool {
+        u128::from(self.busy_us()) >= d.as_micros()
     }
     fn skip_to(&mut self, t: Instant) {
         let now = self.now();
@@ -197,6 +233,19 @@ fn verify(base: u64, got: &[u8], scratch: &mut [u8]) -> Result<(), usize> {
     }
 }
 
+/// A seed for the stack secrets when `--stack-seed` is not given: from the OS-seeded hasher
+/// std uses for `HashMap` (no extra dependency), mixed with the time.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
+}
+
 /// Peak resident set size of this process in bytes (VmHWM in /proc/self/status).
 pub fn peak_rss_bytes() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -215,6 +264,7 @@ struct Soak {
     listener: TcpListener,
     tcfg: tcp::Config,
     rng: SplitMix64,
+    stack_seed: u64,
     clients: Vec<Client>,
     servers: Vec<Server>,
     next_id: u64,
@@ -250,12 +300,20 @@ impl Soak {
             .corrupt(a.corrupt)
             .seed(a.seed);
         let (end_c, end_s) = Pipe::new(pipe);
-        let stack = |addr, last| {
+        let stack_seed = a.stack_seed.unwrap_or_else(random_seed);
+        let mut secrets = SplitMix64::new(stack_seed);
+        let mut stack = |addr, last| {
+            let mut key = [0u8; 16];
+            key[..8].copy_from_slice(&secrets.next_u64().to_le_bytes());
+            key[8..].copy_from_slice(&secrets.next_u64().to_le_bytes());
             Stack::new(StackConfig {
                 addr,
                 prefix_len: 24,
                 mac: EthernetAddress([0x02, 0, 0, 0, 0, last]),
                 mtu: a.mtu,
+                // Reproducible runs: the secret comes from `--stack-seed` (printed in the
+                // report). Both stacks face only this in-memory pipe, never a network.
+                tcp_secret: Secret::fixed_for_tests(key),
                 ..StackConfig::default()
             })
         };
@@ -280,8 +338,10 @@ impl Soak {
             rng: SplitMix64::new(a.seed ^ 0x5eed_50a4),
             clock: Clock {
                 start: std::time::Instant::now(),
+                virtual_us: a.virtual_time.then_some(0),
                 skipped_us: 0,
             },
+            stack_seed,
             client,
             server,
             end_c,
@@ -672,13 +732,13 @@ impl Soak {
             .unwrap_or(now + Duration::from_millis(1));
             self.clock.skip_to(next);
         }
+        self.clock.tick();
         did
     }
 
     fn run(&mut self) {
-        let start = std::time::Instant::now();
         let mut rounds = 0u64;
-        while start.elapsed() < self.a.duration {
+        while !self.clock.elapsed_at_least(self.a.duration) {
             self.step(true);
             rounds += 1;
             if rounds.is_multiple_of(SAMPLE_EVERY) {
@@ -716,11 +776,13 @@ impl Soak {
         let stack_s =
             (self.clock.now() - Instant::from_micros(1_000_000)).total_micros() as f64 / 1e6;
         println!(
-            "soak: wall {:.1} s, stack time {:.1} s ({:.1} s idle skipped), seed {}",
+            "soak: wall {:.1} s, stack time {:.1} s ({:.1} s idle skipped{}), seed {}, stack seed {}",
             wall.as_secs_f64(),
             stack_s,
             self.clock.skipped_us as f64 / 1e6,
-            self.a.seed
+            if self.a.virtual_time { ", virtual" } else { "" },
+            self.a.seed,
+            self.stack_seed
         );
         println!(
             "soak: impairments loss {} reorder {} duplicate {} corrupt {}",
@@ -781,6 +843,16 @@ pub fn run(a: Args) -> CmdResult {
         Ok(ExitCode::SUCCESS)
     } else {
         println!("soak: FAIL ({} failures)", soak.failures.len());
+        println!(
+            "soak: same impairments and secrets again: --seed {} --stack-seed {}{}",
+            soak.a.seed,
+            soak.stack_seed,
+            if soak.a.virtual_time {
+                " --virtual-time (exactly this run)"
+            } else {
+                ""
+            }
+        );
         for f in soak.failures.iter().take(20) {
             println!("  {}", f.0);
         }
