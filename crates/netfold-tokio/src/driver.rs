@@ -74,6 +74,16 @@ impl Shared {
 }
 
 /// A device and how it tells the driver that frames arrived.
+/// The clock every driver of this process reads: real time since the first one started. One
+/// epoch for all, because drivers that share an in-memory link (the core's `Pipe`, whose
+/// frames carry the sender's time) must agree on the time: with an epoch each, every frame in
+/// one direction waited for the gap between the two drivers' starts (netfold-rt's runtimes had
+/// the same defect, fixed the same way in `netfold_rt::blocking::epoch`).
+fn epoch() -> std::time::Instant {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
+}
+
 pub struct Link {
     device: Box<dyn Device + Send>,
     /// Signalled by whoever puts frames on an in-memory link (the peer end of [`pipe`]).
@@ -197,7 +207,7 @@ impl Net {
                 wakers: Wakers::default(),
             }),
             kick: Notify::new(),
-            epoch: std::time::Instant::now(),
+            epoch: epoch(),
             stop: AtomicBool::new(false),
         });
         let fd = match fd {
