@@ -63,6 +63,8 @@
 //! |               | stack's socket-buffer budget                                           |
 //! | `autotune.rs` | receive-buffer auto-tuning (Linux DRS) and send-buffer growth          |
 //! | `sack.rs`     | RFC 6675 scoreboard (IsLost, pipe, holes), RFC 2018 block history      |
+//! | `rack.rs`     | RACK-TLP loss detection and the tail loss probe (RFC 8985)             |
+//! | `dsack.rs`    | D-SACK: reporting duplicates, using reports to undo (RFC 2883, 3708)   |
 //! | `cc/`         | `CongestionController` trait, NewReno (RFC 5681), CUBIC (RFC 9438)     |
 //! | `rtt.rs`      | RFC 6298 estimator; `isn.rs`: RFC 6528 ISN with hand-written SipHash    |
 //!
@@ -73,13 +75,16 @@
 //!   Linux `tcp_is_cwnd_limited`); it restarts from the initial window after an idle RTO
 //!   (RFC 5681 §4.1).
 //! - After an RTO, SND.NXT goes back to SND.UNA (go-back-N) but SACKed ranges are skipped.
-//! - SACK recovery is RFC 6675 plus lost-retransmission detection (a retransmission is lost
-//!   once data sent after it is SACKed; Linux's pre-RACK rule), so tail-dropped
-//!   retransmissions do not need an RTO. Tail losses get an RFC 8985 tail loss probe and
-//!   RFC 5827 early retransmit; RACK's time-based loss detection is not implemented.
+//! - Loss detection over SACK is RACK-TLP (RFC 8985, `rack.rs`, Linux's default): run on every
+//!   ACK, with the reordering window and timer; what is resent in recovery comes from RACK's
+//!   lost marks, so a lost retransmission is resent without waiting for the RTO, and tail
+//!   losses get a probe (§7). D-SACK (RFC 2883, `dsack.rs`) is sent for duplicates and undoes
+//!   a spurious episode's cwnd cut. Connections without SACK keep RFC 5681/6582.
 //! - Several segments processed in one batch still owe one ACK per two full-sized segments
-//!   (RFC 5681 §4.2): `input` records bounded ACK snapshots that `output` sends in order. A
-//!   GRO-merged segment counts once, as in Linux.
+//!   (RFC 5681 §4.2): `input` records bounded ACK snapshots that `output` sends in order;
+//!   inside a GRO-merged arrival of up to 16 segments the receiver also ACKs every second
+//!   segment, and Linux's quick-ACK mode (`tcp_incr_quickack`) ACKs at once at connection
+//!   start, after an idle gap and for old data.
 //! - Segments carry at most MSS minus the options in that segment (timestamps, SACK blocks),
 //!   except that with [`TcpLayer::set_gso_segs`] > 1 new data outside loss recovery may go
 //!   as one GSO super-segment of whole segments (up to 64 KiB) that the caller cuts or hands
