@@ -485,10 +485,7 @@ pub fn open_netfold(
         // tcp_secret: the default, a random key from the OS (RFC 6528 §3).
         ..netfold::iface::StackConfig::default()
     });
-    // MSS = MTU - 20 (IPv4) - 20 (TCP) bytes of headers (RFC 9293 §3.7.1).
-    let mss = mtu
-        .saturating_sub(netfold::wire::tcp::IPV4_MSS_OVERHEAD)
-        .clamp(536, usize::from(u16::MAX)) as u16;
+    let mss = netfold::wire::tcp::ipv4_mss_for_mtu(mtu);
     let tcp = netfold::tcp::Config {
         mss,
         ..netfold::tcp::Config::default()

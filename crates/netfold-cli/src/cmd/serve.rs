@@ -269,9 +269,7 @@ pub fn run(a: Args) -> CmdResult {
         // tcp_secret: the default, a random key from the OS (RFC 6528 §3).
         ..StackConfig::default()
     });
-    let mss = mtu
-        .saturating_sub(netfold::wire::tcp::IPV4_MSS_OVERHEAD)
-        .clamp(536, usize::from(u16::MAX)) as u16;
+    let mss = netfold::wire::tcp::ipv4_mss_for_mtu(mtu);
     let cfg = ServicesConfig {
         max_conns: a.max_conns.max(1),
         // The clock below counts from the Unix epoch, so HTTP can send Date.

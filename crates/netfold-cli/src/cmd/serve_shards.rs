@@ -176,9 +176,7 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
         .map(|_| Wake::new().map(Arc::new))
         .collect::<Result<_, _>>()?;
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| channel::<Vec<u8>>()).unzip();
-    let mss = mtu
-        .saturating_sub(netfold::wire::tcp::IPV4_MSS_OVERHEAD)
-        .clamp(536, usize::from(u16::MAX)) as u16;
+    let mss = netfold::wire::tcp::ipv4_mss_for_mtu(mtu);
     let scfg = ServicesConfig {
         max_conns: a.max_conns.max(1),
         wall_clock: true,

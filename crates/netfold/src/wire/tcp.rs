@@ -205,6 +205,12 @@ pub const MAX_OPTIONS_LEN: usize = MAX_HEADER_LEN - HEADER_LEN;
 /// What an IPv4 MTU carries besides the MSS: the fixed IPv4 and TCP headers (RFC 9293 §3.7.1,
 /// RFC 879: "MSS = MTU - 40" for IPv4 without options).
 pub const IPV4_MSS_OVERHEAD: usize = super::ipv4::HEADER_LEN + HEADER_LEN;
+/// The MSS to announce on an IPv4 link of IP MTU `mtu`: MTU - 40 (RFC 9293 §3.7.1), never
+/// below RFC 9293's default send MSS of 536 nor above what the option's 16 bits hold.
+pub fn ipv4_mss_for_mtu(mtu: usize) -> u16 {
+    mtu.saturating_sub(IPV4_MSS_OVERHEAD)
+        .clamp(536, usize::from(u16::MAX)) as u16
+}
 /// Where the checksum field lies in the header (RFC 9293 §3.1), for code that must name it by
 /// position: a virtio-net header's `csum_offset` (Linux `CHECKSUM_PARTIAL`), say.
 pub const CHECKSUM_FIELD: core::ops::Range<usize> = field::CHECKSUM;
@@ -986,6 +992,14 @@ mod tests {
         let packet = TcpPacket::new_checked(&theirs[..]).unwrap();
         assert_eq!(TcpRepr::parse(&packet, &PH, true).unwrap(), ours_repr);
         assert_eq!(packet.into_payload(), payload);
+    }
+
+    #[test]
+    fn ipv4_mss_is_mtu_less_40_within_the_option_range() {
+        assert_eq!(ipv4_mss_for_mtu(1500), 1460);
+        assert_eq!(ipv4_mss_for_mtu(9000), 8960);
+        assert_eq!(ipv4_mss_for_mtu(100), 536);
+        assert_eq!(ipv4_mss_for_mtu(200_000), u16::MAX);
     }
 
     #[test]
