@@ -5,39 +5,15 @@
 //! themselves (their guards), and the `emulate` test's namespaces are `NetNs` guards and its
 //! emulator a child process killed on drop.
 
-use netfold_os::netns::{self, NetNs};
+mod common;
+
+use common::{json, skip};
+use netfold_os::netns::NetNs;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn skip() -> bool {
-    if let Some(why) = netns::unavailable_reason() {
-        eprintln!("skipped: {why}");
-        return true;
-    }
-    false
-}
-
-fn netfold(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_netfold"))
-        .args(args)
-        .output()
-        .expect("run netfold")
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let mut a = args.to_vec();
-    a.push("--json");
-    let o = netfold(&a);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
-}
 
 /// No namespace or TAP of ours is left behind (other tests may run concurrently, so only the
 /// names this test made are checked by the callers that know them; this checks the TAPs the

@@ -3,35 +3,9 @@
 //! and ip(8); skipped (passing) without them. Short runs (a few MB or 0.3 s each); the
 //! benchmark's namespace and TUN are its guards', removed also on failure.
 
-use netfold_os::netns;
-use std::process::{Command, Output};
+mod common;
 
-fn skip() -> bool {
-    if let Some(why) = netns::unavailable_reason() {
-        eprintln!("skipped: {why}");
-        return true;
-    }
-    false
-}
-
-fn netfold(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_netfold"))
-        .args(args)
-        .output()
-        .expect("run netfold")
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let mut a = args.to_vec();
-    a.push("--json");
-    let o = netfold(&a);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
-}
+use common::{json, netfold, skip};
 
 /// The one result row of a run on netfold over the TUN.
 fn row(args: &[&str]) -> serde_json::Value {
