@@ -959,16 +959,7 @@ impl Conn {
     /// §3.4: "RACK-TLP ... initiates fast recovery ... upon detecting a loss") unless a
     /// recovery is already under way.
     pub fn rack_detect_loss(&mut self, now: Instant, reo_timer: bool) {
-        if !self.sack_ok
-            || !matches!(
-                self.state,
-                State::Established
-                    | State::CloseWait
-                    | State::FinWait1
-                    | State::Closing
-                    | State::LastAck
-            )
-        {
+        if !self.sack_ok || !self.state.may_send() {
             return;
         }
         let rto_recovery = self.in_rto_recovery();

@@ -400,6 +400,22 @@ pub enum State {
     TimeWait,
 }
 
+impl State {
+    /// Synchronized states in which our side may still have data or a FIN to send or in
+    /// flight (RFC 9293 §3.3.2): where data goes out, is retransmitted, probed and its loss
+    /// detected. FIN-WAIT-2 and TIME-WAIT have nothing left to send.
+    pub fn may_send(self) -> bool {
+        matches!(
+            self,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        )
+    }
+}
+
 /// A connection (or listener) handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Handle {

@@ -505,14 +505,7 @@ impl Conn {
     /// Nothing in flight, data waiting, but the peer's window (zero, or too small to satisfy
     /// sender SWS avoidance) stops us: the persist timer must run or nothing ever moves.
     fn arm_persist_if_stuck(&mut self, now: Instant) {
-        let can_send = matches!(
-            self.state,
-            State::Established
-                | State::CloseWait
-                | State::FinWait1
-                | State::Closing
-                | State::LastAck
-        );
+        let can_send = self.state.may_send();
         if can_send
             && self.timers.persist.is_none()
             && self.timers.rto.is_none()
@@ -621,14 +614,7 @@ impl Conn {
     }
 
     fn plan_data(&mut self) -> Option<Plan> {
-        if !matches!(
-            self.state,
-            State::Established
-                | State::CloseWait
-                | State::FinWait1
-                | State::Closing
-                | State::LastAck
-        ) {
+        if !self.state.may_send() {
             return None;
         }
         if self.snd.wnd == 0 && self.snd.una == self.snd.nxt && self.timers.persist.is_some() {

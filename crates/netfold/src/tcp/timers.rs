@@ -184,14 +184,7 @@ impl Conn {
             || self.tlp.episode().is_some()
             || self.snd.una == self.snd.max
             || self.snd.wnd == 0
-            || !matches!(
-                self.state,
-                State::Established
-                    | State::CloseWait
-                    | State::FinWait1
-                    | State::Closing
-                    | State::LastAck
-            )
+            || !self.state.may_send()
         {
             return;
         }
