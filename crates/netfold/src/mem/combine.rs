@@ -8,7 +8,7 @@
 //! Every "sum" here is the RFC 1071 one's-complement sum of big-endian 16-bit words, folded to
 //! 16 bits and NOT complemented. The checksum field a header carries is `!sum`.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Folds a 64-bit accumulator of 16-bit words (or of any wider words: 2^16 = 1 mod 0xffff, so
 /// wider words fold to the same one's-complement sum) down to 16 bits with end-around carry.
@@ -88,6 +88,23 @@ pub fn ipv4_pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, len: u
         + u64::from(protocol)
         + u64::from(len >> 16)
         + u64::from(len & 0xffff);
+    fold64(sum)
+}
+
+/// Sum of the IPv6 pseudo-header (RFC 8200 §8.1): source address, destination address, the
+/// 32-bit upper-layer packet length, three zero bytes and the next-header value.
+///
+/// Same contract as [`ipv4_pseudo_header_sum`]: folded, not complemented, `len` 32 bits.
+#[inline]
+pub fn ipv6_pseudo_header_sum(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, len: u32) -> u16 {
+    let mut sum: u64 = u64::from(next_header) + u64::from(len >> 16) + u64::from(len & 0xffff);
+    for a in [src, dst] {
+        let v = u128::from(a);
+        sum += ((v >> 96) as u32) as u64
+            + ((v >> 64) as u32) as u64
+            + ((v >> 32) as u32) as u64
+            + (v as u32) as u64;
+    }
     fold64(sum)
 }
 

@@ -28,6 +28,7 @@ mod x86_csum;
 
 pub use combine::{
     checksum_add, checksum_concat, checksum_finish, checksum_update, ipv4_pseudo_header_sum,
+    ipv6_pseudo_header_sum,
 };
 
 use std::sync::OnceLock;

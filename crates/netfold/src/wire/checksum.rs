@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 use super::{IpProtocol, Ipv4Addr};
+use std::net::{IpAddr, Ipv6Addr};
 
 /// One's-complement addition of two folded sums (RFC 1071 §2(A)).
 pub use crate::mem::checksum_add as add;
@@ -28,6 +29,32 @@ pub use crate::mem::checksum_update as update;
 #[inline]
 pub fn pseudo_header(src: Ipv4Addr, dst: Ipv4Addr, protocol: IpProtocol, length: u32) -> u16 {
     crate::mem::ipv4_pseudo_header_sum(src, dst, u8::from(protocol), length)
+}
+
+/// The sum of the IPv6 pseudo-header (RFC 8200 §8.1) for TCP, UDP and ICMPv6: source,
+/// destination, 32-bit upper-layer length, three zero bytes and the next header.
+#[inline]
+pub fn pseudo_header_v6(src: Ipv6Addr, dst: Ipv6Addr, protocol: IpProtocol, length: u32) -> u16 {
+    crate::mem::ipv6_pseudo_header_sum(src, dst, u8::from(protocol), length)
+}
+
+/// The pseudo-header sum for either family, for the transport code that serves both.
+///
+/// A mixed pair (one v4, one v6 address) has no pseudo-header; it is a caller's bug, and the
+/// v4-mapped form of the v4 address is used so the result is at least deterministic.
+#[inline]
+pub fn pseudo_header_ip(src: IpAddr, dst: IpAddr, protocol: IpProtocol, length: u32) -> u16 {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => pseudo_header(s, d, protocol, length),
+        (s, d) => pseudo_header_v6(to_v6(s), to_v6(d), protocol, length),
+    }
+}
+
+fn to_v6(a: IpAddr) -> Ipv6Addr {
+    match a {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    }
 }
 
 #[cfg(test)]
@@ -53,6 +80,25 @@ mod tests {
         bytes.extend_from_slice(&1480u16.to_be_bytes());
         assert_eq!(
             pseudo_header(src, dst, IpProtocol::Tcp, 1480),
+            checksum(&bytes)
+        );
+    }
+
+    #[test]
+    fn v6_pseudo_header_matches_summing_its_bytes() {
+        let src: Ipv6Addr = "2001:db8:1::2".parse().unwrap();
+        let dst: Ipv6Addr = "fe80::ffff:1:8000:fffe".parse().unwrap();
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&src.octets());
+        bytes.extend_from_slice(&dst.octets());
+        bytes.extend_from_slice(&70_000u32.to_be_bytes());
+        bytes.extend_from_slice(&[0, 0, 0, 17]);
+        assert_eq!(
+            pseudo_header_v6(src, dst, IpProtocol::Udp, 70_000),
+            checksum(&bytes)
+        );
+        assert_eq!(
+            pseudo_header_ip(src.into(), dst.into(), IpProtocol::Udp, 70_000),
             checksum(&bytes)
         );
     }
