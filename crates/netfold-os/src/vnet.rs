@@ -200,7 +200,7 @@ fn l4_csum_offset(frame: &[u8], l: &Ipv4Layout) -> Option<usize> {
         IpProtocol::Tcp => (tcp::CHECKSUM_FIELD, tcp::HEADER_LEN),
         IpProtocol::Udp => (udp::CHECKSUM_FIELD, udp::HEADER_LEN),
         IpProtocol::Icmp => (icmpv4::CHECKSUM_FIELD, icmpv4::CHECKSUM_FIELD.end),
-        IpProtocol::Unknown(_) => return None,
+        IpProtocol::Icmpv6 | IpProtocol::Unknown(_) => return None,
     };
     if seg_len < min || frame.len() < l.end {
         return None;

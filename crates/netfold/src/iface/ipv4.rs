@@ -144,7 +144,7 @@ impl Inner {
             IpProtocol::Icmp => self.receive_icmp(now, ip, payload.bytes(), bcast, csum),
             IpProtocol::Udp => self.receive_udp(now, ip, payload.bytes(), bcast, csum),
             IpProtocol::Tcp => self.receive_tcp(now, ip, payload, bcast, csum, gro),
-            IpProtocol::Unknown(_) => {
+            IpProtocol::Icmpv6 | IpProtocol::Unknown(_) => {
                 self.st.c.ipv4_unknown_protocol += 1;
                 // RFC 1122 §3.2.2.1: protocol unreachable for a protocol we do not speak.
                 if !bcast {

@@ -11,10 +11,11 @@ pub mod checksum;
 pub mod ethernet;
 pub mod icmpv4;
 pub mod ipv4;
+pub mod ipv6;
 pub mod tcp;
 pub mod udp;
 
-pub use std::net::Ipv4Addr;
+pub use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The dynamic ("ephemeral") port range, RFC 6335 §6: 49152 through 65535. The one definition
 /// for TCP's and UDP's port choice.
@@ -66,6 +67,8 @@ pub enum IpProtocol {
     Icmp,
     Tcp,
     Udp,
+    /// ICMP for IPv6 (RFC 4443), next header 58.
+    Icmpv6,
     Unknown(u8),
 }
 
@@ -75,6 +78,7 @@ impl From<u8> for IpProtocol {
             1 => IpProtocol::Icmp,
             6 => IpProtocol::Tcp,
             17 => IpProtocol::Udp,
+            58 => IpProtocol::Icmpv6,
             other => IpProtocol::Unknown(other),
         }
     }
@@ -86,6 +90,7 @@ impl From<IpProtocol> for u8 {
             IpProtocol::Icmp => 1,
             IpProtocol::Tcp => 6,
             IpProtocol::Udp => 17,
+            IpProtocol::Icmpv6 => 58,
             IpProtocol::Unknown(v) => v,
         }
     }
