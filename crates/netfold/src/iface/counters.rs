@@ -174,6 +174,14 @@ pub struct Counters {
     /// Of those, bytes summed in a separate pass (not folded into a copy).
     pub bytes_checksummed_separately: u64,
 
+    // Dual-stack transport (the IPv6 network layer's own counters are elsewhere).
+    /// TCP connects and UDP sends to IPv6 peers refused because the stack has no IPv6
+    /// source address for them (`NetworkUnreachable`, Linux ENETUNREACH).
+    pub ipv6_no_source: u64,
+    /// IPv6 TCP segments handed to the transport with a multicast destination (TCP is
+    /// unicast only, RFC 9293 §3.9.1), dropped.
+    pub ipv6_tcp_not_unicast: u64,
+
     /// The stack's buffer pool.
     pub pool: PoolStats,
 }
@@ -324,6 +332,13 @@ impl fmt::Display for Counters {
                     ("bytes_copied", self.bytes_copied),
                     ("bytes_checksummed", self.bytes_checksummed),
                     ("csum_separate", self.bytes_checksummed_separately),
+                ],
+            ),
+            (
+                "dual",
+                &[
+                    ("ipv6_no_source", self.ipv6_no_source),
+                    ("ipv6_tcp_not_unicast", self.ipv6_tcp_not_unicast),
                 ],
             ),
             (

@@ -11,7 +11,7 @@ use crate::buf::{PacketBuf, Pool};
 use crate::mem::CopyMode;
 use crate::phy::Medium;
 use crate::wire::ethernet::EthernetAddress;
-use crate::wire::Ipv4Addr;
+use crate::wire::{Ipv4Addr, Ipv6Addr};
 
 /// Why a packet could not be queued for transmission (each case is also counted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -133,6 +133,23 @@ impl IfaceState {
         } else {
             self.gateway
         }
+    }
+
+    /// The IPv6 source address for a packet to `dst` (RFC 6724 source selection), `None`
+    /// when the interface has none for it. SEAM for the IPv6 network layer: this branch has
+    /// no IPv6 addresses, so there is never one (connects and sends to IPv6 peers fail with
+    /// `NetworkUnreachable`, counted in `ipv6_no_source`); the IPv6 layer answers from its
+    /// configured addresses.
+    pub fn ipv6_source(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+        let _ = dst;
+        None
+    }
+
+    /// `a` is one of our IPv6 unicast addresses (what a socket may bind to). SEAM for the
+    /// IPv6 network layer, like [`IfaceState::ipv6_source`]: none in this branch.
+    pub fn is_own_ipv6(&self, a: Ipv6Addr) -> bool {
+        let _ = a;
+        false
     }
 
     /// Queues a finished frame for the device.

@@ -1,4 +1,4 @@
-//! Generic receive offload (GRO) for TCP over IPv4: within one receive batch, consecutive
+//! Generic receive offload (GRO) for TCP over IPv4 and IPv6: within one receive batch, consecutive
 //! segments of one flow are merged into one larger segment so that TCP runs its input path once
 //! per flow per batch instead of once per frame (seed 000 §4.2 "gather-receive"; Linux
 //! `tcp_gro_receive` in `net/ipv4/tcp_offload.c`).
@@ -6,9 +6,13 @@
 //! Only merges that a GSO sender could split back into the same segments are done (the Linux
 //! rules): same 4-tuple; contiguous sequence numbers (seq == previous seq + previous length);
 //! same ACK number and window; byte-identical TCP options (timestamps included); IPv4 without
-//! options or fragmentation, with the same TTL, TOS and DF; flags ACK only (PSH allowed, and it
+//! options or fragmentation, with the same TTL, TOS and DF, or IPv6 without extension headers
+//! with the same hop limit, traffic class and flow label (Linux `ipv6_gro_receive` compares
+//! the first word of the header, version, traffic class and flow label, and the hop limit;
+//! the caller passes only extension-free packets as mergeable); flags ACK only (PSH allowed, and it
 //! ends the train after being merged); no segment longer than the first, and a shorter one ends
-//! the train. Limits: the merged IP packet stays within 64 KiB (bytes) and [`MAX_SEGS`]
+//! the train. Limits: the merged IP packet stays within 64 KiB (bytes; for IPv6 the 16-bit
+//! payload length, which excludes the 40-byte header) and [`MAX_SEGS`]
 //! segments (count) — seed 002 shows why a count alone is wrong: with small segments a count
 //! limit lets a "merged" segment stay tiny, with jumbo ones it overflows the 16-bit length.
 //!
@@ -31,7 +35,7 @@
 
 use crate::buf::Csum;
 use crate::wire::tcp::{TcpFlags, TcpPacket, TcpRepr, MAX_OPTIONS_LEN};
-use crate::wire::Ipv4Addr;
+use crate::wire::IpAddr;
 
 /// Most segments merged into one: 44 segments of 1448 bytes (MSS 1460 less timestamps) fill
 /// a 64 KiB packet, so at MTU 1500 the byte limit and this count agree; with small segments
@@ -44,6 +48,8 @@ pub const MAX_FLOWS: usize = 8;
 const MAX_IP_PACKET: usize = crate::wire::ipv4::MAX_PACKET_LEN;
 /// GRO merges only option-less IPv4 (Linux `inet_gro_receive`: ihl must be 5).
 const IPV4_HEADER: usize = crate::wire::ipv4::HEADER_LEN;
+/// Largest IPv6 payload (the 16-bit Payload Length, RFC 8200 §3; no jumbograms).
+const MAX_IPV6_PAYLOAD: usize = crate::wire::ipv6::MAX_PAYLOAD_LEN;
 
 /// Why a held train was handed to TCP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,19 +72,22 @@ pub enum Flush {
     Control,
 }
 
-/// The IP fields that must match for two segments to merge.
+/// The IP fields that must match for two segments to merge (IPv4: addresses, TTL, TOS, DF;
+/// IPv6: addresses, hop limit, traffic class, flow label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IpKey {
     /// Source address.
-    pub src: Ipv4Addr,
-    /// Destination address.
-    pub dst: Ipv4Addr,
-    /// Time to live.
+    pub src: IpAddr,
+    /// Destination address (same family).
+    pub dst: IpAddr,
+    /// Time to live / hop limit.
     pub ttl: u8,
-    /// DSCP and ECN.
+    /// DSCP and ECN (IPv4 TOS, IPv6 traffic class).
     pub tos: u8,
-    /// Don't fragment.
+    /// Don't fragment (IPv4; false for IPv6).
     pub df: bool,
+    /// Flow label (IPv6; 0 for IPv4).
+    pub flow_label: u32,
 }
 
 /// One received TCP segment in a frame of the receive batch (header parsed, checksum in the
@@ -147,8 +156,13 @@ impl Held<'_> {
             && self.repr.src_port == s.repr.src_port
             && self.repr.dst_port == s.repr.dst_port
     }
+    /// Largest merged TCP payload: what one IP packet of the family carries besides the TCP
+    /// header (IPv4: total length 65535 with a 20-byte header; IPv6: payload length 65535).
     fn max_len(&self) -> usize {
-        MAX_IP_PACKET - IPV4_HEADER - self.hdr_len
+        match self.ip.src {
+            IpAddr::V4(_) => MAX_IP_PACKET - IPV4_HEADER - self.hdr_len,
+            IpAddr::V6(_) => MAX_IPV6_PAYLOAD - self.hdr_len,
+        }
     }
 }
 
@@ -219,7 +233,8 @@ impl<'b> Gro<'b> {
         }
     }
 
-    /// Takes one mergeable data segment (ACK/PSH only, payload non-empty, plain IPv4).
+    /// Takes one mergeable data segment (ACK/PSH only, payload non-empty, plain IPv4 or IPv6
+    /// without extension headers).
     pub fn receive(&mut self, sink: &mut dyn Sink, s: &Seg<'b>) {
         if let Some(i) = self.position(s) {
             match self.held[i].as_ref().and_then(|h| check(h, s)) {

@@ -77,8 +77,8 @@ impl Conn {
                 (&[][..], &[][..])
             };
             let seg = OutSegment {
-                src: *self.local.ip(),
-                dst: *self.remote.ip(),
+                src: self.local.ip(),
+                dst: self.remote.ip(),
                 repr,
                 payload: (a, b),
                 gso_size: self.seg_mss().min(u32::from(u16::MAX)) as u16,
