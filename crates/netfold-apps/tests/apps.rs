@@ -173,7 +173,7 @@ fn udp_echo_answers_the_sender() {
     let mut seen = Vec::new();
     net.until(Duration::from_secs(2), |n| {
         while let Ok((k, from)) = n.stacks.a.udp_recv_from(h, &mut buf) {
-            assert_eq!(from, SocketAddrV4::new(SERVER, 7));
+            assert_eq!(from, SocketAddrV4::new(SERVER, 7).into());
             assert_eq!(k, 100);
             seen.push(buf[0]);
         }

@@ -37,7 +37,7 @@ fn blocking_runtime_streams_with_read_and_write() {
         .unwrap();
     let server = std::thread::spawn(move || {
         let (mut s, peer) = l.accept().unwrap();
-        assert_eq!(*peer.ip(), A);
+        assert_eq!(peer.ip(), A);
         let mut all = Vec::new();
         s.read_to_end(&mut all).unwrap();
         s.write_all(&(all.len() as u64).to_be_bytes()).unwrap();
@@ -192,7 +192,7 @@ fn udp_round_trip_and_receive_timeout() {
         );
         let mut buf = [0u8; 1500];
         let (n, from) = client.recv_from(&mut buf).unwrap();
-        assert_eq!(from, SocketAddrV4::new(B, 53));
+        assert_eq!(from, SocketAddrV4::new(B, 53).into());
         assert_eq!(&buf[..n], &msg[..]);
     }
     assert_eq!(echo.join().unwrap(), ErrorKind::TimedOut);

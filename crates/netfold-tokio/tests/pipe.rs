@@ -37,10 +37,10 @@ async fn echo_and_addresses() {
         let l = TcpListener::bind(&b, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7))
             .await
             .unwrap();
-        assert_eq!(l.local_addr().unwrap(), SocketAddrV4::new(B, 7));
+        assert_eq!(l.local_addr().unwrap(), SocketAddrV4::new(B, 7).into());
         let server = tokio::spawn(async move {
             let (mut s, peer) = l.accept().await.unwrap();
-            assert_eq!(*peer.ip(), A);
+            assert_eq!(peer.ip(), A);
             let mut buf = vec![0u8; 4096];
             loop {
                 let n = s.read(&mut buf).await.unwrap();
@@ -54,8 +54,8 @@ async fn echo_and_addresses() {
         let mut c = TcpStream::connect(&a, SocketAddrV4::new(B, 7))
             .await
             .unwrap();
-        assert_eq!(c.peer_addr().unwrap(), SocketAddrV4::new(B, 7));
-        assert_eq!(*c.local_addr().unwrap().ip(), A);
+        assert_eq!(c.peer_addr().unwrap(), SocketAddrV4::new(B, 7).into());
+        assert_eq!(c.local_addr().unwrap().ip(), A);
         c.set_nodelay(true).unwrap();
         assert!(c.nodelay().unwrap());
         c.write_all(b"hello, netfold").await.unwrap();
@@ -194,7 +194,7 @@ async fn udp_round_trip() {
             );
             let mut buf = [0u8; 1500];
             let (n, from) = client.recv_from(&mut buf).await.unwrap();
-            assert_eq!(from, SocketAddrV4::new(B, 53));
+            assert_eq!(from, SocketAddrV4::new(B, 53).into());
             assert_eq!(&buf[..n], &msg[..]);
         }
         echo.await.unwrap();

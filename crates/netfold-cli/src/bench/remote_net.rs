@@ -186,10 +186,10 @@ impl NetStream for netfold_rt::blocking::TcpStream {
         netfold_rt::blocking::TcpStream::shutdown_write(self)
     }
     fn peer(&self) -> Option<SocketAddr> {
-        self.peer_addr().ok().map(SocketAddr::V4)
+        self.peer_addr().ok()
     }
     fn local_ip(&self) -> Option<IpAddr> {
-        self.local_addr().ok().map(|a| IpAddr::V4(*a.ip()))
+        self.local_addr().ok().map(|a| a.ip())
     }
 }
 
@@ -270,7 +270,7 @@ impl Net for NetfoldNet {
         Ok((s, port))
     }
     fn recv_from(&self, u: &Self::Udp, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        u.recv_from(buf).map(|(n, a)| (n, SocketAddr::V4(a)))
+        u.recv_from(buf)
     }
     fn send_to(&self, u: &Self::Udp, data: &[u8], to: SocketAddr) -> io::Result<usize> {
         u.send_to(data, v4_peer(to)?)
@@ -365,7 +365,7 @@ impl ClientUdp for NetfoldConnectedUdp {
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             let (n, from) = self.sock.recv_from(buf)?;
-            if from == self.peer {
+            if from == SocketAddr::V4(self.peer) {
                 return Ok(n);
             }
         }

@@ -386,6 +386,12 @@ impl Stack {
         st.pmtu.get(now, dst, st.mtu)
     }
 
+    /// The IPv6 path MTU to `dst` as of `now` (RFC 8201; the IPv6 layer's
+    /// `ipv6_path_mtu`).
+    pub fn ipv6_path_mtu(&self, now: Instant, dst: Ipv6Addr) -> usize {
+        self.inner.st.ipv6_path_mtu(now, dst)
+    }
+
     /// Frames waiting for an ARP resolution.
     pub fn arp_pending(&self) -> usize {
         self.inner.st.neigh.pending_len()
