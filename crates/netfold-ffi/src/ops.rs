@@ -391,8 +391,7 @@ pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddr) -> R<()> {
         let family = s.family;
         match &mut s.kind {
             Kind::Udp(u) => {
-                let remote =
-                    udp_dest(family, s.opts.cfg.v6only, remote, libc::EAFNOSUPPORT)?;
+                let remote = udp_dest(family, s.opts.cfg.v6only, remote, libc::EAFNOSUPPORT)?;
                 let h = ensure_udp_bound(&mut st.stack, u, family, &s.opts)?;
                 // The engine reports ICMP errors about datagrams to the peer (udp(7)).
                 st.stack.udp_connect(h, Some(remote)).map_err(udp_errno)?;

@@ -156,9 +156,7 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
         (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => OptVal::Int(pmtu_disc_value(o.pmtu_disc)),
         (libc::IPPROTO_IP, libc::IP_MTU) => OptVal::Int(path_mtu(&st.stack, now, s)?),
         // ipv6(7): IPV6_V6ONLY on an AF_INET6 socket (default 0, Linux's bindv6only).
-        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => {
-            b(o.cfg.v6only)
-        }
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => b(o.cfg.v6only),
         (libc::IPPROTO_TCP, _) if !is_tcp => return Err(libc::ENOPROTOOPT),
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => b(o.cfg.nodelay),
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => match &s.kind {

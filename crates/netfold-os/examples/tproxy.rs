@@ -152,8 +152,7 @@ fn copy(from: &mut impl Read, to: &mut impl Write) -> io::Result<u64> {
 /// The UDP side: one kernel socket per flow (client, original destination), connected to
 /// the destination; a thread per flow sends its replies back from the original destination.
 fn forward_udp(udp: Arc<NfUdp>, stop: Arc<AtomicBool>) {
-    let mut flows: HashMap<(SocketAddr, SocketAddr), (UdpSocket, JoinHandle<()>)> =
-        HashMap::new();
+    let mut flows: HashMap<(SocketAddr, SocketAddr), (UdpSocket, JoinHandle<()>)> = HashMap::new();
     let mut buf = vec![0u8; 65536];
     while !stop.load(Ordering::Relaxed) {
         let (n, client, dst) = match udp.recv_from_to(&mut buf) {

@@ -210,7 +210,10 @@ async fn netfold_client_reads_from_kernel_server() {
         let mut s = TcpStream::connect(&net, SocketAddrV4::new(KERNEL_IP, 8000))
             .await
             .expect("connect to the kernel");
-        assert_eq!(s.peer_addr().unwrap(), SocketAddrV4::new(KERNEL_IP, 8000).into());
+        assert_eq!(
+            s.peer_addr().unwrap(),
+            SocketAddrV4::new(KERNEL_IP, 8000).into()
+        );
         let mut got = Vec::with_capacity(LEN);
         s.read_to_end(&mut got).await.unwrap();
         s.shutdown().await.unwrap();

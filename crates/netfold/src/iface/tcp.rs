@@ -29,6 +29,7 @@ use crate::wire::{IpAddr, IpProtocol, Ipv4Addr, Ipv6Addr};
 /// The one TCP checksum check (RFC 9293 §3.1: pseudo-header, header and data; for IPv6 the
 /// RFC 8200 §8.1 pseudo-header), in one read pass, done only if the segment's state says it
 /// is still needed; a pass marks the segment verified, a failure is counted.
+#[inline]
 fn verify(c: &mut Counters, src: IpAddr, dst: IpAddr, seg: &[u8], csum: &mut Csum) -> bool {
     if !csum.needs_verify() {
         return true;
@@ -234,19 +235,42 @@ impl IfaceState {
     /// by the one segmenter ([`crate::offload::gso`]) into MTU-sized packets, each with its own
     /// sequence number and checksums; a TSO device gets it whole (up to 64 KiB). IPv6
     /// segments go to [`IfaceState::emit_tcp_v6`].
+    #[inline]
     pub(super) fn emit_tcp(&mut self, now: Instant, seg: &OutSegment<'_>) -> Emit {
         if self.tx_full() {
             return Emit::QueueFull(FullQueue::Transmit);
         }
-        let (src, dst) = match (seg.src, seg.dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => (s, d),
-            (IpAddr::V6(s), IpAddr::V6(d)) => return self.emit_tcp_v6(now, seg, s, d),
+        // An if-let, not a three-armed match: the IPv4 path is one compare and a branch, no
+        // jump table (measured: the match cost an indirect branch per segment).
+        if let (IpAddr::V4(s), IpAddr::V4(d)) = (seg.src, seg.dst) {
+            return self.emit_tcp_v4(now, seg, s, d);
+        }
+        self.emit_tcp_other(now, seg)
+    }
+
+    /// `emit_tcp` for what is not IPv4: IPv6, or a mixed pair (a bug: the engine keeps each
+    /// connection in one family), dropped and counted.
+    #[inline(never)]
+    fn emit_tcp_other(&mut self, now: Instant, seg: &OutSegment<'_>) -> Emit {
+        match (seg.src, seg.dst) {
+            (IpAddr::V6(s), IpAddr::V6(d)) => self.emit_tcp_v6(now, seg, s, d),
             _ => {
-                // The engine keeps each connection in one family; a mixed pair is a bug.
                 self.c.tcp_malformed += 1;
-                return Emit::Dropped(DropReason::Malformed);
+                Emit::Dropped(DropReason::Malformed)
             }
-        };
+        }
+    }
+
+    /// `emit_tcp` for an IPv4 segment: what `emit_tcp` was before IPv6 (kept inlined, the
+    /// per-segment cost of the IPv4 path did not change).
+    #[inline(always)]
+    fn emit_tcp_v4(
+        &mut self,
+        now: Instant,
+        seg: &OutSegment<'_>,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+    ) -> Emit {
         // The header is built once per segment from the engine; each piece copies it and sets
         // its own sequence number, flags and checksum (Linux `tcp_gso_segment` does the same to
         // the headers of the skb it splits).
@@ -339,7 +363,7 @@ impl IfaceState {
         };
         ip.set_ecn(ecn);
         ip.emit(&mut t[l3..l3 + IP_LEN], false).ok()?;
-        IpTemplate::new(&t[..l3 + IP_LEN], l3)
+        IpTemplate::ipv4(&t[..l3 + IP_LEN], l3)
     }
 
     /// One packet of a segment; its link and IPv4 headers come from `ip` when given (see
@@ -403,6 +427,7 @@ impl IfaceState {
     /// pseudo-header (RFC 8200 §8.1), and handed to the IPv6 layer (`send_ipv6`), which puts
     /// the IPv6 header and the link header in front. No TSO for IPv6 yet: a super-segment is
     /// always cut here.
+    #[inline(never)]
     fn emit_tcp_v6(
         &mut self,
         now: Instant,

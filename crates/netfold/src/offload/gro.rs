@@ -221,6 +221,9 @@ impl<'b> Gro<'b> {
     /// Hands the held train of the flow `s` belongs to (if any) to TCP, so that a segment GRO
     /// does not merge is delivered after the data before it.
     pub fn flush_flow(&mut self, sink: &mut dyn Sink, s: &Seg<'_>) {
+        if self.n == 0 {
+            return;
+        }
         if let Some(h) = self.position(s).and_then(|i| self.remove(i)) {
             self.deliver(sink, h, Flush::Control);
         }
@@ -228,6 +231,10 @@ impl<'b> Gro<'b> {
 
     /// Flushes everything held (end of the receive batch).
     pub fn flush_all(&mut self, sink: &mut dyn Sink) {
+        // Nothing held (a request/response flow's PSH segments never are): no call at all.
+        if self.n == 0 {
+            return;
+        }
         while let Some(h) = self.remove(0) {
             self.deliver(sink, h, Flush::BatchEnd);
         }
@@ -236,7 +243,8 @@ impl<'b> Gro<'b> {
     /// Takes one mergeable data segment (ACK/PSH only, payload non-empty, plain IPv4 or IPv6
     /// without extension headers).
     pub fn receive(&mut self, sink: &mut dyn Sink, s: &Seg<'b>) {
-        if let Some(i) = self.position(s) {
+        let found = if self.n == 0 { None } else { self.position(s) };
+        if let Some(i) = found {
             match self.held[i].as_ref().and_then(|h| check(h, s)) {
                 None => {
                     self.merge(sink, i, s);

@@ -60,34 +60,53 @@ impl IpTemplate {
     /// header (options included) or an IPv6 fixed header (no extension headers), told apart
     /// by the version field. `None` if they do not fit a template.
     pub fn new(headers: &[u8], l3: usize) -> Option<IpTemplate> {
+        let ip = headers.get(l3..)?;
+        if crate::wire::ip_version(ip) == Some(6) {
+            IpTemplate::ipv6(headers, l3)
+        } else {
+            IpTemplate::ipv4(headers, l3)
+        }
+    }
+
+    /// [`IpTemplate::new`] for an IPv4 header (the stack's per-segment path: inlined).
+    #[inline(always)]
+    pub fn ipv4(headers: &[u8], l3: usize) -> Option<IpTemplate> {
         let mut bytes = [0u8; VLAN_HEADER_LEN + MAX_L3_HEADER];
         let ip_len = headers.len().checked_sub(l3)?;
-        if l3 > VLAN_HEADER_LEN {
-            return None;
-        }
-        let v6 = crate::wire::ip_version(&headers[l3..]) == Some(6);
-        if v6 && ip_len != ipv6::HEADER_LEN
-            || !v6 && !(ipv4::HEADER_LEN..=MAX_IPV4_HEADER).contains(&ip_len)
-        {
+        if l3 > VLAN_HEADER_LEN || !(ipv4::HEADER_LEN..=MAX_IPV4_HEADER).contains(&ip_len) {
             return None;
         }
         bytes[..headers.len()].copy_from_slice(headers);
-        let sum = if v6 {
-            Ipv6Packet::new_unchecked(&mut bytes[l3..headers.len()]).set_payload_len(0);
-            0
-        } else {
-            let mut ip = Ipv4Packet::new_unchecked(&mut bytes[l3..headers.len()]);
-            ip.set_total_len(0);
-            ip.set_ident(0);
-            ip.set_header_checksum(0);
-            crate::mem::checksum(&bytes[l3..headers.len()])
-        };
+        let mut ip = Ipv4Packet::new_unchecked(&mut bytes[l3..headers.len()]);
+        ip.set_total_len(0);
+        ip.set_ident(0);
+        ip.set_header_checksum(0);
+        let sum = crate::mem::checksum(&bytes[l3..headers.len()]);
         Some(IpTemplate {
             bytes,
             len: headers.len(),
             l3,
             sum,
-            v6,
+            v6: false,
+        })
+    }
+
+    /// [`IpTemplate::new`] for an IPv6 fixed header (40 bytes, no extension headers).
+    #[inline(never)]
+    pub fn ipv6(headers: &[u8], l3: usize) -> Option<IpTemplate> {
+        let mut bytes = [0u8; VLAN_HEADER_LEN + MAX_L3_HEADER];
+        let ip_len = headers.len().checked_sub(l3)?;
+        if l3 > VLAN_HEADER_LEN || ip_len != ipv6::HEADER_LEN {
+            return None;
+        }
+        bytes[..headers.len()].copy_from_slice(headers);
+        Ipv6Packet::new_unchecked(&mut bytes[l3..headers.len()]).set_payload_len(0);
+        Some(IpTemplate {
+            bytes,
+            len: headers.len(),
+            l3,
+            sum: 0,
+            v6: true,
         })
     }
 

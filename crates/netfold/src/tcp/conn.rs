@@ -33,6 +33,19 @@ pub const DEFAULT_MSS_V6: u32 = IPV6_DEFAULT_MSS as u32;
 /// gives up against an IPv4 one on the same MTU (RFC 8200 §8.3: MTU - 60, IPv4 MTU - 40).
 pub const IPV6_MSS_EXTRA: u16 = (IPV6_MSS_OVERHEAD - IPV4_MSS_OVERHEAD) as u16;
 
+/// A socket address stored with alignment 2 (as the `SocketAddrV4` it replaced), so the
+/// TCB's layout keeps its hot fields where they were; read it with [`PackedAddr::get`].
+#[derive(Debug, Clone, Copy)]
+#[repr(C, packed(2))]
+pub struct PackedAddr(pub SocketAddr);
+
+impl PackedAddr {
+    #[inline(always)]
+    pub fn get(&self) -> SocketAddr {
+        self.0
+    }
+}
+
 /// RFC 9293 §3.7.1 default send MSS of the family of `remote`.
 pub fn default_mss(remote: &SocketAddr) -> u32 {
     if remote.is_ipv6() {
@@ -203,8 +216,8 @@ pub struct Conn {
     pub gso_segs: u32,
     /// The 4-tuple in the family the connection runs on (an IPv4 connection of a dual-stack
     /// socket has IPv4 addresses here; `mapped` says how the application sees them).
-    pub local: SocketAddr,
-    pub remote: SocketAddr,
+    pub local: PackedAddr,
+    pub remote: PackedAddr,
     /// An IPv4 connection owned by an IPv6 socket (accepted by a dual-stack `[::]` listener,
     /// or connected to a v4-mapped address): its addresses are reported as v4-mapped IPv6
     /// addresses `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2, RFC 3493 §3.7), as Linux does.
@@ -334,8 +347,8 @@ impl Conn {
         let mss = u32::from(config.mss);
         Conn {
             gso_segs: 1,
-            local,
-            remote,
+            local: PackedAddr(local),
+            remote: PackedAddr(remote),
             mapped: false,
             state: State::Closed,
             config,
@@ -489,7 +502,10 @@ impl Conn {
     /// Applies the peer's SYN options (RFC 9293 §3.7.1 MSS, RFC 7323 §2.2/§3.2, RFC 2018 §2).
     pub fn negotiate(&mut self, now: Instant, syn: &TcpRepr) {
         let o = &syn.options;
-        let peer_mss = o.mss.map_or(default_mss(&self.remote), u32::from).max(64);
+        let peer_mss = o
+            .mss
+            .map_or(default_mss(&self.remote.get()), u32::from)
+            .max(64);
         self.snd.mss = peer_mss.min(u32::from(self.config.mss));
         match (self.config.window_scaling, o.window_scale) {
             (true, Some(ws)) => {
@@ -619,8 +635,8 @@ impl Conn {
     /// A RST for this connection, to be queued by the layer (abort, data after close).
     pub fn make_rst(&self) -> TcpRepr {
         TcpRepr {
-            src_port: self.local.port(),
-            dst_port: self.remote.port(),
+            src_port: self.local.get().port(),
+            dst_port: self.remote.get().port(),
             seq: self.snd.nxt,
             ack: self.rcv.nxt,
             flags: TcpFlags(TcpFlags::RST | TcpFlags::ACK),
@@ -755,14 +771,14 @@ impl Conn {
                 // (IPv4) or 60 (IPv6, RFC 8200 §8.3), floored at the family's default MSS
                 // (forged ICMP must not shrink segments to nothing; RFC 8201 §4: an IPv6 path
                 // is never below 1280), and resend what is outstanding in the new size.
-                let overhead = if self.remote.is_ipv6() {
+                let overhead = if self.remote.get().is_ipv6() {
                     IPV6_MSS_OVERHEAD
                 } else {
                     IPV4_MSS_OVERHEAD
                 };
                 let new = u32::from(mtu)
                     .saturating_sub(overhead as u32)
-                    .max(default_mss(&self.remote));
+                    .max(default_mss(&self.remote.get()));
                 if new < self.snd.mss {
                     self.snd.mss = new;
                     if self.is_synchronized() && self.snd.max != self.snd.una {

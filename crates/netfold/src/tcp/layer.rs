@@ -227,7 +227,7 @@ impl TcpLayer {
         let slot = &mut self.slots[i as usize];
         if let Some(Sock::Conn(mut c)) = slot.sock.take() {
             c.release_all(&mut self.rings);
-            let key = ConnKey::of(c.local, c.remote);
+            let key = ConnKey::of(c.local.get(), c.remote.get());
             if self.conns.get(&key) == Some(&i) {
                 self.last_hit = None;
                 self.conns.remove(&key);
@@ -331,7 +331,7 @@ impl TcpLayer {
             Event::Closed | Event::Dropped => {
                 let (key, keep) = match &self.slots[i as usize].sock {
                     Some(Sock::Conn(c)) => (
-                        ConnKey::of(c.local, c.remote),
+                        ConnKey::of(c.local.get(), c.remote.get()),
                         ev == Event::Closed && c.owned && !c.user_closed,
                     ),
                     _ => return,
@@ -575,19 +575,6 @@ impl TcpLayer {
             self.stats.bad_segments += 1;
             return;
         }
-        if let (IpAddr::V6(s), IpAddr::V6(d)) = (src, dst) {
-            // A v4-mapped address on the wire is a spoofing vehicle (RFC 4942 §2.2: an
-            // IPv6 packet must not carry one; RFC 4291 §2.5.5.2 reserves the form for the
-            // socket API). Linux drops such SYNs (`tcp_v6_conn_request`) and never matches
-            // them to an IPv4 connection; netfold drops every such segment.
-            if s.to_ipv4_mapped().is_some() || d.to_ipv4_mapped().is_some() {
-                self.stats.bad_segments += 1;
-                return;
-            }
-        } else if src.is_ipv4() != dst.is_ipv4() {
-            self.stats.bad_segments += 1;
-            return;
-        }
         if f.rst() {
             self.stats.rst_in += 1;
         }
@@ -602,23 +589,15 @@ impl TcpLayer {
                 f
             }
         };
-        // Listeners are looked up only for segments no connection takes.
-        let local = SocketAddr::new(dst, repr.dst_port);
-        let remote = SocketAddr::new(src, repr.src_port);
-        let listener = if found.is_none() {
-            self.find_listener(local)
-        } else {
-            None
-        };
-        let mut ctx = Ctx {
-            now,
-            stats: &mut self.stats,
-            rsts: &mut self.rsts,
-            challenge: &mut self.challenge,
-            rings: &mut self.rings,
-            copy: self.copy,
-        };
         if let Some(i) = found {
+            let mut ctx = Ctx {
+                now,
+                stats: &mut self.stats,
+                rsts: &mut self.rsts,
+                challenge: &mut self.challenge,
+                rings: &mut self.rings,
+                copy: self.copy,
+            };
             let ev = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => {
                     c.ecn.rx_ce = ecn == Ecn::Ce;
@@ -633,6 +612,48 @@ impl TcpLayer {
             self.handle_event(i, ev);
             return;
         }
+        self.input_no_conn(now, src, dst, repr, payload);
+    }
+
+    /// A segment no connection takes: a listener's (SYN, cookie ACK) or answered with a RST.
+    /// The family checks live here: no connection is ever keyed by a v4-mapped or mixed
+    /// pair, so such a segment never reaches the connection path above.
+    #[inline(never)]
+    fn input_no_conn(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        dst: IpAddr,
+        repr: &TcpRepr,
+        payload: Payload<'_>,
+    ) {
+        let f = repr.flags;
+        if let (IpAddr::V6(s), IpAddr::V6(d)) = (src, dst) {
+            // A v4-mapped address on the wire is a spoofing vehicle (RFC 4942 §2.2: an
+            // IPv6 packet must not carry one; RFC 4291 §2.5.5.2 reserves the form for the
+            // socket API). Linux drops such SYNs (`tcp_v6_conn_request`) and never matches
+            // them to an IPv4 connection; netfold drops every such segment, unanswered.
+            if s.to_ipv4_mapped().is_some() || d.to_ipv4_mapped().is_some() {
+                self.stats.bad_segments += 1;
+                return;
+            }
+        } else if src.is_ipv4() != dst.is_ipv4() {
+            self.stats.bad_segments += 1;
+            return;
+        }
+        // Listeners are looked up only for segments no connection takes.
+        let local = SocketAddr::new(dst, repr.dst_port);
+        let remote = SocketAddr::new(src, repr.src_port);
+        let key = ConnKey::new(dst, repr.dst_port, src, repr.src_port);
+        let listener = self.find_listener(local);
+        let mut ctx = Ctx {
+            now,
+            stats: &mut self.stats,
+            rsts: &mut self.rsts,
+            challenge: &mut self.challenge,
+            rings: &mut self.rings,
+            copy: self.copy,
+        };
         let Some(li) = listener else {
             // RFC 9293 §3.10.7.1: CLOSED -> RST (never for a RST).
             ctx.stats.no_socket += 1;
@@ -752,7 +773,7 @@ impl TcpLayer {
                 Some(Sock::Conn(c)) => {
                     let ev = c.on_timers(now, &mut self.stats);
                     if std::mem::take(&mut c.rst_due) {
-                        let rst = (c.local.ip(), c.remote.ip(), c.make_rst());
+                        let rst = (c.local.get().ip(), c.remote.get().ip(), c.make_rst());
                         if self.rsts.len() < RST_QUEUE_MAX {
                             self.rsts.push_back(rst);
                         } else {
@@ -881,7 +902,7 @@ impl TcpLayer {
             .copied()
             .filter(|&i| {
                 matches!(&self.slots[i as usize].sock,
-                    Some(Sock::Conn(c)) if c.state == State::SynSent && unreachable(c.remote.ip()))
+                    Some(Sock::Conn(c)) if c.state == State::SynSent && unreachable(c.remote.get().ip()))
             })
             .collect();
         for i in opening {
@@ -1146,7 +1167,7 @@ impl TcpLayer {
     fn abort_index(&mut self, i: u32) {
         let rst = match &self.slots[i as usize].sock {
             Some(Sock::Conn(c)) if c.abort_needs_rst() => {
-                Some((c.local.ip(), c.remote.ip(), c.make_rst()))
+                Some((c.local.get().ip(), c.remote.get().ip(), c.make_rst()))
             }
             Some(Sock::Conn(_)) => None,
             _ => return,
@@ -1202,23 +1223,23 @@ impl TcpLayer {
         }
         let c = self.conn(h)?;
         Ok(if c.mapped {
-            mapped_addr(c.local)
+            mapped_addr(c.local.get())
         } else {
-            c.local
+            c.local.get()
         })
     }
     /// The peer's address; v4-mapped for an IPv4 peer of an IPv6 socket (see `local_addr`).
     pub fn peer_addr(&self, h: Handle) -> Result<SocketAddr, Error> {
         let c = self.conn(h)?;
         Ok(if c.mapped {
-            mapped_addr(c.remote)
+            mapped_addr(c.remote.get())
         } else {
-            c.remote
+            c.remote.get()
         })
     }
     /// The connection runs over IPv6 (false for an IPv4 connection, mapped or not).
     pub fn is_ipv6(&self, h: Handle) -> Result<bool, Error> {
-        Ok(self.conn(h)?.remote.is_ipv6())
+        Ok(self.conn(h)?.remote.get().is_ipv6())
     }
     /// Bytes readable now / bytes queued unsent-or-unacked / free space in the send buffer.
     pub fn recv_queue(&self, h: Handle) -> Result<usize, Error> {

@@ -77,8 +77,8 @@ impl Conn {
                 (&[][..], &[][..])
             };
             let seg = OutSegment {
-                src: self.local.ip(),
-                dst: self.remote.ip(),
+                src: self.local.get().ip(),
+                dst: self.remote.get().ip(),
                 repr,
                 payload: (a, b),
                 gso_size: self.seg_mss().min(u32::from(u16::MAX)) as u16,
@@ -204,8 +204,8 @@ impl Conn {
             window = ((span + (1u64 << ws) - 1) >> ws).min(0xffff) as u16;
         }
         TcpRepr {
-            src_port: self.local.port(),
-            dst_port: self.remote.port(),
+            src_port: self.local.get().port(),
+            dst_port: self.remote.get().port(),
             seq,
             ack,
             flags: TcpFlags(flags),

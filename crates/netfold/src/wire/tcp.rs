@@ -793,6 +793,7 @@ impl TcpRepr {
     /// # Panics
     /// If the packet buffer is shorter than [`TcpRepr::header_len`] (a caller bug: the caller
     /// sizes its own buffer). Use [`TcpRepr::emit_with_checksum`] for a checked variant.
+    #[inline(always)]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut TcpPacket<&mut T>) {
         let header_len = self.header_len();
         packet.set_src_port(self.src_port);
