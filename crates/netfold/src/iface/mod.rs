@@ -41,6 +41,8 @@
 
 mod arp;
 pub mod counters;
+#[cfg(test)]
+mod dual_tests;
 mod ethernet;
 mod icmp;
 mod ip;

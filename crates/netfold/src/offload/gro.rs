@@ -369,3 +369,205 @@ fn check(h: &Held<'_>, s: &Seg<'_>) -> Option<Flush> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::tcp::{PseudoHeader, TcpOptions, Timestamps};
+    use crate::wire::Ipv6Addr;
+
+    /// Records what GRO hands on; every checksum passes (`bad` fails one segment's).
+    #[derive(Default)]
+    struct Rec {
+        delivered: Vec<(IpKey, u32, Vec<u8>, bool)>,
+        flushes: Vec<Flush>,
+        merges: usize,
+        verified: usize,
+    }
+
+    impl Sink for Rec {
+        fn verify(&mut self, ip: &IpKey, seg: &[u8], csum: &mut Csum) -> bool {
+            if !csum.needs_verify() {
+                return true;
+            }
+            self.verified += 1;
+            let ok = TcpPacket::new_checked(seg)
+                .is_ok_and(|p| p.verify_checksum(&PseudoHeader::new(ip.src, ip.dst)));
+            if ok {
+                *csum = Csum::Verified;
+            }
+            ok
+        }
+        fn flushed(&mut self, why: Flush) {
+            self.flushes.push(why);
+        }
+        fn merged(&mut self) {
+            self.merges += 1;
+        }
+        fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]]) {
+            self.delivered
+                .push((*ip, repr.seq, parts.concat(), repr.flags.psh()));
+        }
+    }
+
+    fn v6(last: u16) -> IpAddr {
+        IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, last))
+    }
+
+    fn key6() -> IpKey {
+        IpKey {
+            src: v6(2),
+            dst: v6(1),
+            ttl: 64,
+            tos: 0,
+            df: false,
+            flow_label: 0xabcde,
+        }
+    }
+
+    /// A TCP segment (header with timestamps, checksum over `ip`'s pseudo-header).
+    fn seg(ip: &IpKey, seq: u32, len: usize, psh: bool) -> Vec<u8> {
+        let repr = TcpRepr {
+            src_port: 5000,
+            dst_port: 80,
+            seq,
+            ack: 1,
+            flags: TcpFlags(TcpFlags::ACK | if psh { TcpFlags::PSH } else { 0 }),
+            window: 1000,
+            urgent: 0,
+            options: TcpOptions {
+                timestamps: Some(Timestamps { tsval: 7, tsecr: 3 }),
+                ..TcpOptions::default()
+            },
+        };
+        let payload: Vec<u8> = (0..len).map(|i| (seq as usize + i) as u8).collect();
+        let mut b = vec![0u8; repr.header_len() + len];
+        repr.emit_with_checksum(&mut b, &payload, &PseudoHeader::new(ip.src, ip.dst))
+            .unwrap();
+        b
+    }
+
+    fn as_seg<'b>(ip: IpKey, bytes: &'b [u8]) -> Seg<'b> {
+        let p = TcpPacket::new_checked(bytes).unwrap();
+        let repr = TcpRepr::parse(&p, &PseudoHeader::new(ip.src, ip.dst), false).unwrap();
+        Seg {
+            ip,
+            repr,
+            bytes,
+            hdr_len: p.header_len(),
+            csum: Csum::Unverified,
+        }
+    }
+
+    #[test]
+    fn ipv6_segments_of_one_flow_merge_and_keep_order() {
+        let k = key6();
+        let frames: Vec<Vec<u8>> = (0..4)
+            .map(|i| seg(&k, 1000 + 1200 * i, 1200, i == 3))
+            .collect();
+        let segs: Vec<Seg<'_>> = frames.iter().map(|f| as_seg(k, f)).collect();
+        let mut rec = Rec::default();
+        let mut gro = Gro::new();
+        for s in &segs {
+            gro.receive(&mut rec, s);
+        }
+        gro.flush_all(&mut rec);
+        assert_eq!(rec.merges, 3);
+        assert_eq!(rec.flushes, vec![Flush::Psh]);
+        assert_eq!(rec.delivered.len(), 1);
+        let (ip, seq, data, psh) = &rec.delivered[0];
+        assert_eq!((*ip, *seq, data.len(), *psh), (k, 1000, 4800, true));
+        let want: Vec<u8> = (0..4)
+            .flat_map(|i| (0..1200).map(move |j| ((1000 + 1200 * i) as usize + j) as u8))
+            .collect();
+        assert_eq!(*data, want);
+        // Every checksum was checked over the IPv6 pseudo-header, once.
+        assert_eq!(rec.verified, 4);
+    }
+
+    #[test]
+    fn ipv6_flow_label_hop_limit_and_traffic_class_must_match() {
+        // Linux `ipv6_gro_receive` compares the first word (traffic class, flow label) and the
+        // hop limit; a difference ends the train.
+        let base = key6();
+        for other in [
+            IpKey {
+                flow_label: 1,
+                ..base
+            },
+            IpKey { ttl: 63, ..base },
+            IpKey { tos: 0x02, ..base },
+        ] {
+            let a = seg(&base, 0, 1000, false);
+            let b = seg(&other, 1000, 1000, false);
+            let mut rec = Rec::default();
+            let mut gro = Gro::new();
+            gro.receive(&mut rec, &as_seg(base, &a));
+            gro.receive(&mut rec, &as_seg(other, &b));
+            gro.flush_all(&mut rec);
+            assert_eq!(rec.merges, 0, "{other:?}");
+            assert_eq!(rec.flushes, vec![Flush::Mismatch, Flush::BatchEnd]);
+            assert_eq!(rec.delivered.len(), 2);
+        }
+    }
+
+    #[test]
+    fn ipv4_and_ipv6_flows_are_kept_apart() {
+        // The same ports, and IPv6 addresses that are the v4-mapped forms of the IPv4 ones:
+        // two different flows.
+        let k4 = IpKey {
+            src: IpAddr::V4(crate::wire::Ipv4Addr::new(198, 18, 0, 2)),
+            dst: IpAddr::V4(crate::wire::Ipv4Addr::new(198, 18, 0, 1)),
+            ttl: 64,
+            tos: 0,
+            df: true,
+            flow_label: 0,
+        };
+        let to6 = |a: IpAddr| match a {
+            IpAddr::V4(v) => IpAddr::V6(v.to_ipv6_mapped()),
+            x => x,
+        };
+        let k6 = IpKey {
+            src: to6(k4.src),
+            dst: to6(k4.dst),
+            df: false,
+            ..k4
+        };
+        let a = seg(&k4, 0, 1000, false);
+        let b = seg(&k6, 1000, 1000, false);
+        let c = seg(&k4, 1000, 1000, false);
+        let mut rec = Rec::default();
+        let mut gro = Gro::new();
+        gro.receive(&mut rec, &as_seg(k4, &a));
+        gro.receive(&mut rec, &as_seg(k6, &b));
+        gro.receive(&mut rec, &as_seg(k4, &c));
+        gro.flush_all(&mut rec);
+        // The IPv4 flow merged around the IPv6 segment; the IPv6 one stood alone.
+        assert_eq!(rec.merges, 1);
+        let by_len: Vec<(bool, usize)> = rec
+            .delivered
+            .iter()
+            .map(|(ip, _, d, _)| (ip.src.is_ipv6(), d.len()))
+            .collect();
+        assert!(by_len.contains(&(false, 2000)) && by_len.contains(&(true, 1000)));
+    }
+
+    #[test]
+    fn ipv6_byte_limit_is_the_payload_length_field() {
+        // IPv6's payload length excludes its 40-byte header: a train may hold up to
+        // 65535 - TCP header bytes, 20 more than over IPv4.
+        let k = key6();
+        let f = seg(&k, 0, 100, false);
+        let s = as_seg(k, &f);
+        let h = start(&s);
+        assert_eq!(h.max_len(), 65535 - s.hdr_len);
+        let k4 = IpKey {
+            src: IpAddr::V4(crate::wire::Ipv4Addr::new(198, 18, 0, 2)),
+            dst: IpAddr::V4(crate::wire::Ipv4Addr::new(198, 18, 0, 1)),
+            ..k
+        };
+        let f4 = seg(&k4, 0, 100, false);
+        let s4 = as_seg(k4, &f4);
+        assert_eq!(start(&s4).max_len(), 65535 - 20 - s4.hdr_len);
+    }
+}

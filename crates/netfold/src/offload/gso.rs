@@ -472,4 +472,95 @@ mod tests {
         assert_eq!(empty.len(), 1);
         assert_eq!(empty[0].flags, all);
     }
+
+    /// An Ethernet + IPv6 (from `Ipv6Repr::emit`) + TCP super-frame with complete checksums.
+    fn v6_super_frame(payload: &[u8], flags: TcpFlags) -> Vec<u8> {
+        use crate::wire::ipv6::Ipv6Repr;
+        use crate::wire::tcp::{PseudoHeader, TcpRepr};
+        let (src, dst): (crate::wire::Ipv6Addr, crate::wire::Ipv6Addr) = (
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+        );
+        let repr = TcpRepr {
+            src_port: 443,
+            dst_port: 50000,
+            seq: u32::MAX - 100,
+            ack: 9,
+            flags,
+            window: 700,
+            ..TcpRepr::default()
+        };
+        let mut tcp = vec![0u8; repr.header_len() + payload.len()];
+        repr.emit_with_checksum(&mut tcp, payload, &PseudoHeader::new(src, dst))
+            .unwrap();
+        let ip = Ipv6Repr {
+            src,
+            dst,
+            next_header: IpProtocol::Tcp,
+            payload_len: tcp.len(),
+            hop_limit: 63,
+            traffic_class: 0x28,
+            flow_label: 0x54321,
+        };
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        let mut h = [0u8; 40];
+        ip.emit(&mut h).unwrap();
+        f.extend_from_slice(&h);
+        f.extend_from_slice(&tcp);
+        f
+    }
+
+    #[test]
+    fn split_frame_cuts_an_ipv6_super_segment() {
+        use crate::wire::ipv6::Ipv6Repr;
+        use crate::wire::tcp::{PseudoHeader, TcpRepr};
+        let data: Vec<u8> = (0..2900u32).map(|i| (i * 13) as u8).collect();
+        let all = TcpFlags(TcpFlags::ACK | TcpFlags::PSH | TcpFlags::FIN | TcpFlags::CWR);
+        let f = v6_super_frame(&data, all);
+        let mut pool = Pool::new(2048, 4);
+        let mut out = Vec::new();
+        assert_eq!(split_frame(&f, 14, 1000, &mut pool, &mut out), 3);
+        let mut joined = Vec::new();
+        for (i, b) in out.iter().enumerate() {
+            let ip6 = Ipv6Packet::new_checked(&b.as_slice()[14..]).unwrap();
+            let r = Ipv6Repr::parse(&ip6).unwrap();
+            // Payload length per piece; hop limit, traffic class and flow label kept.
+            assert_eq!(r.payload_len, b.len() - 14 - 40);
+            assert_eq!(
+                (r.hop_limit, r.traffic_class, r.flow_label),
+                (63, 0x28, 0x54321)
+            );
+            let t = TcpPacket::new_checked(ip6.payload()).unwrap();
+            let ph = PseudoHeader::new(r.src, r.dst);
+            assert!(
+                t.verify_checksum(&ph),
+                "piece {i}: IPv6 pseudo-header checksum"
+            );
+            let tr = TcpRepr::parse(&t, &ph, true).unwrap();
+            assert_eq!(tr.seq, (u32::MAX - 100).wrapping_add(joined.len() as u32));
+            assert_eq!(tr.flags.cwr(), i == 0);
+            assert_eq!(tr.flags.fin() && tr.flags.psh(), i == 2);
+            joined.extend_from_slice(t.payload());
+        }
+        assert_eq!(joined, data);
+        // An extension header (hop-by-hop) in front of TCP: not cut here.
+        let mut ext = f.clone();
+        ext[14 + 6] = 0;
+        assert_eq!(split_frame(&ext, 14, 1000, &mut pool, &mut out), 0);
+    }
+
+    #[test]
+    fn ipv6_template_rewrites_only_the_payload_length() {
+        let f = v6_super_frame(&[1, 2, 3], TcpFlags(TcpFlags::ACK));
+        let t = IpTemplate::new(&f[..54], 14).unwrap();
+        assert!(t.is_ipv6() && t.ip_header_len() == 40 && t.len() == 54);
+        assert!(
+            IpTemplate::ipv6(&f[..50], 14).is_none(),
+            "a short IPv6 header"
+        );
+        // `new` goes by the version field: 20 bytes of an IPv6 header are no template (an
+        // IPv4 header's length would have passed).
+        assert!(IpTemplate::new(&f[..34], 14).is_none());
+    }
 }

@@ -485,7 +485,9 @@ impl TcpLayer {
     /// family's wildcard, then, for IPv4, a dual-stack `[::]` listener (one without
     /// `Config::v6only`: Linux `net.ipv6.bindv6only = 0`), then the transparent listener.
     /// Linux scores an AF_INET socket above an AF_INET6 one for the same IPv4 segment
-    /// (`compute_score`); the order here gives the same answer.
+    /// (`compute_score`); the order here gives the same answer (though `listen` never lets an
+    /// IPv4 listener and a dual-stack one share a port, so only the IPv4 wildcard and the
+    /// transparent listener are ever behind it).
     fn find_listener(&self, local: SocketAddr) -> Option<u32> {
         if let Some(&i) = self.listeners.get(&local) {
             return Some(i);
