@@ -216,7 +216,9 @@ impl Net for NetfoldNet {
         _bufs: (Option<usize>, Option<usize>),
     ) -> io::Result<(Self::Listener, u16)> {
         if port != 0 {
-            let l = self.rt.listen(SocketAddr::new(ip, port), BACKLOG, self.tcp)?;
+            let l = self
+                .rt
+                .listen(SocketAddr::new(ip, port), BACKLOG, self.tcp)?;
             return Ok(((l, wait), port));
         }
         // netfold's listeners take an explicit port: pick a free one from the dynamic range

@@ -1,4 +1,7 @@
-//! The `Stack`: one network interface's IPv4 host stack, sans-IO.
+//! The `Stack`: one network interface's IPv4 host stack, sans-IO, whose transport (TCP, UDP,
+//! sockets) is address-family generic: IPv6 enters through `receive_tcp`/`receive_udp` with an
+//! `ip::IpMeta` and leaves through `IfaceState::send_ipv6` (the IPv6 network layer's; a
+//! placeholder in `ipv6_seam.rs` here). See docs/ARCHITECTURE.md, "Dual stack".
 //!
 //! Organised by protocol, not by direction (smoltcp's `iface/interface/`): [`state`] is the
 //! interface's shared state (addresses, MTU, pool, transmit queue, neighbour cache, counters);
