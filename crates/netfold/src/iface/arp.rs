@@ -119,7 +119,7 @@ impl IfaceState {
     pub(super) fn neighbor_timers(&mut self, now: Instant) -> Vec<Ipv4Addr> {
         // Every poll comes here; with no resolution outstanding (the steady state) there is
         // nothing to do, and the scratch juggling below was ~4% of a TCP_RR transaction.
-        if !self.neigh.is_resolving() {
+        if !self.neigh.has_timers() {
             return Vec::new();
         }
         let mut due = core::mem::take(&mut self.arp_due);
@@ -132,6 +132,8 @@ impl IfaceState {
                 pool.put(b);
             }
             Event::GaveUp(ip) => gave_up.push(ip),
+            // ARP entries are never probed (only NDP's are).
+            Event::Probe(..) | Event::Expired(_) => {}
         });
         for ip in due.drain(..) {
             self.send_arp_request(ip);
