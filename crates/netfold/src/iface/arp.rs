@@ -7,9 +7,7 @@ use super::state::IfaceState;
 use super::Inner;
 use crate::time::Instant;
 use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
-use crate::wire::ethernet::{
-    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, HEADER_LEN as ETH_LEN,
-};
+use crate::wire::ethernet::{EtherType, EthernetAddress, EthernetRepr, HEADER_LEN as ETH_LEN};
 use crate::wire::{Error, Ipv4Addr};
 
 impl Inner {
@@ -146,11 +144,7 @@ impl IfaceState {
     fn flush_pending(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
         let tx = &mut self.tx;
         let c = &mut self.c;
-        self.neigh.take_pending(ip, |mut f| {
-            let mut eth = EthernetFrame::new_unchecked(f.as_mut_slice());
-            if eth.check_len().is_ok() {
-                eth.set_dst_addr(mac);
-            }
+        self.neigh.release(ip, mac, |f| {
             c.frames_out += 1;
             c.bytes_out += f.len() as u64;
             tx.push(f);

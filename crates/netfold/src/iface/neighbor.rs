@@ -24,7 +24,7 @@
 
 use crate::buf::PacketBuf;
 use crate::time::{Duration, Instant};
-use crate::wire::ethernet::EthernetAddress;
+use crate::wire::ethernet::{EthernetAddress, EthernetFrame};
 use crate::wire::Ipv4Addr;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
@@ -319,6 +319,18 @@ impl<A: Copy + Eq + Hash> NeighborCache<A> {
                 }
             }
         }
+    }
+
+    /// Removes every frame parked for `ip` (in arrival order), writes `mac` as its Ethernet
+    /// destination, and hands it to `f`: the address resolved.
+    pub fn release(&mut self, ip: A, mac: EthernetAddress, mut f: impl FnMut(PacketBuf)) {
+        self.take_pending(ip, |mut frame| {
+            let mut eth = EthernetFrame::new_unchecked(frame.as_mut_slice());
+            if eth.check_len().is_ok() {
+                eth.set_dst_addr(mac);
+            }
+            f(frame)
+        });
     }
 
     /// Timer work: an address whose retry is due yields `Event::Request`; one that used up

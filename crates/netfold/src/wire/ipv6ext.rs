@@ -443,6 +443,33 @@ fn check_options(
     Ok(())
 }
 
+/// Steps over extension headers by their lengths alone, without checking their options
+/// (Linux `ipv6_skip_exthdr`), at most [`MAX_EXT_HEADERS`] of them, to the header a packet
+/// carries: its type, its offset in `bytes`, and whether a Fragment header with a non-zero
+/// offset was passed (then the bytes are not the start of that header). For deciding what a
+/// packet is when it is not processed further (RFC 4443 §2.4 (e): no ICMPv6 error about an
+/// ICMPv6 error). `None` if a header runs past the end or the chain is longer than the bound.
+pub fn skip_to_upper(next_header: u8, bytes: &[u8]) -> Option<(u8, usize, bool)> {
+    let (mut nh, mut off, mut later_fragment) = (next_header, 0usize, false);
+    for _ in 0..=MAX_EXT_HEADERS {
+        if !is_walked(nh) {
+            return Some((nh, off, later_fragment));
+        }
+        let rest = bytes.get(off..)?;
+        if nh == FRAGMENT {
+            let f = FragmentRepr::parse(rest).ok()?;
+            later_fragment |= f.offset != 0;
+            nh = f.next_header;
+            off += FRAGMENT_HEADER_LEN;
+            continue;
+        }
+        let h = ExtHeader::new_checked(rest).ok()?;
+        nh = h.next_header();
+        off += h.header_len();
+    }
+    None
+}
+
 /// Writes an 8-byte Hop-by-Hop or Destination Options header that holds nothing but a PadN
 /// of six bytes (the smallest options header), followed by `next_header`: what a sender or a
 /// test needs to build a chain.
@@ -652,6 +679,15 @@ mod tests {
             FragmentRepr { offset: 3, ..r }.emit(&mut out),
             Err(Error::BadLength)
         );
+    }
+
+    #[test]
+    fn skipping_finds_the_upper_layer_without_checking_options() {
+        // An unknown option with action 01 (discard) does not stop the skip.
+        let b = [44u8, 0, 0x5e, 0, 1, 2, 0, 0, 58, 0, 0, 8, 0, 0, 0, 1, 1, 0];
+        assert_eq!(skip_to_upper(DESTINATION_OPTIONS, &b), Some((58, 16, true)));
+        assert_eq!(skip_to_upper(58, &[]), Some((58, 0, false)));
+        assert_eq!(skip_to_upper(DESTINATION_OPTIONS, &b[..7]), None);
     }
 
     #[test]
