@@ -255,6 +255,14 @@ impl super::state::IfaceState {
             return Err(TxError::TooBig);
         }
         self.c.icmpv6_out += 1;
-        self.send_ipv6_with(now, IpProtocol::Icmpv6, src, dst, buf, Ecn::NotEct, hop_limit)
+        self.send_ipv6_with(
+            now,
+            IpProtocol::Icmpv6,
+            src,
+            dst,
+            buf,
+            Ecn::NotEct,
+            hop_limit,
+        )
     }
 }

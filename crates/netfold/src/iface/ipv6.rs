@@ -881,3 +881,194 @@ impl IfaceState {
         result
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iface::neighbor::Nud;
+    use crate::iface::{Stack, StackConfig};
+    use crate::wire::ethernet::{EtherType, EthernetFrame};
+    use crate::wire::ipv6ext::FRAGMENT;
+
+    const MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
+    const PEER_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
+
+    fn a(s: &str) -> Ipv6Addr {
+        s.parse().unwrap()
+    }
+
+    fn stack(medium: Medium, router: Option<Ipv6Addr>) -> Stack {
+        Stack::new(StackConfig {
+            medium,
+            mac: MAC,
+            addrs6: vec![
+                Ipv6Cidr::new(a("2001:2:0:1::1"), 64).unwrap(),
+                Ipv6Cidr::new(a("2001:2:0:2::1"), 64).unwrap(),
+            ],
+            gateway6: router,
+            dad_transmits: 0,
+            tcp_secret: crate::tcp::Secret::fixed_for_tests([1; 16]),
+            ..StackConfig::default()
+        })
+    }
+
+    fn payload(st: &mut IfaceState, len: usize) -> PacketBuf {
+        let mut b = st.pool.get();
+        b.append(len).fill(0xab);
+        b
+    }
+
+    #[test]
+    fn addresses_groups_next_hops_and_sources() {
+        let s = stack(Medium::Ethernet, Some(a("fe80::99")));
+        let v6 = &s.inner.st.v6;
+        let ll = a("fe80::ff:fe00:1");
+        assert_eq!(
+            v6.addrs[0].cidr.addr(),
+            ll,
+            "MAC 02:00:00:00:00:01, U/L bit flipped"
+        );
+        assert!(v6.in_group(ipv6::LINK_LOCAL_ALL_NODES));
+        assert!(v6.in_group(ipv6::solicited_node(ll)));
+        assert!(!v6.in_group(ipv6::LINK_LOCAL_ALL_ROUTERS));
+        assert!(v6.accepts_mac(EthernetAddress([0x33, 0x33, 0xff, 0, 0, 1])));
+        assert!(v6.accepts_mac(EthernetAddress([0x33, 0x33, 0, 0, 0, 1])));
+        assert!(!v6.accepts_mac(EthernetAddress([0x33, 0x33, 0xff, 0, 0, 2])));
+        assert!(!v6.accepts_mac(EthernetAddress([0x01, 0, 0x5e, 0, 0, 1])));
+        assert_eq!(v6.next_hop(a("2001:2:0:2::7")), Some(a("2001:2:0:2::7")));
+        assert_eq!(v6.next_hop(a("fe80::7")), Some(a("fe80::7")));
+        assert_eq!(v6.next_hop(a("2001:2:9::7")), Some(a("fe80::99")));
+        let st = &s.inner.st;
+        assert_eq!(st.ipv6_source_for(a("fe80::7")), Some(ll));
+        assert_eq!(st.ipv6_source_for(a("ff02::1")), Some(ll));
+        assert_eq!(
+            st.ipv6_source_for(a("2001:2:0:2::7")),
+            Some(a("2001:2:0:2::1")),
+            "the address in the destination's prefix"
+        );
+        assert_eq!(
+            st.ipv6_source_for(a("2001:2:9::7")),
+            Some(a("2001:2:0:1::1")),
+            "else the first global one"
+        );
+        assert_eq!(
+            stack(Medium::Ethernet, None)
+                .inner
+                .st
+                .v6
+                .next_hop(a("2001:2:9::7")),
+            None
+        );
+    }
+
+    #[test]
+    fn reachable_time_is_randomised_around_the_base() {
+        let mut s = stack(Medium::Ethernet, None);
+        let v6 = &mut s.inner.st.v6;
+        let draws: Vec<_> = (0..200)
+            .map(|_| v6.reachable_time().total_millis())
+            .collect();
+        assert!(draws.iter().all(|&t| (15_000..45_000).contains(&t)));
+        assert!(draws.iter().any(|&t| t < 25_000) && draws.iter().any(|&t| t > 35_000));
+        let (x, y) = (a("2001:2::1"), a("2001:2::2"));
+        let i1 = v6.next_ident(x, y);
+        assert_eq!(v6.next_ident(x, y), i1.wrapping_add(1));
+    }
+
+    /// The transport seam: `send_ipv6` with `resolved_link_header_v6` and `ipv6_path_mtu`.
+    #[test]
+    fn send_ipv6_parks_resolves_fragments_and_refuses_big_tcp() {
+        let mut s = stack(Medium::Ethernet, None);
+        let st = &mut s.inner.st;
+        let now = Instant::ZERO;
+        let (src, dst) = (a("2001:2:0:1::1"), a("2001:2:0:1::2"));
+        let mut hdr = [0u8; 18];
+        assert_eq!(st.resolved_link_header_v6(now, dst, &mut hdr), None);
+        let b = payload(st, 8);
+        st.send_ipv6(now, IpProtocol::Udp, src, dst, b, Ecn::Ect0)
+            .unwrap();
+        assert_eq!(st.v6.neigh.pending_len(), 1, "parked for NDP");
+        assert_eq!(st.tx.len(), 1, "the solicitation");
+        st.tx.clear();
+        st.v6
+            .neigh
+            .set(now, dst, PEER_MAC, Nud::Reachable, Duration::from_secs(30));
+        assert_eq!(st.resolved_link_header_v6(now, dst, &mut hdr), Some(14));
+        assert_eq!(&hdr[..6], &PEER_MAC.0);
+        assert_eq!(&hdr[12..14], &[0x86, 0xdd]);
+        assert_eq!(
+            st.resolved_link_header_v6(now, a("ff02::1"), &mut hdr),
+            None,
+            "multicast takes the general path"
+        );
+        let b = payload(st, 8);
+        st.send_ipv6(now, IpProtocol::Udp, src, dst, b, Ecn::Ect0)
+            .unwrap();
+        let f = st.tx.pop().unwrap();
+        let eth = EthernetFrame::new_checked(f.as_slice()).unwrap();
+        assert_eq!(eth.ethertype(), EtherType::Ipv6);
+        let ip = Ipv6Repr::parse(&Ipv6Packet::new_checked(eth.payload()).unwrap()).unwrap();
+        assert_eq!(
+            (ip.src, ip.dst, ip.next_header),
+            (src, dst, IpProtocol::Udp)
+        );
+        assert_eq!((ip.payload_len, ip.hop_limit, ip.ecn()), (8, 64, Ecn::Ect0));
+
+        // 3000 bytes at a path MTU of 1280: fragments of 1232 bytes, one identification.
+        st.v6.pmtu.learn(now, dst, 1280);
+        assert_eq!(st.ipv6_path_mtu(now, dst), 1280);
+        let b = payload(st, 3000);
+        st.send_ipv6(now, IpProtocol::Udp, src, dst, b, Ecn::NotEct)
+            .unwrap();
+        let frags: Vec<_> = st.tx.drain(..).collect();
+        assert_eq!(frags.len(), 3);
+        let mut ids = vec![];
+        for (i, f) in frags.iter().enumerate() {
+            let p = &f.as_slice()[14..];
+            assert!(p.len() <= 1280);
+            assert_eq!(p[6], FRAGMENT);
+            let fr = FragmentRepr::parse(&p[40..]).unwrap();
+            assert_eq!(fr.offset, i * 1232);
+            assert_eq!(fr.more_frags, i < 2);
+            assert_eq!(fr.next_header, 17);
+            ids.push(fr.ident);
+        }
+        assert!(ids.iter().all(|&x| x == ids[0]));
+        assert_eq!(st.c.frag6_out, 3);
+
+        // TCP is never fragmented: a segment over the link MTU is refused.
+        let b = payload(st, 1500);
+        assert_eq!(
+            st.send_ipv6(now, IpProtocol::Tcp, src, dst, b, Ecn::NotEct),
+            Err(TxError::TooBig)
+        );
+        // Off-link without a router: no route.
+        let b = payload(st, 8);
+        assert_eq!(
+            st.send_ipv6(now, IpProtocol::Udp, src, a("2001:2:9::1"), b, Ecn::NotEct),
+            Err(TxError::NoRoute)
+        );
+    }
+
+    #[test]
+    fn the_ip_medium_has_no_link_header() {
+        let mut s = stack(Medium::Ip, None);
+        let st = &mut s.inner.st;
+        st.medium = Medium::Ip;
+        let mut hdr = [0u8; 18];
+        assert_eq!(
+            st.resolved_link_header_v6(Instant::ZERO, a("2001:2:0:1::2"), &mut hdr),
+            Some(0)
+        );
+        assert_eq!(st.v6.addrs.len(), 2, "no link-local address without a MAC");
+        let b = payload(st, 8);
+        let (src, dst) = (a("2001:2:0:1::1"), a("2001:2:0:1::2"));
+        st.send_ipv6(Instant::ZERO, IpProtocol::Udp, src, dst, b, Ecn::NotEct)
+            .unwrap();
+        assert_eq!(
+            st.tx.pop().unwrap().as_slice()[0] >> 4,
+            6,
+            "a bare IPv6 packet"
+        );
+    }
+}

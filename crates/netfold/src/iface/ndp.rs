@@ -53,12 +53,7 @@ pub(super) enum Solicit {
 
 impl Inner {
     /// One NDP message in the packet `ip`.
-    pub(super) fn receive_ndp(
-        &mut self,
-        now: Instant,
-        ip: &Ipv6Repr,
-        nd: NdiscRepr<'_>,
-    ) {
+    pub(super) fn receive_ndp(&mut self, now: Instant, ip: &Ipv6Repr, nd: NdiscRepr<'_>) {
         let st = &mut self.st;
         st.c.ndp_in += 1;
         if ip.hop_limit != NDP_HOP_LIMIT {
@@ -191,7 +186,11 @@ impl IfaceState {
                 self.c.ndp_invalid += 1;
                 return;
             };
-            let state = if solicited { Nud::Reachable } else { Nud::Stale };
+            let state = if solicited {
+                Nud::Reachable
+            } else {
+                Nud::Stale
+            };
             let rt = self.v6.reachable_time();
             self.v6.neigh.set(now, target, mac, state, rt);
             self.v6.neigh.set_router(target, router);
@@ -228,7 +227,9 @@ impl IfaceState {
             let rt = self.v6.reachable_time();
             self.v6.neigh.set(now, target, mac, Nud::Reachable, rt);
         } else if differs {
-            self.v6.neigh.set(now, target, mac, Nud::Stale, Default::default());
+            self.v6
+                .neigh
+                .set(now, target, mac, Nud::Stale, Default::default());
         }
         self.v6.neigh.set_router(target, router);
     }
@@ -305,11 +306,7 @@ impl IfaceState {
     /// Sends a Neighbor Solicitation for `target` (RFC 4861 §4.3, §7.2.2; RFC 4862 §5.4.2).
     pub(super) fn send_ns(&mut self, now: Instant, target: Ipv6Addr, why: Solicit) {
         let (src, dst, lladdr) = match why {
-            Solicit::Dad => (
-                Ipv6Addr::UNSPECIFIED,
-                ipv6::solicited_node(target),
-                None,
-            ),
+            Solicit::Dad => (Ipv6Addr::UNSPECIFIED, ipv6::solicited_node(target), None),
             Solicit::Resolve | Solicit::Probe => {
                 // §7.2.2: the source is one of our addresses ("any one of the addresses
                 // assigned to the interface should be used"), the best for the target.
