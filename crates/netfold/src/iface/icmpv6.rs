@@ -221,12 +221,11 @@ impl Inner {
 /// (e.2)), found as Linux's `is_ineligible` finds it: by stepping over extension headers; a
 /// chain that cannot be followed, or a later fragment, is not known to be one.
 fn is_error_or_redirect(inv: &Invoking<'_>) -> bool {
-    let Some((nh, off, later_fragment)) =
-        ipv6ext::skip_to_upper(u8::from(inv.ip.next_header), inv.rest)
+    let Some((nh, off, frag)) = ipv6ext::skip_to_upper(u8::from(inv.ip.next_header), inv.rest)
     else {
         return false;
     };
-    if IpProtocol::from(nh) != IpProtocol::Icmpv6 || later_fragment {
+    if IpProtocol::from(nh) != IpProtocol::Icmpv6 || frag.is_some_and(|f| f.offset != 0) {
         return false;
     }
     match inv.rest.get(off) {

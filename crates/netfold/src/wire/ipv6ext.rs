@@ -445,20 +445,22 @@ fn check_options(
 
 /// Steps over extension headers by their lengths alone, without checking their options
 /// (Linux `ipv6_skip_exthdr`), at most [`MAX_EXT_HEADERS`] of them, to the header a packet
-/// carries: its type, its offset in `bytes`, and whether a Fragment header with a non-zero
-/// offset was passed (then the bytes are not the start of that header). For deciding what a
-/// packet is when it is not processed further (RFC 4443 §2.4 (e): no ICMPv6 error about an
-/// ICMPv6 error). `None` if a header runs past the end or the chain is longer than the bound.
-pub fn skip_to_upper(next_header: u8, bytes: &[u8]) -> Option<(u8, usize, bool)> {
-    let (mut nh, mut off, mut later_fragment) = (next_header, 0usize, false);
+/// carries: its type, its offset in `bytes`, and the Fragment header passed on the way, if
+/// any (with a non-zero offset the bytes are not the start of that header; in any fragment
+/// but an atomic one a transport checksum covers more than these bytes). For deciding what
+/// a packet is when it is not processed further (RFC 4443 §2.4 (e): no ICMPv6 error about an
+/// ICMPv6 error; a device checking checksums). `None` if a header runs past the end or the
+/// chain is longer than the bound.
+pub fn skip_to_upper(next_header: u8, bytes: &[u8]) -> Option<(u8, usize, Option<FragmentRepr>)> {
+    let (mut nh, mut off, mut frag) = (next_header, 0usize, None);
     for _ in 0..=MAX_EXT_HEADERS {
         if !is_walked(nh) {
-            return Some((nh, off, later_fragment));
+            return Some((nh, off, frag));
         }
         let rest = bytes.get(off..)?;
         if nh == FRAGMENT {
             let f = FragmentRepr::parse(rest).ok()?;
-            later_fragment |= f.offset != 0;
+            frag = Some(f);
             nh = f.next_header;
             off += FRAGMENT_HEADER_LEN;
             continue;
@@ -685,8 +687,17 @@ mod tests {
     fn skipping_finds_the_upper_layer_without_checking_options() {
         // An unknown option with action 01 (discard) does not stop the skip.
         let b = [44u8, 0, 0x5e, 0, 1, 2, 0, 0, 58, 0, 0, 8, 0, 0, 0, 1, 1, 0];
-        assert_eq!(skip_to_upper(DESTINATION_OPTIONS, &b), Some((58, 16, true)));
-        assert_eq!(skip_to_upper(58, &[]), Some((58, 0, false)));
+        let frag = FragmentRepr {
+            next_header: 58,
+            offset: 8,
+            more_frags: false,
+            ident: 1,
+        };
+        assert_eq!(
+            skip_to_upper(DESTINATION_OPTIONS, &b),
+            Some((58, 16, Some(frag)))
+        );
+        assert_eq!(skip_to_upper(58, &[]), Some((58, 0, None)));
         assert_eq!(skip_to_upper(DESTINATION_OPTIONS, &b[..7]), None);
     }
 
