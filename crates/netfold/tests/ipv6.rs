@@ -912,3 +912,87 @@ fn router_advertisements_set_the_router_entry_hop_limit_and_mtu() {
     assert_eq!(echo.len(), 2, "1448 bytes over a 1400-byte link MTU");
     assert!(echo.iter().all(|p| p[7] == 32), "the advertised hop limit");
 }
+
+#[test]
+fn advertisements_update_the_cache_by_the_override_rules() {
+    let mut n = after_dad(net());
+    n.a.ping6_send(n.now, b6(), 1, 1, b"x").unwrap();
+    n.settle();
+    assert_eq!(n.a.neighbor6(n.now, b6()), Some(MAC_B));
+    let other = EthernetAddress([2, 0, 0, 0, 0, 0xc]);
+    let na = |flags| {
+        let m = icmp6(
+            b6(),
+            a6(),
+            &Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+                flags,
+                target: b6(),
+                lladdr: Some(other),
+            }),
+        );
+        let mut f = frame6(MAC_A, ip6(b6(), a6(), 58, 255), &m);
+        f[6..12].copy_from_slice(&MAC_B.0);
+        f
+    };
+    // RFC 4861 §7.2.5: without Override, another address does not replace the cached one.
+    inject_to_a(&mut n, na(0));
+    n.settle();
+    assert_eq!(n.a.neighbor6(n.now, b6()), Some(MAC_B));
+    // With Override it does.
+    inject_to_a(&mut n, na(na_flags::OVERRIDE));
+    n.settle();
+    assert_eq!(n.a.neighbor6(n.now, b6()), Some(other));
+    assert_eq!(n.a.counters().ndp_na_in, 3);
+}
+
+#[test]
+fn no_error_answers_an_error_and_the_pending_queue_is_bounded() {
+    let (mut ca, cb) = default_configs();
+    ca.arp_pending_limit = 2;
+    let mut n = after_dad(net_with(ca, cb, PipeConfig::default()));
+    // An ICMPv6 error (Destination Unreachable) behind an option whose action asks for a
+    // Parameter Problem: RFC 4443 §2.4 (e.1) forbids answering it.
+    let quoted = Ipv6Repr {
+        payload_len: 8,
+        ..ip6(b6(), a6(), 17, 64)
+    };
+    let err = icmp6(
+        a6(),
+        b6(),
+        &Icmpv6Repr::DstUnreachable {
+            code: 4,
+            header: quoted,
+            data: &[0; 8],
+        },
+    );
+    let mut p = vec![58u8, 0, 0x9e, 4, 0, 0, 0, 0];
+    p.extend_from_slice(&err);
+    let b0 = n.b.counters();
+    inject_to_b(&mut n, frame6(MAC_B, ip6(a6(), b6(), 60, 64), &p));
+    // The same option in front of an echo request is answered.
+    let mut q = p[..8].to_vec();
+    q.extend_from_slice(&echo_request(a6(), b6(), 1, b"x"));
+    inject_to_b(&mut n, frame6(MAC_B, ip6(a6(), b6(), 60, 64), &q));
+    n.settle();
+    let d = diff(n.b.counters(), b0);
+    assert_eq!(d(|c| c.ipv6_param_problem), 2);
+    assert_eq!(d(|c| c.icmpv6_errors_suppressed), 1);
+    assert_eq!(d(|c| c.icmpv6_errors_out), 1);
+
+    // B goes silent: A parks at most two frames for it, refuses the third, and after three
+    // solicitations a second apart drops the two.
+    *n.eb.mute.borrow_mut() = true;
+    let ns0 = n.a.counters().ndp_ns_out;
+    let far_b: Ipv6Addr = "2001:2:0:1::bb".parse().unwrap();
+    n.a.ping6_send(n.now, far_b, 1, 1, b"x").unwrap();
+    n.a.ping6_send(n.now, far_b, 1, 2, b"x").unwrap();
+    assert_eq!(
+        n.a.ping6_send(n.now, far_b, 1, 3, b"x"),
+        Err(TxError::PendingFull)
+    );
+    n.run_for(Duration::from_secs(5));
+    let c = n.a.counters();
+    assert_eq!(c.ndp_pending_overflow, 1);
+    assert_eq!(c.ndp_ns_out - ns0, 3, "MAX_MULTICAST_SOLICIT");
+    assert_eq!((c.ndp_resolution_failed, c.ndp_unresolved_drops), (1, 2));
+}
