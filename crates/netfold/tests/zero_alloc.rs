@@ -186,7 +186,7 @@ fn ping6_allocates_nothing_per_echo() {
     n.run_for(Duration::from_secs(3));
     let dst = "2001:2::b".parse().unwrap();
     let data = [0x5au8; 1000];
-    let mut ping = |n: &mut netfold_testkit::Net, seq: u16| {
+    let ping = |n: &mut netfold_testkit::Net, seq: u16| {
         n.a.ping6_send(n.now, dst, 1, seq, &data).unwrap();
         n.settle();
         assert_eq!(n.a.ping6_recv().map(|r| r.seq_no), Some(seq));
