@@ -60,9 +60,12 @@ impl Inner {
             return;
         }
         let link_bcast = eth.dst.is_broadcast();
-        // IPv6 multicast frames (33:33:...) for a group we listen to (RFC 2464 §7).
-        let v6_group = self.st.v6.enabled && self.st.v6.accepts_mac(eth.dst);
-        if eth.dst != self.st.mac && !link_bcast && !v6_group {
+        // Also IPv6 multicast frames (33:33:...) for a group we listen to (RFC 2464 §7); only
+        // looked at for frames not to our MAC, and not at all with IPv6 off.
+        if eth.dst != self.st.mac
+            && !link_bcast
+            && !(self.st.v6.enabled && self.st.v6.accepts_mac(eth.dst))
+        {
             self.st.c.eth_not_for_us += 1;
             return;
         }

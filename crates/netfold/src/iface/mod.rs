@@ -32,7 +32,7 @@
 //! - No VLANs (priority-tagged frames, VLAN id 0, are accepted as untagged), no IPv4 multicast,
 //!   no forwarding, no loopback to our own address, no IP options on transmit.
 //! - IPv6 (`StackConfig::addrs6`, off by default): the network layer — NDP, DAD, ICMPv6,
-//!   extension headers, fragmentation and reassembly, path MTU — in [`ipv6`] and its
+//!   extension headers, fragmentation and reassembly, path MTU — in `ipv6` and its
 //!   neighbours `icmpv6`, `ndp`; TCP and UDP over IPv6 are not wired yet (counted as
 //!   `ipv6_transport_unwired`).
 //! - GRO (`StackConfig::gro`, see [`crate::offload::gro`]): the TCP segments of a flow within one receive
@@ -49,7 +49,7 @@ mod ethernet;
 mod icmp;
 mod icmpv6;
 mod ipv4;
-pub mod ipv6;
+mod ipv6;
 mod ndp;
 mod neighbor;
 mod pmtu;

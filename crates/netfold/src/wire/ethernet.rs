@@ -43,8 +43,8 @@ impl EthernetAddress {
     }
 
     /// The MAC an IPv6 multicast packet is sent to. RFC 2464 §7: "An IPv6 packet with a
-    /// multicast destination address DST, consisting of the sixteen octets DST[1] through
-    /// DST[16], is transmitted to the Ethernet multicast address whose first two octets are
+    /// multicast destination address DST, consisting of the sixteen octets DST\[1\] through
+    /// DST\[16\], is transmitted to the Ethernet multicast address whose first two octets are
     /// the value 3333 hexadecimal and whose last four octets are the last four octets of DST."
     pub fn from_ipv6_multicast(dst: std::net::Ipv6Addr) -> EthernetAddress {
         let d = dst.octets();
