@@ -69,7 +69,6 @@ impl IpMeta {
 
     /// From a parsed IPv6 fixed header.
     #[inline]
-    #[allow(dead_code)] // The IPv6 network layer (another branch) is its caller.
     pub fn from_v6(ip: &Ipv6Repr) -> IpMeta {
         IpMeta {
             src: IpAddr::V6(ip.src),

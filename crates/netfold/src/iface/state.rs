@@ -1,10 +1,12 @@
 //! The interface's shared state (smoltcp's `InterfaceInner`): addresses, MTU and device
-//! capabilities, the packet pool, the transmit queue, the neighbour cache and the counters.
+//! capabilities, the packet pool, the transmit queue, the neighbour cache and the counters;
+//! the IPv6 part of it (addresses, router, NDP cache, path MTU) is `v6` (`ipv6.rs`).
 //! Every protocol module reads and writes it while the receive batch stays immutable beside it;
 //! the send halves that every protocol shares (IPv4 in `ipv4.rs`, the link in `ethernet.rs`,
 //! ARP in `arp.rs`) are methods on it.
 
 use super::counters::Counters;
+use super::ipv6::Ipv6State;
 use super::neighbor::NeighborCache;
 use super::pmtu::PathMtuCache;
 use crate::buf::{PacketBuf, Pool};
@@ -99,6 +101,9 @@ pub(crate) struct IfaceState {
     pub c: Counters,
     /// Scratch list of addresses whose ARP retry is due (reused; at most MAX_RESOLVING).
     pub arp_due: Vec<Ipv4Addr>,
+    /// IPv6: addresses, default router, neighbour and path MTU caches (off when no address
+    /// is configured).
+    pub v6: Ipv6State,
 }
 
 impl IfaceState {
@@ -135,21 +140,18 @@ impl IfaceState {
         }
     }
 
-    /// The IPv6 source address for a packet to `dst` (RFC 6724 source selection), `None`
-    /// when the interface has none for it. SEAM for the IPv6 network layer: this branch has
-    /// no IPv6 addresses, so there is never one (connects and sends to IPv6 peers fail with
-    /// `NetworkUnreachable`, counted in `ipv6_no_source`); the IPv6 layer answers from its
-    /// configured addresses.
+    /// The IPv6 source address for a packet to `dst` (RFC 6724, `ipv6_source_for`), `None`
+    /// when the interface has no usable one (IPv6 off, or every address tentative): a connect
+    /// or send to an IPv6 peer then fails with `NetworkUnreachable`, counted in
+    /// `ipv6_no_source`.
     pub fn ipv6_source(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
-        let _ = dst;
-        None
+        self.ipv6_source_for(dst)
     }
 
-    /// `a` is one of our IPv6 unicast addresses (what a socket may bind to). SEAM for the
-    /// IPv6 network layer, like [`IfaceState::ipv6_source`]: none in this branch.
+    /// `a` is one of our usable IPv6 addresses (what a socket may bind to; Linux refuses a
+    /// tentative one with EADDRNOTAVAIL, as `ipv6_chk_addr` skips them).
     pub fn is_own_ipv6(&self, a: Ipv6Addr) -> bool {
-        let _ = a;
-        false
+        self.v6.state_of(a) == Some(super::ipv6::AddrState::Preferred)
     }
 
     /// Queues a finished frame for the device.

@@ -368,6 +368,19 @@ impl Inner {
         }
     }
 
+    /// `udp_host_unreachable` for an IPv6 neighbour whose resolution failed (RFC 4861
+    /// §7.2.2).
+    pub(super) fn udp_host_unreachable6(&mut self, next_hop: Ipv6Addr) {
+        let v6 = &self.st.v6;
+        for sock in self.udp.iter_mut() {
+            if let Some(SocketAddr::V6(p)) = sock.peer {
+                if v6.next_hop(*p.ip()) == Some(next_hop) {
+                    sock.error = Some(UdpError::HostUnreachable);
+                }
+            }
+        }
+    }
+
     /// connect(2) on a datagram socket: remembers the peer (None disconnects), and clears a
     /// pending error.
     pub(super) fn udp_connect(
