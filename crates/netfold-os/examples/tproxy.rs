@@ -109,7 +109,7 @@ fn relay_tcp(nf: NfStream) {
     let Ok(dst) = nf.local_addr() else {
         return;
     };
-    let Ok(k) = TcpStream::connect_timeout(&dst.into(), CONNECT_TIMEOUT) else {
+    let Ok(k) = TcpStream::connect_timeout(&dst, CONNECT_TIMEOUT) else {
         // Closing answers the client with FIN; a tun2socks would reset instead.
         return;
     };

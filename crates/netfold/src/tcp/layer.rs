@@ -131,7 +131,9 @@ fn any4(port: u16) -> SocketAddr {
 #[derive(Debug)]
 enum Sock {
     Conn(Box<Conn>),
-    Listener(Listener),
+    /// Boxed like a connection: slots stay small (a listener holds its address, config and
+    /// queues; none of it is on the per-segment path).
+    Listener(Box<Listener>),
 }
 
 #[derive(Debug)]
@@ -964,7 +966,7 @@ impl TcpLayer {
         }
         let mut l = Listener::new(local, backlog.min(MAX_BACKLOG), config);
         l.mapped = was_mapped || local.is_ipv6();
-        let i = self.alloc(Sock::Listener(l));
+        let i = self.alloc(Sock::Listener(Box::new(l)));
         self.listeners.insert(local, i);
         Ok(self.handle_of(i))
     }
@@ -984,7 +986,7 @@ impl TcpLayer {
             return Err(Error::AddrInUse);
         }
         let l = Listener::new(TRANSPARENT_KEY, backlog.min(MAX_BACKLOG), config);
-        let i = self.alloc(Sock::Listener(l));
+        let i = self.alloc(Sock::Listener(Box::new(l)));
         self.listeners.insert(TRANSPARENT_KEY, i);
         Ok(self.handle_of(i))
     }
