@@ -235,8 +235,18 @@ fn expected_sha256(len: u64) -> String {
 
 /// curl /bytes/N through sha256sum inside the namespace.
 fn curl_sha256(net: &Netns, len: u64) -> String {
+    curl_sha256_from(net, SERVER, len)
+}
+
+/// [`curl_sha256`] from `host` (an IPv6 address goes in brackets, curl -g).
+fn curl_sha256_from(net: &Netns, host: &str, len: u64) -> String {
+    let h = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    };
     let script = format!(
-        "set -o pipefail; curl -sS --max-time 300 http://{SERVER}:8080/bytes/{len} | sha256sum"
+        "set -o pipefail; curl -g -sS --max-time 300 http://{h}:8080/bytes/{len} | sha256sum"
     );
     let out = net.exec(&["timeout", "320", "bash", "-c", &script]);
     out.split_whitespace().next().unwrap().to_string()
@@ -258,7 +268,12 @@ fn py(net: &Netns, code: &str) -> Vec<u8> {
 }
 
 fn iperf3(net: &Netns, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec!["timeout", "60", "iperf3", "-c", SERVER, "-t", "2", "-J"];
+    iperf3_to(net, SERVER, extra)
+}
+
+/// [`iperf3`] against `host` (either family).
+fn iperf3_to(net: &Netns, host: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["timeout", "60", "iperf3", "-c", host, "-t", "2", "-J"];
     args.extend_from_slice(extra);
     let out = net.cmd(&args).output().expect("iperf3");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -556,6 +571,164 @@ fn serve_answers_ping6_on_a_tap_and_a_tun() {
             assert_eq!(counter(&out, "ndp", "dad_conflicts"), 0, "{out}");
         } else {
             assert_eq!(counter(&out, "ndp", "in"), 0, "no NDP on a TUN: {out}");
+        }
+        drop(net);
+    }
+}
+
+/// Issue 15 "Done when", the transport half: against `serve --addr V4 --addr V6` on a TAP
+/// (offloads on, then `--no-offloads`) and on a TUN, the kernel fetches 10 MB with
+/// `curl -6` byte-exact and runs `iperf3 -6` both ways and with two streams. With the TAP a
+/// first, captured phase (1 MB over HTTP, TCP and UDP echo over IPv6) is read by tshark: no
+/// bad checksum, nothing malformed; netfold's SYN-ACK announces MSS 1440 (RFC 8200 §8.3:
+/// MTU 1500 - 40 - 20) and, without offloads, no segment carries more than that less the
+/// 12 bytes of timestamps; with offloads, netfold's IPv6 super-segments went to the TAP
+/// whole (TSO6, `tx_gso_frames`).
+#[test]
+fn serve_over_ipv6_serves_curl_and_iperf3() {
+    if let Some(why) = netns::unavailable_reason() {
+        eprintln!("\n*** SKIP serve_over_ipv6_serves_curl_and_iperf3: {why} ***\n");
+        return;
+    }
+    for (tool, arg) in [
+        ("ping", "-V"),
+        ("curl", "--version"),
+        ("iperf3", "--version"),
+        ("tshark", "--version"),
+        ("python3", "--version"),
+        ("sha256sum", "--version"),
+    ] {
+        need(tool, arg);
+    }
+    let addr6 = format!("{SERVER6}/64");
+    for (mode, offloads) in [("tap", true), ("tap", false), ("tun", true)] {
+        let label = format!("{mode}, offloads {}", if offloads { "on" } else { "off" });
+        let mut net = Netns::create_mode(mode);
+        net.add_ipv6();
+        let mut extra = vec!["--addr", addr6.as_str()];
+        if !offloads {
+            extra.push("--no-offloads");
+        }
+        let wait_for_dad = |net: &Netns| {
+            // netfold's address is tentative for about a second (DAD, RFC 4862 §5.4).
+            let out = net.exec(&["ping", "-6", "-c", "1", "-w", "15", SERVER6]);
+            assert!(ping_received(&out) >= 1, "{label}: {out}");
+        };
+
+        // Phase 1 (TAP), captured: 1 MB over HTTP, TCP and UDP echo, then tshark.
+        if mode == "tap" {
+            let pcap = std::env::temp_dir().join(format!(
+                "netfold-serve6-{}-{offloads}.pcap",
+                std::process::id()
+            ));
+            net.files.push(pcap.clone());
+            let server = Server::start_with(&net, Some(&pcap), &extra);
+            wait_for_dad(&net);
+            assert_eq!(
+                curl_sha256_from(&net, SERVER6, 1_000_000),
+                expected_sha256(1_000_000),
+                "{label}"
+            );
+            py(
+                &net,
+                &format!(
+                    "import socket\n\
+                     s=socket.create_connection(('{SERVER6}',7),timeout=20)\n\
+                     assert s.family==socket.AF_INET6\n\
+                     m=b'netfold6'*20000\n\
+                     s.sendall(m); s.shutdown(socket.SHUT_WR)\n\
+                     d=b''\n\
+                     while True:\n\
+                     \x20   x=s.recv(65536)\n\
+                     \x20   if not x: break\n\
+                     \x20   d+=x\n\
+                     assert d==m, len(d)\n\
+                     u=socket.socket(socket.AF_INET6,socket.SOCK_DGRAM); u.settimeout(5)\n\
+                     for n in (4, 3000):\n\
+                     \x20   b=bytes(i*7%251 for i in range(n))\n\
+                     \x20   u.sendto(b,('{SERVER6}',7))\n\
+                     \x20   assert u.recvfrom(65536)[0]==b, n\n"
+                ),
+            );
+            let out = server.stop();
+            assert!(out.contains("udp_echo_datagrams=2"), "{label}: {out}");
+            assert_eq!(counter(&out, "tcp", "bad_checksum"), 0, "{label}: {out}");
+            let p = pcap.to_str().unwrap();
+            let t = Command::new("tshark")
+                .args(["-r", p])
+                .args(["-o", "tcp.check_checksum:TRUE"])
+                .args(["-o", "udp.check_checksum:TRUE"])
+                .args(["-Y", "tcp.checksum.status == \"Bad\" || udp.checksum.status == \"Bad\" || icmpv6.checksum.status == \"Bad\" || (_ws.malformed && (eth || ipv6 || icmpv6 || tcp || udp || http) && !(tcp.payload && !http))"])
+                .output()
+                .expect("tshark");
+            let stderr = String::from_utf8_lossy(&t.stderr);
+            let complaints: Vec<&str> = stderr
+                .lines()
+                .filter(|l| !l.contains("Running as user \"root\""))
+                .filter(|l| !l.trim().is_empty())
+                .collect();
+            assert!(t.status.success(), "tshark failed: {stderr}");
+            assert!(complaints.is_empty(), "tshark warnings: {complaints:?}");
+            assert!(
+                t.stdout.is_empty(),
+                "{label}: bad or malformed frames:\n{}",
+                String::from_utf8_lossy(&t.stdout)
+            );
+            let fields = |filter: &str, field: &str| -> Vec<u64> {
+                run(&["tshark", "-r", p, "-Y", filter, "-T", "fields", "-e", field])
+                    .lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect()
+            };
+            let v6_frames = fields("ipv6 && tcp", "frame.number");
+            assert!(v6_frames.len() > 100, "{label}: capture too small");
+            let synack = fields(
+                &format!("ipv6.src=={SERVER6} && tcp.flags.syn==1 && tcp.flags.ack==1"),
+                "tcp.options.mss_val",
+            );
+            assert!(
+                !synack.is_empty() && synack.iter().all(|&m| m == 1440),
+                "{label}: netfold's SYN-ACK MSS {synack:?}"
+            );
+            let from_us = fields(&format!("ipv6.src=={SERVER6} && tcp.len > 0"), "tcp.len");
+            let biggest = from_us.iter().copied().max().unwrap_or(0);
+            if offloads {
+                // TSO6: super-segments handed to the TAP whole, the kernel cuts them.
+                assert!(biggest > 1440, "{label}: no super-segment ({biggest})");
+            } else {
+                // MSS 1440 less the 12 bytes of the timestamp option (RFC 7323 §3.2).
+                assert_eq!(biggest, 1428, "{label}: largest segment");
+            }
+        }
+
+        // Phase 2, not captured: 10 MB byte-exact, iperf3 -6 both ways and -P 2.
+        let server = Server::start_with(&net, None, &extra);
+        wait_for_dad(&net);
+        let len = 10_000_000;
+        assert_eq!(
+            curl_sha256_from(&net, SERVER6, len),
+            expected_sha256(len),
+            "{label}"
+        );
+        iperf3_to(&net, SERVER6, &["-6"]);
+        iperf3_to(&net, SERVER6, &["-6", "-R"]);
+        let v = iperf3_to(&net, SERVER6, &["-6", "-P", "2"]);
+        assert_eq!(v["end"]["streams"].as_array().map(Vec::len), Some(2));
+        let v = iperf3_to(&net, SERVER6, &["-6", "-R", "-P", "2"]);
+        assert_eq!(v["end"]["streams"].as_array().map(Vec::len), Some(2));
+        let out = server.stop();
+        assert!(out.contains("iperf_completed=4"), "{label}: {out}");
+        assert!(out.contains("iperf_failed=0"), "{label}: {out}");
+        assert_eq!(counter(&out, "tcp", "bad_checksum"), 0, "{label}: {out}");
+        assert_eq!(counter(&out, mode, "rx_bad_checksum"), 0, "{label}: {out}");
+        assert!(counter(&out, "ipv6", "in") > 10_000, "{label}: {out}");
+        if offloads {
+            assert!(
+                counter(&out, mode, "tx_gso_frames") > 0,
+                "{label}: no TSO6: {out}"
+            );
+        } else {
+            assert_eq!(counter(&out, mode, "tx_gso_frames"), 0, "{label}: {out}");
         }
         drop(net);
     }

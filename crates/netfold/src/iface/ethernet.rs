@@ -227,12 +227,16 @@ impl IfaceState {
         }
     }
 
-    /// The link header for a unicast IPv6 packet to `dst` whose next hop is REACHABLE: writes
-    /// it into `out` and returns its length (0 on an IP medium). `None` when the packet must
-    /// take the general path (`send_ipv6` / `send_link6`: multicast, a STALE entry to move to
-    /// DELAY, NDP parking, no route). The IPv6 counterpart of `resolved_link_header`, for the
-    /// TCP template fast path (unused until TCP runs over IPv6; unit-tested meanwhile).
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// The link header for a unicast IPv6 packet to `dst` whose next hop has a link-layer
+    /// address: writes it into `out` and returns its length (0 on an IP medium). `None` when
+    /// the packet must take the general path (`send_ipv6` / `send_link6`: multicast, NDP
+    /// parking, no route). The IPv6 counterpart of `resolved_link_header`, for the TCP
+    /// template path (`iface/tcp.rs`, `tcp_ip6_template`).
+    ///
+    /// Like `send_link6` it uses an entry that is not REACHABLE (RFC 4861 §7.3.3: packets
+    /// keep going to the cached address in STALE, DELAY and PROBE; the first use of a STALE
+    /// one moves it to DELAY, which starts Neighbor Unreachability Detection), so a bulk
+    /// transfer keeps its templates and its super-segments while NUD confirms the neighbour.
     pub(super) fn resolved_link_header_v6(
         &mut self,
         now: Instant,
@@ -246,7 +250,10 @@ impl IfaceState {
                     return None;
                 }
                 let hop = self.v6.next_hop(dst)?;
-                let mac = self.v6.neigh.lookup_hot(now, hop)?;
+                let n = &mut self.v6.neigh;
+                let mac = n
+                    .lookup_hot(now, hop)
+                    .or_else(|| n.use_stale(now, hop, DELAY_FIRST_PROBE_TIME))?;
                 let eth = EthernetRepr {
                     src: self.mac,
                     dst: mac,

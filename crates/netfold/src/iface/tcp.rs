@@ -22,7 +22,7 @@ use crate::time::Instant;
 use crate::wire::checksum::{add, pseudo_header_ip};
 use crate::wire::ethernet::VLAN_HEADER_LEN;
 use crate::wire::ipv4::{Ecn, Ipv4Repr, HEADER_LEN as IP_LEN};
-use crate::wire::ipv6::HEADER_LEN as IPV6_LEN;
+use crate::wire::ipv6::{Ipv6Repr, HEADER_LEN as IPV6_LEN};
 use crate::wire::tcp::{PseudoHeader, TcpPacket, TcpRepr, MAX_HEADER_LEN};
 use crate::wire::{IpAddr, IpProtocol, Ipv4Addr, Ipv6Addr};
 
@@ -421,12 +421,17 @@ impl IfaceState {
         Emit::Sent
     }
 
-    /// `emit_tcp` for an IPv6 segment: cut by the same segmenter at the IPv6 path MTU (each
-    /// packet at most `ipv6_path_mtu - 40` bytes of TCP, RFC 8200 §8.3; the engine's
-    /// `gso_size` already bounds the payload by the MSS), each piece's checksum over the IPv6
-    /// pseudo-header (RFC 8200 §8.1), and handed to the IPv6 layer (`send_ipv6`), which puts
-    /// the IPv6 header and the link header in front. No TSO for IPv6 yet: a super-segment is
-    /// always cut here.
+    /// `emit_tcp` for an IPv6 segment, the IPv4 path's counterpart: when the next hop is
+    /// resolved (`resolved_link_header_v6`) the link and IPv6 headers are a template
+    /// (`tcp_ip6_template`) that every piece copies, with only its payload length set (RFC
+    /// 8200 §3: no identification, no header checksum), and a TSO device gets the segment
+    /// whole, up to 64 KiB (the device cuts it at `MTU - 40 - header`, `GSO_TCPV6`), if the
+    /// path MTU is the link's. Otherwise it is cut by the one segmenter at the IPv6 path MTU
+    /// (each packet at most `ipv6_path_mtu - 40` bytes of TCP, RFC 8200 §8.3; the engine's
+    /// `gso_size` already bounds the payload by the MSS), and the pieces without a template
+    /// go to the IPv6 layer (`send_ipv6`: NDP parking, no route). Each piece's checksum is
+    /// over the IPv6 pseudo-header (RFC 8200 §8.1). Kept out of line so that the IPv4 path
+    /// costs what it did.
     #[inline(never)]
     fn emit_tcp_v6(
         &mut self,
@@ -453,9 +458,19 @@ impl IfaceState {
             payload: seg.payload,
         };
         let total = sup.len();
-        let mtu_max = self.ipv6_path_mtu(now, dst).saturating_sub(IPV6_LEN + hlen);
+        let path_mtu = self.ipv6_path_mtu(now, dst);
+        let mtu_max = path_mtu.saturating_sub(IPV6_LEN + hlen);
         let gso_size = usize::from(seg.gso_size);
-        let max = mtu_max.min(if gso_size == 0 { mtu_max } else { gso_size });
+        let ip = self.tcp_ip6_template(now, src, dst, seg.ecn);
+        // A TSO device cuts at its own MTU: it gets super-segments only when that is the
+        // path MTU (no Packet Too Big lowered it) and the MSS does not cut finer, and only
+        // through the template (`send_ipv6` refuses a TCP packet beyond the link MTU).
+        let tso = self.tso && ip.is_some() && path_mtu >= self.mtu && gso_size >= mtu_max;
+        let max = if tso {
+            gso::MAX_IP_PACKET - IPV6_LEN - hlen
+        } else {
+            mtu_max.min(if gso_size == 0 { mtu_max } else { gso_size })
+        };
         let mss = if total <= max || seg.repr.flags.syn() || max == 0 {
             0
         } else {
@@ -471,17 +486,8 @@ impl IfaceState {
             if pieces > 1 {
                 self.c.gso_segments += 1;
             }
-            let mut buf = self.pool.get();
-            gso::build(&mut buf, None, &tcp, &sup, &p, self.copy, self.csum_tx);
-            if p.len > 0 {
-                self.c.copies += 1;
-                self.c.bytes_copied += p.len as u64;
-                self.c.bytes_checksummed += p.len as u64;
-            }
-            match self
-                .send_ipv6(now, IpProtocol::Tcp, src, dst, buf, seg.ecn)
-                .into()
-            {
+            let r = self.emit_piece_v6(now, ip.as_ref(), &tcp, &sup, &p, seg.ecn, src, dst);
+            match r {
                 Emit::Sent => sent_any = true,
                 refused => {
                     first_refusal.get_or_insert(refused);
@@ -492,6 +498,84 @@ impl IfaceState {
             Some(refused) if !sent_any => refused,
             _ => Emit::Sent,
         }
+    }
+
+    /// Link and IPv6 headers shared by every packet of one TCP segment to a resolved unicast
+    /// next hop (`resolved_link_header_v6`); `None` sends the packets the general way
+    /// (`send_ipv6`).
+    fn tcp_ip6_template(
+        &mut self,
+        now: Instant,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        ecn: Ecn,
+    ) -> Option<IpTemplate> {
+        if !self.v6.enabled {
+            return None;
+        }
+        let mut t = [0u8; VLAN_HEADER_LEN + IPV6_LEN];
+        let l3 = self.resolved_link_header_v6(now, dst, &mut t)?;
+        let mut ip = Ipv6Repr {
+            src,
+            dst,
+            next_header: IpProtocol::Tcp,
+            payload_len: 0,
+            hop_limit: self.v6.hop_limit,
+            traffic_class: 0,
+            // Linux hashes a flow label per connection (RFC 6437); netfold sends 0 (see the
+            // deviations index).
+            flow_label: 0,
+        };
+        ip.set_ecn(ecn);
+        ip.emit(&mut t[l3..l3 + IPV6_LEN]).ok()?;
+        IpTemplate::ipv6(&t[..l3 + IPV6_LEN], l3)
+    }
+
+    /// One packet of an IPv6 segment: headers from `ip` when given (see `tcp_ip6_template`),
+    /// else from `send_ipv6`.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_piece_v6(
+        &mut self,
+        now: Instant,
+        ip: Option<&IpTemplate>,
+        tcp: &TcpTemplate,
+        sup: &Super<'_>,
+        p: &gso::Piece,
+        ecn: Ecn,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+    ) -> Emit {
+        let mut buf = self.pool.get();
+        // The checks `send_ipv6` makes: queue room, size (pieces are cut to the path MTU, or
+        // to 64 KiB for a TSO device).
+        let total = IPV6_LEN + tcp.len() + p.len;
+        let direct = ip.filter(|_| {
+            !(self.tx_full()
+                || total > gso::MAX_IP_PACKET
+                || (total > self.ipv6_link_mtu() && !self.tso))
+        });
+        gso::build(
+            &mut buf,
+            direct.map(|t| (t, 0)),
+            tcp,
+            sup,
+            p,
+            self.copy,
+            self.csum_tx,
+        );
+        if p.len > 0 {
+            self.c.copies += 1;
+            self.c.bytes_copied += p.len as u64;
+            self.c.bytes_checksummed += p.len as u64;
+        }
+        if direct.is_none() {
+            return self
+                .send_ipv6(now, IpProtocol::Tcp, src, dst, buf, ecn)
+                .into();
+        }
+        self.c.ipv6_out += 1;
+        self.push(buf);
+        Emit::Sent
     }
 }
 
@@ -661,6 +745,127 @@ mod tests {
         );
         assert_eq!(eg.c.no_route, 1);
         assert!(eg.tx.is_empty());
+    }
+
+    /// A stack with IPv6 on (no DAD) and the peer 2001:2:0:1::2 in its neighbour cache as
+    /// `nud` (or absent).
+    fn v6_stack(nud: Option<crate::iface::neighbor::Nud>) -> crate::iface::Stack {
+        use crate::iface::{Stack, StackConfig};
+        use crate::wire::ipv6::Ipv6Cidr;
+        let mut s = Stack::new(StackConfig {
+            medium: Medium::Ethernet,
+            mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            addrs6: vec![Ipv6Cidr::new("2001:2:0:1::1".parse().unwrap(), 64).unwrap()],
+            dad_transmits: 0,
+            tcp_secret: crate::tcp::Secret::fixed_for_tests([1; 16]),
+            ..StackConfig::default()
+        });
+        if let Some(nud) = nud {
+            s.inner.st.v6.neigh.set(
+                Instant::ZERO,
+                "2001:2:0:1::2".parse().unwrap(),
+                EthernetAddress([2, 0, 0, 0, 0, 2]),
+                nud,
+                Duration::from_secs(30),
+            );
+        }
+        s
+    }
+
+    /// An IPv6 segment of `len` bytes of data (with CWR and FIN, ECT(0)).
+    fn v6_segment(data: &[u8]) -> OutSegment<'_> {
+        let src: Ipv6Addr = "2001:2:0:1::1".parse().unwrap();
+        let dst: Ipv6Addr = "2001:2:0:1::2".parse().unwrap();
+        OutSegment {
+            src: src.into(),
+            dst: dst.into(),
+            repr: TcpRepr {
+                src_port: 8080,
+                dst_port: 40000,
+                seq: 1000,
+                ack: 5,
+                flags: TcpFlags(TcpFlags::ACK | TcpFlags::FIN | TcpFlags::CWR),
+                window: 100,
+                ..TcpRepr::default()
+            },
+            payload: data.split_at(data.len() / 3),
+            gso_size: 1440,
+            ecn: Ecn::Ect0,
+        }
+    }
+
+    /// The IPv6 TCP fast path: with the neighbour known, every piece gets the template's
+    /// Ethernet and IPv6 headers (payload length its own, hop limit, ECN), a valid checksum
+    /// over the IPv6 pseudo-header, and together they carry the data; a STALE neighbour is
+    /// used (and moved to DELAY, RFC 4861 §7.3.3) rather than dropping to the general path.
+    #[test]
+    fn ipv6_segments_use_the_header_template() {
+        use crate::iface::neighbor::Nud;
+        use crate::wire::ethernet::{EtherType, EthernetFrame};
+        use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
+        let data: Vec<u8> = (0..3001u32).map(|i| (i * 13) as u8).collect();
+        for nud in [Nud::Reachable, Nud::Stale] {
+            let mut s = v6_stack(Some(nud));
+            let st = &mut s.inner.st;
+            let seg = v6_segment(&data);
+            assert_eq!(st.emit_tcp(Instant::ZERO, &seg), Emit::Sent);
+            assert_eq!(st.tx.len(), 3, "{nud:?}");
+            assert_eq!(st.c.ipv6_out, 3);
+            let mut joined = Vec::new();
+            for (i, f) in st.tx.iter().enumerate() {
+                assert!(f.len() <= 1514);
+                let eth = EthernetFrame::new_checked(f.as_slice()).unwrap();
+                assert_eq!(eth.ethertype(), EtherType::Ipv6);
+                assert_eq!(eth.dst_addr(), EthernetAddress([2, 0, 0, 0, 0, 2]));
+                let ip = Ipv6Packet::new_checked(eth.payload()).unwrap();
+                let r = Ipv6Repr::parse(&ip).unwrap();
+                assert_eq!((r.next_header, r.hop_limit), (IpProtocol::Tcp, 64));
+                assert_eq!(r.ecn(), Ecn::Ect0);
+                assert_eq!(r.payload_len, ip.payload().len());
+                let (t, hl) = parse(ip.payload(), seg.src, seg.dst, true).unwrap();
+                assert_eq!(t.seq, 1000 + joined.len() as u32);
+                assert_eq!(t.flags.fin(), i == 2);
+                assert_eq!(t.flags.cwr(), i == 0);
+                joined.extend_from_slice(&ip.payload()[hl..]);
+            }
+            assert_eq!(joined, data);
+            let hop = "2001:2:0:1::2".parse().unwrap();
+            let state = st.v6.neigh.get(Instant::ZERO, hop).map(|e| e.1);
+            let want = if nud == Nud::Stale { Nud::Delay } else { nud };
+            assert_eq!(state, Some(want));
+        }
+    }
+
+    /// A TSO device gets an IPv6 super-segment whole (the device cuts it, `GSO_TCPV6`),
+    /// checksum left to it; not when a Packet Too Big lowered the path MTU below the link's
+    /// (the device would cut at its own MTU), nor without a resolved neighbour (the general
+    /// path refuses TCP beyond the MTU): then it is cut here.
+    #[test]
+    fn ipv6_super_segments_go_whole_to_a_tso_device() {
+        use crate::iface::neighbor::Nud;
+        let data = vec![7u8; 20_000];
+        let dst: Ipv6Addr = "2001:2:0:1::2".parse().unwrap();
+        let mut s = v6_stack(Some(Nud::Reachable));
+        let st = &mut s.inner.st;
+        st.tso = true;
+        st.csum_tx = false;
+        assert_eq!(st.emit_tcp(Instant::ZERO, &v6_segment(&data)), Emit::Sent);
+        assert_eq!(st.tx.len(), 1);
+        assert_eq!(st.tx[0].len(), 14 + 40 + 20 + 20_000);
+        assert_eq!(st.c.gso_segments, 0);
+        st.tx.clear();
+        // A smaller path MTU: cut to it in software.
+        st.v6.pmtu.learn(Instant::ZERO, dst, 1280);
+        assert_eq!(st.emit_tcp(Instant::ZERO, &v6_segment(&data)), Emit::Sent);
+        assert_eq!(st.tx.len(), 20_000usize.div_ceil(1280 - 60));
+        assert!(st.tx.iter().all(|f| f.len() <= 14 + 1280));
+        // No neighbour: the general path, cut to the MTU, parked for NDP.
+        let mut s = v6_stack(None);
+        let st = &mut s.inner.st;
+        st.tso = true;
+        st.csum_tx = false;
+        assert_eq!(st.emit_tcp(Instant::ZERO, &v6_segment(&data)), Emit::Sent);
+        assert_eq!(st.v6.neigh.pending_len(), 20_000usize.div_ceil(1440));
     }
 
     fn full() -> TcpRepr {
