@@ -29,7 +29,7 @@ use crate::wire::{IpAddr, IpProtocol, Ipv4Addr, Ipv6Addr};
 /// The one TCP checksum check (RFC 9293 §3.1: pseudo-header, header and data; for IPv6 the
 /// RFC 8200 §8.1 pseudo-header), in one read pass, done only if the segment's state says it
 /// is still needed; a pass marks the segment verified, a failure is counted.
-#[inline]
+#[inline(always)]
 fn verify(c: &mut Counters, src: IpAddr, dst: IpAddr, seg: &[u8], csum: &mut Csum) -> bool {
     if !csum.needs_verify() {
         return true;
