@@ -223,7 +223,7 @@ pub fn run_netfold(p: &Params) -> Result<super::Measurement, BoxErr> {
     let mut link = EmuLink::create(p, false, true)?;
     let c = packet_socket_in(link.ns(false), link.ifname(false), p.mtu, true)?;
     let s = packet_socket_in(link.ns(true), link.ifname(true), p.mtu, true)?;
-    let mut m = super::netfold_threads::run_pair(p, c, s, CLIENT, SERVER)?;
+    let mut m = super::netfold_threads::run_pair(p, c, s, CLIENT.into(), SERVER.into())?;
     let st = link.stop()?;
     add_stats(&mut m, &st);
     Ok(m)

@@ -51,6 +51,26 @@ impl Impair {
 }
 
 /// Where the client and server threads run (seed 000 Table 1: IRQ/process affinity).
+/// The IP family a run's connections use (`--family`). netfold's stacks are dual-stack
+/// either way; with `V6` the connection runs between 2001:2::1 and 2001:2::2 (RFC 5180's
+/// benchmarking prefix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Family {
+    #[default]
+    V4,
+    V6,
+}
+
+impl Family {
+    /// As the report prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Pin {
     /// Client on CPU 0, server on CPU 1.
@@ -149,6 +169,8 @@ pub struct Params {
     pub shards: usize,
     /// netfold --shards: connections, spread round-robin over the shards.
     pub streams: usize,
+    /// The IP family of the connections (`--family`).
+    pub family: Family,
 }
 
 impl Default for Params {
@@ -176,6 +198,7 @@ impl Default for Params {
             rate_bps: None,
             shards: 0,
             streams: 1,
+            family: Family::V4,
         }
     }
 }

@@ -2,19 +2,54 @@
 
 use super::clock::Clock;
 use super::memnet::{BoxErr, MemNet, Side};
-use super::{Measurement, Params};
+use super::{Family, Measurement, Params};
 use netfold::iface::{Stack, StackConfig};
 use netfold::phy::pipe::{Pipe, PipeConfig, PipeEnd};
 use netfold::socket::{TcpListener, TcpStream, UdpSocket};
 use netfold::tcp;
 use netfold::time::Duration;
 use netfold::wire::ethernet::EthernetAddress;
+use netfold::wire::ipv6::Ipv6Cidr;
 use netfold::wire::Ipv4Addr;
 use std::io::ErrorKind;
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 pub const CLIENT_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 pub const SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// The IPv6 addresses of `--family 6` (RFC 5180's benchmarking prefix 2001:2::/48).
+pub const CLIENT_ADDR6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1);
+pub const SERVER_ADDR6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2);
+
+/// The client's and the server's address in `family`.
+pub fn endpoints(family: Family) -> (IpAddr, IpAddr) {
+    match family {
+        Family::V4 => (CLIENT_ADDR.into(), SERVER_ADDR.into()),
+        Family::V6 => (CLIENT_ADDR6.into(), SERVER_ADDR6.into()),
+    }
+}
+
+/// [`stack_config`] for a stack at `ip` of either family. An IPv6 stack keeps its IPv4
+/// address (the client's or the server's by `mac_last`, 1 or 2) and gets `ip/64` with
+/// Duplicate Address Detection off: both ends of the pipe are ours, and DAD's second of
+/// tentative address would only delay the first connect.
+pub fn stack_config_ip(
+    ip: IpAddr,
+    mac_last: u8,
+    mtu: usize,
+    copy_mode: netfold::mem::CopyMode,
+) -> StackConfig {
+    match ip {
+        IpAddr::V4(a) => stack_config(a, mac_last, mtu, copy_mode),
+        IpAddr::V6(a) => {
+            let v4 = if mac_last == 1 { CLIENT_ADDR } else { SERVER_ADDR };
+            StackConfig {
+                addrs6: Ipv6Cidr::new(a, 64).into_iter().collect(),
+                dad_transmits: 0,
+                ..stack_config(v4, mac_last, mtu, copy_mode)
+            }
+        }
+    }
+}
 
 /// A netfold stack's configuration for a run: address, MTU and the copy path (`--copy`).
 pub fn stack_config(
@@ -86,6 +121,9 @@ pub struct NetfoldNet {
     listener: Option<TcpListener>,
     udp: Option<(UdpSocket, UdpSocket, u16)>,
     tcfg: tcp::Config,
+    /// The client's and the server's address (`--family`).
+    client_ip: IpAddr,
+    server_ip: IpAddr,
     clock: Clock,
     /// Per-side TCP state captured when a connection is closed (see `close`).
     final_info: serde_json::Map<String, serde_json::Value>,
@@ -94,15 +132,18 @@ pub struct NetfoldNet {
 impl NetfoldNet {
     pub fn new(p: &Params) -> NetfoldNet {
         let (end_c, end_s) = Pipe::new(pipe_config(p));
+        let (client_ip, server_ip) = endpoints(p.family);
         NetfoldNet {
             client: Stack::new(StackConfig {
                 gro: p.gro,
-                ..stack_config(CLIENT_ADDR, 1, p.mtu, p.copy_mode)
+                ..stack_config_ip(client_ip, 1, p.mtu, p.copy_mode)
             }),
             server: Stack::new(StackConfig {
                 gro: p.gro,
-                ..stack_config(SERVER_ADDR, 2, p.mtu, p.copy_mode)
+                ..stack_config_ip(server_ip, 2, p.mtu, p.copy_mode)
             }),
+            client_ip,
+            server_ip,
             end_c,
             end_s,
             listener: None,
@@ -159,7 +200,7 @@ impl MemNet for NetfoldNet {
     fn listen(&mut self, port: u16) -> Result<(), BoxErr> {
         let l = TcpListener::bind(
             &mut self.server,
-            SocketAddrV4::new(SERVER_ADDR, port),
+            SocketAddr::new(self.server_ip, port),
             64,
             self.tcfg,
         )?;
@@ -172,7 +213,7 @@ impl MemNet for NetfoldNet {
         let s = TcpStream::connect(
             &mut self.client,
             now,
-            SocketAddrV4::new(SERVER_ADDR, port),
+            SocketAddr::new(self.server_ip, port),
             self.tcfg,
         )?;
         Ok((Side::Client, s))
@@ -224,8 +265,8 @@ impl MemNet for NetfoldNet {
     }
 
     fn udp_open(&mut self, port: u16) -> Result<(), BoxErr> {
-        let srv = UdpSocket::bind(&mut self.server, SocketAddrV4::new(SERVER_ADDR, port))?;
-        let cli = UdpSocket::bind(&mut self.client, SocketAddrV4::new(CLIENT_ADDR, 0))?;
+        let srv = UdpSocket::bind(&mut self.server, SocketAddr::new(self.server_ip, port))?;
+        let cli = UdpSocket::bind(&mut self.client, SocketAddr::new(self.client_ip, 0))?;
         self.udp = Some((cli, srv, port));
         Ok(())
     }
@@ -233,7 +274,7 @@ impl MemNet for NetfoldNet {
     fn udp_send(&mut self, data: &[u8]) -> Result<bool, BoxErr> {
         let (cli, _, port) = self.udp.ok_or("udp not open")?;
         Ok(
-            would_block(cli.send_to(&mut self.client, data, SocketAddrV4::new(SERVER_ADDR, port)))?
+            would_block(cli.send_to(&mut self.client, data, SocketAddr::new(self.server_ip, port)))?
                 .is_some(),
         )
     }

@@ -111,7 +111,7 @@ fn run_with<D: Device>(
             &mut node,
             p,
             tcp_config(p),
-            SocketAddrV4::new(*addr.ip(), addr.port()),
+            std::net::SocketAddr::V4(SocketAddrV4::new(*addr.ip(), addr.port())),
             pat,
             start,
         );

@@ -9,7 +9,7 @@
 use super::affinity::thread_cpu_seconds;
 use super::latency::Histogram;
 use super::memnet::BoxErr;
-use super::netfold_pipe::{pipe_config, stack_config, tcp_config, CLIENT_ADDR, SERVER_ADDR};
+use super::netfold_pipe::{endpoints, pipe_config, stack_config_ip, tcp_config};
 use super::pattern::{Pattern, Verifier};
 use super::{Measurement, Params, Test};
 use netfold::iface::Stack;
@@ -21,7 +21,7 @@ use netfold::time::Instant;
 use netfold_os::wait::wait_readable_any;
 use netfold_rt::backoff::Backoff;
 use std::io::ErrorKind;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
@@ -302,7 +302,8 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
         return Err("udp-stream is not implemented for netfold --threads 2".into());
     }
     let (end_c, end_s) = Pipe::new(pipe_config(p));
-    run_pair(p, end_c, end_s, CLIENT_ADDR, SERVER_ADDR)
+    let (client_ip, server_ip) = endpoints(p.family);
+    run_pair(p, end_c, end_s, client_ip, server_ip)
 }
 
 /// Runs the test between a netfold client stack on `end_c` (address `client_ip`) and a server
@@ -312,8 +313,8 @@ pub fn run_pair<D: Device + Send + 'static>(
     p: &Params,
     end_c: D,
     end_s: D,
-    client_ip: std::net::Ipv4Addr,
-    server_ip: std::net::Ipv4Addr,
+    client_ip: std::net::IpAddr,
+    server_ip: std::net::IpAddr,
 ) -> Result<Measurement, BoxErr> {
     let epoch = WallInstant::now();
     let abort = Arc::new(AtomicBool::new(false));
@@ -322,7 +323,7 @@ pub fn run_pair<D: Device + Send + 'static>(
     let mut server_node = Node::new(
         Stack::new(netfold::iface::StackConfig {
             gro: p.gro,
-            ..stack_config(server_ip, 2, p.mtu, p.copy_mode)
+            ..stack_config_ip(server_ip, 2, p.mtu, p.copy_mode)
         }),
         end_s,
         epoch,
@@ -330,7 +331,7 @@ pub fn run_pair<D: Device + Send + 'static>(
     );
     let listener = TcpListener::bind(
         &mut server_node.stack,
-        SocketAddrV4::new(server_ip, PORT),
+        SocketAddr::new(server_ip, PORT),
         64,
         tcfg,
     )?;
@@ -355,7 +356,7 @@ pub fn run_pair<D: Device + Send + 'static>(
     let mut node = Node::new(
         Stack::new(netfold::iface::StackConfig {
             gro: p.gro,
-            ..stack_config(client_ip, 1, p.mtu, p.copy_mode)
+            ..stack_config_ip(client_ip, 1, p.mtu, p.copy_mode)
         }),
         end_c,
         epoch,
@@ -367,7 +368,7 @@ pub fn run_pair<D: Device + Send + 'static>(
         &mut node,
         p,
         tcfg,
-        SocketAddrV4::new(server_ip, PORT),
+        SocketAddr::new(server_ip, PORT),
         &pattern,
         start,
     );
@@ -425,7 +426,7 @@ pub fn run_pair<D: Device + Send + 'static>(
 fn connect<D: Device>(
     n: &mut Node<D>,
     cfg: tcp::Config,
-    server: SocketAddrV4,
+    server: SocketAddr,
 ) -> Result<TcpStream, BoxErr> {
     let now = n.now();
     let s = TcpStream::connect(&mut n.stack, now, server, cfg)?;
@@ -484,7 +485,7 @@ pub fn drive<D: Device>(
     n: &mut Node<D>,
     p: &Params,
     cfg: tcp::Config,
-    server: SocketAddrV4,
+    server: SocketAddr,
     pattern: &Pattern,
     start: WallInstant,
 ) -> Result<Outcome, BoxErr> {

@@ -9,6 +9,9 @@ use serde::Serialize;
 pub struct Row {
     pub test: String,
     pub stack: String,
+    /// The IP family of the connections: "IPv4" or "IPv6" (`--family`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub family: String,
     pub link: String,
     pub mtu: usize,
     /// Streams: bytes per send call; RR/CRR: the request size.
@@ -182,6 +185,7 @@ pub fn table(rows: &[Row]) -> String {
     let (h1, h2): (Vec<String>, Vec<String>) = {
         let mut h: Vec<(&str, &str)> = vec![
             ("Stack", ""),
+            ("Family", ""),
             ("Link", ""),
             ("Placement", ""),
             ("MTU", "bytes"),
@@ -231,6 +235,11 @@ pub fn table(rows: &[Row]) -> String {
         };
         let mut l = vec![
             r.stack.clone(),
+            if r.family.is_empty() {
+                "IPv4".into()
+            } else {
+                r.family.clone()
+            },
             r.link.clone(),
             r.placement.clone(),
             r.mtu.to_string(),
@@ -273,6 +282,14 @@ pub fn table(rows: &[Row]) -> String {
         l.push(format!("{ver}{ci}"));
         lines.push(l);
     }
+    // The Family column only when IPv6 was measured (IPv4-only tables look as before).
+    let families = rows.iter().any(|r| r.family == "IPv6");
+    if !families {
+        for l in &mut lines {
+            l.remove(1);
+        }
+    }
+    let left = if families { 4 } else { 3 };
     let ncol = lines[0].len();
     let width: Vec<usize> = (0..ncol)
         .map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0))
@@ -282,7 +299,7 @@ pub fn table(rows: &[Row]) -> String {
             .iter()
             .enumerate()
             .map(|(c, v)| {
-                if c < 3 {
+                if c < left {
                     format!("{v:<w$}", w = width[c])
                 } else {
                     format!("{v:>w$}", w = width[c])
@@ -308,15 +325,15 @@ pub fn table(rows: &[Row]) -> String {
             let _ = write!(o, " {:>16}", format!("netfold/{x}"));
         }
         let _ = writeln!(o);
-        let mut keys: Vec<(usize, Option<usize>, &str)> = rows
+        let mut keys: Vec<(usize, Option<usize>, &str, &str)> = rows
             .iter()
             .filter(|r| r.stack == "netfold")
-            .map(|r| (r.msg_size, r.resp_size, r.placement.as_str()))
+            .map(|r| (r.msg_size, r.resp_size, r.placement.as_str(), r.family.as_str()))
             .collect();
         keys.dedup();
         let mut unmatched = false;
-        for (sz, resp, place) in keys {
-            let same = |r: &&Row| r.msg_size == sz && r.resp_size == resp;
+        for (sz, resp, place, fam) in keys {
+            let same = |r: &&Row| r.msg_size == sz && r.resp_size == resp && r.family == fam;
             let nf = rows
                 .iter()
                 .find(|r| r.stack == "netfold" && same(r) && r.placement == place);
@@ -324,7 +341,12 @@ pub fn table(rows: &[Row]) -> String {
                 Some(x) => format!("{sz},{x}"),
                 None => sz.to_string(),
             };
-            let _ = write!(o, "{label:>12} {place:<10}");
+            let shown = if families {
+                format!("{place} {fam}")
+            } else {
+                place.to_string()
+            };
+            let _ = write!(o, "{label:>12} {shown:<10}");
             for x in &others {
                 // Like with like: the other stack at the same placement; a row at another
                 // placement is shown marked, so the reader sees the ratio is not comparable.
@@ -354,7 +376,70 @@ pub fn table(rows: &[Row]) -> String {
             );
         }
     }
+    if families {
+        family_ratios(&mut o, rows, cpu);
+    }
     o
+}
+
+/// `--family both`: for each stack, size and placement measured over both families, IPv6's
+/// headline over IPv4's, and (with `--cpu`) IPv6's service demand over IPv4's.
+fn family_ratios(o: &mut String, rows: &[Row], cpu: bool) {
+    use std::fmt::Write as _;
+    let v6: Vec<&Row> = rows.iter().filter(|r| r.family == "IPv6").collect();
+    let pairs: Vec<(&Row, &Row)> = v6
+        .iter()
+        .filter_map(|b| {
+            rows.iter()
+                .find(|a| {
+                    a.family == "IPv4"
+                        && a.stack == b.stack
+                        && a.msg_size == b.msg_size
+                        && a.resp_size == b.resp_size
+                        && a.placement == b.placement
+                })
+                .map(|a| (a, *b))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    let _ = writeln!(o);
+    let _ = write!(
+        o,
+        "{:<8} {:>12} {:<10} {:>16}",
+        "Stack", "Message", "Placement", "IPv6/IPv4"
+    );
+    if cpu {
+        let _ = write!(o, " {:>20}", "service IPv6/IPv4");
+    }
+    let _ = writeln!(o);
+    for (a, b) in pairs {
+        let ratio = |x: f64, y: f64| {
+            if y > 0.0 {
+                format!("{:.3}x", x / y)
+            } else {
+                "-".into()
+            }
+        };
+        let _ = write!(
+            o,
+            "{:<8} {:>12} {:<10} {:>16}",
+            b.stack,
+            size_label(b),
+            b.placement,
+            ratio(b.headline(), a.headline())
+        );
+        if cpu {
+            let sd = |r: &Row| {
+                r.service_demand_us_per_tr
+                    .or(r.service_demand_us_per_kb)
+                    .unwrap_or(0.0)
+            };
+            let _ = write!(o, " {:>20}", ratio(sd(b), sd(a)));
+        }
+        let _ = writeln!(o);
+    }
 }
 
 #[cfg(test)]

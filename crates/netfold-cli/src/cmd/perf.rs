@@ -6,7 +6,9 @@ use super::CmdResult;
 use crate::bench::report::{self, mbps, Row};
 use crate::bench::stats::{self, Iterations};
 use crate::bench::units::{parse_fraction, parse_size, parse_size_list};
-use crate::bench::{kernel, netfold_pipe, smoltcp_pipe, Impair, Measurement, Params, Pin, Test};
+use crate::bench::{
+    kernel, netfold_pipe, smoltcp_pipe, Family, Impair, Measurement, Params, Pin, Test,
+};
 use std::process::ExitCode;
 
 /// Which stack a run measures.
@@ -124,6 +126,20 @@ impl LinkArg {
             LinkArg::Local(_) => None,
             LinkArg::Device(d) => Some(d),
         }
+    }
+}
+
+/// The families of `--family`, in the order measured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FamilyList(pub Vec<Family>);
+
+/// `--family`: 4, 6, or both (IPv4 then IPv6, as rows of one run).
+pub fn parse_family(s: &str) -> Result<FamilyList, String> {
+    match s {
+        "4" | "ipv4" => Ok(FamilyList(vec![Family::V4])),
+        "6" | "ipv6" => Ok(FamilyList(vec![Family::V6])),
+        "both" | "4,6" => Ok(FamilyList(vec![Family::V4, Family::V6])),
+        _ => Err(format!("--family {s:?}: expected 4, 6 or both")),
     }
 }
 
@@ -250,6 +266,11 @@ pub struct Common {
     /// emu.
     #[arg(long, value_parser = parse_rate, default_value = "0")]
     pub rate: u64,
+    /// IP family of the connections: 4, 6 (netfold over the in-memory pipe: the two stacks
+    /// at 2001:2::1/64 and 2001:2::2/64), or both (each test as an IPv4 row and an IPv6 row
+    /// in one run, with IPv6/IPv4 ratios).
+    #[arg(long, value_parser = parse_family, default_value = "4", value_name = "4|6|both")]
+    pub family: FamilyList,
     /// Print JSON.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
@@ -616,6 +637,7 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
         // Issue 14 (shards): see bench::shards.
         shards: a.shards.unwrap_or(0),
         streams: a.streams.or(a.shards).unwrap_or(1),
+        family: Family::V4,
     })
 }
 
@@ -780,6 +802,7 @@ fn make_row(
             p.send_size
         },
         resp_size: p.test.is_transactional().then_some(p.resp_size),
+        family: p.family.name().into(),
         placement: match (stack, klink) {
             (StackKind::Netfold, KernelLink::Auto) if p.shards > 0 => format!(
                 "{} shards x {} streams, {}{}",
@@ -953,9 +976,13 @@ pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Err
     } else {
         a.send_size.0.iter().map(|&m| (m, (1, 1))).collect()
     };
+    let families = a.family.0.clone();
     for (size, rr) in cases {
         for &s in &a.stack {
-            let base = params(a, test, size, rr)?;
+          for &family in &families {
+            let mut base = params(a, test, size, rr)?;
+            base.family = family;
+            check_family(s, a.link.local(), &base)?;
             for pl in placements(a) {
                 match pl {
                     None => plan.push((s, base.clone())),
@@ -964,6 +991,7 @@ pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Err
                     }
                 }
             }
+          }
         }
     }
     let progress = crate::progress::Progress::new(
@@ -997,6 +1025,26 @@ pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Err
     }
     progress.finish();
     Ok(rows)
+}
+
+/// Where IPv6 runs: netfold's stacks over the in-memory pipe (one thread or `--threads 2`).
+/// Elsewhere `--family 6` is refused rather than silently measured over IPv4.
+fn check_family(stack: StackKind, link: KernelLink, p: &Params) -> Result<(), String> {
+    if p.family == Family::V4 {
+        return Ok(());
+    }
+    match (stack, link) {
+        (StackKind::Netfold, KernelLink::Auto) if p.shards == 0 && p.test != Test::UdpStream => {
+            Ok(())
+        }
+        _ => Err(format!(
+            "--family 6 runs netfold's TCP tests over the in-memory pipe (--stack netfold, \
+             --link auto, without --shards); not implemented for {} over --link {}{}",
+            stack.name(),
+            link.name(),
+            if p.shards > 0 { " with --shards" } else { "" }
+        )),
+    }
 }
 
 /// Runs `test` for every stack x message size and prints the result.
