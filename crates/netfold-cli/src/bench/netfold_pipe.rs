@@ -41,7 +41,11 @@ pub fn stack_config_ip(
     match ip {
         IpAddr::V4(a) => stack_config(a, mac_last, mtu, copy_mode),
         IpAddr::V6(a) => {
-            let v4 = if mac_last == 1 { CLIENT_ADDR } else { SERVER_ADDR };
+            let v4 = if mac_last == 1 {
+                CLIENT_ADDR
+            } else {
+                SERVER_ADDR
+            };
             StackConfig {
                 addrs6: Ipv6Cidr::new(a, 64).into_iter().collect(),
                 dad_transmits: 0,
@@ -273,10 +277,12 @@ impl MemNet for NetfoldNet {
 
     fn udp_send(&mut self, data: &[u8]) -> Result<bool, BoxErr> {
         let (cli, _, port) = self.udp.ok_or("udp not open")?;
-        Ok(
-            would_block(cli.send_to(&mut self.client, data, SocketAddr::new(self.server_ip, port)))?
-                .is_some(),
-        )
+        Ok(would_block(cli.send_to(
+            &mut self.client,
+            data,
+            SocketAddr::new(self.server_ip, port),
+        ))?
+        .is_some())
     }
 
     fn udp_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, BoxErr> {

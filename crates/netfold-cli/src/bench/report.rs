@@ -328,7 +328,14 @@ pub fn table(rows: &[Row]) -> String {
         let mut keys: Vec<(usize, Option<usize>, &str, &str)> = rows
             .iter()
             .filter(|r| r.stack == "netfold")
-            .map(|r| (r.msg_size, r.resp_size, r.placement.as_str(), r.family.as_str()))
+            .map(|r| {
+                (
+                    r.msg_size,
+                    r.resp_size,
+                    r.placement.as_str(),
+                    r.family.as_str(),
+                )
+            })
             .collect();
         keys.dedup();
         let mut unmatched = false;

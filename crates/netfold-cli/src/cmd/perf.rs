@@ -979,19 +979,19 @@ pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Err
     let families = a.family.0.clone();
     for (size, rr) in cases {
         for &s in &a.stack {
-          for &family in &families {
-            let mut base = params(a, test, size, rr)?;
-            base.family = family;
-            check_family(s, a.link.local(), &base)?;
-            for pl in placements(a) {
-                match pl {
-                    None => plan.push((s, base.clone())),
-                    Some(pl) => {
-                        plan.extend(place(s, a.link.local(), pl, base.clone()).map(|p| (s, p)))
+            for &family in &families {
+                let mut base = params(a, test, size, rr)?;
+                base.family = family;
+                check_family(s, a.link.local(), &base)?;
+                for pl in placements(a) {
+                    match pl {
+                        None => plan.push((s, base.clone())),
+                        Some(pl) => {
+                            plan.extend(place(s, a.link.local(), pl, base.clone()).map(|p| (s, p)))
+                        }
                     }
                 }
             }
-          }
         }
     }
     let progress = crate::progress::Progress::new(

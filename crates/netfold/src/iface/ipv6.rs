@@ -123,6 +123,9 @@ pub(crate) struct Ipv6State {
     pub dad_transmits: u32,
     /// DAD has been started (at the first poll, when the medium is known).
     pub dad_started: bool,
+    /// DAD is over for every address (none is tentative, and addresses are only configured
+    /// at start): `dad_timers` has nothing left to do.
+    pub dad_done: bool,
     /// Draws of the reachable-time randomisation.
     pub draws: u64,
     /// Scratch lists of the NDP timers (reused).
@@ -201,6 +204,7 @@ impl Ipv6State {
             base_reachable,
             dad_transmits,
             dad_started: false,
+            dad_done: false,
             draws: 0,
             due: Vec::new(),
             probes: Vec::new(),

@@ -353,7 +353,7 @@ impl IfaceState {
     /// always), for the transport to fail what was opening towards them.
     pub(super) fn ndp_timers(&mut self, now: Instant) -> Vec<Ipv6Addr> {
         let mut gave_up = Vec::new();
-        if !self.v6.neigh.has_timers() {
+        if !self.v6.neigh.timers_due(now) {
             return gave_up;
         }
         let mut due = core::mem::take(&mut self.v6.due);
@@ -394,7 +394,7 @@ impl IfaceState {
     /// random delay between 0 and MAX_RTR_SOLICITATION_DELAY"; Linux draws below 1 s), here
     /// capped at the RetransTimer so a short configured timer keeps DAD short.
     pub(super) fn dad_timers(&mut self, now: Instant) {
-        if !self.v6.enabled {
+        if !self.v6.enabled || self.v6.dad_done {
             return;
         }
         if !self.v6.dad_started {
@@ -426,5 +426,10 @@ impl IfaceState {
             self.v6.addrs[i].dad_next = now + self.v6.retrans;
             self.send_ns(now, e.cidr.addr(), Solicit::Dad);
         }
+        self.v6.dad_done = self
+            .v6
+            .addrs
+            .iter()
+            .all(|e| e.state != AddrState::Tentative);
     }
 }

@@ -117,6 +117,10 @@ pub struct NeighborCache<A = Ipv4Addr> {
     resolving: Vec<Resolving<A>>,
     /// Entries in DELAY or PROBE (NDP), whose timers `poll` runs.
     timed: Vec<A>,
+    /// No retry, give-up or probe is due before this (computed by `poll`; reset to ZERO when
+    /// a resolution or a timed entry is added). Spares `poll` a walk and a SipHash lookup
+    /// per timed entry on every stack poll while an entry waits out DELAY's 5 seconds.
+    quiet_until: Instant,
     pending: VecDeque<(A, PacketBuf)>,
     pending_limit: usize,
     ttl: Duration,
@@ -136,6 +140,7 @@ impl<A: Copy + Eq + Hash> NeighborCache<A> {
             hot: None,
             resolving: Vec::with_capacity(MAX_RESOLVING),
             timed: Vec::new(),
+            quiet_until: Instant::ZERO,
             pending: VecDeque::with_capacity(pending_limit.min(4096)),
             pending_limit,
             ttl,
@@ -180,6 +185,13 @@ impl<A: Copy + Eq + Hash> NeighborCache<A> {
     /// changes the state to DELAY and sets a timer to expire in DELAY_FIRST_PROBE_TIME
     /// seconds." An entry in DELAY or PROBE keeps carrying packets. `None`: no entry (resolve).
     pub fn use_stale(&mut self, now: Instant, ip: A, delay: Duration) -> Option<EthernetAddress> {
+        // An entry in DELAY or PROBE stays what it is until `poll` moves it (which clears
+        // `hot`): the hot copy answers without a SipHash lookup per packet.
+        if let Some((hip, e)) = self.hot {
+            if hip == ip && matches!(e.state, Nud::Delay | Nud::Probe) {
+                return Some(e.mac);
+            }
+        }
         let timed_full = self.timed.len() >= MAX_RESOLVING;
         let e = self.entries.get_mut(&ip)?;
         // With the probe list full the entry stays STALE and is still used: bounded work
@@ -190,6 +202,10 @@ impl<A: Copy + Eq + Hash> NeighborCache<A> {
             e.timer = now + delay;
             e.probes = 0;
             self.timed.push(ip);
+            self.quiet_until = Instant::ZERO;
+        }
+        if matches!(e.state, Nud::Delay | Nud::Probe) {
+            self.hot = Some((ip, *e));
         }
         Some(e.mac)
     }
@@ -301,6 +317,7 @@ impl<A: Copy + Eq + Hash> NeighborCache<A> {
                     last_request: now,
                     requests: 1,
                 });
+                self.quiet_until = Instant::ZERO;
                 Park::SendRequest
             }
         };
@@ -338,6 +355,16 @@ impl<A: Copy + Eq + Hash> NeighborCache<A> {
     /// in DELAY or PROBE whose timer ran out yield `Event::Probe`, or `Event::Expired` when
     /// their probes are used up.
     pub fn poll(&mut self, now: Instant, mut f: impl FnMut(Event<A>)) {
+        if now < self.quiet_until {
+            return;
+        }
+        self.poll_due(now, &mut f);
+        // Timers only move later between polls unless an entry or a resolution is added
+        // (which resets this), so nothing is due before the earliest one now pending.
+        self.quiet_until = self.poll_at().unwrap_or(Instant::from_micros(u64::MAX));
+    }
+
+    fn poll_due(&mut self, now: Instant, mut f: impl FnMut(Event<A>)) {
         let mut i = 0;
         while i < self.resolving.len() {
             let r = self.resolving[i];
@@ -394,6 +421,12 @@ impl<A: Copy + Eq + Hash> NeighborCache<A> {
     /// [`NeighborCache::poll`] work).
     pub fn has_timers(&self) -> bool {
         !self.resolving.is_empty() || !self.timed.is_empty()
+    }
+
+    /// [`NeighborCache::has_timers`], and one of them may be due at `now` (`poll` would do
+    /// something): the cheap test a stack makes on every poll.
+    pub fn timers_due(&self, now: Instant) -> bool {
+        self.has_timers() && now >= self.quiet_until
     }
 
     /// Earliest retry, give-up or probe time.

@@ -55,6 +55,9 @@ pub fn pseudo_header_ip(src: IpAddr, dst: IpAddr, protocol: IpProtocol, length: 
 
 #[inline(never)]
 fn pseudo_header_other(src: IpAddr, dst: IpAddr, protocol: IpProtocol, length: u32) -> u16 {
+    if let (IpAddr::V6(s), IpAddr::V6(d)) = (&src, &dst) {
+        return pseudo_header_v6(*s, *d, protocol, length);
+    }
     pseudo_header_v6(to_v6(src), to_v6(dst), protocol, length)
 }
 
