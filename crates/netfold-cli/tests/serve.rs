@@ -143,9 +143,16 @@ impl Server {
     }
 
     fn start_with(net: &Netns, pcap: Option<&Path>, extra: &[&str]) -> Server {
+        let mut args = vec!["--addr", "198.18.0.2/24"];
+        args.extend_from_slice(extra);
+        Self::start_args(net, pcap, &args)
+    }
+
+    /// `serve --link` with `args` alone (no IPv4 `--addr` unless given).
+    fn start_args(net: &Netns, pcap: Option<&Path>, extra: &[&str]) -> Server {
         let exe = env!("CARGO_BIN_EXE_netfold");
         let link = format!("{}:{}", net.mode, net.tap);
-        let mut args = vec![exe, "serve", "--link", &link, "--addr", "198.18.0.2/24"];
+        let mut args = vec![exe, "serve", "--link", &link];
         args.extend_from_slice(extra);
         let pcap_s;
         if let Some(p) = pcap {
@@ -732,6 +739,47 @@ fn serve_over_ipv6_serves_curl_and_iperf3() {
         }
         drop(net);
     }
+}
+
+/// `serve` with IPv6 addresses only: the kernel pings it and downloads 1 MB over IPv6
+/// byte-exact and runs iperf3 -6; its IPv4 side is off, so the kernel's IPv4 ping (to the
+/// address an IPv4 `--addr` would have had) gets no answer and ARP is not answered.
+#[test]
+fn serve_ipv6_only() {
+    if let Some(why) = netns::unavailable_reason() {
+        eprintln!("\n*** SKIP serve_ipv6_only: {why} ***\n");
+        return;
+    }
+    for (tool, arg) in [
+        ("ping", "-V"),
+        ("curl", "--version"),
+        ("iperf3", "--version"),
+        ("sha256sum", "--version"),
+    ] {
+        need(tool, arg);
+    }
+    let net = Netns::create();
+    net.add_ipv6();
+    let addr6 = format!("{SERVER6}/64");
+    let server = Server::start_args(&net, None, &["--addr", &addr6]);
+    let out = net.exec(&["ping", "-6", "-c", "2", "-i", "0.2", "-w", "15", SERVER6]);
+    assert!(ping_received(&out) >= 2, "{out}");
+    assert_eq!(
+        curl_sha256_from(&net, SERVER6, 1_000_000),
+        expected_sha256(1_000_000)
+    );
+    iperf3_to(&net, SERVER6, &["-6", "-t", "1"]);
+    let v4 = net
+        .cmd(&["ping", "-c", "1", "-W", "1", SERVER])
+        .output()
+        .expect("ping");
+    assert!(!v4.status.success(), "IPv4 answered on an IPv6-only stack");
+    let out = server.stop();
+    // The kernel asked for the IPv4 address by ARP; nobody answered.
+    assert!(counter(&out, "arp", "in") >= 1, "{out}");
+    assert_eq!(counter(&out, "arp", "replies_out"), 0, "{out}");
+    assert!(out.contains("iperf_completed=1"), "{out}");
+    drop(net);
 }
 
 /// The "N received" of ping's summary line.

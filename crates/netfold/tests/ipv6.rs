@@ -1317,4 +1317,62 @@ mod transport {
         let e = c.is_connected(&mut n.a).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::HostUnreachable);
     }
+
+    /// An IPv6-only stack (`StackConfig::addr` 0.0.0.0, what `serve` runs without an IPv4
+    /// `--addr`): TCP and UDP over IPv6 work; IPv4 packets and ARP are not taken (the peer's
+    /// ping and its connect to a made-up IPv4 address get nothing back), and its own connects
+    /// and sends to IPv4 peers fail at once with NetworkUnreachable.
+    #[test]
+    fn an_ipv6_only_stack_serves_ipv6_and_refuses_ipv4() {
+        let (ca, mut cb) = default_configs();
+        cb.addr = Ipv4Addr::UNSPECIFIED;
+        let mut n = after_dad(net_with(ca, cb, PipeConfig::default()));
+        let l = TcpListener::bind(
+            &mut n.b,
+            sa(Ipv6Addr::UNSPECIFIED, 80),
+            8,
+            Default::default(),
+        )
+        .unwrap();
+        let c = TcpStream::connect(&mut n.a, n.now, sa(b6(), 80), Default::default()).unwrap();
+        let (s, _) = until(&mut n, |n| l.accept(&mut n.b));
+        c.write(&mut n.a, b"v6 only").unwrap();
+        let mut buf = [0u8; 16];
+        let k = until(&mut n, |n| s.read(&mut n.b, &mut buf));
+        assert_eq!(&buf[..k], b"v6 only");
+        // A's IPv4 traffic to B's subnet: ARP goes unanswered, nothing is delivered.
+        let before = n.b.counters();
+        n.a.ping(n.now, Ipv4Addr::new(198, 18, 0, 2), 1, 1, b"x")
+            .unwrap();
+        n.run_for(Duration::from_millis(3500));
+        assert!(n.a.ping_recv().is_none());
+        let after = n.b.counters();
+        assert!(after.arp_in > before.arp_in, "the requests arrived");
+        assert_eq!(after.arp_replies_out, before.arp_replies_out);
+        assert_eq!(n.a.counters().arp_unresolved_drops, 1);
+        // B's own IPv4 connects and sends fail at once.
+        let e = TcpStream::connect(
+            &mut n.b,
+            n.now,
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 80),
+            Default::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NetworkUnreachable);
+        let mapped = SocketAddr::new(
+            IpAddr::V6(Ipv4Addr::new(198, 18, 0, 1).to_ipv6_mapped()),
+            80,
+        );
+        let e = TcpStream::connect(&mut n.b, n.now, mapped, Default::default()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NetworkUnreachable);
+        let u = UdpSocket::bind(&mut n.b, sa(Ipv6Addr::UNSPECIFIED, 9)).unwrap();
+        let e = u
+            .send_to(
+                &mut n.b,
+                b"x",
+                SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 9),
+            )
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NetworkUnreachable);
+    }
 }

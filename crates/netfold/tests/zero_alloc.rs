@@ -2,7 +2,8 @@
 //! allocate"; seed 000 §4.2). A counting global allocator watches a 256 MiB transfer between
 //! two stacks over the in-memory pipe, in one thread and virtual time, after a warm-up; the
 //! number of allocations during the transfer must be a small constant, not proportional to the
-//! ~190 000 segments moved. Runs with GRO on (the default) and off.
+//! ~190 000 segments moved. Runs with GRO on (the default) and off, and over IPv6 (the
+//! header-template path of `emit_tcp_v6`, NDP's cache, the IPv6 receive path).
 
 use netfold::iface::StackConfig;
 use netfold::phy::pipe::PipeConfig;
@@ -11,7 +12,7 @@ use netfold::time::Instant;
 use netfold::wire::ethernet::EthernetAddress;
 use netfold::wire::Ipv4Addr;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -62,15 +63,30 @@ struct Net {
 }
 
 impl Net {
-    fn new(gro: bool) -> Net {
-        let cfg = |addr, m| StackConfig {
+    /// Two stacks and one connection, over IPv4, or over IPv6 (`v6`: 2001:2::a to
+    /// 2001:2::b, DAD off so the addresses are usable at once).
+    fn new(gro: bool, v6: bool) -> Net {
+        let a6: Ipv6Addr = "2001:2::a".parse().unwrap();
+        let b6: Ipv6Addr = "2001:2::b".parse().unwrap();
+        let cfg = |addr, six: Ipv6Addr, m| StackConfig {
             addr,
             mac: EthernetAddress([2, 0, 0, 0, 0, m]),
             gro,
+            addrs6: if v6 {
+                vec![netfold::wire::ipv6::Ipv6Cidr::new(six, 64).unwrap()]
+            } else {
+                Vec::new()
+            },
+            dad_transmits: 0,
             ..StackConfig::default()
         };
         let mut stacks =
-            netfold_testkit::Net::pipe(cfg(IP_A, 1), cfg(IP_B, 2), PipeConfig::default());
+            netfold_testkit::Net::pipe(cfg(IP_A, a6, 1), cfg(IP_B, b6, 2), PipeConfig::default());
+        let (ip_a, ip_b): (IpAddr, IpAddr) = if v6 {
+            (a6.into(), b6.into())
+        } else {
+            (IP_A.into(), IP_B.into())
+        };
         let tc = tcp::Config {
             mss: stacks.a.tcp_mss(),
             ..tcp::Config::default()
@@ -79,15 +95,15 @@ impl Net {
         let l = stacks
             .b
             .tcp_mut()
-            .listen(SocketAddrV4::new(IP_B, 80), 4, tc)
+            .listen(SocketAddr::new(ip_b, 80), 4, tc)
             .unwrap();
         let c = stacks
             .a
             .tcp_mut()
             .connect(
                 stacks.now,
-                SocketAddrV4::new(IP_A, 0),
-                SocketAddrV4::new(IP_B, 80),
+                SocketAddr::new(ip_a, 0),
+                SocketAddr::new(ip_b, 80),
                 tc,
             )
             .unwrap();
@@ -133,8 +149,12 @@ impl Net {
 }
 
 fn steady_state_allocations(gro: bool) {
+    steady_state_allocations_in(gro, false);
+}
+
+fn steady_state_allocations_in(gro: bool, v6: bool) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut net = Net::new(gro);
+    let mut net = Net::new(gro, v6);
     // Warm-up: fill the pools, grow the queues and the TCP rings to their working sizes.
     assert!(net.pump(32 << 20) >= 32 << 20);
     let before = ALLOCS.load(Ordering::Relaxed);
@@ -142,7 +162,11 @@ fn steady_state_allocations(gro: bool) {
     let got = net.pump(256 << 20);
     let allocs = ALLOCS.load(Ordering::Relaxed) - before;
     let frames = net.stacks.b.counters().frames_in - segs_before;
-    eprintln!("gro={gro}: {got} bytes, {frames} frames, {allocs} allocations");
+    eprintln!("gro={gro} v6={v6}: {got} bytes, {frames} frames, {allocs} allocations");
+    if v6 {
+        // The connection really ran over IPv6.
+        assert!(net.stacks.b.counters().ipv6_in >= frames, "not over IPv6");
+    }
     assert!(got >= 256 << 20, "only {got} bytes moved");
     assert!(frames > 100_000, "{frames} frames");
     // A small constant: a late pool refill or a queue growing once is fine; one allocation per
@@ -162,6 +186,16 @@ fn bulk_transfer_allocates_nothing_per_segment_gro_on() {
 #[test]
 fn bulk_transfer_allocates_nothing_per_segment_gro_off() {
     steady_state_allocations(false);
+}
+
+#[test]
+fn ipv6_bulk_transfer_allocates_nothing_per_segment_gro_on() {
+    steady_state_allocations_in(true, true);
+}
+
+#[test]
+fn ipv6_bulk_transfer_allocates_nothing_per_segment_gro_off() {
+    steady_state_allocations_in(false, true);
 }
 
 /// The IPv6 path keeps the same discipline: after NDP resolved and the queues grew, an echo

@@ -5,10 +5,11 @@
 //! One thread: poll the stack, poll the services, and sleep in poll(2) on the link's descriptor
 //! until a frame arrives or the next timer is due.
 //!
-//! `--addr` is repeatable and takes either family: one IPv4 address (required), and any IPv6
+//! `--addr` is repeatable and takes either family: at most one IPv4 address, and any IPv6
 //! addresses, which turn the stack's IPv6 network layer on (NDP, ICMPv6 echo, fragments; the
-//! services listen on IPv4 until TCP and UDP run over IPv6). The IPv6 addresses are printed
-//! at start, the link-local one (added on a TAP) included.
+//! services then listen on `[::]`, both families). Without an IPv4 address the stack is
+//! IPv6 only (its IPv4 side off). The IPv6 addresses are printed at start, the link-local
+//! one (added on a TAP) included.
 //!
 //! The link is a [`Link`] (TAP: Ethernet; TUN: bare IP, the stack then runs on the IP medium)
 //! with checksum offload and TSO/GRO across the boundary (unless
@@ -37,8 +38,9 @@ pub struct Args {
     /// does not exist).
     #[arg(long)]
     pub(super) link: String,
-    /// Our address and prefix, e.g. 198.18.0.2/24; repeat it for more of either family:
-    /// exactly one IPv4 address, and IPv6 ones (e.g. 2001:2:0:1::2/64), which turn IPv6 on.
+    /// Our address and prefix, e.g. 198.18.0.2/24; repeat it for more of either family: at
+    /// most one IPv4 address, and IPv6 ones (e.g. 2001:2:0:1::2/64), which turn IPv6 on;
+    /// IPv6 addresses alone serve IPv6 only.
     #[arg(long, required = true)]
     pub(super) addr: Vec<String>,
     /// Default gateway for off-link IPv4 peers.
@@ -187,9 +189,9 @@ pub fn parse_cidr_any(s: &str) -> Result<(IpAddr, u8), String> {
     Ok((addr, prefix))
 }
 
-/// The `--addr` list: exactly one IPv4 address with its prefix (the stack's IPv4 side is not
-/// optional yet), and every IPv6 one.
-pub fn parse_addrs(list: &[String]) -> Result<((Ipv4Addr, u8), Vec<Ipv6Cidr>), String> {
+/// The `--addr` list: at most one IPv4 address with its prefix (none: IPv6 only, the stack's
+/// IPv4 address 0.0.0.0, which turns IPv4 off), and every IPv6 one; at least one address.
+pub fn parse_addrs(list: &[String]) -> Result<(Option<(Ipv4Addr, u8)>, Vec<Ipv6Cidr>), String> {
     let mut v4 = None;
     let mut v6 = Vec::new();
     for s in list {
@@ -207,10 +209,13 @@ pub fn parse_addrs(list: &[String]) -> Result<((Ipv4Addr, u8), Vec<Ipv6Cidr>), S
             }
         }
     }
-    let v4 = v4.ok_or(
-        "--addr: an IPv4 address is required (IPv6-only serving waits for TCP and UDP over \
-         IPv6), e.g. --addr 198.18.0.2/24 --addr 2001:2:0:1::2/64",
-    )?;
+    if v4.is_none() && v6.is_empty() {
+        return Err(
+            "--addr: give at least one address, e.g. --addr 198.18.0.2/24 \
+                    --addr 2001:2:0:1::2/64"
+                .into(),
+        );
+    }
     Ok((v4, v6))
 }
 
@@ -304,7 +309,9 @@ pub fn run(a: Args) -> CmdResult {
     if !a.link.starts_with("tap:") && !a.link.starts_with("tun:") {
         return Err(format!("--link {:?}: expected tap:NAME or tun:NAME", a.link).into());
     }
-    let ((addr, prefix_len), addrs6) = parse_addrs(&a.addr)?;
+    let (v4, addrs6) = parse_addrs(&a.addr)?;
+    // IPv6 only: the stack's IPv4 side off (`StackConfig::addr` 0.0.0.0).
+    let (addr, prefix_len) = v4.unwrap_or((Ipv4Addr::UNSPECIFIED, 32));
     let mac = parse_mac(&a.mac)?;
     if let Some(m) = a.mtu {
         if !(576..=65535).contains(&m) {
@@ -347,8 +354,12 @@ pub fn run(a: Args) -> CmdResult {
     let mut services = Services::bind(&mut stack, cfg)?;
     let clock = Clock::new();
 
+    let v4_shown = match v4 {
+        Some((a, p)) => format!("{a}/{p}"),
+        None => "IPv6 only".into(),
+    };
     println!(
-        "netfold serve: {addr}/{prefix_len} on {} {} (mtu {mtu}, offloads {}): echo 7/tcp+udp, \
+        "netfold serve: {v4_shown} on {} {} (mtu {mtu}, offloads {}): echo 7/tcp+udp, \
          discard 9, chargen 19, http 8080, iperf3 5201",
         link.kind(),
         link.name(),
@@ -356,7 +367,7 @@ pub fn run(a: Args) -> CmdResult {
     );
     if let Some(l) = ipv6_line(&stack) {
         // Tentative until Duplicate Address Detection (RFC 4862 §5.4) passes, about a second.
-        println!("netfold serve: ipv6 {l} (ICMPv6 echo; usable after DAD)");
+        println!("netfold serve: ipv6 {l} (TCP, UDP, ICMPv6 echo; usable after DAD)");
     }
     let _ = std::io::stdout().flush();
 
@@ -455,13 +466,16 @@ mod tests {
         assert!(parse_mac("01:00:00:00:00:00").is_err());
         // Either family; exactly one IPv4 address.
         let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let ((a4, p4), a6) = parse_addrs(&v(&["2001:2:0:1::2/64", "198.18.0.2/24"])).unwrap();
-        assert_eq!((a4, p4), (Ipv4Addr::new(198, 18, 0, 2), 24));
+        let (a4, a6) = parse_addrs(&v(&["2001:2:0:1::2/64", "198.18.0.2/24"])).unwrap();
+        assert_eq!(a4, Some((Ipv4Addr::new(198, 18, 0, 2), 24)));
         assert_eq!(
             a6,
             vec![Ipv6Cidr::new("2001:2:0:1::2".parse().unwrap(), 64).unwrap()]
         );
-        assert!(parse_addrs(&v(&["2001:2::2/64"])).is_err());
+        // IPv6 only; nothing at all is an error.
+        let (a4, a6) = parse_addrs(&v(&["2001:2::2/64"])).unwrap();
+        assert_eq!((a4, a6.len()), (None, 1));
+        assert!(parse_addrs(&[]).is_err());
         assert!(parse_addrs(&v(&["198.18.0.2/24", "198.18.0.3/24"])).is_err());
         assert!(parse_addrs(&v(&["198.18.0.2/24", "2001:2::2/129"])).is_err());
         assert!(parse_addrs(&v(&["198.18.0.2/24", "ff02::1/64"])).is_err());

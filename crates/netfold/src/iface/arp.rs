@@ -15,6 +15,10 @@ impl Inner {
         let st = &mut self.st;
         let c = &mut st.c;
         c.arp_in += 1;
+        // An IPv6-only stack (`StackConfig::addr` 0.0.0.0) has no IPv4 address to resolve.
+        if st.addr.is_unspecified() {
+            return;
+        }
         let arp = match ArpPacket::new_checked(p).and_then(|p| ArpRepr::parse(&p)) {
             Ok(a) => a,
             Err(Error::Unsupported) => {

@@ -27,6 +27,11 @@ impl Inner {
     ) {
         let c = &mut self.st.c;
         c.ipv4_in += 1;
+        // An IPv6-only stack (`StackConfig::addr` 0.0.0.0) takes no IPv4 packet.
+        if self.st.addr.is_unspecified() {
+            c.ipv4_not_for_us += 1;
+            return;
+        }
         let Ok(pkt) = Ipv4Packet::new_checked(p) else {
             c.ipv4_malformed += 1;
             return;

@@ -100,7 +100,9 @@ pub struct StackConfig {
     pub medium: Medium,
     /// Our MAC address (Ethernet medium).
     pub mac: EthernetAddress,
-    /// Our IPv4 address.
+    /// Our IPv4 address. `0.0.0.0` turns IPv4 off (an IPv6-only stack, `addrs6` naming its
+    /// addresses): IPv4 packets are dropped (`ipv4_not_for_us`), ARP is not answered, and
+    /// connects and sends to IPv4 peers fail with `NetworkUnreachable`.
     pub addr: Ipv4Addr,
     /// Subnet prefix length; in-subnet destinations are reached directly.
     pub prefix_len: u8,
@@ -434,9 +436,12 @@ impl Stack {
     /// (Linux: ENETUNREACH without a route), so a connect never waits for a SYN that cannot
     /// leave.
     pub fn tcp_local_for(&mut self, remote: SocketAddr) -> Result<SocketAddr, crate::tcp::Error> {
+        let v4_off = self.inner.config.addr.is_unspecified();
         match remote {
+            SocketAddr::V4(_) if v4_off => Err(crate::tcp::Error::NetworkUnreachable),
             SocketAddr::V4(_) => Ok(SocketAddrV4::new(self.inner.config.addr, 0).into()),
             SocketAddr::V6(r) => match r.ip().to_ipv4_mapped() {
+                Some(_) if v4_off => Err(crate::tcp::Error::NetworkUnreachable),
                 Some(_) => {
                     Ok(SocketAddrV6::new(self.inner.config.addr.to_ipv6_mapped(), 0, 0, 0).into())
                 }

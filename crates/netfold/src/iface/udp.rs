@@ -492,6 +492,10 @@ impl Inner {
         if too_big {
             return Err(UdpError::MessageTooLarge);
         }
+        // An IPv6-only stack (`StackConfig::addr` 0.0.0.0) has no IPv4 source.
+        if to.is_ipv4() && self.st.addr.is_unspecified() {
+            return Err(UdpError::NetworkUnreachable);
+        }
         if let SocketAddr::V6(t) = to {
             if self.st.ipv6_source(*t.ip()).is_none()
                 && self.udp.get(h)?.local.ip().is_unspecified()
