@@ -24,9 +24,11 @@
  *    also takes a plain sockaddr_in destination (as Linux's udpv6_sendmsg). IPV6_V6ONLY
  *    (level IPPROTO_IPV6, AF_INET6 only, default 0, EINVAL once bound) makes it IPv6-only: a
  *    v4-mapped bind is EINVAL, a v4-mapped peer ENETUNREACH. A dual-stack [::]:p conflicts
- *    with every IPv4 binding of port p (EADDRINUSE), a v6-only one with none. Until the
- *    stack has IPv6 addresses (a later release), connecting or sending to a real IPv6 peer
+ *    with every IPv4 binding of port p (EADDRINUSE), a v6-only one with none. IPv6 peers
+ *    are reached once the stack has IPv6 addresses (nf_config.address6) and they passed
+ *    Duplicate Address Detection; until then connecting or sending to a real IPv6 peer
  *    fails at once with ENETUNREACH and binding a specific IPv6 address with EADDRNOTAVAIL.
+ *    An IPv6-only stack (address NULL) fails IPv4 peers with ENETUNREACH.
  *    TCP_MAXSEG is the IPv4 segment size; IPv6 connections of the socket use 20 bytes less
  *    (their header is 20 bytes longer).
  *  - EPIPE is only an errno: netfold never raises SIGPIPE (MSG_NOSIGNAL is accepted, and moot).
@@ -95,10 +97,18 @@ typedef struct nf_config {
     uint32_t mtu;             /* 0 means 1500 */
     int clock;
     const char *device;       /* NULL: frames only via nf_inject/nf_take; "tap:NAME" */
+    /* Added after `device` (a program compiled with the shorter struct passes its smaller
+     * size and gets no IPv6): */
+    const char *address6;     /* NULL, or IPv6 addresses with prefixes, comma-separated,
+                               * e.g. "2001:2::2/64": turns IPv6 on (NDP, DAD for about a
+                               * second, ICMPv6 echo; AF_INET6 sockets reach IPv6 peers).
+                               * With address NULL the stack is IPv6 only. */
+    const char *gateway6;     /* NULL or the default IPv6 router on the link, "fe80::1" */
 } nf_config;
 
-/* Defaults: Ethernet, "198.18.0.2/24", no gateway, MAC from the address, MTU 1500,
- * NF_CLOCK_REAL, no device. */
+/* Defaults: Ethernet, "198.18.0.2/24", no gateway, MAC from the address (IPv6 only: from
+ * the last four bytes of the first IPv6 address), MTU 1500, NF_CLOCK_REAL, no device, no
+ * IPv6. */
 void      nf_config_init(nf_config *cfg);
 /* NULL + errno on failure: EINVAL (bad config), or the kernel's errno when the device cannot
  * be opened (EPERM without CAP_NET_ADMIN, ENOENT without /dev/net/tun, ...). "tap:NAME" needs

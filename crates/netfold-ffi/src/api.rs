@@ -17,7 +17,8 @@ use libc::{
 use netfold_core::iface::{Stack, StackConfig};
 use netfold_core::phy::{DeviceCaps, Medium};
 use netfold_core::wire::ethernet::EthernetAddress;
-use std::net::Ipv4Addr;
+use netfold_core::wire::ipv6::Ipv6Cidr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -46,7 +47,18 @@ pub struct nf_config {
     pub clock: c_int,
     /// NULL: frames only through nf_inject/nf_take. "tap:NAME": a TAP device.
     pub device: *const c_char,
+    /// NULL, or the stack's IPv6 addresses with their prefixes, comma-separated
+    /// ("2001:2::2/64,2001:2:1::2/64"): turns IPv6 on (NDP, DAD, ICMPv6; AF_INET6 sockets
+    /// reach IPv6 peers). With `address` NULL the stack is IPv6 only. Added after `device`
+    /// (callers compiled against the older, shorter struct are still accepted).
+    pub address6: *const c_char,
+    /// NULL or the default IPv6 router's address on the link (e.g. "fe80::1").
+    pub gateway6: *const c_char,
 }
+
+/// sizeof(nf_config) before `address6` and `gateway6` were added: a caller compiled then
+/// passes this `size`, and gets no IPv6.
+const NF_CONFIG_V1_SIZE: usize = core::mem::offset_of!(nf_config, address6);
 
 /// An opaque stack handle for C.
 pub struct nf_stack {
@@ -110,6 +122,21 @@ fn parse_cidr(s: &str) -> R<(Ipv4Addr, u8)> {
     Ok((addr, prefix))
 }
 
+/// "addr/len[,addr/len...]" -> IPv6 addresses with prefixes (unicast, not loopback).
+fn parse_cidrs6(s: &str) -> R<Vec<Ipv6Cidr>> {
+    s.split(',')
+        .map(|one| {
+            let (a, p) = one.trim().split_once('/').ok_or(libc::EINVAL)?;
+            let addr: Ipv6Addr = a.trim().parse().map_err(|_| libc::EINVAL)?;
+            let prefix: u8 = p.trim().parse().map_err(|_| libc::EINVAL)?;
+            if addr.is_unspecified() || addr.is_multicast() || addr.is_loopback() {
+                return Err(libc::EINVAL);
+            }
+            Ipv6Cidr::new(addr, prefix).ok_or(libc::EINVAL)
+        })
+        .collect()
+}
+
 /// Default address for nf_config_init.
 static DEFAULT_ADDRESS: &[u8] = b"198.18.0.2/24\0";
 
@@ -127,6 +154,8 @@ pub unsafe extern "C" fn nf_config_init(cfg: *mut nf_config) {
             mtu: 0,
             clock: NF_CLOCK_REAL,
             device: core::ptr::null(),
+            address6: core::ptr::null(),
+            gateway6: core::ptr::null(),
         };
         if cfg.is_null() {
             return Err(libc::EFAULT);
@@ -139,7 +168,7 @@ pub unsafe extern "C" fn nf_config_init(cfg: *mut nf_config) {
 }
 
 fn build_stack(c: &nf_config) -> R<nf_stack> {
-    if (c.size as usize) < core::mem::size_of::<nf_config>() {
+    if (c.size as usize) < NF_CONFIG_V1_SIZE {
         return Err(libc::EINVAL);
     }
     let medium = match c.medium {
@@ -160,7 +189,20 @@ fn build_stack(c: &nf_config) -> R<nf_stack> {
             cabi::opt_cstr(c.device)?,
         )
     };
-    let (addr, prefix_len) = parse_cidr(address.ok_or(libc::EINVAL)?)?;
+    // SAFETY: as above.
+    let (address6, gateway6) =
+        unsafe { (cabi::opt_cstr(c.address6)?, cabi::opt_cstr(c.gateway6)?) };
+    let addrs6 = address6.map(parse_cidrs6).transpose()?.unwrap_or_default();
+    let gateway6 = gateway6
+        .map(|g| g.trim().parse::<Ipv6Addr>().map_err(|_| libc::EINVAL))
+        .transpose()?;
+    // No IPv4 address: IPv6 only (`StackConfig::addr` 0.0.0.0 turns IPv4 off), which needs
+    // an IPv6 address.
+    let (addr, prefix_len) = match address {
+        Some(a) => parse_cidr(a)?,
+        None if !addrs6.is_empty() => (Ipv4Addr::UNSPECIFIED, 32),
+        None => return Err(libc::EINVAL),
+    };
     let gateway = gateway
         .map(|g| g.trim().parse::<Ipv4Addr>().map_err(|_| libc::EINVAL))
         .transpose()?;
@@ -171,7 +213,14 @@ fn build_stack(c: &nf_config) -> R<nf_stack> {
         _ => return Err(libc::EINVAL),
     };
     let mac = if c.mac == [0; 6] {
-        let o = addr.octets();
+        // From the IPv4 address, or (IPv6 only) the last four bytes of the first IPv6 one.
+        let o = match addrs6.first() {
+            Some(a6) if addr.is_unspecified() => {
+                let b = a6.addr().octets();
+                [b[12], b[13], b[14], b[15]]
+            }
+            _ => addr.octets(),
+        };
         [0x02, 0x00, o[0], o[1], o[2], o[3]]
     } else {
         c.mac
@@ -192,6 +241,8 @@ fn build_stack(c: &nf_config) -> R<nf_stack> {
         prefix_len,
         gateway,
         mtu,
+        addrs6,
+        gateway6,
         // tcp_secret: the default, a random key from the OS (RFC 6528 §3).
         ..StackConfig::default()
     });
@@ -219,12 +270,28 @@ pub unsafe extern "C" fn nf_stack_new(cfg: *const nf_config) -> *mut nf_stack {
         }
         // SAFETY: non-NULL; read the `size` field first (always present), then the struct we
         // know, only if the caller's struct is at least that large (build_stack re-checks).
-        let size = unsafe { core::ptr::read_unaligned(cfg.cast::<u32>()) };
-        if (size as usize) < core::mem::size_of::<nf_config>() {
+        let size = unsafe { core::ptr::read_unaligned(cfg.cast::<u32>()) } as usize;
+        if size < NF_CONFIG_V1_SIZE {
             return Err(libc::EINVAL);
         }
-        // SAFETY: the caller's struct is at least sizeof(nf_config) bytes (its `size` says so).
-        let c = unsafe { core::ptr::read_unaligned(cfg) };
+        // A caller's struct may be the first version's (no IPv6 fields): the fields it has
+        // over defaults (nf_config_init's: the IPv6 pointers NULL), at most our size.
+        let mut c = core::mem::MaybeUninit::<nf_config>::uninit();
+        // SAFETY: `c` is writable and sizeof(nf_config) bytes; nf_config_init fills it.
+        unsafe { nf_config_init(c.as_mut_ptr()) };
+        // SAFETY: nf_config_init initialized every field (it cannot fail on a valid pointer).
+        let mut c = unsafe { c.assume_init() };
+        let n = size.min(core::mem::size_of::<nf_config>());
+        // SAFETY: the caller's struct holds `size` >= `n` readable bytes (its `size` says so);
+        // `c` holds sizeof(nf_config) >= `n` writable bytes; they do not overlap. The bytes
+        // copied are the caller's fields of the same layout (the header's).
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                cfg.cast::<u8>(),
+                (&mut c as *mut nf_config).cast::<u8>(),
+                n,
+            )
+        };
         let s = build_stack(&c)?;
         Ok(Box::into_raw(Box::new(s)))
     })
@@ -818,7 +885,8 @@ pub unsafe extern "C" fn nf_poll(
 }
 
 /// Layout self-description for the header test: stores up to `n` field offsets of nf_config
-/// (size, medium, address, gateway, mac, mtu, clock, device) and returns sizeof(nf_config).
+/// (size, medium, address, gateway, mac, mtu, clock, device, address6, gateway6) and returns
+/// sizeof(nf_config).
 #[no_mangle]
 pub unsafe extern "C" fn nf_config_layout(offsets: *mut size_t, n: size_t) -> size_t {
     use core::mem::offset_of;
@@ -831,6 +899,8 @@ pub unsafe extern "C" fn nf_config_layout(offsets: *mut size_t, n: size_t) -> si
         offset_of!(nf_config, mtu),
         offset_of!(nf_config, clock),
         offset_of!(nf_config, device),
+        offset_of!(nf_config, address6),
+        offset_of!(nf_config, gateway6),
     ];
     if !offsets.is_null() {
         for (i, o) in offs.iter().enumerate().take(n) {

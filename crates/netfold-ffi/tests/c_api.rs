@@ -166,6 +166,11 @@ fn c_dual_stack_af_inet6_sockets() {
 }
 
 #[test]
+fn c_ipv6_addresses_through_nf_config() {
+    c_test("ipv6");
+}
+
+#[test]
 fn c_refused_connect() {
     c_test("refused");
 }

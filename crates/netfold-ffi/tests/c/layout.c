@@ -3,8 +3,8 @@
 #include <stddef.h>
 
 int main(void) {
-    size_t off[8];
-    size_t size = nf_config_layout(off, 8);
+    size_t off[10];
+    size_t size = nf_config_layout(off, 10);
     CHECK(size == sizeof(nf_config));
     CHECK(off[0] == offsetof(nf_config, size));
     CHECK(off[1] == offsetof(nf_config, medium));
@@ -14,6 +14,8 @@ int main(void) {
     CHECK(off[5] == offsetof(nf_config, mtu));
     CHECK(off[6] == offsetof(nf_config, clock));
     CHECK(off[7] == offsetof(nf_config, device));
+    CHECK(off[8] == offsetof(nf_config, address6));
+    CHECK(off[9] == offsetof(nf_config, gateway6));
 
     nf_config c;
     memset(&c, 0xaa, sizeof c);
@@ -22,6 +24,7 @@ int main(void) {
     CHECK(c.medium == NF_MEDIUM_ETHERNET && c.clock == NF_CLOCK_REAL);
     CHECK(strcmp(c.address, "198.18.0.2/24") == 0);
     CHECK(c.gateway == NULL && c.device == NULL && c.mtu == 0);
+    CHECK(c.address6 == NULL && c.gateway6 == NULL);
 
     /* Bad configurations. */
     CHECK(nf_stack_new(NULL) == NULL && errno == EFAULT);
@@ -33,6 +36,16 @@ int main(void) {
     CHECK(nf_stack_new(&bad) == NULL && errno == EINVAL);
     bad = c;
     bad.address = NULL;
+    CHECK(nf_stack_new(&bad) == NULL && errno == EINVAL);
+    bad = c;
+    bad.address6 = "2001:2::2"; /* no prefix length */
+    CHECK(nf_stack_new(&bad) == NULL && errno == EINVAL);
+    bad = c;
+    bad.address6 = "ff02::1/64"; /* not unicast */
+    CHECK(nf_stack_new(&bad) == NULL && errno == EINVAL);
+    bad = c;
+    bad.address6 = "2001:2::2/64";
+    bad.gateway6 = "fe80::x";
     CHECK(nf_stack_new(&bad) == NULL && errno == EINVAL);
     bad = c;
     bad.medium = 7;
@@ -63,6 +76,19 @@ int main(void) {
     CHECK(nf_clock_now(s) == 0);
     CHECK(nf_clock_set(s, 1000) == 0 && nf_clock_now(s) == 1000);
     CHECK_ERR(nf_clock_set(s, 999), EINVAL);
+
+    /* A program compiled against the first nf_config (it ended at `device`) passes that size:
+     * accepted, and the fields beyond it (here a bogus address6) are not read. */
+    {
+        nf_config old = c;
+        old.size = (uint32_t)offsetof(nf_config, address6);
+        old.address6 = "not read";
+        nf_stack *o = nf_stack_new(&old);
+        CHECK(o != NULL);
+        nf_stack_free(o);
+        old.size = (uint32_t)offsetof(nf_config, address6) - 1;
+        CHECK(nf_stack_new(&old) == NULL && errno == EINVAL);
+    }
 
     /* Socket creation errors. */
     CHECK_ERR(nf_socket(s, AF_UNIX, SOCK_STREAM, 0), EAFNOSUPPORT);
