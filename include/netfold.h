@@ -29,8 +29,9 @@
  *    Duplicate Address Detection; until then connecting or sending to a real IPv6 peer
  *    fails at once with ENETUNREACH and binding a specific IPv6 address with EADDRNOTAVAIL.
  *    An IPv6-only stack (address NULL) fails IPv4 peers with ENETUNREACH.
- *    TCP_MAXSEG is the IPv4 segment size; IPv6 connections of the socket use 20 bytes less
- *    (their header is 20 bytes longer).
+ *    TCP_MAXSEG is one user MSS for both families (as Linux): an IPv4 connection uses it
+ *    as given (default MTU - 40), an IPv6 one at most the IPv6 link's MSS (MTU - 60), so the
+ *    default becomes MTU - 60 over IPv6 and a smaller value applies to both unchanged.
  *  - EPIPE is only an errno: netfold never raises SIGPIPE (MSG_NOSIGNAL is accepted, and moot).
  *  - Descriptors are netfold's own small integers (from 3 up, at most 4096 per stack), valid
  *    only with the nf_stack that made them; they are not kernel file descriptors. nf_socket

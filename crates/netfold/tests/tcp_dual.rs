@@ -94,7 +94,17 @@ impl Net {
 
     /// Connects A's `local` to `remote` on B's listener `l`; returns (client, server).
     fn connect(&mut self, local: SocketAddr, remote: SocketAddr, l: Handle) -> (Handle, Handle) {
-        let c = self.a.connect(self.now, local, remote, cfg()).unwrap();
+        self.connect_with(local, remote, l, cfg())
+    }
+
+    fn connect_with(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        l: Handle,
+        config: Config,
+    ) -> (Handle, Handle) {
+        let c = self.a.connect(self.now, local, remote, config).unwrap();
         self.settle();
         assert_eq!(self.a.state(c), Ok(State::Established));
         let s = self.b.accept(l).expect("accepted");
@@ -133,7 +143,7 @@ fn ipv6_handshake_data_and_orderly_close() {
     assert_eq!(n.b.local_addr(l), Ok(sa(B6, 80)));
     let (c, s) = n.connect(sa(A6, 0), sa(B6, 80), l);
     // Every segment of the handshake went over IPv6; both SYNs announce MTU - 60 (RFC 8200
-    // §8.3): Config::mss 1460 is the IPv4 value, an IPv6 connection takes 20 bytes less.
+    // §8.3): Config::mss 1460 (MTU - 40) is bounded by the IPv6 link's MSS, 1440.
     assert!(n
         .log
         .iter()
@@ -561,4 +571,38 @@ fn host_unreachable_reaches_only_the_family_it_names() {
     a.host_unreachable(now, |ip| ip == IpAddr::V4(B4));
     assert_eq!(a.take_error(c4), Ok(Some(Error::HostUnreachable)));
     assert_eq!(a.state(c6), Ok(State::SynSent));
+}
+
+/// `Config::mss` is one user MSS for both families, as Linux's TCP_MAXSEG: a value below the
+/// link's MSS applies to IPv4 and IPv6 connections alike (1000 announced and used over both;
+/// before, IPv6 took 20 bytes less), and the IPv6 link's MSS (`set_ipv6_link_mss`, MTU - 60)
+/// is the bound for IPv6 (a 9000-byte link: 8940 with Config::mss 8960).
+#[test]
+fn config_mss_is_one_user_mss_for_both_families() {
+    let mut n = Net::new();
+    let small = Config { mss: 1000, ..cfg() };
+    let l = n.b.listen(sa(Ipv6Addr::UNSPECIFIED, 80), 8, small).unwrap();
+    let (c4, s4) = n.connect_with(sa(A4, 0), sa(B4, 80), l, small);
+    let (c6, s6) = n.connect_with(sa(A6, 0), sa(B6, 80), l, small);
+    for (layer, h) in [(&n.a, c4), (&n.b, s4), (&n.a, c6), (&n.b, s6)] {
+        assert_eq!(layer.conn_info(h).unwrap().mss, 1000);
+    }
+    assert!(n
+        .log
+        .iter()
+        .filter(|(_, s)| s.repr.flags.syn())
+        .all(|(_, s)| s.repr.options.mss == Some(1000)));
+
+    // A jumbo link: the IPv6 link's MSS bounds IPv6 connections.
+    let mut n = Net::new();
+    for layer in [&mut n.a, &mut n.b] {
+        layer.set_ipv6_link_mss(8940);
+    }
+    let jumbo = Config { mss: 8960, ..cfg() };
+    let l = n.b.listen(sa(Ipv6Addr::UNSPECIFIED, 80), 8, jumbo).unwrap();
+    let (c6, s6) = n.connect_with(sa(A6, 0), sa(B6, 80), l, jumbo);
+    assert_eq!(n.a.conn_info(c6).unwrap().mss, 8940);
+    assert_eq!(n.b.conn_info(s6).unwrap().mss, 8940);
+    let (c4, _) = n.connect_with(sa(A4, 0), sa(B4, 80), l, jumbo);
+    assert_eq!(n.a.conn_info(c4).unwrap().mss, 8960);
 }

@@ -344,6 +344,9 @@ impl Stack {
         let mut tcp = TcpLayer::new(config.tcp_secret);
         tcp.set_gso_segs(if config.gso { GSO_SEGS } else { 1 });
         tcp.set_copy_mode(config.copy_mode);
+        // Before the first poll (a connect may come first) the configured MTU; each poll then
+        // applies the device's and any Router Advertisement's (`apply_caps`).
+        tcp.set_ipv6_link_mss(wire::tcp::ipv6_mss_for_mtu(mtu));
         tcp.set_buffer_budget(config.tcp_buffer_budget);
         let inner = Inner {
             tcp,
@@ -395,8 +398,9 @@ impl Stack {
 
     /// The MSS for TCP connections on this interface: the IP MTU less the IPv4 and TCP fixed
     /// headers (RFC 9293 §3.7.1: "MSS = MTU - 40" for IPv4 without options). Put it in
-    /// `tcp::Config::mss` before connect/listen; an IPv6 connection uses 20 bytes less by
-    /// itself ([`Stack::tcp_mss_v6`], see `tcp::Config::mss`).
+    /// `tcp::Config::mss` before connect/listen; an IPv6 connection is bounded by the IPv6
+    /// link's MSS as well ([`Stack::tcp_mss_v6`], see `tcp::Config::mss`), so it uses 20
+    /// bytes less.
     pub fn tcp_mss(&self) -> u16 {
         let mss = self
             .inner
@@ -407,8 +411,8 @@ impl Stack {
     }
 
     /// The MSS of IPv6 connections on this interface: the MTU less 60 (RFC 8200 §8.3,
-    /// [`wire::tcp::ipv6_mss_for_mtu`]); what a `tcp::Config::mss` of [`Stack::tcp_mss`]
-    /// becomes on an IPv6 connection.
+    /// [`wire::tcp::ipv6_mss_for_mtu`]); IPv6 connections use `min(tcp::Config::mss, this)`
+    /// (Linux: the route's advmss clamped by the user's TCP_MAXSEG).
     pub fn tcp_mss_v6(&self) -> u16 {
         let mss = self
             .inner
@@ -496,6 +500,13 @@ impl Stack {
         st.csum_tx = caps.checksum.tx;
         st.tso = caps.tso;
         st.csum_rx = caps.checksum.rx;
+        if st.v6.enabled {
+            // The bound on IPv6 connections' MSS (MTU - 60, RFC 8200 §8.3), after any
+            // Router Advertisement's MTU: `tcp::Config::mss` is one user MSS for both
+            // families, as Linux's.
+            let mss = wire::tcp::ipv6_mss_for_mtu(st.ipv6_link_mtu());
+            self.inner.tcp.set_ipv6_link_mss(mss);
+        }
         caps
     }
 

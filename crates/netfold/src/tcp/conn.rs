@@ -29,10 +29,6 @@ pub const DEFAULT_MSS: u32 = IPV4_DEFAULT_MSS as u32;
 /// link carries 1280 bytes, RFC 8200 §5, so no Packet Too Big may push a path below it,
 /// RFC 8201 §4).
 pub const DEFAULT_MSS_V6: u32 = IPV6_DEFAULT_MSS as u32;
-/// How much longer the IPv6 fixed header is than the IPv4 one: what an IPv6 connection's MSS
-/// gives up against an IPv4 one on the same MTU (RFC 8200 §8.3: MTU - 60, IPv4 MTU - 40).
-pub const IPV6_MSS_EXTRA: u16 = (IPV6_MSS_OVERHEAD - IPV4_MSS_OVERHEAD) as u16;
-
 /// A socket address stored with alignment 2 (as the `SocketAddrV4` it replaced), so the
 /// TCB's layout keeps its hot fields where they were; read it with [`PackedAddr::get`].
 #[derive(Debug, Clone, Copy)]
@@ -294,12 +290,15 @@ pub struct Conn {
     pub in_active: bool,
 }
 
-/// `Config::mss` is the MSS of an IPv4 connection; an IPv6 one on the same MTU carries 20
-/// bytes less (RFC 8200 §8.3: MTU - 60; RFC 9293 §3.7.1: MTU - 40 for IPv4), as Linux's
-/// `tcp_v6` derives its MSS from the same MTU with the longer header.
-pub(super) fn for_family(mut c: Config, remote: &SocketAddr) -> Config {
+/// The MSS a connection to `remote` announces and uses at most, as Linux: `Config::mss` is
+/// the user's one value for both families (TCP_MAXSEG, `tp->rx_opt.user_mss`), and the
+/// route's MSS bounds it — MTU - 40 over IPv4 (the caller derives `Config::mss` from the MTU,
+/// so nothing more is done for IPv4), MTU - 60 over IPv6 (RFC 8200 §8.3: `link_mss_v6`, the
+/// layer's `TcpLayer::set_ipv6_link_mss`). Linux `tcp_v6_syn_recv_sock` / `tcp_mss_clamp`:
+/// the advertised MSS is the route's `advmss` clamped by `user_mss`.
+pub(super) fn for_family(mut c: Config, remote: &SocketAddr, link_mss_v6: u16) -> Config {
     if remote.is_ipv6() {
-        c.mss = c.mss.saturating_sub(IPV6_MSS_EXTRA).max(64);
+        c.mss = c.mss.min(link_mss_v6).max(64);
     }
     c
 }
@@ -336,7 +335,9 @@ impl Conn {
         passive: bool,
         rings: &mut RingCache,
     ) -> Self {
-        let config = for_family(sanitize(config), &remote);
+        // `config` comes adapted to the family (`for_family`, by the layer, which knows the
+        // IPv6 link MSS).
+        let config = sanitize(config);
         let default_mss = default_mss(&remote);
         let iss = isn::isn(secret, now, local, remote);
         let rcv_wscale = if config.window_scaling {

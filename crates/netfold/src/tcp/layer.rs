@@ -177,6 +177,9 @@ pub struct TcpLayer {
     rings: RingCache,
     /// How data is copied into the send ring and out of the receive ring (`set_copy_mode`).
     copy: CopyMode,
+    /// The MSS of the IPv6 link (MTU - 60): the bound on IPv6 connections' `Config::mss`
+    /// (`conn::for_family`); set by the stack from its MTU.
+    link_mss_v6: u16,
 }
 
 impl TcpLayer {
@@ -201,6 +204,7 @@ impl TcpLayer {
             timers: BinaryHeap::new(),
             rings: RingCache::new(),
             copy: CopyMode::default(),
+            link_mss_v6: crate::wire::tcp::ipv6_mss_for_mtu(1500),
         }
     }
 
@@ -391,7 +395,7 @@ impl TcpLayer {
             l.last_overflow = Some(now);
         }
         // The SYN-ACK announces the MSS a connection of this family would (`Config::mss`).
-        let config = super::conn::for_family(config, &remote);
+        let config = super::conn::for_family(config, &remote, self.link_mss_v6);
         let (opt, ts) = syncookie::negotiate(syn, &config, &remote);
         let clock = ts.then(|| syncookie::ts_clock(&self.secret, now, local, remote));
         let cookie = syncookie::encode(&self.secret, now, local, remote, syn.seq, &opt, clock);
@@ -425,6 +429,7 @@ impl TcpLayer {
             }
             _ => return false,
         };
+        let config = super::conn::for_family(config, &remote, self.link_mss_v6);
         let Some(opt) = syncookie::decode(&self.secret, now, local, remote, ack, &config) else {
             self.stats.syncookies_failed += 1;
             return false;
@@ -471,6 +476,14 @@ impl TcpLayer {
     /// kernels (the default) or the 2002 baseline (`StackConfig::copy_mode`).
     pub fn set_copy_mode(&mut self, mode: CopyMode) {
         self.copy = mode;
+    }
+
+    /// The MSS an IPv6 connection announces and uses at most: the IPv6 link's MTU less 60
+    /// (RFC 8200 §8.3); the stack sets it from its MTU (default 1440, for 1500). With it,
+    /// `Config::mss` is one user MSS for both families, as Linux's TCP_MAXSEG: IPv6
+    /// connections use `min(Config::mss, this)`.
+    pub fn set_ipv6_link_mss(&mut self, mss: u16) {
+        self.link_mss_v6 = mss;
     }
 
     /// The copy path set by [`TcpLayer::set_copy_mode`].
@@ -715,6 +728,7 @@ impl TcpLayer {
             self.send_cookie(now, li, local, remote, repr, config);
             return;
         }
+        let config = super::conn::for_family(config, &remote, self.link_mss_v6);
         let mut c = Conn::new_passive(now, self.secret.bytes(), local, remote, config, repr);
         c.parent = Some(li);
         c.in_syn_queue = true;
@@ -1048,6 +1062,7 @@ impl TcpLayer {
             }
             local
         };
+        let config = super::conn::for_family(config, &remote, self.link_mss_v6);
         let mut c = Conn::new_active(
             now,
             self.secret.bytes(),

@@ -49,8 +49,9 @@
 //! accepted by a `[::]:p` listener without [`Config::v6only`], or connected to a v4-mapped
 //! `[::ffff:a.b.c.d]:p`) reports its addresses v4-mapped from `local_addr`/`peer_addr`,
 //! as Linux and std do. The rules for binding are on [`TcpLayer::listen`], for connecting on
-//! [`TcpLayer::connect`]. Per family: the MSS ([`Config::mss`] is IPv4's; IPv6 uses 20 bytes
-//! less, RFC 8200 §8.3), the default MSS without an option (536 / 1220, RFC 9293 §3.7.1),
+//! [`TcpLayer::connect`]. Per family: the MSS ([`Config::mss`] is one user MSS, as Linux's;
+//! IPv6 connections are bounded by the IPv6 link's MSS, MTU - 60, RFC 8200 §8.3,
+//! [`TcpLayer::set_ipv6_link_mss`]), the default MSS without an option (536 / 1220, RFC 9293 §3.7.1),
 //! the PMTU floor, the SYN cookie MSS table (Linux's `msstab` for each family) and the
 //! hashes of ISN, timestamps, ephemeral ports and cookies (the IPv4 inputs are unchanged).
 //! [`OutSegment`]'s `src`/`dst` tell the IP layer which family to send on.
@@ -291,10 +292,12 @@ pub struct Config {
     pub recv_buffer_max: usize,
     /// Ceiling of send-buffer growth (Linux `tcp_wmem[2]`, 4 MiB).
     pub send_buffer_max: usize,
-    /// Largest MSS we announce / use, before PMTU; the caller derives it from the MTU. This is
-    /// the IPv4 value (MTU - 40, `Stack::tcp_mss`); an IPv6 connection announces and uses 20
-    /// bytes less (MTU - 60, RFC 8200 §8.3), so one value derived from the MTU serves a
-    /// dual-stack listener's connections of both families.
+    /// Largest MSS we announce / use, before PMTU; the caller derives it from the MTU
+    /// (MTU - 40, `Stack::tcp_mss`) or sets its own (TCP_MAXSEG). One value for both
+    /// families, as Linux's user MSS: an IPv4 connection uses it as given, an IPv6 one at
+    /// most the IPv6 link's MSS (MTU - 60, RFC 8200 §8.3; `TcpLayer::set_ipv6_link_mss`,
+    /// set by the stack), so the MTU-derived default becomes MTU - 60 over IPv6 and a
+    /// smaller user value applies to both families unchanged.
     pub mss: u16,
     /// Disable Nagle (TCP_NODELAY).
     pub nodelay: bool,

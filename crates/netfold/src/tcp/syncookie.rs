@@ -311,7 +311,8 @@ pub fn negotiate(syn: &TcpRepr, config: &Config, remote: &SocketAddr) -> (SynOpt
 /// The SYN-ACK carrying `cookie` for `syn`, with the options `negotiate` agreed to; the same
 /// header fields a SYN-RECEIVED connection would send (see `output.rs`), so the connection
 /// rebuilt from the ACK matches what the client saw. `config` is the listener's, already
-/// adapted to the connection's family (its MSS 20 bytes less for IPv6, see `Config::mss`).
+/// adapted to the connection's family (for IPv6 its MSS bounded by the IPv6 link's, see
+/// `Config::mss` and `conn::for_family`).
 pub fn syn_ack(syn: &TcpRepr, config: &Config, opt: &SynOptions, cookie: &Cookie) -> TcpRepr {
     let mut r = TcpRepr {
         src_port: syn.dst_port,
