@@ -11,10 +11,16 @@
 //! at exit `serve` prints how many flows reached more than one shard (`flows_on_two_shards`,
 //! which the tests require to be 0).
 //!
-//! Shared between shards, off the data path: ARP (a frame without a flow lands on one queue,
-//! but every shard's neighbour table needs the kernel's address, so each ARP frame a shard
-//! receives is copied to the others, woken through an eventfd) and the iperf3 test (its
-//! control and data connections are different flows: [`netfold_apps::hub`]).
+//! Shared between shards, off the data path: ARP and IPv6 Neighbor Discovery (a frame
+//! without a flow lands on one queue, but every shard's neighbour table needs the kernel's
+//! address, so each ARP frame and each NDP message (RFC 4861 §4, ICMPv6 types 133-137) a
+//! shard receives is copied to the others, woken through an eventfd; every shard answers a
+//! solicitation, and the duplicate advertisements are harmless, as the ARP replies are) and
+//! the iperf3 test (its control and data connections are different flows:
+//! [`netfold_apps::hub`]). IPv6 flows are steered like IPv4 ones: the kernel's flow hash
+//! covers the IPv6 addresses and ports. Each shard runs Duplicate Address Detection for the
+//! same addresses on its own; their solicitations are never copied to each other (only what
+//! the kernel sends is), so they do not see each other as duplicates.
 
 use super::serve::{self, Args, Clock};
 use super::CmdResult;
@@ -62,18 +68,77 @@ impl Wake {
 /// many the record stops growing, so a long-running server's memory stays bounded.
 const FLOW_RECORD: usize = 1 << 16;
 
-/// A received TCP/UDP flow: (peer address, peer port, our port).
-type FlowKey = ([u8; 4], u16, u16);
+/// A received TCP/UDP flow: (peer address, IPv4 as v4-mapped, peer port, our port).
+type FlowKey = ([u8; 16], u16, u16);
 
-/// One shard's device: its TAP queue, plus the ARP frames other shards hand it.
+/// The flow of a received frame: its IPv4 or (extension-free) IPv6 TCP/UDP source address and
+/// ports, through the wire views.
+fn flow_of(f: &[u8]) -> Option<FlowKey> {
+    use netfold::wire::ethernet::{EtherType, EthernetFrame};
+    use netfold::wire::ipv6::Ipv6Packet;
+    use netfold::wire::tcp::TcpPacket;
+    use netfold::wire::udp::UdpPacket;
+    use netfold::wire::IpProtocol;
+    if let Some((src, _, sp, dp)) = frame_tuple(f) {
+        return Some((
+            std::net::Ipv4Addr::from(src).to_ipv6_mapped().octets(),
+            sp,
+            dp,
+        ));
+    }
+    let eth = EthernetFrame::new_checked(f).ok()?;
+    if eth.ethertype() != EtherType::Ipv6 {
+        return None;
+    }
+    let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+    let (sp, dp) = match ip.next_header() {
+        IpProtocol::Tcp => {
+            let t = TcpPacket::new_checked(ip.payload()).ok()?;
+            (t.src_port(), t.dst_port())
+        }
+        IpProtocol::Udp => {
+            let u = UdpPacket::new_checked(ip.payload()).ok()?;
+            (u.src_port(), u.dst_port())
+        }
+        _ => return None,
+    };
+    Some((ip.src_addr().octets(), sp, dp))
+}
+
+/// An IPv6 Neighbor Discovery message (RFC 4861 §4: ICMPv6 types 133 to 137, straight after
+/// the fixed header, as NDP sends them), through the wire views.
+fn is_ndp(f: &[u8]) -> bool {
+    use netfold::wire::ethernet::{EtherType, EthernetFrame};
+    use netfold::wire::icmpv6::{msg_type, Icmpv6Packet};
+    use netfold::wire::ipv6::Ipv6Packet;
+    use netfold::wire::IpProtocol;
+    let Ok(eth) = EthernetFrame::new_checked(f) else {
+        return false;
+    };
+    if eth.ethertype() != EtherType::Ipv6 {
+        return false;
+    }
+    let Ok(ip) = Ipv6Packet::new_checked(eth.payload()) else {
+        return false;
+    };
+    if ip.next_header() != IpProtocol::Icmpv6 {
+        return false;
+    }
+    Icmpv6Packet::new_checked(ip.payload())
+        .is_ok_and(|m| (msg_type::ROUTER_SOLICIT..=msg_type::REDIRECT).contains(&m.msg_type()))
+}
+
+/// One shard's device: its TAP queue, plus the ARP frames and NDP messages other shards hand
+/// it.
 struct ShardDev {
     /// Every flow whose frames this queue delivered (up to [`FLOW_RECORD`]).
     flows: std::collections::HashSet<FlowKey>,
     tap: Tap,
     inbox: Receiver<Vec<u8>>,
     wake: Arc<Wake>,
-    /// The other shards: where their ARP copies go, and their wake-ups.
+    /// The other shards: where their ARP and NDP copies go, and their wake-ups.
     peers: Vec<(Sender<Vec<u8>>, Arc<Wake>)>,
+    /// ARP frames and NDP messages copied to the other shards (printed as `arp_shared`).
     arp_shared: u64,
 }
 
@@ -104,12 +169,15 @@ impl Device for ShardDev {
         n += self.tap.recv_batch(now, pool, out, max - n);
         if self.flows.len() < FLOW_RECORD {
             for f in &out[first..] {
-                if let Some((src, _, sp, dp)) = frame_tuple(f.as_slice()) {
-                    self.flows.insert((src, sp, dp));
+                if let Some(k) = flow_of(f.as_slice()) {
+                    self.flows.insert(k);
                 }
             }
         }
-        for f in out[first..].iter().filter(|f| is_arp(f.as_slice())) {
+        for f in out[first..]
+            .iter()
+            .filter(|f| is_arp(f.as_slice()) || is_ndp(f.as_slice()))
+        {
             for (tx, wake) in &self.peers {
                 if tx.send(f.as_slice().to_vec()).is_ok() {
                     wake.signal();
@@ -154,14 +222,8 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
         return Err("--pcap is not supported with --shards".into());
     }
     let (v4, addrs6) = serve::parse_addrs(&a.addr)?;
-    // Each shard would need every NDP frame (solicitations land on one queue), as the ARP
-    // frames are shared below; not done yet.
-    if !addrs6.is_empty() || a.gateway6.is_some() {
-        return Err(
-            "--shards: IPv6 addresses are not supported yet (serve without --shards)".into(),
-        );
-    }
-    let (addr, prefix_len) = v4.ok_or("--shards needs an IPv4 --addr")?;
+    // IPv6 only: the IPv4 side off (`StackConfig::addr` 0.0.0.0), as `serve` does.
+    let (addr, prefix_len) = v4.unwrap_or((std::net::Ipv4Addr::UNSPECIFIED, 32));
     let mac = serve::parse_mac(&a.mac)?;
     if let Some(m) = a.mtu {
         if !(576..=65535).contains(&m) {
@@ -216,6 +278,8 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
             prefix_len,
             gateway: a.gateway,
             mtu,
+            addrs6: addrs6.clone(),
+            gateway6: a.gateway6,
             ..StackConfig::default()
         });
         let services = Services::bind(&mut stack, scfg.clone())?.with_hub(Arc::clone(&hub), k);
@@ -225,11 +289,22 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
         }));
     }
     drop(txs);
+    let v4_shown = match v4 {
+        Some((a, p)) => format!("{a}/{p}"),
+        None => "IPv6 only".into(),
+    };
     println!(
-        "netfold serve: {addr}/{prefix_len} on tap {real} (mtu {mtu}, offloads {}), {n} shards \
+        "netfold serve: {v4_shown} on tap {real} (mtu {mtu}, offloads {}), {n} shards \
          on {n} queues: echo 7/tcp+udp, discard 9, chargen 19, http 8080, iperf3 5201",
         if a.no_offloads { "off" } else { "on" },
     );
+    if !addrs6.is_empty() {
+        let list: Vec<String> = addrs6.iter().map(|c| c.to_string()).collect();
+        println!(
+            "netfold serve: ipv6 {} on every shard (TCP, UDP, ICMPv6 echo; usable after DAD)",
+            list.join(", ")
+        );
+    }
     let _ = std::io::stdout().flush();
     let mut reports = Vec::new();
     for t in threads {
