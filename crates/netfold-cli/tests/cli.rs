@@ -210,3 +210,59 @@ fn rr_draws_its_latency_distribution() {
     assert!(svg.contains("<svg") && svg.contains("latency distribution"));
     assert!(svg.contains("netfold, 1 CPU"));
 }
+
+/// Issue 15: `--family both` measures each test over IPv4 and IPv6 in one run (netfold's two
+/// stacks over the in-memory pipe at 2001:2::1 and ::2), the rows carrying their family and
+/// the table an IPv6/IPv4 ratio; `--family 6` is refused where it is not implemented.
+#[test]
+fn family_both_measures_ipv4_and_ipv6_rows_in_one_run() {
+    let v = json(&[
+        "rr",
+        "--stack",
+        "netfold",
+        "--family",
+        "both",
+        "-l",
+        "0.2",
+        "--placement",
+        "1cpu",
+    ]);
+    let rows = v["results"].as_array().unwrap();
+    let fams: Vec<&str> = rows.iter().map(|r| r["family"].as_str().unwrap()).collect();
+    assert_eq!(fams, ["IPv4", "IPv6"]);
+    assert!(rows
+        .iter()
+        .all(|r| r["trans_per_s"].as_f64().unwrap() > 0.0));
+    // The IPv6 row's stacks really talked IPv6.
+    let counters = rows[1]["details"]["client_counters"].as_str().unwrap();
+    let ipv6_out = counters
+        .lines()
+        .find_map(|l| l.strip_prefix("ipv6  out"))
+        .map(|v| v.trim().parse::<u64>().unwrap())
+        .unwrap_or(0);
+    assert!(ipv6_out > 100, "{counters}");
+    let o = netfold(&[
+        "stream",
+        "--stack",
+        "netfold",
+        "--family",
+        "both",
+        "-l",
+        "0.2",
+        "--placement",
+        "1cpu",
+        "-m",
+        "64K",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("Family") && table.contains("IPv6/IPv4"),
+        "{table}"
+    );
+    let o = netfold(&["rr", "--stack", "smoltcp", "--family", "6", "-l", "0.1"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--family 6"), "{}", stderr(&o));
+    let o = netfold(&["rr", "--family", "5"]);
+    assert!(!o.status.success());
+}

@@ -98,9 +98,17 @@ pub struct Veth {
 
 pub const VETH_CLIENT: std::net::Ipv4Addr = std::net::Ipv4Addr::new(198, 18, 2, 1);
 pub const VETH_SERVER: std::net::Ipv4Addr = std::net::Ipv4Addr::new(198, 18, 2, 2);
+/// The veth pair's IPv6 addresses (`--family 6`; RFC 5180's prefix).
+pub const VETH_CLIENT6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 2, 0, 2, 0, 0, 0, 1);
+pub const VETH_SERVER6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 2, 0, 2, 0, 0, 0, 2);
 
 impl Veth {
     pub fn create(mtu: Option<usize>) -> Result<Veth, BoxErr> {
+        Self::create_for(mtu, super::Family::V4)
+    }
+
+    /// [`Veth::create`], with the IPv6 addresses too for `--family 6`.
+    pub fn create_for(mtu: Option<usize>, family: super::Family) -> Result<Veth, BoxErr> {
         if let Some(why) = netfold_os::netns::unavailable_reason() {
             return Err(format!("--link veth needs network namespaces: {why}").into());
         }
@@ -116,6 +124,10 @@ impl Veth {
         }
         a.configure(&la, VETH_CLIENT, 24)?;
         b.configure(&lb, VETH_SERVER, 24)?;
+        if family == super::Family::V6 {
+            a.configure6(&la, VETH_CLIENT6, 64)?;
+            b.configure6(&lb, VETH_SERVER6, 64)?;
+        }
         Ok(Veth { a, b })
     }
 
@@ -178,11 +190,15 @@ impl Where<'_> {
             Where::Emu(e) => enter_netns(e.ns(server)),
         }
     }
-    fn server_ip(&self) -> std::net::Ipv4Addr {
-        match self {
-            Where::Lo | Where::PrivateLo(_) => std::net::Ipv4Addr::LOCALHOST,
-            Where::Veth(_) => VETH_SERVER,
-            Where::Emu(_) => super::emu::SERVER,
+    fn server_ip(&self, family: super::Family) -> std::net::IpAddr {
+        use std::net::{Ipv4Addr, Ipv6Addr};
+        match (self, family) {
+            (Where::Lo | Where::PrivateLo(_), super::Family::V4) => Ipv4Addr::LOCALHOST.into(),
+            (Where::Lo | Where::PrivateLo(_), super::Family::V6) => Ipv6Addr::LOCALHOST.into(),
+            (Where::Veth(_), super::Family::V4) => VETH_SERVER.into(),
+            (Where::Veth(_), super::Family::V6) => VETH_SERVER6.into(),
+            // `--family 6` is refused over the emulator (cmd/perf.rs `check_family`).
+            (Where::Emu(_), _) => super::emu::SERVER.into(),
         }
     }
 }
@@ -225,7 +241,7 @@ pub fn run_on(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
             p.pin.apply(true);
             let setup = || -> std::io::Result<TcpListener> {
                 w.enter(true)?;
-                let l = TcpListener::bind((w.server_ip(), 0))?;
+                let l = TcpListener::bind((w.server_ip(p.family), 0))?;
                 apply_buffers(l.as_raw_fd(), p);
                 Ok(l)
             };
@@ -295,7 +311,7 @@ pub fn run_on(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
 /// test as netperf's netserver would. Returns (bytes, transactions, verified, cpu seconds).
 pub fn serve_in_ns(
     ns: &str,
-    ip: std::net::Ipv4Addr,
+    ip: std::net::IpAddr,
     p: &Params,
     pattern: &Pattern,
     ready: std::sync::mpsc::Sender<std::io::Result<SocketAddr>>,
@@ -479,7 +495,7 @@ fn udp_stream(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
             p.pin.apply(true);
             let setup = || -> std::io::Result<UdpSocket> {
                 w.enter(true)?;
-                let s = UdpSocket::bind((w.server_ip(), 0))?;
+                let s = UdpSocket::bind((w.server_ip(p.family), 0))?;
                 apply_buffers(s.as_raw_fd(), p);
                 s.set_read_timeout(Some(Duration::from_millis(200)))?;
                 Ok(s)

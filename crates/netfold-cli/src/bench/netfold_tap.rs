@@ -14,19 +14,40 @@ use super::memnet::BoxErr;
 use super::netfold_pipe::{stack_config, tcp_config};
 use super::netfold_threads::{drive, Node};
 use super::pattern::Pattern;
-use super::{kernel, Measurement, Params, Test};
-use netfold::iface::Stack;
+use super::{kernel, Family, Measurement, Params, Test};
+use netfold::iface::{Stack, StackConfig};
 use netfold::phy::Device;
+use netfold::wire::ipv6::Ipv6Cidr;
 use netfold_os::netns::NetNs;
 use netfold_os::tap::{Tap, TapConfig, TapStats};
 use netfold_os::tun::Tun;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant as WallInstant;
 
 pub const KERNEL_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 3, 1);
 pub const NETFOLD_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 3, 2);
+/// `--family 6`: the kernel's and netfold's IPv6 addresses on the link (RFC 5180's prefix).
+pub const KERNEL_ADDR6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 3, 0, 0, 0, 1);
+pub const NETFOLD_ADDR6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 3, 0, 0, 0, 2);
+
+/// The kernel's address and netfold's stack configuration for `p.family`. netfold's IPv6
+/// address skips DAD (the namespace is ours; the kernel's side has DAD off too).
+fn endpoints(p: &Params) -> (IpAddr, StackConfig) {
+    let v4 = stack_config(NETFOLD_ADDR, 2, p.mtu, p.copy_mode);
+    match p.family {
+        Family::V4 => (KERNEL_ADDR.into(), v4),
+        Family::V6 => (
+            KERNEL_ADDR6.into(),
+            StackConfig {
+                addrs6: Ipv6Cidr::new(NETFOLD_ADDR6, 64).into_iter().collect(),
+                dad_transmits: 0,
+                ..v4
+            },
+        ),
+    }
+}
 
 /// `--link tap`.
 pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
@@ -37,6 +58,9 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     ns.adopt(&tap_name)?;
     ns.set_mtu(&tap_name, p.mtu)?;
     ns.configure(&tap_name, KERNEL_ADDR, 24)?;
+    if p.family == Family::V6 {
+        ns.configure6(&tap_name, KERNEL_ADDR6, 64)?;
+    }
     let r = run_with(p, &ns, tap, Tap::stats, "tap");
     drop(ns);
     r
@@ -51,6 +75,9 @@ pub fn run_tun(p: &Params) -> Result<Measurement, BoxErr> {
     ns.adopt(&tun_name)?;
     ns.set_mtu(&tun_name, p.mtu)?;
     ns.configure(&tun_name, KERNEL_ADDR, 24)?;
+    if p.family == Family::V6 {
+        ns.configure6(&tun_name, KERNEL_ADDR6, 64)?;
+    }
     let r = run_with(p, &ns, tun, Tun::stats, "tun");
     drop(ns);
     r
@@ -91,30 +118,23 @@ fn run_with<D: Device>(
         let (tx, rx) = std::sync::mpsc::channel::<std::io::Result<SocketAddr>>();
         let pat = &pattern;
         let nsname = ns.name().to_owned();
-        let server = scope.spawn(move || kernel::serve_in_ns(&nsname, KERNEL_ADDR, p, pat, tx));
-        let addr = match rx.recv() {
-            Ok(Ok(SocketAddr::V4(a))) => a,
-            Ok(Ok(_)) => return Err("kernel server bound a non-IPv4 address".into()),
+        let (kernel_ip, stack_cfg) = endpoints(p);
+        let server = scope.spawn(move || kernel::serve_in_ns(&nsname, kernel_ip, p, pat, tx));
+        let addr: SocketAddr = match rx.recv() {
+            Ok(Ok(a)) => a,
             Ok(Err(e)) => return Err(e.into()),
             Err(_) => return Err("kernel server thread died".into()),
         };
         p.pin.apply(false);
         let mut node = Node::new(
-            Stack::new(stack_config(NETFOLD_ADDR, 2, p.mtu, p.copy_mode)),
+            Stack::new(stack_cfg),
             dev,
             WallInstant::now(),
             Arc::clone(&abort),
         );
         let cpu0 = thread_cpu_seconds();
         let start = WallInstant::now();
-        let client = drive(
-            &mut node,
-            p,
-            tcp_config(p),
-            std::net::SocketAddr::V4(SocketAddrV4::new(*addr.ip(), addr.port())),
-            pat,
-            start,
-        );
+        let client = drive(&mut node, p, tcp_config(p), addr, pat, start);
         let elapsed = start.elapsed().as_secs_f64();
         let cpu = thread_cpu_seconds() - cpu0;
         if client.is_err() {

@@ -36,7 +36,8 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
         let (tx, rx) = std::sync::mpsc::channel::<std::io::Result<SocketAddr>>();
         let pat = &pattern;
         let nsname = ns.name().to_owned();
-        let server = scope.spawn(move || kernel::serve_in_ns(&nsname, KERNEL_ADDR, p, pat, tx));
+        let server =
+            scope.spawn(move || kernel::serve_in_ns(&nsname, KERNEL_ADDR.into(), p, pat, tx));
         let addr = match rx.recv() {
             Ok(Ok(a)) => a,
             Ok(Err(e)) => return Err(e.into()),

@@ -266,9 +266,11 @@ pub struct Common {
     /// emu.
     #[arg(long, value_parser = parse_rate, default_value = "0")]
     pub rate: u64,
-    /// IP family of the connections: 4, 6 (netfold over the in-memory pipe: the two stacks
-    /// at 2001:2::1/64 and 2001:2::2/64), or both (each test as an IPv4 row and an IPv6 row
-    /// in one run, with IPv6/IPv4 ratios).
+    /// IP family of the connections: 4, 6, or both (each test as an IPv4 row and an IPv6 row
+    /// in one run, with IPv6/IPv4 ratios). IPv6: netfold over the in-memory pipe (the two
+    /// stacks at 2001:2::1/64 and 2001:2::2/64) or a TAP/TUN (2001:2:0:3::2, the kernel at
+    /// ::1 of that prefix), the kernel over loopback (::1) or veth (2001:2:0:2::1 and ::2);
+    /// TCP tests only.
     #[arg(long, value_parser = parse_family, default_value = "4", value_name = "4|6|both")]
     pub family: FamilyList,
     /// Print JSON.
@@ -705,7 +707,7 @@ fn run_stack(
             Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu()))
         }
         (StackKind::Kernel, KernelLink::Veth | KernelLink::Tap | KernelLink::Tun) => {
-            let v = kernel::Veth::create(Some(p.mtu))?;
+            let v = kernel::Veth::create_for(Some(p.mtu), p.family)?;
             let m = kernel::run_on(p, kernel::Where::Veth(&v))?;
             Ok((m, "veth".into(), p.mtu))
         }
@@ -1027,19 +1029,24 @@ pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Err
     Ok(rows)
 }
 
-/// Where IPv6 runs: netfold's stacks over the in-memory pipe (one thread or `--threads 2`).
-/// Elsewhere `--family 6` is refused rather than silently measured over IPv4.
+/// Where IPv6 runs: netfold's stacks over the in-memory pipe (one thread or `--threads 2`)
+/// and over a TAP or TUN against the kernel, the kernel over loopback (::1) or veth (also
+/// the kernel-to-kernel counterpart of `--link tap`). Elsewhere `--family 6` is refused
+/// rather than silently measured over IPv4.
 fn check_family(stack: StackKind, link: KernelLink, p: &Params) -> Result<(), String> {
     if p.family == Family::V4 {
         return Ok(());
     }
+    let tcp = p.test != Test::UdpStream;
     match (stack, link) {
-        (StackKind::Netfold, KernelLink::Auto) if p.shards == 0 && p.test != Test::UdpStream => {
-            Ok(())
-        }
+        (StackKind::Netfold, KernelLink::Auto) if p.shards == 0 && tcp => Ok(()),
+        (StackKind::Netfold, KernelLink::Tap | KernelLink::Tun) if tcp => Ok(()),
+        (StackKind::Kernel, KernelLink::Auto | KernelLink::Lo | KernelLink::Veth) if tcp => Ok(()),
+        (StackKind::Kernel, KernelLink::Tap | KernelLink::Tun) if tcp => Ok(()),
         _ => Err(format!(
-            "--family 6 runs netfold's TCP tests over the in-memory pipe (--stack netfold, \
-             --link auto, without --shards); not implemented for {} over --link {}{}",
+            "--family 6 runs the TCP tests of netfold over the in-memory pipe (without \
+             --shards) or a TAP/TUN, and of the kernel over lo or veth; not implemented for \
+             {} over --link {}{}",
             stack.name(),
             link.name(),
             if p.shards > 0 { " with --shards" } else { "" }
