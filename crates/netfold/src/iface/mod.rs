@@ -800,8 +800,17 @@ impl Inner {
         self.st.c.frag_timeouts += expired as u64;
         self.st.c.frag_dropped += expired as u64;
         if self.st.v6.enabled {
-            self.st.dad_timers(now);
-            for hop in self.st.ndp_timers(now) {
+            // Both gated here: this runs on every poll, and after DAD with no neighbour
+            // timer due (the steady state) neither has work.
+            if !self.st.v6.dad_done {
+                self.st.dad_timers(now);
+            }
+            let hops = if self.st.v6.neigh.timers_due(now) {
+                self.st.ndp_timers(now)
+            } else {
+                Vec::new()
+            };
+            for hop in hops {
                 // As for ARP above: TCP connections still opening through the neighbour
                 // fail with HostUnreachable (Linux: the unresolved SYN's local Address
                 // Unreachable is fatal in SYN-SENT), connected UDP sockets hear it once.

@@ -91,8 +91,9 @@ impl IpTemplate {
         })
     }
 
-    /// [`IpTemplate::new`] for an IPv6 fixed header (40 bytes, no extension headers).
-    #[inline(never)]
+    /// [`IpTemplate::new`] for an IPv6 fixed header (40 bytes, no extension headers). Inlined
+    /// into its one per-segment caller, the (out-of-line) IPv6 emit path.
+    #[inline]
     pub fn ipv6(headers: &[u8], l3: usize) -> Option<IpTemplate> {
         let mut bytes = [0u8; VLAN_HEADER_LEN + MAX_L3_HEADER];
         let ip_len = headers.len().checked_sub(l3)?;
