@@ -6,6 +6,10 @@
 //! buffer when one is available and only allocates when the list is empty; `put` returns one.
 //! The counters let benchmarks show "allocations per buffer refill" (seed 000 Tables 9-10).
 
+pub mod zc;
+
+pub use zc::{Gather, Region, ZcBuf};
+
 /// Default bytes reserved in front of the data for headers to be prepended.
 pub const DEFAULT_HEADROOM: usize = 128;
 
@@ -36,13 +40,18 @@ impl Csum {
     }
 }
 
-/// One packet: `data[start..end]` is the frame; `data[..start]` is headroom.
+/// One packet: `data[start..end]` is the frame; `data[..start]` is headroom. A frame for a
+/// scatter-gather device ([`crate::phy::Device::scatter_gather`]) may continue in `frags`:
+/// references to application buffers that follow the linear bytes on the wire (Linux
+/// `skb_shinfo(skb)->frags`). Only such a device ever sees a frame with fragments; every other
+/// frame is linear, and `as_slice` is all of it.
 #[derive(Debug, Clone, Default)]
 pub struct PacketBuf {
     data: Vec<u8>,
     start: usize,
     end: usize,
     csum: Csum,
+    frags: Vec<ZcBuf>,
 }
 
 impl PacketBuf {
@@ -53,6 +62,7 @@ impl PacketBuf {
             start: DEFAULT_HEADROOM,
             end: DEFAULT_HEADROOM,
             csum: Csum::Unverified,
+            frags: Vec::new(),
         }
     }
 
@@ -97,6 +107,56 @@ impl PacketBuf {
         self.start = DEFAULT_HEADROOM.min(self.data.len());
         self.end = self.start;
         self.csum = Csum::Unverified;
+        self.frags.clear();
+    }
+
+    /// The fragments that follow the linear bytes (empty for a linear frame).
+    pub fn frags(&self) -> &[ZcBuf] {
+        &self.frags
+    }
+
+    /// Appends a fragment: `frag`'s bytes follow the frame's on the wire. The buffer holds a
+    /// reference (released by `clear`, `drop_frags`, `linearize` or dropping the buffer).
+    pub fn push_frag(&mut self, frag: ZcBuf) {
+        self.frags.push(frag);
+    }
+
+    /// Bytes in fragments.
+    pub fn frag_len(&self) -> usize {
+        self.frags.iter().map(ZcBuf::len).sum()
+    }
+
+    /// Bytes of the whole frame: linear part and fragments.
+    pub fn total_len(&self) -> usize {
+        self.len() + self.frag_len()
+    }
+
+    /// Releases the fragments' references without copying them.
+    pub fn drop_frags(&mut self) {
+        self.frags.clear();
+    }
+
+    /// Copies the fragments' bytes after the linear ones and releases them: what a device
+    /// without scatter-gather DMA would have to do. Returns the bytes copied.
+    pub fn linearize(&mut self) -> usize {
+        if self.frags.is_empty() {
+            return 0;
+        }
+        let frags = std::mem::take(&mut self.frags);
+        let n: usize = frags.iter().map(ZcBuf::len).sum();
+        let mut at = self.len();
+        self.set_len(at + n);
+        for f in &frags {
+            let s = f.as_slice();
+            let k = s.len().min(f.len());
+            crate::mem::copy(&mut self.as_mut_slice()[at..at + k], &s[..k]);
+            at += f.len();
+        }
+        // Keep the vector's storage for the next frame.
+        let mut frags = frags;
+        frags.clear();
+        self.frags = frags;
+        n
     }
 
     /// Grows the frame by `n` bytes at the end (growing the storage if needed) and returns them.
@@ -207,8 +267,10 @@ impl Pool {
     }
 
     /// Returns a buffer for reuse.
-    pub fn put(&mut self, buf: PacketBuf) {
+    pub fn put(&mut self, mut buf: PacketBuf) {
         self.stats.puts += 1;
+        // An idle buffer holds no application buffer alive.
+        buf.frags.clear();
         if self.free.len() < self.max_free && buf.data.len() >= DEFAULT_HEADROOM + self.buf_capacity
         {
             self.free.push(buf);

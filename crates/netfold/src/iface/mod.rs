@@ -241,6 +241,7 @@ impl Stack {
             gateway: config.gateway,
             mtu,
             csum_tx: true,
+            sg: false,
             csum_rx: true,
             tso: false,
             ttl: config.ttl,
@@ -348,6 +349,7 @@ impl Stack {
         st.mtu = self.inner.config.mtu.min(caps.mtu).clamp(68, 65535);
         st.csum_tx = caps.checksum.tx;
         st.tso = caps.tso;
+        st.sg = dev.scatter_gather();
         st.csum_rx = caps.checksum.rx;
         caps
     }

@@ -86,6 +86,9 @@ pub(crate) struct IfaceState {
     /// The device does not verify received checksums: we do (once, see `buf::Csum`).
     pub csum_rx: bool,
     pub tso: bool,
+    /// The device takes frames with fragments (`Device::scatter_gather`): zero-copy send
+    /// hands it references instead of bytes when it also completes checksums.
+    pub sg: bool,
     pub ttl: u8,
     pub ident: u16,
     /// The copy path for payload copies (`StackConfig::copy_mode`).
@@ -138,7 +141,7 @@ impl IfaceState {
     /// Queues a finished frame for the device.
     pub fn push(&mut self, buf: PacketBuf) {
         self.c.frames_out += 1;
-        self.c.bytes_out += buf.len() as u64;
+        self.c.bytes_out += buf.total_len() as u64;
         self.tx.push(buf);
     }
 }

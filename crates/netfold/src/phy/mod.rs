@@ -105,6 +105,16 @@ pub trait Device {
         None
     }
 
+    /// Scatter-gather transmit: the device takes frames whose payload continues in fragments
+    /// ([`PacketBuf::frags`]: references to application buffers, zero-copy send) and sends
+    /// linear bytes and fragments as one frame (a TAP: one `writev`), releasing the fragments
+    /// by the end of `send_batch`. Only then does the stack make such frames, and only when
+    /// the device also completes transmit checksums (`caps().checksum.tx == false`). Default:
+    /// no, every frame is linear.
+    fn scatter_gather(&self) -> bool {
+        false
+    }
+
     /// For devices without a descriptor (the in-memory pipe): `Some(waker)` arms a wake-up,
     /// so that `waker` is woken once when the peer next sends frames to this device; `None`
     /// disarms it. Returns whether the device can do this at all (`false`: sleep on

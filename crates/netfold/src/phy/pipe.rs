@@ -230,6 +230,11 @@ pub struct PipeConfig {
     pub seed: u64,
     /// Burst size reported in [`DeviceCaps::max_burst`]; also sizes the recycling reserve.
     pub max_burst: usize,
+    /// Scatter-gather transmit ([`Device::scatter_gather`]): frames may carry fragments, which
+    /// the sending end copies into the frame as it goes on the link (what a NIC's DMA would
+    /// read; counted in [`PipeStats::sg_bytes`], not by the stack). For tests of zero-copy send
+    /// without a TAP; off by default.
+    pub scatter_gather: bool,
 }
 
 impl Default for PipeConfig {
@@ -243,6 +248,7 @@ impl Default for PipeConfig {
             impairments: Impairments::none(),
             seed: 0,
             max_burst: DeviceCaps::default().max_burst,
+            scatter_gather: false,
         }
     }
 }
@@ -278,6 +284,10 @@ impl PipeConfig {
     }
     pub fn max_burst(mut self, frames: usize) -> Self {
         self.max_burst = frames;
+        self
+    }
+    pub fn scatter_gather(mut self, on: bool) -> Self {
+        self.scatter_gather = on;
         self
     }
     pub fn loss(mut self, p: f64) -> Self {
@@ -361,6 +371,10 @@ pub struct PipeStats {
     pub bytes_delivered: u64,
     /// Buffers the peer sent back that this end put into its pool.
     pub recycled: u64,
+    /// Frames that came with fragments (scatter-gather), and the fragment bytes the link
+    /// copied into them.
+    pub sg_frames: u64,
+    pub sg_bytes: u64,
 }
 
 /// A frame on the link and the time it becomes deliverable.
@@ -715,6 +729,10 @@ impl Device for PipeEnd {
         }
     }
 
+    fn scatter_gather(&self) -> bool {
+        self.config.scatter_gather
+    }
+
     fn recv_batch(
         &mut self,
         now: Instant,
@@ -775,6 +793,13 @@ impl Device for PipeEnd {
         }
         link.release_expired(now);
         for mut buf in frames.drain(..) {
+            // Fragments are read here, as a NIC reads them by DMA; the frame then holds no
+            // reference to the application's buffers.
+            let sg = buf.linearize();
+            if sg > 0 {
+                self.stats.sg_frames += 1;
+                self.stats.sg_bytes += sg as u64;
+            }
             self.stats.sent += 1;
             self.stats.bytes += buf.len() as u64;
             if buf.len() > self.config.max_frame_len(buf.as_slice()) {

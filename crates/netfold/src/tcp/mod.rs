@@ -160,10 +160,12 @@ mod send;
 pub mod seq;
 pub mod syncookie;
 mod timers;
+pub mod zerocopy;
 
 pub use layer::{ConnInfo, RackInfo, TcpLayer};
 pub use payload::Payload;
 pub use secret::Secret;
+pub use zerocopy::{ZcCompletion, ZcCompletions, ZcOutstanding, ZcSend, ZC_MAX_ENTRIES};
 
 use crate::time::Duration;
 pub use crate::wire::ipv4::Ecn;
@@ -435,13 +437,15 @@ pub enum IcmpError {
     Soft,
 }
 
-/// One segment to transmit. `payload.0` then `payload.1` are the data, in order.
+/// One segment to transmit. `payload` is the data: two send-ring slices on the copying path,
+/// or a window over the send queue's chunks when application buffers are queued
+/// (`zerocopy.rs`).
 #[derive(Debug, Clone, Copy)]
 pub struct OutSegment<'a> {
     pub src: Ipv4Addr,
     pub dst: Ipv4Addr,
     pub repr: TcpRepr,
-    pub payload: (&'a [u8], &'a [u8]),
+    pub payload: crate::buf::zc::Gather<'a>,
     /// Payload bytes per packet when the segment is larger (a GSO super-segment, see
     /// [`TcpLayer::set_gso_segs`]): the effective send MSS minus this segment's options
     /// (RFC 9293 §3.7.1), like Linux's `gso_size`. Whoever cuts the segment (software GSO or

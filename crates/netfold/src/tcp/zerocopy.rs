@@ -1,0 +1,674 @@
+//! Zero-copy send (issue 13, item 1): the application hands the connection owned buffers
+//! ([`ZcBuf`]) instead of bytes to copy; segments refer to them, retransmissions re-read them,
+//! and the application learns when each one is released.
+//!
+//! **The send queue** ([`SendQueue`]) is what `SendSeq::ring` holds: the byte ring of the
+//! copying path plus, once the application has used zero-copy, a list of chunks in stream
+//! order, each either a run of ring bytes or an application buffer. While no application buffer
+//! is queued the chunk list is empty and the queue is exactly the ring (the copying path is
+//! unchanged, and pays nothing for this). A segment's payload is a [`Gather`]: two ring slices
+//! on the copying path, or a window over the chunks, which `iface` copies into the frame with
+//! the checksum folded in (one pass, as before, minus the application-to-ring copy) or, on a
+//! scatter-gather device that completes checksums, references without touching a byte
+//! (`iface/tcp.rs`, `emit_piece`).
+//!
+//! **Completions.** Every buffer accepted by [`Conn::send_zc`](super::conn::Conn) gets an id
+//! (per connection, from 0, in order, as Linux `MSG_ZEROCOPY` numbers its sends) and is
+//! wrapped in a ticket that is the region every reference to it goes through: the queue's
+//! chunk and every frame fragment made from it. The completion is posted when the last of
+//! those references is dropped: that is "released" in Linux's sense (the notification is
+//! queued on the error queue when the last skb referring to the pages is freed,
+//! `Documentation/networking/msg_zerocopy.rst`), and it happens exactly once because it is
+//! the ticket's `Drop`, whatever path leads there: SND.UNA passing the end of the buffer (the
+//! completion says `acked`), or the queue being released by a reset, an abort, a timeout, the
+//! connection being freed or the whole stack dropped (`acked == false`: the data may or may
+//! not have reached the peer, as Linux reports nothing better either). Completions go to a
+//! per-connection queue behind a mutex ([`ZcCompletions`]), which the application may read from
+//! any thread and keep after the connection is gone.
+//!
+//! **Bounds.** Zero-copy bytes count against the send buffer like copied ones (the queue's
+//! `free()` is capacity minus every queued byte, so SO_SNDBUF and send-buffer auto-tuning
+//! bound both, as Linux charges `MSG_ZEROCOPY` skbs to `sk_wmem_queued`); a buffer larger
+//! than the room is accepted in part (the returned length says how much, as `write` does).
+//! Buffers not yet released plus completions not yet read are bounded by
+//! [`ZC_MAX_ENTRIES`] per connection (Linux bounds its notification skbs by `optmem_max`):
+//! past it `send_zc` says `WouldBlock` until the application reads completions.
+
+use super::buffer::{RingCache, SendRing};
+use super::conn::Conn;
+use super::Error;
+pub use crate::buf::zc::ZcBuf;
+use crate::buf::zc::{Gather, Owner, Region, SpanSource};
+use crate::mem::CopyMode;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// Most application buffers a connection holds unreleased plus completions waiting to be
+/// read (see the module documentation).
+pub const ZC_MAX_ENTRIES: usize = 8192;
+
+/// A buffer the connection has released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ZcCompletion {
+    /// The id [`ZcSend::id`] returned when the buffer was accepted.
+    pub id: u64,
+    /// The value the application passed with it (the C API's cookie).
+    pub user: u64,
+    /// Bytes of the buffer that were accepted.
+    pub len: usize,
+    /// Every byte was acknowledged by the peer. `false`: the connection ended (reset, abort,
+    /// timeout, the socket or the stack dropped) before that; the peer may have some of it.
+    pub acked: bool,
+}
+
+/// What `send_zc` accepted: the buffer's id and how many of its bytes (from the start) are
+/// queued. The rest, if any, is the application's to send again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ZcSend {
+    pub id: u64,
+    pub len: usize,
+}
+
+/// Buffers and bytes the connection holds (accepted and not yet released).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ZcOutstanding {
+    pub buffers: usize,
+    pub bytes: usize,
+}
+
+#[derive(Debug)]
+struct ZcState {
+    done: VecDeque<ZcCompletion>,
+    next_id: u64,
+    out: ZcOutstanding,
+    max_entries: usize,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<ZcState>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, ZcState> {
+        // A panic elsewhere while holding the lock leaves consistent counters (each update is
+        // complete before anything can panic), so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A connection's zero-copy completions: a shared handle, cheap to clone, usable from any
+/// thread and after the connection is closed or freed.
+#[derive(Debug, Clone)]
+pub struct ZcCompletions {
+    shared: Arc<Shared>,
+}
+
+impl Default for ZcCompletions {
+    fn default() -> Self {
+        ZcCompletions {
+            shared: Arc::new(Shared {
+                state: Mutex::new(ZcState {
+                    done: VecDeque::new(),
+                    next_id: 0,
+                    out: ZcOutstanding::default(),
+                    max_entries: ZC_MAX_ENTRIES,
+                }),
+            }),
+        }
+    }
+}
+
+impl ZcCompletions {
+    /// The oldest completion not yet taken.
+    pub fn next(&self) -> Option<ZcCompletion> {
+        self.shared.lock().done.pop_front()
+    }
+
+    /// Moves up to `max` completions, oldest first, to `out`; returns how many.
+    pub fn take(&self, out: &mut Vec<ZcCompletion>, max: usize) -> usize {
+        let mut st = self.shared.lock();
+        let n = max.min(st.done.len());
+        out.extend(st.done.drain(..n));
+        n
+    }
+
+    /// Completions waiting to be taken.
+    pub fn pending(&self) -> usize {
+        self.shared.lock().done.len()
+    }
+
+    /// Buffers and bytes accepted and not yet released.
+    pub fn outstanding(&self) -> ZcOutstanding {
+        self.shared.lock().out
+    }
+
+    /// Nothing is outstanding and nothing waits to be taken.
+    pub fn is_idle(&self) -> bool {
+        let st = self.shared.lock();
+        st.out.buffers == 0 && st.done.is_empty()
+    }
+
+    /// Lowers (or raises) the bound on unreleased buffers plus untaken completions; at least 1.
+    pub fn set_max_entries(&self, n: usize) {
+        self.shared.lock().max_entries = n.max(1);
+    }
+
+    /// Reserves an id for `len` bytes, unless the entry bound is reached.
+    fn admit(&self, len: usize) -> Option<u64> {
+        let mut st = self.shared.lock();
+        if st.out.buffers + st.done.len() >= st.max_entries {
+            return None;
+        }
+        let id = st.next_id;
+        st.next_id += 1;
+        st.out.buffers += 1;
+        st.out.bytes += len;
+        Some(id)
+    }
+}
+
+/// One accepted application buffer: the region every reference to it goes through; its drop
+/// is the completion.
+struct Ticket {
+    buf: ZcBuf,
+    id: u64,
+    user: u64,
+    acked: AtomicBool,
+    sink: ZcCompletions,
+}
+
+impl Region for Ticket {
+    fn bytes(&self) -> &[u8] {
+        self.buf.as_slice()
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut st = self.sink.shared.lock();
+        st.out.buffers = st.out.buffers.saturating_sub(1);
+        st.out.bytes = st.out.bytes.saturating_sub(self.buf.len());
+        st.done.push_back(ZcCompletion {
+            id: self.id,
+            user: self.user,
+            len: self.buf.len(),
+            acked: self.acked.load(Ordering::Acquire),
+        });
+    }
+}
+
+#[derive(Clone)]
+enum Piece {
+    /// Ring bytes; `at` is the ring position (ring bytes pushed before) of the first.
+    Ring { at: u64 },
+    /// An application buffer (its region is `ticket`).
+    App { buf: ZcBuf, ticket: Arc<Ticket> },
+}
+
+#[derive(Clone)]
+struct Chunk {
+    /// Stream position (bytes queued since the connection began) of the first byte.
+    start: u64,
+    len: usize,
+    piece: Piece,
+}
+
+impl Chunk {
+    fn end(&self) -> u64 {
+        self.start + self.len as u64
+    }
+}
+
+/// The send queue: bytes from SND.UNA on, copied into a ring or lent by the application.
+/// See the module documentation.
+#[derive(Clone)]
+pub struct SendQueue {
+    ring: SendRing,
+    /// Empty while every queued byte is in the ring; else the whole queue, in order.
+    chunks: VecDeque<Chunk>,
+    /// Application buffers among `chunks`.
+    apps: usize,
+    /// Bytes queued (ring and application buffers).
+    len: usize,
+    /// Stream position of the first queued byte.
+    head: u64,
+    /// Ring position of the ring's first byte.
+    ring_head: u64,
+    /// Where completions go; made on first use.
+    zc: Option<ZcCompletions>,
+}
+
+impl std::fmt::Debug for SendQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendQueue")
+            .field("ring", &self.ring)
+            .field("chunks", &self.chunks.len())
+            .field("apps", &self.apps)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl SendQueue {
+    fn with_ring(ring: SendRing) -> Self {
+        SendQueue {
+            ring,
+            chunks: VecDeque::new(),
+            apps: 0,
+            len: 0,
+            head: 0,
+            ring_head: 0,
+            zc: None,
+        }
+    }
+
+    /// A queue with fresh (zeroed) ring storage of `cap` bytes.
+    pub fn with_capacity(cap: usize) -> Self {
+        SendQueue::with_ring(SendRing::with_capacity(cap))
+    }
+
+    /// A queue with ring storage of `cap` bytes from `cache`.
+    pub fn from_cache(cap: usize, cache: &mut RingCache) -> Self {
+        SendQueue::with_ring(SendRing::from_cache(cap, cache))
+    }
+
+    /// The send buffer size: queued bytes of either kind are bounded by it.
+    pub fn capacity(&self) -> usize {
+        self.ring.capacity()
+    }
+
+    /// Bytes queued (unacknowledged and unsent), copied or lent.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Room for more bytes of either kind.
+    pub fn free(&self) -> usize {
+        self.ring.capacity().saturating_sub(self.len)
+    }
+
+    /// Bytes of application buffers queued.
+    pub fn zc_bytes(&self) -> usize {
+        if self.apps == 0 {
+            return 0;
+        }
+        self.chunks
+            .iter()
+            .filter(|c| matches!(c.piece, Piece::App { .. }))
+            .map(|c| c.len)
+            .sum()
+    }
+
+    /// Ring position one past the last ring byte.
+    fn ring_tail(&self) -> u64 {
+        self.ring_head + self.ring.len() as u64
+    }
+
+    /// Starts tracking chunks: the ring's bytes become the first chunk.
+    fn enter_chunks(&mut self) {
+        if self.chunks.is_empty() && self.len > 0 {
+            self.chunks.push_back(Chunk {
+                start: self.head,
+                len: self.len,
+                piece: Piece::Ring { at: self.ring_head },
+            });
+        }
+    }
+
+    /// Appends as much of `data` as fits, copying with `mode`; returns the count.
+    pub fn push(&mut self, data: &[u8], mode: CopyMode) -> usize {
+        let data = &data[..data.len().min(self.free())];
+        let at = self.ring_tail();
+        let n = self.ring.push(data, mode);
+        if n > 0 && !self.chunks.is_empty() {
+            let start = self.head + self.len as u64;
+            match self.chunks.back_mut() {
+                Some(c) if matches!(c.piece, Piece::Ring { at: a } if a + c.len as u64 == at) => {
+                    c.len += n;
+                }
+                _ => self.chunks.push_back(Chunk {
+                    start,
+                    len: n,
+                    piece: Piece::Ring { at },
+                }),
+            }
+        }
+        self.len += n;
+        n
+    }
+
+    /// The connection's completion queue (made on first use).
+    pub fn completions(&mut self) -> ZcCompletions {
+        self.zc.get_or_insert_with(ZcCompletions::default).clone()
+    }
+
+    /// Queues (a prefix of) `buf` by reference. `None` if there is no room or the entry bound
+    /// is reached; an empty `buf` is not queued (`Some` with length 0 and no id used is not
+    /// possible, so the caller refuses it first).
+    pub fn push_zc(&mut self, buf: ZcBuf, user: u64) -> Option<ZcSend> {
+        let take = buf.len().min(self.free());
+        if take == 0 {
+            return None;
+        }
+        let sink = self.completions();
+        let id = sink.admit(take)?;
+        let ticket = Arc::new(Ticket {
+            buf: buf.slice(..take),
+            id,
+            user,
+            acked: AtomicBool::new(false),
+            sink,
+        });
+        let region: Arc<dyn Region> = ticket.clone();
+        self.enter_chunks();
+        self.chunks.push_back(Chunk {
+            start: self.head + self.len as u64,
+            len: take,
+            piece: Piece::App {
+                buf: ZcBuf::from_arc(region),
+                ticket,
+            },
+        });
+        self.apps += 1;
+        self.len += take;
+        Some(ZcSend { id, len: take })
+    }
+
+    /// Drops `n` bytes from the head (they were acknowledged). Application buffers whose last
+    /// byte is acknowledged are marked so and let go (their completion follows when no frame
+    /// refers to them any more, at once on a device that copies).
+    pub fn consume(&mut self, n: usize) {
+        let n = n.min(self.len);
+        self.len -= n;
+        self.head += n as u64;
+        if self.chunks.is_empty() {
+            self.ring.consume(n);
+            self.ring_head += n as u64;
+            return;
+        }
+        while let Some(c) = self.chunks.front() {
+            if c.end() > self.head {
+                // Partly acknowledged: ring bytes are freed as far as the acknowledgment goes.
+                if let Piece::Ring { at } = c.piece {
+                    self.consume_ring_to(at + (self.head - c.start));
+                }
+                break;
+            }
+            let Some(c) = self.chunks.pop_front() else {
+                break;
+            };
+            match c.piece {
+                Piece::Ring { at } => self.consume_ring_to(at + c.len as u64),
+                Piece::App { ticket, .. } => {
+                    ticket.acked.store(true, Ordering::Release);
+                    self.apps -= 1;
+                }
+            }
+        }
+        if self.apps == 0 {
+            // Only ring bytes left: back to the plain ring.
+            self.chunks.clear();
+        }
+    }
+
+    fn consume_ring_to(&mut self, pos: u64) {
+        if pos > self.ring_head {
+            let k = (pos - self.ring_head) as usize;
+            self.ring.consume(k);
+            self.ring_head += k as u64;
+        }
+    }
+
+    /// Bytes `off..off + len` after the head, as a segment's payload.
+    pub fn gather(&self, off: usize, len: usize) -> Gather<'_> {
+        let len = len.min(self.len.saturating_sub(off));
+        if self.chunks.is_empty() {
+            let (a, b) = self.ring.slices(off, len);
+            return Gather::slices(a, b);
+        }
+        Gather::source(self, off, len)
+    }
+
+    /// Up to `len` ring bytes starting `off` bytes after the head, as two slices: the copying
+    /// path's view, valid only while no application buffer is queued (else empty).
+    pub fn slices(&self, off: usize, len: usize) -> (&[u8], &[u8]) {
+        if self.chunks.is_empty() {
+            self.ring.slices(off, len)
+        } else {
+            (&[], &[])
+        }
+    }
+
+    /// Releases the ring storage into `cache` and lets every queued application buffer go
+    /// (not acknowledged: the connection ended). Nothing more will be sent.
+    pub fn release(&mut self, cache: &mut RingCache) {
+        self.ring.release(cache);
+        self.chunks.clear();
+        self.apps = 0;
+        self.head += self.len as u64;
+        self.len = 0;
+        self.ring_head = 0;
+    }
+
+    /// Grows the send buffer to `cap` bytes (see [`SendRing::grow`]): ring positions are
+    /// counts, not indices, so the chunks stay valid.
+    pub fn grow(&mut self, cap: usize, cache: &mut RingCache) -> bool {
+        self.ring.grow(cap, cache)
+    }
+}
+
+impl Conn {
+    /// Queues (a prefix of) `buf` by reference (see the module documentation). The same
+    /// checks as `send` (errors reported once, EPIPE after shutdown, not before SYN-SENT);
+    /// an empty buffer is `InvalidInput` (it would have nothing to complete).
+    pub fn send_zc(&mut self, buf: ZcBuf, user: u64) -> Result<ZcSend, Error> {
+        // `send` of nothing runs every check and queues nothing.
+        self.send(&[], CopyMode::Kernels)?;
+        if buf.is_empty() {
+            return Err(Error::InvalidInput);
+        }
+        let want = buf.len();
+        let r = self.snd.ring.push_zc(buf, user);
+        // As `send`: a writer that wants more room than it got may make the buffer grow.
+        self.snd.app_blocked |= r.map_or(true, |s| s.len < want) || self.snd.ring.free() == 0;
+        r.ok_or(Error::WouldBlock)
+    }
+}
+
+impl SpanSource for SendQueue {
+    fn for_each_span(&self, off: usize, len: usize, f: &mut dyn FnMut(&[u8], Owner<'_>)) {
+        if self.chunks.is_empty() {
+            let (a, b) = self.ring.slices(off, len);
+            for s in [a, b] {
+                if !s.is_empty() {
+                    f(s, None);
+                }
+            }
+            return;
+        }
+        let from = self.head + off as u64;
+        let to = from + len.min(self.len.saturating_sub(off)) as u64;
+        let first = self.chunks.partition_point(|c| c.end() <= from);
+        for c in self.chunks.range(first..) {
+            if c.start >= to {
+                break;
+            }
+            let s = from.max(c.start);
+            let e = to.min(c.end());
+            let (rel, n) = ((s - c.start) as usize, (e - s) as usize);
+            match &c.piece {
+                Piece::Ring { at } => {
+                    let ring_off = (at + rel as u64).saturating_sub(self.ring_head) as usize;
+                    let (a, b) = self.ring.slices(ring_off, n);
+                    for s in [a, b] {
+                        if !s.is_empty() {
+                            f(s, None);
+                        }
+                    }
+                }
+                Piece::App { buf, .. } => {
+                    if let Some(bytes) = buf.as_slice().get(rel..rel + n) {
+                        f(bytes, Some((buf, rel)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(g: Gather<'_>) -> Vec<u8> {
+        g.to_vec()
+    }
+
+    #[test]
+    fn ring_only_queue_is_the_ring() {
+        let mut q = SendQueue::with_capacity(8);
+        assert_eq!(q.push(b"abcdef", CopyMode::Kernels), 6);
+        q.consume(4);
+        assert_eq!(q.push(b"ghijklmn", CopyMode::Kernels), 6);
+        assert!(q.gather(0, 8).as_slices().is_some());
+        assert_eq!(bytes(q.gather(0, 8)), b"efghijkl");
+        assert_eq!(bytes(q.gather(3, 2)), b"hi");
+        assert!(q.gather(8, 1).is_empty());
+    }
+
+    #[test]
+    fn mixed_queue_reads_consumes_and_completes() {
+        let mut q = SendQueue::with_capacity(32);
+        let done = q.completions();
+        assert_eq!(q.push(b"ab", CopyMode::Kernels), 2);
+        let s = q.push_zc(ZcBuf::from(b"CDEF".to_vec()), 7).unwrap();
+        assert_eq!(s, ZcSend { id: 0, len: 4 });
+        assert_eq!(q.push(b"gh", CopyMode::Kernels), 2);
+        assert_eq!(q.push(b"ij", CopyMode::Kernels), 2);
+        let s = q.push_zc(ZcBuf::from(b"KL".to_vec()), 8).unwrap();
+        assert_eq!(s.id, 1);
+        assert_eq!(q.len(), 12);
+        assert_eq!(q.zc_bytes(), 6);
+        assert_eq!(bytes(q.gather(0, 12)), b"abCDEFghijKL");
+        for off in 0..12 {
+            for len in 0..13 {
+                let want = &b"abCDEFghijKL"[off..(off + len).min(12)];
+                assert_eq!(bytes(q.gather(off, len)), want, "{off} {len}");
+            }
+        }
+        // Which pieces are shareable.
+        let mut owned = Vec::new();
+        q.gather(1, 10).for_each_span(0, 10, &mut |s, o| {
+            owned.push((s.to_vec(), o.map(|(_, at)| at)))
+        });
+        assert_eq!(
+            owned,
+            vec![
+                (b"b".to_vec(), None),
+                (b"CDEF".to_vec(), Some(0)),
+                (b"ghij".to_vec(), None),
+                (b"K".to_vec(), Some(0)),
+            ]
+        );
+        q.consume(3); // into the first buffer
+        assert_eq!(done.pending(), 0);
+        assert_eq!(bytes(q.gather(0, 3)), b"DEF");
+        q.consume(3); // its end
+        assert_eq!(
+            done.next(),
+            Some(ZcCompletion {
+                id: 0,
+                user: 7,
+                len: 4,
+                acked: true
+            })
+        );
+        assert_eq!(bytes(q.gather(0, 6)), b"ghijKL");
+        // The ring bytes before the second buffer free up as they are acknowledged.
+        q.consume(1);
+        assert_eq!(q.push(b"mnopqrstuvwxyz", CopyMode::Kernels), 14);
+        assert_eq!(bytes(q.gather(0, 100)), b"hijKLmnopqrstuvwxyz");
+        let mut cache = RingCache::new();
+        q.release(&mut cache);
+        assert_eq!(
+            done.next(),
+            Some(ZcCompletion {
+                id: 1,
+                user: 8,
+                len: 2,
+                acked: false
+            })
+        );
+        assert!(done.is_idle());
+    }
+
+    #[test]
+    fn bounded_by_the_send_buffer_and_the_entry_cap() {
+        let mut q = SendQueue::with_capacity(10);
+        let done = q.completions();
+        done.set_max_entries(2);
+        assert_eq!(q.push(b"abcd", CopyMode::Kernels), 4);
+        let s = q.push_zc(ZcBuf::from(vec![1u8; 100]), 0).unwrap();
+        assert_eq!(s.len, 6, "a prefix, as write takes what fits");
+        assert!(q.push_zc(ZcBuf::from(vec![1u8; 1]), 0).is_none());
+        assert_eq!(q.push(b"x", CopyMode::Kernels), 0);
+        q.consume(10);
+        assert_eq!(done.pending(), 1);
+        assert!(q.push_zc(ZcBuf::from(vec![2u8; 3]), 0).is_some());
+        assert!(
+            q.push_zc(ZcBuf::from(vec![3u8; 3]), 0).is_none(),
+            "one released but untaken + one outstanding = the cap"
+        );
+        assert_eq!(done.next().map(|c| c.id), Some(0));
+        assert!(q.push_zc(ZcBuf::from(vec![3u8; 3]), 0).is_some());
+        assert_eq!(
+            done.outstanding(),
+            ZcOutstanding {
+                buffers: 2,
+                bytes: 6
+            }
+        );
+    }
+
+    #[test]
+    fn a_reference_held_elsewhere_delays_the_completion() {
+        let mut q = SendQueue::with_capacity(16);
+        let done = q.completions();
+        q.push_zc(ZcBuf::from(b"abcdef".to_vec()), 1).unwrap();
+        let mut frag = None;
+        q.gather(0, 6).for_each_span(2, 3, &mut |s, o| {
+            assert_eq!(s, b"cde");
+            let (b, at) = o.unwrap();
+            frag = Some(b.slice(at..at + s.len()));
+        });
+        let frag = frag.unwrap();
+        q.consume(6);
+        assert_eq!(done.pending(), 0, "a frame still refers to it");
+        assert_eq!(frag.as_slice(), b"cde");
+        drop(frag);
+        assert_eq!(done.next().map(|c| (c.id, c.acked)), Some((0, true)));
+    }
+
+    #[test]
+    fn growth_keeps_chunks_valid() {
+        let mut cache = RingCache::new();
+        let mut q = SendQueue::from_cache(8, &mut cache);
+        q.push(b"abcdef", CopyMode::Kernels);
+        q.consume(5);
+        q.push_zc(ZcBuf::from(b"XY".to_vec()), 0).unwrap();
+        q.push(b"ghi", CopyMode::Kernels); // wraps in the ring
+        assert!(q.grow(32, &mut cache));
+        q.push(b"jk", CopyMode::Kernels);
+        assert_eq!(bytes(q.gather(0, 100)), b"fXYghijk");
+        q.consume(4);
+        assert_eq!(bytes(q.gather(0, 100)), b"hijk");
+        assert!(q.chunks.is_empty(), "back to the plain ring");
+        assert_eq!(q.free(), 28);
+    }
+}
