@@ -149,6 +149,9 @@ pub struct Params {
     pub shards: usize,
     /// netfold --shards: connections, spread round-robin over the shards.
     pub streams: usize,
+    /// netfold stream/maerts: the sender lends its messages to the stack (zero-copy send,
+    /// `--zerocopy`) instead of writing copies.
+    pub zerocopy: bool,
 }
 
 impl Default for Params {
@@ -176,6 +179,7 @@ impl Default for Params {
             rate_bps: None,
             shards: 0,
             streams: 1,
+            zerocopy: false,
         }
     }
 }

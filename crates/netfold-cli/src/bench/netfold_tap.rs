@@ -146,6 +146,9 @@ fn run_with<D: Device>(
             format!("{}", node.stack.counters()).into(),
         );
         details.insert(link.into(), format!("{:?}", stats(&node.end)).into());
+        if let Some(z) = node.zc_report.take() {
+            details.insert("zerocopy".into(), z.into());
+        }
         Ok(Measurement {
             bytes,
             transactions: cl.transactions,

@@ -252,6 +252,7 @@ impl Pool {
     }
 
     /// An empty buffer with default headroom and at least the pool's capacity.
+    #[inline]
     pub fn get(&mut self) -> PacketBuf {
         self.stats.gets += 1;
         match self.free.pop() {
@@ -267,6 +268,7 @@ impl Pool {
     }
 
     /// Returns a buffer for reuse.
+    #[inline]
     pub fn put(&mut self, mut buf: PacketBuf) {
         self.stats.puts += 1;
         // An idle buffer holds no application buffer alive.

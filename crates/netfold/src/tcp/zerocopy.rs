@@ -238,6 +238,10 @@ pub struct SendQueue {
     ring_head: u64,
     /// Where completions go; made on first use.
     zc: Option<ZcCompletions>,
+    /// The chunk the last span walk started in: a super-segment is walked once per packet
+    /// cut from it, each starting in the same chunk or the next (checked, so a stale hint only
+    /// costs the binary search it saves).
+    hint: std::cell::Cell<usize>,
 }
 
 impl std::fmt::Debug for SendQueue {
@@ -261,6 +265,7 @@ impl SendQueue {
             head: 0,
             ring_head: 0,
             zc: None,
+            hint: std::cell::Cell::new(0),
         }
     }
 
@@ -494,7 +499,20 @@ impl SpanSource for SendQueue {
         }
         let from = self.head + off as u64;
         let to = from + len.min(self.len.saturating_sub(off)) as u64;
-        let first = self.chunks.partition_point(|c| c.end() <= from);
+        let holds = |i: usize| {
+            self.chunks
+                .get(i)
+                .is_some_and(|c| c.start <= from && from < c.end())
+        };
+        let h = self.hint.get();
+        let first = if holds(h) {
+            h
+        } else if holds(h + 1) {
+            h + 1
+        } else {
+            self.chunks.partition_point(|c| c.end() <= from)
+        };
+        self.hint.set(first);
         for c in self.chunks.range(first..) {
             if c.start >= to {
                 break;
@@ -512,8 +530,10 @@ impl SpanSource for SendQueue {
                         }
                     }
                 }
-                Piece::App { buf, .. } => {
-                    if let Some(bytes) = buf.as_slice().get(rel..rel + n) {
+                Piece::App { buf, ticket } => {
+                    // Read through the application's buffer (one indirection less than through
+                    // the ticket); share through the ticket, so the reference counts.
+                    if let Some(bytes) = ticket.buf.as_slice().get(rel..rel + n) {
                         f(bytes, Some((buf, rel)));
                     }
                 }
