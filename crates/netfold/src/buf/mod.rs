@@ -51,7 +51,7 @@ pub struct PacketBuf {
     start: usize,
     end: usize,
     csum: Csum,
-    frags: Vec<ZcBuf>,
+    frags: Option<Box<Vec<ZcBuf>>>,
 }
 
 impl PacketBuf {
@@ -62,7 +62,7 @@ impl PacketBuf {
             start: DEFAULT_HEADROOM,
             end: DEFAULT_HEADROOM,
             csum: Csum::Unverified,
-            frags: Vec::new(),
+            frags: None,
         }
     }
 
@@ -107,23 +107,23 @@ impl PacketBuf {
         self.start = DEFAULT_HEADROOM.min(self.data.len());
         self.end = self.start;
         self.csum = Csum::Unverified;
-        self.frags.clear();
+        self.drop_frags();
     }
 
     /// The fragments that follow the linear bytes (empty for a linear frame).
     pub fn frags(&self) -> &[ZcBuf] {
-        &self.frags
+        self.frags.as_deref().map_or(&[], |v| v.as_slice())
     }
 
     /// Appends a fragment: `frag`'s bytes follow the frame's on the wire. The buffer holds a
     /// reference (released by `clear`, `drop_frags`, `linearize` or dropping the buffer).
     pub fn push_frag(&mut self, frag: ZcBuf) {
-        self.frags.push(frag);
+        self.frags.get_or_insert_with(Default::default).push(frag);
     }
 
     /// Bytes in fragments.
     pub fn frag_len(&self) -> usize {
-        self.frags.iter().map(ZcBuf::len).sum()
+        self.frags().iter().map(ZcBuf::len).sum()
     }
 
     /// Bytes of the whole frame: linear part and fragments.
@@ -133,29 +133,33 @@ impl PacketBuf {
 
     /// Releases the fragments' references without copying them.
     pub fn drop_frags(&mut self) {
-        self.frags.clear();
+        if let Some(f) = self.frags.as_deref_mut() {
+            f.clear();
+        }
     }
 
     /// Copies the fragments' bytes after the linear ones and releases them: what a device
     /// without scatter-gather DMA would have to do. Returns the bytes copied.
     pub fn linearize(&mut self) -> usize {
-        if self.frags.is_empty() {
+        let Some(mut frags) = self.frags.take() else {
+            return 0;
+        };
+        if frags.is_empty() {
+            self.frags = Some(frags);
             return 0;
         }
-        let frags = std::mem::take(&mut self.frags);
         let n: usize = frags.iter().map(ZcBuf::len).sum();
         let mut at = self.len();
         self.set_len(at + n);
-        for f in &frags {
+        for f in frags.iter() {
             let s = f.as_slice();
             let k = s.len().min(f.len());
             crate::mem::copy(&mut self.as_mut_slice()[at..at + k], &s[..k]);
             at += f.len();
         }
         // Keep the vector's storage for the next frame.
-        let mut frags = frags;
         frags.clear();
-        self.frags = frags;
+        self.frags = Some(frags);
         n
     }
 
@@ -272,7 +276,7 @@ impl Pool {
     pub fn put(&mut self, mut buf: PacketBuf) {
         self.stats.puts += 1;
         // An idle buffer holds no application buffer alive.
-        buf.frags.clear();
+        buf.drop_frags();
         if self.free.len() < self.max_free && buf.data.len() >= DEFAULT_HEADROOM + self.buf_capacity
         {
             self.free.push(buf);
