@@ -8,7 +8,7 @@
 
 pub mod zc;
 
-pub use zc::{Gather, Region, ZcBuf};
+pub use zc::{Frags, Gather, Region, ZcBuf};
 
 /// Default bytes reserved in front of the data for headers to be prepended.
 pub const DEFAULT_HEADROOM: usize = 128;
@@ -40,18 +40,13 @@ impl Csum {
     }
 }
 
-/// One packet: `data[start..end]` is the frame; `data[..start]` is headroom. A frame for a
-/// scatter-gather device ([`crate::phy::Device::scatter_gather`]) may continue in `frags`:
-/// references to application buffers that follow the linear bytes on the wire (Linux
-/// `skb_shinfo(skb)->frags`). Only such a device ever sees a frame with fragments; every other
-/// frame is linear, and `as_slice` is all of it.
+/// One packet: `data[start..end]` is the frame; `data[..start]` is headroom.
 #[derive(Debug, Clone, Default)]
 pub struct PacketBuf {
     data: Vec<u8>,
     start: usize,
     end: usize,
     csum: Csum,
-    frags: Option<Box<Vec<ZcBuf>>>,
 }
 
 impl PacketBuf {
@@ -62,7 +57,6 @@ impl PacketBuf {
             start: DEFAULT_HEADROOM,
             end: DEFAULT_HEADROOM,
             csum: Csum::Unverified,
-            frags: None,
         }
     }
 
@@ -107,60 +101,6 @@ impl PacketBuf {
         self.start = DEFAULT_HEADROOM.min(self.data.len());
         self.end = self.start;
         self.csum = Csum::Unverified;
-        self.drop_frags();
-    }
-
-    /// The fragments that follow the linear bytes (empty for a linear frame).
-    pub fn frags(&self) -> &[ZcBuf] {
-        self.frags.as_deref().map_or(&[], |v| v.as_slice())
-    }
-
-    /// Appends a fragment: `frag`'s bytes follow the frame's on the wire. The buffer holds a
-    /// reference (released by `clear`, `drop_frags`, `linearize` or dropping the buffer).
-    pub fn push_frag(&mut self, frag: ZcBuf) {
-        self.frags.get_or_insert_with(Default::default).push(frag);
-    }
-
-    /// Bytes in fragments.
-    pub fn frag_len(&self) -> usize {
-        self.frags().iter().map(ZcBuf::len).sum()
-    }
-
-    /// Bytes of the whole frame: linear part and fragments.
-    pub fn total_len(&self) -> usize {
-        self.len() + self.frag_len()
-    }
-
-    /// Releases the fragments' references without copying them.
-    pub fn drop_frags(&mut self) {
-        if let Some(f) = self.frags.as_deref_mut() {
-            f.clear();
-        }
-    }
-
-    /// Copies the fragments' bytes after the linear ones and releases them: what a device
-    /// without scatter-gather DMA would have to do. Returns the bytes copied.
-    pub fn linearize(&mut self) -> usize {
-        let Some(mut frags) = self.frags.take() else {
-            return 0;
-        };
-        if frags.is_empty() {
-            self.frags = Some(frags);
-            return 0;
-        }
-        let n: usize = frags.iter().map(ZcBuf::len).sum();
-        let mut at = self.len();
-        self.set_len(at + n);
-        for f in frags.iter() {
-            let s = f.as_slice();
-            let k = s.len().min(f.len());
-            crate::mem::copy(&mut self.as_mut_slice()[at..at + k], &s[..k]);
-            at += f.len();
-        }
-        // Keep the vector's storage for the next frame.
-        frags.clear();
-        self.frags = Some(frags);
-        n
     }
 
     /// Grows the frame by `n` bytes at the end (growing the storage if needed) and returns them.
@@ -256,7 +196,6 @@ impl Pool {
     }
 
     /// An empty buffer with default headroom and at least the pool's capacity.
-    #[inline]
     pub fn get(&mut self) -> PacketBuf {
         self.stats.gets += 1;
         match self.free.pop() {
@@ -272,11 +211,8 @@ impl Pool {
     }
 
     /// Returns a buffer for reuse.
-    #[inline]
-    pub fn put(&mut self, mut buf: PacketBuf) {
+    pub fn put(&mut self, buf: PacketBuf) {
         self.stats.puts += 1;
-        // An idle buffer holds no application buffer alive.
-        buf.drop_frags();
         if self.free.len() < self.max_free && buf.data.len() >= DEFAULT_HEADROOM + self.buf_capacity
         {
             self.free.push(buf);

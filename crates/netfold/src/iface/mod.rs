@@ -241,6 +241,7 @@ impl Stack {
             gateway: config.gateway,
             mtu,
             csum_tx: true,
+            tx_frags: crate::buf::Frags::new(),
             sg: false,
             csum_rx: true,
             tso: false,
@@ -386,7 +387,12 @@ impl Stack {
                 did = true;
                 let st = &mut self.inner.st;
                 st.c.tx_batches += 1;
-                dev.send_batch(now, &mut st.pool, &mut st.tx);
+                if st.tx_frags.is_empty() {
+                    dev.send_batch(now, &mut st.pool, &mut st.tx);
+                } else {
+                    dev.send_batch_sg(now, &mut st.pool, &mut st.tx, &mut st.tx_frags);
+                    st.tx_frags.clear();
+                }
                 st.tx.clear();
             }
             if !stopped {

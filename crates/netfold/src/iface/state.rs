@@ -7,7 +7,7 @@
 use super::counters::Counters;
 use super::neighbor::NeighborCache;
 use super::pmtu::PathMtuCache;
-use crate::buf::{PacketBuf, Pool};
+use crate::buf::{Frags, PacketBuf, Pool};
 use crate::mem::CopyMode;
 use crate::phy::Medium;
 use crate::wire::ethernet::EthernetAddress;
@@ -95,6 +95,9 @@ pub(crate) struct IfaceState {
     pub copy: CopyMode,
     pub pool: Pool,
     pub tx: Vec<PacketBuf>,
+    /// Fragments of the frames in `tx` (zero-copy send to a scatter-gather device; empty
+    /// otherwise).
+    pub tx_frags: Frags,
     pub tx_limit: usize,
     pub neigh: NeighborCache,
     /// Per-destination path MTU learned from ICMP (RFC 1191).
@@ -141,7 +144,7 @@ impl IfaceState {
     /// Queues a finished frame for the device.
     pub fn push(&mut self, buf: PacketBuf) {
         self.c.frames_out += 1;
-        self.c.bytes_out += buf.total_len() as u64;
+        self.c.bytes_out += buf.len() as u64;
         self.tx.push(buf);
     }
 }

@@ -340,13 +340,25 @@ impl IfaceState {
             None => 0,
         };
         if let Some(t) = direct.filter(|_| self.sg && !self.csum_tx && p.len > 0) {
-            if gso::build_sg(&mut buf, (t, ident), tcp, sup, p, gso::MAX_FRAGS) {
+            let frame = self.tx.len();
+            let frags = &mut self.tx_frags;
+            if gso::build_sg(
+                &mut buf,
+                frags,
+                frame,
+                (t, ident),
+                tcp,
+                sup,
+                p,
+                gso::MAX_FRAGS,
+            ) {
                 // Zero-copy send on a scatter-gather device that completes checksums: the
                 // frame refers to the application's buffers and netfold reads no payload byte
                 // (nothing is added to `bytes_copied` or `bytes_checksummed`).
                 self.c.zc_frames += 1;
                 self.c.zc_bytes += p.len as u64;
                 self.c.ipv4_out += 1;
+                self.c.bytes_out += p.len as u64;
                 self.push(buf);
                 return Emit::Sent;
             }
@@ -429,6 +441,7 @@ mod tests {
             copy: CopyMode::Kernels,
             pool: Pool::new(1518, 16),
             tx: Vec::new(),
+            tx_frags: crate::buf::Frags::new(),
             tx_limit,
             neigh: NeighborCache::new(Duration::from_secs(60), 4, Duration::from_secs(1), 3),
             pmtu: crate::iface::pmtu::PathMtuCache::new(),

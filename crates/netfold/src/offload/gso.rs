@@ -18,7 +18,7 @@
 //! itself), through [`split_frame`].
 #![warn(missing_docs)]
 
-use crate::buf::zc::Gather;
+use crate::buf::zc::{Frags, Gather};
 use crate::buf::{PacketBuf, Pool};
 use crate::mem::CopyMode;
 use crate::wire::checksum::{add, concat, finish, pseudo_header};
@@ -250,34 +250,42 @@ pub const MAX_FRAGS: usize = 64;
 
 /// [`build`] for a scatter-gather device that completes checksums itself (zero-copy send):
 /// the link, IPv4 and TCP headers go into `buf` (checksums left to the device, as `build`
-/// with `csum == false`), and the piece's payload is attached as references to the
-/// application buffers that hold it ([`PacketBuf::push_frag`]): no payload byte is read or
-/// written. Returns `false`, leaving `buf` as it was, when some of the payload cannot be
-/// shared (bytes copied into a send ring) or it would take more than `max_frags` fragments;
-/// the caller then uses `build`.
+/// with `csum == false`), and the piece's payload is recorded in `frags` as fragments of frame
+/// `frame` (the index `buf` will have in the transmit batch): references to the application
+/// buffers that hold it, no payload byte read or written. Returns `false`, leaving `buf` and
+/// `frags` as they were, when some of the payload cannot be shared (bytes copied into a send
+/// ring) or it would take more than `max_frags` fragments; the caller then uses `build`.
+// Kept out of line: the copying path's `emit_piece` only tests for it, and inlining it there
+// measurably slowed that path (code size in the per-packet loop).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
 pub fn build_sg(
     buf: &mut PacketBuf,
+    frags: &mut Frags,
+    frame: usize,
     ip: (&IpTemplate, u16),
     tcp: &TcpTemplate,
     sup: &Super<'_>,
     p: &Piece,
     max_frags: usize,
 ) -> bool {
-    if p.len == 0 || !buf.frags().is_empty() {
+    if p.len == 0 || frags.of(frame).next().is_some() {
         return false;
     }
     let mut ok = true;
     let mut n = 0;
+    let mut bytes = 0;
     sup.payload
         .for_each_span(p.off, p.len, &mut |s, owner| match owner {
             Some((b, at)) if ok && n < max_frags => {
-                buf.push_frag(b.slice(at..at + s.len()));
+                frags.push(frame, b.slice(at..at + s.len()));
                 n += 1;
+                bytes += s.len();
             }
             _ => ok = false,
         });
-    if !ok || buf.frag_len() != p.len {
-        buf.drop_frags();
+    if !ok || bytes != p.len {
+        frags.forget(frame);
         return false;
     }
     let hdrs = buf.append(ip.0.len + tcp.len);

@@ -55,7 +55,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
-use crate::buf::{Csum, PacketBuf, Pool};
+use crate::buf::{Csum, Frags, PacketBuf, Pool};
 use crate::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
 use crate::time::{Duration, Instant};
 use crate::wire::ethernet::EthernetFrame;
@@ -733,6 +733,21 @@ impl Device for PipeEnd {
         self.config.scatter_gather
     }
 
+    fn send_batch_sg(
+        &mut self,
+        now: Instant,
+        pool: &mut Pool,
+        frames: &mut Vec<PacketBuf>,
+        frags: &mut Frags,
+    ) {
+        // Fragments are read here, as a NIC reads them by DMA; the frames then hold no
+        // reference to the application's buffers.
+        let (n, bytes) = frags.linearize(frames);
+        self.stats.sg_frames += n as u64;
+        self.stats.sg_bytes += bytes as u64;
+        self.send_batch(now, pool, frames);
+    }
+
     fn recv_batch(
         &mut self,
         now: Instant,
@@ -793,13 +808,6 @@ impl Device for PipeEnd {
         }
         link.release_expired(now);
         for mut buf in frames.drain(..) {
-            // Fragments are read here, as a NIC reads them by DMA; the frame then holds no
-            // reference to the application's buffers.
-            let sg = buf.linearize();
-            if sg > 0 {
-                self.stats.sg_frames += 1;
-                self.stats.sg_bytes += sg as u64;
-            }
             self.stats.sent += 1;
             self.stats.bytes += buf.len() as u64;
             if buf.len() > self.config.max_frame_len(buf.as_slice()) {
