@@ -182,6 +182,12 @@ pub trait SpanSource {
     /// Calls `f` for each contiguous piece of bytes `off..off + len`, in order (fewer bytes if
     /// the source holds fewer), with the piece's owner.
     fn for_each_span(&self, off: usize, len: usize, f: &mut dyn FnMut(&[u8], Owner<'_>));
+
+    /// Bytes `off..off + len` as one slice, if they are contiguous (the common case: a packet
+    /// cut from inside one buffer); `None` otherwise (the caller walks the spans).
+    fn contiguous(&self, _off: usize, _len: usize) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// A payload: up to two plain slices (a send ring may wrap), or bytes `off..off + len` of a
@@ -262,6 +268,19 @@ impl<'a> Gather<'a> {
                 }
             }
             Kind::Source(src, base) => src.for_each_span(base + off, len, f),
+        }
+    }
+
+    /// Bytes `off..off + len` of the payload as one slice, if they lie in one piece.
+    pub fn contiguous(&self, off: usize, len: usize) -> Option<&'a [u8]> {
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        match self.kind {
+            Kind::Two(a, b) => a
+                .get(off..off + len)
+                .or_else(|| b.get(off.checked_sub(a.len())?..off - a.len() + len)),
+            Kind::Source(src, base) => src.contiguous(base + off, len),
         }
     }
 

@@ -407,6 +407,11 @@ pub fn copy_range_with_checksum(
     mode: CopyMode,
 ) -> u16 {
     let Some((a, b)) = parts.as_slices() else {
+        if let Some(s) = parts.contiguous(off, len) {
+            // Inside one buffer: one fused pass, no span walk.
+            let n = s.len().min(dst.len());
+            return mode.copy_with_checksum(&mut dst[..n], &s[..n]);
+        }
         // A send queue with application buffers: as many pieces as chunks, each copied and
         // summed in one pass, the sums combined at their offsets.
         let mut sum = 0u16;

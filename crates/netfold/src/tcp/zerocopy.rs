@@ -486,7 +486,53 @@ impl Conn {
     }
 }
 
+impl SendQueue {
+    /// Index of the chunk holding stream position `pos` (`chunks.len()` if none), starting
+    /// from the hint.
+    fn chunk_at(&self, pos: u64) -> usize {
+        let holds = |i: usize| {
+            self.chunks
+                .get(i)
+                .is_some_and(|c| c.start <= pos && pos < c.end())
+        };
+        let h = self.hint.get();
+        let i = if holds(h) {
+            h
+        } else if holds(h + 1) {
+            h + 1
+        } else {
+            self.chunks.partition_point(|c| c.end() <= pos)
+        };
+        self.hint.set(i);
+        i
+    }
+}
+
 impl SpanSource for SendQueue {
+    fn contiguous(&self, off: usize, len: usize) -> Option<&[u8]> {
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        if self.chunks.is_empty() {
+            let (a, b) = self.ring.slices(off, len);
+            return b.is_empty().then_some(a);
+        }
+        let from = self.head + off as u64;
+        let c = self.chunks.get(self.chunk_at(from))?;
+        let rel = (from - c.start) as usize;
+        if rel + len > c.len {
+            return None;
+        }
+        match &c.piece {
+            Piece::Ring { at } => {
+                let ring_off = (at + rel as u64).checked_sub(self.ring_head)? as usize;
+                let (a, b) = self.ring.slices(ring_off, len);
+                (b.is_empty() && a.len() == len).then_some(a)
+            }
+            Piece::App { ticket, .. } => ticket.buf.as_slice().get(rel..rel + len),
+        }
+    }
+
     fn for_each_span(&self, off: usize, len: usize, f: &mut dyn FnMut(&[u8], Owner<'_>)) {
         if self.chunks.is_empty() {
             let (a, b) = self.ring.slices(off, len);
@@ -499,20 +545,7 @@ impl SpanSource for SendQueue {
         }
         let from = self.head + off as u64;
         let to = from + len.min(self.len.saturating_sub(off)) as u64;
-        let holds = |i: usize| {
-            self.chunks
-                .get(i)
-                .is_some_and(|c| c.start <= from && from < c.end())
-        };
-        let h = self.hint.get();
-        let first = if holds(h) {
-            h
-        } else if holds(h + 1) {
-            h + 1
-        } else {
-            self.chunks.partition_point(|c| c.end() <= from)
-        };
-        self.hint.set(first);
+        let first = self.chunk_at(from);
         for c in self.chunks.range(first..) {
             if c.start >= to {
                 break;
@@ -580,6 +613,17 @@ mod tests {
             for len in 0..13 {
                 let want = &b"abCDEFghijKL"[off..(off + len).min(12)];
                 assert_eq!(bytes(q.gather(off, len)), want, "{off} {len}");
+                // One piece when it lies in one chunk ("ab", "CDEF", "ghij", "KL").
+                let one = [(0, 2), (2, 6), (6, 10), (10, 12)]
+                    .iter()
+                    .any(|&(s, e)| s <= off && off + len <= e);
+                let c = q.gather(0, 12).contiguous(off, len);
+                if off + len <= 12 {
+                    assert_eq!(c.is_some(), one || len == 0, "{off} {len}");
+                    if let Some(c) = c {
+                        assert_eq!(c, want);
+                    }
+                }
             }
         }
         // Which pieces are shareable.
