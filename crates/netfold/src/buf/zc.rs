@@ -382,19 +382,32 @@ impl Frags {
                 nframes += 1;
                 last = Some(i);
             }
-            let s = f.as_slice();
-            let at = buf.len();
-            buf.set_len(at + f.len());
-            // A region that shrank (its contract forbids it) leaves zeros, not a panic.
-            let k = s.len().min(f.len());
-            let dst = &mut buf.as_mut_slice()[at..];
-            crate::mem::copy(&mut dst[..k], &s[..k]);
-            dst[k..].fill(0);
-            bytes += f.len();
+            bytes += append(buf, &f);
         }
         (nframes, bytes)
     }
+
+    /// Copies frame `frame`'s fragments after the bytes of `buf` (that frame, taken out of
+    /// the batch); returns the bytes copied. The fragments stay until `clear`.
+    pub fn copy_into(&self, frame: usize, buf: &mut PacketBuf) -> usize {
+        self.of(frame).map(|f| append(buf, f)).sum()
+    }
 }
+
+/// Appends `f`'s bytes to `buf`; a region that shrank (its contract forbids it) leaves zeros,
+/// not a panic.
+fn append(buf: &mut PacketBuf, f: &ZcBuf) -> usize {
+    let s = f.as_slice();
+    let at = buf.len();
+    buf.set_len(at + f.len());
+    let k = s.len().min(f.len());
+    let dst = &mut buf.as_mut_slice()[at..];
+    crate::mem::copy(&mut dst[..k], &s[..k]);
+    dst[k..].fill(0);
+    f.len()
+}
+
+impl Frags {}
 
 #[cfg(test)]
 mod tests {

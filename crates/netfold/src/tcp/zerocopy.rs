@@ -150,6 +150,13 @@ impl ZcCompletions {
         st.out.buffers == 0 && st.done.is_empty()
     }
 
+    /// The bound on unreleased buffers plus untaken completions is reached: `send_zc` says
+    /// `WouldBlock` until completions are taken.
+    pub fn at_limit(&self) -> bool {
+        let st = self.shared.lock();
+        st.out.buffers + st.done.len() >= st.max_entries
+    }
+
     /// Lowers (or raises) the bound on unreleased buffers plus untaken completions; at least 1.
     pub fn set_max_entries(&self, n: usize) {
         self.shared.lock().max_entries = n.max(1);
