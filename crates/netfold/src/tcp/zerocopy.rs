@@ -726,6 +726,90 @@ mod tests {
         assert_eq!(done.next().map(|c| (c.id, c.acked)), Some((0, true)));
     }
 
+    /// Random pushes (copied and lent), acknowledgments, growth and reads against a plain
+    /// byte vector: the queue always holds exactly the model's bytes, and each lent buffer
+    /// completes once, acknowledged, when the model says its last byte was consumed.
+    #[test]
+    fn matches_a_byte_vector_model() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n.max(1)
+        };
+        let mut cache = RingCache::new();
+        let mut q = SendQueue::from_cache(64, &mut cache);
+        let done = q.completions();
+        let mut model: std::collections::VecDeque<u8> = Default::default();
+        let mut ends: std::collections::VecDeque<(u64, u64)> = Default::default(); // (id, end)
+        let (mut consumed, mut queued) = (0u64, 0u64);
+        let mut next = 0u8;
+        for step in 0..20_000 {
+            match rnd(10) {
+                0..=2 => {
+                    let data: Vec<u8> = (0..rnd(40))
+                        .map(|_| {
+                            next = next.wrapping_add(1);
+                            next
+                        })
+                        .collect();
+                    let n = q.push(&data, CopyMode::Kernels);
+                    model.extend(&data[..n]);
+                    queued += n as u64;
+                    next = next.wrapping_sub((data.len() - n) as u8);
+                }
+                3..=5 => {
+                    let data: Vec<u8> = (0..1 + rnd(40))
+                        .map(|_| {
+                            next = next.wrapping_add(1);
+                            next
+                        })
+                        .collect();
+                    match q.push_zc(ZcBuf::from(data.clone()), step) {
+                        Some(s) => {
+                            model.extend(&data[..s.len]);
+                            queued += s.len as u64;
+                            ends.push_back((s.id, queued));
+                            next = next.wrapping_sub((data.len() - s.len) as u8);
+                        }
+                        None => next = next.wrapping_sub(data.len() as u8),
+                    }
+                }
+                6 | 7 => {
+                    let n = rnd(model.len() as u64 + 1) as usize;
+                    q.consume(n);
+                    model.drain(..n);
+                    consumed += n as u64;
+                    while ends.front().is_some_and(|&(_, e)| e <= consumed) {
+                        let (id, _) = ends.pop_front().unwrap();
+                        let c = done.next().expect("completed");
+                        assert_eq!((c.id, c.acked), (id, true));
+                    }
+                    assert_eq!(done.pending(), 0);
+                }
+                8 => {
+                    let cap = q.capacity();
+                    if cap < 4096 {
+                        assert!(q.grow(cap * 2, &mut cache));
+                    }
+                }
+                _ => {}
+            }
+            assert_eq!(q.len(), model.len());
+            let off = rnd(model.len() as u64 + 1) as usize;
+            let len = rnd(100) as usize;
+            let want: Vec<u8> = model.iter().skip(off).take(len).copied().collect();
+            assert_eq!(bytes(q.gather(off, len)), want, "step {step}");
+            if let Some(c) = q.gather(0, model.len()).contiguous(off, want.len()) {
+                assert_eq!(c, &want[..]);
+            }
+        }
+        q.release(&mut cache);
+        assert_eq!(done.outstanding(), ZcOutstanding::default());
+        assert!(ends.iter().all(|_| done.next().is_some_and(|c| !c.acked)));
+    }
+
     #[test]
     fn growth_keeps_chunks_valid() {
         let mut cache = RingCache::new();
