@@ -61,6 +61,8 @@
 //! | `buffer.rs`   | send ring, receive ring with in-place out-of-order assembler; the      |
 //! |               | per-stack `RingCache` that recycles ring storage and charges it to the |
 //! |               | stack's socket-buffer budget                                           |
+//! | `zerocopy.rs` | `SendQueue` (the send ring plus lent application buffers), zero-copy |
+//! |               | send (`Conn::send_zc`) and its completions (Linux `MSG_ZEROCOPY`)      |
 //! | `autotune.rs` | receive-buffer auto-tuning (Linux DRS) and send-buffer growth          |
 //! | `sack.rs`     | RFC 6675 scoreboard (IsLost, pipe, holes), RFC 2018 block history      |
 //! | `rack.rs`     | RACK-TLP loss detection and the tail loss probe (RFC 8985)             |

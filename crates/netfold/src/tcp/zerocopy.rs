@@ -12,7 +12,7 @@
 //! scatter-gather device that completes checksums, references without touching a byte
 //! (`iface/tcp.rs`, `emit_piece`).
 //!
-//! **Completions.** Every buffer accepted by [`Conn::send_zc`](super::conn::Conn) gets an id
+//! **Completions.** Every buffer accepted by `Conn::send_zc` ([`TcpLayer::send_zc`](super::TcpLayer::send_zc)) gets an id
 //! (per connection, from 0, in order, as Linux `MSG_ZEROCOPY` numbers its sends) and is
 //! wrapped in a ticket that is the region every reference to it goes through: the queue's
 //! chunk and every frame fragment made from it. The completion is posted when the last of
