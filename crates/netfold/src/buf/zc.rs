@@ -122,6 +122,12 @@ impl ZcBuf {
         }
     }
 
+    /// Shortens the window to `len` bytes (no-op if already shorter); no reference count
+    /// changes.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
     /// How many `ZcBuf`s share this one's region (diagnostics and tests).
     pub fn ref_count(&self) -> usize {
         Arc::strong_count(&self.region)
@@ -173,9 +179,23 @@ impl From<&'static [u8]> for ZcBuf {
     }
 }
 
-/// Who owns one contiguous piece of a payload: the `ZcBuf` and the piece's offset in it, or
-/// nobody that can be shared (bytes in a ring the source owns, which must be copied).
-pub type Owner<'a> = Option<(&'a ZcBuf, usize)>;
+/// Something whose bytes can be shared by reference: [`Share::share`] makes a [`ZcBuf`] of
+/// bytes `off..off + len` of it (one reference count more, no copy). Only a scatter-gather
+/// frame asks, so a source that holds its buffers in another form pays for a `ZcBuf` only then.
+pub trait Share {
+    fn share(&self, off: usize, len: usize) -> ZcBuf;
+}
+
+impl Share for ZcBuf {
+    fn share(&self, off: usize, len: usize) -> ZcBuf {
+        self.slice(off..off + len)
+    }
+}
+
+/// Who owns one contiguous piece of a payload: something that can share it and the piece's
+/// offset in it, or nobody that can be shared (bytes in a ring the source owns, which must be
+/// copied).
+pub type Owner<'a> = Option<(&'a dyn Share, usize)>;
 
 /// A byte sequence held in pieces (a send queue of ring bytes and application buffers).
 pub trait SpanSource {

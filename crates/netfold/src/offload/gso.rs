@@ -278,7 +278,7 @@ pub fn build_sg(
     sup.payload
         .for_each_span(p.off, p.len, &mut |s, owner| match owner {
             Some((b, at)) if ok && n < max_frags => {
-                frags.push(frame, b.slice(at..at + s.len()));
+                frags.push(frame, b.share(at, s.len()));
                 n += 1;
                 bytes += s.len();
             }
