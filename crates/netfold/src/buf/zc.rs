@@ -448,7 +448,7 @@ mod tests {
         let reversed = s.slice(7..3);
         assert!(reversed.is_empty());
         assert_eq!(b.slice(..=1).as_slice(), &[0, 1]);
-        drop((s, t));
+        drop((s, t, reversed));
         assert_eq!(b.ref_count(), 1);
     }
 
