@@ -171,6 +171,9 @@ pub struct Params {
     pub streams: usize,
     /// The IP family of the connections (`--family`).
     pub family: Family,
+    /// netfold stream/maerts: the sender lends its messages to the stack (zero-copy send,
+    /// `--zerocopy`) instead of writing copies.
+    pub zerocopy: bool,
 }
 
 impl Default for Params {
@@ -199,6 +202,7 @@ impl Default for Params {
             shards: 0,
             streams: 1,
             family: Family::V4,
+            zerocopy: false,
         }
     }
 }
