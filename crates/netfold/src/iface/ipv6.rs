@@ -734,8 +734,8 @@ impl IfaceState {
     /// prepends the IPv6 fixed header (hop limit: ours; traffic class: `ecn`) and hands it to
     /// the link. A datagram other than TCP larger than the path MTU to `dst` is sent in
     /// fragments (RFC 8200 §4.5); a TCP segment larger than the link MTU is refused (`TooBig`:
-    /// `emit_tcp` cuts IPv6 segments to the path MTU itself; the stack does not hand TCPv6
-    /// super-segments to a TSO device yet).
+    /// `emit_tcp` cuts IPv6 segments to the path MTU itself, and hands TCPv6 super-segments
+    /// to a TSO device only through its header template, never through here).
     ///
     /// The IPv6 counterpart of `send_ip`, for the transport layer (`emit_tcp`, `flush_udp`).
     pub(super) fn send_ipv6(

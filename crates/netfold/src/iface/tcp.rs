@@ -6,9 +6,10 @@
 //! Both families: a received segment comes with an [`IpMeta`] (from the IPv4 header here,
 //! from the IPv6 one in the IPv6 layer), its checksum is checked against the family's
 //! pseudo-header (RFC 9293 §3.1, RFC 8200 §8.1); an outgoing segment goes to IPv4 exactly as
-//! before the generalisation (header templates, ARP) or, when its addresses are IPv6, cut to
-//! the IPv6 path MTU (`ipv6_path_mtu`, MTU - 60 per packet) and handed piece by piece to the
-//! IPv6 layer's `send_ipv6`.
+//! before the generalisation (header templates, ARP) or, when its addresses are IPv6, the
+//! same way over IPv6 (`emit_tcp_v6`: a template of the Ethernet and IPv6 headers when NDP
+//! has the next hop, whole super-segments to a TSO device, else cut to the IPv6 path MTU,
+//! MTU - 60 per packet, and handed piece by piece to the IPv6 layer's `send_ipv6`).
 
 use super::counters::{bucket, Counters};
 use super::ip::{IpMeta, Payload};
