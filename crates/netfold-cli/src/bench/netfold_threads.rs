@@ -669,6 +669,7 @@ fn serve<D: Device>(
 mod tests {
     use super::*;
     use crate::bench::affinity::pin_current_thread;
+    use crate::bench::netfold_pipe::{stack_config, CLIENT_ADDR};
     use crate::bench::Pin;
     use netfold::phy::pipe::PipeConfig;
 

@@ -189,9 +189,12 @@ pub fn parse_cidr_any(s: &str) -> Result<(IpAddr, u8), String> {
     Ok((addr, prefix))
 }
 
+/// What `--addr` gave: the IPv4 address and prefix (if any), and the IPv6 addresses.
+pub type Addrs = (Option<(Ipv4Addr, u8)>, Vec<Ipv6Cidr>);
+
 /// The `--addr` list: at most one IPv4 address with its prefix (none: IPv6 only, the stack's
 /// IPv4 address 0.0.0.0, which turns IPv4 off), and every IPv6 one; at least one address.
-pub fn parse_addrs(list: &[String]) -> Result<(Option<(Ipv4Addr, u8)>, Vec<Ipv6Cidr>), String> {
+pub fn parse_addrs(list: &[String]) -> Result<Addrs, String> {
     let mut v4 = None;
     let mut v6 = Vec::new();
     for s in list {
