@@ -826,6 +826,7 @@ fn serve_answers_pings_and_udp_echo_larger_than_the_mtu() {
 /// Issue 11 "Done when" (defect 1): the kernel clamps the MSS it announces to 1000
 /// (`advmss 1000` on its route); during a download no TCP segment from netfold in the
 /// capture carries more than 1000 bytes of payload, and full-sized ones carry exactly 1000.
+/// Over IPv4 and (issue 15) over IPv6.
 #[test]
 fn serve_never_exceeds_the_mss_the_kernel_announced() {
     if let Some(why) = netns::unavailable_reason() {
@@ -836,26 +837,43 @@ fn serve_never_exceeds_the_mss_the_kernel_announced() {
         ("curl", "--version"),
         ("tshark", "--version"),
         ("sha256sum", "--version"),
+        ("ping", "-V"),
     ] {
         need(tool, arg);
     }
+    // IPv4, then IPv6 (the kernel's IPv6 route announces 1000 too; netfold's offloads on, so
+    // this also checks that no TSO6 super-segment is handed over when the MSS cuts finer).
+    for v6 in [false, true] {
+        mss_clamp(v6);
+    }
+}
+
+fn mss_clamp(v6: bool) {
     let mut net = Netns::create();
     let tap = net.tap.clone();
+    let (host, route, ipsrc) = if v6 {
+        net.add_ipv6();
+        // A host route: the connected /64 the kernel made (metric 256) would otherwise win
+        // over a replaced one (IPv6's default metric 1024).
+        (SERVER6, "2001:2:0:1::2/128", "ipv6.src")
+    } else {
+        (SERVER, "198.18.0.0/24", "ip.src")
+    };
+    let family = if v6 { "-6" } else { "-4" };
     net.exec(&[
-        "ip",
-        "route",
-        "replace",
-        "198.18.0.0/24",
-        "dev",
-        &tap,
-        "advmss",
-        "1000",
+        "ip", family, "route", "replace", route, "dev", &tap, "advmss", "1000",
     ]);
-    let pcap = std::env::temp_dir().join(format!("netfold-mss-{}.pcap", std::process::id()));
+    let pcap = std::env::temp_dir().join(format!("netfold-mss-{}-{v6}.pcap", std::process::id()));
     net.files.push(pcap.clone());
-    let server = Server::start(&net, Some(&pcap));
+    let addr6 = format!("{SERVER6}/64");
+    let extra: Vec<&str> = if v6 { vec!["--addr", &addr6] } else { vec![] };
+    let server = Server::start_with(&net, Some(&pcap), &extra);
+    if v6 {
+        let out = net.exec(&["ping", "-6", "-c", "1", "-w", "15", SERVER6]);
+        assert!(ping_received(&out) >= 1, "{out}");
+    }
     let len = 2_000_000;
-    assert_eq!(curl_sha256(&net, len), expected_sha256(len));
+    assert_eq!(curl_sha256_from(&net, host, len), expected_sha256(len));
     server.stop();
     let p = pcap.to_str().unwrap();
     let lens = |filter: &str| -> Vec<u64> {
@@ -878,17 +896,17 @@ fn serve_never_exceeds_the_mss_the_kernel_announced() {
         "-e",
         "tcp.options.mss_val",
     ]);
-    assert_eq!(syn_mss.trim(), "1000", "{syn_mss}");
-    let from_us = lens(&format!("ip.src=={SERVER} && tcp.len > 0"));
+    assert_eq!(syn_mss.trim(), "1000", "v6={v6}: {syn_mss}");
+    let from_us = lens(&format!("{ipsrc}=={host} && tcp.len > 0"));
     assert!(
         from_us.iter().sum::<u64>() >= len,
-        "capture holds {} bytes of payload",
+        "v6={v6}: capture holds {} bytes of payload",
         from_us.iter().sum::<u64>()
     );
     let too_big: Vec<u64> = from_us.iter().copied().filter(|&l| l > 1000).collect();
     assert!(
         too_big.is_empty(),
-        "segments beyond the MSS: {:?}",
+        "v6={v6}: segments beyond the MSS: {:?}",
         &too_big[..too_big.len().min(10)]
     );
     // Full-sized segments are the MSS less the timestamp option (12 bytes, RFC 7323 §3.2;
@@ -896,7 +914,7 @@ fn serve_never_exceeds_the_mss_the_kernel_announced() {
     let biggest = from_us.iter().copied().max().unwrap_or(0);
     assert!(
         biggest > 1000 - 40,
-        "largest segment {biggest}: not limited by the MSS"
+        "v6={v6}: largest segment {biggest}: not limited by the MSS"
     );
 }
 
