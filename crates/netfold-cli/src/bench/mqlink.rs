@@ -3,9 +3,10 @@
 //!
 //! Each side's port `k` (one shard's device) holds one pipe end per peer shard: pipe `(i, j)`
 //! joins client shard `i` and server shard `j`. A frame sent by a port goes to the peer shard
-//! that the RSS hash of its 4-tuple ([`super::rss::Rss::shard_of`], source and destination as
-//! they are in the frame) picks, as a multi-queue NIC steers what it receives; frames without
-//! a TCP/UDP 4-tuple (ARP) go to the peer shard with the port's own index (queue 0 of a real NIC
+//! that the RSS hash of its 4-tuple ([`super::rss::Rss::shard_of_ip`], source and destination
+//! as they are in the frame, IPv4 or IPv6) picks, as a multi-queue NIC steers what it
+//! receives; frames without a TCP/UDP 4-tuple (ARP, IPv6 Neighbor Discovery) go to the peer
+//! shard with the port's own index (queue 0 of a real NIC
 //! would do; one neighbour table per shard needs them on its own queue). So nothing forces a
 //! connection onto one shard except the hash: a connection whose local port was not chosen
 //! for its shard ([`super::rss::Rss::pick_local_port`]) has its frames steered to another
@@ -19,7 +20,39 @@ use netfold::buf::{PacketBuf, Pool};
 use netfold::phy::pipe::{Pipe, PipeConfig, PipeEnd};
 use netfold::phy::{Device, DeviceCaps};
 use netfold::time::Instant;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
+
+/// [`frame_tuple`] for either family: an Ethernet + IPv4 or extension-free IPv6 + TCP/UDP
+/// frame's 4-tuple, the IPv6 one read through the wire views; `None` for anything else (ARP,
+/// NDP, ICMP, fragments, extension headers).
+pub fn frame_tuple_ip(f: &[u8]) -> Option<(IpAddr, IpAddr, u16, u16)> {
+    use netfold::wire::ethernet::{EtherType, EthernetFrame};
+    use netfold::wire::ipv6::Ipv6Packet;
+    use netfold::wire::tcp::TcpPacket;
+    use netfold::wire::udp::UdpPacket;
+    use netfold::wire::IpProtocol;
+    if let Some((s, d, sp, dp)) = frame_tuple(f) {
+        return Some((Ipv4Addr::from(s).into(), Ipv4Addr::from(d).into(), sp, dp));
+    }
+    let eth = EthernetFrame::new_checked(f).ok()?;
+    if eth.ethertype() != EtherType::Ipv6 {
+        return None;
+    }
+    let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+    let (sp, dp) = match ip.next_header() {
+        IpProtocol::Tcp => {
+            let t = TcpPacket::new_checked(ip.payload()).ok()?;
+            (t.src_port(), t.dst_port())
+        }
+        IpProtocol::Udp => {
+            let u = UdpPacket::new_checked(ip.payload()).ok()?;
+            (u.src_port(), u.dst_port())
+        }
+        _ => return None,
+    };
+    Some((ip.src_addr().into(), ip.dst_addr().into(), sp, dp))
+}
 
 /// One shard's device on a [`mq_link`]: its pipe ends to every peer shard.
 pub struct MqPort {
@@ -157,10 +190,10 @@ impl Device for MqPort {
             return self.ends[0].send_batch(now, pool, frames);
         }
         for f in frames.drain(..) {
-            let tuple = frame_tuple(f.as_slice());
+            let tuple = frame_tuple_ip(f.as_slice());
             let j = match tuple {
                 Some((src, dst, sp, dp)) => {
-                    let j = self.rss.shard_of(src, dst, sp, dp);
+                    let j = self.rss.shard_of_ip(src, dst, sp, dp);
                     self.tx_to[j] += 1;
                     j
                 }

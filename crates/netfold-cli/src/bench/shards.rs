@@ -21,7 +21,7 @@ use super::affinity::{online_cpus, pin_current_thread, thread_cpu_seconds};
 use super::latency::Histogram;
 use super::memnet::BoxErr;
 use super::mqlink::{mq_link, MqPort};
-use super::netfold_pipe::{pipe_config, stack_config, tcp_config, CLIENT_ADDR, SERVER_ADDR};
+use super::netfold_pipe::{endpoints, pipe_config, stack_config_ip, tcp_config};
 use super::netfold_threads::Node;
 use super::pattern::{Pattern, Verifier};
 use super::rss::{Rss, MICROSOFT_KEY};
@@ -29,7 +29,7 @@ use super::{Measurement, Params, Pin, Test};
 use netfold::iface::Stack;
 use netfold::socket::{io_error, TcpListener, TcpStream};
 use std::io::ErrorKind;
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant as WallInstant};
@@ -57,11 +57,11 @@ fn cpu_for(pin: Pin, shard: usize, server: bool) -> Option<usize> {
     }
 }
 
-/// Every local port of `EPHEMERAL` whose connection to the server hashes to `shard` both ways.
-fn shard_ports(rss: &Rss, shard: usize) -> Vec<u16> {
-    let (c, s) = (CLIENT_ADDR.octets(), SERVER_ADDR.octets());
+/// Every local port of `EPHEMERAL` whose connection from `c` to the server at `s` hashes to
+/// `shard` both ways (either family: the IPv6 4-tuple is hashed as RSS NICs hash it).
+fn shard_ports(rss: &Rss, shard: usize, (c, s): (IpAddr, IpAddr)) -> Vec<u16> {
     EPHEMERAL
-        .filter(|&p| rss.pick_local_port(c, s, PORT, shard, p..=p).is_some())
+        .filter(|&p| rss.pick_local_port_ip(c, s, PORT, shard, p..=p).is_some())
         .collect()
 }
 
@@ -124,7 +124,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
         let mut server = Node::new(
             Stack::new(netfold::iface::StackConfig {
                 gro: p.gro,
-                ..stack_config(SERVER_ADDR, 2, p.mtu, p.copy_mode)
+                ..stack_config_ip(endpoints(p.family).1, 2, p.mtu, p.copy_mode)
             }),
             sport,
             epoch,
@@ -132,14 +132,14 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
         );
         let listener = TcpListener::bind(
             &mut server.stack,
-            SocketAddrV4::new(SERVER_ADDR, PORT),
+            SocketAddr::new(endpoints(p.family).1, PORT),
             256,
             tcfg,
         )?;
         let client = Node::new(
             Stack::new(netfold::iface::StackConfig {
                 gro: p.gro,
-                ..stack_config(CLIENT_ADDR, 1, p.mtu, p.copy_mode)
+                ..stack_config_ip(endpoints(p.family).0, 1, p.mtu, p.copy_mode)
             }),
             cport,
             epoch,
@@ -168,7 +168,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
         } else {
             server_half = Some((server, listener));
         }
-        let ports = shard_ports(&rss, k);
+        let ports = shard_ports(&rss, k, endpoints(p.family));
         if ports.len() < count.max(1) {
             return Err(format!("only {} ephemeral ports hash to shard {k}", ports.len()).into());
         }
@@ -247,8 +247,8 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
             .iter()
             .chain(&s.peers)
             .filter(|&&port| {
-                rss.shard_of(CLIENT_ADDR.octets(), SERVER_ADDR.octets(), port, PORT) != k
-                    || rss.shard_of(SERVER_ADDR.octets(), CLIENT_ADDR.octets(), PORT, port) != k
+                let (c, s) = endpoints(p.family);
+                rss.shard_of_ip(c, s, port, PORT) != k || rss.shard_of_ip(s, c, PORT, port) != k
             })
             .count() as u64;
         misplaced += wrong + (c.ports.len() != s.peers.len()) as u64;
@@ -296,12 +296,13 @@ fn connect_all(
     n: &mut ClientSide,
     ports: &[u16],
     cfg: netfold::tcp::Config,
+    (client, server): (IpAddr, IpAddr),
 ) -> Result<Vec<TcpStream>, BoxErr> {
-    let remote = SocketAddrV4::new(SERVER_ADDR, PORT);
+    let remote = SocketAddr::new(server, PORT);
     let mut streams = Vec::new();
     for &port in ports {
         let now = n.now();
-        let local = SocketAddrV4::new(CLIENT_ADDR, port);
+        let local = SocketAddr::new(client, port);
         let h = n
             .stack
             .tcp_mut()
@@ -361,7 +362,7 @@ fn source_all(
     pattern: &Pattern,
     line: &Barrier,
 ) -> Result<ClientOutcome, BoxErr> {
-    let streams = connect_all(n, ports, cfg)?;
+    let streams = connect_all(n, ports, cfg, endpoints(p.family))?;
     line.wait();
     let cpu0 = thread_cpu_seconds();
     let start = WallInstant::now();
@@ -450,7 +451,7 @@ fn rr_all(
     line: &Barrier,
     share: (usize, usize),
 ) -> Result<ClientOutcome, BoxErr> {
-    let streams = connect_all(n, ports, cfg)?;
+    let streams = connect_all(n, ports, cfg, endpoints(p.family))?;
     line.wait();
     let cpu0 = thread_cpu_seconds();
     let start = WallInstant::now();
@@ -511,7 +512,7 @@ fn crr_all(
     line: &Barrier,
     share: (usize, usize),
 ) -> Result<ClientOutcome, BoxErr> {
-    let remote = SocketAddrV4::new(SERVER_ADDR, PORT);
+    let remote = SocketAddr::new(endpoints(p.family).1, PORT);
     line.wait();
     let cpu0 = thread_cpu_seconds();
     let start = WallInstant::now();
@@ -535,7 +536,7 @@ fn crr_all(
                 for _ in 0..ports.len() {
                     let port = ports[next];
                     next = (next + 1) % ports.len();
-                    let local = SocketAddrV4::new(CLIENT_ADDR, port);
+                    let local = SocketAddr::new(endpoints(p.family).0, port);
                     let now = n.now();
                     match n.stack.tcp_mut().connect(now, local, remote, cfg) {
                         Ok(h) => {
@@ -916,6 +917,37 @@ mod tests {
             assert!(m.transactions >= 2000, "{}", m.transactions);
             assert_eq!(m.details["affinity"], "none");
             assert_eq!(m.details["threads_per_shard"], threads);
+            assert_one_shard_per_connection(&m, 2);
+        }
+    }
+
+    /// Issue 15: the same over IPv6 — the multi-queue link steers by the Toeplitz hash of the
+    /// IPv6 4-tuple (Microsoft's "IPv6 with TCP"), local ports are chosen for it, and
+    /// Neighbor Discovery (no 4-tuple) stays on each shard's own queue as ARP does.
+    #[test]
+    fn ipv6_rr_and_stream_on_two_shards_keep_every_connection_on_its_shard() {
+        for test in [Test::Rr, Test::Stream] {
+            let p = Params {
+                test,
+                transactions: Some(2000),
+                bytes: Some(4 << 20),
+                duration: None,
+                req_size: 64,
+                resp_size: 512,
+                threads: 2,
+                pin: Pin::None,
+                shards: 2,
+                streams: 4,
+                family: crate::bench::Family::V6,
+                verify: test == Test::Stream,
+                ..Params::default()
+            };
+            let m = run(&p).expect("IPv6 on two shards");
+            if test == Test::Rr {
+                assert!(m.transactions >= 2000, "{}", m.transactions);
+            } else {
+                assert_eq!(m.verified, Some(true));
+            }
             assert_one_shard_per_connection(&m, 2);
         }
     }

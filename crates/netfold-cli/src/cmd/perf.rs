@@ -1076,8 +1076,8 @@ pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Err
     Ok(rows)
 }
 
-/// Where IPv6 runs: netfold's stacks over the in-memory pipe (one thread or `--threads 2`)
-/// and over a TAP or TUN against the kernel, the kernel over loopback (::1) or veth (also
+/// Where IPv6 runs: netfold's stacks over the in-memory pipe (one thread, `--threads 2`, or
+/// `--shards`, steered by the Toeplitz hash of the IPv6 4-tuple) and over a TAP or TUN against the kernel, the kernel over loopback (::1) or veth (also
 /// the kernel-to-kernel counterpart of `--link tap`). Elsewhere `--family 6` is refused
 /// rather than silently measured over IPv4.
 fn check_family(stack: StackKind, link: KernelLink, p: &Params) -> Result<(), String> {
@@ -1086,17 +1086,16 @@ fn check_family(stack: StackKind, link: KernelLink, p: &Params) -> Result<(), St
     }
     let tcp = p.test != Test::UdpStream;
     match (stack, link) {
-        (StackKind::Netfold, KernelLink::Auto) if p.shards == 0 && tcp => Ok(()),
+        (StackKind::Netfold, KernelLink::Auto) if tcp => Ok(()),
         (StackKind::Netfold, KernelLink::Tap | KernelLink::Tun) if tcp => Ok(()),
         (StackKind::Kernel, KernelLink::Auto | KernelLink::Lo | KernelLink::Veth) if tcp => Ok(()),
         (StackKind::Kernel, KernelLink::Tap | KernelLink::Tun) if tcp => Ok(()),
         _ => Err(format!(
-            "--family 6 runs the TCP tests of netfold over the in-memory pipe (without \
-             --shards) or a TAP/TUN, and of the kernel over lo or veth; not implemented for \
-             {} over --link {}{}",
+            "--family 6 runs the TCP tests of netfold over the in-memory pipe (--shards \
+             included) or a TAP/TUN, and of the kernel over lo or veth; not implemented for \
+             {} over --link {}",
             stack.name(),
             link.name(),
-            if p.shards > 0 { " with --shards" } else { "" }
         )),
     }
 }

@@ -25,7 +25,7 @@
 use super::serve::{self, Args, Clock};
 use super::CmdResult;
 use crate::bench::affinity::{online_cpus, pin_current_thread};
-use crate::bench::mqlink::frame_tuple;
+use crate::bench::mqlink::frame_tuple_ip;
 use netfold::buf::{PacketBuf, Pool};
 use netfold::iface::{Stack, StackConfig};
 use netfold::phy::{Device, DeviceCaps, RawFd};
@@ -72,37 +72,14 @@ const FLOW_RECORD: usize = 1 << 16;
 type FlowKey = ([u8; 16], u16, u16);
 
 /// The flow of a received frame: its IPv4 or (extension-free) IPv6 TCP/UDP source address and
-/// ports, through the wire views.
+/// ports ([`frame_tuple_ip`]).
 fn flow_of(f: &[u8]) -> Option<FlowKey> {
-    use netfold::wire::ethernet::{EtherType, EthernetFrame};
-    use netfold::wire::ipv6::Ipv6Packet;
-    use netfold::wire::tcp::TcpPacket;
-    use netfold::wire::udp::UdpPacket;
-    use netfold::wire::IpProtocol;
-    if let Some((src, _, sp, dp)) = frame_tuple(f) {
-        return Some((
-            std::net::Ipv4Addr::from(src).to_ipv6_mapped().octets(),
-            sp,
-            dp,
-        ));
-    }
-    let eth = EthernetFrame::new_checked(f).ok()?;
-    if eth.ethertype() != EtherType::Ipv6 {
-        return None;
-    }
-    let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
-    let (sp, dp) = match ip.next_header() {
-        IpProtocol::Tcp => {
-            let t = TcpPacket::new_checked(ip.payload()).ok()?;
-            (t.src_port(), t.dst_port())
-        }
-        IpProtocol::Udp => {
-            let u = UdpPacket::new_checked(ip.payload()).ok()?;
-            (u.src_port(), u.dst_port())
-        }
-        _ => return None,
+    let (src, _, sp, dp) = frame_tuple_ip(f)?;
+    let a = match src {
+        std::net::IpAddr::V4(a) => a.to_ipv6_mapped(),
+        std::net::IpAddr::V6(a) => a,
     };
-    Some((ip.src_addr().octets(), sp, dp))
+    Some((a.octets(), sp, dp))
 }
 
 /// An IPv6 Neighbor Discovery message (RFC 4861 §4: ICMPv6 types 133 to 137, straight after
