@@ -151,6 +151,7 @@ mod layer;
 mod listener;
 pub(crate) mod output;
 pub mod payload;
+mod place;
 mod rack;
 mod recv;
 pub mod rtt;
@@ -163,6 +164,7 @@ mod timers;
 
 pub use layer::{ConnInfo, RackInfo, TcpLayer};
 pub use payload::Payload;
+pub use place::{PostedRead, RxCheck};
 pub use secret::Secret;
 
 use crate::time::Duration;
@@ -498,4 +500,27 @@ pub struct Stats {
     pub ecn_ce_in: u64,
     /// cwnd reductions in response to ECE (RFC 3168 §6.1.2, once per window).
     pub ecn_cwnd_reductions: u64,
+
+    // Passes over payload bytes made by the engine (issue 13 item 5; the interface counts the
+    // ones it makes itself, see `iface::Counters::payload_passes`). Each adds a length per
+    // call, never per byte.
+    /// Bytes the application handed to `send` and the engine took.
+    pub app_bytes_sent: u64,
+    /// Bytes copied from the application into the send ring (`SendRing::push`).
+    pub tx_copy_app: u64,
+    /// Bytes the application received: read out of the receive ring, placed straight into a
+    /// posted read, or consumed in place by a borrowing read.
+    pub app_bytes_received: u64,
+    /// Bytes copied from frames into the receive ring (`RecvRing` writes), whether or not the
+    /// checksum was verified in that copy.
+    pub rx_copy_ring: u64,
+    /// Bytes copied from frames straight into a posted read's buffer (one pass, checksum
+    /// verified in it when it was still open).
+    pub rx_copy_direct: u64,
+    /// Bytes copied from the receive ring into the application's buffer (`recv`, and the
+    /// ring's backlog when a read is posted).
+    pub rx_copy_app: u64,
+    /// Bytes the application consumed in place from the receive ring (`recv_in_place`): no
+    /// copy.
+    pub rx_in_place: u64,
 }
