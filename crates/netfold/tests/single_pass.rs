@@ -32,6 +32,13 @@ fn pattern(i: usize) -> u8 {
     (i % 251) as u8 ^ (i >> 12) as u8
 }
 
+/// Posts `buf` as a read on `s` (which must take it).
+fn post(stack: &mut netfold::iface::Stack, s: &TcpStream, buf: Vec<u8>) {
+    if let Err((e, _)) = s.post_read(stack, buf) {
+        panic!("post_read: {e}");
+    }
+}
+
 /// What a test does to the frames a stack receives, batch by batch.
 type Hook = Box<dyn FnMut(&mut [PacketBuf])>;
 
@@ -87,7 +94,11 @@ fn tcfg() -> tcp::Config {
 
 /// Stacks A (client) and B (server) with `mode` as their copy path, joined by `link`; B's
 /// received frames go through `hook`. Returns the net and the connected pair.
-fn setup(mode: CopyMode, link: PipeConfig, hook: Option<Hook>) -> (Net<Tamper>, TcpStream, TcpStream) {
+fn setup(
+    mode: CopyMode,
+    link: PipeConfig,
+    hook: Option<Hook>,
+) -> (Net<Tamper>, TcpStream, TcpStream) {
     let (ea, eb) = Pipe::new(link);
     let cfg = |addr, last| netfold::iface::StackConfig {
         copy_mode: mode,
@@ -123,7 +134,13 @@ enum Reader {
 
 /// Sends `total` pattern bytes from A to B and reads them with `reader` in `chunk`-byte reads,
 /// checking every byte; returns the bytes read.
-fn transfer(n: &mut Net<Tamper>, c: &TcpStream, s: &TcpStream, total: usize, reader: Reader) -> usize {
+fn transfer(
+    n: &mut Net<Tamper>,
+    c: &TcpStream,
+    s: &TcpStream,
+    total: usize,
+    reader: Reader,
+) -> usize {
     let chunk = 64 << 10;
     let src: Vec<u8> = (0..total.min(PERIOD)).map(pattern).collect();
     let mut buf = vec![0u8; chunk];
@@ -142,7 +159,7 @@ fn transfer(n: &mut Net<Tamper>, c: &TcpStream, s: &TcpStream, total: usize, rea
             }
         }
         if reader == Reader::Posted && !posted {
-            s.post_read(&mut n.b, std::mem::take(&mut buf)).unwrap();
+            post(&mut n.b, &s, std::mem::take(&mut buf));
             posted = true;
         }
         if !n.step() {
@@ -181,7 +198,7 @@ fn transfer(n: &mut Net<Tamper>, c: &TcpStream, s: &TcpStream, total: usize, rea
                     break;
                 }
                 // Posted again here and taken at the top of the loop.
-                s.post_read(&mut n.b, std::mem::take(&mut buf)).unwrap();
+                post(&mut n.b, &s, std::mem::take(&mut buf));
             },
             Reader::InPlace => loop {
                 let r = s.read_in_place(&mut n.b, |a, b| {
@@ -205,7 +222,10 @@ fn transfer(n: &mut Net<Tamper>, c: &TcpStream, s: &TcpStream, total: usize, rea
 }
 
 /// The passes of A (sender) and B (receiver) since `before`.
-fn passes(n: &Net<Tamper>, before: (PayloadPasses, PayloadPasses)) -> (PayloadPasses, PayloadPasses) {
+fn passes(
+    n: &Net<Tamper>,
+    before: (PayloadPasses, PayloadPasses),
+) -> (PayloadPasses, PayloadPasses) {
     (
         n.a.counters().payload_passes().since(&before.0),
         n.b.counters().payload_passes().since(&before.1),
@@ -213,13 +233,20 @@ fn passes(n: &Net<Tamper>, before: (PayloadPasses, PayloadPasses)) -> (PayloadPa
 }
 
 fn snapshot(n: &Net<Tamper>) -> (PayloadPasses, PayloadPasses) {
-    (n.a.counters().payload_passes(), n.b.counters().payload_passes())
+    (
+        n.a.counters().payload_passes(),
+        n.b.counters().payload_passes(),
+    )
 }
 
 /// On a clean link nothing is sent twice, so every stage's count is exact.
 fn assert_clean(n: &Net<Tamper>) {
     let (a, b) = (n.a.counters(), n.b.counters());
-    assert_eq!(a.tcp.retransmits_fast + a.tcp.retransmits_rto + a.tcp.tlp_probes, 0, "{a}");
+    assert_eq!(
+        a.tcp.retransmits_fast + a.tcp.retransmits_rto + a.tcp.tlp_probes,
+        0,
+        "{a}"
+    );
     assert_eq!(a.tcp.persist_probes, 0, "{a}");
     assert_eq!(b.tcp_bad_checksum, 0);
 }
@@ -233,11 +260,17 @@ fn one_mib_through_the_ring_is_two_passes_per_byte_at_each_end() {
     let (a, b) = passes(&n, before);
     let m = MIB as u64;
     // Sender: application -> send ring, send ring -> frame with the checksum folded in.
-    assert_eq!((a.sent, a.tx_copy_app, a.tx_copy_frame, a.tx_csum_separate), (m, m, m, 0));
+    assert_eq!(
+        (a.sent, a.tx_copy_app, a.tx_copy_frame, a.tx_csum_separate),
+        (m, m, m, 0)
+    );
     assert_eq!(a.tx_per_byte(), Some(2.0));
     // Receiver: frame -> ring with the checksum verified in that copy, ring -> application.
     assert_eq!((b.received, b.rx_copy_ring, b.rx_copy_app), (m, m, m));
-    assert_eq!((b.rx_copy_direct, b.rx_csum_separate, b.rx_in_place), (0, 0, 0));
+    assert_eq!(
+        (b.rx_copy_direct, b.rx_csum_separate, b.rx_in_place),
+        (0, 0, 0)
+    );
     assert_eq!(b.rx_per_byte(), Some(2.0));
     // Nothing flowed the other way.
     assert_eq!((a.received, b.sent), (0, 0));
@@ -245,7 +278,10 @@ fn one_mib_through_the_ring_is_two_passes_per_byte_at_each_end() {
     // the copy into the ring.
     let cb = n.b.counters();
     assert_eq!(cb.tcp_rx_csum_separate, 0);
-    assert!(cb.bytes_checksummed >= m && cb.bytes_checksummed_separately < m / 20, "{cb}");
+    assert!(
+        cb.bytes_checksummed >= m && cb.bytes_checksummed_separately < m / 20,
+        "{cb}"
+    );
 }
 
 #[test]
@@ -256,8 +292,14 @@ fn the_2002_baseline_adds_a_checksum_pass_at_each_end() {
     assert_clean(&n);
     let (a, b) = passes(&n, before);
     let m = MIB as u64;
-    assert_eq!((a.tx_copy_app, a.tx_copy_frame, a.tx_csum_separate), (m, m, m));
-    assert_eq!((b.rx_copy_ring, b.rx_copy_app, b.rx_csum_separate), (m, m, m));
+    assert_eq!(
+        (a.tx_copy_app, a.tx_copy_frame, a.tx_csum_separate),
+        (m, m, m)
+    );
+    assert_eq!(
+        (b.rx_copy_ring, b.rx_copy_app, b.rx_csum_separate),
+        (m, m, m)
+    );
     assert_eq!((a.tx_per_byte(), b.rx_per_byte()), (Some(3.0), Some(3.0)));
 }
 
@@ -289,7 +331,10 @@ fn a_borrowing_read_makes_one_pass_per_byte() {
     let (_, b) = passes(&n, before);
     let m = MIB as u64;
     assert_eq!((b.received, b.rx_in_place, b.rx_copy_ring), (m, m, m));
-    assert_eq!((b.rx_copy_app, b.rx_copy_direct, b.rx_csum_separate), (0, 0, 0));
+    assert_eq!(
+        (b.rx_copy_app, b.rx_copy_direct, b.rx_csum_separate),
+        (0, 0, 0)
+    );
     assert_eq!(b.rx_per_byte(), Some(1.0));
 }
 
@@ -316,7 +361,7 @@ fn a_corrupt_segment_is_not_committed_to_a_posted_read() {
         Some(corrupt_first_data_frames(1)),
     );
     let data: Vec<u8> = (0..1000).map(pattern).collect();
-    s.post_read(&mut n.b, vec![0u8; 8192]).unwrap();
+    post(&mut n.b, &s, vec![0u8; 8192]);
     assert_eq!(c.write(&mut n.a, &data).unwrap(), 1000);
     n.settle();
     let cb = n.b.counters();
@@ -325,14 +370,21 @@ fn a_corrupt_segment_is_not_committed_to_a_posted_read() {
     // The bytes were copied into the posted buffer (the one pass) and the checksum failed in
     // that copy: nothing is committed, nothing reported as read.
     assert_eq!((p.rx_copy_direct, p.received), (1000, 0));
-    assert_eq!(s.read(&mut n.b, &mut [0u8; 8]).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        s.read(&mut n.b, &mut [0u8; 8]).unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
     let (buf, r) = s.take_read(&mut n.b).unwrap();
     assert_eq!(r.unwrap_err().kind(), ErrorKind::WouldBlock);
     // What the buffer holds beyond what was reported is the corrupt copy, never data.
-    let diff = buf[..1000].iter().zip(&data).filter(|(x, y)| x != y).count();
+    let diff = buf[..1000]
+        .iter()
+        .zip(&data)
+        .filter(|(x, y)| x != y)
+        .count();
     assert_eq!(diff, 1, "the corrupt copy landed there, uncommitted");
     // RCV.NXT did not move: the sender's retransmission is taken, exactly once.
-    s.post_read(&mut n.b, buf).unwrap();
+    post(&mut n.b, &s, buf);
     let mut got = Vec::new();
     for _ in 0..50 {
         n.skip_to_next_timer();
@@ -345,12 +397,15 @@ fn a_corrupt_segment_is_not_committed_to_a_posted_read() {
             }
             Err(e) => assert_eq!(e.kind(), ErrorKind::WouldBlock),
         }
-        s.post_read(&mut n.b, buf).unwrap();
+        post(&mut n.b, &s, buf);
     }
     assert_eq!(got, data);
     let p = n.b.counters().payload_passes();
     assert_eq!(p.received, 1000);
-    assert_eq!(p.rx_copy_direct, 2000, "the retransmission went straight in too");
+    assert_eq!(
+        p.rx_copy_direct, 2000,
+        "the retransmission went straight in too"
+    );
 }
 
 #[test]
@@ -374,7 +429,7 @@ fn a_corrupt_segment_in_a_train_costs_only_that_segment() {
     let (mut n, c, s) = setup(CopyMode::Kernels, PipeConfig::default(), Some(hook));
     let mss = 1448;
     let data: Vec<u8> = (0..4 * mss).map(pattern).collect();
-    s.post_read(&mut n.b, vec![0u8; 64 << 10]).unwrap();
+    post(&mut n.b, &s, vec![0u8; 64 << 10]);
     assert_eq!(c.write(&mut n.a, &data).unwrap(), data.len());
     n.quiesce();
     let cb = n.b.counters();
@@ -386,7 +441,7 @@ fn a_corrupt_segment_in_a_train_costs_only_that_segment() {
     let k = r.unwrap();
     assert!(k >= 2 * mss, "{k}");
     let mut got = buf[..k].to_vec();
-    s.post_read(&mut n.b, buf).unwrap();
+    post(&mut n.b, &s, buf);
     for _ in 0..50 {
         if got.len() == data.len() {
             break;
@@ -397,7 +452,7 @@ fn a_corrupt_segment_in_a_train_costs_only_that_segment() {
         if let Ok(k) = r {
             got.extend_from_slice(&buf[..k]);
         }
-        s.post_read(&mut n.b, buf).unwrap();
+        post(&mut n.b, &s, buf);
     }
     assert_eq!(got, data);
 }
@@ -421,7 +476,7 @@ fn out_of_order_segments_go_to_the_ring_not_the_posted_read() {
     let (mut n, c, s) = setup(CopyMode::Kernels, PipeConfig::default(), Some(hook));
     let mss = 1448;
     let data: Vec<u8> = (0..2 * mss).map(pattern).collect();
-    s.post_read(&mut n.b, vec![0u8; 64 << 10]).unwrap();
+    post(&mut n.b, &s, vec![0u8; 64 << 10]);
     assert_eq!(c.write(&mut n.a, &data).unwrap(), data.len());
     n.quiesce();
     let cb = n.b.counters();
@@ -430,12 +485,18 @@ fn out_of_order_segments_go_to_the_ring_not_the_posted_read() {
     // The out-of-order segment went into the ring at its offset; the one that filled the gap
     // went in behind it (data was waiting ahead of it in the ring, so not to the posted
     // read), each with its checksum verified in that copy.
-    assert_eq!((p.rx_copy_direct, p.rx_copy_ring, p.rx_csum_separate), (0, 2 * mss as u64, 0));
+    assert_eq!(
+        (p.rx_copy_direct, p.rx_copy_ring, p.rx_csum_separate),
+        (0, 2 * mss as u64, 0)
+    );
     let (buf, r) = s.take_read(&mut n.b).unwrap();
     assert_eq!(r.unwrap(), 2 * mss);
     assert_eq!(&buf[..2 * mss], &data[..]);
     let p = n.b.counters().payload_passes();
-    assert_eq!((p.rx_copy_app, p.received), (2 * mss as u64, 2 * mss as u64));
+    assert_eq!(
+        (p.rx_copy_app, p.received),
+        (2 * mss as u64, 2 * mss as u64)
+    );
 }
 
 #[test]
@@ -446,9 +507,10 @@ fn a_posted_read_reports_end_of_stream_and_refuses_a_second_post() {
         ErrorKind::InvalidInput,
         "nothing posted"
     );
-    s.post_read(&mut n.b, vec![0u8; 16]).unwrap();
-    let again = s.post_read(&mut n.b, vec![0u8; 16]).unwrap_err();
+    post(&mut n.b, &s, vec![0u8; 16]);
+    let (again, back) = s.post_read(&mut n.b, vec![7u8; 16]).unwrap_err();
     assert_eq!(again.kind(), ErrorKind::InvalidInput);
+    assert_eq!(back, vec![7u8; 16], "a refused buffer comes back");
     // 40 bytes, then FIN: the posted 16 bytes fill, the rest waits in the ring.
     let data: Vec<u8> = (0..40).map(pattern).collect();
     c.write(&mut n.a, &data).unwrap();
@@ -461,7 +523,7 @@ fn a_posted_read_reports_end_of_stream_and_refuses_a_second_post() {
             0 => break,
             k => got.extend_from_slice(&buf[..k]),
         }
-        s.post_read(&mut n.b, buf).unwrap();
+        post(&mut n.b, &s, buf);
     }
     assert_eq!(got, data);
 }

@@ -419,6 +419,7 @@ pub fn run_pair<D: Device + Send + 'static>(
         details,
         latency: cl.latency,
         udp: None,
+        passes: None,
     })
 }
 

@@ -6,7 +6,9 @@ use super::CmdResult;
 use crate::bench::report::{self, mbps, Row};
 use crate::bench::stats::{self, Iterations};
 use crate::bench::units::{parse_fraction, parse_size, parse_size_list};
-use crate::bench::{kernel, netfold_pipe, smoltcp_pipe, Impair, Measurement, Params, Pin, Test};
+use crate::bench::{
+    kernel, netfold_pipe, smoltcp_pipe, Impair, Measurement, Params, Pin, ReadPath, Test,
+};
 use std::process::ExitCode;
 
 /// Which stack a run measures.
@@ -192,6 +194,12 @@ pub struct Common {
     /// copy patch" case).
     #[arg(long, value_enum, default_value_t = CopyMode::Netfold)]
     pub copy: CopyMode,
+    /// netfold streams: how the receiving application reads: posted (its buffer lent to the
+    /// connection, bytes copied from the frames straight into it with the checksum verified
+    /// in that copy), copy (read() copies out of the receive ring), in-place (a borrowing
+    /// read of the ring). The one-thread runner only; the others read with copy.
+    #[arg(long, value_enum, default_value_t = ReadPath::Posted)]
+    pub read: ReadPath,
     /// Where each stack's two ends run, one or both of: 1cpu (netfold and smoltcp: both ends
     /// in one thread; the kernel: client and server pinned to CPU 0) and 2cpu (one end per CPU:
     /// netfold --threads 2, the kernel split over CPUs 0 and 1; smoltcp has no such mode).
@@ -616,6 +624,7 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
         // Issue 14 (shards): see bench::shards.
         shards: a.shards.unwrap_or(0),
         streams: a.streams.or(a.shards).unwrap_or(1),
+        read_path: a.read,
     })
 }
 
@@ -823,6 +832,12 @@ fn make_row(
         row.recv_throughput_mbps = Some(mbps(u.received_bytes / runs.len() as u64, elapsed));
         row.jitter_ms = u.jitter_ms;
     }
+    if let Some(pp) = passes_total(runs) {
+        row.passes_per_byte_sender = pp.sender.tx_per_byte();
+        row.passes_per_byte_receiver = pp.receiver.rx_per_byte();
+        row.details
+            .insert("payload_passes".into(), passes_json(&pp));
+    }
     if runs.len() > 1 {
         row.ci_width_pct = Some(stats::ci_width_pct(headline, it.level));
         row.ci_met = Some(it.met(headline));
@@ -843,6 +858,50 @@ fn make_row(
         }
     }
     row
+}
+
+/// The passes over payload bytes summed over the iterations (None where not counted).
+fn passes_total(runs: &[Measurement]) -> Option<crate::bench::Passes> {
+    let mut it = runs.iter().filter_map(|m| m.passes);
+    let mut t = it.next()?;
+    for p in it {
+        for (a, b) in [(&mut t.sender, p.sender), (&mut t.receiver, p.receiver)] {
+            a.sent += b.sent;
+            a.tx_copy_app += b.tx_copy_app;
+            a.tx_copy_frame += b.tx_copy_frame;
+            a.tx_csum_separate += b.tx_csum_separate;
+            a.received += b.received;
+            a.rx_copy_ring += b.rx_copy_ring;
+            a.rx_copy_direct += b.rx_copy_direct;
+            a.rx_copy_app += b.rx_copy_app;
+            a.rx_csum_separate += b.rx_csum_separate;
+            a.rx_in_place += b.rx_in_place;
+        }
+    }
+    Some(t)
+}
+
+/// The pass counts for the JSON: the sender's send side and the receiver's receive side.
+fn passes_json(p: &crate::bench::Passes) -> serde_json::Value {
+    let (s, r) = (&p.sender, &p.receiver);
+    serde_json::json!({
+        "sender": {
+            "sent": s.sent,
+            "copy_app_to_ring": s.tx_copy_app,
+            "copy_ring_to_frame": s.tx_copy_frame,
+            "checksum_separate": s.tx_csum_separate,
+            "passes_per_byte": s.tx_per_byte(),
+        },
+        "receiver": {
+            "received": r.received,
+            "copy_frame_to_ring": r.rx_copy_ring,
+            "copy_frame_to_app": r.rx_copy_direct,
+            "copy_ring_to_app": r.rx_copy_app,
+            "checksum_separate": r.rx_csum_separate,
+            "read_in_place": r.rx_in_place,
+            "passes_per_byte": r.rx_per_byte(),
+        },
+    })
 }
 
 /// Both sides' UDP counts summed over the iterations (None for TCP tests).

@@ -218,22 +218,19 @@ impl TcpStream {
     /// straight into it, the checksum verified in that copy (one pass per byte instead of a
     /// copy into the ring and one out of it). Take it back with [`TcpStream::take_read`];
     /// meanwhile `read` fails with `InvalidInput`, and the stream is readable once the
-    /// buffer holds data. See `TcpLayer::post_read`.
-    pub fn post_read(&self, stack: &mut Stack, buf: Vec<u8>) -> io::Result<()> {
+    /// buffer holds data. See `TcpLayer::post_read`. An error gives the buffer back.
+    pub fn post_read(&self, stack: &mut Stack, buf: Vec<u8>) -> Result<(), (io::Error, Vec<u8>)> {
         stack
             .tcp_mut()
             .post_read(self.handle, buf)
-            .map_err(io_error)
+            .map_err(|(e, b)| (io_error(e), b))
     }
 
     /// Takes the posted read back: the buffer and what the read came to, as `read` reports
     /// it (`Ok(n)`: data in `buf[..n]`; `Ok(0)`: end of stream; `WouldBlock`: nothing yet).
     /// The outer error is `InvalidInput` when no read is posted.
     pub fn take_read(&self, stack: &mut Stack) -> io::Result<(Vec<u8>, io::Result<usize>)> {
-        let r = stack
-            .tcp_mut()
-            .take_read(self.handle)
-            .map_err(io_error)?;
+        let r = stack.tcp_mut().take_read(self.handle).map_err(io_error)?;
         Ok((r.buf, r.result.map_err(io_error)))
     }
 

@@ -5,9 +5,9 @@ use super::conn::{ChallengeLimiter, Conn, Ctx, Event, RstQueue, RST_QUEUE_MAX};
 use super::ephemeral::EphemeralPorts;
 use super::listener::Listener;
 use super::output::OutputStatus;
+use super::place::{self, PostedRead, RxCheck};
 use super::secret::Secret;
 use super::syncookie;
-use super::place::{self, PostedRead, RxCheck};
 use super::{Config, Ecn, Error, Handle, IcmpError, OutSegment, Payload, State, Stats};
 use crate::mem::CopyMode;
 use crate::time::Instant;
@@ -512,7 +512,14 @@ impl TcpLayer {
             _ => None,
         });
         let verified = match conn {
-            Some(c) => c.place(repr.seq, parts, pending, self.copy, &mut self.stats, &mut check),
+            Some(c) => c.place(
+                repr.seq,
+                parts,
+                pending,
+                self.copy,
+                &mut self.stats,
+                &mut check,
+            ),
             None => place::verify_separately(parts, pending, &mut check),
         };
         if let Err(bad) = verified {
@@ -965,11 +972,15 @@ impl TcpLayer {
     /// already queued are copied into it now. Take it back with [`TcpLayer::take_read`]; until
     /// then `recv` and `peek` fail with `InvalidInput` (they would reorder the stream), and
     /// the connection counts as readable once the buffer holds data ([`TcpLayer::recv_queue`]).
-    /// `InvalidInput` if a read is already posted or `buf` is empty. A connection freed
-    /// while a read is posted drops the buffer.
-    pub fn post_read(&mut self, h: Handle, buf: Vec<u8>) -> Result<(), Error> {
+    /// `InvalidInput` if a read is already posted or `buf` is empty; any error gives the
+    /// buffer back. A connection freed while a read is posted drops the buffer.
+    pub fn post_read(&mut self, h: Handle, buf: Vec<u8>) -> Result<(), (Error, Vec<u8>)> {
         let copy = self.copy;
-        let n = self.conn_mut(h)?.post_read(buf, copy)?;
+        let c = match self.conn_mut(h) {
+            Ok(c) => c,
+            Err(e) => return Err((e, buf)),
+        };
+        let n = c.post_read(buf, copy)?;
         self.count_ring_read(h, n);
         Ok(())
     }

@@ -237,11 +237,15 @@ impl Conn {
     }
 
     /// Lends `buf` to the connection as a posted read. In-order bytes already in the ring are
-    /// copied into it at once (they come first); returns how many. `InvalidInput` if a read
-    /// is already posted or `buf` is empty.
-    pub(super) fn post_read(&mut self, buf: Vec<u8>, mode: CopyMode) -> Result<usize, Error> {
+    /// copied into it at once (they come first); returns how many. `InvalidInput` (with the
+    /// buffer back) if a read is already posted or `buf` is empty.
+    pub(super) fn post_read(
+        &mut self,
+        buf: Vec<u8>,
+        mode: CopyMode,
+    ) -> Result<usize, (Error, Vec<u8>)> {
         if self.rcv.posted.is_some() || buf.is_empty() {
-            return Err(Error::InvalidInput);
+            return Err((Error::InvalidInput, buf));
         }
         self.rcv.posted = Some(Posted { buf, filled: 0 });
         Ok(self.fill_posted_from_ring(mode))
