@@ -8,6 +8,11 @@
 //!   already been verified (or offloaded) by the caller, demultiplexes it to a connection or
 //!   listener, and updates state. Replies it wants sent (ACKs, RSTs, challenge ACKs, SYN-ACKs)
 //!   are queued internally and leave through the next [`TcpLayer::output`].
+//!   [`TcpLayer::input_deferred`] takes a segment (or a GRO train) whose TCP checksum is still
+//!   open: per segment the caller has summed pseudo-header and header only, and the layer
+//!   completes the sum in the copy that places the payload (into a posted read or the receive
+//!   ring, `place.rs`), processing the segment only if it verifies; what the checks came to
+//!   is returned for the caller's counters.
 //! - [`TcpLayer::output`] calls `emit` for every segment that is due now, in order. `emit`
 //!   returns `false` when the device/queue has no room; the layer then stops and retries on the
 //!   next call (nothing is lost). The payload is given as up to two slices (a ring buffer may
@@ -58,6 +63,8 @@
 //! | `output.rs`   | plan-then-commit segment generation, NextSeg (RFC 6675), Nagle/SWS     |
 //! | `timers.rs`   | `Timers`: RTO (RFC 6298), TLP (RFC 8985), delayed ACK, persist,        |
 //! |               | keepalive, 2MSL                                                        |
+//! | `place.rs`    | single-pass receive: payload copied (checksum verified in the copy)    |
+//! |               | into a posted read or the ring before the checks; borrowing reads      |
 //! | `buffer.rs`   | send ring, receive ring with in-place out-of-order assembler; the      |
 //! |               | per-stack `RingCache` that recycles ring storage and charges it to the |
 //! |               | stack's socket-buffer budget                                           |
