@@ -159,7 +159,7 @@ fn transfer(
             }
         }
         if reader == Reader::Posted && !posted {
-            post(&mut n.b, &s, std::mem::take(&mut buf));
+            post(&mut n.b, s, std::mem::take(&mut buf));
             posted = true;
         }
         if !n.step() {
@@ -198,7 +198,7 @@ fn transfer(
                     break;
                 }
                 // Posted again here and taken at the top of the loop.
-                post(&mut n.b, &s, std::mem::take(&mut buf));
+                post(&mut n.b, s, std::mem::take(&mut buf));
             },
             Reader::InPlace => loop {
                 let r = s.read_in_place(&mut n.b, |a, b| {

@@ -271,7 +271,6 @@ impl Conn {
     /// and how many of those bytes were copied out of the ring now (the rest were placed
     /// directly or copied when the read was posted). `InvalidInput` (outer) if no read is
     /// posted.
-    #[allow(clippy::type_complexity)]
     pub(super) fn take_read(
         &mut self,
         mode: CopyMode,
