@@ -992,9 +992,9 @@ impl TcpLayer {
     /// placed ones first. `InvalidInput` (the outer error) if no read is posted.
     pub fn take_read(&mut self, h: Handle) -> Result<PostedRead, Error> {
         let copy = self.copy;
-        let (buf, result, copied) = self.conn_mut(h)?.take_read(copy)?;
+        let (read, copied) = self.conn_mut(h)?.take_read(copy)?;
         self.count_ring_read(h, copied);
-        Ok(PostedRead { buf, result })
+        Ok(read)
     }
 
     /// A borrowing read: `f` is shown the in-order bytes where they lie in the receive ring

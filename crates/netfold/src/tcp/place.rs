@@ -271,10 +271,7 @@ impl Conn {
     /// and how many of those bytes were copied out of the ring now (the rest were placed
     /// directly or copied when the read was posted). `InvalidInput` (outer) if no read is
     /// posted.
-    pub(super) fn take_read(
-        &mut self,
-        mode: CopyMode,
-    ) -> Result<(Vec<u8>, Result<usize, Error>, usize), Error> {
+    pub(super) fn take_read(&mut self, mode: CopyMode) -> Result<(PostedRead, usize), Error> {
         if self.rcv.posted.is_none() {
             return Err(Error::InvalidInput);
         }
@@ -286,7 +283,13 @@ impl Conn {
             // Nothing read, and the ring is empty (the buffer had room): what `recv` says.
             self.recv(&mut [], mode)
         };
-        Ok((p.buf, r, copied))
+        Ok((
+            PostedRead {
+                buf: p.buf,
+                result: r,
+            },
+            copied,
+        ))
     }
 
     /// A borrowing read: `f` sees the in-order bytes in the ring (two slices) and returns how
