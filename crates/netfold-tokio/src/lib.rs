@@ -38,7 +38,9 @@
 //! # Never a polling loop
 //!
 //! Each round the driver polls the stack once and wakes the sockets it made ready. After a
-//! poll that did work it yields and goes again; otherwise it sleeps until the first of:
+//! poll that did work it yields and goes again; for 50 us after its last useful poll it keeps
+//! polling between yields (Linux's recommended busy-poll budget: work that comes back within
+//! microseconds, as in a bulk transfer, costs no sleep); otherwise it sleeps until the first of:
 //! - the stack's or the device's deadline (`poll_at`: retransmission, delayed ACK, a delayed
 //!   frame on an impaired link);
 //! - the device's descriptor becoming readable ([`netfold::phy::Device::readable_fd`], waited

@@ -87,3 +87,63 @@ fn udp_readiness() {
     ub.close(&mut n.b);
     assert_eq!(ub.readiness(&n.b), BOTH, "closed: any call reports it");
 }
+
+/// A writer blocked on a full send buffer is told "writable" only once the free space is at
+/// least half of what is still queued (Linux `sk_stream_is_writeable`), not for every ACK
+/// that frees a few bytes: each wake-up then has a third of the buffer to fill.
+#[test]
+fn writable_again_only_with_a_third_of_the_buffer_free() {
+    let mut n = net();
+    let l = TcpListener::bind(
+        &mut n.b,
+        SocketAddrV4::new(B, 80),
+        4,
+        tcp::Config::default(),
+    )
+    .unwrap();
+    let c = TcpStream::connect(
+        &mut n.a,
+        n.now,
+        SocketAddrV4::new(B, 80),
+        tcp::Config::default(),
+    )
+    .unwrap();
+    n.settle();
+    let (s, _) = l.accept(&mut n.b).unwrap();
+    let big = vec![7u8; 1 << 20];
+    // Fill both the peer's receive buffer and our send buffer.
+    for _ in 0..64 {
+        while c.write(&mut n.a, &big).is_ok() {}
+        n.settle();
+    }
+    assert!(!c.readiness(&n.a).writable, "send buffer full");
+    let (mut held_back, mut woke) = (0, false);
+    let mut buf = vec![0u8; 4096];
+    for _ in 0..100_000 {
+        let _ = s.read(&mut n.b, &mut buf);
+        n.settle();
+        let space = n.a.tcp().send_space(c.handle()).unwrap();
+        let queued = n.a.tcp().send_queue(c.handle()).unwrap();
+        let writable = c.readiness(&n.a).writable;
+        assert_eq!(
+            writable,
+            space > 0 && space >= queued / 2,
+            "space {space} queued {queued}"
+        );
+        if space > 0 && !writable {
+            held_back += 1;
+        }
+        if writable {
+            woke = true;
+            break;
+        }
+    }
+    assert!(
+        held_back > 0,
+        "some ACKs freed space without waking the writer"
+    );
+    assert!(
+        woke,
+        "the writer is woken once a third of the buffer is free"
+    );
+}

@@ -41,7 +41,9 @@ pub fn io_error(e: tcp::Error) -> io::Error {
 pub struct Readiness {
     /// A read (or accept) returns data, end of stream, or an error.
     pub readable: bool,
-    /// A write (or a pending connect's completion) returns progress or an error.
+    /// A write (or a pending connect's completion) returns progress or an error. For a TCP
+    /// stream with data queued, only once the free space is at least half the queued bytes
+    /// (Linux's POLLOUT rule, `sk_stream_is_writeable`), so waiters wake for real room.
     pub writable: bool,
 }
 
@@ -185,12 +187,21 @@ impl TcpStream {
     pub fn readiness(&self, stack: &Stack) -> Readiness {
         use tcp::State as S;
         let tcp = stack.tcp();
-        let (Ok(state), Ok(queued), Ok(space)) = (
+        let (Ok(state), Ok(queued), Ok(space), Ok(unsent)) = (
             tcp.state(self.handle),
             tcp.recv_queue(self.handle),
             tcp.send_space(self.handle),
+            tcp.send_queue(self.handle),
         ) else {
             return Readiness::ALL;
+        };
+        // Linux `sk_stream_is_writeable`: writable once the free space is at least half of
+        // what is queued (`sk_stream_wspace >= sk_stream_min_wspace`), so a blocked writer is
+        // woken for a third of the buffer, not for every ACK that frees a few bytes.
+        let space = if space > 0 && space >= unsent / 2 {
+            space
+        } else {
+            0
         };
         match state {
             S::SynSent | S::SynReceived | S::Listen => Readiness::default(),
