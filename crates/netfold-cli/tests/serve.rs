@@ -17,6 +17,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const SERVER: &str = "198.18.0.2";
+/// netfold's and the kernel's IPv6 addresses (RFC 5180's benchmarking prefix).
+const SERVER6: &str = "2001:2:0:1::2";
+const KERNEL6: &str = "2001:2:0:1::1";
 
 fn need(tool: &str, arg: &str) {
     let ok = Command::new(tool)
@@ -85,6 +88,13 @@ impl Netns {
         n.ns.configure(&n.tap, Ipv4Addr::new(198, 18, 0, 1), 24)
             .expect("configure tap");
         n
+    }
+
+    /// The kernel's side of the link also gets 2001:2:0:1::1/64 (usable at once, no DAD).
+    fn add_ipv6(&self) {
+        self.ns
+            .configure6(&self.tap, KERNEL6.parse().unwrap(), 64)
+            .expect("configure ipv6");
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
@@ -478,6 +488,84 @@ fn serve_over_tun_answers_ping_and_serves_curl() {
             .any(|l| l.split_whitespace().take(2).eq(["tun", "rx_frames"])),
         "{out}"
     );
+}
+
+/// IPv6 (issue 15, the network half): `serve --addr V4 --addr V6` on a TAP. The kernel resolves
+/// netfold by Neighbor Discovery and pings it (after netfold's DAD), also a 3000-byte ping6
+/// that arrives in fragments and is answered in fragments; netfold's link-local address (from
+/// its MAC) answers too. The same over a TUN, where there is no NDP.
+#[test]
+fn serve_answers_ping6_on_a_tap_and_a_tun() {
+    if let Some(why) = netns::unavailable_reason() {
+        eprintln!("\n*** SKIP serve_answers_ping6_on_a_tap_and_a_tun: {why} ***\n");
+        return;
+    }
+    need("ping", "-V");
+    for mode in ["tap", "tun"] {
+        let net = Netns::create_mode(mode);
+        net.add_ipv6();
+        let addr6 = format!("{SERVER6}/64");
+        let server = Server::start_with(&net, None, &["--addr", &addr6]);
+        // -w: netfold's address is tentative for about a second (DAD); ping keeps trying
+        // until three answers or the deadline.
+        let out = net.exec(&["ping", "-6", "-c", "3", "-i", "0.2", "-w", "15", SERVER6]);
+        assert!(ping_received(&out) >= 3, "{mode}: {out}");
+        let out = net.exec(&[
+            "ping", "-6", "-c", "3", "-i", "0.2", "-w", "15", "-s", "3000", SERVER6,
+        ]);
+        assert!(out.contains("3008 bytes from"), "{mode}: {out}");
+        if mode == "tap" {
+            // The kernel resolved netfold by NDP: its neighbour entry has netfold's MAC.
+            let neigh = net.exec(&["ip", "-6", "neigh", "show", "dev", &net.tap]);
+            assert!(
+                neigh
+                    .lines()
+                    .any(|l| l.starts_with(SERVER6) && l.contains("02:6e:66:00:00:02")),
+                "{neigh}"
+            );
+            // The link-local address netfold formed from that MAC (RFC 4291 Appendix A).
+            let ll = format!("fe80::6e:66ff:fe00:2%{}", net.tap);
+            let out = net.exec(&["ping", "-6", "-c", "2", "-i", "0.2", "-w", "10", &ll]);
+            assert!(ping_received(&out) >= 2, "{out}");
+        }
+        let out = server.stop();
+        // `serve` printed its IPv6 addresses (on the TAP the link-local one too).
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("netfold serve: ipv6 "))
+            .unwrap_or_else(|| panic!("{mode}: no ipv6 line in {out}"));
+        assert!(line.contains(&format!("{SERVER6}/64")), "{line}");
+        assert_eq!(
+            line.contains("fe80::6e:66ff:fe00:2/64"),
+            mode == "tap",
+            "{line}"
+        );
+        assert!(
+            counter(&out, "icmp6", "echo_requests_in") >= 6,
+            "{mode}: {out}"
+        );
+        // 3000 bytes of echo cross the 1500-byte MTU in three fragments each way.
+        assert!(
+            counter(&out, "ipv6", "frag_reassembled") >= 3,
+            "{mode}: {out}"
+        );
+        assert!(counter(&out, "ipv6", "frag_out") >= 9, "{mode}: {out}");
+        assert_eq!(counter(&out, "icmp6", "bad_checksum"), 0, "{mode}: {out}");
+        if mode == "tap" {
+            assert!(counter(&out, "ndp", "na_out") >= 1, "{out}");
+            assert_eq!(counter(&out, "ndp", "dad_conflicts"), 0, "{out}");
+        } else {
+            assert_eq!(counter(&out, "ndp", "in"), 0, "no NDP on a TUN: {out}");
+        }
+        drop(net);
+    }
+}
+
+/// The "N received" of ping's summary line.
+fn ping_received(out: &str) -> u32 {
+    out.split(',')
+        .find_map(|p| p.trim().strip_suffix(" received")?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Issue 11 "Done when": datagrams larger than the MTU both ways. The kernel's 3000-byte ping

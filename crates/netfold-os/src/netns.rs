@@ -1,19 +1,27 @@
 //! Network-namespace helpers for tests (and the CLI): a throw-away namespace `nf-<random>` with
 //! the kernel's stack on one side of a TAP or veth link, addressed only from the benchmarking
-//! range 198.18.0.0/15 (RFC 2544 §C.2.2, RFC 6890), so a test can never reach another network.
+//! range 198.18.0.0/15 (RFC 2544 §C.2.2, RFC 6890) and, for IPv6, the benchmarking prefix
+//! 2001:2::/48 (RFC 5180 §8), so a test can never reach another network.
 //!
 //! Everything is done with `ip(8)` from iproute2, run as a child process: no sockets, no
 //! netlink code of our own. [`NetNs`] is a guard: dropping it (also during a panic unwind)
 //! deletes the veth links it created and the namespace itself.
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::process::{Child, Command, Output, Stdio};
 
 /// Whether `addr` is in 198.18.0.0/15, the only range these helpers configure.
 pub fn in_bench_range(addr: Ipv4Addr) -> bool {
     let o = addr.octets();
     o[0] == 198 && (o[1] & 0xfe) == 18
+}
+
+/// Whether `addr` is in 2001:2::/48 (RFC 5180 §8, IPv6 benchmarking), the only IPv6 range
+/// these helpers configure.
+pub fn in_bench_range6(addr: Ipv6Addr) -> bool {
+    let s = addr.segments();
+    s[0] == 0x2001 && s[1] == 0x0002 && s[2] == 0
 }
 
 /// Why namespace tests cannot run here, if they cannot: not root, no `ip`, no /dev/net/tun.
@@ -123,6 +131,27 @@ impl NetNs {
         Ok(())
     }
 
+    /// Gives `link` (inside the namespace) the IPv6 address `addr/prefix`, usable at once:
+    /// Duplicate Address Detection is switched off on the link (`accept_dad` 0, so the
+    /// kernel's own link-local address is usable too) and the address is added `nodad`.
+    /// Refuses any address outside 2001:2::/48.
+    pub fn configure6(&self, link: &str, addr: Ipv6Addr, prefix: u8) -> io::Result<()> {
+        if !in_bench_range6(addr) || !(48..=128).contains(&prefix) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "only 2001:2::/48 addresses are allowed",
+            ));
+        }
+        let key = format!("net.ipv6.conf.{link}.accept_dad=0");
+        check(
+            self.run("sysctl", &["-q", "-w", &key])?,
+            "sysctl accept_dad",
+        )?;
+        let cidr = format!("{addr}/{prefix}");
+        self.ip(&["-6", "addr", "add", &cidr, "dev", link, "nodad"])?;
+        Ok(())
+    }
+
     /// Sets the MTU of `link` inside the namespace.
     pub fn set_mtu(&self, link: &str, mtu: usize) -> io::Result<()> {
         self.ip(&["link", "set", link, "mtu", &mtu.to_string()])
@@ -191,6 +220,9 @@ mod tests {
         assert!(!in_bench_range(Ipv4Addr::new(198, 17, 0, 1)));
         assert!(!in_bench_range(Ipv4Addr::new(10, 0, 0, 1)));
         assert!(!in_bench_range(Ipv4Addr::new(192, 168, 1, 1)));
+        let v6 = |s: &str| in_bench_range6(s.parse().unwrap());
+        assert!(v6("2001:2::1") && v6("2001:2:0:1::2") && v6("2001:2:0:ffff::1"));
+        assert!(!v6("2001:2:1::1") && !v6("2001:db8::1") && !v6("fe80::1") && !v6("::1"));
     }
 
     #[test]

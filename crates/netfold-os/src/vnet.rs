@@ -31,10 +31,12 @@
 
 use netfold::buf::{Csum, PacketBuf, Pool};
 use netfold::mem::checksum;
-use netfold::wire::checksum::{add, finish, pseudo_header};
+use netfold::wire::checksum::{add, finish, pseudo_header, pseudo_header_v6};
 use netfold::wire::ethernet::{EtherType, EthernetFrame};
 use netfold::wire::icmpv4;
 use netfold::wire::ipv4::Ipv4Packet;
+use netfold::wire::ipv6::Ipv6Packet;
+use netfold::wire::ipv6ext;
 use netfold::wire::tcp::{self, TcpPacket};
 use netfold::wire::udp::{self, UdpPacket};
 use netfold::wire::{IpProtocol, Ipv4Addr};
@@ -244,13 +246,14 @@ pub fn fill_checksums(frame: &mut [u8]) -> bool {
     true
 }
 
-/// Verifies the IPv4 header checksum and the TCP/UDP/ICMP checksum of `frame` in software.
-/// Frames that are not IPv4 (ARP) verify trivially; fragments are checked at the IP layer only
-/// (the transport checksum covers the reassembled datagram, which the stack checks after
+/// Verifies the IPv4 header checksum and the TCP/UDP/ICMP checksum of `frame` in software,
+/// or the TCP/UDP/ICMPv6 checksum of an IPv6 frame (see [`verify_ipv6_checksum`]). Frames that
+/// are neither (ARP) verify trivially; fragments are checked at the IP layer only (the
+/// transport checksum covers the reassembled datagram, which the stack checks after
 /// reassembly only when it verifies; we report it as valid IP-wise).
 pub fn verify_checksums(frame: &[u8]) -> bool {
     let Some(l) = ipv4_layout(frame) else {
-        return true;
+        return verify_ipv6_checksum(frame).unwrap_or(true);
     };
     if !ipv4_header(frame, &l).verify_checksum() {
         return false;
@@ -268,6 +271,52 @@ pub fn verify_checksums(frame: &[u8]) -> bool {
         return true;
     }
     add(pseudo_sum(&l), checksum(&frame[l.l4..l.end])) == 0xffff
+}
+
+/// The transport checksum of an untagged Ethernet frame carrying IPv6 (RFC 8200 §8.1: TCP,
+/// UDP and ICMPv6 over the IPv6 pseudo-header), found past the extension headers:
+/// `Some(valid)`, or `None` when the frame is not IPv6, its header chain cannot be followed,
+/// it is a fragment (the checksum covers the reassembled datagram), or its upper layer has
+/// no checksum netfold knows. A zero UDP checksum is invalid over IPv6 (RFC 8200 §8.1: "IPv6
+/// receivers must discard UDP packets containing a zero checksum").
+///
+/// Without it a frame the kernel marked neither partial nor valid would reach a stack that
+/// trusts the device (`checksum.rx = false`) unverified.
+pub fn verify_ipv6_checksum(frame: &[u8]) -> Option<bool> {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EtherType::Ipv6 {
+        return None;
+    }
+    let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+    if ip.version() != 6 {
+        return None;
+    }
+    let payload = ip.payload();
+    let (nh, off, frag) = ipv6ext::skip_to_upper(u8::from(ip.next_header()), payload)?;
+    if frag.is_some_and(|f| !f.is_atomic()) {
+        return None;
+    }
+    let protocol = IpProtocol::from(nh);
+    let seg = payload.get(off..)?;
+    // Too short for its header: left for the stack to find malformed.
+    let min = match protocol {
+        IpProtocol::Tcp => tcp::HEADER_LEN,
+        IpProtocol::Udp => udp::HEADER_LEN,
+        IpProtocol::Icmpv6 => netfold::wire::icmpv6::CHECKSUM_FIELD.end,
+        _ => return None,
+    };
+    if seg.len() < min {
+        return None;
+    }
+    if protocol == IpProtocol::Udp && UdpPacket::new_unchecked(seg).checksum() == 0 {
+        return Some(false);
+    }
+    let len = u32::try_from(seg.len()).ok()?;
+    let sum = add(
+        pseudo_header_v6(ip.src_addr(), ip.dst_addr(), protocol, len),
+        checksum(seg),
+    );
+    Some(sum == 0xffff)
 }
 
 /// Completes a partial checksum (Linux `skb_checksum_help`): sums `frame[start..]` (the field

@@ -163,3 +163,42 @@ fn bulk_transfer_allocates_nothing_per_segment_gro_on() {
 fn bulk_transfer_allocates_nothing_per_segment_gro_off() {
     steady_state_allocations(false);
 }
+
+/// The IPv6 path keeps the same discipline: after NDP resolved and the queues grew, an echo
+/// request and its reply (parse, extension header walk, ICMPv6, NDP cache lookup, send) make
+/// no heap allocation, in either stack.
+#[test]
+fn ping6_allocates_nothing_per_echo() {
+    use netfold::time::Duration;
+    use netfold::wire::ipv6::Ipv6Cidr;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = |addr, v6: &str, m| StackConfig {
+        addr,
+        mac: EthernetAddress([2, 0, 0, 0, 0, m]),
+        addrs6: vec![Ipv6Cidr::new(v6.parse().unwrap(), 64).unwrap()],
+        ..StackConfig::default()
+    };
+    let mut n = netfold_testkit::Net::pipe(
+        cfg(IP_A, "2001:2::a", 1),
+        cfg(IP_B, "2001:2::b", 2),
+        PipeConfig::default(),
+    );
+    n.run_for(Duration::from_secs(3));
+    let dst = "2001:2::b".parse().unwrap();
+    let data = [0x5au8; 1000];
+    let ping = |n: &mut netfold_testkit::Net, seq: u16| {
+        n.a.ping6_send(n.now, dst, 1, seq, &data).unwrap();
+        n.settle();
+        assert_eq!(n.a.ping6_recv().map(|r| r.seq_no), Some(seq));
+    };
+    for seq in 0..100 {
+        ping(&mut n, seq);
+    }
+    let before = ALLOCS.load(Ordering::Relaxed);
+    for seq in 100..2100 {
+        ping(&mut n, seq);
+    }
+    let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+    eprintln!("2000 echoes over IPv6: {allocs} allocations");
+    assert!(allocs <= 16, "{allocs} allocations for 2000 echoes");
+}

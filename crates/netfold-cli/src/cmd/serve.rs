@@ -5,6 +5,11 @@
 //! One thread: poll the stack, poll the services, and sleep in poll(2) on the link's descriptor
 //! until a frame arrives or the next timer is due.
 //!
+//! `--addr` is repeatable and takes either family: one IPv4 address (required), and any IPv6
+//! addresses, which turn the stack's IPv6 network layer on (NDP, ICMPv6 echo, fragments; the
+//! services listen on IPv4 until TCP and UDP run over IPv6). The IPv6 addresses are printed
+//! at start, the link-local one (added on a TAP) included.
+//!
 //! The link is a [`Link`] (TAP: Ethernet; TUN: bare IP, the stack then runs on the IP medium)
 //! with checksum offload and TSO/GRO across the boundary (unless
 //! `--no-offloads`); with `--pcap` it is wrapped in a [`PcapWriter`], which fills in the
@@ -16,12 +21,13 @@ use netfold::iface::{Stack, StackConfig};
 use netfold::phy::Device;
 use netfold::time::{Duration, Instant};
 use netfold::wire::ethernet::EthernetAddress;
+use netfold::wire::ipv6::Ipv6Cidr;
 use netfold_apps::{Services, ServicesConfig};
 use netfold_os::link::Link;
 use netfold_os::pcap::{file_rotation, PcapMode, PcapWriter};
 use netfold_os::tap::TapConfig;
 use std::io::Write;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -31,12 +37,16 @@ pub struct Args {
     /// does not exist).
     #[arg(long)]
     pub(super) link: String,
-    /// Our address and prefix, e.g. 198.18.0.2/24.
-    #[arg(long)]
-    pub(super) addr: String,
-    /// Default gateway for off-link peers.
+    /// Our address and prefix, e.g. 198.18.0.2/24; repeat it for more of either family:
+    /// exactly one IPv4 address, and IPv6 ones (e.g. 2001:2:0:1::2/64), which turn IPv6 on.
+    #[arg(long, required = true)]
+    pub(super) addr: Vec<String>,
+    /// Default gateway for off-link IPv4 peers.
     #[arg(long)]
     pub(super) gateway: Option<Ipv4Addr>,
+    /// Default router for off-link IPv6 peers (its address on the link, e.g. fe80::1).
+    #[arg(long)]
+    pub(super) gateway6: Option<Ipv6Addr>,
     /// Write every frame sent and received to this pcap file (bounded: see --pcap-snaplen,
     /// --pcap-max-size, --pcap-files).
     #[arg(long)]
@@ -159,6 +169,57 @@ pub fn parse_cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
     Ok((addr, prefix))
 }
 
+/// ADDR/PREFIX of either family (the prefix at most 32 or 128 bits).
+pub fn parse_cidr_any(s: &str) -> Result<(IpAddr, u8), String> {
+    let Some((a, p)) = s.split_once('/') else {
+        return Err(format!(
+            "--addr {s:?} has no prefix length: write ADDR/PREFIX, e.g. {s}/24 or {s}/64 (the \
+             prefix decides which peers are on the link and which go via a gateway)"
+        ));
+    };
+    let addr: IpAddr = a.parse().map_err(|_| format!("bad address {a:?}"))?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix: u8 = p
+        .parse()
+        .ok()
+        .filter(|&p| p <= max)
+        .ok_or_else(|| format!("bad prefix length {p:?}"))?;
+    Ok((addr, prefix))
+}
+
+/// The `--addr` list: exactly one IPv4 address with its prefix (the stack's IPv4 side is not
+/// optional yet), and every IPv6 one.
+pub fn parse_addrs(list: &[String]) -> Result<((Ipv4Addr, u8), Vec<Ipv6Cidr>), String> {
+    let mut v4 = None;
+    let mut v6 = Vec::new();
+    for s in list {
+        match parse_cidr_any(s)? {
+            (IpAddr::V4(a), p) => {
+                if v4.replace((a, p)).is_some() {
+                    return Err("--addr: one IPv4 address only".into());
+                }
+            }
+            (IpAddr::V6(a), p) => {
+                if a.is_multicast() || a.is_unspecified() || a.is_loopback() {
+                    return Err(format!("--addr {s}: not a unicast address"));
+                }
+                v6.extend(Ipv6Cidr::new(a, p));
+            }
+        }
+    }
+    let v4 = v4.ok_or(
+        "--addr: an IPv4 address is required (IPv6-only serving waits for TCP and UDP over \
+         IPv6), e.g. --addr 198.18.0.2/24 --addr 2001:2:0:1::2/64",
+    )?;
+    Ok((v4, v6))
+}
+
+/// The stack's IPv6 addresses as `serve` prints them: `2001:2:0:1::2/64, fe80::.../64`.
+pub(super) fn ipv6_line(stack: &Stack) -> Option<String> {
+    let list: Vec<String> = stack.ipv6_addrs().map(|(c, _)| c.to_string()).collect();
+    (!list.is_empty()).then(|| list.join(", "))
+}
+
 /// The stack's clock: microseconds since the Unix epoch (so pcap timestamps are wall time),
 /// advancing monotonically.
 pub(super) struct Clock {
@@ -243,7 +304,7 @@ pub fn run(a: Args) -> CmdResult {
     if !a.link.starts_with("tap:") && !a.link.starts_with("tun:") {
         return Err(format!("--link {:?}: expected tap:NAME or tun:NAME", a.link).into());
     }
-    let (addr, prefix_len) = parse_cidr(&a.addr)?;
+    let ((addr, prefix_len), addrs6) = parse_addrs(&a.addr)?;
     let mac = parse_mac(&a.mac)?;
     if let Some(m) = a.mtu {
         if !(576..=65535).contains(&m) {
@@ -266,6 +327,8 @@ pub fn run(a: Args) -> CmdResult {
         prefix_len,
         gateway: a.gateway,
         mtu,
+        addrs6,
+        gateway6: a.gateway6,
         // tcp_secret: the default, a random key from the OS (RFC 6528 §3).
         ..StackConfig::default()
     });
@@ -291,6 +354,10 @@ pub fn run(a: Args) -> CmdResult {
         link.name(),
         if a.no_offloads { "off" } else { "on" },
     );
+    if let Some(l) = ipv6_line(&stack) {
+        // Tentative until Duplicate Address Detection (RFC 4862 §5.4) passes, about a second.
+        println!("netfold serve: ipv6 {l} (ICMPv6 echo; usable after DAD)");
+    }
     let _ = std::io::stdout().flush();
 
     let mut pcap_records = None;
@@ -386,6 +453,19 @@ mod tests {
             Ok([2, 0x6e, 0x66, 0, 0, 2])
         );
         assert!(parse_mac("01:00:00:00:00:00").is_err());
+        // Either family; exactly one IPv4 address.
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let ((a4, p4), a6) = parse_addrs(&v(&["2001:2:0:1::2/64", "198.18.0.2/24"])).unwrap();
+        assert_eq!((a4, p4), (Ipv4Addr::new(198, 18, 0, 2), 24));
+        assert_eq!(
+            a6,
+            vec![Ipv6Cidr::new("2001:2:0:1::2".parse().unwrap(), 64).unwrap()]
+        );
+        assert!(parse_addrs(&v(&["2001:2::2/64"])).is_err());
+        assert!(parse_addrs(&v(&["198.18.0.2/24", "198.18.0.3/24"])).is_err());
+        assert!(parse_addrs(&v(&["198.18.0.2/24", "2001:2::2/129"])).is_err());
+        assert!(parse_addrs(&v(&["198.18.0.2/24", "ff02::1/64"])).is_err());
+        assert!(parse_cidr_any("2001:2::2").unwrap_err().contains("/64"));
         assert!(parse_mac("02:00").is_err());
     }
 

@@ -153,7 +153,14 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
     if a.pcap.is_some() {
         return Err("--pcap is not supported with --shards".into());
     }
-    let (addr, prefix_len) = serve::parse_cidr(&a.addr)?;
+    let ((addr, prefix_len), addrs6) = serve::parse_addrs(&a.addr)?;
+    // Each shard would need every NDP frame (solicitations land on one queue), as the ARP
+    // frames are shared below; not done yet.
+    if !addrs6.is_empty() || a.gateway6.is_some() {
+        return Err(
+            "--shards: IPv6 addresses are not supported yet (serve without --shards)".into(),
+        );
+    }
     let mac = serve::parse_mac(&a.mac)?;
     if let Some(m) = a.mtu {
         if !(576..=65535).contains(&m) {

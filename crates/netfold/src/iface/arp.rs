@@ -7,9 +7,7 @@ use super::state::IfaceState;
 use super::Inner;
 use crate::time::Instant;
 use crate::wire::arp::{ArpOperation, ArpPacket, ArpRepr};
-use crate::wire::ethernet::{
-    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, HEADER_LEN as ETH_LEN,
-};
+use crate::wire::ethernet::{EtherType, EthernetAddress, EthernetRepr, HEADER_LEN as ETH_LEN};
 use crate::wire::{Error, Ipv4Addr};
 
 impl Inner {
@@ -119,7 +117,7 @@ impl IfaceState {
     pub(super) fn neighbor_timers(&mut self, now: Instant) -> Vec<Ipv4Addr> {
         // Every poll comes here; with no resolution outstanding (the steady state) there is
         // nothing to do, and the scratch juggling below was ~4% of a TCP_RR transaction.
-        if !self.neigh.is_resolving() {
+        if !self.neigh.has_timers() {
             return Vec::new();
         }
         let mut due = core::mem::take(&mut self.arp_due);
@@ -132,6 +130,8 @@ impl IfaceState {
                 pool.put(b);
             }
             Event::GaveUp(ip) => gave_up.push(ip),
+            // ARP entries are never probed (only NDP's are).
+            Event::Probe(..) | Event::Expired(_) => {}
         });
         for ip in due.drain(..) {
             self.send_arp_request(ip);
@@ -144,11 +144,7 @@ impl IfaceState {
     fn flush_pending(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
         let tx = &mut self.tx;
         let c = &mut self.c;
-        self.neigh.take_pending(ip, |mut f| {
-            let mut eth = EthernetFrame::new_unchecked(f.as_mut_slice());
-            if eth.check_len().is_ok() {
-                eth.set_dst_addr(mac);
-            }
+        self.neigh.release(ip, mac, |f| {
             c.frames_out += 1;
             c.bytes_out += f.len() as u64;
             tx.push(f);

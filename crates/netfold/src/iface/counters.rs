@@ -112,6 +112,120 @@ pub struct Counters {
     /// ICMP errors not sent because of the rate limit.
     pub icmp_rate_limited: u64,
 
+    // IPv6 (counted only when IPv6 is on, `StackConfig::addrs6`; otherwise IPv6 frames are
+    // `unsupported` at the link, or `ipv4_malformed` on a TUN, as in an IPv4-only stack).
+    /// IPv6 packets received.
+    pub ipv6_in: u64,
+    /// IPv6 packets sent (each fragment counts).
+    pub ipv6_out: u64,
+    /// IPv6 packets with bad lengths or version.
+    pub ipv6_malformed: u64,
+    /// Source address multicast or loopback (RFC 4291 §2.7, §2.5.3), or unspecified where a
+    /// reply would be needed.
+    pub ipv6_bad_src: u64,
+    /// Destination neither one of our usable addresses nor a group we listen to (a tentative
+    /// address only takes NDP, RFC 4862 §5.4).
+    pub ipv6_not_for_us: u64,
+    /// Extension headers truncated, or options that do not fit their header.
+    pub ipv6_ext_malformed: u64,
+    /// Extension header chains beyond the bounds (headers, options, padding; see
+    /// `wire::ipv6ext`).
+    pub ipv6_ext_limit: u64,
+    /// Packets discarded for an unrecognized option whose action says discard (RFC 8200 §4.2).
+    pub ipv6_ext_discarded: u64,
+    /// Packets discarded with a Parameter Problem code 0 or 2 (erroneous field, unrecognized
+    /// option; the answer itself may be suppressed or rate-limited).
+    pub ipv6_param_problem: u64,
+    /// Packets with an unrecognized Next Header (Parameter Problem code 1).
+    pub ipv6_unknown_next_header: u64,
+    /// Packets ending in "No Next Header" (RFC 8200 §4.7).
+    pub ipv6_no_next_header: u64,
+    /// TCP and UDP over IPv6 for us, dropped: the transport layer is not wired to IPv6 yet
+    /// (`iface::ipv6::receive_transport_v6`).
+    pub ipv6_transport_unwired: u64,
+    /// Packets not sent or answered for want of a usable source address (all tentative).
+    pub ipv6_no_source: u64,
+    /// IPv6 fragments received.
+    pub frag6_in: u64,
+    /// Atomic fragments (RFC 6946), processed on their own.
+    pub frag6_atomic: u64,
+    /// IPv6 datagrams completed by reassembly.
+    pub frag6_reassembled: u64,
+    /// IPv6 fragments dropped: reassembly off, limits, overlaps, bad lengths.
+    pub frag6_dropped: u64,
+    /// IPv6 datagrams discarded for overlapping fragments (RFC 5722).
+    pub frag6_overlaps: u64,
+    /// IPv6 datagrams discarded incomplete at the timeout (60 s).
+    pub frag6_timeouts: u64,
+    /// First fragments without the whole header chain (RFC 7112), dropped.
+    pub frag6_incomplete_chain: u64,
+    /// IPv6 fragments sent (RFC 8200 §4.5 source fragmentation).
+    pub frag6_out: u64,
+
+    // ICMPv6.
+    /// ICMPv6 messages received.
+    pub icmpv6_in: u64,
+    /// ICMPv6 messages sent.
+    pub icmpv6_out: u64,
+    /// ICMPv6 checksum failures.
+    pub icmpv6_bad_checksum: u64,
+    /// ICMPv6 messages too short, with a bad quote or bad NDP options.
+    pub icmpv6_malformed: u64,
+    /// ICMPv6 types not handled (MLD, ...), counted and ignored.
+    pub icmpv6_unsupported: u64,
+    /// ICMPv6 echo requests received.
+    pub echo6_requests_in: u64,
+    /// ICMPv6 echo replies received.
+    pub echo6_replies_in: u64,
+    /// ICMPv6 error messages received.
+    pub icmpv6_errors_in: u64,
+    /// Of those, Packet Too Big.
+    pub icmpv6_ptb_in: u64,
+    /// Packet Too Big messages ignored: MTU below 1280 (RFC 8201 §4) or not about our packet.
+    pub icmpv6_ptb_ignored: u64,
+    /// ICMPv6 error messages sent.
+    pub icmpv6_errors_out: u64,
+    /// ICMPv6 errors not sent because RFC 4443 §2.4 (e) forbids them.
+    pub icmpv6_errors_suppressed: u64,
+    /// ICMPv6 errors not sent because of the rate limit.
+    pub icmpv6_rate_limited: u64,
+
+    // Neighbor Discovery and DAD.
+    /// NDP messages received.
+    pub ndp_in: u64,
+    /// NDP messages with a hop limit other than 255, dropped (RFC 4861 §6.1, §7.1).
+    pub ndp_bad_hop_limit: u64,
+    /// NDP messages failing the RFC 4861 validity checks the IP header decides.
+    pub ndp_invalid: u64,
+    /// NDP messages a host ignores (Router Solicitation, Redirect; any on a TUN).
+    pub ndp_ignored: u64,
+    /// Solicitations for an address that is not ours.
+    pub ndp_not_for_us: u64,
+    /// Neighbor Solicitations received.
+    pub ndp_ns_in: u64,
+    /// Neighbor Solicitations sent (resolution, probes, DAD).
+    pub ndp_ns_out: u64,
+    /// Neighbor Advertisements received.
+    pub ndp_na_in: u64,
+    /// Neighbor Advertisements sent.
+    pub ndp_na_out: u64,
+    /// Router Advertisements received.
+    pub ndp_ra_in: u64,
+    /// Advertisements for a target with no cache entry, discarded (RFC 4861 §7.2.5).
+    pub ndp_na_unknown_target: u64,
+    /// Tentative addresses found duplicate by DAD (RFC 4862 §5.4.3, §5.4.4).
+    pub ndp_dad_conflicts: u64,
+    /// Advertisements from another node for an address we use.
+    pub ndp_own_addr_advertised: u64,
+    /// Frames dropped because the pending-resolution queue was full.
+    pub ndp_pending_overflow: u64,
+    /// Parked frames dropped when their next hop never answered.
+    pub ndp_unresolved_drops: u64,
+    /// Address resolutions that failed (MAX_MULTICAST_SOLICIT solicitations unanswered).
+    pub ndp_resolution_failed: u64,
+    /// Neighbour entries deleted after unanswered unreachability probes (RFC 4861 §7.3.3).
+    pub ndp_nud_failed: u64,
+
     // UDP.
     /// UDP datagrams received.
     pub udp_in: u64,
@@ -362,6 +476,72 @@ impl fmt::Display for Counters {
                     ("port_unreachable_in", self.icmp_port_unreachable_in),
                     ("errors_out", self.icmp_errors_out),
                     ("rate_limited", self.icmp_rate_limited),
+                ],
+            ),
+            (
+                "ipv6",
+                &[
+                    ("in", self.ipv6_in),
+                    ("out", self.ipv6_out),
+                    ("malformed", self.ipv6_malformed),
+                    ("bad_src", self.ipv6_bad_src),
+                    ("not_for_us", self.ipv6_not_for_us),
+                    ("ext_malformed", self.ipv6_ext_malformed),
+                    ("ext_limit", self.ipv6_ext_limit),
+                    ("ext_discarded", self.ipv6_ext_discarded),
+                    ("param_problem", self.ipv6_param_problem),
+                    ("unknown_next_header", self.ipv6_unknown_next_header),
+                    ("no_next_header", self.ipv6_no_next_header),
+                    ("transport_unwired", self.ipv6_transport_unwired),
+                    ("no_source", self.ipv6_no_source),
+                    ("frag_in", self.frag6_in),
+                    ("frag_atomic", self.frag6_atomic),
+                    ("frag_reassembled", self.frag6_reassembled),
+                    ("frag_dropped", self.frag6_dropped),
+                    ("frag_overlaps", self.frag6_overlaps),
+                    ("frag_timeouts", self.frag6_timeouts),
+                    ("frag_incomplete", self.frag6_incomplete_chain),
+                    ("frag_out", self.frag6_out),
+                ],
+            ),
+            (
+                "icmp6",
+                &[
+                    ("in", self.icmpv6_in),
+                    ("out", self.icmpv6_out),
+                    ("bad_checksum", self.icmpv6_bad_checksum),
+                    ("malformed", self.icmpv6_malformed),
+                    ("unsupported", self.icmpv6_unsupported),
+                    ("echo_requests_in", self.echo6_requests_in),
+                    ("echo_replies_in", self.echo6_replies_in),
+                    ("errors_in", self.icmpv6_errors_in),
+                    ("ptb_in", self.icmpv6_ptb_in),
+                    ("ptb_ignored", self.icmpv6_ptb_ignored),
+                    ("errors_out", self.icmpv6_errors_out),
+                    ("errors_suppressed", self.icmpv6_errors_suppressed),
+                    ("rate_limited", self.icmpv6_rate_limited),
+                ],
+            ),
+            (
+                "ndp",
+                &[
+                    ("in", self.ndp_in),
+                    ("bad_hop_limit", self.ndp_bad_hop_limit),
+                    ("invalid", self.ndp_invalid),
+                    ("ignored", self.ndp_ignored),
+                    ("not_for_us", self.ndp_not_for_us),
+                    ("ns_in", self.ndp_ns_in),
+                    ("ns_out", self.ndp_ns_out),
+                    ("na_in", self.ndp_na_in),
+                    ("na_out", self.ndp_na_out),
+                    ("ra_in", self.ndp_ra_in),
+                    ("na_unknown_target", self.ndp_na_unknown_target),
+                    ("dad_conflicts", self.ndp_dad_conflicts),
+                    ("own_addr_advertised", self.ndp_own_addr_advertised),
+                    ("pending_overflow", self.ndp_pending_overflow),
+                    ("unresolved_drops", self.ndp_unresolved_drops),
+                    ("resolution_failed", self.ndp_resolution_failed),
+                    ("nud_failed", self.ndp_nud_failed),
                 ],
             ),
             (

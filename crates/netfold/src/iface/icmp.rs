@@ -36,7 +36,7 @@ impl RateLimiter {
         }
     }
 
-    fn take(&mut self, now: Instant) -> bool {
+    pub(super) fn take(&mut self, now: Instant) -> bool {
         let elapsed = now.saturating_since(self.last).total_micros();
         let per = self.interval.total_micros().max(1);
         let add = elapsed / per;

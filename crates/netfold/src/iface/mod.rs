@@ -1,4 +1,4 @@
-//! The `Stack`: one network interface's IPv4 host stack, sans-IO.
+//! The `Stack`: one network interface's IPv4 (and, when configured, IPv6) host stack, sans-IO.
 //!
 //! Organised by protocol, not by direction (smoltcp's `iface/interface/`): [`state`] is the
 //! interface's shared state (addresses, MTU, pool, transmit queue, neighbour cache, counters);
@@ -29,8 +29,12 @@
 //!   TCP is never fragmented: its packets carry DF (RFC 1191 path MTU discovery) and its
 //!   segments are cut at the MTU instead (software GSO).
 //! - ARP: RFC 826 merge rule, one request per second per address, bounded pending queue.
-//! - No VLANs (priority-tagged frames, VLAN id 0, are accepted as untagged), no multicast, no
-//!   forwarding, no loopback to our own address, no IP options on transmit.
+//! - No VLANs (priority-tagged frames, VLAN id 0, are accepted as untagged), no IPv4 multicast,
+//!   no forwarding, no loopback to our own address, no IP options on transmit.
+//! - IPv6 (`StackConfig::addrs6`, off by default): the network layer — NDP, DAD, ICMPv6,
+//!   extension headers, fragmentation and reassembly, path MTU — in `ipv6` and its
+//!   neighbours `icmpv6`, `ndp`; TCP and UDP over IPv6 are not wired yet (counted as
+//!   `ipv6_transport_unwired`).
 //! - GRO (`StackConfig::gro`, see [`crate::offload::gro`]): the TCP segments of a flow within one receive
 //!   batch reach TCP as one merged segment, its payloads still slices of their frames.
 //! - Checksums follow the device's `ChecksumCaps` and the state each received frame carries
@@ -44,7 +48,10 @@ mod arp;
 pub mod counters;
 mod ethernet;
 mod icmp;
+mod icmpv6;
 mod ipv4;
+mod ipv6;
+mod ndp;
 mod neighbor;
 mod pmtu;
 pub mod reassembly;
@@ -53,6 +60,7 @@ mod tcp;
 pub mod udp;
 
 pub use counters::Counters;
+pub use ipv6::AddrState;
 pub use state::{DropReason, Emit, FullQueue, TxError};
 pub use udp::{PmtuDisc, UdpError, UdpHandle};
 
@@ -63,7 +71,9 @@ use crate::tcp::TcpLayer;
 use crate::time::{Duration, Instant};
 use crate::wire::ethernet::EthernetAddress;
 use crate::wire::icmpv4::Icmpv4Repr;
-use crate::wire::{self, Ipv4Addr};
+use crate::wire::icmpv6::Icmpv6Repr;
+use crate::wire::ipv6::Ipv6Cidr;
+use crate::wire::{self, Ipv4Addr, Ipv6Addr};
 use icmp::RateLimiter;
 use neighbor::NeighborCache;
 use reassembly::Reassembler;
@@ -145,6 +155,30 @@ pub struct StackConfig {
     /// tun2socks-style tools behind a TUN need. ARP is unchanged: on Ethernet only our own
     /// address is answered, so foreign destinations reach us only when routed to our MAC.
     pub transparent: bool,
+    /// IPv6 addresses with their prefix lengths (RFC 4291 §2.3); the prefixes are on the link
+    /// (RFC 4861 §5.2). Empty (the default): IPv6 is off and IPv6 frames are dropped and
+    /// counted as in an IPv4-only stack. With any address, on Ethernet the link-local address
+    /// fe80::/64 from the MAC (RFC 4291 Appendix A, RFC 4862 §5.3) is added unless one is
+    /// listed.
+    pub addrs6: Vec<Ipv6Cidr>,
+    /// The default router for off-link IPv6 destinations (its address on this link, usually
+    /// link-local). None: only on-link destinations are reachable (RFC 4943).
+    pub gateway6: Option<Ipv6Addr>,
+    /// Hop limit of IPv6 packets we originate (Linux's default 64; a Router Advertisement may
+    /// change it, RFC 4861 §6.3.4).
+    pub hop_limit6: u8,
+    /// DupAddrDetectTransmits (RFC 4862 §5.1): Neighbor Solicitations sent for each address
+    /// before it is used; 0 turns Duplicate Address Detection off. Linux's default, 1.
+    pub dad_transmits: u32,
+    /// RetransTimer (RFC 4861 §10, 1 s): between Neighbor Solicitations, and how long DAD
+    /// listens after its last one. Tests shorten it to make DAD quick.
+    pub ndp_retrans_timer: Duration,
+    /// BaseReachableTime (RFC 4861 §10, 30 s): how long a confirmed neighbour stays
+    /// REACHABLE (randomised by 0.5-1.5, §6.3.2).
+    pub ndp_reachable_time: Duration,
+    /// IPv6 reassembly timeout (RFC 8200 §4.5: 60 s). The other reassembly bounds are
+    /// IPv4's (`frag_max_datagrams`, `frag_max_bytes`), applied to IPv6 separately.
+    pub frag6_timeout: Duration,
 }
 
 /// Segments one GSO super-segment spans at most (44 x 1448 fills 64 KiB, as in Linux).
@@ -180,6 +214,13 @@ impl Default for StackConfig {
             copy_mode: crate::mem::CopyMode::Kernels,
             tcp_buffer_budget: crate::tcp::buffer::DEFAULT_BUFFER_BUDGET,
             transparent: false,
+            addrs6: Vec::new(),
+            gateway6: None,
+            hop_limit6: 64,
+            dad_transmits: 1,
+            ndp_retrans_timer: Duration::from_secs(1),
+            ndp_reachable_time: Duration::from_secs(30),
+            frag6_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -189,6 +230,21 @@ impl Default for StackConfig {
 pub struct EchoReply {
     /// Who answered.
     pub from: Ipv4Addr,
+    /// Identifier of the request answered.
+    pub ident: u16,
+    /// Sequence number of the request answered.
+    pub seq_no: u16,
+    /// Bytes of echo data.
+    pub len: usize,
+    /// When it was received (the `now` of that poll).
+    pub at: Instant,
+}
+
+/// A received ICMPv6 echo reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EchoReplyV6 {
+    /// Who answered.
+    pub from: Ipv6Addr,
     /// Identifier of the request answered.
     pub ident: u16,
     /// Sequence number of the request answered.
@@ -210,6 +266,11 @@ pub(crate) struct Inner {
     reasm: Reassembler,
     echo_replies: VecDeque<EchoReply>,
     icmp_limiter: RateLimiter,
+    /// IPv6 fragment reassembly (RFC 8200 §4.5).
+    reasm6: Reassembler<ipv6::FragKey, ipv6::FragHead>,
+    echo6_replies: VecDeque<EchoReplyV6>,
+    /// ICMPv6 error rate limit (RFC 4443 §2.4 (f)), a bucket of its own.
+    icmpv6_limiter: RateLimiter,
     /// The `now` of the latest poll, for calls that take no time but read timed state (the
     /// path MTU a datagram is checked against in `udp_send_to`).
     last_now: Instant,
@@ -259,6 +320,18 @@ impl Stack {
             pmtu: pmtu::PathMtuCache::new(),
             c: Counters::default(),
             arp_due: Vec::with_capacity(neighbor::MAX_RESOLVING),
+            v6: ipv6::Ipv6State::new(
+                &config.addrs6,
+                config.gateway6,
+                config.hop_limit6,
+                config.medium,
+                config.mac,
+                *config.tcp_secret.bytes(),
+                config.ndp_retrans_timer,
+                config.ndp_reachable_time,
+                config.dad_transmits,
+                config.arp_pending_limit,
+            ),
         };
         let mut tcp = TcpLayer::new(config.tcp_secret);
         tcp.set_gso_segs(if config.gso { GSO_SEGS } else { 1 });
@@ -274,6 +347,14 @@ impl Stack {
             ),
             echo_replies: VecDeque::with_capacity(ECHO_REPLY_QUEUE),
             icmp_limiter: RateLimiter::new(config.icmp_error_burst, config.icmp_error_interval),
+            reasm6: Reassembler::new(
+                config.frag_max_datagrams,
+                config.frag_max_bytes,
+                config.frag6_timeout,
+            )
+            .with_max_payload(wire::ipv6::MAX_PAYLOAD_LEN),
+            echo6_replies: VecDeque::new(),
+            icmpv6_limiter: RateLimiter::new(config.icmp_error_burst, config.icmp_error_interval),
             last_now: Instant::ZERO,
             st,
             config,
@@ -409,6 +490,9 @@ impl Stack {
             inner.tcp.poll_at(),
             inner.st.neigh.poll_at(),
             inner.reasm.poll_at(),
+            inner.st.v6.neigh.poll_at(),
+            inner.st.v6.dad_poll_at(),
+            inner.reasm6.poll_at(),
             self.dev_poll_at,
         ]
         .into_iter()
@@ -438,6 +522,59 @@ impl Stack {
     /// The oldest echo reply received and not yet read (at most 64 are kept).
     pub fn ping_recv(&mut self) -> Option<EchoReply> {
         self.inner.echo_replies.pop_front()
+    }
+
+    // ---- IPv6 ----
+
+    /// Our IPv6 addresses with their prefixes and states (the link-local one first when it
+    /// was added automatically); empty when IPv6 is off.
+    pub fn ipv6_addrs(&self) -> impl Iterator<Item = (Ipv6Cidr, AddrState)> + '_ {
+        self.inner.st.v6.addrs.iter().map(|e| (e.cidr, e.state))
+    }
+
+    /// The link-layer address cached for the IPv6 neighbour `ip`, in any reachability state
+    /// but INCOMPLETE (RFC 4861 §7.3.2).
+    pub fn neighbor6(&self, now: Instant, ip: Ipv6Addr) -> Option<EthernetAddress> {
+        self.inner.st.v6.neigh.get(now, ip).map(|e| e.0)
+    }
+
+    /// The path MTU to `dst` as of `now` (RFC 8201): the link MTU, lowered by what ICMPv6
+    /// Packet Too Big reported, not below 1280. Datagrams larger than it are fragmented.
+    pub fn path_mtu6(&self, now: Instant, dst: Ipv6Addr) -> usize {
+        self.inner.st.ipv6_path_mtu(now, dst)
+    }
+
+    /// Frames waiting for a Neighbor Discovery resolution.
+    pub fn ndp_pending(&self) -> usize {
+        self.inner.st.v6.neigh.pending_len()
+    }
+
+    /// Sends an ICMPv6 echo request (RFC 4443 §4.1) to `dst`, from the source address RFC
+    /// 6724 picks. `NoRoute` when IPv6 is off, no address is usable yet (DAD still running)
+    /// or `dst` is off-link without a default router.
+    pub fn ping6_send(
+        &mut self,
+        now: Instant,
+        dst: Ipv6Addr,
+        ident: u16,
+        seq_no: u16,
+        data: &[u8],
+    ) -> Result<(), TxError> {
+        let Some(src) = self.inner.st.ipv6_source_for(dst) else {
+            self.inner.st.c.ipv6_no_source += 1;
+            return Err(TxError::NoRoute);
+        };
+        let repr = Icmpv6Repr::EchoRequest {
+            ident,
+            seq_no,
+            data,
+        };
+        self.inner.send_icmpv6(now, src, dst, &repr)
+    }
+
+    /// The oldest ICMPv6 echo reply received and not yet read (at most 64 are kept).
+    pub fn ping6_recv(&mut self) -> Option<EchoReplyV6> {
+        self.inner.echo6_replies.pop_front()
     }
 
     // ---- UDP ----
@@ -574,6 +711,11 @@ impl Inner {
         let expired = self.reasm.expire(now);
         self.st.c.frag_timeouts += expired as u64;
         self.st.c.frag_dropped += expired as u64;
+        if self.st.v6.enabled {
+            self.st.dad_timers(now);
+            self.st.ndp_timers(now);
+            self.expire_fragments6(now);
+        }
     }
 
     /// One round of output: TCP segments, then queued UDP datagrams, into the transmit queue.

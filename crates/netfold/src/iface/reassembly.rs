@@ -1,12 +1,20 @@
-//! IPv4 fragment reassembly (RFC 791 §3.2 "reassembly procedure", RFC 815 hole tracking) with
-//! strict limits, in the spirit of RFC 5722: a fragment that partly overlaps data already
-//! received discards the whole datagram (overlaps are an evasion and poisoning vector; honest
-//! senders never produce them). Exact duplicates are ignored.
+//! Fragment reassembly for both address families — IPv4 (RFC 791 §3.2 "reassembly
+//! procedure", RFC 815 hole tracking) and IPv6 (RFC 8200 §4.5) — with strict limits, in the
+//! spirit of RFC 5722: a fragment that partly overlaps data already received discards the whole
+//! datagram (overlaps are an evasion and poisoning vector; honest senders never produce them).
+//! Exact duplicates are ignored (RFC 5722 as amended by erratum 3089: "Duplicates, however,
+//! should be ignored (i.e., not used to trigger a discard)", as Linux does for both families).
 //!
 //! Bounds: at most `max_datagrams` datagrams in progress, at most `max_bytes` buffered in total,
 //! at most `MAX_FRAGMENTS` fragments per datagram, and a datagram still incomplete `timeout`
-//! after its first fragment arrived is discarded (RFC 791 suggests a 15 s lower bound for the
-//! timer; Linux uses 30 s, as do we by default).
+//! after its first fragment arrived is discarded (IPv4: RFC 791 suggests a 15 s lower bound for
+//! the timer; Linux uses 30 s, as do we by default. IPv6: RFC 8200 §4.5 "within 60 seconds of
+//! the reception of the first-arriving fragment").
+//!
+//! One generic reassembler keyed by `K` (IPv4: source, destination, protocol, identification;
+//! IPv6: source, destination, identification) that keeps `H`, the header of the fragment at
+//! offset 0 (the IPv4 header; for IPv6 the fixed header and the Fragment header's Next Header,
+//! RFC 8200 §4.5: "Only the value from the Offset zero fragment packet is used").
 
 use crate::time::{Duration, Instant};
 use crate::wire::ipv4::{self, Ipv4Repr};
@@ -17,14 +25,15 @@ pub const MAX_FRAGMENTS: usize = 64;
 /// Largest reassembled IPv4 payload (total length is 16 bits).
 const MAX_PAYLOAD: usize = ipv4::MAX_PACKET_LEN - ipv4::HEADER_LEN;
 
-type Key = (Ipv4Addr, Ipv4Addr, IpProtocol, u16);
+/// What identifies an IPv4 datagram's fragments (RFC 791 §3.2).
+pub type V4Key = (Ipv4Addr, Ipv4Addr, IpProtocol, u16);
 
 #[derive(Debug)]
-struct Datagram {
-    key: Key,
+struct Datagram<K, H> {
+    key: K,
     deadline: Instant,
     /// The first fragment's header (offset 0), once seen.
-    header: Option<Ipv4Repr>,
+    header: Option<H>,
     /// Payload length, known once the last fragment (MF = 0) arrived.
     total: Option<usize>,
     /// Received [start, end) ranges, unsorted, at most MAX_FRAGMENTS.
@@ -34,14 +43,14 @@ struct Datagram {
 
 /// What happened to a fragment.
 #[derive(Debug, PartialEq, Eq)]
-pub enum FragOutcome {
+pub enum FragOutcome<H = Ipv4Repr> {
     /// Stored; the datagram is not complete yet.
     Queued,
     /// An exact duplicate of data already held; ignored.
     Duplicate,
-    /// The datagram is complete: its header (total payload length set, fragment fields cleared)
-    /// and its payload. Give the buffer back with [`Reassembler::recycle`] when done.
-    Complete(Ipv4Repr, Vec<u8>),
+    /// The datagram is complete: its header (IPv4: total payload length set, fragment fields
+    /// cleared) and its payload. Give the buffer back with [`Reassembler::recycle`] when done.
+    Complete(H, Vec<u8>),
     /// Dropped: limits (too many datagrams/bytes/fragments, bad length).
     DroppedLimit,
     /// Dropped together with the datagram it overlapped.
@@ -50,42 +59,58 @@ pub enum FragOutcome {
 
 #[derive(Debug)]
 /// Fragments of datagrams in progress, with their limits.
-pub struct Reassembler {
-    slots: Vec<Datagram>,
+pub struct Reassembler<K = V4Key, H = Ipv4Repr> {
+    slots: Vec<Datagram<K, H>>,
     spare: Vec<Vec<u8>>,
     max_datagrams: usize,
     max_bytes: usize,
+    max_payload: usize,
     timeout: Duration,
 }
 
-impl Reassembler {
-    /// A reassembler with the given limits.
+impl<K: Copy + Eq, H: Copy> Reassembler<K, H> {
+    /// A reassembler with the given limits (a reassembled payload of at most 65515 bytes, an
+    /// IPv4 datagram's; see [`Reassembler::with_max_payload`]).
     pub fn new(max_datagrams: usize, max_bytes: usize, timeout: Duration) -> Self {
         Reassembler {
             slots: Vec::with_capacity(max_datagrams.min(64)),
             spare: Vec::new(),
             max_datagrams,
             max_bytes,
+            max_payload: MAX_PAYLOAD,
             timeout,
         }
+    }
+
+    /// The largest reassembled payload accepted (IPv6: 65535, the Payload Length's range).
+    pub fn with_max_payload(mut self, max_payload: usize) -> Self {
+        self.max_payload = max_payload;
+        self
     }
 
     fn buffered(&self) -> usize {
         self.slots.iter().map(|d| d.data.len()).sum()
     }
 
-    /// Feeds one fragment (`ip.is_fragment()`) and its payload.
-    pub fn push(&mut self, now: Instant, ip: &Ipv4Repr, payload: &[u8]) -> FragOutcome {
-        let start = usize::from(ip.frag_offset);
+    /// Feeds one fragment of the datagram `key`: `payload` lies at byte `start` of the
+    /// datagram's payload, `more` is the more-fragments flag, `header` is kept if `start` is 0.
+    pub fn push_fragment(
+        &mut self,
+        now: Instant,
+        key: K,
+        header: H,
+        start: usize,
+        more: bool,
+        payload: &[u8],
+    ) -> FragOutcome<H> {
         let end = start + payload.len();
-        // RFC 791: every fragment but the last carries a multiple of 8 bytes.
-        if end > MAX_PAYLOAD
-            || (ip.more_frags && !payload.len().is_multiple_of(ipv4::FRAGMENT_UNIT))
+        // RFC 791, RFC 8200 §4.5: every fragment but the last carries a multiple of 8 bytes.
+        if end > self.max_payload
+            || (more && !payload.len().is_multiple_of(ipv4::FRAGMENT_UNIT))
             || payload.is_empty()
         {
             return FragOutcome::DroppedLimit;
         }
-        let key = (ip.src, ip.dst, ip.protocol, ip.ident);
         let idx = match self.slots.iter().position(|d| d.key == key) {
             Some(i) => i,
             None => {
@@ -116,7 +141,7 @@ impl Reassembler {
         }
         let overlaps = d.ranges.iter().any(|&(s, e)| start < e && s < end);
         let past_end = d.total.is_some_and(|t| end > t);
-        let bad_last = !ip.more_frags && (d.total.is_some_and(|t| t != end) || end < max_end(d));
+        let bad_last = !more && (d.total.is_some_and(|t| t != end) || end < max_end(d));
         if overlaps || past_end || bad_last {
             self.discard(idx);
             return FragOutcome::DroppedOverlap;
@@ -130,20 +155,17 @@ impl Reassembler {
         }
         d.data[start..end].copy_from_slice(payload);
         d.ranges.push((start, end));
-        if !ip.more_frags {
+        if !more {
             d.total = Some(end);
         }
         if start == 0 {
-            d.header = Some(*ip);
+            d.header = Some(header);
         }
         let covered: usize = d.ranges.iter().map(|&(s, e)| e - s).sum();
         match (d.total, d.header) {
             // No overlaps are stored, so coverage equal to the total means no holes.
-            (Some(t), Some(mut h)) if covered == t => {
+            (Some(t), Some(h)) if covered == t => {
                 let d = self.slots.swap_remove(idx);
-                h.payload_len = t;
-                h.more_frags = false;
-                h.frag_offset = 0;
                 let mut data = d.data;
                 data.truncate(t);
                 FragOutcome::Complete(h, data)
@@ -166,10 +188,20 @@ impl Reassembler {
 
     /// Drops datagrams whose timer ran out; returns how many.
     pub fn expire(&mut self, now: Instant) -> usize {
+        self.expire_each(now, |_, _| {})
+    }
+
+    /// `expire`, handing each dropped datagram's first-fragment header (if it arrived) and
+    /// the data received from offset 0 on to `f` first (IPv6 answers Time Exceeded to the
+    /// first fragment's source, RFC 8200 §4.5).
+    pub fn expire_each(&mut self, now: Instant, mut f: impl FnMut(Option<H>, &[u8])) -> usize {
         let mut n = 0;
         let mut i = 0;
         while i < self.slots.len() {
             if self.slots[i].deadline <= now {
+                let d = &self.slots[i];
+                let first = d.ranges.iter().find(|r| r.0 == 0).map_or(0, |&(_, e)| e);
+                f(d.header, &d.data[..first.min(d.data.len())]);
                 self.discard(i);
                 n += 1;
             } else {
@@ -190,7 +222,24 @@ impl Reassembler {
     }
 }
 
-fn max_end(d: &Datagram) -> usize {
+impl Reassembler<V4Key, Ipv4Repr> {
+    /// Feeds one IPv4 fragment (`ip.is_fragment()`) and its payload.
+    pub fn push(&mut self, now: Instant, ip: &Ipv4Repr, payload: &[u8]) -> FragOutcome {
+        let key = (ip.src, ip.dst, ip.protocol, ip.ident);
+        let start = usize::from(ip.frag_offset);
+        match self.push_fragment(now, key, *ip, start, ip.more_frags, payload) {
+            FragOutcome::Complete(mut h, data) => {
+                h.payload_len = data.len();
+                h.more_frags = false;
+                h.frag_offset = 0;
+                FragOutcome::Complete(h, data)
+            }
+            other => other,
+        }
+    }
+}
+
+fn max_end<K, H>(d: &Datagram<K, H>) -> usize {
     d.ranges.iter().map(|&(_, e)| e).max().unwrap_or(0)
 }
 
@@ -259,5 +308,39 @@ mod tests {
         assert_eq!(r.poll_at(), Some(Instant::from_secs(30)));
         assert_eq!(r.expire(Instant::from_secs(30)), 1);
         assert_eq!(r.in_progress(), 0);
+    }
+
+    /// The generic core with IPv6's key and header: the first fragment's header comes back,
+    /// and an expired datagram hands over what it had from offset 0.
+    #[test]
+    fn generic_keys_and_expiry_report() {
+        let mut r: Reassembler<u32, char> =
+            Reassembler::new(4, 1 << 20, Duration::from_secs(60)).with_max_payload(65535);
+        let t = Instant::ZERO;
+        assert_eq!(
+            r.push_fragment(t, 1, 'b', 8, false, &[2; 4]),
+            FragOutcome::Queued
+        );
+        assert_eq!(
+            r.push_fragment(t, 1, 'a', 0, true, &[1; 8]),
+            FragOutcome::Complete('a', vec![1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2])
+        );
+        assert_eq!(
+            r.push_fragment(t, 2, 'x', 0, true, &[7; 16]),
+            FragOutcome::Queued
+        );
+        assert_eq!(
+            r.push_fragment(t, 3, 'y', 16, true, &[7; 8]),
+            FragOutcome::Queued
+        );
+        let mut seen = vec![];
+        let n = r.expire_each(Instant::from_secs(60), |h, d| seen.push((h, d.len())));
+        assert_eq!(n, 2);
+        seen.sort();
+        assert_eq!(seen, vec![(None, 0), (Some('x'), 16)]);
+        assert_eq!(
+            r.push_fragment(t, 4, 'z', 65528, false, &[0; 8]),
+            FragOutcome::DroppedLimit
+        );
     }
 }

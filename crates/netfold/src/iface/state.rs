@@ -1,10 +1,12 @@
 //! The interface's shared state (smoltcp's `InterfaceInner`): addresses, MTU and device
-//! capabilities, the packet pool, the transmit queue, the neighbour cache and the counters.
+//! capabilities, the packet pool, the transmit queue, the neighbour cache and the counters;
+//! the IPv6 part of it (addresses, router, NDP cache, path MTU) is `v6` (`ipv6.rs`).
 //! Every protocol module reads and writes it while the receive batch stays immutable beside it;
 //! the send halves that every protocol shares (IPv4 in `ipv4.rs`, the link in `ethernet.rs`,
 //! ARP in `arp.rs`) are methods on it.
 
 use super::counters::Counters;
+use super::ipv6::Ipv6State;
 use super::neighbor::NeighborCache;
 use super::pmtu::PathMtuCache;
 use crate::buf::{PacketBuf, Pool};
@@ -99,6 +101,9 @@ pub(crate) struct IfaceState {
     pub c: Counters,
     /// Scratch list of addresses whose ARP retry is due (reused; at most MAX_RESOLVING).
     pub arp_due: Vec<Ipv4Addr>,
+    /// IPv6: addresses, default router, neighbour and path MTU caches (off when no address
+    /// is configured).
+    pub v6: Ipv6State,
 }
 
 impl IfaceState {

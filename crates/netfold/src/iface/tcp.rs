@@ -476,6 +476,18 @@ mod tests {
             pmtu: crate::iface::pmtu::PathMtuCache::new(),
             c: Counters::default(),
             arp_due: Vec::new(),
+            v6: crate::iface::ipv6::Ipv6State::new(
+                &[],
+                None,
+                64,
+                Medium::Ip,
+                EthernetAddress::default(),
+                [0; 16],
+                Duration::from_secs(1),
+                Duration::from_secs(30),
+                0,
+                4,
+            ),
         }
     }
 

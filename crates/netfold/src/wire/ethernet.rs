@@ -41,6 +41,24 @@ impl EthernetAddress {
     pub const fn is_local(&self) -> bool {
         self.0[0] & 0x02 != 0
     }
+
+    /// The MAC an IPv6 multicast packet is sent to. RFC 2464 §7: "An IPv6 packet with a
+    /// multicast destination address DST, consisting of the sixteen octets DST\[1\] through
+    /// DST\[16\], is transmitted to the Ethernet multicast address whose first two octets are
+    /// the value 3333 hexadecimal and whose last four octets are the last four octets of DST."
+    pub fn from_ipv6_multicast(dst: std::net::Ipv6Addr) -> EthernetAddress {
+        let d = dst.octets();
+        EthernetAddress([0x33, 0x33, d[12], d[13], d[14], d[15]])
+    }
+
+    /// The modified EUI-64 interface identifier of this MAC (RFC 2464 §4, RFC 4291
+    /// Appendix A): FFFE inserted between the third and fourth octets, and the
+    /// universal/local bit inverted ("the U/L bit ... is inverted when forming an IPv6
+    /// interface identifier").
+    pub const fn ipv6_interface_id(&self) -> [u8; 8] {
+        let m = self.0;
+        [m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]
+    }
 }
 
 impl fmt::Display for EthernetAddress {
@@ -290,6 +308,28 @@ impl EthernetRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_multicast_mac_and_interface_id() {
+        // RFC 2464 §7's own example: FF02::1 -> 33-33-00-00-00-01.
+        let all_nodes = "ff02::1".parse().unwrap();
+        assert_eq!(
+            EthernetAddress::from_ipv6_multicast(all_nodes),
+            EthernetAddress([0x33, 0x33, 0, 0, 0, 1])
+        );
+        let sol = "ff02::1:ff12:3456".parse().unwrap();
+        assert_eq!(
+            EthernetAddress::from_ipv6_multicast(sol).0,
+            [0x33, 0x33, 0xff, 0x12, 0x34, 0x56]
+        );
+        assert!(EthernetAddress::from_ipv6_multicast(sol).is_multicast());
+        // RFC 4291 Appendix A: 34-56-78-9A-BC-DE -> 3656:78FF:FE9A:BCDE (U/L bit inverted).
+        let mac = EthernetAddress([0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde]);
+        assert_eq!(
+            mac.ipv6_interface_id(),
+            [0x36, 0x56, 0x78, 0xff, 0xfe, 0x9a, 0xbc, 0xde]
+        );
+    }
 
     const A: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 1]);
     const B: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 2]);

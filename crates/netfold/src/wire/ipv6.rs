@@ -1,9 +1,11 @@
 //! IPv6 fixed header (RFC 8200 §3).
 //!
-//! This module covers the 40-byte fixed header only; extension headers are walked by the
-//! network layer, bounded, after [`Ipv6Repr::parse`] (RFC 8200 §4). `payload_len` bounds the
-//! payload, so Ethernet padding after a short packet is ignored. A zero payload length (the
-//! RFC 2675 jumbogram marker) is refused: netfold speaks no jumbograms.
+//! This module covers the 40-byte fixed header and the addresses the network layer needs to
+//! name (RFC 4291: the all-nodes group, solicited-node groups, link-local unicast, prefixes as
+//! [`Ipv6Cidr`]); extension headers are walked, bounded, by [`super::ipv6ext`] after
+//! [`Ipv6Repr::parse`] (RFC 8200 §4). `payload_len` bounds the payload, so Ethernet padding
+//! after a short packet is ignored. A zero payload length (the RFC 2675 jumbogram marker) is
+//! refused: netfold speaks no jumbograms.
 #![warn(missing_docs)]
 
 use super::ipv4::Ecn;
@@ -26,6 +28,90 @@ pub const HEADER_LEN: usize = 40;
 pub const MIN_MTU: usize = 1280;
 /// Longest payload the 16-bit Payload Length field describes (RFC 8200 §3).
 pub const MAX_PAYLOAD_LEN: usize = 65_535;
+
+/// RFC 4291 §2.7.1: "FF02:0:0:0:0:0:0:1", all nodes on the link.
+pub const LINK_LOCAL_ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+/// RFC 4291 §2.7.1: "FF02:0:0:0:0:0:0:2", all routers on the link.
+pub const LINK_LOCAL_ALL_ROUTERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 2);
+
+/// The solicited-node multicast group of `addr`. RFC 4291 §2.7.1: "formed by taking the
+/// low-order 24 bits of an address (unicast or anycast) and appending those bits to the prefix
+/// FF02:0:0:0:0:1:FF00::/104".
+pub fn solicited_node(addr: Ipv6Addr) -> Ipv6Addr {
+    let a = addr.octets();
+    let mut g = [0u8; 16];
+    g[..2].copy_from_slice(&[0xff, 0x02]);
+    g[11] = 0x01;
+    g[12] = 0xff;
+    g[13..].copy_from_slice(&a[13..]);
+    Ipv6Addr::from(g)
+}
+
+/// Whether `addr` is a solicited-node multicast group (FF02::1:FF00:0/104).
+pub fn is_solicited_node(addr: Ipv6Addr) -> bool {
+    let a = addr.octets();
+    a[..13] == [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff]
+}
+
+/// Link-local unicast, FE80::/10 (RFC 4291 §2.5.6).
+pub fn is_link_local(addr: Ipv6Addr) -> bool {
+    addr.segments()[0] & 0xffc0 == 0xfe80
+}
+
+/// The scope of a multicast address (RFC 4291 §2.7: the low four bits of the second byte;
+/// 1 interface-local, 2 link-local, 5 site-local, 0xe global).
+pub fn multicast_scope(addr: Ipv6Addr) -> u8 {
+    addr.octets()[1] & 0x0f
+}
+
+/// The link-local address with interface identifier `iid`: FE80::/64 followed by the 64-bit
+/// identifier (RFC 4291 §2.5.6; RFC 4862 §5.3 forms it so).
+pub fn link_local(iid: [u8; 8]) -> Ipv6Addr {
+    let mut a = [0u8; 16];
+    a[..2].copy_from_slice(&[0xfe, 0x80]);
+    a[8..].copy_from_slice(&iid);
+    Ipv6Addr::from(a)
+}
+
+/// An address with its prefix length (RFC 4291 §2.3: "ipv6-address/prefix-length"): the
+/// prefix decides which destinations are on the link (RFC 4861 §5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv6Cidr {
+    addr: Ipv6Addr,
+    prefix_len: u8,
+}
+
+impl Ipv6Cidr {
+    /// `addr/prefix_len`; `None` when the prefix is longer than 128 bits.
+    pub const fn new(addr: Ipv6Addr, prefix_len: u8) -> Option<Ipv6Cidr> {
+        if prefix_len > 128 {
+            return None;
+        }
+        Some(Ipv6Cidr { addr, prefix_len })
+    }
+    /// The address.
+    pub const fn addr(&self) -> Ipv6Addr {
+        self.addr
+    }
+    /// The prefix length.
+    pub const fn prefix_len(&self) -> u8 {
+        self.prefix_len
+    }
+    /// Whether `other` shares the first `prefix_len` bits with this address.
+    pub fn contains(&self, other: Ipv6Addr) -> bool {
+        let mask = match self.prefix_len {
+            0 => 0,
+            n => u128::MAX << (128 - u32::from(n)),
+        };
+        u128::from(self.addr) & mask == u128::from(other) & mask
+    }
+}
+
+impl core::fmt::Display for Ipv6Cidr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix_len)
+    }
+}
 
 /// A checked view of an IPv6 packet.
 #[derive(Debug, Clone)]
@@ -299,6 +385,33 @@ mod tests {
         assert_eq!(p.ecn(), Ecn::Ce);
         assert_eq!(p.traffic_class() & !0b11, 0xb8);
         assert_eq!(p.flow_label(), 0x12345);
+    }
+
+    #[test]
+    fn multicast_groups_and_prefixes() {
+        let a: Ipv6Addr = "2001:2:0:1::4567:89ab".parse().unwrap();
+        // RFC 4291 §2.7.1: low 24 bits appended to FF02::1:FF00:0/104.
+        assert_eq!(
+            solicited_node(a),
+            "ff02::1:ff67:89ab".parse::<Ipv6Addr>().unwrap()
+        );
+        assert!(is_solicited_node(solicited_node(a)));
+        assert!(!is_solicited_node(LINK_LOCAL_ALL_NODES));
+        assert_eq!(multicast_scope(LINK_LOCAL_ALL_NODES), 2);
+        assert!(is_link_local("fe80::1".parse().unwrap()));
+        assert!(is_link_local("febf::1".parse().unwrap()));
+        assert!(!is_link_local("fec0::1".parse().unwrap()));
+        assert_eq!(
+            link_local([0, 0x6e, 0x66, 0xff, 0xfe, 0, 0, 2]),
+            "fe80::6e:66ff:fe00:2".parse::<Ipv6Addr>().unwrap()
+        );
+        let c = Ipv6Cidr::new(a, 64).unwrap();
+        assert!(c.contains("2001:2:0:1::1".parse().unwrap()));
+        assert!(!c.contains("2001:2:0:2::1".parse().unwrap()));
+        assert!(Ipv6Cidr::new(a, 0).unwrap().contains(Ipv6Addr::LOCALHOST));
+        assert!(Ipv6Cidr::new(a, 128).unwrap().contains(a));
+        assert!(Ipv6Cidr::new(a, 129).is_none());
+        assert_eq!(c.to_string(), "2001:2:0:1::4567:89ab/64");
     }
 
     #[test]

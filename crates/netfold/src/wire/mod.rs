@@ -10,8 +10,11 @@ pub mod arp;
 pub mod checksum;
 pub mod ethernet;
 pub mod icmpv4;
+pub mod icmpv6;
 pub mod ipv4;
 pub mod ipv6;
+pub mod ipv6ext;
+pub mod ndp;
 pub mod tcp;
 pub mod udp;
 
