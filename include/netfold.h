@@ -12,8 +12,23 @@
  *    ECONNREFUSED, ECONNRESET, ETIMEDOUT, ENOTCONN, EISCONN, EALREADY, EADDRINUSE,
  *    EADDRNOTAVAIL (bind/listen on an address that is not the stack's), EHOSTUNREACH (a
  *    connect whose next hop never answered ARP: after the ARP retries, ~3 s, as Linux), EBADF, EINVAL, EFAULT (a NULL buffer), EMSGSIZE, ENOPROTOOPT (an option
- *    netfold does not implement), EAFNOSUPPORT (not AF_INET), EPROTONOSUPPORT /
- *    ESOCKTNOSUPPORT (not TCP or UDP).
+ *    netfold does not implement), EAFNOSUPPORT (not AF_INET or AF_INET6, or a sockaddr of
+ *    the other family), ENETUNREACH (an IPv6 peer while the stack has no IPv6 address; a
+ *    v4-mapped peer of an IPV6_V6ONLY socket), EPROTONOSUPPORT / ESOCKTNOSUPPORT (not TCP
+ *    or UDP).
+ *  - AF_INET6 sockets take and return struct sockaddr_in6 (at least 24 bytes, RFC 2133; the
+ *    scope id is read when given). Dual stack as Linux with net.ipv6.bindv6only = 0: an
+ *    AF_INET6 socket bound to [::] serves IPv4 too, and reports IPv4 addresses v4-mapped
+ *    (::ffff:a.b.c.d) from accept, getsockname, getpeername and recvfrom; an AF_INET6 socket
+ *    connecting (TCP) or sending (UDP) to a v4-mapped address runs over IPv4, and a UDP one
+ *    also takes a plain sockaddr_in destination (as Linux's udpv6_sendmsg). IPV6_V6ONLY
+ *    (level IPPROTO_IPV6, AF_INET6 only, default 0, EINVAL once bound) makes it IPv6-only: a
+ *    v4-mapped bind is EINVAL, a v4-mapped peer ENETUNREACH. A dual-stack [::]:p conflicts
+ *    with every IPv4 binding of port p (EADDRINUSE), a v6-only one with none. Until the
+ *    stack has IPv6 addresses (a later release), connecting or sending to a real IPv6 peer
+ *    fails at once with ENETUNREACH and binding a specific IPv6 address with EADDRNOTAVAIL.
+ *    TCP_MAXSEG is the IPv4 segment size; IPv6 connections of the socket use 20 bytes less
+ *    (their header is 20 bytes longer).
  *  - EPIPE is only an errno: netfold never raises SIGPIPE (MSG_NOSIGNAL is accepted, and moot).
  *  - Descriptors are netfold's own small integers (from 3 up, at most 4096 per stack), valid
  *    only with the nf_stack that made them; they are not kernel file descriptors. nf_socket
@@ -29,7 +44,8 @@
  *    another thread is inside a call on the same stack.
  *  - Options: SO_REUSEADDR, SO_KEEPALIVE, SO_LINGER, SO_RCVBUF, SO_SNDBUF, SO_ERROR, SO_TYPE
  *    (read-only), SO_RCVTIMEO, SO_SNDTIMEO, TCP_NODELAY, TCP_MAXSEG, TCP_KEEPIDLE,
- *    TCP_KEEPINTVL, TCP_KEEPCNT, IP_MTU_DISCOVER, IP_MTU (read-only, connected sockets).
+ *    TCP_KEEPINTVL, TCP_KEEPCNT, IP_MTU_DISCOVER, IP_MTU (read-only, connected sockets),
+ *    IPV6_V6ONLY (AF_INET6 sockets).
  *    Others fail with ENOPROTOOPT. IP_MTU_DISCOVER on UDP as Linux (default
  *    IP_PMTUDISC_WANT: DF on datagrams that fit the path MTU, larger ones fragmented;
  *    DONT: no DF; DO: DF, EMSGSIZE beyond the path MTU; PROBE: DF, EMSGSIZE beyond the

@@ -197,7 +197,7 @@ impl Sm {
         {
             let mut p = TcpPacket::new_unchecked(&mut pkt[20..]);
             r.emit(&mut p);
-            p.fill_checksum(&PseudoHeader { src: PEER, dst: US });
+            p.fill_checksum(&PseudoHeader::new(PEER, US));
         }
         self.dev.rx.push_back(pkt);
         self.out()
@@ -216,10 +216,7 @@ impl Sm {
                 let tp = TcpPacket::new_checked(seg).ok()?;
                 TcpRepr::parse(
                     &tp,
-                    &PseudoHeader {
-                        src: ir.src,
-                        dst: ir.dst,
-                    },
+                    &PseudoHeader::new(ir.src, ir.dst),
                     false,
                 )
                 .ok()

@@ -109,10 +109,7 @@ pub fn parse_tcp(frame: &[u8]) -> Option<(Ipv4Addr, Ipv4Addr, TcpRepr, Vec<u8>)>
     let hl = ip.header_len();
     let seg = frame.get(er.header_len() + hl..er.header_len() + hl + ir.payload_len)?;
     let tp = TcpPacket::new_checked(seg).ok()?;
-    let ph = PseudoHeader {
-        src: ir.src,
-        dst: ir.dst,
-    };
+    let ph = PseudoHeader::new(ir.src, ir.dst);
     let tr = TcpRepr::parse(&tp, &ph, false).ok()?;
     Some((ir.src, ir.dst, tr, tp.payload().to_vec()))
 }
@@ -196,7 +193,7 @@ pub fn tcp_frame(src: Ipv4Addr, dst: Ipv4Addr, repr: &TcpRepr, payload: &[u8]) -
     {
         let mut p = TcpPacket::new_unchecked(&mut seg[..]);
         repr.emit(&mut p);
-        p.fill_checksum(&PseudoHeader { src, dst });
+        p.fill_checksum(&PseudoHeader::new(src, dst));
     }
     ip_frame(src, dst, IpProtocol::Tcp, &seg)
 }
@@ -208,10 +205,7 @@ pub fn udp_frame(src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8]) -> Vec<u8
         dst_port: dst.port(),
     };
     let mut d = vec![0u8; repr.buffer_len(payload.len())];
-    let ph = PseudoHeader {
-        src: *src.ip(),
-        dst: *dst.ip(),
-    };
+    let ph = PseudoHeader::new(*src.ip(), *dst.ip());
     let n = repr
         .emit_with_checksum(&mut d, payload, &ph)
         .expect("udp fits");

@@ -30,7 +30,7 @@ use netfold::socket::{TcpListener, TcpStream};
 use netfold::tcp;
 use netfold::time::{Duration, Instant};
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Which services run, on which ports, with which limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,8 +243,16 @@ fn would_block(e: &io::Error) -> bool {
 }
 
 impl Services {
-    /// Opens the listeners (and the UDP echo socket) on `stack`.
+    /// Opens the listeners (and the UDP echo socket) on `stack`: on `0.0.0.0` for an IPv4-only
+    /// stack, on the dual-stack `[::]` when the stack has IPv6 addresses (`StackConfig::addrs6`),
+    /// so each service answers both families (IPv4 clients appear v4-mapped to it, as to a
+    /// Linux server on `[::]`).
     pub fn bind(stack: &mut Stack, cfg: ServicesConfig) -> io::Result<Services> {
+        let any: IpAddr = if stack.ipv6_addrs().next().is_some() {
+            Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            Ipv4Addr::UNSPECIFIED.into()
+        };
         let mut listeners = Vec::new();
         for (kind, port) in [
             (Kind::Echo, cfg.echo),
@@ -254,7 +262,7 @@ impl Services {
             (Kind::Iperf, cfg.iperf),
         ] {
             if let Some(port) = port {
-                let at = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
+                let at = SocketAddr::new(any, port);
                 listeners.push((
                     kind,
                     TcpListener::bind(stack, at, cfg.backlog.max(1), cfg.tcp)?,
@@ -264,7 +272,7 @@ impl Services {
         let udp_echo = match cfg.echo {
             Some(port) => Some(
                 stack
-                    .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
+                    .udp_bind(SocketAddr::new(any, port))
                     .map_err(|e| io::Error::other(format!("udp echo bind: {e}")))?,
             ),
             None => None,

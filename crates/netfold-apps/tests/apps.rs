@@ -173,7 +173,7 @@ fn udp_echo_answers_the_sender() {
     let mut seen = Vec::new();
     net.until(Duration::from_secs(2), |n| {
         while let Ok((k, from)) = n.stacks.a.udp_recv_from(h, &mut buf) {
-            assert_eq!(from, SocketAddrV4::new(SERVER, 7));
+            assert_eq!(from, SocketAddrV4::new(SERVER, 7).into());
             assert_eq!(k, 100);
             seen.push(buf[0]);
         }
@@ -617,4 +617,63 @@ fn shutdown_tells_a_running_iperf3_client_and_resets_connections() {
         }
     });
     assert!(r.is_err(), "connection to a closed port is refused");
+}
+
+/// With IPv6 addresses the services listen on `[::]`: the same echo service answers an IPv6
+/// client and an IPv4 one.
+#[test]
+fn services_answer_both_families_when_the_stack_has_ipv6() {
+    use netfold::iface::StackConfig;
+    use netfold::wire::ipv6::Ipv6Cidr;
+    use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+    let a6: Ipv6Addr = "2001:2:0:1::a".parse().unwrap();
+    let b6: Ipv6Addr = "2001:2:0:1::b".parse().unwrap();
+    let with6 = |v4, mac, v6| StackConfig {
+        addrs6: vec![Ipv6Cidr::new(v6, 64).unwrap()],
+        ..config(v4, mac)
+    };
+    let (dc, ds) = Pipe::new(PipeConfig::default());
+    let mut server = Stack::new(with6(SERVER, 2, b6));
+    let services = Services::bind(&mut server, ServicesConfig::default()).unwrap();
+    let mut net = Net {
+        stacks: netfold_testkit::Net::new(Stack::new(with6(CLIENT, 1, a6)), server, dc, ds),
+        services,
+    };
+    // Duplicate Address Detection first (RFC 4862 §5.4: about a second).
+    net.until(Duration::from_secs(5), |n| {
+        let ready = |s: &Stack| {
+            s.ipv6_addrs()
+                .all(|(_, st)| st == netfold::iface::AddrState::Preferred)
+        };
+        (ready(&n.stacks.a) && ready(&n.stacks.b)).then_some(())
+    });
+    for to in [
+        SocketAddr::new(IpAddr::V6(b6), 7),
+        SocketAddr::new(IpAddr::V4(SERVER), 7),
+    ] {
+        let s = TcpStream::connect(&mut net.stacks.a, net.stacks.now, to, tcp_config()).unwrap();
+        net.until(Duration::from_secs(5), |n| {
+            s.is_connected(&mut n.stacks.a).unwrap().then_some(())
+        });
+        s.write(&mut net.stacks.a, b"ping").unwrap();
+        let mut buf = [0u8; 8];
+        let k = net.until(Duration::from_secs(5), |n| {
+            s.read(&mut n.stacks.a, &mut buf).ok()
+        });
+        assert_eq!(&buf[..k], b"ping", "echo over {to}");
+        // UDP echo too.
+        let any: IpAddr = if to.is_ipv6() {
+            Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            Ipv4Addr::UNSPECIFIED.into()
+        };
+        let h = net.stacks.a.udp_bind(SocketAddr::new(any, 0)).unwrap();
+        net.stacks.a.udp_send_to(h, b"dgram", to).unwrap();
+        let (k, from) = net.until(Duration::from_secs(2), |n| {
+            n.stacks.a.udp_recv_from(h, &mut buf).ok()
+        });
+        assert_eq!((&buf[..k], from), (&b"dgram"[..], to));
+    }
+    assert_eq!(net.stats().echo_bytes, 8);
+    assert_eq!(net.stats().udp_echo_datagrams, 2);
 }

@@ -1,4 +1,5 @@
-//! Reading and writing the C structures the API takes: sockaddr_in, iovec, option values.
+//! Reading and writing the C structures the API takes: sockaddr_in, sockaddr_in6, iovec,
+//! option values.
 //! Every function here checks what can be checked (NULL, lengths, address family) and states
 //! in its SAFETY comment what the C caller must guarantee for the rest (that a non-NULL pointer
 //! really points at that many bytes), which is the contract `include/netfold.h` documents.
@@ -8,15 +9,22 @@ use crate::errno::R;
 use crate::options::{OptVal, Shape};
 use core::ffi::c_void;
 use core::mem::size_of;
-use libc::{c_int, iovec, sockaddr, sockaddr_in, socklen_t};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use libc::{c_int, iovec, sockaddr, sockaddr_in, sockaddr_in6, socklen_t};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// IOV_MAX on Linux.
 pub(crate) const IOV_MAX: c_int = 1024;
 
+/// Bytes of a `sockaddr_in6` before `sin6_scope_id`: what Linux accepts as the shortest IPv6
+/// address (`SIN6_LEN_RFC2133`, RFC 2133's struct without the scope id).
+const SIN6_LEN_RFC2133: usize = 24;
+
+/// Reads a `sockaddr_in` (AF_INET) or `sockaddr_in6` (AF_INET6). Whether the family suits the
+/// socket is the caller's check (EAFNOSUPPORT there, as Linux's `inet_bind`/`inet6_bind`).
+///
 /// # Safety
 /// `a`, if not NULL, must be readable for `l` bytes.
-pub(crate) unsafe fn read_sockaddr(a: *const sockaddr, l: socklen_t) -> R<SocketAddrV4> {
+pub(crate) unsafe fn read_sockaddr(a: *const sockaddr, l: socklen_t) -> R<SocketAddr> {
     if a.is_null() {
         return Err(libc::EFAULT);
     }
@@ -26,49 +34,93 @@ pub(crate) unsafe fn read_sockaddr(a: *const sockaddr, l: socklen_t) -> R<Socket
     // SAFETY: `a` is non-NULL and readable for at least the family field (checked `l` above);
     // read_unaligned because a C caller may pass any byte buffer.
     let family = unsafe { core::ptr::read_unaligned(a.cast::<libc::sa_family_t>()) };
-    if c_int::from(family) != libc::AF_INET {
-        return Err(libc::EAFNOSUPPORT);
+    match c_int::from(family) {
+        libc::AF_INET => {
+            if (l as usize) < size_of::<sockaddr_in>() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: readable for `l` >= sizeof(sockaddr_in) bytes (checked above).
+            let sin = unsafe { core::ptr::read_unaligned(a.cast::<sockaddr_in>()) };
+            Ok(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            if (l as usize) < SIN6_LEN_RFC2133 {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: the all-zero bit pattern is a valid sockaddr_in6 (plain integers).
+            let mut sin6: sockaddr_in6 = unsafe { core::mem::zeroed() };
+            let n = (l as usize).min(size_of::<sockaddr_in6>());
+            // SAFETY: `a` is readable for `l` >= `n` bytes; `sin6` is a local of size >= `n`;
+            // a short (RFC 2133) address leaves the scope id zero.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    a.cast::<u8>(),
+                    (&mut sin6 as *mut sockaddr_in6).cast::<u8>(),
+                    n,
+                );
+            }
+            Ok(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                u32::from_be(sin6.sin6_flowinfo),
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => Err(libc::EAFNOSUPPORT),
     }
-    if (l as usize) < size_of::<sockaddr_in>() {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: readable for `l` >= sizeof(sockaddr_in) bytes (checked above).
-    let sin = unsafe { core::ptr::read_unaligned(a.cast::<sockaddr_in>()) };
-    Ok(SocketAddrV4::new(
-        Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
-        u16::from_be(sin.sin_port),
-    ))
 }
 
-/// Stores `v` the way accept/getsockname do: at most `*l` bytes, `*l` set to the full size.
-/// A NULL `a` stores nothing (accept(fd, NULL, NULL) is allowed).
+/// Stores `v` the way accept/getsockname do: at most `*l` bytes, `*l` set to the full size, a
+/// `sockaddr_in` for an IPv4 address and a `sockaddr_in6` for an IPv6 one (v4-mapped for the
+/// IPv4 peers of an AF_INET6 socket: the caller passes them mapped). A NULL `a` stores
+/// nothing (accept(fd, NULL, NULL) is allowed).
 ///
 /// # Safety
 /// `l`, if not NULL, must be a valid socklen_t; `a`, if not NULL, writable for `*l` bytes.
-pub(crate) unsafe fn write_sockaddr(a: *mut sockaddr, l: *mut socklen_t, v: SocketAddrV4) -> R<()> {
+pub(crate) unsafe fn write_sockaddr(a: *mut sockaddr, l: *mut socklen_t, v: SocketAddr) -> R<()> {
     if a.is_null() {
         return Ok(());
     }
     if l.is_null() {
         return Err(libc::EFAULT);
     }
-    // SAFETY: the all-zero bit pattern is a valid sockaddr_in (plain integers).
-    let mut sin: sockaddr_in = unsafe { core::mem::zeroed() };
-    sin.sin_family = libc::AF_INET as libc::sa_family_t;
-    sin.sin_port = v.port().to_be();
-    sin.sin_addr.s_addr = u32::from(*v.ip()).to_be();
+    // The largest of the two, as bytes.
+    let mut bytes = [0u8; size_of::<sockaddr_in6>()];
+    let full = match v {
+        SocketAddr::V4(v) => {
+            // SAFETY: the all-zero bit pattern is a valid sockaddr_in (plain integers).
+            let mut sin: sockaddr_in = unsafe { core::mem::zeroed() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = v.port().to_be();
+            sin.sin_addr.s_addr = u32::from(*v.ip()).to_be();
+            // SAFETY: `bytes` is larger than sockaddr_in; unaligned write.
+            unsafe { core::ptr::write_unaligned(bytes.as_mut_ptr().cast::<sockaddr_in>(), sin) };
+            size_of::<sockaddr_in>()
+        }
+        SocketAddr::V6(v) => {
+            // SAFETY: the all-zero bit pattern is a valid sockaddr_in6 (plain integers).
+            let mut sin6: sockaddr_in6 = unsafe { core::mem::zeroed() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = v.port().to_be();
+            sin6.sin6_flowinfo = v.flowinfo().to_be();
+            sin6.sin6_addr.s6_addr = v.ip().octets();
+            sin6.sin6_scope_id = v.scope_id();
+            // SAFETY: `bytes` is exactly sockaddr_in6's size; unaligned write.
+            unsafe { core::ptr::write_unaligned(bytes.as_mut_ptr().cast::<sockaddr_in6>(), sin6) };
+            size_of::<sockaddr_in6>()
+        }
+    };
     // SAFETY: `l` is non-NULL and valid per the contract.
     let cap = unsafe { core::ptr::read_unaligned(l) } as usize;
-    let n = cap.min(size_of::<sockaddr_in>());
-    // SAFETY: `a` is writable for `cap` >= `n` bytes; `sin` is a local of size >= `n`; the
+    let n = cap.min(full);
+    // SAFETY: `a` is writable for `cap` >= `n` bytes; `bytes` is a local of size >= `n`; the
     // regions cannot overlap (one is on our stack).
     unsafe {
-        core::ptr::copy_nonoverlapping(
-            (&sin as *const sockaddr_in).cast::<u8>(),
-            a.cast::<u8>(),
-            n,
-        );
-        core::ptr::write_unaligned(l, size_of::<sockaddr_in>() as socklen_t);
+        core::ptr::copy_nonoverlapping(bytes.as_ptr(), a.cast::<u8>(), n);
+        core::ptr::write_unaligned(l, full as socklen_t);
     }
     Ok(())
 }

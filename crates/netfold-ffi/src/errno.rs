@@ -22,6 +22,7 @@ pub(crate) fn tcp_errno(e: tcp::Error) -> i32 {
         tcp::Error::AddrNotAvailable => libc::EADDRNOTAVAIL,
         tcp::Error::InvalidInput => libc::EINVAL,
         tcp::Error::HostUnreachable => libc::EHOSTUNREACH,
+        tcp::Error::NetworkUnreachable => libc::ENETUNREACH,
     }
 }
 
@@ -36,6 +37,7 @@ pub(crate) fn udp_errno(e: UdpError) -> i32 {
         UdpError::NoBufs => libc::ENOBUFS,
         UdpError::ConnectionRefused => libc::ECONNREFUSED,
         UdpError::HostUnreachable => libc::EHOSTUNREACH,
+        UdpError::NetworkUnreachable => libc::ENETUNREACH,
     }
 }
 
@@ -53,6 +55,7 @@ pub(crate) fn io_errno(e: &io::Error) -> i32 {
         K::AddrNotAvailable => libc::EADDRNOTAVAIL,
         K::InvalidInput => libc::EINVAL,
         K::HostUnreachable => libc::EHOSTUNREACH,
+        K::NetworkUnreachable => libc::ENETUNREACH,
         _ => libc::EIO,
     }
 }
@@ -76,6 +79,9 @@ mod tests {
         assert_eq!(tcp_errno(tcp::Error::ConnectionRefused), libc::ECONNREFUSED);
         assert_eq!(tcp_errno(tcp::Error::BrokenPipe), libc::EPIPE);
         assert_eq!(udp_errno(UdpError::MessageTooLarge), libc::EMSGSIZE);
+        assert_eq!(tcp_errno(tcp::Error::NetworkUnreachable), libc::ENETUNREACH);
+        let e = netfold_core::socket::io_error(tcp::Error::NetworkUnreachable);
+        assert_eq!(io_errno(&e), libc::ENETUNREACH);
         let e = netfold_core::socket::io_error(tcp::Error::AddrInUse);
         assert_eq!(io_errno(&e), libc::EADDRINUSE);
         set_errno(libc::ENOTCONN);

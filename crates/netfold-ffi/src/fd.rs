@@ -7,15 +7,18 @@ use netfold_core::socket::{TcpListener, TcpStream};
 use netfold_core::tcp;
 use netfold_core::time::Duration;
 use std::collections::VecDeque;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 /// Descriptors per stack (memory bound; EMFILE beyond).
 pub(crate) const MAX_FDS: usize = 4096;
 /// The first descriptor handed out, so that netfold fds look like (and are never confused with)
 /// the standard streams.
 pub(crate) const FIRST_FD: i32 = 3;
-/// Largest UDP payload (65535 - IPv4 header - UDP header).
+/// Largest UDP payload over IPv4 (65535 - IPv4 header - UDP header).
 pub(crate) const MAX_DATAGRAM: usize = 65507;
+/// Largest UDP payload over IPv6 (65535 of payload length - UDP header, RFC 8200 §3): the
+/// receive buffer an AF_INET6 socket needs.
+pub(crate) const MAX_DATAGRAM_V6: usize = 65527;
 
 /// Linux defaults for keepalive when SO_KEEPALIVE is switched on (tcp(7)).
 pub(crate) const KEEPIDLE_DEFAULT: u32 = 7200;
@@ -78,7 +81,7 @@ pub(crate) enum Tcp {
         l: TcpListener,
         /// Connections already taken from the layer's accept queue (poll has to look at the
         /// queue, and the layer only offers "pop"); nf_accept serves these first.
-        ready: VecDeque<(TcpStream, SocketAddrV4)>,
+        ready: VecDeque<(TcpStream, SocketAddr)>,
         /// listen()'s backlog: `ready` never holds more, so the engine's own queue (and its
         /// backlog limit) takes over once the application stops accepting.
         backlog: usize,
@@ -89,11 +92,12 @@ pub(crate) enum Tcp {
 #[derive(Debug, Default)]
 pub(crate) struct Udp {
     pub(crate) h: Option<UdpHandle>,
-    /// Default destination set by connect().
-    pub(crate) peer: Option<SocketAddrV4>,
+    /// Default destination set by connect(), as the socket reports it (v4-mapped on an
+    /// AF_INET6 socket).
+    pub(crate) peer: Option<SocketAddr>,
     /// One datagram taken from the stack early (FIONREAD and poll need to see it; the stack
     /// only offers "pop"); the next receive returns it.
-    pub(crate) stash: Option<(Vec<u8>, SocketAddrV4)>,
+    pub(crate) stash: Option<(Vec<u8>, SocketAddr)>,
 }
 
 #[derive(Debug)]
@@ -105,10 +109,14 @@ pub(crate) enum Kind {
 #[derive(Debug)]
 pub(crate) struct Sock {
     pub(crate) kind: Kind,
+    /// AF_INET or AF_INET6 (nf_socket's domain): which sockaddr the socket takes and
+    /// returns, and whether IPv4 addresses are reported v4-mapped.
+    pub(crate) family: i32,
     pub(crate) nonblock: bool,
     pub(crate) opts: Opts,
-    /// Address given to bind() (TCP; UDP binds in the stack at once).
-    pub(crate) bound: Option<SocketAddrV4>,
+    /// Address given to bind() (TCP; UDP binds in the stack at once), as given (a v4-mapped
+    /// address stays mapped).
+    pub(crate) bound: Option<SocketAddr>,
     /// The pending error reported by SO_ERROR (and once by the next read/write).
     pub(crate) so_error: Option<i32>,
     pub(crate) shut_rd: bool,
@@ -116,9 +124,10 @@ pub(crate) struct Sock {
 }
 
 impl Sock {
-    pub(crate) fn new(kind: Kind, nonblock: bool, mss: u16) -> Sock {
+    pub(crate) fn new(kind: Kind, family: i32, nonblock: bool, mss: u16) -> Sock {
         Sock {
             kind,
+            family,
             nonblock,
             opts: Opts::new(mss),
             bound: None,
@@ -199,7 +208,7 @@ mod tests {
     #[test]
     fn lowest_free_descriptor_is_reused_and_table_is_bounded() {
         let mut t = FdTable::new();
-        let mk = || Sock::new(Kind::Udp(Udp::default()), false, 1460);
+        let mk = || Sock::new(Kind::Udp(Udp::default()), libc::AF_INET, false, 1460);
         assert_eq!(t.insert(mk()), Ok(3));
         assert_eq!(t.insert(mk()), Ok(4));
         assert_eq!(t.insert(mk()), Ok(5));

@@ -4,12 +4,12 @@
 
 use crate::engine::{deadline_after, Engine, State};
 use crate::errno::{io_errno, tcp_errno, udp_errno, R};
-use crate::fd::{Kind, Sock, Tcp, Udp, MAX_DATAGRAM};
-use netfold_core::iface::Stack;
-use netfold_core::socket::{TcpListener, TcpStream};
+use crate::fd::{Kind, Sock, Tcp, Udp, MAX_DATAGRAM, MAX_DATAGRAM_V6};
+use netfold_core::iface::{Stack, UdpBindOptions};
+use netfold_core::socket::{to_mapped, unmapped, TcpListener, TcpStream};
 use netfold_core::tcp;
 use netfold_core::time::Instant;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Linux's default somaxconn; larger backlogs are clamped as listen(2) says.
 const MAX_BACKLOG: i32 = 4096;
@@ -77,7 +77,7 @@ pub(crate) fn blocking<T>(
 }
 
 pub(crate) fn socket(e: &Engine, domain: i32, ty: i32, protocol: i32) -> R<i32> {
-    if domain != libc::AF_INET {
+    if domain != libc::AF_INET && domain != libc::AF_INET6 {
         return Err(libc::EAFNOSUPPORT);
     }
     let nonblock = ty & libc::SOCK_NONBLOCK != 0;
@@ -93,7 +93,7 @@ pub(crate) fn socket(e: &Engine, domain: i32, ty: i32, protocol: i32) -> R<i32> 
     };
     let mut g = e.lock();
     let mss = default_mss(&g.stack);
-    g.fds.insert(Sock::new(kind, nonblock, mss))
+    g.fds.insert(Sock::new(kind, domain, nonblock, mss))
 }
 
 /// MSS for the interface MTU (RFC 9293 §3.7.1: MTU minus fixed IPv4 and TCP headers).
@@ -101,60 +101,132 @@ fn default_mss(stack: &Stack) -> u16 {
     u16::try_from(usize::from(stack.tcp_mss()).max(88)).unwrap_or(u16::MAX)
 }
 
-fn check_local_ip(stack: &Stack, a: SocketAddrV4) -> R<()> {
-    if a.ip().is_unspecified() || *a.ip() == stack.config().addr {
+/// An address as a socket of `family` reports it: IPv4 addresses v4-mapped on AF_INET6
+/// (RFC 3493 §3.7; Linux and std report an IPv6 socket's IPv4 peers so).
+pub(crate) fn present(family: i32, a: SocketAddr) -> SocketAddr {
+    if family == libc::AF_INET6 {
+        to_mapped(a)
+    } else {
+        a
+    }
+}
+
+/// The unspecified address of the socket's family, port `port`.
+fn any_of(family: i32, port: u16) -> SocketAddr {
+    if family == libc::AF_INET6 {
+        SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)
+    } else {
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port)
+    }
+}
+
+/// A sockaddr of the socket's own family, as Linux's `inet_bind`, `inet6_bind`,
+/// `tcp_v4_connect` and `tcp_v6_connect` require (EAFNOSUPPORT otherwise).
+fn check_family(family: i32, a: SocketAddr) -> R<()> {
+    match (family, a) {
+        (libc::AF_INET, SocketAddr::V4(_)) | (libc::AF_INET6, SocketAddr::V6(_)) => Ok(()),
+        _ => Err(libc::EAFNOSUPPORT),
+    }
+}
+
+/// A datagram destination on a socket of `family`: Linux's `udpv6_sendmsg` and
+/// `ip6_datagram_connect` take a `sockaddr_in` on an AF_INET6 socket as the v4-mapped
+/// address (unless IPV6_V6ONLY: `v6only_err`); an AF_INET socket takes only `sockaddr_in`.
+fn udp_dest(family: i32, v6only: bool, a: SocketAddr, v6only_err: i32) -> R<SocketAddr> {
+    match (family, a) {
+        (libc::AF_INET6, SocketAddr::V4(_)) if v6only => Err(v6only_err),
+        (libc::AF_INET6, _) => Ok(to_mapped(a)),
+        (_, SocketAddr::V4(_)) => Ok(a),
+        _ => Err(libc::EAFNOSUPPORT),
+    }
+}
+
+/// bind(2)'s address check: unspecified (`0.0.0.0`, `[::]`) or ours (the IPv4 address, plain
+/// or v4-mapped; an IPv6 address of the interface), else EADDRNOTAVAIL. A v4-mapped address
+/// on a v6-only socket is EINVAL (Linux `inet6_bind`).
+fn check_local_ip(stack: &Stack, a: SocketAddr, v6only: bool) -> R<()> {
+    let mapped = matches!(a, SocketAddr::V6(v) if v.ip().to_ipv4_mapped().is_some());
+    if mapped && v6only {
+        return Err(libc::EINVAL);
+    }
+    let ok = match unmapped(a).ip() {
+        IpAddr::V4(ip) => ip.is_unspecified() || ip == stack.config().addr,
+        IpAddr::V6(ip) => ip.is_unspecified() || stack.has_ipv6_addr(ip),
+    };
+    if ok {
         Ok(())
     } else {
         Err(libc::EADDRNOTAVAIL)
     }
 }
 
-/// The local TCP address a descriptor occupies, for bind conflicts.
-fn tcp_port_of(stack: &Stack, s: &Sock) -> Option<(SocketAddrV4, bool)> {
+/// The local TCP address a descriptor occupies (wire form: v4-mapped as IPv4), whether it
+/// listens, and its IPV6_V6ONLY, for bind conflicts.
+fn tcp_port_of(stack: &Stack, s: &Sock) -> Option<(SocketAddr, bool, bool)> {
+    let v6only = s.opts.cfg.v6only;
     match &s.kind {
-        Kind::Tcp(Tcp::Listening { l, .. }) => l.local_addr(stack).ok().map(|a| (a, true)),
-        Kind::Tcp(_) => s.bound.map(|a| (a, false)),
+        Kind::Tcp(Tcp::Listening { l, .. }) => l
+            .local_addr(stack)
+            .ok()
+            .map(|a| (unmapped(a), true, v6only)),
+        Kind::Tcp(_) => s.bound.map(|a| (unmapped(a), false, v6only)),
         Kind::Udp(_) => None,
+    }
+}
+
+/// Two bound addresses (wire form) overlap: in one family, equal or one a wildcard; across
+/// families, an IPv6 wildcard that is not v6-only covers every IPv4 address (Linux
+/// `ipv6_rcv_saddr_equal`).
+fn overlaps(a: SocketAddr, a_v6only: bool, b: SocketAddr, b_v6only: bool) -> bool {
+    match (a.ip(), b.ip()) {
+        (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_)) => {
+            a.ip().is_unspecified() || b.ip().is_unspecified() || a.ip() == b.ip()
+        }
+        (IpAddr::V6(x), IpAddr::V4(_)) => x.is_unspecified() && !a_v6only,
+        (IpAddr::V4(_), IpAddr::V6(y)) => y.is_unspecified() && !b_v6only,
     }
 }
 
 /// Linux's bind rule: a port is taken by any socket bound to it with an overlapping address,
 /// unless both set SO_REUSEADDR and neither listens.
-fn tcp_port_free(st: &State, want: SocketAddrV4, reuse: bool) -> bool {
+fn tcp_port_free(st: &State, want: SocketAddr, want_v6only: bool, reuse: bool) -> bool {
+    let want = unmapped(want);
     !st.fds.iter().any(|o| match tcp_port_of(&st.stack, o) {
-        Some((a, listening)) => {
+        Some((a, listening, a_v6only)) => {
             a.port() == want.port()
-                && (a.ip().is_unspecified() || want.ip().is_unspecified() || a.ip() == want.ip())
+                && overlaps(a, a_v6only, want, want_v6only)
                 && !(reuse && o.opts.reuseaddr && !listening)
         }
         None => false,
     })
 }
 
-fn pick_tcp_port(st: &State, ip: Ipv4Addr, reuse: bool) -> R<SocketAddrV4> {
+fn pick_tcp_port(st: &State, ip: IpAddr, v6only: bool, reuse: bool) -> R<SocketAddr> {
     let n = st.fds.iter().count() as u16;
     let span = EPHEMERAL.end() - EPHEMERAL.start() + 1;
     for k in 0..span {
         let p = EPHEMERAL.start() + (n.wrapping_mul(7919).wrapping_add(k)) % span;
-        let a = SocketAddrV4::new(ip, p);
-        if tcp_port_free(st, a, reuse) {
+        let a = SocketAddr::new(ip, p);
+        if tcp_port_free(st, a, v6only, reuse) {
             return Ok(a);
         }
     }
     Err(libc::EADDRINUSE)
 }
 
-pub(crate) fn bind(e: &Engine, fd: i32, addr: SocketAddrV4) -> R<()> {
+pub(crate) fn bind(e: &Engine, fd: i32, addr: SocketAddr) -> R<()> {
     let mut g = e.lock();
     let st = &mut *g;
-    check_local_ip(&st.stack, addr)?;
     let s = st.fds.get(fd)?;
+    check_family(s.family, addr)?;
+    let v6only = s.opts.cfg.v6only;
+    check_local_ip(&st.stack, addr, v6only)?;
     let reuse = s.opts.reuseaddr;
     match &s.kind {
         Kind::Tcp(Tcp::Idle) if s.bound.is_none() => {
             let a = if addr.port() == 0 {
-                pick_tcp_port(st, *addr.ip(), reuse)?
-            } else if tcp_port_free(st, addr, reuse) {
+                pick_tcp_port(st, addr.ip(), v6only, reuse)?
+            } else if tcp_port_free(st, addr, v6only, reuse) {
                 addr
             } else {
                 return Err(libc::EADDRINUSE);
@@ -164,7 +236,10 @@ pub(crate) fn bind(e: &Engine, fd: i32, addr: SocketAddrV4) -> R<()> {
         }
         Kind::Udp(u) if u.h.is_none() => {
             let pmtu_disc = s.opts.pmtu_disc;
-            let h = st.stack.udp_bind(addr).map_err(udp_errno)?;
+            let h = st
+                .stack
+                .udp_bind_with(addr, UdpBindOptions { v6only })
+                .map_err(udp_errno)?;
             st.stack
                 .udp_set_pmtu_disc(h, pmtu_disc)
                 .map_err(udp_errno)?;
@@ -190,8 +265,12 @@ pub(crate) fn listen(e: &Engine, fd: i32, backlog: i32) -> R<()> {
     }
     let local = match s.bound {
         Some(a) => a,
-        // Linux binds an unbound listener to an ephemeral port (listen(2) "autobind").
-        None => pick_tcp_port(st, Ipv4Addr::UNSPECIFIED, s.opts.reuseaddr)?,
+        // Linux binds an unbound listener to an ephemeral port (listen(2) "autobind"), on the
+        // family's wildcard (`[::]`, dual-stack unless IPV6_V6ONLY, for AF_INET6).
+        None => {
+            let any = any_of(s.family, 0).ip();
+            pick_tcp_port(st, any, s.opts.cfg.v6only, s.opts.reuseaddr)?
+        }
     };
     let cfg = s.opts.tcp_config();
     let backlog = usize::try_from(backlog.clamp(1, MAX_BACKLOG)).unwrap_or(1);
@@ -219,24 +298,25 @@ fn drain_accept(stack: &mut Stack, s: &mut Sock) {
     }
 }
 
-pub(crate) fn accept(e: &Engine, fd: i32) -> R<(i32, SocketAddrV4)> {
+pub(crate) fn accept(e: &Engine, fd: i32) -> R<(i32, SocketAddr)> {
     blocking(e, fd, Dir::Rx, false, |st, _now, _| {
         let s = st.fds.get_mut(fd)?;
         if !matches!(s.kind, Kind::Tcp(Tcp::Listening { .. })) {
             return Err(libc::EINVAL);
         }
         drain_accept(&mut st.stack, s);
-        let opts = s.opts;
+        let (opts, family) = (s.opts, s.family);
         let Kind::Tcp(Tcp::Listening { ready, .. }) = &mut s.kind else {
             return Err(libc::EINVAL);
         };
         let (ts, peer) = ready.pop_front().ok_or(libc::EAGAIN)?;
         // Accepted sockets inherit the listener's options but not O_NONBLOCK (accept(2)).
-        let mut ns = Sock::new(Kind::Tcp(Tcp::Stream(ts)), false, opts.cfg.mss);
+        let mut ns = Sock::new(Kind::Tcp(Tcp::Stream(ts)), family, false, opts.cfg.mss);
         ns.opts = opts;
         ns.bound = ts.local_addr(&st.stack).ok();
         match st.fds.insert(ns) {
-            Ok(nfd) => Ok((nfd, peer)),
+            // An AF_INET6 listener's IPv4 peers come v4-mapped from the stack already.
+            Ok(nfd) => Ok((nfd, present(family, peer))),
             Err(err) => {
                 // Table full: the connection stays queued for a later accept (as on Linux).
                 if let Ok(Sock {
@@ -283,13 +363,16 @@ fn is_synchronized(st: tcp::State) -> bool {
 fn ensure_udp_bound(
     stack: &mut Stack,
     u: &mut Udp,
-    pmtu_disc: netfold_core::iface::PmtuDisc,
+    family: i32,
+    opts: &crate::fd::Opts,
 ) -> R<netfold_core::iface::UdpHandle> {
+    let pmtu_disc = opts.pmtu_disc;
     match u.h {
         Some(h) => Ok(h),
         None => {
+            let v6only = opts.cfg.v6only;
             let h = stack
-                .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+                .udp_bind_with(any_of(family, 0), UdpBindOptions { v6only })
                 .map_err(udp_errno)?;
             stack.udp_set_pmtu_disc(h, pmtu_disc).map_err(udp_errno)?;
             u.h = Some(h);
@@ -298,16 +381,18 @@ fn ensure_udp_bound(
     }
 }
 
-pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddrV4) -> R<()> {
+pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddr) -> R<()> {
     {
         let mut g = e.lock();
         let now = e.now(&g);
         let st = &mut *g;
         let s = st.fds.get_mut(fd)?;
         let state = refresh(&mut st.stack, s);
+        let family = s.family;
         match &mut s.kind {
             Kind::Udp(u) => {
-                let h = ensure_udp_bound(&mut st.stack, u, s.opts.pmtu_disc)?;
+                let remote = udp_dest(family, s.opts.cfg.v6only, remote, libc::EAFNOSUPPORT)?;
+                let h = ensure_udp_bound(&mut st.stack, u, family, &s.opts)?;
                 // The engine reports ICMP errors about datagrams to the peer (udp(7)).
                 st.stack.udp_connect(h, Some(remote)).map_err(udp_errno)?;
                 u.peer = Some(remote);
@@ -331,15 +416,21 @@ pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddrV4) -> R<()> {
                 _ => {}
             },
             Kind::Tcp(Tcp::Idle) => {
-                if remote.ip().is_unspecified() || remote.port() == 0 {
+                check_family(family, remote)?;
+                if unmapped(remote).ip().is_unspecified() || remote.port() == 0 {
                     return Err(libc::EINVAL);
                 }
+                // The source: the bound address, or the stack's for the peer's family (an
+                // IPv6 peer without an IPv6 address: ENETUNREACH at once, as Linux without a
+                // route).
                 let local = match s.bound {
-                    Some(a) if a.ip().is_unspecified() => {
-                        SocketAddrV4::new(st.stack.config().addr, a.port())
+                    Some(a) if unmapped(a).ip().is_unspecified() => {
+                        let mut l = st.stack.tcp_local_for(remote).map_err(tcp_errno)?;
+                        l.set_port(a.port());
+                        l
                     }
                     Some(a) => a,
-                    None => SocketAddrV4::new(st.stack.config().addr, 0),
+                    None => st.stack.tcp_local_for(remote).map_err(tcp_errno)?,
                 };
                 let cfg = s.opts.tcp_config();
                 let h = st
@@ -409,7 +500,7 @@ fn skip_ref<'a>(bufs: &[&'a [u8]], mut skip: usize) -> Vec<&'a [u8]> {
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Received {
     pub(crate) len: usize,
-    pub(crate) from: Option<SocketAddrV4>,
+    pub(crate) from: Option<SocketAddr>,
     /// UDP: the datagram was longer than the buffers (MSG_TRUNC).
     pub(crate) truncated: bool,
     /// UDP: the datagram's full length.
@@ -505,7 +596,7 @@ fn udp_fill_stash(stack: &mut Stack, u: &mut Udp) -> R<()> {
         return Ok(());
     }
     let h = u.h.ok_or(libc::EAGAIN)?;
-    let mut tmp = vec![0u8; MAX_DATAGRAM];
+    let mut tmp = vec![0u8; MAX_DATAGRAM_V6];
     loop {
         let (n, from) = stack.udp_recv_from(h, &mut tmp).map_err(udp_errno)?;
         // A connected UDP socket only hears its peer (connect(2)).
@@ -667,7 +758,7 @@ fn udp_send_once(
     stack: &mut Stack,
     s: &mut Sock,
     data: &[&[u8]],
-    to: Option<SocketAddrV4>,
+    to: Option<SocketAddr>,
 ) -> R<usize> {
     // An ICMP error reported to the connected socket answers this call, once (Linux).
     refresh(stack, s);
@@ -677,15 +768,25 @@ fn udp_send_once(
     if s.shut_wr {
         return Err(libc::EPIPE);
     }
+    let family = s.family;
     let Kind::Udp(u) = &mut s.kind else {
         return Err(libc::ENOTCONN);
     };
+    let to = match to {
+        Some(a) => Some(udp_dest(family, s.opts.cfg.v6only, a, libc::ENETUNREACH)?),
+        None => None,
+    };
     let dst = to.or(u.peer).ok_or(libc::EDESTADDRREQ)?;
     let len: usize = data.iter().map(|d| d.len()).sum();
-    if len > MAX_DATAGRAM {
+    let max = if unmapped(dst).is_ipv4() {
+        MAX_DATAGRAM
+    } else {
+        MAX_DATAGRAM_V6
+    };
+    if len > max {
         return Err(libc::EMSGSIZE);
     }
-    let h = ensure_udp_bound(stack, u, s.opts.pmtu_disc)?;
+    let h = ensure_udp_bound(stack, u, family, &s.opts)?;
     let joined;
     let payload: &[u8] = match data {
         [one] => one,
@@ -703,7 +804,7 @@ pub(crate) fn send(
     fd: i32,
     data: &[&[u8]],
     flags: i32,
-    to: Option<SocketAddrV4>,
+    to: Option<SocketAddr>,
 ) -> R<usize> {
     // MSG_NOSIGNAL is accepted: netfold never raises SIGPIPE, EPIPE is always just an errno.
     let known = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | libc::MSG_MORE;
@@ -846,13 +947,16 @@ pub(crate) fn close(e: &Engine, fd: i32) -> R<()> {
     Ok(())
 }
 
-pub(crate) fn sockname(e: &Engine, fd: i32, peer: bool) -> R<SocketAddrV4> {
+/// getsockname / getpeername, as the socket's family reports addresses (v4-mapped on
+/// AF_INET6).
+pub(crate) fn sockname(e: &Engine, fd: i32, peer: bool) -> R<SocketAddr> {
     let mut g = e.lock();
     let st = &mut *g;
     let s = st.fds.get_mut(fd)?;
-    let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+    let family = s.family;
+    let any = any_of(family, 0);
     let state = refresh(&mut st.stack, s);
-    match (&s.kind, peer) {
+    let r = match (&s.kind, peer) {
         (Kind::Tcp(Tcp::Stream(ts)), true) => match state {
             Some(x) if is_synchronized(x) => ts.peer_addr(&st.stack).map_err(|e| io_errno(&e)),
             _ => Err(libc::ENOTCONN),
@@ -870,7 +974,8 @@ pub(crate) fn sockname(e: &Engine, fd: i32, peer: bool) -> R<SocketAddrV4> {
             .h
             .and_then(|h| st.stack.udp_local_addr(h).ok())
             .unwrap_or(any)),
-    }
+    };
+    r.map(|a| present(family, a))
 }
 
 pub(crate) fn fcntl(e: &Engine, fd: i32, cmd: i32, arg: i64) -> R<i32> {

@@ -86,7 +86,11 @@ fn path_mtu(stack: &Stack, now: netfold_core::time::Instant, s: &Sock) -> R<i32>
         Kind::Udp(Udp { peer: Some(p), .. }) => *p,
         _ => return Err(libc::ENOTCONN),
     };
-    Ok(i32::try_from(stack.path_mtu(now, *peer.ip())).unwrap_or(i32::MAX))
+    let mtu = match netfold_core::socket::unmapped(peer).ip() {
+        std::net::IpAddr::V4(ip) => stack.path_mtu(now, ip),
+        std::net::IpAddr::V6(ip) => stack.ipv6_path_mtu(now, ip),
+    };
+    Ok(i32::try_from(mtu).unwrap_or(i32::MAX))
 }
 
 /// Pushes a socket's options into the engine if it has a live connection or listener.
@@ -151,6 +155,8 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
         }),
         (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => OptVal::Int(pmtu_disc_value(o.pmtu_disc)),
         (libc::IPPROTO_IP, libc::IP_MTU) => OptVal::Int(path_mtu(&st.stack, now, s)?),
+        // ipv6(7): IPV6_V6ONLY on an AF_INET6 socket (default 0, Linux's bindv6only).
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => b(o.cfg.v6only),
         (libc::IPPROTO_TCP, _) if !is_tcp => return Err(libc::ENOPROTOOPT),
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => b(o.cfg.nodelay),
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => match &s.kind {
@@ -173,6 +179,14 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
     let st = &mut *g;
     let s = st.fds.get_mut(fd)?;
     let is_tcp = matches!(s.kind, Kind::Tcp(_));
+    // Bound (or past bind: listening, connected): IPV6_V6ONLY can no longer change (Linux
+    // `do_ipv6_setsockopt`: EINVAL once the socket has a local port).
+    let bound = match &s.kind {
+        Kind::Tcp(Tcp::Idle) => s.bound.is_some(),
+        Kind::Tcp(_) => true,
+        Kind::Udp(u) => u.h.is_some(),
+    };
+    let family = s.family;
     let o = &mut s.opts;
     match (level, name) {
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = int_of(v)? != 0,
@@ -222,6 +236,12 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
             if let Kind::Udp(Udp { h: Some(h), .. }) = &s.kind {
                 let _ = st.stack.udp_set_pmtu_disc(*h, s.opts.pmtu_disc);
             }
+        }
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if family == libc::AF_INET6 => {
+            if bound {
+                return Err(libc::EINVAL);
+            }
+            o.cfg.v6only = int_of(v)? != 0;
         }
         (libc::IPPROTO_TCP, _) if !is_tcp => return Err(libc::ENOPROTOOPT),
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => o.cfg.nodelay = int_of(v)? != 0,

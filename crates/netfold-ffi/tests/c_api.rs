@@ -161,6 +161,11 @@ fn c_nonblocking_connect_and_poll() {
 }
 
 #[test]
+fn c_dual_stack_af_inet6_sockets() {
+    c_test("dualstack");
+}
+
+#[test]
 fn c_refused_connect() {
     c_test("refused");
 }

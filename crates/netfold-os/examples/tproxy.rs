@@ -27,7 +27,7 @@ use netfold_os::tun::Tun;
 use netfold_rt::{Runtime, TcpStream as NfStream, UdpSocket as NfUdp};
 use std::collections::hash_map::{Entry, HashMap};
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -109,7 +109,7 @@ fn relay_tcp(nf: NfStream) {
     let Ok(dst) = nf.local_addr() else {
         return;
     };
-    let Ok(k) = TcpStream::connect_timeout(&dst.into(), CONNECT_TIMEOUT) else {
+    let Ok(k) = TcpStream::connect_timeout(&dst, CONNECT_TIMEOUT) else {
         // Closing answers the client with FIN; a tun2socks would reset instead.
         return;
     };
@@ -152,8 +152,7 @@ fn copy(from: &mut impl Read, to: &mut impl Write) -> io::Result<u64> {
 /// The UDP side: one kernel socket per flow (client, original destination), connected to
 /// the destination; a thread per flow sends its replies back from the original destination.
 fn forward_udp(udp: Arc<NfUdp>, stop: Arc<AtomicBool>) {
-    let mut flows: HashMap<(SocketAddrV4, SocketAddrV4), (UdpSocket, JoinHandle<()>)> =
-        HashMap::new();
+    let mut flows: HashMap<(SocketAddr, SocketAddr), (UdpSocket, JoinHandle<()>)> = HashMap::new();
     let mut buf = vec![0u8; 65536];
     while !stop.load(Ordering::Relaxed) {
         let (n, client, dst) = match udp.recv_from_to(&mut buf) {
@@ -183,7 +182,7 @@ fn forward_udp(udp: Arc<NfUdp>, stop: Arc<AtomicBool>) {
     }
 }
 
-fn open_flow(dst: SocketAddrV4) -> io::Result<UdpSocket> {
+fn open_flow(dst: SocketAddr) -> io::Result<UdpSocket> {
     let k = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
     k.connect(dst)?;
     k.set_read_timeout(Some(TICK))?;
@@ -194,8 +193,8 @@ fn open_flow(dst: SocketAddrV4) -> io::Result<UdpSocket> {
 fn udp_replies(
     k: UdpSocket,
     udp: Arc<NfUdp>,
-    client: SocketAddrV4,
-    dst: SocketAddrV4,
+    client: SocketAddr,
+    dst: SocketAddr,
     stop: Arc<AtomicBool>,
 ) {
     let mut buf = vec![0u8; 65536];

@@ -4,7 +4,7 @@
 //!
 //! Opening: `IFF_TAP | IFF_NO_PI | IFF_VNET_HDR` (plus `IFF_MULTI_QUEUE` for
 //! [`Tap::open_queues`]), `TUNSETVNETHDRSZ` = 10, and `TUNSETOFFLOAD` = `TUN_F_CSUM |
-//! TUN_F_TSO4` when offloads are on (0 when off, so the kernel completes every checksum and
+//! TUN_F_TSO4 | TUN_F_TSO6` when offloads are on (`vnet` handles both families) (0 when off, so the kernel completes every checksum and
 //! segments everything before it reaches us). The descriptor is non-blocking; `recv_batch`
 //! reads until `EAGAIN` or the batch is full, and [`Tap::wait`] sleeps in `poll(2)` until a
 //! frame is readable, so a runtime need not spin.
@@ -36,7 +36,7 @@ const MAX_IP_PACKET: usize = MAX_PACKET_LEN;
 /// How a [`Tap`] is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TapConfig {
-    /// Checksum offload and TSO4 across the boundary (`TUN_F_CSUM | TUN_F_TSO4`). Off, the
+    /// Checksum offload and TSO across the boundary (`TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6`). Off, the
     /// stack computes and verifies every checksum and segments to the MTU itself.
     pub offloads: bool,
     /// With offloads on: hand kernel GSO super-frames to the stack whole (`caps.gro`), or cut
@@ -164,7 +164,7 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Resul
 
 /// Opens `/dev/net/tun` as interface `name` with `kind` (`IFF_TAP` or `IFF_TUN`, plus
 /// `IFF_MULTI_QUEUE` if wanted), always `IFF_NO_PI | IFF_VNET_HDR`, non-blocking; sets the
-/// vnet header size and, with `offloads`, `TUN_F_CSUM | TUN_F_TSO4` (else none). Returns the
+/// vnet header size and, with `offloads`, `TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6` (else none). Returns the
 /// descriptor and the name the kernel chose.
 pub(crate) fn open_tun_tap(
     name: &str,
@@ -191,7 +191,7 @@ pub(crate) fn open_tun_tap(
     // SAFETY: TUNSETVNETHDRSZ reads one int through the pointer, valid for the call.
     cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETVNETHDRSZ, &hdr_len) })?;
     let off: libc::c_uint = if offloads {
-        libc::TUN_F_CSUM | libc::TUN_F_TSO4
+        libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6
     } else {
         0
     };
@@ -437,7 +437,7 @@ fn split_rx(
     out: &mut Vec<PacketBuf>,
 ) -> usize {
     let first = out.len();
-    let n = if hdr.gso_kind() == vnet::GSO_TCPV4 {
+    let n = if matches!(hdr.gso_kind(), vnet::GSO_TCPV4 | vnet::GSO_TCPV6) {
         vnet::gso_split(buf.as_slice(), usize::from(hdr.gso_size), pool, out)
     } else {
         0

@@ -139,7 +139,7 @@ fn tap_kernel_client_connects_through_cookies_after_a_30k_syn_flood() {
     let mut client = Reaper(client);
     let (mut s, peer) = listener.accept().expect("accept");
     let waited = t0.elapsed();
-    assert_eq!(*peer.ip(), KERNEL_IP);
+    assert_eq!(peer.ip(), KERNEL_IP);
     s.set_read_timeout(Some(StdDuration::from_secs(60)));
     let mut got = Vec::with_capacity(LEN);
     let mut buf = vec![0u8; 64 * 1024];

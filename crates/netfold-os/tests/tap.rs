@@ -193,7 +193,7 @@ fn kernel_to_netfold(ns: &NetNs, rt: &Runtime, port: u16, len: usize, label: &st
     let (mut s, peer) = listener.accept().expect("accept");
     // Timed from the accept: Python's start-up is not the link's.
     let t0 = std::time::Instant::now();
-    assert_eq!(*peer.ip(), KERNEL_IP);
+    assert_eq!(peer.ip(), KERNEL_IP);
     s.set_read_timeout(Some(IO_TIMEOUT));
     let got = read_all(&mut s, len);
     let dt = t0.elapsed();

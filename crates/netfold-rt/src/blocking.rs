@@ -62,7 +62,7 @@ use netfold::socket::{
 use netfold::tcp;
 use netfold::time::Instant;
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{JoinHandle, Thread};
@@ -374,13 +374,15 @@ impl Runtime {
         self.shared.now()
     }
 
-    /// Listens on `local` (0.0.0.0 = the stack's address).
+    /// Listens on `local` (0.0.0.0 = the stack's address; `[::]:p` is dual-stack unless
+    /// `config.v6only`, its IPv4 peers reported v4-mapped, as `std` on Linux).
     pub fn listen(
         &self,
-        local: SocketAddrV4,
+        local: impl Into<SocketAddr>,
         backlog: usize,
         config: tcp::Config,
     ) -> io::Result<TcpListener> {
+        let local = local.into();
         let l = self.with_stack(|s| NbListener::bind(s, local, backlog, config))?;
         Ok(TcpListener {
             shared: Arc::clone(&self.shared),
@@ -388,14 +390,16 @@ impl Runtime {
         })
     }
 
-    /// Connects to `remote`, blocking until established, refused or timed out (`timeout`).
+    /// Connects to `remote`, blocking until established, refused or timed out (`timeout`). An
+    /// IPv6 `remote` while the stack has no IPv6 address fails at once (`NetworkUnreachable`).
     pub fn connect(
         &self,
-        remote: SocketAddrV4,
+        remote: impl Into<SocketAddr>,
         config: tcp::Config,
         timeout: Option<StdDuration>,
     ) -> io::Result<TcpStream> {
         let now = self.now();
+        let remote = remote.into();
         let s = self.with_stack(|st| NbStream::connect(st, now, remote, config))?;
         let r = self.shared.wait_for(timeout, Interest::Write(s), |st, _| {
             match s.is_connected(st)? {
@@ -413,8 +417,9 @@ impl Runtime {
     }
 
     /// Binds a UDP socket on `local` (0.0.0.0 = the stack's address; port 0 picks an ephemeral
-    /// one).
-    pub fn udp_bind(&self, local: SocketAddrV4) -> io::Result<UdpSocket> {
+    /// one; `[::]` is dual-stack).
+    pub fn udp_bind(&self, local: impl Into<SocketAddr>) -> io::Result<UdpSocket> {
+        let local = local.into();
         let sock = self.with_stack(|s| NbUdp::bind(s, local))?;
         Ok(UdpSocket {
             shared: Arc::clone(&self.shared),
@@ -454,7 +459,7 @@ pub struct TcpListener {
 
 impl TcpListener {
     /// Waits for the next connection.
-    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddrV4)> {
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let (s, peer) = self
             .shared
             .wait_for(None, Interest::Accept(self.inner), |st, _| {
@@ -465,7 +470,7 @@ impl TcpListener {
 
     /// Waits for the next connection for at most `timeout` (then `TimedOut`), so a server
     /// can look at a stop flag between waits.
-    pub fn accept_timeout(&self, timeout: StdDuration) -> io::Result<(TcpStream, SocketAddrV4)> {
+    pub fn accept_timeout(&self, timeout: StdDuration) -> io::Result<(TcpStream, SocketAddr)> {
         let (s, peer) =
             self.shared
                 .wait_for(Some(timeout), Interest::Accept(self.inner), |st, _| {
@@ -474,7 +479,7 @@ impl TcpListener {
         Ok((TcpStream::new(&self.shared, s), peer))
     }
 
-    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
         let g = self.shared.lock();
         self.inner.local_addr(&g.stack)
     }
@@ -567,11 +572,11 @@ impl TcpStream {
         let mut g = self.shared().lock();
         self.conn.sock.set_nodelay(&mut g.stack, nodelay)
     }
-    pub fn peer_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         let g = self.shared().lock();
         self.conn.sock.peer_addr(&g.stack)
     }
-    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
         let g = self.shared().lock();
         self.conn.sock.local_addr(&g.stack)
     }
@@ -702,8 +707,9 @@ pub struct UdpSocket {
 impl UdpSocket {
     /// Queues one datagram to `to` (waiting while the send queue is full, at most the write
     /// timeout); the driver sends it on its next poll.
-    pub fn send_to(&self, data: &[u8], to: SocketAddrV4) -> io::Result<usize> {
+    pub fn send_to(&self, data: &[u8], to: impl Into<SocketAddr>) -> io::Result<usize> {
         let s = self.sock;
+        let to = to.into();
         self.shared.wait_for(
             Timeouts::get(&self.timeouts.write),
             Interest::UdpSend(s),
@@ -713,7 +719,7 @@ impl UdpSocket {
 
     /// The next datagram (truncated to `buf`, as recvfrom does) and its sender, waiting at
     /// most the read timeout.
-    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
+    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         let s = self.sock;
         self.shared.wait_for(
             Timeouts::get(&self.timeouts.read),
@@ -722,7 +728,7 @@ impl UdpSocket {
         )
     }
 
-    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
         let g = self.shared.lock();
         self.sock.local_addr(&g.stack)
     }

@@ -37,7 +37,7 @@ fn blocking_runtime_streams_with_read_and_write() {
         .unwrap();
     let server = std::thread::spawn(move || {
         let (mut s, peer) = l.accept().unwrap();
-        assert_eq!(*peer.ip(), A);
+        assert_eq!(peer.ip(), A);
         let mut all = Vec::new();
         s.read_to_end(&mut all).unwrap();
         s.write_all(&(all.len() as u64).to_be_bytes()).unwrap();
@@ -192,7 +192,7 @@ fn udp_round_trip_and_receive_timeout() {
         );
         let mut buf = [0u8; 1500];
         let (n, from) = client.recv_from(&mut buf).unwrap();
-        assert_eq!(from, SocketAddrV4::new(B, 53));
+        assert_eq!(from, SocketAddrV4::new(B, 53).into());
         assert_eq!(&buf[..n], &msg[..]);
     }
     assert_eq!(echo.join().unwrap(), ErrorKind::TimedOut);
@@ -359,4 +359,61 @@ fn posted_reads_take_bytes_straight_from_the_frames() {
     let mut four = [0u8; 4];
     (&s2).read_exact(&mut four).unwrap();
     assert_eq!(&four, b"late");
+}
+
+#[test]
+fn blocking_runtime_dual_stack_listener_and_ipv6_without_an_address() {
+    use netfold_rt::Runtime;
+    use std::io::{Read, Write};
+    use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+    let (ea, eb) = Pipe::new(PipeConfig::default());
+    let tick = std::time::Duration::from_millis(1);
+    let ra = Runtime::start(Stack::new(config(A, 1)), Box::new(ea), tick).unwrap();
+    let rb = Runtime::start(Stack::new(config(B, 2)), Box::new(eb), tick).unwrap();
+    // `[::]:80` takes the IPv4 client; the server sees it v4-mapped, as std on Linux does.
+    let any6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 80);
+    let l = rb.listen(any6, 4, tcp::Config::default()).unwrap();
+    assert_eq!(l.local_addr().unwrap(), any6);
+    let server = std::thread::spawn(move || {
+        let (mut s, peer) = l.accept().unwrap();
+        let mut b = [0u8; 5];
+        s.read_exact(&mut b).unwrap();
+        (peer, s.local_addr().unwrap(), b)
+    });
+    let timeout = Some(std::time::Duration::from_secs(10));
+    let mut c = ra
+        .connect(SocketAddrV4::new(B, 80), tcp::Config::default(), timeout)
+        .unwrap();
+    c.write_all(b"hello").unwrap();
+    let (peer, local, got) = server.join().unwrap();
+    let me = c.local_addr().unwrap();
+    assert_eq!(
+        peer,
+        SocketAddr::new(IpAddr::V6(A.to_ipv6_mapped()), me.port())
+    );
+    assert_eq!(local, SocketAddr::new(IpAddr::V6(B.to_ipv6_mapped()), 80));
+    assert_eq!(&got, b"hello");
+    // An IPv6 peer: the stack has no IPv6 address, so the blocking connect fails at once
+    // (not after the SYN retries).
+    let start = std::time::Instant::now();
+    let far: SocketAddr = "[2001:db8::2]:80".parse().unwrap();
+    let e = ra
+        .connect(far, tcp::Config::default(), timeout)
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), ErrorKind::NetworkUnreachable);
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    // UDP on [::] hears an IPv4 datagram with the mapped sender.
+    let u = rb
+        .udp_bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 53))
+        .unwrap();
+    let cu = ra
+        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+        .unwrap();
+    u.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+    cu.send_to(b"q", SocketAddrV4::new(B, 53)).unwrap();
+    let mut buf = [0u8; 4];
+    let (n, from) = u.recv_from(&mut buf).unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(from.ip(), IpAddr::V6(A.to_ipv6_mapped()));
 }

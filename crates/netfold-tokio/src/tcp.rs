@@ -7,7 +7,7 @@ use netfold::socket::{TcpListener as NbListener, TcpStream as NbStream};
 use netfold::tcp;
 use std::future::poll_fn;
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -81,7 +81,7 @@ pub struct TcpStream {
 
 impl TcpStream {
     /// Connects to `remote` with the default TCP configuration.
-    pub async fn connect(net: &Net, remote: SocketAddrV4) -> io::Result<TcpStream> {
+    pub async fn connect(net: &Net, remote: impl Into<SocketAddr>) -> io::Result<TcpStream> {
         TcpStream::connect_with(net, remote, tcp::Config::default()).await
     }
 
@@ -89,9 +89,10 @@ impl TcpStream {
     /// timed out by the stack's SYN retries).
     pub async fn connect_with(
         net: &Net,
-        remote: SocketAddrV4,
+        remote: impl Into<SocketAddr>,
         config: tcp::Config,
     ) -> io::Result<TcpStream> {
+        let remote = remote.into();
         let shared = Arc::clone(&net.shared);
         shared.stopped()?;
         let now = shared.now();
@@ -114,11 +115,11 @@ impl TcpStream {
         Ok(TcpStream { conn })
     }
 
-    pub fn peer_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.conn.with(|st| self.conn.sock.peer_addr(st))
     }
 
-    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.conn.with(|st| self.conn.sock.local_addr(st))
     }
 
@@ -205,19 +206,19 @@ pub struct OwnedWriteHalf {
 }
 
 impl OwnedReadHalf {
-    pub fn peer_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.conn.with(|st| self.conn.sock.peer_addr(st))
     }
-    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.conn.with(|st| self.conn.sock.local_addr(st))
     }
 }
 
 impl OwnedWriteHalf {
-    pub fn peer_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.conn.with(|st| self.conn.sock.peer_addr(st))
     }
-    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.conn.with(|st| self.conn.sock.local_addr(st))
     }
 }
@@ -275,9 +276,9 @@ pub struct TcpListener {
 }
 
 impl TcpListener {
-    /// Listens on `local` (0.0.0.0 = the stack's address) with the default TCP configuration
+    /// Listens on `local` (0.0.0.0 = the stack's address; `[::]` dual-stack) with the default TCP configuration
     /// and the largest backlog the stack allows (as listen(2) with SOMAXCONN).
-    pub async fn bind(net: &Net, local: SocketAddrV4) -> io::Result<TcpListener> {
+    pub async fn bind(net: &Net, local: impl Into<SocketAddr>) -> io::Result<TcpListener> {
         TcpListener::bind_with(net, local, usize::MAX, tcp::Config::default()).await
     }
 
@@ -285,10 +286,11 @@ impl TcpListener {
     /// caps it) and `config` for the accepted connections.
     pub async fn bind_with(
         net: &Net,
-        local: SocketAddrV4,
+        local: impl Into<SocketAddr>,
         backlog: usize,
         config: tcp::Config,
     ) -> io::Result<TcpListener> {
+        let local = local.into();
         let shared = Arc::clone(&net.shared);
         shared.stopped()?;
         let sock = NbListener::bind(&mut shared.lock().stack, local, backlog, config)?;
@@ -296,7 +298,7 @@ impl TcpListener {
     }
 
     /// Waits for the next established connection.
-    pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddrV4)> {
+    pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let l = self.sock;
         let (sock, peer) = poll_fn(|cx| {
             self.shared.poll_op(
@@ -314,7 +316,7 @@ impl TcpListener {
         Ok((TcpStream { conn }, peer))
     }
 
-    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.sock.local_addr(&self.shared.lock().stack)
     }
 }

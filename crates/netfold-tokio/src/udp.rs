@@ -5,7 +5,7 @@ use crate::wakers::Dir;
 use netfold::socket::UdpSocket as NbUdp;
 use std::future::poll_fn;
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// A UDP socket on a netfold stack. Dropping it closes it (queued datagrams are discarded).
@@ -15,8 +15,10 @@ pub struct UdpSocket {
 }
 
 impl UdpSocket {
-    /// Binds `local` (0.0.0.0 = any of the stack's addresses; port 0 picks an ephemeral one).
-    pub async fn bind(net: &Net, local: SocketAddrV4) -> io::Result<UdpSocket> {
+    /// Binds `local` (0.0.0.0 = any of the stack's addresses; port 0 picks an ephemeral one;
+    /// `[::]` is dual-stack, IPv4 peers reported v4-mapped).
+    pub async fn bind(net: &Net, local: impl Into<SocketAddr>) -> io::Result<UdpSocket> {
+        let local = local.into();
         let shared = Arc::clone(&net.shared);
         shared.stopped()?;
         let sock = NbUdp::bind(&mut shared.lock().stack, local)?;
@@ -25,8 +27,9 @@ impl UdpSocket {
 
     /// Queues one datagram to `to`, waiting while the socket's send queue is full. The
     /// datagram leaves on the driver's next poll (kicked now).
-    pub async fn send_to(&self, data: &[u8], to: SocketAddrV4) -> io::Result<usize> {
+    pub async fn send_to(&self, data: &[u8], to: impl Into<SocketAddr>) -> io::Result<usize> {
         let s = self.sock;
+        let to = to.into();
         poll_fn(|cx| {
             self.shared.poll_op(
                 cx,
@@ -39,7 +42,7 @@ impl UdpSocket {
     }
 
     /// The next datagram (truncated to `buf`, as recvfrom does) and its sender.
-    pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
+    pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         let s = self.sock;
         poll_fn(|cx| {
             self.shared.poll_op(
@@ -52,7 +55,7 @@ impl UdpSocket {
         .await
     }
 
-    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.sock.local_addr(&self.shared.lock().stack)
     }
 }

@@ -37,10 +37,10 @@ async fn echo_and_addresses() {
         let l = TcpListener::bind(&b, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7))
             .await
             .unwrap();
-        assert_eq!(l.local_addr().unwrap(), SocketAddrV4::new(B, 7));
+        assert_eq!(l.local_addr().unwrap(), SocketAddrV4::new(B, 7).into());
         let server = tokio::spawn(async move {
             let (mut s, peer) = l.accept().await.unwrap();
-            assert_eq!(*peer.ip(), A);
+            assert_eq!(peer.ip(), A);
             let mut buf = vec![0u8; 4096];
             loop {
                 let n = s.read(&mut buf).await.unwrap();
@@ -54,8 +54,8 @@ async fn echo_and_addresses() {
         let mut c = TcpStream::connect(&a, SocketAddrV4::new(B, 7))
             .await
             .unwrap();
-        assert_eq!(c.peer_addr().unwrap(), SocketAddrV4::new(B, 7));
-        assert_eq!(*c.local_addr().unwrap().ip(), A);
+        assert_eq!(c.peer_addr().unwrap(), SocketAddrV4::new(B, 7).into());
+        assert_eq!(c.local_addr().unwrap().ip(), A);
         c.set_nodelay(true).unwrap();
         assert!(c.nodelay().unwrap());
         c.write_all(b"hello, netfold").await.unwrap();
@@ -194,7 +194,7 @@ async fn udp_round_trip() {
             );
             let mut buf = [0u8; 1500];
             let (n, from) = client.recv_from(&mut buf).await.unwrap();
-            assert_eq!(from, SocketAddrV4::new(B, 53));
+            assert_eq!(from, SocketAddrV4::new(B, 53).into());
             assert_eq!(&buf[..n], &msg[..]);
         }
         echo.await.unwrap();
@@ -341,4 +341,47 @@ async fn idle_drivers_sleep() {
         reader.abort();
     })
     .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dual_stack_listener_and_ipv6_without_an_address() {
+    use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+    within(async {
+        let (a, b) = nets();
+        let any6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 7);
+        let l = TcpListener::bind(&b, any6).await.unwrap();
+        assert_eq!(l.local_addr().unwrap(), any6);
+        let server = tokio::spawn(async move {
+            let (mut s, peer) = l.accept().await.unwrap();
+            let mut buf = [0u8; 2];
+            s.read_exact(&mut buf).await.unwrap();
+            peer
+        });
+        let mut c = TcpStream::connect(&a, SocketAddrV4::new(B, 7))
+            .await
+            .unwrap();
+        c.write_all(b"hi").await.unwrap();
+        let peer = server.await.unwrap();
+        let me = c.local_addr().unwrap();
+        assert_eq!(
+            peer,
+            SocketAddr::new(IpAddr::V6(A.to_ipv6_mapped()), me.port())
+        );
+        // An IPv6 peer without an IPv6 address fails at once.
+        let far: SocketAddr = "[2001:db8::2]:7".parse().unwrap();
+        let e = TcpStream::connect(&a, far).await.err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::NetworkUnreachable);
+        // UDP on [::] hears IPv4, mapped.
+        let u = UdpSocket::bind(&b, SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 53))
+            .await
+            .unwrap();
+        let cu = UdpSocket::bind(&a, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+            .await
+            .unwrap();
+        cu.send_to(b"q", SocketAddrV4::new(B, 53)).await.unwrap();
+        let mut buf = [0u8; 4];
+        let (n, from) = u.recv_from(&mut buf).await.unwrap();
+        assert_eq!((n, from.ip()), (1, IpAddr::V6(A.to_ipv6_mapped())));
+    })
+    .await;
 }

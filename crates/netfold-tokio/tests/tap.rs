@@ -183,7 +183,7 @@ async fn kernel_client_through_netfold_echo() {
     let client = Reaper(client);
     tokio::time::timeout(LIMIT, async {
         let (mut s, peer) = l.accept().await.unwrap();
-        assert_eq!(*peer.ip(), KERNEL_IP);
+        assert_eq!(peer.ip(), KERNEL_IP);
         let (mut r, mut w) = s.split();
         let n = tokio::io::copy(&mut r, &mut w).await.unwrap();
         w.shutdown().await.unwrap();
@@ -210,7 +210,10 @@ async fn netfold_client_reads_from_kernel_server() {
         let mut s = TcpStream::connect(&net, SocketAddrV4::new(KERNEL_IP, 8000))
             .await
             .expect("connect to the kernel");
-        assert_eq!(s.peer_addr().unwrap(), SocketAddrV4::new(KERNEL_IP, 8000));
+        assert_eq!(
+            s.peer_addr().unwrap(),
+            SocketAddrV4::new(KERNEL_IP, 8000).into()
+        );
         let mut got = Vec::with_capacity(LEN);
         s.read_to_end(&mut got).await.unwrap();
         s.shutdown().await.unwrap();
@@ -241,7 +244,7 @@ async fn udp_round_trip_with_kernel() {
                 .unwrap();
             let mut buf = [0u8; 2048];
             let (n, from) = sock.recv_from(&mut buf).await.unwrap();
-            assert_eq!(from, SocketAddrV4::new(KERNEL_IP, 5353));
+            assert_eq!(from, SocketAddrV4::new(KERNEL_IP, 5353).into());
             assert_eq!(&buf[..n], msg);
         }
     })

@@ -104,10 +104,7 @@ fn corrupt_tcp(seq: u32, len: usize) -> Vec<u8> {
     for (i, b) in seg[hl..].iter_mut().enumerate() {
         *b = (seq as usize + i) as u8;
     }
-    let ph = PseudoHeader {
-        src: IP_PEER,
-        dst: IP_US,
-    };
+    let ph = PseudoHeader::new(IP_PEER, IP_US);
     let mut p = TcpPacket::new_unchecked(&mut seg[..]);
     repr.emit(&mut p);
     p.fill_checksum(&ph);
@@ -121,10 +118,7 @@ fn corrupt_tcp(seq: u32, len: usize) -> Vec<u8> {
 fn corrupt_udp() -> Vec<u8> {
     let data = b"hello, checksum";
     let mut d = vec![0u8; 8 + data.len()];
-    let ph = PseudoHeader {
-        src: IP_PEER,
-        dst: IP_US,
-    };
+    let ph = PseudoHeader::new(IP_PEER, IP_US);
     let repr = UdpRepr {
         src_port: 40000,
         dst_port: 9,

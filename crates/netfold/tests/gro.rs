@@ -115,10 +115,7 @@ fn frame(s: &Spec) -> Vec<u8> {
     {
         let mut p = TcpPacket::new_unchecked(&mut seg[..]);
         repr.emit(&mut p);
-        p.fill_checksum(&PseudoHeader {
-            src: IP_PEER,
-            dst: IP_US,
-        });
+        p.fill_checksum(&PseudoHeader::new(IP_PEER, IP_US));
     }
     if s.corrupt {
         let last = seg.len() - 1;

@@ -39,8 +39,8 @@ impl Rng {
 struct Pkt {
     at: Instant,
     to_b: bool,
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
+    src: std::net::IpAddr,
+    dst: std::net::IpAddr,
     repr: TcpRepr,
     payload: Vec<u8>,
 }
@@ -559,10 +559,7 @@ fn overlapping_retransmissions_never_invent_or_rewrite_bytes() {
 #[test]
 fn options_that_overflow_the_header() {
     use netfold::wire::Ipv4Addr as A;
-    let ph = PseudoHeader {
-        src: A::new(198, 18, 0, 2),
-        dst: A::new(198, 18, 0, 1),
-    };
+    let ph = PseudoHeader::new(A::new(198, 18, 0, 2), A::new(198, 18, 0, 1));
     // Data offset 6 (4 option bytes) with options whose length runs past them.
     let cases: [&[u8]; 7] = [
         &[2, 4, 5],        // MSS cut by the end of the header

@@ -237,7 +237,7 @@ fn udp_round_trip_and_port_unreachable() {
     let mut buf = [0u8; 64];
     let (len, from) = n.b.udp_recv_from(server, &mut buf).unwrap();
     assert_eq!(&buf[..len], b"hello");
-    assert_eq!(from, SocketAddrV4::new(IP_A, client_addr.port()));
+    assert_eq!(from, SocketAddrV4::new(IP_A, client_addr.port()).into());
     assert_eq!(
         n.b.udp_recv_from(server, &mut buf),
         Err(UdpError::WouldBlock)
@@ -248,7 +248,7 @@ fn udp_round_trip_and_port_unreachable() {
     let (len, from) = n.a.udp_recv_from(client, &mut buf).unwrap();
     assert_eq!(
         (&buf[..len], from),
-        (&b"world!"[..], SocketAddrV4::new(IP_B, 7))
+        (&b"world!"[..], SocketAddrV4::new(IP_B, 7).into())
     );
 
     // A closed port: B answers port unreachable and A counts it.
@@ -608,7 +608,7 @@ fn raw_ip_medium_works_without_arp() {
     let (len, from) = n.b.udp_recv_from(server, &mut buf).unwrap();
     assert_eq!(
         (&buf[..len], from),
-        (&b"ip"[..], SocketAddrV4::new(IP_A, 1234))
+        (&b"ip"[..], SocketAddrV4::new(IP_A, 1234).into())
     );
     assert_eq!(n.a.counters().arp_requests_out, 0);
     // Frames on the wire start with the IPv4 header.
@@ -867,7 +867,7 @@ fn interoperates_with_smoltcp_arp_and_udp() {
     let (len, from) = a.udp_recv_from(c, &mut buf).unwrap();
     assert_eq!(
         (&buf[..len], from),
-        (&b"from smoltcp"[..], SocketAddrV4::new(IP_B, 7))
+        (&b"from smoltcp"[..], SocketAddrV4::new(IP_B, 7).into())
     );
     // smoltcp answered our ARP request, and we had answered nothing it needed to ask.
     assert_eq!(a.counters().arp_replies_in, 1);
@@ -1152,10 +1152,7 @@ fn mutated_frames_reach_deep_and_never_panic() {
             ..TcpRepr::default()
         };
         let mut b = vec![0u8; r.header_len()];
-        let ph = netfold::wire::tcp::PseudoHeader {
-            src: IP_A,
-            dst: IP_B,
-        };
+        let ph = netfold::wire::tcp::PseudoHeader::new(IP_A, IP_B);
         r.emit_with_checksum(&mut b, &[], &ph).unwrap();
         eth(
             MAC_B,
@@ -1318,7 +1315,7 @@ fn udp_datagrams_up_to_65507_bytes_are_fragmented_on_send() {
             .unwrap();
         n.settle();
         let (len, from) = n.b.udp_recv_from(server, &mut buf).expect("datagram");
-        assert_eq!(from.ip(), &IP_A);
+        assert_eq!(from.ip(), IP_A);
         assert_eq!(&buf[..len], &data[..], "size {size}");
     }
     let frags = ip_frag_fields(&n.frames_from(0), IpProtocol::Udp);

@@ -314,7 +314,6 @@ fn two_stacks_resolve_each_other_by_ndp_and_ping6() {
         .unwrap();
     n.settle();
     assert!(n.a.ping_recv().is_some());
-    assert_eq!(n.a.counters().ipv6_transport_unwired, 0);
 }
 
 #[test]
@@ -551,14 +550,14 @@ fn unrecognized_next_headers_and_options_get_parameter_problems_rate_limited() {
             &echo_request(a_ll(), all, 6, b"m"),
         ),
     );
-    // And a TCP segment for B is the transport's, not wired yet.
+    // And a TCP segment for B goes to the transport (a zeroed header: malformed there).
     inject_to_b(&mut n, frame6(MAC_B, ip6(a6(), b6(), 6, 64), &[0; 20]));
     n.settle();
     let d = diff(n.b.counters(), b1);
     assert_eq!(d(|c| c.ipv6_param_problem), 1);
     assert_eq!(d(|c| c.ipv6_ext_discarded), 1);
     assert_eq!(d(|c| c.icmpv6_errors_out), 1);
-    assert_eq!(d(|c| c.ipv6_transport_unwired), 1);
+    assert_eq!(d(|c| c.tcp_malformed), 1);
     let r = n.a.ping6_recv().expect("reply to the multicast echo");
     assert_eq!((r.from, r.seq_no), (b_ll(), 6));
 }
@@ -995,4 +994,327 @@ fn no_error_answers_an_error_and_the_pending_queue_is_bounded() {
     assert_eq!(c.ndp_pending_overflow, 1);
     assert_eq!(c.ndp_ns_out - ns0, 3, "MAX_MULTICAST_SOLICIT");
     assert_eq!((c.ndp_resolution_failed, c.ndp_unresolved_drops), (1, 2));
+}
+
+// ---- TCP and UDP over IPv6 (the transport wired to the network layer) ----
+
+mod transport {
+    use super::*;
+    use netfold::iface::UdpBindOptions;
+    use netfold::socket::{TcpListener, TcpStream, UdpSocket};
+    use netfold::tcp;
+    use netfold::wire::tcp::{PseudoHeader, TcpPacket, TcpRepr};
+    use std::io::ErrorKind;
+    use std::net::{IpAddr, SocketAddr};
+
+    fn sa(ip: Ipv6Addr, port: u16) -> SocketAddr {
+        SocketAddr::new(IpAddr::V6(ip), port)
+    }
+
+    fn until<T>(n: &mut Net, mut f: impl FnMut(&mut Net) -> std::io::Result<T>) -> T {
+        for _ in 0..5000 {
+            n.settle();
+            match f(n) {
+                Ok(v) => return v,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => n.now += Duration::from_millis(1),
+                Err(e) => panic!("unexpected error: {e}"),
+            }
+        }
+        panic!("no progress");
+    }
+
+    /// The TCP segments (IPv6, no extension headers) in `frames`: header and payload length.
+    fn tcp6_segments(frames: &[Vec<u8>]) -> Vec<(Ipv6Repr, TcpRepr, usize)> {
+        ipv6_packets(frames)
+            .iter()
+            .filter_map(|p| {
+                let pkt = Ipv6Packet::new_checked(&p[..]).ok()?;
+                let ip = Ipv6Repr::parse(&pkt).ok()?;
+                if ip.next_header != IpProtocol::Tcp {
+                    return None;
+                }
+                let t = TcpPacket::new_checked(pkt.payload()).ok()?;
+                // Every segment's checksum is right over the IPv6 pseudo-header.
+                let r = TcpRepr::parse(&t, &PseudoHeader::new(ip.src, ip.dst), true).ok()?;
+                Some((ip, r, t.payload().len()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tcp_over_ipv6_end_to_end_beside_ipv4_on_one_dual_stack_listener() {
+        let mut n = after_dad(net());
+        let any = sa(Ipv6Addr::UNSPECIFIED, 80);
+        let l = TcpListener::bind(&mut n.b, any, 8, tcp::Config::default()).unwrap();
+        let c6 = TcpStream::connect(&mut n.a, n.now, sa(b6(), 80), tcp::Config::default()).unwrap();
+        let (s6, peer6) = until(&mut n, |n| l.accept(&mut n.b));
+        assert!(c6.is_connected(&mut n.a).unwrap());
+        let local6 = c6.local_addr(&n.a).unwrap();
+        assert_eq!(local6.ip(), IpAddr::V6(a6()), "RFC 6724: the global source");
+        assert_eq!(peer6, local6);
+        assert_eq!(s6.local_addr(&n.b).unwrap(), sa(b6(), 80));
+        // An IPv4 client on the same listener: a v4-mapped peer.
+        let c4 = TcpStream::connect(
+            &mut n.a,
+            n.now,
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)), 80),
+            tcp::Config::default(),
+        )
+        .unwrap();
+        let (s4, peer4) = until(&mut n, |n| l.accept(&mut n.b));
+        let p4 = c4.local_addr(&n.a).unwrap().port();
+        let a4 = Ipv4Addr::new(198, 18, 0, 1).to_ipv6_mapped();
+        assert_eq!(peer4, sa(a4, p4));
+
+        // 1 MB up over IPv6 and 300 kB down, 50 kB over IPv4 alongside; every byte checked.
+        let up: Vec<u8> = (0..1_000_000u32).map(|i| (i * 31 % 253) as u8).collect();
+        let down: Vec<u8> = (0..300_000u32).map(|i| (i * 17 % 241) as u8).collect();
+        let four: Vec<u8> = (0..50_000u32).map(|i| (i * 7 % 239) as u8).collect();
+        let (mut su, mut sd, mut s4n) = (0, 0, 0);
+        let (mut gu, mut gd, mut g4) = (Vec::new(), Vec::new(), Vec::new());
+        let mut buf = vec![0u8; 65536];
+        for _ in 0..20_000 {
+            if su < up.len() {
+                su += c6.write(&mut n.a, &up[su..]).unwrap_or(0);
+            }
+            if sd < down.len() {
+                sd += s6.write(&mut n.b, &down[sd..]).unwrap_or(0);
+            }
+            if s4n < four.len() {
+                s4n += c4.write(&mut n.a, &four[s4n..]).unwrap_or(0);
+            }
+            n.settle();
+            while let Ok(k) = s6.read(&mut n.b, &mut buf) {
+                if k == 0 {
+                    break;
+                }
+                gu.extend_from_slice(&buf[..k]);
+            }
+            while let Ok(k) = c6.read(&mut n.a, &mut buf) {
+                if k == 0 {
+                    break;
+                }
+                gd.extend_from_slice(&buf[..k]);
+            }
+            while let Ok(k) = s4.read(&mut n.b, &mut buf) {
+                if k == 0 {
+                    break;
+                }
+                g4.extend_from_slice(&buf[..k]);
+            }
+            if gu.len() == up.len() && gd.len() == down.len() && g4.len() == four.len() {
+                break;
+            }
+            n.now += Duration::from_millis(1);
+        }
+        assert!(gu == up, "IPv6 upstream: {} of {}", gu.len(), up.len());
+        assert!(gd == down, "IPv6 downstream");
+        assert!(g4 == four, "IPv4 alongside");
+
+        // On the wire: IPv6 segments of at most MTU - 60 payload bytes (minus timestamps),
+        // none larger than the MTU, the SYN announcing 1440.
+        let segs = tcp6_segments(&logged_a(&n));
+        assert!(!segs.is_empty());
+        let syn = segs.iter().find(|(_, t, _)| t.flags.syn()).unwrap();
+        assert_eq!(syn.1.options.mss, Some(1440));
+        let biggest = segs
+            .iter()
+            .map(|(_, t, len)| t.header_len() + len)
+            .max()
+            .unwrap();
+        assert_eq!(
+            biggest,
+            1500 - 40,
+            "full-sized segments fill the MTU exactly"
+        );
+        assert!(
+            n.a.counters().gso_segments > 0,
+            "super-segments cut at the IPv6 MTU"
+        );
+        assert_eq!(n.a.counters().tx_too_big, 0);
+        let d = n.b.counters();
+        assert!(d.gro_merges > 0, "IPv6 segments merged by GRO");
+        assert_eq!(d.tcp_bad_checksum, 0);
+
+        // Orderly close over IPv6.
+        c6.shutdown_write(&mut n.a).unwrap();
+        n.settle();
+        assert_eq!(s6.read(&mut n.b, &mut buf).unwrap(), 0);
+        let fin = tcp6_segments(&logged_a(&n))
+            .into_iter()
+            .any(|(ip, t, _)| t.flags.fin() && ip.dst == b6());
+        assert!(fin);
+    }
+
+    #[test]
+    fn tcp_over_ipv6_refused_and_reset() {
+        let mut n = after_dad(net());
+        let c = TcpStream::connect(&mut n.a, n.now, sa(b6(), 81), tcp::Config::default()).unwrap();
+        n.settle();
+        let e = c.is_connected(&mut n.a).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
+        let rst = tcp6_segments(&logged_b(&n))
+            .into_iter()
+            .find(|(_, t, _)| t.flags.rst())
+            .expect("an IPv6 RST");
+        assert_eq!((rst.0.src, rst.0.dst), (b6(), a6()));
+        // A v6-only listener on B's port 82 takes IPv6 only.
+        let cfg = tcp::Config {
+            v6only: true,
+            ..Default::default()
+        };
+        let l = TcpListener::bind(&mut n.b, sa(Ipv6Addr::UNSPECIFIED, 82), 4, cfg).unwrap();
+        let v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)), 82);
+        let c4 = TcpStream::connect(&mut n.a, n.now, v4, Default::default()).unwrap();
+        n.settle();
+        assert_eq!(
+            c4.is_connected(&mut n.a).unwrap_err().kind(),
+            ErrorKind::ConnectionRefused
+        );
+        let _c6 = TcpStream::connect(&mut n.a, n.now, sa(b6(), 82), Default::default()).unwrap();
+        let (_s, peer) = until(&mut n, |n| l.accept(&mut n.b));
+        assert_eq!(peer.ip(), IpAddr::V6(a6()));
+    }
+
+    #[test]
+    fn udp_over_ipv6_and_port_unreachable_to_a_connected_socket() {
+        let mut n = after_dad(net());
+        let server = UdpSocket::bind(&mut n.b, sa(Ipv6Addr::UNSPECIFIED, 53)).unwrap();
+        let client = UdpSocket::bind(&mut n.a, sa(Ipv6Addr::UNSPECIFIED, 0)).unwrap();
+        let big: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        client.send_to(&mut n.a, &big, sa(b6(), 53)).unwrap();
+        let mut buf = vec![0u8; 4000];
+        let (k, from) = until(&mut n, |n| server.recv_from(&mut n.b, &mut buf));
+        // Larger than the MTU: fragmented by the IPv6 layer and reassembled.
+        assert_eq!(&buf[..k], &big[..]);
+        assert_eq!(from.ip(), IpAddr::V6(a6()));
+        assert!(n.a.counters().frag6_out > 0);
+        server.send_to(&mut n.b, b"answer", from).unwrap();
+        let (k, back) = until(&mut n, |n| client.recv_from(&mut n.a, &mut buf));
+        assert_eq!((&buf[..k], back), (&b"answer"[..], sa(b6(), 53)));
+
+        // A closed port: B answers ICMPv6 port unreachable; A's socket connected to it hears
+        // ECONNREFUSED once (RFC 4443 §2.4 (b); Linux's connected-socket rule).
+        let t0 = n.b.counters();
+        client.connect(&mut n.a, sa(b6(), 54)).unwrap();
+        client.send_to(&mut n.a, b"knock", sa(b6(), 54)).unwrap();
+        n.settle();
+        assert_eq!(n.b.counters().udp_no_socket, t0.udp_no_socket + 1);
+        let unreach = icmpv6_in(&logged_b(&n), |_, r| match r {
+            Icmpv6Repr::DstUnreachable { code, .. } => Some(code),
+            _ => None,
+        });
+        assert_eq!(unreach, vec![4]);
+        let e = client.take_error(&mut n.a).unwrap().expect("an error");
+        assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
+
+        // A zero UDP checksum over IPv6 is dropped (RFC 8200 §8.1).
+        let t0 = n.b.counters();
+        let mut d = vec![0u8; 8 + 2];
+        d[0..2].copy_from_slice(&4000u16.to_be_bytes());
+        d[2..4].copy_from_slice(&53u16.to_be_bytes());
+        d[4..6].copy_from_slice(&10u16.to_be_bytes());
+        inject_to_b(&mut n, frame6(MAC_B, ip6(a6(), b6(), 17, 64), &d));
+        n.settle();
+        assert_eq!(n.b.counters().udp_bad_checksum, t0.udp_bad_checksum + 1);
+
+        // A v6-only socket and IPv4: not delivered.
+        let only = UdpSocket::bind_with(
+            &mut n.b,
+            sa(Ipv6Addr::UNSPECIFIED, 55),
+            UdpBindOptions { v6only: true },
+        )
+        .unwrap();
+        let c4 = UdpSocket::bind(
+            &mut n.a,
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        )
+        .unwrap();
+        let to4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)), 55);
+        c4.send_to(&mut n.a, b"v4", to4).unwrap();
+        n.settle();
+        assert_eq!(
+            only.recv_from(&mut n.b, &mut buf).unwrap_err().kind(),
+            ErrorKind::WouldBlock
+        );
+    }
+
+    #[test]
+    fn packet_too_big_lowers_the_connections_segments() {
+        let mut n = after_dad(net());
+        let l = TcpListener::bind(&mut n.b, sa(b6(), 80), 4, tcp::Config::default()).unwrap();
+        let c = TcpStream::connect(&mut n.a, n.now, sa(b6(), 80), tcp::Config::default()).unwrap();
+        let (s, _) = until(&mut n, |n| l.accept(&mut n.b));
+        let local = c.local_addr(&n.a).unwrap();
+        // Data in flight, then a Packet Too Big from "a router" quoting A's segment.
+        c.write(&mut n.a, &[1u8; 4000]).unwrap();
+        n.a.poll(n.now, &mut n.ea);
+        let sent = tcp6_segments(&logged_a(&n));
+        let (_, first, _) = sent
+            .iter()
+            .rev()
+            .find(|(_, t, len)| *len > 0 && t.src_port == local.port())
+            .copied()
+            .expect("a data segment");
+        let quoted = {
+            let mut t = vec![0u8; first.header_len()];
+            first.emit(&mut TcpPacket::new_unchecked(&mut t[..]));
+            t
+        };
+        let mut qip = ip6(a6(), b6(), 6, 64);
+        qip.payload_len = 1500 - 40;
+        let ptb = icmp6(
+            b6(),
+            a6(),
+            &Icmpv6Repr::PacketTooBig {
+                mtu: 1300,
+                header: qip,
+                data: &quoted,
+            },
+        );
+        inject_to_a(&mut n, {
+            let mut f = frame6(MAC_A, ip6(b6(), a6(), 58, 64), &ptb);
+            f[0..6].copy_from_slice(&MAC_A.0);
+            f[6..12].copy_from_slice(&MAC_B.0);
+            f
+        });
+        n.settle();
+        assert_eq!(n.a.counters().icmpv6_ptb_in, 1);
+        // RFC 8201: the path MTU is 1300 for B, and the connection's MSS 1300 - 60.
+        assert_eq!(n.a.ipv6_path_mtu(n.now, b6()), 1300);
+        let info = n.a.tcp().conn_info(c.handle()).unwrap();
+        assert_eq!(info.mss, 1240);
+        // What follows fits 1300-byte packets.
+        let before = logged_a(&n).len();
+        c.write(&mut n.a, &[2u8; 5000]).unwrap();
+        let mut buf = vec![0u8; 20000];
+        let mut got = 0;
+        for _ in 0..2000 {
+            n.settle();
+            got += s.read(&mut n.b, &mut buf).unwrap_or(0);
+            if got >= 9000 {
+                break;
+            }
+            n.now += Duration::from_millis(1);
+        }
+        assert_eq!(got, 9000);
+        let later = tcp6_segments(&logged_a(&n)[before..]);
+        assert!(later
+            .iter()
+            .all(|(_, t, len)| 40 + t.header_len() + len <= 1300));
+    }
+
+    #[test]
+    fn connect_to_a_silent_neighbour_fails_with_host_unreachable() {
+        // RFC 4861 §7.2.2: resolution gives up after MAX_MULTICAST_SOLICIT solicitations;
+        // the opening connection fails as an IPv4 one does after ARP (Linux: EHOSTUNREACH).
+        let mut n = after_dad(net());
+        let silent: Ipv6Addr = "2001:2:0:1::99".parse().unwrap();
+        let c =
+            TcpStream::connect(&mut n.a, n.now, sa(silent, 80), tcp::Config::default()).unwrap();
+        n.run_for(Duration::from_secs(5));
+        assert_eq!(n.a.counters().ndp_resolution_failed, 1);
+        let e = c.is_connected(&mut n.a).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::HostUnreachable);
+    }
 }

@@ -33,7 +33,7 @@ fn data_then_close_in_both_directions_reaches_eof_on_each_side() {
     n.settle();
     assert!(c.is_connected(&mut n.a).unwrap());
     let (s, peer) = l.accept(&mut n.b).unwrap();
-    assert_eq!(*peer.ip(), A);
+    assert_eq!(peer.ip(), A);
 
     let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
     let mut off = 0;

@@ -18,8 +18,8 @@ const LATENCY: Duration = Duration::from_millis(5);
 struct Pkt {
     at: Instant,
     to_server: bool,
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
+    src: std::net::IpAddr,
+    dst: std::net::IpAddr,
     repr: TcpRepr,
     payload: Vec<u8>,
 }
@@ -35,7 +35,7 @@ struct Net {
     /// SYN-ACKs the server sent to spoofed addresses, and the first of the last output that
     /// sent any (cookie SYN-ACKs leave before those of half-open connections).
     spoofed_synacks: u64,
-    first_spoofed: Option<(Ipv4Addr, TcpRepr)>,
+    first_spoofed: Option<(std::net::IpAddr, TcpRepr)>,
     /// Segments the server sent to spoofed addresses that were RSTs.
     spoofed_rsts: u64,
     /// Spoofed SYNs sent so far (each from a new source).
@@ -432,7 +432,7 @@ fn cookies_expire_after_two_minutes_and_other_keys_fail() {
     assert_eq!(net.server.stats().syncookies_recv, 1);
     let s = net.server.accept(l).expect("cookie connection accepted");
     assert_eq!(net.server.state(s), Ok(State::Established));
-    assert_eq!(net.server.peer_addr(s).unwrap().ip(), &dst);
+    assert_eq!(net.server.peer_addr(s).unwrap().ip(), dst);
 
     // Once no SYN has overflowed the queue for two minutes, ACKs are not checked at all.
     let quiet = net.server.stats();

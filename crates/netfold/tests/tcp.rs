@@ -7,7 +7,7 @@ use netfold::time::{Duration, Instant};
 use netfold::wire::tcp::{TcpFlags, TcpRepr, Timestamps};
 use netfold_testkit::Rng;
 use std::collections::BinaryHeap;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 
 const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
@@ -17,8 +17,8 @@ struct Pkt {
     at: Instant,
     id: u64,
     to_b: bool,
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
+    src: IpAddr,
+    dst: IpAddr,
     repr: TcpRepr,
     payload: Vec<u8>,
 }
@@ -95,7 +95,7 @@ impl Net {
     }
 
     fn emit_from(&mut self, from_a: bool) {
-        let mut out: Vec<(Ipv4Addr, Ipv4Addr, TcpRepr, Vec<u8>)> = Vec::new();
+        let mut out: Vec<(IpAddr, IpAddr, TcpRepr, Vec<u8>)> = Vec::new();
         let layer = if from_a { &mut self.a } else { &mut self.b };
         layer.output(self.now, &mut |s: &OutSegment<'_>| {
             let mut p = s.payload.0.to_vec();
@@ -355,8 +355,8 @@ fn handshake_negotiates_options() {
     let ib = net.b.conn_info(s).unwrap();
     assert!(ia.sack && ib.sack && ia.timestamps && ib.timestamps);
     assert_eq!(ia.mss, 1460);
-    assert_eq!(net.a.peer_addr(c), Ok(addr_b(80)));
-    assert_eq!(net.b.local_addr(s), Ok(addr_b(80)));
+    assert_eq!(net.a.peer_addr(c), Ok(addr_b(80).into()));
+    assert_eq!(net.b.local_addr(s), Ok(addr_b(80).into()));
     let port = net.a.local_addr(c).unwrap().port();
     assert!(port >= 49152, "ephemeral port {port}");
     // Exactly SYN, SYN-ACK, ACK on the wire.
@@ -1545,8 +1545,8 @@ fn sequence_numbers_wrap_around() {
             .unwrap()
     };
     let mut net = Net::new(32);
-    net.a = TcpLayer::new(Secret::fixed_for_tests(find(la, lb)));
-    net.b = TcpLayer::new(Secret::fixed_for_tests(find(lb, la)));
+    net.a = TcpLayer::new(Secret::fixed_for_tests(find(la.into(), lb.into())));
+    net.b = TcpLayer::new(Secret::fixed_for_tests(find(lb.into(), la.into())));
     net.keep_log = false;
     let l = net.b.listen(lb, 4, test_config()).unwrap();
     let c = net.a.connect(net.now, la, lb, test_config()).unwrap();

@@ -89,7 +89,7 @@ impl Script {
     fn flush(&mut self) -> Vec<Out> {
         let mut out = Vec::new();
         self.tcp.output(self.now, &mut |s| {
-            assert_eq!((s.src, s.dst), (LOCAL, PEER));
+            assert_eq!((s.src, s.dst), (LOCAL.into(), PEER.into()));
             out.push(Out {
                 repr: s.repr,
                 len: s.payload.0.len() + s.payload.1.len(),

@@ -59,13 +59,13 @@ fn transparent_listener_accepts_any_destination_and_answers_from_it() {
     assert!(c.is_connected(&mut n.a).unwrap());
     assert_eq!(
         s.local_addr(&n.b).unwrap(),
-        FOREIGN,
+        FOREIGN.into(),
         "the original destination"
     );
     assert_eq!(peer, c.local_addr(&n.a).unwrap());
-    assert_eq!(*peer.ip(), A);
+    assert_eq!(peer.ip(), A);
     // The client sees the connection as one with the foreign address.
-    assert_eq!(c.peer_addr(&n.a).unwrap(), FOREIGN);
+    assert_eq!(c.peer_addr(&n.a).unwrap(), FOREIGN.into());
 
     // Data both ways.
     let up: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
@@ -102,10 +102,13 @@ fn transparent_listener_accepts_any_destination_and_answers_from_it() {
     let other = SocketAddrV4::new(Ipv4Addr::new(203, 0, 113, 77), 8080);
     let _c2 = TcpStream::connect(&mut n.a, n.now, other, tcfg()).unwrap();
     let (s2, _) = until(&mut n, |n| l.accept(&mut n.b));
-    assert_eq!(s2.local_addr(&n.b).unwrap(), other);
+    assert_eq!(s2.local_addr(&n.b).unwrap(), other.into());
     let _c3 = TcpStream::connect(&mut n.a, n.now, SocketAddrV4::new(B, 80), tcfg()).unwrap();
     let (s3, _) = until(&mut n, |n| own.accept(&mut n.b));
-    assert_eq!(s3.local_addr(&n.b).unwrap(), SocketAddrV4::new(B, 80));
+    assert_eq!(
+        s3.local_addr(&n.b).unwrap(),
+        SocketAddrV4::new(B, 80).into()
+    );
     assert!(matches!(
         l.accept(&mut n.b).map_err(|e| e.kind()),
         Err(ErrorKind::WouldBlock)
@@ -197,7 +200,7 @@ fn transparent_udp_socket_reports_the_original_destination_and_replies_from_it()
     let (k, from, to) = t.recv_from_to(&mut n.b, &mut buf).unwrap();
     assert_eq!(&buf[..k], b"query");
     assert_eq!(from, ua);
-    assert_eq!(to, dst, "the original destination");
+    assert_eq!(to, dst.into(), "the original destination");
     let (k, from) = own.recv_from(&mut n.b, &mut buf).unwrap();
     assert_eq!((&buf[..k], from), (&b"mine"[..], ua));
     assert_eq!(
@@ -210,7 +213,7 @@ fn transparent_udp_socket_reports_the_original_destination_and_replies_from_it()
     n.settle();
     let (k, src) = u.recv_from(&mut n.a, &mut buf).unwrap();
     assert_eq!(&buf[..k], b"answer");
-    assert_eq!(src, dst);
+    assert_eq!(src, dst.into());
 
     // Only a transparent socket sends from a foreign source.
     assert_eq!(

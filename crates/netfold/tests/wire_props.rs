@@ -11,10 +11,8 @@ use netfold::wire::{Error, Ipv4Addr};
 use proptest::prelude::*;
 
 fn pseudo_header() -> impl Strategy<Value = PseudoHeader> {
-    (any::<u32>(), any::<u32>()).prop_map(|(s, d)| PseudoHeader {
-        src: Ipv4Addr::from(s),
-        dst: Ipv4Addr::from(d),
-    })
+    (any::<u32>(), any::<u32>())
+        .prop_map(|(s, d)| PseudoHeader::new(Ipv4Addr::from(s), Ipv4Addr::from(d)))
 }
 
 /// Option bytes made of plausible pieces (known kinds with right and wrong lengths, NOP, EOL,
@@ -253,7 +251,7 @@ proptest! {
         prop_assert!(repr.header_len() <= MAX_HEADER_LEN);
         let mut buf = [0u8; MAX_HEADER_LEN];
         repr.emit(&mut TcpPacket::new_unchecked(&mut buf[..]));
-        let parsed = TcpRepr::parse(&TcpPacket::new_checked(&buf[..repr.header_len()]).unwrap(), &PseudoHeader { src: Ipv4Addr::UNSPECIFIED, dst: Ipv4Addr::UNSPECIFIED }, false).unwrap();
+        let parsed = TcpRepr::parse(&TcpPacket::new_checked(&buf[..repr.header_len()]).unwrap(), &PseudoHeader::new(Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED), false).unwrap();
         let kept = options.emitted_sack_count();
         prop_assert_eq!(parsed.options.sack_blocks(), &options.sack_blocks()[..kept]);
         prop_assert_eq!((parsed.options.mss, parsed.options.window_scale), (mss, ws));
@@ -279,7 +277,11 @@ proptest! {
         repr.options.sack[3] = SackBlock::default();
         let mut buf = vec![0u8; repr.buffer_len(payload.len())];
         repr.emit_with_checksum(&mut buf, &payload, &ph).unwrap();
-        let (sa, da) = (s::IpAddress::Ipv4(ph.src), s::IpAddress::Ipv4(ph.dst));
+        let v4 = |a: std::net::IpAddr| match a {
+            std::net::IpAddr::V4(v) => v,
+            std::net::IpAddr::V6(_) => unreachable!("IPv4 pseudo-headers only"),
+        };
+        let (sa, da) = (s::IpAddress::Ipv4(v4(ph.src)), s::IpAddress::Ipv4(v4(ph.dst)));
         let sp = s::TcpPacket::new_checked(&buf[..]).unwrap();
         let sr = s::TcpRepr::parse(&sp, &sa, &da, &ChecksumCapabilities::default()).unwrap();
         prop_assert_eq!((sr.src_port, sr.dst_port), (repr.src_port, repr.dst_port));

@@ -5,7 +5,7 @@
 //! written once against [`Net`], the client's against [`ClientNet`].
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
@@ -186,10 +186,10 @@ impl NetStream for netfold_rt::blocking::TcpStream {
         netfold_rt::blocking::TcpStream::shutdown_write(self)
     }
     fn peer(&self) -> Option<SocketAddr> {
-        self.peer_addr().ok().map(SocketAddr::V4)
+        self.peer_addr().ok()
     }
     fn local_ip(&self) -> Option<IpAddr> {
-        self.local_addr().ok().map(|a| IpAddr::V4(*a.ip()))
+        self.local_addr().ok().map(|a| a.ip())
     }
 }
 
@@ -199,26 +199,6 @@ pub struct NetfoldNet {
     pub tcp: netfold::tcp::Config,
     /// The device's IP MTU.
     pub mtu: usize,
-}
-
-fn v4(ip: IpAddr, port: u16) -> io::Result<SocketAddrV4> {
-    match ip {
-        IpAddr::V4(a) => Ok(SocketAddrV4::new(a, port)),
-        IpAddr::V6(_) => Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "netfold serves IPv4",
-        )),
-    }
-}
-
-fn v4_peer(to: SocketAddr) -> io::Result<SocketAddrV4> {
-    match to {
-        SocketAddr::V4(a) => Ok(a),
-        SocketAddr::V6(_) => Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "netfold serves IPv4",
-        )),
-    }
 }
 
 /// Backlog of a netfold listener: every parallel stream of a bidirectional test at once.
@@ -236,7 +216,9 @@ impl Net for NetfoldNet {
         _bufs: (Option<usize>, Option<usize>),
     ) -> io::Result<(Self::Listener, u16)> {
         if port != 0 {
-            let l = self.rt.listen(v4(ip, port)?, BACKLOG, self.tcp)?;
+            let l = self
+                .rt
+                .listen(SocketAddr::new(ip, port), BACKLOG, self.tcp)?;
             return Ok(((l, wait), port));
         }
         // netfold's listeners take an explicit port: pick a free one from the dynamic range
@@ -248,7 +230,7 @@ impl Net for NetfoldNet {
         for _ in 0..span {
             let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % span;
             let p = FIRST + k;
-            match self.rt.listen(v4(ip, p)?, BACKLOG, self.tcp) {
+            match self.rt.listen(SocketAddr::new(ip, p), BACKLOG, self.tcp) {
                 Ok(l) => return Ok(((l, wait), p)),
                 Err(e) => last = Some(e),
             }
@@ -264,16 +246,17 @@ impl Net for NetfoldNet {
         wait: Duration,
         _bufs: (Option<usize>, Option<usize>),
     ) -> io::Result<(Self::Udp, u16)> {
-        let s = self.rt.udp_bind(v4(ip, 0)?)?;
+        let s = self.rt.udp_bind(SocketAddr::new(ip, 0))?;
         s.set_read_timeout(Some(wait));
         let port = s.local_addr()?.port();
         Ok((s, port))
     }
     fn recv_from(&self, u: &Self::Udp, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        u.recv_from(buf).map(|(n, a)| (n, SocketAddr::V4(a)))
+        u.recv_from(buf)
     }
     fn send_to(&self, u: &Self::Udp, data: &[u8], to: SocketAddr) -> io::Result<usize> {
-        u.send_to(data, v4_peer(to)?)
+        // Any family: an IPv6 peer without an IPv6 address is NetworkUnreachable.
+        u.send_to(data, to)
     }
 }
 
@@ -355,7 +338,7 @@ impl ClientNet for KernelNet {
 /// (datagrams from anyone else are dropped on receive).
 pub struct NetfoldConnectedUdp {
     sock: netfold_rt::blocking::UdpSocket,
-    peer: SocketAddrV4,
+    peer: SocketAddr,
 }
 
 impl ClientUdp for NetfoldConnectedUdp {
@@ -391,18 +374,20 @@ impl ClientNet for NetfoldNet {
             recv_buffer: bufs.1.unwrap_or(self.tcp.recv_buffer),
             ..self.tcp
         };
-        self.rt.connect(v4_peer(to)?, cfg, Some(timeout))
+        self.rt.connect(to, cfg, Some(timeout))
     }
     fn udp_connect(
         &self,
         to: SocketAddr,
         _bufs: (Option<usize>, Option<usize>),
     ) -> io::Result<NetfoldConnectedUdp> {
-        let peer = v4_peer(to)?;
-        let sock = self
-            .rt
-            .udp_bind(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0))?;
-        Ok(NetfoldConnectedUdp { sock, peer })
+        // A socket of the peer's family, on any port (`[::]` is dual-stack).
+        let any: IpAddr = match to {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        };
+        let sock = self.rt.udp_bind(SocketAddr::new(any, 0))?;
+        Ok(NetfoldConnectedUdp { sock, peer: to })
     }
     fn cpu_is_process_wide(&self) -> bool {
         true

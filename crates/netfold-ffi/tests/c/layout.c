@@ -65,8 +65,21 @@ int main(void) {
     CHECK_ERR(nf_clock_set(s, 999), EINVAL);
 
     /* Socket creation errors. */
-    CHECK_ERR(nf_socket(s, AF_INET6, SOCK_STREAM, 0), EAFNOSUPPORT);
     CHECK_ERR(nf_socket(s, AF_UNIX, SOCK_STREAM, 0), EAFNOSUPPORT);
+    CHECK_ERR(nf_socket(s, AF_PACKET, SOCK_DGRAM, 0), EAFNOSUPPORT);
+    /* AF_INET6 sockets exist; each family takes only its own sockaddr (Linux inet_bind,
+     * inet6_bind), and a sockaddr_in6 shorter than RFC 2133's 24 bytes is EINVAL. */
+    int fd6 = nf_socket(s, AF_INET6, SOCK_STREAM, 0);
+    CHECK(fd6 >= 3);
+    {
+        struct sockaddr_in a4 = sin_of("198.18.0.2", 81);
+        CHECK_ERR(nf_bind(s, fd6, (struct sockaddr *)&a4, sizeof a4), EAFNOSUPPORT);
+        struct sockaddr_in6 any6 = sin6_of("::", 81);
+        CHECK_ERR(nf_bind(s, fd6, (struct sockaddr *)&any6, 20), EINVAL);
+        struct sockaddr_in6 foreign6 = sin6_of("2001:db8::9", 81);
+        CHECK_ERR(nf_bind(s, fd6, (struct sockaddr *)&foreign6, sizeof foreign6), EADDRNOTAVAIL);
+    }
+    CHECK(nf_close(s, fd6) == 0);
     CHECK_ERR(nf_socket(s, AF_INET, SOCK_RAW, 0), ESOCKTNOSUPPORT);
     CHECK_ERR(nf_socket(s, AF_INET, SOCK_SEQPACKET, 0), ESOCKTNOSUPPORT);
     CHECK_ERR(nf_socket(s, AF_INET, SOCK_STREAM, IPPROTO_UDP), EPROTONOSUPPORT);

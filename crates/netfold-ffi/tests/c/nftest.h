@@ -56,6 +56,15 @@ static inline struct sockaddr_in sin_of(const char *ip, unsigned short port) {
     return a;
 }
 
+static inline struct sockaddr_in6 sin6_of(const char *ip, unsigned short port) {
+    struct sockaddr_in6 a;
+    memset(&a, 0, sizeof a);
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(port);
+    CHECK(inet_pton(AF_INET6, ip, &a.sin6_addr) == 1);
+    return a;
+}
+
 /* Moves every waiting frame from a to b and from b to a until neither has any; returns how many
  * frames moved. With NF_CLOCK_MANUAL each injection is processed before nf_inject returns. */
 static inline int shuttle(nf_stack *a, nf_stack *b) {

@@ -8,7 +8,7 @@ use super::{Interest, Runtime, TcpListener, Timeouts, UdpSocket};
 use netfold::socket::{TcpListener as NbListener, UdpSocket as NbUdp};
 use netfold::tcp;
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 impl Runtime {
@@ -42,7 +42,7 @@ impl Runtime {
 impl UdpSocket {
     /// The next datagram, its sender and the address it was sent to (the original
     /// destination on a transparent socket), waiting at most the read timeout.
-    pub fn recv_from_to(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4, SocketAddrV4)> {
+    pub fn recv_from_to(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr, SocketAddr)> {
         let s = self.sock;
         self.shared.wait_for(
             Timeouts::get(&self.timeouts.read),
@@ -56,10 +56,11 @@ impl UdpSocket {
     pub fn send_from_to(
         &self,
         data: &[u8],
-        from: SocketAddrV4,
-        to: SocketAddrV4,
+        from: impl Into<SocketAddr>,
+        to: impl Into<SocketAddr>,
     ) -> io::Result<usize> {
         let s = self.sock;
+        let (from, to) = (from.into(), to.into());
         self.shared.wait_for(
             Timeouts::get(&self.timeouts.write),
             Interest::UdpSend(s),

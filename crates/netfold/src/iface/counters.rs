@@ -140,10 +140,9 @@ pub struct Counters {
     pub ipv6_unknown_next_header: u64,
     /// Packets ending in "No Next Header" (RFC 8200 §4.7).
     pub ipv6_no_next_header: u64,
-    /// TCP and UDP over IPv6 for us, dropped: the transport layer is not wired to IPv6 yet
-    /// (`iface::ipv6::receive_transport_v6`).
-    pub ipv6_transport_unwired: u64,
-    /// Packets not sent or answered for want of a usable source address (all tentative).
+    /// Packets not sent or answered for want of a usable source address (none configured,
+    /// or all tentative): ICMPv6 answers, NDP, and TCP connects and UDP sends to IPv6 peers
+    /// (refused with `NetworkUnreachable`, Linux ENETUNREACH).
     pub ipv6_no_source: u64,
     /// IPv6 fragments received.
     pub frag6_in: u64,
@@ -287,6 +286,12 @@ pub struct Counters {
     pub bytes_checksummed: u64,
     /// Of those, bytes summed in a separate pass (not folded into a copy).
     pub bytes_checksummed_separately: u64,
+
+    // Dual-stack transport (TCP and UDP connects and sends without an IPv6 source count in
+    // `ipv6_no_source` above).
+    /// IPv6 TCP segments handed to the transport with a multicast destination (TCP is
+    /// unicast only, RFC 9293 §3.9.1), dropped.
+    pub ipv6_tcp_not_unicast: u64,
 
     // Passes over TCP payload bytes made by the interface (issue 13 item 5); the engine's
     // (ring copies, application bytes) are in `tcp`. [`Counters::payload_passes`] puts them
@@ -492,7 +497,6 @@ impl fmt::Display for Counters {
                     ("param_problem", self.ipv6_param_problem),
                     ("unknown_next_header", self.ipv6_unknown_next_header),
                     ("no_next_header", self.ipv6_no_next_header),
-                    ("transport_unwired", self.ipv6_transport_unwired),
                     ("no_source", self.ipv6_no_source),
                     ("frag_in", self.frag6_in),
                     ("frag_atomic", self.frag6_atomic),
@@ -604,6 +608,10 @@ impl fmt::Display for Counters {
                     ("bytes_checksummed", self.bytes_checksummed),
                     ("csum_separate", self.bytes_checksummed_separately),
                 ],
+            ),
+            (
+                "dual",
+                &[("ipv6_tcp_not_unicast", self.ipv6_tcp_not_unicast)],
             ),
             (
                 "pass",

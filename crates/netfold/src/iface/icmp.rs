@@ -213,7 +213,7 @@ impl Inner {
         };
         let local = SocketAddrV4::new(quoted.src, sport);
         let remote = SocketAddrV4::new(quoted.dst, dport);
-        self.udp_icmp_error(local, remote, err);
+        self.udp_icmp_error(local.into(), remote.into(), err);
     }
 
     /// Emits an ICMP message to `dst` from our address.

@@ -1,22 +1,26 @@
-//! ICMPv6 (RFC 4443): the receive half (echo, Packet Too Big into the path MTU cache, the
-//! other errors counted, Neighbor Discovery handed to `ndp.rs`) and the send half (echo
-//! requests and replies, rate-limited error messages under the rules of RFC 4443 §2.4).
+//! ICMPv6 (RFC 4443): the receive half (echo, Packet Too Big into the path MTU cache, errors
+//! quoting our TCP segments and UDP datagrams handed to the transport, RFC 4443 §2.4 (b),
+//! Neighbor Discovery handed to `ndp.rs`) and the send half (echo requests and replies,
+//! rate-limited error messages under the rules of RFC 4443 §2.4).
 //!
 //! Checksums: an ICMPv6 message netfold sends always carries its full checksum, whatever the
-//! device offers (the virtio-net checksum offload of `netfold-os` handles IPv4 frames only,
-//! and these messages are small); a received one is verified once, when its frame's
+//! device offers (the virtio-net code of `netfold-os` has no partial checksum for ICMPv6
+//! either, and these messages are small); a received one is verified once, when its frame's
 //! `Csum` says it needs it (as ICMPv4).
 
 use super::ipv6::{Arrival, DstKind, Invoking};
 use super::state::TxError;
 use super::{EchoReplyV6, Inner, ECHO_REPLY_QUEUE};
 use crate::buf::Csum;
+use crate::iface::UdpError;
+use crate::tcp::IcmpError;
 use crate::time::Instant;
 use crate::wire::icmpv6::{msg_type, Icmpv6Packet, Icmpv6Repr, HEADER_LEN, MAX_ERROR_LEN};
 use crate::wire::ipv4::Ecn;
 use crate::wire::ipv6::{Ipv6Addr, Ipv6Repr, HEADER_LEN as IP6_LEN, MIN_MTU};
 use crate::wire::ipv6ext;
 use crate::wire::{Error, IpProtocol};
+use std::net::SocketAddr;
 
 impl Inner {
     /// One ICMPv6 message `msg` in the packet `ip`.
@@ -111,7 +115,7 @@ impl Inner {
                     });
                 }
             }
-            Icmpv6Repr::PacketTooBig { mtu, header, .. } => {
+            Icmpv6Repr::PacketTooBig { mtu, header, data } => {
                 c.icmpv6_errors_in += 1;
                 c.icmpv6_ptb_in += 1;
                 // RFC 8201 §4: "A node MUST NOT reduce its estimate of the Path MTU below the
@@ -124,12 +128,37 @@ impl Inner {
                     return;
                 }
                 self.st.v6.pmtu.learn(now, header.dst, mtu);
+                // RFC 8201 §5.2: TCP lowers its segment size for the connection too (it is
+                // checked against SND.UNA..SND.MAX there, RFC 5927 §4.1).
+                let mtu = u16::try_from(mtu).unwrap_or(u16::MAX);
+                let tcp = Some(IcmpError::FragNeeded { mtu });
+                self.icmpv6_error_to_transport(now, &header, data, tcp, None);
             }
-            Icmpv6Repr::DstUnreachable { .. }
-            | Icmpv6Repr::TimeExceeded { .. }
-            | Icmpv6Repr::ParamProblem { .. } => {
-                // To the transport layer once TCP and UDP run over IPv6 (RFC 4443 §2.4 (b)).
+            Icmpv6Repr::DstUnreachable { code, header, data } => {
                 c.icmpv6_errors_in += 1;
+                // As Linux's `icmpv6_err_convert`: port unreachable and the administrative
+                // codes (1, 5, 6) are hard errors (ECONNREFUSED, EACCES), no route and
+                // address unreachable soft ones (RFC 1122 §4.2.3.9 in spirit).
+                use crate::wire::icmpv6::unreach_code as u;
+                let hard = matches!(code, u::PORT | u::PROHIBITED | 5 | 6);
+                let tcp = Some(if hard {
+                    IcmpError::Unreachable { code }
+                } else {
+                    IcmpError::Soft
+                });
+                let udp = match code {
+                    u::PORT => Some(UdpError::ConnectionRefused),
+                    u::NO_ROUTE | u::ADDRESS => Some(UdpError::HostUnreachable),
+                    _ => None,
+                };
+                self.icmpv6_error_to_transport(now, &header, data, tcp, udp);
+            }
+            Icmpv6Repr::TimeExceeded { header, data, .. }
+            | Icmpv6Repr::ParamProblem { header, data, .. } => {
+                // Soft for TCP (Linux makes a Parameter Problem fatal with EPROTO; netfold
+                // has no such error to report and keeps trying, as for time exceeded).
+                c.icmpv6_errors_in += 1;
+                self.icmpv6_error_to_transport(now, &header, data, Some(IcmpError::Soft), None);
             }
             Icmpv6Repr::Ndisc(_) => {}
         }
@@ -232,6 +261,49 @@ fn is_error_or_redirect(inv: &Invoking<'_>) -> bool {
         Some(&t) => msg_type::is_error(t) || t == msg_type::REDIRECT,
         // An ICMPv6 header cut off: treat it as an error message, as Linux does.
         None => true,
+    }
+}
+
+impl Inner {
+    /// An ICMPv6 error quoting `header` + `quote` (RFC 4443 §2.4 (b): "an ICMPv6 error
+    /// message MUST be passed to the upper-layer process that originated the packet"): the
+    /// quoted packet must be ours (its source one of our addresses); extension headers in the
+    /// quote are stepped over; a quote of a later fragment carries no transport header. TCP
+    /// takes `tcp` if the quoted sequence number is one it sent (RFC 5927 §4.1), a connected
+    /// UDP socket `udp`.
+    fn icmpv6_error_to_transport(
+        &mut self,
+        now: Instant,
+        header: &Ipv6Repr,
+        quote: &[u8],
+        tcp: Option<IcmpError>,
+        udp: Option<UdpError>,
+    ) {
+        if self.st.v6.state_of(header.src).is_none() {
+            return;
+        }
+        let Some((nh, off, frag)) = ipv6ext::skip_to_upper(u8::from(header.next_header), quote)
+        else {
+            return;
+        };
+        if frag.is_some_and(|f| f.offset != 0) {
+            return;
+        }
+        let upper = quote.get(off..).unwrap_or(&[]);
+        let Some((sport, dport)) = crate::wire::tcp::quoted_ports(upper) else {
+            return;
+        };
+        let local = SocketAddr::new(header.src.into(), sport);
+        let remote = SocketAddr::new(header.dst.into(), dport);
+        match (IpProtocol::from(nh), tcp, udp) {
+            (IpProtocol::Tcp, Some(err), _) => {
+                if let Some(seq) = crate::wire::tcp::quoted_seq(upper) {
+                    self.tcp.icmp_error_quoting(now, local, remote, seq, err);
+                }
+            }
+            (IpProtocol::Udp, _, Some(err)) => self.udp_icmp_error(local, remote, err),
+            _ => {}
+        }
     }
 }
 

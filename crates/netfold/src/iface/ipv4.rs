@@ -2,6 +2,8 @@
 //! transport demultiplexer) and the send half (the IPv4 header in front of a transport payload,
 //! then the link).
 
+use super::ip::IpMeta;
+pub(super) use super::ip::Payload;
 use super::reassembly::FragOutcome;
 use super::state::{IfaceState, TxError};
 use super::udp::PmtuDisc;
@@ -13,27 +15,6 @@ use crate::time::Instant;
 use crate::wire::icmpv4::unreach_code;
 use crate::wire::ipv4::{Ecn, Ipv4Packet, Ipv4Repr, FRAGMENT_UNIT, HEADER_LEN as IP_LEN};
 use crate::wire::{Error, IpProtocol, Ipv4Addr};
-
-/// Where a transport payload lies: in a frame of the receive batch, straight after an
-/// option-less IPv4 header (GRO may hold on to it until the batch ends), or elsewhere
-/// (reassembled, or behind IPv4 options), only for the time of the call.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Payload<'b, 'p> {
-    /// In the batch.
-    Batch(&'b [u8]),
-    /// Anywhere else.
-    Transient(&'p [u8]),
-}
-
-impl<'b: 'p, 'p> Payload<'b, 'p> {
-    /// The bytes, for as long as the call.
-    pub fn bytes(&self) -> &'p [u8] {
-        match *self {
-            Payload::Batch(b) => b,
-            Payload::Transient(b) => b,
-        }
-    }
-}
 
 impl Inner {
     pub(super) fn receive_ipv4<'b>(
@@ -142,8 +123,17 @@ impl Inner {
     ) {
         match ip.protocol {
             IpProtocol::Icmp => self.receive_icmp(now, ip, payload.bytes(), bcast, csum),
-            IpProtocol::Udp => self.receive_udp(now, ip, payload.bytes(), bcast, csum),
-            IpProtocol::Tcp => self.receive_tcp(now, ip, payload, bcast, csum, gro),
+            IpProtocol::Udp => {
+                let meta = IpMeta::from_v4(ip);
+                if self.receive_udp(now, &meta, payload.bytes(), bcast, csum) {
+                    // RFC 1122 §4.1.3.1: port unreachable for a closed port.
+                    let p = payload.bytes();
+                    self.send_icmp_unreachable(now, unreach_code::PORT, ip, p);
+                }
+            }
+            IpProtocol::Tcp => {
+                self.receive_tcp(now, &IpMeta::from_v4(ip), payload, bcast, csum, gro)
+            }
             IpProtocol::Icmpv6 | IpProtocol::Unknown(_) => {
                 self.st.c.ipv4_unknown_protocol += 1;
                 // RFC 1122 §3.2.2.1: protocol unreachable for a protocol we do not speak.

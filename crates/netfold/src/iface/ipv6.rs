@@ -26,10 +26,10 @@
 //!    host that receives an IPv6 packet that includes a Fragment Header with the 'Fragment
 //!    Offset' equal to 0 and the 'M' flag equal to 0 MUST process such packet in isolation
 //!    from any other packets/fragments").
-//! 5. The upper layer: ICMPv6 (`icmpv6.rs`, NDP in `ndp.rs`). TCP and UDP over IPv6 are wired
-//!    in a second phase, once the transport layer is address-family generic: until then
-//!    [`Inner::receive_transport_v6`] counts them as `ipv6_transport_unwired`, and that
-//!    function is the one place to wire them.
+//! 5. The upper layer: ICMPv6 (`icmpv6.rs`, NDP in `ndp.rs`), and TCP and UDP through the
+//!    family-generic entry points the IPv4 path uses (`receive_tcp`, `receive_udp` with an
+//!    `IpMeta`), from [`Inner::receive_transport_v6`]; ICMPv6 errors quoting our segments
+//!    and datagrams reach TCP and UDP from `icmpv6.rs`.
 //!
 //! Send: [`IfaceState::send_ipv6`] is the seam for the transport layer (the IPv6 counterpart
 //! of `send_ip`); [`IfaceState::ipv6_path_mtu`] and `resolved_link_header_v6` (in
@@ -604,9 +604,12 @@ impl Inner {
     /// included); `nh_at` is where the Next Header field naming it lies; `invoking` is what
     /// an error message quotes; `csum` says whether the transport checksum still needs a check.
     ///
-    /// **The seam for TCP and UDP over IPv6.** They are not wired yet (the transport layer is
-    /// made address-family generic first): their packets for us are counted as
-    /// `ipv6_transport_unwired` here, and nowhere else.
+    /// TCP and UDP go to the transport glue that IPv4 uses (`receive_tcp`, `receive_udp`, with
+    /// [`IpMeta::from_v6`](super::ip::IpMeta::from_v6)); `body` is `Payload::Batch` only
+    /// straight after the fixed header, so GRO merges what has no extension headers. A UDP
+    /// datagram no socket takes is answered with Destination Unreachable, port unreachable
+    /// (RFC 4443 §3.1 code 4; §2.4 (e) rules in `send_icmpv6_error`: never to a multicast
+    /// destination).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn receive_transport_v6<'b>(
         &mut self,
@@ -620,15 +623,29 @@ impl Inner {
         csum: Csum,
         gro: &mut Gro<'b>,
     ) {
-        // GRO is for TCP, which comes in the second phase.
-        let _ = gro;
         match protocol {
             IpProtocol::Icmpv6 => {
                 self.receive_icmpv6(now, ip, body.bytes(), arrival, invoking, csum);
             }
             // Only NDP may reach a tentative address (RFC 4862 §5.4).
             _ if arrival.dst == DstKind::Tentative => self.st.c.ipv6_not_for_us += 1,
-            IpProtocol::Tcp | IpProtocol::Udp => self.st.c.ipv6_transport_unwired += 1,
+            // RFC 9293 §3.9.1: TCP is unicast only (a multicast destination is counted and
+            // dropped by `receive_tcp`).
+            IpProtocol::Tcp => {
+                let meta = super::ip::IpMeta::from_v6(ip);
+                let mcast = arrival.dst == DstKind::Multicast;
+                self.receive_tcp(now, &meta, body, mcast, csum, gro);
+            }
+            IpProtocol::Udp => {
+                let meta = super::ip::IpMeta::from_v6(ip);
+                let mcast = arrival.dst == DstKind::Multicast;
+                if self.receive_udp(now, &meta, body.bytes(), mcast, csum) {
+                    let code = crate::wire::icmpv6::unreach_code::PORT;
+                    self.send_icmpv6_error(now, arrival, false, invoking, |header, data| {
+                        crate::wire::icmpv6::Icmpv6Repr::DstUnreachable { code, header, data }
+                    });
+                }
+            }
             IpProtocol::Icmp | IpProtocol::Unknown(_) => {
                 self.st.c.ipv6_unknown_next_header += 1;
                 let code = param_problem::NEXT_HEADER;
@@ -713,11 +730,10 @@ impl IfaceState {
     /// prepends the IPv6 fixed header (hop limit: ours; traffic class: `ecn`) and hands it to
     /// the link. A datagram other than TCP larger than the path MTU to `dst` is sent in
     /// fragments (RFC 8200 §4.5); a TCP segment larger than the link MTU is refused (`TooBig`:
-    /// TCP cuts its segments to the MTU, and no device of ours offloads TCPv6 segmentation).
+    /// `emit_tcp` cuts IPv6 segments to the path MTU itself; the stack does not hand TCPv6
+    /// super-segments to a TSO device yet).
     ///
-    /// The IPv6 counterpart of `send_ip`, for the transport layer (unused until TCP and UDP
-    /// run over IPv6; its unit tests hold it to this contract meanwhile).
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// The IPv6 counterpart of `send_ip`, for the transport layer (`emit_tcp`, `flush_udp`).
     pub(super) fn send_ipv6(
         &mut self,
         now: Instant,

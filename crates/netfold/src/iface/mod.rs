@@ -1,4 +1,8 @@
 //! The `Stack`: one network interface's IPv4 (and, when configured, IPv6) host stack, sans-IO.
+//! Its transport (TCP, UDP, sockets) is address-family generic: IPv6 segments and datagrams
+//! enter through the same `receive_tcp`/`receive_udp` as IPv4 ones, with an `ip::IpMeta`
+//! describing the header, and leave through `IfaceState::send_ipv6`. See
+//! docs/ARCHITECTURE.md, "Dual stack".
 //!
 //! Organised by protocol, not by direction (smoltcp's `iface/interface/`): [`state`] is the
 //! interface's shared state (addresses, MTU, pool, transmit queue, neighbour cache, counters);
@@ -33,8 +37,8 @@
 //!   no forwarding, no loopback to our own address, no IP options on transmit.
 //! - IPv6 (`StackConfig::addrs6`, off by default): the network layer — NDP, DAD, ICMPv6,
 //!   extension headers, fragmentation and reassembly, path MTU — in `ipv6` and its
-//!   neighbours `icmpv6`, `ndp`; TCP and UDP over IPv6 are not wired yet (counted as
-//!   `ipv6_transport_unwired`).
+//!   neighbours `icmpv6`, `ndp`; TCP and UDP run over it through the same glue as over IPv4
+//!   (`tcp`, `udp`, with an `ip::IpMeta`), dual-stack sockets as on Linux.
 //! - GRO (`StackConfig::gro`, see [`crate::offload::gro`]): the TCP segments of a flow within one receive
 //!   batch reach TCP as one merged segment, its payloads still slices of their frames.
 //! - Checksums follow the device's `ChecksumCaps` and the state each received frame carries
@@ -46,9 +50,12 @@
 
 mod arp;
 pub mod counters;
+#[cfg(test)]
+mod dual_tests;
 mod ethernet;
 mod icmp;
 mod icmpv6;
+mod ip;
 mod ipv4;
 mod ipv6;
 mod ndp;
@@ -62,7 +69,7 @@ pub mod udp;
 pub use counters::Counters;
 pub use ipv6::AddrState;
 pub use state::{DropReason, Emit, FullQueue, TxError};
-pub use udp::{PmtuDisc, UdpError, UdpHandle};
+pub use udp::{PmtuDisc, UdpBindOptions, UdpError, UdpHandle};
 
 use crate::buf::{PacketBuf, Pool};
 use crate::offload::gro::Gro;
@@ -73,13 +80,13 @@ use crate::wire::ethernet::EthernetAddress;
 use crate::wire::icmpv4::Icmpv4Repr;
 use crate::wire::icmpv6::Icmpv6Repr;
 use crate::wire::ipv6::Ipv6Cidr;
-use crate::wire::{self, Ipv4Addr, Ipv6Addr};
+use crate::wire::{self, IpAddr, Ipv4Addr, Ipv6Addr};
 use icmp::RateLimiter;
 use neighbor::NeighborCache;
 use reassembly::Reassembler;
 use state::IfaceState;
 use std::collections::VecDeque;
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use udp::UdpTable;
 
 /// How many received echo replies are kept for [`Stack::ping_recv`].
@@ -387,7 +394,8 @@ impl Stack {
 
     /// The MSS for TCP connections on this interface: the IP MTU less the IPv4 and TCP fixed
     /// headers (RFC 9293 §3.7.1: "MSS = MTU - 40" for IPv4 without options). Put it in
-    /// `tcp::Config::mss` before connect/listen.
+    /// `tcp::Config::mss` before connect/listen; an IPv6 connection uses 20 bytes less by
+    /// itself ([`Stack::tcp_mss_v6`], see `tcp::Config::mss`).
     pub fn tcp_mss(&self) -> u16 {
         let mss = self
             .inner
@@ -395,6 +403,53 @@ impl Stack {
             .mtu
             .saturating_sub(wire::tcp::IPV4_MSS_OVERHEAD);
         u16::try_from(mss).unwrap_or(u16::MAX)
+    }
+
+    /// The MSS of IPv6 connections on this interface: the MTU less 60 (RFC 8200 §8.3,
+    /// [`wire::tcp::ipv6_mss_for_mtu`]); what a `tcp::Config::mss` of [`Stack::tcp_mss`]
+    /// becomes on an IPv6 connection.
+    pub fn tcp_mss_v6(&self) -> u16 {
+        let mss = self
+            .inner
+            .st
+            .mtu
+            .saturating_sub(wire::tcp::IPV6_MSS_OVERHEAD);
+        u16::try_from(mss).unwrap_or(u16::MAX)
+    }
+
+    /// The IPv6 source address for a packet to `dst`, if the interface has one (see
+    /// `IfaceState::ipv6_source`: none until the IPv6 network layer configures addresses).
+    pub fn ipv6_source(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+        self.inner.st.ipv6_source(dst)
+    }
+
+    /// `a` is one of the interface's IPv6 addresses.
+    pub fn has_ipv6_addr(&self, a: Ipv6Addr) -> bool {
+        self.inner.st.is_own_ipv6(a)
+    }
+
+    /// The local address for a TCP connection to `remote` (port 0: the engine picks an
+    /// ephemeral port): our IPv4 address for an IPv4 peer (v4-mapped when `remote` is, so the
+    /// connection reports mapped addresses), our IPv6 source for an IPv6 peer. An IPv6 peer
+    /// without an IPv6 source is `NetworkUnreachable` at once, counted in `ipv6_no_source`
+    /// (Linux: ENETUNREACH without a route), so a connect never waits for a SYN that cannot
+    /// leave.
+    pub fn tcp_local_for(&mut self, remote: SocketAddr) -> Result<SocketAddr, crate::tcp::Error> {
+        match remote {
+            SocketAddr::V4(_) => Ok(SocketAddrV4::new(self.inner.config.addr, 0).into()),
+            SocketAddr::V6(r) => match r.ip().to_ipv4_mapped() {
+                Some(_) => {
+                    Ok(SocketAddrV6::new(self.inner.config.addr.to_ipv6_mapped(), 0, 0, 0).into())
+                }
+                None => match self.inner.st.ipv6_source(*r.ip()) {
+                    Some(src) => Ok(SocketAddrV6::new(src, 0, 0, 0).into()),
+                    None => {
+                        self.inner.st.c.ipv6_no_source += 1;
+                        Err(crate::tcp::Error::NetworkUnreachable)
+                    }
+                },
+            },
+        }
     }
 
     /// A snapshot of all counters, TCP and buffer-pool statistics included.
@@ -416,6 +471,12 @@ impl Stack {
     pub fn path_mtu(&self, now: Instant, dst: Ipv4Addr) -> usize {
         let st = &self.inner.st;
         st.pmtu.get(now, dst, st.mtu)
+    }
+
+    /// The IPv6 path MTU to `dst` as of `now` (RFC 8201; the IPv6 layer's
+    /// `ipv6_path_mtu`).
+    pub fn ipv6_path_mtu(&self, now: Instant, dst: Ipv6Addr) -> usize {
+        self.inner.st.ipv6_path_mtu(now, dst)
     }
 
     /// Frames waiting for an ARP resolution.
@@ -581,27 +642,40 @@ impl Stack {
 
     /// Binds a UDP socket. Port 0 picks an ephemeral port (RFC 6335 §6, see
     /// [`udp::EPHEMERAL_PORTS`]). The address must be ours or unspecified (any); a wildcard
-    /// socket also receives broadcasts.
-    pub fn udp_bind(&mut self, local: SocketAddrV4) -> Result<UdpHandle, UdpError> {
-        self.inner.udp_bind(local)
+    /// socket also receives broadcasts. IPv4 or IPv6: `[::]:p` is dual-stack (IPv4 peers
+    /// appear v4-mapped), see [`udp`] and [`Stack::udp_bind_with`] for IPV6_V6ONLY.
+    pub fn udp_bind(&mut self, local: impl Into<SocketAddr>) -> Result<UdpHandle, UdpError> {
+        self.inner.udp_bind(local.into(), UdpBindOptions::default())
     }
 
-    /// The bound local address (with the ephemeral port filled in).
-    pub fn udp_local_addr(&self, h: UdpHandle) -> Result<SocketAddrV4, UdpError> {
-        Ok(self.inner.udp.get(h)?.local)
+    /// [`Stack::udp_bind`] with options fixed at bind time (IPV6_V6ONLY).
+    pub fn udp_bind_with(
+        &mut self,
+        local: impl Into<SocketAddr>,
+        opts: UdpBindOptions,
+    ) -> Result<UdpHandle, UdpError> {
+        self.inner.udp_bind(local.into(), opts)
+    }
+
+    /// The bound local address (with the ephemeral port filled in; v4-mapped for an IPv6
+    /// socket bound to an IPv4 address).
+    pub fn udp_local_addr(&self, h: UdpHandle) -> Result<SocketAddr, UdpError> {
+        self.inner.udp_local_addr(h)
     }
 
     /// Queues one datagram for the next poll. `WouldBlock` when the socket's send queue is
-    /// full; `MessageTooLarge` beyond 65507 bytes (what one IPv4 datagram carries). A datagram
-    /// larger than the path MTU leaves in fragments.
+    /// full; `MessageTooLarge` beyond 65507 bytes (what one IPv4 datagram carries; 65527 over
+    /// IPv6). A datagram larger than the path MTU leaves in fragments. `to` may be v4-mapped
+    /// (from a dual-stack socket); an IPv6 `to` without an IPv6 source address is
+    /// `NetworkUnreachable`.
     pub fn udp_send_to(
         &mut self,
         h: UdpHandle,
         data: &[u8],
-        to: SocketAddrV4,
+        to: impl Into<SocketAddr>,
     ) -> Result<(), UdpError> {
         let now = self.inner.last_now;
-        self.inner.udp_send_to(now, h, data, to, None)
+        self.inner.udp_send_to(now, h, data, to.into(), None)
     }
 
     /// Binds the transparent UDP socket (transparent mode only, else `AddrNotAvailable`; one
@@ -624,11 +698,12 @@ impl Stack {
         &mut self,
         h: UdpHandle,
         data: &[u8],
-        from: SocketAddrV4,
-        to: SocketAddrV4,
+        from: impl Into<SocketAddr>,
+        to: impl Into<SocketAddr>,
     ) -> Result<(), UdpError> {
         let now = self.inner.last_now;
-        self.inner.udp_send_to(now, h, data, to, Some(from))
+        self.inner
+            .udp_send_to(now, h, data, to.into(), Some(from.into()))
     }
 
     /// `udp_recv_from` that also returns the address the datagram was sent to (its original
@@ -637,7 +712,7 @@ impl Stack {
         &mut self,
         h: UdpHandle,
         buf: &mut [u8],
-    ) -> Result<(usize, SocketAddrV4, SocketAddrV4), UdpError> {
+    ) -> Result<(usize, SocketAddr, SocketAddr), UdpError> {
         self.inner.udp_recv_from(h, buf)
     }
 
@@ -647,7 +722,7 @@ impl Stack {
         &mut self,
         h: UdpHandle,
         buf: &mut [u8],
-    ) -> Result<(usize, SocketAddrV4), UdpError> {
+    ) -> Result<(usize, SocketAddr), UdpError> {
         let (n, from, _) = self.inner.udp_recv_from(h, buf)?;
         Ok((n, from))
     }
@@ -666,11 +741,7 @@ impl Stack {
     /// `peer` (port unreachable, an unresolved next hop) reach the socket, reported once by
     /// its next send or receive or by [`Stack::udp_take_error`]; `None` disconnects. Sending
     /// to other destinations stays possible (the C API's connected send uses the peer).
-    pub fn udp_connect(
-        &mut self,
-        h: UdpHandle,
-        peer: Option<SocketAddrV4>,
-    ) -> Result<(), UdpError> {
+    pub fn udp_connect(&mut self, h: UdpHandle, peer: Option<SocketAddr>) -> Result<(), UdpError> {
         self.inner.udp_connect(h, peer)
     }
 
@@ -704,8 +775,10 @@ impl Inner {
         for hop in self.st.neighbor_timers(now) {
             // Everything routed through the silent next hop is unreachable.
             let st = &self.st;
-            self.tcp
-                .host_unreachable(now, |dst| st.next_hop(dst) == Some(hop));
+            self.tcp.host_unreachable(now, |dst| match dst {
+                IpAddr::V4(d) => st.next_hop(d) == Some(hop),
+                IpAddr::V6(_) => false,
+            });
             self.udp_host_unreachable(hop);
         }
         let expired = self.reasm.expire(now);
@@ -713,7 +786,17 @@ impl Inner {
         self.st.c.frag_dropped += expired as u64;
         if self.st.v6.enabled {
             self.st.dad_timers(now);
-            self.st.ndp_timers(now);
+            for hop in self.st.ndp_timers(now) {
+                // As for ARP above: TCP connections still opening through the neighbour
+                // fail with HostUnreachable (Linux: the unresolved SYN's local Address
+                // Unreachable is fatal in SYN-SENT), connected UDP sockets hear it once.
+                let v6 = &self.st.v6;
+                self.tcp.host_unreachable(now, |dst| match dst {
+                    IpAddr::V6(d) => v6.next_hop(d) == Some(hop),
+                    IpAddr::V4(_) => false,
+                });
+                self.udp_host_unreachable6(hop);
+            }
             self.expire_fragments6(now);
         }
     }

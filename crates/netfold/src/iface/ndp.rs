@@ -349,9 +349,12 @@ impl IfaceState {
 
     /// NDP timer work: repeat due solicitations, probe entries in PROBE, drop (counted)
     /// frames whose next hop never answered, forget entries whose probes went unanswered.
-    pub(super) fn ndp_timers(&mut self, now: Instant) {
+    /// Returns the neighbours whose resolution failed (empty, without allocating, almost
+    /// always), for the transport to fail what was opening towards them.
+    pub(super) fn ndp_timers(&mut self, now: Instant) -> Vec<Ipv6Addr> {
+        let mut gave_up = Vec::new();
         if !self.v6.neigh.has_timers() {
-            return;
+            return gave_up;
         }
         let mut due = core::mem::take(&mut self.v6.due);
         let mut probes = core::mem::take(&mut self.v6.probes);
@@ -364,9 +367,13 @@ impl IfaceState {
                 pool.put(b);
             }
             // RFC 4861 §7.2.2 would send Address Unreachable for each queued packet: they are
-            // ours, so they are counted (`ndp_unresolved_drops`) instead. The transport layer
-            // hears of it once it runs over IPv6.
-            Event::GaveUp(_) => c.ndp_resolution_failed += 1,
+            // ours, so they are counted (`ndp_unresolved_drops`) instead, and the transport
+            // hears of it directly (`Inner::timers`: connections opening through the
+            // neighbour fail with EHOSTUNREACH, as IPv4's do after ARP gives up).
+            Event::GaveUp(ip) => {
+                c.ndp_resolution_failed += 1;
+                gave_up.push(ip);
+            }
             Event::Expired(_) => c.ndp_nud_failed += 1,
         });
         for ip in due.drain(..) {
@@ -377,6 +384,7 @@ impl IfaceState {
         }
         self.v6.due = due;
         self.v6.probes = probes;
+        gave_up
     }
 
     /// Duplicate Address Detection (RFC 4862 §5.4): each tentative address sends

@@ -13,7 +13,7 @@ use crate::buf::{PacketBuf, Pool};
 use crate::mem::CopyMode;
 use crate::phy::Medium;
 use crate::wire::ethernet::EthernetAddress;
-use crate::wire::Ipv4Addr;
+use crate::wire::{Ipv4Addr, Ipv6Addr};
 
 /// Why a packet could not be queued for transmission (each case is also counted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,6 +138,20 @@ impl IfaceState {
         } else {
             self.gateway
         }
+    }
+
+    /// The IPv6 source address for a packet to `dst` (RFC 6724, `ipv6_source_for`), `None`
+    /// when the interface has no usable one (IPv6 off, or every address tentative): a connect
+    /// or send to an IPv6 peer then fails with `NetworkUnreachable`, counted in
+    /// `ipv6_no_source`.
+    pub fn ipv6_source(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+        self.ipv6_source_for(dst)
+    }
+
+    /// `a` is one of our usable IPv6 addresses (what a socket may bind to; Linux refuses a
+    /// tentative one with EADDRNOTAVAIL, as `ipv6_chk_addr` skips them).
+    pub fn is_own_ipv6(&self, a: Ipv6Addr) -> bool {
+        self.v6.state_of(a) == Some(super::ipv6::AddrState::Preferred)
     }
 
     /// Queues a finished frame for the device.

@@ -3,19 +3,31 @@
 //! verified in the copy to the socket queue) and send half (the header through
 //! `wire::udp`, its checksum completed from the payload sum taken while the data was copied
 //! in). The Stack owns the table; user calls go through `Stack::udp_*`.
+//!
+//! Dual stack, as Linux with `net.ipv6.bindv6only = 0`: a socket bound to `[::]:p` receives
+//! IPv4 and IPv6 datagrams (IPv6 only with [`UdpBindOptions::v6only`]); IPv4 peers of an IPv6
+//! socket appear as v4-mapped addresses (`::ffff:a.b.c.d`) in `recv_from` and may be sent to
+//! as such; a socket bound to `0.0.0.0:p` or an IPv4 address is IPv4 only. A datagram goes to
+//! the exact address's socket first, then the family's wildcard, then (IPv4) a dual-stack
+//! `[::]` socket, then the transparent socket. Sockets are kept in wire form (an IPv6 socket
+//! bound to `::ffff:a.b.c.d` is an IPv4 binding with the `mapped` flag). Over IPv6 the
+//! checksum is mandatory (RFC 8200 §8.1): a zero checksum is dropped and counted as bad.
 
+use super::ip::IpMeta;
+use super::state::IfaceState;
 use super::Inner;
 use crate::buf::{Csum, PacketBuf, Pool};
 use crate::offload::gso::MAX_IP_PACKET;
+use crate::tcp::{mapped_addr, wire_addr};
 use crate::time::Instant;
-use crate::wire::icmpv4::unreach_code;
-use crate::wire::ipv4::{Ipv4Repr, HEADER_LEN as IP_LEN};
+use crate::wire::ipv4::HEADER_LEN as IP_LEN;
+use crate::wire::ipv6::{HEADER_LEN as IPV6_LEN, MAX_PAYLOAD_LEN as IPV6_MAX_PAYLOAD};
 use crate::wire::tcp::PseudoHeader;
 use crate::wire::udp::{UdpPacket, UdpRepr};
-use crate::wire::IpProtocol;
+use crate::wire::{IpAddr, IpProtocol};
 use core::fmt;
 use std::collections::VecDeque;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 
 pub use crate::wire::udp::HEADER_LEN;
 pub use crate::wire::EPHEMERAL_PORTS;
@@ -40,9 +52,12 @@ pub enum UdpError {
     AddrInUse,
     /// Binding to an address that is not ours, or no ephemeral port left.
     AddrNotAvailable,
-    /// Destination port 0 or unspecified address.
+    /// Destination port 0 or unspecified address, or a destination of a family the socket
+    /// cannot send to (an IPv6 peer from an IPv4 socket, an IPv4 one from a socket bound to
+    /// a specific IPv6 address).
     InvalidInput,
-    /// Datagram larger than one IPv4 datagram carries (65507 bytes of data).
+    /// Datagram larger than one IP datagram carries (65507 bytes of data over IPv4, 65527
+    /// over IPv6).
     MessageTooLarge,
     /// Too many sockets.
     NoBufs,
@@ -51,6 +66,17 @@ pub enum UdpError {
     ConnectionRefused,
     /// A connected socket's next hop never answered ARP (reported once).
     HostUnreachable,
+    /// An IPv6 destination while the stack has no IPv6 source address for it, or a
+    /// v4-mapped destination from a v6-only socket (Linux: ENETUNREACH).
+    NetworkUnreachable,
+}
+
+/// Options fixed when a UDP socket is bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UdpBindOptions {
+    /// IPV6_V6ONLY: a socket bound to `[::]` takes IPv6 datagrams only, and v4-mapped
+    /// addresses are refused. Off by default (Linux `net.ipv6.bindv6only = 0`).
+    pub v6only: bool,
 }
 
 /// A socket's IP_MTU_DISCOVER mode (Linux's `IP_PMTUDISC_*`, ip(7)), for UDP datagrams.
@@ -94,17 +120,23 @@ impl std::error::Error for UdpError {}
 
 #[derive(Debug)]
 pub(crate) struct UdpSocket {
-    pub local: SocketAddrV4,
+    /// The bound address in wire form (see the module doc).
+    pub local: SocketAddr,
+    /// An IPv6 socket: IPv4 addresses are reported to it v4-mapped.
+    pub mapped: bool,
+    /// IPV6_V6ONLY (see [`UdpBindOptions`]).
+    pub v6only: bool,
     /// Received datagrams: sender, a buffer holding exactly the payload, and the destination
-    /// it was sent to (the original destination, for a transparent socket).
-    pub rx: VecDeque<(SocketAddrV4, PacketBuf, SocketAddrV4)>,
-    /// Datagrams to send: destination, a buffer holding the payload (headroom in front), the
-    /// payload's checksum, computed while copying it in, and the source a transparent socket
-    /// sends it from (`None`: the socket's own address).
-    pub tx: VecDeque<(SocketAddrV4, PacketBuf, u16, Option<SocketAddrV4>)>,
-    /// The peer of a connected socket (connect(2) on a datagram socket): only it may have
-    /// ICMP errors reported to the socket (RFC 1122 §4.1.3.3; Linux does the same).
-    pub peer: Option<SocketAddrV4>,
+    /// it was sent to (the original destination, for a transparent socket), as the socket
+    /// reports them (v4-mapped for an IPv6 socket).
+    pub rx: VecDeque<(SocketAddr, PacketBuf, SocketAddr)>,
+    /// Datagrams to send: destination (wire form), a buffer holding the payload (headroom in
+    /// front), the payload's checksum, computed while copying it in, and the source a
+    /// transparent socket sends it from (`None`: the socket's own address).
+    pub tx: VecDeque<(SocketAddr, PacketBuf, u16, Option<SocketAddr>)>,
+    /// The peer of a connected socket (connect(2) on a datagram socket), wire form: only it
+    /// may have ICMP errors reported to the socket (RFC 1122 §4.1.3.3; Linux does the same).
+    pub peer: Option<SocketAddr>,
     /// An asynchronous error for the next call (SO_ERROR), reported once.
     pub error: Option<UdpError>,
     /// IP_MTU_DISCOVER: DF and fragmentation of this socket's datagrams.
@@ -132,14 +164,32 @@ impl UdpTable {
         }
     }
 
-    fn port_used(&self, port: u16, addr: Ipv4Addr) -> bool {
+    /// Another socket's binding overlaps `addr` on `port` (wire form; `v6only` is the new
+    /// socket's): within a family, the same address or a wildcard on either side (Linux
+    /// without SO_REUSEADDR); across families, a dual-stack `[::]` (not v6-only) overlaps
+    /// every IPv4 binding, as Linux's `ipv6_rcv_saddr_equal` says.
+    fn port_used(&self, port: u16, addr: IpAddr, v6only: bool) -> bool {
         self.iter().any(|s| {
-            s.local.port() == port
-                && (s.local.ip().is_unspecified() || addr.is_unspecified() || *s.local.ip() == addr)
+            if s.transparent || s.local.port() != port {
+                return false;
+            }
+            let theirs = s.local.ip();
+            match (theirs, addr) {
+                (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_)) => {
+                    theirs.is_unspecified() || addr.is_unspecified() || theirs == addr
+                }
+                (IpAddr::V6(t), IpAddr::V4(_)) => t.is_unspecified() && !s.v6only,
+                (IpAddr::V4(_), IpAddr::V6(a)) => a.is_unspecified() && !v6only,
+            }
         })
     }
 
-    pub fn bind(&mut self, mut local: SocketAddrV4) -> Result<UdpHandle, UdpError> {
+    pub fn bind(&mut self, local: SocketAddr, opts: UdpBindOptions) -> Result<UdpHandle, UdpError> {
+        let (mut local, mapped) = wire_addr(local);
+        if mapped && opts.v6only {
+            // Linux `inet6_bind`: a v6-only socket cannot bind a v4-mapped address (EINVAL).
+            return Err(UdpError::InvalidInput);
+        }
         if local.port() == 0 {
             let mut found = None;
             for _ in EPHEMERAL_PORTS {
@@ -149,16 +199,18 @@ impl UdpTable {
                 } else {
                     p + 1
                 };
-                if !self.port_used(p, *local.ip()) {
+                if !self.port_used(p, local.ip(), opts.v6only) {
                     found = Some(p);
                     break;
                 }
             }
             local.set_port(found.ok_or(UdpError::AddrNotAvailable)?);
-        } else if self.port_used(local.port(), *local.ip()) {
+        } else if self.port_used(local.port(), local.ip(), opts.v6only) {
             return Err(UdpError::AddrInUse);
         }
         let sock = UdpSocket {
+            mapped: mapped || local.is_ipv6(),
+            v6only: opts.v6only,
             local,
             rx: VecDeque::with_capacity(self.queue_limit.min(256)),
             tx: VecDeque::with_capacity(self.queue_limit.min(256)),
@@ -178,7 +230,9 @@ impl UdpTable {
             return Err(UdpError::AddrInUse);
         }
         let sock = UdpSocket {
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0).into(),
+            mapped: false,
+            v6only: false,
             rx: VecDeque::with_capacity(self.queue_limit.min(256)),
             tx: VecDeque::with_capacity(self.queue_limit.min(256)),
             peer: None,
@@ -243,32 +297,39 @@ impl UdpTable {
         self.queue_limit
     }
 
-    /// The socket a datagram to `dst` is delivered to: an exact address match first, then a
-    /// wildcard bind (RFC 1122 §4.1.3.4 leaves the choice to the host; this is the BSD rule),
-    /// then the transparent socket. `ours`: `dst` is our address (or a broadcast); a datagram
-    /// to a foreign address (transparent mode) goes to the transparent socket only, and a
-    /// broadcast never does (`bcast`).
-    pub fn lookup(&mut self, dst: SocketAddrV4, ours: bool, bcast: bool) -> Option<&mut UdpSocket> {
+    /// The socket a datagram to `dst` (wire form) is delivered to: an exact address match
+    /// first, then a wildcard bind of the family (RFC 1122 §4.1.3.4 leaves the choice to the
+    /// host; this is the BSD rule), then for IPv4 a dual-stack `[::]` socket (Linux scores
+    /// AF_INET above AF_INET6), then the transparent socket. `ours`: `dst` is our address (or
+    /// a broadcast); a datagram to a foreign address (transparent mode) goes to the
+    /// transparent socket only, and a broadcast never does (`bcast`).
+    pub fn lookup(&mut self, dst: SocketAddr, ours: bool, bcast: bool) -> Option<&mut UdpSocket> {
         let mut wildcard = None;
+        let mut dual = None;
         let mut exact = None;
         let mut transparent = None;
         for (i, (_, s)) in self.slots.iter().enumerate() {
             if let Some(s) = s {
                 if s.transparent {
-                    if !bcast {
+                    if !bcast && dst.is_ipv4() {
                         transparent = Some(i);
                     }
                 } else if ours && s.local.port() == dst.port() {
-                    if s.local.ip() == dst.ip() {
+                    let ip = s.local.ip();
+                    if ip == dst.ip() {
                         exact = Some(i);
                         break;
-                    } else if s.local.ip().is_unspecified() {
-                        wildcard = Some(i);
+                    } else if ip.is_unspecified() {
+                        if ip.is_ipv4() == dst.is_ipv4() {
+                            wildcard = Some(i);
+                        } else if dst.is_ipv4() && !s.v6only {
+                            dual = Some(i);
+                        }
                     }
                 }
             }
         }
-        let i = exact.or(wildcard).or(transparent)?;
+        let i = exact.or(wildcard).or(dual).or(transparent)?;
         self.slots[i].1.as_mut()
     }
 
@@ -284,12 +345,7 @@ impl Inner {
     /// An ICMP error quoting a UDP datagram we sent from `local` to `remote`: a socket
     /// connected to `remote` gets `err` for its next call. Unconnected sockets hear nothing
     /// (Linux without IP_RECVERR: a datagram socket cannot tell which send failed).
-    pub(super) fn udp_icmp_error(
-        &mut self,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
-        err: UdpError,
-    ) {
+    pub(super) fn udp_icmp_error(&mut self, local: SocketAddr, remote: SocketAddr, err: UdpError) {
         for sock in self.udp.iter_mut() {
             let addr_ok = sock.local.ip().is_unspecified() || sock.local.ip() == local.ip();
             if sock.local.port() == local.port() && addr_ok && sock.peer == Some(remote) {
@@ -304,8 +360,21 @@ impl Inner {
     pub(super) fn udp_host_unreachable(&mut self, next_hop: Ipv4Addr) {
         let st = &self.st;
         for sock in self.udp.iter_mut() {
-            if let Some(p) = sock.peer {
+            if let Some(SocketAddr::V4(p)) = sock.peer {
                 if st.next_hop(*p.ip()) == Some(next_hop) {
+                    sock.error = Some(UdpError::HostUnreachable);
+                }
+            }
+        }
+    }
+
+    /// `udp_host_unreachable` for an IPv6 neighbour whose resolution failed (RFC 4861
+    /// §7.2.2).
+    pub(super) fn udp_host_unreachable6(&mut self, next_hop: Ipv6Addr) {
+        let v6 = &self.st.v6;
+        for sock in self.udp.iter_mut() {
+            if let Some(SocketAddr::V6(p)) = sock.peer {
+                if v6.next_hop(*p.ip()) == Some(next_hop) {
                     sock.error = Some(UdpError::HostUnreachable);
                 }
             }
@@ -317,10 +386,10 @@ impl Inner {
     pub(super) fn udp_connect(
         &mut self,
         h: UdpHandle,
-        peer: Option<SocketAddrV4>,
+        peer: Option<SocketAddr>,
     ) -> Result<(), UdpError> {
         let sock = self.udp.get_mut(h)?;
-        sock.peer = peer;
+        sock.peer = peer.map(|p| wire_addr(p).0);
         sock.error = None;
         Ok(())
     }
@@ -339,11 +408,32 @@ impl Inner {
         Ok(self.udp.get_mut(h)?.error.take())
     }
 
-    pub(super) fn udp_bind(&mut self, local: SocketAddrV4) -> Result<UdpHandle, UdpError> {
-        if !local.ip().is_unspecified() && *local.ip() != self.st.addr {
+    /// Binds `local`: the address must be unspecified (`0.0.0.0`, `[::]`, `[::ffff:0.0.0.0]`)
+    /// or ours (the IPv4 address, plain or v4-mapped; an IPv6 address of the interface).
+    pub(super) fn udp_bind(
+        &mut self,
+        local: SocketAddr,
+        opts: UdpBindOptions,
+    ) -> Result<UdpHandle, UdpError> {
+        let ours = match wire_addr(local).0.ip() {
+            IpAddr::V4(a) => a.is_unspecified() || a == self.st.addr,
+            IpAddr::V6(a) => a.is_unspecified() || self.st.is_own_ipv6(a),
+        };
+        if !ours {
             return Err(UdpError::AddrNotAvailable);
         }
-        self.udp.bind(local)
+        self.udp.bind(local, opts)
+    }
+
+    /// The bound address as the socket reports it (v4-mapped for an IPv6 socket bound to an
+    /// IPv4 address).
+    pub(super) fn udp_local_addr(&self, h: UdpHandle) -> Result<SocketAddr, UdpError> {
+        let s = self.udp.get(h)?;
+        Ok(if s.mapped {
+            mapped_addr(s.local)
+        } else {
+            s.local
+        })
     }
 
     /// Copies the datagram into a pooled buffer (summing it in the same pass) and queues it.
@@ -353,26 +443,63 @@ impl Inner {
         now: Instant,
         h: UdpHandle,
         data: &[u8],
-        to: SocketAddrV4,
-        from: Option<SocketAddrV4>,
+        to: SocketAddr,
+        from: Option<SocketAddr>,
     ) -> Result<(), UdpError> {
+        let (to, to_mapped) = wire_addr(to);
         if to.port() == 0 || to.ip().is_unspecified() {
             return Err(UdpError::InvalidInput);
         }
+        let from = from.map(|f| wire_addr(f).0);
         if let Some(f) = from {
             // Only a transparent socket sends from a foreign address (Linux: IP_TRANSPARENT
-            // with an IP_PKTINFO/bind source), and only from a concrete one.
+            // with an IP_PKTINFO/bind source), and only from a concrete one (IPv4: the
+            // transparent socket is IPv4 only).
             if !self.udp.get(h)?.transparent {
                 return Err(UdpError::AddrNotAvailable);
             }
-            if f.port() == 0 || f.ip().is_unspecified() || f.ip().is_multicast() {
+            if f.port() == 0 || f.ip().is_unspecified() || f.ip().is_multicast() || f.is_ipv6() {
                 return Err(UdpError::InvalidInput);
             }
         }
-        // One IPv4 datagram carries at most 65535 - 20 - 8 = 65507 bytes of UDP data; a larger
-        // one than the path MTU is fragmented on its way out (`IfaceState::send_ip`).
-        if data.len() + HEADER_LEN + IP_LEN > MAX_IP_PACKET {
+        {
+            let sock = self.udp.get(h)?;
+            // Which destinations the socket's family and binding can reach (Linux
+            // `udpv6_sendmsg`): an IPv4 socket only IPv4; an IPv6 socket IPv6, and IPv4
+            // (v4-mapped) unless v6-only (ENETUNREACH) or bound to a specific IPv6 address.
+            let local = sock.local.ip();
+            let ok = match to.ip() {
+                IpAddr::V4(_) => {
+                    if to_mapped && sock.v6only {
+                        return Err(UdpError::NetworkUnreachable);
+                    }
+                    local.is_ipv4() || (local.is_unspecified() && !sock.v6only)
+                }
+                IpAddr::V6(_) => local.is_ipv6(),
+            };
+            if !ok {
+                return Err(UdpError::InvalidInput);
+            }
+        }
+        // One IPv4 datagram carries at most 65535 - 20 - 8 = 65507 bytes of UDP data, one
+        // IPv6 datagram 65535 - 8 = 65527 (its payload length excludes the fixed header); a
+        // larger one than the path MTU is fragmented on its way out (`IfaceState::send_ip`,
+        // or the IPv6 layer's `send_ipv6`).
+        let too_big = match to {
+            SocketAddr::V4(_) => data.len() + HEADER_LEN + IP_LEN > MAX_IP_PACKET,
+            SocketAddr::V6(_) => data.len() + HEADER_LEN > IPV6_MAX_PAYLOAD,
+        };
+        if too_big {
             return Err(UdpError::MessageTooLarge);
+        }
+        if let SocketAddr::V6(t) = to {
+            if self.st.ipv6_source(*t.ip()).is_none()
+                && self.udp.get(h)?.local.ip().is_unspecified()
+            {
+                // No IPv6 address to send from: fail now rather than drop later.
+                self.st.c.ipv6_no_source += 1;
+                return Err(UdpError::NetworkUnreachable);
+            }
         }
         let limit = self.udp.queue_limit();
         let sock = self.udp.get_mut(h)?;
@@ -381,11 +508,18 @@ impl Inner {
             return Err(e);
         }
         // IP_PMTUDISC_DO / PROBE: DF always, so a datagram beyond the MTU that applies could
-        // never leave; refuse it now, as Linux's ip_append_data does (EMSGSIZE).
+        // never leave; refuse it now, as Linux's ip_append_data does (EMSGSIZE). IPv6 the
+        // same with its MTU and header (IPV6_MTU_DISCOVER).
         let mode = sock.pmtu_disc;
-        if mode.refuses_fragments()
-            && IP_LEN + HEADER_LEN + data.len() > self.st.datagram_mtu(now, *to.ip(), mode)
-        {
+        let too_big_for_path = match to {
+            SocketAddr::V4(t) => {
+                IP_LEN + HEADER_LEN + data.len() > self.st.datagram_mtu(now, *t.ip(), mode)
+            }
+            SocketAddr::V6(t) => {
+                IPV6_LEN + HEADER_LEN + data.len() > self.st.datagram_mtu_v6(now, *t.ip(), mode)
+            }
+        };
+        if mode.refuses_fragments() && too_big_for_path {
             return Err(UdpError::MessageTooLarge);
         }
         if sock.tx.len() >= limit {
@@ -406,7 +540,7 @@ impl Inner {
         &mut self,
         h: UdpHandle,
         buf: &mut [u8],
-    ) -> Result<(usize, SocketAddrV4, SocketAddrV4), UdpError> {
+    ) -> Result<(usize, SocketAddr, SocketAddr), UdpError> {
         let sock = self.udp.get_mut(h)?;
         if let Some(e) = sock.error.take() {
             return Err(e);
@@ -428,15 +562,36 @@ impl Inner {
                 // A datagram goes out whole (all its fragments) or waits for the next round;
                 // one that could never fit the queue is tried (and counted) when it is empty.
                 let mode = sock.pmtu_disc;
-                let frames = st.frames_for(now, *to.ip(), HEADER_LEN + buf.len(), mode);
+                let frames = match to {
+                    SocketAddr::V4(t) => st.frames_for(now, *t.ip(), HEADER_LEN + buf.len(), mode),
+                    SocketAddr::V6(t) => {
+                        st.frames_for_v6(now, *t.ip(), HEADER_LEN + buf.len(), mode)
+                    }
+                };
                 if st.tx_full() || (st.tx.len() + frames > st.tx_limit && !st.tx.is_empty()) {
                     sock.tx.push_front((to, buf, sum, from));
                     return true;
                 }
-                let (src, src_port) = match from {
-                    Some(f) => (*f.ip(), f.port()),
-                    None if sock.local.ip().is_unspecified() => (addr, sock.local.port()),
-                    None => (*sock.local.ip(), sock.local.port()),
+                let src_port = from.map_or(sock.local.port(), |f| f.port());
+                let src: IpAddr = match (from, to) {
+                    (Some(f), _) => f.ip(),
+                    (None, SocketAddr::V4(_)) => match sock.local.ip() {
+                        // A dual-stack `[::]` socket sends IPv4 from our IPv4 address.
+                        IpAddr::V4(a) if !a.is_unspecified() => a.into(),
+                        _ => addr.into(),
+                    },
+                    (None, SocketAddr::V6(t)) => match sock.local.ip() {
+                        IpAddr::V6(a) if !a.is_unspecified() => a.into(),
+                        _ => match st.ipv6_source(*t.ip()) {
+                            Some(a) => a.into(),
+                            None => {
+                                // The source went away after `udp_send_to` checked it.
+                                st.c.ipv6_no_source += 1;
+                                st.pool.put(buf);
+                                continue;
+                            }
+                        },
+                    },
                 };
                 let repr = UdpRepr {
                     src_port,
@@ -447,8 +602,10 @@ impl Inner {
                 // The length fits: `udp_send_to` bounded the datagram by the MTU. RFC 768: the
                 // checksum covers pseudo-header, header and data; the data's share was summed
                 // while it was copied in.
+                // IPv6: the checksum is mandatory (RFC 8200 §8.1); a computed 0 is sent as
+                // 0xffff by `emit_with_payload_sum`, as over IPv4.
                 let ok = if st.csum_tx {
-                    let ph = PseudoHeader { src, dst: *to.ip() };
+                    let ph = PseudoHeader { src, dst: to.ip() };
                     repr.emit_with_payload_sum(header, len, sum, &ph).is_ok()
                 } else {
                     repr.emit(&mut UdpPacket::new_unchecked(header), len)
@@ -461,27 +618,51 @@ impl Inner {
                 }
                 st.c.udp_out += 1;
                 // A refusal is counted where it happens (queue full, no route, ...).
-                let _ = st.send_ip_pmtu(now, IpProtocol::Udp, src, *to.ip(), buf, mode);
+                let _ = match (src, to.ip()) {
+                    (IpAddr::V4(s), IpAddr::V4(d)) => {
+                        st.send_ip_pmtu(now, IpProtocol::Udp, s, d, buf, mode)
+                    }
+                    (IpAddr::V6(s), IpAddr::V6(d)) => st.send_ipv6(
+                        now,
+                        IpProtocol::Udp,
+                        s,
+                        d,
+                        buf,
+                        crate::wire::ipv4::Ecn::NotEct,
+                    ),
+                    _ => {
+                        st.c.udp_malformed += 1;
+                        st.pool.put(buf);
+                        Ok(())
+                    }
+                };
             }
         }
         false
     }
 
+    /// One received UDP datagram, for either family (`ip` from [`IpMeta::from_v4`] or
+    /// [`IpMeta::from_v6`], `payload` the UDP header and data after any IPv6 extension
+    /// headers). Returns true when no socket took it and the caller should answer with a port
+    /// unreachable (RFC 1122 §4.1.3.1; ICMPv6 Destination Unreachable code 4, RFC 4443 §3.1):
+    /// never for a broadcast or multicast (`bcast`), a foreign destination, or a corrupt
+    /// datagram.
     pub(super) fn receive_udp(
         &mut self,
         now: Instant,
-        ip: &Ipv4Repr,
+        ip: &IpMeta,
         payload: &[u8],
         bcast: bool,
         csum: Csum,
-    ) {
+    ) -> bool {
+        let _ = now;
         let c = &mut self.st.c;
         c.udp_in += 1;
         // RFC 768: the length field covers header and data (at least the 8-byte header); bytes
         // beyond it are padding.
         let Ok(pkt) = UdpPacket::new_checked(payload) else {
             c.udp_malformed += 1;
-            return;
+            return false;
         };
         let ph = PseudoHeader {
             src: ip.src,
@@ -491,20 +672,31 @@ impl Inner {
         // in the copy to the socket queue, or in a separate pass before an ICMP answer.
         let Ok(repr) = UdpRepr::parse(&pkt, &ph, false) else {
             c.udp_malformed += 1;
-            return;
+            return false;
         };
+        // RFC 8200 §8.1: over IPv6 the checksum is not optional; "IPv6 receivers must discard
+        // UDP packets containing a zero checksum" (Linux `udp6_csum_init` too).
+        if ip.dst.is_ipv6() && pkt.checksum() == 0 {
+            c.udp_bad_checksum += 1;
+            return false;
+        }
         // RFC 768: an all-zero checksum means the sender computed none.
         let verify = csum.needs_verify() && pkt.checksum() != 0;
         let data = pkt.payload();
         let limit = self.udp.queue_limit();
-        let dst = SocketAddrV4::new(ip.dst, repr.dst_port);
-        // A foreign destination reached us in transparent mode (see `receive_ipv4`).
-        let ours = bcast || ip.dst == self.st.addr;
+        let dst = SocketAddr::new(ip.dst, repr.dst_port);
+        let src = SocketAddr::new(ip.src, repr.src_port);
+        // A foreign destination reached us in transparent mode (see `receive_ipv4`); the
+        // IPv6 layer passes up only what is addressed to us.
+        let ours = match ip.dst {
+            IpAddr::V4(d) => bcast || d == self.st.addr,
+            IpAddr::V6(_) => true,
+        };
         match self.udp.lookup(dst, ours, bcast) {
             Some(sock) => {
                 if sock.rx.len() >= limit {
                     c.udp_queue_full += 1;
-                    return;
+                    return false;
                 }
                 let mut buf = self.st.pool.get();
                 let data_sum = self
@@ -517,10 +709,16 @@ impl Inner {
                 if verify && !pkt.verify_checksum_with_payload_sum(&ph, data_sum) {
                     c.udp_bad_checksum += 1;
                     self.st.pool.put(buf);
-                    return;
+                    return false;
                 }
-                sock.rx
-                    .push_back((SocketAddrV4::new(ip.src, repr.src_port), buf, dst));
+                // An IPv6 socket sees IPv4 addresses v4-mapped (RFC 3493 §3.7).
+                let (src, dst) = if sock.mapped {
+                    (mapped_addr(src), mapped_addr(dst))
+                } else {
+                    (src, dst)
+                };
+                sock.rx.push_back((src, buf, dst));
+                false
             }
             None => {
                 // Verify before answering: never send an error about a corrupted datagram.
@@ -529,17 +727,46 @@ impl Inner {
                     c.bytes_checksummed_separately += data.len() as u64;
                     if !pkt.verify_checksum(&ph) {
                         c.udp_bad_checksum += 1;
-                        return;
+                        return false;
                     }
                 }
                 c.udp_no_socket += 1;
                 // RFC 1122 §4.1.3.1: port unreachable for a closed port, but never in answer to
                 // a broadcast (RFC 1122 §3.2.2), nor for a foreign destination (transparent
                 // mode without a transparent socket: it would come from our own address).
-                if !bcast && ours {
-                    self.send_icmp_unreachable(now, unreach_code::PORT, ip, payload);
-                }
+                !bcast && ours
             }
         }
+    }
+}
+
+impl IfaceState {
+    /// The MTU an IPv6 datagram to `dst` is measured against under `mode` (the same modes
+    /// as IPV6_MTU_DISCOVER): the IPv6 path MTU (RFC 8201), or the link MTU for the modes
+    /// that ignore what ICMPv6 reported.
+    pub(super) fn datagram_mtu_v6(&self, now: Instant, dst: Ipv6Addr, mode: PmtuDisc) -> usize {
+        match mode {
+            PmtuDisc::Probe | PmtuDisc::Interface | PmtuDisc::Omit => self.mtu,
+            PmtuDisc::Dont | PmtuDisc::Want | PmtuDisc::Do => self.ipv6_path_mtu(now, dst),
+        }
+    }
+
+    /// Frames a UDP datagram of `len` bytes (upper-layer payload) to `dst` takes over IPv6:
+    /// 1, or as many fragments as the IPv6 layer cuts it into at the path MTU (RFC 8200 §4.5:
+    /// each fragment carries a multiple of 8 bytes after the fixed header and an 8-byte
+    /// fragment header), for the transmit-queue bound.
+    pub(super) fn frames_for_v6(
+        &self,
+        now: Instant,
+        dst: Ipv6Addr,
+        len: usize,
+        mode: PmtuDisc,
+    ) -> usize {
+        let mtu = self.datagram_mtu_v6(now, dst, mode);
+        if IPV6_LEN + len <= mtu {
+            return 1;
+        }
+        let per = mtu.saturating_sub(IPV6_LEN + 8) / 8 * 8;
+        len.div_ceil(per.max(8))
     }
 }

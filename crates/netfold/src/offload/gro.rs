@@ -1,4 +1,4 @@
-//! Generic receive offload (GRO) for TCP over IPv4: within one receive batch, consecutive
+//! Generic receive offload (GRO) for TCP over IPv4 and IPv6: within one receive batch, consecutive
 //! segments of one flow are merged into one larger segment so that TCP runs its input path once
 //! per flow per batch instead of once per frame (seed 000 §4.2 "gather-receive"; Linux
 //! `tcp_gro_receive` in `net/ipv4/tcp_offload.c`).
@@ -6,9 +6,13 @@
 //! Only merges that a GSO sender could split back into the same segments are done (the Linux
 //! rules): same 4-tuple; contiguous sequence numbers (seq == previous seq + previous length);
 //! same ACK number and window; byte-identical TCP options (timestamps included); IPv4 without
-//! options or fragmentation, with the same TTL, TOS and DF; flags ACK only (PSH allowed, and it
+//! options or fragmentation, with the same TTL, TOS and DF, or IPv6 without extension headers
+//! with the same hop limit, traffic class and flow label (Linux `ipv6_gro_receive` compares
+//! the first word of the header, version, traffic class and flow label, and the hop limit;
+//! the caller passes only extension-free packets as mergeable); flags ACK only (PSH allowed, and it
 //! ends the train after being merged); no segment longer than the first, and a shorter one ends
-//! the train. Limits: the merged IP packet stays within 64 KiB (bytes) and [`MAX_SEGS`]
+//! the train. Limits: the merged IP packet stays within 64 KiB (bytes; for IPv6 the 16-bit
+//! payload length, which excludes the 40-byte header) and [`MAX_SEGS`]
 //! segments (count) — seed 002 shows why a count alone is wrong: with small segments a count
 //! limit lets a "merged" segment stay tiny, with jumbo ones it overflows the 16-bit length.
 //!
@@ -34,7 +38,7 @@
 
 use crate::buf::Csum;
 use crate::wire::tcp::{TcpFlags, TcpPacket, TcpRepr, MAX_OPTIONS_LEN};
-use crate::wire::Ipv4Addr;
+use crate::wire::IpAddr;
 
 /// Most segments merged into one: 44 segments of 1448 bytes (MSS 1460 less timestamps) fill
 /// a 64 KiB packet, so at MTU 1500 the byte limit and this count agree; with small segments
@@ -47,6 +51,8 @@ pub const MAX_FLOWS: usize = 8;
 const MAX_IP_PACKET: usize = crate::wire::ipv4::MAX_PACKET_LEN;
 /// GRO merges only option-less IPv4 (Linux `inet_gro_receive`: ihl must be 5).
 const IPV4_HEADER: usize = crate::wire::ipv4::HEADER_LEN;
+/// Largest IPv6 payload (the 16-bit Payload Length, RFC 8200 §3; no jumbograms).
+const MAX_IPV6_PAYLOAD: usize = crate::wire::ipv6::MAX_PAYLOAD_LEN;
 
 /// Why a held train was handed to TCP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,19 +75,22 @@ pub enum Flush {
     Control,
 }
 
-/// The IP fields that must match for two segments to merge.
+/// The IP fields that must match for two segments to merge (IPv4: addresses, TTL, TOS, DF;
+/// IPv6: addresses, hop limit, traffic class, flow label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IpKey {
     /// Source address.
-    pub src: Ipv4Addr,
-    /// Destination address.
-    pub dst: Ipv4Addr,
-    /// Time to live.
+    pub src: IpAddr,
+    /// Destination address (same family).
+    pub dst: IpAddr,
+    /// Time to live / hop limit.
     pub ttl: u8,
-    /// DSCP and ECN.
+    /// DSCP and ECN (IPv4 TOS, IPv6 traffic class).
     pub tos: u8,
-    /// Don't fragment.
+    /// Don't fragment (IPv4; false for IPv6).
     pub df: bool,
+    /// Flow label (IPv6; 0 for IPv4).
+    pub flow_label: u32,
 }
 
 /// One received TCP segment in a frame of the receive batch (header parsed, checksum in the
@@ -176,8 +185,13 @@ impl Held<'_> {
             && self.repr.src_port == s.repr.src_port
             && self.repr.dst_port == s.repr.dst_port
     }
+    /// Largest merged TCP payload: what one IP packet of the family carries besides the TCP
+    /// header (IPv4: total length 65535 with a 20-byte header; IPv6: payload length 65535).
     fn max_len(&self) -> usize {
-        MAX_IP_PACKET - IPV4_HEADER - self.hdr_len
+        match self.ip.src {
+            IpAddr::V4(_) => MAX_IP_PACKET - IPV4_HEADER - self.hdr_len,
+            IpAddr::V6(_) => MAX_IPV6_PAYLOAD - self.hdr_len,
+        }
     }
 }
 
@@ -236,6 +250,9 @@ impl<'b> Gro<'b> {
     /// Hands the held train of the flow `s` belongs to (if any) to TCP, so that a segment GRO
     /// does not merge is delivered after the data before it.
     pub fn flush_flow(&mut self, sink: &mut dyn Sink, s: &Seg<'_>) {
+        if self.n == 0 {
+            return;
+        }
         if let Some(h) = self.position(s).and_then(|i| self.remove(i)) {
             self.deliver(sink, h, Flush::Control);
         }
@@ -243,14 +260,20 @@ impl<'b> Gro<'b> {
 
     /// Flushes everything held (end of the receive batch).
     pub fn flush_all(&mut self, sink: &mut dyn Sink) {
+        // Nothing held (a request/response flow's PSH segments never are): no call at all.
+        if self.n == 0 {
+            return;
+        }
         while let Some(h) = self.remove(0) {
             self.deliver(sink, h, Flush::BatchEnd);
         }
     }
 
-    /// Takes one mergeable data segment (ACK/PSH only, payload non-empty, plain IPv4).
+    /// Takes one mergeable data segment (ACK/PSH only, payload non-empty, plain IPv4 or IPv6
+    /// without extension headers).
     pub fn receive(&mut self, sink: &mut dyn Sink, s: &Seg<'b>) {
-        if let Some(i) = self.position(s) {
+        let found = if self.n == 0 { None } else { self.position(s) };
+        if let Some(i) = found {
             match self.held[i].as_ref().and_then(|h| check(h, s)) {
                 None => {
                     self.merge(sink, i, s);
@@ -392,4 +415,209 @@ fn check(h: &Held<'_>, s: &Seg<'_>) -> Option<Flush> {
         return Some(Flush::Bytes);
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::tcp::{PseudoHeader, TcpOptions, Timestamps};
+    use crate::wire::Ipv6Addr;
+
+    /// Records what GRO hands on; every checksum passes (`bad` fails one segment's).
+    #[derive(Default)]
+    struct Rec {
+        delivered: Vec<(IpKey, u32, Vec<u8>, bool)>,
+        flushes: Vec<Flush>,
+        merges: usize,
+        verified: usize,
+    }
+
+    impl Sink for Rec {
+        // Verifies in full (the stack's sink leaves a data segment's sum open for TCP).
+        fn check(&mut self, ip: &IpKey, seg: &[u8], _hdr_len: usize, csum: &mut Csum) -> Checked {
+            if !csum.needs_verify() {
+                return Checked::Verified;
+            }
+            self.verified += 1;
+            let ok = TcpPacket::new_checked(seg)
+                .is_ok_and(|p| p.verify_checksum(&PseudoHeader::new(ip.src, ip.dst)));
+            if ok {
+                *csum = Csum::Verified;
+                Checked::Verified
+            } else {
+                Checked::Bad
+            }
+        }
+        fn flushed(&mut self, why: Flush) {
+            self.flushes.push(why);
+        }
+        fn merged(&mut self) {
+            self.merges += 1;
+        }
+        fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]], _: &[Option<u16>]) {
+            self.delivered
+                .push((*ip, repr.seq, parts.concat(), repr.flags.psh()));
+        }
+    }
+
+    fn v6(last: u16) -> IpAddr {
+        IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, last))
+    }
+
+    fn key6() -> IpKey {
+        IpKey {
+            src: v6(2),
+            dst: v6(1),
+            ttl: 64,
+            tos: 0,
+            df: false,
+            flow_label: 0xabcde,
+        }
+    }
+
+    /// A TCP segment (header with timestamps, checksum over `ip`'s pseudo-header).
+    fn seg(ip: &IpKey, seq: u32, len: usize, psh: bool) -> Vec<u8> {
+        let repr = TcpRepr {
+            src_port: 5000,
+            dst_port: 80,
+            seq,
+            ack: 1,
+            flags: TcpFlags(TcpFlags::ACK | if psh { TcpFlags::PSH } else { 0 }),
+            window: 1000,
+            urgent: 0,
+            options: TcpOptions {
+                timestamps: Some(Timestamps { tsval: 7, tsecr: 3 }),
+                ..TcpOptions::default()
+            },
+        };
+        let payload: Vec<u8> = (0..len).map(|i| (seq as usize + i) as u8).collect();
+        let mut b = vec![0u8; repr.header_len() + len];
+        repr.emit_with_checksum(&mut b, &payload, &PseudoHeader::new(ip.src, ip.dst))
+            .unwrap();
+        b
+    }
+
+    fn as_seg<'b>(ip: IpKey, bytes: &'b [u8]) -> Seg<'b> {
+        let p = TcpPacket::new_checked(bytes).unwrap();
+        let repr = TcpRepr::parse(&p, &PseudoHeader::new(ip.src, ip.dst), false).unwrap();
+        Seg {
+            ip,
+            repr,
+            bytes,
+            hdr_len: p.header_len(),
+            csum: Csum::Unverified,
+        }
+    }
+
+    #[test]
+    fn ipv6_segments_of_one_flow_merge_and_keep_order() {
+        let k = key6();
+        let frames: Vec<Vec<u8>> = (0..4)
+            .map(|i| seg(&k, 1000 + 1200 * i, 1200, i == 3))
+            .collect();
+        let segs: Vec<Seg<'_>> = frames.iter().map(|f| as_seg(k, f)).collect();
+        let mut rec = Rec::default();
+        let mut gro = Gro::new();
+        for s in &segs {
+            gro.receive(&mut rec, s);
+        }
+        gro.flush_all(&mut rec);
+        assert_eq!(rec.merges, 3);
+        assert_eq!(rec.flushes, vec![Flush::Psh]);
+        assert_eq!(rec.delivered.len(), 1);
+        let (ip, seq, data, psh) = &rec.delivered[0];
+        assert_eq!((*ip, *seq, data.len(), *psh), (k, 1000, 4800, true));
+        let want: Vec<u8> = (0..4)
+            .flat_map(|i| (0..1200).map(move |j| ((1000 + 1200 * i) as usize + j) as u8))
+            .collect();
+        assert_eq!(*data, want);
+        // Every checksum was checked over the IPv6 pseudo-header, once.
+        assert_eq!(rec.verified, 4);
+    }
+
+    #[test]
+    fn ipv6_flow_label_hop_limit_and_traffic_class_must_match() {
+        // Linux `ipv6_gro_receive` compares the first word (traffic class, flow label) and the
+        // hop limit; a difference ends the train.
+        let base = key6();
+        for other in [
+            IpKey {
+                flow_label: 1,
+                ..base
+            },
+            IpKey { ttl: 63, ..base },
+            IpKey { tos: 0x02, ..base },
+        ] {
+            let a = seg(&base, 0, 1000, false);
+            let b = seg(&other, 1000, 1000, false);
+            let mut rec = Rec::default();
+            let mut gro = Gro::new();
+            gro.receive(&mut rec, &as_seg(base, &a));
+            gro.receive(&mut rec, &as_seg(other, &b));
+            gro.flush_all(&mut rec);
+            assert_eq!(rec.merges, 0, "{other:?}");
+            assert_eq!(rec.flushes, vec![Flush::Mismatch, Flush::BatchEnd]);
+            assert_eq!(rec.delivered.len(), 2);
+        }
+    }
+
+    #[test]
+    fn ipv4_and_ipv6_flows_are_kept_apart() {
+        // The same ports, and IPv6 addresses that are the v4-mapped forms of the IPv4 ones:
+        // two different flows.
+        let k4 = IpKey {
+            src: IpAddr::V4(crate::wire::Ipv4Addr::new(198, 18, 0, 2)),
+            dst: IpAddr::V4(crate::wire::Ipv4Addr::new(198, 18, 0, 1)),
+            ttl: 64,
+            tos: 0,
+            df: true,
+            flow_label: 0,
+        };
+        let to6 = |a: IpAddr| match a {
+            IpAddr::V4(v) => IpAddr::V6(v.to_ipv6_mapped()),
+            x => x,
+        };
+        let k6 = IpKey {
+            src: to6(k4.src),
+            dst: to6(k4.dst),
+            df: false,
+            ..k4
+        };
+        let a = seg(&k4, 0, 1000, false);
+        let b = seg(&k6, 1000, 1000, false);
+        let c = seg(&k4, 1000, 1000, false);
+        let mut rec = Rec::default();
+        let mut gro = Gro::new();
+        gro.receive(&mut rec, &as_seg(k4, &a));
+        gro.receive(&mut rec, &as_seg(k6, &b));
+        gro.receive(&mut rec, &as_seg(k4, &c));
+        gro.flush_all(&mut rec);
+        // The IPv4 flow merged around the IPv6 segment; the IPv6 one stood alone.
+        assert_eq!(rec.merges, 1);
+        let by_len: Vec<(bool, usize)> = rec
+            .delivered
+            .iter()
+            .map(|(ip, _, d, _)| (ip.src.is_ipv6(), d.len()))
+            .collect();
+        assert!(by_len.contains(&(false, 2000)) && by_len.contains(&(true, 1000)));
+    }
+
+    #[test]
+    fn ipv6_byte_limit_is_the_payload_length_field() {
+        // IPv6's payload length excludes its 40-byte header: a train may hold up to
+        // 65535 - TCP header bytes, 20 more than over IPv4.
+        let k = key6();
+        let f = seg(&k, 0, 100, false);
+        let s = as_seg(k, &f);
+        let h = start(&s);
+        assert_eq!(h.max_len(), 65535 - s.hdr_len);
+        let k4 = IpKey {
+            src: IpAddr::V4(crate::wire::Ipv4Addr::new(198, 18, 0, 2)),
+            dst: IpAddr::V4(crate::wire::Ipv4Addr::new(198, 18, 0, 1)),
+            ..k
+        };
+        let f4 = seg(&k4, 0, 100, false);
+        let s4 = as_seg(k4, &f4);
+        assert_eq!(start(&s4).max_len(), 65535 - 20 - s4.hdr_len);
+    }
 }

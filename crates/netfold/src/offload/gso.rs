@@ -1,12 +1,16 @@
-//! The one software segmenter (GSO) for TCP over IPv4, after Linux `tcp_gso_segment` in
-//! `net/ipv4/tcp_offload.c`: a super-segment (one TCP header, up to 64 KiB of payload) is cut
-//! into packets of at most `mss` payload bytes.
+//! The one software segmenter (GSO) for TCP over IPv4 and IPv6, after Linux `tcp_gso_segment`
+//! in `net/ipv4/tcp_offload.c` (and `tcp6_gso_segment`, `ipv6_gso_segment` for IPv6): a
+//! super-segment (one TCP header, up to 64 KiB of payload) is cut into packets of at most
+//! `mss` payload bytes.
 //!
 //! The headers are built once per super-segment as templates ([`TcpTemplate`], [`IpTemplate`])
 //! with the per-packet fields zero, and their sums taken once; each packet copies the
 //! templates, sets its own fields through the typed setters of the wire views (sequence
-//! number, flags, checksum; IPv4 total length, identification, header checksum) and adds those
-//! fields into the template sums (one's-complement addition is associative, RFC 1071 §2 (A)).
+//! number, flags, checksum; IPv4 total length, identification, header checksum; IPv6 payload
+//! length only: IPv6 has no identification outside a fragment header and no header checksum,
+//! RFC 8200 §3) and adds those fields into the template sums (one's-complement addition is
+//! associative, RFC 1071 §2 (A)). The TCP checksum's pseudo-header is the family's (RFC 9293
+//! §3.1, RFC 8200 §8.1).
 //! The payload is summed while it is copied, so no byte is read twice.
 //!
 //! As in Linux, FIN and PSH stay on the last piece only and CWR on the first only (RFC 3168
@@ -20,32 +24,54 @@
 
 use crate::buf::{PacketBuf, Pool};
 use crate::mem::CopyMode;
-use crate::wire::checksum::{add, concat, finish, pseudo_header};
+use crate::wire::checksum::{add, concat, finish, pseudo_header_ip};
 use crate::wire::ethernet::VLAN_HEADER_LEN;
 use crate::wire::ipv4::{self, Ipv4Packet};
+use crate::wire::ipv6::{self, Ipv6Packet};
 use crate::wire::tcp::{self, seq_number_sum, TcpFlags, TcpPacket, MAX_HEADER_LEN};
-use crate::wire::{IpProtocol, Ipv4Addr};
+use crate::wire::{IpAddr, IpProtocol};
 
 /// Longest IPv4 header (IHL 15, RFC 791 §3.1).
 const MAX_IPV4_HEADER: usize = ipv4::MAX_HEADER_LEN;
 /// Longest IP packet: the IPv4 total length is 16 bits (RFC 791 §3.1).
 pub const MAX_IP_PACKET: usize = ipv4::MAX_PACKET_LEN;
+/// Room for the longest network header a template holds: IPv4 with options (60) or the IPv6
+/// fixed header (40).
+const MAX_L3_HEADER: usize = if MAX_IPV4_HEADER > ipv6::HEADER_LEN {
+    MAX_IPV4_HEADER
+} else {
+    ipv6::HEADER_LEN
+};
 
-/// The link and IPv4 headers every packet of one super-segment repeats, with total length,
-/// identification and header checksum zero, and the IPv4 header's sum.
+/// The link and IP headers every packet of one super-segment repeats: for IPv4 with total
+/// length, identification and header checksum zero, and the IPv4 header's sum; for IPv6 (a
+/// fixed header without extension headers) with the payload length zero.
 #[derive(Debug, Clone)]
 pub struct IpTemplate {
-    bytes: [u8; VLAN_HEADER_LEN + MAX_IPV4_HEADER],
+    bytes: [u8; VLAN_HEADER_LEN + MAX_L3_HEADER],
     len: usize,
     l3: usize,
     sum: u16,
+    v6: bool,
 }
 
 impl IpTemplate {
     /// From `headers` = a link header of `l3` bytes (0 on an IP medium) followed by an IPv4
-    /// header (options included). `None` if they do not fit a template.
+    /// header (options included) or an IPv6 fixed header (no extension headers), told apart
+    /// by the version field. `None` if they do not fit a template.
     pub fn new(headers: &[u8], l3: usize) -> Option<IpTemplate> {
-        let mut bytes = [0u8; VLAN_HEADER_LEN + MAX_IPV4_HEADER];
+        let ip = headers.get(l3..)?;
+        if crate::wire::ip_version(ip) == Some(6) {
+            IpTemplate::ipv6(headers, l3)
+        } else {
+            IpTemplate::ipv4(headers, l3)
+        }
+    }
+
+    /// [`IpTemplate::new`] for an IPv4 header (the stack's per-segment path: inlined).
+    #[inline(always)]
+    pub fn ipv4(headers: &[u8], l3: usize) -> Option<IpTemplate> {
+        let mut bytes = [0u8; VLAN_HEADER_LEN + MAX_L3_HEADER];
         let ip_len = headers.len().checked_sub(l3)?;
         if l3 > VLAN_HEADER_LEN || !(ipv4::HEADER_LEN..=MAX_IPV4_HEADER).contains(&ip_len) {
             return None;
@@ -61,6 +87,26 @@ impl IpTemplate {
             len: headers.len(),
             l3,
             sum,
+            v6: false,
+        })
+    }
+
+    /// [`IpTemplate::new`] for an IPv6 fixed header (40 bytes, no extension headers).
+    #[inline(never)]
+    pub fn ipv6(headers: &[u8], l3: usize) -> Option<IpTemplate> {
+        let mut bytes = [0u8; VLAN_HEADER_LEN + MAX_L3_HEADER];
+        let ip_len = headers.len().checked_sub(l3)?;
+        if l3 > VLAN_HEADER_LEN || ip_len != ipv6::HEADER_LEN {
+            return None;
+        }
+        bytes[..headers.len()].copy_from_slice(headers);
+        Ipv6Packet::new_unchecked(&mut bytes[l3..headers.len()]).set_payload_len(0);
+        Some(IpTemplate {
+            bytes,
+            len: headers.len(),
+            l3,
+            sum: 0,
+            v6: true,
         })
     }
 
@@ -69,12 +115,17 @@ impl IpTemplate {
         self.len
     }
 
-    /// Bytes of the IPv4 header alone.
+    /// Bytes of the IP header alone.
     pub fn ip_header_len(&self) -> usize {
         self.len - self.l3
     }
 
-    /// Always false: a template holds at least an IPv4 header.
+    /// The template is an IPv6 header.
+    pub fn is_ipv6(&self) -> bool {
+        self.v6
+    }
+
+    /// Always false: a template holds at least an IP header.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -122,10 +173,10 @@ impl TcpTemplate {
 /// the whole, and its payload as up to two slices (a send ring may wrap).
 #[derive(Debug, Clone, Copy)]
 pub struct Super<'a> {
-    /// IPv4 source (pseudo-header).
-    pub src: Ipv4Addr,
-    /// IPv4 destination (pseudo-header).
-    pub dst: Ipv4Addr,
+    /// IP source (pseudo-header), IPv4 or IPv6.
+    pub src: IpAddr,
+    /// IP destination (pseudo-header), of the source's family.
+    pub dst: IpAddr,
     /// Sequence number of the first payload byte.
     pub seq: u32,
     /// Flags of the super-segment.
@@ -218,11 +269,11 @@ impl Iterator for Pieces {
     }
 }
 
-/// Appends one packet to `buf`: the link + IPv4 headers of `ip` (with `ident`), if given, then
-/// the TCP header of `tcp` with the piece's sequence number and flags, then the piece's payload,
-/// copied with `mode` and summed in the same pass. With `csum` the TCP checksum (and the IPv4
-/// header checksum) are filled, else left 0 for a device that computes them. Without `ip` the
-/// caller prepends the IPv4 header itself (the general send path).
+/// Appends one packet to `buf`: the link + IP headers of `ip` (with `ident`, IPv4 only), if
+/// given, then the TCP header of `tcp` with the piece's sequence number and flags, then the
+/// piece's payload, copied with `mode` and summed in the same pass. With `csum` the TCP
+/// checksum (and the IPv4 header checksum) are filled, else left 0 for a device that computes
+/// them. Without `ip` the caller prepends the IP header itself (the general send path).
 pub fn build(
     buf: &mut PacketBuf,
     ip: Option<(&IpTemplate, u16)>,
@@ -247,7 +298,7 @@ pub fn build(
     if csum {
         // RFC 9293 §3.1: the sum covers the pseudo-header, the header and the data; the header
         // is a multiple of 4 bytes, so the payload's sum adds in directly.
-        let ph = pseudo_header(sup.src, sup.dst, IpProtocol::Tcp, (hlen + p.len) as u32);
+        let ph = pseudo_header_ip(sup.src, sup.dst, IpProtocol::Tcp, (hlen + p.len) as u32);
         // The template was summed with sequence number and flags zero; what the piece's
         // values add to that sum comes from wire::tcp, which knows where they lie.
         let mut sum = add(ph, tcp.sum);
@@ -258,23 +309,32 @@ pub fn build(
     }
     if let Some((tmpl, ident)) = ip {
         iph.copy_from_slice(&tmpl.bytes[..tmpl.len]);
-        // Callers cut pieces so that a packet fits the 16-bit total length (RFC 791 §3.1).
-        let total = (tmpl.ip_header_len() + hlen + p.len).min(MAX_IP_PACKET) as u16;
-        let mut v = Ipv4Packet::new_unchecked(&mut iph[tmpl.l3..]);
-        v.set_total_len(total);
-        v.set_ident(ident);
-        if csum {
-            v.set_header_checksum(finish(add(add(tmpl.sum, total), ident)));
+        if tmpl.v6 {
+            // RFC 8200 §3: the payload length counts what follows the fixed header; there
+            // is no identification (outside a fragment header) and no header checksum.
+            let len = (hlen + p.len).min(ipv6::MAX_PAYLOAD_LEN) as u16;
+            Ipv6Packet::new_unchecked(&mut iph[tmpl.l3..]).set_payload_len(len);
+        } else {
+            // Callers cut pieces so that a packet fits the 16-bit total length (RFC 791 §3.1).
+            let total = (tmpl.ip_header_len() + hlen + p.len).min(MAX_IP_PACKET) as u16;
+            let mut v = Ipv4Packet::new_unchecked(&mut iph[tmpl.l3..]);
+            v.set_total_len(total);
+            v.set_ident(ident);
+            if csum {
+                v.set_header_checksum(finish(add(add(tmpl.sum, total), ident)));
+            }
         }
     }
 }
 
-/// Cuts a received TCP/IPv4 super-frame (`frame`: a link header of `l3` bytes, then the IPv4
-/// packet) into frames of at most `mss` payload bytes, appended to `out` with buffers from
-/// `pool`, checksums complete. Each piece gets its own IPv4 total length, identification (the
-/// super-frame's, incremented per piece, as Linux does for DF packets), sequence number and
-/// checksums. Returns the number of pieces; 0 (appending nothing) if the frame is not a
-/// well-formed, unfragmented TCP/IPv4 frame or `mss` is 0.
+/// Cuts a received TCP super-frame (`frame`: a link header of `l3` bytes, then an IPv4 packet
+/// or an IPv6 packet without extension headers) into frames of at most `mss` payload bytes,
+/// appended to `out` with buffers from `pool`, checksums complete. Each piece gets its own IP
+/// length (IPv4 total length, IPv6 payload length), sequence number and checksums, and for
+/// IPv4 its own identification (the super-frame's, incremented per piece, as Linux does for
+/// DF packets; IPv6 has none to set). Returns the number of pieces; 0 (appending nothing) if
+/// the frame is not a well-formed, unfragmented TCP/IPv4 or extension-free TCP/IPv6 frame,
+/// or `mss` is 0.
 pub fn split_frame(
     frame: &[u8],
     l3: usize,
@@ -285,30 +345,55 @@ pub fn split_frame(
     let Some(ip_bytes) = frame.get(l3..) else {
         return 0;
     };
-    let Ok(ip) = Ipv4Packet::new_checked(ip_bytes) else {
-        return 0;
-    };
-    if ip.protocol() != IpProtocol::Tcp || ip.is_fragment() || mss == 0 {
+    if mss == 0 {
         return 0;
     }
-    let Ok(tcp) = TcpPacket::new_checked(ip.payload()) else {
+    // The network header: its length, the addresses, the TCP bytes and the first ident.
+    let (ihl, src, dst, seg, id0): (usize, IpAddr, IpAddr, &[u8], u16) =
+        if crate::wire::ip_version(ip_bytes) == Some(6) {
+            let Ok(ip) = Ipv6Packet::new_checked(ip_bytes) else {
+                return 0;
+            };
+            // Extension headers (a fragment header above all) are not cut here (Linux
+            // `ipv6_gso_segment` walks them; nothing netfold talks to sends them with TSO).
+            if ip.version() != 6 || ip.next_header() != IpProtocol::Tcp {
+                return 0;
+            }
+            let (s, d) = (ip.src_addr().into(), ip.dst_addr().into());
+            let payload = &ip_bytes[ipv6::HEADER_LEN..ipv6::HEADER_LEN + ip.payload().len()];
+            (ipv6::HEADER_LEN, s, d, payload, 0)
+        } else {
+            let Ok(ip) = Ipv4Packet::new_checked(ip_bytes) else {
+                return 0;
+            };
+            if ip.protocol() != IpProtocol::Tcp || ip.is_fragment() {
+                return 0;
+            }
+            let (s, d) = (ip.src_addr().into(), ip.dst_addr().into());
+            let hl = ip.header_len();
+            let total = usize::from(ip.total_len()).min(ip_bytes.len());
+            let Some(payload) = ip_bytes.get(hl..total) else {
+                return 0;
+            };
+            (hl, s, d, payload, ip.ident())
+        };
+    let Ok(tcp) = TcpPacket::new_checked(seg) else {
         return 0;
     };
-    let (ihl, thl) = (ip.header_len(), tcp.header_len());
+    let thl = tcp.header_len();
     let (Some(ipt), Some(tt)) = (
         IpTemplate::new(&frame[..l3 + ihl], l3),
-        TcpTemplate::new(&ip.payload()[..thl]),
+        TcpTemplate::new(&seg[..thl]),
     ) else {
         return 0;
     };
     let sup = Super {
-        src: ip.src_addr(),
-        dst: ip.dst_addr(),
+        src,
+        dst,
         seq: tcp.seq_number(),
         flags: tcp.flags(),
         payload: (tcp.payload(), &[]),
     };
-    let id0 = ip.ident();
     let mut n = 0usize;
     for p in pieces(sup.seq, sup.flags, sup.len(), mss) {
         let mut b = pool.get();
@@ -386,5 +471,96 @@ mod tests {
         let empty: Vec<Piece> = pieces(7, all, 0, 1000).collect();
         assert_eq!(empty.len(), 1);
         assert_eq!(empty[0].flags, all);
+    }
+
+    /// An Ethernet + IPv6 (from `Ipv6Repr::emit`) + TCP super-frame with complete checksums.
+    fn v6_super_frame(payload: &[u8], flags: TcpFlags) -> Vec<u8> {
+        use crate::wire::ipv6::Ipv6Repr;
+        use crate::wire::tcp::{PseudoHeader, TcpRepr};
+        let (src, dst): (crate::wire::Ipv6Addr, crate::wire::Ipv6Addr) = (
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+        );
+        let repr = TcpRepr {
+            src_port: 443,
+            dst_port: 50000,
+            seq: u32::MAX - 100,
+            ack: 9,
+            flags,
+            window: 700,
+            ..TcpRepr::default()
+        };
+        let mut tcp = vec![0u8; repr.header_len() + payload.len()];
+        repr.emit_with_checksum(&mut tcp, payload, &PseudoHeader::new(src, dst))
+            .unwrap();
+        let ip = Ipv6Repr {
+            src,
+            dst,
+            next_header: IpProtocol::Tcp,
+            payload_len: tcp.len(),
+            hop_limit: 63,
+            traffic_class: 0x28,
+            flow_label: 0x54321,
+        };
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        let mut h = [0u8; 40];
+        ip.emit(&mut h).unwrap();
+        f.extend_from_slice(&h);
+        f.extend_from_slice(&tcp);
+        f
+    }
+
+    #[test]
+    fn split_frame_cuts_an_ipv6_super_segment() {
+        use crate::wire::ipv6::Ipv6Repr;
+        use crate::wire::tcp::{PseudoHeader, TcpRepr};
+        let data: Vec<u8> = (0..2900u32).map(|i| (i * 13) as u8).collect();
+        let all = TcpFlags(TcpFlags::ACK | TcpFlags::PSH | TcpFlags::FIN | TcpFlags::CWR);
+        let f = v6_super_frame(&data, all);
+        let mut pool = Pool::new(2048, 4);
+        let mut out = Vec::new();
+        assert_eq!(split_frame(&f, 14, 1000, &mut pool, &mut out), 3);
+        let mut joined = Vec::new();
+        for (i, b) in out.iter().enumerate() {
+            let ip6 = Ipv6Packet::new_checked(&b.as_slice()[14..]).unwrap();
+            let r = Ipv6Repr::parse(&ip6).unwrap();
+            // Payload length per piece; hop limit, traffic class and flow label kept.
+            assert_eq!(r.payload_len, b.len() - 14 - 40);
+            assert_eq!(
+                (r.hop_limit, r.traffic_class, r.flow_label),
+                (63, 0x28, 0x54321)
+            );
+            let t = TcpPacket::new_checked(ip6.payload()).unwrap();
+            let ph = PseudoHeader::new(r.src, r.dst);
+            assert!(
+                t.verify_checksum(&ph),
+                "piece {i}: IPv6 pseudo-header checksum"
+            );
+            let tr = TcpRepr::parse(&t, &ph, true).unwrap();
+            assert_eq!(tr.seq, (u32::MAX - 100).wrapping_add(joined.len() as u32));
+            assert_eq!(tr.flags.cwr(), i == 0);
+            assert_eq!(tr.flags.fin() && tr.flags.psh(), i == 2);
+            joined.extend_from_slice(t.payload());
+        }
+        assert_eq!(joined, data);
+        // An extension header (hop-by-hop) in front of TCP: not cut here.
+        let mut ext = f.clone();
+        ext[14 + 6] = 0;
+        assert_eq!(split_frame(&ext, 14, 1000, &mut pool, &mut out), 0);
+    }
+
+    #[test]
+    fn ipv6_template_rewrites_only_the_payload_length() {
+        let f = v6_super_frame(&[1, 2, 3], TcpFlags(TcpFlags::ACK));
+        let t = IpTemplate::new(&f[..54], 14).unwrap();
+        assert!(t.is_ipv6() && t.ip_header_len() == 40 && t.len() == 54);
+        assert!(
+            IpTemplate::ipv6(&f[..50], 14).is_none(),
+            "a short IPv6 header"
+        );
+        // `new` goes by the version field: 20 bytes of an IPv6 header are no template (an
+        // IPv4 header's length would have passed).
+        assert!(IpTemplate::new(&f[..34], 14).is_none());
     }
 }

@@ -4,12 +4,21 @@
 //!
 //! The blocking layer on top (a driver thread that owns a stack and its device, with
 //! `std::io::Read + Write` streams and an `accept()`-ing listener) is the `netfold-rt` crate.
+//!
+//! Addresses are `std::net::SocketAddr`, as in `std::net`: calls take `impl Into<SocketAddr>`
+//! (a `SocketAddrV4` or `SocketAddrV6` works too) and return `SocketAddr`. Dual stack as on
+//! Linux (`net.ipv6.bindv6only = 0`): a listener or UDP socket on `[::]:p` serves IPv4 and
+//! IPv6 (IPv6 only with `tcp::Config::v6only` / `UdpBindOptions::v6only`), and reports IPv4
+//! peers as v4-mapped `[::ffff:a.b.c.d]:port`; one on `0.0.0.0:p` is IPv4 only; a stream
+//! connecting to a v4-mapped address runs over IPv4 and reports mapped addresses. Until the
+//! stack has an IPv6 address, connecting or sending to an IPv6 peer fails at once with
+//! `NetworkUnreachable` (counted in `Counters::ipv6_no_source`).
 
-use crate::iface::{Stack, UdpError, UdpHandle};
+use crate::iface::{Stack, UdpBindOptions, UdpError, UdpHandle};
 use crate::tcp;
 use crate::time::Instant;
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// Maps a TCP engine error onto the `std::io::ErrorKind` a `std::net` user expects.
 pub fn io_error(e: tcp::Error) -> io::Error {
@@ -31,6 +40,7 @@ pub fn io_error(e: tcp::Error) -> io::Error {
         tcp::Error::AddrNotAvailable => (K::AddrNotAvailable, "address not available"),
         tcp::Error::InvalidInput => (K::InvalidInput, "invalid argument"),
         tcp::Error::HostUnreachable => (K::HostUnreachable, "no route to host"),
+        tcp::Error::NetworkUnreachable => (K::NetworkUnreachable, "network is unreachable"),
     };
     io::Error::new(kind, msg)
 }
@@ -62,15 +72,16 @@ pub struct TcpListener {
 }
 
 impl TcpListener {
-    /// Listens on `local` (address 0.0.0.0 means the stack's address) with `backlog` pending
-    /// connections at most, using `config` for accepted connections.
+    /// Listens on `local` (address 0.0.0.0 means the stack's address; `[::]` is the IPv6
+    /// wildcard, dual-stack unless `config.v6only`) with `backlog` pending connections at
+    /// most, using `config` for accepted connections.
     pub fn bind(
         stack: &mut Stack,
-        local: SocketAddrV4,
+        local: impl Into<SocketAddr>,
         backlog: usize,
         config: tcp::Config,
     ) -> io::Result<Self> {
-        let local = resolve_local(stack, local)?;
+        let local = resolve_local(stack, local.into())?;
         let handle = stack
             .tcp_mut()
             .listen(local, backlog, config)
@@ -104,14 +115,15 @@ impl TcpListener {
         TcpListener { handle }
     }
 
-    /// The next established connection, or `WouldBlock`.
-    pub fn accept(&self, stack: &mut Stack) -> io::Result<(TcpStream, SocketAddrV4)> {
+    /// The next established connection and its peer (v4-mapped for an IPv4 peer of an IPv6
+    /// listener), or `WouldBlock`.
+    pub fn accept(&self, stack: &mut Stack) -> io::Result<(TcpStream, SocketAddr)> {
         let handle = stack.tcp_mut().accept(self.handle).map_err(io_error)?;
         let peer = stack.tcp().peer_addr(handle).map_err(io_error)?;
         Ok((TcpStream { handle }, peer))
     }
 
-    pub fn local_addr(&self, stack: &Stack) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self, stack: &Stack) -> io::Result<SocketAddr> {
         stack.tcp().local_addr(self.handle).map_err(io_error)
     }
 
@@ -145,13 +157,16 @@ pub struct TcpStream {
 impl TcpStream {
     /// Starts an active open to `remote` from an ephemeral port. Returns at once; the
     /// connection is usable when [`TcpStream::is_connected`] says so (or an error is pending).
+    /// A v4-mapped `remote` opens an IPv4 connection reported with mapped addresses; an IPv6
+    /// `remote` while the stack has no IPv6 address fails at once (`NetworkUnreachable`).
     pub fn connect(
         stack: &mut Stack,
         now: Instant,
-        remote: SocketAddrV4,
+        remote: impl Into<SocketAddr>,
         config: tcp::Config,
     ) -> io::Result<Self> {
-        let local = SocketAddrV4::new(stack.config().addr, 0);
+        let remote = remote.into();
+        let local = stack.tcp_local_for(remote).map_err(io_error)?;
         let handle = stack
             .tcp_mut()
             .connect(now, local, remote, config)
@@ -285,10 +300,10 @@ impl TcpStream {
     pub fn state(&self, stack: &Stack) -> io::Result<tcp::State> {
         stack.tcp().state(self.handle).map_err(io_error)
     }
-    pub fn local_addr(&self, stack: &Stack) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self, stack: &Stack) -> io::Result<SocketAddr> {
         stack.tcp().local_addr(self.handle).map_err(io_error)
     }
-    pub fn peer_addr(&self, stack: &Stack) -> io::Result<SocketAddrV4> {
+    pub fn peer_addr(&self, stack: &Stack) -> io::Result<SocketAddr> {
         stack.tcp().peer_addr(self.handle).map_err(io_error)
     }
     pub fn set_nodelay(&self, stack: &mut Stack, nodelay: bool) -> io::Result<()> {
@@ -320,6 +335,7 @@ pub fn udp_io_error(e: UdpError) -> io::Error {
         UdpError::NoBufs => (K::OutOfMemory, "too many sockets"),
         UdpError::ConnectionRefused => (K::ConnectionRefused, "connection refused"),
         UdpError::HostUnreachable => (K::HostUnreachable, "no route to host"),
+        UdpError::NetworkUnreachable => (K::NetworkUnreachable, "network is unreachable"),
     };
     io::Error::new(kind, msg)
 }
@@ -331,9 +347,20 @@ pub struct UdpSocket {
 }
 
 impl UdpSocket {
-    /// Binds `local` (address 0.0.0.0 means the stack's address; port 0 picks an ephemeral one).
-    pub fn bind(stack: &mut Stack, local: SocketAddrV4) -> io::Result<Self> {
+    /// Binds `local` (an unspecified address means any; port 0 picks an ephemeral one);
+    /// `[::]` is dual-stack (see the module doc).
+    pub fn bind(stack: &mut Stack, local: impl Into<SocketAddr>) -> io::Result<Self> {
         let handle = stack.udp_bind(local).map_err(udp_io_error)?;
+        Ok(UdpSocket { handle })
+    }
+
+    /// [`UdpSocket::bind`] with IPV6_V6ONLY and other bind-time options.
+    pub fn bind_with(
+        stack: &mut Stack,
+        local: impl Into<SocketAddr>,
+        opts: UdpBindOptions,
+    ) -> io::Result<Self> {
+        let handle = stack.udp_bind_with(local, opts).map_err(udp_io_error)?;
         Ok(UdpSocket { handle })
     }
 
@@ -351,8 +378,8 @@ impl UdpSocket {
         &self,
         stack: &mut Stack,
         data: &[u8],
-        from: SocketAddrV4,
-        to: SocketAddrV4,
+        from: impl Into<SocketAddr>,
+        to: impl Into<SocketAddr>,
     ) -> io::Result<usize> {
         stack
             .udp_send_from_to(self.handle, data, from, to)
@@ -366,14 +393,19 @@ impl UdpSocket {
         &self,
         stack: &mut Stack,
         buf: &mut [u8],
-    ) -> io::Result<(usize, SocketAddrV4, SocketAddrV4)> {
+    ) -> io::Result<(usize, SocketAddr, SocketAddr)> {
         stack
             .udp_recv_from_to(self.handle, buf)
             .map_err(udp_io_error)
     }
 
     /// Queues one datagram to `to`; `WouldBlock` when the send queue is full.
-    pub fn send_to(&self, stack: &mut Stack, data: &[u8], to: SocketAddrV4) -> io::Result<usize> {
+    pub fn send_to(
+        &self,
+        stack: &mut Stack,
+        data: &[u8],
+        to: impl Into<SocketAddr>,
+    ) -> io::Result<usize> {
         stack
             .udp_send_to(self.handle, data, to)
             .map_err(udp_io_error)?;
@@ -381,11 +413,7 @@ impl UdpSocket {
     }
 
     /// The next datagram (truncated to `buf`) and its sender; `WouldBlock` when none is queued.
-    pub fn recv_from(
-        &self,
-        stack: &mut Stack,
-        buf: &mut [u8],
-    ) -> io::Result<(usize, SocketAddrV4)> {
+    pub fn recv_from(&self, stack: &mut Stack, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         stack.udp_recv_from(self.handle, buf).map_err(udp_io_error)
     }
 
@@ -400,16 +428,16 @@ impl UdpSocket {
         }
     }
 
-    pub fn local_addr(&self, stack: &Stack) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self, stack: &Stack) -> io::Result<SocketAddr> {
         stack.udp_local_addr(self.handle).map_err(udp_io_error)
     }
 
     /// connect(2): ICMP errors about datagrams to `peer` (port unreachable, a next hop that
     /// never answers ARP) are reported once, by the next `send_to`/`recv_from` or by
     /// [`UdpSocket::take_error`], as `ConnectionRefused` / `HostUnreachable`.
-    pub fn connect(&self, stack: &mut Stack, peer: SocketAddrV4) -> io::Result<()> {
+    pub fn connect(&self, stack: &mut Stack, peer: impl Into<SocketAddr>) -> io::Result<()> {
         stack
-            .udp_connect(self.handle, Some(peer))
+            .udp_connect(self.handle, Some(peer.into()))
             .map_err(udp_io_error)
     }
 
@@ -430,16 +458,49 @@ impl UdpSocket {
     }
 }
 
-/// The address to listen on: 0.0.0.0 means the stack's own; any other address must be it
-/// (bind(2) and listen(2) on an address that is not local fail with EADDRNOTAVAIL, and such
-/// a listener could never accept).
-fn resolve_local(stack: &Stack, local: SocketAddrV4) -> io::Result<SocketAddrV4> {
+/// The address to listen on: 0.0.0.0 means the stack's own; any other IPv4 address must be
+/// it (bind(2) and listen(2) on an address that is not local fail with EADDRNOTAVAIL, and such
+/// a listener could never accept). The same for a v4-mapped address (the listener stays an
+/// IPv6 socket: it is passed on mapped). `[::]` stays the IPv6 wildcard (dual-stack); another
+/// IPv6 address must be one of the interface's.
+pub fn resolve_local(stack: &Stack, local: SocketAddr) -> io::Result<SocketAddr> {
     let ours = stack.config().addr;
-    if local.ip().is_unspecified() {
-        Ok(SocketAddrV4::new(ours, local.port()))
-    } else if *local.ip() == ours {
-        Ok(local)
-    } else {
-        Err(io_error(tcp::Error::AddrNotAvailable))
+    let v4 = |ip: std::net::Ipv4Addr| {
+        if ip.is_unspecified() || ip == ours {
+            Ok(ours)
+        } else {
+            Err(io_error(tcp::Error::AddrNotAvailable))
+        }
+    };
+    match local {
+        SocketAddr::V4(l) => Ok(SocketAddrV4::new(v4(*l.ip())?, l.port()).into()),
+        SocketAddr::V6(l) => match l.ip().to_ipv4_mapped() {
+            Some(m) => Ok(SocketAddrV6::new(v4(m)?.to_ipv6_mapped(), l.port(), 0, 0).into()),
+            None if l.ip().is_unspecified() || stack.has_ipv6_addr(*l.ip()) => {
+                Ok(SocketAddrV6::new(*l.ip(), l.port(), 0, 0).into())
+            }
+            None => Err(io_error(tcp::Error::AddrNotAvailable)),
+        },
+    }
+}
+
+/// `a` as an IPv6 socket reports it: IPv4 addresses v4-mapped (RFC 3493 §3.7).
+pub fn to_mapped(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V4(v4) => SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0).into(),
+        v6 => v6,
+    }
+}
+
+/// `a` with a v4-mapped IPv6 address turned back into IPv4 (what `std` calls
+/// `Ipv6Addr::to_ipv4_mapped`), for code that wants to print or compare the IPv4 peer of a
+/// dual-stack socket.
+pub fn unmapped(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(IpAddr::V4(v4), v6.port()),
+            None => a,
+        },
+        v4 => v4,
     }
 }

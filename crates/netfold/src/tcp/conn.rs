@@ -13,22 +13,54 @@ use super::timers::Timers;
 use super::{isn, seq, Config, EcnMode, Error, IcmpError, State, Stats};
 use crate::mem::CopyMode;
 use crate::time::Instant;
-use crate::wire::tcp::{SackBlock, TcpFlags, TcpRepr, IPV4_MSS_OVERHEAD};
-use crate::wire::Ipv4Addr;
+use crate::wire::tcp::{
+    SackBlock, TcpFlags, TcpRepr, IPV4_DEFAULT_MSS, IPV4_MSS_OVERHEAD, IPV6_DEFAULT_MSS,
+    IPV6_MSS_OVERHEAD,
+};
+use crate::wire::IpAddr;
 use std::collections::VecDeque;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 /// RFC 9293 §3.7.1: the MSS assumed when the peer sends no MSS option; also our PMTU floor
 /// (RFC 8201 spirit: never trust an ICMP message to push us below the IPv4 default datagram
-/// size of 576 bytes minus 40 header bytes).
-pub const DEFAULT_MSS: u32 = 536;
+/// size of 576 bytes minus 40 header bytes). IPv4; see [`default_mss`] for either family.
+pub const DEFAULT_MSS: u32 = IPV4_DEFAULT_MSS as u32;
+/// The IPv6 counterpart of [`DEFAULT_MSS`]: 1280 - 60 (RFC 9293 §3.7.1 MUST-15; every IPv6
+/// link carries 1280 bytes, RFC 8200 §5, so no Packet Too Big may push a path below it,
+/// RFC 8201 §4).
+pub const DEFAULT_MSS_V6: u32 = IPV6_DEFAULT_MSS as u32;
+/// How much longer the IPv6 fixed header is than the IPv4 one: what an IPv6 connection's MSS
+/// gives up against an IPv4 one on the same MTU (RFC 8200 §8.3: MTU - 60, IPv4 MTU - 40).
+pub const IPV6_MSS_EXTRA: u16 = (IPV6_MSS_OVERHEAD - IPV4_MSS_OVERHEAD) as u16;
+
+/// A socket address stored with alignment 2 (as the `SocketAddrV4` it replaced), so the
+/// TCB's layout keeps its hot fields where they were; read it with [`PackedAddr::get`].
+#[derive(Debug, Clone, Copy)]
+#[repr(C, packed(2))]
+pub struct PackedAddr(pub SocketAddr);
+
+impl PackedAddr {
+    #[inline(always)]
+    pub fn get(&self) -> SocketAddr {
+        self.0
+    }
+}
+
+/// RFC 9293 §3.7.1 default send MSS of the family of `remote`.
+pub fn default_mss(remote: &SocketAddr) -> u32 {
+    if remote.is_ipv6() {
+        DEFAULT_MSS_V6
+    } else {
+        DEFAULT_MSS
+    }
+}
 /// Largest buffer accepted (RFC 7323 §2.3: window scale shift at most 14, windows < 2^30).
 pub const MAX_BUFFER: usize = 1 << 30;
 /// Bound on the layer's queue of RSTs/replies not tied to a connection.
 pub const RST_QUEUE_MAX: usize = 256;
 
 /// Replies the layer queues for segments that have no connection (RSTs).
-pub type RstQueue = VecDeque<(Ipv4Addr, Ipv4Addr, TcpRepr)>;
+pub type RstQueue = VecDeque<(IpAddr, IpAddr, TcpRepr)>;
 
 /// RFC 5961 §7: a system-wide limit on challenge ACKs per second.
 pub const CHALLENGE_ACK_LIMIT: u32 = 1000;
@@ -68,7 +100,7 @@ pub struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// Queues a reply segment; a full queue drops it (counted), never grows.
-    pub fn queue_rst(&mut self, src: Ipv4Addr, dst: Ipv4Addr, repr: TcpRepr) {
+    pub fn queue_rst(&mut self, src: IpAddr, dst: IpAddr, repr: TcpRepr) {
         if self.rsts.len() >= RST_QUEUE_MAX {
             self.stats.rst_dropped += 1;
             return;
@@ -79,7 +111,7 @@ impl Ctx<'_> {
     /// RFC 9293 §3.10.7.1 reset for a segment that reached no (usable) connection: never in
     /// answer to a RST; `<SEQ=SEG.ACK><CTL=RST>` if the segment had ACK, otherwise
     /// `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>`.
-    pub fn reply_rst(&mut self, local: Ipv4Addr, remote: Ipv4Addr, seg: &TcpRepr, len: usize) {
+    pub fn reply_rst(&mut self, local: IpAddr, remote: IpAddr, seg: &TcpRepr, len: usize) {
         if let Some(r) = rst_reply(seg, len) {
             self.queue_rst(local, remote, r);
         }
@@ -182,8 +214,14 @@ pub struct Conn {
     /// Segments one transmission may span (GSO, set by the layer from the stack's
     /// [`TcpLayer::set_gso_segs`](super::TcpLayer::set_gso_segs)); 1 = MSS-sized segments.
     pub gso_segs: u32,
-    pub local: SocketAddrV4,
-    pub remote: SocketAddrV4,
+    /// The 4-tuple in the family the connection runs on (an IPv4 connection of a dual-stack
+    /// socket has IPv4 addresses here; `mapped` says how the application sees them).
+    pub local: PackedAddr,
+    pub remote: PackedAddr,
+    /// An IPv4 connection owned by an IPv6 socket (accepted by a dual-stack `[::]` listener,
+    /// or connected to a v4-mapped address): its addresses are reported as v4-mapped IPv6
+    /// addresses `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2, RFC 3493 §3.7), as Linux does.
+    pub mapped: bool,
     pub state: State,
     pub config: Config,
     pub passive: bool,
@@ -256,6 +294,16 @@ pub struct Conn {
     pub in_active: bool,
 }
 
+/// `Config::mss` is the MSS of an IPv4 connection; an IPv6 one on the same MTU carries 20
+/// bytes less (RFC 8200 §8.3: MTU - 60; RFC 9293 §3.7.1: MTU - 40 for IPv4), as Linux's
+/// `tcp_v6` derives its MSS from the same MTU with the longer header.
+pub(super) fn for_family(mut c: Config, remote: &SocketAddr) -> Config {
+    if remote.is_ipv6() {
+        c.mss = c.mss.saturating_sub(IPV6_MSS_EXTRA).max(64);
+    }
+    c
+}
+
 fn sanitize(mut c: Config) -> Config {
     // 0 = auto-tuned (see `Config::recv_buffer`); explicit sizes are clamped.
     c.recv_buffer = c.recv_buffer.min(MAX_BUFFER);
@@ -282,13 +330,14 @@ impl Conn {
     fn new(
         now: Instant,
         secret: &[u8; 16],
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         config: Config,
         passive: bool,
         rings: &mut RingCache,
     ) -> Self {
-        let config = sanitize(config);
+        let config = for_family(sanitize(config), &remote);
+        let default_mss = default_mss(&remote);
         let iss = isn::isn(secret, now, local, remote);
         let rcv_wscale = if config.window_scaling {
             wscale_for(config.recv_ceiling())
@@ -298,8 +347,9 @@ impl Conn {
         let mss = u32::from(config.mss);
         Conn {
             gso_segs: 1,
-            local,
-            remote,
+            local: PackedAddr(local),
+            remote: PackedAddr(remote),
+            mapped: false,
             state: State::Closed,
             config,
             passive,
@@ -309,7 +359,7 @@ impl Conn {
             in_syn_queue: false,
             snd: SendSeq::new(
                 iss,
-                mss.clamp(64, DEFAULT_MSS),
+                mss.clamp(64, default_mss),
                 SendRing::from_cache(if passive { 0 } else { config.send_initial() }, rings),
                 config.send_initial(),
                 config.send_ceiling(),
@@ -317,7 +367,7 @@ impl Conn {
             // Slack of one window-scale unit: the advertised window is rounded up.
             rcv: RecvSeq::new(
                 rcv_wscale,
-                DEFAULT_MSS.min(mss),
+                default_mss.min(mss),
                 RecvRing::from_cache(
                     if passive {
                         0
@@ -348,7 +398,7 @@ impl Conn {
             sack_hist: SackHistory::default(),
             rack: Rack::new(super::rack::capacity_for(
                 config.send_ceiling(),
-                mss.min(DEFAULT_MSS),
+                mss.min(default_mss),
             )),
             tlp: Tlp::new(TLP_MAX_ACK_DELAY),
             dsack_tx: DsackSender::default(),
@@ -374,8 +424,8 @@ impl Conn {
     pub fn new_active(
         now: Instant,
         secret: &[u8; 16],
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         config: Config,
         rings: &mut RingCache,
     ) -> Self {
@@ -389,8 +439,8 @@ impl Conn {
     pub fn new_passive(
         now: Instant,
         secret: &[u8; 16],
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         config: Config,
         syn: &TcpRepr,
     ) -> Self {
@@ -452,7 +502,10 @@ impl Conn {
     /// Applies the peer's SYN options (RFC 9293 §3.7.1 MSS, RFC 7323 §2.2/§3.2, RFC 2018 §2).
     pub fn negotiate(&mut self, now: Instant, syn: &TcpRepr) {
         let o = &syn.options;
-        let peer_mss = o.mss.map_or(DEFAULT_MSS, u32::from).max(64);
+        let peer_mss = o
+            .mss
+            .map_or(default_mss(&self.remote.get()), u32::from)
+            .max(64);
         self.snd.mss = peer_mss.min(u32::from(self.config.mss));
         match (self.config.window_scaling, o.window_scale) {
             (true, Some(ws)) => {
@@ -582,8 +635,8 @@ impl Conn {
     /// A RST for this connection, to be queued by the layer (abort, data after close).
     pub fn make_rst(&self) -> TcpRepr {
         TcpRepr {
-            src_port: self.local.port(),
-            dst_port: self.remote.port(),
+            src_port: self.local.get().port(),
+            dst_port: self.remote.get().port(),
             seq: self.snd.nxt,
             ack: self.rcv.nxt,
             flags: TcpFlags(TcpFlags::RST | TcpFlags::ACK),
@@ -722,12 +775,18 @@ impl Conn {
     pub fn icmp(&mut self, err: IcmpError) -> bool {
         match err {
             IcmpError::FragNeeded { mtu } => {
-                // RFC 1191 §6.3 / RFC 8201: lower the MSS to the path MTU minus 40 header bytes,
-                // floored at DEFAULT_MSS (forged ICMP must not shrink segments to nothing), and
-                // resend what is outstanding in the new size.
+                // RFC 1191 §6.3 / RFC 8201: lower the MSS to the path MTU minus 40 header bytes
+                // (IPv4) or 60 (IPv6, RFC 8200 §8.3), floored at the family's default MSS
+                // (forged ICMP must not shrink segments to nothing; RFC 8201 §4: an IPv6 path
+                // is never below 1280), and resend what is outstanding in the new size.
+                let overhead = if self.remote.get().is_ipv6() {
+                    IPV6_MSS_OVERHEAD
+                } else {
+                    IPV4_MSS_OVERHEAD
+                };
                 let new = u32::from(mtu)
-                    .saturating_sub(IPV4_MSS_OVERHEAD as u32)
-                    .max(DEFAULT_MSS);
+                    .saturating_sub(overhead as u32)
+                    .max(default_mss(&self.remote.get()));
                 if new < self.snd.mss {
                     self.snd.mss = new;
                     if self.is_synchronized() && self.snd.max != self.snd.una {

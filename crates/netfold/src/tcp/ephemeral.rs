@@ -25,9 +25,9 @@
 //! - Linux's extras (even/odd split between connect and bind, random extra increments) are not
 //!   done: netfold binds no ephemeral TCP ports outside connect().
 
-use super::isn::siphash24;
+use super::isn::{put_ip, siphash24};
 use super::secret::Secret;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 
 /// RFC 6335 §6: the dynamic (ephemeral) port range 49152-65535.
 /// (The range itself is defined once, in [`crate::wire::EPHEMERAL_PORTS`].)
@@ -47,13 +47,15 @@ pub struct EphemeralPorts {
     table: Vec<u16>,
 }
 
-fn keyed(secret: &Secret, tag: u8, local: Ipv4Addr, remote: SocketAddrV4) -> u64 {
-    let mut m = [0u8; 11];
+/// F or G of the RFC: the keyed hash of (tag, local IP, remote IP, remote port), addresses in
+/// their family's length (11 bytes of message for IPv4, 35 for IPv6).
+fn keyed(secret: &Secret, tag: u8, local: IpAddr, remote: SocketAddr) -> u64 {
+    let mut m = [0u8; 35];
     m[0] = tag;
-    m[1..5].copy_from_slice(&local.octets());
-    m[5..9].copy_from_slice(&remote.ip().octets());
-    m[9..11].copy_from_slice(&remote.port().to_be_bytes());
-    siphash24(secret.bytes(), &m)
+    let mut n = put_ip(&mut m, 1, local);
+    n = put_ip(&mut m, n, remote.ip());
+    m[n..n + 2].copy_from_slice(&remote.port().to_be_bytes());
+    siphash24(secret.bytes(), &m[..n + 2])
 }
 
 impl EphemeralPorts {
@@ -67,8 +69,8 @@ impl EphemeralPorts {
     pub fn pick(
         &mut self,
         secret: &Secret,
-        local: Ipv4Addr,
-        remote: SocketAddrV4,
+        local: IpAddr,
+        remote: SocketAddr,
         mut suitable: impl FnMut(u16) -> bool,
     ) -> Option<u16> {
         if self.table.is_empty() {
@@ -95,9 +97,10 @@ mod tests {
     fn key(b: u8) -> Secret {
         Secret::fixed_for_tests([b; 16])
     }
-    const L: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-    fn r(port: u16) -> SocketAddrV4 {
-        SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), port)
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    const L: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+    fn r(port: u16) -> SocketAddr {
+        SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), port).into()
     }
 
     #[test]
@@ -151,5 +154,23 @@ mod tests {
             None
         );
         assert_eq!(tried, COUNT);
+    }
+
+    #[test]
+    fn ipv6_destinations_get_ports_in_range_and_their_own_sequence() {
+        let l6: IpAddr = "2001:db8::1".parse().unwrap();
+        let r6 = |port| SocketAddr::new("2001:db8::2".parse().unwrap(), port);
+        let mut p = EphemeralPorts::new();
+        let a = p.pick(&key(1), l6, r6(80), |_| true).unwrap();
+        let b = p.pick(&key(1), l6, r6(80), |_| true).unwrap();
+        assert!(a >= FIRST && b >= FIRST);
+        assert_eq!(u32::from(b - FIRST), (u32::from(a - FIRST) + 1) % COUNT);
+        // The IPv4 sequence towards another destination is a separate bucket.
+        let mut q = EphemeralPorts::new();
+        let v4 = q.pick(&key(1), L, r(80), |_| true).unwrap();
+        assert_eq!(
+            EphemeralPorts::new().pick(&key(1), L, r(80), |_| true),
+            Some(v4)
+        );
     }
 }

@@ -49,7 +49,12 @@ impl Conn {
         match self.state {
             State::SynSent => return self.input_syn_sent(ctx, seg),
             State::Closed | State::Listen => {
-                ctx.reply_rst(*self.local.ip(), *self.remote.ip(), seg, payload.len());
+                ctx.reply_rst(
+                    self.local.get().ip(),
+                    self.remote.get().ip(),
+                    seg,
+                    payload.len(),
+                );
                 return Event::None;
             }
             _ => {}
@@ -369,7 +374,12 @@ impl Conn {
                     event = Event::Established;
                 }
             } else {
-                ctx.reply_rst(*self.local.ip(), *self.remote.ip(), seg, text.payload.len());
+                ctx.reply_rst(
+                    self.local.get().ip(),
+                    self.remote.get().ip(),
+                    seg,
+                    text.payload.len(),
+                );
                 return ControlFlow::Break(Event::None);
             }
         }
@@ -433,7 +443,12 @@ impl Conn {
             // <SEQ=SEG.ACK><CTL=RST> (the segment has passed the ACK check, so SEG.ACK is
             // one we sent). Linux answers the same way (`tcp_rcv_state_process` returns 1 or
             // `tcp_timewait_state_process` TCP_TW_RST, then `tcp_v4_send_reset`).
-            ctx.reply_rst(*self.local.ip(), *self.remote.ip(), seg, text.payload.len());
+            ctx.reply_rst(
+                self.local.get().ip(),
+                self.remote.get().ip(),
+                seg,
+                text.payload.len(),
+            );
             self.enter_closed(None);
             return ControlFlow::Break(Event::Closed);
         }
@@ -577,7 +592,7 @@ impl Conn {
     fn input_syn_sent(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) -> Event {
         let f = seg.flags;
         if f.ack() && (seq::le(seg.ack, self.snd.iss) || seq::gt(seg.ack, self.snd.max)) {
-            ctx.reply_rst(*self.local.ip(), *self.remote.ip(), seg, 0);
+            ctx.reply_rst(self.local.get().ip(), self.remote.get().ip(), seg, 0);
             return Event::None;
         }
         if f.rst() {

@@ -4,7 +4,7 @@
 //! the crate needs no dependency for it.
 
 use crate::time::Instant;
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, SocketAddr};
 
 #[inline]
 fn sipround(v: &mut [u64; 4]) {
@@ -64,34 +64,50 @@ pub fn siphash24(key: &[u8; 16], data: &[u8]) -> u64 {
     v[0] ^ v[1] ^ v[2] ^ v[3]
 }
 
+/// Appends `a`'s octets (4 for IPv4, 16 for IPv6) to `m` at `at`; returns the new end.
+pub(crate) fn put_ip(m: &mut [u8], at: usize, a: IpAddr) -> usize {
+    match a {
+        IpAddr::V4(v4) => {
+            m[at..at + 4].copy_from_slice(&v4.octets());
+            at + 4
+        }
+        IpAddr::V6(v6) => {
+            m[at..at + 16].copy_from_slice(&v6.octets());
+            at + 16
+        }
+    }
+}
+
 /// The keyed hash of a connection's 4-tuple, with a one-byte domain tag so the same secret can
-/// derive independent values (ISN offset, timestamp offset).
-pub fn tuple_hash(secret: &[u8; 16], tag: u8, local: SocketAddrV4, remote: SocketAddrV4) -> u64 {
-    let mut m = [0u8; 13];
+/// derive independent values (ISN offset, timestamp offset). The message is the tag, local
+/// address and port, remote address and port, addresses in their own family's length (13
+/// bytes for IPv4, 37 for IPv6: RFC 6528 §3 hashes "the connection-id", whatever its family).
+pub fn tuple_hash(secret: &[u8; 16], tag: u8, local: SocketAddr, remote: SocketAddr) -> u64 {
+    let mut m = [0u8; 37];
     m[0] = tag;
-    m[1..5].copy_from_slice(&local.ip().octets());
-    m[5..7].copy_from_slice(&local.port().to_be_bytes());
-    m[7..11].copy_from_slice(&remote.ip().octets());
-    m[11..13].copy_from_slice(&remote.port().to_be_bytes());
-    siphash24(secret, &m)
+    let mut n = put_ip(&mut m, 1, local.ip());
+    m[n..n + 2].copy_from_slice(&local.port().to_be_bytes());
+    n = put_ip(&mut m, n + 2, remote.ip());
+    m[n..n + 2].copy_from_slice(&remote.port().to_be_bytes());
+    siphash24(secret, &m[..n + 2])
 }
 
 /// RFC 6528 §3 ISN: a 4-microsecond clock plus the keyed hash of the 4-tuple.
-pub fn isn(secret: &[u8; 16], now: Instant, local: SocketAddrV4, remote: SocketAddrV4) -> u32 {
+pub fn isn(secret: &[u8; 16], now: Instant, local: SocketAddr, remote: SocketAddr) -> u32 {
     let m = (now.total_micros() / 4) as u32;
     m.wrapping_add(tuple_hash(secret, 0, local, remote) as u32)
 }
 
 /// RFC 7323 §7.1 recommends a random per-connection offset for TSval, so timestamps do not
 /// leak the host clock; derived from the same keyed hash with another tag.
-pub fn ts_offset(secret: &[u8; 16], local: SocketAddrV4, remote: SocketAddrV4) -> u32 {
+pub fn ts_offset(secret: &[u8; 16], local: SocketAddr, remote: SocketAddr) -> u32 {
     tuple_hash(secret, 1, local, remote) as u32
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
+    use std::net::{Ipv4Addr, SocketAddrV4, SocketAddrV6};
 
     fn key() -> [u8; 16] {
         let mut k = [0u8; 16];
@@ -116,6 +132,7 @@ mod tests {
         let l = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 1000);
         let r = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 80);
         let r2 = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 81);
+        let (l, r, r2) = (l.into(), r.into(), r2.into());
         let a = isn(&k, Instant::from_micros(0), l, r);
         let b = isn(&k, Instant::from_micros(400), l, r);
         assert_eq!(b.wrapping_sub(a), 100, "M ticks every 4 us");
@@ -123,5 +140,42 @@ mod tests {
         let mut k2 = k;
         k2[0] ^= 1;
         assert_ne!(isn(&k, Instant::ZERO, l, r), isn(&k2, Instant::ZERO, l, r));
+    }
+
+    #[test]
+    fn ipv4_hash_is_the_13_byte_message() {
+        // The IPv4 message is unchanged by the dual-stack generalisation: tag, local ip+port,
+        // remote ip+port.
+        let k = key();
+        let l = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 1000);
+        let r = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 80);
+        let mut m = vec![3u8];
+        m.extend_from_slice(&l.ip().octets());
+        m.extend_from_slice(&l.port().to_be_bytes());
+        m.extend_from_slice(&r.ip().octets());
+        m.extend_from_slice(&r.port().to_be_bytes());
+        assert_eq!(tuple_hash(&k, 3, l.into(), r.into()), siphash24(&k, &m));
+    }
+
+    #[test]
+    fn ipv6_tuples_hash_all_address_bits() {
+        let k = key();
+        let l = SocketAddrV6::new("2001:db8::1".parse().unwrap(), 1000, 0, 0);
+        let r = SocketAddrV6::new("2001:db8::2".parse().unwrap(), 80, 0, 0);
+        let r_low = SocketAddrV6::new("2001:db8::3".parse().unwrap(), 80, 0, 0);
+        let r_high = SocketAddrV6::new("3001:db8::2".parse().unwrap(), 80, 0, 0);
+        let base = isn(&k, Instant::ZERO, l.into(), r.into());
+        assert_ne!(base, isn(&k, Instant::ZERO, l.into(), r_low.into()));
+        assert_ne!(base, isn(&k, Instant::ZERO, l.into(), r_high.into()));
+        // A v4-mapped address is a different tuple from the IPv4 one (the layer never hashes
+        // mapped addresses: it keys IPv4 connections by their IPv4 addresses).
+        let l4 = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 1000);
+        let r4 = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 80);
+        let lm = SocketAddrV6::new(l4.ip().to_ipv6_mapped(), 1000, 0, 0);
+        let rm = SocketAddrV6::new(r4.ip().to_ipv6_mapped(), 80, 0, 0);
+        assert_ne!(
+            tuple_hash(&k, 0, l4.into(), r4.into()),
+            tuple_hash(&k, 0, lm.into(), rm.into())
+        );
     }
 }

@@ -1,4 +1,10 @@
 //! `TcpLayer`: demultiplexing, listeners, handles, the RST queue and the output loop.
+//!
+//! Addresses are family-generic (`std::net::SocketAddr`); each connection is kept in the
+//! family it runs on (an IPv4 connection of an IPv6 socket has IPv4 addresses and the
+//! `mapped` flag, see [`TcpLayer::listen`] for the dual-stack rules). The connection table is
+//! keyed by a compact [`ConnKey`] (12 bytes of IPv4 tuple, 36 of IPv6) so the IPv4 path hashes
+//! and compares what it did before the generalisation.
 
 use super::buffer::RingCache;
 use super::conn::{ChallengeLimiter, Conn, Ctx, Event, RstQueue, RST_QUEUE_MAX};
@@ -12,20 +18,123 @@ use super::{Config, Ecn, Error, Handle, IcmpError, OutSegment, Payload, State, S
 use crate::mem::CopyMode;
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr};
-use crate::wire::Ipv4Addr;
+use crate::wire::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::net::SocketAddrV4;
+use std::hash::{Hash, Hasher};
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// Hard cap on listener backlog (memory bound: every half-open connection owns buffers).
 const MAX_BACKLOG: usize = 4096;
 /// The key of the transparent listener in `listeners`: port 0, which `listen` refuses.
-const TRANSPARENT_KEY: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+const TRANSPARENT_KEY: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+
+/// A connection's 4-tuple as the connection table keys it: both ports in one word and the
+/// addresses in their family's width, so an IPv4 lookup hashes 12 bytes and compares a tag, a
+/// `u64` and a `u32` (what the `(SocketAddrV4, SocketAddrV4)` key cost before), and an IPv6
+/// one 36 bytes. Built from wire addresses only: a v4-mapped IPv6 address never appears in a
+/// key (IPv4 connections are keyed as IPv4, see [`wire_addr`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ConnKey {
+    /// Local port << 16 | remote port.
+    ports: u32,
+    addrs: KeyAddrs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyAddrs {
+    /// Local address << 32 | remote address.
+    V4(u64),
+    /// Local address then remote address.
+    V6([u8; 32]),
+}
+
+impl Hash for ConnKey {
+    #[inline]
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        match &self.addrs {
+            KeyAddrs::V4(a) => h.write_u64(*a),
+            KeyAddrs::V6(a) => h.write(a),
+        }
+        h.write_u32(self.ports);
+    }
+}
+
+impl ConnKey {
+    /// The key of the connection from `local` to `remote` (addresses of one family; a mixed
+    /// pair, which no connection has, is keyed as IPv6 with the IPv4 side v4-mapped).
+    #[inline]
+    pub(crate) fn new(local: IpAddr, local_port: u16, remote: IpAddr, remote_port: u16) -> Self {
+        let ports = u32::from(local_port) << 16 | u32::from(remote_port);
+        let addrs = match (local, remote) {
+            (IpAddr::V4(l), IpAddr::V4(r)) => {
+                KeyAddrs::V4(u64::from(u32::from(l)) << 32 | u64::from(u32::from(r)))
+            }
+            (l, r) => {
+                let mut a = [0u8; 32];
+                a[..16].copy_from_slice(&v6_of(l).octets());
+                a[16..].copy_from_slice(&v6_of(r).octets());
+                KeyAddrs::V6(a)
+            }
+        };
+        ConnKey { ports, addrs }
+    }
+
+    fn of(local: SocketAddr, remote: SocketAddr) -> Self {
+        ConnKey::new(local.ip(), local.port(), remote.ip(), remote.port())
+    }
+}
+
+fn v6_of(a: IpAddr) -> Ipv6Addr {
+    match a {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    }
+}
+
+/// The form an address has on the wire and in the tables: a v4-mapped IPv6 address
+/// (`::ffff:a.b.c.d`, RFC 4291 §2.5.5.2) is its IPv4 address, and an IPv6 address loses its
+/// flow label and scope id (one interface; neither is part of the 4-tuple). The bool says
+/// whether the address was v4-mapped.
+pub(crate) fn wire_addr(a: SocketAddr) -> (SocketAddr, bool) {
+    match a {
+        SocketAddr::V4(_) => (a, false),
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => (SocketAddr::V4(SocketAddrV4::new(v4, v6.port())), true),
+            None => (
+                SocketAddr::V6(SocketAddrV6::new(*v6.ip(), v6.port(), 0, 0)),
+                false,
+            ),
+        },
+    }
+}
+
+/// How an IPv6 socket sees an IPv4 address: v4-mapped (RFC 3493 §3.7, as Linux and std
+/// report IPv4 peers of a dual-stack socket).
+pub(crate) fn mapped_addr(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V4(v4) => {
+            SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0))
+        }
+        v6 => v6,
+    }
+}
+
+/// The IPv6 wildcard `[::]:port`.
+fn any6(port: u16) -> SocketAddr {
+    SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0))
+}
+/// The IPv4 wildcard `0.0.0.0:port`.
+fn any4(port: u16) -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
+}
 
 #[derive(Debug)]
 enum Sock {
     Conn(Box<Conn>),
-    Listener(Listener),
+    /// Boxed like a connection: slots stay small (a listener holds its address, config and
+    /// queues; none of it is on the per-segment path).
+    Listener(Box<Listener>),
 }
 
 #[derive(Debug)]
@@ -44,13 +153,16 @@ pub struct TcpLayer {
     stats: Stats,
     slots: Vec<Slot>,
     free: Vec<u32>,
-    conns: HashMap<(SocketAddrV4, SocketAddrV4), u32>,
+    conns: HashMap<ConnKey, u32>,
     /// The last connection `input` found: a bulk flow's segments skip the (SipHash-keyed,
     /// flood-resistant but slow) table lookup. Cleared whenever `conns` changes.
-    last_hit: Option<((SocketAddrV4, SocketAddrV4), u32)>,
+    last_hit: Option<(ConnKey, u32)>,
     /// GSO: segments one transmission may span (see `set_gso_segs`).
     gso_segs: u32,
-    listeners: HashMap<SocketAddrV4, u32>,
+    /// Listeners by the address they were bound to, in wire form (see [`wire_addr`]):
+    /// `0.0.0.0:p`, `a.b.c.d:p` (also for an IPv6 socket bound to `::ffff:a.b.c.d`),
+    /// `[::]:p`, `[x:y::z]:p`, and the transparent listener's [`TRANSPARENT_KEY`].
+    listeners: HashMap<SocketAddr, u32>,
     rsts: RstQueue,
     challenge: ChallengeLimiter,
     ports: EphemeralPorts,
@@ -118,9 +230,10 @@ impl TcpLayer {
         let slot = &mut self.slots[i as usize];
         if let Some(Sock::Conn(mut c)) = slot.sock.take() {
             c.release_all(&mut self.rings);
-            if self.conns.get(&(c.local, c.remote)) == Some(&i) {
+            let key = ConnKey::of(c.local.get(), c.remote.get());
+            if self.conns.get(&key) == Some(&i) {
                 self.last_hit = None;
-                self.conns.remove(&(c.local, c.remote));
+                self.conns.remove(&key);
             }
             if let Some(p) = c.parent {
                 if let Some(Some(Sock::Listener(l))) =
@@ -221,7 +334,7 @@ impl TcpLayer {
             Event::Closed | Event::Dropped => {
                 let (key, keep) = match &self.slots[i as usize].sock {
                     Some(Sock::Conn(c)) => (
-                        (c.local, c.remote),
+                        ConnKey::of(c.local.get(), c.remote.get()),
                         ev == Event::Closed && c.owned && !c.user_closed,
                     ),
                     _ => return,
@@ -270,15 +383,17 @@ impl TcpLayer {
         &mut self,
         now: Instant,
         li: u32,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         syn: &TcpRepr,
         config: Config,
     ) {
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.last_overflow = Some(now);
         }
-        let (opt, ts) = syncookie::negotiate(syn, &config);
+        // The SYN-ACK announces the MSS a connection of this family would (`Config::mss`).
+        let config = super::conn::for_family(config, &remote);
+        let (opt, ts) = syncookie::negotiate(syn, &config, &remote);
         let clock = ts.then(|| syncookie::ts_clock(&self.secret, now, local, remote));
         let cookie = syncookie::encode(&self.secret, now, local, remote, syn.seq, &opt, clock);
         let reply = syncookie::syn_ack(syn, &config, &opt, &cookie);
@@ -287,7 +402,7 @@ impl TcpLayer {
             self.stats.rst_dropped += 1;
             return;
         }
-        self.rsts.push_back((*local.ip(), *remote.ip(), reply));
+        self.rsts.push_back((local.ip(), remote.ip(), reply));
         self.stats.syncookies_sent += 1;
     }
 
@@ -300,13 +415,15 @@ impl TcpLayer {
         &mut self,
         now: Instant,
         li: u32,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         ack: &TcpRepr,
         payload: Payload<'_>,
     ) -> bool {
-        let (config, accept_full) = match &self.slots[li as usize].sock {
-            Some(Sock::Listener(l)) if l.recent_overflow(now) => (l.config, l.accept_queue_full()),
+        let (config, accept_full, mapped) = match &self.slots[li as usize].sock {
+            Some(Sock::Listener(l)) if l.recent_overflow(now) => {
+                (l.config, l.accept_queue_full(), l.mapped && local.is_ipv4())
+            }
             _ => return false,
         };
         let Some(opt) = syncookie::decode(&self.secret, now, local, remote, ack, &config) else {
@@ -322,6 +439,7 @@ impl TcpLayer {
         let mut c =
             syncookie::conn_from_cookie(now, &self.secret, local, remote, config, ack, &opt);
         c.parent = Some(li);
+        c.mapped = mapped;
         // The echoed TSval is the cookie's, up to 63 ms older than the SYN-ACK: as an RTT
         // sample it would overstate the RTT, so this one ACK gives none.
         let mut ack = *ack;
@@ -341,7 +459,7 @@ impl TcpLayer {
         }
         let i = self.alloc(Sock::Conn(Box::new(c)));
         self.last_hit = None;
-        self.conns.insert((local, remote), i);
+        self.conns.insert(ConnKey::of(local, remote), i);
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.accept_queue.push_back(i);
         }
@@ -366,27 +484,50 @@ impl TcpLayer {
         self.rings.len()
     }
 
-    fn find_listener(&self, local: SocketAddrV4) -> Option<u32> {
-        self.listeners
-            .get(&local)
-            .or_else(|| {
-                self.listeners
-                    .get(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, local.port()))
-            })
-            // Last, the transparent listener: any address and port no other listener has.
-            .or_else(|| self.listeners.get(&TRANSPARENT_KEY))
-            .copied()
+    /// The listener a SYN to `local` (wire form) goes to: the exact address, then the
+    /// family's wildcard, then, for IPv4, a dual-stack `[::]` listener (one without
+    /// `Config::v6only`: Linux `net.ipv6.bindv6only = 0`), then the transparent listener.
+    /// Linux scores an AF_INET socket above an AF_INET6 one for the same IPv4 segment
+    /// (`compute_score`); the order here gives the same answer (though `listen` never lets an
+    /// IPv4 listener and a dual-stack one share a port, so only the IPv4 wildcard and the
+    /// transparent listener are ever behind it).
+    fn find_listener(&self, local: SocketAddr) -> Option<u32> {
+        if let Some(&i) = self.listeners.get(&local) {
+            return Some(i);
+        }
+        match local {
+            SocketAddr::V4(_) => self
+                .listeners
+                .get(&any4(local.port()))
+                .or_else(|| {
+                    self.listeners
+                        .get(&any6(local.port()))
+                        .filter(|&&i| self.dual_stack(i))
+                })
+                // Last, the transparent listener: any address and port no other listener has.
+                .or_else(|| self.listeners.get(&TRANSPARENT_KEY))
+                .copied(),
+            SocketAddr::V6(_) => self.listeners.get(&any6(local.port())).copied(),
+        }
     }
 
-    /// One received, checksum-verified segment from `src` to `dst`.
+    /// Listener `i` is an IPv6 wildcard listener that also takes IPv4 (IPV6_V6ONLY off).
+    fn dual_stack(&self, i: u32) -> bool {
+        matches!(&self.slots[i as usize].sock,
+            Some(Sock::Listener(l)) if l.local.is_ipv6() && !l.config.v6only)
+    }
+
+    /// One received, checksum-verified segment from `src` to `dst` (IPv4 or IPv6, both of
+    /// one family).
     pub fn input(
         &mut self,
         now: Instant,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: impl Into<IpAddr>,
+        dst: impl Into<IpAddr>,
         repr: &TcpRepr,
         payload: &[u8],
     ) {
+        let (src, dst) = (src.into(), dst.into());
         self.input_payload(now, src, dst, repr, &[payload], &[], Ecn::NotEct);
     }
 
@@ -396,12 +537,13 @@ impl TcpLayer {
     pub fn input_ecn(
         &mut self,
         now: Instant,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: impl Into<IpAddr>,
+        dst: impl Into<IpAddr>,
         repr: &TcpRepr,
         parts: &[&[u8]],
         ecn: Ecn,
     ) {
+        let (src, dst) = (src.into(), dst.into());
         self.input_payload(now, src, dst, repr, parts, &[], ecn);
     }
 
@@ -416,8 +558,8 @@ impl TcpLayer {
     pub fn input_deferred(
         &mut self,
         now: Instant,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: IpAddr,
+        dst: IpAddr,
         repr: &TcpRepr,
         parts: &[&[u8]],
         pending: &[Option<u16>],
@@ -432,11 +574,12 @@ impl TcpLayer {
     pub fn input_parts(
         &mut self,
         now: Instant,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: impl Into<IpAddr>,
+        dst: impl Into<IpAddr>,
         repr: &TcpRepr,
         parts: &[&[u8]],
     ) {
+        let (src, dst) = (src.into(), dst.into());
         self.input_payload(now, src, dst, repr, parts, &[], Ecn::NotEct);
     }
 
@@ -444,11 +587,12 @@ impl TcpLayer {
     /// counted, and the others go in one by one (those before it as verified, those after it
     /// with their own check), so the good ones are not lost.
     #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
     fn input_one_by_one(
         &mut self,
         now: Instant,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: IpAddr,
+        dst: IpAddr,
         repr: &TcpRepr,
         parts: &[&[u8]],
         pending: &[Option<u16>],
@@ -483,17 +627,14 @@ impl TcpLayer {
     fn input_payload(
         &mut self,
         now: Instant,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: IpAddr,
+        dst: IpAddr,
         repr: &TcpRepr,
         parts: &[&[u8]],
         pending: &[Option<u16>],
         ecn: Ecn,
     ) -> RxCheck {
-        let payload = Payload::new(parts);
-        let local = SocketAddrV4::new(dst, repr.dst_port);
-        let remote = SocketAddrV4::new(src, repr.src_port);
-        let key = (local, remote);
+        let key = ConnKey::new(dst, repr.dst_port, src, repr.src_port);
         let found = match self.last_hit {
             Some((k, i)) if k == key => Some(i),
             _ => {
@@ -531,6 +672,7 @@ impl TcpLayer {
             }
             return check;
         }
+        let payload = Payload::new(parts);
         self.stats.segments_in += 1;
         self.last_now = now;
         let f = repr.flags;
@@ -542,21 +684,15 @@ impl TcpLayer {
         if f.rst() {
             self.stats.rst_in += 1;
         }
-        // Listeners are looked up only for segments no connection takes.
-        let listener = if found.is_none() {
-            self.find_listener(local)
-        } else {
-            None
-        };
-        let mut ctx = Ctx {
-            now,
-            stats: &mut self.stats,
-            rsts: &mut self.rsts,
-            challenge: &mut self.challenge,
-            rings: &mut self.rings,
-            copy: self.copy,
-        };
         if let Some(i) = found {
+            let mut ctx = Ctx {
+                now,
+                stats: &mut self.stats,
+                rsts: &mut self.rsts,
+                challenge: &mut self.challenge,
+                rings: &mut self.rings,
+                copy: self.copy,
+            };
             let ev = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => {
                     c.ecn.rx_ce = ecn == Ecn::Ce;
@@ -573,22 +709,65 @@ impl TcpLayer {
             self.handle_event(i, ev);
             return check;
         }
+        self.input_no_conn(now, src, dst, repr, payload);
+        check
+    }
+
+    /// A segment no connection takes: a listener's (SYN, cookie ACK) or answered with a RST.
+    /// The family checks live here: no connection is ever keyed by a v4-mapped or mixed
+    /// pair, so such a segment never reaches the connection path above.
+    #[inline(never)]
+    fn input_no_conn(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        dst: IpAddr,
+        repr: &TcpRepr,
+        payload: Payload<'_>,
+    ) {
+        let f = repr.flags;
+        if let (IpAddr::V6(s), IpAddr::V6(d)) = (src, dst) {
+            // A v4-mapped address on the wire is a spoofing vehicle (RFC 4942 §2.2: an
+            // IPv6 packet must not carry one; RFC 4291 §2.5.5.2 reserves the form for the
+            // socket API). Linux drops such SYNs (`tcp_v6_conn_request`) and never matches
+            // them to an IPv4 connection; netfold drops every such segment, unanswered.
+            if s.to_ipv4_mapped().is_some() || d.to_ipv4_mapped().is_some() {
+                self.stats.bad_segments += 1;
+                return;
+            }
+        } else if src.is_ipv4() != dst.is_ipv4() {
+            self.stats.bad_segments += 1;
+            return;
+        }
+        // Listeners are looked up only for segments no connection takes.
+        let local = SocketAddr::new(dst, repr.dst_port);
+        let remote = SocketAddr::new(src, repr.src_port);
+        let key = ConnKey::new(dst, repr.dst_port, src, repr.src_port);
+        let listener = self.find_listener(local);
+        let mut ctx = Ctx {
+            now,
+            stats: &mut self.stats,
+            rsts: &mut self.rsts,
+            challenge: &mut self.challenge,
+            rings: &mut self.rings,
+            copy: self.copy,
+        };
         let Some(li) = listener else {
             // RFC 9293 §3.10.7.1: CLOSED -> RST (never for a RST).
             ctx.stats.no_socket += 1;
             ctx.reply_rst(dst, src, repr, payload.len());
-            return check;
+            return;
         };
         // RFC 9293 §3.10.7.2 LISTEN.
         if f.rst() {
-            return check;
+            return;
         }
         if f.ack() {
             if self.syn_cookies
                 && !f.syn()
                 && self.cookie_ack(now, li, local, remote, repr, payload)
             {
-                return check;
+                return;
             }
             let mut ctx = Ctx {
                 now,
@@ -599,10 +778,10 @@ impl TcpLayer {
                 copy: self.copy,
             };
             ctx.reply_rst(dst, src, repr, payload.len());
-            return check;
+            return;
         }
         if !f.syn() {
-            return check;
+            return;
         }
         if f.fin() {
             // SYN+FIN is no segment a conforming TCP sends to open a connection; Linux drops
@@ -610,31 +789,37 @@ impl TcpLayer {
             // connection in SYN-SENT it is a SYN (RFC 9293 §3.10.7.3, simultaneous open)
             // whose FIN is ignored, as Linux ignores it there.
             self.stats.bad_segments += 1;
-            return check;
+            return;
         }
-        let (config, syn_full, accept_full) = match &self.slots[li as usize].sock {
-            Some(Sock::Listener(l)) => (l.config, l.syn_queue_full(), l.accept_queue_full()),
-            _ => return check,
+        let (config, syn_full, accept_full, mapped) = match &self.slots[li as usize].sock {
+            Some(Sock::Listener(l)) => (
+                l.config,
+                l.syn_queue_full(),
+                l.accept_queue_full(),
+                // An IPv6 listener's IPv4 connections are seen as v4-mapped.
+                l.mapped && local.is_ipv4(),
+            ),
+            _ => return,
         };
         if accept_full || (syn_full && !self.syn_cookies) {
             self.stats.backlog_drops += 1;
-            return check;
+            return;
         }
         if syn_full {
             self.send_cookie(now, li, local, remote, repr, config);
-            return check;
+            return;
         }
         let mut c = Conn::new_passive(now, self.secret.bytes(), local, remote, config, repr);
         c.parent = Some(li);
         c.in_syn_queue = true;
+        c.mapped = mapped;
         let i = self.alloc(Sock::Conn(Box::new(c)));
         self.last_hit = None;
-        self.conns.insert((local, remote), i);
+        self.conns.insert(key, i);
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.half_open += 1;
         }
         self.touch(i);
-        check
     }
 
     /// Emits every segment due at `now`; see the module contract.
@@ -686,7 +871,7 @@ impl TcpLayer {
                 Some(Sock::Conn(c)) => {
                     let ev = c.on_timers(now, &mut self.stats);
                     if std::mem::take(&mut c.rst_due) {
-                        let rst = (*c.local.ip(), *c.remote.ip(), c.make_rst());
+                        let rst = (c.local.get().ip(), c.remote.get().ip(), c.make_rst());
                         if self.rsts.len() < RST_QUEUE_MAX {
                             self.rsts.push_back(rst);
                         } else {
@@ -746,10 +931,11 @@ impl TcpLayer {
     pub fn icmp_error(
         &mut self,
         now: Instant,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: impl Into<SocketAddr>,
+        remote: impl Into<SocketAddr>,
         err: IcmpError,
     ) {
+        let (local, remote) = (wire_addr(local.into()).0, wire_addr(remote.into()).0);
         self.icmp_error_inner(now, local, remote, None, err);
     }
 
@@ -760,24 +946,25 @@ impl TcpLayer {
     pub fn icmp_error_quoting(
         &mut self,
         now: Instant,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: impl Into<SocketAddr>,
+        remote: impl Into<SocketAddr>,
         quoted_seq: u32,
         err: IcmpError,
     ) -> bool {
+        let (local, remote) = (wire_addr(local.into()).0, wire_addr(remote.into()).0);
         self.icmp_error_inner(now, local, remote, Some(quoted_seq), err)
     }
 
     fn icmp_error_inner(
         &mut self,
         now: Instant,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         quoted_seq: Option<u32>,
         err: IcmpError,
     ) -> bool {
         self.last_now = now;
-        let Some(&i) = self.conns.get(&(local, remote)) else {
+        let Some(&i) = self.conns.get(&ConnKey::of(local, remote)) else {
             return false;
         };
         let closed = match &mut self.slots[i as usize].sock {
@@ -805,16 +992,15 @@ impl TcpLayer {
     /// fatal in SYN-SENT, so connect(2) fails with EHOSTUNREACH after the ARP retries (~3 s)
     /// instead of ETIMEDOUT after the SYN retries. Synchronized connections keep trying
     /// (RFC 1122 §4.2.3.9: host unreachable is a soft error), as on Linux.
-    pub fn host_unreachable(&mut self, now: Instant, unreachable: impl Fn(Ipv4Addr) -> bool) {
+    pub fn host_unreachable(&mut self, now: Instant, unreachable: impl Fn(IpAddr) -> bool) {
         self.last_now = now;
         let opening: Vec<u32> = self
             .conns
-            .iter()
-            .filter(|((_, remote), _)| unreachable(*remote.ip()))
-            .map(|(_, &i)| i)
+            .values()
+            .copied()
             .filter(|&i| {
                 matches!(&self.slots[i as usize].sock,
-                    Some(Sock::Conn(c)) if c.state == State::SynSent)
+                    Some(Sock::Conn(c)) if c.state == State::SynSent && unreachable(c.remote.get().ip()))
             })
             .collect();
         for i in opening {
@@ -827,20 +1013,54 @@ impl TcpLayer {
         }
     }
 
+    /// Listens on `local` with at most `backlog` pending connections; accepted connections
+    /// get `config`. Dual-stack rules (Linux's, `net.ipv6.bindv6only = 0`):
+    ///
+    /// - `0.0.0.0:p` or `a.b.c.d:p`: IPv4 only.
+    /// - `[::]:p`: IPv6, and IPv4 too unless `config.v6only` (IPV6_V6ONLY); its IPv4
+    ///   connections report v4-mapped addresses (`::ffff:a.b.c.d`). An IPv4 listener on the
+    ///   same port is taken first for IPv4 segments (Linux scores AF_INET above AF_INET6).
+    /// - `[::ffff:a.b.c.d]:p` (an IPv6 socket on a v4-mapped address): IPv4 only, addresses
+    ///   reported v4-mapped; `InvalidInput` with `v6only` (Linux `inet6_bind`: EINVAL).
+    /// - `[x:y::z]:p`: IPv6 only.
+    ///
+    /// `AddrInUse` for the same address twice, and, as Linux (`inet_csk_bind_conflict`),
+    /// between a dual-stack `[::]:p` and any IPv4 listener on port `p` (the IPv6 wildcard
+    /// covers every IPv4 address unless v6only). Other pairs of one address family coexist,
+    /// the exact address taken before the wildcard (netfold's rule before IPv6; Linux
+    /// refuses them without SO_REUSEPORT).
     pub fn listen(
         &mut self,
-        local: SocketAddrV4,
+        local: impl Into<SocketAddr>,
         backlog: usize,
         config: Config,
     ) -> Result<Handle, Error> {
-        if local.port() == 0 || backlog == 0 {
+        let (local, was_mapped) = wire_addr(local.into());
+        if local.port() == 0 || backlog == 0 || (was_mapped && config.v6only) {
             return Err(Error::InvalidInput);
         }
         if self.listeners.contains_key(&local) {
             return Err(Error::AddrInUse);
         }
-        let l = Listener::new(local, backlog.min(MAX_BACKLOG), config);
-        let i = self.alloc(Sock::Listener(l));
+        let port = local.port();
+        let dual_here = local == any6(port) && !config.v6only;
+        let conflict = if dual_here {
+            self.listeners
+                .keys()
+                .any(|k| k.is_ipv4() && k.port() == port)
+        } else {
+            local.is_ipv4()
+                && self
+                    .listeners
+                    .get(&any6(port))
+                    .is_some_and(|&i| self.dual_stack(i))
+        };
+        if conflict {
+            return Err(Error::AddrInUse);
+        }
+        let mut l = Listener::new(local, backlog.min(MAX_BACKLOG), config);
+        l.mapped = was_mapped || local.is_ipv6();
+        let i = self.alloc(Sock::Listener(Box::new(l)));
         self.listeners.insert(local, i);
         Ok(self.handle_of(i))
     }
@@ -860,7 +1080,7 @@ impl TcpLayer {
             return Err(Error::AddrInUse);
         }
         let l = Listener::new(TRANSPARENT_KEY, backlog.min(MAX_BACKLOG), config);
-        let i = self.alloc(Sock::Listener(l));
+        let i = self.alloc(Sock::Listener(Box::new(l)));
         self.listeners.insert(TRANSPARENT_KEY, i);
         Ok(self.handle_of(i))
     }
@@ -882,20 +1102,34 @@ impl TcpLayer {
     }
 
     /// Active open from `local` (port 0 = pick an ephemeral port) to `remote`. `local`'s IP must
-    /// be the concrete source address (InvalidInput if unspecified).
+    /// be the concrete source address (InvalidInput if unspecified), of `remote`'s family.
+    ///
+    /// A v4-mapped `remote` (`[::ffff:a.b.c.d]:p`, an IPv6 socket connecting to an IPv4
+    /// peer) opens an IPv4 connection whose addresses are reported v4-mapped (Linux
+    /// `tcp_v6_connect` hands it to `tcp_v4_connect`); `local` is then the IPv4 source, plain
+    /// or mapped. With `config.v6only` that is `NetworkUnreachable` (Linux: ENETUNREACH).
     pub fn connect(
         &mut self,
         now: Instant,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: impl Into<SocketAddr>,
+        remote: impl Into<SocketAddr>,
         config: Config,
     ) -> Result<Handle, Error> {
+        let (remote, mapped) = wire_addr(remote.into());
+        let (local, _) = wire_addr(local.into());
+        if mapped && config.v6only {
+            return Err(Error::NetworkUnreachable);
+        }
         // The caller chooses the source address (route lookup is not TCP's business); an
         // unspecified one could never match returning segments in the 4-tuple demux.
+        let bad_remote = match remote.ip() {
+            IpAddr::V4(r) => r.is_unspecified() || r.is_broadcast() || r.is_multicast(),
+            IpAddr::V6(r) => r.is_unspecified() || r.is_multicast(),
+        };
         if remote.port() == 0
-            || remote.ip().is_unspecified()
-            || remote.ip().is_broadcast()
+            || bad_remote
             || local.ip().is_unspecified()
+            || local.is_ipv4() != remote.is_ipv4()
         {
             return Err(Error::InvalidInput);
         }
@@ -903,12 +1137,12 @@ impl TcpLayer {
         let local = if local.port() == 0 {
             self.pick_port(local, remote)?
         } else {
-            if self.conns.contains_key(&(local, remote)) {
+            if self.conns.contains_key(&ConnKey::of(local, remote)) {
                 return Err(Error::AddrInUse);
             }
             local
         };
-        let c = Conn::new_active(
+        let mut c = Conn::new_active(
             now,
             self.secret.bytes(),
             local,
@@ -916,28 +1150,25 @@ impl TcpLayer {
             config,
             &mut self.rings,
         );
+        c.mapped = mapped;
         let i = self.alloc(Sock::Conn(Box::new(c)));
         self.last_hit = None;
-        self.conns.insert((local, remote), i);
+        self.conns.insert(ConnKey::of(local, remote), i);
         self.touch(i);
         Ok(self.handle_of(i))
     }
 
-    fn pick_port(
-        &mut self,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
-    ) -> Result<SocketAddrV4, Error> {
+    fn pick_port(&mut self, local: SocketAddr, remote: SocketAddr) -> Result<SocketAddr, Error> {
         let (conns, listeners) = (&self.conns, &self.listeners);
-        let any = |p| SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, p);
         self.ports
-            .pick(&self.secret, *local.ip(), remote, |p| {
-                let cand = SocketAddrV4::new(*local.ip(), p);
-                !conns.contains_key(&(cand, remote))
+            .pick(&self.secret, local.ip(), remote, |p| {
+                let cand = SocketAddr::new(local.ip(), p);
+                !conns.contains_key(&ConnKey::of(cand, remote))
                     && !listeners.contains_key(&cand)
-                    && !listeners.contains_key(&any(p))
+                    && !listeners.contains_key(&any4(p))
+                    && !listeners.contains_key(&any6(p))
             })
-            .map(|p| SocketAddrV4::new(*local.ip(), p))
+            .map(|p| SocketAddr::new(local.ip(), p))
             .ok_or(Error::AddrNotAvailable)
     }
 
@@ -1099,7 +1330,7 @@ impl TcpLayer {
     fn abort_index(&mut self, i: u32) {
         let rst = match &self.slots[i as usize].sock {
             Some(Sock::Conn(c)) if c.abort_needs_rst() => {
-                Some((*c.local.ip(), *c.remote.ip(), c.make_rst()))
+                Some((c.local.get().ip(), c.remote.get().ip(), c.make_rst()))
             }
             Some(Sock::Conn(_)) => None,
             _ => return,
@@ -1136,20 +1367,42 @@ impl TcpLayer {
         }
         Ok(self.conn(h)?.state)
     }
-    pub fn local_addr(&self, h: Handle) -> Result<SocketAddrV4, Error> {
+    /// The local address: as bound for a listener (`[::]:p` stays the IPv6 wildcard), the
+    /// connection's own for a connection; an IPv4 connection (or listener) of an IPv6 socket
+    /// reports it v4-mapped (`[::ffff:a.b.c.d]:p`), as Linux's getsockname does.
+    pub fn local_addr(&self, h: Handle) -> Result<SocketAddr, Error> {
         if let Some(Slot {
             generation,
             sock: Some(Sock::Listener(l)),
         }) = self.slots.get(h.index as usize)
         {
             if *generation == h.generation {
-                return Ok(l.local);
+                return Ok(if l.mapped {
+                    mapped_addr(l.local)
+                } else {
+                    l.local
+                });
             }
         }
-        Ok(self.conn(h)?.local)
+        let c = self.conn(h)?;
+        Ok(if c.mapped {
+            mapped_addr(c.local.get())
+        } else {
+            c.local.get()
+        })
     }
-    pub fn peer_addr(&self, h: Handle) -> Result<SocketAddrV4, Error> {
-        Ok(self.conn(h)?.remote)
+    /// The peer's address; v4-mapped for an IPv4 peer of an IPv6 socket (see `local_addr`).
+    pub fn peer_addr(&self, h: Handle) -> Result<SocketAddr, Error> {
+        let c = self.conn(h)?;
+        Ok(if c.mapped {
+            mapped_addr(c.remote.get())
+        } else {
+            c.remote.get()
+        })
+    }
+    /// The connection runs over IPv6 (false for an IPv4 connection, mapped or not).
+    pub fn is_ipv6(&self, h: Handle) -> Result<bool, Error> {
+        Ok(self.conn(h)?.remote.get().is_ipv6())
     }
     /// Bytes readable now / bytes queued unsent-or-unacked / free space in the send buffer.
     pub fn recv_queue(&self, h: Handle) -> Result<usize, Error> {

@@ -3,11 +3,16 @@
 use super::Config;
 use crate::time::Instant;
 use std::collections::VecDeque;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 #[derive(Debug)]
 pub struct Listener {
-    pub local: SocketAddrV4,
+    /// The bound address in wire form (an IPv6 socket bound to `::ffff:a.b.c.d` has the
+    /// IPv4 address here).
+    pub local: SocketAddr,
+    /// An IPv6 socket: its IPv4 connections (and a v4-mapped bind) are reported as
+    /// v4-mapped IPv6 addresses.
+    pub mapped: bool,
     pub backlog: usize,
     pub config: Config,
     /// Connections in SYN-RECEIVED created by this listener.
@@ -20,9 +25,10 @@ pub struct Listener {
 }
 
 impl Listener {
-    pub fn new(local: SocketAddrV4, backlog: usize, config: Config) -> Self {
+    pub fn new(local: SocketAddr, backlog: usize, config: Config) -> Self {
         Listener {
             local,
+            mapped: false,
             backlog,
             config,
             half_open: 0,

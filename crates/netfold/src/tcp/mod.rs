@@ -4,7 +4,8 @@
 //! TCP implementation may add to it but must not change these signatures without updating
 //! callers):
 //!
-//! - [`TcpLayer::input`] takes one received segment whose IPv4 checksum and TCP checksum have
+//! - Addresses are `std::net::IpAddr` / `SocketAddr`, IPv4 or IPv6 (see "Dual stack" below).
+//! - [`TcpLayer::input`] takes one received segment whose IP checksum and TCP checksum have
 //!   already been verified (or offloaded) by the caller, demultiplexes it to a connection or
 //!   listener, and updates state. Replies it wants sent (ACKs, RSTs, challenge ACKs, SYN-ACKs)
 //!   are queued internally and leave through the next [`TcpLayer::output`].
@@ -47,6 +48,17 @@
 //! assert_eq!(tcp.poll_at(), Some(Instant::from_millis(1001)));
 //! # let _ = h;
 //! ```
+//!
+//! DUAL STACK (Linux semantics, `net.ipv6.bindv6only = 0`): every connection runs in one
+//! family and is keyed by its wire addresses; an IPv4 connection owned by an IPv6 socket (one
+//! accepted by a `[::]:p` listener without [`Config::v6only`], or connected to a v4-mapped
+//! `[::ffff:a.b.c.d]:p`) reports its addresses v4-mapped from `local_addr`/`peer_addr`,
+//! as Linux and std do. The rules for binding are on [`TcpLayer::listen`], for connecting on
+//! [`TcpLayer::connect`]. Per family: the MSS ([`Config::mss`] is IPv4's; IPv6 uses 20 bytes
+//! less, RFC 8200 §8.3), the default MSS without an option (536 / 1220, RFC 9293 §3.7.1),
+//! the PMTU floor, the SYN cookie MSS table (Linux's `msstab` for each family) and the
+//! hashes of ISN, timestamps, ephemeral ports and cookies (the IPv4 inputs are unchanged).
+//! [`OutSegment`]'s `src`/`dst` tell the IP layer which family to send on.
 //!
 //! IMPLEMENTATION MAP (split by concern like Linux `net/ipv4/tcp_*.c`):
 //!
@@ -169,6 +181,7 @@ pub mod seq;
 pub mod syncookie;
 mod timers;
 
+pub(crate) use layer::{mapped_addr, wire_addr};
 pub use layer::{ConnInfo, RackInfo, TcpLayer};
 pub use payload::Payload;
 pub use place::{PostedRead, RxCheck};
@@ -177,7 +190,7 @@ pub use secret::Secret;
 use crate::time::Duration;
 pub use crate::wire::ipv4::Ecn;
 use crate::wire::tcp::TcpRepr;
-use crate::wire::Ipv4Addr;
+use crate::wire::IpAddr;
 
 /// Why a TCP operation failed. Maps onto `std::io::ErrorKind` in the socket API.
 ///
@@ -185,8 +198,8 @@ use crate::wire::Ipv4Addr;
 ///
 /// | operation                    | errors                                                     |
 /// |------------------------------|------------------------------------------------------------|
-/// | `connect`                    | `InvalidInput` (port 0, unspecified/broadcast address), `AddrInUse` (4-tuple taken), `AddrNotAvailable` (no ephemeral port) |
-/// | `listen`                     | `InvalidInput` (port 0, backlog 0), `AddrInUse`           |
+/// | `connect`                    | `InvalidInput` (port 0, unspecified/broadcast/multicast address, families differ), `AddrInUse` (4-tuple taken), `AddrNotAvailable` (no ephemeral port), `NetworkUnreachable` (v4-mapped peer with `v6only`) |
+/// | `listen`                     | `InvalidInput` (port 0, backlog 0, v4-mapped address with `v6only`), `AddrInUse` |
 /// | `accept`                     | `InvalidHandle`, `WouldBlock` (queue empty)               |
 /// | `send`                       | `InvalidHandle`, `WouldBlock` (ring full), `NotConnected` (CLOSED/LISTEN), `BrokenPipe` (after shutdown/FIN), or the error that ended the connection: `ConnectionRefused`, `ConnectionReset`, `TimedOut` |
 /// | `recv`                       | `InvalidHandle`, `WouldBlock` (nothing yet), `NotConnected` (closed without data or FIN), or the ending error once (`ConnectionRefused`, `ConnectionReset`, `TimedOut`) |
@@ -219,6 +232,9 @@ pub enum Error {
     /// The next hop never answered ARP while the connection was opening (Linux reports the
     /// neighbour failure as EHOSTUNREACH).
     HostUnreachable,
+    /// No route to the peer's network: an IPv6 peer while the stack has no IPv6 source
+    /// address, or a v4-mapped peer of a v6-only socket (Linux: ENETUNREACH).
+    NetworkUnreachable,
 }
 
 impl core::fmt::Display for Error {
@@ -235,6 +251,7 @@ impl core::fmt::Display for Error {
             Error::AddrNotAvailable => "no ephemeral port available",
             Error::InvalidInput => "invalid argument",
             Error::HostUnreachable => "no route to host",
+            Error::NetworkUnreachable => "network is unreachable",
         };
         f.write_str(s)
     }
@@ -283,7 +300,10 @@ pub struct Config {
     pub recv_buffer_max: usize,
     /// Ceiling of send-buffer growth (Linux `tcp_wmem[2]`, 4 MiB).
     pub send_buffer_max: usize,
-    /// Largest MSS we announce / use, before PMTU; the caller derives it from the MTU.
+    /// Largest MSS we announce / use, before PMTU; the caller derives it from the MTU. This is
+    /// the IPv4 value (MTU - 40, `Stack::tcp_mss`); an IPv6 connection announces and uses 20
+    /// bytes less (MTU - 60, RFC 8200 §8.3), so one value derived from the MTU serves a
+    /// dual-stack listener's connections of both families.
     pub mss: u16,
     /// Disable Nagle (TCP_NODELAY).
     pub nodelay: bool,
@@ -306,6 +326,10 @@ pub struct Config {
     pub linger: Option<Duration>,
     /// RFC 3168 ECN negotiation (default: accept when asked, as Linux `tcp_ecn = 2`).
     pub ecn: EcnMode,
+    /// IPV6_V6ONLY: an IPv6 wildcard listener takes IPv6 only, and a v4-mapped peer or bind
+    /// address is refused. Off by default (Linux `net.ipv6.bindv6only = 0`): `[::]:p` takes
+    /// IPv4 too. Meaningless for IPv4 sockets.
+    pub v6only: bool,
 }
 
 impl Default for Config {
@@ -329,6 +353,7 @@ impl Default for Config {
             rto_initial: Duration::from_secs(1),
             linger: None,
             ecn: EcnMode::Passive,
+            v6only: false,
         }
     }
 }
@@ -433,10 +458,11 @@ pub struct Handle {
 }
 
 /// An ICMP error relevant to a TCP connection (RFC 9293 §3.9 / RFC 1122 §4.2.3.9,
-/// RFC 1191 for fragmentation-needed).
+/// RFC 1191 for fragmentation-needed, RFC 8201 / RFC 4443 §3.2 for IPv6 Packet Too Big).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IcmpError {
-    /// Destination unreachable, code 4 (fragmentation needed and DF set), with next-hop MTU.
+    /// Destination unreachable, code 4 (fragmentation needed and DF set), with next-hop MTU;
+    /// for an IPv6 connection, ICMPv6 Packet Too Big with its MTU (at most 65535 matters).
     FragNeeded { mtu: u16 },
     /// Port/protocol unreachable ("hard" errors; abort in SYN-SENT, RFC 1122 §4.2.3.9).
     Unreachable { code: u8 },
@@ -447,8 +473,9 @@ pub enum IcmpError {
 /// One segment to transmit. `payload.0` then `payload.1` are the data, in order.
 #[derive(Debug, Clone, Copy)]
 pub struct OutSegment<'a> {
-    pub src: Ipv4Addr,
-    pub dst: Ipv4Addr,
+    /// Source and destination, both IPv4 or both IPv6: the family the IP layer sends on.
+    pub src: IpAddr,
+    pub dst: IpAddr,
     pub repr: TcpRepr,
     pub payload: (&'a [u8], &'a [u8]),
     /// Payload bytes per packet when the segment is larger (a GSO super-segment, see

@@ -52,6 +52,11 @@ struct Plan {
 
 impl Conn {
     /// Emits everything due (up to a per-call budget).
+    ///
+    /// Never inlined into `TcpLayer::output`: kept one function, as it was before the layer
+    /// became dual-stack; inlined, the rr transaction took 3% more CPU at the same instruction
+    /// count (measured, alternating binaries).
+    #[inline(never)]
     pub fn poll_output(
         &mut self,
         now: Instant,
@@ -77,8 +82,8 @@ impl Conn {
                 (&[][..], &[][..])
             };
             let seg = OutSegment {
-                src: *self.local.ip(),
-                dst: *self.remote.ip(),
+                src: self.local.get().ip(),
+                dst: self.remote.get().ip(),
                 repr,
                 payload: (a, b),
                 gso_size: self.seg_mss().min(u32::from(u16::MAX)) as u16,
@@ -204,8 +209,8 @@ impl Conn {
             window = ((span + (1u64 << ws) - 1) >> ws).min(0xffff) as u16;
         }
         TcpRepr {
-            src_port: self.local.port(),
-            dst_port: self.remote.port(),
+            src_port: self.local.get().port(),
+            dst_port: self.remote.get().port(),
             seq,
             ack,
             flags: TcpFlags(flags),

@@ -40,6 +40,13 @@
 //!   every host to accept segments of the 536-byte default MSS.
 //! - The ECN bit says the SYN asked for ECN and the SYN-ACK agreed (RFC 3168 §6.1.1); as in
 //!   Linux it travels only with timestamps.
+//!
+//! IPv6 (Linux `net/ipv6/syncookies.c`): the same layout; H0 and H1 hash the 128-bit addresses
+//! (the message is the tag, client address, our address, `count`, client port, our port, in
+//! Linux's `cookie_hash` order), and the MSS index points into [`MSS_TABLE_V6`], Linux's
+//! IPv6 `msstab` {1220, 1420, 1440, 8940}: 1280 - 60 is the least any IPv6 path carries (RFC
+//! 8200 §5, §8.3), so a peer MSS below 1220 is taken as 1220, as Linux does. A SYN without an
+//! MSS option counts as MSS 1220 (RFC 9293 §3.7.1 MUST-15, the IPv6 default).
 
 use super::conn::{wscale_for, Conn};
 use super::isn::siphash24;
@@ -47,11 +54,23 @@ use super::secret::Secret;
 use super::Config;
 use crate::time::{Duration, Instant};
 use crate::wire::tcp::{TcpFlags, TcpRepr, Timestamps};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 /// Linux `msstab`: the MSS values a cookie can express (Alcock & Nelson 2011 found these
 /// cover the vast majority of announced MSS values; 1440/1452 are PPPoE). Sorted.
 pub const MSS_TABLE: [u16; 4] = [536, 1300, 1440, 1460];
+/// Linux's IPv6 `msstab` (`net/ipv6/syncookies.c`): 1280 - 60 (the IPv6 minimum MTU, RFC
+/// 8200 §5), 1480 - 60 (encapsulation, PPPoE), 1500 - 60 (Ethernet), 9000 - 60 (jumbo).
+pub const MSS_TABLE_V6: [u16; 4] = [1220, 1420, 1440, 8940];
+
+/// The MSS table of the family of a connection to `remote`.
+pub fn mss_table(remote: &SocketAddr) -> &'static [u16; 4] {
+    if remote.is_ipv6() {
+        &MSS_TABLE_V6
+    } else {
+        &MSS_TABLE
+    }
+}
 /// Bits of the cookie below the minute counter.
 const COOKIE_BITS: u32 = 24;
 const COOKIE_MASK: u32 = (1 << COOKIE_BITS) - 1;
@@ -111,27 +130,43 @@ fn minutes(now: Instant) -> u32 {
     (now.total_micros() / PERIOD.total_micros()) as u32
 }
 
-/// Linux `cookie_hash`: keyed hash of the 4-tuple (saddr = the client) and `count`.
-fn cookie_hash(
-    secret: &Secret,
-    tag: u8,
-    local: SocketAddrV4,
-    remote: SocketAddrV4,
-    count: u32,
-) -> u32 {
-    let mut m = [0u8; 17];
-    m[0] = tag;
-    m[1..5].copy_from_slice(&remote.ip().octets());
-    m[5..9].copy_from_slice(&local.ip().octets());
-    m[9..11].copy_from_slice(&remote.port().to_be_bytes());
-    m[11..13].copy_from_slice(&local.port().to_be_bytes());
-    m[13..17].copy_from_slice(&count.to_be_bytes());
-    siphash24(secret.bytes(), &m) as u32
+/// Linux `cookie_hash`: keyed hash of the 4-tuple (saddr = the client) and `count`. IPv4:
+/// tag, saddr, daddr, sport, dport, count (17 bytes); IPv6 in Linux's v6 order: tag, saddr,
+/// daddr, count, sport, dport (41 bytes). Both ends are of one family (the layer keys every
+/// connection in the family it runs on).
+fn cookie_hash(secret: &Secret, tag: u8, local: SocketAddr, remote: SocketAddr, count: u32) -> u32 {
+    match (local, remote) {
+        (SocketAddr::V4(l), SocketAddr::V4(r)) => {
+            let mut m = [0u8; 17];
+            m[0] = tag;
+            m[1..5].copy_from_slice(&r.ip().octets());
+            m[5..9].copy_from_slice(&l.ip().octets());
+            m[9..11].copy_from_slice(&r.port().to_be_bytes());
+            m[11..13].copy_from_slice(&l.port().to_be_bytes());
+            m[13..17].copy_from_slice(&count.to_be_bytes());
+            siphash24(secret.bytes(), &m) as u32
+        }
+        (l, r) => {
+            // IPv6 (a mixed pair, which no connection has, hashes its IPv4 side v4-mapped).
+            let v6 = |a: SocketAddr| match a.ip() {
+                std::net::IpAddr::V4(v) => v.to_ipv6_mapped().octets(),
+                std::net::IpAddr::V6(v) => v.octets(),
+            };
+            let mut m = [0u8; 41];
+            m[0] = tag;
+            m[1..17].copy_from_slice(&v6(r));
+            m[17..33].copy_from_slice(&v6(l));
+            m[33..37].copy_from_slice(&count.to_be_bytes());
+            m[37..39].copy_from_slice(&r.port().to_be_bytes());
+            m[39..41].copy_from_slice(&l.port().to_be_bytes());
+            siphash24(secret.bytes(), &m) as u32
+        }
+    }
 }
 
-/// Index of the largest table MSS not above `mss` (0 if `mss` is below them all).
-fn mss_index(mss: u16) -> u32 {
-    MSS_TABLE.iter().rposition(|&m| mss >= m).unwrap_or(0) as u32
+/// Index of the largest `table` MSS not above `mss` (0 if `mss` is below them all).
+fn mss_index(table: &[u16; 4], mss: u16) -> u32 {
+    table.iter().rposition(|&m| mss >= m).unwrap_or(0) as u32
 }
 
 /// Linux `cookie_init_timestamp`: `clock` (our TSval clock now) with the options in the low
@@ -159,14 +194,15 @@ fn encode_timestamp(clock: u32, opt: &SynOptions) -> u32 {
 pub fn encode(
     secret: &Secret,
     now: Instant,
-    local: SocketAddrV4,
-    remote: SocketAddrV4,
+    local: SocketAddr,
+    remote: SocketAddr,
     client_isn: u32,
     opt: &SynOptions,
     ts_clock: Option<u32>,
 ) -> Cookie {
     let count = minutes(now);
-    let idx = mss_index(opt.mss);
+    let table = mss_table(&remote);
+    let idx = mss_index(table, opt.mss);
     let isn = cookie_hash(secret, TAG_H0, local, remote, 0)
         .wrapping_add(client_isn)
         .wrapping_add(count << COOKIE_BITS)
@@ -175,7 +211,7 @@ pub fn encode(
         );
     Cookie {
         isn,
-        mss: MSS_TABLE[idx as usize],
+        mss: table[idx as usize],
         tsval: ts_clock.map(|c| encode_timestamp(c, opt)),
     }
 }
@@ -186,8 +222,8 @@ pub fn encode(
 pub fn decode(
     secret: &Secret,
     now: Instant,
-    local: SocketAddrV4,
-    remote: SocketAddrV4,
+    local: SocketAddr,
+    remote: SocketAddr,
     seg: &TcpRepr,
     config: &Config,
 ) -> Option<CookieOptions> {
@@ -207,7 +243,7 @@ pub fn decode(
     }
     let h1 = cookie_hash(secret, TAG_H1, local, remote, count.wrapping_sub(diff));
     let idx = c.wrapping_sub(h1) & COOKIE_MASK;
-    let mss = *MSS_TABLE.get(idx as usize)?;
+    let mss = *mss_table(&remote).get(idx as usize)?;
     let Some(ts) = seg.options.timestamps else {
         // No timestamps: nothing else was negotiated.
         return Some(CookieOptions {
@@ -250,14 +286,15 @@ pub fn decode(
     })
 }
 
-/// What the listener `config` accepts of the options in `syn`, with our own SYN-ACK's
-/// window shift and whether timestamps are on. Without timestamps, no window scaling and no
-/// SACK (the cookie could not bring them back).
-pub fn negotiate(syn: &TcpRepr, config: &Config) -> (SynOptions, bool) {
+/// What the listener `config` accepts of the options in `syn` (from `remote`), with our own
+/// SYN-ACK's window shift and whether timestamps are on. Without timestamps, no window
+/// scaling and no SACK (the cookie could not bring them back). No MSS option: the family's
+/// default (536, or 1220 for IPv6; RFC 9293 §3.7.1), the first entry of its table.
+pub fn negotiate(syn: &TcpRepr, config: &Config, remote: &SocketAddr) -> (SynOptions, bool) {
     let o = &syn.options;
     let ts = config.timestamps && o.timestamps.is_some();
     let opt = SynOptions {
-        mss: o.mss.unwrap_or(MSS_TABLE[0]),
+        mss: o.mss.unwrap_or(mss_table(remote)[0]),
         wscale: if ts && config.window_scaling {
             o.window_scale.map(|w| w.min(MAX_WSCALE))
         } else {
@@ -273,7 +310,8 @@ pub fn negotiate(syn: &TcpRepr, config: &Config) -> (SynOptions, bool) {
 
 /// The SYN-ACK carrying `cookie` for `syn`, with the options `negotiate` agreed to; the same
 /// header fields a SYN-RECEIVED connection would send (see `output.rs`), so the connection
-/// rebuilt from the ACK matches what the client saw.
+/// rebuilt from the ACK matches what the client saw. `config` is the listener's, already
+/// adapted to the connection's family (its MSS 20 bytes less for IPv6, see `Config::mss`).
 pub fn syn_ack(syn: &TcpRepr, config: &Config, opt: &SynOptions, cookie: &Cookie) -> TcpRepr {
     let mut r = TcpRepr {
         src_port: syn.dst_port,
@@ -336,7 +374,7 @@ pub fn rebuilt_syn(ack: &TcpRepr, opt: &CookieOptions) -> TcpRepr {
 
 /// Our TSval clock for the connection `local`-`remote` now: what `Conn::ts_now` will say once
 /// the connection exists (milliseconds plus the RFC 7323 §7.1 per-connection offset).
-pub fn ts_clock(secret: &Secret, now: Instant, local: SocketAddrV4, remote: SocketAddrV4) -> u32 {
+pub fn ts_clock(secret: &Secret, now: Instant, local: SocketAddr, remote: SocketAddr) -> u32 {
     (now.total_millis() as u32).wrapping_add(super::isn::ts_offset(secret.bytes(), local, remote))
 }
 
@@ -349,8 +387,8 @@ pub fn ts_clock(secret: &Secret, now: Instant, local: SocketAddrV4, remote: Sock
 pub(super) fn conn_from_cookie(
     now: Instant,
     secret: &Secret,
-    local: SocketAddrV4,
-    remote: SocketAddrV4,
+    local: SocketAddr,
+    remote: SocketAddr,
     config: Config,
     ack: &TcpRepr,
     opt: &CookieOptions,
@@ -374,16 +412,22 @@ pub(super) fn conn_from_cookie(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
+    use std::net::{Ipv4Addr, SocketAddrV4};
 
     fn secret() -> Secret {
         Secret::fixed_for_tests(*b"syncookie-tests!")
     }
-    fn local() -> SocketAddrV4 {
-        SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 80)
+    fn local() -> SocketAddr {
+        SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 80).into()
     }
-    fn remote() -> SocketAddrV4 {
-        SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 40000)
+    fn remote() -> SocketAddr {
+        SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 40000).into()
+    }
+    fn local6() -> SocketAddr {
+        "[2001:db8::1]:80".parse().unwrap()
+    }
+    fn remote6() -> SocketAddr {
+        "[2001:db8::2]:40000".parse().unwrap()
     }
     const CLIENT_ISN: u32 = 0xfedc_ba98;
     const T0: Instant = Instant::from_secs(3600 + 17);
@@ -429,12 +473,101 @@ mod tests {
 
     #[test]
     fn mss_classes_round_down() {
-        let m = |x| MSS_TABLE[mss_index(x) as usize];
+        let m = |x| MSS_TABLE[mss_index(&MSS_TABLE, x) as usize];
         assert_eq!((m(100), m(536), m(1299), m(1300)), (536, 536, 536, 1300));
         assert_eq!(
             (m(1439), m(1440), m(1459), m(1460), m(9000)),
             (1300, 1440, 1440, 1460, 1460)
         );
+        // IPv6 (Linux's v6 msstab): below 1220 is 1220.
+        let m6 = |x| MSS_TABLE_V6[mss_index(&MSS_TABLE_V6, x) as usize];
+        assert_eq!(
+            (m6(536), m6(1219), m6(1220), m6(1419)),
+            (1220, 1220, 1220, 1220)
+        );
+        assert_eq!(
+            (m6(1420), m6(1439), m6(1440), m6(1460)),
+            (1420, 1420, 1440, 1440)
+        );
+        assert_eq!((m6(8939), m6(8940), m6(65535)), (1440, 8940, 8940));
+    }
+
+    #[test]
+    fn ipv6_round_trip_every_mss_class_and_option() {
+        let cfg = Config::default();
+        for opt in all_options() {
+            for clock in [Some(0x1234_5678), None] {
+                let c = encode(&secret(), T0, local6(), remote6(), CLIENT_ISN, &opt, clock);
+                assert_eq!(
+                    c.mss,
+                    MSS_TABLE_V6[mss_index(&MSS_TABLE_V6, opt.mss) as usize]
+                );
+                let got = decode(
+                    &secret(),
+                    T0,
+                    local6(),
+                    remote6(),
+                    &ack_for(&c, CLIENT_ISN),
+                    &cfg,
+                )
+                .unwrap_or_else(|| panic!("{opt:?}"));
+                assert_eq!(got.mss, c.mss);
+                assert_eq!(got.timestamps, clock.is_some());
+                if clock.is_some() {
+                    assert_eq!((got.wscale, got.sack_ok), (opt.wscale, opt.sack_ok));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ipv6_cookie_hashes_the_full_addresses_and_not_the_ipv4_tuple() {
+        let cfg = Config::default();
+        let opt = all_options()[77];
+        let c = encode(&secret(), T0, local6(), remote6(), CLIENT_ISN, &opt, None);
+        let good = ack_for(&c, CLIENT_ISN);
+        assert!(decode(&secret(), T0, local6(), remote6(), &good, &cfg).is_some());
+        // Another client differing only in the high 64 bits, or only in the last bit.
+        for other in ["[3001:db8::2]:40000", "[2001:db8::3]:40000"] {
+            let r: SocketAddr = other.parse().unwrap();
+            assert_eq!(decode(&secret(), T0, local6(), r, &good, &cfg), None);
+        }
+        // The same ACK on IPv4 (an attacker replaying into the other family) fails.
+        assert_eq!(decode(&secret(), T0, local(), remote(), &good, &cfg), None);
+        // H0 and H1 are keyed on 41-byte messages in Linux's v6 order.
+        let h = cookie_hash(&secret(), TAG_H1, local6(), remote6(), 9);
+        let mut m = vec![TAG_H1];
+        m.extend_from_slice(
+            &"2001:db8::2"
+                .parse::<std::net::Ipv6Addr>()
+                .unwrap()
+                .octets(),
+        );
+        m.extend_from_slice(
+            &"2001:db8::1"
+                .parse::<std::net::Ipv6Addr>()
+                .unwrap()
+                .octets(),
+        );
+        m.extend_from_slice(&9u32.to_be_bytes());
+        m.extend_from_slice(&40000u16.to_be_bytes());
+        m.extend_from_slice(&80u16.to_be_bytes());
+        assert_eq!(h, siphash24(secret().bytes(), &m) as u32);
+    }
+
+    #[test]
+    fn ipv6_syn_without_mss_option_is_1220() {
+        let syn = TcpRepr {
+            src_port: 40000,
+            dst_port: 80,
+            seq: CLIENT_ISN,
+            flags: TcpFlags(TcpFlags::SYN),
+            ..TcpRepr::default()
+        };
+        let (opt, _) = negotiate(&syn, &Config::default(), &remote6());
+        assert_eq!(opt.mss, 1220);
+        let (opt, _) = negotiate(&syn, &Config::default(), &remote());
+        assert_eq!(opt.mss, 536);
     }
 
     #[test]
@@ -462,7 +595,7 @@ mod tests {
                 &cfg,
             )
             .unwrap_or_else(|| panic!("{opt:?}"));
-            assert_eq!(got.mss, MSS_TABLE[mss_index(opt.mss) as usize]);
+            assert_eq!(got.mss, MSS_TABLE[mss_index(&MSS_TABLE, opt.mss) as usize]);
             assert_eq!(got.mss, c.mss);
             assert!(got.timestamps);
             assert_eq!(got.wscale, opt.wscale);
@@ -591,9 +724,9 @@ mod tests {
         assert!(decode(&secret(), T0, local(), remote(), &good, &cfg).is_some());
         let other = Secret::fixed_for_tests([0x55; 16]);
         assert_eq!(decode(&other, T0, local(), remote(), &good, &cfg), None);
-        let r2 = SocketAddrV4::new(*remote().ip(), remote().port() + 1);
+        let r2 = SocketAddr::new(remote().ip(), remote().port() + 1);
         assert_eq!(decode(&secret(), T0, local(), r2, &good, &cfg), None);
-        let l2 = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 9), 80);
+        let l2: SocketAddr = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 9), 80).into();
         assert_eq!(decode(&secret(), T0, l2, remote(), &good, &cfg), None);
         let mut a = good;
         a.seq = a.seq.wrapping_add(1);
@@ -686,7 +819,7 @@ mod tests {
         syn.options.mss = Some(1460);
         syn.options.window_scale = Some(7);
         syn.options.sack_permitted = true;
-        let (opt, ts) = negotiate(&syn, &cfg);
+        let (opt, ts) = negotiate(&syn, &cfg, &remote());
         assert!(!ts);
         assert_eq!((opt.wscale, opt.sack_ok), (None, false));
         let c = encode(&secret(), T0, local(), remote(), CLIENT_ISN, &opt, None);
@@ -699,7 +832,7 @@ mod tests {
             tsval: 42,
             tsecr: 0,
         });
-        let (opt, ts) = negotiate(&syn, &cfg);
+        let (opt, ts) = negotiate(&syn, &cfg, &remote());
         assert!(ts);
         let c = encode(
             &secret(),

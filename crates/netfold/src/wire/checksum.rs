@@ -42,12 +42,20 @@ pub fn pseudo_header_v6(src: Ipv6Addr, dst: Ipv6Addr, protocol: IpProtocol, leng
 ///
 /// A mixed pair (one v4, one v6 address) has no pseudo-header; it is a caller's bug, and the
 /// v4-mapped form of the v4 address is used so the result is at least deterministic.
-#[inline]
+///
+/// Inlined with the IPv4 sum in place and the IPv6 one behind a call, so the IPv4 per-packet
+/// paths (GSO pieces, the receive check) cost what `pseudo_header` did.
+#[inline(always)]
 pub fn pseudo_header_ip(src: IpAddr, dst: IpAddr, protocol: IpProtocol, length: u32) -> u16 {
-    match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => pseudo_header(s, d, protocol, length),
-        (s, d) => pseudo_header_v6(to_v6(s), to_v6(d), protocol, length),
+    if let (IpAddr::V4(s), IpAddr::V4(d)) = (src, dst) {
+        return pseudo_header(s, d, protocol, length);
     }
+    pseudo_header_other(src, dst, protocol, length)
+}
+
+#[inline(never)]
+fn pseudo_header_other(src: IpAddr, dst: IpAddr, protocol: IpProtocol, length: u32) -> u16 {
+    pseudo_header_v6(to_v6(src), to_v6(dst), protocol, length)
 }
 
 fn to_v6(a: IpAddr) -> Ipv6Addr {

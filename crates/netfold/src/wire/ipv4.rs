@@ -282,6 +282,7 @@ impl Ipv4Repr {
     /// Parses a checked packet. Version != 4 -> `Unsupported`; with `verify_checksum`, a bad
     /// header checksum -> `BadChecksum`. The reserved flag bit (RFC 791: "must be zero") is
     /// ignored, as Linux does.
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &Ipv4Packet<T>, verify_checksum: bool) -> Result<Ipv4Repr> {
         p.check_len()?;
         if p.version() != 4 {
@@ -321,6 +322,7 @@ impl Ipv4Repr {
     /// Writes the 20-byte header (no options) into the front of `buf`. With `fill_checksum`
     /// the header checksum is computed, otherwise left zero (offload). Fails with `BadLength`
     /// when the total length does not fit 16 bits or the offset is not a multiple of 8.
+    #[inline(always)]
     pub fn emit(&self, buf: &mut [u8], fill_checksum: bool) -> Result<()> {
         let total = u16::try_from(HEADER_LEN + self.payload_len).map_err(|_| Error::BadLength)?;
         if self.frag_offset & 7 != 0 {

@@ -8,7 +8,7 @@
 //! use netfold::wire::tcp::{PseudoHeader, TcpFlags, TcpPacket, TcpRepr};
 //! use netfold::wire::Ipv4Addr;
 //!
-//! let ph = PseudoHeader { src: Ipv4Addr::new(198, 18, 0, 1), dst: Ipv4Addr::new(198, 18, 0, 2) };
+//! let ph = PseudoHeader::new(Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
 //! let mut repr = TcpRepr { src_port: 40000, dst_port: 5201, ..TcpRepr::default() };
 //! repr.flags = TcpFlags(TcpFlags::SYN);
 //! repr.options.mss = Some(1460);
@@ -21,7 +21,7 @@
 //! ```
 #![warn(missing_docs)]
 
-use super::Ipv4Addr;
+use super::IpAddr;
 
 /// TCP control flags (RFC 9293 §3.1, RFC 3168 for ECE/CWR).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -156,13 +156,31 @@ pub struct TcpRepr {
     pub options: TcpOptions,
 }
 
-/// The IPv4 endpoints a TCP/UDP checksum covers (RFC 9293 §3.1 pseudo-header).
+/// The IP endpoints a TCP/UDP checksum covers: the pseudo-header of RFC 9293 §3.1 (IPv4) or
+/// RFC 8200 §8.1 (IPv6), chosen by the addresses' family (both must be of one family; see
+/// [`checksum::pseudo_header_ip`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PseudoHeader {
-    /// IPv4 source address.
-    pub src: Ipv4Addr,
-    /// IPv4 destination address.
-    pub dst: Ipv4Addr,
+    /// Source address.
+    pub src: IpAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+}
+
+impl PseudoHeader {
+    /// The pseudo-header of a packet from `src` to `dst` (two IPv4 or two IPv6 addresses).
+    pub fn new(src: impl Into<IpAddr>, dst: impl Into<IpAddr>) -> PseudoHeader {
+        PseudoHeader {
+            src: src.into(),
+            dst: dst.into(),
+        }
+    }
+
+    /// Its sum for `protocol` and a transport length of `len` bytes.
+    #[inline]
+    pub fn sum(&self, protocol: IpProtocol, len: u32) -> u16 {
+        checksum::pseudo_header_ip(self.src, self.dst, protocol, len)
+    }
 }
 
 use super::checksum;
@@ -211,6 +229,21 @@ pub fn ipv4_mss_for_mtu(mtu: usize) -> u16 {
     mtu.saturating_sub(IPV4_MSS_OVERHEAD)
         .clamp(536, usize::from(u16::MAX)) as u16
 }
+/// What an IPv6 MTU carries besides the MSS: the fixed IPv6 header (40 bytes) and the TCP
+/// header. RFC 8200 §8.3: "the maximum TCP segment size [is] computed as the maximum packet
+/// size minus 60 octets"; Linux `tcp_v6` the same (`mtu - sizeof(ipv6hdr) - sizeof(tcphdr)`).
+pub const IPV6_MSS_OVERHEAD: usize = super::ipv6::HEADER_LEN + HEADER_LEN;
+/// The MSS to announce on an IPv6 link of MTU `mtu`: MTU - 60 (RFC 8200 §8.3, RFC 9293
+/// §3.7.1), never below 1220 (RFC 9293 §3.7.1 MUST-15: the IPv6 default send MSS, 1280 - 60,
+/// since every IPv6 link carries 1280 bytes, RFC 8200 §5) nor above 16 bits.
+pub fn ipv6_mss_for_mtu(mtu: usize) -> u16 {
+    mtu.saturating_sub(IPV6_MSS_OVERHEAD)
+        .clamp(IPV6_DEFAULT_MSS, usize::from(u16::MAX)) as u16
+}
+/// RFC 9293 §3.7.1 (MUST-15): the send MSS assumed without an MSS option, IPv4 (576 - 40).
+pub const IPV4_DEFAULT_MSS: usize = 536;
+/// RFC 9293 §3.7.1 (MUST-15): the send MSS assumed without an MSS option, IPv6 (1280 - 60).
+pub const IPV6_DEFAULT_MSS: usize = super::ipv6::MIN_MTU - IPV6_MSS_OVERHEAD;
 /// Where the checksum field lies in the header (RFC 9293 §3.1), for code that must name it by
 /// position: a virtio-net header's `csum_offset` (Linux `CHECKSUM_PARTIAL`), say.
 pub const CHECKSUM_FIELD: core::ops::Range<usize> = field::CHECKSUM;
@@ -375,10 +408,7 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         let data = self.buffer.as_ref();
         // The segment length always fits in 32 bits for a slice we can hold.
         let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
-        let sum = checksum::add(
-            checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Tcp, len),
-            mem::checksum(data),
-        );
+        let sum = checksum::add(ph.sum(IpProtocol::Tcp, len), mem::checksum(data));
         // Summing a segment together with its correct checksum gives all ones (RFC 1071 §1).
         sum == 0xffff
     }
@@ -393,10 +423,7 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
         let header = &data[..self.header_end()];
         let sum = checksum::add(
-            checksum::add(
-                checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Tcp, len),
-                mem::checksum(header),
-            ),
+            checksum::add(ph.sum(IpProtocol::Tcp, len), mem::checksum(header)),
             payload_sum,
         );
         sum == 0xffff
@@ -487,10 +514,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
         self.set_checksum(0);
         let data = self.buffer.as_ref();
         let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
-        let sum = checksum::add(
-            checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Tcp, len),
-            mem::checksum(data),
-        );
+        let sum = checksum::add(ph.sum(IpProtocol::Tcp, len), mem::checksum(data));
         self.set_checksum(checksum::finish(sum));
     }
 }
@@ -769,6 +793,7 @@ impl TcpRepr {
     /// # Panics
     /// If the packet buffer is shorter than [`TcpRepr::header_len`] (a caller bug: the caller
     /// sizes its own buffer). Use [`TcpRepr::emit_with_checksum`] for a checked variant.
+    #[inline(always)]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut TcpPacket<&mut T>) {
         let header_len = self.header_len();
         packet.set_src_port(self.src_port);
@@ -803,10 +828,7 @@ impl TcpRepr {
         // The header length is a multiple of 4, so the payload starts on an even offset and its
         // sum can be added as is (RFC 1071 §2(B)).
         let sum = checksum::add(
-            checksum::add(
-                checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Tcp, total),
-                mem::checksum(header),
-            ),
+            checksum::add(ph.sum(IpProtocol::Tcp, total), mem::checksum(header)),
             payload_sum,
         );
         TcpPacket::new_unchecked(header).set_checksum(checksum::finish(sum));
@@ -835,12 +857,16 @@ impl TcpRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Ipv4Addr;
     use smoltcp::phy::ChecksumCapabilities;
     use smoltcp::wire as s;
 
     const SRC: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
     const DST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
-    const PH: PseudoHeader = PseudoHeader { src: SRC, dst: DST };
+    const PH: PseudoHeader = PseudoHeader {
+        src: IpAddr::V4(SRC),
+        dst: IpAddr::V4(DST),
+    };
 
     fn s_addrs() -> (s::IpAddress, s::IpAddress) {
         (s::IpAddress::Ipv4(SRC), s::IpAddress::Ipv4(DST))
@@ -1000,6 +1026,11 @@ mod tests {
         assert_eq!(ipv4_mss_for_mtu(9000), 8960);
         assert_eq!(ipv4_mss_for_mtu(100), 536);
         assert_eq!(ipv4_mss_for_mtu(200_000), u16::MAX);
+        assert_eq!(ipv6_mss_for_mtu(1500), 1440);
+        assert_eq!(ipv6_mss_for_mtu(9000), 8940);
+        assert_eq!(ipv6_mss_for_mtu(1280), 1220);
+        assert_eq!(ipv6_mss_for_mtu(600), 1220);
+        assert_eq!(ipv6_mss_for_mtu(200_000), u16::MAX);
     }
 
     #[test]
@@ -1187,12 +1218,9 @@ mod tests {
     fn parse_rejects_port_zero_and_bad_checksum() {
         let mut syn = linux_syn();
         let packet = TcpPacket::new_checked(&syn[..]).unwrap();
-        let other = PseudoHeader { src: DST, dst: SRC };
+        let other = PseudoHeader::new(DST, SRC);
         // Swapping the addresses keeps the one's-complement sum; change one instead.
-        let wrong = PseudoHeader {
-            src: Ipv4Addr::new(198, 18, 0, 3),
-            dst: DST,
-        };
+        let wrong = PseudoHeader::new(Ipv4Addr::new(198, 18, 0, 3), DST);
         assert!(packet.verify_checksum(&other));
         assert_eq!(
             TcpRepr::parse(&packet, &wrong, true),

@@ -117,7 +117,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         }
         let datagram = self.datagram();
         let sum = checksum::add(
-            checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Udp, u32::from(self.len())),
+            ph.sum(IpProtocol::Udp, u32::from(self.len())),
             mem::checksum(datagram),
         );
         sum == 0xffff
@@ -133,7 +133,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         let header = self.datagram().get(..HEADER_LEN).unwrap_or(&[]);
         let sum = checksum::add(
             checksum::add(
-                checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Udp, u32::from(self.len())),
+                ph.sum(IpProtocol::Udp, u32::from(self.len())),
                 mem::checksum(header),
             ),
             payload_sum,
@@ -188,7 +188,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
     pub fn fill_checksum(&mut self, ph: &PseudoHeader) {
         self.set_checksum(0);
         let sum = checksum::add(
-            checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Udp, u32::from(self.len())),
+            ph.sum(IpProtocol::Udp, u32::from(self.len())),
             mem::checksum(self.datagram()),
         );
         self.set_checksum(nonzero(checksum::finish(sum)));
@@ -280,10 +280,7 @@ impl UdpRepr {
         self.emit(&mut packet, payload_len)?;
         let len = u32::from(packet.len());
         let sum = checksum::add(
-            checksum::add(
-                checksum::pseudo_header(ph.src, ph.dst, IpProtocol::Udp, len),
-                mem::checksum(header),
-            ),
+            checksum::add(ph.sum(IpProtocol::Udp, len), mem::checksum(header)),
             payload_sum,
         );
         UdpPacket::new_unchecked(header).set_checksum(nonzero(checksum::finish(sum)));
@@ -313,13 +310,16 @@ impl UdpRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::Ipv4Addr;
+    use crate::wire::{IpAddr, Ipv4Addr};
     use smoltcp::phy::ChecksumCapabilities;
     use smoltcp::wire as s;
 
     const SRC: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
     const DST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
-    const PH: PseudoHeader = PseudoHeader { src: SRC, dst: DST };
+    const PH: PseudoHeader = PseudoHeader {
+        src: IpAddr::V4(SRC),
+        dst: IpAddr::V4(DST),
+    };
 
     fn smoltcp_datagram(src_port: u16, dst_port: u16, payload: &[u8]) -> Vec<u8> {
         let (sa, da) = (s::IpAddress::Ipv4(SRC), s::IpAddress::Ipv4(DST));
