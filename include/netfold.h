@@ -149,6 +149,43 @@ int nf_fcntl(nf_stack *s, int fd, int cmd, long arg);     /* F_GETFL / F_SETFL (
 int nf_ioctl(nf_stack *s, int fd, unsigned long req, void *arg);  /* FIONREAD, SIOCOUTQ */
 int nf_poll(nf_stack *s, struct pollfd *fds, nfds_t n, int timeout_ms);
 
+/* Zero-copy send (after Linux MSG_ZEROCOPY, Documentation/networking/msg_zerocopy.rst).
+ * nf_send_zc lends buf to the TCP socket fd instead of copying it: segments refer to it,
+ * retransmissions re-read it, and on a TAP with offloads the kernel copies the payload straight
+ * from it (netfold touches no payload byte; on other links one copy into the frame, with the
+ * checksum folded in). The buffer must stay valid and unmodified until its completion comes
+ * back from nf_zc_completions. Returns the bytes taken: like a non-blocking send, possibly a
+ * prefix (the send buffer bounds lent bytes as it bounds copied ones); send the rest with
+ * another call. A blocking socket waits for room (SO_SNDTIMEO). One completion per call that
+ * took bytes, carrying `cookie`. Errors: EAGAIN (no room, non-blocking or timed out), ENOBUFS
+ * (too many completions wait to be taken: take them first), EINVAL (len 0), EFAULT (NULL
+ * buf), ENOTCONN, EPIPE, ECONNRESET... as nf_send; EOPNOTSUPP on a UDP socket or for flags
+ * other than MSG_DONTWAIT and MSG_NOSIGNAL. Completions are exactly once per taken buffer,
+ * also when the connection is reset or aborted, the socket closed, or the stack freed (then
+ * the buffers are released when nf_stack_free returns and their completions are lost with the
+ * stack). */
+typedef struct nf_zc_completion {
+    uint64_t cookie;          /* as given to nf_send_zc / nf_sendfile_zc */
+    uint64_t len;             /* bytes the call took */
+    int fd;                   /* the socket it was sent on (may be closed or reused by now) */
+    int status;               /* 0: acknowledged by the peer; ECONNABORTED: the connection
+                                 ended first (the peer may have some of it) */
+} nf_zc_completion;
+ssize_t nf_send_zc(nf_stack *s, int fd, const void *buf, size_t len, uint64_t cookie, int flags);
+/* sendfile: lends bytes [offset, offset+len) of the open file file_fd (a kernel descriptor),
+ * mapped read-only, not read; the mapping goes when the buffer is released. The file must not
+ * be truncated or that range modified until the completion. EINVAL for a range past the end
+ * of the file or len 0, EBADF for a bad file_fd; otherwise as nf_send_zc. */
+ssize_t nf_sendfile_zc(nf_stack *s, int fd, int file_fd, off_t offset, size_t len,
+                       uint64_t cookie, int flags);
+/* Takes up to max completions of socket fd (fd == -1: of every socket of the stack, including
+ * closed ones), oldest first per socket; returns how many were stored in out (0: none now).
+ * Completions arrive as the peer acknowledges: call after nf_inject/nf_poll, or from a loop.
+ * -1 with EBADF (fd not open, and not -1), EFAULT (NULL out), EINVAL (max < 0). */
+int nf_zc_completions(nf_stack *s, int fd, nf_zc_completion *out, int max);
+/* Like nf_config_layout for nf_zc_completion. */
+size_t nf_zc_completion_layout(size_t *offsets, size_t n);
+
 /* Layout self-description (for tests that keep this header honest): stores up to n offsets
  * of nf_config's fields, in declaration order, and returns sizeof(nf_config) as compiled
  * into the library. */

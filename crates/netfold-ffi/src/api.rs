@@ -841,6 +841,123 @@ pub unsafe extern "C" fn nf_config_layout(offsets: *mut size_t, n: size_t) -> si
     core::mem::size_of::<nf_config>()
 }
 
+/// One released zero-copy buffer (`nf_zc_completions`); `include/netfold.h` declares the same
+/// layout.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct nf_zc_completion {
+    /// The cookie given to nf_send_zc / nf_sendfile_zc.
+    pub cookie: u64,
+    /// Bytes of the buffer the call took.
+    pub len: u64,
+    /// The descriptor it was sent on (may be closed, or reused, by now).
+    pub fd: c_int,
+    /// 0: acknowledged by the peer; ECONNABORTED: the connection ended first.
+    pub status: c_int,
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_send_zc(
+    s: *mut nf_stack,
+    fd: c_int,
+    b: *const c_void,
+    n: size_t,
+    cookie: u64,
+    flags: c_int,
+) -> ssize_t {
+    ffi(-1, || {
+        // SAFETY: forwarded contract.
+        let e = Arc::clone(unsafe { engine(s)? });
+        // SAFETY: `b` stays readable and unmodified for `n` bytes until its completion (the
+        // header's contract for nf_send_zc).
+        let buf = unsafe { cabi::lend(b, n)? };
+        crate::zerocopy::send_zc(&e, fd, buf, cookie, flags).map(len)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_sendfile_zc(
+    s: *mut nf_stack,
+    fd: c_int,
+    file_fd: c_int,
+    offset: libc::off_t,
+    n: size_t,
+    cookie: u64,
+    flags: c_int,
+) -> ssize_t {
+    ffi(-1, || {
+        // SAFETY: forwarded contract.
+        let e = Arc::clone(unsafe { engine(s)? });
+        let offset = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
+        if n == 0 {
+            return Err(libc::EINVAL);
+        }
+        if file_fd < 0 {
+            return Err(libc::EBADF);
+        }
+        // SAFETY: `file_fd` is an open kernel descriptor for the duration of this call (the
+        // caller's contract); it is only borrowed to duplicate it for the mapping.
+        let file = unsafe { std::os::fd::BorrowedFd::borrow_raw(file_fd) }
+            .try_clone_to_owned()
+            .map(std::fs::File::from)
+            .map_err(|err| err.raw_os_error().unwrap_or(libc::EBADF))?;
+        // SAFETY: the caller promises (header, nf_sendfile_zc) not to truncate or modify that
+        // range of the file until the completion.
+        let buf = unsafe { netfold_os::mmap::map_file(&file, offset, n) }
+            .map_err(|err| err.raw_os_error().unwrap_or(libc::EINVAL))?;
+        crate::zerocopy::send_zc(&e, fd, buf, cookie, flags).map(len)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nf_zc_completions(
+    s: *mut nf_stack,
+    fd: c_int,
+    out: *mut nf_zc_completion,
+    max: c_int,
+) -> c_int {
+    ffi(-1, || {
+        // SAFETY: forwarded contract.
+        let e = Arc::clone(unsafe { engine(s)? });
+        let max = usize::try_from(max).map_err(|_| libc::EINVAL)?;
+        if out.is_null() && max > 0 {
+            return Err(libc::EFAULT);
+        }
+        let got = crate::zerocopy::completions(&e, fd, max)?;
+        for (i, d) in got.iter().enumerate() {
+            let c = nf_zc_completion {
+                cookie: d.cookie,
+                len: d.len,
+                fd: d.fd,
+                status: d.status,
+            };
+            // SAFETY: `out` holds `max` writable entries (the API contract) and `i < max`
+            // (`completions` returns at most `max`).
+            unsafe { core::ptr::write_unaligned(out.add(i), c) };
+        }
+        Ok(got.len() as c_int)
+    })
+}
+
+/// Layout self-description of nf_zc_completion, as `nf_config_layout` does for nf_config.
+#[no_mangle]
+pub unsafe extern "C" fn nf_zc_completion_layout(offsets: *mut size_t, n: size_t) -> size_t {
+    use core::mem::offset_of;
+    let offs = [
+        offset_of!(nf_zc_completion, cookie),
+        offset_of!(nf_zc_completion, len),
+        offset_of!(nf_zc_completion, fd),
+        offset_of!(nf_zc_completion, status),
+    ];
+    if !offsets.is_null() {
+        for (i, o) in offs.iter().enumerate().take(n) {
+            // SAFETY: `offsets` holds `n` writable entries per the API contract; `i` < `n`.
+            unsafe { core::ptr::write_unaligned(offsets.add(i), *o) };
+        }
+    }
+    core::mem::size_of::<nf_zc_completion>()
+}
+
 /// Lists every exported function by its C name. Naming each one as a function value makes the
 /// list fail to compile if a name is wrong; the header test checks that `include/netfold.h`
 /// declares exactly these.
@@ -887,6 +1004,10 @@ exports!(
     nf_ioctl,
     nf_poll,
     nf_config_layout,
+    nf_send_zc,
+    nf_sendfile_zc,
+    nf_zc_completions,
+    nf_zc_completion_layout,
 );
 
 #[cfg(test)]

@@ -295,3 +295,44 @@ pub(crate) unsafe fn opt_cstr<'a>(p: *const libc::c_char) -> R<Option<&'a str>> 
     let s = unsafe { core::ffi::CStr::from_ptr(p) };
     s.to_str().map(Some).map_err(|_| libc::EINVAL)
 }
+
+/// A C caller's buffer lent to a connection by `nf_send_zc`: read in place until the stack
+/// releases it (its completion), as the header's contract says.
+pub(crate) struct CRegion {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: the C caller promises (include/netfold.h, nf_send_zc) that the buffer stays valid and
+// unmodified until its completion is reported, from any thread; the stack only reads it.
+unsafe impl Send for CRegion {}
+// SAFETY: as above: shared access only reads.
+unsafe impl Sync for CRegion {}
+
+impl netfold_core::buf::Region for CRegion {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` is non-NULL (checked in `lend`) and readable for `len` bytes until the
+        // completion (the caller's contract); the completion is posted when this region is
+        // dropped, so no borrow outlives it.
+        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// Wraps `b`/`n` for zero-copy send: EFAULT for NULL, EINVAL for an empty buffer or one larger
+/// than `isize::MAX` (no Rust slice may be).
+///
+/// # Safety
+/// `b` must stay readable for `n` bytes, unmodified, until the stack reports the buffer's
+/// completion.
+pub(crate) unsafe fn lend(b: *const c_void, n: usize) -> R<netfold_core::buf::ZcBuf> {
+    if b.is_null() {
+        return Err(libc::EFAULT);
+    }
+    if n == 0 || n > isize::MAX as usize {
+        return Err(libc::EINVAL);
+    }
+    Ok(netfold_core::buf::ZcBuf::new(CRegion {
+        ptr: b.cast(),
+        len: n,
+    }))
+}

@@ -45,6 +45,8 @@ pub(crate) struct State {
     pub(crate) dev: InjectDevice,
     pub(crate) fds: FdTable,
     pub(crate) manual_now: Instant,
+    /// Zero-copy completion queues (`zerocopy.rs`).
+    pub(crate) zc: crate::zerocopy::ZcRegistry,
 }
 
 /// What the REAL-clock driver runs: the stack over the inject device.
@@ -89,6 +91,7 @@ impl Engine {
             dev,
             fds: FdTable::new(),
             manual_now: Instant::ZERO,
+            zc: Default::default(),
         };
         let epoch = match clock {
             Clock::Real(epoch) => epoch,

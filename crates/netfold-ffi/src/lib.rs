@@ -6,7 +6,8 @@
 //! stack), runs inside `catch_unwind` (a Rust panic becomes -1/EIO, never an unwind into C) and
 //! reports failure as -1 (or NULL) with the C library's `errno` set. The semantics live in safe
 //! modules: `engine` (locking, clocks, the driver thread), `ops` (the calls), `options`
-//! (getsockopt/setsockopt), `fd` (the descriptor table), `device` (nf_inject/nf_take).
+//! (getsockopt/setsockopt), `fd` (the descriptor table), `device` (nf_inject/nf_take),
+//! `zerocopy` (nf_send_zc, nf_sendfile_zc, nf_zc_completions).
 // `unsafe` is denied crate-wide and allowed only where the boundary needs it: the entry points
 // (api.rs), the C struct accessors (cabi.rs) and errno (errno.rs), each block with a SAFETY
 // comment.
@@ -20,5 +21,6 @@ mod errno;
 mod fd;
 mod ops;
 mod options;
+mod zerocopy;
 
 pub use api::*;

@@ -186,6 +186,11 @@ fn c_manual_clock_next_timer() {
 }
 
 #[test]
+fn c_zero_copy_send_and_completions() {
+    c_test("zerocopy");
+}
+
+#[test]
 fn c_real_clock_threads() {
     c_test("real_clock");
 }
@@ -233,5 +238,5 @@ fn header_declares_every_exported_function() {
         declared, exported,
         "include/netfold.h and libnetfold.so disagree"
     );
-    assert_eq!(declared.len(), 33);
+    assert_eq!(declared.len(), 37);
 }

@@ -12,15 +12,17 @@
 //! - [`wait`]: sleeping in poll(2) until a descriptor is readable.
 //! - [`emu`]: the link emulator, two TAPs joined by the in-memory link's impairment model.
 //! - [`netns`]: throw-away network namespaces, addressed only from 198.18.0.0/15.
+//! - [`mmap`]: files (and anonymous memory) mapped as zero-copy send buffers (`sendfile`).
 //!
 //! Every device implements the core's [`netfold::phy::Device`]; the core itself knows no OS.
 // `unsafe` is denied crate-wide and allowed only in the modules that make system calls (tap,
-// packet_socket, packet_ring, wait, cpu), each block with a SAFETY comment.
+// packet_socket, packet_ring, wait, cpu, mmap), each block with a SAFETY comment.
 #![deny(unsafe_code)]
 
 pub mod cpu;
 pub mod emu;
 pub mod link;
+pub mod mmap;
 pub mod netns;
 pub mod packet_ring;
 pub mod packet_socket;

@@ -93,6 +93,24 @@ impl Device for Link {
             Link::Tun(t) => t.send_batch(now, pool, frames),
         }
     }
+    fn scatter_gather(&self) -> bool {
+        match self {
+            Link::Tap(t) => t.scatter_gather(),
+            Link::Tun(t) => t.scatter_gather(),
+        }
+    }
+    fn send_batch_sg(
+        &mut self,
+        now: Instant,
+        pool: &mut Pool,
+        frames: &mut Vec<PacketBuf>,
+        frags: &mut netfold::buf::Frags,
+    ) {
+        match self {
+            Link::Tap(t) => t.send_batch_sg(now, pool, frames, frags),
+            Link::Tun(t) => t.send_batch_sg(now, pool, frames, frags),
+        }
+    }
     fn poll_at(&self) -> Option<Instant> {
         match self {
             Link::Tap(t) => t.poll_at(),

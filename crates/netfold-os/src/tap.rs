@@ -22,7 +22,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::vnet::{self, OffloadStats, RxVerdict, VnetHdr, VNET_HDR_LEN};
-use netfold::buf::{Csum, PacketBuf, Pool};
+use netfold::buf::{Csum, Frags, PacketBuf, Pool, ZcBuf};
 use netfold::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
 use netfold::time::{Duration, Instant};
 use netfold::wire::ethernet::VLAN_HEADER_LEN;
@@ -336,6 +336,49 @@ pub(crate) fn write_frame(fd: BorrowedFd<'_>, hdr: &[u8; VNET_HDR_LEN], frame: &
     classify(n)
 }
 
+/// Most iovecs one frame takes: the vnet header, the linear bytes, and the fragments
+/// (`netfold::offload::gso::MAX_FRAGS` at most, which the stack never exceeds).
+const MAX_IOV: usize = 2 + netfold::offload::gso::MAX_FRAGS;
+
+/// `writev` of a vnet header, a frame's linear bytes and its fragments (zero-copy send): the
+/// kernel reads the application's buffers directly. `None` if there are more fragments than
+/// [`MAX_IOV`] allows (the caller copies them in instead).
+pub(crate) fn write_frame_sg<'a>(
+    fd: BorrowedFd<'_>,
+    hdr: &[u8; VNET_HDR_LEN],
+    head: &[u8],
+    frags: impl Iterator<Item = &'a ZcBuf>,
+) -> Option<Io> {
+    let empty = libc::iovec {
+        iov_base: core::ptr::null_mut(),
+        iov_len: 0,
+    };
+    let mut iov = [empty; MAX_IOV];
+    iov[0] = libc::iovec {
+        iov_base: hdr.as_ptr() as *mut libc::c_void,
+        iov_len: hdr.len(),
+    };
+    iov[1] = libc::iovec {
+        iov_base: head.as_ptr() as *mut libc::c_void,
+        iov_len: head.len(),
+    };
+    let mut n = 2;
+    for f in frags {
+        let s = f.as_slice();
+        *iov.get_mut(n)? = libc::iovec {
+            iov_base: s.as_ptr() as *mut libc::c_void,
+            iov_len: s.len(),
+        };
+        n += 1;
+    }
+    // SAFETY: the first `n` iovecs describe live buffers of the stated lengths (the vnet
+    // header, the frame, and fragments whose `ZcBuf`s the caller holds until this returns);
+    // writev only reads them (the *mut is what the C signature wants). `n <= MAX_IOV`, far
+    // below IOV_MAX (1024).
+    let r = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), n as libc::c_int) };
+    Some(classify(r))
+}
+
 pub(crate) fn classify(n: isize) -> Io {
     if n >= 0 {
         return Io::Done(n as usize);
@@ -453,6 +496,25 @@ fn split_rx(
     n
 }
 
+impl Tap {
+    /// Writes one linear frame (with the vnet header `prepare_tx` makes) and recycles it.
+    fn send_one(&mut self, mut f: PacketBuf, pool: &mut Pool) {
+        let h = if self.config.offloads {
+            vnet::prepare_tx(f.as_mut_slice(), self.mtu, true, &mut self.stats.offload)
+        } else {
+            VnetHdr::default()
+        };
+        match write_frame(self.fd.as_fd(), &h.to_bytes(), f.as_slice()) {
+            Io::Done(n) if n == VNET_HDR_LEN + f.len() => {
+                self.stats.tx_frames += 1;
+                self.stats.tx_bytes += f.len() as u64;
+            }
+            _ => self.stats.tx_dropped += 1,
+        }
+        pool.put(f);
+    }
+}
+
 impl Device for Tap {
     fn readable_fd(&self) -> Option<RawFd> {
         Some(self.fd.as_raw_fd())
@@ -526,20 +588,64 @@ impl Device for Tap {
     }
 
     fn send_batch(&mut self, _now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
-        for mut f in frames.drain(..) {
-            let h = if self.config.offloads {
-                vnet::prepare_tx(f.as_mut_slice(), self.mtu, true, &mut self.stats.offload)
-            } else {
-                VnetHdr::default()
-            };
-            match write_frame(self.fd.as_fd(), &h.to_bytes(), f.as_slice()) {
-                Io::Done(n) if n == VNET_HDR_LEN + f.len() => {
-                    self.stats.tx_frames += 1;
-                    self.stats.tx_bytes += f.len() as u64;
-                }
-                _ => self.stats.tx_dropped += 1,
+        for f in frames.drain(..) {
+            self.send_one(f, pool);
+        }
+    }
+
+    /// With offloads on (checksums and TSO left to the kernel), the TAP takes frames with
+    /// fragments: headers and the application's buffers go out in one `writev`, and the kernel
+    /// copies the payload straight from them (zero-copy send: netfold reads no payload byte).
+    fn scatter_gather(&self) -> bool {
+        self.config.offloads
+    }
+
+    fn send_batch_sg(
+        &mut self,
+        _now: Instant,
+        pool: &mut Pool,
+        frames: &mut Vec<PacketBuf>,
+        frags: &mut Frags,
+    ) {
+        for (i, mut f) in frames.drain(..).enumerate() {
+            let payload = frags.len_of(i);
+            if payload == 0 {
+                self.send_one(f, pool);
+                continue;
             }
-            pool.put(f);
+            let h = self
+                .config
+                .offloads
+                .then(|| {
+                    vnet::prepare_tx_sg(
+                        f.as_mut_slice(),
+                        payload,
+                        self.mtu,
+                        true,
+                        &mut self.stats.offload,
+                    )
+                })
+                .flatten();
+            let sent = h.and_then(|h| {
+                write_frame_sg(self.fd.as_fd(), &h.to_bytes(), f.as_slice(), frags.of(i))
+            });
+            match sent {
+                Some(Io::Done(n)) if n == VNET_HDR_LEN + f.len() + payload => {
+                    self.stats.tx_frames += 1;
+                    self.stats.tx_bytes += (f.len() + payload) as u64;
+                    pool.put(f);
+                }
+                Some(_) => {
+                    self.stats.tx_dropped += 1;
+                    pool.put(f);
+                }
+                None => {
+                    // Not describable as headers + fragments: one buffer, the ordinary way.
+                    self.stats.offload.tx_sg_linearized += 1;
+                    frags.copy_into(i, &mut f);
+                    self.send_one(f, pool);
+                }
+            }
         }
     }
 }

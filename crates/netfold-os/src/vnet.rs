@@ -41,7 +41,7 @@ use netfold::mem::checksum;
 use netfold::wire::checksum::{add, finish, pseudo_header_ip, pseudo_header_v6};
 use netfold::wire::ethernet::{EtherType, EthernetFrame};
 use netfold::wire::icmpv4;
-use netfold::wire::ipv4::Ipv4Packet;
+use netfold::wire::ipv4::{Ipv4Packet, HEADER_LEN as IPV4_MIN_HEADER};
 use netfold::wire::ipv6::{self, Ipv6Packet};
 use netfold::wire::ipv6ext;
 use netfold::wire::tcp::{self, TcpPacket};
@@ -135,6 +135,13 @@ pub struct OffloadStats {
     pub tx_csum_software: u64,
     /// Transmitted TCP super-segments marked for kernel segmentation (TSO).
     pub tx_gso_frames: u64,
+    /// Transmitted frames whose payload went as fragments (zero-copy send, one `writev` of
+    /// headers and the application's buffers), and those payload bytes.
+    pub tx_sg_frames: u64,
+    pub tx_sg_bytes: u64,
+    /// Frames with fragments that had to be copied into one buffer first (headers the
+    /// fragment path could not describe; none in normal operation).
+    pub tx_sg_linearized: u64,
 }
 
 /// Where the IPv4 and transport headers of an Ethernet frame are.
@@ -485,6 +492,86 @@ pub fn prepare_tx(frame: &mut [u8], mtu: usize, tso: bool, stats: &mut OffloadSt
         }
     }
     h
+}
+
+/// [`prepare_tx`] for a TCP frame whose linear part `head` is exactly its Ethernet, IPv4 and
+/// TCP headers and whose `payload_len` payload bytes follow in fragments (zero-copy send on a
+/// scatter-gather device): the checksums are left to the kernel (`F_NEEDS_CSUM`; the
+/// pseudo-header sum goes into the field, the IPv4 header checksum is computed from the
+/// header), super-segments are marked for TSO, and no payload byte is read. `None` (nothing
+/// touched) when the headers do not describe such a frame: untagged IPv4, TCP, not a
+/// fragment, the IPv4 total length equal to headers plus `payload_len`; the caller then
+/// copies the fragments in and uses [`prepare_tx`].
+pub fn prepare_tx_sg(
+    head: &mut [u8],
+    payload_len: usize,
+    mtu: usize,
+    tso: bool,
+    stats: &mut OffloadStats,
+) -> Option<VnetHdr> {
+    let eth = EthernetFrame::new_checked(&*head).ok()?;
+    if eth.ethertype() != EtherType::Ipv4 {
+        return None;
+    }
+    let l3 = eth.header_len();
+    let ip_bytes = head.get(l3..)?;
+    if ip_bytes.len() < IPV4_MIN_HEADER {
+        return None;
+    }
+    let ip = Ipv4Packet::new_unchecked(ip_bytes);
+    let ihl = ip.header_len();
+    if ip.version() != 4
+        || ihl < IPV4_MIN_HEADER
+        || ip_bytes.len() < ihl
+        || ip.protocol() != IpProtocol::Tcp
+        || ip.is_fragment()
+        || usize::from(ip.total_len()) != ip_bytes.len() + payload_len
+    {
+        return None;
+    }
+    let l4 = l3 + ihl;
+    // Checks the data offset against the bytes present: the header must be all of them.
+    let t = TcpPacket::new_checked(head.get(l4..)?).ok()?;
+    let thl = t.header_len();
+    let cwr = t.flags().cwr();
+    if l4 + thl != head.len() {
+        return None;
+    }
+    let l: IpLayout = Ipv4Layout {
+        l3,
+        ihl,
+        l4,
+        end: l3 + usize::from(ip.total_len()),
+        protocol: IpProtocol::Tcp,
+        src: ip.src_addr(),
+        dst: ip.dst_addr(),
+        fragment: false,
+    }
+    .into();
+    fill_ipv4_checksum(head, &l);
+    put16(head, l4 + tcp::CHECKSUM_FIELD.start, pseudo_sum(&l));
+    stats.tx_csum_partial += 1;
+    stats.tx_sg_frames += 1;
+    stats.tx_sg_bytes += payload_len as u64;
+    let mut h = VnetHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_NONE,
+        hdr_len: 0,
+        gso_size: 0,
+        csum_start: l4 as u16,
+        csum_offset: tcp::CHECKSUM_FIELD.start as u16,
+    };
+    let hdrs = ihl + thl;
+    if tso && l.end - l3 > mtu && mtu > hdrs {
+        h.gso_type = GSO_TCPV4;
+        if cwr {
+            h.gso_type |= GSO_ECN;
+        }
+        h.gso_size = (mtu - hdrs).min(usize::from(u16::MAX)) as u16;
+        h.hdr_len = (l4 + thl) as u16;
+        stats.tx_gso_frames += 1;
+    }
+    Some(h)
 }
 
 /// The checksum state a frame received with vnet header `h` carries into the stack (Linux

@@ -757,3 +757,4 @@ impl Drop for UdpSocket {
 
 // Transparent mode (a listener and a UDP socket for any destination), in its own file.
 mod transparent;
+pub mod zerocopy;

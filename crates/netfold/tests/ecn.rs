@@ -65,7 +65,7 @@ impl Peer {
         self.tcp.output(self.now, &mut |s| {
             out.push(Out {
                 repr: s.repr,
-                len: s.payload.0.len() + s.payload.1.len(),
+                len: s.payload.len(),
                 ecn: s.ecn,
             });
             true

@@ -82,8 +82,7 @@ impl Net {
         let mut out = Vec::new();
         let layer = if from_a { &mut self.a } else { &mut self.b };
         layer.output(self.now, &mut |s: &OutSegment<'_>| {
-            let mut p = s.payload.0.to_vec();
-            p.extend_from_slice(s.payload.1);
+            let p = s.payload.to_vec();
             out.push((s.src, s.dst, s.repr, p));
             true
         });

@@ -97,8 +97,7 @@ impl Net {
         let (mut synacks, mut rsts, mut first) = (0, 0, None);
         layer.output(self.now, &mut |s: &OutSegment<'_>| {
             if s.dst == IP_CLIENT || s.dst == IP_SERVER {
-                let mut payload = s.payload.0.to_vec();
-                payload.extend_from_slice(s.payload.1);
+                let payload = s.payload.to_vec();
                 out.push(Pkt {
                     at,
                     to_server: from_client,

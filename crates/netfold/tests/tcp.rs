@@ -98,8 +98,7 @@ impl Net {
         let mut out: Vec<(IpAddr, IpAddr, TcpRepr, Vec<u8>)> = Vec::new();
         let layer = if from_a { &mut self.a } else { &mut self.b };
         layer.output(self.now, &mut |s: &OutSegment<'_>| {
-            let mut p = s.payload.0.to_vec();
-            p.extend_from_slice(s.payload.1);
+            let p = s.payload.to_vec();
             out.push((s.src, s.dst, s.repr, p));
             true
         });
@@ -1170,8 +1169,7 @@ fn emit_refusal_loses_nothing() {
                 return false;
             }
             budget -= 1;
-            let mut p = seg.payload.0.to_vec();
-            p.extend_from_slice(seg.payload.1);
+            let p = seg.payload.to_vec();
             out.push((seg.repr, p));
             true
         });

@@ -58,8 +58,7 @@ impl Net {
         layer.output(now, &mut |s: &OutSegment<'_>| {
             // The engine never mixes families within a segment.
             assert_eq!(s.src.is_ipv4(), s.dst.is_ipv4(), "{s:?}");
-            let mut payload = s.payload.0.to_vec();
-            payload.extend_from_slice(s.payload.1);
+            let payload = s.payload.to_vec();
             out.push(Seg {
                 src: s.src,
                 dst: s.dst,

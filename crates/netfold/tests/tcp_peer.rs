@@ -92,7 +92,7 @@ impl Script {
             assert_eq!((s.src, s.dst), (LOCAL.into(), PEER.into()));
             out.push(Out {
                 repr: s.repr,
-                len: s.payload.0.len() + s.payload.1.len(),
+                len: s.payload.len(),
             });
             true
         });
@@ -197,7 +197,7 @@ fn peer_mss_bounds_every_segment_and_gso_piece() {
             .map(|n| sent += n);
         let mut gso = Vec::new();
         s.tcp.output(s.now, &mut |seg| {
-            gso.push((seg.payload.0.len() + seg.payload.1.len(), seg.gso_size));
+            gso.push((seg.payload.len(), seg.gso_size));
             true
         });
         for &(len, size) in &gso {
@@ -820,8 +820,7 @@ fn baseline_copy_mode_moves_the_same_bytes() {
         assert_eq!(s.tcp.send(h, &data), Ok(data.len()));
         let mut sent = Vec::new();
         s.tcp.output(s.now, &mut |seg| {
-            sent.extend_from_slice(seg.payload.0);
-            sent.extend_from_slice(seg.payload.1);
+            sent.extend_from_slice(&seg.payload.to_vec());
             true
         });
         // The initial window bounds what leaves at once; what left is the data's prefix.

@@ -42,6 +42,11 @@ pub trait MemNet {
     fn established(&mut self, c: Self::Conn) -> Result<bool, BoxErr>;
     /// Bytes taken (0 when the send buffer is full).
     fn write(&mut self, c: Self::Conn, data: &[u8]) -> Result<usize, BoxErr>;
+    /// Zero-copy send (`--zerocopy`): lends `data` to the stack; bytes taken (0 when the send
+    /// buffer is full). The stack's completions are the implementation's to collect.
+    fn write_zc(&mut self, _c: Self::Conn, _data: netfold::buf::ZcBuf) -> Result<usize, BoxErr> {
+        Err("--zerocopy is implemented for netfold only".into())
+    }
     /// None when nothing is readable now; Some(0) at end of stream.
     fn read(&mut self, c: Self::Conn, buf: &mut [u8]) -> Result<Option<usize>, BoxErr>;
     /// Lends `buf` to the connection as a posted read (single-pass receive); only where
@@ -274,7 +279,11 @@ fn bulk<N: MemNet>(
         while sent < limit {
             // Whole messages; a partial write keeps its remainder, as a blocking send would.
             let n = ((limit - sent) as usize).min(msg - (sent % msg as u64) as usize);
-            let k = net.write(tx, pattern.window(sent, n))?;
+            let k = if p.zerocopy {
+                net.write_zc(tx, pattern.window_zc(sent, n))?
+            } else {
+                net.write(tx, pattern.window(sent, n))?
+            };
             if k == 0 {
                 break;
             }

@@ -176,6 +176,9 @@ pub struct Params {
     pub streams: usize,
     /// netfold: how the receiver reads in stream tests (`--read`).
     pub read_path: ReadPath,
+    /// netfold stream/maerts: the sender lends its messages to the stack (zero-copy send,
+    /// `--zerocopy`) instead of writing copies.
+    pub zerocopy: bool,
 }
 
 impl Default for Params {
@@ -204,6 +207,7 @@ impl Default for Params {
             shards: 0,
             streams: 1,
             read_path: ReadPath::Posted,
+            zerocopy: false,
         }
     }
 }

@@ -89,6 +89,74 @@ pub struct NetfoldNet {
     clock: Clock,
     /// Per-side TCP state captured when a connection is closed (see `close`).
     final_info: serde_json::Map<String, serde_json::Value>,
+    /// Zero-copy sends (`--zerocopy`): the sending connection's completions, taken as they
+    /// come (the stack bounds the untaken ones).
+    zc: ZcTally,
+}
+
+/// The completions of one zero-copy sender, counted as they are taken.
+#[derive(Default)]
+pub struct ZcTally {
+    done: Option<(tcp::Handle, tcp::ZcCompletions)>,
+    scratch: Vec<tcp::ZcCompletion>,
+    calls: u64,
+    /// Buffers completed acknowledged, and completed without (the connection ended first).
+    pub acked: u64,
+    pub unacked: u64,
+}
+
+impl ZcTally {
+    /// Takes `s`'s completions (the first call fetches its queue), every 32nd call: an
+    /// application takes them in batches (Linux's reads the error queue now and then), far
+    /// below the stack's bound on untaken ones.
+    pub fn collect(&mut self, stack: &mut Stack, s: TcpStream) -> std::io::Result<()> {
+        self.calls += 1;
+        if self.calls % 32 != 1 && self.done.as_ref().is_some_and(|(h, _)| *h == s.handle()) {
+            return Ok(());
+        }
+        let done = match &self.done {
+            Some((h, d)) if *h == s.handle() => d,
+            _ => &self.done.insert((s.handle(), s.zc_completions(stack)?)).1,
+        };
+        done.take(&mut self.scratch, usize::MAX);
+        for c in self.scratch.drain(..) {
+            if c.acked {
+                self.acked += 1;
+            } else {
+                self.unacked += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes what the queue still holds (after the run).
+    pub fn finish(&mut self) {
+        if let Some((_, d)) = &self.done {
+            d.take(&mut self.scratch, usize::MAX);
+            for c in self.scratch.drain(..) {
+                if c.acked {
+                    self.acked += 1;
+                } else {
+                    self.unacked += 1;
+                }
+            }
+        }
+    }
+
+    /// For a run's details.
+    pub fn describe(&mut self) -> Option<String> {
+        self.done.as_ref()?;
+        self.finish();
+        let out = self
+            .done
+            .as_ref()
+            .map(|(_, d)| d.outstanding())
+            .unwrap_or_default();
+        Some(format!(
+            "completed_acked={} completed_unacked={} outstanding_buffers={}",
+            self.acked, self.unacked, out.buffers
+        ))
+    }
 }
 
 impl NetfoldNet {
@@ -115,6 +183,7 @@ impl NetfoldNet {
                 Clock::new()
             },
             final_info: serde_json::Map::new(),
+            zc: ZcTally::default(),
         }
     }
 
@@ -189,6 +258,16 @@ impl MemNet for NetfoldNet {
 
     fn write(&mut self, c: Self::Conn, data: &[u8]) -> Result<usize, BoxErr> {
         Ok(would_block(c.1.write(self.stack(c.0), data))?.unwrap_or(0))
+    }
+
+    fn write_zc(&mut self, c: Self::Conn, data: netfold::buf::ZcBuf) -> Result<usize, BoxErr> {
+        let stack = match c.0 {
+            Side::Client => &mut self.client,
+            Side::Server => &mut self.server,
+        };
+        let n = would_block(c.1.send_zc(stack, data))?.map_or(0, |s| s.len);
+        self.zc.collect(stack, c.1)?;
+        Ok(n)
     }
 
     fn read(&mut self, c: Self::Conn, buf: &mut [u8]) -> Result<Option<usize>, BoxErr> {
@@ -284,6 +363,9 @@ impl MemNet for NetfoldNet {
                 )
                 .into(),
             );
+        }
+        if let Some(z) = self.zc.describe() {
+            m.insert("zerocopy".into(), z.into());
         }
         m.insert(
             "client_counters".into(),

@@ -63,6 +63,13 @@ fn check(p: &Params, link: &str) -> Result<(), BoxErr> {
     if p.impair.any() {
         return Err("impairments apply to the in-memory pipe only".into());
     }
+    if p.zerocopy && p.test == Test::Maerts {
+        return Err(format!(
+            "--zerocopy over {link}: in maerts the kernel sends and netfold receives, so there \
+             is no netfold send to make zero-copy (use stream)"
+        )
+        .into());
+    }
     if let Some(why) = netfold_os::netns::unavailable_reason() {
         return Err(format!("--link {link} needs root, /dev/net/tun and ip(8): {why}").into());
     }
@@ -146,6 +153,9 @@ fn run_with<D: Device>(
             format!("{}", node.stack.counters()).into(),
         );
         details.insert(link.into(), format!("{:?}", stats(&node.end)).into());
+        if let Some(z) = node.zc_report.take() {
+            details.insert("zerocopy".into(), z.into());
+        }
         Ok(Measurement {
             bytes,
             transactions: cl.transactions,

@@ -76,6 +76,8 @@ pub struct Node<D: Device> {
     /// timeout, ended a sleep).
     max_sleep: Duration,
     pub poll_stats: PollStats,
+    /// A zero-copy sender's completion counts (`--zerocopy`), for the run's details.
+    pub zc_report: Option<String>,
 }
 
 impl<D: Device> Node<D> {
@@ -94,6 +96,7 @@ impl<D: Device> Node<D> {
             armed: false,
             max_sleep: MAX_SLEEP,
             poll_stats: PollStats::default(),
+            zc_report: None,
         }
     }
 
@@ -297,6 +300,8 @@ pub struct Outcome {
     pub poll_stats: PollStats,
     /// The server stack's passes over payload bytes (issue 13 item 5).
     pub passes: netfold::iface::counters::PayloadPasses,
+    /// The server's zero-copy completion counts (maerts `--zerocopy`).
+    pub zc: Option<String>,
 }
 
 pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
@@ -350,6 +355,7 @@ pub fn run_pair<D: Device + Send + 'static>(
             counters: format!("{}", server_node.stack.counters()),
             poll_stats: server_node.poll_stats,
             passes: server_node.stack.counters().payload_passes(),
+            zc: server_node.zc_report.take(),
             ..o
         })
     });
@@ -422,6 +428,14 @@ pub fn run_pair<D: Device + Send + 'static>(
         format!("{}", node.stack.counters()).into(),
     );
     details.insert("server_counters".into(), srv.counters.clone().into());
+    for (side, z) in [
+        ("client", node.zc_report.take()),
+        ("server", srv.zc.clone()),
+    ] {
+        if let Some(z) = z {
+            details.insert(format!("{side}_zerocopy"), z.into());
+        }
+    }
     for (side, st) in [("client", node.poll_stats), ("server", srv.poll_stats)] {
         details.insert(format!("{side}_polls"), st.polls.into());
         details.insert(format!("{side}_empty_polls"), st.empty_polls.into());
@@ -466,12 +480,27 @@ fn source<D: Device>(
     let total = p.bytes.unwrap_or(u64::MAX);
     let deadline = p.duration.map(Duration::from_secs_f64);
     let mut sent = 0u64;
+    let mut zc = super::netfold_pipe::ZcTally::default();
     while sent < total && deadline.is_none_or(|d| start.elapsed() < d) {
         let len = ((total - sent) as usize).min(msg);
-        n.write_all(s, pattern.window(sent, len))?;
+        if p.zerocopy {
+            // Zero-copy: the message is lent to the stack (a window of the shared pattern),
+            // as many times as it takes to be taken whole; completions are taken as they come.
+            let mut buf = pattern.window_zc(sent, len);
+            while !buf.is_empty() {
+                let k = n.until(|st| s.send_zc(st, buf.clone()))?.len;
+                buf = buf.slice(k..);
+                zc.collect(&mut n.stack, s)?;
+            }
+        } else {
+            n.write_all(s, pattern.window(sent, len))?;
+        }
         sent += len as u64;
     }
     n.until(|st| s.shutdown_write(st))?;
+    if let Some(z) = zc.describe() {
+        n.zc_report = Some(z);
+    }
     Ok(sent)
 }
 
@@ -515,6 +544,7 @@ pub fn drive<D: Device>(
         latency: None,
         poll_stats: PollStats::default(),
         passes: Default::default(),
+        zc: None,
     };
     let deadline = p.duration.map(Duration::from_secs_f64);
     let limit = p.transactions.unwrap_or(u64::MAX);
@@ -602,6 +632,7 @@ fn serve<D: Device>(
         latency: None,
         poll_stats: PollStats::default(),
         passes: Default::default(),
+        zc: None,
     };
     match p.test {
         Test::Stream => {

@@ -3,13 +3,17 @@
 //! is prime so that it never lines up with message sizes or segment boundaries, which would hide
 //! a misplaced segment.
 
+use netfold::buf::ZcBuf;
+
 /// Pattern period in bytes (a prime).
 pub const PERIOD: usize = 65521;
 
 /// The pattern, stored with `max_chunk` extra bytes so that any window of up to `max_chunk`
 /// bytes starting anywhere in the period is one contiguous slice.
 pub struct Pattern {
-    bytes: Vec<u8>,
+    /// Shared, so that a zero-copy sender (`--zerocopy`) lends windows of it to the stack
+    /// instead of copying them ([`Pattern::window_zc`]).
+    bytes: ZcBuf,
     max_chunk: usize,
 }
 
@@ -28,7 +32,10 @@ impl Pattern {
             let b = bytes[i % PERIOD];
             bytes.push(b);
         }
-        Pattern { bytes, max_chunk }
+        Pattern {
+            bytes: ZcBuf::from(bytes),
+            max_chunk,
+        }
     }
 
     /// The `len` pattern bytes starting at stream offset `offset` (`len <= max_chunk`).
@@ -36,6 +43,13 @@ impl Pattern {
         let len = len.min(self.max_chunk);
         let start = (offset % PERIOD as u64) as usize;
         &self.bytes[start..start + len]
+    }
+
+    /// [`Pattern::window`] as a shared buffer for zero-copy send: no byte is copied.
+    pub fn window_zc(&self, offset: u64, len: usize) -> ZcBuf {
+        let len = len.min(self.max_chunk);
+        let start = (offset % PERIOD as u64) as usize;
+        self.bytes.slice(start..start + len)
     }
 }
 

@@ -369,6 +369,37 @@ pub fn table(rows: &[Row]) -> String {
             );
         }
     }
+    // `--zerocopy both`: each netfold zero-copy row against its copying twin.
+    let pairs: Vec<(&Row, &Row)> = rows
+        .iter()
+        .filter(|r| r.stack == "netfold")
+        .filter_map(|z| {
+            let place = z.placement.strip_suffix(", zc")?;
+            let copy = rows.iter().find(|r| {
+                r.stack == "netfold"
+                    && r.msg_size == z.msg_size
+                    && r.link == z.link
+                    && r.placement == place
+            })?;
+            Some((z, copy))
+        })
+        .collect();
+    if !pairs.is_empty() {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "{:>12} {:<10} {:>16}",
+            "Message", "Placement", "zero-copy/copy"
+        );
+        for (z, c) in pairs {
+            let ratio = if c.headline() > 0.0 {
+                format!("{:.2}x", z.headline() / c.headline())
+            } else {
+                "-".into()
+            };
+            let _ = writeln!(o, "{:>12} {:<10} {ratio:>16}", z.msg_size, c.placement);
+        }
+    }
     o
 }
 

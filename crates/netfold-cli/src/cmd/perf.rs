@@ -37,6 +37,18 @@ pub enum CopyMode {
     Baseline,
 }
 
+/// netfold's send path (`--zerocopy`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ZeroCopy {
+    /// Copying writes (the default).
+    #[default]
+    Off,
+    /// Zero-copy send: the sender lends its messages to the stack.
+    On,
+    /// Each netfold row measured both ways in turn, with the zero-copy/copy ratio.
+    Both,
+}
+
 /// Where a run's two ends execute (`--placement`).
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
@@ -200,6 +212,14 @@ pub struct Common {
     /// read of the ring). The one-thread runner only; the others read with copy.
     #[arg(long, value_enum, default_value_t = ReadPath::Posted)]
     pub read: ReadPath,
+    /// netfold stream and maerts: zero-copy send. The sending side lends each message to the
+    /// stack (`TcpStream::send_zc`, windows of one shared buffer) instead of writing a copy,
+    /// and takes the completions as they come. `--zerocopy` alone is `on`; `both` measures
+    /// each netfold row copying and zero-copy in turn and prints the ratio. Other stacks run
+    /// unchanged.
+    #[arg(long, value_enum, num_args = 0..=1, default_value_t = ZeroCopy::Off,
+          default_missing_value = "on")]
+    pub zerocopy: ZeroCopy,
     /// Where each stack's two ends run, one or both of: 1cpu (netfold and smoltcp: both ends
     /// in one thread; the kernel: client and server pinned to CPU 0) and 2cpu (one end per CPU:
     /// netfold --threads 2, the kernel split over CPUs 0 and 1; smoltcp has no such mode).
@@ -580,6 +600,17 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
     if test == Test::UdpStream && send_size > 65507 {
         return Err("UDP messages are at most 65507 bytes".into());
     }
+    if a.zerocopy != ZeroCopy::Off {
+        if !matches!(test, Test::Stream | Test::Maerts) {
+            return Err(format!(
+                "--zerocopy is a send path for a byte stream: stream and maerts only, not {}",
+                test.netperf_name()
+            ));
+        }
+        if a.shards.is_some() {
+            return Err("--zerocopy is not implemented for --shards".into());
+        }
+    }
     let duration = match (a.length, a.bytes, a.transactions) {
         (Some(l), _, _) => Some(l),
         (None, None, None) => Some(2.0),
@@ -625,6 +656,7 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
         shards: a.shards.unwrap_or(0),
         streams: a.streams.or(a.shards).unwrap_or(1),
         read_path: a.read,
+        zerocopy: false,
     })
 }
 
@@ -797,6 +829,7 @@ fn make_row(
                 crate::bench::shards::affinity_name(p.pin),
                 if p.threads == 1 { ", 1 thread" } else { "" }
             ),
+            _ if p.zerocopy => format!("{}, zc", placement(stack, klink, p)),
             _ => placement(stack, klink, p).into(),
         },
         bytes,
@@ -1016,11 +1049,25 @@ pub fn collect(test: Test, a: &Args) -> Result<Vec<Row>, Box<dyn std::error::Err
         for &s in &a.stack {
             let base = params(a, test, size, rr)?;
             for pl in placements(a) {
-                match pl {
-                    None => plan.push((s, base.clone())),
-                    Some(pl) => {
-                        plan.extend(place(s, a.link.local(), pl, base.clone()).map(|p| (s, p)))
-                    }
+                let placed = match pl {
+                    None => Some(base.clone()),
+                    Some(pl) => place(s, a.link.local(), pl, base.clone()),
+                };
+                let Some(placed) = placed else { continue };
+                // --zerocopy: netfold's rows copying, zero-copy, or both in turn.
+                let zc: &[bool] = match (s, a.zerocopy) {
+                    (StackKind::Netfold, ZeroCopy::On) => &[true],
+                    (StackKind::Netfold, ZeroCopy::Both) => &[false, true],
+                    _ => &[false],
+                };
+                for &z in zc {
+                    plan.push((
+                        s,
+                        Params {
+                            zerocopy: z,
+                            ..placed.clone()
+                        },
+                    ));
                 }
             }
         }

@@ -120,6 +120,11 @@ fn request(test: TestKind, a: &Args, size: u64, rr: (usize, usize)) -> Result<Re
     if a.loss + a.reorder + a.duplicate + a.corrupt > 0.0 {
         return Err("impairments apply to the in-memory pipe only, not to kernel sockets".into());
     }
+    if a.zerocopy != super::perf::ZeroCopy::Off {
+        return Err(
+            "--zerocopy is implemented for local runs (stream, maerts), not with -H".into(),
+        );
+    }
     if test.is_udp() && test == TestKind::UdpStream && size > 65507 {
         return Err("UDP messages are at most 65507 bytes".into());
     }

@@ -6,6 +6,10 @@
 //! buffer when one is available and only allocates when the list is empty; `put` returns one.
 //! The counters let benchmarks show "allocations per buffer refill" (seed 000 Tables 9-10).
 
+pub mod zc;
+
+pub use zc::{Frags, Gather, Region, ZcBuf};
+
 /// Default bytes reserved in front of the data for headers to be prepended.
 pub const DEFAULT_HEADROOM: usize = 128;
 

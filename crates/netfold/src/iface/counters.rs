@@ -286,6 +286,11 @@ pub struct Counters {
     pub bytes_checksummed: u64,
     /// Of those, bytes summed in a separate pass (not folded into a copy).
     pub bytes_checksummed_separately: u64,
+    /// Frames sent with their TCP payload as references to application buffers (zero-copy
+    /// send to a scatter-gather device that completes checksums).
+    pub zc_frames: u64,
+    /// The payload bytes those frames carried: bytes the stack neither copied nor summed.
+    pub zc_bytes: u64,
 
     // Dual-stack transport (TCP and UDP connects and sends without an IPv6 source count in
     // `ipv6_no_source` above).
@@ -607,6 +612,8 @@ impl fmt::Display for Counters {
                     ("bytes_copied", self.bytes_copied),
                     ("bytes_checksummed", self.bytes_checksummed),
                     ("csum_separate", self.bytes_checksummed_separately),
+                    ("zc_frames", self.zc_frames),
+                    ("zc_bytes", self.zc_bytes),
                 ],
             ),
             (

@@ -310,6 +310,8 @@ impl Stack {
             gateway: config.gateway,
             mtu,
             csum_tx: true,
+            tx_frags: crate::buf::Frags::new(),
+            sg: false,
             csum_rx: true,
             tso: false,
             ttl: config.ttl,
@@ -491,6 +493,7 @@ impl Stack {
         st.mtu = self.inner.config.mtu.min(caps.mtu).clamp(68, 65535);
         st.csum_tx = caps.checksum.tx;
         st.tso = caps.tso;
+        st.sg = dev.scatter_gather();
         st.csum_rx = caps.checksum.rx;
         caps
     }
@@ -527,7 +530,12 @@ impl Stack {
                 did = true;
                 let st = &mut self.inner.st;
                 st.c.tx_batches += 1;
-                dev.send_batch(now, &mut st.pool, &mut st.tx);
+                if st.tx_frags.is_empty() {
+                    dev.send_batch(now, &mut st.pool, &mut st.tx);
+                } else {
+                    dev.send_batch_sg(now, &mut st.pool, &mut st.tx, &mut st.tx_frags);
+                    st.tx_frags.clear();
+                }
                 st.tx.clear();
             }
             if !stopped {

@@ -9,7 +9,7 @@ use super::counters::Counters;
 use super::ipv6::Ipv6State;
 use super::neighbor::NeighborCache;
 use super::pmtu::PathMtuCache;
-use crate::buf::{PacketBuf, Pool};
+use crate::buf::{Frags, PacketBuf, Pool};
 use crate::mem::CopyMode;
 use crate::phy::Medium;
 use crate::wire::ethernet::EthernetAddress;
@@ -88,12 +88,18 @@ pub(crate) struct IfaceState {
     /// The device does not verify received checksums: we do (once, see `buf::Csum`).
     pub csum_rx: bool,
     pub tso: bool,
+    /// The device takes frames with fragments (`Device::scatter_gather`): zero-copy send
+    /// hands it references instead of bytes when it also completes checksums.
+    pub sg: bool,
     pub ttl: u8,
     pub ident: u16,
     /// The copy path for payload copies (`StackConfig::copy_mode`).
     pub copy: CopyMode,
     pub pool: Pool,
     pub tx: Vec<PacketBuf>,
+    /// Fragments of the frames in `tx` (zero-copy send to a scatter-gather device; empty
+    /// otherwise).
+    pub tx_frags: Frags,
     pub tx_limit: usize,
     pub neigh: NeighborCache,
     /// Per-destination path MTU learned from ICMP (RFC 1191).

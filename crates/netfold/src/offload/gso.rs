@@ -22,6 +22,7 @@
 //! itself), through [`split_frame`].
 #![warn(missing_docs)]
 
+use crate::buf::zc::{Frags, Gather};
 use crate::buf::{PacketBuf, Pool};
 use crate::mem::CopyMode;
 use crate::wire::checksum::{add, concat, finish, pseudo_header_ip};
@@ -170,7 +171,8 @@ impl TcpTemplate {
 }
 
 /// One super-segment: addresses for the pseudo-header, the first sequence number, the flags of
-/// the whole, and its payload as up to two slices (a send ring may wrap).
+/// the whole, and its payload: up to two slices (a send ring may wrap) or a window over a send
+/// queue holding application buffers (zero-copy send, `tcp/zerocopy.rs`).
 #[derive(Debug, Clone, Copy)]
 pub struct Super<'a> {
     /// IP source (pseudo-header), IPv4 or IPv6.
@@ -181,14 +183,14 @@ pub struct Super<'a> {
     pub seq: u32,
     /// Flags of the super-segment.
     pub flags: TcpFlags,
-    /// The payload: `payload.0 ++ payload.1`.
-    pub payload: (&'a [u8], &'a [u8]),
+    /// The payload.
+    pub payload: Gather<'a>,
 }
 
 impl Super<'_> {
     /// Payload bytes in all.
     pub fn len(&self) -> usize {
-        self.payload.0.len() + self.payload.1.len()
+        self.payload.len()
     }
     /// No payload.
     pub fn is_empty(&self) -> bool {
@@ -290,6 +292,72 @@ pub fn build(
     // The checksum folded into the copy: the payload is summed while it is copied, and the
     // header's checksum is completed from that sum without reading the payload again.
     let payload_sum = copy_range_with_checksum(payload, sup.payload, p.off, p.len, mode);
+    write_headers(hdrs, ip, tcp, sup, p, csum.then_some(payload_sum));
+}
+
+/// Most fragments [`build_sg`] attaches to one frame (Linux's `MAX_SKB_FRAGS` is 17 by
+/// default; a TAP takes the frame as one `writev`, whose vector is bounded by `IOV_MAX`).
+pub const MAX_FRAGS: usize = 64;
+
+/// [`build`] for a scatter-gather device that completes checksums itself (zero-copy send):
+/// the link, IPv4 and TCP headers go into `buf` (checksums left to the device, as `build`
+/// with `csum == false`), and the piece's payload is recorded in `frags` as fragments of frame
+/// `frame` (the index `buf` will have in the transmit batch): references to the application
+/// buffers that hold it, no payload byte read or written. Returns `false`, leaving `buf` and
+/// `frags` as they were, when some of the payload cannot be shared (bytes copied into a send
+/// ring) or it would take more than `max_frags` fragments; the caller then uses `build`.
+// Kept out of line: the copying path's `emit_piece` only tests for it, and inlining it there
+// measurably slowed that path (code size in the per-packet loop).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+pub fn build_sg(
+    buf: &mut PacketBuf,
+    frags: &mut Frags,
+    frame: usize,
+    ip: (&IpTemplate, u16),
+    tcp: &TcpTemplate,
+    sup: &Super<'_>,
+    p: &Piece,
+    max_frags: usize,
+) -> bool {
+    if p.len == 0 || frags.of(frame).next().is_some() {
+        return false;
+    }
+    let mut ok = true;
+    let mut n = 0;
+    let mut bytes = 0;
+    sup.payload
+        .for_each_span(p.off, p.len, &mut |s, owner| match owner {
+            Some((b, at)) if ok && n < max_frags => {
+                frags.push(frame, b.share(at, s.len()));
+                n += 1;
+                bytes += s.len();
+            }
+            _ => ok = false,
+        });
+    if !ok || bytes != p.len {
+        frags.forget(frame);
+        return false;
+    }
+    let hdrs = buf.append(ip.0.len + tcp.len);
+    write_headers(hdrs, Some(ip), tcp, sup, p, None);
+    true
+}
+
+/// The headers of one piece into `hdrs` (link + IPv4 of `ip` if given, then TCP): the piece's
+/// sequence number, flags, lengths and identification; with `payload_sum` the TCP and IPv4
+/// header checksums, else both left for the device.
+fn write_headers(
+    hdrs: &mut [u8],
+    ip: Option<(&IpTemplate, u16)>,
+    tcp: &TcpTemplate,
+    sup: &Super<'_>,
+    p: &Piece,
+    payload_sum: Option<u16>,
+) {
+    let iplen = ip.map_or(0, |(t, _)| t.len);
+    let hlen = tcp.len;
+    let csum = payload_sum.is_some();
     let (iph, th) = hdrs.split_at_mut(iplen);
     th.copy_from_slice(&tcp.bytes[..hlen]);
     let mut t = TcpPacket::new_unchecked(th);
@@ -304,7 +372,7 @@ pub fn build(
         let mut sum = add(ph, tcp.sum);
         sum = add(sum, seq_number_sum(p.seq));
         sum = add(sum, p.flags.checksum_word());
-        sum = add(sum, payload_sum);
+        sum = add(sum, payload_sum.unwrap_or(0));
         t.set_checksum(finish(sum));
     }
     if let Some((tmpl, ident)) = ip {
@@ -392,7 +460,7 @@ pub fn split_frame(
         dst,
         seq: tcp.seq_number(),
         flags: tcp.flags(),
-        payload: (tcp.payload(), &[]),
+        payload: Gather::slices(tcp.payload(), &[]),
     };
     let mut n = 0usize;
     for p in pieces(sup.seq, sup.flags, sup.len(), mss) {
@@ -413,17 +481,37 @@ pub fn split_frame(
     n
 }
 
-/// Copies bytes `off..off + len` of the concatenation `parts.0 ++ parts.1` into `dst` and
-/// returns their one's-complement sum. A piece that starts at an odd offset within `dst` has
-/// its sum byte-swapped (RFC 1071 §2 (B), byte-order independence), so the pieces combine.
+/// Copies bytes `off..off + len` of `parts` into `dst` and returns their one's-complement
+/// sum. A piece that starts at an odd offset within `dst` has its sum byte-swapped (RFC 1071
+/// §2 (B), byte-order independence), so the pieces combine.
 pub fn copy_range_with_checksum(
     dst: &mut [u8],
-    parts: (&[u8], &[u8]),
+    parts: Gather<'_>,
     off: usize,
     len: usize,
     mode: CopyMode,
 ) -> u16 {
-    let (a, b) = parts;
+    let Some((a, b)) = parts.as_slices() else {
+        if let Some(s) = parts.contiguous(off, len) {
+            // Inside one buffer: one fused pass, no span walk.
+            let n = s.len().min(dst.len());
+            return mode.copy_with_checksum(&mut dst[..n], &s[..n]);
+        }
+        // A send queue with application buffers: as many pieces as chunks, each copied and
+        // summed in one pass, the sums combined at their offsets.
+        let mut sum = 0u16;
+        let mut at = 0;
+        parts.for_each_span(off, len, &mut |s, _| {
+            let n = s.len().min(dst.len() - at);
+            let part = mode.copy_with_checksum(&mut dst[at..at + n], &s[..n]);
+            sum = concat(sum, part, at);
+            at += n;
+        });
+        // Only a region that broke its contract (shrank) leaves bytes unfilled: zeros, which
+        // the sum already counts correctly.
+        dst[at..].fill(0);
+        return sum;
+    };
     let a_part = a
         .get(off.min(a.len())..(off + len).min(a.len()))
         .unwrap_or(&[]);
@@ -449,7 +537,13 @@ mod tests {
             let (a, b) = data.split_at(cut);
             for (off, len) in [(0, 101), (1, 60), (7, 33), (40, 61)] {
                 let mut dst = vec![0u8; len];
-                let s = copy_range_with_checksum(&mut dst, (a, b), off, len, CopyMode::Kernels);
+                let s = copy_range_with_checksum(
+                    &mut dst,
+                    Gather::slices(a, b),
+                    off,
+                    len,
+                    CopyMode::Kernels,
+                );
                 assert_eq!(&dst[..], &data[off..off + len]);
                 let flat = crate::mem::checksum(&data[off..off + len]);
                 // 0x0000 and 0xffff are the same value in one's complement.

@@ -8,7 +8,7 @@
 //! in-memory [`pipe`]. The OS devices (TAP, packet socket and its ring, the virtio-net offload
 //! header, pcap files, waiting on descriptors) live in the `netfold-os` crate.
 
-use crate::buf::{PacketBuf, Pool};
+use crate::buf::{Frags, PacketBuf, Pool};
 use crate::time::Instant;
 
 pub mod pipe;
@@ -103,6 +103,30 @@ pub trait Device {
     /// have none.
     fn readable_fd(&self) -> Option<RawFd> {
         None
+    }
+
+    /// Scatter-gather transmit: the device takes frames whose payload continues in fragments
+    /// (references to application buffers, zero-copy send) through
+    /// [`Device::send_batch_sg`]. Only then does the stack make such frames, and only when the
+    /// device also completes transmit checksums (`caps().checksum.tx == false`). Default: no,
+    /// every frame is linear.
+    fn scatter_gather(&self) -> bool {
+        false
+    }
+
+    /// [`Device::send_batch`] for a batch in which frame `i` continues on the wire with
+    /// `frags.of(i)` (a TAP sends linear bytes and fragments as one `writev`). The device
+    /// releases every fragment by the end of the call (the caller clears `frags` after it).
+    /// The default copies the fragments into their frames and sends those.
+    fn send_batch_sg(
+        &mut self,
+        now: Instant,
+        pool: &mut Pool,
+        frames: &mut Vec<PacketBuf>,
+        frags: &mut Frags,
+    ) {
+        frags.linearize(frames);
+        self.send_batch(now, pool, frames);
     }
 
     /// For devices without a descriptor (the in-memory pipe): `Some(waker)` arms a wake-up,

@@ -279,6 +279,37 @@ impl TcpStream {
         stack.tcp_mut().send(self.handle, data).map_err(io_error)
     }
 
+    /// Zero-copy send (`tcp/zerocopy.rs`): queues (a prefix of) `buf` by reference instead of
+    /// copying it; returns its id and how many bytes were taken (`WouldBlock` if none: the
+    /// send buffer is full, or too many completions wait to be read). The buffer is released
+    /// (and its completion posted to [`TcpStream::zc_completions`]) once acknowledged, or once
+    /// the connection ends without that.
+    pub fn send_zc(&self, stack: &mut Stack, buf: tcp::zerocopy::ZcBuf) -> io::Result<tcp::ZcSend> {
+        self.send_zc_with(stack, buf, 0)
+    }
+
+    /// [`TcpStream::send_zc`] with a value of the caller's that comes back in the completion.
+    pub fn send_zc_with(
+        &self,
+        stack: &mut Stack,
+        buf: tcp::zerocopy::ZcBuf,
+        user: u64,
+    ) -> io::Result<tcp::ZcSend> {
+        stack
+            .tcp_mut()
+            .send_zc(self.handle, buf, user)
+            .map_err(io_error)
+    }
+
+    /// The connection's zero-copy completions: a handle to keep (it works from any thread and
+    /// after the stream is closed).
+    pub fn zc_completions(&self, stack: &mut Stack) -> io::Result<tcp::ZcCompletions> {
+        stack
+            .tcp_mut()
+            .zc_completions(self.handle)
+            .map_err(io_error)
+    }
+
     /// shutdown(SHUT_WR): FIN after the queued data.
     pub fn shutdown_write(&self, stack: &mut Stack) -> io::Result<()> {
         stack

@@ -1,7 +1,7 @@
 //! One connection's transmission control block (RFC 9293 §3.3.1) and its user-facing calls.
 //! Segment arrival is in `input.rs`, segment generation in `output.rs`, timers in `timers.rs`.
 
-use super::buffer::{RecvRing, RingCache, SendRing};
+use super::buffer::{RecvRing, RingCache};
 use super::cc::Cc;
 use super::dsack::{DsackReport, DsackSender};
 use super::rack::{Rack, Tlp, TLP_MAX_ACK_DELAY};
@@ -10,6 +10,7 @@ use super::rtt::RttEstimator;
 use super::sack::{SackHistory, Scoreboard};
 use super::send::SendSeq;
 use super::timers::Timers;
+use super::zerocopy::SendQueue;
 use super::{isn, seq, Config, EcnMode, Error, IcmpError, State, Stats};
 use crate::mem::CopyMode;
 use crate::time::Instant;
@@ -360,7 +361,7 @@ impl Conn {
             snd: SendSeq::new(
                 iss,
                 mss.clamp(64, default_mss),
-                SendRing::from_cache(if passive { 0 } else { config.send_initial() }, rings),
+                SendQueue::from_cache(if passive { 0 } else { config.send_initial() }, rings),
                 config.send_initial(),
                 config.send_ceiling(),
             ),
@@ -468,7 +469,7 @@ impl Conn {
     /// costs a small control block per half-open connection, not two buffers.
     pub fn alloc_buffers(&mut self, rings: &mut RingCache) {
         if self.snd.ring.capacity() == 0 && self.snd.ring.is_empty() {
-            self.snd.ring = SendRing::from_cache(self.config.send_initial(), rings);
+            self.snd.ring = SendQueue::from_cache(self.config.send_initial(), rings);
         }
         if self.rcv.ring.capacity() == 0 {
             self.rcv.ring = RecvRing::from_cache(self.rcv.ring_cap(self.rcv.buf), rings);

@@ -830,7 +830,7 @@ impl TcpLayer {
                 src,
                 dst,
                 repr,
-                payload: (&[], &[]),
+                payload: crate::buf::zc::Gather::empty(),
                 gso_size: 0,
                 ecn: Ecn::NotEct,
             };
@@ -1182,6 +1182,26 @@ impl TcpLayer {
         }
         self.touch(h.index);
         r
+    }
+    /// Zero-copy send (`zerocopy.rs`): queues (a prefix of) `buf` by reference, tagged with
+    /// `user`; WouldBlock if the send buffer or the completion bound is full.
+    pub fn send_zc(
+        &mut self,
+        h: Handle,
+        buf: super::zerocopy::ZcBuf,
+        user: u64,
+    ) -> Result<super::ZcSend, Error> {
+        let r = self.conn_mut(h)?.send_zc(buf, user);
+        if let Ok(z) = &r {
+            // Lent, not copied: application bytes sent without a pass (issue 13 item 5).
+            self.stats.app_bytes_sent += z.len as u64;
+        }
+        self.touch(h.index);
+        r
+    }
+    /// The connection's zero-copy completion queue (a handle that outlives the connection).
+    pub fn zc_completions(&mut self, h: Handle) -> Result<super::ZcCompletions, Error> {
+        Ok(self.conn_mut(h)?.snd.ring.completions())
     }
     /// Reads in-order data; `Ok(0)` means the peer closed (FIN received, all data read).
     /// `InvalidInput` while a read is posted ([`TcpLayer::post_read`]).

@@ -80,6 +80,8 @@
 //! | `buffer.rs`   | send ring, receive ring with in-place out-of-order assembler; the      |
 //! |               | per-stack `RingCache` that recycles ring storage and charges it to the |
 //! |               | stack's socket-buffer budget                                           |
+//! | `zerocopy.rs` | `SendQueue` (the send ring plus lent application buffers), zero-copy |
+//! |               | send (`Conn::send_zc`) and its completions (Linux `MSG_ZEROCOPY`)      |
 //! | `autotune.rs` | receive-buffer auto-tuning (Linux DRS) and send-buffer growth          |
 //! | `sack.rs`     | RFC 6675 scoreboard (IsLost, pipe, holes), RFC 2018 block history      |
 //! | `rack.rs`     | RACK-TLP loss detection and the tail loss probe (RFC 8985)             |
@@ -180,12 +182,14 @@ mod send;
 pub mod seq;
 pub mod syncookie;
 mod timers;
+pub mod zerocopy;
 
 pub(crate) use layer::{mapped_addr, wire_addr};
 pub use layer::{ConnInfo, RackInfo, TcpLayer};
 pub use payload::Payload;
 pub use place::{PostedRead, RxCheck};
 pub use secret::Secret;
+pub use zerocopy::{ZcCompletion, ZcCompletions, ZcOutstanding, ZcSend, ZC_MAX_ENTRIES};
 
 use crate::time::Duration;
 pub use crate::wire::ipv4::Ecn;
@@ -470,14 +474,16 @@ pub enum IcmpError {
     Soft,
 }
 
-/// One segment to transmit. `payload.0` then `payload.1` are the data, in order.
+/// One segment to transmit. `payload` is the data: two send-ring slices on the copying path,
+/// or a window over the send queue's chunks when application buffers are queued
+/// (`zerocopy.rs`).
 #[derive(Debug, Clone, Copy)]
 pub struct OutSegment<'a> {
     /// Source and destination, both IPv4 or both IPv6: the family the IP layer sends on.
     pub src: IpAddr,
     pub dst: IpAddr,
     pub repr: TcpRepr,
-    pub payload: (&'a [u8], &'a [u8]),
+    pub payload: crate::buf::zc::Gather<'a>,
     /// Payload bytes per packet when the segment is larger (a GSO super-segment, see
     /// [`TcpLayer::set_gso_segs`]): the effective send MSS minus this segment's options
     /// (RFC 9293 §3.7.1), like Linux's `gso_size`. Whoever cuts the segment (software GSO or
@@ -538,7 +544,8 @@ pub struct Stats {
     // Passes over payload bytes made by the engine (issue 13 item 5; the interface counts the
     // ones it makes itself, see `iface::Counters::payload_passes`). Each adds a length per
     // call, never per byte.
-    /// Bytes the application handed to `send` and the engine took.
+    /// Bytes the application handed to `send` (copied) or lent to `send_zc` (not copied) and
+    /// the engine took.
     pub app_bytes_sent: u64,
     /// Bytes copied from the application into the send ring (`SendRing::push`).
     pub tx_copy_app: u64,

@@ -9,6 +9,7 @@ use super::cc::CongestionController;
 use super::conn::Conn;
 use super::rack::{Probe, ProbeCtx};
 use super::{seq, Ecn, EcnMode, OutSegment, State, Stats};
+use crate::buf::zc::Gather;
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpOptions, TcpRepr, Timestamps};
 
@@ -75,17 +76,17 @@ impl Conn {
                 Ecn::NotEct
             };
             let repr = self.build_repr(&plan, now);
-            let (a, b) = if plan.len > 0 {
+            let payload = if plan.len > 0 {
                 let off = seq::dist(self.snd.buf_seq, plan.seq) as usize;
-                self.snd.ring.slices(off, plan.len as usize)
+                self.snd.ring.gather(off, plan.len as usize)
             } else {
-                (&[][..], &[][..])
+                Gather::empty()
             };
             let seg = OutSegment {
                 src: self.local.get().ip(),
                 dst: self.remote.get().ip(),
                 repr,
-                payload: (a, b),
+                payload,
                 gso_size: self.seg_mss().min(u32::from(u16::MAX)) as u16,
                 ecn,
             };

@@ -15,8 +15,8 @@
 //! window the peer ever offered (RFC 5961 §5.2's MAX.SND.WND), the effective send MSS, and the
 //! send ring whose first byte has sequence number `buf_seq`.
 
-use super::buffer::SendRing;
 use super::seq;
+use super::zerocopy::SendQueue;
 
 #[derive(Debug)]
 pub struct SendSeq {
@@ -41,8 +41,9 @@ pub struct SendSeq {
     pub mss: u32,
     /// Sequence number of the first byte in `ring`.
     pub buf_seq: u32,
-    /// Bytes from SND.UNA on (unacknowledged and unsent).
-    pub ring: SendRing,
+    /// Bytes from SND.UNA on (unacknowledged and unsent): copied into a ring or lent by the
+    /// application (`zerocopy.rs`).
+    pub ring: SendQueue,
     /// shutdown_write()/close() was called: a FIN follows the queued data.
     pub fin_queued: bool,
     /// Send-buffer growth (Linux `tcp_sndbuf_expand`): the ceiling, whether it is on, and
@@ -55,7 +56,7 @@ pub struct SendSeq {
 
 impl SendSeq {
     /// A send space starting at `iss` (the SYN occupies `iss`, data starts after it).
-    pub fn new(iss: u32, mss: u32, ring: SendRing, buf: usize, buf_max: usize) -> Self {
+    pub fn new(iss: u32, mss: u32, ring: SendQueue, buf: usize, buf_max: usize) -> Self {
         SendSeq {
             buf_max,
             autotune: buf_max > buf,
