@@ -548,3 +548,36 @@ fn sixty_four_mib_through_posted_reads_with_loss_reorder_and_corruption_is_byte_
     assert!(cb.tcp.ooo_bytes_queued > 0, "{cb}");
     assert!(p.rx_copy_direct > 0 && p.rx_copy_ring > 0, "{p:?}");
 }
+
+#[test]
+fn zero_copy_send_and_a_posted_read_make_one_pass_per_byte_at_the_sender() {
+    // The sender lends its bytes (`send_zc`): the only pass at the sender is the copy into
+    // the frame with the checksum folded in.
+    let (mut n, c, s) = setup(CopyMode::Kernels, PipeConfig::default(), None);
+    let before = snapshot(&n);
+    let region = netfold::buf::ZcBuf::from((0..MIB).map(pattern).collect::<Vec<u8>>());
+    let (mut off, mut got) = (0usize, Vec::new());
+    let mut buf = vec![0u8; 256 << 10];
+    while got.len() < MIB {
+        if off < MIB {
+            if let Ok(z) = c.send_zc(&mut n.a, region.slice(off..MIB)) {
+                off += z.len;
+            }
+        }
+        post(&mut n.b, &s, std::mem::take(&mut buf));
+        n.step();
+        let (b, r) = s.take_read(&mut n.b).unwrap();
+        buf = b;
+        if let Ok(k) = r {
+            got.extend_from_slice(&buf[..k]);
+        }
+    }
+    assert!(got[..] == region[..]);
+    assert_clean(&n);
+    let (a, b) = passes(&n, before);
+    let m = MIB as u64;
+    assert_eq!((a.sent, a.tx_copy_app, a.tx_copy_frame), (m, 0, m));
+    assert_eq!(a.tx_per_byte(), Some(1.0));
+    assert_eq!(b.received, m);
+    assert!(b.rx_per_byte().unwrap() < 2.0, "{b:?}");
+}
