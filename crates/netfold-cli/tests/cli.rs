@@ -266,3 +266,53 @@ fn family_both_measures_ipv4_and_ipv6_rows_in_one_run() {
     let o = netfold(&["rr", "--family", "5"]);
     assert!(!o.status.success());
 }
+
+/// Issue 13: netfold stream rows carry the passes over payload bytes per payload byte at the
+/// sender and the receiver (copies plus separate checksum passes), with the counts behind
+/// them; each --read path verifies byte for byte and has the passes it should.
+#[test]
+fn stream_reports_passes_per_payload_byte_for_each_read_path() {
+    for (read, rx_max) in [("posted", 2.0), ("copy", 2.0), ("in-place", 1.0)] {
+        let v = json(&[
+            "stream",
+            "--stack",
+            "netfold",
+            "--placement",
+            "1cpu",
+            "--bytes",
+            "8M",
+            "--verify",
+            "--read",
+            read,
+        ]);
+        let r = &v["results"][0];
+        assert_eq!(r["verified"], true, "{read}: {r}");
+        assert_eq!(r["details"]["read_path"], read, "{r}");
+        let tx = r["passes_per_byte_sender"].as_f64().unwrap();
+        let rx = r["passes_per_byte_receiver"].as_f64().unwrap();
+        // Two copies at the sender (into the send ring, into the frame with the checksum
+        // folded in), nothing else on a clean link.
+        assert!((tx - 2.0).abs() < 1e-9, "{read}: sender {tx}");
+        assert!((1.0..=rx_max + 1e-9).contains(&rx), "{read}: receiver {rx}");
+        let p = &r["details"]["payload_passes"]["receiver"];
+        assert_eq!(p["received"], 8 << 20, "{p}");
+        assert_eq!(p["checksum_separate"], 0, "{p}");
+    }
+    // The 2002 baseline: a checksum pass of its own at each end on top of the two copies.
+    let v = json(&[
+        "stream",
+        "--stack",
+        "netfold",
+        "--placement",
+        "1cpu",
+        "--bytes",
+        "8M",
+        "--copy",
+        "baseline",
+        "--read",
+        "copy",
+    ]);
+    let r = &v["results"][0];
+    assert_eq!(r["passes_per_byte_sender"].as_f64(), Some(3.0), "{r}");
+    assert_eq!(r["passes_per_byte_receiver"].as_f64(), Some(3.0), "{r}");
+}

@@ -586,6 +586,58 @@ impl TcpStream {
         self.shared()
             .wait_for(None, Interest::Write(s), |st, _| s.shutdown_write(st))
     }
+    /// A posted read (single-pass receive) with an owned buffer, as completion-based I/O
+    /// takes one: `buf` is lent to the connection while this call waits, and the driver
+    /// thread copies in-order bytes from the frames straight into it, the checksum verified
+    /// in that copy (one pass per byte; `read` makes two, into the receive ring and out of
+    /// it). Returns the buffer and what the read came to, as `read` reports it: `Ok(n)` with
+    /// the data in `buf[..n]` (at least one byte; whatever had arrived by the time this
+    /// thread ran again, up to `buf.len()`), `Ok(0)` at end of stream, or an error
+    /// (`TimedOut` after the read timeout; `InvalidInput` for an empty buffer or while
+    /// another read is posted on the connection). `Read::read` stays the copying path:
+    /// a borrowed `&mut [u8]` cannot be lent to the driver thread.
+    pub fn read_posted(&self, buf: Vec<u8>) -> (Vec<u8>, io::Result<usize>) {
+        let s = self.conn.sock;
+        let sh = self.shared();
+        let deadline = self.read_timeout().map(|t| std::time::Instant::now() + t);
+        let mut buf = buf;
+        loop {
+            {
+                let mut g = sh.lock();
+                if let Err((e, b)) = s.post_read(&mut g.stack, buf) {
+                    return (b, Err(e));
+                }
+                sh.kick(&mut g);
+            }
+            // Readable once the posted buffer holds data (or at end of stream, or an error).
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+            let waited = sh.wait_for(left, Interest::Read(s), |st, _| {
+                if s.readiness(st).readable {
+                    Ok(())
+                } else {
+                    Err(io::ErrorKind::WouldBlock.into())
+                }
+            });
+            let mut g = sh.lock();
+            let taken = s.take_read(&mut g.stack);
+            sh.kick(&mut g);
+            match (taken, waited) {
+                // Nothing after all (readiness said yes for a state change that brought no
+                // data): post it again and wait on.
+                (Ok((b, Err(e))), Ok(())) if e.kind() == io::ErrorKind::WouldBlock => buf = b,
+                // Timed out (or the runtime stopped) with nothing read.
+                (Ok((b, Err(e))), Err(w)) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return (b, Err(w))
+                }
+                // Data (also data that came in with the timeout), end of stream, an error.
+                (Ok((b, r)), _) => return (b, r),
+                // The handle went away under the read (not while this handle lives: it keeps
+                // the connection); the buffer went with it.
+                (Err(e), _) => return (Vec::new(), Err(e)),
+            }
+        }
+    }
+
     /// Waits until every byte written has been acknowledged by the peer.
     pub fn flush_acked(&self, timeout: Option<StdDuration>) -> io::Result<()> {
         let s = self.conn.sock;

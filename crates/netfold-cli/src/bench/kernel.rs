@@ -302,6 +302,7 @@ pub fn run_on(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
             details,
             latency: run.latency,
             udp: None,
+            passes: None,
         })
     })
 }
@@ -584,6 +585,7 @@ fn udp_stream(p: &Params, w: Where<'_>) -> Result<Measurement, BoxErr> {
                 received_bytes: r.bytes,
                 jitter_ms: r.jitter_ms(),
             }),
+            passes: None,
         })
     })
 }

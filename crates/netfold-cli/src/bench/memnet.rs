@@ -6,7 +6,7 @@ use super::clock::Clock;
 use super::latency::Histogram;
 use super::pattern::{Pattern, Verifier};
 use super::udp::{stamp, Pacer, Receiver, UdpStats};
-use super::{Measurement, Params, Test};
+use super::{Measurement, Params, ReadPath, Test};
 use std::time::{Duration, Instant as WallInstant};
 
 /// Which end of the link a call acts on.
@@ -49,6 +49,32 @@ pub trait MemNet {
     }
     /// None when nothing is readable now; Some(0) at end of stream.
     fn read(&mut self, c: Self::Conn, buf: &mut [u8]) -> Result<Option<usize>, BoxErr>;
+    /// Lends `buf` to the connection as a posted read (single-pass receive); only where
+    /// [`MemNet::read_paths`] says so.
+    fn post_read(&mut self, _c: Self::Conn, _buf: Vec<u8>) -> Result<(), BoxErr> {
+        Err("posted reads are not implemented for this stack".into())
+    }
+    /// Takes the posted read back: the buffer, and as `read` what it came to.
+    fn take_read(&mut self, _c: Self::Conn) -> Result<(Vec<u8>, Option<usize>), BoxErr> {
+        Err("posted reads are not implemented for this stack".into())
+    }
+    /// A borrowing read: `f` is shown the bytes in place and returns how many it consumed;
+    /// as `read` otherwise. Only where [`MemNet::read_paths`] says so.
+    fn read_in_place(
+        &mut self,
+        _c: Self::Conn,
+        _f: &mut dyn FnMut(&[u8], &[u8]) -> usize,
+    ) -> Result<Option<usize>, BoxErr> {
+        Err("borrowing reads are not implemented for this stack".into())
+    }
+    /// Whether the stack takes posted and borrowing reads (else every read is a copy).
+    fn read_paths(&self) -> bool {
+        false
+    }
+    /// The passes over payload bytes one side's stack has made so far (issue 13 item 5).
+    fn payload_passes(&mut self, _side: Side) -> Option<netfold::iface::counters::PayloadPasses> {
+        None
+    }
     fn shutdown_write(&mut self, c: Self::Conn) -> Result<(), BoxErr>;
     /// Releases the connection (FIN); the stack finishes the close on its own.
     fn close(&mut self, c: Self::Conn) -> Result<(), BoxErr>;
@@ -214,10 +240,24 @@ fn bulk<N: MemNet>(
     } else {
         (s, c)
     };
+    let receiver = match sender {
+        Side::Client => Side::Server,
+        Side::Server => Side::Client,
+    };
+    let passes0 = (net.payload_passes(sender), net.payload_passes(receiver));
+    let read_path = if net.read_paths() {
+        p.read_path
+    } else {
+        ReadPath::Copy
+    };
     let msg = p.send_size.max(1);
     let pattern = Pattern::new(msg.max(p.recv_size));
     let mut verifier = Verifier::new(&pattern);
     let mut buf = vec![0u8; p.recv_size.max(1)];
+    let chunk = buf.len();
+    if read_path == ReadPath::Posted {
+        net.post_read(rx, std::mem::take(&mut buf))?;
+    }
     let deadline = p.duration.map(Duration::from_secs_f64);
     let total = p.bytes;
     let cpu0 = super::affinity::thread_cpu_seconds();
@@ -254,16 +294,68 @@ fn bulk<N: MemNet>(
             net.shutdown_write(tx)?;
             fin = true;
         }
-        while let Some(n) = net.read(rx, &mut buf)? {
-            if n == 0 {
-                eof = true;
-                break;
+        match read_path {
+            ReadPath::Copy => {
+                while let Some(n) = net.read(rx, &mut buf)? {
+                    if n == 0 {
+                        eof = true;
+                        break;
+                    }
+                    if p.verify {
+                        verifier.check(&buf[..n]);
+                    }
+                    received += n as u64;
+                    moved = true;
+                }
             }
-            if p.verify {
-                verifier.check(&buf[..n]);
-            }
-            received += n as u64;
-            moved = true;
+            // The buffer stays posted across polls; whenever it holds data it is taken, and
+            // posted again at once (taking it also moves in what waited in the ring), until
+            // nothing more is readable: `read` until WouldBlock, as above.
+            ReadPath::Posted => loop {
+                let (b, r) = net.take_read(rx)?;
+                buf = b;
+                match r {
+                    Some(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Some(n) => {
+                        if p.verify {
+                            verifier.check(&buf[..n]);
+                        }
+                        received += n as u64;
+                        moved = true;
+                        net.post_read(rx, std::mem::take(&mut buf))?;
+                    }
+                    None => {
+                        net.post_read(rx, std::mem::take(&mut buf))?;
+                        break;
+                    }
+                }
+            },
+            ReadPath::InPlace => loop {
+                let r = net.read_in_place(rx, &mut |a: &[u8], b: &[u8]| {
+                    // At most one receive size per call, as a read of -M bytes would.
+                    let n = (a.len() + b.len()).min(chunk);
+                    let na = n.min(a.len());
+                    if p.verify {
+                        verifier.check(&a[..na]);
+                        verifier.check(&b[..n - na]);
+                    }
+                    n
+                })?;
+                match r {
+                    Some(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Some(n) => {
+                        received += n as u64;
+                        moved = true;
+                    }
+                    None => break,
+                }
+            },
         }
         if eof {
             break;
@@ -288,9 +380,22 @@ fn bulk<N: MemNet>(
     }
     let elapsed = ended.unwrap_or_else(|| start.secs(net));
     let cpu_s = super::affinity::thread_cpu_seconds() - cpu0;
+    let passes = match (
+        passes0,
+        (net.payload_passes(sender), net.payload_passes(receiver)),
+    ) {
+        ((Some(s0), Some(r0)), (Some(s1), Some(r1))) => Some(super::Passes {
+            sender: s1.since(&s0),
+            receiver: r1.since(&r0),
+        }),
+        _ => None,
+    };
     net.close(c)?;
     net.close(s)?;
     let mut details = net.details();
+    if net.read_paths() {
+        details.insert("read_path".into(), read_path.name().into());
+    }
     details.insert("clock_skipped_s".into(), net.clock().skipped_s().into());
     details.insert("fin_delivered".into(), eof.into());
     if let Some(off) = verifier.first_bad() {
@@ -307,6 +412,7 @@ fn bulk<N: MemNet>(
         details,
         latency: None,
         udp: None,
+        passes,
     })
 }
 
@@ -387,6 +493,7 @@ fn rr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, BoxE
         details,
         latency: Some(lat),
         udp: None,
+        passes: None,
     })
 }
 
@@ -435,6 +542,7 @@ fn crr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, Box
         details,
         latency: Some(lat),
         udp: None,
+        passes: None,
     })
 }
 
@@ -509,5 +617,6 @@ fn udp_stream<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measureme
             received_bytes: rx.bytes,
             jitter_ms: rx.jitter_ms(),
         }),
+        passes: None,
     })
 }

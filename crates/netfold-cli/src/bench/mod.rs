@@ -127,6 +127,31 @@ impl Test {
     }
 }
 
+/// How the receiving netfold application reads in TCP_STREAM/TCP_MAERTS (`--read`); the
+/// other stacks always read into a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ReadPath {
+    /// A posted read: the receive buffer is lent to the connection and in-order bytes go from
+    /// the frames straight into it, the checksum verified in that copy (single-pass receive;
+    /// what a blocking recv() is in Linux 2.4's model).
+    #[default]
+    Posted,
+    /// `read` into the buffer: the bytes are copied out of the receive ring.
+    Copy,
+    /// A borrowing read: the bytes are looked at where they lie in the receive ring.
+    InPlace,
+}
+
+impl ReadPath {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadPath::Posted => "posted",
+            ReadPath::Copy => "copy",
+            ReadPath::InPlace => "in-place",
+        }
+    }
+}
+
 /// One configuration of one test.
 #[derive(Debug, Clone)]
 pub struct Params {
@@ -171,6 +196,8 @@ pub struct Params {
     pub streams: usize,
     /// The IP family of the connections (`--family`).
     pub family: Family,
+    /// netfold: how the receiver reads in stream tests (`--read`).
+    pub read_path: ReadPath,
     /// netfold stream/maerts: the sender lends its messages to the stack (zero-copy send,
     /// `--zerocopy`) instead of writing copies.
     pub zerocopy: bool,
@@ -202,6 +229,7 @@ impl Default for Params {
             shards: 0,
             streams: 1,
             family: Family::V4,
+            read_path: ReadPath::Posted,
             zerocopy: false,
         }
     }
@@ -223,4 +251,14 @@ pub struct Measurement {
     pub latency: Option<latency::Histogram>,
     /// UDP_STREAM: both sides' counts.
     pub udp: Option<udp::UdpStats>,
+    /// netfold streams: the passes over payload bytes at the sending and at the receiving
+    /// stack during the transfer (issue 13 item 5).
+    pub passes: Option<Passes>,
+}
+
+/// The passes over payload bytes of one transfer, at each end.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Passes {
+    pub sender: netfold::iface::counters::PayloadPasses,
+    pub receiver: netfold::iface::counters::PayloadPasses,
 }

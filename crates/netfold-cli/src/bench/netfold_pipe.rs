@@ -319,6 +319,32 @@ impl MemNet for NetfoldNet {
         would_block(c.1.read(self.stack(c.0), buf))
     }
 
+    fn post_read(&mut self, c: Self::Conn, buf: Vec<u8>) -> Result<(), BoxErr> {
+        c.1.post_read(self.stack(c.0), buf)
+            .map_err(|(e, _)| e.into())
+    }
+
+    fn take_read(&mut self, c: Self::Conn) -> Result<(Vec<u8>, Option<usize>), BoxErr> {
+        let (buf, r) = c.1.take_read(self.stack(c.0))?;
+        Ok((buf, would_block(r)?))
+    }
+
+    fn read_in_place(
+        &mut self,
+        c: Self::Conn,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> usize,
+    ) -> Result<Option<usize>, BoxErr> {
+        would_block(c.1.read_in_place(self.stack(c.0), f))
+    }
+
+    fn read_paths(&self) -> bool {
+        true
+    }
+
+    fn payload_passes(&mut self, side: Side) -> Option<netfold::iface::counters::PayloadPasses> {
+        Some(self.stack(side).counters().payload_passes())
+    }
+
     fn shutdown_write(&mut self, c: Self::Conn) -> Result<(), BoxErr> {
         Ok(c.1.shutdown_write(self.stack(c.0))?)
     }

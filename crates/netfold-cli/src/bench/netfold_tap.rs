@@ -185,6 +185,7 @@ fn run_with<D: Device>(
             details,
             latency: cl.latency,
             udp: None,
+            passes: None,
         })
     })
 }

@@ -298,6 +298,8 @@ pub struct Outcome {
     pub latency: Option<Histogram>,
     /// The server thread's polls and sleeps.
     pub poll_stats: PollStats,
+    /// The server stack's passes over payload bytes (issue 13 item 5).
+    pub passes: netfold::iface::counters::PayloadPasses,
     /// The server's zero-copy completion counts (maerts `--zerocopy`).
     pub zc: Option<String>,
 }
@@ -353,6 +355,7 @@ pub fn run_pair<D: Device + Send + 'static>(
             cpu_s: thread_cpu_seconds() - cpu0,
             counters: format!("{}", server_node.stack.counters()),
             poll_stats: server_node.poll_stats,
+            passes: server_node.stack.counters().payload_passes(),
             zc: server_node.zc_report.take(),
             ..o
         })
@@ -403,6 +406,20 @@ pub fn run_pair<D: Device + Send + 'static>(
         ),
         _ => (cl.transactions * (p.req_size + p.resp_size) as u64, None),
     };
+    // Both stacks are new for this run and the handshake moves no payload: their pass
+    // counters are the transfer's.
+    let client_passes = node.stack.counters().payload_passes();
+    let passes = match p.test {
+        Test::Stream => Some(super::Passes {
+            sender: client_passes,
+            receiver: srv.passes,
+        }),
+        Test::Maerts => Some(super::Passes {
+            sender: srv.passes,
+            receiver: client_passes,
+        }),
+        _ => None,
+    };
     let mut details = serde_json::Map::new();
     details.insert("threads".into(), 2.into());
     details.insert("client_cpu_s".into(), client_cpu.into());
@@ -434,6 +451,7 @@ pub fn run_pair<D: Device + Send + 'static>(
         details,
         latency: cl.latency,
         udp: None,
+        passes,
     })
 }
 
@@ -526,6 +544,7 @@ pub fn drive<D: Device>(
         cpu_s: 0.0,
         latency: None,
         poll_stats: PollStats::default(),
+        passes: Default::default(),
         zc: None,
     };
     let deadline = p.duration.map(Duration::from_secs_f64);
@@ -613,6 +632,7 @@ fn serve<D: Device>(
         cpu_s: 0.0,
         latency: None,
         poll_stats: PollStats::default(),
+        passes: Default::default(),
         zc: None,
     };
     match p.test {

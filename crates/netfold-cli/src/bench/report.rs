@@ -65,6 +65,13 @@ pub struct Row {
     /// Throughput scaled to 100% CPU (`--cpu`): throughput / utilization, seed 000's metric.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scaled_throughput_mbps: Option<f64>,
+    /// netfold streams: passes over payload bytes (copies plus checksum passes of their
+    /// own) per payload byte, at the sending stack and at the receiving stack (issue 13 item
+    /// 5; the counts are in `details.payload_passes`). In the table with `--cpu`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passes_per_byte_sender: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passes_per_byte_receiver: Option<f64>,
     /// Iterations run (`-i`), and whether the confidence interval (`-I`) was met.
     pub iterations: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -176,6 +183,7 @@ pub fn table(rows: &[Row]) -> String {
     let transactional = rows[0].trans_per_s.is_some();
     let udp = rows.iter().any(|r| r.sent_datagrams.is_some());
     let cpu = rows.iter().any(|r| r.cpu_util.is_some());
+    let passes = cpu && rows.iter().any(|r| r.passes_per_byte_sender.is_some());
     let _ = writeln!(o, "{test} TEST (netfold harness)");
     let unit = if transactional {
         "Trans/s"
@@ -217,6 +225,9 @@ pub fn table(rows: &[Row]) -> String {
                 ("Service", if transactional { "us/Tr" } else { "us/KB" }),
                 ("Scaled", "to 100% CPU"),
             ]);
+        }
+        if passes {
+            h.extend([("Passes/B", "sender"), ("Passes/B", "receiver")]);
         }
         h.push(("Verified", ""));
         h.into_iter()
@@ -278,6 +289,10 @@ pub fn table(rows: &[Row]) -> String {
                 opt(r.service_demand_us_per_tr.or(r.service_demand_us_per_kb), 3),
                 opt(r.scaled_throughput_mbps, 1),
             ]);
+        }
+        if passes {
+            let p = |v: Option<f64>| v.map_or_else(|| "-".into(), |x| format!("{x:.2}"));
+            l.extend([p(r.passes_per_byte_sender), p(r.passes_per_byte_receiver)]);
         }
         l.push(format!("{ver}{ci}"));
         lines.push(l);

@@ -288,6 +288,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
         details,
         latency,
         udp: None,
+        passes: None,
     })
 }
 

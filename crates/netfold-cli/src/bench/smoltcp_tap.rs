@@ -72,6 +72,7 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
             details,
             latency: None,
             udp: None,
+            passes: None,
         })
     });
     drop(ns);

@@ -314,8 +314,8 @@ pub fn run_paper(a: Args) -> CmdResult {
         ]);
         cp.push((mode, r));
     }
-    let _ = writeln!(md, "\n## 4. TCP_STREAM with and without netfold's copy and fused checksum\n\nMirrors: the paper's Figures 5 and 6 (baseline vs CopyPatch: throughput and throughput scaled to CPU) and the netperf table of {COPY_THREAD}. `--copy baseline` makes netfold use the C library's memcpy and a separate checksum pass; `--copy netfold` its own kernels with the checksum folded into the copy.\n");
-    let _ = writeln!(md, "| message | baseline Mbit/s | copy patch Mbit/s | ratio | baseline us/KB | copy patch us/KB |\n|---|---|---|---|---|---|");
+    let _ = writeln!(md, "\n## 4. TCP_STREAM with and without netfold's copy and fused checksum\n\nMirrors: the paper's Figures 5 and 6 (baseline vs CopyPatch: throughput and throughput scaled to CPU) and the netperf table of {COPY_THREAD}. `--copy baseline` makes netfold use the C library's memcpy and a separate checksum pass; `--copy netfold` its own kernels with the checksum folded into the copy.\n\nPasses/B counts how often each payload byte was touched, at the sending and at the receiving stack (copies plus checksum passes of their own, over the payload bytes moved; the stacks' pass counters). The receiver reads with a posted read (`--read posted`): in-order bytes go from the frame straight into its buffer with the checksum verified in that copy, and only what does not fit goes through the receive ring (two copies). The baseline adds a checksum pass at each end.\n");
+    let _ = writeln!(md, "| message | baseline Mbit/s | copy patch Mbit/s | ratio | baseline us/KB | copy patch us/KB | baseline passes/B send, recv | copy patch passes/B send, recv |\n|---|---|---|---|---|---|---|---|");
     let base = cp[0].1.results();
     let patch = cp[1].1.results();
     let mut ratios = Vec::new();
@@ -328,14 +328,23 @@ pub fn run_paper(a: Args) -> CmdResult {
                     .map(|v| format!("{v:.3}"))
                     .unwrap_or_default()
             };
+            let passes = |r: &Value| match (
+                num(r, "passes_per_byte_sender"),
+                num(r, "passes_per_byte_receiver"),
+            ) {
+                (Some(t), Some(x)) => format!("{t:.2}, {x:.2}"),
+                _ => "-".into(),
+            };
             let _ = writeln!(
                 md,
-                "| {} | {:.0} | {:.0} | {ratio:.2}x | {} | {} |",
+                "| {} | {:.0} | {:.0} | {ratio:.2}x | {} | {} | {} | {} |",
                 b["msg_size"],
                 headline(b),
                 headline(p),
                 sd(b),
-                sd(p)
+                sd(p),
+                passes(b),
+                passes(p)
             );
         }
     }

@@ -7,7 +7,7 @@ use crate::bench::report::{self, mbps, Row};
 use crate::bench::stats::{self, Iterations};
 use crate::bench::units::{parse_fraction, parse_size, parse_size_list};
 use crate::bench::{
-    kernel, netfold_pipe, smoltcp_pipe, Family, Impair, Measurement, Params, Pin, Test,
+    kernel, netfold_pipe, smoltcp_pipe, Family, Impair, Measurement, Params, Pin, ReadPath, Test,
 };
 use std::process::ExitCode;
 
@@ -220,6 +220,12 @@ pub struct Common {
     /// copy patch" case).
     #[arg(long, value_enum, default_value_t = CopyMode::Netfold)]
     pub copy: CopyMode,
+    /// netfold streams: how the receiving application reads: posted (its buffer lent to the
+    /// connection, bytes copied from the frames straight into it with the checksum verified
+    /// in that copy), copy (read() copies out of the receive ring), in-place (a borrowing
+    /// read of the ring). The one-thread runner only; the others read with copy.
+    #[arg(long, value_enum, default_value_t = ReadPath::Posted)]
+    pub read: ReadPath,
     /// netfold stream and maerts: zero-copy send. The sending side lends each message to the
     /// stack (`TcpStream::send_zc`, windows of one shared buffer) instead of writing a copy,
     /// and takes the completions as they come. `--zerocopy` alone is `on`; `both` measures
@@ -671,6 +677,7 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
         shards: a.shards.unwrap_or(0),
         streams: a.streams.or(a.shards).unwrap_or(1),
         family: Family::V4,
+        read_path: a.read,
         zerocopy: false,
     })
 }
@@ -881,6 +888,12 @@ fn make_row(
         row.recv_throughput_mbps = Some(mbps(u.received_bytes / runs.len() as u64, elapsed));
         row.jitter_ms = u.jitter_ms;
     }
+    if let Some(pp) = passes_total(runs) {
+        row.passes_per_byte_sender = pp.sender.tx_per_byte();
+        row.passes_per_byte_receiver = pp.receiver.rx_per_byte();
+        row.details
+            .insert("payload_passes".into(), passes_json(&pp));
+    }
     if runs.len() > 1 {
         row.ci_width_pct = Some(stats::ci_width_pct(headline, it.level));
         row.ci_met = Some(it.met(headline));
@@ -901,6 +914,50 @@ fn make_row(
         }
     }
     row
+}
+
+/// The passes over payload bytes summed over the iterations (None where not counted).
+fn passes_total(runs: &[Measurement]) -> Option<crate::bench::Passes> {
+    let mut it = runs.iter().filter_map(|m| m.passes);
+    let mut t = it.next()?;
+    for p in it {
+        for (a, b) in [(&mut t.sender, p.sender), (&mut t.receiver, p.receiver)] {
+            a.sent += b.sent;
+            a.tx_copy_app += b.tx_copy_app;
+            a.tx_copy_frame += b.tx_copy_frame;
+            a.tx_csum_separate += b.tx_csum_separate;
+            a.received += b.received;
+            a.rx_copy_ring += b.rx_copy_ring;
+            a.rx_copy_direct += b.rx_copy_direct;
+            a.rx_copy_app += b.rx_copy_app;
+            a.rx_csum_separate += b.rx_csum_separate;
+            a.rx_in_place += b.rx_in_place;
+        }
+    }
+    Some(t)
+}
+
+/// The pass counts for the JSON: the sender's send side and the receiver's receive side.
+fn passes_json(p: &crate::bench::Passes) -> serde_json::Value {
+    let (s, r) = (&p.sender, &p.receiver);
+    serde_json::json!({
+        "sender": {
+            "sent": s.sent,
+            "copy_app_to_ring": s.tx_copy_app,
+            "copy_ring_to_frame": s.tx_copy_frame,
+            "checksum_separate": s.tx_csum_separate,
+            "passes_per_byte": s.tx_per_byte(),
+        },
+        "receiver": {
+            "received": r.received,
+            "copy_frame_to_ring": r.rx_copy_ring,
+            "copy_frame_to_app": r.rx_copy_direct,
+            "copy_ring_to_app": r.rx_copy_app,
+            "checksum_separate": r.rx_csum_separate,
+            "read_in_place": r.rx_in_place,
+            "passes_per_byte": r.rx_per_byte(),
+        },
+    })
 }
 
 /// Both sides' UDP counts summed over the iterations (None for TCP tests).

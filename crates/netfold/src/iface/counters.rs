@@ -298,8 +298,106 @@ pub struct Counters {
     /// unicast only, RFC 9293 §3.9.1), dropped.
     pub ipv6_tcp_not_unicast: u64,
 
+    // Passes over TCP payload bytes made by the interface (issue 13 item 5); the engine's
+    // (ring copies, application bytes) are in `tcp`. [`Counters::payload_passes`] puts them
+    // together. Lengths added per call, never per byte.
+    /// Payload bytes copied from the send ring into frames (`gso::build`, the checksum summed
+    /// in that copy), retransmissions included.
+    pub tcp_tx_copy_frame: u64,
+    /// Payload bytes summed for sending in a pass of their own (`CopyMode::Baseline`: copy,
+    /// then checksum).
+    pub tcp_tx_csum_separate: u64,
+    /// Payload bytes of received segments verified in a pass of their own (not folded into
+    /// the copy that placed them: no copy to ride on, or `CopyMode::Baseline`).
+    pub tcp_rx_csum_separate: u64,
+
     /// The stack's buffer pool.
     pub pool: PoolStats,
+}
+
+/// Passes over TCP payload bytes at one stack, as bytes (issue 13 item 5): every copy of
+/// payload and every checksum pass over payload that is not folded into a copy, on the send
+/// side and on the receive side, against the payload bytes the application handed over and
+/// received. "Passes per payload byte" is their ratio: 2.0 means each byte was touched twice
+/// (e.g. copied in and copied out). A retransmission, a duplicate or a dropped segment adds
+/// passes without adding payload bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PayloadPasses {
+    /// Bytes the application sent (taken by `send`).
+    pub sent: u64,
+    /// Send side: application to send ring (`SendRing::push`).
+    pub tx_copy_app: u64,
+    /// Send side: send ring to frame, checksum folded in (`gso::build`).
+    pub tx_copy_frame: u64,
+    /// Send side: checksum passes of their own.
+    pub tx_csum_separate: u64,
+    /// Bytes the application received (read, placed in a posted read, consumed in place).
+    pub received: u64,
+    /// Receive side: frame to receive ring (the checksum verified in that copy when it was
+    /// still open, see `tcp/place.rs`).
+    pub rx_copy_ring: u64,
+    /// Receive side: frame straight into a posted read (one pass, verified in it).
+    pub rx_copy_direct: u64,
+    /// Receive side: receive ring to application.
+    pub rx_copy_app: u64,
+    /// Receive side: checksum passes of their own.
+    pub rx_csum_separate: u64,
+    /// Receive side: bytes the application consumed in place (a borrowing read, no copy).
+    pub rx_in_place: u64,
+}
+
+impl PayloadPasses {
+    /// Send-side bytes touched: copies plus separate checksum passes.
+    pub fn tx_bytes(&self) -> u64 {
+        self.tx_copy_app + self.tx_copy_frame + self.tx_csum_separate
+    }
+    /// Receive-side bytes touched: copies plus separate checksum passes.
+    pub fn rx_bytes(&self) -> u64 {
+        self.rx_copy_ring + self.rx_copy_direct + self.rx_copy_app + self.rx_csum_separate
+    }
+    /// Passes per payload byte at the sender; `None` before any byte was sent.
+    pub fn tx_per_byte(&self) -> Option<f64> {
+        (self.sent > 0).then(|| self.tx_bytes() as f64 / self.sent as f64)
+    }
+    /// Passes per payload byte at the receiver; `None` before any byte was received.
+    pub fn rx_per_byte(&self) -> Option<f64> {
+        (self.received > 0).then(|| self.rx_bytes() as f64 / self.received as f64)
+    }
+    /// The passes made since `earlier` (a snapshot of the same stack).
+    pub fn since(&self, earlier: &PayloadPasses) -> PayloadPasses {
+        PayloadPasses {
+            sent: self.sent - earlier.sent,
+            tx_copy_app: self.tx_copy_app - earlier.tx_copy_app,
+            tx_copy_frame: self.tx_copy_frame - earlier.tx_copy_frame,
+            tx_csum_separate: self.tx_csum_separate - earlier.tx_csum_separate,
+            received: self.received - earlier.received,
+            rx_copy_ring: self.rx_copy_ring - earlier.rx_copy_ring,
+            rx_copy_direct: self.rx_copy_direct - earlier.rx_copy_direct,
+            rx_copy_app: self.rx_copy_app - earlier.rx_copy_app,
+            rx_csum_separate: self.rx_csum_separate - earlier.rx_csum_separate,
+            rx_in_place: self.rx_in_place - earlier.rx_in_place,
+        }
+    }
+}
+
+impl Counters {
+    /// The passes over TCP payload bytes this stack made (the interface's and the engine's
+    /// counters together).
+    pub fn payload_passes(&self) -> PayloadPasses {
+        let t = &self.tcp;
+        PayloadPasses {
+            sent: t.app_bytes_sent,
+            tx_copy_app: t.tx_copy_app,
+            tx_copy_frame: self.tcp_tx_copy_frame,
+            tx_csum_separate: self.tcp_tx_csum_separate,
+            received: t.app_bytes_received,
+            rx_copy_ring: t.rx_copy_ring,
+            rx_copy_direct: t.rx_copy_direct,
+            rx_copy_app: t.rx_copy_app,
+            rx_csum_separate: self.tcp_rx_csum_separate,
+            rx_in_place: t.rx_in_place,
+        }
+    }
 }
 
 /// Upper bounds of the histogram buckets (the last bucket is open).
@@ -316,6 +414,7 @@ pub fn bucket(n: usize) -> usize {
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = &self.tcp;
+        let pp = self.payload_passes();
         let rows: &[(&str, &[(&str, u64)])] = &[
             (
                 "batch",
@@ -520,6 +619,21 @@ impl fmt::Display for Counters {
             (
                 "dual",
                 &[("ipv6_tcp_not_unicast", self.ipv6_tcp_not_unicast)],
+            ),
+            (
+                "pass",
+                &[
+                    ("sent", pp.sent),
+                    ("tx_copy_app", pp.tx_copy_app),
+                    ("tx_copy_frame", pp.tx_copy_frame),
+                    ("tx_csum_separate", pp.tx_csum_separate),
+                    ("received", pp.received),
+                    ("rx_copy_ring", pp.rx_copy_ring),
+                    ("rx_copy_direct", pp.rx_copy_direct),
+                    ("rx_copy_app", pp.rx_copy_app),
+                    ("rx_csum_separate", pp.rx_csum_separate),
+                    ("rx_in_place", pp.rx_in_place),
+                ],
             ),
             (
                 "pool",

@@ -40,11 +40,12 @@
 //!   neighbours `icmpv6`, `ndp`; TCP and UDP run over it through the same glue as over IPv4
 //!   (`tcp`, `udp`, with an `ip::IpMeta`), dual-stack sockets as on Linux.
 //! - GRO (`StackConfig::gro`, see [`crate::offload::gro`]): the TCP segments of a flow within one receive
-//!   batch reach TCP as one merged segment; its checksum check is folded into the merging copy.
+//!   batch reach TCP as one merged segment, its payloads still slices of their frames.
 //! - Checksums follow the device's `ChecksumCaps` and the state each received frame carries
 //!   ([`crate::buf::Csum`]): each checksum is verified exactly once; on transmit the TCP and UDP payload sums are
 //!   taken while the payload is copied into the packet buffer, on UDP receive while it is copied
-//!   into the socket queue.
+//!   into the socket queue, on TCP receive while TCP copies the payload into a posted read or
+//!   its receive ring (the interface sums the header and leaves the sum open, `tcp/place.rs`).
 #![warn(missing_docs)]
 
 mod arp;

@@ -16,7 +16,7 @@ use super::ip::{IpMeta, Payload};
 use super::state::{DropReason, Emit, FullQueue, IfaceState};
 use super::Inner;
 use crate::buf::Csum;
-use crate::offload::gro::{mergeable_flags, Flush, Gro, IpKey, Seg, Sink};
+use crate::offload::gro::{mergeable_flags, Checked, Flush, Gro, IpKey, Seg, Sink};
 use crate::offload::gso::{self, IpTemplate, Super, TcpTemplate};
 use crate::tcp::{OutSegment, TcpLayer};
 use crate::time::Instant;
@@ -37,6 +37,8 @@ fn verify(c: &mut Counters, src: IpAddr, dst: IpAddr, seg: &[u8], csum: &mut Csu
     }
     c.bytes_checksummed += seg.len() as u64;
     c.bytes_checksummed_separately += seg.len() as u64;
+    let hdr = TcpPacket::new_checked(seg).map_or(seg.len(), |p| p.header_len());
+    c.tcp_rx_csum_separate += seg.len().saturating_sub(hdr) as u64;
     let ph = pseudo_header_ip(src, dst, IpProtocol::Tcp, seg.len() as u32);
     if add(ph, crate::mem::checksum(seg)) != 0xffff {
         c.tcp_bad_checksum += 1;
@@ -44,6 +46,35 @@ fn verify(c: &mut Counters, src: IpAddr, dst: IpAddr, seg: &[u8], csum: &mut Csu
     }
     *csum = Csum::Verified;
     true
+}
+
+/// The check of a received segment whose header (`hdr_len` bytes, parsed) is in `seg`. A data
+/// segment that still needs verifying is not verified here: only its pseudo-header and header
+/// are summed, and the sum is left open for TCP, which completes it while it copies the
+/// payload to where it belongs (`tcp/place.rs`, single-pass receive) and drops the segment if
+/// it fails. One pass over the payload fewer than verifying here and copying later. A segment
+/// without payload is verified in full ([`verify`]): there is no copy to fold it into.
+fn check(
+    c: &mut Counters,
+    src: IpAddr,
+    dst: IpAddr,
+    seg: &[u8],
+    hdr_len: usize,
+    csum: &mut Csum,
+) -> Checked {
+    if !csum.needs_verify() {
+        return Checked::Verified;
+    }
+    match seg.get(..hdr_len) {
+        Some(hdr) if seg.len() > hdr_len => {
+            c.bytes_checksummed += hdr_len as u64;
+            c.bytes_checksummed_separately += hdr_len as u64;
+            let ph = pseudo_header_ip(src, dst, IpProtocol::Tcp, seg.len() as u32);
+            Checked::Open(add(ph, crate::mem::checksum(hdr)))
+        }
+        _ if verify(c, src, dst, seg, csum) => Checked::Verified,
+        _ => Checked::Bad,
+    }
 }
 
 /// What GRO's results go to: the counters and the TCP layer.
@@ -54,8 +85,8 @@ struct TcpSink<'s> {
 }
 
 impl Sink for TcpSink<'_> {
-    fn verify(&mut self, ip: &IpKey, seg: &[u8], csum: &mut Csum) -> bool {
-        verify(self.c, ip.src, ip.dst, seg, csum)
+    fn check(&mut self, ip: &IpKey, seg: &[u8], hdr_len: usize, csum: &mut Csum) -> Checked {
+        check(self.c, ip.src, ip.dst, seg, hdr_len, csum)
     }
 
     fn flushed(&mut self, why: Flush) {
@@ -76,26 +107,32 @@ impl Sink for TcpSink<'_> {
         self.c.gro_merges += 1;
     }
 
-    fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]]) {
+    fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]], pending: &[Option<u16>]) {
         self.c.gro_flushes += 1;
         self.c.gro_segs_per_flush[bucket(parts.len())] += 1;
         let ecn = Ecn::from_tos(ip.tos);
-        enter_tcp(self.tcp, self.now, ip.src, ip.dst, repr, parts, ecn);
+        let seg = (ip.src, ip.dst, repr);
+        enter_tcp(self.tcp, self.c, self.now, seg, parts, pending, ecn);
     }
 }
 
 /// The one place received segments enter TCP: a segment alone, or a GRO train as its payload
-/// slices in order (verified, see [`verify`]), with the IP header's ECN field (RFC 3168).
+/// slices in order, each with the checksum [`check`] left open (TCP verifies those in its
+/// copy and reports back, counted here), with the IP header's ECN field (RFC 3168).
 fn enter_tcp(
     tcp: &mut TcpLayer,
+    c: &mut Counters,
     now: Instant,
-    src: IpAddr,
-    dst: IpAddr,
-    repr: &TcpRepr,
+    (src, dst, repr): (IpAddr, IpAddr, &TcpRepr),
     parts: &[&[u8]],
+    pending: &[Option<u16>],
     ecn: Ecn,
 ) {
-    tcp.input_ecn(now, src, dst, repr, parts, ecn);
+    let r = tcp.input_deferred(now, src, dst, repr, parts, pending, ecn);
+    c.tcp_bad_checksum += u64::from(r.bad);
+    c.bytes_checksummed += r.fused + r.separate;
+    c.bytes_checksummed_separately += r.separate;
+    c.tcp_rx_csum_separate += r.separate;
 }
 
 impl Inner {
@@ -140,21 +177,30 @@ impl Inner {
             c.tcp_malformed += 1;
             return;
         };
-        // Without GRO the checksum is checked before the header is parsed (a segment both
-        // corrupt and malformed counts as corrupt); with GRO it is checked lazily below.
+        let hdr_len = pkt.header_len();
+        // Without GRO the segment is checked before the header is parsed (a data segment's
+        // sum left open for TCP's copy, see `check`); with GRO it is checked lazily below.
         let gro_on = self.config.gro;
-        if !gro_on && !verify(c, ip.src, ip.dst, bytes, &mut csum) {
-            return;
+        let mut open = None;
+        if !gro_on {
+            match check(c, ip.src, ip.dst, bytes, hdr_len, &mut csum) {
+                Checked::Bad => return,
+                ch => open = ch.open(),
+            }
         }
         let ph = PseudoHeader {
             src: ip.src,
             dst: ip.dst,
         };
         let Ok(repr) = TcpRepr::parse(&pkt, &ph, false) else {
+            // A segment both corrupt and malformed counts as corrupt: the sum left open is
+            // completed here, where no copy will.
+            if open.is_some() && !verify(c, ip.src, ip.dst, bytes, &mut csum) {
+                return;
+            }
             c.tcp_malformed += 1;
             return;
         };
-        let hdr_len = pkt.header_len();
         let key = IpKey {
             src: ip.src,
             dst: ip.dst,
@@ -188,12 +234,15 @@ impl Inner {
                 };
                 gro.flush_flow(&mut sink, &s);
             }
-            if !verify(sink.c, ip.src, ip.dst, bytes, &mut csum) {
-                return;
+            match check(sink.c, ip.src, ip.dst, bytes, hdr_len, &mut csum) {
+                Checked::Bad => return,
+                ch => open = ch.open(),
             }
         }
         let data = bytes.get(hdr_len..).unwrap_or(&[]);
-        enter_tcp(&mut self.tcp, now, ip.src, ip.dst, &repr, &[data], ip.ecn());
+        let seg = (ip.src, ip.dst, &repr);
+        let c = &mut self.st.c;
+        enter_tcp(&mut self.tcp, c, now, seg, &[data], &[open], ip.ecn());
     }
 
     /// Hands every train GRO still holds to TCP (end of the receive batch).
@@ -429,6 +478,12 @@ impl IfaceState {
             self.c.copies += 1;
             self.c.bytes_copied += p.len as u64;
             self.c.bytes_checksummed += p.len as u64;
+            self.c.tcp_tx_copy_frame += p.len as u64;
+            if self.copy == crate::mem::CopyMode::Baseline {
+                // The baseline's "fused" copy is a copy and then a checksum pass.
+                self.c.bytes_checksummed_separately += p.len as u64;
+                self.c.tcp_tx_csum_separate += p.len as u64;
+            }
         }
         if direct.is_none() {
             let (IpAddr::V4(src), IpAddr::V4(dst)) = (sup.src, sup.dst) else {
@@ -606,6 +661,12 @@ impl IfaceState {
             self.c.copies += 1;
             self.c.bytes_copied += p.len as u64;
             self.c.bytes_checksummed += p.len as u64;
+            self.c.tcp_tx_copy_frame += p.len as u64;
+            if self.copy == crate::mem::CopyMode::Baseline {
+                // The baseline's "fused" copy is a copy and then a checksum pass.
+                self.c.bytes_checksummed_separately += p.len as u64;
+                self.c.tcp_tx_csum_separate += p.len as u64;
+            }
         }
         if direct.is_none() {
             return self

@@ -18,20 +18,23 @@
 //!
 //! Merging copies nothing: a train is a list of payload slices still in their frames of the
 //! receive batch (the batch is immutable while it is parsed, so a train borrows it for the
-//! batch's lifetime `'b`), handed through a [`Sink`] to `TcpLayer::input_parts`, which copies
-//! them once, into the receive ring. Checksums are verified before a segment joins a train
-//! (one read pass over the segment; a segment whose sum is wrong is dropped and counted, never
-//! merged), and only if the segment's [`Csum`] state says it still needs it; the first segment
-//! is verified lazily: when a second one joins, or when it is delivered alone. The sink does
-//! the verifying, so the one checksum check of the stack is the only one.
+//! batch's lifetime `'b`), handed through a [`Sink`] to TCP, which copies them once, into the
+//! receive ring or a posted read. Each segment is checked before it joins a train, and only if
+//! its [`Csum`] state says it still needs it; the first segment is checked lazily: when a
+//! second one joins, or when it is delivered alone. The sink does the checking, so the one
+//! checksum check of the stack is the only one, and it decides how: a segment without payload
+//! is verified in full (a corrupt one is dropped and counted, never merged); for a data
+//! segment it sums only the pseudo-header and header and leaves the sum open ([`Checked`]),
+//! and TCP completes it while it copies the payload, processing the segment only if it
+//! verifies (`tcp/place.rs`). The open sums travel with the train, one per segment.
 //!
 //! Why not copy into one 64 KiB buffer with the checksum folded into that copy (the first
 //! version): measured with `/usr/bin/time netfold stream --bytes 8G` (user CPU, 3 runs each,
 //! same build otherwise), copy+checksum merging 1.24-1.27 s, slices with a separate sum pass
 //! 1.23-1.25 s — a tie within noise: the sum pass costs about what the extra 64 KiB write and
 //! re-read cost. Slices keep no 64 KiB buffers and leave one copy on the receive path, into
-//! which the checksum can later be folded (the ring write would verify before it commits);
-//! that would remove the remaining read pass.
+//! which the checksum is now folded (`tcp/place.rs`: the ring write, or the copy into a posted
+//! read, verifies before anything is committed), which removed the separate read pass.
 
 use crate::buf::Csum;
 use crate::wire::tcp::{TcpFlags, TcpPacket, TcpRepr, MAX_OPTIONS_LEN};
@@ -116,19 +119,41 @@ impl<'b> Seg<'b> {
     }
 }
 
+/// What a [`Sink`]'s check of one segment came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    /// The checksum failed (counted): the segment is dropped.
+    Bad,
+    /// Verified now or before (the device's word, or an earlier check).
+    Verified,
+    /// Left open: the folded sum of pseudo-header and header, to which the payload's sum
+    /// (taken by TCP in its copy) must add up to 0xffff.
+    Open(u16),
+}
+
+impl Checked {
+    /// The open sum, if any (what TCP is handed per segment).
+    pub fn open(self) -> Option<u16> {
+        match self {
+            Checked::Open(h) => Some(h),
+            _ => None,
+        }
+    }
+}
+
 /// What GRO hands its results to (the interface's TCP glue): the checksum check, the counters,
 /// and TCP itself.
 pub trait Sink {
-    /// Checks the checksum of segment `seg` (header and payload) if `csum` says it still needs
-    /// it, counting a bad one; sets `csum` to verified when it passes.
-    fn verify(&mut self, ip: &IpKey, seg: &[u8], csum: &mut Csum) -> bool;
+    /// Checks segment `seg` (header and payload, the header `hdr_len` bytes) if `csum` says it
+    /// still needs it: in full (a bad one is counted) or leaving the payload's part open.
+    fn check(&mut self, ip: &IpKey, seg: &[u8], hdr_len: usize, csum: &mut Csum) -> Checked;
     /// A train ended for `why` (counted even if its head then fails its checksum).
     fn flushed(&mut self, why: Flush);
     /// A segment joined a train.
     fn merged(&mut self);
-    /// Hands one (verified) train to TCP: the header of its first segment, with the last
-    /// one's PSH, and its payload slices in order.
-    fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]]);
+    /// Hands one train to TCP: the header of its first segment, with the last one's PSH, its
+    /// payload slices in order and, per slice, the checksum left open ([`Checked::open`]).
+    fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]], pending: &[Option<u16>]);
 }
 
 #[derive(Debug)]
@@ -143,10 +168,14 @@ struct Held<'b> {
     seg_size: usize,
     segs: u16,
     len: usize,
-    /// The first segment (header and payload) and its checksum state.
+    /// The first segment (header and payload) and its checksum state; whether it has been
+    /// checked yet (lazily, see the module doc).
     head: &'b [u8],
     head_csum: Csum,
+    head_checked: bool,
     parts: [&'b [u8]; MAX_SEGS as usize],
+    /// Per part, the checksum left open by the check.
+    pending: [Option<u16>; MAX_SEGS as usize],
 }
 
 impl Held<'_> {
@@ -265,32 +294,33 @@ impl<'b> Gro<'b> {
         if s.repr.flags.psh() {
             sink.flushed(Flush::Psh);
             let mut csum = s.csum;
-            if sink.verify(&s.ip, s.bytes, &mut csum) {
-                sink.deliver(&s.ip, &s.repr, &[s.payload()]);
+            match sink.check(&s.ip, s.bytes, s.hdr_len, &mut csum) {
+                Checked::Bad => {}
+                c => sink.deliver(&s.ip, &s.repr, &[s.payload()], &[c.open()]),
             }
             return;
         }
         self.push(start(s));
     }
 
-    /// Appends `s` to train `i` once its checksum (and the head's) is verified.
+    /// Appends `s` to train `i` once it (and the head) passed the sink's check.
     fn merge(&mut self, sink: &mut dyn Sink, i: usize, s: &Seg<'b>) {
         let Some(h) = self.held[i].as_mut() else {
             return;
         };
-        let mut head_csum = h.head_csum;
-        if !sink.verify(&h.ip, h.head, &mut head_csum) {
+        if !check_head(sink, h) {
             // The head was corrupt: it is dropped (counted) and `s` starts the train.
             *h = start(s);
             return;
         }
-        h.head_csum = head_csum;
         let mut csum = s.csum;
-        if !sink.verify(&s.ip, s.bytes, &mut csum) {
-            return;
-        }
+        let open = match sink.check(&s.ip, s.bytes, s.hdr_len, &mut csum) {
+            Checked::Bad => return,
+            c => c.open(),
+        };
         let plen = s.payload().len();
         h.parts[usize::from(h.segs)] = s.payload();
+        h.pending[usize::from(h.segs)] = open;
         h.len += plen;
         h.segs += 1;
         h.next_seq = h.next_seq.wrapping_add(plen as u32);
@@ -318,11 +348,26 @@ impl<'b> Gro<'b> {
     /// Hands one train to TCP and counts why.
     fn deliver(&mut self, sink: &mut dyn Sink, mut h: Held<'b>, why: Flush) {
         sink.flushed(why);
-        if h.segs == 1 && !sink.verify(&h.ip, h.head, &mut h.head_csum) {
+        if !check_head(sink, &mut h) {
             return;
         }
         let n = usize::from(h.segs).min(h.parts.len());
-        sink.deliver(&h.ip, &h.repr, &h.parts[..n]);
+        sink.deliver(&h.ip, &h.repr, &h.parts[..n], &h.pending[..n]);
+    }
+}
+
+/// Checks the head of a train once (see the module doc); false if it is corrupt.
+fn check_head(sink: &mut dyn Sink, h: &mut Held<'_>) -> bool {
+    if h.head_checked {
+        return true;
+    }
+    match sink.check(&h.ip, h.head, h.hdr_len, &mut h.head_csum) {
+        Checked::Bad => false,
+        c => {
+            h.pending[0] = c.open();
+            h.head_checked = true;
+            true
+        }
     }
 }
 
@@ -346,7 +391,9 @@ fn start<'b>(s: &Seg<'b>) -> Held<'b> {
         len,
         head: s.bytes,
         head_csum: s.csum,
+        head_checked: false,
         parts,
+        pending: [None; MAX_SEGS as usize],
     }
 }
 
@@ -386,17 +433,20 @@ mod tests {
     }
 
     impl Sink for Rec {
-        fn verify(&mut self, ip: &IpKey, seg: &[u8], csum: &mut Csum) -> bool {
+        // Verifies in full (the stack's sink leaves a data segment's sum open for TCP).
+        fn check(&mut self, ip: &IpKey, seg: &[u8], _hdr_len: usize, csum: &mut Csum) -> Checked {
             if !csum.needs_verify() {
-                return true;
+                return Checked::Verified;
             }
             self.verified += 1;
             let ok = TcpPacket::new_checked(seg)
                 .is_ok_and(|p| p.verify_checksum(&PseudoHeader::new(ip.src, ip.dst)));
             if ok {
                 *csum = Csum::Verified;
+                Checked::Verified
+            } else {
+                Checked::Bad
             }
-            ok
         }
         fn flushed(&mut self, why: Flush) {
             self.flushes.push(why);
@@ -404,7 +454,7 @@ mod tests {
         fn merged(&mut self) {
             self.merges += 1;
         }
-        fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]]) {
+        fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]], _: &[Option<u16>]) {
             self.delivered
                 .push((*ip, repr.seq, parts.concat(), repr.flags.psh()));
         }

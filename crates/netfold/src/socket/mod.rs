@@ -239,6 +239,41 @@ impl TcpStream {
         stack.tcp_mut().recv(self.handle, buf).map_err(io_error)
     }
 
+    /// Posts a read (single-pass receive): `buf` is lent to the connection, and in-order
+    /// data arriving while nothing older waits in the receive ring goes from the frames
+    /// straight into it, the checksum verified in that copy (one pass per byte instead of a
+    /// copy into the ring and one out of it). Take it back with [`TcpStream::take_read`];
+    /// meanwhile `read` fails with `InvalidInput`, and the stream is readable once the
+    /// buffer holds data. See `TcpLayer::post_read`. An error gives the buffer back.
+    pub fn post_read(&self, stack: &mut Stack, buf: Vec<u8>) -> Result<(), (io::Error, Vec<u8>)> {
+        stack
+            .tcp_mut()
+            .post_read(self.handle, buf)
+            .map_err(|(e, b)| (io_error(e), b))
+    }
+
+    /// Takes the posted read back: the buffer and what the read came to, as `read` reports
+    /// it (`Ok(n)`: data in `buf[..n]`; `Ok(0)`: end of stream; `WouldBlock`: nothing yet).
+    /// The outer error is `InvalidInput` when no read is posted.
+    pub fn take_read(&self, stack: &mut Stack) -> io::Result<(Vec<u8>, io::Result<usize>)> {
+        let r = stack.tcp_mut().take_read(self.handle).map_err(io_error)?;
+        Ok((r.buf, r.result.map_err(io_error)))
+    }
+
+    /// A borrowing read: `f` sees the in-order bytes where they lie in the receive ring (two
+    /// slices; the ring may wrap) and returns how many it consumed, released without a copy.
+    /// `Ok(0)` at end of stream (`f` not called), `WouldBlock` when nothing is queued.
+    pub fn read_in_place(
+        &self,
+        stack: &mut Stack,
+        f: impl FnOnce(&[u8], &[u8]) -> usize,
+    ) -> io::Result<usize> {
+        stack
+            .tcp_mut()
+            .recv_in_place(self.handle, f)
+            .map_err(io_error)
+    }
+
     /// Queues data; returns how much was taken, `WouldBlock` if the send buffer is full.
     pub fn write(&self, stack: &mut Stack, data: &[u8]) -> io::Result<usize> {
         stack.tcp_mut().send(self.handle, data).map_err(io_error)

@@ -367,52 +367,129 @@ impl RecvRing {
         data: super::Payload<'_>,
         mode: CopyMode,
     ) -> Option<usize> {
-        let cap = self.buf.len();
-        let data = data.slice(0, cap.saturating_sub(self.len + off));
+        self.write_counted(off, data, mode).0
+    }
+
+    /// [`RecvRing::write_payload_at`], also returning how many bytes were copied (the pass
+    /// counters: only the gaps are copied when out-of-order data is queued).
+    pub fn write_counted(
+        &mut self,
+        off: usize,
+        data: super::Payload<'_>,
+        mode: CopyMode,
+    ) -> (Option<usize>, usize) {
+        let data = data.slice(0, self.room(off));
+        let copied = self.copy_gaps(off, data, mode);
+        (self.commit(off, data.len()), copied)
+    }
+
+    /// Bytes that fit at `off` past RCV.NXT.
+    fn room(&self, off: usize) -> usize {
+        self.buf.len().saturating_sub(self.len + off)
+    }
+
+    /// Copies `data` into the ring at `off` past RCV.NXT where nothing is queued yet (all of
+    /// it when no out-of-order data is queued); returns the bytes copied. Nothing is committed.
+    pub fn copy_gaps(&mut self, off: usize, data: super::Payload<'_>, mode: CopyMode) -> usize {
+        let data = data.slice(0, self.room(off));
         if data.is_empty() {
-            return Some(0);
+            return 0;
         }
         if self.asm.ranges().is_empty() {
             self.copy_in(off, data, mode);
-        } else {
-            // First data wins: bytes already queued out of order are never overwritten by a
-            // later copy carrying different bytes (a retransmission that overlaps them, or an
-            // attacker's); only the gaps are filled. RFC 9293 §3.10.7.4 leaves the choice open;
-            // this keeps the receiver from ever mixing two versions of the stream.
-            let end = off + data.len();
-            let mut pos = off;
-            for i in 0..self.asm.ranges().len() {
-                let (o, l) = self.asm.ranges()[i];
-                if o + l <= pos {
-                    continue;
-                }
-                if o >= end {
-                    break;
-                }
-                if o > pos {
-                    self.copy_in(pos, data.slice(pos - off, o - off), mode);
-                }
-                pos = pos.max(o + l);
-                if pos >= end {
-                    break;
-                }
+            return data.len();
+        }
+        // First data wins: bytes already queued out of order are never overwritten by a
+        // later copy carrying different bytes (a retransmission that overlaps them, or an
+        // attacker's); only the gaps are filled. RFC 9293 §3.10.7.4 leaves the choice open;
+        // this keeps the receiver from ever mixing two versions of the stream.
+        let end = off + data.len();
+        let mut pos = off;
+        let mut copied = 0;
+        for i in 0..self.asm.ranges().len() {
+            let (o, l) = self.asm.ranges()[i];
+            if o + l <= pos {
+                continue;
             }
-            if pos < end {
-                self.copy_in(pos, data.slice(pos - off, end - off), mode);
+            if o >= end {
+                break;
+            }
+            if o > pos {
+                self.copy_in(pos, data.slice(pos - off, o - off), mode);
+                copied += o - pos;
+            }
+            pos = pos.max(o + l);
+            if pos >= end {
+                break;
             }
         }
-        if off > 0 && !self.asm.add(off, data.len()) {
+        if pos < end {
+            self.copy_in(pos, data.slice(pos - off, end - off), mode);
+            copied += end - pos;
+        }
+        copied
+    }
+
+    /// Records `len` bytes at `off` past RCV.NXT as received (they are in the ring already:
+    /// copied by [`RecvRing::copy_gaps`] or staged by [`RecvRing::stage_copy`]) and returns
+    /// how many bytes became in-order. `None` if the assembler is full (nothing recorded).
+    pub fn commit(&mut self, off: usize, len: usize) -> Option<usize> {
+        let len = len.min(self.room(off));
+        if len == 0 {
+            return Some(0);
+        }
+        if off > 0 && !self.asm.add(off, len) {
             return None;
         }
         let advanced = if off == 0 {
-            self.asm.shift(data.len());
-            data.len() + self.asm.pop_front()
+            self.asm.shift(len);
+            len + self.asm.pop_front()
         } else {
             self.asm.pop_front()
         };
         self.len += advanced;
         Some(advanced)
     }
+
+    /// Whether `len` bytes at `off` past RCV.NXT can be copied in before anything decides
+    /// whether to keep them ([`RecvRing::stage_copy`]): they fit, and no byte of that range
+    /// is queued already. Only then is writing them harmless if the segment is dropped: the
+    /// bytes land in storage that holds nothing received, and stay uncommitted.
+    pub fn can_stage(&self, off: usize, len: usize) -> bool {
+        len > 0
+            && len <= self.room(off)
+            && !self
+                .asm
+                .ranges()
+                .iter()
+                .any(|&(o, l)| o < off + len && off < o + l)
+    }
+
+    /// Copies `src` into the ring at `off` past RCV.NXT without committing it, and returns
+    /// the checksum of `src` taken in the same pass when `sum` (0 otherwise). The caller
+    /// checked [`RecvRing::can_stage`]; [`RecvRing::commit`] keeps the bytes later.
+    pub fn stage_copy(&mut self, off: usize, src: &[u8], mode: CopyMode, sum: bool) -> u16 {
+        let cap = self.buf.len();
+        if src.is_empty() || cap == 0 {
+            return 0;
+        }
+        let start = (self.head + self.len + off) % cap;
+        let first = src.len().min(cap - start);
+        let (a, b) = src.split_at(first);
+        let dst_a = &mut self.buf[start..start + first];
+        if !sum {
+            mode.copy(dst_a, a);
+            mode.copy(&mut self.buf[..b.len()], b);
+            return 0;
+        }
+        let sa = mode.copy_with_checksum(dst_a, a);
+        if b.is_empty() {
+            return sa;
+        }
+        let sb = mode.copy_with_checksum(&mut self.buf[..b.len()], b);
+        crate::mem::checksum_concat(sa, sb, a.len())
+    }
+
     /// Copies `data` into the ring at `off` bytes past RCV.NXT (the caller checked the room).
     fn copy_in(&mut self, off: usize, data: super::Payload<'_>, mode: CopyMode) {
         let cap = self.buf.len();
@@ -422,6 +499,23 @@ impl RecvRing {
             .copy_with(mode, &mut self.buf[start..start + first]);
         data.slice(first, data.len())
             .copy_with(mode, &mut self.buf[..data.len() - first]);
+    }
+
+    /// A borrowing read: `f` sees the in-order bytes where they lie (two slices, the ring may
+    /// wrap) and returns how many it consumed; those are released to the ring without being
+    /// copied. Returns the count consumed (at most what `f` was shown).
+    pub fn read_in_place(&mut self, f: impl FnOnce(&[u8], &[u8]) -> usize) -> usize {
+        let cap = self.buf.len();
+        if self.len == 0 || cap == 0 {
+            return 0;
+        }
+        let first = self.len.min(cap - self.head);
+        let a = &self.buf[self.head..self.head + first];
+        let b = &self.buf[..self.len - first];
+        let n = f(a, b).min(self.len);
+        self.head = (self.head + n) % cap;
+        self.len -= n;
+        n
     }
 
     /// Copies in-order bytes out to `out` with `mode` without consuming them (MSG_PEEK);

@@ -694,6 +694,11 @@ impl Conn {
     }
 
     pub fn recv(&mut self, buf: &mut [u8], mode: CopyMode) -> Result<usize, Error> {
+        if self.rcv.posted.is_some() {
+            // The posted read's bytes come before the ring's: reading the ring now would
+            // reorder the stream. The application takes the posted read back first.
+            return Err(Error::InvalidInput);
+        }
         if !self.rcv.ring.is_empty() {
             let n = self.rcv.ring.read(buf, mode);
             self.rcv.read_since_ack |= n > 0;
@@ -718,6 +723,9 @@ impl Conn {
 
     /// `recv` without consuming (MSG_PEEK): the same results, the data stays queued.
     pub fn peek(&self, buf: &mut [u8], mode: CopyMode) -> Result<usize, Error> {
+        if self.rcv.posted.is_some() {
+            return Err(Error::InvalidInput);
+        }
         if !self.rcv.ring.is_empty() {
             return Ok(self.rcv.ring.peek(buf, mode));
         }

@@ -1046,7 +1046,9 @@ impl Conn {
                 }
                 self.rcv.last_data_rx = Some(ctx.now);
             }
-            match self.rcv.ring.write_payload_at(off, data, ctx.copy) {
+            // Bytes `place.rs` already copied (into a posted read, or into the ring while
+            // their checksum was verified) are kept where they are, not copied again.
+            match self.rcv.take_data(off, data, ctx.copy, ctx.stats) {
                 None => {
                     ctx.stats.ooo_drops += 1;
                     self.ack_now = true;

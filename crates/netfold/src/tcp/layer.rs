@@ -11,12 +11,13 @@ use super::conn::{ChallengeLimiter, Conn, Ctx, Event, RstQueue, RST_QUEUE_MAX};
 use super::ephemeral::EphemeralPorts;
 use super::listener::Listener;
 use super::output::OutputStatus;
+use super::place::{self, PostedRead, RxCheck};
 use super::secret::Secret;
 use super::syncookie;
 use super::{Config, Ecn, Error, Handle, IcmpError, OutSegment, Payload, State, Stats};
 use crate::mem::CopyMode;
 use crate::time::Instant;
-use crate::wire::tcp::TcpRepr;
+use crate::wire::tcp::{TcpFlags, TcpRepr};
 use crate::wire::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -539,9 +540,8 @@ impl TcpLayer {
         repr: &TcpRepr,
         payload: &[u8],
     ) {
-        let parts = [payload];
         let (src, dst) = (src.into(), dst.into());
-        self.input_payload(now, src, dst, repr, Payload::new(&parts), Ecn::NotEct);
+        self.input_payload(now, src, dst, repr, &[payload], &[], Ecn::NotEct);
     }
 
     /// [`TcpLayer::input_parts`] with the ECN field of the segment's IP header (RFC 3168: a
@@ -557,7 +557,28 @@ impl TcpLayer {
         ecn: Ecn,
     ) {
         let (src, dst) = (src.into(), dst.into());
-        self.input_payload(now, src, dst, repr, Payload::new(parts), ecn);
+        self.input_payload(now, src, dst, repr, parts, &[], ecn);
+    }
+
+    /// [`TcpLayer::input_ecn`] for segments whose checksums are still open: `pending[i]` is,
+    /// for part `i` (a segment of the GRO train), the folded sum of its pseudo-header and TCP
+    /// header, to which its payload's sum must add up to 0xffff; `None` for a part verified
+    /// already. The payloads are summed while they are copied to where they belong (a posted
+    /// read or the receive ring, `place.rs`), and the segment is processed only if every sum
+    /// verifies; a train with a bad segment is taken apart and its good segments go in one
+    /// by one. The result says what the checks came to, for the interface's counters.
+    #[allow(clippy::too_many_arguments)]
+    pub fn input_deferred(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        dst: IpAddr,
+        repr: &TcpRepr,
+        parts: &[&[u8]],
+        pending: &[Option<u16>],
+        ecn: Ecn,
+    ) -> RxCheck {
+        self.input_payload(now, src, dst, repr, parts, pending, ecn)
     }
 
     /// [`TcpLayer::input`] for a segment whose data is in several slices: a GRO-merged
@@ -572,29 +593,60 @@ impl TcpLayer {
         parts: &[&[u8]],
     ) {
         let (src, dst) = (src.into(), dst.into());
-        self.input_payload(now, src, dst, repr, Payload::new(parts), Ecn::NotEct);
+        self.input_payload(now, src, dst, repr, parts, &[], Ecn::NotEct);
     }
 
+    /// A train in which segment `bad` failed its check, taken apart: that one is dropped and
+    /// counted, and the others go in one by one (those before it as verified, those after it
+    /// with their own check), so the good ones are not lost.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn input_one_by_one(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        dst: IpAddr,
+        repr: &TcpRepr,
+        parts: &[&[u8]],
+        pending: &[Option<u16>],
+        bad: usize,
+        ecn: Ecn,
+    ) -> RxCheck {
+        let mut check = RxCheck {
+            bad: 1,
+            ..RxCheck::default()
+        };
+        let mut seq = repr.seq;
+        for (i, part) in parts.iter().enumerate() {
+            // GRO merged only segments with the same header but for the sequence number and
+            // PSH (which the train took from its last segment).
+            let mut r = *repr;
+            r.seq = seq;
+            seq = seq.wrapping_add(part.len() as u32);
+            if i + 1 < parts.len() {
+                r.flags.0 &= !TcpFlags::PSH;
+            }
+            let want = match i.cmp(&bad) {
+                core::cmp::Ordering::Less => None,
+                core::cmp::Ordering::Equal => continue,
+                core::cmp::Ordering::Greater => pending.get(i).copied().flatten(),
+            };
+            check.add(self.input_payload(now, src, dst, &r, &[part], &[want], ecn));
+        }
+        check
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn input_payload(
         &mut self,
         now: Instant,
         src: IpAddr,
         dst: IpAddr,
         repr: &TcpRepr,
-        payload: Payload<'_>,
+        parts: &[&[u8]],
+        pending: &[Option<u16>],
         ecn: Ecn,
-    ) {
-        self.stats.segments_in += 1;
-        self.last_now = now;
-        let f = repr.flags;
-        if repr.src_port == 0 || repr.dst_port == 0 || (f.syn() && f.rst()) {
-            // Not a segment any conforming TCP sends; dropped silently.
-            self.stats.bad_segments += 1;
-            return;
-        }
-        if f.rst() {
-            self.stats.rst_in += 1;
-        }
+    ) -> RxCheck {
         let key = ConnKey::new(dst, repr.dst_port, src, repr.src_port);
         let found = match self.last_hit {
             Some((k, i)) if k == key => Some(i),
@@ -606,6 +658,45 @@ impl TcpLayer {
                 f
             }
         };
+        // Checksums left open are verified before anything reads the header (the connection
+        // only tells where the payload may be copied meanwhile).
+        let mut check = RxCheck::default();
+        let conn = found.and_then(|i| match &mut self.slots[i as usize].sock {
+            Some(Sock::Conn(c)) => Some(c),
+            _ => None,
+        });
+        let verified = match conn {
+            Some(c) => c.place(
+                repr.seq,
+                parts,
+                pending,
+                self.copy,
+                &mut self.stats,
+                &mut check,
+            ),
+            None => place::verify_separately(parts, pending, &mut check),
+        };
+        if let Err(bad) = verified {
+            if parts.len() > 1 {
+                let more = self.input_one_by_one(now, src, dst, repr, parts, pending, bad, ecn);
+                check.add(more);
+            } else {
+                check.bad += 1;
+            }
+            return check;
+        }
+        let payload = Payload::new(parts);
+        self.stats.segments_in += 1;
+        self.last_now = now;
+        let f = repr.flags;
+        if repr.src_port == 0 || repr.dst_port == 0 || (f.syn() && f.rst()) {
+            // Not a segment any conforming TCP sends; dropped silently.
+            self.stats.bad_segments += 1;
+            return check;
+        }
+        if f.rst() {
+            self.stats.rst_in += 1;
+        }
         if let Some(i) = found {
             let mut ctx = Ctx {
                 now,
@@ -619,6 +710,8 @@ impl TcpLayer {
                 Some(Sock::Conn(c)) => {
                     c.ecn.rx_ce = ecn == Ecn::Ce;
                     let ev = c.input(&mut ctx, repr, payload);
+                    // What `place` staged and `input` did not keep stays uncommitted.
+                    c.rcv.staged = None;
                     c.tune_buffers(ctx.now, ctx.rings, ctx.stats);
                     c.reclaim_buffers(ctx.rings);
                     ev
@@ -627,9 +720,10 @@ impl TcpLayer {
             };
             self.touch(i);
             self.handle_event(i, ev);
-            return;
+            return check;
         }
         self.input_no_conn(now, src, dst, repr, payload);
+        check
     }
 
     /// A segment no connection takes: a listener's (SYN, cookie ACK) or answered with a RST.
@@ -1097,6 +1191,10 @@ impl TcpLayer {
     pub fn send(&mut self, h: Handle, data: &[u8]) -> Result<usize, Error> {
         let copy = self.copy;
         let r = self.conn_mut(h)?.send(data, copy);
+        if let Ok(n) = r {
+            self.stats.app_bytes_sent += n as u64;
+            self.stats.tx_copy_app += n as u64;
+        }
         self.touch(h.index);
         r
     }
@@ -1109,6 +1207,10 @@ impl TcpLayer {
         user: u64,
     ) -> Result<super::ZcSend, Error> {
         let r = self.conn_mut(h)?.send_zc(buf, user);
+        if let Ok(z) = &r {
+            // Lent, not copied: application bytes sent without a pass (issue 13 item 5).
+            self.stats.app_bytes_sent += z.len as u64;
+        }
         self.touch(h.index);
         r
     }
@@ -1117,14 +1219,75 @@ impl TcpLayer {
         Ok(self.conn_mut(h)?.snd.ring.completions())
     }
     /// Reads in-order data; `Ok(0)` means the peer closed (FIN received, all data read).
+    /// `InvalidInput` while a read is posted ([`TcpLayer::post_read`]).
     pub fn recv(&mut self, h: Handle, buf: &mut [u8]) -> Result<usize, Error> {
         let copy = self.copy;
         let r = self.conn_mut(h)?.recv(buf, copy);
-        if matches!(r, Ok(n) if n > 0) {
+        if let Ok(n @ 1..) = r {
+            self.stats.rx_copy_app += n as u64;
+            self.stats.app_bytes_received += n as u64;
             // Reading may open the window enough for an update.
             self.touch(h.index);
         }
         r
+    }
+
+    /// Posts a read (single-pass receive, `place.rs`): `buf` is lent to the connection, and
+    /// while it is, in-order data arriving with nothing older waiting in the receive ring is
+    /// copied from the frames straight into it, the checksum verified in that copy. Bytes
+    /// already queued are copied into it now. Take it back with [`TcpLayer::take_read`]; until
+    /// then `recv` and `peek` fail with `InvalidInput` (they would reorder the stream), and
+    /// the connection counts as readable once the buffer holds data ([`TcpLayer::recv_queue`]).
+    /// `InvalidInput` if a read is already posted or `buf` is empty; any error gives the
+    /// buffer back. A connection freed while a read is posted drops the buffer.
+    pub fn post_read(&mut self, h: Handle, buf: Vec<u8>) -> Result<(), (Error, Vec<u8>)> {
+        let copy = self.copy;
+        let c = match self.conn_mut(h) {
+            Ok(c) => c,
+            Err(e) => return Err((e, buf)),
+        };
+        let n = c.post_read(buf, copy)?;
+        self.count_ring_read(h, n);
+        Ok(())
+    }
+
+    /// Takes back the read posted on `h`: its buffer (data in `buf[..n]`) and the read's
+    /// result as [`TcpLayer::recv`] gives it: `Ok(n)` bytes, `Ok(0)` at end of stream,
+    /// `WouldBlock` if nothing arrived yet (post it again), or the connection's error. In-order
+    /// bytes that waited in the ring (a segment that did not fit) are copied in behind the
+    /// placed ones first. `InvalidInput` (the outer error) if no read is posted.
+    pub fn take_read(&mut self, h: Handle) -> Result<PostedRead, Error> {
+        let copy = self.copy;
+        let (read, copied) = self.conn_mut(h)?.take_read(copy)?;
+        self.count_ring_read(h, copied);
+        Ok(read)
+    }
+
+    /// A borrowing read: `f` is shown the in-order bytes where they lie in the receive ring
+    /// (two slices, the ring may wrap) and returns how many it consumed, which are released
+    /// to the ring without a copy. Otherwise like [`TcpLayer::recv`]: `Ok(0)` at end of
+    /// stream (`f` is not called then), `WouldBlock` when nothing is queued.
+    pub fn recv_in_place(
+        &mut self,
+        h: Handle,
+        f: impl FnOnce(&[u8], &[u8]) -> usize,
+    ) -> Result<usize, Error> {
+        let r = self.conn_mut(h)?.recv_in_place(f);
+        if let Ok(n @ 1..) = r {
+            self.stats.rx_in_place += n as u64;
+            self.stats.app_bytes_received += n as u64;
+            self.touch(h.index);
+        }
+        r
+    }
+
+    /// `n` bytes went from the receive ring to the application by a copy.
+    fn count_ring_read(&mut self, h: Handle, n: usize) {
+        if n > 0 {
+            self.stats.rx_copy_app += n as u64;
+            self.stats.app_bytes_received += n as u64;
+            self.touch(h.index);
+        }
     }
     /// Like [`TcpLayer::recv`] but leaves the data queued (recv with MSG_PEEK): proxies and
     /// protocol sniffers look at the first bytes before reading them. The pending error is
@@ -1278,7 +1441,8 @@ impl TcpLayer {
     }
     /// Bytes readable now / bytes queued unsent-or-unacked / free space in the send buffer.
     pub fn recv_queue(&self, h: Handle) -> Result<usize, Error> {
-        Ok(self.conn(h)?.rcv.ring.len())
+        let r = &self.conn(h)?.rcv;
+        Ok(r.ring.len() + r.posted.as_ref().map_or(0, |p| p.filled))
     }
     pub fn send_queue(&self, h: Handle) -> Result<usize, Error> {
         Ok(self.conn(h)?.snd.ring.len())

@@ -9,6 +9,11 @@
 //!   already been verified (or offloaded) by the caller, demultiplexes it to a connection or
 //!   listener, and updates state. Replies it wants sent (ACKs, RSTs, challenge ACKs, SYN-ACKs)
 //!   are queued internally and leave through the next [`TcpLayer::output`].
+//!   [`TcpLayer::input_deferred`] takes a segment (or a GRO train) whose TCP checksum is still
+//!   open: per segment the caller has summed pseudo-header and header only, and the layer
+//!   completes the sum in the copy that places the payload (into a posted read or the receive
+//!   ring, `place.rs`), processing the segment only if it verifies; what the checks came to
+//!   is returned for the caller's counters.
 //! - [`TcpLayer::output`] calls `emit` for every segment that is due now, in order. `emit`
 //!   returns `false` when the device/queue has no room; the layer then stops and retries on the
 //!   next call (nothing is lost). The payload is given as up to two slices (a ring buffer may
@@ -71,6 +76,8 @@
 //! | `output.rs`   | plan-then-commit segment generation, NextSeg (RFC 6675), Nagle/SWS     |
 //! | `timers.rs`   | `Timers`: RTO (RFC 6298), TLP (RFC 8985), delayed ACK, persist,        |
 //! |               | keepalive, 2MSL                                                        |
+//! | `place.rs`    | single-pass receive: payload copied (checksum verified in the copy)    |
+//! |               | into a posted read or the ring before the checks; borrowing reads      |
 //! | `buffer.rs`   | send ring, receive ring with in-place out-of-order assembler; the      |
 //! |               | per-stack `RingCache` that recycles ring storage and charges it to the |
 //! |               | stack's socket-buffer budget                                           |
@@ -166,6 +173,7 @@ mod layer;
 mod listener;
 pub(crate) mod output;
 pub mod payload;
+mod place;
 mod rack;
 mod recv;
 pub mod rtt;
@@ -180,6 +188,7 @@ pub mod zerocopy;
 pub(crate) use layer::{mapped_addr, wire_addr};
 pub use layer::{ConnInfo, RackInfo, TcpLayer};
 pub use payload::Payload;
+pub use place::{PostedRead, RxCheck};
 pub use secret::Secret;
 pub use zerocopy::{ZcCompletion, ZcCompletions, ZcOutstanding, ZcSend, ZC_MAX_ENTRIES};
 
@@ -534,4 +543,28 @@ pub struct Stats {
     pub ecn_ce_in: u64,
     /// cwnd reductions in response to ECE (RFC 3168 §6.1.2, once per window).
     pub ecn_cwnd_reductions: u64,
+
+    // Passes over payload bytes made by the engine (issue 13 item 5; the interface counts the
+    // ones it makes itself, see `iface::Counters::payload_passes`). Each adds a length per
+    // call, never per byte.
+    /// Bytes the application handed to `send` (copied) or lent to `send_zc` (not copied) and
+    /// the engine took.
+    pub app_bytes_sent: u64,
+    /// Bytes copied from the application into the send ring (`SendRing::push`).
+    pub tx_copy_app: u64,
+    /// Bytes the application received: read out of the receive ring, placed straight into a
+    /// posted read, or consumed in place by a borrowing read.
+    pub app_bytes_received: u64,
+    /// Bytes copied from frames into the receive ring (`RecvRing` writes), whether or not the
+    /// checksum was verified in that copy.
+    pub rx_copy_ring: u64,
+    /// Bytes copied from frames straight into a posted read's buffer (one pass, checksum
+    /// verified in it when it was still open).
+    pub rx_copy_direct: u64,
+    /// Bytes copied from the receive ring into the application's buffer (`recv`, and the
+    /// ring's backlog when a read is posted).
+    pub rx_copy_app: u64,
+    /// Bytes the application consumed in place from the receive ring (`recv_in_place`): no
+    /// copy.
+    pub rx_in_place: u64,
 }

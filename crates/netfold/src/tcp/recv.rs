@@ -16,6 +16,7 @@
 //! against the advertisement.
 
 use super::buffer::RecvRing;
+use super::place::{Posted, Staged};
 use super::seq;
 use crate::time::Instant;
 
@@ -67,6 +68,10 @@ pub struct RecvSeq {
     /// When in-sequence or out-of-order data last arrived (Linux `icsk_ack.lrcvtime`); None
     /// before the first data segment.
     pub last_data_rx: Option<Instant>,
+    /// A read the application posted (`place.rs`): in-order bytes go straight into it.
+    pub posted: Option<Posted>,
+    /// Where the segment being processed was copied before its checks (`place.rs`).
+    pub staged: Option<Staged>,
 }
 
 impl RecvSeq {
@@ -88,6 +93,8 @@ impl RecvSeq {
             read_since_ack: false,
             quick_acks: 0,
             last_data_rx: None,
+            posted: None,
+            staged: None,
         }
     }
 
