@@ -214,12 +214,7 @@ impl Sm {
                 let ir = Ipv4Repr::parse(&ip, false).ok()?;
                 let seg = &p[ip.header_len()..ip.header_len() + ir.payload_len];
                 let tp = TcpPacket::new_checked(seg).ok()?;
-                TcpRepr::parse(
-                    &tp,
-                    &PseudoHeader::new(ir.src, ir.dst),
-                    false,
-                )
-                .ok()
+                TcpRepr::parse(&tp, &PseudoHeader::new(ir.src, ir.dst), false).ok()
             })
             .collect()
     }

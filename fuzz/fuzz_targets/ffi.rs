@@ -15,7 +15,24 @@ use std::ffi::CStr;
 const ADDR_A: &CStr = c"198.18.0.1/24";
 const ADDR_B: &CStr = c"198.18.0.2/24";
 
-fn sin(ip: [u8; 4], port: u16) -> sockaddr_in {
+/// A sockaddr_in with room behind it: the program passes lengths up to 31 bytes, and an
+/// AF_INET6 socket writes (or reads) up to a sockaddr_in6 (28 bytes) within that length, so
+/// every address buffer must really hold 32 bytes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Sa {
+    sin: sockaddr_in,
+    _room: [u8; 16],
+}
+
+fn sin(ip: [u8; 4], port: u16) -> Sa {
+    Sa {
+        sin: sin4(ip, port),
+        _room: [0; 16],
+    }
+}
+
+fn sin4(ip: [u8; 4], port: u16) -> sockaddr_in {
     sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: port.to_be(),
@@ -91,7 +108,7 @@ fuzz_target!(|data: &[u8]| {
                 1 => {
                     let a = if inp.u8() & 1 == 0 { own } else { peer };
                     let l = (inp.u8() as socklen_t) % 32;
-                    nf_bind(s, fd, (&a as *const sockaddr_in).cast::<sockaddr>(), l);
+                    nf_bind(s, fd, (&a as *const Sa).cast::<sockaddr>(), l);
                 }
                 2 => {
                     nf_listen(s, fd, i32::from(inp.u8() as i8));
@@ -100,7 +117,7 @@ fuzz_target!(|data: &[u8]| {
                     let mut a = sin([0; 4], 0);
                     let mut l = core::mem::size_of::<sockaddr_in>() as socklen_t;
                     let r = if inp.u8() & 1 == 0 {
-                        nf_accept(s, fd, (&mut a as *mut sockaddr_in).cast(), &mut l)
+                        nf_accept(s, fd, (&mut a as *mut Sa).cast(), &mut l)
                     } else {
                         nf_accept(s, fd, core::ptr::null_mut(), core::ptr::null_mut())
                     };
@@ -111,7 +128,7 @@ fuzz_target!(|data: &[u8]| {
                 }
                 4 => {
                     let l = core::mem::size_of::<sockaddr_in>() as socklen_t;
-                    nf_connect(s, fd, (&peer as *const sockaddr_in).cast(), l);
+                    nf_connect(s, fd, (&peer as *const Sa).cast(), l);
                 }
                 5 => {
                     nf_send(s, fd, buf.as_ptr().cast(), n, libc::MSG_DONTWAIT);
@@ -127,7 +144,7 @@ fuzz_target!(|data: &[u8]| {
                         buf.as_ptr().cast(),
                         n % 2000,
                         0,
-                        (&peer as *const sockaddr_in).cast(),
+                        (&peer as *const Sa).cast(),
                         l,
                     );
                 }
@@ -140,7 +157,7 @@ fuzz_target!(|data: &[u8]| {
                         buf.as_mut_ptr().cast(),
                         n,
                         libc::MSG_DONTWAIT,
-                        (&mut a as *mut sockaddr_in).cast(),
+                        (&mut a as *mut Sa).cast(),
                         &mut l,
                     );
                 }
@@ -189,9 +206,9 @@ fuzz_target!(|data: &[u8]| {
                 14 => {
                     let mut a = sin([0; 4], 0);
                     let mut l = (inp.u8() as socklen_t) % 32;
-                    nf_getsockname(s, fd, (&mut a as *mut sockaddr_in).cast(), &mut l);
+                    nf_getsockname(s, fd, (&mut a as *mut Sa).cast(), &mut l);
                     let mut l = (inp.u8() as socklen_t) % 32;
-                    nf_getpeername(s, fd, (&mut a as *mut sockaddr_in).cast(), &mut l);
+                    nf_getpeername(s, fd, (&mut a as *mut Sa).cast(), &mut l);
                 }
                 15 => {
                     let mut v: c_int = 0;

@@ -26,6 +26,8 @@ fuzz_target!(|data: &[u8]| {
     // NDP messages keep only their link-layer address option (a Router Advertisement all its
     // options), so compare the re-emitted bytes of the reparsed message, not the input.
     let mut buf2 = vec![0u8; reparsed.buffer_len()];
-    reparsed.emit(src, dst, &mut buf2, true).expect("emit again");
+    reparsed
+        .emit(src, dst, &mut buf2, true)
+        .expect("emit again");
     assert_eq!(buf, buf2);
 });

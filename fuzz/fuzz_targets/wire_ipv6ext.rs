@@ -34,7 +34,8 @@ fuzz_target!(|data: &[u8]| {
         Ok(Chain::Fragment { offset, repr }) => {
             assert!(offset + ipv6ext::FRAGMENT_HEADER_LEN <= rest.len());
             let mut b = [0u8; 8];
-            repr.emit(&mut b).expect("a parsed fragment header re-emits");
+            repr.emit(&mut b)
+                .expect("a parsed fragment header re-emits");
             assert_eq!(FragmentRepr::parse(&b).unwrap(), repr);
         }
         Ok(Chain::NoNextHeader) => {}

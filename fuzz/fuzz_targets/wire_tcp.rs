@@ -11,7 +11,10 @@ fuzz_target!(|data: &[u8]| {
     // The first 8 bytes pick the pseudo-header so checksums vary with the input too.
     let (ph, segment) = match data.split_first_chunk::<8>() {
         Some((addrs, rest)) => (
-            PseudoHeader::new(Ipv4Addr::new(addrs[0], addrs[1], addrs[2], addrs[3]), Ipv4Addr::new(addrs[4], addrs[5], addrs[6], addrs[7])),
+            PseudoHeader::new(
+                Ipv4Addr::new(addrs[0], addrs[1], addrs[2], addrs[3]),
+                Ipv4Addr::new(addrs[4], addrs[5], addrs[6], addrs[7]),
+            ),
             rest,
         ),
         None => return,

@@ -10,7 +10,10 @@ use netfold::wire::Ipv4Addr;
 fuzz_target!(|data: &[u8]| {
     let (ph, datagram) = match data.split_first_chunk::<8>() {
         Some((addrs, rest)) => (
-            PseudoHeader::new(Ipv4Addr::new(addrs[0], addrs[1], addrs[2], addrs[3]), Ipv4Addr::new(addrs[4], addrs[5], addrs[6], addrs[7])),
+            PseudoHeader::new(
+                Ipv4Addr::new(addrs[0], addrs[1], addrs[2], addrs[3]),
+                Ipv4Addr::new(addrs[4], addrs[5], addrs[6], addrs[7]),
+            ),
             rest,
         ),
         None => return,
