@@ -688,7 +688,15 @@ fn serve_over_ipv6_serves_curl_and_iperf3() {
                     .collect()
             };
             let v6_frames = fields("ipv6 && tcp", "frame.number");
-            assert!(v6_frames.len() > 100, "{label}: capture too small");
+            // With offloads on, netfold hands the TAP 64 KiB super-segments and the kernel's
+            // ACKs are stretched by its GRO, so 1.16 MB may take only a few dozen frames; the
+            // bound only guards against an empty or handshake-only capture (the SYN-ACK and
+            // data checks below look at the content).
+            assert!(
+                v6_frames.len() > 10,
+                "{label}: capture too small ({} frames)",
+                v6_frames.len()
+            );
             let synack = fields(
                 &format!("ipv6.src=={SERVER6} && tcp.flags.syn==1 && tcp.flags.ack==1"),
                 "tcp.options.mss_val",
