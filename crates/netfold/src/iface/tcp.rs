@@ -278,6 +278,50 @@ impl Inner {
     }
 }
 
+/// The TCP header every piece of `seg` copies (built once from the engine; each piece sets its
+/// own sequence number, flags and checksum, as Linux `tcp_gso_segment` does to the headers of
+/// the skb it splits) and the super-segment to cut. `None` for a header that is not one.
+#[inline(always)]
+fn segment_head<'a>(seg: &OutSegment<'a>) -> Option<(TcpTemplate, Super<'a>)> {
+    let mut th = [0u8; MAX_HEADER_LEN];
+    let h = th.get_mut(..seg.repr.header_len())?;
+    seg.repr.emit(&mut TcpPacket::new_unchecked(&mut *h));
+    let tcp = TcpTemplate::new(h)?;
+    let sup = Super {
+        src: seg.src,
+        dst: seg.dst,
+        seq: seg.repr.seq,
+        flags: seg.repr.flags,
+        payload: seg.payload,
+    };
+    Some((tcp, sup))
+}
+
+/// TCP payload per piece of a `total`-byte segment, 0 when it goes whole. Pieces carry at most
+/// the engine's `gso_size` (the effective send MSS, RFC 9293 §3.7.1) and fit `mtu_max`; with
+/// `tso` the device cuts, so the piece is a whole IP packet's worth beside `headers` (IP + TCP
+/// header bytes). A SYN is never cut (its options say what the segments after it may carry).
+#[inline(always)]
+fn piece_size(
+    total: usize,
+    headers: usize,
+    tso: bool,
+    mtu_max: usize,
+    gso_size: usize,
+    syn: bool,
+) -> usize {
+    let max = if tso {
+        gso::MAX_IP_PACKET - headers
+    } else {
+        mtu_max.min(if gso_size == 0 { mtu_max } else { gso_size })
+    };
+    if total <= max || syn || max == 0 {
+        0
+    } else {
+        max
+    }
+}
+
 impl IfaceState {
     /// Turns one segment from the TCP engine into packets on the transmit queue.
     ///
@@ -321,58 +365,55 @@ impl IfaceState {
         src: Ipv4Addr,
         dst: Ipv4Addr,
     ) -> Emit {
-        // The header is built once per segment from the engine; each piece copies it and sets
-        // its own sequence number, flags and checksum (Linux `tcp_gso_segment` does the same to
-        // the headers of the skb it splits).
-        let hlen = seg.repr.header_len();
-        let mut th = [0u8; MAX_HEADER_LEN];
-        let built = th.get_mut(..hlen).and_then(|h| {
-            seg.repr.emit(&mut TcpPacket::new_unchecked(&mut *h));
-            TcpTemplate::new(h)
-        });
-        let Some(tcp) = built else {
+        let Some((tcp, sup)) = segment_head(seg) else {
             self.c.tcp_malformed += 1;
             return Emit::Dropped(DropReason::Malformed);
         };
-        let sup = Super {
-            src: seg.src,
-            dst: seg.dst,
-            seq: seg.repr.seq,
-            flags: seg.repr.flags,
-            payload: seg.payload,
-        };
-        let total = sup.len();
+        let (hlen, total) = (tcp.len(), sup.len());
         // Pieces carry at most the engine's `gso_size` (the effective send MSS, RFC 9293
         // §3.7.1) and fit the MTU; a TSO device cuts at its MTU, so it only gets super-segments
         // whose size the MTU already bounds.
         let mtu_max = self.mtu.saturating_sub(IP_LEN + hlen);
         let gso_size = usize::from(seg.gso_size);
-        let max = if self.tso && gso_size >= mtu_max {
-            gso::MAX_IP_PACKET - IP_LEN - hlen
-        } else {
-            mtu_max.min(if gso_size == 0 { mtu_max } else { gso_size })
-        };
-        // A SYN is never cut (its options say what the segments after it may carry).
-        let mss = if total <= max || seg.repr.flags.syn() || max == 0 {
-            0
-        } else {
-            max
-        };
+        let tso = self.tso && gso_size >= mtu_max;
+        let mss = piece_size(
+            total,
+            IP_LEN + hlen,
+            tso,
+            mtu_max,
+            gso_size,
+            seg.repr.flags.syn(),
+        );
+        let ip = self.tcp_ip_template(now, src, dst, seg.ecn);
+        self.emit_pieces(&sup, total, mss, |st, p| {
+            st.emit_piece(now, ip.as_ref(), &tcp, &sup, p, seg.ecn)
+        })
+    }
+
+    /// Cuts one super-segment into the pieces `mss` gives (one piece when 0) and hands each to
+    /// `emit`, the family's piece builder. The whole segment goes into one transmit queue or
+    /// none (unless it could never fit); once one piece is out the segment counts as sent: a
+    /// later piece refused (counted) is a loss TCP recovers like any other, not a reason to
+    /// send the first again.
+    #[inline(always)]
+    fn emit_pieces(
+        &mut self,
+        sup: &Super<'_>,
+        total: usize,
+        mss: usize,
+        mut emit: impl FnMut(&mut Self, &gso::Piece) -> Emit,
+    ) -> Emit {
         let pieces = gso::piece_count(total, mss);
-        // Keep a super-segment whole in one queue (unless it could never fit).
         if pieces > 1 && self.tx.len() + pieces > self.tx_limit && !self.tx.is_empty() {
             return Emit::QueueFull(FullQueue::Transmit);
         }
-        let ip = self.tcp_ip_template(now, src, dst, seg.ecn);
-        // Once one piece is out the segment counts as sent: a later piece refused (counted)
-        // is a loss that TCP recovers like any other, not a reason to send the first again.
         let mut first_refusal = None;
         let mut sent_any = false;
         for p in gso::pieces(sup.seq, sup.flags, total, mss) {
             if pieces > 1 {
                 self.c.gso_segments += 1;
             }
-            match self.emit_piece(now, ip.as_ref(), &tcp, &sup, &p, seg.ecn) {
+            match emit(self, &p) {
                 Emit::Sent => sent_any = true,
                 refused => {
                     first_refusal.get_or_insert(refused);
@@ -520,24 +561,11 @@ impl IfaceState {
         src: Ipv6Addr,
         dst: Ipv6Addr,
     ) -> Emit {
-        let hlen = seg.repr.header_len();
-        let mut th = [0u8; MAX_HEADER_LEN];
-        let built = th.get_mut(..hlen).and_then(|h| {
-            seg.repr.emit(&mut TcpPacket::new_unchecked(&mut *h));
-            TcpTemplate::new(h)
-        });
-        let Some(tcp) = built else {
+        let Some((tcp, sup)) = segment_head(seg) else {
             self.c.tcp_malformed += 1;
             return Emit::Dropped(DropReason::Malformed);
         };
-        let sup = Super {
-            src: seg.src,
-            dst: seg.dst,
-            seq: seg.repr.seq,
-            flags: seg.repr.flags,
-            payload: seg.payload,
-        };
-        let total = sup.len();
+        let (hlen, total) = (tcp.len(), sup.len());
         let path_mtu = self.ipv6_path_mtu(now, dst);
         let mtu_max = path_mtu.saturating_sub(IPV6_LEN + hlen);
         let gso_size = usize::from(seg.gso_size);
@@ -546,38 +574,17 @@ impl IfaceState {
         // path MTU (no Packet Too Big lowered it) and the MSS does not cut finer, and only
         // through the template (`send_ipv6` refuses a TCP packet beyond the link MTU).
         let tso = self.tso && ip.is_some() && path_mtu >= self.mtu && gso_size >= mtu_max;
-        let max = if tso {
-            gso::MAX_IP_PACKET - IPV6_LEN - hlen
-        } else {
-            mtu_max.min(if gso_size == 0 { mtu_max } else { gso_size })
-        };
-        let mss = if total <= max || seg.repr.flags.syn() || max == 0 {
-            0
-        } else {
-            max
-        };
-        let pieces = gso::piece_count(total, mss);
-        if pieces > 1 && self.tx.len() + pieces > self.tx_limit && !self.tx.is_empty() {
-            return Emit::QueueFull(FullQueue::Transmit);
-        }
-        let mut first_refusal = None;
-        let mut sent_any = false;
-        for p in gso::pieces(sup.seq, sup.flags, total, mss) {
-            if pieces > 1 {
-                self.c.gso_segments += 1;
-            }
-            let r = self.emit_piece_v6(now, ip.as_ref(), &tcp, &sup, &p, seg.ecn, src, dst);
-            match r {
-                Emit::Sent => sent_any = true,
-                refused => {
-                    first_refusal.get_or_insert(refused);
-                }
-            }
-        }
-        match first_refusal {
-            Some(refused) if !sent_any => refused,
-            _ => Emit::Sent,
-        }
+        let mss = piece_size(
+            total,
+            IPV6_LEN + hlen,
+            tso,
+            mtu_max,
+            gso_size,
+            seg.repr.flags.syn(),
+        );
+        self.emit_pieces(&sup, total, mss, |st, p| {
+            st.emit_piece_v6(now, ip.as_ref(), &tcp, &sup, p, seg.ecn, src, dst)
+        })
     }
 
     /// Link and IPv6 headers shared by every packet of one TCP segment to a resolved unicast
