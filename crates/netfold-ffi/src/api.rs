@@ -177,7 +177,7 @@ fn build_stack(c: &nf_config) -> R<nf_stack> {
         _ => return Err(libc::EINVAL),
     };
     let clock = match c.clock {
-        NF_CLOCK_REAL => Clock::Real(std::time::Instant::now()),
+        NF_CLOCK_REAL => Clock::Real(netfold_os::clock::Epoch::now()),
         NF_CLOCK_MANUAL => Clock::Manual,
         _ => return Err(libc::EINVAL),
     };

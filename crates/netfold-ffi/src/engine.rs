@@ -36,7 +36,7 @@ const DEVICE_IDLE_WAIT: StdDuration = StdDuration::from_millis(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Clock {
-    Real(std::time::Instant),
+    Real(netfold_os::clock::Epoch),
     Manual,
 }
 
@@ -96,7 +96,7 @@ impl Engine {
         let epoch = match clock {
             Clock::Real(epoch) => epoch,
             // Unused: MANUAL time is `manual_now`.
-            Clock::Manual => std::time::Instant::now(),
+            Clock::Manual => netfold_os::clock::Epoch::now(),
         };
         Engine {
             driver: Arc::new(Driver::new(state, epoch)),

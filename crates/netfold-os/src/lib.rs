@@ -9,6 +9,7 @@
 //! - [`vnet`]: the virtio-net header both of them use to pass offloads.
 //! - [`pcap`]: capture middleware (a device wrapping a device) and pcap files.
 //! - [`cpu`]: the calling thread's CPU time (getrusage).
+//! - [`clock`]: the drivers' fast monotonic clock (the TSC where the kernel trusts it).
 //! - [`wait`]: sleeping in poll(2) until a descriptor is readable.
 //! - [`emu`]: the link emulator, two TAPs joined by the in-memory link's impairment model.
 //! - [`netns`]: throw-away network namespaces, addressed only from 198.18.0.0/15.
@@ -16,9 +17,10 @@
 //!
 //! Every device implements the core's [`netfold::phy::Device`]; the core itself knows no OS.
 // `unsafe` is denied crate-wide and allowed only in the modules that make system calls (tap,
-// packet_socket, packet_ring, wait, cpu, mmap), each block with a SAFETY comment.
+// packet_socket, packet_ring, wait, cpu, mmap, clock), each block with a SAFETY comment.
 #![deny(unsafe_code)]
 
+pub mod clock;
 pub mod cpu;
 pub mod emu;
 pub mod link;

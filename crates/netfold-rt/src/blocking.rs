@@ -323,9 +323,9 @@ impl Shared {
 /// clock catches up, which delayed every frame in that direction by the gap between the two
 /// starts (milliseconds on a loaded machine, and so milliseconds of RTT on a link that has
 /// none).
-fn epoch() -> std::time::Instant {
-    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    *EPOCH.get_or_init(std::time::Instant::now)
+fn epoch() -> netfold_os::clock::Epoch {
+    static EPOCH: std::sync::OnceLock<netfold_os::clock::Epoch> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(netfold_os::clock::Epoch::now)
 }
 
 /// A thread driving one stack over one device.

@@ -29,6 +29,7 @@
 use crate::backoff::{Backoff, BackoffConfig, Step};
 use netfold::phy::RawFd;
 use netfold::time::Instant;
+use netfold_os::clock::Epoch;
 use netfold_os::wait::wait_readable_any;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -154,7 +155,7 @@ pub struct Driver<S> {
     waker: Option<Arc<Waker>>,
     /// `waker` as a [`TaskWaker`], for devices that arm one.
     device_waker: Option<TaskWaker>,
-    epoch: std::time::Instant,
+    epoch: Epoch,
     stop: AtomicBool,
     kick: AtomicBool,
     backoff: BackoffConfig,
@@ -174,8 +175,9 @@ pub struct Driver<S> {
 }
 
 impl<S: Driven> Driver<S> {
-    /// A driver for `state` whose clock reads the time elapsed since `epoch`.
-    pub fn new(state: S, epoch: std::time::Instant) -> Driver<S> {
+    /// A driver for `state` whose clock reads the time elapsed since `epoch` (on
+    /// `netfold_os::clock`, the TSC where the kernel trusts it).
+    pub fn new(state: S, epoch: Epoch) -> Driver<S> {
         let waker = Waker::new().ok().map(Arc::new);
         Driver {
             state: Mutex::new(state),
@@ -227,8 +229,9 @@ impl<S: Driven> Driver<S> {
     }
 
     /// Real time since the epoch, as the stack's clock.
+    #[inline]
     pub fn now(&self) -> Instant {
-        Instant::from_micros(u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
+        self.epoch.instant()
     }
 
     /// Takes the lock as an application thread: counted, so the driver hands the lock over
@@ -514,7 +517,7 @@ mod tests {
             stack: Stack::new(config(A, 1)),
             end: a,
         };
-        let d = Arc::new(Driver::new(node, std::time::Instant::now()));
+        let d = Arc::new(Driver::new(node, Epoch::now()));
         let h = d.spawn("driver-test").unwrap();
 
         // Idle: after the busy-poll budget the driver sleeps. A driver that kept polling
@@ -557,7 +560,7 @@ mod tests {
             stack: Stack::new(config(A, 1)),
             end: a,
         };
-        let d = Arc::new(Driver::new(node, std::time::Instant::now()));
+        let d = Arc::new(Driver::new(node, Epoch::now()));
         let h = d.spawn("driver-test").unwrap();
         std::thread::sleep(StdDuration::from_millis(50));
         let bound = StdDuration::from_secs(10);

@@ -6,6 +6,7 @@ use netfold::iface::Stack;
 use netfold::phy::pipe::{Pipe, PipeConfig, PipeEnd};
 use netfold::phy::{Device, RawFd};
 use netfold::time::Instant;
+use netfold_os::clock::Epoch;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::pin;
@@ -37,7 +38,10 @@ pub(crate) struct Shared {
     /// Application calls that changed something the stack must act on (data queued, window
     /// opened, a socket opened or closed) announce it here; the driver polls.
     kick: Notify,
+    /// The same moment on std's clock (tokio's timers) and on `netfold_os::clock` (the
+    /// stack's, the TSC where the kernel trusts it).
     epoch: std::time::Instant,
+    clock: Epoch,
     stop: AtomicBool,
 }
 
@@ -48,8 +52,9 @@ impl Shared {
     }
 
     /// The stack's clock: real time since the driver started.
+    #[inline]
     pub(crate) fn now(&self) -> Instant {
-        Instant::from_micros(u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX))
+        self.clock.instant()
     }
 
     /// Wakes the driver. A kick while it is busy is kept (one permit) and runs one more poll.
@@ -79,9 +84,12 @@ impl Shared {
 /// frames carry the sender's time) must agree on the time: with an epoch each, every frame in
 /// one direction waited for the gap between the two drivers' starts (netfold-rt's runtimes had
 /// the same defect, fixed the same way in `netfold_rt::blocking::epoch`).
-fn epoch() -> std::time::Instant {
-    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    *EPOCH.get_or_init(std::time::Instant::now)
+fn epoch() -> (std::time::Instant, Epoch) {
+    static EPOCH: std::sync::OnceLock<(std::time::Instant, Epoch)> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(|| {
+        let e = std::time::Instant::now();
+        (e, Epoch::from_std(e))
+    })
 }
 
 pub struct Link {
@@ -200,6 +208,7 @@ impl Net {
                 "the device can announce no frames (no descriptor): give the Link an idle_wait",
             ));
         }
+        let (epoch, clock) = epoch();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 stack,
@@ -207,7 +216,8 @@ impl Net {
                 wakers: Wakers::default(),
             }),
             kick: Notify::new(),
-            epoch: epoch(),
+            epoch,
+            clock,
             stop: AtomicBool::new(false),
         });
         let fd = match fd {

@@ -1,22 +1,32 @@
 //! The harness clock: wall time, plus a fast-forward used only when both stacks are idle and
 //! waiting on a timer (e.g. an RTO after an induced loss). Skipping dead time keeps impaired runs
 //! short; the skipped amount is reported, and throughput is always computed from wall time.
+//!
+//! Wall time is `netfold_os::clock` (the TSC where the kernel trusts it, else
+//! CLOCK_MONOTONIC), the clock the blocking runtime, the tokio adapter and the C API give their
+//! stacks too. The harness reads it once per poll of both stacks; the measurement loops take
+//! the time of the last poll ([`Clock::last_ns`]) rather than read it again.
 
 use netfold::time::Instant;
+use netfold_os::clock::Epoch;
+use std::cell::Cell;
 
 pub struct Clock {
-    start: std::time::Instant,
+    start: Epoch,
     skipped_us: u64,
     /// Pure virtual time: wall time does not count, only the fast-forwards.
     virtual_only: bool,
+    /// Wall nanoseconds since `start` at the last read.
+    last_wall_ns: Cell<u64>,
 }
 
 impl Clock {
     pub fn new() -> Self {
         Clock {
-            start: std::time::Instant::now(),
+            start: Epoch::now(),
             skipped_us: 0,
             virtual_only: false,
+            last_wall_ns: Cell::new(0),
         }
     }
 
@@ -35,18 +45,35 @@ impl Clock {
         }
     }
 
-    pub fn now(&self) -> Instant {
+    /// Protocol time now, in nanoseconds: wall time (unless virtual) plus the skipped time.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
         let wall = if self.virtual_only {
             0
         } else {
-            u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX)
+            let w = self.start.elapsed_ns();
+            self.last_wall_ns.set(w);
+            w
         };
-        Instant::from_micros(wall.saturating_add(self.skipped_us))
+        wall.saturating_add(self.skipped_us.saturating_mul(1_000))
     }
 
-    /// The clock ignores wall time (see [`Clock::virtual_time`]).
-    pub fn is_virtual(&self) -> bool {
-        self.virtual_only
+    /// Protocol time at the last read ([`Clock::now`] or [`Clock::now_ns`]), plus anything
+    /// skipped since: no clock read.
+    #[inline]
+    pub fn last_ns(&self) -> u64 {
+        let wall = if self.virtual_only {
+            0
+        } else {
+            self.last_wall_ns.get()
+        };
+        wall.saturating_add(self.skipped_us.saturating_mul(1_000))
+    }
+
+    /// Protocol time now, as the stacks' clock.
+    #[inline]
+    pub fn now(&self) -> Instant {
+        Instant::from_micros(self.now_ns() / 1_000)
     }
 
     /// Jumps forward to `t` if it lies in the future.
@@ -60,5 +87,29 @@ impl Clock {
     /// Seconds of idle time skipped so far.
     pub fn skipped_s(&self) -> f64 {
         self.skipped_us as f64 / 1e6
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_is_the_last_read_plus_skips() {
+        let mut c = Clock::new();
+        let a = c.now_ns();
+        assert_eq!(c.last_ns(), a);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert_eq!(c.last_ns(), a);
+        let b = c.now_ns();
+        assert!(b >= a + 2_000_000);
+        let t = c.now() + netfold::time::Duration::from_secs(5);
+        c.skip_to(t);
+        assert!(c.last_ns() >= t.total_micros() * 1_000 && t.total_micros() * 1_000 >= b);
+        assert!(c.now() >= t);
+        let mut v = Clock::virtual_time();
+        assert_eq!(v.now_ns(), 0);
+        v.skip_to(Instant::from_micros(7));
+        assert_eq!((v.now_ns(), v.last_ns()), (7_000, 7_000));
     }
 }

@@ -138,30 +138,38 @@ impl Progress {
     }
 }
 
-/// Time as the protocol experienced it: wall time plus any idle time the clock skipped. Rates
-/// are computed from this, so a run that waited on retransmission timers is not flattered by
-/// the fast-forward (for clean runs the two are the same).
+/// Time as the protocol experienced it: wall time plus any idle time the clock skipped (the
+/// harness clock's time; only the skips under a virtual clock). Rates are computed from this,
+/// so a run that waited on retransmission timers is not flattered by the fast-forward (for
+/// clean runs the two are the same).
 struct RunTime {
-    wall: WallInstant,
-    skipped0: f64,
+    t0_ns: u64,
 }
 
 impl RunTime {
     fn start<N: MemNet>(net: &mut N) -> Self {
         RunTime {
-            wall: WallInstant::now(),
-            skipped0: net.clock().skipped_s(),
+            t0_ns: net.clock().now_ns(),
         }
+    }
+    /// Nanoseconds since the start, reading the clock.
+    fn ns<N: MemNet>(&self, net: &mut N) -> u64 {
+        net.clock().now_ns().saturating_sub(self.t0_ns)
+    }
+    /// Nanoseconds since the start at the last poll (no clock read: the loops that poll on
+    /// every step take their time from the poll, one read per step for both stacks alike).
+    fn ns_at_poll<N: MemNet>(&self, net: &mut N) -> u64 {
+        net.clock().last_ns().saturating_sub(self.t0_ns)
     }
     fn secs<N: MemNet>(&self, net: &mut N) -> f64 {
-        let skipped = net.clock().skipped_s() - self.skipped0;
-        if net.clock().is_virtual() {
-            return skipped;
-        }
-        self.wall.elapsed().as_secs_f64() + skipped
+        self.ns(net) as f64 / 1e9
     }
     fn past<N: MemNet>(&self, net: &mut N, d: Option<Duration>) -> bool {
-        d.is_some_and(|d| self.secs(net) >= d.as_secs_f64())
+        d.is_some_and(|d| u128::from(self.ns(net)) >= d.as_nanos())
+    }
+    /// [`RunTime::past`] at the last poll.
+    fn past_at_poll<N: MemNet>(&self, net: &mut N, d: Option<Duration>) -> bool {
+        d.is_some_and(|d| u128::from(self.ns_at_poll(net)) >= d.as_nanos())
     }
 }
 
@@ -269,7 +277,7 @@ fn bulk<N: MemNet>(
     let mut ended = None;
     let mut prog = Progress::new();
     loop {
-        let time_up = start.past(net, deadline);
+        let time_up = start.past_at_poll(net, deadline);
         let limit = if time_up {
             sent
         } else {
@@ -468,13 +476,16 @@ fn rr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, BoxE
     let mut n = 0u64;
     let mut prog = Progress::new();
     let mut lat = Histogram::default();
-    // One clock read per transaction: its end is the next one's start and the deadline check.
-    let mut t0 = start.secs(net);
-    while n < limit && !deadline.is_some_and(|d| t0 >= d.as_secs_f64()) {
+    // No clock read of its own: a transaction ends at the poll that delivered its response
+    // (each exchange polls at least once, and that poll read the clock for both stacks); its
+    // end is the next one's start and the deadline check.
+    let deadline_ns = deadline.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let mut t0 = start.ns_at_poll(net);
+    while n < limit && deadline_ns.is_none_or(|d| t0 < d) {
         exchange(net, c, &req, s, req.len(), &mut buf, &mut prog)?;
         exchange(net, s, &resp, c, resp.len(), &mut buf, &mut prog)?;
-        let t1 = start.secs(net);
-        lat.record(Duration::from_secs_f64((t1 - t0).max(0.0)));
+        let t1 = start.ns_at_poll(net);
+        lat.record(Duration::from_nanos(t1.saturating_sub(t0)));
         t0 = t1;
         n += 1;
     }
@@ -509,7 +520,7 @@ fn crr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, Box
     let mut prog = Progress::new();
     let mut lat = Histogram::default();
     while n < limit && !start.past(net, deadline) {
-        let t0 = start.secs(net);
+        let t0 = start.ns(net);
         let (c, s) = handshake(net, port)?;
         exchange(net, c, &req, s, req.len(), &mut buf, &mut prog)?;
         exchange(net, s, &resp, c, resp.len(), &mut buf, &mut prog)?;
@@ -523,7 +534,7 @@ fn crr<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measurement, Box
             }
         }
         // The client's view: connect until it has the response and has closed.
-        lat.record(Duration::from_secs_f64((start.secs(net) - t0).max(0.0)));
+        lat.record(Duration::from_nanos(start.ns(net).saturating_sub(t0)));
         net.close(s)?;
         net.poll()?;
         net.reap();
@@ -560,7 +571,7 @@ fn udp_stream<N: MemNet>(net: &mut N, p: &Params, port: u16) -> Result<Measureme
     };
     let cpu0 = super::affinity::thread_cpu_seconds();
     let start = RunTime::start(net);
-    let ns = |net: &mut N| (start.secs(net) * 1e9) as u64;
+    let ns = |net: &mut N| start.ns(net);
     let (mut sent, mut sent_n) = (0u64, 0u64);
     let mut rx = Receiver::default();
     while sent < total && !start.past(net, deadline) {
