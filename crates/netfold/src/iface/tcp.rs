@@ -247,11 +247,21 @@ impl Inner {
 
     /// Hands every train GRO still holds to TCP (end of the receive batch).
     pub(super) fn flush_gro(&mut self, now: Instant, gro: &mut Gro<'_>) {
+        // Most polls hold nothing back (an empty batch, or every segment delivered at once
+        // for its PSH): no sink to build, no call.
+        if gro.is_empty() {
+            return;
+        }
         gro.flush_all(&mut self.sink(now));
     }
 
     /// TCP's output into the transmit queue; true if it stopped at the transmit bound.
     pub(super) fn tcp_output(&mut self, now: Instant) -> bool {
+        // A poll with no connection to serve and no timer due (half the polls of a
+        // request/response exchange) skips the output pass and its callback.
+        if self.tcp.output_idle(now) {
+            return false;
+        }
         let mut stopped = false;
         let Inner { tcp, st, .. } = self;
         tcp.output(now, &mut |seg| match st.emit_tcp(now, seg) {
