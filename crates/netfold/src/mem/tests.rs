@@ -55,6 +55,25 @@ fn dispatch_matches_reference_small() {
     }
 }
 
+/// The inline path for tiny fused copies (<= 16 bytes) against the reference, on data that
+/// makes every word carry (all ones) and on mixed data, at every length it takes.
+#[test]
+fn small_fused_copies_match_reference() {
+    for fill in [0xffu8, 0x80, 0x01] {
+        for n in 0..=20 {
+            let src: Vec<u8> = (0..n).map(|i| fill.wrapping_add((i as u8) & 1)).collect();
+            let mut dst = vec![0u8; n + 2];
+            assert_eq!(
+                copy_with_checksum(&mut dst[1..], &src),
+                reference_sum(&src),
+                "fill {fill:#x} n {n}"
+            );
+            assert_eq!(&dst[1..=n], &src[..]);
+            assert_eq!(dst[n + 1], 0, "no write past n");
+        }
+    }
+}
+
 #[test]
 fn selected_is_known() {
     // The choice is by measurement now: every chosen kernel is a detected candidate.

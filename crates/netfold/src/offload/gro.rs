@@ -224,6 +224,11 @@ impl<'b> Gro<'b> {
         }
     }
 
+    /// No train is held.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
     fn position(&self, s: &Seg<'_>) -> Option<usize> {
         self.held[..self.n]
             .iter()

@@ -837,6 +837,20 @@ impl TcpLayer {
     }
 
     /// Emits every segment due at `now`; see the module contract.
+    /// Whether `output` would do nothing at `now` (no queued RST or SYN-ACK, no active
+    /// connection, no timer due); if so, records `now` as `output` does (application calls
+    /// between polls, such as `close`, take their time from it) and the caller may skip it.
+    #[inline]
+    pub fn output_idle(&mut self, now: Instant) -> bool {
+        let idle = self.rsts.is_empty()
+            && self.active.is_empty()
+            && self.timers.peek().is_none_or(|Reverse((t, _))| *t > now);
+        if idle {
+            self.last_now = now;
+        }
+        idle
+    }
+
     pub fn output(&mut self, now: Instant, emit: &mut dyn FnMut(&OutSegment<'_>) -> bool) {
         self.last_now = now;
         while let Some(&(src, dst, repr)) = self.rsts.front() {

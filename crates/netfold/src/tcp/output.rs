@@ -64,6 +64,9 @@ impl Conn {
         stats: &mut Stats,
         emit: &mut dyn FnMut(&OutSegment<'_>) -> bool,
     ) -> OutputStatus {
+        if self.nothing_to_send() {
+            return OutputStatus::Done;
+        }
         self.restart_after_idle(now);
         for _ in 0..MAX_SEGMENTS_PER_CALL {
             let Some(plan) = self.plan(now) else {
@@ -94,8 +97,33 @@ impl Conn {
                 return OutputStatus::Blocked;
             }
             self.commit(&plan, &repr, now, stats);
+            if self.nothing_to_send() {
+                return OutputStatus::Done;
+            }
         }
         OutputStatus::Budget
+    }
+
+    /// A cheap "`plan` would return `None`" for the common case of an established connection
+    /// with everything sent and nothing owed: no ACK due, no window update, no probe, no
+    /// loss to repair, no queued data or FIN. Request/response traffic asks twice per
+    /// transaction (after each segment it sends, and after each segment it receives), and
+    /// the full decision costs several hundred instructions; `false` just means "ask
+    /// `plan`". In this state `restart_after_idle` and `arm_persist_if_stuck` (which act only
+    /// on unsent data) have nothing to do either.
+    #[inline]
+    fn nothing_to_send(&self) -> bool {
+        self.state == State::Established
+            && !self.ack_now
+            && self.n_snaps == 0
+            && !self.tlp_due
+            && !self.persist_probe_due
+            && !self.keepalive_due
+            && self.recovery.is_none()
+            && self.rack.lost_bytes() == 0
+            && !self.snd.fin_queued
+            && self.snd.nxt == self.fin_seq()
+            && !self.window_update_needed()
     }
 
     /// RFC 3168 §6.1.1: an ECN connection sends new data ECT; not SYNs, pure ACKs (§5.1),

@@ -737,6 +737,12 @@ impl Rack {
     /// `from` on. It may include bytes the scoreboard knows are SACKed when the table was
     /// compacted: send only the scoreboard's holes.
     pub fn next_lost(&self, from: u32) -> Option<(u32, u32)> {
+        // Every marked record is counted in `lost_bytes` (checked by the invariant test):
+        // with nothing marked there is nothing to search, the usual case, asked on every
+        // output decision.
+        if self.lost_bytes == 0 {
+            return None;
+        }
         let i = self.segs.partition_point(|r| seq::le(r.end, from));
         self.segs
             .iter()
