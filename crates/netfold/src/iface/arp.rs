@@ -11,6 +11,9 @@ use crate::wire::ethernet::{EtherType, EthernetAddress, EthernetRepr, HEADER_LEN
 use crate::wire::{Error, Ipv4Addr};
 
 impl Inner {
+    // Cold: out of line, so the per-packet path stays dense in the instruction cache.
+    #[cold]
+    #[inline(never)]
     pub(super) fn receive_arp(&mut self, now: Instant, p: &[u8]) {
         let st = &mut self.st;
         let c = &mut st.c;
@@ -118,12 +121,18 @@ impl IfaceState {
 
     /// ARP timer work: repeat due requests, drop (counted) frames whose next hop never answered.
     /// Returns the next hops given up on (empty, without allocating, almost always).
+    #[inline]
     pub(super) fn neighbor_timers(&mut self, now: Instant) -> Vec<Ipv4Addr> {
         // Every poll comes here; with no resolution outstanding (the steady state) there is
         // nothing to do, and the scratch juggling below was ~4% of a TCP_RR transaction.
         if !self.neigh.has_timers() {
             return Vec::new();
         }
+        self.neighbor_timers_due(now)
+    }
+
+    #[inline(never)]
+    fn neighbor_timers_due(&mut self, now: Instant) -> Vec<Ipv4Addr> {
         let mut due = core::mem::take(&mut self.arp_due);
         let mut gave_up = Vec::new();
         let (pool, c) = (&mut self.pool, &mut self.c);

@@ -351,6 +351,9 @@ impl IfaceState {
     /// frames whose next hop never answered, forget entries whose probes went unanswered.
     /// Returns the neighbours whose resolution failed (empty, without allocating, almost
     /// always), for the transport to fail what was opening towards them.
+    // Cold: out of line, so the per-packet path stays dense in the instruction cache.
+    #[cold]
+    #[inline(never)]
     pub(super) fn ndp_timers(&mut self, now: Instant) -> Vec<Ipv6Addr> {
         let mut gave_up = Vec::new();
         if !self.v6.neigh.timers_due(now) {
@@ -393,6 +396,9 @@ impl IfaceState {
     /// delay (§5.4.2: "the node SHOULD delay joining the solicited-node multicast address by a
     /// random delay between 0 and MAX_RTR_SOLICITATION_DELAY"; Linux draws below 1 s), here
     /// capped at the RetransTimer so a short configured timer keeps DAD short.
+    // Cold: out of line, so the per-packet path stays dense in the instruction cache.
+    #[cold]
+    #[inline(never)]
     pub(super) fn dad_timers(&mut self, now: Instant) {
         if !self.v6.enabled || self.v6.dad_done {
             return;

@@ -115,11 +115,15 @@ unsafe fn portable_copy_sum_le(d: *mut u8, s: *const u8, n: usize) -> u16 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::super::{kernels, x86_copy, x86_csum};
+    use super::super::{kernels, x86_copy, x86_csum, x86_fused};
     use super::*;
 
     fn erms() -> bool {
         std::arch::is_x86_feature_detected!("ermsb")
+    }
+
+    fn erms_avx512() -> bool {
+        erms() && kernels::has_avx512()
     }
 
     pub(super) static COPY: &[Cand<CopyRaw>] = &[
@@ -198,6 +202,21 @@ mod x86 {
             name: "avx512-vbmi",
             f: x86_csum::copy_sum_le_avx512_vbmi,
             detected: kernels::has_avx512_vbmi,
+        },
+        Cand {
+            name: "avx512-topm",
+            f: x86_fused::copy_sum_avx512_topm,
+            detected: kernels::has_avx512,
+        },
+        Cand {
+            name: "vbmi-topm",
+            f: x86_fused::copy_sum_vbmi_topm,
+            detected: kernels::has_avx512_vbmi,
+        },
+        Cand {
+            name: "rep-movsb-chunk",
+            f: x86_fused::copy_sum_rep_movsb_chunk,
+            detected: erms_avx512,
         },
     ];
 }
@@ -495,13 +514,13 @@ unsafe fn run(family: Family, cand: usize, d: *mut u8, s: *const u8, n: usize, i
             Family::Checksum => {
                 let f = SUM[cand].f;
                 for _ in 0..iters {
-                    black_box(f(black_box(s), n));
+                    black_box(u64::from(f(black_box(s), n)));
                 }
             }
             Family::Fused => {
                 let f = FUSED[cand].f;
                 for _ in 0..iters {
-                    black_box(f(black_box(d), black_box(s), n));
+                    black_box(u64::from(f(black_box(d), black_box(s), n)));
                 }
             }
         }

@@ -280,6 +280,32 @@ pub fn copy_with_checksum_avx512_vbmi(dst: &mut [u8], src: &[u8]) -> u16 {
     copy_with_checksum_avx512(dst, src)
 }
 
+/// Safe wrappers of the `x86_fused` kernels: the kernel when `$detected()`, else the AVX-512
+/// (or further down, portable) fused kernel.
+macro_rules! fused_wrappers {
+    ($($(#[$doc:meta])* $name:ident => $raw:ident if $detected:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(dst: &mut [u8], src: &[u8]) -> u16 {
+            #[cfg(target_arch = "x86_64")]
+            if $detected() {
+                return chunked_copy_sum(dst, src, super::x86_fused::$raw);
+            }
+            copy_with_checksum_avx512(dst, src)
+        }
+    )*};
+}
+
+fused_wrappers! {
+    /// AVX-512 fused copy (as [`copy_with_checksum_avx512`]) with the 2.5-op exact sum
+    /// (top words of two vectors packed by shifts, `x86_fused`).
+    copy_with_checksum_avx512_topm => copy_sum_avx512_topm if has_avx512;
+    /// AVX-512 VBMI fused copy (as [`copy_with_checksum_avx512_vbmi`]) with the 2.5-op sum.
+    copy_with_checksum_vbmi_topm => copy_sum_vbmi_topm if has_avx512_vbmi;
+    /// Two passes in L1-sized steps: `rep movsb` copies 4 KiB (no read-for-ownership of the
+    /// destination), then the 4 KiB just read are summed from cache, and so on.
+    copy_with_checksum_rep_movsb_chunk => copy_sum_rep_movsb_chunk if has_avx512;
+}
+
 /// A copy kernel: copies `src` into the front of `dst`.
 pub type CopyKernel = fn(&mut [u8], &[u8]);
 /// A checksum kernel: RFC 1071 sum, folded, not complemented.
@@ -314,4 +340,7 @@ pub const FUSED_KERNELS: &[(&str, FusedKernel)] = &[
     ("avx2", copy_with_checksum_avx2),
     ("avx512", copy_with_checksum_avx512),
     ("avx512-vbmi", copy_with_checksum_avx512_vbmi),
+    ("avx512-topm", copy_with_checksum_avx512_topm),
+    ("vbmi-topm", copy_with_checksum_vbmi_topm),
+    ("rep-movsb-chunk", copy_with_checksum_rep_movsb_chunk),
 ];

@@ -25,6 +25,8 @@ mod portable;
 mod x86_copy;
 #[cfg(target_arch = "x86_64")]
 mod x86_csum;
+#[cfg(target_arch = "x86_64")]
+mod x86_fused;
 
 pub use combine::{
     checksum_add, checksum_concat, checksum_finish, checksum_update, ipv4_pseudo_header_sum,

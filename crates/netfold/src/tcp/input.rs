@@ -580,6 +580,9 @@ impl Conn {
         }
     }
 
+    // Cold: out of line, so the per-packet path stays dense in the instruction cache.
+    #[cold]
+    #[inline(never)]
     fn challenge_ack(&mut self, ctx: &mut Ctx<'_>) {
         // RFC 5961 §7: rate limited.
         if ctx.challenge.allow(ctx.now) {
@@ -589,6 +592,9 @@ impl Conn {
     }
 
     /// RFC 9293 §3.10.7.3 SYN-SENT.
+    // Cold: out of line, so the per-packet path stays dense in the instruction cache.
+    #[cold]
+    #[inline(never)]
     fn input_syn_sent(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) -> Event {
         let f = seg.flags;
         if f.ack() && (seq::le(seg.ack, self.snd.iss) || seq::gt(seg.ack, self.snd.max)) {
@@ -897,6 +903,9 @@ impl Conn {
         }
     }
 
+    // Cold: out of line, so the per-packet path stays dense in the instruction cache.
+    #[cold]
+    #[inline(never)]
     fn enter_recovery(&mut self, now: Instant) {
         self.timers.pto = None;
         self.tlp_due = false;

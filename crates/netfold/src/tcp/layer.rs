@@ -1020,6 +1020,9 @@ impl TcpLayer {
     /// fatal in SYN-SENT, so connect(2) fails with EHOSTUNREACH after the ARP retries (~3 s)
     /// instead of ETIMEDOUT after the SYN retries. Synchronized connections keep trying
     /// (RFC 1122 §4.2.3.9: host unreachable is a soft error), as on Linux.
+    // Cold: out of line, so the per-packet path stays dense in the instruction cache.
+    #[cold]
+    #[inline(never)]
     pub fn host_unreachable(&mut self, now: Instant, unreachable: impl Fn(IpAddr) -> bool) {
         self.last_now = now;
         let opening: Vec<u32> = self

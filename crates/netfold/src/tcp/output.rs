@@ -556,6 +556,9 @@ impl Conn {
     /// connection". If not, "the sender MUST skip sending a loss probe and MUST proceed to
     /// re-arm the RTO timer" (it is still armed). Connections without SACK keep probing as
     /// before (they have no RTT tracking per probe).
+    // Cold: out of line, so the per-packet path stays dense in the instruction cache.
+    #[cold]
+    #[inline(never)]
     fn tlp_allowed(&self) -> bool {
         if !self.sack_ok {
             return true;
@@ -572,6 +575,9 @@ impl Conn {
 
     /// RFC 8985 §7.3: one new segment if the peer's window allows, else the last segment sent
     /// again (with the FIN if that was last).
+    // Cold: out of line, so the per-packet path stays dense in the instruction cache.
+    #[cold]
+    #[inline(never)]
     fn plan_tlp(&self) -> Option<Plan> {
         let fin_seq = self.fin_seq();
         let smss = self.seg_mss();

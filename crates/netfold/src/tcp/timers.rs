@@ -219,6 +219,9 @@ impl Conn {
         })
     }
 
+    // Cold: out of line, so the per-packet path stays dense in the instruction cache.
+    #[cold]
+    #[inline(never)]
     fn on_rto(&mut self, now: Instant, stats: &mut Stats) -> Option<Event> {
         self.timers.retries += 1;
         // Handshakes give up sooner (Linux tcp_syn_retries = 6, tcp_synack_retries = 5):
