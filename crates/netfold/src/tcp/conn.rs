@@ -496,7 +496,20 @@ impl Conn {
                     self.rcv.ring.release(rings);
                 }
             }
-            State::TimeWait => self.snd.ring.release(rings),
+            State::TimeWait => {
+                self.snd.ring.release(rings);
+                // Nothing is written to the receive ring in TIME-WAIT (only segments without
+                // data are acceptable there), so once the application has closed and read
+                // everything, the ring only pins memory for 2 MSL: every TCP_CRR connection
+                // allocated a fresh zeroed 256 KiB ring because the closer's one was held in
+                // TIME-WAIT. An empty ring announces the same window as a released one.
+                if (self.error.is_some() || self.user_closed)
+                    && self.rcv.ring.is_empty()
+                    && self.rcv.ring.asm.is_empty()
+                {
+                    self.rcv.ring.release(rings);
+                }
+            }
             _ => {}
         }
     }
