@@ -150,6 +150,17 @@ impl Impairments {
             ecn_mark: 0.0,
         }
     }
+    /// A perfect link: nothing dropped, duplicated, held, corrupted, marked, delayed or
+    /// rate-limited (the frames go straight through; see `PipeEnd::send_batch`).
+    pub fn is_none(&self) -> bool {
+        self.loss <= 0.0
+            && self.duplicate <= 0.0
+            && self.reorder <= 0.0
+            && self.corrupt <= 0.0
+            && self.ecn_mark <= 0.0
+            && self.delay == Duration::ZERO
+            && self.rate_bps == 0
+    }
     pub fn loss(mut self, p: f64) -> Self {
         self.loss = clamp_probability(p);
         self
@@ -716,6 +727,54 @@ impl PipeEnd {
     }
 }
 
+impl PipeEnd {
+    /// `send_batch` on a perfect link: what the general path does when every impairment is
+    /// off (no random draws, no serialisation arithmetic, no held frames to release, no
+    /// reference count taken on the direction), which is most of a request/response
+    /// exchange's link cost (callgrind, `netfold rr`: ~290 -> ~120 instructions a batch).
+    fn send_batch_clean(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
+        let queued = !frames.is_empty();
+        // Field by field: the lock guard borrows `tx` while the counters change.
+        let PipeEnd {
+            config,
+            tx,
+            stats,
+            tx_busy_until,
+            ..
+        } = self;
+        // The general path's `schedule` keeps this (the link's clock) for rate limiting.
+        *tx_busy_until = (*tx_busy_until).max(now);
+        let mut link = tx.lock();
+        let want = frames.len().min(link.returns.len());
+        for _ in 0..want {
+            if let Some(b) = link.returns.pop() {
+                pool.put(b);
+                stats.recycled += 1;
+            }
+        }
+        for buf in frames.drain(..) {
+            stats.sent += 1;
+            stats.bytes += buf.len() as u64;
+            if buf.len() > config.max_frame_len(buf.as_slice()) {
+                stats.dropped_oversize += 1;
+                pool.put(buf);
+                continue;
+            }
+            if link.is_full() {
+                stats.dropped_full += 1;
+                pool.put(buf);
+                continue;
+            }
+            link.enqueue(InFlight { buf, ready_at: now });
+        }
+        tx.in_flight.store(link.in_flight(), Ordering::Release);
+        drop(link);
+        if queued {
+            tx.wake_receiver();
+        }
+    }
+}
+
 impl Device for PipeEnd {
     fn caps(&self) -> DeviceCaps {
         DeviceCaps {
@@ -794,6 +853,10 @@ impl Device for PipeEnd {
     }
 
     fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
+        if self.config.impairments.is_none() {
+            self.send_batch_clean(now, pool, frames);
+            return;
+        }
         let imp = self.config.impairments;
         let tx = Arc::clone(&self.tx);
         let queued = !frames.is_empty();
