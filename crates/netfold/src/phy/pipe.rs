@@ -594,10 +594,13 @@ pub struct PipeEnd {
     /// rounding each frame up to 13 µs made the link 7% slower than its rate).
     tx_carry: u128,
     stats: PipeStats,
+    /// `config.impairments.is_none()`, fixed at creation.
+    clean: bool,
 }
 
 impl PipeEnd {
     fn new(config: PipeConfig, tx: Arc<Direction>, rx: Arc<Direction>, rng: SplitMix64) -> Self {
+        let clean = config.impairments.is_none();
         PipeEnd {
             config,
             tx,
@@ -606,6 +609,7 @@ impl PipeEnd {
             tx_busy_until: Instant::ZERO,
             tx_carry: 0,
             stats: PipeStats::default(),
+            clean,
         }
     }
 
@@ -728,6 +732,51 @@ impl PipeEnd {
 }
 
 impl PipeEnd {
+    /// `recv_batch` past its lock-free "nothing here" test, out of line so that the test (most
+    /// polls of a request/response exchange) costs a few instructions.
+    #[inline(never)]
+    fn recv_batch_locked(
+        &mut self,
+        now: Instant,
+        pool: &mut Pool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+        reserve: usize,
+    ) -> usize {
+        let mut link = self.rx.lock();
+        // Recycling first (seed 000 §4.2): surplus idle buffers go back to the sender.
+        while pool.idle() > reserve && link.returns.len() < link.capacity {
+            link.returns.push(pool.get());
+        }
+        link.release_expired(now);
+        let mut n = 0;
+        while n < max {
+            match link.queue.front() {
+                Some(f) if f.ready_at <= now => {}
+                _ => break,
+            }
+            let Some(f) = link.queue.pop_front() else {
+                break;
+            };
+            self.stats.delivered += 1;
+            self.stats.bytes_delivered += f.buf.len() as u64;
+            let mut buf = f.buf;
+            // A link carries bytes, not what the sender knew about them: the receiving end
+            // says per frame whether its checksums still need a check (Linux: a driver sets
+            // `ip_summed`). A pipe configured without receive checksums is a link that
+            // guarantees them (offload mode), so its frames arrive verified.
+            buf.set_csum(if self.config.checksum.rx {
+                Csum::Unverified
+            } else {
+                Csum::Verified
+            });
+            out.push(buf);
+            n += 1;
+        }
+        self.rx.in_flight.store(link.in_flight(), Ordering::Release);
+        n
+    }
+
     /// `send_batch` on a perfect link: what the general path does when every impairment is
     /// off (no random draws, no serialisation arithmetic, no held frames to release, no
     /// reference count taken on the direction), which is most of a request/response
@@ -818,42 +867,11 @@ impl Device for PipeEnd {
         if self.rx.in_flight.load(Ordering::Acquire) == 0 && pool.idle() <= reserve {
             return 0;
         }
-        let mut link = self.rx.lock();
-        // Recycling first (seed 000 §4.2): surplus idle buffers go back to the sender.
-        while pool.idle() > reserve && link.returns.len() < link.capacity {
-            link.returns.push(pool.get());
-        }
-        link.release_expired(now);
-        let mut n = 0;
-        while n < max {
-            match link.queue.front() {
-                Some(f) if f.ready_at <= now => {}
-                _ => break,
-            }
-            let Some(f) = link.queue.pop_front() else {
-                break;
-            };
-            self.stats.delivered += 1;
-            self.stats.bytes_delivered += f.buf.len() as u64;
-            let mut buf = f.buf;
-            // A link carries bytes, not what the sender knew about them: the receiving end
-            // says per frame whether its checksums still need a check (Linux: a driver sets
-            // `ip_summed`). A pipe configured without receive checksums is a link that
-            // guarantees them (offload mode), so its frames arrive verified.
-            buf.set_csum(if self.config.checksum.rx {
-                Csum::Unverified
-            } else {
-                Csum::Verified
-            });
-            out.push(buf);
-            n += 1;
-        }
-        self.rx.in_flight.store(link.in_flight(), Ordering::Release);
-        n
+        self.recv_batch_locked(now, pool, out, max, reserve)
     }
 
     fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
-        if self.config.impairments.is_none() {
+        if self.clean {
             self.send_batch_clean(now, pool, frames);
             return;
         }
