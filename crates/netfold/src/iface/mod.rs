@@ -283,6 +283,9 @@ pub(crate) struct Inner {
     /// The `now` of the latest poll, for calls that take no time but read timed state (the
     /// path MTU a datagram is checked against in `udp_send_to`).
     last_now: Instant,
+    /// The receive batch being parsed holds one frame: nothing to merge it with, so TCP takes
+    /// it the way it does with GRO off (see `receive_tcp`).
+    single_frame: bool,
 }
 
 /// One interface's IPv4 host stack. See the module documentation.
@@ -370,6 +373,7 @@ impl Stack {
             echo6_replies: VecDeque::new(),
             icmpv6_limiter: RateLimiter::new(config.icmp_error_burst, config.icmp_error_interval),
             last_now: Instant::ZERO,
+            single_frame: false,
             st,
             config,
         };
@@ -531,6 +535,7 @@ impl Stack {
         // The batch is parsed in place, immutable, beside the mutable inner state; GRO holds
         // segments borrowed from it until the batch ends.
         let mut gro = Gro::new();
+        inner.single_frame = n == 1;
         for buf in rx.iter() {
             inner.receive_frame(now, buf, &mut gro);
         }
