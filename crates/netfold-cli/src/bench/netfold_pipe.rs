@@ -72,6 +72,19 @@ pub fn stack_config(
     }
 }
 
+/// [`tcp_config`] for the in-memory link: with no delay configured, TIME-WAIT lasts 10 ms.
+/// The 100 ms TIME-WAIT caps TCP_CRR at 16384 ports / 0.1 s = ~164k connections/s, which
+/// netfold reached on this link once a connection's rings were recycled (the run then fails
+/// with AddrNotAvailable); 10 ms is still thousands of the link's microsecond RTTs. The
+/// smoltcp harness removes its sockets as soon as they reach TIME-WAIT.
+fn pipe_tcp_config(p: &Params) -> tcp::Config {
+    let mut c = tcp_config(p);
+    if p.impair.delay_us == 0 {
+        c.time_wait = Duration::from_millis(10);
+    }
+    c
+}
+
 /// The TCP settings a run uses: MSS from the MTU, buffers from -s/-S, and a 100 ms TIME_WAIT.
 /// TCP_CRR opens tens of thousands of connections per second from one address; with the 16384
 /// ephemeral ports a 1 s TIME_WAIT caps it at ~16k connections/s (Linux gets around the same
@@ -223,7 +236,7 @@ impl NetfoldNet {
             end_s,
             listener: None,
             udp: None,
-            tcfg: tcp_config(p),
+            tcfg: pipe_tcp_config(p),
             // A modelled path runs in pure virtual time (see `Clock::virtual_time`).
             clock: if p.impair.path() {
                 Clock::virtual_time()
