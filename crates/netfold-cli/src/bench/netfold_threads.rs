@@ -18,6 +18,7 @@ use netfold::phy::Device;
 use netfold::socket::{TcpListener, TcpStream};
 use netfold::tcp;
 use netfold::time::Instant;
+use netfold_os::clock::Epoch;
 use netfold_os::wait::wait_readable_any;
 use netfold_rt::backoff::Backoff;
 use std::io::ErrorKind;
@@ -64,6 +65,9 @@ pub struct Node<D: Device> {
     reuse: u32,
     worked: bool,
     epoch: WallInstant,
+    /// `epoch` on `netfold_os::clock` (the TSC where the kernel trusts it): what the polls
+    /// read, at ~10 ns instead of a vDSO `clock_gettime`'s ~25.
+    fast: Epoch,
     abort: Arc<AtomicBool>,
     last_progress: WallInstant,
     backoff: Backoff,
@@ -89,6 +93,7 @@ impl<D: Device> Node<D> {
             reuse: 0,
             worked: false,
             epoch,
+            fast: Epoch::from_std(epoch),
             abort,
             last_progress: WallInstant::now(),
             backoff: Backoff::default(),
@@ -114,7 +119,7 @@ impl<D: Device> Node<D> {
     }
 
     pub(crate) fn now(&self) -> Instant {
-        Instant::from_micros(self.epoch.elapsed().as_micros() as u64)
+        self.fast.instant()
     }
 
     /// The time for this poll. Reading the clock is a vDSO call (~20 ns) that showed up as a
@@ -127,7 +132,7 @@ impl<D: Device> Node<D> {
             self.reuse += 1;
         } else {
             self.reuse = 0;
-            self.wall = WallInstant::now();
+            self.wall = self.epoch + self.fast.elapsed();
         }
         let t = self.wall;
         (
