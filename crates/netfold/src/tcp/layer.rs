@@ -1649,6 +1649,69 @@ impl TcpLayer {
         self.stats
     }
 
+    /// Some connection has sent data or a FIN that is not acknowledged yet (its
+    /// retransmission timer is running). A program about to drop the stack after `close`
+    /// keeps polling while this holds, or a lost FIN is never sent again and the peer waits
+    /// for it forever.
+    pub fn has_unacked(&self) -> bool {
+        self.slots.iter().any(|s| match &s.sock {
+            Some(Sock::Conn(c)) => {
+                c.snd.una != c.snd.max
+                    && !matches!(c.state, State::Closed | State::TimeWait | State::Listen)
+            }
+            _ => false,
+        })
+    }
+
+    /// A line per connection with its sequence state, queues and timers, for a tool's
+    /// "stuck" report (a liveness failure needs to say which side waits for what), plus the
+    /// layer's timer queue: its earliest deadline, its length and the active list's.
+    pub fn describe_conns(&self) -> String {
+        let mut out = format!(
+            "tcp layer: last_now {:?}, timer heap {} (earliest {:?}), active {}\n",
+            self.last_now,
+            self.timers.len(),
+            self.timers.peek().map(|Reverse((t, i))| (*t, *i)),
+            self.active.len()
+        );
+        for (i, slot) in self.slots.iter().enumerate() {
+            if let Some(Sock::Conn(c)) = &slot.sock {
+                out.push_str(&format!(
+                    "conn {i}: {:?} {} -> {} snd una {} nxt {} max {} fin_seq {} fin_queued {} \
+                     wnd {} | rcv nxt {} ring {} fin_received {} | recovery {:?} lost {} \
+                     in_active {} ack_now {} tlp_due {} | timers rto {:?} pto {:?} \
+                     delack {:?} persist {:?} reo {:?} tw {:?} registered {:?} retries {}\n",
+                    c.state,
+                    c.local.get(),
+                    c.remote.get(),
+                    c.snd.una,
+                    c.snd.nxt,
+                    c.snd.max,
+                    c.fin_seq(),
+                    c.snd.fin_queued,
+                    c.snd.wnd,
+                    c.rcv.nxt,
+                    c.rcv.ring.len(),
+                    c.rcv.fin_received,
+                    c.recovery,
+                    c.rack.lost_bytes(),
+                    c.in_active,
+                    c.ack_now,
+                    c.tlp_due,
+                    c.timers.rto,
+                    c.timers.pto,
+                    c.timers.delack,
+                    c.timers.persist,
+                    c.timers.reo,
+                    c.timers.time_wait,
+                    c.timers.registered,
+                    c.timers.retries,
+                ));
+            }
+        }
+        out
+    }
+
     /// Diagnostics for tests and tools: (cwnd, ssthresh, srtt, rto) of a connection.
     pub fn conn_info(&self, h: Handle) -> Result<ConnInfo, Error> {
         use super::cc::CongestionController;
