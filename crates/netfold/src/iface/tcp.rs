@@ -423,6 +423,53 @@ impl IfaceState {
         })
     }
 
+    /// The IPv4 header of a TCP packet (the one-packet path's, or the template's with ident
+    /// and length zero).
+    #[inline(always)]
+    fn tcp_ipv4_header(
+        &self,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        ecn: Ecn,
+        ident: u16,
+        payload_len: usize,
+    ) -> Ipv4Repr {
+        let mut ip = Ipv4Repr {
+            src,
+            dst,
+            protocol: IpProtocol::Tcp,
+            payload_len,
+            // RFC 1122 §3.2.1.7: a host must not send TTL 0.
+            ttl: self.ttl.max(1),
+            dscp_ecn: 0,
+            ident,
+            // We never fragment on transmit; DF lets path MTU discovery (RFC 1191) work.
+            dont_frag: true,
+            more_frags: false,
+            frag_offset: 0,
+        };
+        ip.set_ecn(ecn);
+        ip
+    }
+
+    /// Counts `len` payload bytes copied into a frame with their sum folded in (the
+    /// baseline's "fused" copy is a copy and then a checksum pass).
+    #[inline(always)]
+    fn count_payload_copy(&mut self, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let n = len as u64;
+        self.c.copies += 1;
+        self.c.bytes_copied += n;
+        self.c.bytes_checksummed += n;
+        self.c.tcp_tx_copy_frame += n;
+        if self.copy == crate::mem::CopyMode::Baseline {
+            self.c.bytes_checksummed_separately += n;
+            self.c.tcp_tx_csum_separate += n;
+        }
+    }
+
     /// A segment that goes out as one packet to a resolved next hop, written straight into
     /// its frame: link header, IPv4 header, the TCP header emitted in place, the payload
     /// copied with its sum folded in, the checksums completed from that sum. The general path
@@ -450,21 +497,7 @@ impl IfaceState {
         let mut link = [0u8; VLAN_HEADER_LEN];
         let l3 = self.resolved_link_header(now, dst, &mut link)?;
         self.ident = self.ident.wrapping_add(1);
-        let mut ip = Ipv4Repr {
-            src,
-            dst,
-            protocol: IpProtocol::Tcp,
-            payload_len: hlen + len,
-            // RFC 1122 §3.2.1.7: a host must not send TTL 0.
-            ttl: self.ttl.max(1),
-            dscp_ecn: 0,
-            ident: self.ident,
-            // We never fragment on transmit; DF lets path MTU discovery (RFC 1191) work.
-            dont_frag: true,
-            more_frags: false,
-            frag_offset: 0,
-        };
-        ip.set_ecn(seg.ecn);
+        let ip = self.tcp_ipv4_header(src, dst, seg.ecn, self.ident, hlen + len);
         let mut buf = self.pool.get();
         let frame = buf.append(l3 + ip_total);
         let (lh, rest) = frame.split_at_mut(l3);
@@ -488,16 +521,7 @@ impl IfaceState {
             let sum = add(add(ph, crate::mem::checksum(th)), payload_sum);
             TcpPacket::new_unchecked(&mut *th).set_checksum(finish(sum));
         }
-        if len > 0 {
-            self.c.copies += 1;
-            self.c.bytes_copied += len as u64;
-            self.c.bytes_checksummed += len as u64;
-            self.c.tcp_tx_copy_frame += len as u64;
-            if self.copy == crate::mem::CopyMode::Baseline {
-                self.c.bytes_checksummed_separately += len as u64;
-                self.c.tcp_tx_csum_separate += len as u64;
-            }
-        }
+        self.count_payload_copy(len);
         self.c.ipv4_out += 1;
         self.push(buf);
         Some(Emit::Sent)
@@ -551,21 +575,7 @@ impl IfaceState {
     ) -> Option<IpTemplate> {
         let mut t = [0u8; VLAN_HEADER_LEN + IP_LEN];
         let l3 = self.resolved_link_header(now, dst, &mut t)?;
-        let mut ip = Ipv4Repr {
-            src,
-            dst,
-            protocol: IpProtocol::Tcp,
-            payload_len: 0,
-            // RFC 1122 §3.2.1.7: a host must not send TTL 0.
-            ttl: self.ttl.max(1),
-            dscp_ecn: 0,
-            ident: 0,
-            // We never fragment on transmit; DF lets path MTU discovery (RFC 1191) work.
-            dont_frag: true,
-            more_frags: false,
-            frag_offset: 0,
-        };
-        ip.set_ecn(ecn);
+        let ip = self.tcp_ipv4_header(src, dst, ecn, 0, 0);
         ip.emit(&mut t[l3..l3 + IP_LEN], false).ok()?;
         IpTemplate::ipv4(&t[..l3 + IP_LEN], l3)
     }
@@ -628,17 +638,7 @@ impl IfaceState {
             self.copy,
             self.csum_tx,
         );
-        if p.len > 0 {
-            self.c.copies += 1;
-            self.c.bytes_copied += p.len as u64;
-            self.c.bytes_checksummed += p.len as u64;
-            self.c.tcp_tx_copy_frame += p.len as u64;
-            if self.copy == crate::mem::CopyMode::Baseline {
-                // The baseline's "fused" copy is a copy and then a checksum pass.
-                self.c.bytes_checksummed_separately += p.len as u64;
-                self.c.tcp_tx_csum_separate += p.len as u64;
-            }
-        }
+        self.count_payload_copy(p.len);
         if direct.is_none() {
             let (IpAddr::V4(src), IpAddr::V4(dst)) = (sup.src, sup.dst) else {
                 // `emit_tcp` sends only IPv4 segments this way.
@@ -777,17 +777,7 @@ impl IfaceState {
             self.copy,
             self.csum_tx,
         );
-        if p.len > 0 {
-            self.c.copies += 1;
-            self.c.bytes_copied += p.len as u64;
-            self.c.bytes_checksummed += p.len as u64;
-            self.c.tcp_tx_copy_frame += p.len as u64;
-            if self.copy == crate::mem::CopyMode::Baseline {
-                // The baseline's "fused" copy is a copy and then a checksum pass.
-                self.c.bytes_checksummed_separately += p.len as u64;
-                self.c.tcp_tx_csum_separate += p.len as u64;
-            }
-        }
+        self.count_payload_copy(p.len);
         if direct.is_none() {
             return self
                 .send_ipv6(now, IpProtocol::Tcp, src, dst, buf, ecn)
