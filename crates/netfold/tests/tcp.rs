@@ -2093,3 +2093,197 @@ fn receive_window_stays_ahead_of_slow_start() {
     // Measured (deterministic virtual time): 379 ms with the growth term, 393 ms without.
     assert!(took < Duration::from_millis(385), "16 MiB took {took:?}");
 }
+
+/// Request/response exchanges of `size` bytes each way (TCP_RR in virtual time).
+fn request_response(net: &mut Net, c: Handle, s: Handle, n: u32, size: usize) {
+    let mut buf = vec![0u8; size];
+    for i in 0..n {
+        let req = vec![i as u8; size];
+        for (from_a, h, r) in [(true, c, s), (false, s, c)] {
+            let mut off = 0;
+            let mut got = 0;
+            let end = net.now + Duration::from_secs(600);
+            while got < size {
+                assert!(net.now < end, "exchange {i} stalled");
+                let (tx, rx) = if from_a {
+                    (&mut net.a, &mut net.b)
+                } else {
+                    (&mut net.b, &mut net.a)
+                };
+                if off < size {
+                    if let Ok(k) = tx.send(h, &req[off..]) {
+                        off += k;
+                    }
+                }
+                if let Ok(k) = rx.recv(r, &mut buf[..size - got]) {
+                    assert!(k > 0, "EOF in exchange {i}");
+                    assert!(buf[..k].iter().all(|&b| b == i as u8));
+                    got += k;
+                }
+                if got < size {
+                    net.step();
+                }
+            }
+        }
+    }
+}
+
+/// Every transmission of a run: when, from A, header, payload length, dropped.
+type WireLog = Vec<(Instant, bool, TcpRepr, usize, bool)>;
+
+/// What one run put on the wire (every transmission, dropped ones included) and how many
+/// segments header prediction took, at A and B.
+fn prediction_run(seed: u64, prediction: bool) -> (WireLog, [u64; 2], [u64; 2]) {
+    let mut rng = Rng::from_state(seed * 104_729 + 3);
+    let cfg = |rng: &mut Rng| Config {
+        congestion: if rng.coin() {
+            CongestionControl::Cubic
+        } else {
+            CongestionControl::NewReno
+        },
+        sack: !rng.next().is_multiple_of(4),
+        timestamps: !rng.next().is_multiple_of(4),
+        window_scaling: rng.coin(),
+        nodelay: rng.coin(),
+        delayed_ack: if !rng.next().is_multiple_of(4) {
+            Some(Duration::from_millis(40))
+        } else {
+            None
+        },
+        recv_buffer: [0, 4096, 20_000, 100_000][(rng.next() % 4) as usize],
+        send_buffer: [0, 5000, 64_000][(rng.next() % 3) as usize],
+        mss: [536, 1460, 9000][(rng.next() % 3) as usize],
+        header_prediction: prediction,
+        ..test_config()
+    };
+    let ca = cfg(&mut rng);
+    let cb = cfg(&mut rng);
+    let mut net = Net::new(seed + 5000);
+    net.keep_log = true;
+    net.latency = Duration::from_micros(50 + rng.next() % 5_000);
+    net.gro = rng.coin();
+    let (c, s, _) = establish(&mut net, ca, cb);
+    // Seed 0 is clean: there prediction must take most segments.
+    if seed > 0 {
+        net.loss = [0.0, 0.01, 0.05][(rng.next() % 3) as usize];
+        net.reorder = [0.0, 0.02, 0.1][(rng.next() % 3) as usize];
+        net.dup = [0.0, 0.01, 0.05][(rng.next() % 3) as usize];
+    }
+    request_response(&mut net, c, s, 200, 1 + (rng.next() % 3000) as usize);
+    duplex(&mut net, c, s, 300_000, Duration::from_secs(7200));
+    let log = net
+        .log
+        .iter()
+        .map(|x| (x.at, x.from_a, x.repr, x.len, x.dropped))
+        .collect();
+    let (a, b) = (net.a.stats(), net.b.stats());
+    (
+        log,
+        [a.predicted, b.predicted],
+        [a.segments_in, b.segments_in],
+    )
+}
+
+/// Header prediction (tcp/predict.rs) is only a shorter way to the same state: with it on
+/// and off, the same seeded exchange (request/response, then a bidirectional transfer and
+/// close; random options, loss, reordering, duplication) puts byte-for-byte the same segments
+/// on the wire at the same instants. Any state the short path left different (an ACK
+/// number, a window, a timer, TS.Recent, RACK's records, cwnd) would show up as a different
+/// segment or a different time.
+#[test]
+fn header_prediction_changes_nothing_on_the_wire() {
+    let seeds: u64 = std::env::var("NETFOLD_TCP_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
+    for seed in 0..seeds {
+        eprintln!("seed {seed}");
+        let (on, hits, segs) = prediction_run(seed, true);
+        let (off, none, _) = prediction_run(seed, false);
+        assert_eq!(none, [0, 0], "prediction off must take nothing");
+        assert!(hits[0] + hits[1] > 0, "seed {seed}: prediction never taken");
+        if seed == 0 {
+            for k in 0..2 {
+                assert!(
+                    hits[k] * 10 > segs[k] * 6,
+                    "clean run: prediction took {} of {} segments",
+                    hits[k],
+                    segs[k]
+                );
+            }
+        }
+        eprintln!(
+            "seed {seed}: {} segments, predicted {:?} of {:?}",
+            on.len(),
+            hits,
+            segs
+        );
+        for (i, (x, y)) in on.iter().zip(&off).enumerate() {
+            assert_eq!(
+                x, y,
+                "seed {seed}: segment {i} differs (prediction on, off)"
+            );
+        }
+        assert_eq!(on.len(), off.len(), "seed {seed}: segment counts differ");
+    }
+}
+
+/// RFC 2018 §8: "The data sender MUST retransmit the segment at the left edge of the window
+/// after a retransmit timeout, whether or not the SACKed bit is on for that segment." The
+/// case that deadlocked (found by `header_prediction_changes_nothing_on_the_wire`, seed 16,
+/// with prediction on and off alike): everything in flight SACKed, every later ACK of the
+/// receiver lost, the rest of the data held back by Nagle. Here B's ACKs are lost until A
+/// resends SND.UNA; a tail loss probe or a resend of anything else does not end it. Before
+/// the fix the RTO resent nothing (it skipped the SACKed head) and the connection timed out.
+#[test]
+fn rto_resends_the_sacked_head() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let mut net = Net::new(37);
+    let (c, s, _) = establish(&mut net, test_config(), test_config());
+    transfer(&mut net, true, c, s, 100_000, Duration::from_secs(5));
+    net.run_for(Duration::from_millis(100));
+    let head: Rc<Cell<Option<u32>>> = Rc::new(Cell::new(None));
+    let blocked = Rc::new(Cell::new(true));
+    let (h2, b2) = (head.clone(), blocked.clone());
+    net.filter = Some(Box::new(move |from_a, r, len| {
+        if from_a && len > 0 && h2.get() == Some(r.seq) {
+            b2.set(false);
+        }
+        !from_a && b2.get()
+    }));
+    net.log.clear();
+    // Two full segments go at once; the 100-byte tail waits for their ACK (Nagle).
+    net.a.send(c, &[7u8; 2 * 1448 + 100]).unwrap();
+    net.run_for(Duration::from_millis(20));
+    let data: Vec<&Sent> = net.log.iter().filter(|x| x.from_a && x.len > 0).collect();
+    assert_eq!(data.len(), 2, "two segments, the tail held back");
+    let una = data[0].repr.seq;
+    let max = data[1].repr.seq.wrapping_add(data[1].len as u32);
+    // B's (lost) ACK, rewritten to acknowledge nothing new and SACK the whole flight.
+    let mut ack = net.log.iter().rev().find(|x| !x.from_a).unwrap().repr;
+    ack.ack = una;
+    ack.options.sack[0] = netfold::wire::tcp::SackBlock {
+        left: una,
+        right: max,
+    };
+    ack.options.sack_count = 1;
+    net.a.input(net.now, IP_B, IP_A, &ack, &[]);
+    head.set(Some(una));
+    let mut got = 0;
+    let mut buf = vec![0u8; 4096];
+    let done = net.run_until(Duration::from_secs(30), |n| {
+        while let Ok(k) = n.b.recv(s, &mut buf) {
+            got += k;
+        }
+        got == 2 * 1448 + 100 && !n.a.has_unacked()
+    });
+    assert!(
+        !blocked.get(),
+        "SND.UNA was never resent: {:?}",
+        net.a.stats()
+    );
+    assert!(done, "the transfer did not finish: {:?}", net.a.stats());
+    assert_eq!(net.a.state(c), Ok(State::Established));
+    assert_eq!(net.a.stats().timeouts, 0);
+}

@@ -181,6 +181,8 @@ pub struct Params {
     pub pin: Pin,
     /// netfold: GRO on the receive path (`--gro on|off`).
     pub gro: bool,
+    /// netfold: TCP header prediction (`--header-prediction on|off`, `tcp::Config`).
+    pub header_prediction: bool,
     /// netfold: the copy path of the netfold stacks (`StackConfig::copy_mode`): its copy
     /// kernels with the fused copy+checksum, or the 2002 baseline (memcpy + separate checksum
     /// pass, `--copy baseline`).
@@ -223,6 +225,7 @@ impl Default for Params {
             threads: 1,
             pin: Pin::Split,
             gro: true,
+            header_prediction: true,
             copy_mode: netfold::mem::CopyMode::Kernels,
             mtu_given: false,
             rate_bps: None,

@@ -95,6 +95,7 @@ pub fn tcp_config(p: &Params) -> tcp::Config {
         mss: (p.mtu.saturating_sub(netfold::wire::tcp::IPV4_MSS_OVERHEAD)).min(65495) as u16,
         nodelay: p.nodelay,
         time_wait: Duration::from_millis(100),
+        header_prediction: p.header_prediction,
         ..tcp::Config::default()
     };
     if let Some(s) = p.send_buffer {

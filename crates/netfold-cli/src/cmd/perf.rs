@@ -215,6 +215,10 @@ pub struct Common {
     /// netfold: merge received TCP segments per flow and batch (GRO).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub gro: OnOff,
+    /// netfold: TCP header prediction, the short path for the expected in-order segment of
+    /// an established connection (off only to measure what it saves).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub header_prediction: OnOff,
     /// netfold's data path: its copy kernels with the checksum folded into the copy
     /// (netfold), or memcpy and a separate checksum pass (baseline, the 2002 "without the
     /// copy patch" case).
@@ -667,6 +671,7 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
             .map_or(if a.shards.is_some() { 2 } else { 1 }, usize::from),
         pin: a.pin.unwrap_or(Pin::Split),
         gro: a.gro == OnOff::On,
+        header_prediction: a.header_prediction == OnOff::On,
         copy_mode: if a.copy == CopyMode::Baseline {
             netfold::mem::CopyMode::Baseline
         } else {

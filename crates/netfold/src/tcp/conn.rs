@@ -285,6 +285,8 @@ pub struct Conn {
     pub persist_probe_due: bool,
     /// RFC 8985 §7 tail loss probe: the PTO fired and a probe is due.
     pub tlp_due: bool,
+    /// The RTO fired: the segment at SND.UNA goes again even if SACKed (RFC 2018 §8).
+    pub rto_head_due: bool,
     pub keepalive_due: bool,
     pub error: Option<Error>,
     pub error_reported: bool,
@@ -419,6 +421,7 @@ impl Conn {
             unacked_bytes: 0,
             persist_probe_due: false,
             tlp_due: false,
+            rto_head_due: false,
             keepalive_due: false,
             error: None,
             error_reported: false,

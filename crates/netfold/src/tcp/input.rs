@@ -46,6 +46,9 @@ impl Conn {
     pub fn input(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, payload: Payload<'_>) -> Event {
         self.timers.last_rx = ctx.now;
         self.timers.ka_probes = 0;
+        if self.input_predicted(ctx, seg, payload) {
+            return Event::None;
+        }
         match self.state {
             State::SynSent => return self.input_syn_sent(ctx, seg),
             State::Closed | State::Listen => {
@@ -292,7 +295,7 @@ impl Conn {
 
     /// RFC 7323 §4.3: "If SEG.TSval >= TS.Recent and SEG.SEQ =< Last.ACK.sent, then SEG.TSval
     /// is copied to TS.Recent; otherwise, it is ignored."
-    fn update_ts_recent(&mut self, ctx: &Ctx<'_>, seg: &TcpRepr) {
+    pub(super) fn update_ts_recent(&mut self, ctx: &Ctx<'_>, seg: &TcpRepr) {
         if !self.ts.enabled {
             return;
         }
@@ -720,30 +723,9 @@ impl Conn {
         // §3.10.7.4: only an ACK in [SND.UNA, SND.NXT] may update the window.
         let may_update_window = seq::ge(ack, self.snd.una);
         let acked = seq::dist(self.snd.una, ack);
-        // Was the window actually used? (Linux tcp_is_cwnd_limited; RFC 7661's concern, and
-        // RFC 9438 §5.8: an application-limited sender must not grow cwnd it does not use.)
-        let flight_before = self.flight();
-        let cwnd_now = self.cc.cwnd();
-        let cwnd_limited = if cwnd_now < self.cc.ssthresh() {
-            flight_before.saturating_mul(2) >= cwnd_now
-        } else {
-            flight_before.saturating_add(3 * mss) >= cwnd_now
-        };
+        let cwnd_limited = self.cwnd_limited();
         if acked > 0 {
-            self.take_rtt_sample(ctx, seg);
-            // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
-            let data_end = self.fin_seq();
-            let n = seq::dist(self.snd.buf_seq, seq::min(ack, data_end));
-            self.snd.ring.consume(n as usize);
-            self.snd.buf_seq = self.snd.buf_seq.wrapping_add(n);
-            self.snd.una = ack;
-            if seq::lt(self.snd.nxt, ack) {
-                self.snd.nxt = ack;
-            }
-            self.scoreboard.advance(ack);
-            self.timers.retries = 0;
-            self.rtt.backoff = 0;
-            self.timers.probes_unanswered = 0;
+            self.take_cumulative_ack(ctx, seg);
             match self.recovery {
                 Some(rec) if seq::ge(ack, rec.point) => {
                     // Full acknowledgment: leave recovery (RFC 6582 §3.2 step 3, RFC 6675 §5).
@@ -778,19 +760,9 @@ impl Conn {
                     }
                     self.recovery = Some(rec);
                 }
-                None => {
-                    self.dupacks = 0;
-                    if cwnd_limited {
-                        self.cc.on_ack(now, acked, mss, self.rtt.srtt());
-                    }
-                }
+                None => self.grow_cwnd(now, acked, cwnd_limited),
             }
-            // RFC 6298 §5.2/§5.3: stop the timer when all is acked, else restart it.
-            self.timers.rto = if self.snd.una == self.snd.max {
-                None
-            } else {
-                Some(now + self.rtt.rto())
-            };
+            self.restart_rto(now);
         } else if self.snd.max != self.snd.una
             && ack == self.snd.una
             && data_len == 0
@@ -872,8 +844,8 @@ impl Conn {
         }
 
         // Window update (§3.10.7.4, SND.WL1/SND.WL2 rule).
-        if may_update_window && self.snd.window_update_allowed(seg.seq, ack) {
-            self.snd.update_window(new_wnd, seg.seq, ack);
+        if may_update_window {
+            self.take_window(seg, new_wnd);
         }
         if self.snd.wnd == 0 {
             // Zero window (§3.8.6.1): data beyond SND.UNA was not accepted; probe instead of
@@ -896,10 +868,83 @@ impl Conn {
                 // data to flow as soon as the window opens; Linux probes without data).
                 self.snd.nxt = self.snd.una;
             }
-            self.timers.persist_backoff = 0;
-            if self.timers.rto.is_none() && self.snd.una != self.snd.max {
-                self.timers.rto = Some(now + self.rtt.rto());
-            }
+            self.window_open(now);
+        }
+    }
+
+    /// Was the window actually used? (Linux `tcp_is_cwnd_limited`; RFC 7661's concern, and
+    /// RFC 9438 §5.8: an application-limited sender must not grow cwnd it does not use.)
+    /// Asked before an ACK takes data out of flight.
+    #[inline]
+    pub(super) fn cwnd_limited(&self) -> bool {
+        let flight = self.flight();
+        let cwnd = self.cc.cwnd();
+        if cwnd < self.cc.ssthresh() {
+            flight.saturating_mul(2) >= cwnd
+        } else {
+            flight.saturating_add(3 * self.snd.mss) >= cwnd
+        }
+    }
+
+    /// An ACK of new data (SEG.ACK > SND.UNA, at most SND.MAX): RFC 9293 §3.10.7.4 "If
+    /// SND.UNA < SEG.ACK =< SND.NXT, then set SND.UNA <- SEG.ACK. Any segments on the
+    /// retransmission queue that are thereby entirely acknowledged are removed", with the
+    /// RTT sample it gives and the backoff it ends (RFC 6298 §5.7 / Karn).
+    #[inline]
+    pub(super) fn take_cumulative_ack(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) {
+        let ack = seg.ack;
+        self.take_rtt_sample(ctx, seg);
+        // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
+        let data_end = self.fin_seq();
+        let n = seq::dist(self.snd.buf_seq, seq::min(ack, data_end));
+        self.snd.ring.consume(n as usize);
+        self.snd.buf_seq = self.snd.buf_seq.wrapping_add(n);
+        self.snd.una = ack;
+        if seq::lt(self.snd.nxt, ack) {
+            self.snd.nxt = ack;
+        }
+        self.scoreboard.advance(ack);
+        self.rto_head_due = false;
+        self.timers.retries = 0;
+        self.rtt.backoff = 0;
+        self.timers.probes_unanswered = 0;
+    }
+
+    /// Outside recovery: no duplicate ACKs are pending, and the congestion controller grows
+    /// cwnd if the window was used.
+    #[inline]
+    pub(super) fn grow_cwnd(&mut self, now: Instant, acked: u32, cwnd_limited: bool) {
+        self.dupacks = 0;
+        if cwnd_limited {
+            self.cc.on_ack(now, acked, self.snd.mss, self.rtt.srtt());
+        }
+    }
+
+    /// RFC 6298 §5.2/§5.3: stop the timer when all is acked, else restart it.
+    #[inline]
+    pub(super) fn restart_rto(&mut self, now: Instant) {
+        self.timers.rto = if self.snd.una == self.snd.max {
+            None
+        } else {
+            Some(now + self.rtt.rto())
+        };
+    }
+
+    /// The window update of §3.10.7.4 (SND.WL1/SND.WL2 rule) for an ACK not below SND.UNA;
+    /// `wnd` is SEG.WND scaled.
+    #[inline]
+    pub(super) fn take_window(&mut self, seg: &TcpRepr, wnd: u32) {
+        if self.snd.window_update_allowed(seg.seq, seg.ack) {
+            self.snd.update_window(wnd, seg.seq, seg.ack);
+        }
+    }
+
+    /// A non-zero window: the persist backoff ends, and data in flight is guarded by the RTO.
+    #[inline]
+    pub(super) fn window_open(&mut self, now: Instant) {
+        self.timers.persist_backoff = 0;
+        if self.timers.rto.is_none() && self.snd.una != self.snd.max {
+            self.timers.rto = Some(now + self.rtt.rto());
         }
     }
 
@@ -942,7 +987,7 @@ impl Conn {
 
     /// RFC 8985 §6.2 steps 1-4 for one acceptable ACK of a SACK connection, then step 5
     /// (loss detection) and the D-SACK undo check.
-    fn rack_on_ack(
+    pub(super) fn rack_on_ack(
         &mut self,
         now: Instant,
         blocks: &[SackBlock],
@@ -1014,7 +1059,13 @@ impl Conn {
         }
     }
 
-    fn receive_data(&mut self, ctx: &mut Ctx<'_>, sseq: u32, payload: Payload<'_>, fin: bool) {
+    pub(super) fn receive_data(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        sseq: u32,
+        payload: Payload<'_>,
+        fin: bool,
+    ) {
         let off = seq::dist(self.rcv.nxt, sseq) as usize;
         // Storage bound: everything must fit in the ring (the advertised window does).
         let room = self

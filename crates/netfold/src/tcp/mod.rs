@@ -174,6 +174,7 @@ mod listener;
 pub(crate) mod output;
 pub mod payload;
 mod place;
+mod predict;
 mod rack;
 mod recv;
 pub mod rtt;
@@ -337,6 +338,11 @@ pub struct Config {
     /// address is refused. Off by default (Linux `net.ipv6.bindv6only = 0`): `[::]:p` takes
     /// IPv4 too. Meaningless for IPv4 sockets.
     pub v6only: bool,
+    /// Header prediction (`tcp/predict.rs`): the expected in-order segment of an established
+    /// connection takes a short path that does what the full procedure would. On by default;
+    /// off only to measure what it saves (`netfold rr --header-prediction off`) and to check
+    /// the two paths against each other.
+    pub header_prediction: bool,
 }
 
 impl Default for Config {
@@ -361,6 +367,7 @@ impl Default for Config {
             linger: None,
             ecn: EcnMode::Passive,
             v6only: false,
+            header_prediction: true,
         }
     }
 }
@@ -502,6 +509,8 @@ pub struct OutSegment<'a> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
     pub segments_in: u64,
+    /// Segments taken by header prediction (`tcp/predict.rs`), of `segments_in`.
+    pub predicted: u64,
     pub segments_out: u64,
     pub retransmits_fast: u64,
     pub retransmits_rto: u64,

@@ -334,6 +334,9 @@ impl Conn {
                 self.timers.rto = Some(now + self.rtt.rto());
             }
             Kind::Data | Kind::Hole => {
+                if p.seq == self.snd.una {
+                    self.rto_head_due = false;
+                }
                 self.last_data_tx = now;
                 let rexmit = seq::lt(p.seq, self.snd.max);
                 self.rack_record_send(p, end, repr, now);
@@ -719,6 +722,25 @@ impl Conn {
             }
         }
 
+        if self.rto_head_due {
+            // RFC 2018 §8: "The data sender MUST retransmit the segment at the left edge of
+            // the window after a retransmit timeout, whether or not the SACKed bit is on for
+            // that segment" (Linux `tcp_retransmit_timer` resends the head of the retransmit
+            // queue). A receiver that reneged needs it; one that holds it answers with the
+            // cumulative ACK that was lost. Skipping it, as below, deadlocked a connection
+            // whose whole flight was SACKed, whose cumulative ACK was lost and whose
+            // remaining data Nagle held back: nothing was sent until the RTOs ran out.
+            let end = seq::min(self.snd.max, fin_seq);
+            let len = seq::dist(self.snd.una, end).min(smss);
+            if len > 0 {
+                return Some(Plan {
+                    kind: Kind::Data,
+                    seq: self.snd.una,
+                    len,
+                    fin: false,
+                });
+            }
+        }
         // Normal transmission (and NewReno recovery with its inflated cwnd).
         // Skip data the peer already SACKed (after an RTO rewind).
         while seq::lt(self.snd.nxt, self.snd.max) {

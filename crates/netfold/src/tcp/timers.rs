@@ -4,7 +4,7 @@
 use super::cc::CongestionController;
 use super::conn::{Conn, Event};
 use super::rtt::RTO_MAX;
-use super::{Error, State, Stats};
+use super::{seq, Error, State, Stats};
 use crate::time::Instant;
 
 /// A connection's deadlines and the counters of the timers' backoff and probes.
@@ -278,6 +278,7 @@ impl Conn {
                 self.dupacks = 0;
                 self.recover = self.snd.max;
                 self.snd.nxt = self.snd.una;
+                self.rto_head_due = seq::lt(self.snd.una, self.snd.max);
                 // RFC 8985 §6.3, RACK_mark_losses_on_RTO(): the segment at SND.UNA and every
                 // segment sent more than RACK.rtt + RACK.reo_wnd ago is lost. (The
                 // retransmission itself stays go-back-N from SND.UNA, skipping SACKed data.)
