@@ -844,7 +844,7 @@ impl TcpLayer {
                 rings: &mut self.rings,
                 copy: self.copy,
             };
-            let ev = match &mut self.slots[i as usize].sock {
+            let (ev, quiet) = match &mut self.slots[i as usize].sock {
                 Some(Sock::Conn(c)) => {
                     c.ecn.rx_ce = ecn == Ecn::Ce;
                     let ev = c.input(&mut ctx, repr, payload);
@@ -852,11 +852,18 @@ impl TcpLayer {
                     c.rcv.staged = None;
                     c.tune_buffers(ctx.now, ctx.rings, ctx.stats);
                     c.reclaim_buffers(ctx.rings);
-                    ev
+                    (ev, ev == Event::None && c.nothing_to_send())
                 }
-                _ => Event::None,
+                _ => (Event::None, false),
             };
-            self.touch(i);
+            if quiet {
+                // Nothing to send (a segment whose ACK is delayed, an ACK that frees nothing
+                // queued): the output pass would only find that out again. Its timers still
+                // go in the heap. (Half the segments of request/response traffic.)
+                self.reschedule(i);
+            } else {
+                self.touch(i);
+            }
             if ev != Event::None {
                 self.handle_event(i, ev);
             }

@@ -112,7 +112,7 @@ impl Conn {
     /// `plan`". In this state `restart_after_idle` and `arm_persist_if_stuck` (which act only
     /// on unsent data) have nothing to do either.
     #[inline]
-    fn nothing_to_send(&self) -> bool {
+    pub(super) fn nothing_to_send(&self) -> bool {
         self.state == State::Established
             && !self.ack_now
             && self.n_snaps == 0
