@@ -106,11 +106,17 @@ pub fn run(p: &Params) -> Result<Measurement, BoxErr> {
     let pattern = Arc::new(Pattern::new(p.send_size.max(p.recv_size).max(1)));
     // Connects done on every shard: the clock starts for all of them at once.
     let start_line = Arc::new(Barrier::new(shards + 1));
-    let (cports, sports) = mq_link(pipe_config(p), Arc::clone(&rss));
-    let mut servers = Vec::new();
-    let mut clients = Vec::new();
     // `--threads 1`: one thread per shard runs both its stacks and applications.
     let one_thread = p.threads == 1;
+    // Such a thread never sleeps on its link (it only yields), so no send needs to wake a
+    // receiver (`PipeConfig::wakeups`).
+    let link_config = netfold::phy::pipe::PipeConfig {
+        wakeups: !one_thread,
+        ..pipe_config(p)
+    };
+    let (cports, sports) = mq_link(link_config, Arc::clone(&rss));
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
     if one_thread && p.pin == Pin::Split {
         return Err(
             "--threads 1 puts a shard's client and server on one thread: \
