@@ -346,7 +346,9 @@ impl Conn {
         // IPv6 link MSS).
         let config = sanitize(config);
         let default_mss = default_mss(&remote);
-        let iss = isn::isn(secret, now, local, remote);
+        // One keyed hash gives the ISN and the timestamp offset (`isn::derive`).
+        let derived = isn::derive(secret, now, local, remote);
+        let iss = derived.iss;
         let rcv_wscale = if config.window_scaling {
             wscale_for(config.recv_ceiling())
         } else {
@@ -390,7 +392,7 @@ impl Conn {
             timers: Timers::new(now),
             ts: Timestamps {
                 enabled: false,
-                offset: isn::ts_offset(secret, local, remote),
+                offset: derived.ts_offset,
                 recent: 0,
                 recent_at: now,
             },

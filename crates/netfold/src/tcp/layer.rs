@@ -20,6 +20,7 @@ use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr};
 use crate::wire::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -282,9 +283,11 @@ pub struct TcpLayer {
     slots: Vec<Slot>,
     free: Vec<u32>,
     conns: HashMap<ConnKey, u32, KeyHashBuilder>,
-    /// The last connection `input` found: a bulk flow's segments skip the (SipHash-keyed,
-    /// flood-resistant but slow) table lookup. Cleared whenever an entry is inserted, and
-    /// when the entry it caches is removed (`unmap`).
+    /// The last connection `input` found, or the last one entered in the table: a bulk flow's
+    /// segments, and the first segment of a new connection (the SYN-ACK, or the handshake's
+    /// ACK), skip the (SipHash-keyed, flood-resistant but slow) table lookup. Always an entry
+    /// of `conns`: set to each entry inserted (which may replace the 4-tuple's older one),
+    /// cleared when the entry it caches is removed (`unmap`).
     last_hit: Option<(ConnKey, u32)>,
     /// GSO: segments one transmission may span (see `set_gso_segs`).
     gso_segs: u32,
@@ -335,6 +338,14 @@ impl TcpLayer {
             rings: RingCache::new(),
             copy: CopyMode::default(),
             link_mss_v6: crate::wire::tcp::ipv6_mss_for_mtu(1500),
+        }
+    }
+
+    /// The slot the next `alloc` returns.
+    fn next_slot(&self) -> u32 {
+        match self.free.last() {
+            Some(&i) => i,
+            None => self.slots.len() as u32,
         }
     }
 
@@ -601,8 +612,9 @@ impl TcpLayer {
             return true;
         }
         let i = self.alloc(Sock::Conn(Box::new(c)));
-        self.last_hit = None;
-        self.conns.insert(ConnKey::of(local, remote), i);
+        let key = ConnKey::of(local, remote);
+        self.conns.insert(key, i);
+        self.last_hit = Some((key, i));
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.accept_queue.push_back(i);
         }
@@ -968,8 +980,9 @@ impl TcpLayer {
         c.in_syn_queue = true;
         c.mapped = mapped;
         let i = self.alloc(Sock::Conn(Box::new(c)));
-        self.last_hit = None;
         self.conns.insert(key, i);
+        // The next segment of this 4-tuple (the handshake's ACK) finds it without a lookup.
+        self.last_hit = Some((key, i));
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.half_open += 1;
         }
@@ -1307,14 +1320,23 @@ impl TcpLayer {
             return Err(Error::InvalidInput);
         }
         self.last_now = now;
+        // The slot the connection will get: the 4-tuple is entered in the table under it as
+        // soon as it is found free, so the table is hashed once per connect (the check that
+        // the 4-tuple is unused and the insertion are one `entry`). Nothing below can fail.
+        let i = self.next_slot();
         let local = if local.port() == 0 {
-            self.pick_port(local, remote)?
+            self.pick_port(local, remote, i)?
         } else {
-            if self.conns.contains_key(&ConnKey::of(local, remote)) {
-                return Err(Error::AddrInUse);
+            match self.conns.entry(ConnKey::of(local, remote)) {
+                Entry::Occupied(_) => return Err(Error::AddrInUse),
+                Entry::Vacant(v) => {
+                    v.insert(i);
+                }
             }
             local
         };
+        // The next segment for this stack is most likely the SYN-ACK of this connection.
+        self.last_hit = Some((ConnKey::of(local, remote), i));
         let config = super::conn::for_family(config, &remote, self.link_mss_v6);
         let mut c = Conn::new_active(
             now,
@@ -1325,22 +1347,37 @@ impl TcpLayer {
             &mut self.rings,
         );
         c.mapped = mapped;
-        let i = self.alloc(Sock::Conn(Box::new(c)));
-        self.last_hit = None;
-        self.conns.insert(ConnKey::of(local, remote), i);
+        let got = self.alloc(Sock::Conn(Box::new(c)));
+        debug_assert_eq!(got, i);
         self.touch(i);
         Ok(self.handle_of(i))
     }
 
-    fn pick_port(&mut self, local: SocketAddr, remote: SocketAddr) -> Result<SocketAddr, Error> {
-        let (conns, listeners) = (&self.conns, &self.listeners);
+    /// RFC 6056 port choice for a connection from `local` to `remote`; the chosen 4-tuple is
+    /// entered in the connection table under slot `i` by the same lookup that found it free.
+    fn pick_port(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        i: u32,
+    ) -> Result<SocketAddr, Error> {
+        let (conns, listeners) = (&mut self.conns, &self.listeners);
         self.ports
             .pick(&self.secret, local.ip(), remote, |p| {
                 let cand = SocketAddr::new(local.ip(), p);
-                !conns.contains_key(&ConnKey::of(cand, remote))
-                    && !listeners.contains_key(&cand)
-                    && !listeners.contains_key(&any4(p))
-                    && !listeners.contains_key(&any6(p))
+                if listeners.contains_key(&cand)
+                    || listeners.contains_key(&any4(p))
+                    || listeners.contains_key(&any6(p))
+                {
+                    return false;
+                }
+                match conns.entry(ConnKey::of(cand, remote)) {
+                    Entry::Occupied(_) => false,
+                    Entry::Vacant(v) => {
+                        v.insert(i);
+                        true
+                    }
+                }
             })
             .map(|p| SocketAddr::new(local.ip(), p))
             .ok_or(Error::AddrNotAvailable)
