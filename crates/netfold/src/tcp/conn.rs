@@ -490,7 +490,21 @@ impl Conn {
     /// once the connection is closed and either the application closed it or an error means
     /// there is nothing left to read. The layer calls this after every input, timer run and
     /// user call, and `release_all` when it frees the connection.
+    #[inline]
     pub fn reclaim_buffers(&mut self, rings: &mut RingCache) {
+        // Most calls find nothing to do: the connection is open, or its rings went back
+        // already (a TIME-WAIT or closed connection still sees segments and timers). Only
+        // then is the out-of-line part called (TCP_CRR called it ~10 times per transaction
+        // to give back empty buffers).
+        if matches!(self.state, State::Closed | State::TimeWait)
+            && (self.snd.ring.holds_storage() || self.rcv.ring.capacity() != 0)
+        {
+            self.reclaim_buffers_held(rings);
+        }
+    }
+
+    #[inline(never)]
+    fn reclaim_buffers_held(&mut self, rings: &mut RingCache) {
         match self.state {
             State::Closed => {
                 self.snd.ring.release(rings);
