@@ -530,6 +530,35 @@ impl Conn {
         }
     }
 
+    /// Makes this control block, a freed connection's kept on the layer's free list (see
+    /// [`Conn::retire`]), the connection `fresh`. Every field becomes `fresh`'s, so nothing
+    /// of the old connection survives except the emptied storage of three lists — the SACK
+    /// scoreboard, RACK's segment records and the reassembly ranges — which saves the
+    /// connection their allocations (and the layer the box's).
+    pub(super) fn renew(&mut self, fresh: Conn) {
+        let scoreboard = self.scoreboard.take_storage();
+        let rack = self.rack.take_storage();
+        let asm = self.rcv.ring.asm.take_storage();
+        *self = fresh;
+        self.scoreboard.adopt_storage(scoreboard);
+        self.rack.adopt_storage(rack);
+        self.rcv.ring.asm.adopt_storage(asm);
+    }
+
+    /// The connection is freed and its control block goes on the layer's free list: gives
+    /// back now what must not wait there for the next connection — both rings (to the
+    /// stack's cache), a posted read's buffer (the application's memory), the send queue
+    /// (lent buffers complete now, as when a connection is dropped) — and forgets a RACK
+    /// record list too long to keep. What stays is plain data and small lists, all
+    /// overwritten by [`Conn::renew`].
+    pub(super) fn retire(&mut self, rings: &mut RingCache) {
+        self.release_all(rings);
+        self.rcv.posted = None;
+        self.snd.ring = SendQueue::with_capacity(0);
+        let rack = self.rack.take_storage();
+        self.rack.adopt_storage(rack);
+    }
+
     /// Gives both rings back to the stack's cache (the connection is being freed).
     pub fn release_all(&mut self, rings: &mut RingCache) {
         self.snd.ring.release(rings);

@@ -25,6 +25,10 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 
+/// Freed connections' control blocks kept for new ones (`TcpLayer::spare`): enough for a
+/// burst of connections ending at once, and a bound on what idle blocks hold (each ~1.5 KiB
+/// plus at most ~3.5 KiB of list storage, see `Conn::retire`).
+const SPARE_CONNS_MAX: usize = 64;
 /// Hard cap on listener backlog (memory bound: every half-open connection owns buffers).
 const MAX_BACKLOG: usize = 4096;
 /// The key of the transparent listener in `listeners`: port 0, which `listen` refuses.
@@ -308,6 +312,11 @@ pub struct TcpLayer {
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
     /// Ring storage of ended connections, reused by new ones (see [`RingCache`]).
     rings: RingCache,
+    /// Control blocks of freed connections, reused by new ones (at most
+    /// [`SPARE_CONNS_MAX`]): a connection costs no allocation of its box and lists, as a
+    /// ring from `rings` costs none of its buffer (TCP_CRR: 6 malloc/free pairs a
+    /// transaction). See [`Conn::renew`] for why nothing of the old connection survives.
+    spare: Vec<Box<Conn>>,
     /// How data is copied into the send ring and out of the receive ring (`set_copy_mode`).
     copy: CopyMode,
     /// The MSS of the IPv6 link (MTU - 60): the bound on IPv6 connections' `Config::mss`
@@ -336,8 +345,21 @@ impl TcpLayer {
             active: VecDeque::new(),
             timers: BinaryHeap::new(),
             rings: RingCache::new(),
+            spare: Vec::new(),
             copy: CopyMode::default(),
             link_mss_v6: crate::wire::tcp::ipv6_mss_for_mtu(1500),
+        }
+    }
+
+    /// `c` in a control block of the free list, or a new box.
+    #[inline]
+    fn boxed(&mut self, c: Conn) -> Box<Conn> {
+        match self.spare.pop() {
+            Some(mut b) => {
+                b.renew(c);
+                b
+            }
+            None => Box::new(c),
         }
     }
 
@@ -389,7 +411,7 @@ impl TcpLayer {
     fn free_slot(&mut self, i: u32) {
         let slot = &mut self.slots[i as usize];
         if let Some(Sock::Conn(mut c)) = slot.sock.take() {
-            c.release_all(&mut self.rings);
+            c.retire(&mut self.rings);
             self.unmap(ConnKey::of(c.local.get(), c.remote.get()), i);
             if let Some(p) = c.parent {
                 if let Some(Some(Sock::Listener(l))) =
@@ -400,6 +422,9 @@ impl TcpLayer {
                     }
                     l.accept_queue.retain(|&x| x != i);
                 }
+            }
+            if self.spare.len() < SPARE_CONNS_MAX {
+                self.spare.push(c);
             }
         }
         let slot = &mut self.slots[i as usize];
@@ -611,7 +636,8 @@ impl TcpLayer {
         if c.input(&mut ctx, &ack, payload) != Event::Established {
             return true;
         }
-        let i = self.alloc(Sock::Conn(Box::new(c)));
+        let b = self.boxed(c);
+        let i = self.alloc(Sock::Conn(b));
         let key = ConnKey::of(local, remote);
         self.conns.insert(key, i);
         self.last_hit = Some((key, i));
@@ -979,7 +1005,8 @@ impl TcpLayer {
         c.parent = Some(li);
         c.in_syn_queue = true;
         c.mapped = mapped;
-        let i = self.alloc(Sock::Conn(Box::new(c)));
+        let b = self.boxed(c);
+        let i = self.alloc(Sock::Conn(b));
         self.conns.insert(key, i);
         // The next segment of this 4-tuple (the handshake's ACK) finds it without a lookup.
         self.last_hit = Some((key, i));
@@ -1347,7 +1374,8 @@ impl TcpLayer {
             &mut self.rings,
         );
         c.mapped = mapped;
-        let got = self.alloc(Sock::Conn(Box::new(c)));
+        let b = self.boxed(c);
+        let got = self.alloc(Sock::Conn(b));
         debug_assert_eq!(got, i);
         self.touch(i);
         Ok(self.handle_of(i))
@@ -1877,5 +1905,176 @@ mod key_hash_tests {
         assert_ne!(b.hash_one(v4(1000)), b.hash_one(v4(1001)));
         assert_eq!(b.hash_one(v6(1000)), b.hash_one(v6(1000)));
         assert_ne!(b.hash_one(v6(1000)), b.hash_one(v6(1001)));
+    }
+}
+
+#[cfg(test)]
+mod recycle_tests {
+    use super::*;
+    use crate::tcp::seq;
+    use crate::time::Duration;
+    use crate::wire::tcp::SackBlock;
+
+    /// Moves every segment between `a` and `b` until both are quiet (no loss, no delay).
+    fn pump(now: Instant, a: &mut TcpLayer, b: &mut TcpLayer) {
+        for _ in 0..16 {
+            let mut moved = false;
+            for a_to_b in [true, false] {
+                let (from, to) = if a_to_b {
+                    (&mut *a, &mut *b)
+                } else {
+                    (&mut *b, &mut *a)
+                };
+                let mut segs = Vec::new();
+                from.output(now, &mut |s: &OutSegment<'_>| {
+                    segs.push((s.src, s.dst, s.repr, s.payload.to_vec()));
+                    true
+                });
+                moved |= !segs.is_empty();
+                for (src, dst, repr, p) in segs {
+                    to.input(now, src, dst, &repr, &p);
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn block_of(l: &TcpLayer, h: Handle) -> *const Conn {
+        match &l.slots[h.index as usize].sock {
+            Some(Sock::Conn(c)) => &**c as *const Conn,
+            _ => panic!("no connection"),
+        }
+    }
+
+    /// The connection's state with its ring storage given back (ring contents are not state:
+    /// a recycled ring holds old bytes beyond its length, as a ring from the cache always has).
+    fn state_of(l: &mut TcpLayer, h: Handle) -> String {
+        let c = l.conn_mut(h).unwrap();
+        let caps = (c.snd.ring.capacity(), c.rcv.ring.capacity());
+        c.release_all(&mut RingCache::new());
+        format!("{caps:?} {c:?}")
+    }
+
+    #[test]
+    fn a_recycled_control_block_carries_nothing_of_its_previous_connection() {
+        let secret = Secret::fixed_for_tests([7; 16]);
+        let ca = SocketAddr::from(([198, 18, 0, 1], 40000));
+        let sa = SocketAddr::from(([198, 18, 0, 2], 80));
+        let cfg = Config::default();
+        let mut a = TcpLayer::new(secret);
+        let mut b = TcpLayer::new(Secret::fixed_for_tests([8; 16]));
+        let l = b.listen(sa, 8, cfg).unwrap();
+        let t0 = Instant::from_millis(1000);
+        let h = a.connect(t0, ca, sa, cfg).unwrap();
+        pump(t0, &mut a, &mut b);
+        let s = b.accept(l).unwrap();
+        // A life: data both ways, then every list and many fields dirtied by hand (SACK
+        // scoreboard, RACK records, reassembly ranges, a posted read, an error, ECN ...).
+        let t = t0 + Duration::from_millis(3);
+        a.send(h, &[1; 5000]).unwrap();
+        b.send(s, &[2; 700]).unwrap();
+        pump(t, &mut a, &mut b);
+        let mut buf = [0u8; 700];
+        assert_eq!(a.recv(h, &mut buf).unwrap(), 700);
+        a.send(h, &[3; 3000]).unwrap();
+        a.output(t, &mut |_: &OutSegment<'_>| true); // sent, never delivered
+        {
+            let c = a.conn_mut(h).unwrap();
+            let (una, max) = (c.snd.una, c.snd.max);
+            assert!(seq::lt(una.wrapping_add(2000), max));
+            let sack = SackBlock {
+                left: una.wrapping_add(1000),
+                right: una.wrapping_add(2000),
+            };
+            assert!(c.scoreboard.add(sack, una, max) > 0);
+            c.rack.on_send(max, max.wrapping_add(100), t, Some(5));
+            assert!(c.rack.records().count() > 0);
+            assert!(c.rcv.ring.asm.add(100, 10));
+            c.rcv.posted = Some(place::Posted {
+                buf: vec![9; 64],
+                filled: 3,
+            });
+            c.error = Some(Error::ConnectionReset);
+            c.ecn.ok = true;
+            c.dupacks = 7;
+            c.ts.recent = 12345;
+            c.mapped = true;
+            c.gso_segs = 9;
+        }
+        let old = block_of(&a, h);
+        a.abort(h).unwrap();
+        assert_eq!(a.spare.len(), 1, "the freed block waits on the free list");
+
+        // The same connection opened again, on the recycled block and on a fresh layer with
+        // the same key: their control blocks must be identical.
+        let t1 = t0 + Duration::from_millis(50);
+        let h1 = a.connect(t1, ca, sa, cfg).unwrap();
+        assert!(a.spare.is_empty());
+        assert_eq!(block_of(&a, h1), old, "the block was reused");
+        {
+            let c = a.conn(h1).unwrap();
+            assert!(c.scoreboard.is_empty() && c.rcv.ring.asm.is_empty());
+            assert_eq!(c.rack.records().count(), 0);
+            assert!(c.rcv.posted.is_none() && c.error.is_none() && !c.mapped);
+        }
+        let mut fresh = TcpLayer::new(secret);
+        let h2 = fresh.connect(t1, ca, sa, cfg).unwrap();
+        assert_eq!(state_of(&mut a, h1), state_of(&mut fresh, h2));
+
+        // And it works: a new connection on a recycled block talks to the server.
+        let mut a = TcpLayer::new(secret);
+        let h = a.connect(t1, ca, sa, cfg).unwrap();
+        a.abort(h).unwrap();
+        let t2 = t1 + Duration::from_millis(50);
+        let c = SocketAddr::from(([198, 18, 0, 1], 40001));
+        let h = a.connect(t2, c, sa, cfg).unwrap();
+        assert!(a.spare.is_empty());
+        pump(t2, &mut a, &mut b);
+        assert_eq!(a.state(h).unwrap(), State::Established);
+        let s = b.accept(l).unwrap();
+        b.send(s, b"pong").unwrap();
+        pump(t2, &mut a, &mut b);
+        let mut buf = [0u8; 8];
+        assert_eq!(a.recv(h, &mut buf).unwrap(), 4);
+        assert_eq!(&buf[..4], b"pong");
+    }
+
+    #[test]
+    fn the_free_list_is_bounded() {
+        let mut a = TcpLayer::new(Secret::fixed_for_tests([1; 16]));
+        let sa = SocketAddr::from(([198, 18, 0, 2], 80));
+        let hs: Vec<Handle> = (0..SPARE_CONNS_MAX as u16 + 10)
+            .map(|p| {
+                let ca = SocketAddr::from(([198, 18, 0, 1], 40000 + p));
+                a.connect(Instant::ZERO, ca, sa, Config::default()).unwrap()
+            })
+            .collect();
+        for h in hs {
+            a.abort(h).unwrap();
+        }
+        assert_eq!(a.spare.len(), SPARE_CONNS_MAX);
+    }
+
+    #[test]
+    fn the_first_segment_of_a_new_connection_finds_it_without_a_lookup() {
+        let mut a = TcpLayer::new(Secret::fixed_for_tests([1; 16]));
+        let ca = SocketAddr::from(([198, 18, 0, 1], 0));
+        let sa = SocketAddr::from(([198, 18, 0, 2], 80));
+        let h = a.connect(Instant::ZERO, ca, sa, Config::default()).unwrap();
+        let local = a.local_addr(h).unwrap();
+        let key = ConnKey::of(local, sa);
+        assert_eq!(a.last_hit, Some((key, h.index)));
+        assert_eq!(a.conns.get(&key), Some(&h.index));
+        // A second connect to the same 4-tuple is refused and leaves the table as it was.
+        assert_eq!(
+            a.connect(Instant::ZERO, local, sa, Config::default()),
+            Err(Error::AddrInUse)
+        );
+        assert_eq!(a.conns.len(), 1);
+        // Freed: the table entry and the cached one go.
+        a.abort(h).unwrap();
+        assert!(a.conns.is_empty() && a.last_hit.is_none());
     }
 }
