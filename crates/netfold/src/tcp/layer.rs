@@ -218,6 +218,52 @@ impl ConnKey {
     }
 }
 
+/// The last two connections the layer's input found, or entered in the table, newest first:
+/// their segments skip the (SipHash-keyed, flood-resistant but slow) table lookup. A bulk
+/// flow hits the first entry. Two, because connections overlap: in TCP_CRR the previous
+/// connection's FIN exchange crosses the next one's handshake (the client's SYN-ACK arrives
+/// after the old FIN, the server's final ACK after the new SYN), and a single entry missed
+/// four times a transaction. Every entry is an entry of `conns`: set to each one inserted
+/// (which may replace the 4-tuple's older one), dropped when its slot's entry is removed
+/// (`unmap`).
+#[derive(Debug, Default, Clone, Copy)]
+struct HitCache([Option<(ConnKey, u32)>; 2]);
+
+impl HitCache {
+    #[inline]
+    fn get(&self, key: &ConnKey) -> Option<u32> {
+        match &self.0 {
+            [Some((k, i)), _] if k == key => Some(*i),
+            [_, Some((k, i))] if k == key => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// `key` is (now) slot `i`'s: it becomes the newest entry, the newest the older one
+    /// (unless it was the same 4-tuple, whose slot `i` replaces).
+    #[inline]
+    fn put(&mut self, key: ConnKey, i: u32) {
+        if !matches!(self.0[0], Some((k, _)) if k == key) {
+            self.0[1] = self.0[0];
+        }
+        self.0[0] = Some((key, i));
+    }
+
+    /// Slot `i` left the table.
+    fn forget(&mut self, i: u32) {
+        for e in &mut self.0 {
+            if matches!(e, Some((_, j)) if *j == i) {
+                *e = None;
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn newest(&self) -> Option<(ConnKey, u32)> {
+        self.0[0]
+    }
+}
+
 fn v6_of(a: IpAddr) -> Ipv6Addr {
     match a {
         IpAddr::V4(v4) => v4.to_ipv6_mapped(),
@@ -287,12 +333,8 @@ pub struct TcpLayer {
     slots: Vec<Slot>,
     free: Vec<u32>,
     conns: HashMap<ConnKey, u32, KeyHashBuilder>,
-    /// The last connection `input` found, or the last one entered in the table: a bulk flow's
-    /// segments, and the first segment of a new connection (the SYN-ACK, or the handshake's
-    /// ACK), skip the (SipHash-keyed, flood-resistant but slow) table lookup. Always an entry
-    /// of `conns`: set to each entry inserted (which may replace the 4-tuple's older one),
-    /// cleared when the entry it caches is removed (`unmap`).
-    last_hit: Option<(ConnKey, u32)>,
+    /// The connections `input` found last, or entered in the table last (see [`HitCache`]).
+    last_hit: HitCache,
     /// GSO: segments one transmission may span (see `set_gso_segs`).
     gso_segs: u32,
     /// Listeners by the address they were bound to, in wire form (see [`wire_addr`]):
@@ -335,7 +377,7 @@ impl TcpLayer {
             slots: Vec::new(),
             free: Vec::new(),
             conns: HashMap::with_hasher(KeyHashBuilder::random()),
-            last_hit: None,
+            last_hit: HitCache::default(),
             gso_segs: 1,
             listeners: HashMap::new(),
             rsts: RstQueue::new(),
@@ -402,9 +444,7 @@ impl TcpLayer {
                 self.conns.insert(key, j);
             }
         }
-        if matches!(self.last_hit, Some((_, j)) if j == i) {
-            self.last_hit = None;
-        }
+        self.last_hit.forget(i);
     }
 
     /// Releases a slot; every outstanding handle to it goes stale.
@@ -640,7 +680,7 @@ impl TcpLayer {
         let i = self.alloc(Sock::Conn(b));
         let key = ConnKey::of(local, remote);
         self.conns.insert(key, i);
-        self.last_hit = Some((key, i));
+        self.last_hit.put(key, i);
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.accept_queue.push_back(i);
         }
@@ -824,12 +864,12 @@ impl TcpLayer {
         ecn: Ecn,
     ) -> RxCheck {
         let key = ConnKey::new(dst, repr.dst_port, src, repr.src_port);
-        let found = match self.last_hit {
-            Some((k, i)) if k == key => Some(i),
-            _ => {
+        let found = match self.last_hit.get(&key) {
+            Some(i) => Some(i),
+            None => {
                 let f = self.conns.get(&key).copied();
                 if let Some(i) = f {
-                    self.last_hit = Some((key, i));
+                    self.last_hit.put(key, i);
                 }
                 f
             }
@@ -1009,7 +1049,7 @@ impl TcpLayer {
         let i = self.alloc(Sock::Conn(b));
         self.conns.insert(key, i);
         // The next segment of this 4-tuple (the handshake's ACK) finds it without a lookup.
-        self.last_hit = Some((key, i));
+        self.last_hit.put(key, i);
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.half_open += 1;
         }
@@ -1363,7 +1403,7 @@ impl TcpLayer {
             local
         };
         // The next segment for this stack is most likely the SYN-ACK of this connection.
-        self.last_hit = Some((ConnKey::of(local, remote), i));
+        self.last_hit.put(ConnKey::of(local, remote), i);
         let config = super::conn::for_family(config, &remote, self.link_mss_v6);
         let mut c = Conn::new_active(
             now,
@@ -2042,6 +2082,31 @@ mod recycle_tests {
     }
 
     #[test]
+    fn the_hit_cache_holds_two_connections_and_only_live_entries() {
+        let k = |p: u16| {
+            ConnKey::of(
+                SocketAddr::from(([10, 0, 0, 1], p)),
+                SocketAddr::from(([10, 0, 0, 2], 80)),
+            )
+        };
+        let mut c = HitCache::default();
+        c.put(k(1), 1);
+        c.put(k(2), 2);
+        // The older connection's last segments and the newer one's first both hit.
+        assert_eq!((c.get(&k(1)), c.get(&k(2))), (Some(1), Some(2)));
+        // The same 4-tuple in a new slot replaces its old entry, wherever it was.
+        c.put(k(1), 5);
+        assert_eq!((c.get(&k(1)), c.get(&k(2))), (Some(5), Some(2)));
+        c.put(k(1), 6);
+        assert_eq!((c.get(&k(1)), c.get(&k(2))), (Some(6), Some(2)));
+        // A third pushes the oldest out; a freed slot's entry goes.
+        c.put(k(3), 3);
+        assert_eq!((c.get(&k(2)), c.get(&k(3))), (None, Some(3)));
+        c.forget(3);
+        assert_eq!((c.get(&k(1)), c.get(&k(3))), (Some(6), None));
+    }
+
+    #[test]
     fn the_free_list_is_bounded() {
         let mut a = TcpLayer::new(Secret::fixed_for_tests([1; 16]));
         let sa = SocketAddr::from(([198, 18, 0, 2], 80));
@@ -2065,7 +2130,7 @@ mod recycle_tests {
         let h = a.connect(Instant::ZERO, ca, sa, Config::default()).unwrap();
         let local = a.local_addr(h).unwrap();
         let key = ConnKey::of(local, sa);
-        assert_eq!(a.last_hit, Some((key, h.index)));
+        assert_eq!(a.last_hit.newest(), Some((key, h.index)));
         assert_eq!(a.conns.get(&key), Some(&h.index));
         // A second connect to the same 4-tuple is refused and leaves the table as it was.
         assert_eq!(
@@ -2075,6 +2140,6 @@ mod recycle_tests {
         assert_eq!(a.conns.len(), 1);
         // Freed: the table entry and the cached one go.
         a.abort(h).unwrap();
-        assert!(a.conns.is_empty() && a.last_hit.is_none());
+        assert!(a.conns.is_empty() && a.last_hit.get(&key).is_none());
     }
 }
