@@ -358,6 +358,9 @@ pub struct TcpLayer {
     /// [`SPARE_CONNS_MAX`]): a connection costs no allocation of its box and lists, as a
     /// ring from `rings` costs none of its buffer (TCP_CRR: 6 malloc/free pairs a
     /// transaction). See [`Conn::renew`] for why nothing of the old connection survives.
+    // Boxes, not `Conn`s: the point is to keep the allocations the slots hold, moved in
+    // and out by pointer.
+    #[allow(clippy::vec_box)]
     spare: Vec<Box<Conn>>,
     /// How data is copied into the send ring and out of the receive ring (`set_copy_mode`).
     copy: CopyMode,
