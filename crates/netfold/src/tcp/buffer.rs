@@ -268,6 +268,19 @@ impl Assembler {
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
+    /// The range list's storage, emptied, for a recycled control block (`Conn::renew`).
+    pub fn take_storage(&mut self) -> Vec<(usize, usize)> {
+        let mut v = std::mem::take(&mut self.ranges);
+        v.clear();
+        v
+    }
+    /// Takes `v` (emptied) as the range list's storage if this assembler holds none yet.
+    pub fn adopt_storage(&mut self, mut v: Vec<(usize, usize)>) {
+        if self.ranges.capacity() == 0 && v.capacity() <= MAX_OOO_RANGES + 1 {
+            v.clear();
+            self.ranges = v;
+        }
+    }
     pub fn ranges(&self) -> &[(usize, usize)] {
         &self.ranges
     }

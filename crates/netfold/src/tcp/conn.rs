@@ -348,7 +348,9 @@ impl Conn {
         // IPv6 link MSS).
         let config = sanitize(config);
         let default_mss = default_mss(&remote);
-        let iss = isn::isn(secret, now, local, remote);
+        // One keyed hash gives the ISN and the timestamp offset (`isn::derive`).
+        let derived = isn::derive(secret, now, local, remote);
+        let iss = derived.iss;
         let rcv_wscale = if config.window_scaling {
             wscale_for(config.recv_ceiling())
         } else {
@@ -392,7 +394,7 @@ impl Conn {
             timers: Timers::new(now),
             ts: Timestamps {
                 enabled: false,
-                offset: isn::ts_offset(secret, local, remote),
+                offset: derived.ts_offset,
                 recent: 0,
                 recent_at: now,
             },
@@ -491,7 +493,21 @@ impl Conn {
     /// once the connection is closed and either the application closed it or an error means
     /// there is nothing left to read. The layer calls this after every input, timer run and
     /// user call, and `release_all` when it frees the connection.
+    #[inline]
     pub fn reclaim_buffers(&mut self, rings: &mut RingCache) {
+        // Most calls find nothing to do: the connection is open, or its rings went back
+        // already (a TIME-WAIT or closed connection still sees segments and timers). Only
+        // then is the out-of-line part called (TCP_CRR called it ~10 times per transaction
+        // to give back empty buffers).
+        if matches!(self.state, State::Closed | State::TimeWait)
+            && (self.snd.ring.holds_storage() || self.rcv.ring.capacity() != 0)
+        {
+            self.reclaim_buffers_held(rings);
+        }
+    }
+
+    #[inline(never)]
+    fn reclaim_buffers_held(&mut self, rings: &mut RingCache) {
         match self.state {
             State::Closed => {
                 self.snd.ring.release(rings);
@@ -515,6 +531,35 @@ impl Conn {
             }
             _ => {}
         }
+    }
+
+    /// Makes this control block, a freed connection's kept on the layer's free list (see
+    /// [`Conn::retire`]), the connection `fresh`. Every field becomes `fresh`'s, so nothing
+    /// of the old connection survives except the emptied storage of three lists — the SACK
+    /// scoreboard, RACK's segment records and the reassembly ranges — which saves the
+    /// connection their allocations (and the layer the box's).
+    pub(super) fn renew(&mut self, fresh: Conn) {
+        let scoreboard = self.scoreboard.take_storage();
+        let rack = self.rack.take_storage();
+        let asm = self.rcv.ring.asm.take_storage();
+        *self = fresh;
+        self.scoreboard.adopt_storage(scoreboard);
+        self.rack.adopt_storage(rack);
+        self.rcv.ring.asm.adopt_storage(asm);
+    }
+
+    /// The connection is freed and its control block goes on the layer's free list: gives
+    /// back now what must not wait there for the next connection — both rings (to the
+    /// stack's cache), a posted read's buffer (the application's memory), the send queue
+    /// (lent buffers complete now, as when a connection is dropped) — and forgets a RACK
+    /// record list too long to keep. What stays is plain data and small lists, all
+    /// overwritten by [`Conn::renew`].
+    pub(super) fn retire(&mut self, rings: &mut RingCache) {
+        self.release_all(rings);
+        self.rcv.posted = None;
+        self.snd.ring = SendQueue::with_capacity(0);
+        let rack = self.rack.take_storage();
+        self.rack.adopt_storage(rack);
     }
 
     /// Gives both rings back to the stack's cache (the connection is being freed).

@@ -14,8 +14,13 @@
 //!      if (check_suitable_port(port)) return port; } while (--count > 0);
 //! ```
 //!
-//! F and G are SipHash-2-4 under the stack's [`Secret`] with distinct domain tags (the RFC's
-//! two keys). Choices, compared with the RFC and Linux (`__inet_hash_connect`):
+//! F and G are the two 32-bit halves of one SipHash-2-4 of (local IP, remote IP, remote port)
+//! under the stack's [`Secret`]: the RFC's two keys make F and G independent; one run of a
+//! PRF with a 64-bit output gives two independent, equally unpredictable 32-bit values (its
+//! output is indistinguishable from uniformly random bits without the key), for half the
+//! cost. Linux, too, takes both from one keyed hash (`__inet_hash_connect`: the table index
+//! from the low bits of `secure_ipv4_port_ephemeral`'s 32-bit output, the offset from its high
+//! 16 bits). Choices, compared with the RFC and Linux:
 //! - TABLE_LENGTH is 2^16, Linux's size since 2022: Klein & Pinkas ("Device tracking via
 //!   Linux's new TCP source port selection algorithm", USENIX Security 2022) tracked devices
 //!   through collisions in the 256-entry table Linux had. The table (128 KiB) is allocated on
@@ -36,10 +41,9 @@ pub const FIRST: u16 = *crate::wire::EPHEMERAL_PORTS.start();
 pub const COUNT: u32 = *crate::wire::EPHEMERAL_PORTS.end() as u32 - FIRST as u32 + 1;
 /// Counters in the perturbation table (see the module doc).
 const TABLE_LEN: usize = 1 << 16;
-/// Domain tags of F and G (other modules use other tags under the same key: `isn.rs` 0 and 1,
-/// `syncookie.rs` 4 and 5).
-const TAG_OFFSET: u8 = 2;
-const TAG_INDEX: u8 = 3;
+/// Domain tag of the hash F and G are taken from (other modules use other tags under the same
+/// key: `isn.rs` 0, `syncookie.rs` 4 and 5; 1 and 3 are no longer used).
+const TAG_PORT: u8 = 2;
 
 /// The per-stack state of Algorithm 4: `table[]`.
 #[derive(Debug, Default)]
@@ -47,7 +51,7 @@ pub struct EphemeralPorts {
     table: Vec<u16>,
 }
 
-/// F or G of the RFC: the keyed hash of (tag, local IP, remote IP, remote port), addresses in
+/// The keyed hash F and G come from: (tag, local IP, remote IP, remote port), addresses in
 /// their family's length (11 bytes of message for IPv4, 35 for IPv6).
 fn keyed(secret: &Secret, tag: u8, local: IpAddr, remote: SocketAddr) -> u64 {
     let mut m = [0u8; 35];
@@ -76,8 +80,10 @@ impl EphemeralPorts {
         if self.table.is_empty() {
             self.table = vec![0; TABLE_LEN];
         }
-        let offset = keyed(secret, TAG_OFFSET, local, remote) as u32;
-        let index = keyed(secret, TAG_INDEX, local, remote) as usize % TABLE_LEN;
+        // F: the low half; G: the high half (see the module doc).
+        let h = keyed(secret, TAG_PORT, local, remote);
+        let offset = h as u32;
+        let index = (h >> 32) as usize % TABLE_LEN;
         for _ in 0..COUNT {
             let t = &mut self.table[index];
             let port = FIRST + (offset.wrapping_add(u32::from(*t)) % COUNT) as u16;

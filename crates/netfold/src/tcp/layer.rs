@@ -20,10 +20,15 @@ use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr};
 use crate::wire::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 
+/// Freed connections' control blocks kept for new ones (`TcpLayer::spare`): enough for a
+/// burst of connections ending at once, and a bound on what idle blocks hold (each ~1.5 KiB
+/// plus at most ~3.5 KiB of list storage, see `Conn::retire`).
+const SPARE_CONNS_MAX: usize = 64;
 /// Hard cap on listener backlog (memory bound: every half-open connection owns buffers).
 const MAX_BACKLOG: usize = 4096;
 /// The key of the transparent listener in `listeners`: port 0, which `listen` refuses.
@@ -213,6 +218,52 @@ impl ConnKey {
     }
 }
 
+/// The last two connections the layer's input found, or entered in the table, newest first:
+/// their segments skip the (SipHash-keyed, flood-resistant but slow) table lookup. A bulk
+/// flow hits the first entry. Two, because connections overlap: in TCP_CRR the previous
+/// connection's FIN exchange crosses the next one's handshake (the client's SYN-ACK arrives
+/// after the old FIN, the server's final ACK after the new SYN), and a single entry missed
+/// four times a transaction. Every entry is an entry of `conns`: set to each one inserted
+/// (which may replace the 4-tuple's older one), dropped when its slot's entry is removed
+/// (`unmap`).
+#[derive(Debug, Default, Clone, Copy)]
+struct HitCache([Option<(ConnKey, u32)>; 2]);
+
+impl HitCache {
+    #[inline]
+    fn get(&self, key: &ConnKey) -> Option<u32> {
+        match &self.0 {
+            [Some((k, i)), _] if k == key => Some(*i),
+            [_, Some((k, i))] if k == key => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// `key` is (now) slot `i`'s: it becomes the newest entry, the newest the older one
+    /// (unless it was the same 4-tuple, whose slot `i` replaces).
+    #[inline]
+    fn put(&mut self, key: ConnKey, i: u32) {
+        if !matches!(self.0[0], Some((k, _)) if k == key) {
+            self.0[1] = self.0[0];
+        }
+        self.0[0] = Some((key, i));
+    }
+
+    /// Slot `i` left the table.
+    fn forget(&mut self, i: u32) {
+        for e in &mut self.0 {
+            if matches!(e, Some((_, j)) if *j == i) {
+                *e = None;
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn newest(&self) -> Option<(ConnKey, u32)> {
+        self.0[0]
+    }
+}
+
 fn v6_of(a: IpAddr) -> Ipv6Addr {
     match a {
         IpAddr::V4(v4) => v4.to_ipv6_mapped(),
@@ -282,10 +333,8 @@ pub struct TcpLayer {
     slots: Vec<Slot>,
     free: Vec<u32>,
     conns: HashMap<ConnKey, u32, KeyHashBuilder>,
-    /// The last connection `input` found: a bulk flow's segments skip the (SipHash-keyed,
-    /// flood-resistant but slow) table lookup. Cleared whenever an entry is inserted, and
-    /// when the entry it caches is removed (`unmap`).
-    last_hit: Option<(ConnKey, u32)>,
+    /// The connections `input` found last, or entered in the table last (see [`HitCache`]).
+    last_hit: HitCache,
     /// GSO: segments one transmission may span (see `set_gso_segs`).
     gso_segs: u32,
     /// Listeners by the address they were bound to, in wire form (see [`wire_addr`]):
@@ -305,6 +354,14 @@ pub struct TcpLayer {
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
     /// Ring storage of ended connections, reused by new ones (see [`RingCache`]).
     rings: RingCache,
+    /// Control blocks of freed connections, reused by new ones (at most
+    /// [`SPARE_CONNS_MAX`]): a connection costs no allocation of its box and lists, as a
+    /// ring from `rings` costs none of its buffer (TCP_CRR: 6 malloc/free pairs a
+    /// transaction). See [`Conn::renew`] for why nothing of the old connection survives.
+    // Boxes, not `Conn`s: the point is to keep the allocations the slots hold, moved in
+    // and out by pointer.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Conn>>,
     /// How data is copied into the send ring and out of the receive ring (`set_copy_mode`).
     copy: CopyMode,
     /// The MSS of the IPv6 link (MTU - 60): the bound on IPv6 connections' `Config::mss`
@@ -323,7 +380,7 @@ impl TcpLayer {
             slots: Vec::new(),
             free: Vec::new(),
             conns: HashMap::with_hasher(KeyHashBuilder::random()),
-            last_hit: None,
+            last_hit: HitCache::default(),
             gso_segs: 1,
             listeners: HashMap::new(),
             rsts: RstQueue::new(),
@@ -333,8 +390,29 @@ impl TcpLayer {
             active: VecDeque::new(),
             timers: BinaryHeap::new(),
             rings: RingCache::new(),
+            spare: Vec::new(),
             copy: CopyMode::default(),
             link_mss_v6: crate::wire::tcp::ipv6_mss_for_mtu(1500),
+        }
+    }
+
+    /// `c` in a control block of the free list, or a new box.
+    #[inline]
+    fn boxed(&mut self, c: Conn) -> Box<Conn> {
+        match self.spare.pop() {
+            Some(mut b) => {
+                b.renew(c);
+                b
+            }
+            None => Box::new(c),
+        }
+    }
+
+    /// The slot the next `alloc` returns.
+    fn next_slot(&self) -> u32 {
+        match self.free.last() {
+            Some(&i) => i,
+            None => self.slots.len() as u32,
         }
     }
 
@@ -369,16 +447,14 @@ impl TcpLayer {
                 self.conns.insert(key, j);
             }
         }
-        if matches!(self.last_hit, Some((_, j)) if j == i) {
-            self.last_hit = None;
-        }
+        self.last_hit.forget(i);
     }
 
     /// Releases a slot; every outstanding handle to it goes stale.
     fn free_slot(&mut self, i: u32) {
         let slot = &mut self.slots[i as usize];
         if let Some(Sock::Conn(mut c)) = slot.sock.take() {
-            c.release_all(&mut self.rings);
+            c.retire(&mut self.rings);
             self.unmap(ConnKey::of(c.local.get(), c.remote.get()), i);
             if let Some(p) = c.parent {
                 if let Some(Some(Sock::Listener(l))) =
@@ -389,6 +465,9 @@ impl TcpLayer {
                     }
                     l.accept_queue.retain(|&x| x != i);
                 }
+            }
+            if self.spare.len() < SPARE_CONNS_MAX {
+                self.spare.push(c);
             }
         }
         let slot = &mut self.slots[i as usize];
@@ -600,9 +679,11 @@ impl TcpLayer {
         if c.input(&mut ctx, &ack, payload) != Event::Established {
             return true;
         }
-        let i = self.alloc(Sock::Conn(Box::new(c)));
-        self.last_hit = None;
-        self.conns.insert(ConnKey::of(local, remote), i);
+        let b = self.boxed(c);
+        let i = self.alloc(Sock::Conn(b));
+        let key = ConnKey::of(local, remote);
+        self.conns.insert(key, i);
+        self.last_hit.put(key, i);
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.accept_queue.push_back(i);
         }
@@ -786,12 +867,12 @@ impl TcpLayer {
         ecn: Ecn,
     ) -> RxCheck {
         let key = ConnKey::new(dst, repr.dst_port, src, repr.src_port);
-        let found = match self.last_hit {
-            Some((k, i)) if k == key => Some(i),
-            _ => {
+        let found = match self.last_hit.get(&key) {
+            Some(i) => Some(i),
+            None => {
                 let f = self.conns.get(&key).copied();
                 if let Some(i) = f {
-                    self.last_hit = Some((key, i));
+                    self.last_hit.put(key, i);
                 }
                 f
             }
@@ -974,9 +1055,11 @@ impl TcpLayer {
         c.parent = Some(li);
         c.in_syn_queue = true;
         c.mapped = mapped;
-        let i = self.alloc(Sock::Conn(Box::new(c)));
-        self.last_hit = None;
+        let b = self.boxed(c);
+        let i = self.alloc(Sock::Conn(b));
         self.conns.insert(key, i);
+        // The next segment of this 4-tuple (the handshake's ACK) finds it without a lookup.
+        self.last_hit.put(key, i);
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.half_open += 1;
         }
@@ -1314,14 +1397,23 @@ impl TcpLayer {
             return Err(Error::InvalidInput);
         }
         self.last_now = now;
+        // The slot the connection will get: the 4-tuple is entered in the table under it as
+        // soon as it is found free, so the table is hashed once per connect (the check that
+        // the 4-tuple is unused and the insertion are one `entry`). Nothing below can fail.
+        let i = self.next_slot();
         let local = if local.port() == 0 {
-            self.pick_port(local, remote)?
+            self.pick_port(local, remote, i)?
         } else {
-            if self.conns.contains_key(&ConnKey::of(local, remote)) {
-                return Err(Error::AddrInUse);
+            match self.conns.entry(ConnKey::of(local, remote)) {
+                Entry::Occupied(_) => return Err(Error::AddrInUse),
+                Entry::Vacant(v) => {
+                    v.insert(i);
+                }
             }
             local
         };
+        // The next segment for this stack is most likely the SYN-ACK of this connection.
+        self.last_hit.put(ConnKey::of(local, remote), i);
         let config = super::conn::for_family(config, &remote, self.link_mss_v6);
         let mut c = Conn::new_active(
             now,
@@ -1332,22 +1424,38 @@ impl TcpLayer {
             &mut self.rings,
         );
         c.mapped = mapped;
-        let i = self.alloc(Sock::Conn(Box::new(c)));
-        self.last_hit = None;
-        self.conns.insert(ConnKey::of(local, remote), i);
+        let b = self.boxed(c);
+        let got = self.alloc(Sock::Conn(b));
+        debug_assert_eq!(got, i);
         self.touch(i);
         Ok(self.handle_of(i))
     }
 
-    fn pick_port(&mut self, local: SocketAddr, remote: SocketAddr) -> Result<SocketAddr, Error> {
-        let (conns, listeners) = (&self.conns, &self.listeners);
+    /// RFC 6056 port choice for a connection from `local` to `remote`; the chosen 4-tuple is
+    /// entered in the connection table under slot `i` by the same lookup that found it free.
+    fn pick_port(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        i: u32,
+    ) -> Result<SocketAddr, Error> {
+        let (conns, listeners) = (&mut self.conns, &self.listeners);
         self.ports
             .pick(&self.secret, local.ip(), remote, |p| {
                 let cand = SocketAddr::new(local.ip(), p);
-                !conns.contains_key(&ConnKey::of(cand, remote))
-                    && !listeners.contains_key(&cand)
-                    && !listeners.contains_key(&any4(p))
-                    && !listeners.contains_key(&any6(p))
+                if listeners.contains_key(&cand)
+                    || listeners.contains_key(&any4(p))
+                    || listeners.contains_key(&any6(p))
+                {
+                    return false;
+                }
+                match conns.entry(ConnKey::of(cand, remote)) {
+                    Entry::Occupied(_) => false,
+                    Entry::Vacant(v) => {
+                        v.insert(i);
+                        true
+                    }
+                }
             })
             .map(|p| SocketAddr::new(local.ip(), p))
             .ok_or(Error::AddrNotAvailable)
@@ -1847,5 +1955,201 @@ mod key_hash_tests {
         assert_ne!(b.hash_one(v4(1000)), b.hash_one(v4(1001)));
         assert_eq!(b.hash_one(v6(1000)), b.hash_one(v6(1000)));
         assert_ne!(b.hash_one(v6(1000)), b.hash_one(v6(1001)));
+    }
+}
+
+#[cfg(test)]
+mod recycle_tests {
+    use super::*;
+    use crate::tcp::seq;
+    use crate::time::Duration;
+    use crate::wire::tcp::SackBlock;
+
+    /// Moves every segment between `a` and `b` until both are quiet (no loss, no delay).
+    fn pump(now: Instant, a: &mut TcpLayer, b: &mut TcpLayer) {
+        for _ in 0..16 {
+            let mut moved = false;
+            for a_to_b in [true, false] {
+                let (from, to) = if a_to_b {
+                    (&mut *a, &mut *b)
+                } else {
+                    (&mut *b, &mut *a)
+                };
+                let mut segs = Vec::new();
+                from.output(now, &mut |s: &OutSegment<'_>| {
+                    segs.push((s.src, s.dst, s.repr, s.payload.to_vec()));
+                    true
+                });
+                moved |= !segs.is_empty();
+                for (src, dst, repr, p) in segs {
+                    to.input(now, src, dst, &repr, &p);
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn block_of(l: &TcpLayer, h: Handle) -> *const Conn {
+        match &l.slots[h.index as usize].sock {
+            Some(Sock::Conn(c)) => &**c as *const Conn,
+            _ => panic!("no connection"),
+        }
+    }
+
+    /// The connection's state with its ring storage given back (ring contents are not state:
+    /// a recycled ring holds old bytes beyond its length, as a ring from the cache always has).
+    fn state_of(l: &mut TcpLayer, h: Handle) -> String {
+        let c = l.conn_mut(h).unwrap();
+        let caps = (c.snd.ring.capacity(), c.rcv.ring.capacity());
+        c.release_all(&mut RingCache::new());
+        format!("{caps:?} {c:?}")
+    }
+
+    #[test]
+    fn a_recycled_control_block_carries_nothing_of_its_previous_connection() {
+        let secret = Secret::fixed_for_tests([7; 16]);
+        let ca = SocketAddr::from(([198, 18, 0, 1], 40000));
+        let sa = SocketAddr::from(([198, 18, 0, 2], 80));
+        let cfg = Config::default();
+        let mut a = TcpLayer::new(secret);
+        let mut b = TcpLayer::new(Secret::fixed_for_tests([8; 16]));
+        let l = b.listen(sa, 8, cfg).unwrap();
+        let t0 = Instant::from_millis(1000);
+        let h = a.connect(t0, ca, sa, cfg).unwrap();
+        pump(t0, &mut a, &mut b);
+        let s = b.accept(l).unwrap();
+        // A life: data both ways, then every list and many fields dirtied by hand (SACK
+        // scoreboard, RACK records, reassembly ranges, a posted read, an error, ECN ...).
+        let t = t0 + Duration::from_millis(3);
+        a.send(h, &[1; 5000]).unwrap();
+        b.send(s, &[2; 700]).unwrap();
+        pump(t, &mut a, &mut b);
+        let mut buf = [0u8; 700];
+        assert_eq!(a.recv(h, &mut buf).unwrap(), 700);
+        a.send(h, &[3; 3000]).unwrap();
+        a.output(t, &mut |_: &OutSegment<'_>| true); // sent, never delivered
+        {
+            let c = a.conn_mut(h).unwrap();
+            let (una, max) = (c.snd.una, c.snd.max);
+            assert!(seq::lt(una.wrapping_add(2000), max));
+            let sack = SackBlock {
+                left: una.wrapping_add(1000),
+                right: una.wrapping_add(2000),
+            };
+            assert!(c.scoreboard.add(sack, una, max) > 0);
+            c.rack.on_send(max, max.wrapping_add(100), t, Some(5));
+            assert!(c.rack.records().count() > 0);
+            assert!(c.rcv.ring.asm.add(100, 10));
+            c.rcv.posted = Some(place::Posted {
+                buf: vec![9; 64],
+                filled: 3,
+            });
+            c.error = Some(Error::ConnectionReset);
+            c.ecn.ok = true;
+            c.dupacks = 7;
+            c.ts.recent = 12345;
+            c.mapped = true;
+            c.gso_segs = 9;
+        }
+        let old = block_of(&a, h);
+        a.abort(h).unwrap();
+        assert_eq!(a.spare.len(), 1, "the freed block waits on the free list");
+
+        // The same connection opened again, on the recycled block and on a fresh layer with
+        // the same key: their control blocks must be identical.
+        let t1 = t0 + Duration::from_millis(50);
+        let h1 = a.connect(t1, ca, sa, cfg).unwrap();
+        assert!(a.spare.is_empty());
+        assert_eq!(block_of(&a, h1), old, "the block was reused");
+        {
+            let c = a.conn(h1).unwrap();
+            assert!(c.scoreboard.is_empty() && c.rcv.ring.asm.is_empty());
+            assert_eq!(c.rack.records().count(), 0);
+            assert!(c.rcv.posted.is_none() && c.error.is_none() && !c.mapped);
+        }
+        let mut fresh = TcpLayer::new(secret);
+        let h2 = fresh.connect(t1, ca, sa, cfg).unwrap();
+        assert_eq!(state_of(&mut a, h1), state_of(&mut fresh, h2));
+
+        // And it works: a new connection on a recycled block talks to the server.
+        let mut a = TcpLayer::new(secret);
+        let h = a.connect(t1, ca, sa, cfg).unwrap();
+        a.abort(h).unwrap();
+        let t2 = t1 + Duration::from_millis(50);
+        let c = SocketAddr::from(([198, 18, 0, 1], 40001));
+        let h = a.connect(t2, c, sa, cfg).unwrap();
+        assert!(a.spare.is_empty());
+        pump(t2, &mut a, &mut b);
+        assert_eq!(a.state(h).unwrap(), State::Established);
+        let s = b.accept(l).unwrap();
+        b.send(s, b"pong").unwrap();
+        pump(t2, &mut a, &mut b);
+        let mut buf = [0u8; 8];
+        assert_eq!(a.recv(h, &mut buf).unwrap(), 4);
+        assert_eq!(&buf[..4], b"pong");
+    }
+
+    #[test]
+    fn the_hit_cache_holds_two_connections_and_only_live_entries() {
+        let k = |p: u16| {
+            ConnKey::of(
+                SocketAddr::from(([10, 0, 0, 1], p)),
+                SocketAddr::from(([10, 0, 0, 2], 80)),
+            )
+        };
+        let mut c = HitCache::default();
+        c.put(k(1), 1);
+        c.put(k(2), 2);
+        // The older connection's last segments and the newer one's first both hit.
+        assert_eq!((c.get(&k(1)), c.get(&k(2))), (Some(1), Some(2)));
+        // The same 4-tuple in a new slot replaces its old entry, wherever it was.
+        c.put(k(1), 5);
+        assert_eq!((c.get(&k(1)), c.get(&k(2))), (Some(5), Some(2)));
+        c.put(k(1), 6);
+        assert_eq!((c.get(&k(1)), c.get(&k(2))), (Some(6), Some(2)));
+        // A third pushes the oldest out; a freed slot's entry goes.
+        c.put(k(3), 3);
+        assert_eq!((c.get(&k(2)), c.get(&k(3))), (None, Some(3)));
+        c.forget(3);
+        assert_eq!((c.get(&k(1)), c.get(&k(3))), (Some(6), None));
+    }
+
+    #[test]
+    fn the_free_list_is_bounded() {
+        let mut a = TcpLayer::new(Secret::fixed_for_tests([1; 16]));
+        let sa = SocketAddr::from(([198, 18, 0, 2], 80));
+        let hs: Vec<Handle> = (0..SPARE_CONNS_MAX as u16 + 10)
+            .map(|p| {
+                let ca = SocketAddr::from(([198, 18, 0, 1], 40000 + p));
+                a.connect(Instant::ZERO, ca, sa, Config::default()).unwrap()
+            })
+            .collect();
+        for h in hs {
+            a.abort(h).unwrap();
+        }
+        assert_eq!(a.spare.len(), SPARE_CONNS_MAX);
+    }
+
+    #[test]
+    fn the_first_segment_of_a_new_connection_finds_it_without_a_lookup() {
+        let mut a = TcpLayer::new(Secret::fixed_for_tests([1; 16]));
+        let ca = SocketAddr::from(([198, 18, 0, 1], 0));
+        let sa = SocketAddr::from(([198, 18, 0, 2], 80));
+        let h = a.connect(Instant::ZERO, ca, sa, Config::default()).unwrap();
+        let local = a.local_addr(h).unwrap();
+        let key = ConnKey::of(local, sa);
+        assert_eq!(a.last_hit.newest(), Some((key, h.index)));
+        assert_eq!(a.conns.get(&key), Some(&h.index));
+        // A second connect to the same 4-tuple is refused and leaves the table as it was.
+        assert_eq!(
+            a.connect(Instant::ZERO, local, sa, Config::default()),
+            Err(Error::AddrInUse)
+        );
+        assert_eq!(a.conns.len(), 1);
+        // Freed: the table entry and the cached one go.
+        a.abort(h).unwrap();
+        assert!(a.conns.is_empty() && a.last_hit.get(&key).is_none());
     }
 }

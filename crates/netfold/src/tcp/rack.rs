@@ -63,6 +63,9 @@ pub const PTO_WITHOUT_SRTT: Duration = Duration::from_secs(1);
 /// `TCP_DELACK_MAX`) when one segment is in flight, covering Linux and BSD receivers.
 pub const TLP_MAX_ACK_DELAY: Duration = Duration::from_millis(200);
 
+/// The most records whose storage a recycled control block keeps (see `Rack::adopt_storage`).
+pub const RECYCLED_RECORDS_MAX: usize = 64;
+
 /// Record capacity for a connection: one record per segment the send buffer can hold, twice
 /// over, because SACK edges and retransmission boundaries may split each segment's record
 /// once. Records come from our own transmissions; the cap is what stops a peer's SACK
@@ -267,6 +270,23 @@ impl Rack {
             reo_wnd_persist: 0,
             dsack_round: None,
             stats: RackStats::default(),
+        }
+    }
+
+    /// The record list's storage, emptied, for a recycled control block (`Conn::renew`).
+    pub fn take_storage(&mut self) -> VecDeque<SegRecord> {
+        let mut v = std::mem::take(&mut self.segs);
+        v.clear();
+        v
+    }
+
+    /// Takes `v` (emptied) as the record list's storage if this RACK holds none yet and `v`
+    /// is small (a bulk connection's list, thousands of records, is not kept for the next
+    /// one: the free list of control blocks must stay small).
+    pub fn adopt_storage(&mut self, mut v: VecDeque<SegRecord>) {
+        if self.segs.capacity() == 0 && v.capacity() <= RECYCLED_RECORDS_MAX {
+            v.clear();
+            self.segs = v;
         }
     }
 

@@ -358,6 +358,13 @@ impl SendQueue {
         SendQueue::with_ring(SendRing::from_cache(cap, cache))
     }
 
+    /// Ring storage or lent application buffers are held: `release` has something to give
+    /// back (without either, every queued byte would be in a ring of capacity 0: none is).
+    #[inline]
+    pub fn holds_storage(&self) -> bool {
+        self.ring.capacity() != 0 || !self.chunks.is_empty()
+    }
+
     /// The send buffer size: queued bytes of either kind are bounded by it.
     pub fn capacity(&self) -> usize {
         self.ring.capacity()
