@@ -73,6 +73,8 @@
 //! | `send.rs`     | `SendSeq`: SND.UNA/NXT/WND/WL1/WL2, ISS, Eff.snd.MSS, the send ring    |
 //! | `recv.rs`     | `RecvSeq`: RCV.NXT, RCV.WND as advertised, IRS, the receive ring       |
 //! | `input.rs`    | SEGMENT ARRIVES (§3.10.7): one function per check, RFC 5961, PAWS, ACK |
+//! | `predict.rs`  | header prediction: the expected segment of an established connection  |
+//! |               | by a short path that ends where SEGMENT ARRIVES would                  |
 //! | `output.rs`   | plan-then-commit segment generation, NextSeg (RFC 6675), Nagle/SWS     |
 //! | `timers.rs`   | `Timers`: RTO (RFC 6298), TLP (RFC 8985), delayed ACK, persist,        |
 //! |               | keepalive, 2MSL                                                        |
@@ -96,7 +98,8 @@
 //! - cwnd grows only on ACKs that arrive while the sender was cwnd-limited (RFC 9438 §5.8,
 //!   Linux `tcp_is_cwnd_limited`); it restarts from the initial window after an idle RTO
 //!   (RFC 5681 §4.1).
-//! - After an RTO, SND.NXT goes back to SND.UNA (go-back-N) but SACKed ranges are skipped.
+//! - After an RTO, SND.NXT goes back to SND.UNA (go-back-N) but SACKed ranges are skipped,
+//!   except the segment at SND.UNA itself, which goes again even if SACKed (RFC 2018 §8).
 //! - Loss detection over SACK is RACK-TLP (RFC 8985, `rack.rs`, Linux's default): run on every
 //!   ACK, with the reordering window and timer; what is resent in recovery comes from RACK's
 //!   lost marks, so a lost retransmission is resent without waiting for the RTO, and tail
