@@ -79,7 +79,7 @@ pub(crate) fn put_ip(m: &mut [u8], at: usize, a: IpAddr) -> usize {
 }
 
 /// The keyed hash of a connection's 4-tuple, with a one-byte domain tag so the same secret can
-/// derive independent values (tag 0: the ISN offset and timestamp offset, see [`derive`]). The message is the tag, local
+/// derive independent values (tag 0: the ISN offset and timestamp offset, see [`derive`](fn@derive)). The message is the tag, local
 /// address and port, remote address and port, addresses in their own family's length (13
 /// bytes for IPv4, 37 for IPv6: RFC 6528 §3 hashes "the connection-id", whatever its family).
 pub fn tuple_hash(secret: &[u8; 16], tag: u8, local: SocketAddr, remote: SocketAddr) -> u64 {
@@ -121,13 +121,13 @@ fn isn_clock(now: Instant) -> u32 {
     (now.total_micros() / 4) as u32
 }
 
-/// RFC 6528 §3 ISN: a 4-microsecond clock plus the keyed hash of the 4-tuple (see [`derive`]).
+/// RFC 6528 §3 ISN: a 4-microsecond clock plus the keyed hash of the 4-tuple (see [`derive`](fn@derive)).
 pub fn isn(secret: &[u8; 16], now: Instant, local: SocketAddr, remote: SocketAddr) -> u32 {
     derive(secret, now, local, remote).iss
 }
 
 /// RFC 7323 §7.1 recommends a random per-connection offset for TSval, so timestamps do not
-/// leak the host clock: the other half of the keyed hash [`derive`] takes the ISN from.
+/// leak the host clock: the other half of the keyed hash [`derive`](fn@derive) takes the ISN from.
 pub fn ts_offset(secret: &[u8; 16], local: SocketAddr, remote: SocketAddr) -> u32 {
     derive(secret, Instant::ZERO, local, remote).ts_offset
 }
