@@ -230,7 +230,7 @@ pub fn ipv4_mss_for_mtu(mtu: usize) -> u16 {
         .clamp(536, usize::from(u16::MAX)) as u16
 }
 /// What an IPv6 MTU carries besides the MSS: the fixed IPv6 header (40 bytes) and the TCP
-/// header. RFC 8200 §8.3: "the maximum TCP segment size (is) computed as the maximum packet
+/// header. RFC 8200 §8.3: "the maximum TCP segment size \[is\] computed as the maximum packet
 /// size minus 60 octets"; Linux `tcp_v6` the same (`mtu - sizeof(ipv6hdr) - sizeof(tcphdr)`).
 pub const IPV6_MSS_OVERHEAD: usize = super::ipv6::HEADER_LEN + HEADER_LEN;
 /// The MSS to announce on an IPv6 link of MTU `mtu`: MTU - 60 (RFC 8200 §8.3, RFC 9293
