@@ -109,6 +109,12 @@ impl DsackReport {
         (out, n)
     }
 
+    /// A D-SACK block waits for the next ACK.
+    #[inline]
+    pub fn is_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
     /// An ACK carrying the pending block left: it is not repeated.
     pub fn on_ack_sent(&mut self) {
         self.pending = None;

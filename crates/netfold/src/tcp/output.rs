@@ -141,45 +141,7 @@ impl Conn {
         let mut options = TcpOptions::default();
         let (mut window, _) = self.rcv_window();
         match p.kind {
-            Kind::Syn => {
-                flags |= TcpFlags::SYN;
-                if self.state == State::SynReceived {
-                    flags |= TcpFlags::ACK;
-                }
-                // Options go on the wire in Linux's layout (`TcpOptions::emit`, after Linux
-                // `tcp_options_write`): `mss, sackOK,TS val ecr, nop,wscale` — MSS(4), then
-                // SACK_PERM(2)+TS(10) packed in 12 bytes, then NOP+WS(3) — or without
-                // timestamps `mss, nop,nop,sackOK, nop,wscale`. The order is free (RFC 9293
-                // §3.2), Linux's is the one TCP scripts and tools expect
-                // (tests/tcp_peer.rs `syn_and_syn_ack_options_use_linux_layout`).
-                // RFC 7323 §2.2: SYN windows are unscaled.
-                window = (self.rcv.buf.min(0xffff)) as u16;
-                options.mss = Some(self.config.mss);
-                let passive = self.state == State::SynReceived;
-                // Options in a SYN-ACK only if the peer offered them (RFC 7323 §1.3, RFC 2018 §2).
-                if self.config.window_scaling && (!passive || self.ws_ok) {
-                    options.window_scale = Some(self.rcv.wscale);
-                }
-                if self.config.sack && (!passive || self.sack_ok) {
-                    options.sack_permitted = true;
-                }
-                // RFC 3168 §6.1.1: an ECN-setup SYN carries ECE and CWR (only when configured
-                // to ask, and not on retransmissions: a SYN may be dropped for its ECN bits,
-                // §6.1.1.1, Linux `tcp_ecn_clear_syn`); the SYN-ACK agreeing carries ECE.
-                if passive {
-                    if self.ecn.ok {
-                        flags |= TcpFlags::ECE;
-                    }
-                } else if self.config.ecn == EcnMode::On && self.snd.max == self.snd.iss {
-                    flags |= TcpFlags::ECE | TcpFlags::CWR;
-                }
-                if self.config.timestamps && (!passive || self.ts.enabled) {
-                    options.timestamps = Some(Timestamps {
-                        tsval: self.ts_now(now),
-                        tsecr: if passive { self.ts.recent } else { 0 },
-                    });
-                }
-            }
+            Kind::Syn => (flags, options, window) = self.syn_header(now),
             _ => {
                 flags |= TcpFlags::ACK;
                 if self.ecn.ok {
@@ -249,6 +211,53 @@ impl Conn {
         }
     }
 
+    /// The flags, options and window of a SYN or SYN-ACK (cold: once per connection; out of
+    /// line so the data path's `build_repr` stays dense in the instruction cache).
+    #[cold]
+    #[inline(never)]
+    fn syn_header(&self, now: Instant) -> (u8, TcpOptions, u16) {
+        let mut flags = 0u8;
+        let mut options = TcpOptions::default();
+        flags |= TcpFlags::SYN;
+        if self.state == State::SynReceived {
+            flags |= TcpFlags::ACK;
+        }
+        // Options go on the wire in Linux's layout (`TcpOptions::emit`, after Linux
+        // `tcp_options_write`): `mss, sackOK,TS val ecr, nop,wscale` — MSS(4), then
+        // SACK_PERM(2)+TS(10) packed in 12 bytes, then NOP+WS(3) — or without
+        // timestamps `mss, nop,nop,sackOK, nop,wscale`. The order is free (RFC 9293
+        // §3.2), Linux's is the one TCP scripts and tools expect
+        // (tests/tcp_peer.rs `syn_and_syn_ack_options_use_linux_layout`).
+        // RFC 7323 §2.2: SYN windows are unscaled.
+        let window = (self.rcv.buf.min(0xffff)) as u16;
+        options.mss = Some(self.config.mss);
+        let passive = self.state == State::SynReceived;
+        // Options in a SYN-ACK only if the peer offered them (RFC 7323 §1.3, RFC 2018 §2).
+        if self.config.window_scaling && (!passive || self.ws_ok) {
+            options.window_scale = Some(self.rcv.wscale);
+        }
+        if self.config.sack && (!passive || self.sack_ok) {
+            options.sack_permitted = true;
+        }
+        // RFC 3168 §6.1.1: an ECN-setup SYN carries ECE and CWR (only when configured
+        // to ask, and not on retransmissions: a SYN may be dropped for its ECN bits,
+        // §6.1.1.1, Linux `tcp_ecn_clear_syn`); the SYN-ACK agreeing carries ECE.
+        if passive {
+            if self.ecn.ok {
+                flags |= TcpFlags::ECE;
+            }
+        } else if self.config.ecn == EcnMode::On && self.snd.max == self.snd.iss {
+            flags |= TcpFlags::ECE | TcpFlags::CWR;
+        }
+        if self.config.timestamps && (!passive || self.ts.enabled) {
+            options.timestamps = Some(Timestamps {
+                tsval: self.ts_now(now),
+                tsecr: if passive { self.ts.recent } else { 0 },
+            });
+        }
+        (flags, options, window)
+    }
+
     fn commit(&mut self, p: &Plan, repr: &TcpRepr, now: Instant, stats: &mut Stats) {
         // A GSO super-segment counts as the segments it becomes on the wire (Linux
         // `tcp_skb_pcount`, as its segs_out does).
@@ -260,14 +269,7 @@ impl Conn {
             self.dsack_rx.on_ack_sent();
         }
         if p.kind == Kind::SnapAck {
-            self.rcv.read_since_ack = false;
-            self.ack_snaps.copy_within(1..self.n_snaps, 0);
-            self.n_snaps -= 1;
-            self.rcv.last_ack_sent = seq::max(self.rcv.last_ack_sent, repr.ack);
-            let edge = repr
-                .ack
-                .wrapping_add(u32::from(repr.window) << self.rcv.wscale);
-            self.rcv.adv = seq::max(self.rcv.adv, edge);
+            self.commit_snap_ack(repr);
             return;
         }
         if repr.flags.ack() {
@@ -292,47 +294,8 @@ impl Conn {
             self.ecn.cwr_due = false;
         }
         match p.kind {
-            Kind::Syn => {
-                self.ecn.syn_asked = !repr.flags.ack() && repr.flags.ece() && repr.flags.cwr();
-                if self.snd.max == self.snd.iss {
-                    if !self.ts.enabled || self.state == State::SynSent {
-                        self.rtt_timing = Some((end, now));
-                    }
-                } else {
-                    self.rtt_timing = None;
-                    stats.retransmits_rto += 1;
-                }
-                self.snd.nxt = end;
-                self.snd.max = seq::max(self.snd.max, end);
-                self.timers.rto.get_or_insert(now + self.rtt.rto());
-            }
-            Kind::Tlp => {
-                self.tlp_due = false;
-                let rxt = seq::lt(p.seq, self.snd.max);
-                stats.tlp_probes += 1;
-                if !rxt {
-                    self.snd.nxt = end;
-                    self.last_data_tx = now;
-                }
-                self.rack_record_send(p, end, repr, now);
-                self.snd.max = seq::max(self.snd.max, end);
-                // RFC 8985 §7.3: "TLP.end_seq = SND.NXT" after the probe, and TLP.is_retrans.
-                let probe = if rxt {
-                    Probe::Retransmit {
-                        seq: p.seq,
-                        len: p.len,
-                    }
-                } else {
-                    Probe::NewData {
-                        seq: p.seq,
-                        len: p.len,
-                    }
-                };
-                self.tlp.on_probe_sent(probe, self.snd.max);
-                self.rtt_timing = None;
-                // §7.3: after the probe, the RTO guards the tail.
-                self.timers.rto = Some(now + self.rtt.rto());
-            }
+            Kind::Syn => self.commit_syn(repr, end, now, stats),
+            Kind::Tlp => self.commit_tlp(p, repr, end, now, stats),
             Kind::Data | Kind::Hole => {
                 if p.seq == self.snd.una {
                     self.rto_head_due = false;
@@ -375,20 +338,88 @@ impl Conn {
                     self.arm_pto(now);
                 }
             }
-            Kind::Probe => {
-                self.persist_probe_due = false;
-                stats.persist_probes += 1;
-                if seq::lt(self.snd.nxt, end) {
-                    self.snd.nxt = end;
-                }
-                self.snd.max = seq::max(self.snd.max, end);
-            }
-            Kind::KeepAlive => {
-                self.keepalive_due = false;
-                stats.keepalive_probes += 1;
-            }
+            Kind::Probe | Kind::KeepAlive => self.commit_probe(p, end, stats),
             Kind::Ack | Kind::SnapAck => {}
         }
+    }
+
+    /// `commit` for a SYN or SYN-ACK (cold: out of the data path's way).
+    #[cold]
+    #[inline(never)]
+    fn commit_syn(&mut self, repr: &TcpRepr, end: u32, now: Instant, stats: &mut Stats) {
+        self.ecn.syn_asked = !repr.flags.ack() && repr.flags.ece() && repr.flags.cwr();
+        if self.snd.max == self.snd.iss {
+            if !self.ts.enabled || self.state == State::SynSent {
+                self.rtt_timing = Some((end, now));
+            }
+        } else {
+            self.rtt_timing = None;
+            stats.retransmits_rto += 1;
+        }
+        self.snd.nxt = end;
+        self.snd.max = seq::max(self.snd.max, end);
+        self.timers.rto.get_or_insert(now + self.rtt.rto());
+    }
+
+    /// `commit` for a tail loss probe (cold).
+    #[cold]
+    #[inline(never)]
+    fn commit_tlp(&mut self, p: &Plan, repr: &TcpRepr, end: u32, now: Instant, stats: &mut Stats) {
+        self.tlp_due = false;
+        let rxt = seq::lt(p.seq, self.snd.max);
+        stats.tlp_probes += 1;
+        if !rxt {
+            self.snd.nxt = end;
+            self.last_data_tx = now;
+        }
+        self.rack_record_send(p, end, repr, now);
+        self.snd.max = seq::max(self.snd.max, end);
+        // RFC 8985 §7.3: "TLP.end_seq = SND.NXT" after the probe, and TLP.is_retrans.
+        let probe = if rxt {
+            Probe::Retransmit {
+                seq: p.seq,
+                len: p.len,
+            }
+        } else {
+            Probe::NewData {
+                seq: p.seq,
+                len: p.len,
+            }
+        };
+        self.tlp.on_probe_sent(probe, self.snd.max);
+        self.rtt_timing = None;
+        // §7.3: after the probe, the RTO guards the tail.
+        self.timers.rto = Some(now + self.rtt.rto());
+    }
+
+    /// `commit` for a window probe or a keepalive probe (cold).
+    #[cold]
+    #[inline(never)]
+    fn commit_probe(&mut self, p: &Plan, end: u32, stats: &mut Stats) {
+        if p.kind == Kind::KeepAlive {
+            self.keepalive_due = false;
+            stats.keepalive_probes += 1;
+            return;
+        }
+        self.persist_probe_due = false;
+        stats.persist_probes += 1;
+        if seq::lt(self.snd.nxt, end) {
+            self.snd.nxt = end;
+        }
+        self.snd.max = seq::max(self.snd.max, end);
+    }
+
+    /// `commit` for an ACK from a snapshot (GRO-merged arrivals; out of line, not cold).
+    #[inline(never)]
+    fn commit_snap_ack(&mut self, repr: &TcpRepr) {
+        self.rcv.read_since_ack = false;
+        self.ack_snaps.copy_within(1..self.n_snaps, 0);
+        self.n_snaps -= 1;
+        self.rcv.last_ack_sent = seq::max(self.rcv.last_ack_sent, repr.ack);
+        let edge = repr
+            .ack
+            .wrapping_add(u32::from(repr.window) << self.rcv.wscale);
+        self.rcv.adv = seq::max(self.rcv.adv, edge);
     }
 
     /// Bytes in the network for SACK recovery: SND.MAX - SND.UNA, less what is SACKed, less
@@ -440,8 +471,49 @@ impl Conn {
     /// Decides the next segment, if any, without changing state.
     fn plan(&mut self, now: Instant) -> Option<Plan> {
         let _ = now;
+        if matches!(
+            self.state,
+            State::Closed | State::Listen | State::SynSent | State::SynReceived | State::TimeWait
+        ) {
+            return self.plan_unsynchronized();
+        }
+        if self.n_snaps > 0 {
+            return Some(Plan {
+                kind: Kind::SnapAck,
+                seq: self.ack_seq(),
+                len: 0,
+                fin: false,
+            });
+        }
+        if self.tlp_due || self.persist_probe_due {
+            if let Some(p) = self.plan_probe() {
+                return Some(p);
+            }
+        }
+        if let Some(p) = self.plan_data() {
+            return Some(p);
+        }
+        if self.keepalive_due {
+            return Some(Plan {
+                kind: Kind::KeepAlive,
+                seq: self.snd.una,
+                len: 0,
+                fin: false,
+            });
+        }
+        if self.ack_now || self.window_update_needed() {
+            return Some(self.ack_plan());
+        }
+        None
+    }
+
+    /// `plan` outside the synchronized states (RFC 9293 §3.3.2): the SYN or SYN-ACK, the ACK
+    /// of a handshake repeat, TIME-WAIT's ACKs (cold: out of the data path's way).
+    #[cold]
+    #[inline(never)]
+    fn plan_unsynchronized(&self) -> Option<Plan> {
         match self.state {
-            State::Closed | State::Listen => return None,
+            State::Closed | State::Listen => None,
             State::SynSent | State::SynReceived => {
                 if self.snd.nxt == self.snd.iss {
                     return Some(Plan {
@@ -454,21 +526,17 @@ impl Conn {
                 if self.state == State::SynSent || !self.ack_now {
                     return None;
                 }
-                return Some(self.ack_plan());
+                Some(self.ack_plan())
             }
-            State::TimeWait => {
-                return self.ack_now.then(|| self.ack_plan());
-            }
-            _ => {}
+            State::TimeWait => self.ack_now.then(|| self.ack_plan()),
+            _ => None,
         }
-        if self.n_snaps > 0 {
-            return Some(Plan {
-                kind: Kind::SnapAck,
-                seq: self.ack_seq(),
-                len: 0,
-                fin: false,
-            });
-        }
+    }
+
+    /// `plan` when a tail loss probe or a window probe is due (cold).
+    #[cold]
+    #[inline(never)]
+    fn plan_probe(&mut self) -> Option<Plan> {
         if self.tlp_due {
             if self.tlp_allowed() {
                 if let Some(p) = self.plan_tlp() {
@@ -504,20 +572,6 @@ impl Conn {
                     fin: true,
                 });
             }
-        }
-        if let Some(p) = self.plan_data() {
-            return Some(p);
-        }
-        if self.keepalive_due {
-            return Some(Plan {
-                kind: Kind::KeepAlive,
-                seq: self.snd.una,
-                len: 0,
-                fin: false,
-            });
-        }
-        if self.ack_now || self.window_update_needed() {
-            return Some(self.ack_plan());
         }
         None
     }
@@ -656,6 +710,56 @@ impl Conn {
         })
     }
 
+    /// `plan_data` in fast recovery (RFC 6675 / RFC 6582): `Some(decision)` ends planning
+    /// with it, `None` goes on to normal transmission (NewReno with its inflated cwnd). Cold:
+    /// out of the data path's way.
+    #[cold]
+    #[inline(never)]
+    fn plan_recovery(
+        &mut self,
+        rec: super::conn::Recovery,
+        cwnd: u32,
+        smss: u32,
+        data_end: u32,
+        wnd_edge: u32,
+    ) -> Option<Option<Plan>> {
+        let fin_seq = self.fin_seq();
+        if rec.rxt_una {
+            // Entry or partial ACK: retransmit the first unacknowledged segment.
+            if let Some(p) = self.segment_at(Kind::Hole, self.snd.una, smss) {
+                return Some(Some(p));
+            }
+        }
+        if rec.sack {
+            // RFC 6675 §5 step (C): send while cwnd - pipe >= 1 SMSS, with pipe counted as
+            // Linux `tcp_packets_in_flight` does under RACK: data sent and neither
+            // acknowledged (cumulatively or selectively) nor deemed lost and still
+            // waiting for its retransmission.
+            if cwnd.saturating_sub(self.pipe()) < smss.min(cwnd) {
+                return Some(None);
+            }
+            // NextSeg rule (1), with RACK's marks for "lost" (RFC 8985 §6.2: a segment is
+            // lost once a segment sent after it was delivered and its reordering window
+            // passed; that includes a retransmission lost again).
+            if let Some((s, e)) = self.next_lost() {
+                return Some(self.segment_at(Kind::Hole, s, seq::dist(s, e)));
+            }
+            // Rule (2): new data within the peer's window. (Rules (3) and (4), the
+            // retransmission of data not deemed lost, are left to RACK's reordering
+            // timer and the tail loss probe, RFC 8985 §3.)
+            if seq::lt(self.snd.nxt, data_end) {
+                let room = seq::dist(self.snd.nxt, wnd_edge);
+                if room > 0 || self.snd.nxt == fin_seq {
+                    if let Some(p) = self.segment_at(Kind::Data, self.snd.nxt, room) {
+                        return Some(Some(p));
+                    }
+                }
+            }
+            return Some(None);
+        }
+        None
+    }
+
     fn plan_data(&mut self) -> Option<Plan> {
         if !self.state.may_send() {
             return None;
@@ -678,41 +782,16 @@ impl Conn {
         let wnd_edge = self.snd.una.wrapping_add(self.snd.wnd);
 
         if let Some(rec) = self.recovery {
-            if rec.rxt_una {
-                // Entry or partial ACK: retransmit the first unacknowledged segment.
-                if let Some(p) = self.segment_at(Kind::Hole, self.snd.una, smss) {
-                    return Some(p);
-                }
-            }
-            if rec.sack {
-                // RFC 6675 §5 step (C): send while cwnd - pipe >= 1 SMSS, with pipe counted as
-                // Linux `tcp_packets_in_flight` does under RACK: data sent and neither
-                // acknowledged (cumulatively or selectively) nor deemed lost and still
-                // waiting for its retransmission.
-                if cwnd.saturating_sub(self.pipe()) < smss.min(cwnd) {
-                    return None;
-                }
-                // NextSeg rule (1), with RACK's marks for "lost" (RFC 8985 §6.2: a segment is
-                // lost once a segment sent after it was delivered and its reordering window
-                // passed; that includes a retransmission lost again).
-                if let Some((s, e)) = self.next_lost() {
-                    return self.segment_at(Kind::Hole, s, seq::dist(s, e));
-                }
-                // Rule (2): new data within the peer's window. (Rules (3) and (4), the
-                // retransmission of data not deemed lost, are left to RACK's reordering
-                // timer and the tail loss probe, RFC 8985 §3.)
-                if seq::lt(self.snd.nxt, data_end) {
-                    let room = seq::dist(self.snd.nxt, wnd_edge);
-                    if room > 0 || self.snd.nxt == fin_seq {
-                        if let Some(p) = self.segment_at(Kind::Data, self.snd.nxt, room) {
-                            return Some(p);
-                        }
-                    }
-                }
-                return None;
+            if let Some(decided) = self.plan_recovery(rec, cwnd, smss, data_end, wnd_edge) {
+                return decided;
             }
         }
-        if self.sack_ok && cwnd.saturating_sub(self.pipe()) >= smss.min(cwnd) {
+        if self.sack_ok
+            && self.rack.lost_bytes() > 0
+            && cwnd.saturating_sub(self.pipe()) >= smss.min(cwnd)
+        {
+            // (`next_lost` has nothing to find without lost bytes; tested first, it spares
+            // every segment the scoreboard's pipe sum.)
             // Outside fast recovery RACK may still hold lost ranges below SND.NXT: a resent
             // segment of RTO recovery (go-back-N from SND.UNA) found lost again, or a range
             // marked during a recovery that ended (SND.UNA reached its RecoveryPoint) before
