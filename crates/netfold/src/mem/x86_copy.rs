@@ -337,6 +337,24 @@ pub(crate) fn unrolled_int(dst: &mut [u8], src: &[u8]) {
     super::portable::copy_words(&mut dst[done..], &src[done..]);
 }
 
+/// The AVX2 and AVX-512 kernels' first steps: copies of 0..=64 bytes (as [`copy_le64`], but
+/// 33..=64 bytes with two 32-byte vectors) and `return`. A macro, not a helper function, so
+/// that the kernels keep one flat chain of size tests: behind a helper's single `n <= 64` test
+/// the compiler laid the chain out differently.
+macro_rules! return_if_le64_avx {
+    ($d:expr, $s:expr, $n:expr) => {
+        if $n <= 16 {
+            return copy_le16($d, $s, $n);
+        }
+        if $n <= 32 {
+            return copy_2v::<__m128i>($d, $s, $n);
+        }
+        if $n <= 64 {
+            return copy_2v::<__m256i>($d, $s, $n);
+        }
+    };
+}
+
 /// SSE2 copy (16-byte vectors, destination aligned to 16).
 ///
 /// # Safety
@@ -362,15 +380,7 @@ pub(crate) unsafe fn sse2_raw(d: *mut u8, s: *const u8, n: usize) {
 pub(crate) unsafe fn avx2_raw(d: *mut u8, s: *const u8, n: usize) {
     // SAFETY: each helper gets a size in its range and needs at most AVX; ranges forwarded.
     unsafe {
-        if n <= 16 {
-            return copy_le16(d, s, n);
-        }
-        if n <= 32 {
-            return copy_2v::<__m128i>(d, s, n);
-        }
-        if n <= 64 {
-            return copy_2v::<__m256i>(d, s, n);
-        }
+        return_if_le64_avx!(d, s, n);
         if n <= 128 {
             return copy_4v::<__m256i>(d, s, n);
         }
@@ -391,15 +401,7 @@ pub(crate) unsafe fn avx512_raw(d: *mut u8, s: *const u8, n: usize) {
     // SAFETY: each helper gets a size in its range; larger sizes are delegated with the same
     // contract.
     unsafe {
-        if n <= 16 {
-            return copy_le16(d, s, n);
-        }
-        if n <= 32 {
-            return copy_2v::<__m128i>(d, s, n);
-        }
-        if n <= 64 {
-            return copy_2v::<__m256i>(d, s, n);
-        }
+        return_if_le64_avx!(d, s, n);
         if n <= 128 {
             return copy_2v::<__m512i>(d, s, n);
         }

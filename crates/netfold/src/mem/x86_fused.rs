@@ -174,7 +174,7 @@ unsafe fn copy_head<A: SumAcc>(acc: &mut A, d: *mut u8, s: *const u8, skip: usiz
     }
 }
 
-/// Copies the partial last destination line [0, r) (`r < 64`) with a masked load and store
+/// Copies the partial last destination line [0, r) (`r <= 64`) with a masked load and store
 /// and adds it to `acc` (same word parity as the body: the caller's offset is `skip` plus a
 /// multiple of 64).
 ///
@@ -191,13 +191,66 @@ unsafe fn copy_tail<A: SumAcc>(acc: &mut A, d: *mut u8, s: *const u8, r: usize) 
     }
 }
 
-/// The final swap back of a sum taken in a grid one byte off (see [`swap_if`]).
+/// Copies one whole destination line to the 64-aligned `d` from `s` (unaligned load) and adds
+/// it to `acc`.
+///
+/// # Safety
+/// CPU supports AVX-512 F (and `A`'s features); both valid for 64 bytes, `d` 64-aligned.
 #[inline(always)]
-fn unswap(odd: bool, sum: u16) -> u16 {
-    if odd {
-        sum.swap_bytes()
-    } else {
-        sum
+unsafe fn copy_line<A: SumAcc>(acc: &mut A, d: *mut u8, s: *const u8) {
+    // SAFETY: one unaligned load of [s, s + 64), one aligned store to [d, d + 64).
+    unsafe {
+        let v = _mm512_loadu_si512(s.cast());
+        _mm512_store_si512(d.cast(), v);
+        acc.add1(v);
+    }
+}
+
+/// Stores four whole destination lines at the 64-aligned `d` and adds them, the first two to
+/// `a0` and the last two to `a1` (four independent chains with the two-chain accumulators).
+///
+/// # Safety
+/// CPU supports AVX-512 F (and `A`'s features); `d` 64-aligned and valid for 256 bytes.
+#[inline(always)]
+unsafe fn store4<A: SumAcc>(a0: &mut A, a1: &mut A, d: *mut u8, v: [__m512i; 4]) {
+    // SAFETY: four aligned stores inside [d, d + 256).
+    unsafe {
+        _mm512_store_si512(d.cast(), v[0]);
+        _mm512_store_si512(d.add(64).cast(), v[1]);
+        _mm512_store_si512(d.add(128).cast(), v[2]);
+        _mm512_store_si512(d.add(192).cast(), v[3]);
+        a0.add2(v[0], v[1]);
+        a1.add2(v[2], v[3]);
+    }
+}
+
+/// The end of every fused body: the partial last destination line from offset `i`, and the
+/// final swap back of a sum taken in a grid one byte off when `skip` is odd (see
+/// [`swap_if`]).
+///
+/// # Safety
+/// As the body; `n - i < 64`, `d + i` is 64-aligned and `i - skip` a multiple of 64.
+#[inline(always)]
+unsafe fn finish_tail<A: SumAcc>(
+    mut a0: A,
+    a1: A,
+    d: *mut u8,
+    s: *const u8,
+    i: usize,
+    n: usize,
+    skip: usize,
+) -> u16 {
+    // SAFETY: the tail's masked accesses touch only [i, n).
+    unsafe {
+        if i < n {
+            copy_tail(&mut a0, d.add(i), s.add(i), n - i);
+        }
+        let sum = A::finish(a0, a1);
+        if skip & 1 == 1 {
+            sum.swap_bytes()
+        } else {
+            sum
+        }
     }
 }
 
@@ -219,10 +272,7 @@ unsafe fn unaligned_seg<A: SumAcc>(d: *mut u8, s: *const u8, n: usize) -> u16 {
         let mut a0 = A::new();
         let mut a1 = A::new();
         if n <= 64 {
-            let k = low_mask(n);
-            let v = _mm512_maskz_loadu_epi8(k, s.cast());
-            _mm512_mask_storeu_epi8(d.cast(), k, v);
-            a0.add1(v);
+            copy_tail(&mut a0, d, s, n);
             return A::finish(a0, a1);
         }
         let skip = (64 - (d as usize & 63)) & 63;
@@ -231,16 +281,14 @@ unsafe fn unaligned_seg<A: SumAcc>(d: *mut u8, s: *const u8, n: usize) -> u16 {
         }
         let mut i = skip;
         while i + 256 <= n {
-            let v0 = _mm512_loadu_si512(s.add(i).cast());
-            let v1 = _mm512_loadu_si512(s.add(i + 64).cast());
-            let v2 = _mm512_loadu_si512(s.add(i + 128).cast());
-            let v3 = _mm512_loadu_si512(s.add(i + 192).cast());
-            _mm512_store_si512(d.add(i).cast(), v0);
-            _mm512_store_si512(d.add(i + 64).cast(), v1);
-            _mm512_store_si512(d.add(i + 128).cast(), v2);
-            _mm512_store_si512(d.add(i + 192).cast(), v3);
-            a0.add2(v0, v1);
-            a1.add2(v2, v3);
+            let p = s.add(i);
+            let v = [
+                _mm512_loadu_si512(p.cast()),
+                _mm512_loadu_si512(p.add(64).cast()),
+                _mm512_loadu_si512(p.add(128).cast()),
+                _mm512_loadu_si512(p.add(192).cast()),
+            ];
+            store4(&mut a0, &mut a1, d.add(i), v);
             i += 256;
         }
         if i + 128 <= n {
@@ -251,16 +299,12 @@ unsafe fn unaligned_seg<A: SumAcc>(d: *mut u8, s: *const u8, n: usize) -> u16 {
             a0.add2(v0, v1);
             i += 128;
         }
+        // At most one whole line is left here (`if`, not the VBMI body's `while`).
         if i + 64 <= n {
-            let v = _mm512_loadu_si512(s.add(i).cast());
-            _mm512_store_si512(d.add(i).cast(), v);
-            a1.add1(v);
+            copy_line(&mut a1, d.add(i), s.add(i));
             i += 64;
         }
-        if i < n {
-            copy_tail(&mut a0, d.add(i), s.add(i), n - i);
-        }
-        unswap(skip & 1 == 1, A::finish(a0, a1))
+        finish_tail(a0, a1, d, s, i, n, skip)
     }
 }
 
@@ -291,24 +335,20 @@ pub(crate) unsafe fn vbmi_seg<A: SumAcc>(d: *mut u8, s: *const u8, n: usize) -> 
         if m == 0 {
             // Same alignment on both sides: plain aligned loads.
             while i + 256 <= n {
-                let v0 = _mm512_load_si512(s.add(i).cast());
-                let v1 = _mm512_load_si512(s.add(i + 64).cast());
-                let v2 = _mm512_load_si512(s.add(i + 128).cast());
-                let v3 = _mm512_load_si512(s.add(i + 192).cast());
-                _mm512_store_si512(d.add(i).cast(), v0);
-                _mm512_store_si512(d.add(i + 64).cast(), v1);
-                _mm512_store_si512(d.add(i + 128).cast(), v2);
-                _mm512_store_si512(d.add(i + 192).cast(), v3);
-                a0.add2(v0, v1);
-                a1.add2(v2, v3);
+                let p = s.add(i);
+                let v = [
+                    _mm512_load_si512(p.cast()),
+                    _mm512_load_si512(p.add(64).cast()),
+                    _mm512_load_si512(p.add(128).cast()),
+                    _mm512_load_si512(p.add(192).cast()),
+                ];
+                store4(&mut a0, &mut a1, d.add(i), v);
                 i += 256;
             }
         } else {
             if i < m {
                 // The source line holding byte `skip` starts before `src`: one unaligned load.
-                let v = _mm512_loadu_si512(s.add(i).cast());
-                _mm512_store_si512(d.add(i).cast(), v);
-                a0.add1(v);
+                copy_line(&mut a0, d.add(i), s.add(i));
                 i += 64;
             }
             let idx = _mm512_add_epi8(
@@ -323,16 +363,13 @@ pub(crate) unsafe fn vbmi_seg<A: SumAcc>(d: *mut u8, s: *const u8, n: usize) -> 
                 let b1 = _mm512_load_si512(p.add(128).cast());
                 let b2 = _mm512_load_si512(p.add(192).cast());
                 let b3 = _mm512_load_si512(p.add(256).cast());
-                let v0 = _mm512_permutex2var_epi8(a, idx, b0);
-                let v1 = _mm512_permutex2var_epi8(b0, idx, b1);
-                let v2 = _mm512_permutex2var_epi8(b1, idx, b2);
-                let v3 = _mm512_permutex2var_epi8(b2, idx, b3);
-                _mm512_store_si512(d.add(i).cast(), v0);
-                _mm512_store_si512(d.add(i + 64).cast(), v1);
-                _mm512_store_si512(d.add(i + 128).cast(), v2);
-                _mm512_store_si512(d.add(i + 192).cast(), v3);
-                a0.add2(v0, v1);
-                a1.add2(v2, v3);
+                let v = [
+                    _mm512_permutex2var_epi8(a, idx, b0),
+                    _mm512_permutex2var_epi8(b0, idx, b1),
+                    _mm512_permutex2var_epi8(b1, idx, b2),
+                    _mm512_permutex2var_epi8(b2, idx, b3),
+                ];
+                store4(&mut a0, &mut a1, d.add(i), v);
                 a = b3;
                 i += 256;
             }
@@ -347,15 +384,10 @@ pub(crate) unsafe fn vbmi_seg<A: SumAcc>(d: *mut u8, s: *const u8, n: usize) -> 
         }
         // Remaining whole destination lines (at most a few), then the partial last line.
         while i + 64 <= n {
-            let v = _mm512_loadu_si512(s.add(i).cast());
-            _mm512_store_si512(d.add(i).cast(), v);
-            a1.add1(v);
+            copy_line(&mut a1, d.add(i), s.add(i));
             i += 64;
         }
-        if i < n {
-            copy_tail(&mut a0, d.add(i), s.add(i), n - i);
-        }
-        unswap(skip & 1 == 1, A::finish(a0, a1))
+        finish_tail(a0, a1, d, s, i, n, skip)
     }
 }
 
