@@ -62,7 +62,7 @@ unsafe fn copy_le16(d: *mut u8, s: *const u8, n: usize) {
 /// Every method requires the CPU features of its `target_feature` (none for `__m128i`: SSE2
 /// is x86_64 baseline) and pointers valid for `W` bytes; `store` and `stream` require a
 /// `W`-aligned destination.
-pub(crate) trait Vector: Copy {
+trait Vector: Copy {
     /// Bytes per vector.
     const W: usize;
     /// Unaligned load.

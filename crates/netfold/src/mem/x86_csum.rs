@@ -238,46 +238,6 @@ pub(crate) unsafe fn copy_sum_le_avx2(d: *mut u8, s: *const u8, n: usize) -> u16
     }
 }
 
-/// [`Acc3`] in 256-bit vectors: `full` adds whole 64-bit lanes, `hi` the high 32-bit halves;
-/// the exact per-lane sum of both halves is `full - (hi << 32) + hi` (mod 2^64, exact for
-/// `n <= MAX_CHUNK`: a lane sums at most 2^23 vectors' halves, < 2^56).
-#[derive(Clone, Copy)]
-struct Acc3y {
-    full: __m256i,
-    hi: __m256i,
-}
-
-impl Acc3y {
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn new() -> Self {
-        Acc3y {
-            full: _mm256_setzero_si256(),
-            hi: _mm256_setzero_si256(),
-        }
-    }
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn add(&mut self, v: __m256i) {
-        self.full = _mm256_add_epi64(self.full, v);
-        self.hi = _mm256_add_epi64(self.hi, _mm256_srli_epi64::<32>(v));
-    }
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn merge(a: Self, b: Self) -> Self {
-        Acc3y {
-            full: _mm256_add_epi64(a.full, b.full),
-            hi: _mm256_add_epi64(a.hi, b.hi),
-        }
-    }
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn lanes(self) -> __m256i {
-        let lo = _mm256_sub_epi64(self.full, _mm256_slli_epi64::<32>(self.hi));
-        _mm256_add_epi64(lo, self.hi)
-    }
-}
-
 /// Reduces four 64-bit lanes (each < 2^56, so their sum cannot wrap) in registers.
 #[target_feature(enable = "avx2")]
 #[inline]
@@ -290,55 +250,82 @@ fn fold256_reg(acc: __m256i) -> u16 {
     fold64_short(_mm_cvtsi128_si64(y) as u64)
 }
 
-/// Sum of the 32-bit halves of every 64-bit lane in three ops per vector instead of four:
-/// `full` adds whole 64-bit lanes (the low halves' carries spill into the high half, mod
-/// 2^64), `hi` adds the high halves exactly. Then the low halves' exact sum is
-/// `full - (hi << 32)` (mod 2^64, exact because it is < 2^64 for `n <= MAX_CHUNK`).
-#[derive(Clone, Copy)]
-struct Acc3 {
-    full: __m512i,
-    hi: __m512i,
+/// Stamps out the three-op accumulator at one vector width (the same scheme for AVX2 and
+/// AVX-512; the intrinsics and the `target_feature` are what differ).
+macro_rules! acc3 {
+    ($(#[$doc:meta])* $name:ident, $v:ty, $feat:literal, $zero:ident, $add:ident, $sub:ident,
+     $srli:ident, $slli:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy)]
+        struct $name {
+            full: $v,
+            hi: $v,
+        }
+
+        impl $name {
+            #[target_feature(enable = $feat)]
+            #[inline]
+            fn new() -> Self {
+                $name {
+                    full: $zero(),
+                    hi: $zero(),
+                }
+            }
+            #[target_feature(enable = $feat)]
+            #[inline]
+            fn add(&mut self, v: $v) {
+                self.full = $add(self.full, v);
+                self.hi = $add(self.hi, $srli::<32>(v));
+            }
+            /// One accumulator holding the sums of two: `full` and `hi` are plain sums, so
+            /// they add (mod 2^64 for `full`, exactly for `hi`), and `lanes()` of the merged
+            /// accumulator equals the sum of the two `lanes()`. Two adds per pair instead of
+            /// a `lanes()` (three ops) per accumulator: a shorter dependency chain after the
+            /// loop, which matters at packet sizes (a 1448-byte sum is only 23 vectors).
+            #[target_feature(enable = $feat)]
+            #[inline]
+            fn merge(a: Self, b: Self) -> Self {
+                $name {
+                    full: $add(a.full, b.full),
+                    hi: $add(a.hi, b.hi),
+                }
+            }
+            /// Per-lane exact sum of all 32-bit halves (each lane < 2^64).
+            #[target_feature(enable = $feat)]
+            #[inline]
+            fn lanes(self) -> $v {
+                let lo = $sub(self.full, $slli::<32>(self.hi));
+                $add(lo, self.hi)
+            }
+        }
+    };
 }
 
-impl Acc3 {
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn new() -> Self {
-        Acc3 {
-            full: _mm512_setzero_si512(),
-            hi: _mm512_setzero_si512(),
-        }
-    }
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn add(&mut self, v: __m512i) {
-        self.full = _mm512_add_epi64(self.full, v);
-        self.hi = _mm512_add_epi64(self.hi, _mm512_srli_epi64::<32>(v));
-    }
-    /// One accumulator holding the sums of four: `full` and `hi` are plain sums, so they add
-    /// (mod 2^64 for `full`, exactly for `hi`), and [`Acc3::lanes`] of the merged accumulator
-    /// equals the sum of the four `lanes()`. Two adds per pair instead of a `lanes()` (three
-    /// ops) per accumulator: a shorter dependency chain after the loop, which matters at
-    /// packet sizes (a 1448-byte sum is only 23 vectors).
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn merge4(a: Self, b: Self, c: Self, d: Self) -> Self {
-        Acc3 {
-            full: _mm512_add_epi64(
-                _mm512_add_epi64(a.full, b.full),
-                _mm512_add_epi64(c.full, d.full),
-            ),
-            hi: _mm512_add_epi64(_mm512_add_epi64(a.hi, b.hi), _mm512_add_epi64(c.hi, d.hi)),
-        }
-    }
-    /// Per-lane exact sum of all 32-bit halves (each lane < 2^64).
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    fn lanes(self) -> __m512i {
-        let lo = _mm512_sub_epi64(self.full, _mm512_slli_epi64::<32>(self.hi));
-        _mm512_add_epi64(lo, self.hi)
-    }
-}
+acc3!(
+    /// Sum of the 32-bit halves of every 64-bit lane in three ops per vector instead of four:
+    /// `full` adds whole 64-bit lanes (the low halves' carries spill into the high half, mod
+    /// 2^64), `hi` adds the high halves exactly. Then the low halves' exact sum is
+    /// `full - (hi << 32)` (mod 2^64, exact because it is < 2^64 for `n <= MAX_CHUNK`).
+    Acc3,
+    __m512i,
+    "avx512f",
+    _mm512_setzero_si512,
+    _mm512_add_epi64,
+    _mm512_sub_epi64,
+    _mm512_srli_epi64,
+    _mm512_slli_epi64
+);
+acc3!(
+    /// [`Acc3`] in 256-bit vectors (a lane sums at most 2^23 vectors' halves, < 2^56).
+    Acc3y,
+    __m256i,
+    "avx2",
+    _mm256_setzero_si256,
+    _mm256_add_epi64,
+    _mm256_sub_epi64,
+    _mm256_srli_epi64,
+    _mm256_slli_epi64
+);
 
 /// Two [`Acc3`]s as one [`SumAcc`]: a kernel's two accumulators hold four independent
 /// chains, which the generic bodies feed as `a0.add2(v0, v1); a1.add2(v2, v3)` (four vector
@@ -374,7 +361,7 @@ impl SumAcc for Acc3Pair {
     #[target_feature(enable = "avx512f")]
     #[inline]
     unsafe fn finish(a: Self, b: Self) -> u16 {
-        fold512(Acc3::merge4(a.x, a.y, b.x, b.y).lanes())
+        fold512(Acc3::merge(Acc3::merge(a.x, a.y), Acc3::merge(b.x, b.y)).lanes())
     }
 }
 
