@@ -34,7 +34,7 @@ pub(crate) const SEG: usize = 1 << 20;
 
 /// An exact accumulator of little-endian 16-bit words: the kernel bodies below are written once
 /// against this trait and instantiated with each scheme ([`AccTop`], `x86_csum::Acc3Pair`,
-/// `x86_csum::VnniPair`, and [`NoSum`] for the plain VBMI copy).
+/// and [`NoSum`] for the plain VBMI copy).
 ///
 /// # Safety
 /// Every method requires the CPU features of the implementation's `target_feature`s; at most
