@@ -13,7 +13,8 @@
 //! byte once: the head vector is masked to the bytes before the aligned body, the tail to the
 //! bytes after it, and a part that starts at an odd offset is byte-swapped before it is added
 //! (RFC 1071 §2(B)). The AVX-512 loops (sum-only here, fused in `x86_fused`) are written once
-//! in `x86_fused` over the [`SumAcc`] accumulator defined here ([`Acc3Pair`]).
+//! in `x86_fused` over the [`SumAcc`] accumulator defined here ([`Acc3Pair`]); the VNNI sum
+//! keeps its own loop (see [`sum_le_avx512_vnni`]).
 #![allow(unsafe_code)]
 
 use super::combine::{checksum_concat, fold128};
