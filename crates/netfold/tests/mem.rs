@@ -438,11 +438,23 @@ fn fused_kernel(name: &str) -> kernels::FusedKernel {
         .unwrap_or_else(|| panic!("fused kernel {name} not listed"))
 }
 
-/// Every (src, dst) alignment 0..64 x every length 0..=300, random and all-0xff data (the
-/// latter maximises every lane and every carry), against the plain reference; buffers are
-/// reused so the 2.5 million calls stay fast.
+/// `data` landed at `at` in `dbuf` and nothing around it changed from [`CANARY`].
+fn check_window(dbuf: &[u8], at: usize, data: &[u8], name: &str) {
+    let n = data.len();
+    assert_eq!(&dbuf[at..at + n], data, "{name} copy n={n}");
+    assert!(dbuf[..at].iter().all(|&b| b == CANARY), "{name} before");
+    assert!(
+        dbuf[at + n..].iter().all(|&b| b == CANARY),
+        "{name} wrote past n={n}"
+    );
+}
+
+/// Every fused and copy kernel at every (src, dst) alignment 0..64 x every length 0..=300,
+/// random and all-0xff data (the latter maximises every lane and every carry), against the
+/// plain reference; every checksum kernel at every source alignment x the same lengths.
+/// Buffers are reused so the tens of millions of calls stay fast.
 #[test]
-fn new_fused_kernels_every_alignment_and_length() {
+fn every_kernel_every_alignment_and_length() {
     let mut rng = Rng::new(0x0013_0013);
     let max = 300usize;
     let mut sbuf = vec![0u8; max + 192];
@@ -453,23 +465,24 @@ fn new_fused_kernels_every_alignment_and_length() {
         for n in 0..=max {
             let data = if ones { vec![0xffu8; n] } else { rng.bytes(n) };
             let want = reference_sum(&data);
-            for &name in NEW_FUSED {
-                let k = fused_kernel(name);
-                for so in 0..64 {
-                    sbuf[sbase + so..sbase + so + n].copy_from_slice(&data);
-                    for d_o in 0..64 {
+            for so in 0..64 {
+                sbuf[sbase + so..sbase + so + n].copy_from_slice(&data);
+                let src = &sbuf[sbase + so..sbase + so + n];
+                for (name, k) in kernels::CHECKSUM_KERNELS {
+                    assert_eq!(k(src), want, "checksum {name} n={n} src+{so} ones={ones}");
+                }
+                for d_o in 0..64 {
+                    let at = dbase + d_o;
+                    for (name, k) in kernels::FUSED_KERNELS {
                         dbuf.fill(CANARY);
-                        let src = &sbuf[sbase + so..sbase + so + n];
-                        let dst = &mut dbuf[dbase + d_o..dbase + d_o + n + 7];
-                        let got = k(dst, src);
+                        let got = k(&mut dbuf[at..at + n + 7], src);
                         assert_eq!(got, want, "{name} n={n} src+{so} dst+{d_o} ones={ones}");
-                        let at = dbase + d_o;
-                        assert_eq!(&dbuf[at..at + n], &data[..], "{name} copy n={n}");
-                        assert!(dbuf[..at].iter().all(|&b| b == CANARY), "{name} before");
-                        assert!(
-                            dbuf[at + n..].iter().all(|&b| b == CANARY),
-                            "{name} wrote past n={n}"
-                        );
+                        check_window(&dbuf, at, &data, name);
+                    }
+                    for (name, k) in kernels::COPY_KERNELS {
+                        dbuf.fill(CANARY);
+                        k(&mut dbuf[at..at + n + 7], src);
+                        check_window(&dbuf, at, &data, name);
                     }
                 }
             }
@@ -477,10 +490,10 @@ fn new_fused_kernels_every_alignment_and_length() {
     }
 }
 
-/// Large inputs: past the kernels' 1 MiB accumulator segment (the bound their exactness
-/// needs), odd lengths and offsets, random and all-0xff data.
+/// Large inputs: past the 1 MiB accumulator segment of the issue-13 kernels (the bound their
+/// exactness needs), odd lengths and offsets, random and all-0xff data; every fused kernel.
 #[test]
-fn new_fused_kernels_large_and_segment_crossing() {
+fn fused_kernels_large_and_segment_crossing() {
     let mut rng = Rng::new(0x5e61_0013);
     let seg = 1usize << 20;
     for n in [
@@ -498,9 +511,9 @@ fn new_fused_kernels_large_and_segment_crossing() {
         for ones in [false, true] {
             let data = if ones { vec![0xffu8; n] } else { rng.bytes(n) };
             let want = reference_sum(&data);
-            for &name in NEW_FUSED {
+            for &(name, k) in kernels::FUSED_KERNELS {
                 for (so, d_o) in [(0usize, 0usize), (1, 0), (0, 1), (13, 54)] {
-                    let got = with_windows(&data, so, d_o, fused_kernel(name));
+                    let got = with_windows(&data, so, d_o, k);
                     assert_eq!(got, want, "{name} n={n} src+{so} dst+{d_o} ones={ones}");
                 }
             }

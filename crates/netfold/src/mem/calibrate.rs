@@ -195,12 +195,12 @@ mod x86 {
         },
         Cand {
             name: "avx512",
-            f: x86_csum::copy_sum_le_avx512,
+            f: x86_fused::copy_sum_le_avx512,
             detected: kernels::has_avx512,
         },
         Cand {
             name: "avx512-vbmi",
-            f: x86_csum::copy_sum_le_avx512_vbmi,
+            f: x86_fused::copy_sum_le_avx512_vbmi,
             detected: kernels::has_avx512_vbmi,
         },
         Cand {

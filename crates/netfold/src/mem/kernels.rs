@@ -266,7 +266,7 @@ pub fn copy_with_checksum_avx2(dst: &mut [u8], src: &[u8]) -> u16 {
 pub fn copy_with_checksum_avx512(dst: &mut [u8], src: &[u8]) -> u16 {
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
-        return chunked_copy_sum(dst, src, super::x86_csum::copy_sum_le_avx512);
+        return chunked_copy_sum(dst, src, super::x86_fused::copy_sum_le_avx512);
     }
     copy_with_checksum_avx2(dst, src)
 }
@@ -275,7 +275,7 @@ pub fn copy_with_checksum_avx512(dst: &mut [u8], src: &[u8]) -> u16 {
 pub fn copy_with_checksum_avx512_vbmi(dst: &mut [u8], src: &[u8]) -> u16 {
     #[cfg(target_arch = "x86_64")]
     if has_avx512_vbmi() {
-        return chunked_copy_sum(dst, src, super::x86_csum::copy_sum_le_avx512_vbmi);
+        return chunked_copy_sum(dst, src, super::x86_fused::copy_sum_le_avx512_vbmi);
     }
     copy_with_checksum_avx512(dst, src)
 }

@@ -53,18 +53,183 @@ unsafe fn copy_le16(d: *mut u8, s: *const u8, n: usize) {
     }
 }
 
-/// Copies 16..=32 bytes with two overlapping 16-byte vectors (SSE2 is baseline on x86_64).
+/// One vector register width: the loads and stores the vector copies are written in, so that
+/// each copy strategy below exists once and is stamped out per width (16, 32, 64 bytes). Each
+/// method carries the `target_feature` its instructions need and is `#[inline]`, so it folds
+/// into any caller that enables at least that feature (every kernel below does).
 ///
 /// # Safety
-/// `16 <= n <= 32`, ranges valid.
+/// Every method requires the CPU features of its `target_feature` (none for `__m128i`: SSE2
+/// is x86_64 baseline) and pointers valid for `W` bytes; `store` and `stream` require a
+/// `W`-aligned destination.
+trait Vector: Copy {
+    /// Bytes per vector.
+    const W: usize;
+    /// Unaligned load.
+    unsafe fn loadu(p: *const u8) -> Self;
+    /// Unaligned store.
+    unsafe fn storeu(p: *mut u8, v: Self);
+    /// Aligned store.
+    unsafe fn store(p: *mut u8, v: Self);
+    /// Aligned non-temporal store (weakly ordered: the caller fences).
+    unsafe fn stream(p: *mut u8, v: Self);
+}
+
+/// Implements [`Vector`] for one width from its four intrinsics.
+macro_rules! vector {
+    ($t:ty, $w:literal, $feat:literal, $loadu:ident, $storeu:ident, $store:ident, $stream:ident) => {
+        impl Vector for $t {
+            const W: usize = $w;
+            #[target_feature(enable = $feat)]
+            #[inline]
+            unsafe fn loadu(p: *const u8) -> Self {
+                // SAFETY: the trait's contract (features present, `p` valid for W bytes).
+                unsafe { $loadu(p.cast()) }
+            }
+            #[target_feature(enable = $feat)]
+            #[inline]
+            unsafe fn storeu(p: *mut u8, v: Self) {
+                // SAFETY: as `loadu`.
+                unsafe { $storeu(p.cast(), v) }
+            }
+            #[target_feature(enable = $feat)]
+            #[inline]
+            unsafe fn store(p: *mut u8, v: Self) {
+                // SAFETY: as `loadu`, and `p` is W-aligned.
+                unsafe { $store(p.cast(), v) }
+            }
+            #[target_feature(enable = $feat)]
+            #[inline]
+            unsafe fn stream(p: *mut u8, v: Self) {
+                // SAFETY: as `store`.
+                unsafe { $stream(p.cast(), v) }
+            }
+        }
+    };
+}
+
+vector!(
+    __m128i,
+    16,
+    "sse2",
+    _mm_loadu_si128,
+    _mm_storeu_si128,
+    _mm_store_si128,
+    _mm_stream_si128
+);
+vector!(
+    __m256i,
+    32,
+    "avx",
+    _mm256_loadu_si256,
+    _mm256_storeu_si256,
+    _mm256_store_si256,
+    _mm256_stream_si256
+);
+vector!(
+    __m512i,
+    64,
+    "avx512f",
+    _mm512_loadu_si512,
+    _mm512_storeu_si512,
+    _mm512_store_si512,
+    _mm512_stream_si512
+);
+
+/// Copies `W..=2W` bytes with two overlapping vectors of type `V`.
+///
+/// `#[inline(always)]` without a `target_feature` (the two cannot be combined): it is only a
+/// template, and once inlined into a kernel its `V` methods inline under the kernel's features.
+///
+/// # Safety
+/// `V`'s features present; `V::W <= n <= 2 * V::W`; ranges valid for `n` bytes.
 #[inline(always)]
-unsafe fn copy_16_32(d: *mut u8, s: *const u8, n: usize) {
-    // SAFETY: accesses at 0 and n-16 lie within [0, n) since n >= 16.
+unsafe fn copy_2v<V: Vector>(d: *mut u8, s: *const u8, n: usize) {
+    // SAFETY: accesses at 0 and n-W lie within [0, n) since n >= W.
     unsafe {
-        let a = _mm_loadu_si128(s.cast());
-        let b = _mm_loadu_si128(s.add(n - 16).cast());
-        _mm_storeu_si128(d.cast(), a);
-        _mm_storeu_si128(d.add(n - 16).cast(), b);
+        let a = V::loadu(s);
+        let b = V::loadu(s.add(n - V::W));
+        V::storeu(d, a);
+        V::storeu(d.add(n - V::W), b);
+    }
+}
+
+/// Copies `2W..=4W` bytes with four overlapping vectors of type `V`.
+///
+/// # Safety
+/// `V`'s features present; `2 * V::W <= n <= 4 * V::W`; ranges valid for `n` bytes.
+#[inline(always)]
+unsafe fn copy_4v<V: Vector>(d: *mut u8, s: *const u8, n: usize) {
+    // SAFETY: accesses at 0, W, n-2W and n-W lie within [0, n) since n >= 2W.
+    unsafe {
+        let w = V::W;
+        let a = V::loadu(s);
+        let b = V::loadu(s.add(w));
+        let c = V::loadu(s.add(n - 2 * w));
+        let e = V::loadu(s.add(n - w));
+        V::storeu(d, a);
+        V::storeu(d.add(w), b);
+        V::storeu(d.add(n - 2 * w), c);
+        V::storeu(d.add(n - w), e);
+    }
+}
+
+/// Aligned store of `v` at `p`, non-temporal if `NT` (a constant: no branch remains).
+///
+/// # Safety
+/// As [`Vector::store`].
+#[inline(always)]
+unsafe fn store_nt<V: Vector, const NT: bool>(p: *mut u8, v: V) {
+    // SAFETY: the caller's contract is the store's.
+    unsafe {
+        if NT {
+            V::stream(p, v)
+        } else {
+            V::store(p, v)
+        }
+    }
+}
+
+/// Copies `n >= W` bytes: first and last vector kept in registers, then unaligned loads and
+/// `W`-aligned stores (non-temporal if `NT`), four vectors per iteration, then the first and
+/// last vector stored over the aligned body's ragged ends (which also cover all of `n <= 2W`).
+///
+/// # Safety
+/// `V`'s features present; `n >= V::W`; ranges valid for `n` bytes and non-overlapping.
+#[inline(always)]
+unsafe fn copy_aligned_body<V: Vector, const NT: bool>(d: *mut u8, s: *const u8, n: usize) {
+    // SAFETY (whole body): loads are at offsets i in [0, n-W] of `s` (the loop conditions keep
+    // i + W <= n); stores at the same offsets of `d`; `d + i` is W-aligned for every aligned
+    // store because i starts at `skip` and steps by multiples of W.
+    unsafe {
+        let w = V::W;
+        let first = V::loadu(s);
+        let last = V::loadu(s.add(n - w));
+        let skip = (w - (d as usize & (w - 1))) & (w - 1);
+        let end = n - w;
+        let mut i = skip;
+        while i + 4 * w <= end {
+            let a = V::loadu(s.add(i));
+            let b = V::loadu(s.add(i + w));
+            let c = V::loadu(s.add(i + 2 * w));
+            let e = V::loadu(s.add(i + 3 * w));
+            store_nt::<V, NT>(d.add(i), a);
+            store_nt::<V, NT>(d.add(i + w), b);
+            store_nt::<V, NT>(d.add(i + 2 * w), c);
+            store_nt::<V, NT>(d.add(i + 3 * w), e);
+            i += 4 * w;
+        }
+        while i < end {
+            store_nt::<V, NT>(d.add(i), V::loadu(s.add(i)));
+            i += w;
+        }
+        if NT {
+            // Streaming stores are weakly ordered: fence so later ordinary stores and other
+            // threads see the copy complete.
+            _mm_sfence();
+        }
+        V::storeu(d, first);
+        V::storeu(d.add(n - w), last);
     }
 }
 
@@ -76,21 +241,14 @@ unsafe fn copy_16_32(d: *mut u8, s: *const u8, n: usize) {
 /// `n <= 64`, ranges valid for `n` bytes and non-overlapping.
 #[inline(always)]
 pub(crate) unsafe fn copy_le64(d: *mut u8, s: *const u8, n: usize) {
-    // SAFETY: each branch accesses offsets within [0, n) (overlapping-ends argument).
+    // SAFETY: each branch's helper gets a size in its range; SSE2 is x86_64 baseline.
     unsafe {
         if n <= 16 {
             copy_le16(d, s, n)
         } else if n <= 32 {
-            copy_16_32(d, s, n)
+            copy_2v::<__m128i>(d, s, n)
         } else {
-            let a = _mm_loadu_si128(s.cast());
-            let b = _mm_loadu_si128(s.add(16).cast());
-            let c = _mm_loadu_si128(s.add(n - 32).cast());
-            let e = _mm_loadu_si128(s.add(n - 16).cast());
-            _mm_storeu_si128(d.cast(), a);
-            _mm_storeu_si128(d.add(16).cast(), b);
-            _mm_storeu_si128(d.add(n - 32).cast(), c);
-            _mm_storeu_si128(d.add(n - 16).cast(), e);
+            copy_4v::<__m128i>(d, s, n)
         }
     }
 }
@@ -179,43 +337,38 @@ pub(crate) fn unrolled_int(dst: &mut [u8], src: &[u8]) {
     super::portable::copy_words(&mut dst[done..], &src[done..]);
 }
 
+/// The AVX2 and AVX-512 kernels' first steps: copies of 0..=64 bytes (as [`copy_le64`], but
+/// 33..=64 bytes with two 32-byte vectors) and `return`. A macro, not a helper function, so
+/// that the kernels keep one flat chain of size tests: behind a helper's single `n <= 64` test
+/// the compiler laid the chain out differently.
+macro_rules! return_if_le64_avx {
+    ($d:expr, $s:expr, $n:expr) => {
+        if $n <= 16 {
+            return copy_le16($d, $s, $n);
+        }
+        if $n <= 32 {
+            return copy_2v::<__m128i>($d, $s, $n);
+        }
+        if $n <= 64 {
+            return copy_2v::<__m256i>($d, $s, $n);
+        }
+    };
+}
+
 /// SSE2 copy (16-byte vectors, destination aligned to 16).
 ///
 /// # Safety
 /// Ranges valid for `n` bytes and non-overlapping. SSE2 is part of x86_64.
 pub(crate) unsafe fn sse2_raw(d: *mut u8, s: *const u8, n: usize) {
-    // SAFETY (whole body): every load is at an offset in [0, n-16] of `s` and every store in
-    // [0, n-16] of `d` (the loop bound keeps `i + 16 <= n - 16 + 16`); aligned stores are at
-    // `d + i` with `(d + i) % 16 == 0` by construction of `skip`.
+    // SAFETY: each helper gets a size in its range; the caller's ranges are forwarded.
     unsafe {
         if n <= 16 {
             return copy_le16(d, s, n);
         }
         if n <= 32 {
-            return copy_16_32(d, s, n);
+            return copy_2v::<__m128i>(d, s, n);
         }
-        let first = _mm_loadu_si128(s.cast());
-        let last = _mm_loadu_si128(s.add(n - 16).cast());
-        let skip = (16 - (d as usize & 15)) & 15;
-        let end = n - 16;
-        let mut i = skip;
-        while i + 64 <= end {
-            let a = _mm_loadu_si128(s.add(i).cast());
-            let b = _mm_loadu_si128(s.add(i + 16).cast());
-            let c = _mm_loadu_si128(s.add(i + 32).cast());
-            let e = _mm_loadu_si128(s.add(i + 48).cast());
-            _mm_store_si128(d.add(i).cast(), a);
-            _mm_store_si128(d.add(i + 16).cast(), b);
-            _mm_store_si128(d.add(i + 32).cast(), c);
-            _mm_store_si128(d.add(i + 48).cast(), e);
-            i += 64;
-        }
-        while i < end {
-            _mm_store_si128(d.add(i).cast(), _mm_loadu_si128(s.add(i).cast()));
-            i += 16;
-        }
-        _mm_storeu_si128(d.cast(), first);
-        _mm_storeu_si128(d.add(n - 16).cast(), last);
+        copy_aligned_body::<__m128i, false>(d, s, n)
     }
 }
 
@@ -225,54 +378,13 @@ pub(crate) unsafe fn sse2_raw(d: *mut u8, s: *const u8, n: usize) {
 /// CPU supports AVX2; ranges valid for `n` bytes and non-overlapping.
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn avx2_raw(d: *mut u8, s: *const u8, n: usize) {
-    // SAFETY (whole body): same bounds argument as `sse2_raw` with 32-byte vectors.
+    // SAFETY: each helper gets a size in its range and needs at most AVX; ranges forwarded.
     unsafe {
-        if n <= 16 {
-            return copy_le16(d, s, n);
-        }
-        if n <= 32 {
-            return copy_16_32(d, s, n);
-        }
-        if n <= 64 {
-            let a = _mm256_loadu_si256(s.cast());
-            let b = _mm256_loadu_si256(s.add(n - 32).cast());
-            _mm256_storeu_si256(d.cast(), a);
-            _mm256_storeu_si256(d.add(n - 32).cast(), b);
-            return;
-        }
+        return_if_le64_avx!(d, s, n);
         if n <= 128 {
-            let a = _mm256_loadu_si256(s.cast());
-            let b = _mm256_loadu_si256(s.add(32).cast());
-            let c = _mm256_loadu_si256(s.add(n - 64).cast());
-            let e = _mm256_loadu_si256(s.add(n - 32).cast());
-            _mm256_storeu_si256(d.cast(), a);
-            _mm256_storeu_si256(d.add(32).cast(), b);
-            _mm256_storeu_si256(d.add(n - 64).cast(), c);
-            _mm256_storeu_si256(d.add(n - 32).cast(), e);
-            return;
+            return copy_4v::<__m256i>(d, s, n);
         }
-        let first = _mm256_loadu_si256(s.cast());
-        let last = _mm256_loadu_si256(s.add(n - 32).cast());
-        let skip = (32 - (d as usize & 31)) & 31;
-        let end = n - 32;
-        let mut i = skip;
-        while i + 128 <= end {
-            let a = _mm256_loadu_si256(s.add(i).cast());
-            let b = _mm256_loadu_si256(s.add(i + 32).cast());
-            let c = _mm256_loadu_si256(s.add(i + 64).cast());
-            let e = _mm256_loadu_si256(s.add(i + 96).cast());
-            _mm256_store_si256(d.add(i).cast(), a);
-            _mm256_store_si256(d.add(i + 32).cast(), b);
-            _mm256_store_si256(d.add(i + 64).cast(), c);
-            _mm256_store_si256(d.add(i + 96).cast(), e);
-            i += 128;
-        }
-        while i < end {
-            _mm256_store_si256(d.add(i).cast(), _mm256_loadu_si256(s.add(i).cast()));
-            i += 32;
-        }
-        _mm256_storeu_si256(d.cast(), first);
-        _mm256_storeu_si256(d.add(n - 32).cast(), last);
+        copy_aligned_body::<__m256i, false>(d, s, n)
     }
 }
 
@@ -286,39 +398,15 @@ pub(crate) const NT_THRESHOLD: usize = 4 << 20;
 /// CPU supports AVX-512 F and BW; ranges valid for `n` bytes and non-overlapping.
 #[target_feature(enable = "avx512f,avx512bw,avx2")]
 pub(crate) unsafe fn avx512_raw(d: *mut u8, s: *const u8, n: usize) {
-    // SAFETY: small sizes stay within [0, n) by the overlapping-ends argument; larger sizes are
-    // delegated with the same contract.
+    // SAFETY: each helper gets a size in its range; larger sizes are delegated with the same
+    // contract.
     unsafe {
-        if n <= 16 {
-            return copy_le16(d, s, n);
-        }
-        if n <= 32 {
-            return copy_16_32(d, s, n);
-        }
-        if n <= 64 {
-            let a = _mm256_loadu_si256(s.cast());
-            let b = _mm256_loadu_si256(s.add(n - 32).cast());
-            _mm256_storeu_si256(d.cast(), a);
-            _mm256_storeu_si256(d.add(n - 32).cast(), b);
-            return;
-        }
+        return_if_le64_avx!(d, s, n);
         if n <= 128 {
-            let a = _mm512_loadu_si512(s.cast());
-            let b = _mm512_loadu_si512(s.add(n - 64).cast());
-            _mm512_storeu_si512(d.cast(), a);
-            _mm512_storeu_si512(d.add(n - 64).cast(), b);
-            return;
+            return copy_2v::<__m512i>(d, s, n);
         }
         if n <= 256 {
-            let a = _mm512_loadu_si512(s.cast());
-            let b = _mm512_loadu_si512(s.add(64).cast());
-            let c = _mm512_loadu_si512(s.add(n - 128).cast());
-            let e = _mm512_loadu_si512(s.add(n - 64).cast());
-            _mm512_storeu_si512(d.cast(), a);
-            _mm512_storeu_si512(d.add(64).cast(), b);
-            _mm512_storeu_si512(d.add(n - 128).cast(), c);
-            _mm512_storeu_si512(d.add(n - 64).cast(), e);
-            return;
+            return copy_4v::<__m512i>(d, s, n);
         }
         if n >= NT_THRESHOLD {
             return avx512_body::<true>(d, s, n);
@@ -329,52 +417,17 @@ pub(crate) unsafe fn avx512_raw(d: *mut u8, s: *const u8, n: usize) {
 
 /// The AVX-512 loop for `n > 256`; `NT` selects non-temporal stores for the aligned body.
 ///
+/// Out of line (a tail jump from [`avx512_raw`], as the compiler chose when this loop was
+/// written out here): inlined, it would double [`avx512_raw`], which then is no longer
+/// inlined into [`avx512_vbmi_raw`] and costs the VBMI copy's small sizes an extra jump.
+///
 /// # Safety
 /// As [`avx512_raw`], and `n >= 128`.
 #[target_feature(enable = "avx512f,avx512bw,avx2")]
-#[inline]
+#[inline(never)]
 pub(crate) unsafe fn avx512_body<const NT: bool>(d: *mut u8, s: *const u8, n: usize) {
-    // SAFETY (whole body): loads are at offsets i in [0, n-64] of `s` (the loop conditions keep
-    // i + 64 <= n); stores at the same offsets of `d`; `d + i` is 64-aligned for every aligned
-    // store because i starts at `skip` and steps by multiples of 64.
-    unsafe {
-        let first = _mm512_loadu_si512(s.cast());
-        let last = _mm512_loadu_si512(s.add(n - 64).cast());
-        let skip = (64 - (d as usize & 63)) & 63;
-        let end = n - 64;
-        let mut i = skip;
-        macro_rules! st {
-            ($p:expr, $v:expr) => {
-                if NT {
-                    _mm512_stream_si512($p.cast(), $v)
-                } else {
-                    _mm512_store_si512($p.cast(), $v)
-                }
-            };
-        }
-        while i + 256 <= end {
-            let a = _mm512_loadu_si512(s.add(i).cast());
-            let b = _mm512_loadu_si512(s.add(i + 64).cast());
-            let c = _mm512_loadu_si512(s.add(i + 128).cast());
-            let e = _mm512_loadu_si512(s.add(i + 192).cast());
-            st!(d.add(i), a);
-            st!(d.add(i + 64), b);
-            st!(d.add(i + 128), c);
-            st!(d.add(i + 192), e);
-            i += 256;
-        }
-        while i < end {
-            st!(d.add(i), _mm512_loadu_si512(s.add(i).cast()));
-            i += 64;
-        }
-        if NT {
-            // Streaming stores are weakly ordered: fence so later ordinary stores and other
-            // threads see the copy complete.
-            _mm_sfence();
-        }
-        _mm512_storeu_si512(d.cast(), first);
-        _mm512_storeu_si512(d.add(n - 64).cast(), last);
-    }
+    // SAFETY: n >= 128 >= 64 as the body requires; AVX-512 F present; ranges forwarded.
+    unsafe { copy_aligned_body::<__m512i, NT>(d, s, n) }
 }
 
 /// Byte indices 0..=63, the base of the `vpermt2b` shuffle control.
@@ -396,87 +449,24 @@ pub(crate) static IOTA: [u8; 64] = {
 /// so every destination cache line is written exactly once. Source lines only partly inside
 /// `src` are never loaded with full-width loads (masked loads touch only valid bytes).
 ///
+/// The loop is the VBMI fused kernels' loop ([`super::x86_fused::vbmi_seg`]) with an
+/// accumulator that sums nothing: one body for the copy and every fused variant, and with no
+/// sum the compiler drops the sum's work entirely.
+///
 /// # Safety
 /// CPU supports AVX-512 F, BW and VBMI; ranges valid for `n > 256` bytes, non-overlapping.
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx2")]
 pub(crate) unsafe fn avx512_vbmi_body(d: *mut u8, s: *const u8, n: usize) {
-    // SAFETY (whole body): let m = source misalignment at the aligned destination offsets.
-    // Aligned loads read [s+i-m, s+i-m+64k) only while i >= m and i - m + 64k <= n, so they
-    // stay inside `src`; unaligned full loads are at offsets in [0, n-64]; masked loads and
-    // stores touch only bytes in [0, n); aligned stores are at d+i with (d+i) % 64 == 0 since
-    // i = skip (+ multiples of 64).
+    // SAFETY: the caller's contract is the body's; `NoSum` sums nothing, so any `n` is within
+    // its segment limit.
     unsafe {
-        let skip = (64 - (d as usize & 63)) & 63;
-        let m = (s as usize + skip) & 63;
-        if skip != 0 {
-            // Head [0, skip): inside the destination line before the first aligned one.
-            _mm512_mask_storeu_epi8(d.cast(), low_mask(skip), _mm512_loadu_si512(s.cast()));
-        }
-        let mut i = skip;
-        if m == 0 {
-            // Same alignment on both sides: plain aligned loads.
-            while i + 256 <= n {
-                let a = _mm512_load_si512(s.add(i).cast());
-                let b = _mm512_load_si512(s.add(i + 64).cast());
-                let c = _mm512_load_si512(s.add(i + 128).cast());
-                let e = _mm512_load_si512(s.add(i + 192).cast());
-                _mm512_store_si512(d.add(i).cast(), a);
-                _mm512_store_si512(d.add(i + 64).cast(), b);
-                _mm512_store_si512(d.add(i + 128).cast(), c);
-                _mm512_store_si512(d.add(i + 192).cast(), e);
-                i += 256;
-            }
-        } else {
-            if i < m {
-                // The source line holding byte `skip` starts before `src`: one unaligned load.
-                _mm512_store_si512(d.add(i).cast(), _mm512_loadu_si512(s.add(i).cast()));
-                i += 64;
-            }
-            let idx = _mm512_add_epi8(
-                _mm512_loadu_si512(IOTA.as_ptr().cast()),
-                _mm512_set1_epi8(m as i8),
-            );
-            // Aligned source line holding byte i. i - m + 64 <= 127 + 64 < n.
-            let mut a = _mm512_load_si512(s.add(i - m).cast());
-            while i - m + 320 <= n {
-                let p = s.add(i - m);
-                let b0 = _mm512_load_si512(p.add(64).cast());
-                let b1 = _mm512_load_si512(p.add(128).cast());
-                let b2 = _mm512_load_si512(p.add(192).cast());
-                let b3 = _mm512_load_si512(p.add(256).cast());
-                _mm512_store_si512(d.add(i).cast(), _mm512_permutex2var_epi8(a, idx, b0));
-                _mm512_store_si512(d.add(i + 64).cast(), _mm512_permutex2var_epi8(b0, idx, b1));
-                _mm512_store_si512(d.add(i + 128).cast(), _mm512_permutex2var_epi8(b1, idx, b2));
-                _mm512_store_si512(d.add(i + 192).cast(), _mm512_permutex2var_epi8(b2, idx, b3));
-                a = b3;
-                i += 256;
-            }
-            while i - m + 128 <= n {
-                let b = _mm512_load_si512(s.add(i - m + 64).cast());
-                _mm512_store_si512(d.add(i).cast(), _mm512_permutex2var_epi8(a, idx, b));
-                a = b;
-                i += 64;
-            }
-        }
-        // Remaining whole destination lines (at most a few), then the partial last line.
-        while i + 64 <= n {
-            _mm512_store_si512(d.add(i).cast(), _mm512_loadu_si512(s.add(i).cast()));
-            i += 64;
-        }
-        if i < n {
-            let k = low_mask(n - i);
-            _mm512_mask_storeu_epi8(
-                d.add(i).cast(),
-                k,
-                _mm512_maskz_loadu_epi8(k, s.add(i).cast()),
-            );
-        }
+        super::x86_fused::vbmi_seg::<super::x86_fused::NoSum>(d, s, n);
     }
 }
 
 /// Mask of the low `k` bits, `k` in 0..=64.
 #[inline(always)]
-fn low_mask(k: usize) -> u64 {
+pub(crate) fn low_mask(k: usize) -> u64 {
     if k >= 64 {
         u64::MAX
     } else {

@@ -8,14 +8,18 @@
 //! AVX-512 uses [`Acc3`] (3 ops per vector). No carry is ever lost: callers feed at most
 //! [`MAX_CHUNK`] bytes per call, far below any lane overflow.
 //!
-//! The fused kernels store to an aligned destination exactly like the copy kernels in
+//! The AVX2 fused kernel stores to an aligned destination exactly like the AVX2 copy in
 //! `x86_copy` (unaligned head and tail vectors, aligned body), but the checksum must count each
 //! byte once: the head vector is masked to the bytes before the aligned body, the tail to the
 //! bytes after it, and a part that starts at an odd offset is byte-swapped before it is added
-//! (RFC 1071 §2(B)).
+//! (RFC 1071 §2(B)). The AVX-512 loops (sum-only here, fused in `x86_fused`) are written once
+//! in `x86_fused` over the [`SumAcc`] accumulator defined here ([`Acc3Pair`]); the VNNI sum
+//! keeps its own loop (see [`sum_le_avx512_vnni`]).
 #![allow(unsafe_code)]
 
 use super::combine::{checksum_concat, fold128};
+use super::x86_copy::low_mask;
+use super::x86_fused::{sum_le, SumAcc};
 use core::arch::x86_64::*;
 
 /// Largest input one kernel call sums: keeps every 64-bit lane accumulator far from overflow
@@ -46,7 +50,7 @@ static TAIL_MASK: [u8; 64] = {
 };
 
 /// `vpshufb` control swapping the two bytes of every 16-bit word (per 128-bit lane).
-static SWAP16: [u8; 64] = {
+pub(crate) static SWAP16: [u8; 64] = {
     let mut t = [0u8; 64];
     let mut i = 0;
     while i < 64 {
@@ -105,16 +109,6 @@ pub(crate) fn fold64_short(x: u64) -> u16 {
     t + u16::from(c)
 }
 
-/// Mask of the low `k` bits, `k` in 0..=64.
-#[inline(always)]
-fn low_mask(k: usize) -> u64 {
-    if k >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << k) - 1
-    }
-}
-
 /// AVX2 little-endian-word sum of `n <= MAX_CHUNK` bytes at `s`.
 ///
 /// # Safety
@@ -146,36 +140,15 @@ pub(crate) unsafe fn sum_le_avx2(s: *const u8, n: usize) -> u16 {
     }
 }
 
-/// AVX-512 little-endian-word sum of `n <= MAX_CHUNK` bytes at `s`.
+/// AVX-512 little-endian-word sum of `n <= MAX_CHUNK` bytes at `s`, three ops per vector
+/// ([`Acc3`]).
 ///
 /// # Safety
 /// CPU supports AVX-512 F and BW; `s` valid for `n` bytes.
 #[target_feature(enable = "avx512f,avx512bw")]
 pub(crate) unsafe fn sum_le_avx512(s: *const u8, n: usize) -> u16 {
-    // SAFETY (whole body): full loads at offsets i with i + 64 <= n; the last partial vector is
-    // a masked load that touches only the `n - i` valid bytes (masked-off bytes do not fault).
-    unsafe {
-        let mut a0 = Acc3::new();
-        let mut a1 = Acc3::new();
-        let mut a2 = Acc3::new();
-        let mut a3 = Acc3::new();
-        let mut i = 0;
-        while i + 256 <= n {
-            a0.add(_mm512_loadu_si512(s.add(i).cast()));
-            a1.add(_mm512_loadu_si512(s.add(i + 64).cast()));
-            a2.add(_mm512_loadu_si512(s.add(i + 128).cast()));
-            a3.add(_mm512_loadu_si512(s.add(i + 192).cast()));
-            i += 256;
-        }
-        while i + 64 <= n {
-            a0.add(_mm512_loadu_si512(s.add(i).cast()));
-            i += 64;
-        }
-        if i < n {
-            a1.add(_mm512_maskz_loadu_epi8(low_mask(n - i), s.add(i).cast()));
-        }
-        fold512(Acc3::merge4(a0, a1, a2, a3).lanes())
-    }
+    // SAFETY: the features are enabled here; `n <= MAX_CHUNK = Acc3Pair::SEG`.
+    unsafe { sum_le::<Acc3Pair>(s, n) }
 }
 
 /// AVX2 fused copy and little-endian-word sum of `n <= MAX_CHUNK` bytes.
@@ -267,46 +240,6 @@ pub(crate) unsafe fn copy_sum_le_avx2(d: *mut u8, s: *const u8, n: usize) -> u16
     }
 }
 
-/// [`Acc3`] in 256-bit vectors: `full` adds whole 64-bit lanes, `hi` the high 32-bit halves;
-/// the exact per-lane sum of both halves is `full - (hi << 32) + hi` (mod 2^64, exact for
-/// `n <= MAX_CHUNK`: a lane sums at most 2^23 vectors' halves, < 2^56).
-#[derive(Clone, Copy)]
-struct Acc3y {
-    full: __m256i,
-    hi: __m256i,
-}
-
-impl Acc3y {
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn new() -> Self {
-        Acc3y {
-            full: _mm256_setzero_si256(),
-            hi: _mm256_setzero_si256(),
-        }
-    }
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn add(&mut self, v: __m256i) {
-        self.full = _mm256_add_epi64(self.full, v);
-        self.hi = _mm256_add_epi64(self.hi, _mm256_srli_epi64::<32>(v));
-    }
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn merge(a: Self, b: Self) -> Self {
-        Acc3y {
-            full: _mm256_add_epi64(a.full, b.full),
-            hi: _mm256_add_epi64(a.hi, b.hi),
-        }
-    }
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn lanes(self) -> __m256i {
-        let lo = _mm256_sub_epi64(self.full, _mm256_slli_epi64::<32>(self.hi));
-        _mm256_add_epi64(lo, self.hi)
-    }
-}
-
 /// Reduces four 64-bit lanes (each < 2^56, so their sum cannot wrap) in registers.
 #[target_feature(enable = "avx2")]
 #[inline]
@@ -319,247 +252,118 @@ fn fold256_reg(acc: __m256i) -> u16 {
     fold64_short(_mm_cvtsi128_si64(y) as u64)
 }
 
-/// AVX-512 fused copy and little-endian-word sum of `n <= MAX_CHUNK` bytes.
-///
-/// Copy side as the VBMI copy's equal-alignment path: masked stores for the partial first and
-/// last destination lines and aligned stores in between, so each destination line is written
-/// once. Sum side in three vector ops per 64 bytes (see [`Acc3`]).
-///
-/// # Safety
-/// CPU supports AVX-512 F and BW; ranges valid for `n` bytes and non-overlapping.
-#[target_feature(enable = "avx512f,avx512bw,avx2")]
-pub(crate) unsafe fn copy_sum_le_avx512(d: *mut u8, s: *const u8, n: usize) -> u16 {
-    // SAFETY (whole body): masked loads/stores touch only the bytes their mask selects, all in
-    // [0, n); full loads at offsets in [0, n-64]; aligned stores at 64-aligned addresses d+i
-    // with i + 64 <= n.
-    unsafe {
-        if n <= 64 {
-            let k = low_mask(n);
-            let v = _mm512_maskz_loadu_epi8(k, s.cast());
-            _mm512_mask_storeu_epi8(d.cast(), k, v);
-            return fold512(add_halves512(_mm512_setzero_si512(), v));
+/// Stamps out the three-op accumulator at one vector width (the same scheme for AVX2 and
+/// AVX-512; the intrinsics and the `target_feature` are what differ).
+macro_rules! acc3 {
+    ($(#[$doc:meta])* $name:ident, $v:ty, $feat:literal, $zero:ident, $add:ident, $sub:ident,
+     $srli:ident, $slli:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy)]
+        struct $name {
+            full: $v,
+            hi: $v,
         }
-        let skip = (64 - (d as usize & 63)) & 63;
-        let first = if skip != 0 {
-            let v = _mm512_maskz_loadu_epi8(low_mask(skip), s.cast());
-            _mm512_mask_storeu_epi8(d.cast(), low_mask(skip), v);
-            v
-        } else {
-            _mm512_setzero_si512()
-        };
-        // Head bytes [0, skip) are summed in the body's word grid: if skip is odd the body
-        // is off the whole's grid by one byte, so the head is byte-swapped within each 16-bit
-        // word here and the final sum swapped back (RFC 1071 §2(B)). One reduction in total.
-        let odd = skip & 1 == 1;
-        let head = if odd {
-            _mm512_shuffle_epi8(first, _mm512_loadu_si512(SWAP16.as_ptr().cast()))
-        } else {
-            first
-        };
-        let mut a0 = Acc3::new();
-        let mut a1 = Acc3::new();
-        let mut a2 = Acc3::new();
-        let mut a3 = Acc3::new();
-        a0.add(head);
-        let mut i = skip;
-        while i + 256 <= n {
-            let v0 = _mm512_loadu_si512(s.add(i).cast());
-            let v1 = _mm512_loadu_si512(s.add(i + 64).cast());
-            let v2 = _mm512_loadu_si512(s.add(i + 128).cast());
-            let v3 = _mm512_loadu_si512(s.add(i + 192).cast());
-            _mm512_store_si512(d.add(i).cast(), v0);
-            _mm512_store_si512(d.add(i + 64).cast(), v1);
-            _mm512_store_si512(d.add(i + 128).cast(), v2);
-            _mm512_store_si512(d.add(i + 192).cast(), v3);
-            a0.add(v0);
-            a1.add(v1);
-            a2.add(v2);
-            a3.add(v3);
-            i += 256;
+
+        impl $name {
+            #[target_feature(enable = $feat)]
+            #[inline]
+            fn new() -> Self {
+                $name {
+                    full: $zero(),
+                    hi: $zero(),
+                }
+            }
+            #[target_feature(enable = $feat)]
+            #[inline]
+            fn add(&mut self, v: $v) {
+                self.full = $add(self.full, v);
+                self.hi = $add(self.hi, $srli::<32>(v));
+            }
+            /// One accumulator holding the sums of two: `full` and `hi` are plain sums, so
+            /// they add (mod 2^64 for `full`, exactly for `hi`), and `lanes()` of the merged
+            /// accumulator equals the sum of the two `lanes()`. Two adds per pair instead of
+            /// a `lanes()` (three ops) per accumulator: a shorter dependency chain after the
+            /// loop, which matters at packet sizes (a 1448-byte sum is only 23 vectors).
+            #[target_feature(enable = $feat)]
+            #[inline]
+            fn merge(a: Self, b: Self) -> Self {
+                $name {
+                    full: $add(a.full, b.full),
+                    hi: $add(a.hi, b.hi),
+                }
+            }
+            /// Per-lane exact sum of all 32-bit halves (each lane < 2^64).
+            #[target_feature(enable = $feat)]
+            #[inline]
+            fn lanes(self) -> $v {
+                let lo = $sub(self.full, $slli::<32>(self.hi));
+                $add(lo, self.hi)
+            }
         }
-        while i + 64 <= n {
-            let v = _mm512_loadu_si512(s.add(i).cast());
-            _mm512_store_si512(d.add(i).cast(), v);
-            a1.add(v);
-            i += 64;
-        }
-        if i < n {
-            // Tail bytes [i, n): same word parity as the body (i - skip is a multiple of 64).
-            let k = low_mask(n - i);
-            let v = _mm512_maskz_loadu_epi8(k, s.add(i).cast());
-            _mm512_mask_storeu_epi8(d.add(i).cast(), k, v);
-            a2.add(v);
-        }
-        let sum = fold512(Acc3::merge4(a0, a1, a2, a3).lanes());
-        if odd {
-            sum.swap_bytes()
-        } else {
-            sum
-        }
-    }
+    };
 }
 
-/// AVX-512 VBMI fused copy and little-endian-word sum of `n <= MAX_CHUNK` bytes: the copy
-/// side is the VBMI copy (aligned loads AND aligned stores, destination lines assembled with
-/// `vpermt2b` when source and destination disagree modulo 64), and the sum is taken over the
-/// assembled destination vectors, which are exactly the bytes stored.
-///
-/// # Safety
-/// CPU supports AVX-512 F, BW and VBMI; ranges valid for `n` bytes and non-overlapping.
-#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx2")]
-pub(crate) unsafe fn copy_sum_le_avx512_vbmi(d: *mut u8, s: *const u8, n: usize) -> u16 {
-    // SAFETY (whole body): as `x86_copy::avx512_vbmi_body` (aligned loads only while
-    // i >= m and i - m + 64k <= n; masked accesses only touch bytes in [0, n); aligned stores at
-    // 64-aligned d+i with i + 64 <= n); small sizes go to the plain fused kernel.
-    unsafe {
-        if n <= 256 {
-            return copy_sum_le_avx512(d, s, n);
-        }
-        let skip = (64 - (d as usize & 63)) & 63;
-        let m = (s as usize + skip) & 63;
-        let odd = skip & 1 == 1;
-        let mut a0 = Acc3::new();
-        let mut a1 = Acc3::new();
-        let mut a2 = Acc3::new();
-        let mut a3 = Acc3::new();
-        if skip != 0 {
-            // Head [0, skip), summed in the body's word grid (swapped if skip is odd, and the
-            // total swapped back at the end: RFC 1071 §2(B)).
-            let v = _mm512_maskz_loadu_epi8(low_mask(skip), s.cast());
-            _mm512_mask_storeu_epi8(d.cast(), low_mask(skip), v);
-            a3.add(if odd {
-                _mm512_shuffle_epi8(v, _mm512_loadu_si512(SWAP16.as_ptr().cast()))
-            } else {
-                v
-            });
-        }
-        let mut i = skip;
-        if m == 0 {
-            while i + 256 <= n {
-                let v0 = _mm512_load_si512(s.add(i).cast());
-                let v1 = _mm512_load_si512(s.add(i + 64).cast());
-                let v2 = _mm512_load_si512(s.add(i + 128).cast());
-                let v3 = _mm512_load_si512(s.add(i + 192).cast());
-                _mm512_store_si512(d.add(i).cast(), v0);
-                _mm512_store_si512(d.add(i + 64).cast(), v1);
-                _mm512_store_si512(d.add(i + 128).cast(), v2);
-                _mm512_store_si512(d.add(i + 192).cast(), v3);
-                a0.add(v0);
-                a1.add(v1);
-                a2.add(v2);
-                a3.add(v3);
-                i += 256;
-            }
-        } else {
-            if i < m {
-                let v = _mm512_loadu_si512(s.add(i).cast());
-                _mm512_store_si512(d.add(i).cast(), v);
-                a0.add(v);
-                i += 64;
-            }
-            let idx = _mm512_add_epi8(
-                _mm512_loadu_si512(super::x86_copy::IOTA.as_ptr().cast()),
-                _mm512_set1_epi8(m as i8),
-            );
-            let mut a = _mm512_load_si512(s.add(i - m).cast());
-            while i - m + 320 <= n {
-                let p = s.add(i - m);
-                let b0 = _mm512_load_si512(p.add(64).cast());
-                let b1 = _mm512_load_si512(p.add(128).cast());
-                let b2 = _mm512_load_si512(p.add(192).cast());
-                let b3 = _mm512_load_si512(p.add(256).cast());
-                let v0 = _mm512_permutex2var_epi8(a, idx, b0);
-                let v1 = _mm512_permutex2var_epi8(b0, idx, b1);
-                let v2 = _mm512_permutex2var_epi8(b1, idx, b2);
-                let v3 = _mm512_permutex2var_epi8(b2, idx, b3);
-                _mm512_store_si512(d.add(i).cast(), v0);
-                _mm512_store_si512(d.add(i + 64).cast(), v1);
-                _mm512_store_si512(d.add(i + 128).cast(), v2);
-                _mm512_store_si512(d.add(i + 192).cast(), v3);
-                a0.add(v0);
-                a1.add(v1);
-                a2.add(v2);
-                a3.add(v3);
-                a = b3;
-                i += 256;
-            }
-            while i - m + 128 <= n {
-                let b = _mm512_load_si512(s.add(i - m + 64).cast());
-                let v = _mm512_permutex2var_epi8(a, idx, b);
-                _mm512_store_si512(d.add(i).cast(), v);
-                a0.add(v);
-                a = b;
-                i += 64;
-            }
-        }
-        while i + 64 <= n {
-            let v = _mm512_loadu_si512(s.add(i).cast());
-            _mm512_store_si512(d.add(i).cast(), v);
-            a1.add(v);
-            i += 64;
-        }
-        if i < n {
-            let k = low_mask(n - i);
-            let v = _mm512_maskz_loadu_epi8(k, s.add(i).cast());
-            _mm512_mask_storeu_epi8(d.add(i).cast(), k, v);
-            a2.add(v);
-        }
-        let sum = fold512(Acc3::merge4(a0, a1, a2, a3).lanes());
-        if odd {
-            sum.swap_bytes()
-        } else {
-            sum
-        }
-    }
-}
+acc3!(
+    /// Sum of the 32-bit halves of every 64-bit lane in three ops per vector instead of four:
+    /// `full` adds whole 64-bit lanes (the low halves' carries spill into the high half, mod
+    /// 2^64), `hi` adds the high halves exactly. Then the low halves' exact sum is
+    /// `full - (hi << 32)` (mod 2^64, exact because it is < 2^64 for `n <= MAX_CHUNK`).
+    Acc3,
+    __m512i,
+    "avx512f",
+    _mm512_setzero_si512,
+    _mm512_add_epi64,
+    _mm512_sub_epi64,
+    _mm512_srli_epi64,
+    _mm512_slli_epi64
+);
+acc3!(
+    /// [`Acc3`] in 256-bit vectors (a lane sums at most 2^23 vectors' halves, < 2^56).
+    Acc3y,
+    __m256i,
+    "avx2",
+    _mm256_setzero_si256,
+    _mm256_add_epi64,
+    _mm256_sub_epi64,
+    _mm256_srli_epi64,
+    _mm256_slli_epi64
+);
 
-/// Sum of the 32-bit halves of every 64-bit lane in three ops per vector instead of four:
-/// `full` adds whole 64-bit lanes (the low halves' carries spill into the high half, mod
-/// 2^64), `hi` adds the high halves exactly. Then the low halves' exact sum is
-/// `full - (hi << 32)` (mod 2^64, exact because it is < 2^64 for `n <= MAX_CHUNK`).
+/// Two [`Acc3`]s as one [`SumAcc`]: a kernel's two accumulators hold four independent
+/// chains, which the generic bodies feed as `a0.add2(v0, v1); a1.add2(v2, v3)` (four vector
+/// adds in flight, as the adders need) and merge with ONE reduction at the end.
 #[derive(Clone, Copy)]
-struct Acc3 {
-    full: __m512i,
-    hi: __m512i,
+pub(crate) struct Acc3Pair {
+    x: Acc3,
+    y: Acc3,
 }
 
-impl Acc3 {
+impl SumAcc for Acc3Pair {
+    /// Exact up to [`MAX_CHUNK`] (see [`Acc3`]), which callers never exceed: one segment.
+    const SEG: usize = MAX_CHUNK;
     #[target_feature(enable = "avx512f")]
     #[inline]
-    fn new() -> Self {
-        Acc3 {
-            full: _mm512_setzero_si512(),
-            hi: _mm512_setzero_si512(),
+    unsafe fn new() -> Self {
+        Acc3Pair {
+            x: Acc3::new(),
+            y: Acc3::new(),
         }
     }
     #[target_feature(enable = "avx512f")]
     #[inline]
-    fn add(&mut self, v: __m512i) {
-        self.full = _mm512_add_epi64(self.full, v);
-        self.hi = _mm512_add_epi64(self.hi, _mm512_srli_epi64::<32>(v));
+    unsafe fn add1(&mut self, v: __m512i) {
+        self.x.add(v);
     }
-    /// One accumulator holding the sums of four: `full` and `hi` are plain sums, so they add
-    /// (mod 2^64 for `full`, exactly for `hi`), and [`Acc3::lanes`] of the merged accumulator
-    /// equals the sum of the four `lanes()`. Two adds per pair instead of a `lanes()` (three
-    /// ops) per accumulator: a shorter dependency chain after the loop, which matters at
-    /// packet sizes (a 1448-byte sum is only 23 vectors).
     #[target_feature(enable = "avx512f")]
     #[inline]
-    fn merge4(a: Self, b: Self, c: Self, d: Self) -> Self {
-        Acc3 {
-            full: _mm512_add_epi64(
-                _mm512_add_epi64(a.full, b.full),
-                _mm512_add_epi64(c.full, d.full),
-            ),
-            hi: _mm512_add_epi64(_mm512_add_epi64(a.hi, b.hi), _mm512_add_epi64(c.hi, d.hi)),
-        }
+    unsafe fn add2(&mut self, a: __m512i, b: __m512i) {
+        self.x.add(a);
+        self.y.add(b);
     }
-    /// Per-lane exact sum of all 32-bit halves (each lane < 2^64).
     #[target_feature(enable = "avx512f")]
     #[inline]
-    fn lanes(self) -> __m512i {
-        let lo = _mm512_sub_epi64(self.full, _mm512_slli_epi64::<32>(self.hi));
-        _mm512_add_epi64(lo, self.hi)
+    unsafe fn finish(a: Self, b: Self) -> u16 {
+        fold512(Acc3::merge(Acc3::merge(a.x, a.y), Acc3::merge(b.x, b.y)).lanes())
     }
 }
 
@@ -581,6 +385,12 @@ fn w_hi() -> __m512i {
 /// weights, four products added into each 32-bit lane) accumulate the even and odd bytes
 /// separately; sum = even + 256 * odd. Two vector ops per 64 bytes instead of four. A lane
 /// gains at most 510 per op, so `n <= MAX_CHUNK` (2^24 vectors) cannot wrap it.
+///
+/// Its loop is the shape of `x86_fused::sum_run` but kept written out: as an instance of
+/// `sum_le` (a `SumAcc` holding two even/odd pairs) it measured 2-3% slower at 1448 bytes in
+/// every alternating A/B on an AMD Zen 5 (0.967, 0.979, 0.967 and 0.968 of this loop, against
+/// 0.99-1.01 for the kernels whose code was unchanged), from a different register and block
+/// layout of the one-vector loop and the reduction.
 ///
 /// # Safety
 /// CPU supports AVX-512 F, BW and VNNI; `s` valid for `n` bytes.
