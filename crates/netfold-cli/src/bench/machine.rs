@@ -10,6 +10,8 @@ pub struct Machine {
     pub cores: usize,
     pub kernel: String,
     pub commit: String,
+    /// How the binary was built: `release`, `release+pgo` (`scripts/pgo-build.sh`), ...
+    pub build: String,
     /// UTC, ISO 8601 (`2026-11-25T03:40:00Z`).
     pub date: String,
 }
@@ -21,6 +23,7 @@ impl Machine {
             cores: super::affinity::online_cpus(),
             kernel: kernel_release(),
             commit: commit(),
+            build: env!("NETFOLD_BUILD").to_string(),
             date: utc_now(),
         }
     }
@@ -115,6 +118,11 @@ mod tests {
         let m = Machine::current();
         assert!(m.cores >= 1);
         assert!(!m.cpu_model.is_empty() && !m.kernel.is_empty() && !m.commit.is_empty());
+        assert!(
+            m.build.starts_with("release") || m.build.starts_with("debug"),
+            "{}",
+            m.build
+        );
         assert!(m.date.ends_with('Z') && m.date.len() == 20);
     }
 }

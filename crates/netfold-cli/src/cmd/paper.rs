@@ -184,11 +184,12 @@ pub fn run_paper(a: Args) -> CmdResult {
     let _ = writeln!(md, "# netfold: the 2002 Linux TCP/IP study, reproduced\n");
     let _ = writeln!(
         md,
-        "| machine | |\n|---|---|\n| CPU | {} |\n| cores | {} |\n| kernel | Linux {} |\n| netfold commit | {} |\n| date (UTC) | {} |\n| run | {} |\n",
+        "| machine | |\n|---|---|\n| CPU | {} |\n| cores | {} |\n| kernel | Linux {} |\n| netfold commit | {} |\n| build | {} |\n| date (UTC) | {} |\n| run | {} |\n",
         m.cpu_model,
         m.cores,
         m.kernel,
         m.commit,
+        m.build,
         m.date,
         if q { "`--quick`" } else { "full" }
     );
