@@ -15,7 +15,7 @@
 # The training runs both stacks of the comparison (netfold and smoltcp, one binary) through
 # the same tests, so both get the same treatment; every JSON result (`machine.build`:
 # `release+pgo`) and the paper report say which build they measured.
-# Code the training does not run (TAP, IPv6, the C API, loss recovery) is laid out as cold:
+# Code the training does not run (TAP, the C API, loss recovery) is laid out as cold:
 # it stays correct, and may be slower than in the plain build.
 #
 # Needs llvm-profdata of the LLVM that rustc uses (`rustc -vV`: "LLVM version"): rustup's
