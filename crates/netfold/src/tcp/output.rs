@@ -808,7 +808,11 @@ impl Conn {
             // queue). A receiver that reneged needs it; one that holds it answers with the
             // cumulative ACK that was lost. Skipping it, as below, deadlocked a connection
             // whose whole flight was SACKed, whose cumulative ACK was lost and whose
-            // remaining data Nagle held back: nothing was sent until the RTOs ran out.
+            // remaining data Nagle held back: nothing was sent until the RTOs ran out. A flag
+            // of the RTO, not a change to the skip loop below: that loop also serves the other
+            // rewinds (persist, zero window) and the window checks; never skipping SND.UNA
+            // there made a seeded exchange time out (`header_prediction_changes_nothing_on_the_
+            // wire`, seed 638), while this passed 3,000 seeds.
             let end = seq::min(self.snd.max, fin_seq);
             let len = seq::dist(self.snd.una, end).min(smss);
             if len > 0 {

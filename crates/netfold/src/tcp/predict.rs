@@ -43,28 +43,28 @@ impl Conn {
         self.update_ts_recent(ctx, seg);
         // Fifth check, ACK: SND.UNA =< SEG.ACK =< SND.MAX.
         let acked = seq::dist(self.snd.una, seg.ack);
+        // RACK's microsecond RTT sample (RFC 8985 §6.2 step 1), for data newly acknowledged.
+        let rack_rtt = if self.sack_ok && acked > 0 {
+            self.rack.karn_sample(now, seg.ack)
+        } else {
+            None
+        };
         if acked > 0 {
-            // RACK's microsecond RTT sample (RFC 8985 §6.2 step 1), before the records go.
-            let rack_rtt = if self.sack_ok {
-                self.rack.karn_sample(now, seg.ack)
-            } else {
-                None
-            };
             let cwnd_limited = self.cwnd_limited();
             self.take_cumulative_ack(ctx, seg);
             // Not in recovery (predicted): the congestion controller's ACK.
             self.grow_cwnd(now, acked, cwnd_limited);
             self.restart_rto(now);
-            if self.sack_ok {
-                self.rack_on_ack(now, &[], None, rack_rtt);
-            }
-            // No TLP episode is open (predicted): RFC 8985 §7.4.2 has nothing to end. The
-            // probe timer restarts on an ACK of new data (§7.2).
+        }
+        // RACK runs on every acceptable ACK (§6.2).
+        if self.sack_ok {
+            self.rack_on_ack(now, &[], None, rack_rtt);
+        }
+        // No TLP episode is open (predicted): RFC 8985 §7.4.2 has nothing to end. The probe
+        // timer restarts on an ACK of new data (§7.2).
+        if acked > 0 {
             self.timers.pto = None;
             self.arm_pto(now);
-        } else if self.sack_ok {
-            // RACK runs on every acceptable ACK (§6.2), with nothing newly delivered here.
-            self.rack_on_ack(now, &[], None, None);
         }
         // The window update (SND.WL1/SND.WL2 rule); a non-zero window (predicted) leaves the
         // persist machinery idle.
