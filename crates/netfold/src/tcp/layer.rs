@@ -408,6 +408,16 @@ impl TcpLayer {
         }
     }
 
+    /// A passive connection into a slot and the table under `key`; the lookup cache gets it
+    /// too (its next segment, the handshake's ACK, then needs no table lookup).
+    fn enter_conn(&mut self, key: ConnKey, c: Conn) -> u32 {
+        let b = self.boxed(c);
+        let i = self.alloc(Sock::Conn(b));
+        self.conns.insert(key, i);
+        self.last_hit.put(key, i);
+        i
+    }
+
     /// The slot the next `alloc` returns.
     fn next_slot(&self) -> u32 {
         match self.free.last() {
@@ -679,11 +689,7 @@ impl TcpLayer {
         if c.input(&mut ctx, &ack, payload) != Event::Established {
             return true;
         }
-        let b = self.boxed(c);
-        let i = self.alloc(Sock::Conn(b));
-        let key = ConnKey::of(local, remote);
-        self.conns.insert(key, i);
-        self.last_hit.put(key, i);
+        let i = self.enter_conn(ConnKey::of(local, remote), c);
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.accept_queue.push_back(i);
         }
@@ -1055,11 +1061,7 @@ impl TcpLayer {
         c.parent = Some(li);
         c.in_syn_queue = true;
         c.mapped = mapped;
-        let b = self.boxed(c);
-        let i = self.alloc(Sock::Conn(b));
-        self.conns.insert(key, i);
-        // The next segment of this 4-tuple (the handshake's ACK) finds it without a lookup.
-        self.last_hit.put(key, i);
+        let i = self.enter_conn(key, c);
         if let Some(Sock::Listener(l)) = &mut self.slots[li as usize].sock {
             l.half_open += 1;
         }

@@ -216,9 +216,8 @@ impl Conn {
     #[cold]
     #[inline(never)]
     fn syn_header(&self, now: Instant) -> (u8, TcpOptions, u16) {
-        let mut flags = 0u8;
+        let mut flags = TcpFlags::SYN;
         let mut options = TcpOptions::default();
-        flags |= TcpFlags::SYN;
         if self.state == State::SynReceived {
             flags |= TcpFlags::ACK;
         }
