@@ -18,7 +18,7 @@ const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 fn a_poll_with_nothing_due_does_nothing_and_the_deadline_poll_does_the_work() {
     let mut n = Net::pipe(config(A, 1), config(B, 2), PipeConfig::default());
     let cfg = tcp::Config::default();
-    let l = TcpListener::bind(&mut n.b, SocketAddrV4::new(B, 80), 4, cfg.clone()).unwrap();
+    let l = TcpListener::bind(&mut n.b, SocketAddrV4::new(B, 80), 4, cfg).unwrap();
     let c = TcpStream::connect(&mut n.a, n.now, SocketAddrV4::new(B, 80), cfg).unwrap();
     n.settle();
     let (s, _) = l.accept(&mut n.b).unwrap();
@@ -43,7 +43,10 @@ fn a_poll_with_nothing_due_does_nothing_and_the_deadline_poll_does_the_work() {
     let segs = n.a.tcp().stats().segments_out;
     let mut t = n.now;
     for _ in 0..1000 {
-        assert!(n.a.tcp_mut().output_idle(t), "no TCP output pass before {deadline:?}");
+        assert!(
+            n.a.tcp_mut().output_idle(t),
+            "no TCP output pass before {deadline:?}"
+        );
         assert!(!n.a.poll(t, &mut n.ea), "an empty poll reports no work");
         assert_eq!(n.a.poll_at(t), Some(deadline), "and moves no deadline");
         t = (t + Duration::from_micros(97)).min(deadline - Duration::from_micros(1));
@@ -56,5 +59,8 @@ fn a_poll_with_nothing_due_does_nothing_and_the_deadline_poll_does_the_work() {
     // At the deadline the output pass runs and the segment goes again.
     assert!(!n.a.tcp_mut().output_idle(deadline));
     assert!(n.a.poll(deadline, &mut n.ea), "the deadline's poll works");
-    assert!(n.a.counters().frames_out > before.frames_out, "retransmitted");
+    assert!(
+        n.a.counters().frames_out > before.frames_out,
+        "retransmitted"
+    );
 }
