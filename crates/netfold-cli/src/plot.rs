@@ -194,3 +194,105 @@ where
         .draw()?;
     Ok(())
 }
+
+/// One bar of [`scaling_bars`]: a configuration ("2 shards, same, 1 thr") and its throughput
+/// relative to the panel's baseline (1 shard, `same`, same threads per shard).
+pub struct Bar {
+    pub label: String,
+    pub relative: f64,
+}
+
+/// The paper's Figures 1, 2 and 7 in netfold's terms: per test, each shard/affinity
+/// configuration's throughput relative to one shard, as bars, with the 1x line and the
+/// issue's 2-shard target drawn in. One panel per test.
+pub fn scaling_bars(
+    path: &Path,
+    panels: &[(String, f64, Vec<Bar>)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    if panels.is_empty() || panels.iter().all(|(_, _, b)| b.is_empty()) {
+        return Err("nothing to plot".into());
+    }
+    let root = SVGBackend::new(path, (900, 320 * panels.len() as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    for ((title, target, bars), area) in panels.iter().zip(root.split_evenly((panels.len(), 1))) {
+        let ymax = bars
+            .iter()
+            .map(|b| b.relative)
+            .fold(*target, f64::max)
+            .max(1.0)
+            * 1.15;
+        let n = bars.len().max(1);
+        let mut chart = ChartBuilder::on(&area)
+            .caption(title.as_str(), ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(70)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..n as f64, 0.0..ymax)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc("x one shard")
+            .draw()?;
+        for (i, b) in bars.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let x0 = i as f64 + 0.15;
+            let x1 = i as f64 + 0.85;
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(x0, 0.0), (x1, b.relative)],
+                color.filled(),
+            )))?;
+            chart.draw_series(std::iter::once(Text::new(
+                format!("{:.2}x", b.relative),
+                (x0, b.relative + ymax * 0.02),
+                ("sans-serif", 14),
+            )))?;
+            chart.draw_series(std::iter::once(Text::new(
+                b.label.clone(),
+                (x0, -ymax * 0.08),
+                ("sans-serif", 12),
+            )))?;
+        }
+        for (y, style) in [(1.0, BLACK.stroke_width(1)), (*target, RED.stroke_width(1))] {
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(0.0, y), (n as f64, y)],
+                style,
+            )))?;
+        }
+    }
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaling_bars_draw_every_configuration_and_refuse_nothing() {
+        let dir = std::env::temp_dir().join(format!("netfold-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("scaling.svg");
+        let panels = vec![(
+            "rr: throughput relative to 1 shard".to_string(),
+            1.8,
+            vec![
+                Bar {
+                    label: "2 sh, same, 1 thr".into(),
+                    relative: 1.42,
+                },
+                Bar {
+                    label: "1 sh, split, 2 thr".into(),
+                    relative: 0.31,
+                },
+            ],
+        )];
+        scaling_bars(&path, &panels).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for text in ["2 sh, same, 1 thr", "1 sh, split, 2 thr", "1.42x", "0.31x"] {
+            assert!(svg.contains(text), "{text} missing");
+        }
+        assert!(scaling_bars(&path, &[]).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -515,7 +515,7 @@ pub fn run_paper(a: Args) -> CmdResult {
     let _ = writeln!(md, "\nnetfold's threads busy-poll (no interrupts), so two of them on one core time-slice against each other; netfold's answer to same-core placement is one thread running both stacks (`--threads 1`).\n");
 
     // 8. Shard scaling and per-shard affinity.
-    scaling_section(&mut md, len);
+    scaling_section(&mut md, len, &out("scaling.svg"));
 
     // 9. RR and CRR.
     let r = run(&[
@@ -561,7 +561,7 @@ pub fn run_paper(a: Args) -> CmdResult {
 /// every affinity on 2 shards. The targets are issue 14's: 2 shards >= 1.9x one shard for
 /// TCP_STREAM and >= 1.8x for TCP_RR; two threads on one core >= 0.45x of the two on two cores;
 /// `same` ahead of `split` and `none` on throughput scaled to CPU.
-fn scaling_section(md: &mut String, len: &str) {
+fn scaling_section(md: &mut String, len: &str, figure: &str) {
     let shard_run = |test: &str, shards: &str, streams: &str, aff: &str, extra: &[&str]| {
         let mut args = vec![
             test,
@@ -582,7 +582,7 @@ fn scaling_section(md: &mut String, len: &str) {
     };
     // (test, shards, affinity, threads per shard, run)
     let mut runs: Vec<(&str, &str, &str, &str, Run)> = Vec::new();
-    for test in ["stream", "rr"] {
+    for test in ["stream", "rr", "crr"] {
         let size: &[&str] = if test == "stream" {
             &["-m", "64K"]
         } else {
@@ -717,6 +717,48 @@ fn scaling_section(md: &mut String, len: &str) {
         v = "**not measured** (the runs failed). ".into();
     }
     let _ = writeln!(md, "\nVerdict (Figures 1, 2, 7: throughput grows with CPUs when each CPU has its own work): {v}\n");
+    // The figure: per test, every configuration relative to one shard `same` with the same
+    // threads per shard (a starved run is left out rather than drawn as a huge bar).
+    let mut panels = Vec::new();
+    for (test, key, goal) in [
+        ("stream", "throughput_mbps", 1.9),
+        ("rr", "trans_per_s", 1.8),
+        ("crr", "trans_per_s", 1.8),
+    ] {
+        let mut bars = Vec::new();
+        for (shards, aff, threads) in [
+            ("2", "same", "1"),
+            ("2", "same", "2"),
+            ("1", "split", "2"),
+            ("2", "split", "2"),
+            ("2", "none", "2"),
+        ] {
+            let base = get_t(test, "1", "same", threads, key);
+            let x = get_t(test, shards, aff, threads, key);
+            let fed = starved(cpu(test, shards, aff, threads)).is_none()
+                && starved(cpu(test, "1", "same", threads)).is_none();
+            if let (Some(b), Some(x), true) = (base, x, fed) {
+                bars.push(crate::plot::Bar {
+                    label: format!("{shards} sh, {aff}, {threads} thr"),
+                    relative: x / b.max(1e-9),
+                });
+            }
+        }
+        if !bars.is_empty() {
+            panels.push((
+                format!("{test}: throughput relative to 1 shard, same (red: the {goal}x target)"),
+                goal,
+                bars,
+            ));
+        }
+    }
+    if crate::plot::scaling_bars(std::path::Path::new(figure), &panels).is_ok() {
+        let name = std::path::Path::new(figure)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let _ = writeln!(md, "![scaling]({name})\n");
+    }
     let sc = |aff: &str| get("stream", "2", aff, "scaled_throughput_mbps");
     let tp = |aff: &str| get("stream", "2", aff, "throughput_mbps");
     match (sc("same"), sc("split"), sc("none")) {
