@@ -393,8 +393,8 @@ fn bulk<N: MemNet>(
         (net.payload_passes(sender), net.payload_passes(receiver)),
     ) {
         ((Some(s0), Some(r0)), (Some(s1), Some(r1))) => Some(super::Passes {
-            sender: s1.since(&s0),
-            receiver: r1.since(&r0),
+            sender: Some(s1.since(&s0)),
+            receiver: Some(r1.since(&r0)),
         }),
         _ => None,
     };

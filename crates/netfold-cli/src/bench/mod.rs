@@ -259,9 +259,11 @@ pub struct Measurement {
     pub passes: Option<Passes>,
 }
 
-/// The passes over payload bytes of one transfer, at each end.
+/// The passes over payload bytes of one transfer, at each end. `None` for an end that is not
+/// a netfold stack: over a TAP or TUN the other end is the Linux kernel, whose passes netfold
+/// cannot count (the reports show it as "n/a").
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Passes {
-    pub sender: netfold::iface::counters::PayloadPasses,
-    pub receiver: netfold::iface::counters::PayloadPasses,
+    pub sender: Option<netfold::iface::counters::PayloadPasses>,
+    pub receiver: Option<netfold::iface::counters::PayloadPasses>,
 }

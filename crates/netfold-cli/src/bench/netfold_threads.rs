@@ -442,12 +442,12 @@ pub fn run_pair<D: Device + Send + 'static>(
     let client_passes = node.stack.counters().payload_passes();
     let passes = match p.test {
         Test::Stream => Some(super::Passes {
-            sender: client_passes,
-            receiver: srv.passes,
+            sender: Some(client_passes),
+            receiver: Some(srv.passes),
         }),
         Test::Maerts => Some(super::Passes {
-            sender: srv.passes,
-            receiver: client_passes,
+            sender: Some(srv.passes),
+            receiver: Some(client_passes),
         }),
         _ => None,
     };

@@ -72,6 +72,11 @@ pub struct Row {
     pub passes_per_byte_sender: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passes_per_byte_receiver: Option<f64>,
+    /// "sender" or "receiver": the end whose passes are not counted because it is not a
+    /// netfold stack (the Linux kernel across a TAP or TUN); its `passes_per_byte_*` is
+    /// absent and the table shows "n/a".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passes_not_counted: Option<&'static str>,
     /// Iterations run (`-i`), and whether the confidence interval (`-I`) was met.
     pub iterations: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -183,7 +188,11 @@ pub fn table(rows: &[Row]) -> String {
     let transactional = rows[0].trans_per_s.is_some();
     let udp = rows.iter().any(|r| r.sent_datagrams.is_some());
     let cpu = rows.iter().any(|r| r.cpu_util.is_some());
-    let passes = cpu && rows.iter().any(|r| r.passes_per_byte_sender.is_some());
+    // Either end: over a TAP in maerts only the receiver (netfold) is counted.
+    let passes = cpu
+        && rows
+            .iter()
+            .any(|r| r.passes_per_byte_sender.is_some() || r.passes_per_byte_receiver.is_some());
     let _ = writeln!(o, "{test} TEST (netfold harness)");
     let unit = if transactional {
         "Trans/s"
@@ -291,8 +300,15 @@ pub fn table(rows: &[Row]) -> String {
             ]);
         }
         if passes {
-            let p = |v: Option<f64>| v.map_or_else(|| "-".into(), |x| format!("{x:.2}"));
-            l.extend([p(r.passes_per_byte_sender), p(r.passes_per_byte_receiver)]);
+            let p = |v: Option<f64>, end: &str| match v {
+                Some(x) => format!("{x:.2}"),
+                None if r.passes_not_counted == Some(end) => "n/a".into(),
+                None => "-".into(),
+            };
+            l.extend([
+                p(r.passes_per_byte_sender, "sender"),
+                p(r.passes_per_byte_receiver, "receiver"),
+            ]);
         }
         l.push(format!("{ver}{ci}"));
         lines.push(l);
@@ -322,6 +338,12 @@ pub fn table(rows: &[Row]) -> String {
             })
             .collect();
         let _ = writeln!(o, "{}", cells.join("  ").trim_end());
+    }
+    if passes && rows.iter().any(|r| r.passes_not_counted.is_some()) {
+        let _ = writeln!(
+            o,
+            "Passes/B n/a: the Linux kernel's end of a TAP/TUN run, not netfold's to count"
+        );
     }
     let others: Vec<&str> = {
         let mut v: Vec<&str> = rows
