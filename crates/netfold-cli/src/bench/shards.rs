@@ -13,7 +13,9 @@
 //! Placement (`--affinity`, alias `--pin`): `same` puts shard k's client and server threads on
 //! CPU k (protocol and application work of a connection on one core); `split` puts shard k's
 //! client on CPU 2k and its server on CPU 2k+1 (modulo the CPUs: the application on another
-//! core); `none` leaves them to the scheduler. `--threads 1` runs a shard's client and server
+//! core); `none` leaves them to the scheduler. `same` is the placement the library's sharded
+//! runtime gives an application (`netfold_rt::shards`: a shard's driver and its `spawn_on`
+//! threads on the shard's CPU). `--threads 1` runs a shard's client and server
 //! stacks and applications on one thread (`ClientSide`), which never sleeps while the
 //! other stack may have work; `same` then pins shard k's thread to CPU k.
 
