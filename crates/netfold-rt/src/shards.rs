@@ -123,6 +123,10 @@ pub enum Steering {
     /// `k` whatever its port: `connect` takes any ephemeral port. (A flow the kernel starts —
     /// a connection to our listener — lands on the queue of the kernel's own symmetric flow
     /// hash, and stays there because the shard that accepts it answers on that queue.)
+    ///
+    /// ARP and NDP frames carry no flow, so the kernel may deliver a shard's neighbour answer
+    /// on another shard's queue: give each shard a device that shares them (as
+    /// `netfold serve --shards` does), see docs/SCALING.md.
     FollowTx,
 }
 
