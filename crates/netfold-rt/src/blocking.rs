@@ -260,7 +260,7 @@ impl Shared {
             match backoff.idle(self.now()) {
                 Step::Sleep => std::thread::park_timeout(left),
                 step => {
-                    Backoff::pause(step);
+                    backoff.pause(step);
                 }
             }
         }

@@ -398,7 +398,7 @@ impl<S: Driven> Driver<S> {
             if step != Step::Sleep {
                 // Poll again soon, with the lock released so application calls get in.
                 drop(g);
-                Backoff::pause(step);
+                backoff.pause(step);
                 g = self.lock_uncounted();
                 continue;
             }

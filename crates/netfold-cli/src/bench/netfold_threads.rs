@@ -217,7 +217,7 @@ impl<D: Device> Node<D> {
     /// `Device::wake_on_rx`); a device with neither a descriptor nor a wake-up only yields.
     fn back_off(&mut self, now: Instant, longest: Duration) {
         let step = self.backoff.idle(now);
-        if Backoff::pause(step) {
+        if self.backoff.pause(step) {
             return;
         }
         let due = [self.stack.poll_at(now), self.end.poll_at()]

@@ -656,28 +656,61 @@ fn scaling_section(md: &mut String, len: &str) {
         }
     };
     let mut v = String::new();
+    // A ratio is only stated between runs that both got the CPU: a run starved by other
+    // programs (a few hundred transactions/s at a fraction of a percent of CPU) once made
+    // "2 shards / 1 shard = 83x" here.
+    let cpu = |test: &str, shards: &str, aff: &str, threads: &str| {
+        get_t(test, shards, aff, threads, "cpu_util")
+    };
+    let ratio_of = |test: &str,
+                    key: &str,
+                    a: (&str, &str, &str),
+                    b: (&str, &str, &str)|
+     -> Option<Result<f64, String>> {
+        let x = get_t(test, a.0, a.1, a.2, key)?;
+        let y = get_t(test, b.0, b.1, b.2, key)?;
+        for (p, c) in [(a, cpu(test, a.0, a.1, a.2)), (b, cpu(test, b.0, b.1, b.2))] {
+            if let Some(msg) = starved(c) {
+                return Some(Err(format!(
+                    "not measured: the run with {} shard(s), {}, {} thread(s) per shard {msg}",
+                    p.0, p.1, p.2
+                )));
+            }
+        }
+        Some(Ok(x / y.max(1e-9)))
+    };
     for (test, key, goal) in [
         ("stream", "throughput_mbps", 1.9),
         ("rr", "trans_per_s", 1.8),
     ] {
-        if let (Some(one), Some(two)) = (get(test, "1", "same", key), get(test, "2", "same", key)) {
-            let ratio = two / one.max(1e-9);
-            let _ = write!(
-                v,
-                "{test}: 2 shards / 1 shard (2 streams, same) = {} ({}); ",
-                verdict(ratio),
-                target(ratio, goal)
-            );
+        for threads in ["2", "1"] {
+            match ratio_of(test, key, ("2", "same", threads), ("1", "same", threads)) {
+                Some(Ok(ratio)) => {
+                    let _ = write!(
+                        v,
+                        "{test}: 2 shards / 1 shard (2 streams, same, {threads} thread(s) per shard) = {} ({}); ",
+                        verdict(ratio),
+                        target(ratio, goal)
+                    );
+                }
+                Some(Err(e)) => {
+                    let _ = write!(v, "{test} 2 shards / 1 shard: {e}; ");
+                }
+                None => {}
+            }
         }
-        if let (Some(one_core), Some(two_cores)) =
-            (get(test, "1", "same", key), get(test, "1", "split", key))
-        {
-            let ratio = one_core / two_cores.max(1e-9);
-            let _ = write!(
-                v,
-                "{test}: one shard's two threads on one core / on two cores = {ratio:.2}x ({}); ",
-                target(ratio, 0.45)
-            );
+        match ratio_of(test, key, ("1", "same", "2"), ("1", "split", "2")) {
+            Some(Ok(ratio)) => {
+                let _ = write!(
+                    v,
+                    "{test}: one shard's two threads on one core / on two cores = {ratio:.2}x ({}); ",
+                    target(ratio, 0.45)
+                );
+            }
+            Some(Err(e)) => {
+                let _ = write!(v, "{test} one core / two cores: {e}; ");
+            }
+            None => {}
         }
     }
     if v.is_empty() {
@@ -701,6 +734,17 @@ fn scaling_section(md: &mut String, len: &str) {
         md,
         "What limits shards on larger machines, with these numbers: docs/SCALING.md.\n"
     );
+}
+
+/// Why a run's figures say nothing about netfold, if they do not: `cpu_util` (percent of the
+/// machine) below 2% means the run's threads barely ran (other programs held the CPUs).
+fn starved(cpu_util: Option<f64>) -> Option<String> {
+    match cpu_util {
+        Some(c) if c < 2.0 => Some(format!(
+            "used {c:.1}% CPU (starved by other programs on the machine)"
+        )),
+        _ => None,
+    }
 }
 
 /// RR/CRR verdict: the paper's affinity claim per transaction (keeping a connection's work on
@@ -882,6 +926,14 @@ fn pool_section(md: &mut String, r: &Run) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_starved_run_is_named_not_compared() {
+        assert!(starved(Some(0.3)).is_some_and(|m| m.contains("0.3% CPU")));
+        assert_eq!(starved(Some(35.0)), None);
+        // No --cpu figure: nothing to judge by, the ratio stands.
+        assert_eq!(starved(None), None);
+    }
 
     #[test]
     fn verdicts_say_yes_no_or_reversed_with_the_ratio() {

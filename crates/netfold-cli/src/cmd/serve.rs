@@ -251,8 +251,10 @@ impl Clock {
     }
 }
 
-/// Polls stack and services until SIGINT/SIGTERM; `wait` sleeps until the device is readable
-/// or the timeout passes.
+/// Polls stack and services until SIGINT/SIGTERM. After an empty poll it backs off as every
+/// other netfold polling thread does (`netfold_rt::backoff`: yield for the 50 us busy-poll
+/// budget, sleep at once on a core taken by a hog), then `wait` sleeps until the device is
+/// readable or the timeout passes: a frame that comes within the budget costs no poll(2).
 pub(super) fn serve_loop<D: Device>(
     dev: &mut D,
     wait: impl Fn(&D, Duration),
@@ -260,13 +262,21 @@ pub(super) fn serve_loop<D: Device>(
     services: &mut Services,
     clock: &Clock,
 ) {
+    let mut backoff = netfold_rt::backoff::Backoff::default();
     while !STOP.load(Ordering::SeqCst) {
         let now = clock.now();
         let mut did = stack.poll(now, dev);
         did |= services.poll(stack, now);
         if did {
+            backoff.worked();
             continue;
         }
+        let step = backoff.idle(now);
+        if backoff.pause(step) {
+            continue;
+        }
+        // The sleep below ends the idle run: after it, a fresh busy-poll budget.
+        backoff.worked();
         let next = [stack.poll_at(now), services.poll_at(now)]
             .into_iter()
             .flatten()

@@ -55,11 +55,16 @@ fn dispatch_matches_reference_small() {
     }
 }
 
-/// The inline path for tiny fused copies (<= 16 bytes) against the reference, on data that
-/// makes every word carry (all ones) and on mixed data, at every length it takes.
+/// The inline paths for tiny fused copies (<= 16 bytes) and header sums (<= 64 bytes) against
+/// the reference, on data that makes every word carry (all ones) and on mixed data, at every
+/// length they take.
 #[test]
 fn small_fused_copies_match_reference() {
     for fill in [0xffu8, 0x80, 0x01] {
+        for n in 0..=72 {
+            let src: Vec<u8> = (0..n).map(|i| fill.wrapping_add((i as u8) & 1)).collect();
+            assert_eq!(checksum(&src), reference_sum(&src), "sum fill {fill:#x} n {n}");
+        }
         for n in 0..=20 {
             let src: Vec<u8> = (0..n).map(|i| fill.wrapping_add((i as u8) & 1)).collect();
             let mut dst = vec![0u8; n + 2];
