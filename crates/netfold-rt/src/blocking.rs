@@ -608,7 +608,7 @@ impl TcpListener {
                         match backoff.idle(shared.now()) {
                             Step::Sleep => std::thread::park_timeout(left),
                             step => {
-                                Backoff::pause(step);
+                                backoff.pause(step);
                             }
                         }
                     }
