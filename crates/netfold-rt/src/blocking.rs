@@ -342,6 +342,18 @@ impl Runtime {
         device: Box<dyn Device + Send>,
         idle_wait: StdDuration,
     ) -> io::Result<Runtime> {
+        Runtime::start_on(stack, device, idle_wait, None)
+    }
+
+    /// [`Runtime::start`] with the driver thread pinned to `cpu` (modulo the CPUs online; see
+    /// [`netfold_os::cpu::pin_current_thread`]), or unpinned for `None`. A refused pin (a
+    /// cpuset without that CPU) leaves the driver unpinned: slower, not wrong.
+    pub fn start_on(
+        stack: Stack,
+        device: Box<dyn Device + Send>,
+        idle_wait: StdDuration,
+        cpu: Option<usize>,
+    ) -> io::Result<Runtime> {
         let shared = Arc::new(Shared {
             driver: Arc::new(Driver::new(
                 Inner {
@@ -353,7 +365,11 @@ impl Runtime {
                 epoch(),
             )),
         });
-        let thread = shared.driver.spawn("netfold-driver")?;
+        let thread = shared.driver.spawn_with("netfold-driver", move || {
+            if let Some(cpu) = cpu {
+                netfold_os::cpu::pin_current_thread(cpu);
+            }
+        })?;
         Ok(Runtime {
             shared,
             thread: Some(thread),
@@ -398,9 +414,37 @@ impl Runtime {
         config: tcp::Config,
         timeout: Option<StdDuration>,
     ) -> io::Result<TcpStream> {
-        let now = self.now();
         let remote = remote.into();
-        let s = self.with_stack(|st| NbStream::connect(st, now, remote, config))?;
+        self.connect_with(timeout, |st, now| {
+            NbStream::connect(st, now, remote, config)
+        })
+    }
+
+    /// [`Runtime::connect`] from the explicit local port `local_port` (0 = an ephemeral one),
+    /// as `bind` before `connect` does with kernel sockets. Fails at once with `AddrInUse`
+    /// if that 4-tuple is taken (also by a connection in TIME-WAIT), so a caller choosing
+    /// ports (a shard, [`crate::shards::Shards::connect`]) moves on to the next.
+    pub fn connect_from(
+        &self,
+        local_port: u16,
+        remote: impl Into<SocketAddr>,
+        config: tcp::Config,
+        timeout: Option<StdDuration>,
+    ) -> io::Result<TcpStream> {
+        let remote = remote.into();
+        self.connect_with(timeout, |st, now| {
+            NbStream::connect_from(st, now, local_port, remote, config)
+        })
+    }
+
+    /// Opens a connection with `open` and waits until it is established, refused or timed out.
+    fn connect_with(
+        &self,
+        timeout: Option<StdDuration>,
+        open: impl FnOnce(&mut Stack, Instant) -> io::Result<NbStream>,
+    ) -> io::Result<TcpStream> {
+        let now = self.now();
+        let s = self.with_stack(|st| open(st, now))?;
         let r = self.shared.wait_for(timeout, Interest::Write(s), |st, _| {
             match s.is_connected(st)? {
                 true => Ok(()),
@@ -482,6 +526,106 @@ impl TcpListener {
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         let g = self.shared.lock();
         self.inner.local_addr(&g.stack)
+    }
+
+    /// Waits for the next connection on any of `listeners` (which may belong to different
+    /// runtimes, e.g. one per shard) for at most `timeout` (`None`: forever), looking at them
+    /// in order from index `first` (a caller rotating `first` is fair to all of them). Returns
+    /// the index of the listener that had it, the connection and its peer.
+    ///
+    /// No spinning: the calling thread registers its one parker with every listener's
+    /// runtime and parks until any driver finds its listener ready, exactly as
+    /// [`TcpListener::accept`] waits on one (the wake flag is cleared once per sweep, before
+    /// the first registration, so a wake-up from a runtime registered early is not lost
+    /// while later ones register).
+    pub fn accept_any(
+        listeners: &[&TcpListener],
+        first: usize,
+        timeout: Option<StdDuration>,
+    ) -> io::Result<(usize, TcpStream, SocketAddr)> {
+        if listeners.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "accept_any on no listeners",
+            ));
+        }
+        let n = listeners.len();
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        let p = Parker::current();
+        let mut first = first % n;
+        loop {
+            p.woken.store(false, Ordering::Relaxed);
+            let mut registered = Vec::with_capacity(n);
+            let mut found = None;
+            for k in (0..n).map(|i| (first + i) % n) {
+                let l = listeners[k];
+                let mut g = l.shared.lock();
+                if l.shared.driver.stopped() {
+                    found = Some((
+                        k,
+                        Err(io::Error::new(
+                            io::ErrorKind::NotConnected,
+                            "runtime stopped",
+                        )),
+                    ));
+                    break;
+                }
+                match l.inner.accept(&mut g.stack) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        g.waiters
+                            .0
+                            .push((Interest::Accept(l.inner), Arc::clone(&p)));
+                        l.shared.kick(&mut g);
+                        registered.push(k);
+                    }
+                    other => {
+                        l.shared.kick(&mut g);
+                        found = Some((k, other));
+                        break;
+                    }
+                }
+            }
+            if found.is_none() {
+                let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+                if left.is_some_and(|l| l.is_zero()) {
+                    found = Some((
+                        first,
+                        Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "operation timed out",
+                        )),
+                    ));
+                } else {
+                    let wait = left.map_or(SAFETY_NET, |l| l.min(SAFETY_NET));
+                    let shared = &listeners[first].shared;
+                    let until = std::time::Instant::now() + wait;
+                    let mut backoff = Backoff::new(shared.driver.backoff());
+                    while !p.woken.load(Ordering::Acquire) {
+                        let left = until.saturating_duration_since(std::time::Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        match backoff.idle(shared.now()) {
+                            Step::Sleep => std::thread::park_timeout(left),
+                            step => {
+                                backoff.pause(step);
+                            }
+                        }
+                    }
+                }
+            }
+            // Forget the registrations no driver has taken (a driver that woke us removed its
+            // own), before returning or sweeping again.
+            for &k in &registered {
+                listeners[k].shared.lock().waiters.remove(&p);
+            }
+            if let Some((k, r)) = found {
+                return r.map(|(s, peer)| (k, TcpStream::new(&listeners[k].shared, s), peer));
+            }
+            // Next sweep starts after the listener looked at first, so a listener with a
+            // steady stream of connections cannot hide the others.
+            first = (first + 1) % n;
+        }
     }
 }
 

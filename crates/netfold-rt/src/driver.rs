@@ -222,10 +222,26 @@ impl<S: Driven> Driver<S> {
     where
         S: Send + 'static,
     {
+        self.spawn_with(name, || {})
+    }
+
+    /// [`Driver::spawn`], running `init` on the new thread before its first poll (e.g. pinning
+    /// it to a CPU: a shard's driver, see [`crate::shards`]).
+    pub fn spawn_with(
+        self: &Arc<Self>,
+        name: &str,
+        init: impl FnOnce() + Send + 'static,
+    ) -> io::Result<JoinHandle<()>>
+    where
+        S: Send + 'static,
+    {
         let d = Arc::clone(self);
         std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || d.run())
+            .spawn(move || {
+                init();
+                d.run()
+            })
     }
 
     /// Real time since the epoch, as the stack's clock.

@@ -15,8 +15,11 @@
 //! - [`wire`]: zero-copy checked packet views and `Repr` parse/emit for each header; the only
 //!   place the protocol code learns header byte offsets from (the few exceptions are listed in
 //!   `docs/ARCHITECTURE.md`); [`wire::checksum`] is the one checksum module.
+//! - [`rss`]: receive-side scaling: the Toeplitz hash of a 4-tuple, the indirection table that
+//!   maps it to a shard, and the local-port choice that keeps a connection on its shard.
 //! - [`buf`]: recycled packet buffers, each carrying its checksum state ([`buf::Csum`]).
-//! - [`phy`]: the `Device` trait and the in-memory pipe with impairments.
+//! - [`phy`]: the `Device` trait, the in-memory pipe with impairments, and the multi-queue
+//!   in-memory link steered by [`rss`] ([`phy::mq`]).
 //! - [`offload`]: GRO merge rules and the one software TCP segmenter (GSO).
 //! - [`tcp`]: the TCP connection engine (state machine, timers, SACK, congestion control).
 //! - [`iface`]: the `Stack`, by protocol: Ethernet, ARP, IPv4 (+ reassembly), ICMP, UDP and
@@ -34,6 +37,7 @@ pub mod iface;
 pub mod mem;
 pub mod offload;
 pub mod phy;
+pub mod rss;
 pub mod socket;
 pub mod tcp;
 pub mod time;

@@ -1,26 +1,7 @@
 //! Pinning threads to CPUs (seed 000 §2: process affinity) and reading a thread's own CPU time.
 
-/// Pins the calling thread to `cpu` (modulo the CPUs this process may use). Returns false if
-/// the kernel refused (e.g. a restricted cpuset); the run goes on unpinned and says so.
-pub fn pin_current_thread(cpu: usize) -> bool {
-    let cpu = cpu % online_cpus().min(libc::CPU_SETSIZE as usize);
-    // SAFETY: cpu_set_t is plain data; zeroed is a valid empty set, CPU_SET writes within it
-    // (cpu < CPU_SETSIZE by the modulo above), and
-    // sched_setaffinity(0, ...) only reads the set we pass for the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
-}
-
-/// CPUs online. Not `available_parallelism`, which follows the calling thread's affinity mask:
-/// once a thread is pinned it would report 1 and every later pin would land on CPU 0.
-pub fn online_cpus() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
-}
+// Placement lives in netfold-os, where the sharded runtime uses it too.
+pub use netfold_os::cpu::{online_cpus, pin_current_thread};
 
 /// CPU time (user + system) consumed by the calling thread so far, in seconds.
 pub fn thread_cpu_seconds() -> f64 {

@@ -1,9 +1,9 @@
 //! `netfold stream|rr|crr --shards N --streams M`: N client stacks and N server stacks, one
-//! thread each, joined by a multi-queue in-memory link ([`super::mqlink`]: a queue pair per
+//! thread each, joined by a multi-queue in-memory link ([`netfold::phy::mq`]: a queue pair per
 //! pair of shards, every frame steered by the Toeplitz hash of its 4-tuple, as a multi-queue
 //! NIC steers what it receives), M connections spread round-robin over the shards.
 //! Each connection's local port is picked so that the Toeplitz hash of its 4-tuple
-//! ([`super::rss`]) lands on its shard in both directions; the link then keeps both directions
+//! ([`netfold::rss`]) lands on its shard in both directions; the link then keeps both directions
 //! on that shard by itself, and its per-queue counters show whether anything crossed. Every
 //! server shard listens on the same port (SO_REUSEPORT-like). Nothing is shared between shards
 //! on the data path. TCP_CRR opens each transaction's connection from the next free port of
@@ -13,20 +13,22 @@
 //! Placement (`--affinity`, alias `--pin`): `same` puts shard k's client and server threads on
 //! CPU k (protocol and application work of a connection on one core); `split` puts shard k's
 //! client on CPU 2k and its server on CPU 2k+1 (modulo the CPUs: the application on another
-//! core); `none` leaves them to the scheduler. `--threads 1` runs a shard's client and server
+//! core); `none` leaves them to the scheduler. `same` is the placement the library's sharded
+//! runtime gives an application (`netfold_rt::shards`: a shard's driver and its `spawn_on`
+//! threads on the shard's CPU). `--threads 1` runs a shard's client and server
 //! stacks and applications on one thread (`ClientSide`), which never sleeps while the
 //! other stack may have work; `same` then pins shard k's thread to CPU k.
 
 use super::affinity::{online_cpus, pin_current_thread, thread_cpu_seconds};
 use super::latency::Histogram;
 use super::memnet::BoxErr;
-use super::mqlink::{mq_link, MqPort};
 use super::netfold_pipe::{endpoints, pipe_config, stack_config_ip, tcp_config};
 use super::netfold_threads::Node;
 use super::pattern::{Pattern, Verifier};
-use super::rss::{Rss, MICROSOFT_KEY};
 use super::{Measurement, Params, Pin, Test};
 use netfold::iface::Stack;
+use netfold::phy::mq::{mq_link, MqPort};
+use netfold::rss::{Rss, MICROSOFT_KEY};
 use netfold::socket::{io_error, TcpListener, TcpStream};
 use netfold_os::clock::Epoch;
 use std::io::ErrorKind;

@@ -25,10 +25,10 @@
 use super::serve::{self, Args, Clock};
 use super::CmdResult;
 use crate::bench::affinity::{online_cpus, pin_current_thread};
-use crate::bench::mqlink::frame_tuple_ip;
 use netfold::buf::{PacketBuf, Pool};
 use netfold::iface::{Stack, StackConfig};
 use netfold::phy::{Device, DeviceCaps, RawFd};
+use netfold::rss::frame_tuple_ip;
 use netfold::time::{Duration, Instant};
 use netfold_apps::hub::IperfHub;
 use netfold_apps::{ServiceStats, Services, ServicesConfig};

@@ -4,13 +4,15 @@
 //! Devices compose as middleware, after smoltcp's `phy`: an impairment layer or a pcap writer
 //! wraps another device and is itself a device.
 //!
-//! The core holds only what needs no operating system: the trait, its capabilities and the
-//! in-memory [`pipe`]. The OS devices (TAP, packet socket and its ring, the virtio-net offload
-//! header, pcap files, waiting on descriptors) live in the `netfold-os` crate.
+//! The core holds only what needs no operating system: the trait, its capabilities, the
+//! in-memory [`pipe`] and the multi-queue link of pipes steered by RSS ([`mq`]). The OS
+//! devices (TAP, packet socket and its ring, the virtio-net offload header, pcap files,
+//! waiting on descriptors) live in the `netfold-os` crate.
 
 use crate::buf::{Frags, PacketBuf, Pool};
 use crate::time::Instant;
 
+pub mod mq;
 pub mod pipe;
 
 /// An operating-system descriptor number, as a device hands it to a driver that sleeps in

@@ -174,6 +174,28 @@ impl TcpStream {
         Ok(TcpStream { handle })
     }
 
+    /// [`TcpStream::connect`] from the explicit local port `local_port` (0 = an ephemeral one),
+    /// the source address chosen as `connect` chooses it. A sharded application picks the port
+    /// so that the RSS hash of the connection's 4-tuple lands on its shard
+    /// ([`crate::rss::Rss::pick_local_port_ip`]). `AddrInUse` if that 4-tuple is taken (also
+    /// by a connection in TIME-WAIT): the caller tries another port.
+    pub fn connect_from(
+        stack: &mut Stack,
+        now: Instant,
+        local_port: u16,
+        remote: impl Into<SocketAddr>,
+        config: tcp::Config,
+    ) -> io::Result<Self> {
+        let remote = remote.into();
+        let mut local = stack.tcp_local_for(remote).map_err(io_error)?;
+        local.set_port(local_port);
+        let handle = stack
+            .tcp_mut()
+            .connect(now, local, remote, config)
+            .map_err(io_error)?;
+        Ok(TcpStream { handle })
+    }
+
     /// Wraps a handle obtained from the TCP layer directly.
     pub fn from_handle(handle: tcp::Handle) -> Self {
         TcpStream { handle }

@@ -1,58 +1,42 @@
 //! A multi-queue in-memory link with receive-side scaling (issue 14): `n` queue pairs between
-//! `n` client shards and `n` server shards, and a Toeplitz steering step at every transmit.
+//! the `n` shards of one side and the `n` shards of the other, and a Toeplitz steering step at
+//! every transmit — what a pair of multi-queue NICs with RSS would do, in memory.
 //!
 //! Each side's port `k` (one shard's device) holds one pipe end per peer shard: pipe `(i, j)`
-//! joins client shard `i` and server shard `j`. A frame sent by a port goes to the peer shard
-//! that the RSS hash of its 4-tuple ([`super::rss::Rss::shard_of_ip`], source and destination
-//! as they are in the frame, IPv4 or IPv6) picks, as a multi-queue NIC steers what it
-//! receives; frames without a TCP/UDP 4-tuple (ARP, IPv6 Neighbor Discovery) go to the peer
-//! shard with the port's own index (queue 0 of a real NIC
-//! would do; one neighbour table per shard needs them on its own queue). So nothing forces a
-//! connection onto one shard except the hash: a connection whose local port was not chosen
-//! for its shard ([`super::rss::Rss::pick_local_port`]) has its frames steered to another
-//! shard's stack, which resets them, and the per-queue counters ([`MqPort::rx_from`]) show it.
+//! joins shard `i` of side A and shard `j` of side B. A frame sent by a port goes to the peer
+//! shard that the RSS hash of its 4-tuple ([`Rss::shard_of_ip`], source and destination as
+//! they are in the frame, IPv4 or IPv6) picks, as a multi-queue NIC steers what it receives;
+//! frames without a TCP/UDP 4-tuple (ARP, IPv6 Neighbor Discovery) go to the peer shard with
+//! the port's own index (queue 0 of a real NIC would do; one neighbour table per shard needs
+//! them on its own queue). So nothing forces a connection onto one shard except the hash: a
+//! connection whose local port was not chosen for its shard ([`Rss::pick_local_port_ip`]) has
+//! its frames steered to another shard's stack, which resets them, and the per-queue counters
+//! ([`MqCounters`]) show it.
 //!
 //! With correct port choice only the `n` pipes `(k, k)` carry frames: the other `n^2 - n`
 //! stay empty, cost one atomic load per receive poll each, and share nothing on the data path.
+//!
+//! ```
+//! use netfold::phy::mq::mq_link;
+//! use netfold::phy::pipe::PipeConfig;
+//! use netfold::rss::{Rss, MICROSOFT_KEY};
+//! use std::sync::Arc;
+//!
+//! let rss = Arc::new(Rss::new(MICROSOFT_KEY, 2));
+//! let (a, b) = mq_link(PipeConfig::default(), rss);
+//! assert_eq!((a.len(), b.len()), (2, 2));
+//! // Each port is a `Device`: hand a[k] to side A's shard k, b[k] to side B's.
+//! let counters = a[1].counters(); // still readable once the port has moved to its stack
+//! assert_eq!(counters.cross_shard_frames(), 0);
+//! ```
 
-use super::rss::Rss;
-use netfold::buf::{PacketBuf, Pool};
-use netfold::phy::pipe::{Pipe, PipeConfig, PipeEnd};
-use netfold::phy::{Device, DeviceCaps};
-use netfold::time::Instant;
-use std::net::{IpAddr, Ipv4Addr};
+use crate::buf::{PacketBuf, Pool};
+use crate::phy::pipe::{Pipe, PipeConfig, PipeEnd};
+use crate::phy::{Device, DeviceCaps};
+use crate::rss::{frame_tuple_ip, Rss};
+use crate::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// [`frame_tuple`] for either family: an Ethernet + IPv4 or extension-free IPv6 + TCP/UDP
-/// frame's 4-tuple, the IPv6 one read through the wire views; `None` for anything else (ARP,
-/// NDP, ICMP, fragments, extension headers).
-pub fn frame_tuple_ip(f: &[u8]) -> Option<(IpAddr, IpAddr, u16, u16)> {
-    use netfold::wire::ethernet::{EtherType, EthernetFrame};
-    use netfold::wire::ipv6::Ipv6Packet;
-    use netfold::wire::tcp::TcpPacket;
-    use netfold::wire::udp::UdpPacket;
-    use netfold::wire::IpProtocol;
-    if let Some((s, d, sp, dp)) = frame_tuple(f) {
-        return Some((Ipv4Addr::from(s).into(), Ipv4Addr::from(d).into(), sp, dp));
-    }
-    let eth = EthernetFrame::new_checked(f).ok()?;
-    if eth.ethertype() != EtherType::Ipv6 {
-        return None;
-    }
-    let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
-    let (sp, dp) = match ip.next_header() {
-        IpProtocol::Tcp => {
-            let t = TcpPacket::new_checked(ip.payload()).ok()?;
-            (t.src_port(), t.dst_port())
-        }
-        IpProtocol::Udp => {
-            let u = UdpPacket::new_checked(ip.payload()).ok()?;
-            (u.src_port(), u.dst_port())
-        }
-        _ => return None,
-    };
-    Some((ip.src_addr().into(), ip.dst_addr().into(), sp, dp))
-}
 
 /// One shard's device on a [`mq_link`]: its pipe ends to every peer shard.
 pub struct MqPort {
@@ -62,38 +46,77 @@ pub struct MqPort {
     rss: Arc<Rss>,
     /// Frames bucketed per peer shard during one `send_batch`.
     out: Vec<Vec<PacketBuf>>,
-    /// TCP/UDP frames sent per peer shard.
-    tx_to: Vec<u64>,
+    /// TCP/UDP frames per peer shard during one `send_batch` (ARP and NDP are not counted),
+    /// added to the shared counters once per batch.
+    steered: Vec<u64>,
+    counters: Arc<MqCounters>,
 }
 
-/// The 4-tuple of an Ethernet + IPv4 + TCP/UDP frame: (source, destination, source port,
-/// destination port); `None` for anything else (ARP, ICMP, a later fragment).
-pub fn frame_tuple(f: &[u8]) -> Option<([u8; 4], [u8; 4], u16, u16)> {
-    const ETH: usize = 14;
-    if f.get(12..14)? != [0x08, 0x00] {
-        return None;
-    }
-    let ip = f.get(ETH..)?;
-    let ihl = usize::from(ip.first()? & 0x0f) * 4;
-    let proto = *ip.get(9)?;
-    // A fragment other than the first carries no ports.
-    let frag_off = u16::from_be_bytes([*ip.get(6)?, *ip.get(7)?]) & 0x1fff;
-    if !(proto == 6 || proto == 17) || frag_off != 0 || ihl < 20 {
-        return None;
-    }
-    let src: [u8; 4] = ip.get(12..16)?.try_into().ok()?;
-    let dst: [u8; 4] = ip.get(16..20)?.try_into().ok()?;
-    let l4 = ip.get(ihl..ihl + 4)?;
-    Some((
-        src,
-        dst,
-        u16::from_be_bytes([l4[0], l4[1]]),
-        u16::from_be_bytes([l4[2], l4[3]]),
-    ))
+/// One port's frame counters, shared with whoever holds [`MqPort::counters`] (a test, a
+/// benchmark's report) so that they stay readable after the port has moved into a stack's
+/// driver thread. Only the port writes them (a load and a store, no locked instruction: one
+/// writer), once per batch and peer queue.
+#[derive(Debug)]
+pub struct MqCounters {
+    shard: usize,
+    /// `rx_from[j]`: frames received from peer shard `j`.
+    rx_from: Vec<AtomicU64>,
+    /// `tx_to[j]`: TCP/UDP frames sent to peer shard `j` (every frame on a one-queue link).
+    tx_to: Vec<AtomicU64>,
 }
 
-/// `n` client ports and `n` server ports joined pairwise by `n^2` pipes of `config`, steered by
-/// `rss` (which must have `n` shards).
+impl MqCounters {
+    fn new(shard: usize, n: usize) -> MqCounters {
+        MqCounters {
+            shard,
+            rx_from: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            tx_to: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// The single writer's add (see the type's comment).
+    fn add(c: &AtomicU64, n: u64) {
+        c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    /// The port's own shard index.
+    pub fn shard(&self) -> usize {
+        self.shard
+    }
+
+    /// Frames received from each peer shard.
+    pub fn rx_from(&self) -> Vec<u64> {
+        self.rx_from
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// TCP/UDP frames sent to each peer shard.
+    pub fn tx_to(&self) -> Vec<u64> {
+        self.tx_to
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Frames received from, plus TCP/UDP frames sent to, shards other than this one: 0 when
+    /// both directions of every connection stayed on their shard.
+    pub fn cross_shard_frames(&self) -> u64 {
+        let other = |v: Vec<u64>| -> u64 {
+            v.iter()
+                .enumerate()
+                .filter(|&(j, _)| j != self.shard)
+                .map(|(_, &x)| x)
+                .sum()
+        };
+        other(self.rx_from()) + other(self.tx_to())
+    }
+}
+
+/// `n` ports of side A and `n` ports of side B joined pairwise by `n^2` pipes of `config`
+/// (each with its own impairment stream, seeded from `config.seed`), steered by `rss`, where
+/// `n = rss.shards()`. Port `k` of each side is shard `k`'s device.
 pub fn mq_link(config: PipeConfig, rss: Arc<Rss>) -> (Vec<MqPort>, Vec<MqPort>) {
     let n = rss.shards();
     let mut client: Vec<Vec<Option<PipeEnd>>> = (0..n).map(|_| Vec::new()).collect();
@@ -113,7 +136,8 @@ pub fn mq_link(config: PipeConfig, rss: Arc<Rss>) -> (Vec<MqPort>, Vec<MqPort>) 
         ends: ends.into_iter().flatten().collect(),
         rss: Arc::clone(&rss),
         out: (0..n).map(|_| Vec::new()).collect(),
-        tx_to: vec![0; n],
+        steered: vec![0; n],
+        counters: Arc::new(MqCounters::new(shard, n)),
     };
     let c = client
         .into_iter()
@@ -129,34 +153,29 @@ pub fn mq_link(config: PipeConfig, rss: Arc<Rss>) -> (Vec<MqPort>, Vec<MqPort>) 
 }
 
 impl MqPort {
+    /// This port's shard index.
+    pub fn shard(&self) -> usize {
+        self.shard
+    }
+
+    /// The port's counters, readable from any thread while the port runs elsewhere.
+    pub fn counters(&self) -> Arc<MqCounters> {
+        Arc::clone(&self.counters)
+    }
+
     /// Frames this port received from each peer shard.
     pub fn rx_from(&self) -> Vec<u64> {
-        self.ends.iter().map(|e| e.stats().delivered).collect()
+        self.counters.rx_from()
     }
 
     /// TCP/UDP frames this port sent to each peer shard.
-    #[cfg(test)]
-    pub fn tx_to(&self) -> &[u64] {
-        &self.tx_to
+    pub fn tx_to(&self) -> Vec<u64> {
+        self.counters.tx_to()
     }
 
     /// Frames received from, plus TCP/UDP frames sent to, shards other than this one.
     pub fn cross_shard_frames(&self) -> u64 {
-        let rx: u64 = self
-            .rx_from()
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| j != self.shard)
-            .map(|(_, &v)| v)
-            .sum();
-        let tx: u64 = self
-            .tx_to
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| j != self.shard)
-            .map(|(_, &v)| v)
-            .sum();
-        rx + tx
+        self.counters.cross_shard_frames()
     }
 }
 
@@ -179,22 +198,27 @@ impl Device for MqPort {
             if got >= max {
                 break;
             }
-            got += self.ends[j].recv_batch(now, pool, out, max - got);
+            let k = self.ends[j].recv_batch(now, pool, out, max - got);
+            if k > 0 {
+                MqCounters::add(&self.counters.rx_from[j], k as u64);
+            }
+            got += k;
         }
         got
     }
 
     fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
         if self.ends.len() == 1 {
-            self.tx_to[0] += frames.len() as u64;
+            MqCounters::add(&self.counters.tx_to[0], frames.len() as u64);
             return self.ends[0].send_batch(now, pool, frames);
         }
+        let steered = &mut self.steered;
         for f in frames.drain(..) {
             let tuple = frame_tuple_ip(f.as_slice());
             let j = match tuple {
                 Some((src, dst, sp, dp)) => {
                     let j = self.rss.shard_of_ip(src, dst, sp, dp);
-                    self.tx_to[j] += 1;
+                    steered[j] += 1;
                     j
                 }
                 None => self.shard,
@@ -202,6 +226,10 @@ impl Device for MqPort {
             self.out[j].push(f);
         }
         for (j, q) in self.out.iter_mut().enumerate() {
+            if steered[j] > 0 {
+                MqCounters::add(&self.counters.tx_to[j], steered[j]);
+                steered[j] = 0;
+            }
             if !q.is_empty() {
                 self.ends[j].send_batch(now, pool, q);
             }
@@ -224,13 +252,16 @@ impl Device for MqPort {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::rss::MICROSOFT_KEY;
+    use crate::rss::{frame_tuple, MICROSOFT_KEY};
 
     fn tcp_frame(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16) -> Vec<u8> {
         let mut f = vec![0u8; 14 + 20 + 20];
         f[12..14].copy_from_slice(&[0x08, 0x00]);
         f[14] = 0x45;
+        // Total length, as the wire views check it, and TCP's data offset (5 words).
+        f[16..18].copy_from_slice(&40u16.to_be_bytes());
         f[14 + 9] = 6;
+        f[34 + 12] = 0x50;
         f[14 + 12..14 + 16].copy_from_slice(&src);
         f[14 + 16..14 + 20].copy_from_slice(&dst);
         f[34..36].copy_from_slice(&sp.to_be_bytes());
@@ -260,7 +291,7 @@ mod tests {
         out.clear();
         assert_eq!(s[0].recv_batch(Instant::ZERO, &mut pool, &mut out, 8), 1);
         assert_eq!(frame_tuple(out[0].as_slice()).unwrap().2, bad);
-        assert_eq!(c[1].tx_to(), &[1, 1]);
+        assert_eq!(c[1].tx_to(), vec![1, 1]);
         assert_eq!(c[1].cross_shard_frames(), 1);
         assert_eq!(s[1].rx_from(), vec![0, 1]);
         assert_eq!(s[0].rx_from(), vec![0, 1]);

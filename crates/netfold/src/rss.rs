@@ -1,7 +1,14 @@
-//! Steering flows to shards (issue 14, step 11 item 1; the runner is [`super::shards`]): the Toeplitz hash that receive-side
-//! scaling (RSS) NICs compute over a packet's addresses and ports, the indirection table that
-//! maps a hash to a queue (a shard), and the choice of a local port whose hash lands on the
-//! caller's shard, so that both directions of a connection stay on one shard.
+//! Steering flows to shards (issue 14): the Toeplitz hash that receive-side scaling (RSS) NICs
+//! compute over a packet's addresses and ports, the indirection table that maps a hash to a
+//! queue (a shard), and the choice of a local port whose hash lands on the caller's shard, so
+//! that both directions of a connection stay on one shard.
+//!
+//! Sans-IO like the rest of the core: plain functions of bytes and addresses. The users are the
+//! multi-queue in-memory link ([`crate::phy::mq`], which steers every frame by [`Rss`]), the
+//! sharded runtime (`netfold_rt::shards`, which picks `connect`'s local port with
+//! [`Rss::pick_local_port_ip`]) and the benchmark harness (`netfold stream|rr|crr --shards`).
+//! Linux's equivalent is the NIC's RSS plus `ethtool -X` (the indirection table); the hash is
+//! the one in Microsoft's RSS specification, which Linux drivers and DPDK implement too.
 //!
 //! The hash is the one Microsoft's "Verifying the RSS Hash Calculation" specifies, tested
 //! below against its published verification vectors: for every set bit of the input, XOR
@@ -130,7 +137,10 @@ impl Rss {
         usize::from(self.table[h as usize % INDIRECTION_ENTRIES])
     }
 
-    /// [`Rss::pick_local_port`] for either family.
+    /// [`Rss::pick_local_port`] for either family: the first port of `ports` whose 4-tuple hashes
+    /// to `shard` both ways (as the peer's frames carry it, `remote:rport -> local:lport`, and
+    /// as this end's do). About one port in `shards` qualifies each way, so with a symmetric
+    /// table the search is short; `None` if the range holds none.
     pub fn pick_local_port_ip(
         &self,
         local: IpAddr,
@@ -145,6 +155,27 @@ impl Rss {
         })
     }
 
+    /// Every port of `ports` that [`Rss::pick_local_port_ip`] would accept for `shard`, in
+    /// order from `start` (wrapping around to the range's beginning), each at most once.
+    /// Connecting callers start where the previous connect on the shard stopped, so ports in
+    /// use (or in TIME-WAIT) are skipped without searching them again every time.
+    pub fn local_ports(
+        &self,
+        local: IpAddr,
+        remote: IpAddr,
+        rport: u16,
+        shard: usize,
+        ports: std::ops::RangeInclusive<u16>,
+        start: u16,
+    ) -> impl Iterator<Item = u16> + '_ {
+        let (lo, hi) = (*ports.start(), *ports.end());
+        let start = start.clamp(lo, hi.max(lo));
+        (start..=hi).chain(lo..start).filter(move |&p| {
+            self.pick_local_port_ip(local, remote, rport, shard, p..=p)
+                .is_some()
+        })
+    }
+
     /// The Toeplitz hash of an IPv4 4-tuple under this key (table-driven; equal to
     /// [`toeplitz`] of [`ipv4_tuple`]).
     pub fn hash(&self, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> u32 {
@@ -154,13 +185,12 @@ impl Rss {
             .fold(0, |h, (&b, row)| h ^ row[usize::from(b)])
     }
 
+    /// Queues (shards) the indirection table spreads over.
     pub fn shards(&self) -> usize {
         self.shards
     }
 
-    /// The shard that receives an IPv4 packet from `src:sport` to `dst:dport` (the runners
-    /// use [`Rss::shard_of_ip`]; this form keeps the tests' IPv4 vectors short).
-    #[cfg(test)]
+    /// The shard that receives an IPv4 packet from `src:sport` to `dst:dport`.
     pub fn shard_of(&self, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> usize {
         let h = self.hash(src, dst, sport, dport);
         usize::from(self.table[h as usize % INDIRECTION_ENTRIES])
@@ -169,8 +199,8 @@ impl Rss {
     /// A local port in `ports` for a connection from `local` to `remote:rport` such that both
     /// directions hash to `shard`: the packets the peer sends back (its receive side steered
     /// by the same key at this end) and the packets this end sends (steered at the peer's).
-    /// `None` if no port in the range does.
-    #[cfg(test)]
+    /// `None` if no port in the range does. [`Rss::pick_local_port_ip`] is the same for either
+    /// family.
     pub fn pick_local_port(
         &self,
         local: [u8; 4],
@@ -184,6 +214,62 @@ impl Rss {
                 && self.shard_of(local, remote, lport, rport) == shard
         })
     }
+}
+
+/// The 4-tuple of an Ethernet + IPv4 + TCP/UDP frame: (source, destination, source port,
+/// destination port); `None` for anything else (ARP, ICMP, a later fragment). What a NIC's RSS
+/// hashes ("IPv4 with TCP" / "with UDP"); fragments other than the first carry no ports.
+pub fn frame_tuple(f: &[u8]) -> Option<([u8; 4], [u8; 4], u16, u16)> {
+    use crate::wire::ethernet::{EtherType, EthernetFrame};
+    use crate::wire::ipv4::Ipv4Packet;
+    let eth = EthernetFrame::new_checked(f).ok()?;
+    if eth.ethertype() != EtherType::Ipv4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    // A fragment other than the first carries no ports.
+    if ip.frag_offset() != 0 {
+        return None;
+    }
+    let (sp, dp) = l4_ports(ip.protocol(), ip.payload())?;
+    Some((ip.src_addr().octets(), ip.dst_addr().octets(), sp, dp))
+}
+
+/// The ports of a TCP or UDP header, read through the wire views; `None` for other protocols.
+fn l4_ports(proto: crate::wire::IpProtocol, l4: &[u8]) -> Option<(u16, u16)> {
+    use crate::wire::tcp::TcpPacket;
+    use crate::wire::udp::UdpPacket;
+    use crate::wire::IpProtocol;
+    match proto {
+        IpProtocol::Tcp => {
+            let t = TcpPacket::new_checked(l4).ok()?;
+            Some((t.src_port(), t.dst_port()))
+        }
+        IpProtocol::Udp => {
+            let u = UdpPacket::new_checked(l4).ok()?;
+            Some((u.src_port(), u.dst_port()))
+        }
+        _ => None,
+    }
+}
+
+/// [`frame_tuple`] for either family: an Ethernet + IPv4 or extension-free IPv6 + TCP/UDP
+/// frame's 4-tuple, the IPv6 one read through the wire views; `None` for anything else (ARP,
+/// NDP, ICMP, fragments, extension headers).
+pub fn frame_tuple_ip(f: &[u8]) -> Option<(IpAddr, IpAddr, u16, u16)> {
+    use crate::wire::ethernet::{EtherType, EthernetFrame};
+    use crate::wire::ipv6::Ipv6Packet;
+    use std::net::Ipv4Addr;
+    if let Some((s, d, sp, dp)) = frame_tuple(f) {
+        return Some((Ipv4Addr::from(s).into(), Ipv4Addr::from(d).into(), sp, dp));
+    }
+    let eth = EthernetFrame::new_checked(f).ok()?;
+    if eth.ethertype() != EtherType::Ipv6 {
+        return None;
+    }
+    let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+    let (sp, dp) = l4_ports(ip.next_header(), ip.payload())?;
+    Some((ip.src_addr().into(), ip.dst_addr().into(), sp, dp))
 }
 
 #[cfg(test)]
@@ -362,8 +448,27 @@ mod tests {
                 assert_eq!(rss.shard_of(client, server, lport, sport), shard);
             }
         }
-        // A range with no fitting port says so.
         let rss = Rss::new(MICROSOFT_KEY, 2);
+        // The iterator form yields exactly the ports the picker accepts, from where it starts.
+        let all: Vec<u16> = (49152..=65535u16)
+            .filter(|&p| {
+                rss.pick_local_port(client, server, sport, 1, p..=p)
+                    .is_some()
+            })
+            .collect();
+        let (c, s) = (
+            std::net::Ipv4Addr::from(client),
+            std::net::Ipv4Addr::from(server),
+        );
+        let from_mid: Vec<u16> = rss
+            .local_ports(c.into(), s.into(), sport, 1, 49152..=65535, 60000)
+            .collect();
+        assert_eq!(from_mid.len(), all.len());
+        assert!(from_mid[0] >= 60000);
+        let mut sorted = from_mid.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, all);
+        // A range with no fitting port says so.
         let p = rss
             .pick_local_port(client, server, sport, 1, 49152..=65535)
             .unwrap();

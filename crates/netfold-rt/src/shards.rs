@@ -1,0 +1,483 @@
+//! Shards (issue 14): N blocking runtimes, each one stack (its own buffer pool, timers and
+//! connection table) over one device queue, its driver thread optionally pinned to a CPU, and
+//! the application work of its connections on threads pinned beside it.
+//!
+//! This is the design of Seastar, mTCP and F-Stack, and Linux's own with RSS and
+//! `SO_REUSEPORT`: nothing on the data path is shared between shards, because both
+//! directions of a connection are steered to one shard.
+//! - Inbound, the device steers: a NIC's RSS hashes a frame's 4-tuple (Toeplitz) and an
+//!   indirection table maps the hash to a queue; the in-memory [`netfold::phy::mq`] link does
+//!   the same ([`netfold::rss::Rss`]). A multi-queue TAP does not hash like that: see
+//!   [`Steering::FollowTx`].
+//! - Listening: [`Shards::listen`] binds the same address on every shard (Linux
+//!   `SO_REUSEPORT`, where each socket of the group gets the flows the hash gives it), and a
+//!   connection is accepted on the shard whose queue received its SYN.
+//! - Connecting: [`Shards::connect`] runs on the calling thread's shard (one started by
+//!   [`Shards::spawn_on`]) or round-robin, and picks a local port whose RSS hash lands on that
+//!   shard ([`netfold::rss::Rss::local_ports`]), so the peer's replies come back to it.
+//!
+//! Placement: [`ShardConfig::cpus`] pins shard `k`'s driver to a CPU, and [`Shards::spawn_on`]
+//! starts application threads pinned to the same one: protocol and application work of a
+//! connection on one core, what `netfold stream|rr|crr --shards N --affinity same` measures
+//! (`split` puts the application on another core, `none` pins nothing).
+//!
+//! The pieces are plain functions and per-shard [`Runtime`]s, so other front ends (the C API,
+//! the tokio adapter) can sit on them: [`Shards::shard`] is a whole blocking runtime,
+//! [`Shards::pick_shard`] and [`Shards::connect_on`] are the shard choice and the port choice.
+//!
+//! ```
+//! use netfold::iface::StackConfig;
+//! use netfold::phy::mq::mq_link;
+//! use netfold::phy::pipe::PipeConfig;
+//! use netfold::phy::Device;
+//! use netfold::rss::{Rss, MICROSOFT_KEY};
+//! use netfold::wire::{ethernet::EthernetAddress, Ipv4Addr};
+//! use netfold_rt::shards::{ShardConfig, Shards};
+//! use std::io::{Read, Write};
+//! use std::net::SocketAddrV4;
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! // Two sharded hosts joined by a two-queue in-memory link, steered by one RSS key.
+//! let rss = Arc::new(Rss::new(MICROSOFT_KEY, 2));
+//! let (a, b) = mq_link(PipeConfig::default(), Arc::clone(&rss));
+//! let devices = |ports: Vec<_>| -> Vec<Box<dyn Device + Send>> {
+//!     ports.into_iter().map(|p| Box::new(p) as Box<dyn Device + Send>).collect()
+//! };
+//! let host = |last: u8| StackConfig {
+//!     addr: Ipv4Addr::new(198, 18, 0, last),
+//!     mac: EthernetAddress([2, 0, 0, 0, 0, last]),
+//!     ..StackConfig::default()
+//! };
+//! let config = ShardConfig::rss(Arc::clone(&rss));
+//! let client = Shards::start(host(1), devices(a), config.clone())?;
+//! let server = Shards::start(host(2), devices(b), config)?;
+//!
+//! let addr = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 7);
+//! let listener = Arc::new(server.listen(addr, 8, Default::default())?);
+//! // One echo worker per server shard, accepting that shard's own connections.
+//! let workers: Vec<_> = (0..server.len())
+//!     .map(|k| {
+//!         let l = Arc::clone(&listener);
+//!         server.spawn_on(k, move |_rt| -> std::io::Result<usize> {
+//!             let (mut s, _) = l.accept_on(k)?;
+//!             let mut buf = [0u8; 5];
+//!             s.read_exact(&mut buf)?;
+//!             s.write_all(&buf)?;
+//!             Ok(k)
+//!         })
+//!     })
+//!     .collect::<Result<_, _>>()?;
+//! // A client thread on each client shard: its connection stays on that shard end to end.
+//! for k in 0..client.len() {
+//!     let c = client.clone();
+//!     let t = client.spawn_on(k, move |_rt| -> std::io::Result<()> {
+//!         let (shard, mut s) = c.connect(addr, Default::default(), Some(Duration::from_secs(5)))?;
+//!         assert_eq!(shard, k);
+//!         s.write_all(b"hello")?;
+//!         let mut back = [0u8; 5];
+//!         s.read_exact(&mut back)?;
+//!         assert_eq!(&back, b"hello");
+//!         Ok(())
+//!     })?;
+//!     t.join().unwrap()?;
+//! }
+//! for (k, w) in workers.into_iter().enumerate() {
+//!     assert_eq!(w.join().unwrap()?, k);
+//! }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use crate::blocking::{Runtime, TcpListener, TcpStream};
+use netfold::iface::{Stack, StackConfig};
+use netfold::phy::Device;
+use netfold::rss::Rss;
+use netfold::tcp;
+use std::cell::Cell;
+use std::io;
+use std::net::SocketAddr;
+use std::ops::RangeInclusive;
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration as StdDuration;
+
+/// The ephemeral port range (RFC 6335 §6: 49152-65535) `connect` searches for a port on the
+/// shard, by default.
+pub const EPHEMERAL: RangeInclusive<u16> = 49152..=65535;
+
+/// How the devices steer received frames to shards, which decides how `connect` picks its
+/// local port.
+#[derive(Debug, Clone)]
+pub enum Steering {
+    /// By the Toeplitz hash of the 4-tuple through this table, as a NIC's RSS does (and the
+    /// in-memory [`netfold::phy::mq`] link). `connect` from shard `k` picks a local port
+    /// whose 4-tuple hashes to `k` both as the peer's frames carry it (`remote -> local`,
+    /// which this host's queues steer) and as ours do (`local -> remote`, which a sharded peer
+    /// steering by the same key would use, so that its accept lands on its shard `k` too).
+    Rss(Arc<Rss>),
+    /// The queue follows the flow's transmit queue: Linux's multi-queue TAP (`IFF_MULTI_QUEUE`,
+    /// `tun_automq_select_queue`) records, per flow hash, the queue a flow's frames were last
+    /// written on and delivers the flow's frames from the kernel on that queue. A connection
+    /// opened from shard `k` writes its SYN on queue `k`, so its replies come back on queue
+    /// `k` whatever its port: `connect` takes any ephemeral port. (A flow the kernel starts —
+    /// a connection to our listener — lands on the queue of the kernel's own symmetric flow
+    /// hash, and stays there because the shard that accepts it answers on that queue.)
+    ///
+    /// ARP and NDP frames carry no flow, so the kernel may deliver a shard's neighbour answer
+    /// on another shard's queue: give each shard a device that shares them (as
+    /// `netfold serve --shards` does), see docs/SCALING.md.
+    FollowTx,
+}
+
+/// How [`Shards::start`] runs its shards.
+#[derive(Debug, Clone)]
+pub struct ShardConfig {
+    /// Shard `k`'s driver thread and its [`Shards::spawn_on`] threads run on CPU
+    /// `cpus[k % cpus.len()]` (modulo the CPUs online); empty: nothing is pinned.
+    pub cpus: Vec<usize>,
+    pub steering: Steering,
+    /// Where `connect` looks for a local port with [`Steering::Rss`].
+    pub ports: RangeInclusive<u16>,
+    /// Each driver's longest sleep when its device cannot wake it ([`Runtime::start`]).
+    pub idle_wait: StdDuration,
+}
+
+impl ShardConfig {
+    /// Steered by `rss`, shard `k` pinned to CPU `k`.
+    pub fn rss(rss: Arc<Rss>) -> ShardConfig {
+        ShardConfig {
+            cpus: (0..rss.shards()).collect(),
+            steering: Steering::Rss(rss),
+            ports: EPHEMERAL,
+            idle_wait: StdDuration::from_millis(1),
+        }
+    }
+
+    /// For the queues of a multi-queue TAP ([`Steering::FollowTx`]), shard `k` pinned to
+    /// CPU `k`.
+    pub fn tap(shards: usize) -> ShardConfig {
+        ShardConfig {
+            cpus: (0..shards).collect(),
+            steering: Steering::FollowTx,
+            ports: EPHEMERAL,
+            idle_wait: StdDuration::from_millis(1),
+        }
+    }
+
+    /// The same with nothing pinned (tests, machines shared with other work).
+    pub fn unpinned(mut self) -> ShardConfig {
+        self.cpus.clear();
+        self
+    }
+}
+
+thread_local! {
+    /// The shard of the calling thread, if [`Shards::spawn_on`] started it: (the `Shards`'
+    /// identity, the shard index).
+    static CURRENT: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
+}
+
+/// The shard index of the calling thread if one of any [`Shards`]' [`Shards::spawn_on`]
+/// started it ([`Shards::current`] says whether it is one of a given `Shards`).
+pub fn current_shard() -> Option<usize> {
+    CURRENT.with(|c| c.get()).map(|(_, k)| k)
+}
+
+/// What the clones of one [`Shards`] share.
+struct Inner {
+    runtimes: Vec<Runtime>,
+    config: ShardConfig,
+    /// Per shard: where the next port search starts (see [`Rss::local_ports`]).
+    next_port: Vec<AtomicU16>,
+    /// The next shard for a connect from a thread that is on none.
+    round_robin: AtomicUsize,
+}
+
+/// N shards: N [`Runtime`]s, one per device queue. Cheap to clone (one reference count), so
+/// application threads can each hold one.
+#[derive(Clone)]
+pub struct Shards {
+    inner: Arc<Inner>,
+}
+
+impl Shards {
+    /// Starts one shard per device, each with a [`Stack`] of `stack` (the same address and
+    /// MAC on every shard, as queues of one interface have).
+    pub fn start(
+        stack: StackConfig,
+        devices: Vec<Box<dyn Device + Send>>,
+        config: ShardConfig,
+    ) -> io::Result<Shards> {
+        let stacks = devices.iter().map(|_| Stack::new(stack.clone())).collect();
+        Shards::start_stacks(stacks, devices, config)
+    }
+
+    /// Starts one shard per (stack, device) pair, for stacks prepared beforehand (services
+    /// bound, counters read later through [`Shards::shard`]).
+    pub fn start_stacks(
+        stacks: Vec<Stack>,
+        devices: Vec<Box<dyn Device + Send>>,
+        config: ShardConfig,
+    ) -> io::Result<Shards> {
+        if stacks.is_empty() || stacks.len() != devices.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "shards need one device per stack, at least one ({} stacks, {} devices)",
+                    stacks.len(),
+                    devices.len()
+                ),
+            ));
+        }
+        if let Steering::Rss(rss) = &config.steering {
+            if rss.shards() != stacks.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "the RSS table spreads over {} queues, not the {} shards",
+                        rss.shards(),
+                        stacks.len()
+                    ),
+                ));
+            }
+        }
+        let n = stacks.len();
+        let runtimes = stacks
+            .into_iter()
+            .zip(devices)
+            .enumerate()
+            .map(|(k, (s, d))| Runtime::start_on(s, d, config.idle_wait, cpu_of(&config, k)))
+            .collect::<io::Result<Vec<_>>>()?;
+        let start = *config.ports.start();
+        Ok(Shards {
+            inner: Arc::new(Inner {
+                runtimes,
+                next_port: (0..n).map(|_| AtomicU16::new(start)).collect(),
+                round_robin: AtomicUsize::new(0),
+                config,
+            }),
+        })
+    }
+
+    /// Number of shards.
+    pub fn len(&self) -> usize {
+        self.inner.runtimes.len()
+    }
+
+    /// Always false: there is at least one shard.
+    pub fn is_empty(&self) -> bool {
+        self.inner.runtimes.is_empty()
+    }
+
+    /// Shard `k`'s runtime: the whole blocking API on that shard's stack. Panics if `k` is out
+    /// of range.
+    pub fn shard(&self, k: usize) -> &Runtime {
+        &self.inner.runtimes[k]
+    }
+
+    /// The CPU shard `k` is pinned to, if any.
+    pub fn cpu(&self, k: usize) -> Option<usize> {
+        cpu_of(&self.inner.config, k)
+    }
+
+    /// The calling thread's shard, if [`Shards::spawn_on`] of this `Shards` (or a clone of
+    /// it) started the thread.
+    pub fn current(&self) -> Option<usize> {
+        let me = Arc::as_ptr(&self.inner) as usize;
+        CURRENT
+            .with(|c| c.get())
+            .and_then(|(id, k)| (id == me).then_some(k))
+    }
+
+    /// The shard a connect from the calling thread runs on: the thread's own
+    /// ([`Shards::current`]), or the next one round-robin.
+    pub fn pick_shard(&self) -> usize {
+        self.current()
+            .unwrap_or_else(|| self.inner.round_robin.fetch_add(1, Ordering::Relaxed) % self.len())
+    }
+
+    /// Starts a thread for shard `k`'s application work: pinned to the shard's CPU (if it has
+    /// one), with [`Shards::current`] = `k`, running `f` with the shard's runtime. Its
+    /// connects stay on shard `k`; a per-shard server worker calls
+    /// [`ShardedListener::accept_on`]`(k)` in it.
+    pub fn spawn_on<T: Send + 'static>(
+        &self,
+        k: usize,
+        f: impl FnOnce(&Runtime) -> T + Send + 'static,
+    ) -> io::Result<JoinHandle<T>> {
+        if k >= self.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no shard {k} of {}", self.len()),
+            ));
+        }
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name(format!("netfold-shard-{k}"))
+            .spawn(move || {
+                if let Some(cpu) = me.cpu(k) {
+                    netfold_os::cpu::pin_current_thread(cpu);
+                }
+                CURRENT.with(|c| c.set(Some((Arc::as_ptr(&me.inner) as usize, k))));
+                f(me.shard(k))
+            })
+    }
+
+    /// Listens on `local` on every shard (`SO_REUSEPORT`-like: each shard accepts the
+    /// connections its queue receives). `local` needs a port: the stack's listeners take no
+    /// port 0 (`InvalidInput`).
+    pub fn listen(
+        &self,
+        local: impl Into<SocketAddr>,
+        backlog: usize,
+        config: tcp::Config,
+    ) -> io::Result<ShardedListener> {
+        let local = local.into();
+        let listeners = self
+            .inner
+            .runtimes
+            .iter()
+            .map(|rt| rt.listen(local, backlog, config))
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(ShardedListener {
+            listeners,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// Connects to `remote` from the calling thread's shard (or round-robin, see
+    /// [`Shards::pick_shard`]); returns the shard and the stream.
+    pub fn connect(
+        &self,
+        remote: impl Into<SocketAddr>,
+        config: tcp::Config,
+        timeout: Option<StdDuration>,
+    ) -> io::Result<(usize, TcpStream)> {
+        let k = self.pick_shard();
+        Ok((k, self.connect_on(k, remote, config, timeout)?))
+    }
+
+    /// Connects to `remote` from shard `k`, blocking until established, refused or timed
+    /// out. With [`Steering::Rss`] the local port is the next one of
+    /// [`ShardConfig::ports`] whose 4-tuple hashes to `k` both ways and is free (a port whose
+    /// 4-tuple is taken, also by TIME-WAIT, is skipped); `AddrNotAvailable` when none is.
+    pub fn connect_on(
+        &self,
+        k: usize,
+        remote: impl Into<SocketAddr>,
+        config: tcp::Config,
+        timeout: Option<StdDuration>,
+    ) -> io::Result<TcpStream> {
+        let remote = remote.into();
+        let rt =
+            self.inner.runtimes.get(k).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, format!("no shard {k}"))
+            })?;
+        let rss = match &self.inner.config.steering {
+            Steering::Rss(rss) => rss,
+            Steering::FollowTx => return rt.connect(remote, config, timeout),
+        };
+        let local = rt.with_stack(|st| st.tcp_local_for(remote));
+        let local = local.map_err(netfold::socket::io_error)?.ip();
+        let cursor = &self.inner.next_port[k];
+        let ports = rss.local_ports(
+            local,
+            remote.ip(),
+            remote.port(),
+            k,
+            self.inner.config.ports.clone(),
+            cursor.load(Ordering::Relaxed),
+        );
+        for port in ports {
+            // The next search starts after this port, whatever becomes of it: concurrent
+            // connects on the shard then mostly try different ports.
+            cursor.store(port.wrapping_add(1), Ordering::Relaxed);
+            match rt.connect_from(port, remote, config, timeout) {
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
+                r => return r,
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AddrNotAvailable,
+            format!(
+                "no free local port in {:?} hashes to shard {k}",
+                self.inner.config.ports
+            ),
+        ))
+    }
+
+    /// Stops every shard and returns their stacks (e.g. to read counters), if this is the
+    /// last handle (no clone held by a thread still running); otherwise hands itself back.
+    pub fn shutdown(self) -> Result<Vec<Stack>, Shards> {
+        match Arc::try_unwrap(self.inner) {
+            Ok(inner) => Ok(inner.runtimes.into_iter().map(Runtime::shutdown).collect()),
+            Err(inner) => Err(Shards { inner }),
+        }
+    }
+}
+
+fn cpu_of(config: &ShardConfig, k: usize) -> Option<usize> {
+    (!config.cpus.is_empty()).then(|| config.cpus[k % config.cpus.len()])
+}
+
+/// A listener on every shard ([`Shards::listen`]).
+pub struct ShardedListener {
+    listeners: Vec<TcpListener>,
+    /// Where the next [`ShardedListener::accept`] starts looking.
+    next: AtomicUsize,
+}
+
+impl ShardedListener {
+    /// Shard `k`'s listener.
+    pub fn on(&self, k: usize) -> &TcpListener {
+        &self.listeners[k]
+    }
+
+    /// Waits for the next connection on shard `k`: the connections whose SYN shard `k`'s
+    /// queue received (the `SO_REUSEPORT` model, where each worker accepts from its own
+    /// socket; Seastar's too). What a per-shard worker thread calls.
+    pub fn accept_on(&self, k: usize) -> io::Result<(TcpStream, SocketAddr)> {
+        self.on(k).accept()
+    }
+
+    /// Waits for the next connection on any shard: (the shard, the stream, the peer). Fair:
+    /// each call starts looking at the shard after the one the previous call started at, so
+    /// a busy shard does not hide the others. Parks, not spins ([`TcpListener::accept_any`]).
+    /// The stream stays on its shard: its reads and writes go through that shard's runtime.
+    pub fn accept(&self) -> io::Result<(usize, TcpStream, SocketAddr)> {
+        self.accept_timeout_opt(None)
+    }
+
+    /// [`ShardedListener::accept`] for at most `timeout` (then `TimedOut`).
+    pub fn accept_timeout(
+        &self,
+        timeout: StdDuration,
+    ) -> io::Result<(usize, TcpStream, SocketAddr)> {
+        self.accept_timeout_opt(Some(timeout))
+    }
+
+    fn accept_timeout_opt(
+        &self,
+        timeout: Option<StdDuration>,
+    ) -> io::Result<(usize, TcpStream, SocketAddr)> {
+        let all: Vec<&TcpListener> = self.listeners.iter().collect();
+        let first = self.next.fetch_add(1, Ordering::Relaxed);
+        TcpListener::accept_any(&all, first, timeout)
+    }
+
+    /// The address every shard listens on.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listeners[0].local_addr()
+    }
+
+    /// Number of shards listening.
+    pub fn len(&self) -> usize {
+        self.listeners.len()
+    }
+
+    /// Always false: a sharded listener listens on at least one shard.
+    pub fn is_empty(&self) -> bool {
+        self.listeners.is_empty()
+    }
+}
