@@ -63,7 +63,11 @@ fn small_fused_copies_match_reference() {
     for fill in [0xffu8, 0x80, 0x01] {
         for n in 0..=72 {
             let src: Vec<u8> = (0..n).map(|i| fill.wrapping_add((i as u8) & 1)).collect();
-            assert_eq!(checksum(&src), reference_sum(&src), "sum fill {fill:#x} n {n}");
+            assert_eq!(
+                checksum(&src),
+                reference_sum(&src),
+                "sum fill {fill:#x} n {n}"
+            );
         }
         for n in 0..=20 {
             let src: Vec<u8> = (0..n).map(|i| fill.wrapping_add((i as u8) & 1)).collect();
