@@ -10,7 +10,7 @@
 
 use super::timing::{best_ns_per_op_with, median, parse_sizes, tsc_ghz, AlignedBuf};
 use super::CmdResult;
-use netfold::mem::{self, kernels};
+use netfold::mem::{self, calibrate, kernels};
 use serde::Serialize;
 use std::hint::black_box;
 use std::io::Write;
@@ -116,6 +116,11 @@ pub struct Args {
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// After the benchmark, re-run the kernel calibration as a steady-state reference for
+    /// about this many milliseconds (20 us samples) and report how this process's start-up
+    /// choice compares with the fastest and with memcpy there. 0 = off.
+    #[arg(long, default_value_t = 0.0)]
+    pub steady_ms: f64,
     /// Write an SVG heatmap of GB/s over the (src, dst) alignment matrix.
     #[arg(long, value_name = "FILE.svg")]
     pub heatmap: Option<String>,
@@ -156,9 +161,11 @@ struct Summary {
 #[derive(Serialize)]
 pub(super) struct CalTiming {
     name: &'static str,
-    /// Mean over the calibration's alignment pairs of the minimum ns per call.
+    /// Mean over the calibration's buffer layouts of the minimum ns per call.
     ns: f64,
     gbps: f64,
+    /// Timed samples behind `ns` (fewer than the rounds if dropped as clearly slower).
+    samples: usize,
 }
 
 /// The choice for one (family, size class).
@@ -177,16 +184,19 @@ pub(super) struct CalClass {
 /// `NETFOLD_KERNELS`.
 #[derive(Serialize)]
 pub(super) struct CalReport {
-    summary: &'static str,
+    summary: String,
     rounds: usize,
+    warmup_ms: f64,
     elapsed_ms: f64,
+    /// Per size class: a candidate replaces an earlier one in preference order only if this
+    /// much faster.
+    margin: [f64; 4],
     warnings: Vec<String>,
     classes: Vec<CalClass>,
 }
 
-/// The process's kernel choice (made now if not made yet).
-pub(super) fn calibration_report() -> CalReport {
-    let c = mem::calibration();
+/// The report of calibration `c`.
+fn report_of(c: &calibrate::Calibration) -> CalReport {
     let mut classes = Vec::new();
     for f in &c.families {
         for cl in &f.classes {
@@ -203,18 +213,119 @@ pub(super) fn calibration_report() -> CalReport {
                         name: t.name,
                         ns: t.ns,
                         gbps: cl.timed_len as f64 / t.ns,
+                        samples: t.samples,
                     })
                     .collect(),
             });
         }
     }
     CalReport {
-        summary: mem::selected_kernels(),
+        summary: c.summary(),
         rounds: c.rounds,
+        warmup_ms: c.warmup.as_secs_f64() * 1000.0,
         elapsed_ms: c.elapsed.as_secs_f64() * 1000.0,
+        margin: c.margin,
         warnings: c.warnings.clone(),
         classes,
     }
+}
+
+/// The process's kernel choice (made now if not made yet).
+pub(super) fn calibration_report() -> CalReport {
+    report_of(mem::calibration())
+}
+
+/// A long reference calibration (`--steady-ms`): every candidate measured again with the
+/// start-up calibration's harness (same call path, buffers and layouts) but 20 us samples for
+/// about `ms` milliseconds, and per class how the start-up choice does in it.
+#[derive(Serialize)]
+pub(super) struct SteadyReport {
+    reference: CalReport,
+    classes: Vec<SteadyClass>,
+}
+
+/// One class of [`SteadyReport`].
+#[derive(Serialize)]
+pub(super) struct SteadyClass {
+    family: &'static str,
+    timed_len: usize,
+    /// The start-up choice of this process.
+    startup: &'static str,
+    /// The fastest in the reference run.
+    fastest: &'static str,
+    /// Start-up choice's GB/s over the fastest's, in the reference run.
+    startup_vs_fastest: f64,
+    /// The family's baseline (first candidate: `memcpy` for copies).
+    baseline: &'static str,
+    /// Start-up choice's GB/s over the baseline's, in the reference run.
+    startup_vs_baseline: f64,
+}
+
+/// Runs the reference calibration for about `ms` milliseconds (if `ms > 0`).
+pub(super) fn steady_report(ms: f64) -> Option<SteadyReport> {
+    if ms <= 0.0 {
+        return None;
+    }
+    let startup = mem::calibration();
+    let reference = calibrate::calibrate_with(
+        &calibrate::Forced::default(),
+        &calibrate::Settings::steady(Duration::from_secs_f64(ms / 1000.0)),
+    );
+    let mut classes = Vec::new();
+    for (sf, rf) in startup.families.iter().zip(&reference.families) {
+        for (sc, rc) in sf.classes.iter().zip(&rf.classes) {
+            let ns = |name: &str| {
+                rc.timings
+                    .iter()
+                    .find(|t| t.name == name)
+                    .map_or(f64::NAN, |t| t.ns)
+            };
+            let Some(fastest) = rc.timings.iter().min_by(|a, b| a.ns.total_cmp(&b.ns)) else {
+                continue;
+            };
+            let baseline = rc.timings[0].name;
+            classes.push(SteadyClass {
+                family: sf.family.name(),
+                timed_len: sc.timed_len,
+                startup: sc.chosen,
+                fastest: fastest.name,
+                startup_vs_fastest: fastest.ns / ns(sc.chosen),
+                baseline,
+                startup_vs_baseline: ns(baseline) / ns(sc.chosen),
+            });
+        }
+    }
+    Some(SteadyReport {
+        reference: report_of(&reference),
+        classes,
+    })
+}
+
+/// Prints the reference run of `--steady-ms` for `families` and how the start-up choice fares.
+pub(super) fn print_steady(
+    r: &SteadyReport,
+    families: &[&str],
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "steady-state reference (20 us samples; * = its own choice):"
+    )?;
+    print_calibration(&r.reference, families, out)?;
+    for c in r.classes.iter().filter(|c| families.contains(&c.family)) {
+        writeln!(
+            out,
+            "  {:<5} {:>5} B: start-up choice {} = {:.3}x of the fastest ({}), {:.3}x of {}",
+            c.family,
+            c.timed_len,
+            c.startup,
+            c.startup_vs_fastest,
+            c.fastest,
+            c.startup_vs_baseline,
+            c.baseline
+        )?;
+    }
+    Ok(())
 }
 
 /// Prints the calibration of `families` ("copy", "csum", "fused"): per size class, every
@@ -226,8 +337,17 @@ pub(super) fn print_calibration(
 ) -> std::io::Result<()> {
     writeln!(
         out,
-        "kernel choice: {} ({} rounds, {:.2} ms; NETFOLD_KERNELS=copy=..,csum=..,fused=.. forces)",
-        r.summary, r.rounds, r.elapsed_ms
+        "kernel choice: {} ({} rounds, {:.2} ms with {:.2} ms warm-up, margins {}%; \
+         NETFOLD_KERNELS=copy=..,csum=..,fused=.. forces)",
+        r.summary,
+        r.rounds,
+        r.elapsed_ms,
+        r.warmup_ms,
+        r.margin
+            .iter()
+            .map(|m| format!("{:.0}", m * 100.0))
+            .collect::<Vec<_>>()
+            .join("/")
     )?;
     for w in &r.warnings {
         writeln!(out, "  warning: {w}")?;
@@ -260,6 +380,8 @@ struct Report {
     machine: crate::bench::machine::Machine,
     kernels: &'static str,
     calibration: CalReport,
+    /// `--steady-ms`: the reference calibration, if run.
+    steady: Option<SteadyReport>,
     tsc_ghz: Option<f64>,
     align_step: usize,
     uncached: bool,
@@ -366,6 +488,9 @@ pub fn run(a: Args) -> CmdResult {
             return Err(format!("--heatmap-size {} is not among --sizes", a.heatmap_size).into());
         }
     }
+    if !(0.0..=60_000.0).contains(&a.steady_ms) {
+        return Err("--steady-ms must be in [0, 60000]".into());
+    }
     if a.uncached && sizes.iter().any(|&s| s > UNCACHED_REGION / 4) {
         return Err("--uncached supports sizes up to 32 MiB".into());
     }
@@ -455,6 +580,7 @@ pub fn run(a: Args) -> CmdResult {
             machine: crate::bench::machine::Machine::current(),
             kernels: mem::selected_kernels(),
             calibration: calibration_report(),
+            steady: steady_report(a.steady_ms),
             tsc_ghz: tsc,
             align_step: a.align_step,
             uncached: a.uncached,
@@ -473,6 +599,9 @@ pub fn run(a: Args) -> CmdResult {
             &mut std::io::stdout().lock(),
         )?;
         print_human(&summary, &results, tsc)?;
+        if let Some(r) = steady_report(a.steady_ms) {
+            print_steady(&r, &["copy", "fused"], &mut std::io::stdout().lock())?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -37,6 +37,10 @@ pub struct Args {
     /// Passes over all (impl, op, size) cells, interleaved to spread out interference.
     #[arg(long, default_value_t = 5)]
     pub passes: usize,
+    /// After the benchmark, re-run the kernel calibration as a steady-state reference for
+    /// about this many milliseconds (see `netfold copy --steady-ms`). 0 = off.
+    #[arg(long, default_value_t = 0.0)]
+    pub steady_ms: f64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -68,6 +72,8 @@ struct Report {
     machine: crate::bench::machine::Machine,
     kernels: &'static str,
     calibration: super::copy::CalReport,
+    /// `--steady-ms`: the reference calibration, if run.
+    steady: Option<super::copy::SteadyReport>,
     src_align: usize,
     dst_align: usize,
     results: Vec<Entry>,
@@ -159,6 +165,9 @@ pub fn run(a: Args) -> CmdResult {
     }
     if a.passes == 0 || a.passes > 100 {
         return Err("--passes must be 1..=100".into());
+    }
+    if !(0.0..=60_000.0).contains(&a.steady_ms) {
+        return Err("--steady-ms must be in [0, 60000]".into());
     }
     if let Err(e) = verify(&sizes) {
         eprintln!("netfold csum: CHECKSUM MISMATCH: {e}");
@@ -259,6 +268,7 @@ pub fn run(a: Args) -> CmdResult {
             machine: crate::bench::machine::Machine::current(),
             kernels: mem::selected_kernels(),
             calibration: super::copy::calibration_report(),
+            steady: super::copy::steady_report(a.steady_ms),
             src_align: a.src_align,
             dst_align: a.dst_align,
             results,
@@ -319,6 +329,10 @@ pub fn run(a: Args) -> CmdResult {
             write!(out, " {:>10.3}", r.ratio)?;
         }
         writeln!(out)?;
+    }
+    if let Some(r) = super::copy::steady_report(a.steady_ms) {
+        writeln!(out)?;
+        super::copy::print_steady(&r, &["copy", "csum", "fused"], &mut out)?;
     }
     Ok(ExitCode::SUCCESS)
 }

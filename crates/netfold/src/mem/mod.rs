@@ -9,7 +9,8 @@
 //!
 //! The kernels are chosen ONCE, on first use, by MEASUREMENT ([`calibrate`]): every candidate
 //! the CPU can run (AVX2, AVX-512 with and without VBMI, `rep movsb`, the C library's `memcpy`,
-//! portable code) is timed per size class and the fastest kept; `NETFOLD_KERNELS` can force a
+//! portable code) is timed per size class and the fastest kept, unless one earlier in
+//! preference order (`memcpy` first) is within a margin of it; `NETFOLD_KERNELS` can force a
 //! choice. Every kernel is also reachable by name in [`kernels`] for benchmarks and tests.
 //!
 //! Checksum semantics everywhere: RFC 1071 one's-complement sum of big-endian 16-bit words
@@ -237,9 +238,9 @@ pub fn calibration() -> &'static calibrate::Calibration {
 /// Copies `src` into the front of `dst`. Panics only if `dst` is shorter than `src`.
 ///
 /// Up to 64 bytes: overlapping loads/stores from both ends, inline. Larger: the kernel that
-/// measured fastest for the size class on this CPU ([`calibrate`]): a destination-aligned
-/// vector loop (AVX2, AVX-512, or AVX-512 VBMI with source lines re-assembled by `vpermt2b`),
-/// `rep movsb`, or the C library's `memcpy`.
+/// measured fastest for the size class on this CPU ([`calibrate`], with a margin in favour of
+/// `memcpy`): a destination-aligned vector loop (AVX2, AVX-512, or AVX-512 VBMI with source
+/// lines re-assembled by `vpermt2b`), `rep movsb`, or the C library's `memcpy`.
 #[inline]
 pub fn copy(dst: &mut [u8], src: &[u8]) {
     let n = src.len();

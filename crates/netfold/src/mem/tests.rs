@@ -144,11 +144,16 @@ fn calibration_is_fast_and_picks_detected_kernels() {
             cal.elapsed,
             cal.summary()
         );
-        assert!(cal.rounds >= 4, "every alignment pair timed at least once");
+        // No assertion on the wall time: a descheduled test process can take any time. The
+        // budget itself is checked by construction (rounds stop once it is spent) and its
+        // measured values are in docs/BENCHMARKS.md.
+        assert!(cal.rounds >= 8, "every buffer layout timed at least once");
+        assert!(cal.warmup <= cal.elapsed);
         for f in &cal.families {
             let detected = calibrate::candidates(f.family);
             assert_eq!(f.classes.len(), 4);
-            for c in &f.classes {
+            for (class, c) in f.classes.iter().enumerate() {
+                let margin = cal.margin[class];
                 assert!(
                     detected.contains(&c.chosen),
                     "{} chose {}",
@@ -160,13 +165,55 @@ fn calibration_is_fast_and_picks_detected_kernels() {
                     timed, detected,
                     "every detected candidate timed, nothing else"
                 );
-                assert!(c.timings.iter().all(|t| t.ns.is_finite() && t.ns > 0.0));
+                assert!(c
+                    .timings
+                    .iter()
+                    .all(|t| t.ns.is_finite() && t.ns > 0.0 && t.samples >= 1));
+                // The baseline is never dropped, so it has a sample per round.
+                assert_eq!(c.timings[0].samples, cal.rounds);
                 let best = c.timings.iter().map(|t| t.ns).fold(f64::INFINITY, f64::min);
-                let chosen = c.timings.iter().find(|t| t.name == c.chosen).map(|t| t.ns);
-                assert_eq!(chosen, Some(best), "the fastest is kept");
+                let pos = c.timings.iter().position(|t| t.name == c.chosen).unwrap();
+                assert!(
+                    c.timings[pos].ns <= best * (1.0 + margin),
+                    "the choice is within the margin of the fastest"
+                );
+                assert!(
+                    c.timings[..pos]
+                        .iter()
+                        .all(|t| t.ns > best * (1.0 + margin)),
+                    "no candidate earlier in preference order is within the margin"
+                );
             }
         }
     }
+}
+
+#[test]
+fn choice_prefers_the_baseline_within_the_margin() {
+    use calibrate::choose;
+    let m = 0.04;
+    // A candidate 3% faster than the baseline does not replace it; 5% faster does.
+    assert_eq!(choose(&[100.0, 97.0], m), Some(0));
+    assert_eq!(choose(&[100.0, 95.0], m), Some(1));
+    // Among the rest, the earliest within the margin of the fastest wins, not the fastest.
+    assert_eq!(choose(&[150.0, 100.0, 98.0, 97.0], m), Some(1));
+    assert_eq!(choose(&[150.0, 110.0, 98.0, 97.0], m), Some(2));
+    // Unmeasured (infinite) or NaN scores never win; nothing finite: no choice.
+    assert_eq!(choose(&[f64::INFINITY, 80.0, f64::NAN], m), Some(1));
+    assert_eq!(choose(&[f64::INFINITY, f64::NAN], m), None);
+    assert_eq!(choose(&[], m), None);
+    // No margin: simply the fastest (the first of equals).
+    assert_eq!(choose(&[100.0, 99.0, 99.0], 0.0), Some(1));
+}
+
+#[test]
+fn steady_settings_are_longer_than_startup() {
+    let s = calibrate::Settings::steady(std::time::Duration::from_millis(500));
+    let st = calibrate::Settings::STARTUP;
+    assert!(s.sample > st.sample && s.budget > st.budget && s.max_rounds > st.max_rounds);
+    assert_eq!(s.margin, st.margin);
+    // The start-up budget leaves room for the last round under the 5 ms allowed.
+    assert!(st.budget <= std::time::Duration::from_millis(4));
 }
 
 #[cfg(target_arch = "x86_64")]
