@@ -197,6 +197,70 @@ int nf_zc_completions(nf_stack *s, int fd, nf_zc_completion *out, int max);
 /* Like nf_config_layout for nf_zc_completion. */
 size_t nf_zc_completion_layout(size_t *offsets, size_t n);
 
+/* Shards (issue 14): one host as N stacks, one per queue of a multi-queue device, each with
+ * its own buffers, timers, connection table and driver thread (optionally pinned to a CPU),
+ * and the application work of its connections on threads started beside it. Connections are
+ * steered to shards by the RSS (Toeplitz) hash of their 4-tuple, so both directions of one
+ * stay on one shard and nothing on the data path is shared (docs/SCALING.md).
+ *  - nf_shards_stack(sh, k) is shard k as an nf_stack: every call above works on it (its
+ *    descriptors are its own, valid only with that view). It belongs to sh: nf_stack_free
+ *    refuses it (errno EINVAL); it is freed by nf_shards_free.
+ *  - A server listens on every shard (nf_shards_listen, like SO_REUSEPORT); shard k accepts
+ *    the connections whose SYN its queue received: a worker per shard calls nf_accept_on(k),
+ *    or one thread takes them all with nf_accept_any.
+ *  - A client opens a socket on shard k's stack and connects it with nf_connect_on(sh, k,
+ *    ...), which binds it first to an ephemeral port (49152-65535) whose 4-tuple hashes to
+ *    shard k both ways, so the replies come back to shard k (and a sharded peer steering by
+ *    the same key accepts it on its shard k). Ports bound or in TIME-WAIT are skipped;
+ *    EADDRNOTAVAIL when none is left. A socket already bound connects as nf_connect.
+ *  - nf_shards_run_on(sh, k, fn, arg) runs fn(arg) on a new thread of shard k (pinned beside
+ *    its driver with NF_SHARDS_PIN); nf_current_shard() tells the thread its shard.
+ * Devices: nf_shards_new_pair builds two hosts joined by an in-memory multi-queue link (RSS
+ * steering at every transmit, as a pair of multi-queue NICs would do): for tests and
+ * benchmarks of sharded programs without a NIC. The configs need NF_CLOCK_REAL,
+ * NF_MEDIUM_ETHERNET and device NULL (else EINVAL). A multi-queue TAP is not offered here yet
+ * (its shards need ARP/NDP shared between queues; `netfold serve --shards` does that). */
+typedef struct nf_shards nf_shards;
+typedef struct nf_shards_listener nf_shards_listener;
+typedef struct nf_shard_thread nf_shard_thread;
+enum { NF_SHARDS_PIN = 1 };   /* shard k's driver and threads on CPU k (modulo the CPUs) */
+
+/* Two hosts (configs a and b; every shard of a host has its address) of `shards` shards each
+ * (1..128); flags 0 or NF_SHARDS_PIN. 0, or -1 with EINVAL / EFAULT / EAGAIN (no thread). */
+int nf_shards_new_pair(const nf_config *a, const nf_config *b, unsigned shards, int flags,
+                       nf_shards **out_a, nf_shards **out_b);
+/* Stops the shards, closes their descriptors, frees sh and its views. -1/EBUSY (nothing
+ * freed) while a callback of nf_shards_run_on still runs; join those first. Listeners must
+ * still be closed with nf_shards_listener_close (their calls fail with EBADF meanwhile). */
+int nf_shards_free(nf_shards *sh);
+unsigned nf_shards_count(nf_shards *sh);                /* 0 for NULL */
+nf_stack *nf_shards_stack(nf_shards *sh, unsigned k);   /* NULL/EINVAL if k is out of range */
+/* A thread of shard k running fn(arg); NULL with EINVAL (k), EFAULT (fn) or EAGAIN. */
+nf_shard_thread *nf_shards_run_on(nf_shards *sh, unsigned k, void *(*fn)(void *), void *arg);
+/* Waits for the thread, stores fn's return value in *ret (if ret is not NULL), frees t. */
+int nf_shards_join(nf_shard_thread *t, void **ret);
+/* The calling thread's shard if nf_shards_run_on started it, else -1. */
+int nf_current_shard(void);
+/* A TCP listening socket bound to `a` on every shard (AF_INET or AF_INET6 by a's family); NULL
+ * with errno as nf_socket/nf_bind/nf_listen (all or nothing). */
+nf_shards_listener *nf_shards_listen(nf_shards *sh, const struct sockaddr *a, socklen_t l,
+                                     int backlog);
+/* Shard k's listening descriptor (of nf_shards_stack(sh, k)): for nf_poll, O_NONBLOCK,
+ * SO_RCVTIMEO, options. -1/EINVAL if k is out of range. */
+int nf_shards_listener_fd(nf_shards_listener *l, unsigned k);
+int nf_shards_listener_close(nf_shards_listener *l);
+/* nf_accept on shard k's listening socket (blocking unless it is O_NONBLOCK): a descriptor
+ * of shard k's stack. */
+int nf_accept_on(nf_shards_listener *l, unsigned k, struct sockaddr *a, socklen_t *al);
+/* The next connection on any shard (each call starts looking at the next shard, so a busy
+ * one hides none): stores its shard in *shard and returns a descriptor of that shard's
+ * stack. timeout_ms as nf_poll (-1: no limit, 0: no wait); -1/EAGAIN when it passes. Sleeps
+ * until a shard did work, never spins. */
+int nf_accept_any(nf_shards_listener *l, unsigned *shard, struct sockaddr *a, socklen_t *al,
+                  int timeout_ms);
+/* nf_connect of socket fd (of nf_shards_stack(sh, k)) from a port steered to shard k. */
+int nf_connect_on(nf_shards *sh, unsigned k, int fd, const struct sockaddr *a, socklen_t l);
+
 /* Layout self-description (for tests that keep this header honest): stores up to n offsets
  * of nf_config's fields, in declaration order, and returns sizeof(nf_config) as compiled
  * into the library. */

@@ -7,12 +7,12 @@
 #![allow(clippy::missing_safety_doc)]
 
 use crate::errno::{set_errno, R};
-use crate::{cabi, device, engine, fd, ops, options};
+use crate::{cabi, device, engine, fd, ops, options, shards};
 use core::ffi::c_void;
 use engine::{Clock, Engine};
 use libc::{
-    c_char, c_int, c_long, c_ulong, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr, socklen_t,
-    ssize_t,
+    c_char, c_int, c_long, c_uint, c_ulong, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr,
+    socklen_t, ssize_t,
 };
 use netfold_core::iface::{Stack, StackConfig};
 use netfold_core::phy::{DeviceCaps, Medium};
@@ -64,6 +64,9 @@ const NF_CONFIG_V1_SIZE: usize = core::mem::offset_of!(nf_config, address6);
 pub struct nf_stack {
     engine: Arc<Engine>,
     driver: Option<JoinHandle<()>>,
+    /// A shard of an `nf_shards` (`nf_shards_stack`): owned by it, so `nf_stack_free`
+    /// refuses it.
+    view: bool,
 }
 
 /// Runs an entry point: errors become `fail` plus errno, panics become `fail` plus EIO.
@@ -107,7 +110,8 @@ fn len(n: usize) -> ssize_t {
 /// `s` must be NULL or a pointer returned by `nf_stack_new` and not yet freed.
 unsafe fn engine<'a>(s: *mut nf_stack) -> R<&'a Arc<Engine>> {
     // SAFETY: non-NULL pointers come from Box::into_raw in nf_stack_new and stay valid until
-    // nf_stack_free (the caller's contract); we only take a shared reference.
+    // nf_stack_free, or are a shard's view (nf_shards_stack), which its nf_shards owns until
+    // nf_shards_free (the caller's contract); we only take a shared reference.
     unsafe { s.as_ref() }.map(|s| &s.engine).ok_or(libc::EINVAL)
 }
 
@@ -167,7 +171,17 @@ pub unsafe extern "C" fn nf_config_init(cfg: *mut nf_config) {
     })
 }
 
-fn build_stack(c: &nf_config) -> R<nf_stack> {
+/// An `nf_config` read: the stack's configuration (its MTU the configured one, before a
+/// device's is taken into account), the clock and the device spec.
+struct Parsed<'a> {
+    stack: StackConfig,
+    clock: Clock,
+    device: Option<&'a str>,
+    /// Whether `mtu` was configured (0 means the default, or a device's own).
+    mtu_set: bool,
+}
+
+fn parse_config(c: &nf_config) -> R<Parsed<'_>> {
     if (c.size as usize) < NF_CONFIG_V1_SIZE {
         return Err(libc::EINVAL);
     }
@@ -225,7 +239,34 @@ fn build_stack(c: &nf_config) -> R<nf_stack> {
     } else {
         c.mac
     };
-    let inner = device::open_device(device, medium, (c.mtu != 0).then_some(mtu))?;
+    Ok(Parsed {
+        stack: StackConfig {
+            medium,
+            mac: EthernetAddress(mac),
+            addr,
+            prefix_len,
+            gateway,
+            mtu,
+            addrs6,
+            gateway6,
+            // tcp_secret: the default, a random key from the OS (RFC 6528 §3).
+            ..StackConfig::default()
+        },
+        clock,
+        device,
+        mtu_set: c.mtu != 0,
+    })
+}
+
+fn build_stack(c: &nf_config) -> R<nf_stack> {
+    let Parsed {
+        stack: mut cfg,
+        clock,
+        device,
+        mtu_set,
+    } = parse_config(c)?;
+    let (medium, mtu) = (cfg.medium, cfg.mtu);
+    let inner = device::open_device(device, medium, mtu_set.then_some(mtu))?;
     // With a device attached the stack runs on its MTU (the stack takes the smaller of the
     // configured and the device's); injected frames then use the same.
     let mtu = inner.as_ref().map_or(mtu, |d| d.caps().mtu.min(mtu));
@@ -234,18 +275,8 @@ fn build_stack(c: &nf_config) -> R<nf_stack> {
         mtu,
         ..DeviceCaps::default()
     };
-    let stack = Stack::new(StackConfig {
-        medium,
-        mac: EthernetAddress(mac),
-        addr,
-        prefix_len,
-        gateway,
-        mtu,
-        addrs6,
-        gateway6,
-        // tcp_secret: the default, a random key from the OS (RFC 6528 §3).
-        ..StackConfig::default()
-    });
+    cfg.mtu = mtu;
+    let stack = Stack::new(cfg);
     let engine = Arc::new(Engine::new(
         stack,
         device::InjectDevice::new(caps, inner),
@@ -257,7 +288,39 @@ fn build_stack(c: &nf_config) -> R<nf_stack> {
         }
         Clock::Manual => None,
     };
-    Ok(nf_stack { engine, driver })
+    Ok(nf_stack {
+        engine,
+        driver,
+        view: false,
+    })
+}
+
+/// Copies the caller's `nf_config`, which may be an older, shorter version (its `size` says).
+///
+/// # Safety
+/// `cfg` is non-NULL and points to at least `size` readable bytes, `size` its first field.
+unsafe fn read_config(cfg: *const nf_config) -> R<nf_config> {
+    // SAFETY: non-NULL; read the `size` field first (always present), then the struct we
+    // know, only if the caller's struct is at least that large (build_stack re-checks).
+    let size = unsafe { core::ptr::read_unaligned(cfg.cast::<u32>()) } as usize;
+    if size < NF_CONFIG_V1_SIZE {
+        return Err(libc::EINVAL);
+    }
+    // A caller's struct may be the first version's (no IPv6 fields): the fields it has
+    // over defaults (nf_config_init's: the IPv6 pointers NULL), at most our size.
+    let mut c = core::mem::MaybeUninit::<nf_config>::uninit();
+    // SAFETY: `c` is writable and sizeof(nf_config) bytes; nf_config_init fills it.
+    unsafe { nf_config_init(c.as_mut_ptr()) };
+    // SAFETY: nf_config_init initialized every field (it cannot fail on a valid pointer).
+    let mut c = unsafe { c.assume_init() };
+    let n = size.min(core::mem::size_of::<nf_config>());
+    // SAFETY: the caller's struct holds `size` >= `n` readable bytes (its `size` says so);
+    // `c` holds sizeof(nf_config) >= `n` writable bytes; they do not overlap. The bytes
+    // copied are the caller's fields of the same layout (the header's).
+    unsafe {
+        core::ptr::copy_nonoverlapping(cfg.cast::<u8>(), (&mut c as *mut nf_config).cast::<u8>(), n)
+    };
+    Ok(c)
 }
 
 /// Creates a stack; NULL with errno on failure (EINVAL for a bad config, the kernel's errno if
@@ -268,41 +331,26 @@ pub unsafe extern "C" fn nf_stack_new(cfg: *const nf_config) -> *mut nf_stack {
         if cfg.is_null() {
             return Err(libc::EFAULT);
         }
-        // SAFETY: non-NULL; read the `size` field first (always present), then the struct we
-        // know, only if the caller's struct is at least that large (build_stack re-checks).
-        let size = unsafe { core::ptr::read_unaligned(cfg.cast::<u32>()) } as usize;
-        if size < NF_CONFIG_V1_SIZE {
-            return Err(libc::EINVAL);
-        }
-        // A caller's struct may be the first version's (no IPv6 fields): the fields it has
-        // over defaults (nf_config_init's: the IPv6 pointers NULL), at most our size.
-        let mut c = core::mem::MaybeUninit::<nf_config>::uninit();
-        // SAFETY: `c` is writable and sizeof(nf_config) bytes; nf_config_init fills it.
-        unsafe { nf_config_init(c.as_mut_ptr()) };
-        // SAFETY: nf_config_init initialized every field (it cannot fail on a valid pointer).
-        let mut c = unsafe { c.assume_init() };
-        let n = size.min(core::mem::size_of::<nf_config>());
-        // SAFETY: the caller's struct holds `size` >= `n` readable bytes (its `size` says so);
-        // `c` holds sizeof(nf_config) >= `n` writable bytes; they do not overlap. The bytes
-        // copied are the caller's fields of the same layout (the header's).
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                cfg.cast::<u8>(),
-                (&mut c as *mut nf_config).cast::<u8>(),
-                n,
-            )
-        };
+        // SAFETY: non-NULL, and a readable nf_config of its `size` per the API contract.
+        let c = unsafe { read_config(cfg)? };
         let s = build_stack(&c)?;
         Ok(Box::into_raw(Box::new(s)))
     })
 }
 
-/// Stops the stack's thread and frees everything. No other call may be running on `s`.
+/// Stops the stack's thread and frees everything. No other call may be running on `s`. A
+/// shard's view (`nf_shards_stack`) belongs to its `nf_shards`: refused (errno EINVAL),
+/// nothing freed.
 #[no_mangle]
 pub unsafe extern "C" fn nf_stack_free(s: *mut nf_stack) {
     ffi((), || {
         if s.is_null() {
             return Ok(());
+        }
+        // SAFETY: non-NULL, from nf_stack_new or nf_shards_stack and not yet freed (the
+        // caller's contract); only read.
+        if unsafe { (*s).view } {
+            return Err(libc::EINVAL);
         }
         // SAFETY: `s` came from Box::into_raw in nf_stack_new and is freed only here, once
         // (the caller's contract).
@@ -1028,6 +1076,321 @@ pub unsafe extern "C" fn nf_zc_completion_layout(offsets: *mut size_t, n: size_t
     core::mem::size_of::<nf_zc_completion>()
 }
 
+// ---------------------------------------------------------------------------------------------
+// Shards (issue 14): N stacks of one host, one per device queue; see `shards.rs`.
+
+/// Pin shard `k`'s driver and its `nf_shards_run_on` threads to CPU `k` (modulo the CPUs
+/// online; a cpuset that refuses leaves them unpinned).
+pub const NF_SHARDS_PIN: c_int = 1;
+
+/// An opaque handle on one host's shards.
+pub struct nf_shards {
+    inner: shards::Shards,
+    /// Shard `k`'s `nf_stack` (`nf_shards_stack`). Never resized after creation, so the
+    /// pointers handed out stay put for the handle's life.
+    views: Vec<nf_stack>,
+}
+
+/// A listening socket on every shard of an `nf_shards`.
+pub struct nf_shards_listener {
+    inner: shards::Listener,
+}
+
+/// The return value of a C callback, carried back to the joining thread.
+struct CPtr(*mut c_void);
+// SAFETY: the pointer is only carried from the callback's thread to the one that joins it and
+// never dereferenced by Rust; what it points to is the C program's, as with pthread_join.
+unsafe impl Send for CPtr {}
+
+/// A thread started by `nf_shards_run_on`.
+pub struct nf_shard_thread {
+    handle: JoinHandle<CPtr>,
+}
+
+/// The `nf_shards` behind a pointer.
+///
+/// # Safety
+/// `sh` must be NULL or a pointer from `nf_shards_new_pair` not yet freed.
+unsafe fn shards_ref<'a>(sh: *mut nf_shards) -> R<&'a nf_shards> {
+    // SAFETY: non-NULL pointers come from Box::into_raw in nf_shards_new_pair and stay valid
+    // until nf_shards_free (the caller's contract); only a shared reference is taken.
+    unsafe { sh.as_ref() }.ok_or(libc::EINVAL)
+}
+
+fn shard_index(k: c_uint, sh: &nf_shards) -> R<usize> {
+    let k = k as usize;
+    if k < sh.inner.len() {
+        Ok(k)
+    } else {
+        Err(libc::EINVAL)
+    }
+}
+
+fn boxed_shards(inner: shards::Shards) -> *mut nf_shards {
+    let views = (0..inner.len())
+        .map(|k| nf_stack {
+            engine: Arc::clone(inner.engine(k).expect("k < len")),
+            driver: None,
+            view: true,
+        })
+        .collect();
+    Box::into_raw(Box::new(nf_shards { inner, views }))
+}
+
+/// Creates two hosts of `shards` shards each, joined by an in-memory multi-queue link that
+/// steers every frame by the RSS (Toeplitz) hash of its 4-tuple.
+#[no_mangle]
+pub unsafe extern "C" fn nf_shards_new_pair(
+    a: *const nf_config,
+    b: *const nf_config,
+    shards: c_uint,
+    flags: c_int,
+    out_a: *mut *mut nf_shards,
+    out_b: *mut *mut nf_shards,
+) -> c_int {
+    int(|| {
+        if a.is_null() || b.is_null() || out_a.is_null() || out_b.is_null() {
+            return Err(libc::EFAULT);
+        }
+        if flags & !NF_SHARDS_PIN != 0 {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: non-NULL, readable nf_configs of their `size` per the API contract.
+        let (ca, cb) = unsafe { (read_config(a)?, read_config(b)?) };
+        let (pa, pb) = (parse_config(&ca)?, parse_config(&cb)?);
+        // The link is the shards' device, and only the REAL clock runs a driver thread.
+        for p in [&pa, &pb] {
+            if p.device.is_some() || matches!(p.clock, Clock::Manual) {
+                return Err(libc::EINVAL);
+            }
+        }
+        let pin = flags & NF_SHARDS_PIN != 0;
+        let (ha, hb) = shards::Shards::pair(pa.stack, pb.stack, shards as usize, pin)?;
+        // SAFETY: non-NULL, writable per the API contract.
+        unsafe {
+            out_a.write_unaligned(boxed_shards(ha));
+            out_b.write_unaligned(boxed_shards(hb));
+        }
+        Ok(())
+    })
+}
+
+/// Stops every shard and frees the handle, its `nf_stack` views and their descriptors; -1 with
+/// EBUSY (nothing freed) while an `nf_shards_run_on` callback is still running.
+#[no_mangle]
+pub unsafe extern "C" fn nf_shards_free(sh: *mut nf_shards) -> c_int {
+    int(|| {
+        if sh.is_null() {
+            return Ok(());
+        }
+        // SAFETY: per the API contract (see shards_ref).
+        if unsafe { shards_ref(sh)? }.inner.busy() {
+            return Err(libc::EBUSY);
+        }
+        // SAFETY: from Box::into_raw in nf_shards_new_pair, freed only here, once (the
+        // caller's contract: no other call on it or its views is running).
+        let b = unsafe { Box::from_raw(sh) };
+        b.inner.shutdown();
+        Ok(())
+    })
+}
+
+/// Number of shards (0 for NULL).
+#[no_mangle]
+pub unsafe extern "C" fn nf_shards_count(sh: *mut nf_shards) -> c_uint {
+    // SAFETY: per the API contract.
+    ffi(0, || Ok(unsafe { shards_ref(sh)? }.inner.len() as c_uint))
+}
+
+/// Shard `k` as an `nf_stack`, for every `nf_*` call; owned by `sh`.
+#[no_mangle]
+pub unsafe extern "C" fn nf_shards_stack(sh: *mut nf_shards, k: c_uint) -> *mut nf_stack {
+    ffi(core::ptr::null_mut(), || {
+        // SAFETY: per the API contract.
+        let sh = unsafe { shards_ref(sh)? };
+        let k = shard_index(k, sh)?;
+        // The C API takes `nf_stack *` (not const) everywhere, as it always has; every call
+        // through it only takes shared references (see `engine`).
+        Ok(&sh.views[k] as *const nf_stack as *mut nf_stack)
+    })
+}
+
+/// Runs `fn(arg)` on a new thread of shard `k`.
+#[no_mangle]
+pub unsafe extern "C" fn nf_shards_run_on(
+    sh: *mut nf_shards,
+    k: c_uint,
+    f: Option<unsafe extern "C" fn(*mut c_void) -> *mut c_void>,
+    arg: *mut c_void,
+) -> *mut nf_shard_thread {
+    ffi(core::ptr::null_mut(), || {
+        // SAFETY: per the API contract.
+        let sh = unsafe { shards_ref(sh)? };
+        let k = shard_index(k, sh)?;
+        let f = f.ok_or(libc::EFAULT)?;
+        let arg = CPtr(arg);
+        let handle = sh.inner.run_on(k, move || {
+            let arg = arg;
+            // SAFETY: the caller passed a callback valid for `arg` from any thread, as for
+            // pthread_create (the API contract).
+            CPtr(unsafe { f(arg.0) })
+        })?;
+        Ok(Box::into_raw(Box::new(nf_shard_thread { handle })))
+    })
+}
+
+/// Waits for a thread of `nf_shards_run_on` to end, stores its callback's return value in
+/// `*ret` (if not NULL) and frees the handle.
+#[no_mangle]
+pub unsafe extern "C" fn nf_shards_join(t: *mut nf_shard_thread, ret: *mut *mut c_void) -> c_int {
+    int(|| {
+        if t.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: from Box::into_raw in nf_shards_run_on, joined (freed) only once per the
+        // API contract.
+        let t = unsafe { Box::from_raw(t) };
+        let r = t.handle.join().map_err(|_| libc::EIO)?;
+        if !ret.is_null() {
+            // SAFETY: non-NULL, writable per the API contract.
+            unsafe { ret.write_unaligned(r.0) };
+        }
+        Ok(())
+    })
+}
+
+/// The calling thread's shard if `nf_shards_run_on` started it, else -1.
+#[no_mangle]
+pub extern "C" fn nf_current_shard() -> c_int {
+    shards::current_shard().map_or(-1, |k| k as c_int)
+}
+
+/// Listens on `a` on every shard.
+#[no_mangle]
+pub unsafe extern "C" fn nf_shards_listen(
+    sh: *mut nf_shards,
+    a: *const sockaddr,
+    l: socklen_t,
+    backlog: c_int,
+) -> *mut nf_shards_listener {
+    ffi(core::ptr::null_mut(), || {
+        // SAFETY: per the API contract; `a` readable for `l` bytes.
+        let (sh, addr) = unsafe { (shards_ref(sh)?, cabi::read_sockaddr(a, l)?) };
+        let inner = sh.inner.listen(addr, backlog)?;
+        Ok(Box::into_raw(Box::new(nf_shards_listener { inner })))
+    })
+}
+
+/// The listener's descriptor on shard `k` (a descriptor of `nf_shards_stack(sh, k)`).
+#[no_mangle]
+pub unsafe extern "C" fn nf_shards_listener_fd(l: *mut nf_shards_listener, k: c_uint) -> c_int {
+    ffi(-1, || {
+        // SAFETY: NULL or from nf_shards_listen and not yet closed (the API contract).
+        let l = unsafe { l.as_ref() }.ok_or(libc::EINVAL)?;
+        l.inner.fd(k as usize)
+    })
+}
+
+/// Closes the listening socket of every shard and frees `l`.
+#[no_mangle]
+pub unsafe extern "C" fn nf_shards_listener_close(l: *mut nf_shards_listener) -> c_int {
+    int(|| {
+        if l.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: from Box::into_raw in nf_shards_listen, closed only once (the API
+        // contract).
+        let l = unsafe { Box::from_raw(l) };
+        l.inner.close();
+        Ok(())
+    })
+}
+
+/// Accepts the next connection on shard `k`.
+#[no_mangle]
+pub unsafe extern "C" fn nf_accept_on(
+    l: *mut nf_shards_listener,
+    k: c_uint,
+    a: *mut sockaddr,
+    al: *mut socklen_t,
+) -> c_int {
+    ffi(-1, || {
+        // SAFETY: NULL or from nf_shards_listen and not yet closed (the API contract).
+        let l = unsafe { l.as_ref() }.ok_or(libc::EINVAL)?;
+        if !a.is_null() && al.is_null() {
+            return Err(libc::EFAULT);
+        }
+        let k = k as usize;
+        let (fd, peer) = l.inner.accept_on(k)?;
+        // SAFETY: `a`/`al` valid per the contract (NULL `a` stores nothing).
+        unsafe { write_peer_or_close(&l.inner, k, fd, a, al, peer) }
+    })
+}
+
+/// Accepts the next connection on any shard: stores the shard in `*shard`.
+#[no_mangle]
+pub unsafe extern "C" fn nf_accept_any(
+    l: *mut nf_shards_listener,
+    shard: *mut c_uint,
+    a: *mut sockaddr,
+    al: *mut socklen_t,
+    timeout_ms: c_int,
+) -> c_int {
+    ffi(-1, || {
+        // SAFETY: NULL or from nf_shards_listen and not yet closed (the API contract).
+        let l = unsafe { l.as_ref() }.ok_or(libc::EINVAL)?;
+        if shard.is_null() || (!a.is_null() && al.is_null()) {
+            return Err(libc::EFAULT);
+        }
+        let timeout = u64::try_from(timeout_ms)
+            .ok()
+            .map(std::time::Duration::from_millis);
+        let (k, fd, peer) = l.inner.accept_any(timeout)?;
+        // SAFETY: `a`/`al` valid per the contract (NULL `a` stores nothing).
+        let fd = unsafe { write_peer_or_close(&l.inner, k, fd, a, al, peer)? };
+        // SAFETY: non-NULL, writable per the API contract.
+        unsafe { shard.write_unaligned(k as c_uint) };
+        Ok(fd)
+    })
+}
+
+/// Stores an accepted connection's peer; on failure closes the connection (as `nf_accept`).
+///
+/// # Safety
+/// `a`/`al` as for `cabi::write_sockaddr`.
+unsafe fn write_peer_or_close(
+    l: &shards::Listener,
+    k: usize,
+    fd: c_int,
+    a: *mut sockaddr,
+    al: *mut socklen_t,
+    peer: std::net::SocketAddr,
+) -> R<c_int> {
+    // SAFETY: forwarded contract.
+    if let Err(err) = unsafe { cabi::write_sockaddr(a, al, peer) } {
+        let _ = l.close_accepted(k, fd);
+        return Err(err);
+    }
+    Ok(fd)
+}
+
+/// Connects socket `fd` of shard `k` from a local port that the RSS hash steers to shard `k`.
+#[no_mangle]
+pub unsafe extern "C" fn nf_connect_on(
+    sh: *mut nf_shards,
+    k: c_uint,
+    fd: c_int,
+    a: *const sockaddr,
+    l: socklen_t,
+) -> c_int {
+    int(|| {
+        // SAFETY: per the API contract; `a` readable for `l` bytes.
+        let (sh, addr) = unsafe { (shards_ref(sh)?, cabi::read_sockaddr(a, l)?) };
+        let k = shard_index(k, sh)?;
+        sh.inner.connect_on(k, fd, addr)
+    })
+}
+
 /// Lists every exported function by its C name. Naming each one as a function value makes the
 /// list fail to compile if a name is wrong; the header test checks that `include/netfold.h`
 /// declares exactly these.
@@ -1078,6 +1441,19 @@ exports!(
     nf_sendfile_zc,
     nf_zc_completions,
     nf_zc_completion_layout,
+    nf_shards_new_pair,
+    nf_shards_free,
+    nf_shards_count,
+    nf_shards_stack,
+    nf_shards_run_on,
+    nf_shards_join,
+    nf_current_shard,
+    nf_shards_listen,
+    nf_shards_listener_fd,
+    nf_shards_listener_close,
+    nf_accept_on,
+    nf_accept_any,
+    nf_connect_on,
 );
 
 #[cfg(test)]

@@ -20,7 +20,8 @@ use netfold_core::iface::Stack;
 use netfold_core::phy::{Device, RawFd};
 use netfold_core::time::{Duration, Instant};
 use netfold_rt::driver::{Driven, Driver};
-use std::sync::{Arc, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration as StdDuration;
 
@@ -30,7 +31,7 @@ const SETTLE_ROUNDS: usize = 256;
 /// Longest single sleep of a REAL-clock waiter or the driver: a safety net against a state
 /// change nobody announced (e.g. a timer that ended a connection without sending anything).
 /// Not a spin: at most 10 wake-ups a second.
-const MAX_SLEEP: StdDuration = StdDuration::from_millis(100);
+pub(crate) const MAX_SLEEP: StdDuration = StdDuration::from_millis(100);
 /// Driver sleep bound while a real device (which cannot wake us) is attached.
 const DEVICE_IDLE_WAIT: StdDuration = StdDuration::from_millis(1);
 
@@ -47,12 +48,77 @@ pub(crate) struct State {
     pub(crate) manual_now: Instant,
     /// Zero-copy completion queues (`zerocopy.rs`).
     pub(crate) zc: crate::zerocopy::ZcRegistry,
+    /// A shard's: rung after every poll that did work, for `nf_accept_any`, which waits on
+    /// the shards of one `nf_shards` at once (`shards.rs`).
+    pub(crate) bell: Option<Arc<Bell>>,
+}
+
+/// One condition variable several engines announce their work on: what a thread waiting for
+/// any of them (`nf_accept_any`) sleeps on, since it cannot sleep on every engine's own
+/// condition variable at once. Rung only while someone waits, so a shard nobody waits across
+/// pays one atomic load per worked poll.
+#[derive(Default)]
+pub(crate) struct Bell {
+    /// How many times it has been rung while someone waited.
+    rung: Mutex<u64>,
+    cond: Condvar,
+    /// Threads between [`Bell::listen`] and the end of their wait.
+    waiters: AtomicUsize,
+}
+
+/// A thread that waits on a [`Bell`]: counted while it lives.
+pub(crate) struct BellWaiter<'a>(&'a Bell);
+
+impl Bell {
+    /// Registers the calling thread as a waiter. Register first, then read
+    /// [`BellWaiter::generation`], then look at the engines, then [`BellWaiter::wait`]: a
+    /// poll that finishes after the look rings (it sees the waiter, SeqCst on `waiters` on
+    /// both sides) and the wait returns; one that finished before it was seen by the look.
+    pub(crate) fn listen(&self) -> BellWaiter<'_> {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        BellWaiter(self)
+    }
+
+    pub(crate) fn ring(&self) {
+        if self.waiters.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        *self.rung.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.cond.notify_all();
+    }
+}
+
+impl BellWaiter<'_> {
+    pub(crate) fn generation(&self) -> u64 {
+        *self.0.rung.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sleeps until the bell is rung after `seen` was read, or `timeout` passes.
+    pub(crate) fn wait(&self, seen: u64, timeout: StdDuration) {
+        let g = self.0.rung.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self
+            .0
+            .cond
+            .wait_timeout_while(g, timeout, |rung| *rung == seen);
+    }
+}
+
+impl Drop for BellWaiter<'_> {
+    fn drop(&mut self) {
+        self.0.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// What the REAL-clock driver runs: the stack over the inject device.
 impl Driven for State {
     fn poll(&mut self, now: Instant) -> bool {
-        self.stack.poll(now, &mut self.dev)
+        let worked = self.stack.poll(now, &mut self.dev);
+        if worked {
+            if let Some(b) = &self.bell {
+                b.ring();
+            }
+        }
+        worked
     }
     /// Injected frames waiting are due now; otherwise the stack's next timer.
     fn poll_at(&self, now: Instant) -> Option<Instant> {
@@ -92,6 +158,7 @@ impl Engine {
             fds: FdTable::new(),
             manual_now: Instant::ZERO,
             zc: Default::default(),
+            bell: None,
         };
         let epoch = match clock {
             Clock::Real(epoch) => epoch,
@@ -202,4 +269,20 @@ pub(crate) fn deadline_after(now: Instant, timeout: Option<Duration>) -> Option<
 /// Starts the REAL-clock driver thread.
 pub(crate) fn spawn_driver(engine: Arc<Engine>) -> std::io::Result<JoinHandle<()>> {
     engine.driver.spawn("netfold-ffi-driver")
+}
+
+/// Starts a shard's REAL-clock driver thread, pinned to `cpu` if given (a refused pin leaves
+/// it unpinned: slower, not wrong).
+pub(crate) fn spawn_shard_driver(
+    engine: &Engine,
+    k: usize,
+    cpu: Option<usize>,
+) -> std::io::Result<JoinHandle<()>> {
+    engine
+        .driver
+        .spawn_with(&format!("netfold-ffi-shard-{k}"), move || {
+            if let Some(cpu) = cpu {
+                netfold_os::cpu::pin_current_thread(cpu);
+            }
+        })
 }

@@ -7,7 +7,8 @@
 //! reports failure as -1 (or NULL) with the C library's `errno` set. The semantics live in safe
 //! modules: `engine` (locking, clocks, the driver thread), `ops` (the calls), `options`
 //! (getsockopt/setsockopt), `fd` (the descriptor table), `device` (nf_inject/nf_take),
-//! `zerocopy` (nf_send_zc, nf_sendfile_zc, nf_zc_completions).
+//! `zerocopy` (nf_send_zc, nf_sendfile_zc, nf_zc_completions), `shards` (nf_shards_*: one
+//! host as N stacks steered by RSS, issue 14).
 // `unsafe` is denied crate-wide and allowed only where the boundary needs it: the entry points
 // (api.rs), the C struct accessors (cabi.rs) and errno (errno.rs), each block with a SAFETY
 // comment.
@@ -21,6 +22,7 @@ mod errno;
 mod fd;
 mod ops;
 mod options;
+mod shards;
 mod zerocopy;
 
 pub use api::*;

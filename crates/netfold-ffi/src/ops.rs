@@ -112,7 +112,7 @@ pub(crate) fn present(family: i32, a: SocketAddr) -> SocketAddr {
 }
 
 /// The unspecified address of the socket's family, port `port`.
-fn any_of(family: i32, port: u16) -> SocketAddr {
+pub(crate) fn any_of(family: i32, port: u16) -> SocketAddr {
     if family == libc::AF_INET6 {
         SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port)
     } else {
@@ -299,7 +299,13 @@ fn drain_accept(stack: &mut Stack, s: &mut Sock) {
 }
 
 pub(crate) fn accept(e: &Engine, fd: i32) -> R<(i32, SocketAddr)> {
-    blocking(e, fd, Dir::Rx, false, |st, _now, _| {
+    accept_opt(e, fd, false)
+}
+
+/// [`accept`]; `dontwait` returns EAGAIN at once whatever the descriptor's O_NONBLOCK (what
+/// `nf_accept_any` needs to look at every shard's listener in turn).
+pub(crate) fn accept_opt(e: &Engine, fd: i32, dontwait: bool) -> R<(i32, SocketAddr)> {
+    blocking(e, fd, Dir::Rx, dontwait, |st, _now, _| {
         let s = st.fds.get_mut(fd)?;
         if !matches!(s.kind, Kind::Tcp(Tcp::Listening { .. })) {
             return Err(libc::EINVAL);
@@ -1125,5 +1131,19 @@ pub(crate) fn poll(e: &Engine, fds: &mut [libc::pollfd], timeout_ms: i32) -> R<i
             }
             return Ok(n);
         }
+    }
+}
+
+/// Undoes a `bind` of a TCP socket that has not connected or listened yet (the shards'
+/// connect tried a port whose 4-tuple turned out taken, and tries the next).
+pub(crate) fn unbind(e: &Engine, fd: i32) -> R<()> {
+    let mut g = e.lock();
+    let s = g.fds.get_mut(fd)?;
+    match s.kind {
+        Kind::Tcp(Tcp::Idle) => {
+            s.bound = None;
+            Ok(())
+        }
+        _ => Err(libc::EINVAL),
     }
 }

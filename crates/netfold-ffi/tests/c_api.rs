@@ -201,6 +201,11 @@ fn c_real_clock_threads() {
 }
 
 #[test]
+fn c_shards_accept_and_connect_on_their_own_shard() {
+    c_test("shards");
+}
+
+#[test]
 fn c_echo_server_example_builds() {
     compile("examples/c/echo_server.c", "echo_server", false);
 }
@@ -243,5 +248,5 @@ fn header_declares_every_exported_function() {
         declared, exported,
         "include/netfold.h and libnetfold.so disagree"
     );
-    assert_eq!(declared.len(), 37);
+    assert_eq!(declared.len(), 50);
 }

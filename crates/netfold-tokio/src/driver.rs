@@ -111,6 +111,16 @@ impl Link {
         }
     }
 
+    /// A device whose sender signals `signal` when it puts frames on it (an in-memory link's
+    /// end, as [`pipe`] and [`crate::shards::mq_link`] make).
+    pub(crate) fn signalled(device: Box<dyn Device + Send>, signal: Arc<Notify>) -> Link {
+        Link {
+            device,
+            signal: Some(signal),
+            idle_wait: None,
+        }
+    }
+
     /// For a device with no descriptor and no signal: the driver wakes at least every
     /// `idle_wait` to look for frames. Without it, such a device is refused by [`Net::spawn`]
     /// (it would never be read).
@@ -263,7 +273,7 @@ impl Net {
         }
     }
 
-    fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.shared.stop.store(true, Ordering::Release);
         self.shared.kick();
     }

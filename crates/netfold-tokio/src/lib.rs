@@ -64,16 +64,24 @@
 //!
 //! Dropping the [`Net`] stops the driver: waiting calls fail with `NotConnected`.
 //!
+//! # Shards
+//!
+//! [`Shards`] (issue 14) runs one [`Net`] per device queue, each on a current-thread runtime
+//! in its own pinned thread, with RSS-steered connects and a listener on every shard; see
+//! [`shards`].
+//!
 //! Examples: `examples/echo.rs` (an echo server, in memory or on `tap:NAME`/`tun:NAME`) and
 //! `examples/pipe_bench.rs` (one bulk transfer through this adapter and through the blocking
 //! API, same link and message size).
 #![deny(unsafe_code)]
 
 mod driver;
+pub mod shards;
 mod tcp;
 mod udp;
 mod wakers;
 
 pub use driver::{pipe, Link, Net};
+pub use shards::{ShardedListener, Shards};
 pub use tcp::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, TcpListener, TcpStream, WriteHalf};
 pub use udp::UdpSocket;

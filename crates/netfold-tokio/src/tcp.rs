@@ -93,10 +93,35 @@ impl TcpStream {
         config: tcp::Config,
     ) -> io::Result<TcpStream> {
         let remote = remote.into();
+        TcpStream::open(net, |st, now| NbStream::connect(st, now, remote, config)).await
+    }
+
+    /// [`TcpStream::connect_with`] from the explicit local port `local_port`, as `bind` before
+    /// `connect` does with kernel sockets. Fails at once with `AddrInUse` if that 4-tuple is
+    /// taken (also by a connection in TIME-WAIT), so a caller choosing ports (a shard,
+    /// [`crate::Shards::connect_on`]) moves on to the next.
+    pub async fn connect_from(
+        net: &Net,
+        local_port: u16,
+        remote: impl Into<SocketAddr>,
+        config: tcp::Config,
+    ) -> io::Result<TcpStream> {
+        let remote = remote.into();
+        TcpStream::open(net, |st, now| {
+            NbStream::connect_from(st, now, local_port, remote, config)
+        })
+        .await
+    }
+
+    /// Opens a connection with `open` and waits until it is established or failed.
+    async fn open(
+        net: &Net,
+        open: impl FnOnce(&mut netfold::iface::Stack, netfold::time::Instant) -> io::Result<NbStream>,
+    ) -> io::Result<TcpStream> {
         let shared = Arc::clone(&net.shared);
         shared.stopped()?;
         let now = shared.now();
-        let sock = NbStream::connect(&mut shared.lock().stack, now, remote, config)?;
+        let sock = open(&mut shared.lock().stack, now)?;
         shared.kick();
         // From here a dropped future (or a failed handshake) closes the handle.
         let conn = Arc::new(Conn { shared, sock });
@@ -299,21 +324,25 @@ impl TcpListener {
 
     /// Waits for the next established connection.
     pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        poll_fn(|cx| self.poll_accept(cx)).await
+    }
+
+    /// Polls for the next established connection: `Pending` registers the task's waker, which
+    /// the driver wakes when one is ready (what waiting on several listeners at once needs,
+    /// as [`crate::ShardedListener::accept`] does).
+    pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
         let l = self.sock;
-        let (sock, peer) = poll_fn(|cx| {
-            self.shared.poll_op(
-                cx,
-                |st| l.accept(st),
-                |w, waker| w.listener(l, waker),
-                |_| false,
-            )
-        })
-        .await?;
+        let (sock, peer) = std::task::ready!(self.shared.poll_op(
+            cx,
+            |st| l.accept(st),
+            |w, waker| w.listener(l, waker),
+            |_| false,
+        ))?;
         let conn = Arc::new(Conn {
             shared: Arc::clone(&self.shared),
             sock,
         });
-        Ok((TcpStream { conn }, peer))
+        Poll::Ready(Ok((TcpStream { conn }, peer)))
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
