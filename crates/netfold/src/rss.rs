@@ -414,6 +414,49 @@ mod tests {
     }
 
     #[test]
+    fn arbitrary_frames_give_a_tuple_or_none_never_a_panic() {
+        // The multi-queue link steers every frame it carries by these, hostile ones too.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 0..400usize {
+            for _ in 0..8 {
+                let mut f: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect();
+                // Half of them claim IPv4 or IPv6 so the parsers below the Ethernet header run.
+                if len >= 14 && x & 1 == 0 {
+                    f[12..14].copy_from_slice(if x & 2 == 0 { &[8, 0] } else { &[0x86, 0xdd] });
+                    if len > 14 {
+                        f[14] = if x & 2 == 0 { 0x45 } else { 0x60 };
+                    }
+                }
+                let t = frame_tuple(&f);
+                let t6 = frame_tuple_ip(&f);
+                // Too short for Ethernet + IPv4 + the ports: nothing to steer by.
+                if len < 14 + 20 + 4 {
+                    assert!(t.is_none() && t6.is_none(), "len {len}");
+                }
+                // An IPv4 tuple is also the family-generic one.
+                if let Some((s, d, sp, dp)) = t {
+                    assert_eq!(
+                        t6,
+                        Some((
+                            std::net::Ipv4Addr::from(s).into(),
+                            std::net::Ipv4Addr::from(d).into(),
+                            sp,
+                            dp
+                        ))
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn short_keys_and_empty_input_do_not_panic() {
         assert_eq!(toeplitz(&MICROSOFT_KEY, &[]), 0);
         assert_eq!(toeplitz(&[], &[0xff; 12]), 0);
