@@ -765,8 +765,9 @@ fn serve_all(
 
 /// A shard's client stack, and with one thread per shard (`--threads 1`) its server stack and
 /// application too: then every poll of the client also runs a round of the server, and the
-/// thread only yields when both stacks are idle (it never sleeps: a sleeping thread could not
-/// answer its own client).
+/// thread backs off only when both stacks and both applications are idle (`Node::idle_alone`:
+/// yields, then sleeps until the earlier deadline of the two stacks — nothing else can wake
+/// it, and nothing else needs to).
 struct ClientSide<'a> {
     node: Node<MqPort>,
     buddy: Option<(Node<MqPort>, ServerApp<'a>)>,
@@ -793,8 +794,15 @@ impl ClientSide<'_> {
         let a = self.node.poll_spin(progressed)?;
         let (p2, _) = app.step(&mut sn.stack, false)?;
         let b = sn.poll_spin(p2)?;
-        if !(a || b) {
-            std::thread::yield_now();
+        if a || b {
+            self.node.busy();
+        } else {
+            let now = self.node.now();
+            let due = [self.node.stack.poll_at(now), sn.stack.poll_at(now)]
+                .into_iter()
+                .flatten()
+                .min();
+            self.node.idle_alone(now, due);
         }
         Ok(())
     }
@@ -834,8 +842,15 @@ impl ClientSide<'_> {
             }
             let a = self.node.poll_spin(false)?;
             let b = sn.poll_spin(p2)?;
-            if !(a || b) {
-                std::thread::yield_now();
+            if a || b {
+                self.node.busy();
+            } else {
+                let now = self.node.now();
+                let due = [self.node.stack.poll_at(now), sn.stack.poll_at(now)]
+                    .into_iter()
+                    .flatten()
+                    .min();
+                self.node.idle_alone(now, due);
             }
         }
         let t = WallInstant::now();
@@ -847,8 +862,14 @@ impl ClientSide<'_> {
             let b = sn.poll_spin(false)?;
             if a || b {
                 idle_since = WallInstant::now();
+                self.node.busy();
             } else {
-                std::thread::yield_now();
+                let now = self.node.now();
+                let due = [self.node.stack.poll_at(now), sn.stack.poll_at(now)]
+                    .into_iter()
+                    .flatten()
+                    .min();
+                self.node.idle_alone(now, due);
             }
         }
         let mut o = app.outcome();
