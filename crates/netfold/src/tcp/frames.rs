@@ -110,10 +110,14 @@ impl FrameQueue {
 
     /// Frames still to be adopted at the end of the batch.
     pub fn has_pending(&self) -> bool {
-        self.recs
-            .iter()
-            .rev()
-            .any(|r| matches!(r.buf, Buf::Pending(_)))
+        // Pending records are always the newest (the batch's), so the last one tells.
+        matches!(
+            self.recs.back(),
+            Some(Rec {
+                buf: Buf::Pending(_),
+                ..
+            })
+        )
     }
 
     /// Commits the staged parts up to `len` payload bytes (the segment as `receive_data`
