@@ -947,6 +947,7 @@ fn passes_total(runs: &[Measurement]) -> Option<crate::bench::Passes> {
             a.rx_copy_app += b.rx_copy_app;
             a.rx_csum_separate += b.rx_csum_separate;
             a.rx_in_place += b.rx_in_place;
+            a.rx_frames_held += b.rx_frames_held;
         }
     }
     Some(t)
@@ -979,6 +980,7 @@ fn passes_json(p: &crate::bench::Passes) -> serde_json::Value {
                 "copy_ring_to_app": r.rx_copy_app,
                 "checksum_separate": r.rx_csum_separate,
                 "read_in_place": r.rx_in_place,
+                "borrowed_frames": r.rx_frames_held,
                 "passes_per_byte": r.rx_per_byte(),
             })
         },

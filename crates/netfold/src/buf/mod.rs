@@ -6,8 +6,10 @@
 //! buffer when one is available and only allocates when the list is empty; `put` returns one.
 //! The counters let benchmarks show "allocations per buffer refill" (seed 000 Tables 9-10).
 
+pub mod borrow;
 pub mod zc;
 
+pub use borrow::{BorrowedPayload, Recycler};
 pub use zc::{Frags, Gather, Region, ZcBuf};
 
 /// Default bytes reserved in front of the data for headers to be prepended.
@@ -93,6 +95,12 @@ impl PacketBuf {
     }
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.data[self.start..self.end]
+    }
+
+    /// Whether this is an empty stand-in left where a buffer was moved out (`mem::take`):
+    /// no storage, nothing to recycle.
+    pub fn is_placeholder(&self) -> bool {
+        self.data.is_empty()
     }
 
     /// Empties the buffer, restores the default headroom (if the storage allows it) and forgets

@@ -344,6 +344,10 @@ pub struct PayloadPasses {
     pub rx_csum_separate: u64,
     /// Receive side: bytes the application consumed in place (a borrowing read, no copy).
     pub rx_in_place: u64,
+    /// Receive side: bytes committed while left in their frames and handed out as borrowed
+    /// frames (frame-level borrowing read, `tcp/frames.rs`): no copy; their checksum, when
+    /// the device did not verify it, is in `rx_csum_separate`.
+    pub rx_frames_held: u64,
 }
 
 impl PayloadPasses {
@@ -376,6 +380,7 @@ impl PayloadPasses {
             rx_copy_app: self.rx_copy_app - earlier.rx_copy_app,
             rx_csum_separate: self.rx_csum_separate - earlier.rx_csum_separate,
             rx_in_place: self.rx_in_place - earlier.rx_in_place,
+            rx_frames_held: self.rx_frames_held - earlier.rx_frames_held,
         }
     }
 }
@@ -396,6 +401,7 @@ impl Counters {
             rx_copy_app: t.rx_copy_app,
             rx_csum_separate: self.tcp_rx_csum_separate,
             rx_in_place: t.rx_in_place,
+            rx_frames_held: t.rx_frames_held,
         }
     }
 }
@@ -633,6 +639,7 @@ impl fmt::Display for Counters {
                     ("rx_copy_app", pp.rx_copy_app),
                     ("rx_csum_separate", pp.rx_csum_separate),
                     ("rx_in_place", pp.rx_in_place),
+                    ("rx_frames_held", pp.rx_frames_held),
                 ],
             ),
             (

@@ -354,6 +354,8 @@ impl Stack {
         // applies the device's and any Router Advertisement's (`apply_caps`).
         tcp.set_ipv6_link_mss(wire::tcp::ipv6_mss_for_mtu(mtu));
         tcp.set_buffer_budget(config.tcp_buffer_budget);
+        // Borrowing reads may hold at most half the pool out of it (`tcp/frames.rs`).
+        tcp.set_frame_budget(config.pool_buffers / 2);
         let inner = Inner {
             tcp,
             udp: UdpTable::new(config.udp_queue_limit, config.udp_max_sockets),
@@ -467,6 +469,11 @@ impl Stack {
         }
     }
 
+    /// Idle buffers in the packet pool now.
+    pub fn pool_idle(&self) -> usize {
+        self.inner.st.pool.idle()
+    }
+
     /// A snapshot of all counters, TCP and buffer-pool statistics included.
     pub fn counters(&self) -> Counters {
         let mut c = self.inner.st.c;
@@ -522,6 +529,8 @@ impl Stack {
     pub fn poll(&mut self, now: Instant, dev: &mut dyn Device) -> bool {
         let burst = self.apply_caps(dev).max_burst.max(1);
         self.inner.timers(now);
+        // Buffers the application released (borrowing reads) go back to the pool first.
+        self.inner.tcp.collect_released(&mut self.inner.st.pool);
 
         let Stack { inner, rx, .. } = self;
         dev.recv_batch(now, &mut inner.st.pool, rx, burst);
@@ -536,12 +545,18 @@ impl Stack {
         // segments borrowed from it until the batch ends.
         let mut gro = Gro::new();
         inner.single_frame = n == 1;
+        // Frame-level borrowing reads (`tcp/frames.rs`): TCP learns where the batch's frames
+        // lie, may leave payload in them, and takes those buffers when the batch ends.
+        inner.tcp.begin_batch(rx.iter().map(|b| b.as_slice()));
         for buf in rx.iter() {
             inner.receive_frame(now, buf, &mut gro);
         }
         inner.flush_gro(now, &mut gro);
+        inner.tcp.end_batch(rx);
         for buf in rx.drain(..) {
-            inner.st.pool.put(buf);
+            if !buf.is_placeholder() {
+                inner.st.pool.put(buf);
+            }
         }
 
         let mut stopped = false;
@@ -573,7 +588,10 @@ impl Stack {
     /// already waiting.
     pub fn poll_at(&self, now: Instant) -> Option<Instant> {
         let inner = &self.inner;
-        if self.tx_backlog || inner.udp.iter().any(|s| !s.tx.is_empty()) {
+        if self.tx_backlog
+            || inner.udp.iter().any(|s| !s.tx.is_empty())
+            || inner.tcp.released_pending()
+        {
             return Some(now);
         }
         [

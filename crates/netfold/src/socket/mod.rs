@@ -296,6 +296,31 @@ impl TcpStream {
             .map_err(io_error)
     }
 
+    /// Turns the frame-level borrowing read on or off (`TcpLayer::set_borrow_frames`): while
+    /// on, in-order payload stays in the packet buffers it arrived in and
+    /// [`TcpStream::read_frames`] hands it out without a copy.
+    pub fn set_borrow_frames(&self, stack: &mut Stack, on: bool) -> io::Result<()> {
+        stack
+            .tcp_mut()
+            .set_borrow_frames(self.handle, on)
+            .map_err(io_error)
+    }
+
+    /// A frame read (`TcpLayer::recv_frames`): up to `max` borrowed frames appended to `out`;
+    /// dropping one returns its buffer to the pool (also after the stack is gone). `Ok(0)` at
+    /// end of stream, `WouldBlock` when nothing is queued.
+    pub fn read_frames(
+        &self,
+        stack: &mut Stack,
+        out: &mut Vec<crate::buf::BorrowedPayload>,
+        max: usize,
+    ) -> io::Result<usize> {
+        stack
+            .tcp_mut()
+            .recv_frames(self.handle, out, max)
+            .map_err(io_error)
+    }
+
     /// Queues data; returns how much was taken, `WouldBlock` if the send buffer is full.
     pub fn write(&self, stack: &mut Stack, data: &[u8]) -> io::Result<usize> {
         stack.tcp_mut().send(self.handle, data).map_err(io_error)

@@ -557,6 +557,7 @@ impl Conn {
     pub(super) fn retire(&mut self, rings: &mut RingCache) {
         self.release_all(rings);
         self.rcv.posted = None;
+        self.rcv.frames.release_all();
         self.snd.ring = SendQueue::with_capacity(0);
         let rack = self.rack.take_storage();
         self.rack.adopt_storage(rack);
@@ -779,6 +780,13 @@ impl Conn {
             // reorder the stream. The application takes the posted read back first.
             return Err(Error::InvalidInput);
         }
+        if !self.rcv.frames.is_empty() {
+            // Held frames come before the ring's bytes (`frames.rs`).
+            let n = self.rcv.frames.read(buf, mode);
+            self.rcv.read_since_ack |= n > 0;
+            self.rcv.space.copied += n as u64;
+            return Ok(n);
+        }
         if !self.rcv.ring.is_empty() {
             let n = self.rcv.ring.read(buf, mode);
             self.rcv.read_since_ack |= n > 0;
@@ -805,6 +813,9 @@ impl Conn {
     pub fn peek(&self, buf: &mut [u8], mode: CopyMode) -> Result<usize, Error> {
         if self.rcv.posted.is_some() {
             return Err(Error::InvalidInput);
+        }
+        if !self.rcv.frames.is_empty() {
+            return Ok(self.rcv.frames.peek(buf, mode));
         }
         if !self.rcv.ring.is_empty() {
             return Ok(self.rcv.ring.peek(buf, mode));

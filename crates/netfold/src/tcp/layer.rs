@@ -15,6 +15,8 @@ use super::place::{self, PostedRead, RxCheck};
 use super::secret::Secret;
 use super::syncookie;
 use super::{Config, Ecn, Error, Handle, IcmpError, OutSegment, Payload, State, Stats};
+use crate::buf::borrow::ConnShare;
+use crate::buf::{BorrowedPayload, PacketBuf, Recycler};
 use crate::mem::CopyMode;
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr};
@@ -24,11 +26,14 @@ use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::sync::Arc;
 
 /// Freed connections' control blocks kept for new ones (`TcpLayer::spare`): enough for a
 /// burst of connections ending at once, and a bound on what idle blocks hold (each ~1.5 KiB
 /// plus at most ~3.5 KiB of list storage, see `Conn::retire`).
 const SPARE_CONNS_MAX: usize = 64;
+/// Frames borrowing reads may hold out of the pool until the stack sets its own bound.
+const DEFAULT_FRAME_BUDGET: usize = 256;
 /// Hard cap on listener backlog (memory bound: every half-open connection owns buffers).
 const MAX_BACKLOG: usize = 4096;
 /// The key of the transparent listener in `listeners`: port 0, which `listen` refuses.
@@ -367,6 +372,17 @@ pub struct TcpLayer {
     /// The MSS of the IPv6 link (MTU - 60): the bound on IPv6 connections' `Config::mss`
     /// (`conn::for_family`); set by the stack from its MTU.
     link_mss_v6: u16,
+    /// Frame-level borrowing read (`frames.rs`): where borrowed frames come back, and the
+    /// bound on how many may be out of the pool.
+    recycler: Arc<Recycler>,
+    /// The address range of each frame of the receive batch being processed (empty outside
+    /// `Stack::poll`'s batch: nothing is borrowed then).
+    batch: Vec<(usize, usize)>,
+    /// Slots whose connections committed frames of this batch (adopted at its end).
+    borrowers: Vec<u32>,
+    /// Scratch for `collect_released`.
+    released: Vec<(u32, u32)>,
+    released_bufs: Vec<PacketBuf>,
 }
 
 impl TcpLayer {
@@ -393,6 +409,11 @@ impl TcpLayer {
             spare: Vec::new(),
             copy: CopyMode::default(),
             link_mss_v6: crate::wire::tcp::ipv6_mss_for_mtu(1500),
+            recycler: Recycler::new(DEFAULT_FRAME_BUDGET),
+            batch: Vec::new(),
+            borrowers: Vec::new(),
+            released: Vec::new(),
+            released_bufs: Vec::new(),
         }
     }
 
@@ -898,6 +919,7 @@ impl TcpLayer {
                 self.copy,
                 &mut self.stats,
                 &mut check,
+                &self.batch,
             ),
             None => place::verify_separately(parts, pending, &mut check),
         };
@@ -937,6 +959,12 @@ impl TcpLayer {
                     let ev = c.input(&mut ctx, repr, payload);
                     // What `place` staged and `input` did not keep stays uncommitted.
                     c.rcv.staged = None;
+                    if !c.rcv.frames.staged.is_empty() {
+                        c.rcv.frames.staged.clear();
+                    }
+                    if c.rcv.frames.has_pending() && self.borrowers.last() != Some(&i) {
+                        self.borrowers.push(i);
+                    }
                     c.tune_buffers(ctx.now, ctx.rings, ctx.stats);
                     c.reclaim_buffers(ctx.rings);
                     (ev, ev == Event::None && c.nothing_to_send())
@@ -1557,6 +1585,117 @@ impl TcpLayer {
         r
     }
 
+    /// Frame-level borrowing read on `h` (`frames.rs`): while on, in-order payload that
+    /// arrives with nothing older queued in the receive ring stays in the packet buffer it
+    /// arrived in, and [`TcpLayer::recv_frames`] hands it out as owned [`BorrowedPayload`]s
+    /// (dropping one returns its buffer to the stack's pool and reopens the window by its
+    /// length). `recv`, `peek` and `recv_in_place` still work (held frames first). Excludes
+    /// a posted read: `InvalidInput` while one is posted. Turning it off keeps held frames
+    /// readable.
+    pub fn set_borrow_frames(&mut self, h: Handle, on: bool) -> Result<(), Error> {
+        let home = self.recycler.clone();
+        let c = self.conn_mut(h)?;
+        if c.rcv.posted.is_some() {
+            return Err(Error::InvalidInput);
+        }
+        let share = on.then(|| (home, ConnShare::new(h.index, h.generation)));
+        c.rcv.frames.set(share);
+        Ok(())
+    }
+
+    /// A frame read: up to `max` (at least one) borrowed frames of in-order data appended to
+    /// `out`, no copy; with none held, the bytes queued in the receive ring are copied into
+    /// one buffer (up to 64 KiB) handed out the same way. Returns the bytes handed out:
+    /// `Ok(0)` at end of stream, `WouldBlock` when nothing is queued, the connection's error
+    /// as `recv` reports it. `InvalidInput` unless [`TcpLayer::set_borrow_frames`] is on.
+    pub fn recv_frames(
+        &mut self,
+        h: Handle,
+        out: &mut Vec<BorrowedPayload>,
+        max: usize,
+    ) -> Result<usize, Error> {
+        let copy = self.copy;
+        let (n, copied) = self.conn_mut(h)?.recv_frames(out, max, copy)?;
+        if n > 0 {
+            self.stats.rx_frames_read += n as u64;
+            self.stats.rx_copy_app += copied as u64;
+            self.stats.app_bytes_received += n as u64;
+            self.touch(h.index);
+        }
+        Ok(n)
+    }
+
+    /// Frames out of the pool now (held by connections or by the application), and the bound
+    /// ([`TcpLayer::set_frame_budget`]).
+    pub fn frames_outstanding(&self) -> (usize, usize) {
+        (self.recycler.outstanding(), self.recycler.limit())
+    }
+
+    /// At most `frames` packet buffers may be held out of the pool by borrowing reads at
+    /// once; past that, payload is copied into the receive ring (the stack sets half its
+    /// pool).
+    pub fn set_frame_budget(&mut self, frames: usize) {
+        self.recycler.set_limit(frames);
+    }
+
+    /// Starts a receive batch: the address ranges of its frames, so that `place` can tell a
+    /// payload that lies in one (and may be left there) from any other.
+    pub(crate) fn begin_batch<'a>(&mut self, frames: impl Iterator<Item = &'a [u8]>) {
+        self.batch.clear();
+        self.batch.extend(frames.map(|f| {
+            let a = f.as_ptr() as usize;
+            (a, a + f.len())
+        }));
+    }
+
+    /// Ends the receive batch: connections that committed frames of it take their buffers
+    /// (leaving empty ones in `rx`, see [`PacketBuf::is_placeholder`]).
+    pub(crate) fn end_batch(&mut self, rx: &mut [PacketBuf]) {
+        self.batch.clear();
+        for i in self.borrowers.drain(..) {
+            if let Some(Slot {
+                sock: Some(Sock::Conn(c)),
+                ..
+            }) = self.slots.get_mut(i as usize)
+            {
+                c.rcv.frames.adopt(rx);
+            }
+        }
+    }
+
+    /// Moves buffers the application gave back into `pool`, and lets the connections whose
+    /// window they reopen send an update.
+    pub(crate) fn collect_released(&mut self, pool: &mut crate::buf::Pool) {
+        if !self.recycler.is_dirty() {
+            return;
+        }
+        let mut conns = std::mem::take(&mut self.released);
+        let mut bufs = std::mem::take(&mut self.released_bufs);
+        self.recycler.drain(&mut bufs, &mut conns);
+        for b in bufs.drain(..) {
+            pool.put(b);
+        }
+        for (i, g) in conns.drain(..) {
+            if let Some(Slot {
+                generation,
+                sock: Some(Sock::Conn(c)),
+            }) = self.slots.get_mut(i as usize)
+            {
+                if *generation == g {
+                    c.rcv.read_since_ack = true;
+                    self.touch(i);
+                }
+            }
+        }
+        self.released = conns;
+        self.released_bufs = bufs;
+    }
+
+    /// Whether buffers came back since the last poll (a window may have reopened).
+    pub(crate) fn released_pending(&self) -> bool {
+        self.recycler.is_dirty()
+    }
+
     /// `n` bytes went from the receive ring to the application by a copy.
     fn count_ring_read(&mut self, h: Handle, n: usize) {
         if n > 0 {
@@ -1592,7 +1731,10 @@ impl TcpLayer {
         }
         let c = self.conn_mut(h)?;
         // SO_LINGER 0, or unread data (RFC 9293 §3.6 / RFC 2525 §2.17): abort with RST.
-        if c.config.linger == Some(crate::time::Duration::ZERO) || !c.rcv.ring.is_empty() {
+        if c.config.linger == Some(crate::time::Duration::ZERO)
+            || !c.rcv.ring.is_empty()
+            || !c.rcv.frames.is_empty()
+        {
             return self.abort(h);
         }
         let _ = c.shutdown_write();
@@ -1718,7 +1860,7 @@ impl TcpLayer {
     /// Bytes readable now / bytes queued unsent-or-unacked / free space in the send buffer.
     pub fn recv_queue(&self, h: Handle) -> Result<usize, Error> {
         let r = &self.conn(h)?.rcv;
-        Ok(r.ring.len() + r.posted.as_ref().map_or(0, |p| p.filled))
+        Ok(r.ring.len() + r.frames.bytes() + r.posted.as_ref().map_or(0, |p| p.filled))
     }
     pub fn send_queue(&self, h: Handle) -> Result<usize, Error> {
         Ok(self.conn(h)?.snd.ring.len())

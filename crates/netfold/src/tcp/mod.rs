@@ -170,6 +170,7 @@ pub mod cc;
 mod conn;
 mod dsack;
 pub mod ephemeral;
+mod frames;
 mod input;
 pub mod isn;
 mod layer;
@@ -579,4 +580,10 @@ pub struct Stats {
     /// Bytes the application consumed in place from the receive ring (`recv_in_place`): no
     /// copy.
     pub rx_in_place: u64,
+    /// Payload bytes committed while left in the frames they arrived in (frame-level
+    /// borrowing read, `frames.rs`): no copy.
+    pub rx_frames_held: u64,
+    /// Bytes the application took as borrowed frames (`recv_frames`), those copied out of
+    /// the ring for it included (counted in `rx_copy_app` too).
+    pub rx_frames_read: u64,
 }

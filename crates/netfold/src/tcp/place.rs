@@ -61,6 +61,8 @@ pub struct Staged {
     pub off: usize,
     pub direct: usize,
     pub ring: usize,
+    /// Payload bytes left in their frames (`frames.rs`: the parts are in `frames.staged`).
+    pub borrow: usize,
 }
 
 /// A posted read taken back ([`TcpLayer::take_read`](super::TcpLayer::take_read)): the
@@ -138,6 +140,7 @@ impl Conn {
     /// 0xffff; `None` for a part already verified). `Ok` when all of them verified: only then
     /// may the segment be processed. `Err(i)`: part `i` is the first that failed (the parts
     /// before it verified; nothing is staged). See the module doc for where bytes go.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn place(
         &mut self,
         seg_seq: u32,
@@ -146,6 +149,7 @@ impl Conn {
         mode: CopyMode,
         stats: &mut Stats,
         check: &mut RxCheck,
+        batch: &[(usize, usize)],
     ) -> Result<(), usize> {
         self.rcv.staged = None;
         let open = pending.iter().any(Option::is_some);
@@ -172,6 +176,34 @@ impl Conn {
             }
             _ => 0,
         };
+        // Frame-level borrowing read (`frames.rs`): the same rule as a posted read (next in
+        // order, nothing older waiting in the ring), and every part inside a frame of the
+        // batch, and the stack's frame budget not spent. Verified in a pass of its own when
+        // the device did not (no copy to fold it into); committed by `take_data`.
+        if len > 0
+            && self.rcv.posted.is_none()
+            && self.rcv.frames.on()
+            && !self.user_closed
+            && takes_data
+            && off == 0
+            && self.rcv.ring.is_empty()
+            && self.rcv.ring.asm.is_empty()
+            && !batch.is_empty()
+            && self.rcv.frames.has_room(parts.len())
+            && super::frames::locate(parts, batch, &mut self.rcv.frames.staged)
+        {
+            if let Err(i) = verify_separately(parts, pending, check) {
+                self.rcv.frames.staged.clear();
+                return Err(i);
+            }
+            self.rcv.staged = Some(Staged {
+                off: 0,
+                direct: 0,
+                ring: 0,
+                borrow: len,
+            });
+            return Ok(());
+        }
         if len == 0 || (!open && direct_room == 0) {
             // Nothing to verify and nothing to gain: `receive_data` copies into the ring.
             return verify_separately(parts, pending, check);
@@ -180,6 +212,7 @@ impl Conn {
             off,
             direct: 0,
             ring: 0,
+            borrow: 0,
         };
         let mut ring_ok = takes_data;
         for (i, part) in parts.iter().enumerate() {
@@ -244,7 +277,13 @@ impl Conn {
         buf: Vec<u8>,
         mode: CopyMode,
     ) -> Result<usize, (Error, Vec<u8>)> {
-        if self.rcv.posted.is_some() || buf.is_empty() {
+        // A posted read and frame borrowing exclude each other: held frames come first in
+        // the stream, and the posted read would be filled from the ring behind them.
+        if self.rcv.posted.is_some()
+            || buf.is_empty()
+            || self.rcv.frames.on()
+            || !self.rcv.frames.is_empty()
+        {
             return Err((Error::InvalidInput, buf));
         }
         self.rcv.posted = Some(Posted { buf, filled: 0 });
@@ -301,6 +340,12 @@ impl Conn {
         if self.rcv.posted.is_some() {
             return Err(Error::InvalidInput);
         }
+        if !self.rcv.frames.is_empty() {
+            let n = self.rcv.frames.read_in_place(f);
+            self.rcv.read_since_ack |= n > 0;
+            self.rcv.space.copied += n as u64;
+            return Ok(n);
+        }
         if !self.rcv.ring.is_empty() {
             let n = self.rcv.ring.read_in_place(f);
             self.rcv.read_since_ack |= n > 0;
@@ -308,6 +353,49 @@ impl Conn {
             return Ok(n);
         }
         self.recv(&mut [], CopyMode::Kernels)
+    }
+}
+
+/// Bytes of the ring copied into one buffer for a frame read, at most.
+const RING_CHUNK: usize = 64 * 1024;
+
+impl Conn {
+    /// A frame read (`frames.rs`): up to `max` held frames go to `out` as owned handles, no
+    /// copy; with none held, the in-order bytes queued in the ring (out-of-order data filled
+    /// in later, segments that arrived while the frame budget was spent) are copied into one
+    /// buffer (up to 64 KiB) handed over the same way. Returns the bytes and how many of them
+    /// were copied out of the ring. Otherwise as `recv`: `Ok(0)` at end of stream,
+    /// `WouldBlock`, the connection's error. `InvalidInput` unless borrowing is on.
+    pub(super) fn recv_frames(
+        &mut self,
+        out: &mut Vec<crate::buf::BorrowedPayload>,
+        max: usize,
+        mode: CopyMode,
+    ) -> Result<(usize, usize), Error> {
+        if self.rcv.posted.is_some() || (!self.rcv.frames.on() && self.rcv.frames.is_empty()) {
+            return Err(Error::InvalidInput);
+        }
+        let mut n = 0;
+        let mut copied = 0;
+        if !self.rcv.frames.is_empty() {
+            n = self.rcv.frames.take(out, max.max(1));
+        } else if !self.rcv.ring.is_empty() && max > 0 {
+            let k = self.rcv.ring.len().min(RING_CHUNK);
+            let mut b = crate::buf::PacketBuf::with_capacity(k);
+            let got = self.rcv.ring.read(b.append(k), mode);
+            b.truncate(got);
+            if let Some(h) = self.rcv.frames.handle_for(b) {
+                out.push(h);
+                n = got;
+                copied = got;
+            }
+        }
+        if n > 0 {
+            self.rcv.read_since_ack = true;
+            self.rcv.space.copied += n as u64;
+            return Ok((n, copied));
+        }
+        self.recv(&mut [], mode).map(|r| (r, 0))
     }
 }
 
@@ -324,6 +412,20 @@ impl RecvSeq {
         stats: &mut Stats,
     ) -> Option<usize> {
         let staged = self.staged.take().filter(|s| s.off == off);
+        if staged.is_some_and(|s| s.borrow > 0) {
+            // `place` borrows only at RCV.NXT with the ring empty: these are the next bytes
+            // of the stream, kept in their frames (`frames.rs`), no copy.
+            let n = self.frames.commit(data.len());
+            stats.rx_frames_held += n as u64;
+            let rest = data.slice(n, data.len());
+            if rest.is_empty() {
+                return Some(n);
+            }
+            // Not reached (`data` is at most the staged parts); copied behind them if it were.
+            let copied = self.ring.copy_gaps(0, rest, mode);
+            stats.rx_copy_ring += copied as u64;
+            return Some(n + self.ring.commit(0, rest.len()).unwrap_or(0));
+        }
         let (direct, ring) = staged.map_or((0, 0), |s| (s.direct.min(data.len()), s.ring));
         if direct > 0 {
             // `place` stages direct bytes only at RCV.NXT with the ring empty, so they are the

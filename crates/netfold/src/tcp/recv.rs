@@ -16,6 +16,7 @@
 //! against the advertisement.
 
 use super::buffer::RecvRing;
+use super::frames::FrameQueue;
 use super::place::{Posted, Staged};
 use super::seq;
 use crate::time::Instant;
@@ -72,6 +73,9 @@ pub struct RecvSeq {
     pub posted: Option<Posted>,
     /// Where the segment being processed was copied before its checks (`place.rs`).
     pub staged: Option<Staged>,
+    /// In-order payload kept in the frames it arrived in (frame-level borrowing read,
+    /// `frames.rs`): always before the ring's bytes in the stream.
+    pub frames: FrameQueue,
 }
 
 impl RecvSeq {
@@ -95,6 +99,7 @@ impl RecvSeq {
             last_data_rx: None,
             posted: None,
             staged: None,
+            frames: FrameQueue::default(),
         }
     }
 
@@ -119,6 +124,11 @@ impl RecvSeq {
     /// advertised window is rounded up to it.
     pub fn ring_cap(&self, buf: usize) -> usize {
         buf + (1usize << self.wscale)
+    }
+
+    /// Payload bytes held in frames, by the connection and by the application.
+    pub fn rcv_frames_charged(&self) -> usize {
+        self.frames.charged()
     }
 
     /// RCV.WND as last advertised (0 once RCV.NXT reached the advertised edge).
@@ -146,7 +156,10 @@ impl RecvSeq {
     /// §3.8.6.2.2 receiver SWS avoidance, RFC 7323 §2.3 scaling; the right edge never moves
     /// left, RFC 9293 §3.8.6).
     pub fn window(&self, buf: u32) -> (u16, u32) {
-        let free = buf.saturating_sub(self.ring.len() as u32);
+        // Frames held (by the connection or by the application) count like ring bytes, by
+        // their payload (`frames.rs`).
+        let held = (self.ring.len() + self.rcv_frames_charged()) as u32;
+        let free = buf.saturating_sub(held);
         let cur = seq::dist(self.nxt, self.adv);
         let mut wnd = free;
         let threshold = (buf / 2).min(self.mss).max(1);
