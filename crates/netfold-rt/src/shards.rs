@@ -473,7 +473,7 @@ impl Shards {
 /// wrapping once round the range: with [`Steering::FollowTx`] the shards share one address,
 /// so their connections must not share a local port, or two shards would open the same
 /// 4-tuple (the second's SYN would meet the first's connection in the kernel).
-fn own_ports(
+pub fn own_ports(
     range: RangeInclusive<u16>,
     k: usize,
     n: usize,
