@@ -217,9 +217,14 @@ size_t nf_zc_completion_layout(size_t *offsets, size_t n);
  *    its driver with NF_SHARDS_PIN); nf_current_shard() tells the thread its shard.
  * Devices: nf_shards_new_pair builds two hosts joined by an in-memory multi-queue link (RSS
  * steering at every transmit, as a pair of multi-queue NICs would do): for tests and
- * benchmarks of sharded programs without a NIC. The configs need NF_CLOCK_REAL,
- * NF_MEDIUM_ETHERNET and device NULL (else EINVAL). A multi-queue TAP is not offered here yet
- * (its shards need ARP/NDP shared between queues; `netfold serve --shards` does that). */
+ * benchmarks of sharded programs without a NIC. nf_shards_new_tap puts one host on the N
+ * queues of a multi-queue Linux TAP (IFF_MULTI_QUEUE), shard k on queue k. There the kernel,
+ * not a Toeplitz hash, steers: a flow it opens lands on the queue of its own flow hash and
+ * stays there (the shard answers on that queue); a flow a shard opens goes out on the
+ * shard's queue and the kernel sends its replies back there, so nf_connect_on needs no hash:
+ * shard k takes ephemeral ports with port % N == k (one address, disjoint ports). ARP and
+ * NDP frames, which the kernel delivers on any queue, are copied to every shard. The configs
+ * need NF_CLOCK_REAL, NF_MEDIUM_ETHERNET and device NULL (else EINVAL). */
 typedef struct nf_shards nf_shards;
 typedef struct nf_shards_listener nf_shards_listener;
 typedef struct nf_shard_thread nf_shard_thread;
@@ -229,6 +234,13 @@ enum { NF_SHARDS_PIN = 1 };   /* shard k's driver and threads on CPU k (modulo t
  * (1..128); flags 0 or NF_SHARDS_PIN. 0, or -1 with EINVAL / EFAULT / EAGAIN (no thread). */
 int nf_shards_new_pair(const nf_config *a, const nf_config *b, unsigned shards, int flags,
                        nf_shards **out_a, nf_shards **out_b);
+/* One host (config cfg, its address on every shard) of `shards` shards (1..128) over the
+ * queues of multi-queue TAP ifname (created if missing; "nf%d" lets the kernel number it; an
+ * existing TAP must be multi_queue), opened without offloads like device "tap:NAME"; flags 0
+ * or NF_SHARDS_PIN. 0, or -1 with EINVAL / EFAULT / EAGAIN, or the kernel's errno from
+ * opening the TAP (EPERM without CAP_NET_ADMIN, ENOENT without /dev/net/tun, ...). */
+int nf_shards_new_tap(const nf_config *cfg, const char *ifname, unsigned shards, int flags,
+                      nf_shards **out);
 /* Stops the shards, closes their descriptors, frees sh and its views. -1/EBUSY (nothing
  * freed) while a callback of nf_shards_run_on still runs; join those first. Listeners must
  * still be closed with nf_shards_listener_close (their calls fail with EBADF meanwhile). */

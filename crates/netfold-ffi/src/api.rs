@@ -1110,9 +1110,10 @@ pub struct nf_shard_thread {
 /// The `nf_shards` behind a pointer.
 ///
 /// # Safety
-/// `sh` must be NULL or a pointer from `nf_shards_new_pair` not yet freed.
+/// `sh` must be NULL or a pointer from `nf_shards_new_pair` / `nf_shards_new_tap` not yet
+/// freed.
 unsafe fn shards_ref<'a>(sh: *mut nf_shards) -> R<&'a nf_shards> {
-    // SAFETY: non-NULL pointers come from Box::into_raw in nf_shards_new_pair and stay valid
+    // SAFETY: non-NULL pointers come from Box::into_raw in nf_shards_new_* and stay valid
     // until nf_shards_free (the caller's contract); only a shared reference is taken.
     unsafe { sh.as_ref() }.ok_or(libc::EINVAL)
 }
@@ -1171,6 +1172,42 @@ pub unsafe extern "C" fn nf_shards_new_pair(
             out_a.write_unaligned(boxed_shards(ha));
             out_b.write_unaligned(boxed_shards(hb));
         }
+        Ok(())
+    })
+}
+
+/// Creates one host of `shards` shards over the queues of multi-queue TAP `ifname` (created
+/// if needed; "nf%d" lets the kernel pick the number), shard `k` on queue `k`, the queues
+/// sharing ARP and NDP frames. The kernel steers each flow to the queue it last came from.
+#[no_mangle]
+pub unsafe extern "C" fn nf_shards_new_tap(
+    cfg: *const nf_config,
+    ifname: *const c_char,
+    shards: c_uint,
+    flags: c_int,
+    out: *mut *mut nf_shards,
+) -> c_int {
+    int(|| {
+        if cfg.is_null() || ifname.is_null() || out.is_null() {
+            return Err(libc::EFAULT);
+        }
+        if flags & !NF_SHARDS_PIN != 0 {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: a non-NULL, readable nf_config of its `size` per the API contract.
+        let c = unsafe { read_config(cfg)? };
+        let p = parse_config(&c)?;
+        // The TAP is the shards' device, and only the REAL clock runs a driver thread.
+        if p.device.is_some() || matches!(p.clock, Clock::Manual) {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: non-NULL and NUL-terminated per the API contract.
+        let name = unsafe { cabi::opt_cstr(ifname)? }.ok_or(libc::EFAULT)?;
+        let mtu = p.mtu_set.then_some(p.stack.mtu);
+        let pin = flags & NF_SHARDS_PIN != 0;
+        let sh = shards::Shards::tap(p.stack, name, shards as usize, mtu, pin)?;
+        // SAFETY: non-NULL, writable per the API contract.
+        unsafe { out.write_unaligned(boxed_shards(sh)) };
         Ok(())
     })
 }
@@ -1442,6 +1479,7 @@ exports!(
     nf_zc_completions,
     nf_zc_completion_layout,
     nf_shards_new_pair,
+    nf_shards_new_tap,
     nf_shards_free,
     nf_shards_count,
     nf_shards_stack,

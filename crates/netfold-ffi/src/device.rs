@@ -155,6 +155,11 @@ impl Device for InjectDevice {
     fn poll_at(&self) -> Option<Instant> {
         self.inner_poll_at()
     }
+    /// The inner device's wake-up (the in-memory link's queues have one); without an inner
+    /// device nothing but `nf_inject` brings frames, and it kicks the driver itself.
+    fn wake_on_rx(&mut self, waker: Option<&core::task::Waker>) -> bool {
+        self.inner.as_mut().is_some_and(|d| d.wake_on_rx(waker))
+    }
 }
 
 /// Opens the device named in `nf_config.device`, or `None` for "frames only through

@@ -141,6 +141,12 @@ impl Driven for State {
     fn max_sleep(&self) -> Option<StdDuration> {
         Some(MAX_SLEEP)
     }
+    /// An inner device that can wake the driver (a shard's in-memory queue) is armed, so the
+    /// driver sleeps until frames arrive rather than waking every `DEVICE_IDLE_WAIT`.
+    /// Injected frames wake it through the kick of `nf_inject`.
+    fn wake_on_rx(&mut self, waker: Option<&std::task::Waker>) -> bool {
+        self.dev.wake_on_rx(waker)
+    }
 }
 
 pub(crate) struct Engine {
@@ -232,6 +238,12 @@ impl Engine {
         let now = self.now(&g);
         let timed_out = deadline.is_some_and(|d| now >= d);
         (g, timed_out)
+    }
+
+    /// Times the driver thread has gone to sleep (tests: a sleeping driver from a polling one).
+    #[cfg(test)]
+    pub(crate) fn driver_sleeps(&self) -> u64 {
+        self.driver.sleeps()
     }
 
     /// Stops the driver and wakes every waiter (they return EBADF).

@@ -14,7 +14,10 @@
 //!   (`SO_REUSEPORT`-like); shard `k` accepts the connections whose SYN its queue received.
 //! - Connecting: [`Shards::connect_on`] binds the socket to a local port whose 4-tuple hashes
 //!   to shard `k` both ways before connecting, so the replies come back to shard `k` and a
-//!   sharded peer (steering by the same key) accepts it on its shard `k`.
+//!   sharded peer (steering by the same key) accepts it on its shard `k`. On a multi-queue
+//!   TAP ([`Shards::tap`]) the kernel sends a flow's frames to the queue it last came from,
+//!   so any port steers; shard `k` takes ports with `port % n == k` (one address, disjoint
+//!   ports).
 //! - Accepting across shards: [`Listener::accept_any`] sleeps on a [`Bell`] every shard's
 //!   driver rings after a poll that did work, since one thread cannot sleep on N engines'
 //!   condition variables.
@@ -27,11 +30,13 @@ use crate::ops;
 use netfold_core::iface::{Stack, StackConfig};
 use netfold_core::phy::mq::{mq_link, MqPort};
 use netfold_core::phy::pipe::PipeConfig;
-use netfold_core::phy::{DeviceCaps, Medium};
+use netfold_core::phy::{Device, DeviceCaps, Medium};
 use netfold_core::rss::{Rss, MICROSOFT_KEY};
 use netfold_core::socket::unmapped;
 use netfold_os::clock::Epoch;
-use netfold_rt::shards::EPHEMERAL;
+use netfold_os::mqtap;
+use netfold_os::tap::TapConfig;
+use netfold_rt::shards::{own_ports, EPHEMERAL};
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
@@ -58,7 +63,9 @@ pub(crate) struct Shards {
     engines: Vec<Arc<Engine>>,
     /// The driver threads, joined by [`Shards::shutdown`].
     drivers: Mutex<Vec<JoinHandle<()>>>,
-    rss: Arc<Rss>,
+    /// The Toeplitz steering of an in-memory link; `None` on a multi-queue TAP, whose
+    /// kernel follows each flow's transmit queue (`netfold_rt::shards::Steering::FollowTx`).
+    rss: Option<Arc<Rss>>,
     /// Shard `k` runs on CPU `k` (modulo the CPUs online) when pinned.
     pinned: bool,
     /// Per shard: where the next port search starts, past the last port tried (ports in use
@@ -89,15 +96,55 @@ impl Shards {
         let link = PipeConfig::default().mtu(a.mtu.max(b.mtu));
         let (pa, pb) = mq_link(link, Arc::clone(&rss));
         let epoch = Epoch::now();
-        let a = Shards::start(a, pa, Arc::clone(&rss), epoch, pinned)?;
-        let b = Shards::start(b, pb, rss, epoch, pinned)?;
+        let boxed = |ports: Vec<MqPort>| -> Vec<Box<dyn Device + Send>> {
+            ports
+                .into_iter()
+                .map(|p| Box::new(p) as Box<dyn Device + Send>)
+                .collect()
+        };
+        let a = Shards::start(a, boxed(pa), Some(Arc::clone(&rss)), epoch, pinned)?;
+        let b = Shards::start(b, boxed(pb), Some(rss), epoch, pinned)?;
         Ok((a, b))
+    }
+
+    /// One host of `n` shards over the `n` queues of multi-queue TAP `name`
+    /// ([`netfold_os::mqtap`]: the queues share ARP and NDP frames). The TAP is opened without
+    /// offloads, as `nf_config.device` "tap:NAME" is; `mtu`: the configured IP MTU (`None`:
+    /// the interface's). Open errors keep the kernel's errno.
+    pub(crate) fn tap(
+        cfg: StackConfig,
+        name: &str,
+        n: usize,
+        mtu: Option<usize>,
+        pinned: bool,
+    ) -> R<Shards> {
+        if n == 0 || n > MAX_SHARDS || cfg.medium != Medium::Ethernet {
+            return Err(libc::EINVAL);
+        }
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+            return Err(libc::EINVAL);
+        }
+        let tap = TapConfig {
+            offloads: false,
+            gro: false,
+            mtu,
+            ..TapConfig::default()
+        };
+        let queues =
+            mqtap::open_queues(name, n, tap).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        let mut cfg = cfg;
+        cfg.mtu = cfg.mtu.min(queues[0].tap().mtu());
+        let devices = queues
+            .into_iter()
+            .map(|q| Box::new(q) as Box<dyn Device + Send>)
+            .collect();
+        Shards::start(cfg, devices, None, Epoch::now(), pinned)
     }
 
     fn start(
         cfg: StackConfig,
-        ports: Vec<MqPort>,
-        rss: Arc<Rss>,
+        devices: Vec<Box<dyn Device + Send>>,
+        rss: Option<Arc<Rss>>,
         epoch: Epoch,
         pinned: bool,
     ) -> R<Shards> {
@@ -107,10 +154,10 @@ impl Shards {
             mtu: cfg.mtu,
             ..DeviceCaps::default()
         };
-        let engines: Vec<Arc<Engine>> = ports
+        let engines: Vec<Arc<Engine>> = devices
             .into_iter()
-            .map(|p| {
-                let dev = InjectDevice::new(caps, Some(Box::new(p)));
+            .map(|d| {
+                let dev = InjectDevice::new(caps, Some(d));
                 let e = Engine::new(Stack::new(cfg.clone()), dev, Clock::Real(epoch));
                 e.lock().bell = Some(Arc::clone(&bell));
                 Arc::new(e)
@@ -213,10 +260,13 @@ impl Shards {
         let (lip, rip) = (unmapped(local).ip(), unmapped(remote).ip());
         let cursor = &self.cursors[k];
         let start = cursor.load(Ordering::Relaxed);
-        for port in self
-            .rss
-            .local_ports(lip, rip, remote.port(), k, EPHEMERAL, start)
-        {
+        // RSS: a port whose 4-tuple hashes to k. A TAP: any port steers (the SYN leaves on
+        // queue k), but shards share one address, so shard k takes only ports % n == k.
+        let ports: Box<dyn Iterator<Item = u16>> = match &self.rss {
+            Some(rss) => Box::new(rss.local_ports(lip, rip, remote.port(), k, EPHEMERAL, start)),
+            None => Box::new(own_ports(EPHEMERAL, k, self.len(), start)),
+        };
+        for port in ports {
             // The next search starts after this port whatever becomes of it, so concurrent
             // connects on the shard mostly try different ports.
             cursor.store(port.wrapping_add(1), Ordering::Relaxed);
@@ -365,6 +415,48 @@ impl Listener {
     pub(crate) fn close(&self) {
         for (e, &fd) in self.engines.iter().zip(&self.fds) {
             let _ = ops::close(e, fd);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netfold_core::wire::ethernet::EthernetAddress;
+    use netfold_core::wire::Ipv4Addr;
+
+    fn host(last: u8) -> StackConfig {
+        StackConfig {
+            addr: Ipv4Addr::new(198, 18, 0, last),
+            mac: EthernetAddress([2, 0, 0, 0, 0, last]),
+            ..StackConfig::default()
+        }
+    }
+
+    /// The shard drivers over the in-memory link arm its wake-up and sleep until frames come
+    /// (or the 100 ms safety net), instead of waking every millisecond to look: counted, not
+    /// timed. Over 300 ms idle a driver polling on a 1 ms timer sleeps ~300 times; an armed
+    /// one a handful (back-off sleeps after the start, then one per safety-net period).
+    #[test]
+    fn idle_shard_drivers_sleep_until_woken() {
+        let (a, b) = Shards::pair(host(1), host(2), 2, false).unwrap();
+        std::thread::sleep(StdDuration::from_millis(50));
+        let sleeps = |s: &Shards| -> Vec<u64> {
+            (0..s.len())
+                .map(|k| s.engine(k).unwrap().driver_sleeps())
+                .collect()
+        };
+        let (a0, b0) = (sleeps(&a), sleeps(&b));
+        std::thread::sleep(StdDuration::from_millis(300));
+        let (a1, b1) = (sleeps(&a), sleeps(&b));
+        for (before, after) in [(a0, a1), (b0, b1)] {
+            for (x, y) in before.iter().zip(&after) {
+                assert!(
+                    y - x <= 20,
+                    "an idle shard driver slept {} times in 300 ms",
+                    y - x
+                );
+            }
         }
     }
 }

@@ -457,3 +457,32 @@ fn ip_mtu_discover_as_linux() {
         nf_stack_free(b);
     }
 }
+
+#[test]
+fn shards_new_tap_checks_its_arguments_before_opening_anything() {
+    let mut cfg = std::mem::MaybeUninit::<nf_config>::zeroed();
+    // SAFETY: a writable nf_config.
+    unsafe { nf_config_init(cfg.as_mut_ptr()) };
+    // SAFETY: initialised by nf_config_init.
+    let cfg = unsafe { cfg.assume_init() };
+    let mut out: *mut nf_shards = std::ptr::null_mut();
+    let name = c"nf%d";
+    // SAFETY: valid or NULL pointers, as each case says.
+    unsafe {
+        assert_eq!(
+            nf_shards_new_tap(&cfg, std::ptr::null(), 2, 0, &mut out),
+            -1
+        );
+        assert_eq!(errno(), libc::EFAULT);
+        assert_eq!(
+            nf_shards_new_tap(&cfg, name.as_ptr(), 2, 0, std::ptr::null_mut()),
+            -1
+        );
+        assert_eq!(errno(), libc::EFAULT);
+        assert_eq!(nf_shards_new_tap(&cfg, name.as_ptr(), 0, 0, &mut out), -1);
+        assert_eq!(errno(), libc::EINVAL);
+        assert_eq!(nf_shards_new_tap(&cfg, name.as_ptr(), 2, 4, &mut out), -1);
+        assert_eq!(errno(), libc::EINVAL);
+    }
+    assert!(out.is_null());
+}

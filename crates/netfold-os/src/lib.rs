@@ -4,6 +4,7 @@
 //! - [`tap`]: a TAP interface, with virtio-net offloads (checksum, TSO, GRO) across it.
 //! - [`tun`]: a TUN interface (bare IP packets), with the same offloads.
 //! - [`link`]: either of them, named by a `tap:NAME` / `tun:NAME` string.
+//! - [`mqtap`]: the queues of a multi-queue TAP as shard devices, sharing ARP and NDP.
 //! - [`packet_socket`]: an AF_PACKET socket on an existing interface (e.g. a veth end), receiving
 //!   through the TPACKET_V3 memory-mapped ring of [`packet_ring`].
 //! - [`vnet`]: the virtio-net header both of them use to pass offloads.
@@ -17,7 +18,8 @@
 //!
 //! Every device implements the core's [`netfold::phy::Device`]; the core itself knows no OS.
 // `unsafe` is denied crate-wide and allowed only in the modules that make system calls (tap,
-// packet_socket, packet_ring, wait, cpu, mmap, clock), each block with a SAFETY comment.
+// packet_socket, packet_ring, wait, cpu, mmap, clock, mqtap,
+// and netns's setns), each block with a SAFETY comment.
 #![deny(unsafe_code)]
 
 pub mod clock;
@@ -25,6 +27,7 @@ pub mod cpu;
 pub mod emu;
 pub mod link;
 pub mod mmap;
+pub mod mqtap;
 pub mod netns;
 pub mod packet_ring;
 pub mod packet_socket;

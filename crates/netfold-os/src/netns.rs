@@ -183,6 +183,27 @@ impl NetNs {
             .output()
     }
 
+    /// Runs `f` on a new thread that has entered this namespace (setns(2) changes that
+    /// thread's namespace alone; threads `f` starts inherit it), and returns what `f` returns:
+    /// kernel-side `std::net` sockets for in-process tests. A panic in `f` is resumed here.
+    #[allow(unsafe_code)]
+    pub fn run_in<T: Send>(&self, f: impl FnOnce() -> T + Send) -> io::Result<T> {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(format!("/var/run/netns/{}", self.name))?;
+        std::thread::scope(|s| {
+            let t = s.spawn(move || {
+                // SAFETY: setns with a namespace descriptor held open for the call; it changes
+                // only the calling thread's network namespace.
+                let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                if r != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(f())
+            });
+            t.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    }
+
     /// Starts `program args` inside the namespace in the background.
     pub fn spawn(&self, program: &str, args: &[&str]) -> io::Result<Child> {
         self.command(program).args(args).spawn()

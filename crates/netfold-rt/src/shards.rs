@@ -7,8 +7,9 @@
 //! directions of a connection are steered to one shard.
 //! - Inbound, the device steers: a NIC's RSS hashes a frame's 4-tuple (Toeplitz) and an
 //!   indirection table maps the hash to a queue; the in-memory [`netfold::phy::mq`] link does
-//!   the same ([`netfold::rss::Rss`]). A multi-queue TAP does not hash like that: see
-//!   [`Steering::FollowTx`].
+//!   the same ([`netfold::rss::Rss`]). A multi-queue TAP does not hash like that: the kernel
+//!   sends a flow's frames on the queue it last received the flow from, see
+//!   [`Steering::FollowTx`] and [`Shards::start_tap`].
 //! - Listening: [`Shards::listen`] binds the same address on every shard (Linux
 //!   `SO_REUSEPORT`, where each socket of the group gets the flows the hash gives it), and a
 //!   connection is accepted on the shard whose queue received its SYN.
@@ -120,13 +121,15 @@ pub enum Steering {
     /// `tun_automq_select_queue`) records, per flow hash, the queue a flow's frames were last
     /// written on and delivers the flow's frames from the kernel on that queue. A connection
     /// opened from shard `k` writes its SYN on queue `k`, so its replies come back on queue
-    /// `k` whatever its port: `connect` takes any ephemeral port. (A flow the kernel starts —
+    /// `k` whatever its port: `connect` takes any ephemeral port of its own (shards have
+    /// disjoint ports, see [`Shards::connect_on`]). (A flow the kernel starts —
     /// a connection to our listener — lands on the queue of the kernel's own symmetric flow
     /// hash, and stays there because the shard that accepts it answers on that queue.)
     ///
     /// ARP and NDP frames carry no flow, so the kernel may deliver a shard's neighbour answer
-    /// on another shard's queue: give each shard a device that shares them (as
-    /// `netfold serve --shards` does), see docs/SCALING.md.
+    /// on another shard's queue: each shard's device must share them, as the queues of
+    /// [`netfold_os::mqtap`] do ([`Shards::start_tap`], `netfold serve --shards`); see
+    /// docs/SCALING.md.
     FollowTx,
 }
 
@@ -137,7 +140,7 @@ pub struct ShardConfig {
     /// `cpus[k % cpus.len()]` (modulo the CPUs online); empty: nothing is pinned.
     pub cpus: Vec<usize>,
     pub steering: Steering,
-    /// Where `connect` looks for a local port with [`Steering::Rss`].
+    /// Where `connect` looks for a local port.
     pub ports: RangeInclusive<u16>,
     /// Each driver's longest sleep when its device cannot wake it ([`Runtime::start`]).
     pub idle_wait: StdDuration,
@@ -211,6 +214,46 @@ impl Shards {
     ) -> io::Result<Shards> {
         let stacks = devices.iter().map(|_| Stack::new(stack.clone())).collect();
         Shards::start_stacks(stacks, devices, config)
+    }
+
+    /// Starts `n` shards over the `n` queues of multi-queue TAP `name` (`IFF_MULTI_QUEUE`;
+    /// "nf%d" lets the kernel pick the number; an existing TAP must be `multi_queue`), shard
+    /// `k` on queue `k` ([`netfold_os::mqtap::open_queues`]: the queues share ARP and NDP
+    /// frames, since the kernel delivers those on any queue). `config` must steer
+    /// [`Steering::FollowTx`] ([`ShardConfig::tap`]): the kernel's tun driver, not a Toeplitz
+    /// hash, picks the queue, so
+    /// - a connection the kernel opens is accepted on the shard whose queue its SYN's flow
+    ///   hash picked, and stays there since that shard answers on the same queue;
+    /// - [`Shards::connect`] from shard `k` takes any local port: its SYN goes out on queue
+    ///   `k`, the kernel records the flow there, and its replies come back to queue `k`.
+    pub fn start_tap(
+        name: &str,
+        n: usize,
+        stack: StackConfig,
+        tap: netfold_os::tap::TapConfig,
+        config: ShardConfig,
+    ) -> io::Result<Shards> {
+        Shards::start_tap_queues(stack, netfold_os::mqtap::open_queues(name, n, tap)?, config)
+    }
+
+    /// [`Shards::start_tap`] over queues opened beforehand (e.g. to
+    /// [`record their flows`](netfold_os::mqtap::TapQueue::record_flows) first).
+    pub fn start_tap_queues(
+        stack: StackConfig,
+        queues: Vec<netfold_os::mqtap::TapQueue>,
+        config: ShardConfig,
+    ) -> io::Result<Shards> {
+        if !matches!(config.steering, Steering::FollowTx) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a multi-queue TAP steers by the transmit queue: use ShardConfig::tap",
+            ));
+        }
+        let devices = queues
+            .into_iter()
+            .map(|q| Box::new(q) as Box<dyn Device + Send>)
+            .collect();
+        Shards::start(stack, devices, config)
     }
 
     /// Starts one shard per (stack, device) pair, for stacks prepared beforehand (services
@@ -362,6 +405,9 @@ impl Shards {
     /// out. With [`Steering::Rss`] the local port is the next one of
     /// [`ShardConfig::ports`] whose 4-tuple hashes to `k` both ways and is free (a port whose
     /// 4-tuple is taken, also by TIME-WAIT, is skipped); `AddrNotAvailable` when none is.
+    /// With [`Steering::FollowTx`] (a multi-queue TAP) any port steers, since the SYN leaves
+    /// on shard `k`'s queue; the port is the next free one of the range with
+    /// `port % shards == k`, so that no two shards (one address) open the same 4-tuple.
     pub fn connect_on(
         &self,
         k: usize,
@@ -374,21 +420,27 @@ impl Shards {
             self.inner.runtimes.get(k).ok_or_else(|| {
                 io::Error::new(io::ErrorKind::InvalidInput, format!("no shard {k}"))
             })?;
-        let rss = match &self.inner.config.steering {
-            Steering::Rss(rss) => rss,
-            Steering::FollowTx => return rt.connect(remote, config, timeout),
-        };
-        let local = rt.with_stack(|st| st.tcp_local_for(remote));
-        let local = local.map_err(netfold::socket::io_error)?.ip();
         let cursor = &self.inner.next_port[k];
-        let ports = rss.local_ports(
-            local,
-            remote.ip(),
-            remote.port(),
-            k,
-            self.inner.config.ports.clone(),
-            cursor.load(Ordering::Relaxed),
-        );
+        let ports: Box<dyn Iterator<Item = u16>> = match &self.inner.config.steering {
+            Steering::Rss(rss) => {
+                let local = rt.with_stack(|st| st.tcp_local_for(remote));
+                let local = local.map_err(netfold::socket::io_error)?.ip();
+                Box::new(rss.local_ports(
+                    local,
+                    remote.ip(),
+                    remote.port(),
+                    k,
+                    self.inner.config.ports.clone(),
+                    cursor.load(Ordering::Relaxed),
+                ))
+            }
+            Steering::FollowTx => Box::new(own_ports(
+                self.inner.config.ports.clone(),
+                k,
+                self.len(),
+                cursor.load(Ordering::Relaxed),
+            )),
+        };
         for port in ports {
             // The next search starts after this port, whatever becomes of it: concurrent
             // connects on the shard then mostly try different ports.
@@ -415,6 +467,23 @@ impl Shards {
             Err(inner) => Err(Shards { inner }),
         }
     }
+}
+
+/// The ports of `range` that are shard `k`'s of `n` (`port % n == k`), from `start` on,
+/// wrapping once round the range: with [`Steering::FollowTx`] the shards share one address,
+/// so their connections must not share a local port, or two shards would open the same
+/// 4-tuple (the second's SYN would meet the first's connection in the kernel).
+pub fn own_ports(
+    range: RangeInclusive<u16>,
+    k: usize,
+    n: usize,
+    start: u16,
+) -> impl Iterator<Item = u16> {
+    let (lo, hi) = (*range.start(), *range.end());
+    let start = start.clamp(lo, hi);
+    (start..=hi)
+        .chain(lo..start)
+        .filter(move |&p| usize::from(p) % n == k)
 }
 
 fn cpu_of(config: &ShardConfig, k: usize) -> Option<usize> {
