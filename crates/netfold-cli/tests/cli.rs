@@ -298,6 +298,30 @@ fn stream_reports_passes_per_payload_byte_for_each_read_path() {
         assert_eq!(p["received"], 8 << 20, "{p}");
         assert_eq!(p["checksum_separate"], 0, "{p}");
     }
+    // Frame reads: the payload stays in the received buffers; the one pass left is the
+    // software checksum verification (the in-memory link offloads nothing), no copy at all.
+    let v = json(&[
+        "stream",
+        "--stack",
+        "netfold",
+        "--placement",
+        "1cpu",
+        "--bytes",
+        "8M",
+        "--verify",
+        "--read",
+        "frames",
+    ]);
+    let r = &v["results"][0];
+    assert_eq!(r["verified"], true, "{r}");
+    assert_eq!(r["details"]["read_path"], "frames", "{r}");
+    let p = &r["details"]["payload_passes"]["receiver"];
+    assert_eq!(p["received"], 8 << 20, "{p}");
+    assert_eq!(p["copy_frame_to_app"], 0, "{p}");
+    assert_eq!(p["copy_frame_to_ring"], 0, "{p}");
+    assert_eq!(p["copy_ring_to_app"], 0, "{p}");
+    assert_eq!(p["borrowed_frames"], 8 << 20, "{p}");
+    assert_eq!(r["passes_per_byte_receiver"].as_f64(), Some(1.0), "{r}");
     // The 2002 baseline: a checksum pass of its own at each end on top of the two copies.
     let v = json(&[
         "stream",

@@ -67,6 +67,19 @@ pub trait MemNet {
     ) -> Result<Option<usize>, BoxErr> {
         Err("borrowing reads are not implemented for this stack".into())
     }
+    /// Switches the connection to frame reads (see [`MemNet::read_frames`]).
+    fn set_borrow_frames(&mut self, _c: Self::Conn) -> Result<(), BoxErr> {
+        Err("frame reads are not implemented for this stack".into())
+    }
+    /// A frame read: `f` is shown each borrowed frame's payload, which is released after it;
+    /// as `read` otherwise (the bytes handed out). Only where [`MemNet::read_paths`] says so.
+    fn read_frames(
+        &mut self,
+        _c: Self::Conn,
+        _f: &mut dyn FnMut(&[u8]),
+    ) -> Result<Option<usize>, BoxErr> {
+        Err("frame reads are not implemented for this stack".into())
+    }
     /// Whether the stack takes posted and borrowing reads (else every read is a copy).
     fn read_paths(&self) -> bool {
         false
@@ -266,6 +279,9 @@ fn bulk<N: MemNet>(
     if read_path == ReadPath::Posted {
         net.post_read(rx, std::mem::take(&mut buf))?;
     }
+    if read_path == ReadPath::Frames {
+        net.set_borrow_frames(rx)?;
+    }
     let deadline = p.duration.map(Duration::from_secs_f64);
     let total = p.bytes;
     let cpu0 = super::affinity::thread_cpu_seconds();
@@ -339,6 +355,24 @@ fn bulk<N: MemNet>(
                         net.post_read(rx, std::mem::take(&mut buf))?;
                         break;
                     }
+                }
+            },
+            ReadPath::Frames => loop {
+                let r = net.read_frames(rx, &mut |f: &[u8]| {
+                    if p.verify {
+                        verifier.check(f);
+                    }
+                })?;
+                match r {
+                    Some(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Some(n) => {
+                        received += n as u64;
+                        moved = true;
+                    }
+                    None => break,
                 }
             },
             ReadPath::InPlace => loop {

@@ -138,6 +138,10 @@ pub enum ReadPath {
     Copy,
     /// A borrowing read: the bytes are looked at where they lie in the receive ring.
     InPlace,
+    /// A frame read: in-order payload stays in the received packet buffers and is handed to
+    /// the application as borrowed frames, returned to the pool when dropped (no copy; the
+    /// checksum verified in place unless the device did).
+    Frames,
 }
 
 impl ReadPath {
@@ -146,6 +150,7 @@ impl ReadPath {
             ReadPath::Posted => "posted",
             ReadPath::Copy => "copy",
             ReadPath::InPlace => "in-place",
+            ReadPath::Frames => "frames",
         }
     }
 }

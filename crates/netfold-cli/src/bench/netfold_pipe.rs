@@ -151,6 +151,8 @@ pub struct NetfoldNet {
     /// Zero-copy sends (`--zerocopy`): the sending connection's completions, taken as they
     /// come (the stack bounds the untaken ones).
     zc: ZcTally,
+    /// Scratch for frame reads (`--read frames`), kept so a read allocates nothing.
+    frames: Vec<netfold::buf::BorrowedPayload>,
 }
 
 /// The completions of one zero-copy sender, counted as they are taken.
@@ -251,6 +253,7 @@ impl NetfoldNet {
             },
             final_info: [None; 2],
             zc: ZcTally::default(),
+            frames: Vec::new(),
         }
     }
 
@@ -357,6 +360,26 @@ impl MemNet for NetfoldNet {
         f: &mut dyn FnMut(&[u8], &[u8]) -> usize,
     ) -> Result<Option<usize>, BoxErr> {
         would_block(c.1.read_in_place(self.stack(c.0), f))
+    }
+
+    fn set_borrow_frames(&mut self, c: Self::Conn) -> Result<(), BoxErr> {
+        Ok(c.1.set_borrow_frames(self.stack(c.0), true)?)
+    }
+
+    fn read_frames(
+        &mut self,
+        c: Self::Conn,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<Option<usize>, BoxErr> {
+        // The frames are looked at and dropped at once: each buffer goes back to the pool
+        // (through the stack's recycler, taken in at its next poll).
+        let mut frames = std::mem::take(&mut self.frames);
+        let r = would_block(c.1.read_frames(self.stack(c.0), &mut frames, 64));
+        for fr in frames.drain(..) {
+            f(&fr);
+        }
+        self.frames = frames;
+        r
     }
 
     fn read_paths(&self) -> bool {

@@ -227,7 +227,9 @@ pub struct Common {
     /// netfold streams: how the receiving application reads: posted (its buffer lent to the
     /// connection, bytes copied from the frames straight into it with the checksum verified
     /// in that copy), copy (read() copies out of the receive ring), in-place (a borrowing
-    /// read of the ring). The one-thread runner only; the others read with copy.
+    /// read of the ring), frames (borrowed received frames, no copy: the payload stays in
+    /// the packet buffers until the application drops them). The one-thread runner only; the
+    /// others read with copy.
     #[arg(long, value_enum, default_value_t = ReadPath::Posted)]
     pub read: ReadPath,
     /// netfold stream and maerts: zero-copy send. The sending side lends each message to the
