@@ -782,6 +782,39 @@ impl TcpStream {
         }
     }
 
+    /// Switches the connection to frame reads (see [`TcpStream::read_frames`]) or back.
+    pub fn set_borrow_frames(&self, on: bool) -> io::Result<()> {
+        let s = self.conn.sock;
+        let sh = self.shared();
+        let mut g = sh.lock();
+        s.set_borrow_frames(&mut g.stack, on)?;
+        if on {
+            // A frame the application drops returns its buffer on the application's thread;
+            // the driver, maybe asleep until a deadline, is woken to take it in and reopen
+            // the window.
+            g.stack.tcp().set_release_waker(sh.driver.task_waker());
+        }
+        sh.kick(&mut g);
+        Ok(())
+    }
+
+    /// A frame read (no copy): blocks until in-order data, end of stream or an error, then
+    /// appends up to `max` borrowed frames to `out` and returns their bytes (`Ok(0)` at end of
+    /// stream). Each `BorrowedPayload` derefs to the payload where it arrived and returns its
+    /// buffer to the stack's pool when dropped; frames held count against the receive
+    /// window. Needs [`TcpStream::set_borrow_frames`].
+    pub fn read_frames(
+        &self,
+        out: &mut Vec<netfold::buf::BorrowedPayload>,
+        max: usize,
+    ) -> io::Result<usize> {
+        let s = self.conn.sock;
+        self.shared()
+            .wait_for(self.read_timeout(), Interest::Read(s), |st, _| {
+                s.read_frames(st, out, max)
+            })
+    }
+
     /// Waits until every byte written has been acknowledged by the peer.
     pub fn flush_acked(&self, timeout: Option<StdDuration>) -> io::Result<()> {
         let s = self.conn.sock;

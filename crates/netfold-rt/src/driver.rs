@@ -277,6 +277,13 @@ impl<S: Driven> Driver<S> {
     /// condition variable are notified (only if there are any). The poll that follows wakes
     /// the application threads whose sockets became ready ([`Driven::wake_ready`]). `_held` is
     /// the locked state: kicking under the lock means a driver about to sleep cannot miss it.
+    /// A waker that wakes this driver from its sleep (from any thread, without the lock):
+    /// for events the device does not announce, such as a borrowed frame released by the
+    /// application. `None` when the driver has no wake-up socket.
+    pub fn task_waker(&self) -> Option<TaskWaker> {
+        self.device_waker.clone()
+    }
+
     pub fn kick(&self, _held: &S) {
         self.kick.store(true, Ordering::Release);
         self.notify();

@@ -54,6 +54,10 @@ pub struct Recycler {
     /// Something was released since the stack last looked (cheap check before locking).
     dirty: AtomicBool,
     returned: Mutex<Returned>,
+    /// Woken when the first buffer comes back after a drain: a driver asleep on the stack's
+    /// deadlines must poll to take it in and reopen the window (the release happens on the
+    /// application's thread, where nothing else tells the driver).
+    waker: Mutex<Option<std::task::Waker>>,
 }
 
 #[derive(Debug, Default)]
@@ -71,7 +75,13 @@ impl Recycler {
             limit: AtomicUsize::new(limit),
             dirty: AtomicBool::new(false),
             returned: Mutex::new(Returned::default()),
+            waker: Mutex::new(None),
         })
+    }
+
+    /// Sets (or clears) what is woken when a released buffer is waiting to be taken in.
+    pub fn set_waker(&self, w: Option<std::task::Waker>) {
+        *self.waker.lock().unwrap_or_else(|e| e.into_inner()) = w;
     }
 
     /// Changes the bound on frames out of the pool.
@@ -126,7 +136,14 @@ impl Recycler {
                 r.conns.push(c);
             }
         }
-        self.dirty.store(true, Ordering::Release);
+        drop(r);
+        if !self.dirty.swap(true, Ordering::AcqRel) {
+            // Cloned out of the lock: waking may take other locks (a driver's).
+            let w = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(w) = w {
+                w.wake();
+            }
+        }
     }
 
     /// Whether anything came back since the last [`Recycler::drain`].

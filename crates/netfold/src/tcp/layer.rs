@@ -1691,6 +1691,12 @@ impl TcpLayer {
         self.released_bufs = bufs;
     }
 
+    /// What to wake when the application releases a borrowed frame while the stack is idle
+    /// (a driver thread asleep until its next deadline must poll to reopen the window).
+    pub fn set_release_waker(&self, w: Option<std::task::Waker>) {
+        self.recycler.set_waker(w);
+    }
+
     /// Whether buffers came back since the last poll (a window may have reopened).
     pub(crate) fn released_pending(&self) -> bool {
         self.recycler.is_dirty()
