@@ -266,6 +266,47 @@ mod tests {
     }
 
     #[test]
+    fn the_first_release_after_a_drain_wakes_the_driver_once() {
+        struct Count(std::sync::atomic::AtomicUsize);
+        impl std::task::Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let woken = Arc::new(Count(AtomicUsize::new(0)));
+        let r = Recycler::new(8);
+        r.set_waker(Some(std::task::Waker::from(woken.clone())));
+        let share = ConnShare::new(1, 1);
+        let handle = |r: &Arc<Recycler>| {
+            assert!(r.try_reserve(1));
+            BorrowedPayload::new(
+                PacketBuf::from_slice(b"abc"),
+                0,
+                3,
+                Arc::downgrade(r),
+                share.clone(),
+            )
+        };
+        let (a, b) = (handle(&r), handle(&r));
+        drop(a);
+        drop(b);
+        // Two releases before the stack looked: one wake-up is enough.
+        assert_eq!(woken.0.load(Ordering::SeqCst), 1);
+        let (mut bufs, mut conns) = (Vec::new(), Vec::new());
+        r.drain(&mut bufs, &mut conns);
+        drop(handle(&r));
+        assert_eq!(
+            woken.0.load(Ordering::SeqCst),
+            2,
+            "a release after the drain wakes again"
+        );
+        r.set_waker(None);
+        r.drain(&mut bufs, &mut conns);
+        drop(handle(&r));
+        assert_eq!(woken.0.load(Ordering::SeqCst), 2, "no waker, no wake-up");
+    }
+
+    #[test]
     fn a_handle_outliving_its_stack_frees_its_buffer() {
         let r = Recycler::new(1);
         assert!(r.try_reserve(1));
