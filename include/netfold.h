@@ -218,11 +218,13 @@ size_t nf_zc_completion_layout(size_t *offsets, size_t n);
  * Devices: nf_shards_new_pair builds two hosts joined by an in-memory multi-queue link (RSS
  * steering at every transmit, as a pair of multi-queue NICs would do): for tests and
  * benchmarks of sharded programs without a NIC. nf_shards_new_tap puts one host on the N
- * queues of a multi-queue Linux TAP (IFF_MULTI_QUEUE), shard k on queue k. There the kernel,
- * not a Toeplitz hash, steers: a flow it opens lands on the queue of its own flow hash and
- * stays there (the shard answers on that queue); a flow a shard opens goes out on the
- * shard's queue and the kernel sends its replies back there, so nf_connect_on needs no hash:
- * shard k takes ephemeral ports with port % N == k (one address, disjoint ports). ARP and
+ * queues of a multi-queue Linux TAP (IFF_MULTI_QUEUE), shard k on queue k. There an eBPF
+ * program attached to the TAP (TUNSETSTEERINGEBPF) steers by the same Toeplitz hash, and
+ * nf_connect_on picks ports as over the in-memory link. Without it (no CAP_BPF) the kernel's
+ * automq steers: a flow it opens lands on the queue of its own flow hash and stays there
+ * (the shard answers on that queue); a flow a shard opens goes out on the shard's queue and
+ * the kernel sends its replies back there, so nf_connect_on needs no hash: shard k takes
+ * ephemeral ports with port % N == k (one address, disjoint ports). ARP and
  * NDP frames, which the kernel delivers on any queue, are copied to every shard. The configs
  * need NF_CLOCK_REAL, NF_MEDIUM_ETHERNET and device NULL (else EINVAL). */
 typedef struct nf_shards nf_shards;

@@ -1116,10 +1116,14 @@ fn sharded_iperf3(v6: bool) {
         let streams = v["end"]["streams"].as_array().map_or(0, Vec::len);
         assert_eq!(streams, 4, "run {run}");
         let out = server.stop();
+        // Which steering is in force (the eBPF Toeplitz program, or the kernel's automq
+        // and why) is said at start.
+        assert!(out.contains("queue steering: "), "{out}");
         eprintln!(
             "{}",
             out.lines()
-                .filter(|l| l.starts_with("shard ") && l.contains('='))
+                .filter(|l| l.contains("queue steering: ")
+                    || l.starts_with("shard ") && l.contains('='))
                 .collect::<Vec<_>>()
                 .join("\n")
         );

@@ -15,9 +15,10 @@
 //! - Connecting: [`Shards::connect_on`] binds the socket to a local port whose 4-tuple hashes
 //!   to shard `k` both ways before connecting, so the replies come back to shard `k` and a
 //!   sharded peer (steering by the same key) accepts it on its shard `k`. On a multi-queue
-//!   TAP ([`Shards::tap`]) the kernel sends a flow's frames to the queue it last came from,
-//!   so any port steers; shard `k` takes ports with `port % n == k` (one address, disjoint
-//!   ports).
+//!   TAP ([`Shards::tap`]) the queues' eBPF program steers by the same hash, so the same
+//!   search applies; under the kernel's automq fallback the kernel sends a flow's frames to
+//!   the queue it last came from, so any port steers; shard `k` takes ports with
+//!   `port % n == k` (one address, disjoint ports).
 //! - Accepting across shards: [`Listener::accept_any`] sleeps on a [`Bell`] every shard's
 //!   driver rings after a poll that did work, since one thread cannot sleep on N engines'
 //!   condition variables.
@@ -63,8 +64,9 @@ pub(crate) struct Shards {
     engines: Vec<Arc<Engine>>,
     /// The driver threads, joined by [`Shards::shutdown`].
     drivers: Mutex<Vec<JoinHandle<()>>>,
-    /// The Toeplitz steering of an in-memory link; `None` on a multi-queue TAP, whose
-    /// kernel follows each flow's transmit queue (`netfold_rt::shards::Steering::FollowTx`).
+    /// The Toeplitz steering of an in-memory link or of a multi-queue TAP with its eBPF
+    /// steering program; `None` on a TAP under the kernel's automq, which follows each
+    /// flow's transmit queue (`netfold_rt::shards::Steering::FollowTx`).
     rss: Option<Arc<Rss>>,
     /// Shard `k` runs on CPU `k` (modulo the CPUs online) when pinned.
     pinned: bool,
@@ -134,11 +136,13 @@ impl Shards {
             mqtap::open_queues(name, n, tap).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
         let mut cfg = cfg;
         cfg.mtu = cfg.mtu.min(queues[0].tap().mtu());
+        // The queues' eBPF Toeplitz steering, if in force: connect picks ports by its table.
+        let rss = queues[0].steering().rss().cloned();
         let devices = queues
             .into_iter()
             .map(|q| Box::new(q) as Box<dyn Device + Send>)
             .collect();
-        Shards::start(cfg, devices, None, Epoch::now(), pinned)
+        Shards::start(cfg, devices, rss, Epoch::now(), pinned)
     }
 
     fn start(
@@ -260,8 +264,9 @@ impl Shards {
         let (lip, rip) = (unmapped(local).ip(), unmapped(remote).ip());
         let cursor = &self.cursors[k];
         let start = cursor.load(Ordering::Relaxed);
-        // RSS: a port whose 4-tuple hashes to k. A TAP: any port steers (the SYN leaves on
-        // queue k), but shards share one address, so shard k takes only ports % n == k.
+        // RSS (also a TAP with the eBPF steering): a port whose 4-tuple hashes to k. A TAP
+        // under automq: any port steers (the SYN leaves on queue k), but shards share one
+        // address, so shard k takes only ports % n == k.
         let ports: Box<dyn Iterator<Item = u16>> = match &self.rss {
             Some(rss) => Box::new(rss.local_ports(lip, rip, remote.port(), k, EPHEMERAL, start)),
             None => Box::new(own_ports(EPHEMERAL, k, self.len(), start)),

@@ -32,6 +32,7 @@ pub mod netns;
 pub mod packet_ring;
 pub mod packet_socket;
 pub mod pcap;
+pub mod steer_bpf;
 pub mod tap;
 pub mod tun;
 pub mod vnet;

@@ -2,27 +2,39 @@
 //! each a [`Device`] over its own `IFF_MULTI_QUEUE` descriptor, that share neighbour
 //! discovery between them.
 //!
-//! How the kernel steers: for frames it sends to us the kernel picks the queue
-//! (`tun_automq_select_queue`): the flow's symmetric skb hash, through a flow table that
-//! remembers the queue the flow's last frame came *from* us on, else the hash scaled over
-//! the queues. So
+//! How the kernel steers, preferably: [`open_queues`] loads the eBPF program of
+//! [`crate::steer_bpf`] and attaches it to the TAP (`TUNSETSTEERINGEBPF`), so the tun driver
+//! hands each frame to the queue of the Toeplitz (RSS) hash of its 4-tuple through
+//! `Rss::new(MICROSOFT_KEY, n)`'s indirection table — the hash the multi-queue in-memory link
+//! steers by ([`QueueSteering::Rss`]). A flow's queue is then a pure function of its 4-tuple:
+//! - a connection the kernel opens lands on the queue of its 4-tuple's hash (its SYN and
+//!   every later frame);
+//! - a connection a shard opens picks a local port whose 4-tuple hashes to the shard's queue
+//!   (`netfold_rt::shards`, the C API: [`netfold::rss::Rss::local_ports`]), so the kernel's
+//!   SYN-ACK and every later frame come to that queue, however long the flow stays idle.
+//!
+//! The fallback, when the program cannot be loaded or attached (no CAP_BPF/CAP_SYS_ADMIN, an
+//! old kernel) or [`open_queues_automq`] asks for it ([`QueueSteering::Automq`] says why): the
+//! kernel's own `tun_automq_select_queue`: the flow's symmetric skb hash, through a flow table
+//! that remembers the queue the flow's last frame came *from* us on, else the hash scaled
+//! over the queues. So
 //! - a connection the kernel opens (to a netfold listener) lands on the queue of its SYN's
 //!   hash, and stays there because the shard owning that queue answers on it;
 //! - a connection a shard opens writes its SYN on the shard's queue, which records the flow
-//!   there, so the kernel's replies come back to that queue whatever the local port (no
-//!   port search, unlike Toeplitz steering). One catch: the kernel processes a written frame
+//!   there, so the kernel's replies come back to that queue whatever the local port (shards
+//!   take disjoint ports, `port % n == k`). One catch: the kernel processes a written frame
 //!   synchronously (`tun_get_user` hands it to the stack before it updates the flow table),
 //!   so the SYN-ACK to a *new* flow's SYN is sent before the flow is recorded, by the hash,
 //!   maybe to another queue (whose shard, knowing no such connection, would reset it). So
 //!   before each SYN (without ACK) the queue writes a *steering probe*: a copy of the SYN
 //!   with a wrong TCP checksum and no offload flags, which records the flow on this queue
-//!   and which the kernel's TCP then drops without a trace (counted in `TcpInCsumErrors`),
-//!   whatever socket the 4-tuple has ([`TapQueue::probes`]).
+//!   and which the kernel's TCP then drops (counted in `TcpInCsumErrors`), whatever socket
+//!   the 4-tuple has ([`TapQueue::probes`]). With the eBPF steering no probe is sent.
 //! - The kernel forgets a flow that has sent it nothing for a few seconds (`TUN_FLOW_EXPIRE`,
 //!   3 s): after that, its next frame to us goes by the hash again. For a connection the
 //!   kernel opened that is the queue it came in on anyway; for one a shard opened and then
-//!   left silent that long it may be another queue, whose shard drops or resets it. Not
-//!   handled here (it would need the queues to share which flows each opened).
+//!   left silent that long it may be another queue, whose shard drops or resets it. This is
+//!   what the eBPF steering fixes; the fallback keeps the defect.
 //!
 //! What does not steer: ARP frames and IPv6 Neighbor Discovery messages (RFC 4861 §4, ICMPv6
 //! types 133-137) belong to no flow, and the kernel delivers them on whatever queue it likes,
@@ -43,17 +55,84 @@
 use crate::tap::{Tap, TapConfig};
 use netfold::buf::{Frags, PacketBuf, Pool};
 use netfold::phy::{Device, DeviceCaps, RawFd};
-use netfold::rss::frame_tuple_ip;
+use netfold::rss::{frame_tuple_ip, Rss, MICROSOFT_KEY};
 use netfold::time::Instant;
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
 /// A received TCP/UDP flow as a queue records it: (peer address, IPv4 as v4-mapped IPv6,
 /// peer port, our port).
 pub type FlowKey = ([u8; 16], u16, u16);
+
+/// What steers the kernel's frames to a TAP's queues (see the module doc).
+#[derive(Clone, Debug)]
+pub enum QueueSteering {
+    /// The eBPF program of [`crate::steer_bpf`]: the Toeplitz hash of the 4-tuple through
+    /// this table (`Rss::new(MICROSOFT_KEY, queues)`), as the multi-queue in-memory link;
+    /// `connect` must pick its local port with it ([`Rss::local_ports`]).
+    Rss(Arc<Rss>),
+    /// The kernel's automatic steering (the flow table of the transmit queue, plus the
+    /// steering probes); the text says why the eBPF program is not in force.
+    Automq(String),
+}
+
+impl QueueSteering {
+    /// The table, when the eBPF steering is in force.
+    pub fn rss(&self) -> Option<&Arc<Rss>> {
+        match self {
+            QueueSteering::Rss(r) => Some(r),
+            QueueSteering::Automq(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for QueueSteering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueueSteering::Rss(r) => write!(
+                f,
+                "eBPF Toeplitz (RSS) over {} queues, Microsoft's key",
+                r.shards()
+            ),
+            QueueSteering::Automq(why) => {
+                write!(
+                    f,
+                    "the kernel's automq (flow table + steering probes): {why}"
+                )
+            }
+        }
+    }
+}
+
+/// Detaches the steering program when the last queue of the TAP goes: holds a duplicate of
+/// one queue descriptor, so that queue stays attached until then. A TAP the kernel deletes
+/// with its last queue loses the program anyway; a persistent one would otherwise keep it.
+struct SteerGuard(OwnedFd);
+
+impl Drop for SteerGuard {
+    fn drop(&mut self) {
+        let _ = crate::steer_bpf::attach(self.0.as_fd(), None);
+    }
+}
+
+/// Loads the steering program for `taps` and attaches it through the first queue.
+fn attach_rss(taps: &[Tap]) -> io::Result<(Arc<Rss>, SteerGuard)> {
+    let n = taps.len();
+    if n > netfold::rss::INDIRECTION_ENTRIES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "more queues than indirection-table entries",
+        ));
+    }
+    let prog = crate::steer_bpf::load(&crate::steer_bpf::program(&MICROSOFT_KEY, n))?;
+    let first = taps[0].as_fd().try_clone_to_owned()?;
+    crate::steer_bpf::attach(first.as_fd(), Some(prog.as_fd()))?;
+    // The TAP holds its own reference to the program: `prog` may close.
+    Ok((Arc::new(Rss::new(MICROSOFT_KEY, n)), SteerGuard(first)))
+}
 
 /// An eventfd: a queue's wake-up when another queue hands it a neighbour frame.
 struct EventFd(OwnedFd);
@@ -222,19 +301,54 @@ pub struct TapQueue {
     flows: Option<FlowRecord>,
     /// The record reached its limit: stop locking it.
     flows_full: bool,
+    steering: QueueSteering,
+    /// Shared by the queues; detaches the eBPF program after the last one.
+    _guard: Option<Arc<SteerGuard>>,
 }
 
 /// Opens `n` queues of multi-queue TAP `name` (`IFF_MULTI_QUEUE`; "nf%d" lets the kernel
 /// pick the number; an existing TAP must have been made `multi_queue`), one per shard:
-/// [`Tap::open_queues`], then [`TapQueue::from_taps`].
+/// [`Tap::open_queues`], then [`TapQueue::from_taps`] (the eBPF Toeplitz steering if it
+/// loads, else the kernel's automq: [`TapQueue::steering`]).
 pub fn open_queues(name: &str, n: usize, config: TapConfig) -> io::Result<Vec<TapQueue>> {
     TapQueue::from_taps(Tap::open_queues(name, n, config)?)
 }
 
+/// [`open_queues`] left to the kernel's automatic steering (no eBPF program; steering
+/// probes before SYNs): the fallback, on purpose.
+pub fn open_queues_automq(name: &str, n: usize, config: TapConfig) -> io::Result<Vec<TapQueue>> {
+    TapQueue::from_taps_automq(Tap::open_queues(name, n, config)?)
+}
+
 impl TapQueue {
     /// Joins the queues of one TAP ([`Tap::open_queues`]) so that they share neighbour
-    /// discovery; queue `k` of the result is `taps[k]`.
+    /// discovery; queue `k` of the result is `taps[k]`. Steers by the eBPF Toeplitz program
+    /// if it can be loaded and attached, else by the kernel's automq (the reason is in
+    /// [`TapQueue::steering`]).
     pub fn from_taps(taps: Vec<Tap>) -> io::Result<Vec<TapQueue>> {
+        if taps.is_empty() {
+            return Ok(Vec::new());
+        }
+        let steering = match attach_rss(&taps) {
+            Ok((rss, guard)) => (QueueSteering::Rss(rss), Some(Arc::new(guard))),
+            Err(e) => (
+                QueueSteering::Automq(format!("no eBPF steering: {e}")),
+                None,
+            ),
+        };
+        Self::join(taps, steering)
+    }
+
+    /// [`TapQueue::from_taps`] without trying the eBPF program: the kernel's automq.
+    pub fn from_taps_automq(taps: Vec<Tap>) -> io::Result<Vec<TapQueue>> {
+        let why = QueueSteering::Automq("asked for".into());
+        Self::join(taps, (why, None))
+    }
+
+    fn join(
+        taps: Vec<Tap>,
+        (steering, guard): (QueueSteering, Option<Arc<SteerGuard>>),
+    ) -> io::Result<Vec<TapQueue>> {
         let n = taps.len();
         let wakes: Vec<Arc<EventFd>> = (0..n)
             .map(|_| EventFd::new().map(Arc::new))
@@ -262,6 +376,8 @@ impl TapQueue {
                     probes: 0,
                     flows: None,
                     flows_full: false,
+                    steering: steering.clone(),
+                    _guard: guard.clone(),
                 })
             })
             .collect()
@@ -282,15 +398,25 @@ impl TapQueue {
         self.shared
     }
 
-    /// Steering probes written (one before each SYN this queue sent; see the module doc).
+    /// Steering probes written (one before each SYN this queue sent under the kernel's
+    /// automq; none with the eBPF steering; see the module doc).
     pub fn probes(&self) -> u64 {
         self.probes
+    }
+
+    /// What steers the kernel's frames to the queues (the same for every queue of the TAP).
+    pub fn steering(&self) -> &QueueSteering {
+        &self.steering
     }
 
     /// Before each SYN without ACK of `frames` (an active open), writes its steering probe:
     /// the same frame with correct IP and wrong TCP checksum, with a vnet header that asks
     /// for nothing (so the kernel verifies the checksum, and drops it).
     fn probe_syns<'a>(&mut self, frames: impl Iterator<Item = &'a PacketBuf>) {
+        if let QueueSteering::Rss(_) = self.steering {
+            // The 4-tuple alone decides the queue: nothing to record.
+            return;
+        }
         for f in frames {
             let b = f.as_slice();
             let Some(l) = crate::vnet::ip_layout(b) else {
@@ -313,7 +439,6 @@ impl TapQueue {
             probe[l.l4 + 16] ^= 0x55;
             probe[l.l4 + 17] ^= 0x55;
             let h = crate::vnet::VnetHdr::default().to_bytes();
-            use std::os::fd::AsFd;
             if let crate::tap::Io::Done(_) = crate::tap::write_frame(self.tap.as_fd(), &h, &probe) {
                 self.probes += 1;
             }

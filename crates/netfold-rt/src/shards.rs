@@ -117,8 +117,8 @@ pub enum Steering {
     /// which this host's queues steer) and as ours do (`local -> remote`, which a sharded peer
     /// steering by the same key would use, so that its accept lands on its shard `k` too).
     Rss(Arc<Rss>),
-    /// The queue follows the flow's transmit queue: Linux's multi-queue TAP (`IFF_MULTI_QUEUE`,
-    /// `tun_automq_select_queue`) records, per flow hash, the queue a flow's frames were last
+    /// The queue follows the flow's transmit queue: Linux's multi-queue TAP without its eBPF
+    /// steering program (`IFF_MULTI_QUEUE`, `tun_automq_select_queue`) records, per flow hash, the queue a flow's frames were last
     /// written on and delivers the flow's frames from the kernel on that queue. A connection
     /// opened from shard `k` writes its SYN on queue `k`, so its replies come back on queue
     /// `k` whatever its port: `connect` takes any ephemeral port of its own (shards have
@@ -219,13 +219,18 @@ impl Shards {
     /// Starts `n` shards over the `n` queues of multi-queue TAP `name` (`IFF_MULTI_QUEUE`;
     /// "nf%d" lets the kernel pick the number; an existing TAP must be `multi_queue`), shard
     /// `k` on queue `k` ([`netfold_os::mqtap::open_queues`]: the queues share ARP and NDP
-    /// frames, since the kernel delivers those on any queue). `config` must steer
-    /// [`Steering::FollowTx`] ([`ShardConfig::tap`]): the kernel's tun driver, not a Toeplitz
-    /// hash, picks the queue, so
-    /// - a connection the kernel opens is accepted on the shard whose queue its SYN's flow
-    ///   hash picked, and stays there since that shard answers on the same queue;
-    /// - [`Shards::connect`] from shard `k` takes any local port: its SYN goes out on queue
-    ///   `k`, the kernel records the flow there, and its replies come back to queue `k`.
+    /// frames, since the kernel delivers those on any queue). `config` must be
+    /// [`ShardConfig::tap`] ([`Steering::FollowTx`]): the queues decide the steering
+    /// ([`netfold_os::mqtap::TapQueue::steering`]; [`Shards::steering`] tells which is in
+    /// force):
+    /// - the eBPF Toeplitz program: the kernel's frames go to the queue of their 4-tuple's
+    ///   RSS hash, so the shards steer [`Steering::Rss`] with the queues' table, and
+    ///   [`Shards::connect`] from shard `k` picks a port whose 4-tuple hashes to `k`;
+    /// - the fallback, the kernel's automq ([`Steering::FollowTx`]): a connection the kernel
+    ///   opens is accepted on the shard whose queue its SYN's flow hash picked, and
+    ///   [`Shards::connect`] from shard `k` takes any of its own ports: its SYN goes out on
+    ///   queue `k`, the kernel records the flow there, and its replies come back to queue `k`
+    ///   (until the flow idles past 3 s, see docs/SCALING.md).
     pub fn start_tap(
         name: &str,
         n: usize,
@@ -246,8 +251,13 @@ impl Shards {
         if !matches!(config.steering, Steering::FollowTx) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "a multi-queue TAP steers by the transmit queue: use ShardConfig::tap",
+                "a multi-queue TAP's queues decide the steering: use ShardConfig::tap",
             ));
+        }
+        let mut config = config;
+        // With the queues' eBPF Toeplitz program in force, `connect` picks ports by its table.
+        if let Some(rss) = queues.first().and_then(|q| q.steering().rss()) {
+            config.steering = Steering::Rss(Arc::clone(rss));
         }
         let devices = queues
             .into_iter()
@@ -457,6 +467,12 @@ impl Shards {
                 self.inner.config.ports
             ),
         ))
+    }
+
+    /// How the shards' devices steer (for a TAP: [`Steering::Rss`] when its eBPF program
+    /// is in force, [`Steering::FollowTx`] under the kernel's automq).
+    pub fn steering(&self) -> &Steering {
+        &self.inner.config.steering
     }
 
     /// Stops every shard and returns their stacks (e.g. to read counters), if this is the

@@ -81,6 +81,8 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
         .map_err(|e| format!("opening {n} queues of TAP {name} (IFF_MULTI_QUEUE): {e}"))?;
     let mtu = queues[0].tap().mtu();
     let real = queues[0].tap().name().to_string();
+    // Which steering is in force: the eBPF Toeplitz program, or the kernel's automq and why.
+    let steering = queues[0].steering().to_string();
     let hub = Arc::new(IperfHub::new());
     let mss = netfold::wire::tcp::ipv4_mss_for_mtu(mtu);
     let scfg = ServicesConfig {
@@ -123,6 +125,7 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
          on {n} queues: echo 7/tcp+udp, discard 9, chargen 19, http 8080, iperf3 5201",
         if a.no_offloads { "off" } else { "on" },
     );
+    println!("netfold serve: queue steering: {steering}");
     if !addrs6.is_empty() {
         let list: Vec<String> = addrs6.iter().map(|c| c.to_string()).collect();
         println!(
