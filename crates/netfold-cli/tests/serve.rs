@@ -1014,7 +1014,7 @@ print('echo ok', got, flush=True)
 /// the segment. Prints what it sent as JSON.
 const PY_INJECT: &str = r#"
 import socket, struct, sys, random, os, subprocess, time, json
-ifn, smac, dmac, server, stop = sys.argv[1:6]
+ifn, smac, dmac, server, stop, marker = sys.argv[1:7]
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind((ifn, 0))
 mac = lambda x: bytes.fromhex(x.replace(':', ''))
@@ -1058,6 +1058,9 @@ while not os.path.exists(stop) and time.time() < end:
         p = tcp(sp, dp, 0x18, os.urandom(100)); send('blind_data', ip(len(p)) + p)
         p = tcp(sp, dp, 0x18, os.urandom(100), opts=random.choice(BOGUS)); send('bogus_options', ip(len(p)) + p)
         p = tcp(sp, dp, 0x18, os.urandom(100), bad=True); send('bad_tcp_checksum', ip(len(p)) + p)
+    # Enough of every kind has hit live connections: let the holder (below) finish.
+    if counts.get('blind_rst', 0) >= 200 and not os.path.exists(marker):
+        open(marker, 'w').close()
     p = tcp(40000, 8080, 0x10)
     send('bad_ip_checksum', ip(len(p), bad=True) + p)
     send('short_ip_header', bytes([0x45]) + os.urandom(9))
@@ -1067,6 +1070,32 @@ while not os.path.exists(stop) and time.time() < end:
     q = tcp(40000, 8080, 0x10, doff=2); send('tcp_offset_below_5', ip(len(q)) + q)
     time.sleep(0.0005)
 print(json.dumps(counts), flush=True)
+"#;
+
+/// A connection kept established (an echo every 20 ms, checked) until the injector has hit
+/// live connections with enough blind frames: the transfers alone can end before the
+/// injector's first look at the connection table (a 300 MB download takes well under a
+/// second), which made "no blind_rst injected" fail now and then. It must also survive the
+/// injection (RFC 5961: blind RSTs, SYNs and data get challenge ACKs, not a reset).
+const PY_HOLD: &str = r#"
+import socket, sys, os, time, random
+host, marker = sys.argv[1], sys.argv[2]
+s = socket.create_connection((host, 7), timeout=30)
+rnd, n, end = random.Random(5), 0, time.time() + 150
+while not os.path.exists(marker):
+    assert time.time() < end, 'the injector never reported enough injections'
+    b = rnd.randbytes(64)
+    s.sendall(b)
+    got = b''
+    while len(got) < len(b):
+        x = s.recv(len(b) - len(got))
+        assert x, 'connection closed under injection'
+        got += x
+    assert got == b, 'echo differs'
+    n += 1
+    time.sleep(0.02)
+s.close()
+print('hold ok', n, flush=True)
 "#;
 
 /// Issue 14: `netfold serve --shards 2` on a two-queue TAP. iperf3 -P 4 from the kernel
@@ -1249,6 +1278,24 @@ fn serve_survives_syn_flood_blind_injection_and_malformed_frames() {
     let stop = std::env::temp_dir().join(format!("netfold-inject-stop-{}", std::process::id()));
     let _ = std::fs::remove_file(&stop);
     net.files.push(stop.clone());
+    let marker = std::env::temp_dir().join(format!("netfold-inject-enough-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    net.files.push(marker.clone());
+    let hold = net
+        .cmd(&[
+            "timeout",
+            "200",
+            "python3",
+            "-c",
+            PY_HOLD,
+            SERVER,
+            marker.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("holder");
+    let mut hold = Reaper(Some(hold));
     let script = format!(
         "set -o pipefail; curl -sS --max-time 200 http://{SERVER}:8080/bytes/{DOWNLOAD} | sha256sum"
     );
@@ -1293,6 +1340,7 @@ fn serve_survives_syn_flood_blind_injection_and_malformed_frames() {
             "02:6e:66:00:00:02",
             SERVER,
             stop.to_str().unwrap(),
+            marker.to_str().unwrap(),
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1303,6 +1351,7 @@ fn serve_survives_syn_flood_blind_injection_and_malformed_frames() {
     let curl_out = curl.0.take().unwrap().wait_with_output().expect("curl");
     let transfer_s = started.elapsed().as_secs_f64();
     let echo_out = echo.0.take().unwrap().wait_with_output().expect("echo");
+    let hold_out = hold.0.take().unwrap().wait_with_output().expect("holder");
     std::fs::write(&stop, b"").expect("stop file");
     let inj = inject
         .0
@@ -1331,6 +1380,12 @@ fn serve_survives_syn_flood_blind_injection_and_malformed_frames() {
         "echo: {}{}",
         String::from_utf8_lossy(&echo_out.stdout),
         String::from_utf8_lossy(&echo_out.stderr)
+    );
+    assert!(
+        hold_out.status.success(),
+        "holder: {}{}",
+        String::from_utf8_lossy(&hold_out.stdout),
+        String::from_utf8_lossy(&hold_out.stderr)
     );
     let sent: serde_json::Value = serde_json::from_slice(&inj.stdout).expect("injector JSON");
     eprintln!("injected: {sent}");
