@@ -786,6 +786,17 @@ impl std::ops::DerefMut for ClientSide<'_> {
     }
 }
 
+/// A round of a one-thread shard in which neither stack nor application moved: back off
+/// until the earlier deadline of the two stacks (`Node::idle_alone`).
+fn idle_round(node: &mut Node<MqPort>, server: &Stack) {
+    let now = node.now();
+    let due = [node.stack.poll_at(now), server.poll_at(now)]
+        .into_iter()
+        .flatten()
+        .min();
+    node.idle_alone(now, due);
+}
+
 impl ClientSide<'_> {
     fn poll(&mut self, progressed: bool) -> Result<(), BoxErr> {
         let Some((sn, app)) = &mut self.buddy else {
@@ -797,12 +808,7 @@ impl ClientSide<'_> {
         if a || b {
             self.node.busy();
         } else {
-            let now = self.node.now();
-            let due = [self.node.stack.poll_at(now), sn.stack.poll_at(now)]
-                .into_iter()
-                .flatten()
-                .min();
-            self.node.idle_alone(now, due);
+            idle_round(&mut self.node, &sn.stack);
         }
         Ok(())
     }
@@ -845,12 +851,7 @@ impl ClientSide<'_> {
             if a || b {
                 self.node.busy();
             } else {
-                let now = self.node.now();
-                let due = [self.node.stack.poll_at(now), sn.stack.poll_at(now)]
-                    .into_iter()
-                    .flatten()
-                    .min();
-                self.node.idle_alone(now, due);
+                idle_round(&mut self.node, &sn.stack);
             }
         }
         let t = WallInstant::now();
@@ -864,12 +865,7 @@ impl ClientSide<'_> {
                 idle_since = WallInstant::now();
                 self.node.busy();
             } else {
-                let now = self.node.now();
-                let due = [self.node.stack.poll_at(now), sn.stack.poll_at(now)]
-                    .into_iter()
-                    .flatten()
-                    .min();
-                self.node.idle_alone(now, due);
+                idle_round(&mut self.node, &sn.stack);
             }
         }
         let mut o = app.outcome();
