@@ -194,7 +194,9 @@ struct Shard {
 
 struct Inner {
     shards: Vec<Shard>,
-    rss: Arc<Rss>,
+    /// How `connect` picks ports: `Some`, by the hash the devices steer with; `None` (a
+    /// multi-queue TAP under the kernel's automq), `port % n == k`.
+    rss: Option<Arc<Rss>>,
     /// Per shard: where the next port search starts (past the last port tried).
     cursors: Vec<AtomicU16>,
     /// The next shard for a connect from a thread of no shard.
@@ -232,6 +234,67 @@ impl Shards {
                     rss.shards()
                 ),
             ));
+        }
+        Shards::start_links(stack, links, Some(rss), cpus)
+    }
+
+    /// Starts `n` shards over the `n` queues of multi-queue TAP `name` (`IFF_MULTI_QUEUE`;
+    /// "nf%d" lets the kernel pick the number; an existing TAP must be `multi_queue`), shard
+    /// `k` on queue `k` ([`netfold_os::mqtap::open_queues`]: the queues share ARP and NDP
+    /// frames), each driven through its readable descriptor ([`Link::new`]). CPUs as
+    /// [`Shards::start`]. The queues decide the steering, as for
+    /// `netfold_rt::shards::Shards::start_tap`: with their eBPF Toeplitz program in force,
+    /// `connect` picks local ports by its table; under the kernel's automq (no eBPF), any
+    /// port steers (the kernel answers on the queue the SYN left by), and shard `k` takes the
+    /// ports with `port % n == k` so that no two shards open the same 4-tuple.
+    pub fn start_tap(
+        name: &str,
+        n: usize,
+        stack: StackConfig,
+        tap: netfold_os::tap::TapConfig,
+        cpus: &[usize],
+    ) -> io::Result<Shards> {
+        Shards::start_tap_queues(stack, netfold_os::mqtap::open_queues(name, n, tap)?, cpus)
+    }
+
+    /// [`Shards::start_tap`] over queues opened beforehand (e.g. to
+    /// [`record their flows`](netfold_os::mqtap::TapQueue::record_flows) first).
+    pub fn start_tap_queues(
+        stack: StackConfig,
+        queues: Vec<netfold_os::mqtap::TapQueue>,
+        cpus: &[usize],
+    ) -> io::Result<Shards> {
+        let rss = queues.first().and_then(|q| q.steering().rss()).cloned();
+        if let Some(rss) = &rss {
+            if rss.shards() != queues.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "the RSS table spreads over {} queues, not the {} shards",
+                        rss.shards(),
+                        queues.len()
+                    ),
+                ));
+            }
+        }
+        let links = queues.into_iter().map(Link::new).collect();
+        Shards::start_links(stack, links, rss, cpus)
+    }
+
+    /// The TAP's steering, as [`Shards::start_tap`] found it: `Some` (the RSS table `connect`
+    /// picks ports by) for [`Shards::start`] and an eBPF-steered TAP, `None` under automq.
+    pub fn rss(&self) -> Option<&Arc<Rss>> {
+        self.inner.rss.as_ref()
+    }
+
+    fn start_links(
+        stack: StackConfig,
+        links: Vec<Link>,
+        rss: Option<Arc<Rss>>,
+        cpus: &[usize],
+    ) -> io::Result<Shards> {
+        if links.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no links"));
         }
         static IDS: AtomicUsize = AtomicUsize::new(1);
         let id = IDS.fetch_add(1, Ordering::Relaxed);
@@ -340,7 +403,8 @@ impl Shards {
 
     /// Connects to `remote` from shard `k`, from the next local port of [`EPHEMERAL`] whose
     /// 4-tuple hashes to `k` both ways and is free (a taken 4-tuple, also in TIME-WAIT, is
-    /// skipped); `AddrNotAvailable` when none is.
+    /// skipped); `AddrNotAvailable` when none is. On a TAP under the kernel's automq
+    /// ([`Shards::rss`] `None`) the ports are those with `port % n == k`.
     pub async fn connect_on(
         &self,
         k: usize,
@@ -356,10 +420,10 @@ impl Shards {
         let (lip, rip) = (unmapped(local).ip(), unmapped(remote).ip());
         let cursor = &self.inner.cursors[k];
         let start = cursor.load(Ordering::Relaxed);
-        let ports = self
-            .inner
-            .rss
-            .local_ports(lip, rip, remote.port(), k, EPHEMERAL, start);
+        let ports: Box<dyn Iterator<Item = u16> + Send> = match &self.inner.rss {
+            Some(rss) => Box::new(rss.local_ports(lip, rip, remote.port(), k, EPHEMERAL, start)),
+            None => Box::new(own_ports(EPHEMERAL, k, self.len(), start)),
+        };
         for port in ports {
             // The next search starts after this port whatever becomes of it, so concurrent
             // connects on the shard mostly try different ports.
@@ -406,6 +470,22 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// The ports of `range` with `port % n == k`, from `start` on, wrapping once round the range
+/// (as `netfold_rt::shards::own_ports`): under a TAP's automq the shards share one address,
+/// so no two may open the same 4-tuple.
+fn own_ports(
+    range: RangeInclusive<u16>,
+    k: usize,
+    n: usize,
+    start: u16,
+) -> impl Iterator<Item = u16> + Send {
+    let (lo, hi) = (*range.start(), *range.end());
+    let start = start.clamp(lo, hi);
+    (start..=hi)
+        .chain(lo..start)
+        .filter(move |&p| usize::from(p) % n == k)
 }
 
 /// Starts shard `k`'s thread: pins it, builds its runtime, spawns its [`Net`] there and runs
