@@ -236,21 +236,12 @@ impl Shared {
         self.driver.lock()
     }
 
-    /// Registers the calling thread as waiting for `interest`, releases the lock and waits
-    /// until the driver wakes it or `wait` passes; returns the lock re-taken.
-    fn park<'a>(
-        &'a self,
-        mut g: MutexGuard<'a, Inner>,
-        interest: Interest,
-        wait: StdDuration,
-    ) -> MutexGuard<'a, Inner> {
-        let p = Parker::current();
-        g.waiters.register(interest, &p);
-        drop(g);
+    /// Waits, without the lock, until a driver sets `p`'s flag or `wait` passes. Like Linux's
+    /// socket busy polling (`net.core.busy_read`): yield the CPU between looks for the
+    /// driver's busy-poll budget, then park; a wake-up that comes within microseconds costs
+    /// no sleep and no futex call.
+    fn await_wake(&self, p: &Parker, wait: StdDuration) {
         let until = std::time::Instant::now() + wait;
-        // Like Linux's socket busy polling (`net.core.busy_read`): yield the CPU between looks
-        // for the driver's busy-poll budget, then park; a wake-up that comes within
-        // microseconds costs no sleep and no futex call.
         let mut backoff = Backoff::new(self.driver.backoff());
         while !p.woken.load(Ordering::Acquire) {
             let left = until.saturating_duration_since(std::time::Instant::now());
@@ -264,6 +255,20 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// Registers the calling thread as waiting for `interest`, releases the lock and waits
+    /// until the driver wakes it or `wait` passes; returns the lock re-taken.
+    fn park<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, Inner>,
+        interest: Interest,
+        wait: StdDuration,
+    ) -> MutexGuard<'a, Inner> {
+        let p = Parker::current();
+        g.waiters.register(interest, &p);
+        drop(g);
+        self.await_wake(&p, wait);
         let mut g = self.lock();
         if !p.woken.load(Ordering::Acquire) {
             // Timed out (or the safety net): the driver has not taken the registration.
@@ -597,21 +602,7 @@ impl TcpListener {
                     ));
                 } else {
                     let wait = left.map_or(SAFETY_NET, |l| l.min(SAFETY_NET));
-                    let shared = &listeners[first].shared;
-                    let until = std::time::Instant::now() + wait;
-                    let mut backoff = Backoff::new(shared.driver.backoff());
-                    while !p.woken.load(Ordering::Acquire) {
-                        let left = until.saturating_duration_since(std::time::Instant::now());
-                        if left.is_zero() {
-                            break;
-                        }
-                        match backoff.idle(shared.now()) {
-                            Step::Sleep => std::thread::park_timeout(left),
-                            step => {
-                                backoff.pause(step);
-                            }
-                        }
-                    }
+                    listeners[first].shared.await_wake(&p, wait);
                 }
             }
             // Forget the registrations no driver has taken (a driver that woke us removed its

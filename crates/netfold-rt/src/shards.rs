@@ -105,7 +105,7 @@ use std::time::Duration as StdDuration;
 
 /// The ephemeral port range (RFC 6335 §6: 49152-65535) `connect` searches for a port on the
 /// shard, by default.
-pub const EPHEMERAL: RangeInclusive<u16> = 49152..=65535;
+pub const EPHEMERAL: RangeInclusive<u16> = netfold::wire::EPHEMERAL_PORTS;
 
 /// How the devices steer received frames to shards, which decides how `connect` picks its
 /// local port.
@@ -485,22 +485,7 @@ impl Shards {
     }
 }
 
-/// The ports of `range` that are shard `k`'s of `n` (`port % n == k`), from `start` on,
-/// wrapping once round the range: with [`Steering::FollowTx`] the shards share one address,
-/// so their connections must not share a local port, or two shards would open the same
-/// 4-tuple (the second's SYN would meet the first's connection in the kernel).
-pub fn own_ports(
-    range: RangeInclusive<u16>,
-    k: usize,
-    n: usize,
-    start: u16,
-) -> impl Iterator<Item = u16> {
-    let (lo, hi) = (*range.start(), *range.end());
-    let start = start.clamp(lo, hi);
-    (start..=hi)
-        .chain(lo..start)
-        .filter(move |&p| usize::from(p) % n == k)
-}
+pub use netfold::rss::own_ports;
 
 fn cpu_of(config: &ShardConfig, k: usize) -> Option<usize> {
     (!config.cpus.is_empty()).then(|| config.cpus[k % config.cpus.len()])

@@ -422,7 +422,7 @@ impl Shards {
         let start = cursor.load(Ordering::Relaxed);
         let ports: Box<dyn Iterator<Item = u16> + Send> = match &self.inner.rss {
             Some(rss) => Box::new(rss.local_ports(lip, rip, remote.port(), k, EPHEMERAL, start)),
-            None => Box::new(own_ports(EPHEMERAL, k, self.len(), start)),
+            None => Box::new(netfold::rss::own_ports(EPHEMERAL, k, self.len(), start)),
         };
         for port in ports {
             // The next search starts after this port whatever becomes of it, so concurrent
@@ -470,22 +470,6 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.shutdown();
     }
-}
-
-/// The ports of `range` with `port % n == k`, from `start` on, wrapping once round the range
-/// (as `netfold_rt::shards::own_ports`): under a TAP's automq the shards share one address,
-/// so no two may open the same 4-tuple.
-fn own_ports(
-    range: RangeInclusive<u16>,
-    k: usize,
-    n: usize,
-    start: u16,
-) -> impl Iterator<Item = u16> + Send {
-    let (lo, hi) = (*range.start(), *range.end());
-    let start = start.clamp(lo, hi);
-    (start..=hi)
-        .chain(lo..start)
-        .filter(move |&p| usize::from(p) % n == k)
 }
 
 /// Starts shard `k`'s thread: pins it, builds its runtime, spawns its [`Net`] there and runs

@@ -272,6 +272,24 @@ pub fn frame_tuple_ip(f: &[u8]) -> Option<(IpAddr, IpAddr, u16, u16)> {
     Some((ip.src_addr().into(), ip.dst_addr().into(), sp, dp))
 }
 
+/// The ports of `range` that are shard `k`'s of `n` (`port % n == k`), from `start` on,
+/// wrapping once round the range. Where steering follows the transmit queue (a TAP under the
+/// kernel's automq) the shards share one address, so their connections must not share a
+/// local port, or two shards would open the same 4-tuple (the second's SYN would meet the
+/// first's connection in the kernel). One definition for the blocking, C and async shards.
+pub fn own_ports(
+    range: std::ops::RangeInclusive<u16>,
+    k: usize,
+    n: usize,
+    start: u16,
+) -> impl Iterator<Item = u16> + Send {
+    let (lo, hi) = (*range.start(), *range.end());
+    let start = start.clamp(lo, hi);
+    (start..=hi)
+        .chain(lo..start)
+        .filter(move |&p| usize::from(p) % n.max(1) == k)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
