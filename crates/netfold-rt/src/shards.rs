@@ -434,10 +434,13 @@ impl Shards {
         let ports: Box<dyn Iterator<Item = u16>> = match &self.inner.config.steering {
             Steering::Rss(rss) => {
                 let local = rt.with_stack(|st| st.tcp_local_for(remote));
-                let local = local.map_err(netfold::socket::io_error)?.ip();
+                let local = local.map_err(netfold::socket::io_error)?;
+                // The hash is over the addresses on the wire (a v4-mapped peer travels as
+                // IPv4), as the C and async shards compute it.
+                let unmapped = netfold::socket::unmapped;
                 Box::new(rss.local_ports(
-                    local,
-                    remote.ip(),
+                    unmapped(local).ip(),
+                    unmapped(remote).ip(),
                     remote.port(),
                     k,
                     self.inner.config.ports.clone(),
