@@ -59,7 +59,7 @@ const MAX_SLEW_NS: u64 = 1_000_000;
 /// The initial calibration's length.
 const CALIBRATION_NS: u64 = 1_000_000;
 
-/// `delta` ticks at `mult` (nanoseconds per tick << [`SHIFT`]) in nanoseconds, without
+/// `delta` ticks at `mult` (nanoseconds per tick << 32) in nanoseconds, without
 /// overflow for any `delta` (a u128 product; saturates at u64::MAX nanoseconds, 584 years).
 #[inline]
 pub fn ticks_to_ns(delta: u64, mult: u64) -> u64 {
