@@ -11,6 +11,7 @@
 #   PACKETDRILL     packetdrill binary (default: ../shared/tools/packetdrill beside the repo)
 #   NETFOLD_LIBDIR  directory holding a built libnetfold.so (default: build it with cargo)
 #   PD_TIMEOUT      seconds per script (default 300)
+#   PD_ARGS         more packetdrill arguments (e.g. the -D definitions Linux's scripts expect)
 #
 # Output: one line per script, then "N passed, M failed". Scripts listed in
 # conformance/known-failures.txt (netfold defects being fixed) may fail without failing the
@@ -35,6 +36,7 @@ unshare -n true 2>/dev/null || skip "unshare -n not permitted here"
 # 198.18.0.0/15 (RFC 2544 benchmarking range), the only range this project uses.
 addrs=(--local_ip=198.18.0.1 --remote_ip=198.18.0.2)
 
+preload=""
 if [ "$kernel" = 1 ]; then
   [ -c /dev/net/tun ] || skip "no /dev/net/tun for --kernel"
   # packetdrill routes the remote address via a gateway on tun0's subnet.
@@ -58,11 +60,22 @@ else
   # --strict_segments: every segment netfold sends must match one script line (without it
   # packetdrill merges consecutive segments as if they were one TSO burst, hiding segment sizes
   # and extra pure ACKs).
-  mode=("${addrs[@]}" --strict_segments --so_filename="$shim")
+  # NF_STRICT_SEGMENTS=0 drops it, for scripts written against Linux with TSO (one line per
+  # burst).
+  strict=(--strict_segments)
+  if [ "${NF_STRICT_SEGMENTS:-1}" = 0 ]; then strict=(); fi
+  mode=("${addrs[@]}" "${strict[@]}" --so_filename="$shim")
+  # Preloaded too, so that the getsockopt calls of `%{ }%` code blocks (TCP_INFO, ...) reach
+  # netfold's sockets instead of the host's (see the shim's getsockopt).
+  preload="$shim"
   # The library just built, not another libnetfold.so an outer LD_LIBRARY_PATH points at
   # (`cargo test` puts target/<profile>/deps first, which may hold an older build).
   export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+
+# shellcheck disable=SC2206 # PD_ARGS is split into words on purpose.
+extra=(${PD_ARGS:-})
+mode+=("${extra[@]}")
 
 if [ $# -gt 0 ]; then scripts=("$@"); else scripts=("$here"/scripts/*.pkt); fi
 
@@ -79,7 +92,7 @@ pass=0; fail=0; kfail=0; kpass=0
 unexpected=(); fixed=()
 for s in "${scripts[@]}"; do
   name="$(basename "$s")"
-  log="$(cd "$(dirname "$s")" && timeout "${PD_TIMEOUT:-300}" unshare -n "$pd" "${mode[@]}" "$(basename "$s")" 2>&1)"
+  log="$(cd "$(dirname "$s")" && timeout "${PD_TIMEOUT:-300}" unshare -n env ${preload:+LD_PRELOAD="$preload"} "$pd" "${mode[@]}" "$(basename "$s")" 2>&1)"
   rc=$?
   first="$(printf '%s' "$log" | grep -v '^$' | head -n 3 | tr '\n' ' ' | cut -c1-300)"
   if [ $rc = 0 ]; then

@@ -45,10 +45,64 @@
  *    (timeouts are measured on the manual clock).
  *  - Buffers passed in one iovec array must not overlap. nf_stack_free must not run while
  *    another thread is inside a call on the same stack.
- *  - Options: SO_REUSEADDR, SO_KEEPALIVE, SO_LINGER, SO_RCVBUF, SO_SNDBUF, SO_ERROR, SO_TYPE
- *    (read-only), SO_RCVTIMEO, SO_SNDTIMEO, TCP_NODELAY, TCP_MAXSEG, TCP_KEEPIDLE,
- *    TCP_KEEPINTVL, TCP_KEEPCNT, IP_MTU_DISCOVER, IP_MTU (read-only, connected sockets),
- *    IPV6_V6ONLY (AF_INET6 sockets).
+ *  - Options: SO_REUSEADDR, SO_KEEPALIVE, SO_LINGER, SO_RCVBUF, SO_SNDBUF, SO_ERROR, SO_TYPE,
+ *    SO_DOMAIN, SO_PROTOCOL, SO_ACCEPTCONN (the last four read-only), SO_RCVLOWAT (TCP), SO_RCVTIMEO, SO_SNDTIMEO, TCP_NODELAY, TCP_CORK,
+ *    TCP_MAXSEG, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT, TCP_INFO (read-only), TCP_INQ,
+ *    TCP_NOTSENT_LOWAT, TCP_USER_TIMEOUT, IP_MTU_DISCOVER, IP_MTU (read-only, connected
+ *    sockets), IPV6_V6ONLY (AF_INET6 sockets), TCP_FASTOPEN, TCP_FASTOPEN_KEY (set only),
+ *    TCP_FASTOPEN_CONNECT.
+ *    TCP_FASTOPEN (RFC 7413, server side) as on Linux: on a socket before or after listen,
+ *    the number of Fast Open connections that may wait for their handshake's last ACK (capped
+ *    at 4096; negative, or on a connected socket, EINVAL); getsockopt returns it. A SYN with
+ *    a valid cookie and data is then accepted at once: nf_accept returns the connection with
+ *    the data readable before the handshake completes, and the SYN-ACK acknowledges it. A
+ *    SYN asking for a cookie, or with an invalid one, gets the normal handshake and the
+ *    cookie in the SYN-ACK. TCP_FASTOPEN_KEY: 16 (or 32) bytes, the listener's own cookie key
+ *    (see nf_set_tcp_fastopen_key); other lengths EINVAL.
+ *    Client side (RFC 7413 §4.1), as on Linux: the stack caches the cookie (and MSS) each
+ *    server's SYN-ACK gives. nf_sendto/nf_sendmsg with MSG_FASTOPEN on an unconnected socket
+ *    connect to the address given: with a cookie cached the SYN carries it and the first
+ *    bytes (up to the MSS less 40) and the call returns them; without one the SYN asks for a
+ *    cookie and a non-blocking call fails with EINPROGRESS (a blocking call waits for the
+ *    handshake and queues the data); EALREADY while the connection is still opening,
+ *    EOPNOTSUPP with the client side off (nf_set_tcp_fastopen). On a connected socket the
+ *    flag is ignored. TCP_FASTOPEN_CONNECT (0 or 1; EOPNOTSUPP with the client side off,
+ *    EINVAL once connecting): with a cookie cached, nf_connect returns 0 at once, the socket
+ *    polls writable, reads EAGAIN, and the SYN leaves with the first write's data; without
+ *    one nf_connect sends a SYN asking for a cookie.
+ *    TCP_NOTSENT_LOWAT as on Linux for poll/epoll: a connection reads as writable (POLLOUT)
+ *    only while fewer than that many written bytes are still unsent; getsockopt returns the
+ *    value set, 0 while unset (no limit, Linux's default sysctl of UINT_MAX). Unlike Linux,
+ *    a write is not cut short at the threshold (only by the send buffer).
+ *    SO_RCVLOWAT as on Linux for TCP: poll/epoll report POLLIN once that many bytes are
+ *    queued (or at end of stream), a blocking read waits for that many (a non-blocking one
+ *    returns what is there); 0 means 1, negative INT_MAX, capped at the fixed SO_RCVBUF size
+ *    or 3 MiB. Linux grows the receive buffer to fit the mark; netfold does not, and uses at
+ *    most the connection's receive buffer as the mark.
+ *    TCP_USER_TIMEOUT (milliseconds, 0 = off, negative EINVAL) as on Linux (RFC 5482): once
+ *    data has gone unacknowledged that long, the retransmission timer (brought forward to
+ *    the deadline) aborts the connection with ETIMEDOUT, in place of the retry-count limit;
+ *    zero-window probing that has lasted that long aborts too, answered or not. No RST is
+ *    sent. As in Linux, the time counts from the first timer retransmission (a tail loss
+ *    probe does not start it), and the first expiry retransmits rather than aborts.
+ *    TCP_INQ as on Linux: 0 or 1 (others EINVAL), getsockopt returns the setting; when on,
+ *    nf_recvmsg adds a SOL_TCP/TCP_CM_INQ control message (an int: the bytes still queued
+ *    after the call, 1 for an empty queue once the peer's FIN arrived), MSG_CTRUNC if
+ *    msg_control cannot hold it.
+ *    TCP_CORK as on Linux (tcp(7)): partial segments are held until the option is cleared
+ *    (which sends them at once) or, with nothing in flight, until the persist timer fires
+ *    (max(RTO, 200 ms)); a FIN is never held. Setting TCP_NODELAY sends what is queued at
+ *    once, past Nagle and TCP_CORK, as Linux does.
+ *    PSH is set as Linux sets it: on the segment that ends each write (not after MSG_MORE),
+ *    on the one that ends a MSG_EOR record, and on the last segment of a burst the peer's
+ *    window or the congestion window cuts short.
+ *    TCP_INFO fills Linux's struct tcp_info (<linux/tcp.h>, 280 bytes as of Linux 6.18; a
+ *    shorter buffer such as glibc's <netinet/tcp.h> struct gets its prefix) with Linux's
+ *    units: state, ca_state, options, wscales, rto/rtt/rttvar/min_rtt in microseconds, snd_mss/rcv_mss/advmss,
+ *    unacked/sacked/lost/retrans and snd_cwnd/snd_ssthresh in segments, bytes_acked,
+ *    bytes_received, bytes_sent, bytes_retrans, segs_in/out, data_segs_in/out, total_retrans,
+ *    notsent_bytes, snd_wnd, rcv_wnd, total_rto. What netfold does not measure (pacing and
+ *    delivery rates, busy/limited times, delivered, rcv_rtt) reads 0.
  *    Others fail with ENOPROTOOPT. IP_MTU_DISCOVER on UDP as Linux (default
  *    IP_PMTUDISC_WANT: DF on datagrams that fit the path MTU, larger ones fragmented;
  *    DONT: no DF; DO: DF, EMSGSIZE beyond the path MTU; PROBE: DF, EMSGSIZE beyond the
@@ -65,7 +119,9 @@
  *  - nf_ioctl: FIONREAD, FIONBIO and SIOCOUTQ (== TIOCOUTQ, as in <linux/sockios.h>).
  *  - recv flags: MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC (UDP only) and MSG_PEEK (TCP: the
  *    bytes stay queued; with MSG_WAITALL it waits until all are there); send flags:
- *    MSG_DONTWAIT, MSG_NOSIGNAL, MSG_MORE (accepted, no effect). Others: EOPNOTSUPP.
+ *    MSG_DONTWAIT, MSG_NOSIGNAL, MSG_MORE (TCP: the partial tail waits, as under TCP_CORK,
+ *    until the next send without it or the next ACK, and gets no PSH) and MSG_EOR (TCP: later
+ *    sends never share a segment with the end of this one). Others: EOPNOTSUPP.
  *
  * Keep in sync with crates/netfold-ffi/src/api.rs (tests compare the declared function names
  * with the library's exports, and nf_config's layout with nf_config_layout()).
@@ -76,6 +132,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -97,7 +154,8 @@ typedef struct nf_config {
     uint8_t mac[6];           /* Ethernet only; all zero: 02:00:<IPv4 address> */
     uint32_t mtu;             /* 0 means 1500 */
     int clock;
-    const char *device;       /* NULL: frames only via nf_inject/nf_take; "tap:NAME" */
+    const char *device;       /* NULL: frames only via nf_inject/nf_take; "tap:NAME",
+                                 "tun:NAME" (NF_MEDIUM_IP) or "packet:IFNAME" */
     /* Added after `device` (a program compiled with the shorter struct passes its smaller
      * size and gets no IPv6): */
     const char *address6;     /* NULL, or IPv6 addresses with prefixes, comma-separated,
@@ -115,9 +173,23 @@ void      nf_config_init(nf_config *cfg);
  * be opened (EPERM without CAP_NET_ADMIN, ENOENT without /dev/net/tun, ...). "tap:NAME" needs
  * NF_MEDIUM_ETHERNET; NAME may be a pattern such as "nf%d". */
 nf_stack *nf_stack_new(const nf_config *cfg);
+/* Closing loses nothing. nf_close of a TCP socket sends what is queued and then a FIN, and
+ * the connection goes on after the descriptor is gone (an orphan, as in Linux).
+ * nf_stack_shutdown closes every descriptor, lets the closed connections deliver their data
+ * and FIN while the stack's thread runs, for at most timeout_ms, then ends what is left with
+ * a RST (RFC 9293 ABORT: none in CLOSING or LAST-ACK), so that no peer waits for bytes that
+ * will never come. It returns the number of connections ended that way (0: everything was
+ * delivered), -1 with EINVAL for a negative timeout or a shard's view. The stack stays
+ * usable. With NF_CLOCK_MANUAL time does not move during the call: what is left is reset at
+ * once and the RSTs wait for nf_take. nf_stack_free does the same with NF_STACK_DRAIN_MS,
+ * then stops the thread and frees everything. */
+#define NF_STACK_DRAIN_MS 5000
+int       nf_stack_shutdown(nf_stack *s, int timeout_ms);
 void      nf_stack_free(nf_stack *s);
-/* One inbound frame (Ethernet frame or IPv4 packet, per medium). EMSGSIZE beyond the MTU,
- * ENOBUFS if the inbound queue (1024 frames, REAL clock) is full. */
+/* One inbound frame (Ethernet frame or IP packet, per medium). It may exceed the MTU (a
+ * device with receive offloads delivers merged segments): EMSGSIZE only beyond a whole IP
+ * datagram (65535 bytes plus an Ethernet header with a VLAN tag); ENOBUFS if the inbound
+ * queue (1024 frames, REAL clock) is full. */
 int       nf_inject(nf_stack *s, const void *frame, size_t len);
 /* Next outbound frame: its length, or -1/EAGAIN if none, -1/EMSGSIZE (frame kept) if cap is
  * too small. At most 4096 frames wait; beyond that output is dropped (TCP retransmits). */
@@ -134,6 +206,21 @@ uint64_t  nf_clock_now(nf_stack *s);
  * usec). A MANUAL-clock loop: `if (nf_clock_next(s, &t) == 1) nf_clock_set(s, t);` between
  * frames; with NF_CLOCK_REAL it is informational (the library's thread keeps the time). */
 int       nf_clock_next(nf_stack *s, uint64_t *usec);
+
+/* TCP Fast Open (RFC 7413) for the whole stack, as Linux's sysctls. nf_set_tcp_fastopen takes
+ * the bits of net.ipv4.tcp_fastopen: 0x1 client, 0x2 server (a listener with TCP_FASTOPEN
+ * set takes Fast Open), 0x200 server takes SYN data without a cookie, 0x400 every listener
+ * takes Fast Open (queue = its backlog); the default is 0x3 (Linux's is 0x1), so that
+ * TCP_FASTOPEN on a listener is enough. nf_set_tcp_fastopen_key sets the key cookies are made
+ * with (net.ipv4.tcp_fastopen_key; its text form's four 32-bit words, each little-endian):
+ * 16 bytes, or 32 (primary, then a backup that is still accepted); until set, a key derived
+ * from the stack's secret. A socket's TCP_FASTOPEN_KEY overrides it for its listener. -1 with
+ * EINVAL (negative flags, key length), EFAULT (NULL key). */
+int       nf_set_tcp_fastopen(nf_stack *s, int flags);
+/* Whether TCP sockets created from now on offer timestamps (RFC 7323), as Linux's
+ * net.ipv4.tcp_timestamps: 1 (the default) or 0; else -1/EINVAL. */
+int       nf_set_tcp_timestamps(nf_stack *s, int on);
+int       nf_set_tcp_fastopen_key(nf_stack *s, const void *key, size_t len);
 
 int nf_socket(nf_stack *s, int domain, int type, int protocol);
 int nf_bind(nf_stack *s, int fd, const struct sockaddr *a, socklen_t l);
@@ -159,6 +246,21 @@ int nf_getpeername(nf_stack *s, int fd, struct sockaddr *a, socklen_t *l);
 int nf_fcntl(nf_stack *s, int fd, int cmd, long arg);     /* F_GETFL / F_SETFL (O_NONBLOCK) */
 int nf_ioctl(nf_stack *s, int fd, unsigned long req, void *arg);  /* FIONREAD, SIOCOUTQ */
 int nf_poll(nf_stack *s, struct pollfd *fds, nfds_t n, int timeout_ms);
+
+/* epoll(7) over netfold descriptors. An epoll instance is a netfold descriptor (close it with
+ * nf_close); it watches netfold descriptors of the same stack (a number that is not an open
+ * one is EBADF). Events and flags are Linux's: EPOLLIN, EPOLLOUT, EPOLLRDHUP,
+ * EPOLLERR and EPOLLHUP (always reported), EPOLLET, EPOLLONESHOT (re-armed by EPOLL_CTL_MOD);
+ * EPOLLEXCLUSIVE is accepted on ADD. Level-triggered entries are reported while ready;
+ * edge-triggered ones when a condition appears or, while readable/writable, when new bytes
+ * arrive, a connection is queued or sent bytes are acknowledged (once per arrival, as Linux
+ * wakes). A closed descriptor leaves every interest list. Errors as Linux: EBADF, EINVAL
+ * (epfd not an epoll instance, fd == epfd, fd an epoll instance: no nesting; maxevents <= 0;
+ * EPOLLEXCLUSIVE with MOD), EEXIST (ADD twice), ENOENT (MOD/DEL of an unwatched fd), EFAULT.
+ * nf_epoll_wait sleeps like nf_poll (timeout_ms < 0: no limit, 0: do not wait). */
+int nf_epoll_create1(nf_stack *s, int flags);   /* flags: 0 or EPOLL_CLOEXEC */
+int nf_epoll_ctl(nf_stack *s, int epfd, int op, int fd, const struct epoll_event *ev);
+int nf_epoll_wait(nf_stack *s, int epfd, struct epoll_event *events, int maxevents, int timeout_ms);
 
 /* Zero-copy send (after Linux MSG_ZEROCOPY, Documentation/networking/msg_zerocopy.rst).
  * nf_send_zc lends buf to the TCP socket fd instead of copying it: segments refer to it,
@@ -197,7 +299,7 @@ int nf_zc_completions(nf_stack *s, int fd, nf_zc_completion *out, int max);
 /* Like nf_config_layout for nf_zc_completion. */
 size_t nf_zc_completion_layout(size_t *offsets, size_t n);
 
-/* Shards (issue 14): one host as N stacks, one per queue of a multi-queue device, each with
+/* Shards: one host as N stacks, one per queue of a multi-queue device, each with
  * its own buffers, timers, connection table and driver thread (optionally pinned to a CPU),
  * and the application work of its connections on threads started beside it. Connections are
  * steered to shards by the RSS (Toeplitz) hash of their 4-tuple, so both directions of one
@@ -243,9 +345,11 @@ int nf_shards_new_pair(const nf_config *a, const nf_config *b, unsigned shards, 
  * opening the TAP (EPERM without CAP_NET_ADMIN, ENOENT without /dev/net/tun, ...). */
 int nf_shards_new_tap(const nf_config *cfg, const char *ifname, unsigned shards, int flags,
                       nf_shards **out);
-/* Stops the shards, closes their descriptors, frees sh and its views. -1/EBUSY (nothing
- * freed) while a callback of nf_shards_run_on still runs; join those first. Listeners must
- * still be closed with nf_shards_listener_close (their calls fail with EBADF meanwhile). */
+/* Closes the shards' descriptors and lets their closed connections finish for up to
+ * NF_STACK_DRAIN_MS, all shards at once (as nf_stack_free), then stops the shards and frees
+ * sh and its views. -1/EBUSY (nothing freed) while a callback of nf_shards_run_on still runs;
+ * join those first. Listeners must still be closed with nf_shards_listener_close (their calls
+ * fail with EBADF meanwhile). */
 int nf_shards_free(nf_shards *sh);
 unsigned nf_shards_count(nf_shards *sh);                /* 0 for NULL */
 nf_stack *nf_shards_stack(nf_shards *sh, unsigned k);   /* NULL/EINVAL if k is out of range */

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Every numeric "done when" check of issues 13 (Step 10) and 14 (Step 11), measured in one
-sitting with the given binary and printed as a markdown table: target, each round's value,
+"""Every numeric performance target, single-core and shard scaling, in one sitting.
+
+Measured with the given binary and printed as a markdown table: target, each round's value,
 the median, met or not. Nothing here is estimated: every figure is a ratio of two
 measurements taken in the same round (the machine is shared and noisy, so the rounds
 alternate the two sides of each ratio and the median is what is reported).
 
     scripts/acceptance.py [--bin target/release/netfold] [--rounds 3] [--seconds 2]
-                          [--only 13|14]
+                          [--only single-core|shards]
 
 Checks that need the Linux kernel across a TAP (zero passes on zero-copy send with offloads,
 iperf3 against `serve --shards`) are covered by tests and BENCHMARKS.md, not here.
@@ -96,7 +97,7 @@ def passes(end):
     return f
 
 
-def issue13():
+def single_core_checks():
     stream = ["stream", "--stack", "netfold", "-m", "64K", "--placement", "1cpu"]
     return [
         (Check("one thread, 64 KiB, MTU 1500: netfold / smoltcp", 3.0,
@@ -117,7 +118,7 @@ def issue13():
     ]
 
 
-def issue14():
+def shard_checks():
     def shards(test, n, aff="same", threads=None, size=None):
         a = [test, "--stack", "netfold", "--shards", str(n), "--streams", "2", "--affinity", aff]
         if threads:
@@ -195,20 +196,20 @@ def main():
     p.add_argument("--bin", default="target/release/netfold")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", default="2")
-    p.add_argument("--only", choices=["13", "14"])
+    p.add_argument("--only", choices=["single-core", "shards"])
     a = p.parse_args()
     groups = []
-    if a.only in (None, "13"):
-        groups.append(("Issue 13 (Step 10)", issue13()))
-    if a.only in (None, "14"):
-        groups.append(("Issue 14 (Step 11)", issue14()))
+    if a.only in (None, "single-core"):
+        groups.append(("Single-core targets", single_core_checks()))
+    if a.only in (None, "shards"):
+        groups.append(("Shard-scaling targets", shard_checks()))
     for _ in range(a.rounds):
         for _, checks in groups:
             for c, f in checks:
                 c.values.append(f(a.bin, a.seconds))
                 print(f"  {c.name}: {c.values[-1]:.3f}", file=sys.stderr)
     machine = None
-    if a.only in (None, "13"):
+    if a.only in (None, "single-core"):
         rows, machine = copy_checks(a.bin, a.rounds)
         groups[0][1].extend((c, None) for c in rows)
     if machine is None:

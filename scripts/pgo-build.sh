@@ -9,7 +9,7 @@
 # TCP input and output, timers, the link). In the plain release build its hot code is ~23 KiB
 # of instructions scattered over ~37 KiB of cache lines, more than the 32 KiB L1 instruction
 # cache; with a profile LLVM lays the hot blocks out together (24 KiB of lines) and the
-# simulated L1i misses per transaction fall ~15x (docs/BENCHMARKS.md, "Step 10: header
+# simulated L1i misses per transaction fall ~15x (docs/BENCHMARKS.md, "Header
 # prediction, the link's fence, and code layout").
 #
 # The training runs both stacks of the comparison (netfold and smoltcp, one binary) through

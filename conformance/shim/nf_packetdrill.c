@@ -31,7 +31,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -108,19 +113,79 @@ static void advance(struct shim *sh, uint64_t usec)
 
 #define S(u) (((struct shim *)(u))->s)
 
+/* The running shim, for the getsockopt interposer below. */
+static struct shim *live_shim;
+
 static void shim_free(void *u)
 {
     struct shim *sh = u;
+    if (live_shim == sh)
+        live_shim = NULL;
     nf_stack_free(sh->s);
     pthread_mutex_destroy(&sh->clock_lock);
     free(sh);
 }
 
-static int shim_socket(void *u, int d, int t, int p) { return nf_socket(S(u), d, t, p); }
+/* Linux's sysctls net.ipv4.tcp_fastopen, tcp_fastopen_key and tcp_timestamps, as a script sets
+ * them (its preamble writes /proc/sys, which in the script's private network namespace is its
+ * own): read before each socket(), listen(), connect(), setsockopt() and send with an address,
+ * and given to the stack, so a script gets the Fast Open switch and key and the timestamp
+ * default it asked for. The key reads as zeros until set, and the stack then
+ * uses zeros too (deterministic; Linux would draw a random key). */
+static void sync_sysctls(struct shim *sh)
+{
+    char buf[128];
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_fastopen", "r");
+    if (f) {
+        if (fgets(buf, sizeof(buf), f)) {
+            long v = strtol(buf, NULL, 0);
+            if (v >= 0 && v <= INT32_MAX)
+                nf_set_tcp_fastopen(sh->s, (int)v);
+        }
+        fclose(f);
+    }
+    f = fopen("/proc/sys/net/ipv4/tcp_timestamps", "r");
+    if (f) {
+        /* Linux's 2 (timestamps without random offsets) still means on. */
+        if (fgets(buf, sizeof(buf), f))
+            nf_set_tcp_timestamps(sh->s, atoi(buf) != 0);
+        fclose(f);
+    }
+    f = fopen("/proc/sys/net/ipv4/tcp_fastopen_key", "r");
+    if (f) {
+        unsigned int w[8];
+        if (fgets(buf, sizeof(buf), f)) {
+            int n = sscanf(buf, "%x-%x-%x-%x,%x-%x-%x-%x", &w[0], &w[1], &w[2], &w[3], &w[4],
+                           &w[5], &w[6], &w[7]);
+            if (n == 4 || n == 8) {
+                uint8_t key[32];
+                for (int i = 0; i < n; i++)
+                    for (int b = 0; b < 4; b++)
+                        key[4 * i + b] = (uint8_t)(w[i] >> (8 * b)); /* each word little-endian */
+                nf_set_tcp_fastopen_key(sh->s, key, (size_t)n * 4);
+            }
+        }
+        fclose(f);
+    }
+}
+
+static int shim_socket(void *u, int d, int t, int p)
+{
+    sync_sysctls(u);
+    return nf_socket(S(u), d, t, p);
+}
 static int shim_bind(void *u, int fd, const struct sockaddr *a, socklen_t l) { return nf_bind(S(u), fd, a, l); }
-static int shim_listen(void *u, int fd, int b) { return nf_listen(S(u), fd, b); }
+static int shim_listen(void *u, int fd, int b)
+{
+    sync_sysctls(u);
+    return nf_listen(S(u), fd, b);
+}
 static int shim_accept(void *u, int fd, struct sockaddr *a, socklen_t *l) { return nf_accept(S(u), fd, a, l); }
-static int shim_connect(void *u, int fd, const struct sockaddr *a, socklen_t l) { return nf_connect(S(u), fd, a, l); }
+static int shim_connect(void *u, int fd, const struct sockaddr *a, socklen_t l)
+{
+    sync_sysctls(u);
+    return nf_connect(S(u), fd, a, l);
+}
 static ssize_t shim_read(void *u, int fd, void *b, size_t n) { return nf_read(S(u), fd, b, n); }
 static ssize_t shim_readv(void *u, int fd, const struct iovec *v, int c) { return nf_readv(S(u), fd, v, c); }
 static ssize_t shim_recv(void *u, int fd, void *b, size_t n, int f) { return nf_recv(S(u), fd, b, n, f); }
@@ -134,9 +199,14 @@ static ssize_t shim_writev(void *u, int fd, const struct iovec *v, int c) { retu
 static ssize_t shim_send(void *u, int fd, const void *b, size_t n, int f) { return nf_send(S(u), fd, b, n, f); }
 static ssize_t shim_sendto(void *u, int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l)
 {
+    sync_sysctls(u);
     return nf_sendto(S(u), fd, b, n, f, a, l);
 }
-static ssize_t shim_sendmsg(void *u, int fd, const struct msghdr *m, int f) { return nf_sendmsg(S(u), fd, m, f); }
+static ssize_t shim_sendmsg(void *u, int fd, const struct msghdr *m, int f)
+{
+    sync_sysctls(u);
+    return nf_sendmsg(S(u), fd, m, f);
+}
 
 static int shim_fcntl(void *u, int fd, int cmd, ...)
 {
@@ -164,6 +234,7 @@ static int shim_getsockopt(void *u, int fd, int lv, int nm, void *v, socklen_t *
 }
 static int shim_setsockopt(void *u, int fd, int lv, int nm, const void *v, socklen_t l)
 {
+    sync_sysctls(u);
     return nf_setsockopt(S(u), fd, lv, nm, v, l);
 }
 static int shim_poll(void *u, struct pollfd *p, nfds_t n, int t) { return nf_poll(S(u), p, n, t); }
@@ -245,16 +316,22 @@ static int unsupported(void)
     errno = ENOSYS;
     return -1;
 }
-static int shim_epoll_create(void *u, int size) { (void)u; (void)size; return unsupported(); }
+/* epoll(7) over netfold descriptors (epoll_create's size only has to be positive). */
+static int shim_epoll_create(void *u, int size)
+{
+    if (size <= 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    return nf_epoll_create1(S(u), 0);
+}
 static int shim_epoll_ctl(void *u, int e, int op, int fd, struct epoll_event *ev)
 {
-    (void)u; (void)e; (void)op; (void)fd; (void)ev;
-    return unsupported();
+    return nf_epoll_ctl(S(u), e, op, fd, ev);
 }
 static int shim_epoll_wait(void *u, int e, struct epoll_event *ev, int m, int t)
 {
-    (void)u; (void)e; (void)ev; (void)m; (void)t;
-    return unsupported();
+    return nf_epoll_wait(S(u), e, ev, m, t);
 }
 static int shim_pipe(void *u, int p[2]) { (void)u; (void)p; return unsupported(); }
 static int shim_splice(void *u, int a, loff_t *b, int c, loff_t *d, size_t e, unsigned int f)
@@ -308,6 +385,67 @@ static void reserve_low_fds(void)
     }
 }
 
+/*
+ * packetdrill's `%{ ... }%` code blocks read the socket under test with getsockopt(2) itself
+ * (TCP_INFO, TCP_CC_INFO, SO_MEMINFO on its live fd), not through the interface table. When
+ * this library is also preloaded (conformance/run.sh sets LD_PRELOAD to it), this definition
+ * takes those calls: a descriptor of the netfold stack answers from netfold (TCP_INFO from
+ * nf_getsockopt; TCP_CC_INFO with no data, as Linux for an algorithm without it; SO_MEMINFO
+ * with the receive and send queues and buffers, the rest 0), anything else goes to libc.
+ */
+#ifndef SO_MEMINFO
+#define SO_MEMINFO 55
+#endif
+#ifndef TCP_CC_INFO
+#define TCP_CC_INFO 26
+#endif
+int getsockopt(int fd, int level, int name, void *v, socklen_t *l)
+{
+    static int (*real)(int, int, int, void *, socklen_t *);
+    struct shim *sh = live_shim;
+    int ours = sh && ((level == IPPROTO_TCP && (name == TCP_INFO || name == TCP_CC_INFO)) ||
+                      (level == SOL_SOCKET && name == SO_MEMINFO));
+    if (ours) {
+        int type;
+        socklen_t tl = sizeof(type);
+        ours = nf_getsockopt(sh->s, fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0;
+    }
+    if (ours && name == TCP_INFO)
+        return nf_getsockopt(sh->s, fd, level, name, v, l);
+    if (ours && name == TCP_CC_INFO) {
+        *l = 0;
+        return 0;
+    }
+    if (ours) {
+        /* SK_MEMINFO_RMEM_ALLOC, RCVBUF, WMEM_ALLOC, SNDBUF, FWD_ALLOC, WMEM_QUEUED, OPTMEM,
+         * BACKLOG, DROPS. */
+        uint32_t mem[9] = {0};
+        int x;
+        socklen_t xl = sizeof(x);
+        if (nf_ioctl(sh->s, fd, FIONREAD, &x) == 0)
+            mem[0] = (uint32_t)x;
+        if (nf_getsockopt(sh->s, fd, SOL_SOCKET, SO_RCVBUF, &x, &xl) == 0)
+            mem[1] = (uint32_t)x;
+        if (nf_ioctl(sh->s, fd, TIOCOUTQ, &x) == 0)
+            mem[2] = mem[5] = (uint32_t)x;
+        xl = sizeof(x);
+        if (nf_getsockopt(sh->s, fd, SOL_SOCKET, SO_SNDBUF, &x, &xl) == 0)
+            mem[3] = (uint32_t)x;
+        socklen_t n = *l < sizeof(mem) ? *l : (socklen_t)sizeof(mem);
+        memcpy(v, mem, n);
+        *l = n;
+        return 0;
+    }
+    if (!real) {
+        real = (int (*)(int, int, int, void *, socklen_t *))dlsym(RTLD_NEXT, "getsockopt");
+        if (!real) {
+            errno = ENOSYS;
+            return -1;
+        }
+    }
+    return real(fd, level, name, v, l);
+}
+
 void packetdrill_interface_init(const char *flags, struct pd_interface *ifc)
 {
     static char address[64];
@@ -339,6 +477,7 @@ void packetdrill_interface_init(const char *flags, struct pd_interface *ifc)
         exit(EXIT_FAILURE);
     }
 
+    live_shim = sh;
     memset(ifc, 0, sizeof(*ifc));
     ifc->userdata = sh;
     ifc->free = shim_free;

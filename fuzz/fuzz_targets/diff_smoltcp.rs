@@ -10,7 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use netfold::tcp::{Config as NfConfig, Handle, OutSegment, State as NfState, TcpLayer};
+use netfold::tcp::{Config as NfConfig, Handle, OutSegment, RxSegment, State as NfState, TcpLayer};
 use netfold::time::{Duration as NfDuration, Instant as NfInstant};
 use netfold::wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use netfold::wire::tcp::{PseudoHeader, TcpFlags, TcpOptions, TcpPacket, TcpRepr, Timestamps};
@@ -137,7 +137,8 @@ struct Nf {
 
 impl Nf {
     fn input(&mut self, r: &TcpRepr, payload: &[u8]) -> Vec<TcpRepr> {
-        self.layer.input(self.now, PEER, US, r, payload);
+        self.layer
+            .input(self.now, RxSegment::new(PEER, US, r, &[payload]));
         self.out()
     }
     fn out(&mut self) -> Vec<TcpRepr> {

@@ -11,12 +11,13 @@ use netfold::tcp::{Config, Handle, State};
 use netfold::time::{Duration, Instant};
 use netfold::wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
 use netfold::wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use netfold::wire::ipv6::{Ipv6Addr, Ipv6Cidr};
 use netfold::wire::tcp::{PseudoHeader, TcpFlags, TcpOptions, TcpPacket, TcpRepr};
 use netfold::wire::udp::{UdpPacket, UdpRepr};
 use netfold::wire::{IpProtocol, Ipv4Addr};
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4};
 
 thread_local! {
     /// When set, `Scenario::check_bounds` holds each receive queue to the configured buffer
@@ -28,6 +29,10 @@ thread_local! {
 pub const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 /// The honest peer.
 pub const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// The stack under test's IPv6 address (2001:2::/48 is for benchmarking, RFC 5180).
+pub const IP6_A: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 1);
+/// The honest peer's IPv6 address.
+pub const IP6_B: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 2);
 /// MAC of A.
 pub const MAC_A: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 1]);
 /// MAC of B.
@@ -214,6 +219,230 @@ pub fn udp_frame(src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8]) -> Vec<u8
     ip_frame(*src.ip(), *dst.ip(), IpProtocol::Udp, &d)
 }
 
+/// The Internet checksum field over `parts` (RFC 1071), starting from the folded sum `init`.
+fn inet_checksum(init: u16, parts: &[&[u8]]) -> u16 {
+    let mut sum = u32::from(init);
+    let mut odd: Option<u8> = None;
+    for p in parts {
+        for &b in p.iter() {
+            match odd.take() {
+                Some(hi) => sum += u32::from(u16::from_be_bytes([hi, b])),
+                None => odd = Some(b),
+            }
+        }
+    }
+    if let Some(hi) = odd {
+        sum += u32::from(hi) << 8;
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// An Ethernet/IPv6 frame from B's MAC to A's (or to a multicast MAC for a multicast `dst`):
+/// the fixed header, then `rest` (extension headers and the upper layer) as given.
+pub fn ip6_frame(src: Ipv6Addr, dst: Ipv6Addr, next: u8, hop_limit: u8, rest: &[u8]) -> Vec<u8> {
+    let o = dst.octets();
+    let dmac = if o[0] == 0xff {
+        EthernetAddress([0x33, 0x33, o[12], o[13], o[14], o[15]])
+    } else {
+        MAC_A
+    };
+    let eth = EthernetRepr {
+        src: MAC_B,
+        dst: dmac,
+        ethertype: EtherType::Ipv6,
+        vlan: None,
+    };
+    let el = eth.header_len();
+    let mut f = vec![0u8; el + 40 + rest.len()];
+    eth.emit(&mut f[..el]).expect("ethernet header fits");
+    let len = u16::try_from(rest.len()).unwrap_or(u16::MAX);
+    f[el] = 0x60;
+    f[el + 4..el + 6].copy_from_slice(&len.to_be_bytes());
+    f[el + 6] = next;
+    f[el + 7] = hop_limit;
+    f[el + 8..el + 24].copy_from_slice(&src.octets());
+    f[el + 24..el + 40].copy_from_slice(&dst.octets());
+    f[el + 40..].copy_from_slice(rest);
+    f
+}
+
+/// An upper-layer message (TCP, UDP or ICMPv6) with its checksum filled for `src` -> `dst`
+/// (RFC 8200 §8.1); `csum_at` is where the field sits in `l4`.
+fn with_checksum6(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    proto: u8,
+    mut l4: Vec<u8>,
+    csum_at: usize,
+) -> Vec<u8> {
+    if l4.len() < csum_at + 2 {
+        return l4;
+    }
+    l4[csum_at] = 0;
+    l4[csum_at + 1] = 0;
+    let len = (l4.len() as u32).to_be_bytes();
+    let c = inet_checksum(
+        0,
+        &[&src.octets(), &dst.octets(), &len, &[0, 0, 0, proto], &l4],
+    );
+    l4[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
+    l4
+}
+
+/// The solicited-node multicast address of `a` (RFC 4291 §2.7.1).
+pub fn solicited_node(a: Ipv6Addr) -> Ipv6Addr {
+    let o = a.octets();
+    Ipv6Addr::new(
+        0xff02,
+        0,
+        0,
+        0,
+        0,
+        1,
+        0xff00 | u16::from(o[13]),
+        u16::from_be_bytes([o[14], o[15]]),
+    )
+}
+
+/// An IPv6 frame to A chosen by the fuzzer: source and destination among the interesting ones
+/// (B, link-local, unspecified, multicast, A, anything), up to three extension headers
+/// (hop-by-hop, routing, destination options, fragment) with fuzzer bytes, then an ICMPv6
+/// message (NDP included: solicitations, advertisements, redirects, router advertisements with
+/// options), a TCP segment to A's IPv6 listener or connection, a UDP datagram, or raw bytes;
+/// upper-layer checksums right unless the fuzzer asks otherwise.
+pub fn fuzz_ipv6_frame(inp: &mut Input, est6_port: u16) -> Vec<u8> {
+    let pick6 = |inp: &mut Input, a: Ipv6Addr| -> Ipv6Addr {
+        match inp.u8() % 16 {
+            0..=8 => a,
+            9 => Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, u16::from(inp.u8())),
+            10 => Ipv6Addr::UNSPECIFIED,
+            11 => Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1),
+            12 => solicited_node(IP6_A),
+            13 => IP6_B,
+            14 => IP6_A,
+            _ => Ipv6Addr::from(inp.u32() as u128 | (u128::from(inp.u32()) << 96)),
+        }
+    };
+    let src = pick6(inp, IP6_B);
+    let dst = pick6(inp, IP6_A);
+    let flags = inp.u8();
+    let hop_limit = if flags & 1 == 0 { 255 } else { inp.u8() };
+    let bad_csum = flags & 2 != 0 && flags & 4 != 0;
+    // The upper layer first (its checksum covers only itself and the pseudo-header).
+    let (proto, l4) = match inp.u8() % 5 {
+        0 | 1 => {
+            // ICMPv6: echo request, NDP (133-137), errors (1-4), MLD, or any type.
+            let ty = match inp.u8() % 8 {
+                0 => 128,
+                1 => 135,
+                2 => 136,
+                3 => 134,
+                4 => 137,
+                5 => 133,
+                6 => 1 + inp.u8() % 4,
+                _ => inp.u8(),
+            };
+            let code = if inp.u8() & 3 == 0 { inp.u8() } else { 0 };
+            let len = usize::from(inp.u16() % 1200);
+            let mut m = vec![ty, code, 0, 0];
+            m.extend_from_slice(inp.bytes(len));
+            if matches!(ty, 135..=137) && m.len() >= 24 && inp.u8() & 1 == 0 {
+                // The target address field: A's address, as a real solicitation would carry.
+                m[8..24].copy_from_slice(&IP6_A.octets());
+            }
+            (58u8, with_checksum6(src, dst, 58, m, 2))
+        }
+        2 => {
+            let dport = if inp.u8() & 1 == 0 {
+                PORT_LISTEN
+            } else {
+                inp.u16()
+            };
+            let sport = match inp.u8() % 3 {
+                0 => est6_port,
+                _ => inp.u16(),
+            };
+            let repr = TcpRepr {
+                src_port: sport,
+                dst_port: dport,
+                seq: inp.u32(),
+                ack: inp.u32(),
+                flags: TcpFlags(inp.u8()),
+                window: inp.u16(),
+                urgent: 0,
+                options: inp.options(),
+            };
+            let len = usize::from(inp.u16() % 1400);
+            let payload = inp.bytes(len).to_vec();
+            let hl = repr.header_len();
+            if hl > 60 {
+                (6u8, payload)
+            } else {
+                let mut seg = vec![0u8; hl + payload.len()];
+                seg[hl..].copy_from_slice(&payload);
+                {
+                    let mut p = TcpPacket::new_unchecked(&mut seg[..]);
+                    repr.emit(&mut p);
+                    p.fill_checksum(&PseudoHeader::new(src, dst));
+                }
+                (6u8, seg)
+            }
+        }
+        3 => {
+            let len = usize::from(inp.u16() % 1400);
+            let mut d = vec![0u8; 8];
+            d[0..2].copy_from_slice(&inp.u16().to_be_bytes());
+            d[2..4].copy_from_slice(&PORT_UDP.to_be_bytes());
+            d.extend_from_slice(inp.bytes(len));
+            let l = (d.len() as u16).to_be_bytes();
+            d[4..6].copy_from_slice(&l);
+            (17u8, with_checksum6(src, dst, 17, d, 6))
+        }
+        _ => {
+            let len = usize::from(inp.u16() % 1400);
+            (inp.u8(), inp.bytes(len).to_vec())
+        }
+    };
+    let mut l4 = l4;
+    if bad_csum && l4.len() > 3 {
+        l4[2] ^= 0x5a;
+    }
+    // Extension headers, innermost first, each naming what follows it.
+    let mut next = proto;
+    let mut rest = l4;
+    for _ in 0..(inp.u8() % 8).saturating_sub(4) {
+        let kind = match inp.u8() % 5 {
+            0 => 0u8,
+            1 => 43,
+            2 => 60,
+            3 => 44,
+            _ => inp.u8(),
+        };
+        let mut h = Vec::new();
+        if kind == 44 {
+            // Fragment header: offset, M flag and identification from the fuzzer.
+            h.extend_from_slice(&[next, 0]);
+            h.extend_from_slice(&inp.u16().to_be_bytes());
+            h.extend_from_slice(&inp.u32().to_be_bytes());
+        } else {
+            let units = inp.u8() % 4;
+            h.push(next);
+            h.push(units);
+            let body = 6 + 8 * usize::from(units);
+            let b = inp.bytes(body);
+            h.extend_from_slice(b);
+            h.resize(8 + 8 * usize::from(units), 0);
+        }
+        h.extend_from_slice(&rest);
+        rest = h;
+        next = kind;
+    }
+    ip6_frame(src, dst, next, hop_limit, &rest)
+}
+
 /// A's TCP configuration in the scenario (recv/send buffers bound the memory checks).
 pub fn tcp_config() -> Config {
     Config {
@@ -248,6 +477,13 @@ pub struct Scenario {
     pub fin_peer: Handle,
     /// A's UDP socket.
     pub udp: UdpHandle,
+    /// A's IPv6 listener (same port as the IPv4 one).
+    pub listener6: Handle,
+    /// A's established IPv6 connection (server side), and B's end of it.
+    pub est6: Handle,
+    pub est6_peer: Handle,
+    /// B's port of the IPv6 connection.
+    pub est6_port: u16,
     /// B's port of the established connection.
     pub est_port: u16,
     /// B's initial sequence number on the established connection.
@@ -276,6 +512,8 @@ impl Scenario {
             mac: MAC_A,
             tcp_secret: netfold::tcp::Secret::fixed_for_tests([0xa5; 16]),
             gro,
+            addrs6: vec![Ipv6Cidr::new(IP6_A, 64).expect("prefix")],
+            dad_transmits: 0,
             ..StackConfig::default()
         });
         let mut a = a;
@@ -290,6 +528,8 @@ impl Scenario {
             addr: IP_B,
             mac: MAC_B,
             tcp_secret: netfold::tcp::Secret::fixed_for_tests([0x5a; 16]),
+            addrs6: vec![Ipv6Cidr::new(IP6_B, 64).expect("prefix")],
+            dad_transmits: 0,
             ..StackConfig::default()
         });
         let mut s = Scenario {
@@ -305,6 +545,10 @@ impl Scenario {
             fin: none,
             fin_peer: none,
             udp,
+            listener6: none,
+            est6: none,
+            est6_peer: none,
+            est6_port: 0,
             est_port: 0,
             b_isn: 0,
             a_isn: 0,
@@ -333,6 +577,18 @@ impl Scenario {
                 .expect("connect");
         s.fin = s.accept_one();
         s.a.tcp_mut().close(s.fin).expect("close");
+        // The same over IPv6: a listener and an established connection (NDP resolves B).
+        let la6 = SocketAddr::new(IP6_A.into(), PORT_LISTEN);
+        s.listener6 =
+            s.a.tcp_mut()
+                .listen(la6, BACKLOG, tcp_config())
+                .expect("listen6");
+        s.est6_peer =
+            s.b.tcp_mut()
+                .connect(s.now, SocketAddr::new(IP6_B.into(), 0), la6, tcp_config())
+                .expect("connect6");
+        s.est6_port = s.b.tcp().local_addr(s.est6_peer).expect("addr6").port();
+        s.est6 = s.accept_from(s.listener6);
         s.settle(Duration::from_millis(50));
         // Data in flight: B sends, A receives part of it, the rest is held back.
         s.b_send(40_000);
@@ -341,9 +597,13 @@ impl Scenario {
     }
 
     fn accept_one(&mut self) -> Handle {
+        self.accept_from(self.listener)
+    }
+
+    fn accept_from(&mut self, listener: Handle) -> Handle {
         for _ in 0..1000 {
             self.exchange(false);
-            if let Ok(h) = self.a.tcp_mut().accept(self.listener) {
+            if let Ok(h) = self.a.tcp_mut().accept(listener) {
                 self.settle(Duration::from_millis(20));
                 return h;
             }
@@ -461,7 +721,7 @@ impl Scenario {
     pub fn check_bounds(&self) {
         let cfg = tcp_config();
         let tcp = self.a.tcp();
-        for h in [self.est, self.fin] {
+        for h in [self.est, self.fin, self.est6] {
             let Ok(info) = tcp.conn_info(h) else {
                 continue;
             };
@@ -498,8 +758,9 @@ impl Scenario {
                 );
             }
         }
-        // Listener, the two accepted connections, a full accept queue and a full SYN queue.
-        let bound = 3 + 2 * BACKLOG;
+        // Per family a listener with a full accept queue and a full SYN queue; the three
+        // accepted connections.
+        let bound = 3 + 2 * (1 + 2 * BACKLOG);
         assert!(
             tcp.socket_count() <= bound,
             "{} sockets > {bound}",
@@ -589,12 +850,48 @@ impl<'a> Input<'a> {
 /// so that crates/netfold/tests/fuzz_regressions.rs can replay crashing inputs with plain
 /// `cargo test`.
 pub fn stack_program(data: &[u8]) {
+    run_stack_program(data);
+}
+
+/// [`stack_program`], returning the scenario at its end (for tests that look at counters).
+pub fn run_stack_program(data: &[u8]) -> Scenario {
     let mut s = Scenario::new(true);
     let mut inp = Input::new(data);
     let mut ops = 0;
     while !inp.is_empty() && ops < 256 {
         ops += 1;
-        match inp.u8() % 10 {
+        // Op bytes 250-255 are the IPv6 operations; below, `% 10` keeps the meaning the
+        // recorded inputs (crates/netfold/tests/fuzz_regressions.rs) were found with.
+        let op = inp.u8();
+        if op >= 250 {
+            match op {
+                250..=253 => {
+                    let f = fuzz_ipv6_frame(&mut inp, s.est6_port);
+                    s.da.inbox.push_back(f);
+                }
+                254 => {
+                    // Raw bytes after a well-formed IPv6 Ethernet header.
+                    let len = usize::from(inp.u16() % 1600);
+                    let body = inp.bytes(len).to_vec();
+                    let mut f = ip6_frame(IP6_B, IP6_A, 59, 64, &[]);
+                    f.truncate(14);
+                    f.extend_from_slice(&body);
+                    s.da.inbox.push_back(f);
+                }
+                _ => {
+                    // Honest IPv6 traffic both ways on the v6 connection.
+                    let n = usize::from(inp.u16());
+                    let _ = s.b.tcp_mut().send(s.est6_peer, &vec![0x66; n]);
+                    let _ = s.a.tcp_mut().send(s.est6, &vec![0x99; n / 2]);
+                    let mut buf = [0u8; 4096];
+                    let _ = s.a.tcp_mut().recv(s.est6, &mut buf);
+                    let _ = s.b.tcp_mut().recv(s.est6_peer, &mut buf);
+                }
+            }
+            s.check_bounds();
+            continue;
+        }
+        match op % 10 {
             0 => {
                 // A raw frame, as the fuzzer wrote it. Frames that would reach the established
                 // connection with a valid checksum are left to op 1 (they could carry bytes B
@@ -769,4 +1066,294 @@ pub fn stack_program(data: &[u8]) {
     }
     s.check_bounds();
     assert_eq!(s.mixed, None, "A delivered bytes B never sent there");
+    s
+}
+
+/// Two stacks on the in-memory wire for the close-rules target: A (under test) and B.
+pub struct Pair {
+    /// Virtual time.
+    pub now: Instant,
+    /// The stack under test.
+    pub a: Stack,
+    /// Its peer.
+    pub b: Stack,
+    da: Wire,
+    db: Wire,
+}
+
+impl Pair {
+    /// Both stacks, fresh.
+    pub fn new() -> Pair {
+        let cfg = |addr, mac, key| StackConfig {
+            addr,
+            mac,
+            tcp_secret: netfold::tcp::Secret::fixed_for_tests([key; 16]),
+            ..StackConfig::default()
+        };
+        Pair {
+            now: Instant::from_millis(1),
+            a: Stack::new(cfg(IP_A, MAC_A, 0xa5)),
+            b: Stack::new(cfg(IP_B, MAC_B, 0x5a)),
+            da: Wire::new(),
+            db: Wire::new(),
+        }
+    }
+
+    /// One round: both stacks poll and their frames cross.
+    pub fn exchange(&mut self) {
+        self.a.poll(self.now, &mut self.da);
+        self.b.poll(self.now, &mut self.db);
+        self.db.inbox.extend(self.da.outbox.drain(..));
+        self.da.inbox.extend(self.db.outbox.drain(..));
+    }
+
+    /// Runs for `d` of virtual time, jumping to the next deadline (at least 1 ms, at most
+    /// 200 ms per step) and stopping early once both stacks are quiet with nothing due.
+    pub fn run(&mut self, d: Duration) {
+        let end = self.now + d;
+        while self.now < end {
+            self.exchange();
+            self.exchange();
+            let due = [self.a.poll_at(self.now), self.b.poll_at(self.now)]
+                .into_iter()
+                .flatten()
+                .min();
+            let Some(due) = due else { break };
+            let step = due
+                .saturating_since(self.now)
+                .max(Duration::from_millis(1))
+                .min(Duration::from_millis(200));
+            self.now += step;
+        }
+    }
+}
+
+impl Default for Pair {
+    fn default() -> Self {
+        Pair::new()
+    }
+}
+
+/// The byte at offset `i` of the stream B sends (A's is [`pattern`]).
+pub fn pattern_b(i: u64) -> u8 {
+    pattern(i ^ 0x5555_5555)
+}
+
+/// What closing does, by the rules Linux follows (RFC 1122 §4.2.2.13, RFC 2525 §2.17,
+/// RFC 9293 §3.10.4): A's application writes and reads, maybe sets SO_LINGER, maybe shuts
+/// down its sending side, then closes; B writes, reads, maybe shuts down. Then:
+///
+/// - a close with SO_LINGER 0, or with bytes of B's that A's application never read (unread
+///   in A's queue at the close, still in flight, or sent by B after it), while A's side is
+///   ESTABLISHED, CLOSE-WAIT or FIN-WAIT, resets the connection: B sees ECONNRESET and at
+///   most a prefix of what A wrote (netfold reports ECONNRESET in CLOSE-WAIT too, as
+///   FreeBSD does, where Linux says EPIPE);
+/// - any other close is graceful however long the linger: B reads every byte A's
+///   application handed to TCP, in order, then end of file, and no error.
+///
+/// Either way every byte either side delivers is one the other sent at that offset.
+pub fn close_program(data: &[u8]) -> CloseOutcome {
+    let mut inp = Input::new(data);
+    let mut p = Pair::new();
+    let linger = match inp.u8() % 4 {
+        0 => Some(Duration::ZERO),
+        1 => Some(Duration::from_millis(u64::from(inp.u8()) * 10 + 1)),
+        _ => None,
+    };
+    let a_cfg = Config {
+        linger,
+        ..tcp_config()
+    };
+    let a_is_client = inp.u8() & 1 == 0;
+    // Establish: A connects to B's listener or B to A's.
+    let (ha, hb) = {
+        let (srv, cli, srv_addr) = if a_is_client {
+            (&mut p.b, &mut p.a, SocketAddrV4::new(IP_B, PORT_LISTEN))
+        } else {
+            (&mut p.a, &mut p.b, SocketAddrV4::new(IP_A, PORT_LISTEN))
+        };
+        let (srv_cfg, cli_cfg) = if a_is_client {
+            (tcp_config(), a_cfg)
+        } else {
+            (a_cfg, tcp_config())
+        };
+        let l = srv.tcp_mut().listen(srv_addr, 4, srv_cfg).expect("listen");
+        let from = SocketAddrV4::new(cli.config().addr, 0);
+        let c = cli
+            .tcp_mut()
+            .connect(p.now, from, srv_addr, cli_cfg)
+            .expect("connect");
+        let mut accepted = None;
+        for _ in 0..200 {
+            p.exchange();
+            let srv = if a_is_client { &mut p.b } else { &mut p.a };
+            if let Ok(h) = srv.tcp_mut().accept(l) {
+                accepted = Some(h);
+                break;
+            }
+            p.now += Duration::from_millis(1);
+        }
+        let s = accepted.expect("handshake");
+        if a_is_client {
+            (c, s)
+        } else {
+            (s, c)
+        }
+    };
+    let (mut a_written, mut b_written, mut a_read, mut b_read) = (0u64, 0u64, 0u64, 0u64);
+    let mut a_read_at_close: Option<u64> = None;
+    let mut a_state_at_close = None;
+    let mut b_eof = false;
+    let mut buf = vec![0u8; 8192];
+    // The error B's application was told (by a read, a write or SO_ERROR: it is reported once).
+    let mut b_error: Option<netfold::tcp::Error> = None;
+    let read_b = |p: &mut Pair,
+                  b_read: &mut u64,
+                  b_eof: &mut bool,
+                  b_error: &mut Option<netfold::tcp::Error>,
+                  buf: &mut [u8],
+                  max: usize| {
+        let max = max.min(buf.len());
+        loop {
+            match p.b.tcp_mut().recv(hb, &mut buf[..max]) {
+                Ok(0) => {
+                    *b_eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    for (k, &x) in buf[..n].iter().enumerate() {
+                        assert_eq!(
+                            x,
+                            pattern(*b_read + k as u64),
+                            "B read a byte A never sent there"
+                        );
+                    }
+                    *b_read += n as u64;
+                }
+                Err(netfold::tcp::Error::WouldBlock) => break,
+                Err(e) => {
+                    b_error.get_or_insert(e);
+                    break;
+                }
+            }
+        }
+    };
+    let mut ops = 0;
+    while !inp.is_empty() && ops < 64 {
+        ops += 1;
+        match inp.u8() % 8 {
+            0 if a_read_at_close.is_none() => {
+                let n = usize::from(inp.u16() % 20_000);
+                let chunk: Vec<u8> = (0..n as u64).map(|k| pattern(a_written + k)).collect();
+                if let Ok(m) = p.a.tcp_mut().send(ha, &chunk) {
+                    a_written += m as u64;
+                }
+            }
+            1 => {
+                let n = usize::from(inp.u16() % 20_000);
+                let chunk: Vec<u8> = (0..n as u64).map(|k| pattern_b(b_written + k)).collect();
+                match p.b.tcp_mut().send(hb, &chunk) {
+                    Ok(m) => b_written += m as u64,
+                    // EPIPE after B's own shutdown says nothing about A's close.
+                    Err(netfold::tcp::Error::WouldBlock | netfold::tcp::Error::BrokenPipe) => {}
+                    Err(e) => {
+                        b_error.get_or_insert(e);
+                    }
+                }
+            }
+            2 => {
+                let max = usize::from(inp.u16()) + 1;
+                read_b(&mut p, &mut b_read, &mut b_eof, &mut b_error, &mut buf, max);
+            }
+            3 if a_read_at_close.is_none() => {
+                let max = (usize::from(inp.u16()) + 1).min(buf.len());
+                while let Ok(n @ 1..) = p.a.tcp_mut().recv(ha, &mut buf[..max]) {
+                    for (k, &x) in buf[..n].iter().enumerate() {
+                        assert_eq!(
+                            x,
+                            pattern_b(a_read + k as u64),
+                            "A read a byte B never sent there"
+                        );
+                    }
+                    a_read += n as u64;
+                }
+            }
+            4 => {
+                let ms = u64::from(inp.u8() % 64);
+                p.run(Duration::from_millis(ms));
+            }
+            5 if a_read_at_close.is_none() => {
+                let _ = p.a.tcp_mut().shutdown_write(ha);
+            }
+            6 if a_read_at_close.is_none() => {
+                a_read_at_close = Some(a_read);
+                a_state_at_close = p.a.tcp().state(ha).ok();
+                p.a.tcp_mut().close(ha).expect("close");
+            }
+            7 => {
+                let _ = p.b.tcp_mut().shutdown_write(hb);
+            }
+            _ => {}
+        }
+    }
+    if a_read_at_close.is_none() {
+        a_read_at_close = Some(a_read);
+        a_state_at_close = p.a.tcp().state(ha).ok();
+        p.a.tcp_mut().close(ha).expect("close");
+    }
+    // Let everything finish (FIN-WAIT-2 and TIME-WAIT timers included); B reads all.
+    for _ in 0..40 {
+        p.run(Duration::from_secs(3));
+        read_b(
+            &mut p,
+            &mut b_read,
+            &mut b_eof,
+            &mut b_error,
+            &mut buf,
+            usize::MAX,
+        );
+    }
+    if let Ok(Some(e)) = p.b.tcp_mut().take_error(hb) {
+        b_error.get_or_insert(e);
+    }
+    // Linux `tcp_close`: unread data resets; so does SO_LINGER 0 (`tcp_disconnect`) in the
+    // states `tcp_need_reset` names. Once A has received B's FIN and sent its own (CLOSING,
+    // LAST-ACK, TIME-WAIT, CLOSED) B's connection is finishing or gone: nothing to assert.
+    let live = matches!(
+        a_state_at_close,
+        Some(State::Established | State::CloseWait | State::FinWait1 | State::FinWait2)
+    );
+    let unread = b_written > a_read_at_close.unwrap_or(0);
+    let linger0 = linger == Some(Duration::ZERO);
+    assert!(b_read <= a_written, "B read {b_read} of {a_written}");
+    let outcome = if live && (linger0 || unread) {
+        CloseOutcome::Reset
+    } else if !linger0 && !unread {
+        CloseOutcome::Graceful
+    } else {
+        CloseOutcome::Unchecked
+    };
+    if outcome == CloseOutcome::Reset {
+        assert_eq!(
+            b_error,
+            Some(netfold::tcp::Error::ConnectionReset),
+            "expected a reset (linger {linger:?}, B wrote {b_written}, A read {a_read_at_close:?}, A was {a_state_at_close:?}); B read {b_read} of {a_written}, eof {b_eof}, B is {:?}", p.b.tcp().state(hb)
+        );
+    } else if outcome == CloseOutcome::Graceful {
+        assert_eq!(b_error, None, "a graceful close reset B");
+        assert_eq!(b_read, a_written, "B missed bytes of a graceful close");
+        assert!(b_eof, "no end of file after a graceful close");
+    }
+    outcome
+}
+
+/// Which rule [`close_program`] checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseOutcome {
+    /// The close had to reset the connection, and did.
+    Reset,
+    /// The close had to deliver everything and a FIN, and did.
+    Graceful,
+    /// Linger 0 or unread data after A's side had finished: only the byte check applies.
+    Unchecked,
 }

@@ -1,4 +1,4 @@
-//! What the shards of `netfold serve --shards N` share: the iperf3 test (issue 14).
+//! What the shards of `netfold serve --shards N` share: the iperf3 test.
 //!
 //! Every shard runs its own stack and its own [`super::Services`] with listeners on every
 //! port; the device (a multi-queue TAP) decides which shard a connection lands on. An iperf3

@@ -51,11 +51,19 @@ pub mod state {
 mod ierr {
     /// "number of parallel streams too large".
     pub const IENUMSTREAMS: i32 = 6;
-    /// "an option you are trying to set is not implemented yet" (UDP, SCTP).
-    pub const IEUNIMP: i32 = 13;
+    /// "unable to start stream listener", followed by the errno's text: with
+    /// [`EPROTONOSUPPORT`] the client prints "unable to start stream listener: Protocol not
+    /// supported", the clearest refusal of a UDP or SCTP test the protocol can carry (it has
+    /// no free-text error).
+    pub const IESTREAMLISTEN: i32 = 202;
+    /// Linux's errno for "Protocol not supported".
+    pub const EPROTONOSUPPORT: i32 = 93;
     /// "unable to receive parameters from client".
     pub const IERECVPARAMS: i32 = 114;
 }
+
+/// Why a UDP or SCTP test failed: this server runs TCP tests only.
+pub const REFUSED_NOT_TCP: &str = "not a TCP test";
 
 /// Largest framed JSON document accepted (parameters or client results).
 pub const MAX_JSON: usize = 64 * 1024;
@@ -237,7 +245,15 @@ impl Session {
                     Framed::TooLarge => self.server_error(now, ierr::IERECVPARAMS),
                     Framed::Doc(doc) => match Params::parse(&doc) {
                         Err(_) => self.server_error(now, ierr::IERECVPARAMS),
-                        Ok(p) if p.udp || p.sctp => self.server_error(now, ierr::IEUNIMP),
+                        // This server runs TCP tests only.
+                        Ok(p) if p.udp || p.sctp => {
+                            self.server_error_errno(
+                                now,
+                                ierr::IESTREAMLISTEN,
+                                ierr::EPROTONOSUPPORT,
+                            );
+                            self.set_phase(now, Phase::Failed(REFUSED_NOT_TCP));
+                        }
                         Ok(p) if p.parallel == 0 || p.parallel > MAX_STREAMS => {
                             self.server_error(now, ierr::IENUMSTREAMS)
                         }
@@ -309,9 +325,15 @@ impl Session {
     }
 
     fn server_error(&mut self, now: Instant, ierrno: i32) {
+        self.server_error_errno(now, ierrno, 0);
+    }
+
+    /// `SERVER_ERROR`, the iperf error number and an errno (which the client prints after
+    /// the error's text for errors that carry one).
+    fn server_error_errno(&mut self, now: Instant, ierrno: i32, errno: i32) {
         self.out.push(state::SERVER_ERROR as u8);
         self.out.extend_from_slice(&ierrno.to_be_bytes());
-        self.out.extend_from_slice(&0i32.to_be_bytes());
+        self.out.extend_from_slice(&errno.to_be_bytes());
         self.set_phase(now, Phase::Failed("test refused"));
     }
 
@@ -707,6 +729,11 @@ mod tests {
             assert_eq!(s.output()[0], (-2i8) as u8);
             assert_eq!(s.output().len(), 9);
         }
+        // UDP: "unable to start stream listener: Protocol not supported" at the client.
+        let s = session_with(r#"{"udp":true,"parallel":1}"#);
+        assert_eq!(s.phase(), Phase::Failed(REFUSED_NOT_TCP));
+        assert_eq!(&s.output()[1..5], &202i32.to_be_bytes());
+        assert_eq!(&s.output()[5..9], &93i32.to_be_bytes());
         // An oversized frame length is refused without buffering it.
         let mut s = Session::new(Instant::ZERO, cookie());
         s.control_input(Instant::ZERO, &u32::MAX.to_be_bytes());

@@ -105,6 +105,8 @@ pub struct ServiceStats {
     pub iperf_tests: u64,
     pub iperf_completed: u64,
     pub iperf_failed: u64,
+    /// Of the failed: UDP or SCTP tests, refused (this server runs TCP tests only).
+    pub iperf_refused_not_tcp: u64,
     /// Connections turned away with ACCESS_DENIED (a test was already running, bad cookie).
     pub iperf_denied: u64,
     pub iperf_bytes_in: u64,
@@ -131,6 +133,7 @@ impl fmt::Display for ServiceStats {
             ("iperf_tests", self.iperf_tests),
             ("iperf_completed", self.iperf_completed),
             ("iperf_failed", self.iperf_failed),
+            ("iperf_refused_not_tcp", self.iperf_refused_not_tcp),
             ("iperf_denied", self.iperf_denied),
             ("iperf_bytes_in", self.iperf_bytes_in),
             ("iperf_bytes_out", self.iperf_bytes_out),
@@ -982,8 +985,11 @@ impl Services {
                 self.stats.iperf_completed += 1;
                 true
             }
-            iperf::Phase::Failed(_) => {
+            iperf::Phase::Failed(why) => {
                 self.stats.iperf_failed += 1;
+                if why == iperf::REFUSED_NOT_TCP {
+                    self.stats.iperf_refused_not_tcp += 1;
+                }
                 true
             }
             _ => false,

@@ -1,5 +1,5 @@
 //! The `netfold` command: netperf-style measurements of netfold, the Linux kernel and smoltcp,
-//! plus the copy/checksum micro-benchmarks of the 2002 study (seed 000 Tables 5-6, seed 001).
+//! plus the copy/checksum micro-benchmarks of the 2002 study (its Tables 5-6, and the 2002 copy_to_user thread).
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -12,7 +12,7 @@ mod progress;
 #[derive(Parser)]
 #[command(
     name = "netfold",
-    version,
+    version = env!("NETFOLD_VERSION"),
     about = "A user-space TCP/IP stack and the benchmark that measures it"
 )]
 struct Cli {
@@ -43,11 +43,16 @@ enum Command {
     Server(cmd::server::Args),
     /// Reproduce the 2002 study's experiments and write DIR/report.md with figures.
     Paper(cmd::paper::Args),
-    /// Run netfold on a TAP device with echo, discard, chargen, HTTP and iperf3 services.
+    /// Run netfold on a TAP device with echo, discard, chargen, HTTP and iperf3 services
+    /// (the iperf3 server runs TCP tests only: `iperf3 -u` is refused).
     Serve(cmd::serve::Args),
     /// Link emulator for your own setups: forwards between two TAP interfaces with delay,
     /// rate, loss, reordering, duplication and corruption, until Ctrl-C or --duration.
     Emulate(cmd::emulate::Args),
+    /// Run an unmodified, dynamically linked program with its IPv4/IPv6 sockets on netfold
+    /// (through the LD_PRELOAD library libnetfold_preload.so): `netfold run --link tap:nf0
+    /// --addr 198.18.0.2/24 -- curl http://198.18.0.1/`.
+    Run(cmd::run::Args),
     /// Many verified connections between two netfold stacks over an impaired in-memory link;
     /// prints counters and peak memory, fails on any corruption, error or stuck connection.
     Soak(cmd::soak::Args),
@@ -68,6 +73,7 @@ fn main() -> ExitCode {
         Some(Command::Paper(a)) => cmd::paper::run_paper(a),
         Some(Command::Serve(a)) => cmd::serve::run(a),
         Some(Command::Soak(a)) => cmd::soak::run(a),
+        Some(Command::Run(a)) => cmd::run::run(a),
         Some(Command::Emulate(a)) => cmd::emulate::run(a),
         None => cmd::perf::default_job(),
     };

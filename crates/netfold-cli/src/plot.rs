@@ -2,7 +2,9 @@
 //! measured, against message size, one line per stack.
 
 use crate::bench::report::Row;
+use plotters::coord::combinators::BindKeyPoints;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 
 const COLORS: [RGBColor; 5] = [
@@ -20,7 +22,7 @@ pub fn throughput_vs_size(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::
     }
     let scaled = rows.iter().any(|r| r.scaled_throughput_mbps.is_some());
     let height = if scaled { 900 } else { 480 };
-    let root = SVGBackend::new(path, (900, height)).into_drawing_area();
+    let root = SVGBackend::new(path, (900 + LEGEND_WIDTH, height)).into_drawing_area();
     root.fill(&WHITE)?;
     let panels = if scaled {
         root.split_evenly((2, 1))
@@ -79,9 +81,10 @@ pub fn latency_cdf(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::error::
         .flat_map(|c| c.1.iter().map(|p| p.0))
         .fold(0.0, f64::max)
         .max(lo * 10.0);
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    let root = SVGBackend::new(path, (900 + LEGEND_WIDTH, 560)).into_drawing_area();
     root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
+    let (plot, legend) = root.split_horizontally(900);
+    let mut chart = ChartBuilder::on(&plot)
         .caption(
             format!("{} latency distribution", rows[0].test),
             ("sans-serif", 22),
@@ -95,30 +98,21 @@ pub fn latency_cdf(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::error::
         .x_desc("transaction time (us, log scale)")
         .y_desc("fraction of transactions done")
         .draw()?;
-    for (i, (label, pts)) in curves.iter().enumerate() {
+    for (i, (_, pts)) in curves.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         // A step curve starting at zero just below the first bucket.
         let mut line = vec![(pts[0].0 / 1.1, 0.0)];
         line.extend(pts.iter().copied());
-        chart
-            .draw_series(LineSeries::new(line, color.stroke_width(2)))?
-            .label(label.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+        chart.draw_series(LineSeries::new(line, color.stroke_width(2)))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()?;
+    let labels: Vec<&str> = curves.iter().map(|c| c.0.as_str()).collect();
+    side_legend(&legend, &labels)?;
     root.present()?;
     Ok(())
 }
 
 fn draw<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
+    panel: &DrawingArea<DB, plotters::coord::Shift>,
     rows: &[Row],
     title: &str,
     unit: &str,
@@ -127,6 +121,8 @@ fn draw<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
+    let (area, legend) = panel.split_horizontally(panel.dim_in_pixel().0 - LEGEND_WIDTH);
+    let (area, legend) = (&area, &legend);
     // One line per stack and placement ("kernel, 2 CPUs").
     let series = |r: &Row| {
         if r.placement.is_empty() {
@@ -142,56 +138,77 @@ where
             stacks.push(s);
         }
     }
-    let xs: Vec<f64> = rows
+    // The x axis is log2(message size) in hundredths, an integer axis so that its ticks can
+    // be placed exactly at the powers of two (the sizes a sweep uses), never between them.
+    let x_of = |r: &Row| ((r.msg_size.max(1) as f64).log2() * 100.0).round() as i32;
+    let (xmin, xmax) = rows
         .iter()
-        .map(|r| (r.msg_size.max(1) as f64).log2())
-        .collect();
-    let (xmin, xmax) = xs
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        .map(x_of)
+        .fold((i32::MAX, i32::MIN), |(a, b), x| (a.min(x), b.max(x)));
     let (xmin, xmax) = if xmax > xmin {
-        (xmin - 0.25, xmax + 0.25)
+        (xmin - 25, xmax + 25)
     } else {
-        (xmin - 1.0, xmax + 1.0)
+        (xmin - 100, xmax + 100)
     };
+    let ticks: Vec<i32> = (xmin..=xmax).filter(|x| x % 100 == 0).collect();
     let ymax = rows.iter().filter_map(&y).fold(0.0f64, f64::max).max(1.0) * 1.1;
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(80)
-        .build_cartesian_2d(xmin..xmax, 0.0..ymax)?;
+        // Ticks only at powers of two (the sizes a sweep uses), never between them.
+        .build_cartesian_2d((xmin..xmax).with_key_points(ticks), 0.0..ymax)?;
     chart
         .configure_mesh()
         .x_desc("message size (bytes, log scale)")
         .y_desc(unit)
-        .x_label_formatter(&|x| format!("{}", 2f64.powf(*x).round() as u64))
+        .x_label_formatter(&|x| format!("{}", 1u64 << (*x / 100).clamp(0, 63)))
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()?;
     for (i, s) in stacks.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let mut pts: Vec<(f64, f64)> = rows
+        let mut pts: Vec<(i32, f64)> = rows
             .iter()
             .filter(|r| series(r) == *s)
-            .filter_map(|r| y(r).map(|v| ((r.msg_size.max(1) as f64).log2(), v)))
+            .filter_map(|r| y(r).map(|v| (x_of(r), v)))
             .collect();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
-            .label(s.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+        pts.sort_by_key(|p| p.0);
+        chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?;
         chart.draw_series(
             pts.iter()
                 .map(|&(x, v)| Circle::new((x, v), 4, color.filled())),
         )?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()?;
+    let labels: Vec<&str> = stacks.iter().map(String::as_str).collect();
+    side_legend(legend, &labels)?;
+    Ok(())
+}
+
+/// Width of the legend column right of a chart: the legend never sits on the data.
+const LEGEND_WIDTH: u32 = 200;
+
+/// One legend entry per series (colour `COLORS[i]`), in a column of its own beside the chart.
+fn side_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    labels: &[&str],
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    for (i, label) in labels.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let y = 60 + 22 * i as i32;
+        area.draw(&PathElement::new(
+            vec![(4, y), (26, y)],
+            color.stroke_width(3),
+        ))?;
+        area.draw(&Text::new(
+            label.to_string(),
+            (32, y - 7),
+            ("sans-serif", 13),
+        ))?;
+    }
     Ok(())
 }
 
@@ -204,7 +221,7 @@ pub struct Bar {
 
 /// The paper's Figures 1, 2 and 7 in netfold's terms: per test, each shard/affinity
 /// configuration's throughput relative to one shard, as bars, with the 1x line and the
-/// issue's 2-shard target drawn in. One panel per test.
+/// 2-shard target drawn in. One panel per test.
 pub fn scaling_bars(
     path: &Path,
     panels: &[(String, f64, Vec<Bar>)],
@@ -242,16 +259,28 @@ pub fn scaling_bars(
                 [(x0, 0.0), (x1, b.relative)],
                 color.filled(),
             )))?;
+            // Value above the bar and configuration below the axis, both centred on the bar
+            // so neither touches the bar nor its neighbours.
+            let mid = (x0 + x1) / 2.0;
+            let centred = |size| {
+                ("sans-serif", size)
+                    .into_text_style(&area)
+                    .pos(Pos::new(HPos::Center, VPos::Bottom))
+            };
             chart.draw_series(std::iter::once(Text::new(
                 format!("{:.2}x", b.relative),
-                (x0, b.relative + ymax * 0.02),
-                ("sans-serif", 14),
+                (mid, b.relative + ymax * 0.02),
+                centred(14),
             )))?;
-            chart.draw_series(std::iter::once(Text::new(
+            // Below the axis, in pixels: the chart clips data coordinates below zero.
+            let (px, py) = chart.backend_coord(&(mid, 0.0));
+            area.draw(&Text::new(
                 b.label.clone(),
-                (x0, -ymax * 0.08),
-                ("sans-serif", 12),
-            )))?;
+                (px, py + 8),
+                ("sans-serif", 12)
+                    .into_text_style(&area)
+                    .pos(Pos::new(HPos::Center, VPos::Top)),
+            ))?;
         }
         for (y, style) in [(1.0, BLACK.stroke_width(1)), (*target, RED.stroke_width(1))] {
             chart.draw_series(std::iter::once(PathElement::new(

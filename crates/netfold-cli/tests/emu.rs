@@ -1,4 +1,4 @@
-//! `--link emu` and `netfold emulate` (issue 16 item 5): the kernel, netfold and smoltcp over
+//! `--link emu` and `netfold emulate`: the kernel, netfold and smoltcp over
 //! netfold's user-space link emulator between two network namespaces, with the impairments
 //! applied to all three. Needs root, /dev/net/tun and ip(8); skipped (passing) without them. Every namespace and
 //! TAP is removed afterwards, also when an assertion fails: the benchmark runs clean up after

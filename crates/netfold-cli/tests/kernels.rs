@@ -1,4 +1,4 @@
-//! `netfold copy` and `netfold csum` (issue 13 item 3): besides their own tables they print how
+//! `netfold copy` and `netfold csum`: besides their own tables they print how
 //! `netfold::mem` chose its kernels in this process, every candidate's timing per size class
 //! and the choice, and `NETFOLD_KERNELS` forces a choice or is reported when it names something
 //! this build or CPU cannot use. Runs are short (one pass, 0.1 ms per cell) and nothing here

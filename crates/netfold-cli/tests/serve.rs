@@ -1,11 +1,12 @@
 //! `netfold serve` against the Linux kernel as a real peer.
 //!
-//! Needs root and /dev/net/tun (otherwise a loud SKIP). The test creates a network namespace
+//! Needs root and /dev/net/tun (otherwise each test prints `SKIPPED: ...` and passes). The test creates a network namespace
 //! with a persistent TAP device whose kernel side is 198.18.0.1/24, runs the `netfold` binary
 //! inside that namespace attached to the TAP at 198.18.0.2, and talks to it with stock tools:
 //! ping, curl (100 MB byte-exact), python3 sockets (discard, chargen, echo), iperf3 (-J, -R,
 //! -P 2), and tshark on the `--pcap` capture. Everything is removed afterwards, also on failure
-//! (Drop guards). Tools: iproute2, iputils-ping, curl, iperf3, tshark, python3 (see .ci/run).
+//! (Drop guards). Tools: iproute2, iputils-ping, curl, iperf3, tshark, python3, procps
+//! (`scripts/install-test-deps.sh`); a test whose tool is missing is SKIPPED.
 
 use netfold_apps::pattern;
 use netfold_os::netns::{self, NetNs};
@@ -20,16 +21,6 @@ const SERVER: &str = "198.18.0.2";
 /// netfold's and the kernel's IPv6 addresses (RFC 5180's benchmarking prefix).
 const SERVER6: &str = "2001:2:0:1::2";
 const KERNEL6: &str = "2001:2:0:1::1";
-
-fn need(tool: &str, arg: &str) {
-    let ok = Command::new(tool)
-        .arg(arg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    assert!(ok, "{tool} is required by this test (installed by .ci/run)");
-}
 
 /// Runs a command to completion; panics with its output if it fails.
 fn run(args: &[&str]) -> String {
@@ -148,8 +139,15 @@ impl Server {
         Self::start_args(net, pcap, &args)
     }
 
-    /// `serve --link` with `args` alone (no IPv4 `--addr` unless given).
+    /// `serve --link` with `args` alone (no IPv4 `--addr` unless given), printing every
+    /// counter at exit (`--counters`), which the tests read.
     fn start_args(net: &Netns, pcap: Option<&Path>, extra: &[&str]) -> Server {
+        let mut args = vec!["--counters"];
+        args.extend_from_slice(extra);
+        Self::spawn(net, pcap, &args)
+    }
+
+    fn spawn(net: &Netns, pcap: Option<&Path>, extra: &[&str]) -> Server {
         let exe = env!("CARGO_BIN_EXE_netfold");
         let link = format!("{}:{}", net.mode, net.tap);
         let mut args = vec![exe, "serve", "--link", &link];
@@ -184,7 +182,17 @@ impl Server {
     }
 
     /// SIGINT, then the exit status must be 0 and the counters printed.
-    fn stop(mut self) -> String {
+    fn stop(self) -> String {
+        let out = self.stop_summary();
+        assert!(
+            out.contains("services:") && out.contains("frames_in"),
+            "{out}"
+        );
+        out
+    }
+
+    /// SIGINT, then the exit status must be 0; what it printed after starting.
+    fn stop_summary(mut self) -> String {
         run(&["kill", "-INT", &self.child.id().to_string()]);
         let end = Instant::now() + Duration::from_secs(15);
         let status = loop {
@@ -200,12 +208,46 @@ impl Server {
             out.push('\n');
         }
         assert!(status.success(), "exit status {status}\n{out}");
-        assert!(
-            out.contains("services:") && out.contains("frames_in"),
-            "{out}"
-        );
         out
     }
+}
+
+/// `iperf3 -u` is refused with a reason the client prints (this server runs TCP tests only);
+/// at exit, without `--counters`, `serve` prints a short summary that counts the refusal.
+#[test]
+fn serve_refuses_iperf3_udp_and_sums_up_at_exit() {
+    if netns::skip(netns::unavailable_with(&["kill", "iperf3", "timeout"])) {
+        return;
+    }
+    let net = Netns::create();
+    let server = Server::spawn(&net, None, &["--addr", "198.18.0.2/24"]);
+    let out = net
+        .cmd(&["timeout", "20", "iperf3", "-u", "-c", SERVER, "-t", "1"])
+        .output()
+        .expect("iperf3");
+    assert!(!out.status.success());
+    let err =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        err.contains("unable to start stream listener: Protocol not supported"),
+        "{err}"
+    );
+    iperf3(&net, &[]);
+    let out = server.stop_summary();
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.len() <= 10, "{out}");
+    for head in ["connections", "bytes", "drops", "retransmits", "iperf3"] {
+        assert!(lines.iter().any(|l| l.starts_with(head)), "{head}: {out}");
+    }
+    assert!(
+        out.contains("2 tests: 1 completed, 1 failed (1 UDP/SCTP refused: TCP only)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("--counters") && !out.contains("frames_in"),
+        "{out}"
+    );
+    drop(net);
 }
 
 impl Drop for Server {
@@ -311,19 +353,17 @@ fn iperf3_to(net: &Netns, host: &str, extra: &[&str]) -> serde_json::Value {
 
 #[test]
 fn serve_over_tap_talks_to_the_kernel() {
-    if let Some(why) = netns::unavailable_reason() {
-        eprintln!("\n*** SKIP serve_over_tap_talks_to_the_kernel: {why} ***\n");
+    if netns::skip(netns::unavailable_with(&[
+        "kill",
+        "ping",
+        "curl",
+        "iperf3",
+        "tshark",
+        "python3",
+        "sha256sum",
+        "timeout",
+    ])) {
         return;
-    }
-    for (tool, arg) in [
-        ("ping", "-V"),
-        ("curl", "--version"),
-        ("iperf3", "--version"),
-        ("tshark", "--version"),
-        ("python3", "--version"),
-        ("sha256sum", "--version"),
-    ] {
-        need(tool, arg);
     }
     let mut net = Netns::create();
 
@@ -391,7 +431,8 @@ fn serve_over_tap_talks_to_the_kernel() {
         .args(["-o", "ip.check_checksum:TRUE"])
         .args(["-o", "tcp.check_checksum:TRUE"])
         .args(["-o", "udp.check_checksum:TRUE"])
-        .args(["-Y", "ip.checksum.status == \"Bad\" || tcp.checksum.status == \"Bad\" || udp.checksum.status == \"Bad\" || icmp.checksum.status == \"Bad\" || (_ws.malformed && (eth || arp || ip || icmp || tcp || udp || http) && !(tcp.payload && !http))"])
+        // tcp.checksum 0xffff: see the IPv6 capture check below.
+        .args(["-Y", "ip.checksum.status == \"Bad\" || (tcp.checksum.status == \"Bad\" && tcp.checksum != 0xffff) || udp.checksum.status == \"Bad\" || icmp.checksum.status == \"Bad\" || (_ws.malformed && (eth || arp || ip || icmp || tcp || udp || http) && !(tcp.payload && !http))"])
         .output()
         .expect("tshark");
     let stderr = String::from_utf8_lossy(&t.stderr);
@@ -484,20 +525,133 @@ fn serve_over_tap_talks_to_the_kernel() {
     drop(net);
 }
 
+/// A namespace with a veth pair in it: the kernel's end `nfvk...` at 198.18.47.1/24 and
+/// 2001:2:0:47::1/64 with transmit checksumming off (XDP sees a veth peer's frames before a
+/// checksum left to the "hardware" is complete), netfold's end `nfvn...` up without an
+/// address. The kernel reaches netfold's addresses through its end, across the pair.
+fn veth_netns(mode: &'static str) -> Netns {
+    let ns = NetNs::create().expect("create netns");
+    let id = std::process::id() % 1_000_000;
+    let n = Netns {
+        mode,
+        tap: format!("nfvn{id}"),
+        files: Vec::new(),
+        ns,
+    };
+    let kernel_end = format!("nfvk{id}");
+    n.ns.ip(&[
+        "link",
+        "add",
+        &kernel_end,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &n.tap,
+    ])
+    .expect("veth pair");
+    n.ns.configure(&kernel_end, Ipv4Addr::new(198, 18, 47, 1), 24)
+        .expect("configure veth");
+    n.ns.configure6(&kernel_end, XDP_KERNEL6.parse().unwrap(), 64)
+        .expect("configure veth ipv6");
+    n.ns.ip(&["link", "set", &n.tap, "up"]).expect("veth up");
+    n.exec(&["ethtool", "-K", &kernel_end, "tx", "off"]);
+    n
+}
+
+const XDP_SERVER: &str = "198.18.47.2";
+const XDP_SERVER6: &str = "2001:2:0:47::2";
+const XDP_KERNEL6: &str = "2001:2:0:47::1";
+
+/// Whether an AF_XDP socket and its program can be opened on `net`'s netfold end (root, a
+/// kernel with AF_XDP); the reason if not.
+fn xdp_unavailable(net: &Netns) -> Option<String> {
+    use netfold_os::xdp::{XdpConfig, XdpError, XdpSocket};
+    let ifname = net.tap.clone();
+    let r = net
+        .ns
+        .run_in(move || {
+            XdpSocket::open(&ifname, XdpConfig::local(&[XDP_SERVER.parse().unwrap()])).map(drop)
+        })
+        .expect("enter netns");
+    match r {
+        Ok(()) => None,
+        Err(e @ (XdpError::Permission(..) | XdpError::KernelUnsupported(..))) => {
+            Some(format!("AF_XDP unavailable: {e}"))
+        }
+        Err(e) => panic!("AF_XDP on a veth: {e}"),
+    }
+}
+
+/// `serve --link xdp:VETH` (and `packet:VETH`, the same over AF_PACKET): the kernel on the
+/// veth's other end pings netfold over IPv4 and IPv6 (ARP and NDP go through the XDP
+/// program's redirect), downloads 20 MB sha256-checked over both, and runs iperf3 both ways.
+/// At exit the device counted no drop and the stack no bad checksum.
+#[test]
+fn serve_over_xdp_and_packet_sockets_on_a_veth() {
+    if netns::skip(netns::unavailable_with(&[
+        "kill",
+        "ping",
+        "curl",
+        "iperf3",
+        "sha256sum",
+        "timeout",
+        "sysctl",
+        "ethtool",
+    ])) {
+        return;
+    }
+    for mode in ["xdp", "packet"] {
+        let net = veth_netns(mode);
+        if mode == "xdp" && netns::skip(xdp_unavailable(&net)) {
+            continue;
+        }
+        let addr6 = format!("{XDP_SERVER6}/64");
+        let server = Server::spawn(
+            &net,
+            None,
+            &["--counters", "--addr", "198.18.47.2/24", "--addr", &addr6],
+        );
+        net.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", XDP_SERVER]);
+        // netfold's IPv6 address is tentative for about a second (DAD, RFC 4862 §5.4).
+        let out = net.exec(&["ping", "-6", "-c", "1", "-w", "15", XDP_SERVER6]);
+        assert!(ping_received(&out) >= 1, "{mode}: {out}");
+        let len = 20_000_000;
+        assert_eq!(
+            curl_sha256_from(&net, XDP_SERVER, len),
+            expected_sha256(len),
+            "{mode}"
+        );
+        assert_eq!(
+            curl_sha256_from(&net, XDP_SERVER6, len),
+            expected_sha256(len),
+            "{mode} ipv6"
+        );
+        iperf3_to(&net, XDP_SERVER, &[]);
+        iperf3_to(&net, XDP_SERVER, &["-R"]);
+        let out = server.stop();
+        assert!(
+            out.lines()
+                .any(|l| l.split_whitespace().take(2).eq([mode, "rx_frames"])),
+            "{out}"
+        );
+        assert!(out.contains("iperf_completed=2"), "{mode}: {out}");
+        assert_eq!(counter(&out, mode, "tx_dropped"), 0, "{mode}: {out}");
+        assert_eq!(counter(&out, "tcp", "bad_checksum"), 0, "{mode}: {out}");
+    }
+}
+
 /// `--link tun:NAME`: the stack runs on the IP medium behind a TUN; it answers ping and serves
 /// a 10 MB HTTP download byte-exact.
 #[test]
 fn serve_over_tun_answers_ping_and_serves_curl() {
-    if let Some(why) = netns::unavailable_reason() {
-        eprintln!("\n*** SKIP serve_over_tun_answers_ping_and_serves_curl: {why} ***\n");
+    if netns::skip(netns::unavailable_with(&[
+        "kill",
+        "ping",
+        "curl",
+        "sha256sum",
+    ])) {
         return;
-    }
-    for (tool, arg) in [
-        ("ping", "-V"),
-        ("curl", "--version"),
-        ("sha256sum", "--version"),
-    ] {
-        need(tool, arg);
     }
     let net = Netns::create_mode("tun");
     let server = Server::start(&net, None);
@@ -512,17 +666,15 @@ fn serve_over_tun_answers_ping_and_serves_curl() {
     );
 }
 
-/// IPv6 (issue 15, the network half): `serve --addr V4 --addr V6` on a TAP. The kernel resolves
+/// IPv6 (the network half): `serve --addr V4 --addr V6` on a TAP. The kernel resolves
 /// netfold by Neighbor Discovery and pings it (after netfold's DAD), also a 3000-byte ping6
 /// that arrives in fragments and is answered in fragments; netfold's link-local address (from
 /// its MAC) answers too. The same over a TUN, where there is no NDP.
 #[test]
 fn serve_answers_ping6_on_a_tap_and_a_tun() {
-    if let Some(why) = netns::unavailable_reason() {
-        eprintln!("\n*** SKIP serve_answers_ping6_on_a_tap_and_a_tun: {why} ***\n");
+    if netns::skip(netns::unavailable_with(&["kill", "ping", "sysctl"])) {
         return;
     }
-    need("ping", "-V");
     for mode in ["tap", "tun"] {
         let net = Netns::create_mode(mode);
         net.add_ipv6();
@@ -583,7 +735,7 @@ fn serve_answers_ping6_on_a_tap_and_a_tun() {
     }
 }
 
-/// Issue 15 "Done when", the transport half: against `serve --addr V4 --addr V6` on a TAP
+/// IPv6 end to end, the transport half: against `serve --addr V4 --addr V6` on a TAP
 /// (offloads on, then `--no-offloads`) and on a TUN, the kernel fetches 10 MB with
 /// `curl -6` byte-exact and runs `iperf3 -6` both ways and with two streams. With the TAP a
 /// first, captured phase (1 MB over HTTP, TCP and UDP echo over IPv6) is read by tshark: no
@@ -593,19 +745,18 @@ fn serve_answers_ping6_on_a_tap_and_a_tun() {
 /// whole (TSO6, `tx_gso_frames`).
 #[test]
 fn serve_over_ipv6_serves_curl_and_iperf3() {
-    if let Some(why) = netns::unavailable_reason() {
-        eprintln!("\n*** SKIP serve_over_ipv6_serves_curl_and_iperf3: {why} ***\n");
+    if netns::skip(netns::unavailable_with(&[
+        "kill",
+        "ping",
+        "curl",
+        "iperf3",
+        "tshark",
+        "python3",
+        "sha256sum",
+        "timeout",
+        "sysctl",
+    ])) {
         return;
-    }
-    for (tool, arg) in [
-        ("ping", "-V"),
-        ("curl", "--version"),
-        ("iperf3", "--version"),
-        ("tshark", "--version"),
-        ("python3", "--version"),
-        ("sha256sum", "--version"),
-    ] {
-        need(tool, arg);
     }
     let addr6 = format!("{SERVER6}/64");
     for (mode, offloads) in [("tap", true), ("tap", false), ("tun", true)] {
@@ -665,7 +816,10 @@ fn serve_over_ipv6_serves_curl_and_iperf3() {
                 .args(["-r", p])
                 .args(["-o", "tcp.check_checksum:TRUE"])
                 .args(["-o", "udp.check_checksum:TRUE"])
-                .args(["-Y", "tcp.checksum.status == \"Bad\" || udp.checksum.status == \"Bad\" || icmpv6.checksum.status == \"Bad\" || (_ws.malformed && (eth || ipv6 || icmpv6 || tcp || udp || http) && !(tcp.payload && !http))"])
+                // A TCP checksum field of 0xffff where 0x0000 is computed is flagged by
+                // tshark, but the two are one value in ones' complement (RFC 1624 §3) and
+                // every receiver accepts it; seen once in a kernel-side ACK of a CI run.
+                .args(["-Y", "(tcp.checksum.status == \"Bad\" && tcp.checksum != 0xffff) || udp.checksum.status == \"Bad\" || icmpv6.checksum.status == \"Bad\" || (_ws.malformed && (eth || ipv6 || icmpv6 || tcp || udp || http) && !(tcp.payload && !http))"])
                 .output()
                 .expect("tshark");
             let stderr = String::from_utf8_lossy(&t.stderr);
@@ -754,17 +908,16 @@ fn serve_over_ipv6_serves_curl_and_iperf3() {
 /// address an IPv4 `--addr` would have had) gets no answer and ARP is not answered.
 #[test]
 fn serve_ipv6_only() {
-    if let Some(why) = netns::unavailable_reason() {
-        eprintln!("\n*** SKIP serve_ipv6_only: {why} ***\n");
+    if netns::skip(netns::unavailable_with(&[
+        "kill",
+        "ping",
+        "curl",
+        "iperf3",
+        "sha256sum",
+        "timeout",
+        "sysctl",
+    ])) {
         return;
-    }
-    for (tool, arg) in [
-        ("ping", "-V"),
-        ("curl", "--version"),
-        ("iperf3", "--version"),
-        ("sha256sum", "--version"),
-    ] {
-        need(tool, arg);
     }
     let net = Netns::create();
     net.add_ipv6();
@@ -797,17 +950,15 @@ fn ping_received(out: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// Issue 11 "Done when": datagrams larger than the MTU both ways. The kernel's 3000-byte ping
+/// Datagrams larger than the MTU both ways. The kernel's 3000-byte ping
 /// arrives in fragments and netfold's reply leaves in fragments; a 4 KiB (and a 65507-byte,
 /// the largest) UDP datagram comes back from the echo service whole.
 #[test]
 fn serve_answers_pings_and_udp_echo_larger_than_the_mtu() {
-    if let Some(why) = netns::unavailable_reason() {
-        eprintln!("\n*** SKIP serve_answers_pings_and_udp_echo_larger_than_the_mtu: {why} ***\n");
+    if netns::skip(netns::unavailable_with(&[
+        "kill", "ping", "python3", "timeout",
+    ])) {
         return;
-    }
-    for (tool, arg) in [("ping", "-V"), ("python3", "--version")] {
-        need(tool, arg);
     }
     let net = Netns::create();
     let server = Server::start(&net, None);
@@ -831,23 +982,21 @@ fn serve_answers_pings_and_udp_echo_larger_than_the_mtu() {
     assert!(out.contains("udp_echo_datagrams=2"), "{out}");
 }
 
-/// Issue 11 "Done when" (defect 1): the kernel clamps the MSS it announces to 1000
+/// The peer's MSS is honoured (conformance defect D1): the kernel clamps the MSS it announces to 1000
 /// (`advmss 1000` on its route); during a download no TCP segment from netfold in the
 /// capture carries more than 1000 bytes of payload, and full-sized ones carry exactly 1000.
-/// Over IPv4 and (issue 15) over IPv6.
+/// Over IPv4 and over IPv6.
 #[test]
 fn serve_never_exceeds_the_mss_the_kernel_announced() {
-    if let Some(why) = netns::unavailable_reason() {
-        eprintln!("\n*** SKIP serve_never_exceeds_the_mss_the_kernel_announced: {why} ***\n");
+    if netns::skip(netns::unavailable_with(&[
+        "kill",
+        "curl",
+        "tshark",
+        "sha256sum",
+        "ping",
+        "sysctl",
+    ])) {
         return;
-    }
-    for (tool, arg) in [
-        ("curl", "--version"),
-        ("tshark", "--version"),
-        ("sha256sum", "--version"),
-        ("ping", "-V"),
-    ] {
-        need(tool, arg);
     }
     // IPv4, then IPv6 (the kernel's IPv6 route announces 1000 too; netfold's offloads on, so
     // this also checks that no TSO6 super-segment is handed over when the MSS cuts finer).
@@ -1098,20 +1247,19 @@ s.close()
 print('hold ok', n, flush=True)
 "#;
 
-/// Issue 14: `netfold serve --shards 2` on a two-queue TAP. iperf3 -P 4 from the kernel
+/// `netfold serve --shards 2` on a two-queue TAP. iperf3 -P 4 from the kernel
 /// completes, and both shards carried connections. Each connection lands on the queue the
 /// kernel picks for its flow; if the kernel ever moved a connection's frames to the other
 /// queue, the other shard's stack would find no socket for them (`no_socket`) and reset it
 /// (`rst_out`), and iperf3 would fail: both must stay zero while the data flows.
 #[test]
 fn sharded_serve_on_a_multi_queue_tap_spreads_iperf3_streams_over_shards() {
-    if let Some(why) = netns::unavailable_reason() {
-        eprintln!("\n*** SKIP sharded_serve_on_a_multi_queue_tap: {why} ***\n");
+    if netns::skip(netns::unavailable_with(&[
+        "kill", "iperf3", "ping", "timeout", "sysctl",
+    ])) {
         return;
     }
-    need("iperf3", "--version");
-    need("ping", "-V");
-    // IPv4, then IPv6 (issue 15: the kernel's flow hash covers IPv6 addresses and ports the
+    // IPv4, then IPv6 (the kernel's flow hash covers IPv6 addresses and ports the
     // same way, and Neighbor Discovery is shared between the shards like ARP).
     for v6 in [false, true] {
         sharded_iperf3(v6);
@@ -1193,6 +1341,31 @@ fn sharded_iperf3(v6: bool) {
 }
 
 /// The value of a `GROUP NAME VALUE` counter row in `serve`'s output.
+/// Frames the kernel dropped on their way into netfold through the TAP: the device's
+/// tx_dropped (its queue to the reader was full) plus the drops of its qdisc.
+fn kernel_tx_drops(net: &Netns) -> u64 {
+    let dev = net
+        .exec(&[
+            "cat",
+            &format!("/sys/class/net/{}/statistics/tx_dropped", net.tap),
+        ])
+        .trim()
+        .parse::<u64>()
+        .unwrap_or(0);
+    let tc = net.exec(&["tc", "-s", "qdisc", "show", "dev", &net.tap]);
+    let qdisc: u64 = tc
+        .split("dropped ")
+        .skip(1)
+        .filter_map(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    dev + qdisc
+}
+
 fn counter(out: &str, group: &str, name: &str) -> u64 {
     out.lines()
         .find_map(|l| {
@@ -1227,30 +1400,26 @@ impl Drop for Reaper {
     }
 }
 
-/// Issue 12's "done when" over a real TAP: after a 30,000-SYN spoofed flood a new client is
+/// Hostile traffic over a real TAP: after a 30,000-SYN spoofed flood a new client is
 /// served within 1 s; then a verified echo and a large download (sha256) stay intact while
 /// blind segments and malformed frames are injected from the kernel side; the server's
 /// resident memory stays under 512 MiB and the junk shows in its drop counters.
 #[test]
 fn serve_survives_syn_flood_blind_injection_and_malformed_frames() {
-    if let Some(why) = netns::unavailable_reason() {
-        eprintln!(
-            "\n*** SKIP serve_survives_syn_flood_blind_injection_and_malformed_frames: {why} ***\n"
-        );
+    if netns::skip(netns::unavailable_with(&[
+        "kill",
+        "curl",
+        "python3",
+        "sha256sum",
+        "ss",
+        "timeout",
+    ])) {
         return;
     }
-    for (tool, arg) in [
-        ("curl", "--version"),
-        ("python3", "--version"),
-        ("sha256sum", "--version"),
-        ("ss", "-V"),
-    ] {
-        need(tool, arg);
-    }
-    /// Flood size and the resident-memory bound, from the issue.
+    /// Flood size and the resident-memory bound the server must stay under.
     const FLOOD: usize = 30_000;
     const RSS_LIMIT: u64 = 512 << 20;
-    /// Download and echo sizes (see the report for timings).
+    /// Download and echo sizes.
     const DOWNLOAD: u64 = 300_000_000;
     const ECHO: u64 = 32 << 20;
     let started = Instant::now();
@@ -1404,6 +1573,10 @@ fn serve_survives_syn_flood_blind_injection_and_malformed_frames() {
     let hwm = vm_hwm(pid);
     eprintln!("serve VmHWM {} MiB", hwm >> 20);
     assert!(hwm < RSS_LIMIT, "serve peak RSS {hwm} bytes");
+    // An AF_PACKET send succeeds once the kernel has queued the frame; when the TAP's queue
+    // to netfold is full the kernel drops it there (the TAP's tx_dropped, or the qdisc's), so
+    // netfold never sees it. Those drops are read from the kernel and allowed for.
+    let kernel_dropped = kernel_tx_drops(&net);
     let out = server.stop();
     // Every frame broken below TCP's port demultiplexing is dropped and counted once, by the
     // TAP's offload layer or by the stack.
@@ -1420,10 +1593,12 @@ fn serve_survives_syn_flood_blind_injection_and_malformed_frames() {
         + counter(&out, "tcp", "malformed")
         + counter(&out, "tap", "rx_bad_checksum")
         + counter(&out, "tap", "rx_malformed");
-    eprintln!("malformed sent {malformed}, counted {counted}");
+    eprintln!(
+        "malformed sent {malformed}, counted {counted}, dropped by the kernel {kernel_dropped}"
+    );
     assert!(
-        counted >= malformed,
-        "{malformed} malformed frames sent, {counted} counted:\n{out}"
+        counted + kernel_dropped >= malformed,
+        "{malformed} malformed frames sent, {counted} counted, {kernel_dropped} dropped by the kernel before netfold:\n{out}"
     );
     // The flood overflowed the SYN queue and was answered with cookies.
     assert!(counter(&out, "cookie", "sent") > 0, "{out}");
@@ -1450,4 +1625,303 @@ fn py_args(net: &Netns, code: &str, args: &[&str]) -> Vec<u8> {
         String::from_utf8_lossy(&out.stderr)
     );
     out.stdout
+}
+
+/// sockstress from the kernel side: connections that ask chargen for endless data and then
+/// hold their window shut (a 4 KiB receive buffer nobody reads), 600 of them against a
+/// 64 MiB buffer budget. All are accepted (more than the old 256-connection cap), the
+/// server's memory stays bounded by the budget (the holds without progress are reset), and
+/// a legitimate client is served every byte, every time, during the attack.
+const PY_SOCKSTRESS: &str = r#"
+import socket, sys, time
+host, n, hold, marker = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+socks = []
+for i in range(n):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(5)
+    s.connect((host, 19))
+    socks.append(s)
+open(marker, "w").write(str(len(socks)))
+time.sleep(hold)
+"#;
+
+#[test]
+fn serve_under_sockstress_stays_in_its_budget_and_serves_a_new_client() {
+    if netns::skip(netns::unavailable_with(&[
+        "kill",
+        "curl",
+        "python3",
+        "sha256sum",
+        "timeout",
+    ])) {
+        return;
+    }
+    const HOLDS: usize = 600;
+    const BUDGET_MIB: u64 = 64;
+    const DOWNLOAD: u64 = 20_000_000;
+    let mut net = Netns::create();
+    let server = Server::start_with(&net, None, &["--mem-budget", &BUDGET_MIB.to_string()]);
+    let pid = server.child.id();
+    let marker = std::env::temp_dir().join(format!("netfold-sockstress-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    net.files.push(marker.clone());
+    let attack = net
+        .cmd(&[
+            "timeout",
+            "120",
+            "python3",
+            "-c",
+            PY_SOCKSTRESS,
+            SERVER,
+            &HOLDS.to_string(),
+            "40",
+            marker.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sockstress");
+    let _attack = Reaper(Some(attack));
+    let end = Instant::now() + Duration::from_secs(60);
+    while !marker.exists() {
+        assert!(Instant::now() < end, "the holds did not all connect");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), HOLDS.to_string());
+    // The holds fill their send rings at once; they stall after three unanswered probes.
+    let want = expected_sha256(DOWNLOAD);
+    for round in 0..3 {
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(curl_sha256(&net, DOWNLOAD), want, "round {round}");
+    }
+    let hwm = vm_hwm(pid);
+    eprintln!(
+        "sockstress: {HOLDS} holds, budget {BUDGET_MIB} MiB, peak RSS {} MiB",
+        hwm >> 20
+    );
+    // The budget, plus the process's own (pools, code): bounded, where 600 full send rings
+    // would be 150 MiB more (measured before send queues were moderated under pressure:
+    // 171 MiB; with: 77 MiB).
+    assert!(hwm < (BUDGET_MIB + 40) << 20, "peak RSS {} MiB", hwm >> 20);
+    let out = server.stop();
+    assert!(
+        counter(&out, "tcp", "pressure_resets") > 0,
+        "no hold was reset:\n{out}"
+    );
+}
+
+/// Handshakes that go silent, from the kernel side: N connections to the HTTP service that
+/// complete the three-way handshake and then send nothing (a file-descriptor limit raised
+/// for them first). Prints how many connected.
+const PY_SILENT: &str = r#"
+import socket, sys, time, resource
+host, n, hold, marker = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+resource.setrlimit(resource.RLIMIT_NOFILE, (n + 256, n + 256))
+socks = []
+for i in range(n):
+    s = socket.socket()
+    s.settimeout(5)
+    s.connect((host, 8080))
+    socks.append(s)
+open(marker, "w").write(str(len(socks)))
+time.sleep(hold)
+"#;
+
+/// 5,000 connections that finish the handshake and go silent, against `serve` with its
+/// default flags: every one is accepted and held (no connection cap below what memory
+/// allows), a legitimate client is served every byte, every time, while they are held, the
+/// server stays under 512 MiB, and the idle connections (no rings taken) never put it under
+/// memory pressure.
+#[test]
+fn serve_holds_5000_silent_connections_and_serves_a_new_client() {
+    if netns::skip(netns::unavailable_with(&[
+        "kill",
+        "curl",
+        "python3",
+        "sha256sum",
+        "timeout",
+    ])) {
+        return;
+    }
+    const SILENT: usize = 5000;
+    const DOWNLOAD: u64 = 20_000_000;
+    let mut net = Netns::create();
+    let server = Server::start(&net, None);
+    let pid = server.child.id();
+    let marker = std::env::temp_dir().join(format!("netfold-silent-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    net.files.push(marker.clone());
+    let attack = net
+        .cmd(&[
+            "timeout",
+            "150",
+            "python3",
+            "-c",
+            PY_SILENT,
+            SERVER,
+            &SILENT.to_string(),
+            "40",
+            marker.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("silent handshakes");
+    let mut attack = Reaper(Some(attack));
+    let end = Instant::now() + Duration::from_secs(90);
+    while !marker.exists() {
+        if let Some(st) = attack.0.as_mut().unwrap().try_wait().expect("wait") {
+            let out = attack.0.take().unwrap().wait_with_output().expect("output");
+            panic!(
+                "the silent connections failed ({st}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(
+            Instant::now() < end,
+            "the silent connections did not all connect"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        SILENT.to_string()
+    );
+    let want = expected_sha256(DOWNLOAD);
+    for round in 0..3 {
+        assert_eq!(curl_sha256(&net, DOWNLOAD), want, "round {round}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let hwm = vm_hwm(pid);
+    eprintln!(
+        "silent handshakes: {SILENT} held, peak RSS {} MiB",
+        hwm >> 20
+    );
+    assert!(hwm < 512 << 20, "peak RSS {} MiB", hwm >> 20);
+    let out = server.stop();
+    assert_eq!(counter(&out, "tcp", "backlog_drops"), 0, "{out}");
+    assert!(
+        out.contains("refused_full=0"),
+        "a connection was refused:\n{out}"
+    );
+    let accepted: usize = out
+        .split("accepted=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .expect("services line");
+    assert!(accepted > SILENT, "accepted {accepted}:\n{out}");
+    // Connections that sent and received nothing hold no ring storage (it is taken at first
+    // use): 5,000 of them put the stack nowhere near its buffer budget.
+    assert_eq!(counter(&out, "tcp", "memory_pressure"), 0, "{out}");
+}
+
+/// FragmentSmack (CVE-2018-5391) from the kernel side through a raw socket: N IPv4
+/// fragments that never complete, from a spoofed neighbour (198.18.0.66), most opening a
+/// datagram that is never finished and every fourth overlapping the one before, paced over
+/// a few seconds; touches MARKER after the first 2,000. Prints the count sent.
+const PY_FRAG_FLOOD: &str = r#"
+import socket, struct, sys, random, os, time
+dst, n, marker = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+src, d = socket.inet_aton('198.18.0.66'), socket.inet_aton(dst)
+def frag(ident, off8, data, more=True):
+    flags = (0x2000 if more else 0) | off8
+    h = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(data), ident, flags, 64, 17, 0, src, d)
+    s.sendto(h + data, (dst, 0))
+sent, last = 0, None
+for i in range(n):
+    if i % 4 == 3 and last:
+        ident, off8, ln = last
+        frag(ident, off8 + 1, os.urandom(ln))
+    else:
+        ident = random.getrandbits(16)
+        off8 = random.randrange(0, 7000)
+        ln = random.choice([8, 64, 512, 1400]) // 8 * 8
+        frag(ident, off8, os.urandom(ln))
+        last = (ident, off8, ln)
+    sent += 1
+    if sent == 2000:
+        open(marker, 'w').close()
+    if sent % 200 == 0:
+        time.sleep(0.02)
+print(sent, flush=True)
+"#;
+
+/// A fragmented ping (3000 bytes: three fragments each way at MTU 1500) is answered every
+/// time during a 40,000-fragment flood and right after it, over a real TAP from the
+/// kernel's ping; the flood's overlapping datagrams are discarded as they come.
+#[test]
+fn serve_answers_fragmented_pings_during_a_fragment_flood() {
+    if netns::skip(netns::unavailable_with(&[
+        "kill", "ping", "python3", "timeout",
+    ])) {
+        return;
+    }
+    const FLOOD: usize = 40_000;
+    let mut net = Netns::create();
+    let server = Server::start(&net, None);
+    let marker = std::env::temp_dir().join(format!("netfold-fragflood-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    net.files.push(marker.clone());
+    let flood = net
+        .cmd(&[
+            "timeout",
+            "120",
+            "python3",
+            "-c",
+            PY_FRAG_FLOOD,
+            SERVER,
+            &FLOOD.to_string(),
+            marker.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("fragment flood");
+    let mut flood = Reaper(Some(flood));
+    let end = Instant::now() + Duration::from_secs(30);
+    while !marker.exists() {
+        assert!(Instant::now() < end, "the flood did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let during = net.exec(&[
+        "ping", "-c", "20", "-i", "0.05", "-W", "2", "-s", "3000", SERVER,
+    ]);
+    let still_flooding = flood
+        .0
+        .as_mut()
+        .unwrap()
+        .try_wait()
+        .expect("wait")
+        .is_none();
+    let out = flood.0.take().unwrap().wait_with_output().expect("flood");
+    assert!(
+        out.status.success(),
+        "flood: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        FLOOD.to_string()
+    );
+    let after = net.exec(&[
+        "ping", "-c", "3", "-i", "0.2", "-W", "2", "-s", "3000", SERVER,
+    ]);
+    eprintln!(
+        "fragment flood: {} of 20 fragmented pings answered during ({}), {} of 3 after",
+        ping_received(&during),
+        if still_flooding {
+            "the flood outlasted them"
+        } else {
+            "the flood ended first"
+        },
+        ping_received(&after)
+    );
+    assert!(still_flooding, "the pings did not overlap the flood");
+    assert_eq!(ping_received(&during), 20, "{during}");
+    assert_eq!(ping_received(&after), 3, "{after}");
+    let out = server.stop();
+    assert!(counter(&out, "ipv4", "frag_overlaps") > 0, "{out}");
+    assert!(counter(&out, "ipv4", "frag_reassembled") >= 23, "{out}");
 }

@@ -1,4 +1,4 @@
-//! Passes over payload bytes with `--link tap` (issue 13 item 5): netfold on a TAP against the
+//! Passes over payload bytes with `--link tap`: netfold on a TAP against the
 //! Linux kernel in a throw-away namespace (the benchmark's own: 198.18.3.0/24, removed by its
 //! guards also on failure). Only netfold's end is counted; the kernel's end is reported as not
 //! counted. The target "0 passes per payload byte on zero-copy send to a TAP with offloads"

@@ -1,4 +1,4 @@
-//! `--zerocopy` on the in-memory link (issue 13 item 1): `stream` and `maerts` with
+//! `--zerocopy` on the in-memory link: `stream` and `maerts` with
 //! `--zerocopy both` measure each netfold row copying and zero-copy, both arrive verified, and
 //! the zero-copy rows really took the zero-copy path: no copy from the application into the
 //! send ring, and completions taken for the lent buffers. Nothing here asserts a speed (the

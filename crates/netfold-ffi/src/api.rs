@@ -7,12 +7,12 @@
 #![allow(clippy::missing_safety_doc)]
 
 use crate::errno::{set_errno, R};
-use crate::{cabi, device, engine, fd, ops, options, shards};
+use crate::{cabi, device, engine, epoll, fd, ops, options, shards};
 use core::ffi::c_void;
 use engine::{Clock, Engine};
 use libc::{
-    c_char, c_int, c_long, c_uint, c_ulong, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr,
-    socklen_t, ssize_t,
+    c_char, c_int, c_long, c_uint, c_ulong, epoll_event, iovec, msghdr, nfds_t, pollfd, size_t,
+    sockaddr, socklen_t, ssize_t,
 };
 use netfold_core::iface::{Stack, StackConfig};
 use netfold_core::phy::{DeviceCaps, Medium};
@@ -45,7 +45,8 @@ pub struct nf_config {
     /// IP MTU; 0 means 1500.
     pub mtu: u32,
     pub clock: c_int,
-    /// NULL: frames only through nf_inject/nf_take. "tap:NAME": a TAP device.
+    /// NULL: frames only through nf_inject/nf_take. "tap:NAME": a TAP device; "tun:NAME": a
+    /// TUN device (NF_MEDIUM_IP); "packet:IFNAME": an AF_PACKET socket on an interface.
     pub device: *const c_char,
     /// NULL, or the stack's IPv6 addresses with their prefixes, comma-separated
     /// ("2001:2::2/64,2001:2:1::2/64"): turns IPv6 on (NDP, DAD, ICMPv6; AF_INET6 sockets
@@ -67,6 +68,14 @@ pub struct nf_stack {
     /// A shard of an `nf_shards` (`nf_shards_stack`): owned by it, so `nf_stack_free`
     /// refuses it.
     view: bool,
+}
+
+impl nf_stack {
+    /// The engine (the LD_PRELOAD library sets its `on_work` hook).
+    #[cfg(netfold_preload)]
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
 }
 
 /// Runs an entry point: errors become `fail` plus errno, panics become `fail` plus EIO.
@@ -259,6 +268,13 @@ fn parse_config(c: &nf_config) -> R<Parsed<'_>> {
 }
 
 fn build_stack(c: &nf_config) -> R<nf_stack> {
+    build_stack_with(c, false)
+}
+
+/// `build_stack`, with the device's checksum, TSO and GRO offloads on if `offloads` (the
+/// LD_PRELOAD library's choice: no frame comes through nf_inject there, so nothing needs the
+/// stack to check every frame itself).
+pub(crate) fn build_stack_with(c: &nf_config, offloads: bool) -> R<nf_stack> {
     let Parsed {
         stack: mut cfg,
         clock,
@@ -266,14 +282,17 @@ fn build_stack(c: &nf_config) -> R<nf_stack> {
         mtu_set,
     } = parse_config(c)?;
     let (medium, mtu) = (cfg.medium, cfg.mtu);
-    let inner = device::open_device(device, medium, mtu_set.then_some(mtu))?;
+    let inner = device::open_device(device, medium, mtu_set.then_some(mtu), offloads)?;
     // With a device attached the stack runs on its MTU (the stack takes the smaller of the
     // configured and the device's); injected frames then use the same.
     let mtu = inner.as_ref().map_or(mtu, |d| d.caps().mtu.min(mtu));
-    let caps = DeviceCaps {
-        medium,
-        mtu,
-        ..DeviceCaps::default()
+    let caps = match &inner {
+        Some(d) if offloads => DeviceCaps { mtu, ..d.caps() },
+        _ => DeviceCaps {
+            medium,
+            mtu,
+            ..DeviceCaps::default()
+        },
     };
     cfg.mtu = mtu;
     let stack = Stack::new(cfg);
@@ -338,9 +357,29 @@ pub unsafe extern "C" fn nf_stack_new(cfg: *const nf_config) -> *mut nf_stack {
     })
 }
 
-/// Stops the stack's thread and frees everything. No other call may be running on `s`. A
-/// shard's view (`nf_shards_stack`) belongs to its `nf_shards`: refused (errno EINVAL),
-/// nothing freed.
+/// How long `nf_stack_free` lets closed connections finish sending (`NF_STACK_DRAIN_MS`).
+pub(crate) const STACK_DRAIN: std::time::Duration = std::time::Duration::from_millis(5000);
+
+/// Closes every descriptor, lets the closed connections deliver their data and FIN for at
+/// most `timeout_ms`, then resets what is left; returns how many connections were reset.
+#[no_mangle]
+pub unsafe extern "C" fn nf_stack_shutdown(s: *mut nf_stack, timeout_ms: c_int) -> c_int {
+    ffi(-1, || {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        // SAFETY: non-NULL (engine checked it) and live per the contract; only read.
+        if unsafe { (*s).view } {
+            return Err(libc::EINVAL);
+        }
+        let ms = u64::try_from(timeout_ms).map_err(|_| libc::EINVAL)?;
+        let ended = e.drain(std::time::Duration::from_millis(ms));
+        Ok(c_int::try_from(ended).unwrap_or(c_int::MAX))
+    })
+}
+
+/// Drains like `nf_stack_shutdown(s, NF_STACK_DRAIN_MS)`, stops the stack's thread and
+/// frees everything. No other call may be running on `s`. A shard's view
+/// (`nf_shards_stack`) belongs to its `nf_shards`: refused (errno EINVAL), nothing freed.
 #[no_mangle]
 pub unsafe extern "C" fn nf_stack_free(s: *mut nf_stack) {
     ffi((), || {
@@ -355,6 +394,7 @@ pub unsafe extern "C" fn nf_stack_free(s: *mut nf_stack) {
         // SAFETY: `s` came from Box::into_raw in nf_stack_new and is freed only here, once
         // (the caller's contract).
         let mut b = unsafe { Box::from_raw(s) };
+        b.engine.drain(STACK_DRAIN);
         b.engine.stop();
         if let Some(t) = b.driver.take() {
             let _ = t.join();
@@ -416,6 +456,63 @@ pub unsafe extern "C" fn nf_clock_set(s: *mut nf_stack, usec: u64) -> c_int {
         let e = unsafe { engine(s)? };
         let mut g = e.lock();
         e.set_clock(&mut g, usec)
+    })
+}
+
+/// TCP Fast Open for the whole stack: Linux's `net.ipv4.tcp_fastopen` bits (negative:
+/// EINVAL).
+#[no_mangle]
+pub unsafe extern "C" fn nf_set_tcp_fastopen(s: *mut nf_stack, flags: c_int) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        let flags = u32::try_from(flags).map_err(|_| libc::EINVAL)?;
+        let mut g = e.lock();
+        g.stack.tcp_mut().set_fastopen(flags);
+        Ok(())
+    })
+}
+
+/// Whether TCP sockets created from now on offer timestamps (RFC 7323; Linux
+/// `net.ipv4.tcp_timestamps`, default on): 0 off, 1 on, else EINVAL.
+#[no_mangle]
+pub unsafe extern "C" fn nf_set_tcp_timestamps(s: *mut nf_stack, on: c_int) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        let on = match on {
+            0 => false,
+            1 => true,
+            _ => return Err(libc::EINVAL),
+        };
+        e.lock().tcp_timestamps = on;
+        Ok(())
+    })
+}
+
+/// The stack's Fast Open key (Linux `net.ipv4.tcp_fastopen_key`): 16 bytes, or 32 (primary
+/// and backup); other lengths EINVAL, NULL EFAULT.
+#[no_mangle]
+pub unsafe extern "C" fn nf_set_tcp_fastopen_key(
+    s: *mut nf_stack,
+    key: *const c_void,
+    len: usize,
+) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        if key.is_null() {
+            return Err(libc::EFAULT);
+        }
+        if len != 16 && len != 32 {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: `key` readable for `len` bytes per the API contract.
+        let b = unsafe { core::slice::from_raw_parts(key.cast::<u8>(), len) };
+        let k = netfold_core::tcp::fastopen::FastOpenKey::from_bytes(b).ok_or(libc::EINVAL)?;
+        let mut g = e.lock();
+        g.stack.tcp_mut().set_fastopen_key(k);
+        Ok(())
     })
 }
 
@@ -653,11 +750,53 @@ pub unsafe extern "C" fn nf_recvmsg(
         let namelen: *mut socklen_t = &mut m.msg_namelen;
         // SAFETY: msg_name writable for msg_namelen bytes per the API contract.
         let (r, n) = unsafe { recv_common(s, fd, &mut bufs, flags, name, namelen)? };
-        // No ancillary data is ever produced.
-        m.msg_controllen = 0;
         m.msg_flags = if r.truncated { libc::MSG_TRUNC } else { 0 };
+        match r.inq {
+            // SAFETY: msg_control writable for msg_controllen bytes per the API contract.
+            Some(v) => unsafe { put_cmsg_int(m, libc::SOL_TCP, libc::TCP_CM_INQ, v) },
+            // No other ancillary data is produced.
+            None => m.msg_controllen = 0,
+        }
         Ok(n)
     })
+}
+
+/// Writes one `int` control message as the only one in `m`'s control buffer, as Linux's
+/// `put_cmsg`: a buffer too short for it gets nothing and the message MSG_CTRUNC.
+///
+/// # Safety
+/// `m.msg_control` is NULL or writable for `m.msg_controllen` bytes, aligned for a cmsghdr
+/// (cmsg(3)).
+#[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+unsafe fn put_cmsg_int(m: &mut msghdr, level: c_int, ty: c_int, v: c_int) {
+    let room = usize::try_from(m.msg_controllen as u64).unwrap_or(0);
+    let size = core::mem::size_of::<c_int>() as u32;
+    // SAFETY: pure arithmetic on the length.
+    let (len, space) = unsafe {
+        (
+            libc::CMSG_LEN(size) as usize,
+            libc::CMSG_SPACE(size) as usize,
+        )
+    };
+    if m.msg_control.is_null() || room < len {
+        m.msg_flags |= libc::MSG_CTRUNC;
+        m.msg_controllen = 0;
+        return;
+    }
+    // SAFETY: the buffer holds at least CMSG_LEN(sizeof(int)) bytes (checked above), so the
+    // header and the int after it are inside it; unaligned writes need no more.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(m);
+        if c.is_null() {
+            m.msg_controllen = 0;
+            return;
+        }
+        core::ptr::addr_of_mut!((*c).cmsg_len).write_unaligned(len as _);
+        core::ptr::addr_of_mut!((*c).cmsg_level).write_unaligned(level);
+        core::ptr::addr_of_mut!((*c).cmsg_type).write_unaligned(ty);
+        libc::CMSG_DATA(c).cast::<c_int>().write_unaligned(v);
+    }
+    m.msg_controllen = space.min(room) as _;
 }
 
 /// Shared body of the send calls.
@@ -932,6 +1071,69 @@ pub unsafe extern "C" fn nf_poll(
     })
 }
 
+/// epoll_create1(2) over netfold descriptors: a new epoll instance (a netfold descriptor).
+#[no_mangle]
+pub unsafe extern "C" fn nf_epoll_create1(s: *mut nf_stack, flags: c_int) -> c_int {
+    ffi(-1, || {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        epoll::create(e, flags)
+    })
+}
+
+/// epoll_ctl(2): `ev` may be NULL for EPOLL_CTL_DEL.
+#[no_mangle]
+pub unsafe extern "C" fn nf_epoll_ctl(
+    s: *mut nf_stack,
+    epfd: c_int,
+    op: c_int,
+    fd: c_int,
+    ev: *const epoll_event,
+) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        let ev = if ev.is_null() {
+            None
+        } else {
+            // SAFETY: a non-NULL `ev` points at a readable epoll_event per the API contract;
+            // read_unaligned because the struct is packed on x86-64.
+            let v = unsafe { core::ptr::read_unaligned(ev) };
+            Some((v.events, v.u64))
+        };
+        epoll::ctl(e, epfd, op, fd, ev)
+    })
+}
+
+/// epoll_wait(2): up to `maxevents` ready descriptors into `events`.
+#[no_mangle]
+pub unsafe extern "C" fn nf_epoll_wait(
+    s: *mut nf_stack,
+    epfd: c_int,
+    events: *mut epoll_event,
+    maxevents: c_int,
+    timeout_ms: c_int,
+) -> c_int {
+    ffi(-1, || {
+        // SAFETY: `s` per the API contract.
+        let e = Arc::clone(unsafe { engine(s)? });
+        // epoll_wait(2): "EINVAL ... maxevents is less than or equal to zero"; Linux also
+        // bounds it by EP_MAX_EVENTS (INT_MAX / sizeof(struct epoll_event)).
+        let max = usize::try_from(maxevents).map_err(|_| libc::EINVAL)?;
+        if max == 0 || max > c_int::MAX as usize / core::mem::size_of::<epoll_event>() {
+            return Err(libc::EINVAL);
+        }
+        if events.is_null() {
+            return Err(libc::EFAULT);
+        }
+        // SAFETY: `events` points at `maxevents` writable entries per the API contract
+        // (epoll_event is packed, so any address is aligned for it).
+        let out = unsafe { core::slice::from_raw_parts_mut(events, max) };
+        let n = epoll::wait(&e, epfd, out, timeout_ms)?;
+        Ok(n as c_int)
+    })
+}
+
 /// Layout self-description for the header test: stores up to `n` field offsets of nf_config
 /// (size, medium, address, gateway, mac, mtu, clock, device, address6, gateway6) and returns
 /// sizeof(nf_config).
@@ -1077,7 +1279,7 @@ pub unsafe extern "C" fn nf_zc_completion_layout(offsets: *mut size_t, n: size_t
 }
 
 // ---------------------------------------------------------------------------------------------
-// Shards (issue 14): N stacks of one host, one per device queue; see `shards.rs`.
+// Shards: N stacks of one host, one per device queue; see `shards.rs`.
 
 /// Pin shard `k`'s driver and its `nf_shards_run_on` threads to CPU `k` (modulo the CPUs
 /// online; a cpuset that refuses leaves them unpinned).
@@ -1444,11 +1646,15 @@ exports!(
     nf_config_init,
     nf_stack_new,
     nf_stack_free,
+    nf_stack_shutdown,
     nf_inject,
     nf_take,
     nf_clock_set,
     nf_clock_now,
     nf_clock_next,
+    nf_set_tcp_fastopen,
+    nf_set_tcp_fastopen_key,
+    nf_set_tcp_timestamps,
     nf_socket,
     nf_bind,
     nf_listen,
@@ -1473,6 +1679,9 @@ exports!(
     nf_fcntl,
     nf_ioctl,
     nf_poll,
+    nf_epoll_create1,
+    nf_epoll_ctl,
+    nf_epoll_wait,
     nf_config_layout,
     nf_send_zc,
     nf_sendfile_zc,

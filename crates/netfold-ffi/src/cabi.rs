@@ -238,8 +238,20 @@ pub(crate) unsafe fn read_opt(shape: Shape, v: *const c_void, l: socklen_t) -> R
                 usec: x.tv_usec as i64,
             })
         }
+        Shape::Bytes => {
+            // No option takes more; a larger length is not read at all.
+            if l > MAX_OPT_BYTES {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: readable for `l` bytes per the caller's contract.
+            let b = unsafe { core::slice::from_raw_parts(v.cast::<u8>(), l) };
+            Ok(OptVal::Bytes(b.to_vec()))
+        }
     }
 }
+
+/// The longest byte-string option value read (TCP_FASTOPEN_KEY: 32 bytes).
+const MAX_OPT_BYTES: usize = 256;
 
 /// Stores an option value: at most `*l` bytes (Linux truncates), `*l` set to what was stored.
 ///
@@ -252,6 +264,7 @@ pub(crate) unsafe fn write_opt(val: OptVal, v: *mut c_void, l: *mut socklen_t) -
     // SAFETY: `l` is non-NULL and valid per the contract.
     let cap = unsafe { core::ptr::read_unaligned(l) } as usize;
     let mut bytes = [0u8; 32];
+    let mut large = Vec::new();
     let len = match val {
         OptVal::Int(i) => {
             bytes[..4].copy_from_slice(&i.to_ne_bytes());
@@ -275,11 +288,22 @@ pub(crate) unsafe fn write_opt(val: OptVal, v: *mut c_void, l: *mut socklen_t) -
             unsafe { core::ptr::write_unaligned(bytes.as_mut_ptr().cast::<libc::timeval>(), x) };
             size_of::<libc::timeval>()
         }
+        // A struct: its first `cap` bytes (Linux copies min(len, sizeof)).
+        OptVal::Bytes(data) => {
+            large = data;
+            large.len()
+        }
+    };
+    let src = if large.is_empty() {
+        &bytes[..]
+    } else {
+        &large[..]
     };
     let n = cap.min(len);
-    // SAFETY: `v` writable for `cap` >= `n` bytes; `bytes` is ours, so no overlap.
+    // SAFETY: `v` writable for `cap` >= `n` bytes; `src` is ours (at least `len` >= `n`
+    // bytes), so no overlap.
     unsafe {
-        core::ptr::copy_nonoverlapping(bytes.as_ptr(), v.cast::<u8>(), n);
+        core::ptr::copy_nonoverlapping(src.as_ptr(), v.cast::<u8>(), n);
         core::ptr::write_unaligned(l, n as socklen_t);
     }
     Ok(())

@@ -6,7 +6,9 @@
 use netfold_core::buf::{PacketBuf, Pool};
 use netfold_core::phy::{Device, DeviceCaps, Medium, RawFd};
 use netfold_core::time::Instant;
+use netfold_os::packet_socket::{PacketSocket, PacketSocketConfig};
 use netfold_os::tap::{Tap, TapConfig};
+use netfold_os::tun::Tun;
 use std::collections::VecDeque;
 
 /// Frames `nf_inject` may queue ahead of the stack (REAL clock; MANUAL drains at once).
@@ -14,7 +16,7 @@ pub(crate) const INBOUND_LIMIT: usize = 1024;
 /// Frames waiting for `nf_take`; beyond this the stack's output is dropped and counted, as a
 /// full NIC ring would drop it (TCP recovers by retransmission).
 pub(crate) const OUTBOUND_LIMIT: usize = 4096;
-/// Frame vectors kept for reuse (seed 000: recycle buffers instead of freeing them), so the
+/// Frame vectors kept for reuse (the OLS 2002 study: recycle buffers instead of freeing them), so the
 /// inject/take path does not allocate per frame in steady state.
 const SPARE_LIMIT: usize = 256;
 
@@ -40,11 +42,15 @@ impl InjectDevice {
         }
     }
 
-    /// Largest frame `nf_inject` accepts: the IP MTU plus an Ethernet header with one VLAN tag.
+    /// Largest frame `nf_inject` accepts: a whole IP datagram (65535 bytes, whatever the MTU)
+    /// plus an Ethernet header with one VLAN tag. The MTU bounds what the stack sends; what it
+    /// receives may be larger, as a TUN/TAP device with receive offloads (GRO, LRO) delivers
+    /// merged segments and Linux accepts them (no receive-side MTU check in `ip_rcv`).
     pub(crate) fn max_frame(&self) -> usize {
+        let ip = self.caps.mtu.max(usize::from(u16::MAX));
         match self.caps.medium {
-            Medium::Ethernet => self.caps.mtu + netfold_core::wire::ethernet::VLAN_HEADER_LEN,
-            Medium::Ip => self.caps.mtu,
+            Medium::Ethernet => ip + netfold_core::wire::ethernet::VLAN_HEADER_LEN,
+            Medium::Ip => ip,
         }
     }
 
@@ -120,8 +126,8 @@ impl Device for InjectDevice {
             if b.tailroom() >= frame.len() {
                 b.append(frame.len()).copy_from_slice(&frame);
             } else {
-                // nf_inject bounds frames by max_frame(), which the pool's buffers hold; this
-                // branch only covers a pool configured smaller than that.
+                // A frame larger than the pool's buffers (a merged segment beyond the MTU,
+                // see `max_frame`) gets a buffer of its own.
                 b = PacketBuf::from_slice(&frame);
             }
             self.recycle(frame);
@@ -165,35 +171,48 @@ impl Device for InjectDevice {
 /// Opens the device named in `nf_config.device`, or `None` for "frames only through
 /// nf_inject/nf_take".
 ///
-/// "tap:NAME" opens (creating if needed) a Linux TAP interface; NAME may use the kernel's "%d"
-/// pattern. The TAP is opened without checksum/TSO offloads, so the stack checks every frame
-/// the same way whether it came from the TAP or from nf_inject. `mtu` is the configured IP
-/// MTU (`None`: the interface's own). Open errors keep the kernel's errno (EPERM without
-/// CAP_NET_ADMIN, ENOENT without /dev/net/tun, ...).
+/// "tap:NAME" opens (creating if needed) a Linux TAP interface and "tun:NAME" a TUN one (the
+/// IP medium); NAME may use the kernel's "%d" pattern. "packet:IFNAME" attaches to an existing
+/// Ethernet interface through an AF_PACKET socket. Every device is opened without
+/// checksum/TSO offloads, so the stack checks every frame the same way whether it came from
+/// the device or from nf_inject. `mtu` is the configured IP MTU (`None`: the interface's own).
+/// Open errors keep the kernel's errno (EPERM without CAP_NET_ADMIN, ENOENT without
+/// /dev/net/tun, ENODEV for an unknown interface, ...).
 pub(crate) fn open_device(
     spec: Option<&str>,
     medium: Medium,
     mtu: Option<usize>,
+    offloads: bool,
 ) -> Result<Option<Box<dyn Device + Send>>, i32> {
     let Some(spec) = spec else {
         return Ok(None);
     };
-    let Some(name) = spec.strip_prefix("tap:") else {
-        return Err(libc::EINVAL);
-    };
-    // A TAP carries Ethernet frames; IFNAMSIZ bounds the name.
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ || medium != Medium::Ethernet {
+    let (kind, name) = spec.split_once(':').ok_or(libc::EINVAL)?;
+    // IFNAMSIZ bounds the name.
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
         return Err(libc::EINVAL);
     }
     let cfg = TapConfig {
-        offloads: false,
-        gro: false,
+        offloads,
+        gro: offloads,
         mtu,
         ..TapConfig::default()
     };
-    match Tap::open(name, cfg) {
-        Ok(t) => Ok(Some(Box::new(t))),
-        Err(e) => Err(e.raw_os_error().unwrap_or(libc::EIO)),
+    let os = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
+    match (kind, medium) {
+        // A TAP and a packet socket carry Ethernet frames, a TUN bare IP packets.
+        ("tap", Medium::Ethernet) => Ok(Some(Box::new(Tap::open(name, cfg).map_err(os)?))),
+        ("tun", Medium::Ip) => Ok(Some(Box::new(Tun::open(name, cfg).map_err(os)?))),
+        ("packet", Medium::Ethernet) => {
+            let pcfg = PacketSocketConfig {
+                offloads,
+                gro: offloads,
+                mtu,
+                ..PacketSocketConfig::default()
+            };
+            Ok(Some(Box::new(PacketSocket::open(name, pcfg).map_err(os)?)))
+        }
+        _ => Err(libc::EINVAL),
     }
 }
 
@@ -240,14 +259,20 @@ mod tests {
 
     #[test]
     fn device_specs_are_checked_before_anything_is_opened() {
-        let e = |spec, medium| open_device(Some(spec), medium, None).err();
+        let e = |spec, medium| open_device(Some(spec), medium, None, false).err();
         assert_eq!(e("tap:", Medium::Ethernet), Some(libc::EINVAL));
         assert_eq!(
             e("tap:waytoolonginterfacename", Medium::Ethernet),
             Some(libc::EINVAL)
         );
         assert_eq!(e("tap:nf0", Medium::Ip), Some(libc::EINVAL));
+        assert_eq!(e("tun:nf0", Medium::Ethernet), Some(libc::EINVAL));
+        assert_eq!(e("packet:eth0", Medium::Ip), Some(libc::EINVAL));
+        assert_eq!(e("xdp:eth0", Medium::Ethernet), Some(libc::EINVAL));
         assert_eq!(e("eth0", Medium::Ethernet), Some(libc::EINVAL));
-        assert!(matches!(open_device(None, Medium::Ip, None), Ok(None)));
+        assert!(matches!(
+            open_device(None, Medium::Ip, None, false),
+            Ok(None)
+        ));
     }
 }

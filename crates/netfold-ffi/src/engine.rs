@@ -51,6 +51,13 @@ pub(crate) struct State {
     /// A shard's: rung after every poll that did work, for `nf_accept_any`, which waits on
     /// the shards of one `nf_shards` at once (`shards.rs`).
     pub(crate) bell: Option<Arc<Bell>>,
+    /// Called after every poll that did work (REAL clock), like `bell`: the LD_PRELOAD
+    /// library wakes the threads that wait in the kernel's poll(2) on netfold and kernel
+    /// descriptors at once (`netfold-preload`).
+    pub(crate) on_work: Option<Box<dyn Fn() + Send>>,
+    /// Whether new TCP sockets offer timestamps (Linux `net.ipv4.tcp_timestamps`, default 1;
+    /// `nf_set_tcp_timestamps`).
+    pub(crate) tcp_timestamps: bool,
 }
 
 /// One condition variable several engines announce their work on: what a thread waiting for
@@ -117,6 +124,9 @@ impl Driven for State {
             if let Some(b) = &self.bell {
                 b.ring();
             }
+            if let Some(f) = &self.on_work {
+                f();
+            }
         }
         worked
     }
@@ -165,6 +175,8 @@ impl Engine {
             manual_now: Instant::ZERO,
             zc: Default::default(),
             bell: None,
+            on_work: None,
+            tcp_timestamps: true,
         };
         let epoch = match clock {
             Clock::Real(epoch) => epoch,
@@ -244,6 +256,32 @@ impl Engine {
     #[cfg(test)]
     pub(crate) fn driver_sleeps(&self) -> u64 {
         self.driver.sleeps()
+    }
+
+    /// Closes every descriptor (as `nf_close` would: a FIN after queued data, a RST where
+    /// data was left unread), lets the closed connections finish sending for at most
+    /// `timeout` while the REAL-clock driver runs, then ends what is left with RSTs
+    /// (`Driver::drain`). MANUAL time does not move by itself: what is left is ended at once,
+    /// and its RSTs wait in the outbound queue for `nf_take`. Returns the number of
+    /// connections ended.
+    pub(crate) fn drain(&self, timeout: StdDuration) -> usize {
+        {
+            let mut g = self.lock();
+            let st = &mut *g;
+            for sock in st.fds.drain() {
+                crate::ops::release(&mut st.stack, sock);
+            }
+            self.changed(st);
+        }
+        match self.clock {
+            Clock::Real(_) => self.driver.drain(timeout, |st| &mut st.stack),
+            Clock::Manual => {
+                let mut g = self.lock();
+                let ended = g.stack.tcp_mut().abort_all();
+                self.settle(&mut g);
+                ended
+            }
+        }
     }
 
     /// Stops the driver and wakes every waiter (they return EBADF).

@@ -39,6 +39,18 @@ pub(crate) struct Opts {
     pub(crate) cfg: tcp::Config,
     /// IP_MTU_DISCOVER (applied to the UDP socket once it exists; TCP always sets DF).
     pub(crate) pmtu_disc: PmtuDisc,
+    /// TCP_INQ: recvmsg adds a TCP_CM_INQ control message (bytes left to read).
+    pub(crate) inq: bool,
+    /// TCP_NOTSENT_LOWAT as set; 0 = unset, which means Linux's sysctl default
+    /// (`tcp_notsent_lowat`, UINT_MAX: no limit).
+    pub(crate) notsent_lowat: u32,
+    /// SO_RCVLOWAT: the bytes a blocking read waits for and poll wants queued before POLLIN
+    /// (at least 1).
+    pub(crate) rcvlowat: usize,
+    /// TCP_FASTOPEN_CONNECT: connect() opens with TCP Fast Open.
+    pub(crate) fastopen_connect: bool,
+    /// TCP_FASTOPEN_KEY: the socket's own Fast Open key (given to its listener).
+    pub(crate) fastopen_key: Option<netfold_core::tcp::fastopen::FastOpenKey>,
 }
 
 impl Opts {
@@ -52,10 +64,24 @@ impl Opts {
             rcvtimeo: None,
             sndtimeo: None,
             pmtu_disc: PmtuDisc::default(),
+            inq: false,
+            notsent_lowat: 0,
+            rcvlowat: 1,
+            fastopen_key: None,
+            fastopen_connect: false,
             cfg: tcp::Config {
                 mss,
                 ..tcp::Config::default()
             },
+        }
+    }
+
+    /// The TCP_NOTSENT_LOWAT threshold in force (Linux `tcp_notsent_lowat`).
+    pub(crate) fn notsent_lowat(&self) -> u32 {
+        if self.notsent_lowat == 0 {
+            u32::MAX
+        } else {
+            self.notsent_lowat
         }
     }
 
@@ -104,6 +130,8 @@ pub(crate) struct Udp {
 pub(crate) enum Kind {
     Tcp(Tcp),
     Udp(Udp),
+    /// An epoll instance (`nf_epoll_create1`): its interest list (`epoll.rs`).
+    Epoll(Box<crate::epoll::EpollSet>),
 }
 
 #[derive(Debug)]
@@ -121,6 +149,9 @@ pub(crate) struct Sock {
     pub(crate) so_error: Option<i32>,
     pub(crate) shut_rd: bool,
     pub(crate) shut_wr: bool,
+    /// TCP_FASTOPEN_CONNECT: connect() to this address returned at once, with a Fast Open
+    /// cookie cached for it; the SYN goes with the first write (Linux `defer_connect`).
+    pub(crate) fastopen_deferred: Option<SocketAddr>,
 }
 
 impl Sock {
@@ -134,6 +165,7 @@ impl Sock {
             so_error: None,
             shut_rd: false,
             shut_wr: false,
+            fastopen_deferred: None,
         }
     }
 }
@@ -186,6 +218,14 @@ impl FdTable {
             .and_then(|i| self.slots.get_mut(i))
             .and_then(Option::take)
             .ok_or(libc::EBADF)?;
+        // A closed descriptor leaves every epoll interest list (Linux removes it when its
+        // file is released), so a later socket given the same number is not watched by
+        // mistake.
+        for slot in self.slots.iter_mut().flatten() {
+            if let Kind::Epoll(set) = &mut slot.kind {
+                set.forget(fd);
+            }
+        }
         while matches!(self.slots.last(), Some(None)) {
             self.slots.pop();
         }

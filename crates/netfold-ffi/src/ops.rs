@@ -93,12 +93,17 @@ pub(crate) fn socket(e: &Engine, domain: i32, ty: i32, protocol: i32) -> R<i32> 
     };
     let mut g = e.lock();
     let mss = default_mss(&g.stack);
-    g.fds.insert(Sock::new(kind, domain, nonblock, mss))
+    let mut s = Sock::new(kind, domain, nonblock, mss);
+    s.opts.cfg.timestamps = g.tcp_timestamps;
+    g.fds.insert(s)
 }
 
-/// MSS for the interface MTU (RFC 9293 §3.7.1: MTU minus fixed IPv4 and TCP headers).
+/// MSS for the interface MTU (RFC 9293 §3.7.1: MTU minus fixed IPv4 and TCP headers). The
+/// IPv4 figure for every socket: the engine's MSS setting is one value for both families, and
+/// bounds IPv6 connections by the link's IPv6 MSS itself.
 fn default_mss(stack: &Stack) -> u16 {
-    u16::try_from(usize::from(stack.tcp_mss()).max(88)).unwrap_or(u16::MAX)
+    let mss = stack.tcp_mss(Ipv4Addr::UNSPECIFIED);
+    u16::try_from(usize::from(mss).max(88)).unwrap_or(u16::MAX)
 }
 
 /// An address as a socket of `family` reports it: IPv4 addresses v4-mapped on AF_INET6
@@ -170,7 +175,7 @@ fn tcp_port_of(stack: &Stack, s: &Sock) -> Option<(SocketAddr, bool, bool)> {
             .ok()
             .map(|a| (unmapped(a), true, v6only)),
         Kind::Tcp(_) => s.bound.map(|a| (unmapped(a), false, v6only)),
-        Kind::Udp(_) => None,
+        Kind::Udp(_) | Kind::Epoll(_) => None,
     }
 }
 
@@ -262,6 +267,7 @@ pub(crate) fn listen(e: &Engine, fd: i32, backlog: i32) -> R<()> {
         Kind::Tcp(Tcp::Listening { .. }) => return Ok(()),
         Kind::Tcp(Tcp::Stream(_)) => return Err(libc::EINVAL),
         Kind::Udp(_) => return Err(libc::EOPNOTSUPP),
+        Kind::Epoll(_) => return Err(libc::ENOTSOCK),
     }
     let local = match s.bound {
         Some(a) => a,
@@ -275,6 +281,12 @@ pub(crate) fn listen(e: &Engine, fd: i32, backlog: i32) -> R<()> {
     let cfg = s.opts.tcp_config();
     let backlog = usize::try_from(backlog.clamp(1, MAX_BACKLOG)).unwrap_or(1);
     let l = TcpListener::bind(&mut st.stack, local, backlog, cfg).map_err(|e| io_errno(&e))?;
+    if let Some(key) = s.opts.fastopen_key {
+        let _ = st
+            .stack
+            .tcp_mut()
+            .set_listener_fastopen_key(l.handle(), Some(key));
+    }
     let s = st.fds.get_mut(fd)?;
     s.bound = Some(local);
     s.kind = Kind::Tcp(Tcp::Listening {
@@ -421,6 +433,7 @@ pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddr) -> R<()> {
                 _ if s.nonblock => return Err(libc::EALREADY),
                 _ => {}
             },
+            Kind::Epoll(_) => return Err(libc::ENOTSOCK),
             Kind::Tcp(Tcp::Idle) => {
                 check_family(family, remote)?;
                 if unmapped(remote).ip().is_unspecified() || remote.port() == 0 {
@@ -439,11 +452,28 @@ pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddr) -> R<()> {
                     None => st.stack.tcp_local_for(remote).map_err(tcp_errno)?,
                 };
                 let cfg = s.opts.tcp_config();
-                let h = st
-                    .stack
-                    .tcp_mut()
-                    .connect(now, local, remote, cfg)
-                    .map_err(tcp_errno)?;
+                // TCP_FASTOPEN_CONNECT (Linux `tcp_fastopen_defer_connect`): with a cookie
+                // for the server, connect() returns at once and the SYN leaves with the
+                // first write's data; without, the SYN asks for a cookie now.
+                if s.opts.fastopen_connect {
+                    let tcp = st.stack.tcp();
+                    if tcp.fastopen() & netfold_core::tcp::fastopen::CLIENT_ENABLE != 0
+                        && tcp.fastopen_cookie_cached(unmapped(remote).ip())
+                    {
+                        s.fastopen_deferred = Some(remote);
+                        e.changed(st);
+                        return Ok(());
+                    }
+                }
+                let h = if s.opts.fastopen_connect {
+                    st.stack
+                        .tcp_mut()
+                        .connect_fastopen(now, local, remote, cfg, &[])
+                        .map(|(h, _)| h)
+                } else {
+                    st.stack.tcp_mut().connect(now, local, remote, cfg)
+                }
+                .map_err(tcp_errno)?;
                 s.kind = Kind::Tcp(Tcp::Stream(TcpStream::from_handle(h)));
                 let nb = s.nonblock;
                 e.changed(st);
@@ -511,20 +541,61 @@ pub(crate) struct Received {
     pub(crate) truncated: bool,
     /// UDP: the datagram's full length.
     pub(crate) full_len: usize,
+    /// TCP with TCP_INQ on: the bytes left to read after this call, for the TCP_CM_INQ
+    /// control message recvmsg adds (Linux `tcp_inq_hint`).
+    pub(crate) inq: Option<i32>,
+}
+
+/// SO_RCVLOWAT in force on a connection: at most what its receive buffer can hold, since
+/// Linux grows the buffer to fit the mark (`tcp_set_rcvlowat`) and netfold does not, so a
+/// larger mark could never be reached.
+fn rcvlowat(stack: &Stack, s: &Sock) -> usize {
+    let cap = match &s.kind {
+        Kind::Tcp(Tcp::Stream(ts)) => stack
+            .tcp()
+            .conn_info(ts.handle())
+            .map_or(usize::MAX, |i| i.recv_buffer),
+        _ => usize::MAX,
+    };
+    s.opts.rcvlowat.min(cap).max(1)
+}
+
+/// Linux `tcp_inq_hint`: what is still queued to read; once the peer's FIN has arrived an
+/// empty queue reads as 1, so that the application reads on and sees the end of stream.
+fn inq_hint(stack: &Stack, s: &Sock) -> Option<i32> {
+    use tcp::State as S;
+    if !s.opts.inq {
+        return None;
+    }
+    let Kind::Tcp(Tcp::Stream(ts)) = &s.kind else {
+        return None;
+    };
+    let h = ts.handle();
+    let tcp = stack.tcp();
+    let queued = tcp.recv_queue(h).unwrap_or(0);
+    let fin = matches!(
+        tcp.state(h),
+        Ok(S::CloseWait | S::LastAck | S::Closing | S::TimeWait | S::Closed) | Err(_)
+    );
+    Some(if queued == 0 && fin {
+        1
+    } else {
+        i32::try_from(queued).unwrap_or(i32::MAX)
+    })
 }
 
 /// One non-blocking TCP receive into `bufs`: Ok(0) only at end of stream (or empty buffers).
+///
+/// After shutdown(SHUT_RD) what is queued (and what still arrives) is returned as usual, and
+/// an empty queue reads as end of file instead of EAGAIN: Linux's RCV_SHUTDOWN stops a read
+/// from waiting, not from taking queued data (`tcp_recvmsg_locked`).
 fn tcp_recv_once(stack: &mut Stack, s: &mut Sock, bufs: &mut [&mut [u8]]) -> R<usize> {
-    if s.shut_rd {
-        return Ok(0);
-    }
     let h = match &s.kind {
         Kind::Tcp(Tcp::Stream(ts)) => ts.handle(),
+        // A deferred Fast Open connect has nothing yet, as a connecting socket.
+        Kind::Tcp(Tcp::Idle) if s.fastopen_deferred.is_some() => return Err(libc::EAGAIN),
         _ => return Err(libc::ENOTCONN),
     };
-    if let Some(err) = s.so_error.take() {
-        return Err(err);
-    }
     let mut total = 0;
     let mut eof = bufs.iter().all(|b| b.is_empty());
     for b in bufs.iter_mut().filter(|b| !b.is_empty()) {
@@ -548,7 +619,15 @@ fn tcp_recv_once(stack: &mut Stack, s: &mut Sock, bufs: &mut [&mut [u8]]) -> R<u
             }
         }
     }
-    if total == 0 && !eof {
+    // A pending error (SO_ERROR) comes after the data queued before it, as Linux
+    // `tcp_recvmsg_locked` reports `sk_err` only when it copied nothing: a connection reset
+    // with data unread yields the data, then ECONNRESET, then end of file.
+    if total == 0 {
+        if let Some(err) = s.so_error.take() {
+            return Err(err);
+        }
+    }
+    if total == 0 && !eof && !s.shut_rd {
         return Err(libc::EAGAIN);
     }
     Ok(total)
@@ -557,9 +636,6 @@ fn tcp_recv_once(stack: &mut Stack, s: &mut Sock, bufs: &mut [&mut [u8]]) -> R<u
 /// One non-blocking TCP peek (recv with MSG_PEEK) into `bufs`: the bytes copied and whether
 /// the stream ended after them. Nothing is consumed; EAGAIN when nothing is queued.
 fn tcp_peek_once(stack: &mut Stack, s: &mut Sock, bufs: &mut [&mut [u8]]) -> R<(usize, bool)> {
-    if s.shut_rd {
-        return Ok((0, true));
-    }
     let h = match &s.kind {
         Kind::Tcp(Tcp::Stream(ts)) => ts.handle(),
         _ => return Err(libc::ENOTCONN),
@@ -575,6 +651,8 @@ fn tcp_peek_once(stack: &mut Stack, s: &mut Sock, bufs: &mut [&mut [u8]]) -> R<(
     let mut tmp = vec![0u8; want.min(stack.tcp().recv_queue(h).unwrap_or(0).max(1))];
     let n = match stack.tcp().peek(h, &mut tmp) {
         Ok(0) => return Ok((0, true)),
+        // Shut for reading: an empty queue is the end (as `tcp_recv_once`).
+        Err(tcp::Error::WouldBlock) if s.shut_rd => return Ok((0, true)),
         Ok(n) => n,
         Err(err) => return Err(tcp_errno(err)),
     };
@@ -652,6 +730,7 @@ fn udp_recv_once(
         from: Some(from),
         truncated: off < data.len(),
         full_len: data.len(),
+        inq: None,
     };
     if peek {
         u.stash = Some((data, from));
@@ -689,12 +768,22 @@ pub(crate) fn recv(e: &Engine, fd: i32, bufs: &mut [&mut [u8]], flags: i32) -> R
                 (n, _) => Ok(n),
             }
         })?;
+        let g = e.lock();
+        let inq = inq_hint(&g.stack, g.fds.get(fd)?);
         return Ok(Received {
             len,
+            inq,
             ..Received::default()
         });
     }
     let mut done = 0usize;
+    // Linux `tcp_recvmsg`: a blocking read returns once `sock_rcvlowat` bytes (all of them
+    // with MSG_WAITALL) are copied, or at end of stream, a timeout or a non-blocking call.
+    let lowat = {
+        let g = e.lock();
+        rcvlowat(&g.stack, g.fds.get(fd)?)
+    };
+    let target = if waitall { want } else { lowat.min(want) };
     let r = blocking(e, fd, Dir::Rx, dontwait, |st, _, progress| {
         let s = st.fds.get_mut(fd)?;
         let mut rest = skip_mut(bufs, done);
@@ -703,7 +792,7 @@ pub(crate) fn recv(e: &Engine, fd: i32, bufs: &mut [&mut [u8]], flags: i32) -> R
             Ok(n) => {
                 done += n;
                 *progress = true;
-                if waitall && done < want {
+                if done < target {
                     Err(libc::EAGAIN)
                 } else {
                     Ok(done)
@@ -716,20 +805,26 @@ pub(crate) fn recv(e: &Engine, fd: i32, bufs: &mut [&mut [u8]], flags: i32) -> R
             Err(err) => Err(err),
         }
     });
-    match r {
-        Err(err) if done > 0 && err == libc::EAGAIN => Ok(Received {
-            len: done,
-            ..Received::default()
-        }),
-        Err(err) => Err(err),
-        Ok(len) => Ok(Received {
-            len,
-            ..Received::default()
-        }),
-    }
+    let len = match r {
+        Err(err) if done > 0 && err == libc::EAGAIN => done,
+        Err(err) => return Err(err),
+        Ok(len) => len,
+    };
+    let g = e.lock();
+    let inq = inq_hint(&g.stack, g.fds.get(fd)?);
+    Ok(Received {
+        len,
+        inq,
+        ..Received::default()
+    })
 }
 
-fn tcp_send_once(stack: &mut Stack, s: &mut Sock, data: &[&[u8]]) -> R<usize> {
+fn tcp_send_once(
+    stack: &mut Stack,
+    s: &mut Sock,
+    data: &[&[u8]],
+    flags: tcp::SendFlags,
+) -> R<usize> {
     if let Some(err) = s.so_error.take() {
         return Err(err);
     }
@@ -741,8 +836,14 @@ fn tcp_send_once(stack: &mut Stack, s: &mut Sock, data: &[&[u8]]) -> R<usize> {
         _ => return Err(libc::ENOTCONN),
     };
     let mut total = 0;
-    for d in data.iter().filter(|d| !d.is_empty()) {
-        match stack.tcp_mut().send(h, d) {
+    let last = data.iter().rposition(|d| !d.is_empty());
+    for (i, d) in data.iter().enumerate().filter(|(_, d)| !d.is_empty()) {
+        // MSG_EOR ends the record with the message's last byte, not with each iovec's.
+        let f = tcp::SendFlags {
+            eor: flags.eor && Some(i) == last,
+            ..flags
+        };
+        match stack.tcp_mut().send_with(h, d, f) {
             Ok(n) => {
                 total += n;
                 if n < d.len() {
@@ -813,10 +914,34 @@ pub(crate) fn send(
     to: Option<SocketAddr>,
 ) -> R<usize> {
     // MSG_NOSIGNAL is accepted: netfold never raises SIGPIPE, EPIPE is always just an errno.
-    let known = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | libc::MSG_MORE;
+    let known = libc::MSG_DONTWAIT
+        | libc::MSG_NOSIGNAL
+        | libc::MSG_MORE
+        | libc::MSG_EOR
+        | libc::MSG_FASTOPEN;
     if flags & !known != 0 {
         return Err(libc::EOPNOTSUPP);
     }
+    let deferred = e.lock().fds.get(fd)?.fastopen_deferred;
+    if let Some(remote) = deferred {
+        // TCP_FASTOPEN_CONNECT's deferred SYN takes this first write (MSG_FASTOPEN or not).
+        if let Some(r) =
+            fastopen_connect(e, fd, data, Some(remote), flags & libc::MSG_DONTWAIT != 0)
+        {
+            return r;
+        }
+    } else if flags & libc::MSG_FASTOPEN != 0 {
+        if let Some(r) = fastopen_connect(e, fd, data, to, flags & libc::MSG_DONTWAIT != 0) {
+            return r;
+        }
+    }
+    // MSG_MORE and MSG_EOR change how TCP cuts segments. A UDP send ignores them: each call
+    // is one datagram (Linux would append a MSG_MORE datagram to the next one; netfold's UDP
+    // has no pending datagram to append to).
+    let tflags = tcp::SendFlags {
+        more: flags & libc::MSG_MORE != 0,
+        eor: flags & libc::MSG_EOR != 0,
+    };
     let dontwait = flags & libc::MSG_DONTWAIT != 0;
     let is_udp = matches!(e.lock().fds.get(fd)?.kind, Kind::Udp(_));
     if is_udp {
@@ -831,7 +956,7 @@ pub(crate) fn send(
     let r = blocking(e, fd, Dir::Tx, dontwait, |st, _, progress| {
         let s = st.fds.get_mut(fd)?;
         let rest = skip_ref(data, done);
-        match tcp_send_once(&mut st.stack, s, &rest) {
+        match tcp_send_once(&mut st.stack, s, &rest, tflags) {
             Ok(n) => {
                 done += n;
                 *progress |= n > 0;
@@ -858,6 +983,98 @@ pub(crate) fn send(
         Err(libc::EAGAIN) if done > 0 => Ok(done),
         other => other,
     }
+}
+
+/// `sendto(MSG_FASTOPEN)` on a TCP socket not yet connected (Linux `tcp_sendmsg_fastopen`,
+/// RFC 7413 §4.1): connects to `to` with the data in the SYN when a cookie from that server is
+/// cached, else with a cookie request. Returns the bytes the SYN carries; a non-blocking call
+/// without them fails with EINPROGRESS (the connection is under way), a blocking one waits for
+/// the handshake, queues the rest of the data and returns its whole length. `None`: not such a
+/// socket (connected already, UDP): an ordinary send, as Linux ignores the flag there.
+fn fastopen_connect(
+    e: &Engine,
+    fd: i32,
+    data: &[&[u8]],
+    to: Option<SocketAddr>,
+    dontwait: bool,
+) -> Option<R<usize>> {
+    let mut g = e.lock();
+    let now = e.now(&g);
+    let st = &mut *g;
+    let s = match st.fds.get_mut(fd) {
+        Ok(s) => s,
+        Err(err) => return Some(Err(err)),
+    };
+    match &s.kind {
+        Kind::Tcp(Tcp::Idle) => {}
+        // Linux: a Fast Open (or connect) still under way is EALREADY.
+        Kind::Tcp(Tcp::Stream(ts))
+            if st.stack.tcp().state(ts.handle()) == Ok(tcp::State::SynSent) =>
+        {
+            return Some(Err(libc::EALREADY));
+        }
+        _ => return None,
+    }
+    if st.stack.tcp().fastopen() & netfold_core::tcp::fastopen::CLIENT_ENABLE == 0 {
+        return Some(Err(libc::EOPNOTSUPP));
+    }
+    let Some(remote) = to else {
+        return Some(Err(libc::EDESTADDRREQ));
+    };
+    let r = (|| {
+        check_family(s.family, remote)?;
+        if unmapped(remote).ip().is_unspecified() || remote.port() == 0 {
+            return Err(libc::EINVAL);
+        }
+        let local = match s.bound {
+            Some(a) if unmapped(a).ip().is_unspecified() => {
+                let mut l = st.stack.tcp_local_for(remote).map_err(tcp_errno)?;
+                l.set_port(a.port());
+                l
+            }
+            Some(a) => a,
+            None => st.stack.tcp_local_for(remote).map_err(tcp_errno)?,
+        };
+        // The SYN carries at most one segment: the first bytes are enough.
+        let mut first = Vec::with_capacity(1500);
+        for d in data {
+            let take = d.len().min(1500 - first.len());
+            first.extend_from_slice(&d[..take]);
+            if first.len() == 1500 {
+                break;
+            }
+        }
+        let cfg = s.opts.tcp_config();
+        let (h, n) = st
+            .stack
+            .tcp_mut()
+            .connect_fastopen(now, local, remote, cfg, &first)
+            .map_err(tcp_errno)?;
+        s.kind = Kind::Tcp(Tcp::Stream(TcpStream::from_handle(h)));
+        s.fastopen_deferred = None;
+        Ok((n, dontwait || s.nonblock))
+    })();
+    e.changed(st);
+    drop(g);
+    Some(match r {
+        Err(err) => Err(err),
+        Ok((0, true)) => Err(libc::EINPROGRESS),
+        Ok((n, true)) => Ok(n),
+        Ok((n, false)) => {
+            // Blocking (Linux): the call returns once the handshake is over, with the rest
+            // of the data queued behind what the SYN carried.
+            match connect(e, fd, remote) {
+                Ok(()) | Err(libc::EISCONN) => {}
+                Err(err) => return Some(Err(err)),
+            }
+            let want: usize = data.iter().map(|d| d.len()).sum();
+            if n == want {
+                Ok(n)
+            } else {
+                send(e, fd, &skip_ref(data, n), 0, None).map(|m| n + m)
+            }
+        }
+    })
 }
 
 pub(crate) fn shutdown(e: &Engine, fd: i32, how: i32) -> R<()> {
@@ -888,7 +1105,7 @@ pub(crate) fn shutdown(e: &Engine, fd: i32, how: i32) -> R<()> {
 /// Releases whatever the socket holds in the stack.
 pub(crate) fn release(stack: &mut Stack, s: Sock) {
     match s.kind {
-        Kind::Tcp(Tcp::Idle) => {}
+        Kind::Tcp(Tcp::Idle) | Kind::Epoll(_) => {}
         Kind::Tcp(Tcp::Listening { l, ready, .. }) => {
             // Connections nobody accepted are reset, as the engine does for its own queue.
             for (ts, _) in ready {
@@ -980,6 +1197,7 @@ pub(crate) fn sockname(e: &Engine, fd: i32, peer: bool) -> R<SocketAddr> {
             .h
             .and_then(|h| st.stack.udp_local_addr(h).ok())
             .unwrap_or(any)),
+        (Kind::Epoll(_), _) => Err(libc::ENOTSOCK),
     };
     r.map(|a| present(family, a))
 }
@@ -1041,8 +1259,13 @@ pub(crate) fn readiness(st: &mut State, fd: i32) -> i16 {
     let (shut_rd, shut_wr) = (s.shut_rd, s.shut_wr);
     drain_accept(&mut st.stack, s);
     match &mut s.kind {
+        // A deferred Fast Open connect (TCP_FASTOPEN_CONNECT) is writable: the first write
+        // sends the SYN.
+        Kind::Tcp(Tcp::Idle) if s.fastopen_deferred.is_some() => r |= libc::POLLOUT,
         // An unconnected stream socket: Linux reports it writable and hung up.
         Kind::Tcp(Tcp::Idle) => r |= libc::POLLOUT | libc::POLLHUP,
+        // poll(2) on an epoll instance is not offered: it never reads as ready.
+        Kind::Epoll(_) => {}
         Kind::Tcp(Tcp::Listening { ready, .. }) => {
             if !ready.is_empty() {
                 r |= libc::POLLIN;
@@ -1052,8 +1275,12 @@ pub(crate) fn readiness(st: &mut State, fd: i32) -> i16 {
             use tcp::State as S;
             let h = ts.handle();
             let tcp = st.stack.tcp();
-            let readable = tcp.recv_queue(h).unwrap_or(0) > 0;
-            let space = tcp.send_space(h).unwrap_or(0) > 0;
+            let readable = tcp.recv_queue(h).unwrap_or(0) >= rcvlowat(&st.stack, s);
+            // TCP_NOTSENT_LOWAT (Linux `tcp_stream_memory_free` in `tcp_poll`): writable only
+            // while fewer than that many written bytes wait to be sent for the first time.
+            let lowat = s.opts.notsent_lowat();
+            let space = tcp.send_space(h).unwrap_or(0) > 0
+                && tcp.send_unsent(h).unwrap_or(0) < lowat as usize;
             match state.unwrap_or(S::Closed) {
                 S::SynSent | S::SynReceived | S::Listen => {}
                 S::Established => {
@@ -1094,8 +1321,15 @@ pub(crate) fn readiness(st: &mut State, fd: i32) -> i16 {
     r
 }
 
-/// poll(2): `fds` as (fd, events, revents) triples.
-pub(crate) fn poll(e: &Engine, fds: &mut [libc::pollfd], timeout_ms: i32) -> R<i32> {
+/// The wait of poll(2) and epoll_wait(2): `look` reports how many descriptors are ready
+/// (writing them where its caller wants them); the wait returns as soon as one is, at once
+/// for `timeout_ms` 0, and after one last look when `timeout_ms` (> 0) passes; < 0 waits
+/// without limit. EBADF once the stack is being freed.
+pub(crate) fn wait_ready(
+    e: &Engine,
+    timeout_ms: i32,
+    mut look: impl FnMut(&mut State, Instant) -> R<usize>,
+) -> R<usize> {
     let mut g = e.lock();
     let deadline = (timeout_ms >= 0).then(|| {
         e.now(&g) + netfold_core::time::Duration::from_millis(u64::from(timeout_ms.unsigned_abs()))
@@ -1104,34 +1338,37 @@ pub(crate) fn poll(e: &Engine, fds: &mut [libc::pollfd], timeout_ms: i32) -> R<i
         if e.stopped() {
             return Err(libc::EBADF);
         }
-        let mut n = 0;
-        for p in fds.iter_mut() {
-            p.revents = 0;
-            if p.fd < 0 {
-                continue;
-            }
-            let ready = readiness(&mut g, p.fd);
-            // POLLERR, POLLHUP and POLLNVAL are reported whether asked for or not (poll(2)).
-            p.revents = ready & (p.events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL);
-            if p.revents != 0 {
-                n += 1;
-            }
-        }
+        let now = e.now(&g);
+        let n = look(&mut g, now)?;
         if n > 0 || timeout_ms == 0 {
             return Ok(n);
         }
         let (ng, timed_out) = e.wait(g, deadline);
         g = ng;
         if timed_out {
-            let mut n = 0;
-            for p in fds.iter_mut().filter(|p| p.fd >= 0) {
-                let ready = readiness(&mut g, p.fd);
-                p.revents = ready & (p.events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL);
-                n += i32::from(p.revents != 0);
-            }
-            return Ok(n);
+            let now = e.now(&g);
+            return look(&mut g, now);
         }
     }
+}
+
+/// poll(2): `fds` as (fd, events, revents) triples.
+pub(crate) fn poll(e: &Engine, fds: &mut [libc::pollfd], timeout_ms: i32) -> R<i32> {
+    let n = wait_ready(e, timeout_ms, |st, _| {
+        let mut n = 0;
+        for p in fds.iter_mut() {
+            p.revents = 0;
+            if p.fd < 0 {
+                continue;
+            }
+            let ready = readiness(st, p.fd);
+            // POLLERR, POLLHUP and POLLNVAL are reported whether asked for or not (poll(2)).
+            p.revents = ready & (p.events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL);
+            n += usize::from(p.revents != 0);
+        }
+        Ok(n)
+    })?;
+    Ok(i32::try_from(n).unwrap_or(i32::MAX))
 }
 
 /// Undoes a `bind` of a TCP socket that has not connected or listened yet (the shards'

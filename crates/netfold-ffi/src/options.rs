@@ -1,4 +1,4 @@
-//! getsockopt/setsockopt. Exactly the options issue 7 lists (plus SO_TYPE, read-only); anything
+//! getsockopt/setsockopt. Exactly the options include/netfold.h documents; anything
 //! else fails with ENOPROTOOPT instead of pretending to work.
 
 use crate::engine::Engine;
@@ -6,11 +6,14 @@ use crate::errno::R;
 use crate::fd::{Kind, Sock, Tcp, Udp};
 use crate::ops::refresh;
 use netfold_core::iface::{PmtuDisc, Stack};
+use netfold_core::tcp::fastopen::FastOpenKey;
 use netfold_core::time::Duration;
 
 /// Socket buffer bounds (memory bound per socket; Linux clamps similarly to rmem_max).
 const MIN_BUF: usize = 2048;
 const MAX_BUF: usize = 16 * 1024 * 1024;
+/// Linux's default `net.core.somaxconn`, the bound on TCP_FASTOPEN's queue length.
+const SOMAXCONN: usize = 4096;
 
 /// SO_RCVBUF/SO_SNDBUF with Linux's semantics (socket(7)): setting a size turns buffer
 /// auto-tuning off for the socket (Linux `SOCK_RCVBUF_LOCK`/`SOCK_SNDBUF_LOCK`) and "the
@@ -22,6 +25,10 @@ const MAX_BUF: usize = 16 * 1024 * 1024;
 /// reported is twice the auto-tuned buffer now (on a connection) or its initial size.
 const LINUX_DOUBLING: usize = 2;
 
+/// Linux's default `tcp_rmem` maximum (6 MiB), which bounds SO_RCVLOWAT on a socket without
+/// a fixed SO_RCVBUF.
+const RMEM_MAX_DEFAULT: usize = 6 * 1024 * 1024;
+
 fn reported_buf(explicit: usize, live: Option<usize>, initial: usize) -> usize {
     let b = if explicit > 0 {
         explicit
@@ -32,11 +39,19 @@ fn reported_buf(explicit: usize, live: Option<usize>, initial: usize) -> usize {
 }
 
 /// An option's value as C sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum OptVal {
     Int(i32),
-    Linger { onoff: i32, secs: i32 },
-    Timeval { sec: i64, usec: i64 },
+    Linger {
+        onoff: i32,
+        secs: i32,
+    },
+    Timeval {
+        sec: i64,
+        usec: i64,
+    },
+    /// A struct given as its bytes (TCP_INFO).
+    Bytes(Vec<u8>),
 }
 
 fn timeval_of(d: Option<Duration>) -> OptVal {
@@ -86,10 +101,7 @@ fn path_mtu(stack: &Stack, now: netfold_core::time::Instant, s: &Sock) -> R<i32>
         Kind::Udp(Udp { peer: Some(p), .. }) => *p,
         _ => return Err(libc::ENOTCONN),
     };
-    let mtu = match netfold_core::socket::unmapped(peer).ip() {
-        std::net::IpAddr::V4(ip) => stack.path_mtu(now, ip),
-        std::net::IpAddr::V6(ip) => stack.ipv6_path_mtu(now, ip),
-    };
+    let mtu = stack.path_mtu(now, netfold_core::socket::unmapped(peer).ip());
     Ok(i32::try_from(mtu).unwrap_or(i32::MAX))
 }
 
@@ -110,6 +122,9 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
     let now = e.now(&g);
     let st = &mut *g;
     let s = st.fds.get_mut(fd)?;
+    if matches!(s.kind, Kind::Epoll(_)) {
+        return Err(libc::ENOTSOCK);
+    }
     let is_tcp = matches!(s.kind, Kind::Tcp(_));
     let o = s.opts;
     let b = |x: bool| OptVal::Int(i32::from(x));
@@ -146,6 +161,7 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
             refresh(&mut st.stack, s);
             OptVal::Int(s.so_error.take().unwrap_or(0))
         }
+        (libc::SOL_SOCKET, libc::SO_RCVLOWAT) => n(o.rcvlowat),
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => timeval_of(o.rcvtimeo),
         (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => timeval_of(o.sndtimeo),
         (libc::SOL_SOCKET, libc::SO_TYPE) => OptVal::Int(if is_tcp {
@@ -153,12 +169,24 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
         } else {
             libc::SOCK_DGRAM
         }),
+        // socket(7): the socket's domain and protocol, and whether it listens (read-only);
+        // what a program that is handed a descriptor asks (Python's socket(fileno=...)).
+        (libc::SOL_SOCKET, libc::SO_DOMAIN) => OptVal::Int(s.family),
+        (libc::SOL_SOCKET, libc::SO_PROTOCOL) => OptVal::Int(if is_tcp {
+            libc::IPPROTO_TCP
+        } else {
+            libc::IPPROTO_UDP
+        }),
+        (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => {
+            b(matches!(s.kind, Kind::Tcp(Tcp::Listening { .. })))
+        }
         (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => OptVal::Int(pmtu_disc_value(o.pmtu_disc)),
         (libc::IPPROTO_IP, libc::IP_MTU) => OptVal::Int(path_mtu(&st.stack, now, s)?),
         // ipv6(7): IPV6_V6ONLY on an AF_INET6 socket (default 0, Linux's bindv6only).
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => b(o.cfg.v6only),
         (libc::IPPROTO_TCP, _) if !is_tcp => return Err(libc::ENOPROTOOPT),
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => b(o.cfg.nodelay),
+        (libc::IPPROTO_TCP, libc::TCP_CORK) => b(o.cfg.cork),
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => match &s.kind {
             // On a connection: the MSS in use (after the peer's option and PMTU).
             Kind::Tcp(Tcp::Stream(ts)) => match st.stack.tcp().conn_info(ts.handle()) {
@@ -170,6 +198,40 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
         (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => n(o.keepidle as usize),
         (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => n(o.keepintvl as usize),
         (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => n(o.keepcnt as usize),
+        // Linux returns the setting (0 or 1), not a byte count: the count comes with each
+        // recvmsg (TCP_CM_INQ) or from FIONREAD.
+        (libc::IPPROTO_TCP, libc::TCP_INQ) => b(o.inq),
+        (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) => OptVal::Int(
+            o.cfg
+                .user_timeout
+                .map_or(0, |d| i32::try_from(d.total_millis()).unwrap_or(i32::MAX)),
+        ),
+        // Linux returns the socket's own value (0 while unset), the u32 seen as an int.
+        (libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT) => {
+            OptVal::Int(i32::from_ne_bytes(o.notsent_lowat.to_ne_bytes()))
+        }
+        (libc::IPPROTO_TCP, libc::TCP_FASTOPEN_CONNECT) => b(o.fastopen_connect),
+        // Linux returns the Fast Open queue's length limit (`fastopenq.max_qlen`).
+        (libc::IPPROTO_TCP, libc::TCP_FASTOPEN) => n(o.cfg.fastopen_queue),
+        (libc::IPPROTO_TCP, libc::TCP_INFO) => {
+            let info = match &s.kind {
+                Kind::Tcp(Tcp::Stream(ts)) => st
+                    .stack
+                    .tcp()
+                    .tcp_info(ts.handle(), now)
+                    .unwrap_or_default(),
+                // Linux reports a listener as TCP_LISTEN, an unconnected socket as TCP_CLOSE.
+                Kind::Tcp(Tcp::Listening { .. }) => netfold_core::tcp::TcpInfo {
+                    state: 10,
+                    ..Default::default()
+                },
+                _ => netfold_core::tcp::TcpInfo {
+                    state: 7,
+                    ..Default::default()
+                },
+            };
+            OptVal::Bytes(crate::tcp_info::encode(&info))
+        }
         _ => return Err(libc::ENOPROTOOPT),
     })
 }
@@ -185,6 +247,7 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
         Kind::Tcp(Tcp::Idle) => s.bound.is_some(),
         Kind::Tcp(_) => true,
         Kind::Udp(u) => u.h.is_some(),
+        Kind::Epoll(_) => return Err(libc::ENOTSOCK),
     };
     let family = s.family;
     let o = &mut s.opts;
@@ -208,6 +271,19 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
             } else {
                 o.cfg.send_buffer = size;
             }
+        }
+        // Linux `sk_setsockopt`/`tcp_set_rcvlowat`: negative means INT_MAX, 0 means 1, and
+        // the mark is capped at half the receive buffer's ceiling (the fixed SO_RCVBUF size,
+        // which getsockopt reports doubled, or half of tcp_rmem's default maximum, 3 MiB).
+        (libc::SOL_SOCKET, libc::SO_RCVLOWAT) => {
+            let v = int_of(v)?;
+            let want = usize::try_from(v).unwrap_or(i32::MAX as usize).max(1);
+            let cap = if o.cfg.recv_buffer > 0 {
+                o.cfg.recv_buffer
+            } else {
+                RMEM_MAX_DEFAULT / 2
+            };
+            o.rcvlowat = want.min(cap);
         }
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) => {
             let OptVal::Timeval { sec, usec } = v else {
@@ -244,14 +320,18 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
             o.cfg.v6only = int_of(v)? != 0;
         }
         (libc::IPPROTO_TCP, _) if !is_tcp => return Err(libc::ENOPROTOOPT),
+        // Setting TCP_NODELAY (even to its current value) or clearing TCP_CORK pushes what is
+        // queued (Linux `do_tcp_setsockopt` → `tcp_push_pending_frames`): the new setting
+        // reaches the connection below and the engine's output pass that follows sends.
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => o.cfg.nodelay = int_of(v)? != 0,
+        (libc::IPPROTO_TCP, libc::TCP_CORK) => o.cfg.cork = int_of(v)? != 0,
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => {
             // tcp(7): values outside 88..=32767 are EINVAL; it only lowers what MTU allows.
             let mss = int_of(v)?;
             if !(88..=32767).contains(&mss) {
                 return Err(libc::EINVAL);
             }
-            let cap = usize::from(st.stack.tcp_mss());
+            let cap = usize::from(st.stack.tcp_mss(std::net::Ipv4Addr::UNSPECIFIED));
             o.cfg.mss = u16::try_from((mss as usize).min(cap)).unwrap_or(u16::MAX);
         }
         (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL) => {
@@ -272,12 +352,75 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
             }
             o.keepcnt = n as u32;
         }
-        // SO_ERROR, SO_TYPE and IP_MTU are read-only.
+        // Linux `do_tcp_setsockopt`: only 0 and 1 are valid.
+        (libc::IPPROTO_TCP, libc::TCP_INQ) => {
+            o.inq = match int_of(v)? {
+                0 => false,
+                1 => true,
+                _ => return Err(libc::EINVAL),
+            };
+        }
+        // Milliseconds, 0 = off; Linux refuses a negative value with EINVAL.
+        (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) => {
+            let ms = u64::try_from(int_of(v)?).map_err(|_| libc::EINVAL)?;
+            o.cfg.user_timeout = (ms > 0).then(|| Duration::from_millis(ms));
+        }
+        // Linux stores any int as the u32 threshold (a negative one is a huge limit).
+        (libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT) => {
+            o.notsent_lowat = u32::from_ne_bytes(int_of(v)?.to_ne_bytes());
+        }
+        // TCP Fast Open's queue on a listener (RFC 7413 §5.1; Linux `fastopen_queue_tune`:
+        // a non-negative value on a socket not yet connected, capped at somaxconn, else
+        // EINVAL).
+        (libc::IPPROTO_TCP, libc::TCP_FASTOPEN) => {
+            let n = int_of(v)?;
+            if n < 0 || matches!(s.kind, Kind::Tcp(Tcp::Stream(_))) {
+                return Err(libc::EINVAL);
+            }
+            o.cfg.fastopen_queue = usize::try_from(n).unwrap_or(0).min(SOMAXCONN);
+        }
+        // Linux `do_tcp_setsockopt`: 0 or 1 (else EINVAL), EOPNOTSUPP with the client side
+        // of Fast Open off, EINVAL once the socket is connecting or connected.
+        (libc::IPPROTO_TCP, libc::TCP_FASTOPEN_CONNECT) => {
+            let on = match int_of(v)? {
+                0 => false,
+                1 => true,
+                _ => return Err(libc::EINVAL),
+            };
+            if st.stack.tcp().fastopen() & netfold_core::tcp::fastopen::CLIENT_ENABLE == 0 {
+                return Err(libc::EOPNOTSUPP);
+            }
+            if !matches!(s.kind, Kind::Tcp(Tcp::Idle)) {
+                return Err(libc::EINVAL);
+            }
+            o.fastopen_connect = on;
+        }
+        // The socket's own Fast Open key, 16 bytes (or 32: primary and backup), Linux
+        // `tcp_fastopen_reset_cipher` on the socket; any other length is EINVAL.
+        (libc::IPPROTO_TCP, libc::TCP_FASTOPEN_KEY) => {
+            let OptVal::Bytes(b) = v else {
+                return Err(libc::EINVAL);
+            };
+            let key = FastOpenKey::from_bytes(&b).ok_or(libc::EINVAL)?;
+            o.fastopen_key = Some(key);
+            if let Kind::Tcp(Tcp::Listening { l, .. }) = &s.kind {
+                let _ = st
+                    .stack
+                    .tcp_mut()
+                    .set_listener_fastopen_key(l.handle(), Some(key));
+            }
+        }
+        // SO_ERROR, SO_TYPE, SO_DOMAIN, SO_PROTOCOL, SO_ACCEPTCONN and IP_MTU are read-only.
         _ => return Err(libc::ENOPROTOOPT),
     }
     let s = st.fds.get(fd)?;
     if is_tcp {
         apply(&mut st.stack, s)?;
+        if (level, name) == (libc::IPPROTO_TCP, libc::TCP_NODELAY) && s.opts.cfg.nodelay {
+            if let Kind::Tcp(Tcp::Stream(ts)) = &s.kind {
+                let _ = st.stack.tcp_mut().push(ts.handle());
+            }
+        }
     }
     e.changed(st);
     Ok(())
@@ -289,10 +432,13 @@ pub(crate) enum Shape {
     Int,
     Linger,
     Timeval,
+    /// A byte string of the given length (TCP_FASTOPEN_KEY).
+    Bytes,
 }
 
 pub(crate) fn shape(level: i32, name: i32) -> Shape {
     match (level, name) {
+        (libc::IPPROTO_TCP, libc::TCP_FASTOPEN_KEY) => Shape::Bytes,
         (libc::SOL_SOCKET, libc::SO_LINGER) => Shape::Linger,
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) => Shape::Timeval,
         _ => Shape::Int,

@@ -1,4 +1,4 @@
-//! Shards for C (issue 14, `nf_shards_*`): N stacks of one host, each a REAL-clock engine
+//! Shards for C (`nf_shards_*`): N stacks of one host, each a REAL-clock engine
 //! (the same as an `nf_stack`'s: lock, descriptor table, driver thread) over one queue of a
 //! multi-queue device, its driver optionally pinned to a CPU, and application threads started
 //! on a shard (`nf_shards_run_on`) pinned beside it.
@@ -333,6 +333,13 @@ impl Shards {
     /// Stops every driver, closes every descriptor and wakes every waiter (their calls, and
     /// later calls through a listener, fail with EBADF). Idempotent.
     pub(crate) fn shutdown(&self) {
+        // Closing loses nothing (as `nf_stack_free`): every shard lets its closed connections
+        // finish, all at once, within one bound.
+        std::thread::scope(|sc| {
+            for e in &self.engines {
+                sc.spawn(move || e.drain(crate::api::STACK_DRAIN));
+            }
+        });
         for e in &self.engines {
             e.stop();
         }

@@ -87,8 +87,12 @@ fn null_pointers_are_errors_not_crashes() {
         assert_eq!(errno(), libc::EFAULT);
         assert_eq!(nf_inject(s, [0u8; 1].as_ptr().cast(), 0), -1);
         assert_eq!(errno(), libc::EINVAL);
+        // Beyond the MTU is accepted (merged segments of a device with receive offloads);
+        // beyond a whole IP datagram and its link header is not.
         let big = vec![0u8; 4000];
-        assert_eq!(nf_inject(s, big.as_ptr().cast(), big.len()), -1);
+        assert_eq!(nf_inject(s, big.as_ptr().cast(), big.len()), 0);
+        let huge = vec![0u8; 70_000];
+        assert_eq!(nf_inject(s, huge.as_ptr().cast(), huge.len()), -1);
         assert_eq!(errno(), libc::EMSGSIZE);
         // Garbage frames are dropped by the stack, not a crash or an error to the injector.
         let junk = [0xffu8; 64];
@@ -157,7 +161,7 @@ fn arp_request_for_us_is_answered_in_manual_mode_before_inject_returns() {
     }
 }
 
-// ---- Errors a BSD program expects, MSG_PEEK, IP_MTU_DISCOVER (issue 11) ----
+// ---- Errors a BSD program expects, MSG_PEEK, IP_MTU_DISCOVER ----
 
 const HERE: [u8; 4] = [198, 18, 0, 2];
 const PEER: [u8; 4] = [198, 18, 0, 1];
@@ -485,4 +489,272 @@ fn shards_new_tap_checks_its_arguments_before_opening_anything() {
         assert_eq!(errno(), libc::EINVAL);
     }
     assert!(out.is_null());
+}
+
+/// getsockopt(TCP_INFO) in Linux's layout: state, options, wscales, MSS, cwnd in segments,
+/// bytes acknowledged and received, segments in and out, a listener as TCP_LISTEN, and a
+/// short buffer getting the struct's prefix.
+#[test]
+fn tcp_info_reports_the_connection_in_linux_layout() {
+    unsafe fn info(s: *mut nf_stack, fd: i32, cap: usize) -> Vec<u8> {
+        let mut v = vec![0u8; cap];
+        let mut l = cap as libc::socklen_t;
+        // SAFETY: `v` is writable for `l` bytes.
+        let r = unsafe {
+            nf_getsockopt(
+                s,
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                v.as_mut_ptr().cast(),
+                &mut l,
+            )
+        };
+        assert_eq!(r, 0, "errno {}", errno());
+        v.truncate(l as usize);
+        v
+    }
+    let u32_at = |b: &[u8], o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+    let u64_at = |b: &[u8], o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
+    // SAFETY: pointers are live locals of the stated sizes; stacks are freed once.
+    unsafe {
+        let a = manual_stack(c"198.18.0.2/24");
+        let b = manual_stack(c"198.18.0.1/24");
+        let l = nf_socket(b, libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+        let at = sin(PEER, 5001);
+        assert_eq!(
+            nf_bind(b, l, (&at as *const libc::sockaddr_in).cast(), SIN_LEN),
+            0
+        );
+        assert_eq!(nf_listen(b, l, 8), 0);
+        let li = info(b, l, 512);
+        assert_eq!(li.len(), 280, "the whole struct, no more");
+        assert_eq!(li[0], 10, "TCP_LISTEN");
+        let c = nf_socket(a, libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+        assert_eq!(info(a, c, 280)[0], 7, "TCP_CLOSE before connect");
+        let r = nf_connect(a, c, (&at as *const libc::sockaddr_in).cast(), SIN_LEN);
+        assert!(r == 0 || errno() == libc::EINPROGRESS);
+        pump(a, b);
+        let s = nf_accept(b, l, core::ptr::null_mut(), core::ptr::null_mut());
+        assert!(s >= 0, "errno {}", errno());
+        let msg = vec![7u8; 10_000];
+        assert_eq!(nf_send(a, c, msg.as_ptr().cast(), msg.len(), 0), 10_000);
+        pump(a, b);
+        let mut got = vec![0u8; 20_000];
+        assert_eq!(nf_recv(b, s, got.as_mut_ptr().cast(), got.len(), 0), 10_000);
+        pump(a, b);
+        let ci = info(a, c, 280);
+        assert_eq!(ci[0], 1, "TCP_ESTABLISHED");
+        assert_eq!(ci[1], 0, "TCP_CA_Open");
+        let opts = ci[5];
+        assert_ne!(opts & 1, 0, "TCPI_OPT_TIMESTAMPS");
+        assert_ne!(opts & 2, 0, "TCPI_OPT_SACK");
+        assert_ne!(opts & 4, 0, "TCPI_OPT_WSCALE");
+        assert_eq!(
+            ci[6] & 0xf,
+            8,
+            "snd_wscale: the peer's default announcement"
+        );
+        assert_eq!(ci[6] >> 4, 8, "rcv_wscale");
+        assert_eq!(
+            u32_at(&ci, 16),
+            1448,
+            "snd_mss: 1460 less the timestamp option"
+        );
+        assert_eq!(u32_at(&ci, 24), 0, "nothing unacknowledged");
+        assert_eq!(u32_at(&ci, 84), 1460, "advmss");
+        assert!(u32_at(&ci, 80) >= 10, "snd_cwnd in segments (IW10 and up)");
+        assert_eq!(
+            u32_at(&ci, 76),
+            0x7fff_ffff,
+            "ssthresh infinite before any loss"
+        );
+        assert!(u32_at(&ci, 8) >= 200_000, "rto in microseconds");
+        assert_eq!(
+            u64_at(&ci, 120),
+            10_001,
+            "bytes_acked: the data and, as Linux counts it for an active opener, the SYN"
+        );
+        assert!(
+            u32_at(&ci, 136) >= 8,
+            "segs_out: the SYN, an ACK, 7 data segments"
+        );
+        assert!(u32_at(&ci, 140) >= 2, "segs_in");
+        assert_eq!(
+            u32_at(&ci, 156),
+            7,
+            "data_segs_out: 10,000 bytes in 1448-byte segments"
+        );
+        assert_eq!(u64_at(&ci, 200), 10_000, "bytes_sent");
+        assert_eq!(u32_at(&ci, 100), 0, "no retransmissions");
+        let si = info(b, s, 280);
+        assert_eq!(u64_at(&si, 128), 10_000, "bytes_received");
+        assert_eq!(
+            u64_at(&si, 120),
+            0,
+            "a passive opener's SYN-ACK is not counted (Linux)"
+        );
+        assert_eq!(u32_at(&si, 152), 7, "data_segs_in");
+        // glibc's shorter struct tcp_info gets the prefix.
+        let short = info(a, c, 104);
+        assert_eq!(short.len(), 104);
+        assert_eq!(short[..], ci[..104]);
+        // A FIN counts one in both, as in Linux.
+        assert_eq!(nf_shutdown(a, c, libc::SHUT_WR), 0);
+        pump(a, b);
+        assert_eq!(u64_at(&info(a, c, 280), 120), 10_002);
+        assert_eq!(u64_at(&info(b, s, 280), 128), 10_001);
+        nf_stack_free(a);
+        nf_stack_free(b);
+    }
+}
+
+#[test]
+fn epoll_reports_level_and_edge_triggered_readiness_as_linux() {
+    const EV0: libc::epoll_event = libc::epoll_event { events: 0, u64: 0 };
+    unsafe fn add(s: *mut nf_stack, ep: i32, op: i32, fd: i32, events: u32, data: u64) -> i32 {
+        let ev = libc::epoll_event { events, u64: data };
+        // SAFETY: `ev` is a live local.
+        let r = unsafe { nf_epoll_ctl(s, ep, op, fd, &ev) };
+        if r == 0 {
+            0
+        } else {
+            errno()
+        }
+    }
+    /// The (data, events) pairs one non-waiting epoll_wait returns.
+    unsafe fn ready(s: *mut nf_stack, ep: i32, max: i32) -> Vec<(u64, u32)> {
+        let mut out = [EV0; 8];
+        // SAFETY: `out` holds 8 entries, `max` <= 8.
+        let n = unsafe { nf_epoll_wait(s, ep, out.as_mut_ptr(), max, 0) };
+        assert!(n >= 0, "errno {}", errno());
+        out[..n as usize]
+            .iter()
+            .map(|e| {
+                let (d, ev) = (e.u64, e.events);
+                (d, ev)
+            })
+            .collect()
+    }
+    let (inn, out, rdhup) = (
+        libc::EPOLLIN as u32,
+        libc::EPOLLOUT as u32,
+        libc::EPOLLRDHUP as u32,
+    );
+    let (et, oneshot) = (libc::EPOLLET as u32, libc::EPOLLONESHOT as u32);
+    // SAFETY: pointers are live locals of the stated sizes; stacks are freed once.
+    unsafe {
+        let a = manual_stack(c"198.18.0.2/24");
+        let b = manual_stack(c"198.18.0.1/24");
+        let l = nf_socket(b, libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+        let at = sin(PEER, 5001);
+        assert_eq!(
+            nf_bind(b, l, (&at as *const libc::sockaddr_in).cast(), SIN_LEN),
+            0
+        );
+        assert_eq!(nf_listen(b, l, 8), 0);
+        let ep = nf_epoll_create1(b, libc::EPOLL_CLOEXEC);
+        assert!(ep >= 0, "errno {}", errno());
+        assert_eq!(nf_epoll_create1(b, 0x4), -1, "unknown flags");
+        assert_eq!(errno(), libc::EINVAL);
+        // Argument errors, as Linux.
+        assert_eq!(add(b, ep, libc::EPOLL_CTL_ADD, ep, inn, 0), libc::EINVAL);
+        assert_eq!(add(b, l, libc::EPOLL_CTL_ADD, ep, inn, 0), libc::EINVAL);
+        assert_eq!(add(b, ep, libc::EPOLL_CTL_ADD, 999, inn, 0), libc::EBADF);
+        assert_eq!(add(b, ep, libc::EPOLL_CTL_MOD, l, inn, 0), libc::ENOENT);
+        assert_eq!(add(b, ep, libc::EPOLL_CTL_ADD, l, inn | et, 1), 0);
+        assert_eq!(add(b, ep, libc::EPOLL_CTL_ADD, l, inn, 1), libc::EEXIST);
+        let mut evs = [EV0; 1];
+        assert_eq!(nf_epoll_wait(b, ep, evs.as_mut_ptr(), 0, 0), -1);
+        assert_eq!(errno(), libc::EINVAL, "maxevents 0");
+        assert_eq!(ready(b, ep, 8), vec![], "nothing queued yet");
+        // A connection queued: the edge-triggered listener reports it once.
+        let c = nf_socket(a, libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+        let r = nf_connect(a, c, (&at as *const libc::sockaddr_in).cast(), SIN_LEN);
+        assert!(r == 0 || errno() == libc::EINPROGRESS);
+        pump(a, b);
+        assert_eq!(ready(b, ep, 8), vec![(1, inn)]);
+        assert_eq!(ready(b, ep, 8), vec![], "edge-triggered: once");
+        let s = nf_accept(b, l, core::ptr::null_mut(), core::ptr::null_mut());
+        assert!(s >= 0, "errno {}", errno());
+        // The accepted socket, level-triggered for input and output.
+        assert_eq!(add(b, ep, libc::EPOLL_CTL_ADD, s, inn | out | rdhup, 2), 0);
+        assert_eq!(ready(b, ep, 8), vec![(2, out)], "writable, nothing to read");
+        let msg = [5u8; 100];
+        assert_eq!(nf_send(a, c, msg.as_ptr().cast(), 100, 0), 100);
+        pump(a, b);
+        assert_eq!(ready(b, ep, 8), vec![(2, inn | out)]);
+        assert_eq!(ready(b, ep, 8), vec![(2, inn | out)], "level: again");
+        // Edge-triggered input: once per arrival, although still readable.
+        assert_eq!(add(b, ep, libc::EPOLL_CTL_MOD, s, inn | et, 3), 0);
+        assert_eq!(
+            ready(b, ep, 8),
+            vec![(3, inn)],
+            "MOD reports what is ready now"
+        );
+        assert_eq!(ready(b, ep, 8), vec![]);
+        assert_eq!(nf_send(a, c, msg.as_ptr().cast(), 100, 0), 100);
+        pump(a, b);
+        assert_eq!(ready(b, ep, 8), vec![(3, inn)], "new bytes: a new edge");
+        assert_eq!(ready(b, ep, 8), vec![]);
+        let mut got = [0u8; 300];
+        assert_eq!(nf_recv(b, s, got.as_mut_ptr().cast(), 300, 0), 200);
+        // One-shot: one report, then silent until MOD re-arms it.
+        assert_eq!(add(b, ep, libc::EPOLL_CTL_MOD, s, inn | oneshot, 4), 0);
+        assert_eq!(ready(b, ep, 8), vec![]);
+        assert_eq!(nf_send(a, c, msg.as_ptr().cast(), 100, 0), 100);
+        pump(a, b);
+        assert_eq!(ready(b, ep, 8), vec![(4, inn)]);
+        assert_eq!(ready(b, ep, 8), vec![], "disabled after one report");
+        assert_eq!(add(b, ep, libc::EPOLL_CTL_MOD, s, inn | rdhup, 5), 0);
+        assert_eq!(ready(b, ep, 8), vec![(5, inn)], "re-armed");
+        // The peer's FIN: EPOLLRDHUP with EPOLLIN.
+        assert_eq!(nf_shutdown(a, c, libc::SHUT_WR), 0);
+        pump(a, b);
+        assert_eq!(ready(b, ep, 8), vec![(5, inn | rdhup)]);
+        // A blocking wait with a timeout returns what is ready at once.
+        let mut evs = [EV0; 4];
+        assert_eq!(nf_epoll_wait(b, ep, evs.as_mut_ptr(), 4, 1000), 1);
+        // DEL, then the listener alone; a closed descriptor leaves the list, and a new
+        // socket that reuses its number is not watched.
+        assert_eq!(
+            nf_epoll_ctl(b, ep, libc::EPOLL_CTL_DEL, s, core::ptr::null()),
+            0
+        );
+        assert_eq!(
+            nf_epoll_ctl(b, ep, libc::EPOLL_CTL_DEL, s, core::ptr::null()),
+            -1
+        );
+        assert_eq!(errno(), libc::ENOENT);
+        assert_eq!(add(b, ep, libc::EPOLL_CTL_ADD, s, out, 6), 0);
+        assert_eq!(nf_close(b, s), 0);
+        let reused = nf_socket(b, libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert_eq!(reused, s, "lowest free number");
+        assert_eq!(add(b, ep, libc::EPOLL_CTL_DEL, s, 0, 0), libc::ENOENT);
+        // Rotation: with maxevents 1, two ready entries are reported in turn.
+        assert_eq!(add(b, ep, libc::EPOLL_CTL_ADD, reused, out, 7), 0);
+        assert_eq!(add(b, ep, libc::EPOLL_CTL_MOD, l, inn, 1), 0);
+        let c2 = nf_socket(a, libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+        let r = nf_connect(a, c2, (&at as *const libc::sockaddr_in).cast(), SIN_LEN);
+        assert!(r == 0 || errno() == libc::EINPROGRESS);
+        pump(a, b);
+        let first = ready(b, ep, 1);
+        let second = ready(b, ep, 1);
+        assert_eq!(first.len(), 1);
+        assert_eq!(second.len(), 1);
+        assert_ne!(
+            first[0].0, second[0].0,
+            "both ready descriptors get their turn"
+        );
+        // An idle unconnected socket: writable and hung up, as poll(2) says.
+        assert!(first
+            .iter()
+            .chain(&second)
+            .any(|&(d, e)| d == 7 && e == out | libc::EPOLLHUP as u32));
+        assert_eq!(nf_close(b, ep), 0);
+        assert_eq!(nf_epoll_wait(b, ep, evs.as_mut_ptr(), 4, 0), -1);
+        assert_eq!(errno(), libc::EBADF);
+        nf_stack_free(a);
+        nf_stack_free(b);
+    }
 }

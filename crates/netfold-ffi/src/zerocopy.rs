@@ -96,6 +96,7 @@ pub(crate) fn send_zc(e: &Engine, fd: i32, buf: ZcBuf, cookie: u64, flags: i32) 
             Kind::Tcp(Tcp::Stream(ts)) => *ts,
             Kind::Tcp(_) => return Err(libc::ENOTCONN),
             Kind::Udp(_) => return Err(libc::EOPNOTSUPP),
+            Kind::Epoll(_) => return Err(libc::ENOTSOCK),
         };
         let stack = &mut st.stack;
         let done = st

@@ -2,13 +2,14 @@
 //! script there runs against netfold through the `--so_filename` shim, each in its own network
 //! namespace. The packetdrill binary lives outside the repository (`../shared/tools/packetdrill`
 //! beside the checkout, or `$PACKETDRILL`); without it, `unshare`, gcc or root the test is
-//! skipped loudly. Scripts listed in `conformance/known-failures.txt` may fail (known netfold
+//! SKIPPED (`SKIPPED: ...` on stderr, passing). Scripts listed in `conformance/known-failures.txt` may fail (known netfold
 //! defects); any other failing script fails this test.
 //!
 //! libnetfold.so is built by a nested `cargo build -p netfold-ffi --lib` into
 //! `<target>/ffi-ctest`, the directory the C API tests (tests/c_api.rs) use, so one build
 //! serves both.
 
+use netfold_os::netns;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -76,27 +77,19 @@ fn packetdrill() -> PathBuf {
     }
 }
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool} >/dev/null 2>&1")])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
 /// The reason the suite cannot run here, if any.
 fn skip_reason() -> Option<String> {
     let pd = packetdrill();
     if !pd.exists() {
-        return Some(format!("no packetdrill binary at {}", pd.display()));
+        return Some(format!(
+            "no packetdrill binary at {} (set PACKETDRILL to one)",
+            pd.display()
+        ));
     }
-    for tool in ["unshare", "gcc", "bash"] {
-        if !have(tool) {
-            return Some(format!("no `{tool}` on PATH"));
-        }
+    if let Some(why) = netns::missing_tools(&["unshare", "gcc", "bash"]) {
+        return Some(why);
     }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !netns::is_root() {
         return Some("not root: `unshare -n` needs CAP_SYS_ADMIN".into());
     }
     None
@@ -107,8 +100,7 @@ const SKIPPED: i32 = 77;
 
 #[test]
 fn packetdrill_conformance_suite() {
-    if let Some(why) = skip_reason() {
-        loud(&format!("\n*** conformance suite SKIPPED: {why} ***\n\n"));
+    if netns::skip(skip_reason()) {
         return;
     }
     let libdir = build_library();
@@ -124,7 +116,9 @@ fn packetdrill_conformance_suite() {
         "\n--- conformance suite ---\n{stdout}{stderr}-------------------------\n"
     ));
     if out.status.code() == Some(SKIPPED) {
-        loud("\n*** conformance suite SKIPPED (see above) ***\n\n");
+        netns::skip(Some(
+            "conformance/run.sh cannot run here (see above)".into(),
+        ));
         return;
     }
     let summary = stdout

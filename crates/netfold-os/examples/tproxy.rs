@@ -68,7 +68,7 @@ pub fn start(tun: Tun, addr: Ipv4Addr, prefix_len: u8) -> io::Result<Forwarder> 
     };
     let listener = rt.listen_transparent(128, tcp)?;
     let udp = Arc::new(rt.udp_bind_transparent()?);
-    udp.set_read_timeout(Some(TICK));
+    udp.set_read_timeout(Some(TICK))?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     let st = Arc::clone(&stop);

@@ -1,5 +1,5 @@
-//! A file mapped into memory as a zero-copy buffer: the `sendfile` of netfold (issue 13,
-//! item 1). [`map_file`] maps a range of a file read-only (`mmap(2)`, `PROT_READ`,
+//! A file mapped into memory as a zero-copy buffer: the `sendfile` of netfold.
+//! [`map_file`] maps a range of a file read-only (`mmap(2)`, `PROT_READ`,
 //! `MAP_SHARED`) and hands it over as a [`ZcBuf`]; `TcpStream::send_zc` then lends it to the
 //! connection, segments refer to the mapped pages, a scatter-gather device (the TAP) gives them
 //! to the kernel in its `writev`, and the mapping is removed (`munmap`) when the last

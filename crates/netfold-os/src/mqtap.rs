@@ -1,4 +1,4 @@
-//! The queues of a multi-queue TAP as shard devices (issue 14): one [`TapQueue`] per shard,
+//! The queues of a multi-queue TAP as shard devices: one [`TapQueue`] per shard,
 //! each a [`Device`] over its own `IFF_MULTI_QUEUE` descriptor, that share neighbour
 //! discovery between them.
 //!

@@ -24,16 +24,20 @@ pub fn in_bench_range6(addr: Ipv6Addr) -> bool {
     s[0] == 0x2001 && s[1] == 0x0002 && s[2] == 0
 }
 
-/// Why namespace tests cannot run here, if they cannot: not root, no `ip`, no /dev/net/tun.
-pub fn unavailable_reason() -> Option<String> {
-    // SAFETY-free check of the effective uid through /proc (no libc call needed).
+/// Whether this process runs with effective uid 0 (read from /proc, no libc call needed).
+pub fn is_root() -> bool {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let euid = status
         .lines()
         .find(|l| l.starts_with("Uid:"))
         .and_then(|l| l.split_whitespace().nth(2))
         .map(str::to_owned);
-    if euid.as_deref() != Some("0") {
+    euid.as_deref() == Some("0")
+}
+
+/// Why namespace tests cannot run here, if they cannot: not root, no `ip`, no /dev/net/tun.
+pub fn unavailable_reason() -> Option<String> {
+    if !is_root() {
         return Some("not running as root".into());
     }
     if !std::path::Path::new("/dev/net/tun").exists() {
@@ -44,6 +48,85 @@ pub fn unavailable_reason() -> Option<String> {
         _ => return Some("ip(8) from iproute2 is not installed".into()),
     }
     None
+}
+
+/// Whether `program` is an executable file in one of `$PATH`'s directories (or, if it
+/// contains a `/`, at that path).
+pub fn have_tool(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(std::path::Path::new(program));
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(program))))
+}
+
+/// Why a test needing `tools` cannot run: the first of them that is not installed (see
+/// [`have_tool`]), with the Debian package that provides it when known.
+pub fn missing_tools(tools: &[&str]) -> Option<String> {
+    let tool = tools.iter().find(|t| !have_tool(t))?;
+    let package = match *tool {
+        "ip" | "ss" => Some("iproute2"),
+        "ping" => Some("iputils-ping"),
+        "tshark" => Some("tshark"),
+        "iperf3" => Some("iperf3"),
+        "curl" => Some("curl"),
+        "python3" => Some("python3"),
+        "gcc" => Some("gcc"),
+        "nm" => Some("binutils"),
+        "unshare" => Some("util-linux"),
+        "sysctl" => Some("procps"),
+        "sha256sum" | "timeout" => Some("coreutils"),
+        "redis-server" => Some("redis-server"),
+        "redis-cli" | "redis-benchmark" => Some("redis-tools"),
+        "nginx" => Some("nginx-light"),
+        _ => None,
+    };
+    Some(match package {
+        Some(p) => format!(
+            "`{tool}` is not installed (Debian package {p}; see scripts/install-test-deps.sh)"
+        ),
+        None => format!("`{tool}` is not installed"),
+    })
+}
+
+/// Why a namespace test that also runs `tools` cannot run here: [`unavailable_reason`], then
+/// [`missing_tools`].
+pub fn unavailable_with(tools: &[&str]) -> Option<String> {
+    unavailable_reason().or_else(|| missing_tools(tools))
+}
+
+/// The tests' one way to skip: with a reason, prints `SKIPPED: <test>: <why>` on stderr and
+/// returns true (the caller then returns, passing); without one returns false. The test's
+/// name is its thread's (the test harness names each test's thread after it).
+///
+/// ```
+/// # fn a_test() {
+/// if netfold_os::netns::skip(netfold_os::netns::unavailable_with(&["ping", "python3"])) {
+///     return;
+/// }
+/// // ... the test proper
+/// # }
+/// ```
+pub fn skip(why: Option<String>) -> bool {
+    let Some(why) = why else {
+        return false;
+    };
+    let thread = std::thread::current();
+    let line = match thread.name() {
+        Some(name) if name != "main" => format!("SKIPPED: {name}: {why}\n"),
+        _ => format!("SKIPPED: {why}\n"),
+    };
+    // Written to the process's stderr itself, past the test harness's capture of `eprintln!`,
+    // so that the line shows in `cargo test`'s output although the test passes. A failed
+    // write to stderr leaves nothing better to report it on.
+    let mut err = io::stderr().lock();
+    let _ = io::Write::write_all(&mut err, line.as_bytes());
+    let _ = io::Write::flush(&mut err);
+    true
 }
 
 /// A random-enough suffix (the std hasher's per-process random keys, the pid and the clock).

@@ -5,7 +5,7 @@
 //! user space (status `TP_STATUS_USER`) when it is full or its retire timer expires; user space
 //! walks the frames of the block and gives it back (`TP_STATUS_KERNEL`). One block carries many
 //! frames, so a busy receiver makes no system call per frame, and none per batch either while
-//! blocks keep arriving (seed 000 §4.2: process packets in bunches).
+//! blocks keep arriving (the OLS 2002 study: process packets in bunches).
 //!
 //! Layout read here (linux/if_packet.h), all host byte order:
 //! - `struct tpacket_block_desc`: `u32 version; u32 offset_to_priv;` then `tpacket_hdr_v1`:

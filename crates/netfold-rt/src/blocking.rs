@@ -337,6 +337,8 @@ fn epoch() -> netfold_os::clock::Epoch {
 pub struct Runtime {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// How long dropping the runtime drains, in milliseconds ([`Runtime::set_drop_drain`]).
+    drop_drain_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Runtime {
@@ -378,6 +380,7 @@ impl Runtime {
         Ok(Runtime {
             shared,
             thread: Some(thread),
+            drop_drain_ms: std::sync::atomic::AtomicU64::new(Self::DEFAULT_DRAIN.as_millis() as u64),
         })
     }
 
@@ -477,7 +480,31 @@ impl Runtime {
         })
     }
 
-    /// Stops the driver thread and returns the stack (e.g. to read its counters).
+    /// How long dropping the runtime lets closed connections finish sending.
+    pub const DEFAULT_DRAIN: StdDuration = StdDuration::from_secs(5);
+
+    /// How long dropping this runtime drains ([`Runtime::drain`]); zero stops it at once, as
+    /// [`Runtime::shutdown`] does (a benchmark whose connections' last bytes do not matter).
+    /// Default [`Runtime::DEFAULT_DRAIN`].
+    pub fn set_drop_drain(&self, d: StdDuration) {
+        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        self.drop_drain_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Lets every connection the application has closed (its streams dropped) finish sending
+    /// its data and FIN, for at most `timeout`, as Linux keeps an orphaned socket sending after
+    /// its process has gone; then ends every connection still there, open ones included, with
+    /// a RST (none for one in CLOSING or LAST-ACK: RFC 9293's ABORT), so that no peer waits
+    /// for bytes that will not come. Returns the number of connections ended that way (0: all
+    /// delivered). The runtime stays usable for new connections. Dropping the runtime does
+    /// this with [`Runtime::DEFAULT_DRAIN`]; [`Runtime::shutdown`] does not.
+    pub fn drain(&self, timeout: StdDuration) -> usize {
+        self.shared.driver.drain(timeout, |inner| &mut inner.stack)
+    }
+
+    /// Stops the driver thread at once, without [`Runtime::drain`], and returns the stack
+    /// (e.g. to read its counters).
     pub fn shutdown(mut self) -> Stack {
         self.stop_thread();
         let shared = Arc::clone(&self.shared);
@@ -495,7 +522,16 @@ impl Runtime {
 }
 
 impl Drop for Runtime {
+    /// Drains for up to [`Runtime::DEFAULT_DRAIN`] (or what [`Runtime::set_drop_drain`] set;
+    /// see [`Runtime::drain`]), then stops the driver thread: bytes written to a stream that was dropped before the runtime still
+    /// reach the peer, with a FIN.
     fn drop(&mut self) {
+        let ms = self
+            .drop_drain_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if self.thread.is_some() && ms > 0 {
+            self.drain(StdDuration::from_millis(ms));
+        }
         self.stop_thread();
     }
 }
@@ -640,8 +676,17 @@ impl Timeouts {
     fn get(m: &Mutex<Option<StdDuration>>) -> Option<StdDuration> {
         *m.lock().unwrap_or_else(|p| p.into_inner())
     }
-    fn set(m: &Mutex<Option<StdDuration>>, t: Option<StdDuration>) {
+    /// Sets a timeout; like std's sockets, a zero `Duration` is an `InvalidInput` error (and
+    /// leaves the timeout as it was), since it cannot mean "wait forever" (`None` does).
+    fn set(m: &Mutex<Option<StdDuration>>, t: Option<StdDuration>) -> io::Result<()> {
+        if t == Some(StdDuration::ZERO) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cannot set a 0 duration timeout",
+            ));
+        }
         *m.lock().unwrap_or_else(|p| p.into_inner()) = t;
+        Ok(())
     }
 }
 
@@ -690,12 +735,16 @@ impl TcpStream {
         })
     }
 
-    /// `None` waits forever; a read that waits longer fails with `TimedOut`.
-    pub fn set_read_timeout(&self, t: Option<StdDuration>) {
-        Timeouts::set(&self.conn.timeouts.read, t);
+    /// `None` waits forever; a read that waits longer fails with `TimedOut`. As with
+    /// [`std::net::TcpStream::set_read_timeout`], `Some(Duration::ZERO)` is an `InvalidInput`
+    /// error. Shared by the stream's clones.
+    pub fn set_read_timeout(&self, t: Option<StdDuration>) -> io::Result<()> {
+        Timeouts::set(&self.conn.timeouts.read, t)
     }
-    pub fn set_write_timeout(&self, t: Option<StdDuration>) {
-        Timeouts::set(&self.conn.timeouts.write, t);
+    /// `None` waits forever; a write that waits longer fails with `TimedOut`;
+    /// `Some(Duration::ZERO)` is an `InvalidInput` error, as with std.
+    pub fn set_write_timeout(&self, t: Option<StdDuration>) -> io::Result<()> {
+        Timeouts::set(&self.conn.timeouts.write, t)
     }
     pub fn read_timeout(&self) -> Option<StdDuration> {
         Timeouts::get(&self.conn.timeouts.read)
@@ -710,6 +759,16 @@ impl TcpStream {
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         let g = self.shared().lock();
         self.conn.sock.peer_addr(&g.stack)
+    }
+    /// The connection's state, options, RTT, congestion window and counters in the terms of
+    /// Linux's `struct tcp_info` (getsockopt TCP_INFO).
+    pub fn tcp_info(&self) -> io::Result<netfold::tcp::TcpInfo> {
+        let now = self.shared().now();
+        let g = self.shared().lock();
+        g.stack
+            .tcp()
+            .tcp_info(self.conn.sock.handle(), now)
+            .map_err(netfold::socket::io_error)
     }
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         let g = self.shared().lock();
@@ -901,12 +960,16 @@ impl UdpSocket {
         self.sock.local_addr(&g.stack)
     }
 
-    /// `None` waits forever; a receive that waits longer fails with `TimedOut`.
-    pub fn set_read_timeout(&self, t: Option<StdDuration>) {
-        Timeouts::set(&self.timeouts.read, t);
+    /// `None` waits forever; a receive that waits longer fails with `TimedOut`. As with
+    /// [`std::net::UdpSocket::set_read_timeout`], `Some(Duration::ZERO)` is an `InvalidInput`
+    /// error.
+    pub fn set_read_timeout(&self, t: Option<StdDuration>) -> io::Result<()> {
+        Timeouts::set(&self.timeouts.read, t)
     }
-    pub fn set_write_timeout(&self, t: Option<StdDuration>) {
-        Timeouts::set(&self.timeouts.write, t);
+    /// `None` waits forever; a send that waits longer fails with `TimedOut`;
+    /// `Some(Duration::ZERO)` is an `InvalidInput` error, as with std.
+    pub fn set_write_timeout(&self, t: Option<StdDuration>) -> io::Result<()> {
+        Timeouts::set(&self.timeouts.write, t)
     }
 }
 

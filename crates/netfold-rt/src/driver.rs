@@ -27,6 +27,7 @@
 //! waits on it (std's condition variable makes a system call per notify otherwise).
 
 use crate::backoff::{Backoff, BackoffConfig, Step};
+use netfold::iface::Stack;
 use netfold::phy::RawFd;
 use netfold::time::Instant;
 use netfold_os::clock::Epoch;
@@ -323,6 +324,51 @@ impl<S: Driven> Driver<S> {
             .0;
         self.cond_waiters.fetch_sub(1, Ordering::AcqRel);
         g
+    }
+
+    /// Before the stack is discarded: lets the connections the application has closed
+    /// finish sending (their data and FIN acknowledged) while the driver thread runs, for at
+    /// most `timeout`, then ends every connection still there with a RST where RFC 9293's
+    /// ABORT sends one, and polls once so those RSTs leave. No peer is left waiting for bytes
+    /// that will never come. Returns the number of connections ended that way (still open
+    /// ones and orphans that did not finish in time). Call it before [`Driver::stop`].
+    pub fn drain(&self, timeout: StdDuration, stack: impl Fn(&mut S) -> &mut Stack) -> usize {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut g = self.lock();
+        loop {
+            if stack(&mut g).tcp().orphans_sending() == 0 || self.stopped() {
+                break;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                break;
+            }
+            // The driver announces every poll that did work (an ACK in, a segment out); the
+            // bound only guards against a change nobody announced.
+            g = self.wait_timeout(g, (deadline - now).min(StdDuration::from_millis(10)));
+        }
+        let ended = stack(&mut g).tcp_mut().abort_all();
+        let now = self.now();
+        g.poll(now);
+        // Threads blocked on the ended connections see their reset now.
+        g.wake_ready();
+        self.notify();
+        if ended > 0 && !self.stopped() {
+            // A RST that does not land exactly on the peer's RCV.NXT (data of ours still in
+            // flight) draws a challenge ACK (RFC 5961 §3.2); the stack, the connection gone,
+            // answers it with a RST at the ACK's number (RFC 9293 §3.10.7.1), which the peer
+            // accepts. The driver thread needs a round trip for that: 200 ms covers a
+            // continental one.
+            let end = std::time::Instant::now() + StdDuration::from_millis(200);
+            loop {
+                let now = std::time::Instant::now();
+                if now >= end || self.stopped() {
+                    break;
+                }
+                g = self.wait_timeout(g, end - now);
+            }
+        }
+        ended
     }
 
     /// Tells the driver thread to stop and wakes everyone (waiters see [`Driver::stopped`]).

@@ -1,4 +1,4 @@
-//! Shards (issue 14): N blocking runtimes, each one stack (its own buffer pool, timers and
+//! Shards: N blocking runtimes, each one stack (its own buffer pool, timers and
 //! connection table) over one device queue, its driver thread optionally pinned to a CPU, and
 //! the application work of its connections on threads pinned beside it.
 //!

@@ -56,6 +56,19 @@ fn blocking_runtime_streams_with_read_and_write() {
     let mut len = [0u8; 8];
     c.read_exact(&mut len).unwrap();
     assert_eq!(u64::from_be_bytes(len), data.len() as u64);
+    // TCP_INFO: the server has acknowledged every byte and our SYN (an active opener's SYN
+    // counts one, as in Linux's tcpi_bytes_acked), and perhaps already our FIN.
+    let info = c.tcp_info().unwrap();
+    let (acked, n) = (info.bytes_acked, data.len() as u64);
+    assert!(acked == n + 1 || acked == n + 2, "{acked}");
+    // 8 bytes, and the server's FIN (one, as Linux counts it) if it is in already.
+    assert!(
+        matches!(info.bytes_received, 8 | 9),
+        "{}",
+        info.bytes_received
+    );
+    assert!(info.data_segs_out >= (data.len() / 1448) as u32);
+    assert_ne!(info.options & netfold::tcp::info::options::SACK, 0);
     assert_eq!(server.join().unwrap(), data);
     // A refused connection surfaces as ConnectionRefused.
     let e = ra
@@ -75,7 +88,8 @@ fn blocking_runtime_streams_with_read_and_write() {
         .connect(SocketAddrV4::new(B, 82), tcp::Config::default(), None)
         .unwrap();
     let _s2 = l2.accept().unwrap();
-    c2.set_read_timeout(Some(std::time::Duration::from_millis(50)));
+    c2.set_read_timeout(Some(std::time::Duration::from_millis(50)))
+        .unwrap();
     let mut b = [0u8; 1];
     assert_eq!(c2.read(&mut b).unwrap_err().kind(), ErrorKind::TimedOut);
 }
@@ -152,14 +166,25 @@ fn timeouts_are_set_through_a_shared_reference() {
     let c2 = Arc::clone(&c);
     std::thread::spawn(move || c2.set_read_timeout(Some(Duration::from_millis(50))))
         .join()
+        .unwrap()
         .unwrap();
     let clone = c.try_clone().unwrap();
     assert_eq!(clone.read_timeout(), Some(Duration::from_millis(50)));
+    // As with std's sockets, a zero timeout is refused and leaves the timeout as it was.
+    for e in [
+        c.set_read_timeout(Some(Duration::ZERO)).unwrap_err(),
+        c.set_write_timeout(Some(Duration::ZERO)).unwrap_err(),
+    ] {
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    }
+    assert_eq!(c.read_timeout(), Some(Duration::from_millis(50)));
+    assert_eq!(c.write_timeout(), None);
     let t0 = std::time::Instant::now();
     let mut b = [0u8; 1];
     assert_eq!((&*c).read(&mut b).unwrap_err().kind(), ErrorKind::TimedOut);
     assert!(t0.elapsed() >= Duration::from_millis(50));
-    c.set_write_timeout(Some(Duration::from_millis(20)));
+    c.set_write_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
     assert_eq!(clone.write_timeout(), Some(Duration::from_millis(20)));
 }
 
@@ -181,7 +206,9 @@ fn udp_round_trip_and_receive_timeout() {
             server.send_to(&buf[..n], from).unwrap();
         }
         // Nothing more comes: the timeout ends the wait.
-        server.set_read_timeout(Some(Duration::from_millis(50)));
+        server
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
         server.recv_from(&mut buf).unwrap_err().kind()
     });
     for i in 0..3u32 {
@@ -231,7 +258,9 @@ fn parked_readers_wake_for_their_own_socket_only() {
         busy
     });
     // The quiet reader times out on time while the busy connection moves 8 MiB.
-    quiet_srv.set_read_timeout(Some(Duration::from_millis(100)));
+    quiet_srv
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
     let mut b = [0u8; 16];
     let t0 = Instant::now();
     assert_eq!(
@@ -245,7 +274,9 @@ fn parked_readers_wake_for_their_own_socket_only() {
     drop(busy);
 
     // Its own data wakes it, long before the timeout.
-    quiet_srv.set_read_timeout(Some(Duration::from_secs(30)));
+    quiet_srv
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let quiet2 = quiet.try_clone().unwrap();
     let writer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
@@ -349,7 +380,8 @@ fn posted_reads_take_bytes_straight_from_the_frames() {
         .connect(SocketAddrV4::new(B, 81), tcp::Config::default(), None)
         .unwrap();
     let (s2, _) = l2.accept().unwrap();
-    s2.set_read_timeout(Some(std::time::Duration::from_millis(50)));
+    s2.set_read_timeout(Some(std::time::Duration::from_millis(50)))
+        .unwrap();
     let (b, r) = s2.read_posted(vec![0u8; 4096]);
     assert_eq!(r.unwrap_err().kind(), ErrorKind::TimedOut);
     assert_eq!(b.len(), 4096);
@@ -410,7 +442,8 @@ fn blocking_runtime_dual_stack_listener_and_ipv6_without_an_address() {
     let cu = ra
         .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
         .unwrap();
-    u.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+    u.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
     cu.send_to(b"q", SocketAddrV4::new(B, 53)).unwrap();
     let mut buf = [0u8; 4];
     let (n, from) = u.recv_from(&mut buf).unwrap();
@@ -456,7 +489,8 @@ fn frame_reads_hold_the_window_and_release_it_on_drop() {
     let (s, _) = l.accept().unwrap();
     s.set_borrow_frames(true).unwrap();
     // Phase 1: hold every frame until nothing more comes for 300 ms.
-    s.set_read_timeout(Some(std::time::Duration::from_millis(300)));
+    s.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .unwrap();
     let mut held = Vec::new();
     let mut got = Vec::new();
     loop {
@@ -481,7 +515,8 @@ fn frame_reads_hold_the_window_and_release_it_on_drop() {
     );
     // Phase 2: let them go; the rest arrives.
     drop(held);
-    s.set_read_timeout(Some(std::time::Duration::from_secs(30)));
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
     let mut frames = Vec::new();
     loop {
         frames.clear();
@@ -500,4 +535,75 @@ fn frame_reads_hold_the_window_and_release_it_on_drop() {
     let _ra = client.join().unwrap();
     // Every buffer came back to the receiver's pool: none is still lent out.
     rb.with_stack(|st| assert_eq!(st.tcp().frames_outstanding().0, 0));
+}
+
+/// What a program wrote just before dropping its stream and then its runtime still reaches
+/// the peer, every byte and a FIN: dropping the runtime lets closed connections finish, as
+/// the kernel keeps an exited process's sockets sending.
+#[test]
+fn dropping_the_runtime_delivers_what_closed_streams_wrote() {
+    use std::io::{Read, Write};
+    for round in 0..3 {
+        let (ra, rb) = runtimes();
+        let l = rb
+            .listen(SocketAddrV4::new(B, 80), 4, tcp::Config::default())
+            .unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut all = Vec::new();
+            // read_to_end ends only at the FIN; a reset or a lost tail fails below.
+            let r = s.read_to_end(&mut all).map(|_| ());
+            (r, all)
+        });
+        let data = pattern(200_000, 20 + round);
+        let mut c = ra
+            .connect(SocketAddrV4::new(B, 80), tcp::Config::default(), None)
+            .unwrap();
+        c.write_all(&data).unwrap();
+        drop(c);
+        drop(ra);
+        let (r, got) = server.join().unwrap();
+        r.unwrap();
+        assert_eq!(got.len(), data.len(), "round {round}");
+        assert!(got == data, "round {round}: corrupted");
+    }
+}
+
+/// A closed connection that cannot finish (the peer reads nothing, its window stays shut)
+/// is reset when the drain's time is up, and the peer sees the reset after the bytes it
+/// took; an open stream is reset too.
+#[test]
+fn drain_resets_connections_that_cannot_finish_in_time() {
+    use std::io::{Read, Write};
+    let (ra, rb) = runtimes();
+    let small = tcp::Config {
+        recv_buffer: 4096,
+        ..tcp::Config::default()
+    };
+    let l = rb.listen(SocketAddrV4::new(B, 80), 4, small).unwrap();
+    let mut c = ra
+        .connect(SocketAddrV4::new(B, 80), tcp::Config::default(), None)
+        .unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    c.write_all(&pattern(50_000, 7)).unwrap();
+    drop(c);
+    let open = ra
+        .connect(SocketAddrV4::new(B, 80), tcp::Config::default(), None)
+        .unwrap();
+    let (mut s2, _) = l.accept().unwrap();
+    assert_eq!(ra.drain(std::time::Duration::from_millis(300)), 2);
+    let mut got = Vec::new();
+    let e = s.read_to_end(&mut got).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionReset);
+    assert!(
+        got.len() <= 4096 + 1448,
+        "only what the window let in: {}",
+        got.len()
+    );
+    let mut b = [0u8; 8];
+    assert_eq!(
+        s2.read(&mut b).unwrap_err().kind(),
+        ErrorKind::ConnectionReset
+    );
+    drop(open);
 }

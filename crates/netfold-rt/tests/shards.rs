@@ -1,4 +1,4 @@
-//! Shards (issue 14): two sharded hosts of two stacks each, joined by the multi-queue in-memory
+//! Shards: two sharded hosts of two stacks each, joined by the multi-queue in-memory
 //! link (`netfold::phy::mq`) whose every frame is steered by the Toeplitz hash of its 4-tuple.
 //! Every wait is bounded (connect and read timeouts), so a lost wake-up or a connection on the
 //! wrong shard fails the test instead of hanging it.
@@ -63,8 +63,8 @@ fn payload(id: u32) -> Vec<u8> {
 
 /// The server side of one connection: echoes everything back until end of stream, then closes.
 fn echo(s: TcpStream) -> std::io::Result<u64> {
-    s.set_read_timeout(WAIT);
-    s.set_write_timeout(WAIT);
+    s.set_read_timeout(WAIT).unwrap();
+    s.set_write_timeout(WAIT).unwrap();
     let mut buf = [0u8; 2048];
     let mut total = 0;
     loop {
@@ -80,8 +80,8 @@ fn echo(s: TcpStream) -> std::io::Result<u64> {
 /// The client side of connection `id`: sends its payload, half-closes, reads the echo to end
 /// of stream and checks it byte for byte. Returns the connection's local port.
 fn exchange(s: TcpStream, id: u32) -> std::io::Result<u16> {
-    s.set_read_timeout(WAIT);
-    s.set_write_timeout(WAIT);
+    s.set_read_timeout(WAIT).unwrap();
+    s.set_write_timeout(WAIT).unwrap();
     let data = payload(id);
     (&s).write_all(&data)?;
     s.shutdown_write()?;

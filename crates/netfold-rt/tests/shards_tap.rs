@@ -1,7 +1,7 @@
-//! Blocking shards over a real two-queue TAP (issue 14): the kernel's stack in a throw-away
+//! Blocking shards over a real two-queue TAP: the kernel's stack in a throw-away
 //! network namespace at 198.18.0.1/24, a 2-shard netfold host at 198.18.0.2/24 in this
 //! process on the TAP's two queues. Needs root and /dev/net/tun; without them each test
-//! prints a loud SKIP and passes. Only 198.18.0.0/15 is configured; the namespace is deleted
+//! prints `SKIPPED: ...` and passes. Only 198.18.0.0/15 is configured; the namespace is deleted
 //! by its guard, also when an assertion fails.
 
 use netfold::iface::StackConfig;
@@ -28,8 +28,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 macro_rules! require_env {
     () => {
-        if let Some(why) = netns::unavailable_reason() {
-            eprintln!("\n!!!!!!!! SKIP: sharded TAP test not run: {why} !!!!!!!!\n");
+        if netns::skip(netns::unavailable_reason()) {
             return;
         }
     };
@@ -90,7 +89,7 @@ fn kernel_connections_are_served_on_the_queue_the_kernel_picked() {
                             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
                             r => r?,
                         };
-                        s.set_read_timeout(Some(Duration::from_secs(20)));
+                        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
                         let mut buf = vec![0u8; 16 << 10];
                         loop {
                             let n = s.read(&mut buf)?;
@@ -247,7 +246,7 @@ fn connect_out(automq: bool) {
                     // Shards share one address, so each takes its own ports (port % 2 == k).
                     Steering::FollowTx => assert_eq!(usize::from(port) % 2, k),
                 }
-                s.set_read_timeout(Some(Duration::from_secs(20)));
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
                 let data = payload(k);
                 let reader = {
                     let mut r = s.try_clone()?;
@@ -292,7 +291,7 @@ fn echo_round<S: Read + Write>(s: &mut S, data: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// With the eBPF Toeplitz steering in force (else a loud SKIP): each shard connects out to a
+/// With the eBPF Toeplitz steering in force (else `SKIPPED: ...`): each shard connects out to a
 /// kernel echo listener, and 4 kernel clients connect to a netfold echo listener on both
 /// shards; every connection exchanges data, stays idle for longer than the kernel's automq
 /// remembers a flow (4.2 s > 3 s), then exchanges again (on the shards' connections the
@@ -307,7 +306,7 @@ fn ebpf_steered_flows_stay_on_their_queue_after_idling() {
     let ns = NetNs::create().expect("create netns");
     let mut queues = mqtap::open_queues("nfrt%d", 2, TapConfig::default()).expect("open queues");
     if let QueueSteering::Automq(why) = queues[0].steering() {
-        eprintln!("\n!!!!!!!! SKIP: eBPF steering not in force: {why} !!!!!!!!\n");
+        netns::skip(Some(format!("eBPF steering not in force: {why}")));
         return;
     }
     let name = queues[0].tap().name().to_string();
@@ -369,7 +368,7 @@ fn ebpf_steered_flows_stay_on_their_queue_after_idling() {
                         };
                         peers.push(peer);
                         conns.push(std::thread::spawn(move || -> std::io::Result<()> {
-                            s.set_read_timeout(Some(Duration::from_secs(20)));
+                            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
                             let mut buf = vec![0u8; 16 << 10];
                             loop {
                                 let n = s.read(&mut buf)?;
@@ -399,7 +398,7 @@ fn ebpf_steered_flows_stay_on_their_queue_after_idling() {
                     let (shard, mut s) =
                         c.connect(remote, Default::default(), Some(Duration::from_secs(10)))?;
                     assert_eq!(shard, k);
-                    s.set_read_timeout(Some(Duration::from_secs(20)));
+                    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
                     let data = payload(k);
                     echo_round(&mut s, &data[..ROUND])?;
                     // Idle until the kernel speaks.

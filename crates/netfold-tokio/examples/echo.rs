@@ -27,6 +27,14 @@ async fn bind(net: &Net, addr: Ipv4Addr) -> io::Result<(TcpListener, UdpSocket)>
     Ok((l, udp))
 }
 
+/// Echoes one TCP connection until the peer closes its side, then closes ours.
+async fn echo(mut s: TcpStream) -> io::Result<u64> {
+    let (mut r, mut w) = s.split();
+    let n = tokio::io::copy(&mut r, &mut w).await?;
+    w.shutdown().await?;
+    Ok(n)
+}
+
 /// Serves TCP echo (one task per connection) and UDP echo.
 async fn serve(l: TcpListener, udp: UdpSocket) -> io::Result<()> {
     tokio::spawn(async move {
@@ -36,13 +44,13 @@ async fn serve(l: TcpListener, udp: UdpSocket) -> io::Result<()> {
         }
     });
     loop {
-        let (mut s, peer) = l.accept().await?;
+        let (s, peer) = l.accept().await?;
         eprintln!("echo: connection from {peer}");
         tokio::spawn(async move {
-            let (mut r, mut w) = s.split();
-            let n = tokio::io::copy(&mut r, &mut w).await;
-            let _ = w.shutdown().await;
-            eprintln!("echo: {peer} done ({n:?} bytes)");
+            match echo(s).await {
+                Ok(n) => eprintln!("echo: {peer} done ({n} bytes)"),
+                Err(e) => eprintln!("echo: {peer} ended: {e}"),
+            }
         });
     }
 }
@@ -75,8 +83,15 @@ async fn main() -> io::Result<()> {
     let (ls, lc) = pipe(PipeConfig::default());
     let server = Net::spawn(Stack::new(config(server_ip, 24)), ls)?;
     let client = Net::spawn(Stack::new(config(client_ip, 24)), lc)?;
-    let (l, udp) = bind(&server, server_ip).await?;
-    tokio::spawn(serve(l, udp));
+    let (l, _udp) = bind(&server, server_ip).await?;
+    // One connection, served to its end before the stacks are shut down.
+    let served = tokio::spawn(async move {
+        let (s, peer) = l.accept().await?;
+        eprintln!("echo: connection from {peer}");
+        let n = echo(s).await?;
+        eprintln!("echo: {peer} done ({n} bytes)");
+        io::Result::Ok(())
+    });
     let mut s = TcpStream::connect(&client, SocketAddrV4::new(server_ip, ECHO_PORT)).await?;
     let (r, mut w) = s.split();
     let mut lines = BufReader::new(r).lines();
@@ -85,5 +100,15 @@ async fn main() -> io::Result<()> {
         let back = lines.next_line().await?.unwrap_or_default();
         println!("sent {line:?}, echoed {back:?}");
     }
+    // Close our side and read to the end: the server echoes everything, then closes too.
+    w.shutdown().await?;
+    while lines.next_line().await?.is_some() {}
+    drop(lines);
+    drop(s);
+    served
+        .await
+        .map_err(|e| io::Error::other(format!("echo task: {e}")))??;
+    client.shutdown().await;
+    server.shutdown().await;
     Ok(())
 }

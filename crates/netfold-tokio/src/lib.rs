@@ -3,24 +3,44 @@
 //! [`TcpStream::into_split`] halves), [`TcpListener`] and [`UdpSocket`] — that work with
 //! everything in `tokio::io`, `copy_bidirectional` included.
 //!
-//! ```no_run
-//! use netfold::iface::{Stack, StackConfig};
-//! use netfold::wire::Ipv4Addr;
-//! use netfold_tokio::{Link, Net, TcpListener};
-//! use std::net::SocketAddrV4;
+//! An echo over two stacks joined by the in-memory link ([`pipe`]; on a real link,
+//! `Link::new(tap)` with a `netfold_os::tap::Tap`, TUN or packet socket):
 //!
-//! # async fn run(device: impl netfold::phy::Device + Send + 'static) -> std::io::Result<()> {
-//! let stack = Stack::new(StackConfig { addr: Ipv4Addr::new(198, 18, 0, 2), ..Default::default() });
-//! let net = Net::spawn(stack, Link::new(device))?; // a TAP, TUN or packet socket
-//! let listener = TcpListener::bind(&net, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).await?;
-//! loop {
-//!     let (mut s, _peer) = listener.accept().await?;
+//! ```
+//! use netfold::iface::{Stack, StackConfig};
+//! use netfold::phy::pipe::PipeConfig;
+//! use netfold::wire::{ethernet::EthernetAddress, Ipv4Addr};
+//! use netfold_tokio::{pipe, Net, TcpListener, TcpStream};
+//! use std::net::SocketAddrV4;
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> std::io::Result<()> {
+//!     let config = |last: u8| StackConfig {
+//!         addr: Ipv4Addr::new(198, 18, 0, last),
+//!         mac: EthernetAddress([2, 0, 0, 0, 0, last]),
+//!         ..StackConfig::default()
+//!     };
+//!     let (a, b) = pipe(PipeConfig::default());
+//!     let client = Net::spawn(Stack::new(config(1)), a)?;
+//!     let server = Net::spawn(Stack::new(config(2)), b)?;
+//!     let addr = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 7);
+//!     let listener = TcpListener::bind(&server, addr).await?;
 //!     tokio::spawn(async move {
-//!         let (mut r, mut w) = s.split();
-//!         tokio::io::copy(&mut r, &mut w).await
+//!         while let Ok((mut s, _peer)) = listener.accept().await {
+//!             tokio::spawn(async move {
+//!                 let (mut r, mut w) = s.split();
+//!                 tokio::io::copy(&mut r, &mut w).await
+//!             });
+//!         }
 //!     });
+//!     let mut s = TcpStream::connect(&client, addr).await?;
+//!     s.write_all(b"hello").await?;
+//!     let mut back = [0u8; 5];
+//!     s.read_exact(&mut back).await?;
+//!     assert_eq!(&back, b"hello");
+//!     Ok(())
 //! }
-//! # }
 //! ```
 //!
 //! # Design: a tokio task, not a thread
@@ -66,7 +86,7 @@
 //!
 //! # Shards
 //!
-//! [`Shards`] (issue 14) runs one [`Net`] per device queue, each on a current-thread runtime
+//! [`Shards`] runs one [`Net`] per device queue, each on a current-thread runtime
 //! in its own pinned thread, with RSS-steered connects and a listener on every shard; see
 //! [`shards`].
 //!
@@ -80,6 +100,12 @@ pub mod shards;
 mod tcp;
 mod udp;
 mod wakers;
+
+/// The Rust code blocks of the repository's README.md, compiled (and, unless `no_run`, run)
+/// as doc tests so that they stay correct.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+mod readme {}
 
 pub use driver::{pipe, Link, Net};
 pub use shards::{ShardedListener, Shards};

@@ -1,4 +1,4 @@
-//! Shards on tokio (issue 14): N stacks of one host, one per device queue, each driven by a
+//! Shards on tokio: N stacks of one host, one per device queue, each driven by a
 //! [`Net`] on its own current-thread tokio runtime in its own thread (optionally pinned to a
 //! CPU), where the application's tasks for that shard run too ([`Shards::run_on`]).
 //!

@@ -153,6 +153,17 @@ impl TcpStream {
         self.conn.with(|st| self.conn.sock.set_nodelay(st, nodelay))
     }
 
+    /// The connection's state, options, RTT, congestion window and counters in the terms of
+    /// Linux's `struct tcp_info` (getsockopt TCP_INFO).
+    pub fn tcp_info(&self) -> io::Result<netfold::tcp::TcpInfo> {
+        let now = self.conn.shared.now();
+        self.conn.with(|st| {
+            st.tcp()
+                .tcp_info(self.conn.sock.handle(), now)
+                .map_err(netfold::socket::io_error)
+        })
+    }
+
     pub fn nodelay(&self) -> io::Result<bool> {
         self.conn.with(|st| {
             st.tcp()

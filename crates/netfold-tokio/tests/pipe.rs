@@ -62,6 +62,10 @@ async fn echo_and_addresses() {
         let mut back = [0u8; 14];
         c.read_exact(&mut back).await.unwrap();
         assert_eq!(&back, b"hello, netfold");
+        let info = c.tcp_info().unwrap();
+        assert_eq!(info.state, 1, "TCP_ESTABLISHED");
+        assert_eq!(info.bytes_received, 14);
+        assert!(info.bytes_sent >= 14);
         // Our FIN ends the server's loop; its FIN is our end of stream.
         c.shutdown().await.unwrap();
         let mut rest = Vec::new();
@@ -384,4 +388,73 @@ async fn dual_stack_listener_and_ipv6_without_an_address() {
         assert_eq!((n, from.ip()), (1, IpAddr::V6(A.to_ipv6_mapped())));
     })
     .await;
+}
+
+/// Closing loses nothing: bytes written just before the stream and then the `Net` are
+/// dropped still reach the peer with a FIN (the dropped driver drains in the background),
+/// and `shutdown_timeout` waits for the same and says nothing had to be reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_net_delivers_what_closed_streams_wrote() {
+    within(async {
+        for round in 0..2u32 {
+            let (a, b) = nets();
+            let l = TcpListener::bind(&b, SocketAddrV4::new(B, 7))
+                .await
+                .unwrap();
+            let server = tokio::spawn(async move {
+                let (mut s, _) = l.accept().await.unwrap();
+                let mut all = Vec::new();
+                s.read_to_end(&mut all).await.map(|_| all)
+            });
+            let data = Rng::new(u64::from(round) + 40).bytes(200_000);
+            let mut c = TcpStream::connect(&a, SocketAddrV4::new(B, 7))
+                .await
+                .unwrap();
+            c.write_all(&data).await.unwrap();
+            drop(c);
+            if round == 0 {
+                drop(a);
+            } else {
+                assert_eq!(a.shutdown_timeout(Duration::from_secs(10)).await, 0);
+            }
+            let got = server.await.unwrap().unwrap();
+            assert_eq!(got.len(), data.len(), "round {round}");
+            assert!(got == data, "round {round}: corrupted");
+            drop(b);
+        }
+    })
+    .await
+}
+
+/// A closed connection that cannot finish (the peer's window stays shut) is reset when the
+/// drain's time is up, and so is a stream still open: no peer is left waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_timeout_resets_what_cannot_finish() {
+    within(async {
+        let (a, b) = nets();
+        let l = TcpListener::bind(&b, SocketAddrV4::new(B, 7))
+            .await
+            .unwrap();
+        let (c, s) = tokio::join!(TcpStream::connect(&a, SocketAddrV4::new(B, 7)), l.accept());
+        let (mut c, mut s) = (c.unwrap(), s.unwrap().0);
+        let (c2, s2) = tokio::join!(TcpStream::connect(&a, SocketAddrV4::new(B, 7)), l.accept());
+        let (_c2, mut s2) = (c2.unwrap(), s2.unwrap().0);
+        // 1 MiB into a 256 KiB receive buffer nobody reads: it cannot all be delivered.
+        let data = vec![9u8; 1 << 20];
+        let writer = tokio::spawn(async move {
+            let _ = c.write_all(&data).await;
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        writer.abort();
+        let _ = writer.await;
+        assert_eq!(a.shutdown_timeout(Duration::from_millis(300)).await, 2);
+        let mut all = Vec::new();
+        let e = s.read_to_end(&mut all).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ConnectionReset);
+        assert!(all.len() < 1 << 20);
+        let mut one = [0u8; 1];
+        let e = s2.read(&mut one).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ConnectionReset);
+    })
+    .await
 }

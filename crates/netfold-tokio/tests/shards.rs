@@ -1,4 +1,4 @@
-//! Shards on tokio (issue 14): two hosts of two shards each over the multi-queue in-memory
+//! Shards on tokio: two hosts of two shards each over the multi-queue in-memory
 //! link (RSS steering at every transmit), each shard a `Net` on its own thread's
 //! current-thread runtime. Every wait is bounded (`tokio::time::timeout`), so a lost wake-up
 //! or a connection on the wrong shard fails the test instead of hanging it.

@@ -1,7 +1,7 @@
 //! Tokio shards over a real two-queue TAP ([`Shards::start_tap_queues`]): the kernel's stack
 //! in a throw-away network namespace at 198.18.0.1/24, a 2-shard netfold host at
 //! 198.18.0.2/24 in this process on the TAP's two queues. Needs root and /dev/net/tun; without
-//! them each test prints a loud SKIP and passes. Only 198.18.0.0/15 is configured; the
+//! them each test prints `SKIPPED: ...` and passes. Only 198.18.0.0/15 is configured; the
 //! namespace is deleted by its guard, also when an assertion fails.
 
 use netfold::iface::StackConfig;
@@ -26,8 +26,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 macro_rules! require_env {
     () => {
-        if let Some(why) = netns::unavailable_reason() {
-            eprintln!("\n!!!!!!!! SKIP: tokio sharded TAP test not run: {why} !!!!!!!!\n");
+        if netns::skip(netns::unavailable_reason()) {
             return;
         }
     };

@@ -23,19 +23,12 @@ const LIMIT: Duration = Duration::from_secs(60);
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn skip_reason() -> Option<String> {
-    if let Some(r) = netns::unavailable_reason() {
-        return Some(r);
-    }
-    match std::process::Command::new("python3").arg("-V").output() {
-        Ok(o) if o.status.success() => None,
-        _ => Some("python3 is not installed".into()),
-    }
+    netns::unavailable_with(&["python3"])
 }
 
 macro_rules! require_env {
     () => {
-        if let Some(why) = skip_reason() {
-            eprintln!("\n!!!!!!!! SKIP: tokio TAP/netns test not run: {why} !!!!!!!!\n");
+        if netns::skip(skip_reason()) {
             return;
         }
     };

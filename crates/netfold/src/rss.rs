@@ -1,4 +1,4 @@
-//! Steering flows to shards (issue 14): the Toeplitz hash that receive-side scaling (RSS) NICs
+//! Steering flows to shards: the Toeplitz hash that receive-side scaling (RSS) NICs
 //! compute over a packet's addresses and ports, the indirection table that maps a hash to a
 //! queue (a shard), and the choice of a local port whose hash lands on the caller's shard, so
 //! that both directions of a connection stay on one shard.

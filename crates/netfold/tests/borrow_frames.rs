@@ -1,4 +1,4 @@
-//! Frame-level borrowing read (issue 13 item 2): in-order payload left in the packet buffers it
+//! Frame-level borrowing read: in-order payload left in the packet buffers it
 //! arrived in and handed to the application as owned `BorrowedPayload`s, no copy. Two stacks
 //! on the in-memory pipe, in virtual time.
 

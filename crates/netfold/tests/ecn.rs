@@ -2,7 +2,7 @@
 //! played by hand): negotiation both ways, ECT(0) only on new data, CE -> ECE -> CWR, and one
 //! cwnd reduction per window of data.
 
-use netfold::tcp::{Config, Ecn, EcnMode, Handle, TcpLayer};
+use netfold::tcp::{Config, Ecn, EcnMode, Handle, RxSegment, TcpLayer};
 use netfold::time::{Duration, Instant};
 use netfold::wire::tcp::{TcpFlags, TcpOptions, TcpRepr};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -56,8 +56,10 @@ impl Peer {
     }
 
     fn inject(&mut self, repr: &TcpRepr, payload: &[u8], ecn: Ecn) {
-        self.tcp
-            .input_ecn(self.now, PEER, LOCAL, repr, &[payload], ecn);
+        self.tcp.input(
+            self.now,
+            RxSegment::new(PEER, LOCAL, repr, &[payload]).with_ecn(ecn),
+        );
     }
 
     fn flush(&mut self) -> Vec<Out> {
@@ -383,7 +385,7 @@ fn pipe_ecn_marking_signals_congestion_without_loss() {
             PipeConfig::default().ecn_mark(0.01).seed(3),
         );
         let cfg = Config {
-            mss: n.a.tcp_mss(),
+            mss: n.a.tcp_mss(LOCAL),
             ecn,
             ..Config::default()
         };

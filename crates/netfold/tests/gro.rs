@@ -396,7 +396,7 @@ fn transfer(gro: bool, total: usize, pipe: PipeConfig) -> (Vec<u8>, Counters, Co
         pipe,
     );
     let cfg = tcp::Config {
-        mss: n.a.tcp_mss(),
+        mss: n.a.tcp_mss(IP_US),
         ..tcp::Config::default()
     };
     n.now = Instant::from_millis(1);

@@ -1,4 +1,4 @@
-//! Issue 13 item 4: "do nothing on a poll that finds nothing due". A poll of an established,
+//! "Do nothing on a poll that finds nothing due". A poll of an established,
 //! quiet connection before its next deadline sends nothing, changes no deadline and skips the
 //! TCP output pass (`TcpLayer::output_idle`); the first poll at the deadline does the work
 //! the deadline was for. In virtual time.

@@ -907,8 +907,8 @@ fn run_until(n: &mut Net, limit: Duration, mut done: impl FnMut(&mut Net) -> boo
 fn tcp_connect_and_transfer_between_two_stacks() {
     let mut n = net(Medium::Ethernet);
     tcp_transfer(&mut n);
-    // Every frame fits the MTU (TCP sizes segments to the MSS; super-segments cut by software GSO
-    // arrive with Step 4).
+    // Every frame fits the MTU (TCP sizes segments to the MSS, and software GSO cuts
+    // super-segments to it).
     let biggest = n.frames_from(0).iter().map(Vec::len).max().unwrap_or(0);
     assert!(biggest <= 1514, "frame of {biggest} bytes exceeds the MTU");
 }
@@ -1439,7 +1439,7 @@ fn fragmented_datagrams_wait_for_queue_room_instead_of_being_lost() {
     assert!(n.b.udp_recv_from(server, &mut buf).is_err());
 }
 
-// ---- Errors a BSD program expects (issue 11, defect 7) ----
+// ---- Errors a BSD program expects (defect 7) ----
 
 #[test]
 fn connect_to_a_host_that_never_answers_arp_fails_with_host_unreachable() {

@@ -232,10 +232,7 @@ fn two_stacks_resolve_each_other_by_ndp_and_ping6() {
     assert_eq!(addrs[1].0.addr(), a6());
     assert!(addrs.iter().all(|(_, s)| *s == AddrState::Tentative));
     // Nothing usable yet: no source address for a ping.
-    assert_eq!(
-        n.a.ping6_send(n.now, b6(), 1, 1, b"early"),
-        Err(TxError::NoRoute)
-    );
+    assert_eq!(n.a.ping(n.now, b6(), 1, 1, b"early"), Err(TxError::NoRoute));
     assert_eq!(n.a.counters().ipv6_no_source, 1);
     let mut n = after_dad(n);
     // DAD sent one solicitation per address from the unspecified address.
@@ -254,7 +251,7 @@ fn two_stacks_resolve_each_other_by_ndp_and_ping6() {
     assert_eq!(dad_ns, want);
 
     let t0 = n.a.counters();
-    n.a.ping6_send(n.now, b6(), 0x77, 1, &[0x5a; 100]).unwrap();
+    n.a.ping(n.now, b6(), 0x77, 1, &[0x5a; 100]).unwrap();
     assert_eq!(
         n.a.ndp_pending(),
         1,
@@ -299,7 +296,7 @@ fn two_stacks_resolve_each_other_by_ndp_and_ping6() {
     );
 
     // Link-local to link-local: the source is A's link-local address (RFC 6724 Rule 2).
-    n.a.ping6_send(n.now, b_ll(), 0x77, 2, b"ll").unwrap();
+    n.a.ping(n.now, b_ll(), 0x77, 2, b"ll").unwrap();
     n.settle();
     let r = n.a.ping6_recv().expect("link-local echo reply");
     assert_eq!((r.from, r.seq_no), (b_ll(), 2));
@@ -347,10 +344,7 @@ fn ipv6_off_by_default_drops_and_counts_as_before() {
     assert_eq!((c.unsupported, c.eth_not_for_us), (1, 1));
     assert_eq!((c.ipv6_in, c.ndp_in, c.icmpv6_in), (0, 0, 0));
     assert_eq!(c.frames_out, 0, "nothing answered");
-    assert_eq!(
-        n.a.ping6_send(n.now, b6(), 1, 1, b"x"),
-        Err(TxError::NoRoute)
-    );
+    assert_eq!(n.a.ping(n.now, b6(), 1, 1, b"x"), Err(TxError::NoRoute));
 }
 
 #[test]
@@ -364,7 +358,7 @@ fn a_tun_medium_runs_ipv6_without_ndp_or_dad() {
     assert_eq!(n.a.ipv6_addrs().count(), 1);
     n.poll();
     assert!(n.a.ipv6_addrs().all(|(_, s)| s == AddrState::Preferred));
-    n.a.ping6_send(n.now, b6(), 1, 9, &[1; 2000]).unwrap();
+    n.a.ping(n.now, b6(), 1, 9, &[1; 2000]).unwrap();
     n.settle();
     let r = n.a.ping6_recv().expect("echo reply over the IP medium");
     assert_eq!((r.from, r.len), (b6(), 2000));
@@ -408,7 +402,7 @@ fn dad_finds_a_duplicate_advertised_by_its_owner() {
     assert_eq!(na, vec![(ipv6::LINK_LOCAL_ALL_NODES, 0)]);
     // The duplicate is never a source: a global destination gets the link-local one.
     let before = logged_a(&n).len();
-    n.a.ping6_send(n.now, b6(), 1, 1, b"x").unwrap();
+    n.a.ping(n.now, b6(), 1, 1, b"x").unwrap();
     n.settle();
     let src = icmpv6_in(&logged_a(&n)[before..], |ip, r| match r {
         Icmpv6Repr::EchoRequest { .. } => Some(ip.src),
@@ -731,11 +725,11 @@ fn ndp_with_a_forwarded_hop_limit_or_an_unknown_target_is_dropped() {
 #[test]
 fn packet_too_big_lowers_the_path_mtu_and_big_echoes_are_fragmented() {
     let mut n = after_dad(net());
-    n.a.ping6_send(n.now, b6(), 1, 1, &[1; 1400]).unwrap();
+    n.a.ping(n.now, b6(), 1, 1, &[1; 1400]).unwrap();
     n.settle();
     assert_eq!(n.a.ping6_recv().map(|r| r.len), Some(1400));
     assert_eq!(n.a.counters().frag6_out, 0, "1448 bytes fit 1500");
-    assert_eq!(n.a.path_mtu6(n.now, b6()), 1500);
+    assert_eq!(n.a.path_mtu(n.now, b6()), 1500);
 
     // A router says the path to B is 1280 wide, quoting A's echo.
     let quoted = ipv6_packets(&logged_a(&n))
@@ -763,11 +757,11 @@ fn packet_too_big_lowers_the_path_mtu_and_big_echoes_are_fragmented() {
     n.settle();
     let c = n.a.counters();
     assert_eq!((c.icmpv6_ptb_in, c.icmpv6_ptb_ignored), (2, 1));
-    assert_eq!(n.a.path_mtu6(n.now, b6()), 1280);
-    assert_eq!(n.a.path_mtu6(n.now, b_ll()), 1500, "per destination");
+    assert_eq!(n.a.path_mtu(n.now, b6()), 1280);
+    assert_eq!(n.a.path_mtu(n.now, b_ll()), 1500, "per destination");
 
     let before = logged_a(&n).len();
-    n.a.ping6_send(n.now, b6(), 1, 2, &[2; 1400]).unwrap();
+    n.a.ping(n.now, b6(), 1, 2, &[2; 1400]).unwrap();
     n.settle();
     assert_eq!(n.a.ping6_recv().map(|r| (r.seq_no, r.len)), Some((2, 1400)));
     let sent = ipv6_packets(&logged_a(&n)[before..]);
@@ -780,7 +774,7 @@ fn packet_too_big_lowers_the_path_mtu_and_big_echoes_are_fragmented() {
     assert_eq!(n.b.counters().frag6_reassembled, 1);
 
     // A 3000-byte echo: fragmented both ways (B's reply at its 1500-byte MTU).
-    n.a.ping6_send(n.now, b6(), 1, 3, &[3; 3000]).unwrap();
+    n.a.ping(n.now, b6(), 1, 3, &[3; 3000]).unwrap();
     n.settle();
     assert_eq!(n.a.ping6_recv().map(|r| (r.seq_no, r.len)), Some((3, 3000)));
     assert_eq!(n.a.counters().frag6_reassembled, 1);
@@ -790,14 +784,14 @@ fn packet_too_big_lowers_the_path_mtu_and_big_echoes_are_fragmented() {
 #[test]
 fn unreachability_detection_probes_a_stale_neighbour() {
     let mut n = after_dad(net());
-    n.a.ping6_send(n.now, b6(), 1, 1, b"x").unwrap();
+    n.a.ping(n.now, b6(), 1, 1, b"x").unwrap();
     n.settle();
     assert!(n.a.ping6_recv().is_some());
     let ns0 = n.a.counters().ndp_ns_out;
     // Past the reachable time (at most 1.5 x 30 s) the entry is STALE: still used, it moves
     // to DELAY, and 5 s later one unicast probe confirms it (RFC 4861 §7.3.3).
     n.run_for(Duration::from_secs(46));
-    n.a.ping6_send(n.now, b6(), 1, 2, b"x").unwrap();
+    n.a.ping(n.now, b6(), 1, 2, b"x").unwrap();
     n.settle();
     assert!(
         n.a.ping6_recv().is_some(),
@@ -817,12 +811,12 @@ fn unreachability_detection_probes_a_stale_neighbour() {
     // B goes silent: after the next delay, three probes, then the entry is deleted.
     *n.eb.mute.borrow_mut() = true;
     n.run_for(Duration::from_secs(46));
-    n.a.ping6_send(n.now, b6(), 1, 3, b"x").unwrap();
+    n.a.ping(n.now, b6(), 1, 3, b"x").unwrap();
     n.run_for(Duration::from_secs(10));
     assert_eq!(n.a.counters().ndp_nud_failed, 1);
     assert_eq!(n.a.neighbor6(n.now, b6()), None);
     // Resolution starts over and gives up after three solicitations.
-    n.a.ping6_send(n.now, b6(), 1, 4, b"x").unwrap();
+    n.a.ping(n.now, b6(), 1, 4, b"x").unwrap();
     n.run_for(Duration::from_secs(5));
     let c = n.a.counters();
     assert_eq!((c.ndp_resolution_failed, c.ndp_unresolved_drops), (1, 1));
@@ -834,14 +828,11 @@ fn off_link_destinations_go_to_the_default_router() {
     let (mut ca, cb) = default_configs();
     let far: Ipv6Addr = "2001:2:99::1".parse().unwrap();
     let mut n = after_dad(net_with(ca.clone(), cb.clone(), PipeConfig::default()));
-    assert_eq!(
-        n.a.ping6_send(n.now, far, 1, 1, b"x"),
-        Err(TxError::NoRoute)
-    );
+    assert_eq!(n.a.ping(n.now, far, 1, 1, b"x"), Err(TxError::NoRoute));
     ca.gateway6 = Some(b_ll());
     let mut n = after_dad(net_with(ca, cb, PipeConfig::default()));
     let b0 = n.b.counters();
-    n.a.ping6_send(n.now, far, 1, 1, b"x").unwrap();
+    n.a.ping(n.now, far, 1, 1, b"x").unwrap();
     n.settle();
     // A resolved the router and sent the echo to its MAC; B (a host) does not forward.
     assert_eq!(n.a.neighbor6(n.now, b_ll()), Some(MAC_B));
@@ -902,9 +893,9 @@ fn router_advertisements_set_the_router_entry_hop_limit_and_mtu() {
     let c = n.b.counters();
     assert_eq!((c.ndp_ra_in, c.ndp_invalid), (2, 1));
     assert_eq!(n.b.neighbor6(n.now, router), Some(rmac));
-    assert_eq!(n.b.path_mtu6(n.now, a6()), 1400);
+    assert_eq!(n.b.path_mtu(n.now, a6()), 1400);
     let before = logged_b(&n).len();
-    n.b.ping6_send(n.now, a6(), 1, 1, &[0; 1400]).unwrap();
+    n.b.ping(n.now, a6(), 1, 1, &[0; 1400]).unwrap();
     n.settle();
     let sent = ipv6_packets(&logged_b(&n)[before..]);
     let echo: Vec<_> = sent.iter().filter(|p| p[6] == ipv6ext::FRAGMENT).collect();
@@ -915,7 +906,7 @@ fn router_advertisements_set_the_router_entry_hop_limit_and_mtu() {
 #[test]
 fn advertisements_update_the_cache_by_the_override_rules() {
     let mut n = after_dad(net());
-    n.a.ping6_send(n.now, b6(), 1, 1, b"x").unwrap();
+    n.a.ping(n.now, b6(), 1, 1, b"x").unwrap();
     n.settle();
     assert_eq!(n.a.neighbor6(n.now, b6()), Some(MAC_B));
     let other = EthernetAddress([2, 0, 0, 0, 0, 0xc]);
@@ -983,10 +974,10 @@ fn no_error_answers_an_error_and_the_pending_queue_is_bounded() {
     *n.eb.mute.borrow_mut() = true;
     let ns0 = n.a.counters().ndp_ns_out;
     let far_b: Ipv6Addr = "2001:2:0:1::bb".parse().unwrap();
-    n.a.ping6_send(n.now, far_b, 1, 1, b"x").unwrap();
-    n.a.ping6_send(n.now, far_b, 1, 2, b"x").unwrap();
+    n.a.ping(n.now, far_b, 1, 1, b"x").unwrap();
+    n.a.ping(n.now, far_b, 1, 2, b"x").unwrap();
     assert_eq!(
-        n.a.ping6_send(n.now, far_b, 1, 3, b"x"),
+        n.a.ping(n.now, far_b, 1, 3, b"x"),
         Err(TxError::PendingFull)
     );
     n.run_for(Duration::from_secs(5));
@@ -1281,7 +1272,7 @@ mod transport {
         n.settle();
         assert_eq!(n.a.counters().icmpv6_ptb_in, 1);
         // RFC 8201: the path MTU is 1300 for B, and the connection's MSS 1300 - 60.
-        assert_eq!(n.a.ipv6_path_mtu(n.now, b6()), 1300);
+        assert_eq!(n.a.path_mtu(n.now, b6()), 1300);
         let info = n.a.tcp().conn_info(c.handle()).unwrap();
         assert_eq!(info.mss, 1240);
         // What follows fits 1300-byte packets.

@@ -427,7 +427,7 @@ fn env_override_forces_the_choice() {
     }
 }
 
-/// The fused kernels added for issue 13 (top-word sums, `rep movsb` in chunks).
+/// The fused kernels added for the fused-copy target (top-word sums, `rep movsb` in chunks).
 const NEW_FUSED: &[&str] = &["avx512-topm", "vbmi-topm", "rep-movsb-chunk"];
 
 fn fused_kernel(name: &str) -> kernels::FusedKernel {
@@ -490,7 +490,7 @@ fn every_kernel_every_alignment_and_length() {
     }
 }
 
-/// Large inputs: past the 1 MiB accumulator segment of the issue-13 kernels (the bound their
+/// Large inputs: past the 1 MiB accumulator segment of those kernels (the bound their
 /// exactness needs), odd lengths and offsets, random and all-0xff data; every fused kernel.
 #[test]
 fn fused_kernels_large_and_segment_crossing() {

@@ -1,4 +1,4 @@
-//! Passes over payload bytes (issue 13 item 5) and single-pass receive (item 2): the pass
+//! Passes over payload bytes and single-pass receive (item 2): the pass
 //! counters on a known transfer, the posted read (frame to application buffer in one pass,
 //! checksum verified in it, committed only if it verifies), the fallback into the receive
 //! ring, and the borrowing read. Two stacks on the in-memory pipe, in virtual time.

@@ -178,7 +178,7 @@ fn pattern(len: usize, salt: u32) -> Vec<u8> {
     Rng::new(u64::from(salt)).bytes(len)
 }
 
-/// The Step 2 acceptance test: 64 MiB byte-exact in each direction through two full stacks
+/// The impaired-link acceptance test: 64 MiB byte-exact in each direction through two full stacks
 /// over a pipe with 1% loss, 1% reordering, 0.5% duplication and 0.1% corruption, for several
 /// seeds.
 #[test]

@@ -3,7 +3,7 @@
 //! carries; forged and stale cookie ACKs create nothing.
 
 use netfold::tcp::syncookie::MSS_TABLE;
-use netfold::tcp::{Config, Handle, OutSegment, Secret, State, Stats, TcpLayer};
+use netfold::tcp::{Config, Handle, OutSegment, RxSegment, Secret, State, Stats, TcpLayer};
 use netfold::time::{Duration, Instant};
 use netfold::wire::tcp::{TcpFlags, TcpRepr, Timestamps};
 use netfold::wire::Ipv4Addr;
@@ -77,7 +77,8 @@ impl Net {
                 syn.options.sack_permitted = true;
                 syn.options.timestamps = Some(Timestamps { tsval: i, tsecr: 0 });
             }
-            self.server.input(self.now, src, IP_SERVER, &syn, &[]);
+            self.server
+                .input(self.now, RxSegment::new(src, IP_SERVER, &syn, &[&[]]));
             // The server's replies go out with every output; keep its reply queue drained
             // as a real device would.
             if i % 64 == 63 {
@@ -134,7 +135,10 @@ impl Net {
             } else {
                 &mut self.client
             };
-            layer.input(self.now, p.src, p.dst, &p.repr, &p.payload);
+            layer.input(
+                self.now,
+                RxSegment::new(p.src, p.dst, &p.repr, &[&p.payload]),
+            );
             delivered = true;
         }
         delivered
@@ -309,10 +313,7 @@ fn flooded_listener_serves_a_real_client_through_cookies() {
     };
     net.server.input(
         net.now,
-        Ipv4Addr::new(198, 19, 200, 1),
-        IP_SERVER,
-        &forged,
-        &[],
+        RxSegment::new(Ipv4Addr::new(198, 19, 200, 1), IP_SERVER, &forged, &[&[]]),
     );
     net.emit(false);
     assert_eq!(net.server.stats().syncookies_failed, 1);
@@ -405,10 +406,13 @@ fn cookies_expire_after_two_minutes_and_other_keys_fail() {
     let ol = other.listen(server_addr(), 1, Config::default()).unwrap();
     for last in 1..=2 {
         let from = Ipv4Addr::new(198, 19, 250, last);
-        other.input(net.now, from, IP_SERVER, &sa_to_syn(&sa), &[]);
+        other.input(
+            net.now,
+            RxSegment::new(from, IP_SERVER, &sa_to_syn(&sa), &[&[]]),
+        );
     }
     assert_eq!(other.stats().syncookies_sent, 1);
-    other.input(net.now, dst, IP_SERVER, &ack, &[]);
+    other.input(net.now, RxSegment::new(dst, IP_SERVER, &ack, &[&[]]));
     assert_eq!(other.stats().syncookies_failed, 1);
     assert_eq!(other.stats().syncookies_recv, 0);
     assert_eq!(other.accept(ol).ok(), None);
@@ -417,7 +421,8 @@ fn cookies_expire_after_two_minutes_and_other_keys_fail() {
     net.now += Duration::from_secs(121);
     net.flood(1);
     let before = net.server.socket_count();
-    net.server.input(net.now, dst, IP_SERVER, &ack, &[]);
+    net.server
+        .input(net.now, RxSegment::new(dst, IP_SERVER, &ack, &[&[]]));
     assert_eq!(net.server.stats().syncookies_failed, 1);
     assert_eq!(net.server.stats().syncookies_recv, 0);
     assert_eq!(net.server.socket_count(), before);
@@ -427,7 +432,10 @@ fn cookies_expire_after_two_minutes_and_other_keys_fail() {
     net.flood(1);
     net.emit(false);
     let (dst, sa) = net.first_spoofed.unwrap();
-    net.server.input(net.now, dst, IP_SERVER, &answer(&sa), &[]);
+    net.server.input(
+        net.now,
+        RxSegment::new(dst, IP_SERVER, &answer(&sa), &[&[]]),
+    );
     assert_eq!(net.server.stats().syncookies_recv, 1);
     let s = net.server.accept(l).expect("cookie connection accepted");
     assert_eq!(net.server.state(s), Ok(State::Established));
@@ -442,7 +450,8 @@ fn cookies_expire_after_two_minutes_and_other_keys_fail() {
         ack: 9,
         ..answer(&sa)
     };
-    net.server.input(net.now, dst, IP_SERVER, &forged, &[]);
+    net.server
+        .input(net.now, RxSegment::new(dst, IP_SERVER, &forged, &[&[]]));
     let after = net.server.stats();
     assert_eq!(
         (after.syncookies_failed, after.syncookies_recv),

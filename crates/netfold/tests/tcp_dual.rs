@@ -7,7 +7,9 @@
 //! and the segments the engine refuses (v4-mapped addresses on the wire).
 
 use netfold::tcp::syncookie::MSS_TABLE_V6;
-use netfold::tcp::{Config, Error, Handle, IcmpError, OutSegment, Secret, State, TcpLayer};
+use netfold::tcp::{
+    Config, Error, Handle, IcmpError, OutSegment, RxSegment, Secret, State, TcpLayer,
+};
 use netfold::time::{Duration, Instant};
 use netfold::wire::tcp::{TcpFlags, TcpRepr, Timestamps};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -79,11 +81,17 @@ impl Net {
                 return;
             }
             for s in from_a {
-                self.b.input(self.now, s.src, s.dst, &s.repr, &s.payload);
+                self.b.input(
+                    self.now,
+                    RxSegment::new(s.src, s.dst, &s.repr, &[&s.payload]),
+                );
                 self.log.push((true, s));
             }
             for s in from_b {
-                self.a.input(self.now, s.src, s.dst, &s.repr, &s.payload);
+                self.a.input(
+                    self.now,
+                    RxSegment::new(s.src, s.dst, &s.repr, &[&s.payload]),
+                );
                 self.log.push((false, s));
             }
             self.now += Duration::from_millis(1);
@@ -256,11 +264,11 @@ fn ipv6_syn_cookies_rebuild_the_connection() {
     // One half-open connection fills the SYN queue (its SYN-ACK goes nowhere).
     let spoofed: Ipv6Addr = "2001:db8::66".parse().unwrap();
     let (src, syn) = syn6(spoofed, 4000, 77);
-    n.b.input(n.now, src, IpAddr::V6(B6), &syn, &[]);
+    n.b.input(n.now, RxSegment::new(src, IpAddr::V6(B6), &syn, &[&[]]));
     let _ = Net::drain(&mut n.b, n.now);
     // The next SYN is answered with a cookie; the client's ACK rebuilds the connection.
     let (src, syn) = syn6(A6, 5000, 1_000_000);
-    n.b.input(n.now, src, IpAddr::V6(B6), &syn, &[]);
+    n.b.input(n.now, RxSegment::new(src, IpAddr::V6(B6), &syn, &[&[]]));
     assert_eq!(n.b.stats().syncookies_sent, 1);
     let out = Net::drain(&mut n.b, n.now);
     let synack = out
@@ -286,7 +294,10 @@ fn ipv6_syn_cookies_rebuild_the_connection() {
         },
         ..TcpRepr::default()
     };
-    n.b.input(n.now, IpAddr::V6(A6), IpAddr::V6(B6), &ack, b"hi");
+    n.b.input(
+        n.now,
+        RxSegment::new(IpAddr::V6(A6), IpAddr::V6(B6), &ack, &[b"hi"]),
+    );
     assert_eq!(n.b.stats().syncookies_recv, 1);
     let s = n.b.accept(l).expect("the cookie connection");
     assert_eq!(n.b.state(s), Ok(State::Established));
@@ -301,7 +312,10 @@ fn ipv6_syn_cookies_rebuild_the_connection() {
     // A forged ACK from another IPv6 client does not verify.
     let mut forged = ack;
     forged.src_port = 5001;
-    n.b.input(n.now, IpAddr::V6(A6), IpAddr::V6(B6), &forged, &[]);
+    n.b.input(
+        n.now,
+        RxSegment::new(IpAddr::V6(A6), IpAddr::V6(B6), &forged, &[&[]]),
+    );
     assert_eq!(n.b.stats().syncookies_failed, 1);
 }
 
@@ -487,11 +501,14 @@ fn v4_mapped_addresses_on_the_wire_are_dropped_unanswered() {
     let _l = n.b.listen(sa(Ipv6Addr::UNSPECIFIED, 80), 8, cfg()).unwrap();
     // An IPv6 SYN whose source is v4-mapped (RFC 4942 §2.2; Linux tcp_v6_conn_request).
     let (_, syn) = syn6(A6, 4000, 1);
-    n.b.input(n.now, A4.to_ipv6_mapped(), B6, &syn, &[]);
+    n.b.input(n.now, RxSegment::new(A4.to_ipv6_mapped(), B6, &syn, &[&[]]));
     // ... or whose destination is.
-    n.b.input(n.now, A6, B4.to_ipv6_mapped(), &syn, &[]);
+    n.b.input(n.now, RxSegment::new(A6, B4.to_ipv6_mapped(), &syn, &[&[]]));
     // A mixed pair cannot come from any network layer; dropped too.
-    n.b.input(n.now, IpAddr::V4(A4), IpAddr::V6(B6), &syn, &[]);
+    n.b.input(
+        n.now,
+        RxSegment::new(IpAddr::V4(A4), IpAddr::V6(B6), &syn, &[&[]]),
+    );
     assert_eq!(n.b.stats().bad_segments, 3);
     assert!(Net::drain(&mut n.b, n.now).is_empty(), "no SYN-ACK, no RST");
     assert_eq!(n.b.socket_count(), 1, "only the listener");
@@ -512,7 +529,7 @@ fn ipv6_syn_without_mss_option_assumes_1220() {
             window: 8000,
             ..TcpRepr::default()
         };
-        b.input(now, client, server, &syn, &[]);
+        b.input(now, RxSegment::new(client, server, &syn, &[&[]]));
         let out = Net::drain(&mut b, now);
         let synack = out.iter().find(|s| s.repr.flags.syn()).unwrap();
         let ack = TcpRepr {
@@ -524,7 +541,7 @@ fn ipv6_syn_without_mss_option_assumes_1220() {
             window: 8000,
             ..TcpRepr::default()
         };
-        b.input(now, client, server, &ack, &[]);
+        b.input(now, RxSegment::new(client, server, &ack, &[&[]]));
         let s = b.accept(l).unwrap();
         let want = if client.is_ipv6() { 1220 } else { 536 };
         assert_eq!(b.conn_info(s).unwrap().mss, want, "{client}");

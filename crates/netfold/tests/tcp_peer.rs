@@ -3,7 +3,7 @@
 //! what comes back. These pin down Step 8's conformance defects (RFC 9293, RFC 5961, Linux's
 //! behaviour where the RFCs leave a choice).
 
-use netfold::tcp::{Config, Handle, State, TcpLayer};
+use netfold::tcp::{Config, Handle, RxSegment, State, TcpLayer};
 use netfold::time::{Duration, Instant};
 use netfold::wire::tcp::{SackBlock, TcpFlags, TcpOptions, TcpRepr, Timestamps};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -82,7 +82,8 @@ impl Script {
     }
 
     fn inject(&mut self, repr: &TcpRepr, payload: &[u8]) {
-        self.tcp.input(self.now, PEER, LOCAL, repr, payload);
+        self.tcp
+            .input(self.now, RxSegment::new(PEER, LOCAL, repr, &[payload]));
     }
 
     /// Everything netfold sends now.
@@ -166,7 +167,7 @@ impl Script {
     }
 }
 
-// ---- Step 8 defect 1: the peer's MSS is honoured ------------------------------------------
+// ---- Defect 1 (conformance D1): the peer's MSS is honoured --------------------------------
 
 /// RFC 9293 §3.7.1: "the sender MUST NOT exceed the effective send MSS": a stack configured
 /// for a 9000-byte MTU (MSS 8960) talking to a peer that announced 1460 sends at most 1460
@@ -249,6 +250,61 @@ fn missing_mss_option_means_536() {
     }
 }
 
+/// A tiny announced MSS is raised to `Config::min_snd_mss` (48, Linux `tcp_min_snd_mss`):
+/// 20 becomes 48, 48 stays 48, 0 is ignored (536) as Linux's option parser ignores it, and
+/// every segment's payload plus its 12 timestamp bytes stays within the 48 (36 bytes of
+/// data: Linux takes the options off after the floor, `__tcp_mtu_to_mss`).
+#[test]
+fn tiny_peer_mss_is_raised_to_min_snd_mss() {
+    for (announced, used) in [(20u16, 48u32), (1, 48), (48, 48), (49, 49), (0, 536)] {
+        let mut s = Script::new();
+        let cfg = Config {
+            nodelay: true,
+            ..config()
+        };
+        let h = s.passive_open(cfg, announced);
+        assert_eq!(
+            s.tcp.conn_info(h).unwrap().mss,
+            used,
+            "announced {announced}"
+        );
+        s.tcp.send(h, &[1u8; 1000]).unwrap();
+        let out = s.flush();
+        let data: Vec<usize> = out.iter().map(|o| o.len).filter(|&l| l > 0).collect();
+        assert!(!data.is_empty());
+        let per_seg = used as usize - 12;
+        assert!(
+            data.iter().all(|&l| l <= per_seg),
+            "announced {announced}: {data:?}"
+        );
+        assert_eq!(data[0], per_seg, "announced {announced}: {data:?}");
+    }
+    // Also on an active open, and a raised floor (Linux allows up to 65535) applies too,
+    // never above our own MSS.
+    let mut s = Script::new();
+    let cfg = Config {
+        min_snd_mss: 536,
+        ..config()
+    };
+    let (h, _) = s.active_open(cfg, 20);
+    assert_eq!(s.tcp.conn_info(h).unwrap().mss, 536);
+    let mut s = Script::new();
+    let cfg = Config {
+        min_snd_mss: 9000,
+        ..config()
+    };
+    let (h, _) = s.active_open(cfg, 20);
+    assert_eq!(s.tcp.conn_info(h).unwrap().mss, 1460);
+    // Below Linux's least value (48) the setting is raised to it.
+    let mut s = Script::new();
+    let cfg = Config {
+        min_snd_mss: 0,
+        ..config()
+    };
+    let (h, _) = s.active_open(cfg, 20);
+    assert_eq!(s.tcp.conn_info(h).unwrap().mss, 48);
+}
+
 /// A device that records every frame it transmits, then hands it to the pipe.
 struct Recorder {
     inner: netfold::phy::pipe::PipeEnd,
@@ -300,7 +356,7 @@ fn tcp_payload_len(frame: &[u8]) -> Option<usize> {
 /// The whole stack (software GSO on): a sender with MTU 9000 whose peer announced MSS 1460
 /// (a stack with MTU 1500) puts no TCP payload larger than 1460 - 12 (timestamps) on the
 /// link. Before the fix the stack's GSO cut super-segments at its own MTU: 8948-byte
-/// segments (issue 11, defect 1).
+/// segments (defect 1).
 #[test]
 fn stack_with_jumbo_mtu_honours_the_peers_mss_on_the_wire() {
     use netfold::iface::{Stack, StackConfig};
@@ -327,11 +383,11 @@ fn stack_with_jumbo_mtu_honours_the_peers_mss_on_the_wire() {
     let mut a = Stack::new(cfg(LOCAL, 1, JUMBO));
     let mut b = Stack::new(cfg(PEER, 2, SMALL));
     let ta = Config {
-        mss: a.tcp_mss(),
+        mss: a.tcp_mss(PEER),
         ..config()
     };
     let tb = Config {
-        mss: b.tcp_mss(),
+        mss: b.tcp_mss(LOCAL),
         ..config()
     };
     assert_eq!(usize::from(ta.mss), JUMBO - 40);
@@ -381,7 +437,7 @@ fn stack_with_jumbo_mtu_honours_the_peers_mss_on_the_wire() {
     );
 }
 
-// ---- Step 8 defect 2: no extra pure ACK after a passive open -----------------------------
+// ---- Defect 2 (conformance D2): no extra pure ACK after a passive open -------------------
 
 /// After a passive open netfold sends nothing until it has something to say: no window
 /// update (`ack 1`) before its first data segment (Linux and FreeBSD send none; before the
@@ -465,7 +521,7 @@ fn window_update_only_when_reading_opens_the_window() {
     assert_eq!(usize::from(out[0].repr.window), buf);
 }
 
-// ---- Step 8 defect 3: acceptability against the announced window -------------------------
+// ---- Defect 3 (conformance D3): acceptability against the announced window ---------------
 
 /// The SYN-ACK announced 65,535 bytes (RFC 7323 §2.2: unscaled); the buffer is 256 KiB.
 const ANNOUNCED: u32 = 65_535;
@@ -665,7 +721,7 @@ fn time_wait_answers_an_out_of_order_ack() {
     assert_eq!(s.tcp.state(h), Ok(State::TimeWait));
 }
 
-// ---- Step 8 item 2: SYN and SYN-ACK options in Linux's layout ----------------------------
+// ---- SYN and SYN-ACK options in Linux's layout -------------------------------------------
 
 /// The option bytes of a header as netfold puts it on the wire.
 fn option_bytes(repr: &TcpRepr) -> Vec<u8> {
@@ -777,6 +833,17 @@ fn finished_connections_recycle_their_rings_within_the_layer() {
     let mut s = Script::new();
     assert_eq!(s.tcp.cached_rings(), 0);
     let h = s.passive_open(config(), 1460);
+    // Rings are taken at first use: none yet, then both once data went each way.
+    assert_eq!(
+        s.tcp.buffer_bytes_in_use(),
+        0,
+        "an idle connection holds no rings"
+    );
+    let data = s.seg(TcpFlags::ACK | TcpFlags::PSH, s.iss.wrapping_add(1));
+    s.inject(&data, b"hello");
+    s.peer_nxt = s.peer_nxt.wrapping_add(5);
+    assert_eq!(s.tcp.send(h, b"world"), Ok(5));
+    assert!(s.tcp.buffer_bytes_in_use() > 0);
     // The peer resets: both rings are free once the application closes the handle.
     let mut rst = s.seg(TcpFlags::RST, 0);
     rst.seq = s.peer_nxt;
@@ -828,7 +895,7 @@ fn baseline_copy_mode_moves_the_same_bytes() {
     }
 }
 
-/// recv(MSG_PEEK): the bytes are returned and stay queued (issue 11, defect 7: proxies and
+/// recv(MSG_PEEK): the bytes are returned and stay queued (defect 7: proxies and
 /// protocol sniffers peek; the engine now offers it for the socket and C APIs).
 #[test]
 fn peek_returns_data_without_consuming_it() {
@@ -852,7 +919,7 @@ fn peek_returns_data_without_consuming_it() {
     );
 }
 
-// ---- Step 8 "a correct peer": the former known failures of the conformance suite ---------
+// ---- A correct peer: the former known failures of the conformance suite ------------------
 
 /// Keepalive gives up after TCP_KEEPCNT unanswered probes and tells the peer with a RST
 /// (Linux `tcp_keepalive_timer` -> `tcp_send_active_reset`): <SEQ=SND.NXT><ACK=RCV.NXT>
@@ -965,9 +1032,9 @@ fn icmp_quoting_a_sequence_outside_the_send_window_is_ignored() {
     assert_eq!(s.tcp.conn_info(h).unwrap().mss, 1160);
 }
 
-/// Zero window: the persist timer sends one-octet probes; when the window opens, the probe
-/// octet (unacknowledged: the zero window dropped it) goes again with the rest at once, not
-/// after an RTO held back by Nagle. (conformance: zero-window-persist.pkt)
+/// Zero window: the persist timer sends probes without data at SND.UNA - 1 (Linux
+/// `tcp_xmit_probe_skb`); when the window opens, the data goes at once, not after an RTO held
+/// back by Nagle. (conformance: zero-window-persist.pkt)
 #[test]
 fn data_flows_as_soon_as_the_window_opens_after_a_probe() {
     let mut s = Script::new();
@@ -990,7 +1057,7 @@ fn data_flows_as_soon_as_the_window_opens_after_a_probe() {
         }
     }
     let probe = probe.expect("a window probe");
-    assert_eq!((probe.repr.seq, probe.len), (una, 1));
+    assert_eq!((probe.repr.seq, probe.len), (una.wrapping_sub(1), 0));
     s.advance(Duration::from_millis(10));
     let open = s.seg(TcpFlags::ACK, una);
     s.inject(&open, &[]);
@@ -1000,7 +1067,7 @@ fn data_flows_as_soon_as_the_window_opens_after_a_probe() {
     assert!(out[0].repr.flags.psh());
 }
 
-// ---- Issue 12: `netfold soak` found FIN-WAIT-1 connections waiting for the RTO ------------
+// ---- `netfold soak` found FIN-WAIT-1 connections waiting for the RTO ----------------------
 //
 // Both ends of a soak connection send at once, so the receiver's SACK blocks ride on its data
 // segments. A lost segment was then found by neither duplicate ACKs nor the tail loss probe,
@@ -1158,5 +1225,205 @@ fn loss_of_the_first_segment_after_a_recovery_starts_a_new_one() {
     assert!(
         out.iter().any(|o| o.repr.seq == at(10) && o.len > 0),
         "segment 10 is retransmitted on that ACK: {out:?}"
+    );
+}
+
+/// RFC 9293 §3.10.7.4: "If the ACK acks something not yet sent (SEG.ACK > SND.NXT) then send
+/// an ACK, drop the segment, and return." A dropped segment does not update TS.Recent: the
+/// ACK in reply echoes the TSval of the last segment accepted (Linux takes TS.Recent only from
+/// a segment whose ACK `tcp_ack` accepted, FLAG_UPDATE_TS_RECENT), and so does the next one.
+#[test]
+fn ack_beyond_snd_nxt_does_not_update_ts_recent() {
+    let mut s = Script::new();
+    let _h = s.passive_open(config(), 1460);
+    let good = s.seg(TcpFlags::ACK | TcpFlags::PSH, s.iss.wrapping_add(1));
+    let good_ts = good.options.timestamps.unwrap().tsval;
+    s.inject(&good, &[7u8; 100]);
+    s.peer_nxt = s.peer_nxt.wrapping_add(100);
+    s.advance(Duration::from_millis(300));
+    let out = s.flush();
+    assert!(!out.is_empty());
+    assert_eq!(out.last().unwrap().repr.ack, s.peer_nxt);
+    assert_eq!(
+        out.last().unwrap().repr.options.timestamps.unwrap().tsecr,
+        good_ts
+    );
+    // Data acknowledging 4000 bytes never sent.
+    let bad = s.seg(TcpFlags::ACK | TcpFlags::PSH, s.iss.wrapping_add(4001));
+    s.inject(&bad, &[8u8; 100]);
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "one ACK in reply: {out:?}");
+    assert_eq!(out[0].repr.ack, s.peer_nxt, "the data was dropped");
+    assert_eq!(
+        out[0].repr.options.timestamps.unwrap().tsecr,
+        good_ts,
+        "TS.Recent is not taken from the dropped segment"
+    );
+}
+
+/// Data segments netfold sends now: (offset from its first data byte, length, PSH).
+fn data_out(s: &mut Script) -> Vec<(u32, usize, bool)> {
+    let base = s.iss.wrapping_add(1);
+    s.flush()
+        .into_iter()
+        .filter(|o| o.len > 0)
+        .map(|o| (o.repr.seq.wrapping_sub(base), o.len, o.repr.flags.psh()))
+        .collect()
+}
+
+/// The peer acknowledges everything up to `off` bytes of netfold's data.
+fn ack_data(s: &mut Script, off: u32) {
+    let a = s.seg(TcpFlags::ACK, s.iss.wrapping_add(1).wrapping_add(off));
+    s.inject(&a, &[]);
+}
+
+/// PSH goes on the last segment of each burst (Linux: the segment the congestion window
+/// stops after carries PSH, not only the one that empties the queue), and on nothing before.
+#[test]
+fn psh_marks_the_last_segment_of_each_cwnd_limited_burst() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1000);
+    assert_eq!(s.tcp.send(h, &[7u8; 30_000]), Ok(30_000));
+    let first = data_out(&mut s);
+    assert_eq!(first.len(), 10, "the initial window: {first:?}");
+    let (last, rest) = first.split_last().unwrap();
+    assert!(last.2 && rest.iter().all(|o| !o.2), "{first:?}");
+    let end = last.0 + last.1 as u32;
+    s.advance(Duration::from_millis(10));
+    ack_data(&mut s, end);
+    let second = data_out(&mut s);
+    let (last, rest) = second.split_last().unwrap();
+    assert!(last.2 && rest.iter().all(|o| !o.2), "{second:?}");
+    assert!(
+        last.0 + (last.1 as u32) < 30_000,
+        "still cwnd-limited: {second:?}"
+    );
+}
+
+/// MSG_MORE: the short tail waits and a full segment goes without PSH; the ACK lets the tail
+/// go, still without PSH; a send without the flag ends with PSH (Linux `tcp_push` with
+/// MSG_MORE).
+#[test]
+fn msg_more_holds_the_tail_for_one_push() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1000);
+    let more = netfold::tcp::SendFlags {
+        more: true,
+        eor: false,
+    };
+    let seg = 1000 - 12; // the MSS less the timestamp option
+    assert_eq!(
+        s.tcp.send_with(h, &vec![1u8; seg + 100], more),
+        Ok(seg + 100)
+    );
+    assert_eq!(data_out(&mut s), vec![(0, seg, false)]);
+    s.advance(Duration::from_millis(10));
+    ack_data(&mut s, seg as u32);
+    assert_eq!(data_out(&mut s), vec![(seg as u32, 100, false)]);
+    // Nagle holds the next short segment while that one is unacknowledged.
+    assert_eq!(s.tcp.send(h, &[2u8; 50]), Ok(50));
+    assert_eq!(data_out(&mut s), vec![]);
+    s.advance(Duration::from_millis(10));
+    ack_data(&mut s, seg as u32 + 100);
+    assert_eq!(data_out(&mut s), vec![(seg as u32 + 100, 50, true)]);
+}
+
+/// TCP_CORK holds a short segment; clearing it sends the segment at once.
+#[test]
+fn cork_holds_until_cleared() {
+    let mut s = Script::new();
+    let cfg = Config {
+        cork: true,
+        ..config()
+    };
+    let h = s.passive_open(cfg, 1000);
+    assert_eq!(s.tcp.send(h, &[1u8; 300]), Ok(300));
+    assert_eq!(data_out(&mut s), vec![]);
+    s.tcp.set_config(h, config()).unwrap();
+    assert_eq!(data_out(&mut s), vec![(0, 300, true)]);
+}
+
+/// TCP_CORK's ceiling: a held tail leaves by itself after the persist timeout (at least
+/// the 200 ms minimum RTO) with nothing in flight.
+#[test]
+fn cork_releases_after_the_timeout() {
+    let mut s = Script::new();
+    let cfg = Config {
+        cork: true,
+        ..config()
+    };
+    let h = s.passive_open(cfg, 1000);
+    assert_eq!(s.tcp.send(h, &[1u8; 300]), Ok(300));
+    assert_eq!(data_out(&mut s), vec![]);
+    s.advance(Duration::from_millis(150));
+    assert_eq!(data_out(&mut s), vec![]);
+    s.advance(Duration::from_secs(1));
+    assert_eq!(data_out(&mut s), vec![(0, 300, true)]);
+}
+
+/// MSG_EOR: later sends never join the record's segment; sends after it still coalesce
+/// with each other.
+#[test]
+fn msg_eor_ends_a_segment() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1000);
+    let eor = netfold::tcp::SendFlags {
+        more: false,
+        eor: true,
+    };
+    assert_eq!(s.tcp.send_with(h, &[1u8; 100], eor), Ok(100));
+    assert_eq!(s.tcp.send_with(h, &[2u8; 100], eor), Ok(100));
+    assert_eq!(s.tcp.send(h, &[3u8; 100]), Ok(100));
+    assert_eq!(s.tcp.send(h, &[4u8; 100]), Ok(100));
+    // Both records go (a record's end with data after it is not held by Nagle, as Linux
+    // tests Nagle on the last skb only); the rest waits for their ACK and leaves as one.
+    assert_eq!(data_out(&mut s), vec![(0, 100, true), (100, 100, true)]);
+    s.advance(Duration::from_millis(10));
+    ack_data(&mut s, 200);
+    assert_eq!(data_out(&mut s), vec![(200, 200, true)]);
+}
+
+/// TCP_USER_TIMEOUT bounds zero-window probing (Linux `tcp_probe_timer`): probing that has
+/// lasted the user timeout aborts the connection with `TimedOut`, even though the peer
+/// answers every probe with its zero window (which alone would keep it open forever, RFC 1122
+/// §4.2.2.17), and the probe timer is brought forward so the abort comes on time.
+#[test]
+fn user_timeout_ends_zero_window_probing_the_peer_answers() {
+    let mut s = Script::new();
+    let cfg = Config {
+        user_timeout: Some(Duration::from_secs(3)),
+        ..config()
+    };
+    let (h, _) = s.active_open(cfg, 1460);
+    let una = s.iss.wrapping_add(1);
+    let mut zero = s.seg(TcpFlags::ACK, una);
+    zero.window = 0;
+    s.inject(&zero, &[]);
+    s.tcp.send(h, &[5; 1000]).unwrap();
+    assert!(s.flush().is_empty());
+    let mut first_probe = None;
+    let mut elapsed = Duration::from_millis(0);
+    while elapsed < Duration::from_secs(20) {
+        s.advance(Duration::from_millis(1));
+        elapsed = elapsed + Duration::from_millis(1);
+        if s.tcp.state(h) == Ok(netfold::tcp::State::Closed) {
+            break;
+        }
+        for o in s.flush() {
+            assert_eq!(o.len, 0, "only probes into a zero window");
+            first_probe.get_or_insert(elapsed);
+            // The peer is there: each probe gets its zero window back.
+            s.inject(&zero, &[]);
+        }
+    }
+    let first = first_probe.expect("a window probe");
+    assert_eq!(s.tcp.state(h), Ok(netfold::tcp::State::Closed));
+    assert_eq!(s.tcp.take_error(h), Ok(Some(netfold::tcp::Error::TimedOut)));
+    // The clock starts at the first probe; the abort comes 3 s later (within the 2 ms floor
+    // of the clamped probe timer), not at a backed-off probe beyond it.
+    let lasted = elapsed - first;
+    assert!(
+        lasted >= Duration::from_secs(3) && lasted <= Duration::from_millis(3005),
+        "{lasted:?}"
     );
 }

@@ -246,6 +246,7 @@ proptest! {
             sack: sacks.map(|(left, right)| SackBlock { left, right }),
             sack_count,
             timestamps: ts.map(|(tsval, tsecr)| Timestamps { tsval, tsecr }),
+            fast_open: None,
         };
         let repr = TcpRepr { src_port: 1, dst_port: 2, options, ..TcpRepr::default() };
         prop_assert!(repr.header_len() <= MAX_HEADER_LEN);

@@ -1,5 +1,5 @@
 //! Steady-state bulk transfer makes no heap allocation per segment (DESIGN: "recycle, don't
-//! allocate"; seed 000 §4.2). A counting global allocator watches a 256 MiB transfer between
+//! allocate"; the OLS 2002 study). A counting global allocator watches a 256 MiB transfer between
 //! two stacks over the in-memory pipe, in one thread and virtual time, after a warm-up; the
 //! number of allocations during the transfer must be a small constant, not proportional to the
 //! ~190 000 segments moved. Runs with GRO on (the default) and off, and over IPv6 (the
@@ -88,7 +88,7 @@ impl Net {
             (IP_A.into(), IP_B.into())
         };
         let tc = tcp::Config {
-            mss: stacks.a.tcp_mss(),
+            mss: stacks.a.tcp_mss(IP_B),
             ..tcp::Config::default()
         };
         stacks.now = Instant::from_millis(1);
@@ -218,10 +218,10 @@ fn ping6_allocates_nothing_per_echo() {
         PipeConfig::default(),
     );
     n.run_for(Duration::from_secs(3));
-    let dst = "2001:2::b".parse().unwrap();
+    let dst: Ipv6Addr = "2001:2::b".parse().unwrap();
     let data = [0x5au8; 1000];
     let ping = |n: &mut netfold_testkit::Net, seq: u16| {
-        n.a.ping6_send(n.now, dst, 1, seq, &data).unwrap();
+        n.a.ping(n.now, dst, 1, seq, &data).unwrap();
         n.settle();
         assert_eq!(n.a.ping6_recv().map(|r| r.seq_no), Some(seq));
     };

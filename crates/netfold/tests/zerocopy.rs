@@ -289,7 +289,7 @@ fn connected6(link: PipeConfig) -> (Net, TcpStream, TcpStream) {
 fn scatter_gather_sends_references_and_touches_no_payload_byte() {
     for (tso, v6) in [(false, false), (true, false), (false, true), (true, true)] {
         let (mut n, c, s) = if v6 {
-            // Over IPv6 the same (the IPv6 header template path, `emit_piece_v6`).
+            // Over IPv6 the same (the IPv6 header template path).
             connected6(sg_link().tso(tso))
         } else {
             connected(sg_link().tso(tso))

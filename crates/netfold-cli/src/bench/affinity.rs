@@ -1,4 +1,4 @@
-//! Pinning threads to CPUs (seed 000 §2: process affinity) and reading a thread's own CPU time.
+//! Pinning threads to CPUs (the OLS 2002 study: process affinity) and reading a thread's own CPU time.
 
 // Placement lives in netfold-os, where the sharded runtime uses it too.
 pub use netfold_os::cpu::{online_cpus, pin_current_thread};

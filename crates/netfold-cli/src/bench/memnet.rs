@@ -84,7 +84,7 @@ pub trait MemNet {
     fn read_paths(&self) -> bool {
         false
     }
-    /// The passes over payload bytes one side's stack has made so far (issue 13 item 5).
+    /// The passes over payload bytes one side's stack has made so far.
     fn payload_passes(&mut self, _side: Side) -> Option<netfold::iface::counters::PayloadPasses> {
         None
     }

@@ -22,6 +22,7 @@ pub mod smoltcp_tap;
 pub mod stats;
 pub mod udp;
 pub mod units;
+pub mod xdp;
 
 /// Link impairments for the in-memory pipe (fractions in [0, 1]), and its path model: a fixed
 /// one-way delay and a serialisation rate (a long fat path).
@@ -48,7 +49,7 @@ impl Impair {
     }
 }
 
-/// Where the client and server threads run (seed 000 Table 1: IRQ/process affinity).
+/// Where the client and server threads run (the OLS 2002 study's Table 1: IRQ/process affinity).
 /// The IP family a run's connections use (`--family`). netfold's stacks are dual-stack
 /// either way; with `V6` the connection runs between 2001:2::1 and 2001:2::2 (RFC 5180's
 /// benchmarking prefix).
@@ -258,7 +259,7 @@ pub struct Measurement {
     /// UDP_STREAM: both sides' counts.
     pub udp: Option<udp::UdpStats>,
     /// netfold streams: the passes over payload bytes at the sending and at the receiving
-    /// stack during the transfer (issue 13 item 5).
+    /// stack during the transfer.
     pub passes: Option<Passes>,
 }
 
@@ -269,4 +270,39 @@ pub struct Measurement {
 pub struct Passes {
     pub sender: Option<netfold::iface::counters::PayloadPasses>,
     pub receiver: Option<netfold::iface::counters::PayloadPasses>,
+}
+
+/// A netfold stack's counters as a JSON object: each layer an object of counter name ->
+/// number (`{"tcp": {"segments_in": 1234, ...}, "hist": {"frames_per_poll[1]": 5, ...}}`),
+/// from the counters' text form (one `layer name value` line each).
+pub fn counters_json(c: &impl std::fmt::Display) -> serde_json::Value {
+    let mut layers = serde_json::Map::new();
+    for line in c.to_string().lines() {
+        let mut w = line.split_whitespace();
+        let (Some(layer), Some(name), Some(v), None) = (w.next(), w.next(), w.next(), w.next())
+        else {
+            continue;
+        };
+        let Ok(v) = v.parse::<u64>() else { continue };
+        layers
+            .entry(layer)
+            .or_insert_with(|| serde_json::Value::Object(Default::default()))
+            .as_object_mut()
+            .map(|m| m.insert(name.into(), v.into()));
+    }
+    layers.into()
+}
+
+#[cfg(test)]
+mod counters_tests {
+    #[test]
+    fn counters_become_objects_of_numbers() {
+        let v = super::counters_json(&netfold::iface::Counters {
+            polls: 7,
+            ..Default::default()
+        });
+        assert_eq!(v["batch"]["polls"], 7);
+        assert_eq!(v["tcp"]["segments_in"], 0);
+        assert!(v["hist"]["frames_per_poll[1]"].is_u64(), "{v}");
+    }
 }

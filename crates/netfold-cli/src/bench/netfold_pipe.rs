@@ -462,11 +462,11 @@ impl MemNet for NetfoldNet {
         }
         m.insert(
             "client_counters".into(),
-            format!("{}", self.client.counters()).into(),
+            super::counters_json(&self.client.counters()),
         );
         m.insert(
             "server_counters".into(),
-            format!("{}", self.server.counters()).into(),
+            super::counters_json(&self.server.counters()),
         );
         m
     }

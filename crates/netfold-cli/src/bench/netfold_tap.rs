@@ -185,7 +185,7 @@ fn run_with<D: Device>(
         details.insert("kernel_server_cpu_s".into(), scpu.into());
         details.insert(
             "netfold_counters".into(),
-            format!("{}", node.stack.counters()).into(),
+            super::counters_json(&node.stack.counters()),
         );
         details.insert(link.into(), format!("{:?}", stats(&node.end)).into());
         if let Some(z) = node.zc_report.take() {

@@ -357,7 +357,7 @@ pub struct Outcome {
     pub latency: Option<Histogram>,
     /// The server thread's polls and sleeps.
     pub poll_stats: PollStats,
-    /// The server stack's passes over payload bytes (issue 13 item 5).
+    /// The server stack's passes over payload bytes.
     pub passes: netfold::iface::counters::PayloadPasses,
     /// The server's zero-copy completion counts (maerts `--zerocopy`).
     pub zc: Option<String>,
@@ -485,9 +485,12 @@ pub fn run_pair<D: Device + Send + 'static>(
     details.insert("server_cpu_s".into(), srv.cpu_s.into());
     details.insert(
         "client_counters".into(),
-        format!("{}", node.stack.counters()).into(),
+        super::counters_json(&node.stack.counters()),
     );
-    details.insert("server_counters".into(), srv.counters.clone().into());
+    details.insert(
+        "server_counters".into(),
+        super::counters_json(&srv.counters),
+    );
     for (side, z) in [
         ("client", node.zc_report.take()),
         ("server", srv.zc.clone()),
@@ -762,7 +765,7 @@ mod tests {
     #[test]
     fn two_threads_pinned_to_one_core_move_all_the_data() {
         if !can_pin() {
-            eprintln!("skipped: cannot pin threads to CPU 0");
+            netfold_os::netns::skip(Some("cannot pin threads to CPU 0".into()));
             return;
         }
         const BYTES: u64 = 4 << 20;

@@ -661,6 +661,23 @@ pub struct ClientResult {
     pub verified: Option<bool>,
 }
 
+/// What is called with each `--interval` report as its interval ends.
+pub type LiveFn = Box<dyn Fn(&Interval) + Send + Sync>;
+
+static LIVE: std::sync::Mutex<Option<LiveFn>> = std::sync::Mutex::new(None);
+
+/// Sets (or with `None` clears) the function each interval report is handed to as soon as
+/// its interval ends, from the thread sampling the run (for live output).
+pub fn set_live(f: Option<LiveFn>) {
+    *LIVE.lock().unwrap_or_else(|e| e.into_inner()) = f;
+}
+
+fn report_live(iv: &Interval) {
+    if let Some(f) = LIVE.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        f(iv);
+    }
+}
+
 /// Samples per-worker counters every `every` until all `workers` are done.
 struct Sampler {
     counters: Arc<Vec<AtomicU64>>,
@@ -717,6 +734,9 @@ impl Sampler {
                             trans_per_s: None,
                         }
                     });
+                    if let Some(iv) = out.last() {
+                        report_live(iv);
+                    }
                 }
                 last_t = t;
                 last_v = v;

@@ -175,9 +175,8 @@ impl NetStream for netfold_rt::blocking::TcpStream {
         self.try_clone()
     }
     fn set_timeouts(&self, t: Option<Duration>) -> io::Result<()> {
-        self.set_read_timeout(t);
-        self.set_write_timeout(t);
-        Ok(())
+        self.set_read_timeout(t)?;
+        self.set_write_timeout(t)
     }
     fn set_nodelay_to(&self, on: bool) -> io::Result<()> {
         self.set_nodelay(on)
@@ -247,7 +246,7 @@ impl Net for NetfoldNet {
         _bufs: (Option<usize>, Option<usize>),
     ) -> io::Result<(Self::Udp, u16)> {
         let s = self.rt.udp_bind(SocketAddr::new(ip, 0))?;
-        s.set_read_timeout(Some(wait));
+        s.set_read_timeout(Some(wait))?;
         let port = s.local_addr()?.port();
         Ok((s, port))
     }
@@ -354,8 +353,7 @@ impl ClientUdp for NetfoldConnectedUdp {
         }
     }
     fn set_read_timeout_to(&self, t: Option<Duration>) -> io::Result<()> {
-        self.sock.set_read_timeout(t);
-        Ok(())
+        self.sock.set_read_timeout(t)
     }
 }
 
@@ -409,6 +407,9 @@ pub fn netfold_pipe_pair(p: &super::Params) -> io::Result<(NetfoldNet, NetfoldNe
         });
         // The pipe wakes a sleeping driver when a frame arrives; 1 ms bounds a lost wake-up.
         let rt = netfold_rt::Runtime::start(stack, Box::new(end), Duration::from_millis(1))?;
+        // A measurement's last bytes do not matter once it is over: the runtime stops at
+        // once instead of draining (its peer may be gone already, with our data unread).
+        rt.set_drop_drain(Duration::ZERO);
         Ok(NetfoldNet {
             rt: Arc::new(rt),
             tcp: tcp_config(p),
@@ -419,8 +420,9 @@ pub fn netfold_pipe_pair(p: &super::Params) -> io::Result<(NetfoldNet, NetfoldNe
 }
 
 /// A netfold stack at `ip/prefix` (next hop `gateway` for off-link peers) on `link` —
-/// `tap:NAME` or `tun:NAME` (created if it does not exist) or `packet:IFNAME` (an `AF_PACKET`
-/// socket on an existing interface) — on its own driver thread. Returns the stack and a
+/// `tap:NAME` or `tun:NAME` (created if it does not exist), `packet:IFNAME` (an `AF_PACKET`
+/// socket on an existing interface) or `xdp:IFNAME[@QUEUE][:all]` (an AF_XDP socket on one
+/// queue of an existing interface, its program redirecting the frames for `ip`) — on its own driver thread. Returns the stack and a
 /// description for logs.
 pub fn open_netfold(
     link: &str,
@@ -444,6 +446,16 @@ pub fn open_netfold(
                 .map_err(|e| format!("opening {link}: {e}"))?;
             let mtu = dev.mtu();
             (Box::new(dev), mtu)
+        } else if link.starts_with("xdp:") {
+            let cfg = netfold_os::tap::TapConfig {
+                mtu,
+                ..Default::default()
+            };
+            let dev = netfold_os::link::Link::open_for(link, cfg, &[ip.into()])
+                .map_err(|e| format!("opening {link}: {e}"))?;
+            eprintln!("netfold: {}", dev.describe());
+            let mtu = dev.mtu();
+            (Box::new(dev), mtu)
         } else if ["tap:", "tun:"]
             .iter()
             .any(|p| link.strip_prefix(p).is_some_and(|n| !n.is_empty()))
@@ -457,9 +469,11 @@ pub fn open_netfold(
             let mtu = dev.mtu();
             (Box::new(dev), mtu)
         } else {
-            return Err(
-                format!("--link {link:?}: expected tap:NAME, tun:NAME or packet:IFNAME").into(),
-            );
+            return Err(format!(
+                "--link {link:?}: expected tap:NAME, tun:NAME, packet:IFNAME or \
+                     xdp:IFNAME[@QUEUE][:all]"
+            )
+            .into());
         };
     let stack = netfold::iface::Stack::new(netfold::iface::StackConfig {
         medium: dev.caps().medium,

@@ -62,12 +62,12 @@ pub struct Row {
     /// Microseconds of CPU per transaction (`--cpu`, RR/CRR: netperf's us/Tr).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_demand_us_per_tr: Option<f64>,
-    /// Throughput scaled to 100% CPU (`--cpu`): throughput / utilization, seed 000's metric.
+    /// Throughput scaled to 100% CPU (`--cpu`): throughput / utilization, the OLS 2002 study's metric.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scaled_throughput_mbps: Option<f64>,
     /// netfold streams: passes over payload bytes (copies plus checksum passes of their
-    /// own) per payload byte, at the sending stack and at the receiving stack (issue 13 item
-    /// 5; the counts are in `details.payload_passes`). In the table with `--cpu`.
+    /// own) per payload byte, at the sending stack and at the receiving stack (the counts
+    /// are in `details.payload_passes`). In the table with `--cpu`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passes_per_byte_sender: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -111,12 +111,207 @@ pub fn mbps(bytes: u64, secs: f64) -> f64 {
 }
 
 pub fn print_json(rows: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
-    let v = serde_json::json!({
-        "machine": super::machine::Machine::current(),
-        "results": rows,
-    });
-    println!("{}", serde_json::to_string_pretty(&v)?);
+    println!("{}", serde_json::to_string_pretty(&json_value(rows))?);
     Ok(())
+}
+
+/// `--json-stream`'s last line: `{"event": "end", ...}` with everything `--json` prints.
+pub fn print_json_end(rows: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
+    let mut v = json_value(rows);
+    if let Some(m) = v.as_object_mut() {
+        m.insert("event".into(), "end".into());
+    }
+    println!("{}", serde_json::to_string(&v)?);
+    Ok(())
+}
+
+/// What `--json` prints: the machine, the links, the rows, their ratios and warnings.
+pub fn json_value(rows: &[Row]) -> serde_json::Value {
+    serde_json::json!({
+        "machine": super::machine::Machine::current(),
+        "links": links(rows)
+            .into_iter()
+            .map(|(link, mtus)| serde_json::json!({
+                "link": link,
+                "mtu": mtus,
+                "description": link_description(&link),
+            }))
+            .collect::<Vec<_>>(),
+        "results": rows,
+        "ratios": ratios(rows),
+        "warnings": warnings(rows, available_cpus()),
+    })
+}
+
+/// The number of CPUs this process may run on (1 if unknown).
+pub fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// What a link of the table's Link column is, for the lines above the table.
+pub fn link_description(link: &str) -> &'static str {
+    match link {
+        "pipe" => "in-memory link inside this process: both stacks in user space, frames handed over in memory, no system calls",
+        "lo" => "the kernel's loopback: the kernel's TCP at both ends, driven through socket system calls",
+        "veth" => "a veth pair between two network namespaces: the kernel's TCP at both ends, through socket system calls",
+        "tap" => "a TAP device: the user-space stack in this process at one end, the kernel's TCP at the other",
+        "tun" => "a TUN device (bare IP, no Ethernet): the user-space stack in this process at one end, the kernel's TCP at the other",
+        "emu" => "two TAPs in two network namespaces joined by netfold's user-space link emulator",
+        "xdp" => "a veth pair between two network namespaces: the user-space stack at both ends, each on an AF_XDP socket",
+        _ => "",
+    }
+}
+
+/// Links that carry like traffic: a user-space stack on a TAP or TUN against the kernel, or at
+/// both ends of a veth pair on AF_XDP sockets, is compared with the kernel against itself over
+/// a veth pair at the same MTU (the kernel's counterpart of `--link tap` and `--link xdp`);
+/// every other link only with itself.
+fn link_class(link: &str) -> &str {
+    match link {
+        "tap" | "tun" | "veth" | "xdp" => "device",
+        l => l,
+    }
+}
+
+/// Each link in the rows (in order of appearance) with the MTUs it ran at.
+pub fn links(rows: &[Row]) -> Vec<(String, Vec<usize>)> {
+    let mut v: Vec<(String, Vec<usize>)> = Vec::new();
+    for r in rows.iter().filter(|r| !r.link.is_empty()) {
+        match v.iter_mut().find(|(l, _)| *l == r.link) {
+            Some((_, m)) if !m.contains(&r.mtu) => m.push(r.mtu),
+            Some(_) => {}
+            None => v.push((r.link.clone(), vec![r.mtu])),
+        }
+    }
+    v
+}
+
+/// One ratio between two rows measured alike, as the table shows it and the JSON carries it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Ratio {
+    /// "netfold/kernel", "netfold/smoltcp", "zero-copy/copy", "IPv6/IPv4".
+    pub name: String,
+    pub msg_size: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resp_size: Option<usize>,
+    pub placement: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub family: String,
+    /// The numerator's link and the denominator's (the same, or a TAP/TUN against the
+    /// kernel's veth at the same MTU).
+    pub link: String,
+    pub other_link: String,
+    pub mtu: usize,
+    /// The numerator's headline over the denominator's (Mbit/s or transactions/s).
+    pub ratio: f64,
+}
+
+/// Whether two rows were measured alike: same sizes, family, placement, link class and MTU.
+fn alike(a: &Row, b: &Row) -> bool {
+    a.msg_size == b.msg_size
+        && a.resp_size == b.resp_size
+        && a.family == b.family
+        && a.placement == b.placement
+        && a.mtu == b.mtu
+        && link_class(&a.link) == link_class(&b.link)
+}
+
+/// Same sizes over the same link and MTU: what two rows of one stack must share for a ratio
+/// of one setting (zero-copy, family) between them.
+fn same_test(a: &Row, b: &Row) -> bool {
+    a.msg_size == b.msg_size && a.resp_size == b.resp_size && a.link == b.link && a.mtu == b.mtu
+}
+
+fn ratio_of(name: String, a: &Row, b: &Row) -> Option<Ratio> {
+    (b.headline() > 0.0).then(|| Ratio {
+        name,
+        msg_size: a.msg_size,
+        resp_size: a.resp_size,
+        placement: a.placement.clone(),
+        family: a.family.clone(),
+        link: a.link.clone(),
+        other_link: b.link.clone(),
+        mtu: a.mtu,
+        ratio: a.headline() / b.headline(),
+    })
+}
+
+/// The stacks other than netfold in the rows, sorted.
+fn other_stacks(rows: &[Row]) -> Vec<&str> {
+    let mut v: Vec<&str> = rows
+        .iter()
+        .map(|r| r.stack.as_str())
+        .filter(|s| *s != "netfold")
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Every ratio the rows allow, only ever between rows measured alike: netfold over each other
+/// stack, netfold's zero-copy rows over their copying twins, IPv6 over IPv4.
+pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
+    let mut v = Vec::new();
+    let others = other_stacks(rows);
+    for a in rows.iter().filter(|r| r.stack == "netfold") {
+        for x in &others {
+            if let Some(b) = rows.iter().find(|b| b.stack == *x && alike(a, b)) {
+                v.extend(ratio_of(format!("netfold/{x}"), a, b));
+            }
+        }
+    }
+    for z in rows.iter().filter(|r| r.stack == "netfold") {
+        let Some(place) = z.placement.strip_suffix(", zc") else {
+            continue;
+        };
+        if let Some(c) = rows.iter().find(|r| {
+            r.stack == "netfold" && same_test(r, z) && r.family == z.family && r.placement == place
+        }) {
+            v.extend(ratio_of("zero-copy/copy".into(), z, c).map(|mut r| {
+                r.placement = place.into();
+                r
+            }));
+        }
+    }
+    for b in rows.iter().filter(|r| r.family == "IPv6") {
+        if let Some(a) = rows.iter().find(|a| {
+            a.family == "IPv4"
+                && a.stack == b.stack
+                && same_test(a, b)
+                && a.placement == b.placement
+        }) {
+            v.extend(ratio_of(format!("{} IPv6/IPv4", b.stack), b, a));
+        }
+    }
+    v
+}
+
+/// Cautions that belong beside the figures: a two-CPU placement on a machine with no more
+/// than two CPUs.
+pub fn warnings(rows: &[Row], cpus: usize) -> Vec<String> {
+    let mut w = Vec::new();
+    let two = |r: &&Row| r.placement.starts_with("2 CPUs");
+    if cpus <= 2 && rows.iter().any(|r| two(&r)) {
+        let kernel = rows.iter().filter(two).any(|r| r.stack == "kernel");
+        let online = netfold_os::cpu::online_cpus();
+        w.push(format!(
+            "warning: this process can use {cpus} CPU{}{}, so the 2-CPU rows share their \
+             cores with everything else running here{}; do not read a ratio at 2 CPUs as a \
+             difference between the stacks",
+            if cpus == 1 { "" } else { "s" },
+            if online != cpus {
+                format!(" (of {online} online)")
+            } else {
+                String::new()
+            },
+            if kernel {
+                ", and the kernel's figure there is depressed by the shared cores"
+            } else {
+                ""
+            }
+        ));
+    }
+    w
 }
 
 fn opt(v: Option<f64>, prec: usize) -> String {
@@ -171,14 +366,20 @@ fn size_label(r: &Row) -> String {
 
 /// netperf-style table: the column heads name the same quantities netperf's do, plus where the
 /// two ends ran. RR/CRR rows add latency percentiles, UDP rows both sides' datagram counts.
-/// When several stacks were measured, ratios of netfold to each other stack follow, per size
-/// and placement: a ratio is only taken between rows placed alike.
+/// Lines above it say what each link is. When several stacks were measured, ratios of netfold
+/// to each other stack follow, only between rows measured alike (size, placement, link class
+/// and MTU), after a warning when 2-CPU rows ran on a machine with no more than two CPUs.
 pub fn print_table(rows: &[Row]) {
     print!("{}", table(rows));
 }
 
-/// The table as text.
+/// The table as text, with the cautions for this machine's CPU count.
 pub fn table(rows: &[Row]) -> String {
+    table_for(rows, available_cpus())
+}
+
+/// The table as text, as it reads on a machine with `cpus` CPUs.
+pub fn table_for(rows: &[Row], cpus: usize) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     if rows.is_empty() {
@@ -194,6 +395,18 @@ pub fn table(rows: &[Row]) -> String {
             .iter()
             .any(|r| r.passes_per_byte_sender.is_some() || r.passes_per_byte_receiver.is_some());
     let _ = writeln!(o, "{test} TEST (netfold harness)");
+    // What each link is: an in-process link and the kernel's loopback are not alike.
+    let ls = links(rows);
+    let lw = ls.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+    for (link, mtus) in &ls {
+        let d = link_description(link);
+        if d.is_empty() {
+            continue;
+        }
+        let m: Vec<String> = mtus.iter().map(|m| m.to_string()).collect();
+        let _ = writeln!(o, "{link:<lw$}  {d}; MTU {}", m.join(", "));
+    }
+    let ci = rows.iter().any(|r| r.ci_met.is_some());
     let unit = if transactional {
         "Trans/s"
     } else {
@@ -238,6 +451,9 @@ pub fn table(rows: &[Row]) -> String {
         if passes {
             h.extend([("Passes/B", "sender"), ("Passes/B", "receiver")]);
         }
+        if ci {
+            h.extend([("CI width", "%"), ("CI", "met")]);
+        }
         h.push(("Verified", ""));
         h.into_iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -249,10 +465,6 @@ pub fn table(rows: &[Row]) -> String {
             .verified
             .map(|v| if v { "yes" } else { "NO" })
             .unwrap_or("-");
-        let ci = match r.ci_met {
-            Some(false) => " (CI not met)",
-            _ => "",
-        };
         let mut l = vec![
             r.stack.clone(),
             if r.family.is_empty() {
@@ -310,7 +522,17 @@ pub fn table(rows: &[Row]) -> String {
                 p(r.passes_per_byte_receiver, "receiver"),
             ]);
         }
-        l.push(format!("{ver}{ci}"));
+        if ci {
+            l.extend([
+                opt(r.ci_width_pct, 2),
+                match r.ci_met {
+                    Some(true) => "yes".into(),
+                    Some(false) => "NO".into(),
+                    None => "-".into(),
+                },
+            ]);
+        }
+        l.push(ver.into());
         lines.push(l);
     }
     // The Family column only when IPv6 was measured (IPv4-only tables look as before).
@@ -345,117 +567,134 @@ pub fn table(rows: &[Row]) -> String {
             "Passes/B n/a: the Linux kernel's end of a TAP/TUN run, not netfold's to count"
         );
     }
-    let others: Vec<&str> = {
-        let mut v: Vec<&str> = rows
-            .iter()
-            .map(|r| r.stack.as_str())
-            .filter(|s| *s != "netfold")
-            .collect();
-        v.sort();
-        v.dedup();
-        v
-    };
-    if rows.iter().any(|r| r.stack == "netfold") && !others.is_empty() {
-        let _ = writeln!(o);
-        let _ = write!(o, "{:>12} {:<10}", "Message", "Placement");
-        for x in &others {
-            let _ = write!(o, " {:>16}", format!("netfold/{x}"));
-        }
-        let _ = writeln!(o);
-        let mut keys: Vec<(usize, Option<usize>, &str, &str)> = rows
-            .iter()
-            .filter(|r| r.stack == "netfold")
-            .map(|r| {
-                (
-                    r.msg_size,
-                    r.resp_size,
-                    r.placement.as_str(),
-                    r.family.as_str(),
-                )
-            })
-            .collect();
-        keys.dedup();
-        let mut unmatched = false;
-        for (sz, resp, place, fam) in keys {
-            let same = |r: &&Row| r.msg_size == sz && r.resp_size == resp && r.family == fam;
-            let nf = rows
-                .iter()
-                .find(|r| r.stack == "netfold" && same(r) && r.placement == place);
-            let label = match resp {
-                Some(x) => format!("{sz},{x}"),
-                None => sz.to_string(),
-            };
-            let shown = if families {
-                format!("{place} {fam}")
-            } else {
-                place.to_string()
-            };
-            let _ = write!(o, "{label:>12} {shown:<10}");
-            for x in &others {
-                // Like with like: the other stack at the same placement; a row at another
-                // placement is shown marked, so the reader sees the ratio is not comparable.
-                let exact = rows
-                    .iter()
-                    .find(|r| r.stack == *x && same(r) && r.placement == place);
-                let any = rows.iter().find(|r| r.stack == *x && same(r));
-                let ratio = match (nf, exact, any) {
-                    (Some(a), Some(b), _) if b.headline() > 0.0 => {
-                        format!("{:.2}x", a.headline() / b.headline())
-                    }
-                    (Some(a), None, Some(b)) if b.headline() > 0.0 => {
-                        unmatched = true;
-                        format!("{:.2}x*", a.headline() / b.headline())
-                    }
-                    _ => "-".into(),
-                };
-                let _ = write!(o, " {ratio:>16}");
-            }
-            let _ = writeln!(o);
-        }
-        if unmatched {
-            let _ = writeln!(
-                o,
-                "* the other stack ran at a different placement (see the Placement column): \
-                 not a like-for-like ratio"
-            );
-        }
+    for w in warnings(rows, cpus) {
+        let _ = writeln!(o, "{w}");
     }
+    stack_ratios(&mut o, rows, families);
     // `--zerocopy both`: each netfold zero-copy row against its copying twin.
-    let pairs: Vec<(&Row, &Row)> = rows
-        .iter()
-        .filter(|r| r.stack == "netfold")
-        .filter_map(|z| {
-            let place = z.placement.strip_suffix(", zc")?;
-            let copy = rows.iter().find(|r| {
-                r.stack == "netfold"
-                    && r.msg_size == z.msg_size
-                    && r.link == z.link
-                    && r.family == z.family
-                    && r.placement == place
-            })?;
-            Some((z, copy))
-        })
+    let zc: Vec<Ratio> = ratios(rows)
+        .into_iter()
+        .filter(|r| r.name == "zero-copy/copy")
         .collect();
-    if !pairs.is_empty() {
+    if !zc.is_empty() {
         let _ = writeln!(o);
         let _ = writeln!(
             o,
             "{:>12} {:<10} {:>16}",
             "Message", "Placement", "zero-copy/copy"
         );
-        for (z, c) in pairs {
-            let ratio = if c.headline() > 0.0 {
-                format!("{:.2}x", z.headline() / c.headline())
-            } else {
-                "-".into()
-            };
-            let _ = writeln!(o, "{:>12} {:<10} {ratio:>16}", z.msg_size, c.placement);
+        for r in zc {
+            let _ = writeln!(
+                o,
+                "{:>12} {:<10} {:>16}",
+                r.msg_size,
+                r.placement,
+                format!("{:.2}x", r.ratio)
+            );
         }
     }
     if families {
         family_ratios(&mut o, rows, cpu);
     }
     o
+}
+
+/// netfold over each other stack, per size, placement and link, only between rows measured
+/// alike; a stack with no such row gets a line saying why there is no ratio.
+fn stack_ratios(o: &mut String, rows: &[Row], families: bool) {
+    use std::fmt::Write as _;
+    if !rows.iter().any(|r| r.stack == "netfold") {
+        return;
+    }
+    let all = ratios(rows);
+    let others = other_stacks(rows);
+    let (with, without): (Vec<&str>, Vec<&str>) = others
+        .iter()
+        .partition(|x| all.iter().any(|r| r.name == format!("netfold/{x}")));
+    if !with.is_empty() {
+        let _ = writeln!(o);
+        let _ = write!(o, "{:>12} {:<10} {:<16}", "Message", "Placement", "Link");
+        for x in &with {
+            let _ = write!(o, " {:>16}", format!("netfold/{x}"));
+        }
+        let _ = writeln!(o);
+        let mut missing = false;
+        for a in rows.iter().filter(|r| r.stack == "netfold") {
+            let mine: Vec<&Ratio> = all
+                .iter()
+                .filter(|r| {
+                    r.link == a.link
+                        && r.mtu == a.mtu
+                        && r.msg_size == a.msg_size
+                        && r.resp_size == a.resp_size
+                        && r.placement == a.placement
+                        && r.family == a.family
+                        && r.name.starts_with("netfold/")
+                })
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let shown = if families {
+                format!("{} {}", a.placement, a.family)
+            } else {
+                a.placement.clone()
+            };
+            let links: Vec<&str> = {
+                let mut v = vec![a.link.as_str()];
+                for r in &mine {
+                    if !v.contains(&r.other_link.as_str()) {
+                        v.push(&r.other_link);
+                    }
+                }
+                v
+            };
+            let link = format!("{} {}", links.join("/"), a.mtu);
+            let _ = write!(o, "{:>12} {shown:<10} {link:<16}", size_label(a));
+            for x in &with {
+                let cell = match mine.iter().find(|r| r.name == format!("netfold/{x}")) {
+                    Some(r) => format!("{:.2}x", r.ratio),
+                    None => {
+                        missing = true;
+                        "-".into()
+                    }
+                };
+                let _ = write!(o, " {cell:>16}");
+            }
+            let _ = writeln!(o);
+        }
+        if missing {
+            let _ = writeln!(
+                o,
+                "-: that stack has no row at the same placement over a like link and MTU"
+            );
+        }
+    }
+    let desc = |s: &str| {
+        let v: Vec<String> = links(
+            &rows
+                .iter()
+                .filter(|r| r.stack == s)
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
+        .into_iter()
+        .map(|(l, m)| {
+            let m: Vec<String> = m.iter().map(|m| m.to_string()).collect();
+            format!("{l} (MTU {})", m.join(", "))
+        })
+        .collect();
+        v.join(", ")
+    };
+    for x in without {
+        let _ = writeln!(
+            o,
+            "no netfold/{x} ratio: {x} ran over {}, netfold over {}, which are not alike; \
+             `--link tap`, `--link xdp` or `--link emu` (root) runs both over one kind of link",
+            desc(x),
+            desc("netfold")
+        );
+    }
 }
 
 /// `--family both`: for each stack, size and placement measured over both families, IPv6's
@@ -574,15 +813,102 @@ mod tests {
             t.contains("p99 us") && t.contains("us/Tr") && t.contains("3.500"),
             "{t}"
         );
-        // A stack measured only at another placement gets a marked ratio.
+        // A stack measured only at another placement gets no ratio, and a line saying so.
         let t = table(&[
             rr_row("netfold", "2 CPUs", 1.0),
             rr_row("smoltcp", "1 CPU", 2.0),
         ]);
         assert!(
-            t.contains("0.50x*") && t.contains("not a like-for-like"),
+            !t.contains("0.50x") && t.contains("no netfold/smoltcp ratio"),
             "{t}"
         );
+    }
+
+    fn stream_row(stack: &str, link: &str, mtu: usize, placement: &str, mbps: f64) -> Row {
+        Row {
+            test: "TCP_STREAM".into(),
+            stack: stack.into(),
+            link: link.into(),
+            mtu,
+            msg_size: 1024,
+            placement: placement.into(),
+            throughput_mbps: Some(mbps),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn links_are_described_and_ratios_only_join_like_links() {
+        let rows = [
+            stream_row("netfold", "pipe", 1500, "1 CPU", 3000.0),
+            stream_row("kernel", "lo", 65536, "1 CPU", 1000.0),
+            stream_row("smoltcp", "pipe", 1500, "1 CPU", 1500.0),
+        ];
+        let t = table_for(&rows, 8);
+        let head: Vec<&str> = t.lines().take(3).collect();
+        assert!(
+            head[1].starts_with("pipe") && head[1].contains("MTU 1500"),
+            "{t}"
+        );
+        assert!(
+            head[2].starts_with("lo") && head[2].contains("MTU 65536"),
+            "{t}"
+        );
+        assert!(head[2].contains("system calls"), "{t}");
+        // pipe against pipe: a ratio; pipe against lo: none, and a line saying why.
+        assert!(t.contains("netfold/smoltcp") && t.contains("2.00x"), "{t}");
+        assert!(!t.contains("3.00x"), "{t}");
+        assert!(
+            t.contains("no netfold/kernel ratio: kernel ran over lo (MTU 65536)"),
+            "{t}"
+        );
+        let r = ratios(&rows);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!((r[0].name.as_str(), r[0].ratio), ("netfold/smoltcp", 2.0));
+        // A TAP against the kernel's veth at the same MTU is the like pair of --link tap.
+        let rows = [
+            stream_row("netfold", "tap", 1500, "2 CPUs", 900.0),
+            stream_row("kernel", "veth", 1500, "2 CPUs", 300.0),
+        ];
+        assert_eq!(ratios(&rows)[0].ratio, 3.0);
+        assert!(table_for(&rows, 8).contains("tap/veth 1500"));
+    }
+
+    #[test]
+    fn two_cpu_rows_on_a_two_cpu_machine_carry_a_warning() {
+        let rows = [
+            rr_row("netfold", "2 CPUs", 20_000.0),
+            rr_row("kernel", "2 CPUs", 10_000.0),
+        ];
+        let t = table_for(&rows, 2);
+        assert!(
+            t.contains("warning: this process can use 2 CPUs")
+                && t.contains("kernel's figure there is depressed"),
+            "{t}"
+        );
+        assert!(!table_for(&rows, 4).contains("warning"));
+        assert!(warnings(&rows[..1], 1)[0].contains("use 1 CPU"));
+        let one = [
+            rr_row("netfold", "1 CPU", 1.0),
+            rr_row("kernel", "1 CPU", 1.0),
+        ];
+        assert!(warnings(&one, 2).is_empty());
+    }
+
+    #[test]
+    fn the_confidence_interval_has_its_own_columns() {
+        let mut r = stream_row("netfold", "pipe", 1500, "1 CPU", 1.0);
+        r.iterations = 3;
+        r.ci_width_pct = Some(7.5);
+        r.ci_met = Some(false);
+        r.verified = Some(true);
+        let t = table_for(&[r], 8);
+        let last: Vec<&str> = t.lines().nth(4).unwrap().split_whitespace().collect();
+        assert!(
+            t.contains("CI width") && last.ends_with(&["7.50", "NO", "yes"]),
+            "{t}"
+        );
+        assert!(!t.contains("CI not met"), "{t}");
     }
 
     #[test]

@@ -950,7 +950,7 @@ mod tests {
         }
     }
 
-    /// Issue 15: the same over IPv6 — the multi-queue link steers by the Toeplitz hash of the
+    /// The same over IPv6 — the multi-queue link steers by the Toeplitz hash of the
     /// IPv6 4-tuple (Microsoft's "IPv6 with TCP"), local ports are chosen for it, and
     /// Neighbor Discovery (no 4-tuple) stays on each shard's own queue as ARP does.
     #[test]

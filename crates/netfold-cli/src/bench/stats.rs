@@ -1,5 +1,5 @@
 //! The statistics netperf reports: confidence intervals over iterations (`-i MAX,MIN -I
-//! LEVEL,WIDTH`), CPU utilization, service demand and throughput scaled to 100% CPU (seed 000's
+//! LEVEL,WIDTH`), CPU utilization, service demand and throughput scaled to 100% CPU (the OLS 2002 study's
 //! metric).
 
 /// Mean and sample standard deviation.
@@ -146,7 +146,7 @@ pub struct CpuFigures {
     pub cpu_util_pct: f64,
     /// Microseconds of CPU per KiB moved (netperf's service demand, "us/KB").
     pub service_demand_us_per_kb: f64,
-    /// Throughput if the work had the whole machine: throughput / utilization (seed 000).
+    /// Throughput if the work had the whole machine: throughput / utilization (the OLS 2002 study).
     pub scaled_throughput_mbps: f64,
 }
 

@@ -1,4 +1,4 @@
-//! `netfold copy`: a modern cptimer (seed 000 §3.2 Table 5, seed 001's 1448-byte cycle counts).
+//! `netfold copy`: a modern cptimer (the OLS 2002 study's Table 5, the 2002 copy_to_user thread's 1448-byte cycle counts).
 //!
 //! For each size and each (source, destination) alignment pair it times every selected copy
 //! method and reports GB/s: min / median / max over the alignment pairs, the worst-to-best
@@ -29,7 +29,7 @@ fn std_copy(dst: &mut [u8], src: &[u8]) {
 /// store into the slot the closure's 8-byte `push`/`pop` pair uses, and that pop then cannot
 /// be forwarded from the store buffer and waits for every older store (the whole copy) to
 /// reach the cache. On an AMD Zen 5 that harness artifact alone made a "fused" method that
-/// only copies measure 0.91x of the same copy (docs/BENCHMARKS.md, issue 13).
+/// only copies measure 0.91x of the same copy (docs/BENCHMARKS.md).
 const METHODS: &[(&str, CopyFn, &str)] = &[
     (
         "netfold",
@@ -681,7 +681,7 @@ fn print_human(summary: &[Summary], results: &[Cell], tsc: Option<f64>) -> std::
                 .unwrap_or_else(|| "-".into()),
         )?;
     }
-    // Seed 000 Table 6 / seed 001: cycles to copy 1448 bytes, aligned vs not.
+    // The OLS 2002 study's Table 6 / the 2002 copy_to_user thread: cycles to copy 1448 bytes, aligned vs not.
     let at = |m: &str, sa: usize, da: usize| {
         results
             .iter()
@@ -750,6 +750,17 @@ fn ramp(t: f64) -> plotters::style::RGBColor {
     plotters::style::RGBColor(253, 231, 37)
 }
 
+/// Axis ticks of the heatmap on cell boundaries: every cell edge when cells are 8 bytes or
+/// wider, else every 8 bytes (a multiple of the cell width when the step divides 8).
+fn cell_ticks(step: usize) -> Vec<usize> {
+    let every = if step >= 8 || 8 % step.max(1) != 0 {
+        step.max(1)
+    } else {
+        8
+    };
+    (0..=64).step_by(every).collect()
+}
+
 fn draw_heatmap(
     path: &str,
     cells: &[&Cell],
@@ -757,6 +768,7 @@ fn draw_heatmap(
     method: &str,
     size: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    use plotters::coord::combinators::BindKeyPoints;
     use plotters::prelude::*;
     if cells.is_empty() {
         return Err("no cells to draw".into());
@@ -780,7 +792,10 @@ fn draw_heatmap(
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(50)
-        .build_cartesian_2d(0usize..64usize, 0usize..64usize)?;
+        .build_cartesian_2d(
+            (0usize..64usize).with_key_points(cell_ticks(step)),
+            (0usize..64usize).with_key_points(cell_ticks(step)),
+        )?;
     chart
         .configure_mesh()
         .disable_mesh()

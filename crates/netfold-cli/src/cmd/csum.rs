@@ -1,5 +1,6 @@
 //! `netfold csum`: throughput of the checksum, the copy, the fused copy+checksum (one pass,
-//! seed 003 "merged" copy and checksum) and copy-then-checksum (two passes), for netfold and
+//! the copy and checksum "merged" as the 1996 merged-system-calls thread proposed) and
+//! copy-then-checksum (two passes), for netfold and
 //! for smoltcp's checksum (`smoltcp::wire::checksum::data`, the `ip::checksum` module).
 //!
 //! Rows: impl "netfold" ops "checksum", "copy", "copy+checksum" (fused), "copy,checksum"

@@ -6,6 +6,7 @@ pub mod emulate;
 pub mod paper;
 pub mod perf;
 pub mod remote;
+pub mod run;
 pub mod serve;
 pub mod serve_shards;
 pub mod server;

@@ -78,6 +78,7 @@ pub enum OnOff {
 /// | tap | TAP device, the kernel as peer in a namespace | same, via smoltcp's TunTapInterface | veth pair (the kernel-to-kernel counterpart) |
 /// | tun | TUN device (bare IP, no ARP), the kernel as peer in a namespace | refused (not implemented) | veth pair (the kernel-to-kernel counterpart) |
 /// | emu | client and server stacks on packet sockets in two namespaces joined by netfold's link emulator | client and server interfaces on one thread, each on a packet socket in its namespace (TAPs without offloads: wire-sized frames) | client and server sockets in the two namespaces, over the emulator |
+/// | xdp | client and server stacks on AF_XDP sockets at the two ends of a veth pair between two namespaces | refused (not implemented) | veth pair (the kernel-to-kernel counterpart) |
 ///
 /// `--delay/--rate/--loss/--reorder/--duplicate/--corrupt/--seed` apply to the in-memory pipe
 /// (auto) and to the emulator (emu), for every stack that runs there. The emulator carries
@@ -95,6 +96,7 @@ pub enum KernelLink {
     Tap,
     Tun,
     Emu,
+    Xdp,
 }
 
 impl KernelLink {
@@ -107,6 +109,7 @@ impl KernelLink {
             KernelLink::Tap => "tap",
             KernelLink::Tun => "tun",
             KernelLink::Emu => "emu",
+            KernelLink::Xdp => "xdp",
         }
     }
 }
@@ -115,7 +118,8 @@ impl KernelLink {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkArg {
     Local(KernelLink),
-    /// `tap:NAME`, `tun:NAME` or `packet:IFNAME` (with -H and --addr).
+    /// `tap:NAME`, `tun:NAME`, `packet:IFNAME` or `xdp:IFNAME[@QUEUE][:all]` (with -H and
+    /// --addr).
     Device(String),
 }
 
@@ -155,11 +159,16 @@ pub fn parse_family(s: &str) -> Result<FamilyList, String> {
     }
 }
 
-/// `auto`, `lo`, `veth`, `tap`, or a device `tap:NAME`, `tun:NAME`, `packet:IFNAME`.
+/// `auto`, `lo`, `veth`, `tap`, or a device `tap:NAME`, `tun:NAME`, `packet:IFNAME`,
+/// `xdp:IFNAME[@QUEUE][:all]`.
 pub fn parse_link(s: &str) -> Result<LinkArg, String> {
     use clap::ValueEnum;
     if let Ok(k) = KernelLink::from_str(s, false) {
         return Ok(LinkArg::Local(k));
+    }
+    if let Some(rest) = s.strip_prefix("xdp:") {
+        netfold_os::link::parse_xdp(rest).map_err(|e| e.to_string())?;
+        return Ok(LinkArg::Device(s.to_string()));
     }
     for prefix in ["tap:", "tun:", "packet:"] {
         if let Some(name) = s.strip_prefix(prefix) {
@@ -172,8 +181,9 @@ pub fn parse_link(s: &str) -> Result<LinkArg, String> {
         }
     }
     Err(format!(
-        "{s:?}: expected auto, lo, veth, tap, tun or emu (local runs), or tap:NAME, tun:NAME or \
-         packet:IFNAME (netfold on that device as the -H client, with --addr)"
+        "{s:?}: expected auto, lo, veth, tap, tun or emu (local runs), or tap:NAME, tun:NAME, \
+         packet:IFNAME or xdp:IFNAME[@QUEUE][:all] (netfold on that device as the -H client, \
+         with --addr)"
     ))
 }
 
@@ -248,15 +258,16 @@ pub struct Common {
     #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["threads", "pin"])]
     pub placement: Option<Vec<Placement>>,
     /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack [default: 1;
-    /// with --shards: threads per shard, default 2].
+    /// with --shards: threads per shard, default 1, or 2 with --affinity split].
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: Option<u8>,
     /// Thread placement (alias --affinity): split (client CPU 0, server CPU 1; with --shards:
     /// shard k's client on CPU 2k, its server on 2k+1), same (both on CPU 0; with --shards:
-    /// shard k's client and server on CPU k), none (unpinned) [default: split].
+    /// shard k's client and server on CPU k), none (unpinned) [default: split; with --shards:
+    /// same].
     #[arg(long, value_enum, visible_alias = "affinity")]
     pub pin: Option<Pin>,
-    /// netfold (issue 14, shards): N client and N server stacks, one thread each, joined by a
+    /// netfold (shards): N client and N server stacks, one thread each, joined by a
     /// multi-queue in-memory link steered by the Toeplitz hash, placed by --affinity.
     /// TCP_STREAM, TCP_RR and TCP_CRR.
     #[arg(long)]
@@ -269,10 +280,11 @@ pub struct Common {
     /// (the same over a TUN device: bare IP packets, no ARP), emu
     /// (two namespaces joined by netfold's user-space link emulator, which applies --delay,
     /// --rate, --loss and the rest; kernel, netfold and smoltcp). With -H: tap:NAME, tun:NAME or
-    /// packet:IFNAME runs this host's side on netfold over that device (TAP/TUN created if
-    /// missing; packet: an AF_PACKET socket on an existing interface), at --addr.
+    /// packet:IFNAME or xdp:IFNAME[@QUEUE] runs this host's side on netfold over that device
+    /// (TAP/TUN created if missing; packet: an AF_PACKET socket, xdp: an AF_XDP socket on an
+    /// existing interface), at --addr.
     #[arg(long, value_parser = parse_link, default_value = "auto",
-          value_name = "auto|lo|veth|tap|tun|emu|tap:NAME|tun:NAME|packet:IFNAME")]
+          value_name = "auto|lo|veth|tap|tun|emu|tap:NAME|tun:NAME|packet:IFNAME|xdp:IFNAME[@QUEUE]")]
     pub link: LinkArg,
     /// Fraction of frames lost on the link (the in-memory pipe, or the emulator with --link
     /// emu), e.g. 0.01.
@@ -308,6 +320,10 @@ pub struct Common {
     /// Print JSON.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
+    /// Print JSON lines: with --interval one `{"event":"interval",...}` line as each interval
+    /// ends, then one `{"event":"end",...}` line with everything --json prints.
+    #[arg(long = "json-stream", conflicts_with_all = ["json", "csv"])]
+    pub json_stream: bool,
     /// Print CSV.
     #[arg(long)]
     pub csv: bool,
@@ -667,11 +683,25 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
             rate_bps: a.rate,
         },
         verify: a.verify,
-        // With --shards: threads per shard, 2 (client and server apart) unless --threads 1.
-        threads: a
-            .threads
-            .map_or(if a.shards.is_some() { 2 } else { 1 }, usize::from),
-        pin: a.pin.unwrap_or(Pin::Split),
+        // With --shards the fast placement is the default: one thread per shard running its
+        // client and server stacks, shard k on CPU k (no thread switch per transaction, one
+        // connection's work on one core). Measured on 2 shards x 2 streams, TCP_RR: 0.59x of
+        // one shard with the former defaults (2 threads per shard, split) against 1.04x this
+        // way on a 2-vCPU AMD EPYC (docs/BENCHMARKS.md).
+        // (`--affinity split` asked for by name keeps two threads per shard: it needs them.)
+        threads: a.threads.map_or(
+            if a.shards.is_some() && a.pin == Some(Pin::Split) {
+                2
+            } else {
+                1
+            },
+            usize::from,
+        ),
+        pin: a.pin.unwrap_or(if a.shards.is_some() {
+            Pin::Same
+        } else {
+            Pin::Split
+        }),
         gro: a.gro == OnOff::On,
         header_prediction: a.header_prediction == OnOff::On,
         copy_mode: if a.copy == CopyMode::Baseline {
@@ -680,7 +710,7 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
             netfold::mem::CopyMode::Kernels
         },
         rate_bps: a.bitrate.filter(|&b| b > 0),
-        // Issue 14 (shards): see bench::shards.
+        // Shards: see bench::shards.
         shards: a.shards.unwrap_or(0),
         streams: a.streams.or(a.shards).unwrap_or(1),
         family: Family::V4,
@@ -706,7 +736,7 @@ fn run_stack(
     p: &Params,
 ) -> Result<(Measurement, String, usize), Box<dyn std::error::Error>> {
     match (stack, link) {
-        // Issue 14 (shards): see bench::shards.
+        // Shards: see bench::shards.
         (StackKind::Netfold, KernelLink::Auto) if p.shards > 0 => {
             Ok((crate::bench::shards::run(p)?, "pipe".into(), p.mtu))
         }
@@ -725,6 +755,14 @@ fn run_stack(
         (StackKind::Netfold, KernelLink::Emu) => {
             Ok((crate::bench::emu::run_netfold(p)?, "emu".into(), p.mtu))
         }
+        (StackKind::Netfold, KernelLink::Xdp) => {
+            Ok((crate::bench::xdp::run_netfold(p)?, "xdp".into(), p.mtu))
+        }
+        (StackKind::Smoltcp, KernelLink::Xdp) => Err(
+            "--link xdp is not implemented for smoltcp (its phy has no AF_XDP device); use \
+             --stack netfold,kernel"
+                .into(),
+        ),
         (StackKind::Kernel, KernelLink::Emu) => {
             Ok((crate::bench::emu::run_kernel(p)?, "emu".into(), p.mtu))
         }
@@ -752,7 +790,10 @@ fn run_stack(
         (StackKind::Kernel, KernelLink::Auto | KernelLink::Lo) => {
             Ok((kernel::run(p)?, "lo".into(), kernel::lo_mtu()))
         }
-        (StackKind::Kernel, KernelLink::Veth | KernelLink::Tap | KernelLink::Tun) => {
+        (
+            StackKind::Kernel,
+            KernelLink::Veth | KernelLink::Tap | KernelLink::Tun | KernelLink::Xdp,
+        ) => {
             let v = kernel::Veth::create_for(Some(p.mtu), p.family)?;
             let m = kernel::run_on(p, kernel::Where::Veth(&v))?;
             Ok((m, "veth".into(), p.mtu))
@@ -1027,7 +1068,7 @@ fn place(stack: StackKind, link: KernelLink, pl: Placement, mut p: Params) -> Op
     // smoltcp over emu: both interfaces on one thread, as over the in-memory pipe.
     let two_threads = stack == StackKind::Kernel
         || matches!(link, KernelLink::Tap | KernelLink::Tun)
-        || (link == KernelLink::Emu && stack == StackKind::Netfold);
+        || (matches!(link, KernelLink::Emu | KernelLink::Xdp) && stack == StackKind::Netfold);
     match (pl, two_threads, stack) {
         (Placement::OneCpu, true, _) => p.pin = Pin::Same,
         (Placement::TwoCpus, true, _) => p.pin = Pin::Split,
@@ -1047,7 +1088,7 @@ pub fn placement(stack: StackKind, link: KernelLink, p: &Params) -> &'static str
         // Over a TAP the peer is a kernel thread in a namespace: two threads.
         (StackKind::Kernel, _)
         | (_, KernelLink::Tap | KernelLink::Tun)
-        | (StackKind::Netfold, KernelLink::Emu) => 2,
+        | (StackKind::Netfold, KernelLink::Emu | KernelLink::Xdp) => 2,
         (StackKind::Netfold, _) => p.threads,
         (StackKind::Smoltcp, _) => 1,
     };
@@ -1194,7 +1235,9 @@ pub fn run(test: Test, a: Args) -> CmdResult {
         return super::remote::run(crate::bench::remote::TestKind::from_test(test), a);
     }
     let rows = collect(test, &a)?;
-    if a.json {
+    if a.json_stream {
+        report::print_json_end(&rows)?;
+    } else if a.json {
         report::print_json(&rows)?;
     } else if a.csv {
         report::print_csv(&rows);

@@ -16,10 +16,10 @@ use std::time::Duration;
 pub struct RemoteOpts {
     /// Measure against `netfold server` on HOST[:PORT] (port 12866 by default, netserver's):
     /// this host is the client, on kernel sockets, or on netfold with --link tap:NAME,
-    /// tun:NAME or packet:IFNAME and --addr.
+    /// tun:NAME, packet:IFNAME or xdp:IFNAME[@QUEUE] and --addr.
     #[arg(short = 'H', long = "host", value_name = "HOST[:PORT]")]
     pub host: Option<String>,
-    /// With -H and --link tap:NAME|tun:NAME|packet:IFNAME: netfold's address and prefix on
+    /// With -H and --link tap:NAME|tun:NAME|packet:IFNAME|xdp:IFNAME[@QUEUE]: netfold's address and prefix on
     /// that device, e.g. 198.18.0.2/24 (the prefix decides which servers are on the link).
     #[arg(long = "addr", value_name = "ADDR/PREFIX")]
     pub addr: Option<String>,
@@ -33,7 +33,8 @@ pub struct RemoteOpts {
     /// stream, maerts: both directions at once (N streams each way).
     #[arg(long)]
     pub bidir: bool,
-    /// Report every S seconds: rows under the table, `intervals` in the JSON.
+    /// Report every S seconds: a row printed as each interval ends (before the table), a JSON
+    /// line with --json-stream, `intervals` in each row with --json.
     #[arg(long = "interval", value_name = "S", value_parser = parse_interval)]
     pub report_interval: Option<f64>,
 }
@@ -156,8 +157,9 @@ fn request(test: TestKind, a: &Args, size: u64, rr: (usize, usize)) -> Result<Re
 /// The client's side of a -H run: the kernel's sockets, or netfold on a device.
 enum Client {
     Kernel,
-    /// The stack (opened once for every case of the run), the device spec.
-    Netfold(NetfoldNet, String),
+    /// The stack (opened once for every case of the run), the device spec. Boxed: the TCP
+    /// configuration inside makes it several times the size of `Kernel`.
+    Netfold(Box<NetfoldNet>, String),
 }
 
 /// Checks -H, --link and --addr together and opens netfold's device when --link names one.
@@ -173,7 +175,7 @@ fn client(a: &Args, server: Option<SocketAddr>) -> Result<Client, Box<dyn std::e
         if a.remote.addr.is_some() {
             return Err(
                 "--addr is netfold's address as the -H client on --link tap:NAME, \
-                        tun:NAME or packet:IFNAME; local runs choose their own addresses"
+                        tun:NAME, packet:IFNAME or xdp:IFNAME[@QUEUE]; local runs choose their own addresses"
                     .into(),
             );
         }
@@ -183,7 +185,7 @@ fn client(a: &Args, server: Option<SocketAddr>) -> Result<Client, Box<dyn std::e
         LinkArg::Local(KernelLink::Auto) => {
             if a.remote.addr.is_some() {
                 return Err(
-                    "--addr goes with --link tap:NAME, tun:NAME or packet:IFNAME \
+                    "--addr goes with --link tap:NAME, tun:NAME, packet:IFNAME or xdp:IFNAME[@QUEUE] \
                             (netfold as the -H client); -H alone runs on kernel sockets"
                         .into(),
                 );
@@ -192,7 +194,7 @@ fn client(a: &Args, server: Option<SocketAddr>) -> Result<Client, Box<dyn std::e
         }
         LinkArg::Local(k) => Err(format!(
             "-H with --link {}: that is a local run's link; for netfold as the client name its \
-             device, e.g. --link tap:NAME --addr 198.18.0.2/24 (or tun:NAME, packet:IFNAME); \
+             device, e.g. --link tap:NAME --addr 198.18.0.2/24 (or tun:NAME, packet:IFNAME, xdp:IFNAME); \
              -H without --link runs on kernel sockets",
             k.name()
         )
@@ -216,7 +218,7 @@ fn client(a: &Args, server: Option<SocketAddr>) -> Result<Client, Box<dyn std::e
             // timestamps option (PAWS) guards against old duplicates meanwhile.
             net.tcp.time_wait = netfold::time::Duration::from_secs(1);
             eprintln!("netfold: client at {ip}/{prefix}, {what}");
-            Ok(Client::Netfold(net, dev.clone()))
+            Ok(Client::Netfold(Box::new(net), dev.clone()))
         }
     }
 }
@@ -240,7 +242,7 @@ fn run_one(
                 Ok((r, format!("-H {addr}"), "2 hosts".into(), 0))
             }
             Client::Netfold(net, dev) => {
-                let r = remote::run_client_on(net, addr, req, interval, rate)?;
+                let r = remote::run_client_on(&**net, addr, req, interval, rate)?;
                 Ok((r, format!("{dev} -H {addr}"), "2 hosts".into(), net.mtu))
             }
         };
@@ -286,6 +288,11 @@ fn run_one(
         KernelLink::Emu => Err(
             "-P, --bidir, --interval and udp-rr do not run over --link emu yet (its namespaces \
              are set up per netperf-style run); use `netfold emulate` with your own namespaces"
+                .into(),
+        ),
+        KernelLink::Xdp => Err(
+            "-P, --bidir, --interval and udp-rr do not run over --link xdp yet; run `netfold \
+             server --link xdp:IFNAME` and `-H` clients with --link xdp:IFNAME instead"
                 .into(),
         ),
         KernelLink::Veth | KernelLink::Tap | KernelLink::Tun => {
@@ -439,7 +446,7 @@ pub fn run(test: TestKind, a: Args) -> CmdResult {
     {
         return Err(
             "-H runs this host's kernel sockets against the server (or netfold's with --link \
-             tap:NAME, tun:NAME or packet:IFNAME): --stack has no effect there"
+             tap:NAME, tun:NAME, packet:IFNAME or xdp:IFNAME[@QUEUE]): --stack has no effect there"
                 .into(),
         );
     }
@@ -466,19 +473,36 @@ pub fn run(test: TestKind, a: Args) -> CmdResult {
                 Client::Netfold(..) => "netfold",
                 Client::Kernel => s.name(),
             };
-            let (r, link, placement, mtu) = run_one(s, &a, &req, server, &client)
-                .map_err(|e| format!("{name} {}: {e}", test.netperf_name()))?;
+            // Interval reports print as each interval ends (iperf3's way): rows under a
+            // heading, or JSON lines with --json-stream; --json and --csv keep them for the end.
+            let live = a.remote.report_interval.is_some() && (a.json_stream || !a.json && !a.csv);
+            if live {
+                remote::set_live(Some(live_printer(
+                    rows.len() + 1,
+                    name,
+                    test,
+                    &req,
+                    a.json_stream,
+                )));
+            }
+            let r = run_one(s, &a, &req, server, &client);
+            remote::set_live(None);
+            let (r, link, placement, mtu) =
+                r.map_err(|e| format!("{name} {}: {e}", test.netperf_name()))?;
             let mut row = make_row(s, &a, &req, r, link, placement);
             row.mtu = mtu;
             rows.push(row);
         }
     }
-    if a.json {
+    if a.json_stream {
+        report::print_json_end(&rows)?;
+    } else if a.json {
         report::print_json(&rows)?;
     } else if a.csv {
         report::print_csv(&rows);
     } else {
-        print!("{}", table(&rows));
+        // The interval rows were printed as they came.
+        print!("{}", table_with(&rows, false));
     }
     if let Some(path) = &a.plot {
         crate::plot::throughput_vs_size(path, &rows)?;
@@ -493,8 +517,83 @@ pub fn run(test: TestKind, a: Args) -> CmdResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The usual table, then each row's streams and interval reports as rows of their own.
-pub fn table(rows: &[Row]) -> String {
+/// The heading of a row's interval reports.
+fn interval_heading(label: &str, transactional: bool) -> String {
+    format!(
+        "Intervals of {label}:\n{:>15}  {:>14}  {:>12}",
+        "Interval secs",
+        if transactional {
+            "Transactions"
+        } else {
+            "Bytes"
+        },
+        if transactional {
+            "Trans/s"
+        } else {
+            "10^6bits/s"
+        }
+    )
+}
+
+/// One interval report as a row under [`interval_heading`].
+fn interval_line(iv: &remote::Interval, transactional: bool) -> String {
+    let span = format!("{:.2}-{:.2}", iv.start_s, iv.end_s);
+    let (n, rate) = if transactional {
+        (iv.transactions.unwrap_or(0), iv.trans_per_s.unwrap_or(0.0))
+    } else {
+        (iv.bytes, iv.throughput_mbps.unwrap_or(0.0))
+    };
+    format!("{span:>15}  {n:>14}  {rate:>12.2}")
+}
+
+/// Prints each interval report of row `index` as its interval ends: under a heading (the
+/// first time), or as a JSON line.
+fn live_printer(
+    index: usize,
+    stack: &str,
+    test: TestKind,
+    req: &Request,
+    json: bool,
+) -> remote::LiveFn {
+    let transactional = test.is_transactional();
+    let size = if transactional {
+        req.req_size
+    } else {
+        req.send_size
+    };
+    let label = format!("row {index} ({stack} {size})");
+    let (stack, name) = (stack.to_string(), test.netperf_name());
+    let first = std::sync::atomic::AtomicBool::new(true);
+    Box::new(move |iv: &remote::Interval| {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        if json {
+            let mut v = serde_json::json!({
+                "event": "interval",
+                "row": index,
+                "test": name,
+                "stack": stack,
+                "msg_size": size,
+            });
+            if let (Some(m), Ok(serde_json::Value::Object(i))) =
+                (v.as_object_mut(), serde_json::to_value(iv))
+            {
+                m.extend(i);
+            }
+            let _ = writeln!(out, "{v}");
+        } else {
+            if first.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                let _ = writeln!(out, "{}", interval_heading(&label, transactional));
+            }
+            let _ = writeln!(out, "{}", interval_line(iv, transactional));
+        }
+        let _ = out.flush();
+    })
+}
+
+/// The usual table, then each row's streams and, with `intervals`, its interval reports as
+/// rows of their own (left out when they were printed live).
+pub fn table_with(rows: &[Row], intervals: bool) -> String {
     use std::fmt::Write as _;
     let mut o = report::table(rows);
     for (i, r) in rows.iter().enumerate() {
@@ -514,33 +613,11 @@ pub fn table(rows: &[Row]) -> String {
                 );
             }
         }
-        if !r.intervals.is_empty() {
-            let _ = writeln!(o, "\nIntervals of {label}:");
+        if intervals && !r.intervals.is_empty() {
             let transactional = r.trans_per_s.is_some();
-            let unit = if transactional {
-                "Trans/s"
-            } else {
-                "10^6bits/s"
-            };
-            let _ = writeln!(
-                o,
-                "{:>15}  {:>14}  {:>12}",
-                "Interval secs",
-                if transactional {
-                    "Transactions"
-                } else {
-                    "Bytes"
-                },
-                unit
-            );
+            let _ = writeln!(o, "\n{}", interval_heading(&label, transactional));
             for iv in &r.intervals {
-                let span = format!("{:.2}-{:.2}", iv.start_s, iv.end_s);
-                let (n, rate) = if transactional {
-                    (iv.transactions.unwrap_or(0), iv.trans_per_s.unwrap_or(0.0))
-                } else {
-                    (iv.bytes, iv.throughput_mbps.unwrap_or(0.0))
-                };
-                let _ = writeln!(o, "{span:>15}  {n:>14}  {rate:>12.2}");
+                let _ = writeln!(o, "{}", interval_line(iv, transactional));
             }
         }
     }

@@ -1,4 +1,5 @@
-//! `netfold serve`: runs a netfold stack on a TAP or TUN device with all services of
+//! `netfold serve`: runs a netfold stack on a TAP or TUN device (or a packet or AF_XDP socket
+//! on an existing interface) with all services of
 //! [`netfold_apps`] (echo 7 TCP+UDP, discard 9, chargen 19, HTTP 8080, iperf3 5201), until
 //! SIGINT/SIGTERM; then prints the counters and exits 0.
 //!
@@ -11,9 +12,9 @@
 //! IPv6 only (its IPv4 side off). The IPv6 addresses are printed at start, the link-local
 //! one (added on a TAP) included.
 //!
-//! The link is a [`Link`] (TAP: Ethernet; TUN: bare IP, the stack then runs on the IP medium)
-//! with checksum offload and TSO/GRO across the boundary (unless
-//! `--no-offloads`); with `--pcap` it is wrapped in a [`PcapWriter`], which fills in the
+//! The link is a [`Link`] (TAP: Ethernet; TUN: bare IP, the stack then runs on the IP medium;
+//! packet and AF_XDP sockets: Ethernet) with checksum offload and TSO/GRO across the boundary
+//! (unless `--no-offloads`; AF_XDP has none, the stack sums and segments); with `--pcap` it is wrapped in a [`PcapWriter`], which fills in the
 //! checksums the offload left to the kernel so the capture reads clean.
 
 use super::CmdResult;
@@ -35,7 +36,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[derive(Parser, Debug)]
 pub struct Args {
     /// The link: `tap:NAME` or `tun:NAME` (attaches to TAP/TUN device NAME, creating it if it
-    /// does not exist).
+    /// does not exist); `packet:IFNAME` (an AF_PACKET socket on an existing interface, e.g.
+    /// one end of a veth); or `xdp:IFNAME[@QUEUE][:all]` (an AF_XDP socket on queue QUEUE,
+    /// default 0, of an existing interface: an XDP program gives netfold the frames for its
+    /// addresses and ARP/NDP for them, and the kernel everything else; `:all` gives netfold
+    /// the whole queue). Over a veth, the kernel's end needs `ethtool -K PEER tx off`: XDP sees
+    /// its frames before their checksums are complete.
     #[arg(long)]
     pub(super) link: String,
     /// Our address and prefix, e.g. 198.18.0.2/24; repeat it for more of either family: at
@@ -77,10 +83,20 @@ pub struct Args {
     /// Our MAC address (default: a locally administered one).
     #[arg(long, default_value = "02:6e:66:00:00:02")]
     pub(super) mac: String,
-    /// Most connections served at once.
-    #[arg(long, default_value_t = 256)]
+    /// Most connections served at once. Memory is bounded by --mem-budget, not by this
+    /// count: an idle connection costs little, and under pressure the connections that hold
+    /// buffers without progress (zero-window holds, orphans) are reset first.
+    #[arg(long, default_value_t = 8192)]
     pub(super) max_conns: usize,
-    /// Shards (issue 14): opens N queues of a multi-queue TAP (`IFF_MULTI_QUEUE`) and runs one
+    /// Socket-buffer budget in MiB (Linux's tcp_mem; with --shards, split among the shards):
+    /// buffers grow no further once all connections hold this much, and connections that hold memory without progress are
+    /// reset until 7/8 of it is in use.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(8..=65536))]
+    pub(super) mem_budget: u64,
+    /// Reset a connection that moved no byte in either direction for this many seconds.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub(super) idle_timeout: u64,
+    /// Shards: opens N queues of a multi-queue TAP (`IFF_MULTI_QUEUE`) and runs one
     /// stack per queue, each with its own services and listeners on every port, on its own
     /// thread pinned to CPU k (mod the CPUs). The kernel picks the queue of each flow; the
     /// shard that owns the queue a connection's SYN arrived on owns the connection. Given
@@ -88,6 +104,111 @@ pub struct Args {
     /// thread over a plain TAP or TUN.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub(super) shards: Option<u16>,
+    /// At exit, print every counter (the services', the stack's by layer, SYN cookies', the
+    /// device's) instead of the short summary.
+    #[arg(long)]
+    pub(super) counters: bool,
+}
+
+/// The addresses the stack answers on, for an AF_XDP link's filter: the IPv4 one (unless
+/// IPv4 is off), the IPv6 ones, and with IPv6 on, the link-local address the stack adds
+/// from its MAC (RFC 4291 §2.5.6 with the modified EUI-64).
+pub(super) fn local_addrs(v4: Ipv4Addr, v6: &[Ipv6Cidr], mac: EthernetAddress) -> Vec<IpAddr> {
+    let mut out: Vec<IpAddr> = Vec::new();
+    if !v4.is_unspecified() {
+        out.push(v4.into());
+    }
+    out.extend(v6.iter().map(|c| IpAddr::V6(c.addr())));
+    if !v6.is_empty() {
+        let ll = netfold::wire::ipv6::link_local(mac.ipv6_interface_id());
+        if !out.contains(&IpAddr::V6(ll)) {
+            out.push(ll.into());
+        }
+    }
+    out
+}
+
+/// What opening the device failed with, and what it needs when that is a permission or a
+/// missing device.
+pub(super) fn open_error(link: &str, e: &std::io::Error) -> String {
+    let tuntap = link.starts_with("tap:") || link.starts_with("tun:");
+    let need = match e.raw_os_error() {
+        // AF_XDP errors say what they need themselves.
+        Some(libc::EPERM | libc::EACCES) if link.starts_with("packet:") => {
+            Some("a packet socket needs root or CAP_NET_RAW".into())
+        }
+        Some(libc::EPERM | libc::EACCES) if tuntap => Some(format!(
+            "opening a TAP or TUN device needs root or CAP_NET_ADMIN (e.g. `sudo netfold \
+             serve ...`, or `sudo setcap cap_net_admin+ep {}`), or a persistent device \
+             made for your user (`sudo ip tuntap add {} mode {} user $USER`)",
+            std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| "netfold".into()),
+            link.split_once(':').map_or(link, |(_, n)| n),
+            link.split_once(':').map_or("tap", |(k, _)| k),
+        )),
+        Some(libc::ENOENT | libc::ENODEV) if tuntap => {
+            Some("the kernel's TUN/TAP driver (/dev/net/tun) is needed".into())
+        }
+        _ => None,
+    };
+    match need {
+        Some(n) => format!("opening {link}: {e}: {n}"),
+        None => format!("opening {link}: {e}"),
+    }
+}
+
+/// The exit summary: connections, bytes, drops, retransmits and iperf3 tests, a handful of
+/// lines (`--counters` prints every counter instead).
+pub(super) fn summary(
+    s: &netfold_apps::ServiceStats,
+    c: &netfold::iface::Counters,
+    dev: &netfold_os::tap::TapStats,
+) -> String {
+    let t = &c.tcp;
+    let malformed = c.eth_malformed
+        + c.arp_malformed
+        + c.ipv4_bad_checksum
+        + c.ipv4_malformed
+        + c.icmp_bad_checksum
+        + c.icmp_malformed
+        + c.ipv6_malformed
+        + c.icmpv6_bad_checksum
+        + c.icmpv6_malformed
+        + c.udp_bad_checksum
+        + c.udp_malformed
+        + c.tcp_bad_checksum
+        + c.tcp_malformed;
+    let queue_full = c.tx_queue_full + c.udp_queue_full + t.backlog_drops + s.udp_echo_dropped;
+    let unresolved = c.arp_unresolved_drops + c.ndp_unresolved_drops;
+    let fragments = c.frag_dropped + c.frag6_dropped;
+    format!(
+        "connections  {} accepted, {} refused (server full), {} timed out, {} ended by an error\n\
+         bytes        TCP payload {} in, {} out; link {} frames ({} bytes) in, {} frames ({} bytes) out\n\
+         drops        {malformed} malformed or bad checksum, {queue_full} on a full queue, \
+         {unresolved} to unresolved neighbours, {fragments} fragments, {} at the device\n\
+         retransmits  {} fast, {} on timeout\n\
+         iperf3       {} tests: {} completed, {} failed ({} UDP/SCTP refused: TCP only), {} turned away busy\n\
+         (every counter: --counters)\n",
+        s.accepted,
+        s.refused_full,
+        s.timeouts,
+        s.errors,
+        t.app_bytes_received,
+        t.app_bytes_sent,
+        c.frames_in,
+        c.bytes_in,
+        c.frames_out,
+        c.bytes_out,
+        dev.tx_dropped + dev.rx_errors,
+        t.retransmits_fast,
+        t.retransmits_rto,
+        s.iperf_tests,
+        s.iperf_completed,
+        s.iperf_failed,
+        s.iperf_refused_not_tcp,
+        s.iperf_denied,
+    )
 }
 
 pub(super) static STOP: AtomicBool = AtomicBool::new(false);
@@ -319,8 +440,15 @@ pub fn run(a: Args) -> CmdResult {
     if let Some(n) = a.shards {
         return super::serve_shards::run(a, n);
     }
-    if !a.link.starts_with("tap:") && !a.link.starts_with("tun:") {
-        return Err(format!("--link {:?}: expected tap:NAME or tun:NAME", a.link).into());
+    if !["tap:", "tun:", "packet:", "xdp:"]
+        .iter()
+        .any(|p| a.link.starts_with(p))
+    {
+        return Err(format!(
+            "--link {:?}: expected tap:NAME, tun:NAME, packet:IFNAME or xdp:IFNAME[@QUEUE][:all]",
+            a.link
+        )
+        .into());
     }
     let (v4, addrs6) = parse_addrs(&a.addr)?;
     // IPv6 only: the stack's IPv4 side off (`StackConfig::addr` 0.0.0.0).
@@ -337,7 +465,8 @@ pub fn run(a: Args) -> CmdResult {
         mtu: a.mtu,
         ..TapConfig::default()
     };
-    let mut link = Link::open(&a.link, tap_cfg).map_err(|e| format!("opening {}: {e}", a.link))?;
+    let local = local_addrs(addr, &addrs6, mac);
+    let mut link = Link::open_for(&a.link, tap_cfg, &local).map_err(|e| open_error(&a.link, &e))?;
     let mtu = link.mtu();
 
     let mut stack = Stack::new(StackConfig {
@@ -349,12 +478,14 @@ pub fn run(a: Args) -> CmdResult {
         mtu,
         addrs6,
         gateway6: a.gateway6,
+        tcp_buffer_budget: mem_budget_bytes(a.mem_budget),
         // tcp_secret: the default, a random key from the OS (RFC 6528 §3).
         ..StackConfig::default()
     });
     let mss = netfold::wire::tcp::ipv4_mss_for_mtu(mtu);
     let cfg = ServicesConfig {
         max_conns: a.max_conns.max(1),
+        idle_timeout: netfold::time::Duration::from_secs(a.idle_timeout),
         // The clock below counts from the Unix epoch, so HTTP can send Date.
         wall_clock: true,
         tcp: netfold::tcp::Config {
@@ -372,11 +503,14 @@ pub fn run(a: Args) -> CmdResult {
         None => "IPv6 only".into(),
     };
     println!(
-        "netfold serve: {v4_shown} on {} {} (mtu {mtu}, offloads {}): echo 7/tcp+udp, \
-         discard 9, chargen 19, http 8080, iperf3 5201",
-        link.kind(),
-        link.name(),
-        if a.no_offloads { "off" } else { "on" },
+        "netfold serve: {v4_shown} on {} (mtu {mtu}, offloads {}): echo 7/tcp+udp, \
+         discard 9, chargen 19, http 8080, iperf3 5201 (TCP tests)",
+        link.describe(),
+        if a.no_offloads || matches!(link, Link::Xdp(_)) {
+            "off"
+        } else {
+            "on"
+        },
     );
     if let Some(l) = ipv6_line(&stack) {
         // Tentative until Duplicate Address Detection (RFC 4862 §5.4) passes, about a second.
@@ -408,18 +542,25 @@ pub fn run(a: Args) -> CmdResult {
     }
 
     println!("netfold serve: stopping");
-    println!("{}", services.stats());
-    println!("{}", stack.counters());
-    // SYN cookies (RFC 4987 §3.6): how the listeners rode out SYN queue overflows.
-    let t = stack.tcp().stats();
-    for (name, v) in [
-        ("sent", t.syncookies_sent),
-        ("recv", t.syncookies_recv),
-        ("failed", t.syncookies_failed),
-    ] {
-        println!("{:<5} {name:<28} {v:>12}", "cookie");
+    if !a.counters {
+        print!(
+            "{}",
+            summary(&services.stats(), &stack.counters(), &link.stats())
+        );
+    } else {
+        println!("{}", services.stats());
+        println!("{}", stack.counters());
+        // SYN cookies (RFC 4987 §3.6): how the listeners rode out SYN queue overflows.
+        let t = stack.tcp().stats();
+        for (name, v) in [
+            ("sent", t.syncookies_sent),
+            ("recv", t.syncookies_recv),
+            ("failed", t.syncookies_failed),
+        ] {
+            println!("{:<5} {name:<28} {v:>12}", "cookie");
+        }
+        print!("{}", tap_table(link.kind(), &link.stats()));
     }
-    print!("{}", tap_table(link.kind(), &link.stats()));
     if let Some((records, errors, rotations)) = pcap_records {
         println!("pcap: records={records} write_errors={errors} rotations={rotations}");
     }
@@ -455,6 +596,11 @@ pub(super) fn tap_table(kind: &str, t: &netfold_os::tap::TapStats) -> String {
         out.push_str(&format!("{kind:<5} {name:<28} {v:>12}\n"));
     }
     out
+}
+
+/// `--mem-budget` (MiB) in bytes.
+pub(super) fn mem_budget_bytes(mib: u64) -> usize {
+    usize::try_from(mib << 20).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! `netfold serve --shards N` (issue 14): one netfold stack per queue of a multi-queue TAP.
+//! `netfold serve --shards N`: one netfold stack per queue of a multi-queue TAP.
 //!
 //! The TAP is opened with `IFF_MULTI_QUEUE`, one descriptor per queue. For frames going from
 //! the kernel to us the kernel picks the queue (`tun_automq_select_queue`: the flow's symmetric
@@ -77,8 +77,12 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
         mtu: a.mtu,
         ..TapConfig::default()
     };
-    let queues = mqtap::open_queues(name, n, tap_cfg)
-        .map_err(|e| format!("opening {n} queues of TAP {name} (IFF_MULTI_QUEUE): {e}"))?;
+    let queues = mqtap::open_queues(name, n, tap_cfg).map_err(|e| {
+        format!(
+            "{} ({n} queues, IFF_MULTI_QUEUE)",
+            serve::open_error(&a.link, &e)
+        )
+    })?;
     let mtu = queues[0].tap().mtu();
     let real = queues[0].tap().name().to_string();
     // Which steering is in force: the eBPF Toeplitz program, or the kernel's automq and why.
@@ -87,6 +91,7 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
     let mss = netfold::wire::tcp::ipv4_mss_for_mtu(mtu);
     let scfg = ServicesConfig {
         max_conns: a.max_conns.max(1),
+        idle_timeout: netfold::time::Duration::from_secs(a.idle_timeout),
         wall_clock: true,
         tcp: netfold::tcp::Config {
             mss,
@@ -108,6 +113,8 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
             mtu,
             addrs6: addrs6.clone(),
             gateway6: a.gateway6,
+            // Each shard is a stack with its own budget: the total is split among them.
+            tcp_buffer_budget: serve::mem_budget_bytes(a.mem_budget) / n,
             ..StackConfig::default()
         });
         let services = Services::bind(&mut stack, scfg.clone())?.with_hub(Arc::clone(&hub), k);
@@ -122,7 +129,8 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
     };
     println!(
         "netfold serve: {v4_shown} on tap {real} (mtu {mtu}, offloads {}), {n} shards \
-         on {n} queues: echo 7/tcp+udp, discard 9, chargen 19, http 8080, iperf3 5201",
+         on {n} queues: echo 7/tcp+udp, discard 9, chargen 19, http 8080, iperf3 5201 (TCP \
+         tests)",
         if a.no_offloads { "off" } else { "on" },
     );
     println!("netfold serve: queue steering: {steering}");
@@ -168,6 +176,7 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
         total.iperf_tests += s.iperf_tests;
         total.iperf_completed += s.iperf_completed;
         total.iperf_failed += s.iperf_failed;
+        total.iperf_refused_not_tcp += s.iperf_refused_not_tcp;
         total.iperf_denied += s.iperf_denied;
         total.iperf_bytes_in += s.iperf_bytes_in;
         total.iperf_bytes_out += s.iperf_bytes_out;
@@ -178,7 +187,10 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
         total.http_requests += s.http_requests;
     }
     println!("{total}");
-    for (k, r) in reports.iter().enumerate() {
+    if !a.counters {
+        println!("(every counter of every shard: --counters)");
+    }
+    for (k, r) in reports.iter().enumerate().filter(|_| a.counters) {
         println!("shard {k} counters:");
         println!("{}", r.counters);
         print!("{}", serve::tap_table("tap", &r.tap));

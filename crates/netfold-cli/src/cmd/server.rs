@@ -24,8 +24,12 @@ pub struct Args {
     addr: String,
     /// Serve on netfold instead of the kernel: `tap:NAME` or `tun:NAME` (the device is created
     /// if it does not exist; configure the kernel's side yourself, as for `netfold serve`), or
-    /// `packet:IFNAME` (an AF_PACKET socket on an existing interface, e.g. one end of a veth).
-    #[arg(long, value_name = "tap:NAME|tun:NAME|packet:IFNAME")]
+    /// `packet:IFNAME` (an AF_PACKET socket on an existing interface, e.g. one end of a veth),
+    /// or `xdp:IFNAME[@QUEUE][:all]` (an AF_XDP socket on one queue of an existing interface).
+    #[arg(
+        long,
+        value_name = "tap:NAME|tun:NAME|packet:IFNAME|xdp:IFNAME[@QUEUE]"
+    )]
     link: Option<String>,
     /// Longest test accepted, seconds; every wait of a test is bounded by its length plus a
     /// grace period and never by more than this.

@@ -7,11 +7,7 @@ use std::process::{Command, Output};
 /// True (with the reason printed) where namespaces, /dev/net/tun or ip(8) are missing: the
 /// caller then skips, passing.
 pub fn skip() -> bool {
-    if let Some(why) = netns::unavailable_reason() {
-        eprintln!("skipped: {why}");
-        return true;
-    }
-    false
+    netns::skip(netns::unavailable_reason())
 }
 
 /// Runs the `netfold` binary this test build made.

@@ -143,7 +143,14 @@ int main(void) {
     socklen_t vl = sizeof v;
     CHECK(nf_setsockopt(s, fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0);
     CHECK(nf_getsockopt(s, fd, IPPROTO_TCP, TCP_NODELAY, &v, &vl) == 0 && v == 1);
-    CHECK_ERR(nf_setsockopt(s, fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one), ENOPROTOOPT);
+    CHECK(nf_setsockopt(s, fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one) == 0);
+    vl = sizeof v;
+    CHECK(nf_getsockopt(s, fd, IPPROTO_TCP, TCP_CORK, &v, &vl) == 0 && v == 1);
+    int uncork = 0;
+    CHECK(nf_setsockopt(s, fd, IPPROTO_TCP, TCP_CORK, &uncork, sizeof uncork) == 0);
+    vl = sizeof v;
+    CHECK(nf_getsockopt(s, fd, IPPROTO_TCP, TCP_CORK, &v, &vl) == 0 && v == 0);
+    vl = sizeof v;
     CHECK_ERR(nf_setsockopt(s, fd, SOL_SOCKET, SO_BROADCAST, &one, sizeof one), ENOPROTOOPT);
     CHECK_ERR(nf_setsockopt(s, fd, IPPROTO_IP, IP_TOS, &one, sizeof one), ENOPROTOOPT);
     CHECK_ERR(nf_setsockopt(s, fd, SOL_SOCKET, SO_ERROR, &one, sizeof one), ENOPROTOOPT);
@@ -181,6 +188,13 @@ int main(void) {
     vl = sizeof v;
     CHECK(nf_getsockopt(s, fd, SOL_SOCKET, SO_TYPE, &v, &vl) == 0 && v == SOCK_STREAM);
     vl = sizeof v;
+    CHECK(nf_getsockopt(s, fd, SOL_SOCKET, SO_DOMAIN, &v, &vl) == 0 && v == AF_INET);
+    vl = sizeof v;
+    CHECK(nf_getsockopt(s, fd, SOL_SOCKET, SO_PROTOCOL, &v, &vl) == 0 && v == IPPROTO_TCP);
+    vl = sizeof v;
+    CHECK(nf_getsockopt(s, fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &vl) == 0 && v == 0);
+    CHECK_ERR(nf_setsockopt(s, fd, SOL_SOCKET, SO_DOMAIN, &one, sizeof one), ENOPROTOOPT);
+    vl = sizeof v;
     CHECK(nf_getsockopt(s, fd, SOL_SOCKET, SO_ERROR, &v, &vl) == 0 && v == 0);
 
     /* fcntl / ioctl. */
@@ -194,6 +208,8 @@ int main(void) {
     int u = nf_socket(s, AF_INET, SOCK_DGRAM, 0);
     CHECK(u >= 0);
     CHECK_ERR(nf_setsockopt(s, u, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one), ENOPROTOOPT);
+    vl = sizeof v;
+    CHECK(nf_getsockopt(s, u, SOL_SOCKET, SO_PROTOCOL, &v, &vl) == 0 && v == IPPROTO_UDP);
     CHECK_ERR(nf_send(s, u, "x", 1, 0), EDESTADDRREQ);
     CHECK_ERR(nf_listen(s, u, 1), EOPNOTSUPP);
 

@@ -117,4 +117,50 @@ static inline void connect_pair(nf_stack *cli, nf_stack *srv, const char *srv_ip
     *sfd = s;
 }
 
+#ifdef NFTEST_WIRE
+/* The link between two REAL-clock stacks: a thread moving frames both ways until stopped,
+ * napping 0.1 ms when the link is idle. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+struct nftest_wire {
+    nf_stack *a, *b;
+    atomic_int stop;
+    pthread_t thread;
+};
+
+static void *nftest_wire_run(void *arg) {
+    struct nftest_wire *w = arg;
+    unsigned char f[2048];
+    while (!atomic_load(&w->stop)) {
+        int moved = 0;
+        ssize_t n;
+        while ((n = nf_take(w->a, f, sizeof f)) > 0) {
+            if (nf_inject(w->b, f, (size_t)n) == 0) moved++;
+        }
+        while ((n = nf_take(w->b, f, sizeof f)) > 0) {
+            if (nf_inject(w->a, f, (size_t)n) == 0) moved++;
+        }
+        if (!moved) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+static inline void nftest_wire_start(struct nftest_wire *w, nf_stack *a, nf_stack *b) {
+    w->a = a;
+    w->b = b;
+    atomic_store(&w->stop, 0);
+    CHECK(pthread_create(&w->thread, NULL, nftest_wire_run, w) == 0);
+}
+
+static inline void nftest_wire_stop(struct nftest_wire *w) {
+    atomic_store(&w->stop, 1);
+    CHECK(pthread_join(w->thread, NULL) == 0);
+}
+#endif
+
 #endif

@@ -2,6 +2,7 @@
  * threads, with a "wire" thread carrying frames between the two stacks. Also: a timed nf_poll
  * and SO_RCVTIMEO expire in real time. */
 #define _GNU_SOURCE
+#define NFTEST_WIRE
 #include "nftest.h"
 #include <pthread.h>
 #include <stdatomic.h>
@@ -10,7 +11,6 @@
 #define BYTES (1 << 20)
 
 static nf_stack *cli, *srv;
-static atomic_int stop_wire;
 
 static double now_s(void) {
     struct timespec ts;
@@ -18,26 +18,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* The link: moves frames both ways; naps briefly when the link is idle. */
-static void *wire(void *arg) {
-    (void)arg;
-    unsigned char f[2048];
-    while (!atomic_load(&stop_wire)) {
-        int moved = 0;
-        ssize_t n;
-        while ((n = nf_take(cli, f, sizeof f)) > 0) {
-            if (nf_inject(srv, f, (size_t)n) == 0) moved++;
-        }
-        while ((n = nf_take(srv, f, sizeof f)) > 0) {
-            if (nf_inject(cli, f, (size_t)n) == 0) moved++;
-        }
-        if (!moved) {
-            struct timespec ts = {0, 100000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    return NULL;
-}
+static struct nftest_wire link_;
 
 /* Echo server: accepts one connection and echoes until end of stream. */
 static void *server(void *arg) {
@@ -69,8 +50,8 @@ static void *client_writer(void *arg) {
 int main(void) {
     cli = make_stack("198.18.0.1/24", NF_MEDIUM_ETHERNET, NF_CLOCK_REAL);
     srv = make_stack("198.18.0.2/24", NF_MEDIUM_ETHERNET, NF_CLOCK_REAL);
-    pthread_t tw, ts, tc;
-    CHECK(pthread_create(&tw, NULL, wire, NULL) == 0);
+    pthread_t ts, tc;
+    nftest_wire_start(&link_, cli, srv);
 
     int l = nf_socket(srv, AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in la = sin_of("0.0.0.0", 7);
@@ -117,8 +98,7 @@ int main(void) {
     CHECK(dt >= 0.095 && dt < 5.0);
     CHECK(nf_clock_now(cli) > 0);
 
-    atomic_store(&stop_wire, 1);
-    CHECK(pthread_join(tw, NULL) == 0);
+    nftest_wire_stop(&link_);
     CHECK(nf_close(cli, u) == 0);
     CHECK(nf_close(srv, l) == 0);
     nf_stack_free(cli);

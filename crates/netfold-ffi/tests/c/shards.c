@@ -1,4 +1,4 @@
-/* Shards through the C API (issue 14): two hosts of two shards each, joined by the in-memory
+/* Shards through the C API: two hosts of two shards each, joined by the in-memory
  * multi-queue link that steers every frame by the RSS hash of its 4-tuple.
  *  - A server worker per shard (nf_shards_run_on) accepts its shard's connections with
  *    nf_accept_on and echoes them; a client thread per shard connects with nf_connect_on.

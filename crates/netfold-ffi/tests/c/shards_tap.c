@@ -1,4 +1,4 @@
-/* nf_shards_new_tap in a network namespace (issue 14): run by tests/c_api.rs inside a
+/* nf_shards_new_tap in a network namespace: run by tests/c_api.rs inside a
  * throw-away namespace (`ip netns exec`) where the kernel's side of the multi-queue TAP
  * argv[1] already has 198.18.0.1/24. One host of two shards (198.18.0.2) on the TAP's two
  * queues; a worker per shard (nf_shards_run_on) accepts its own shard's connections with

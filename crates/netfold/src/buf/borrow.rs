@@ -1,4 +1,4 @@
-//! Frame-level borrowing reads (issue 13 item 2): received payload that stays in the packet
+//! Frame-level borrowing reads: received payload that stays in the packet
 //! buffer it arrived in, handed to the application as an owned [`BorrowedPayload`] instead of
 //! being copied into the receive ring. Dropping the handle gives the buffer back.
 //!

@@ -1,16 +1,28 @@
-//! Recycled packet buffers (seed 000 §4.2: "the allocated buffers should be recycled instead of
+//! Recycled packet buffers (the OLS 2002 study: "the allocated buffers should be recycled instead of
 //! freeing and reallocating them again").
 //!
 //! A [`PacketBuf`] is one frame with headroom in front so that lower layers can prepend headers
 //! without moving the payload. A [`Pool`] is a per-stack free list: `get` hands out a recycled
 //! buffer when one is available and only allocates when the list is empty; `put` returns one.
-//! The counters let benchmarks show "allocations per buffer refill" (seed 000 Tables 9-10).
+//! The counters let benchmarks show "allocations per buffer refill" (the OLS 2002 study's Tables 9-10).
 
 pub mod borrow;
 pub mod zc;
 
 pub use borrow::{BorrowedPayload, Recycler};
 pub use zc::{Frags, Gather, Region, ZcBuf};
+
+/// Where a slice of received bytes lies in the receive batch: the index of its frame in the
+/// batch and its offset in that frame. The interface says so for the payloads it hands TCP
+/// straight from a frame, so that a frame-level borrowing read may keep the frame instead of
+/// copying (`tcp/frames.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FramePos {
+    /// The frame's index in the batch.
+    pub frame: u32,
+    /// The slice's first byte, from the start of the frame.
+    pub offset: u32,
+}
 
 /// Default bytes reserved in front of the data for headers to be prepended.
 pub const DEFAULT_HEADROOM: usize = 128;
@@ -162,7 +174,7 @@ impl PacketBuf {
     }
 }
 
-/// Counters of a [`Pool`]; see seed 000 Tables 9-10 (alloc_skb vs ReceiveBufferFill).
+/// Counters of a [`Pool`]; see the OLS 2002 study's Tables 9-10 (alloc_skb vs ReceiveBufferFill).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PoolStats {
     /// Buffers handed out by `get`.

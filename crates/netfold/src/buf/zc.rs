@@ -1,6 +1,6 @@
 //! Zero-copy buffers: bytes the application owns and lends to the stack by reference, so that
 //! a TCP segment (and, on a scatter-gather device, the frame itself) points at them instead of
-//! holding a copy (issue 13, item 1; the model is Linux `MSG_ZEROCOPY`,
+//! holding a copy (the model is Linux `MSG_ZEROCOPY`,
 //! `Documentation/networking/msg_zerocopy.rst`, where the pages of a send are pinned and
 //! referenced by the skbs until every skb that refers to them is freed).
 //!

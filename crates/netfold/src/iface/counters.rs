@@ -8,7 +8,7 @@ use core::fmt;
 /// All counters of one stack; plain fields so callers can diff snapshots.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
-    // Batching (seed 000 §4.2): frames per batch = frames_in / rx_batches.
+    // Batching (the OLS 2002 study): frames per batch = frames_in / rx_batches.
     /// Calls to `Stack::poll`.
     pub polls: u64,
     /// `recv_batch` calls that returned at least one frame.
@@ -79,12 +79,30 @@ pub struct Counters {
     pub frag_in: u64,
     /// Datagrams completed by reassembly.
     pub frag_reassembled: u64,
-    /// Fragments dropped: reassembly disabled, limits, overlaps.
+    /// Fragments dropped (reassembly disabled, every reason below) plus datagrams discarded
+    /// by timeout or eviction.
     pub frag_dropped: u64,
-    /// Datagrams discarded for overlapping fragments.
+    /// Datagrams discarded for overlapping fragments, or fragments contradicting the end
+    /// (RFC 5722; Linux's "overlapping fragments" discard).
     pub frag_overlaps: u64,
     /// Datagrams discarded incomplete at the timeout.
     pub frag_timeouts: u64,
+    /// Fragments empty, or not the last and not a multiple of 8 bytes.
+    pub frag_bad_length: u64,
+    /// Fragments (and their datagrams) reaching past the largest payload (65515 bytes).
+    pub frag_too_big: u64,
+    /// Datagrams discarded for arriving in more than `StackConfig::frag_max_fragments`.
+    pub frag_too_many: u64,
+    /// Fragments whose datagram was evicted while room was made for them.
+    pub frag_no_room: u64,
+    /// Datagrams evicted at `StackConfig::frag_high_thresh`, down to `frag_low_thresh`.
+    pub frag_evicted: u64,
+    /// Datagrams evicted because their source passed its share of the bytes.
+    pub frag_source_evicted: u64,
+    /// Datagrams evicted because their source had `StackConfig::frag_source_max_queues`.
+    pub frag_source_queue_evicted: u64,
+    /// Datagrams evicted because `StackConfig::frag_max_datagrams` were in reassembly.
+    pub frag_queue_evicted: u64,
     /// Fragments sent: UDP and ICMP datagrams larger than the path MTU, cut per RFC 791 §3.2.
     pub frag_out: u64,
 
@@ -156,6 +174,24 @@ pub struct Counters {
     pub frag6_overlaps: u64,
     /// IPv6 datagrams discarded incomplete at the timeout (60 s).
     pub frag6_timeouts: u64,
+    /// IPv6 fragments empty, or not the last and not a multiple of 8 bytes (those are
+    /// answered with a Parameter Problem, RFC 8200 §4.5).
+    pub frag6_bad_length: u64,
+    /// IPv6 fragments (and their datagrams) reaching past 65535 bytes of payload (answered
+    /// with a Parameter Problem, RFC 8200 §4.5).
+    pub frag6_too_big: u64,
+    /// IPv6 datagrams discarded for arriving in more than `StackConfig::frag_max_fragments`.
+    pub frag6_too_many: u64,
+    /// IPv6 fragments whose datagram was evicted while room was made for them.
+    pub frag6_no_room: u64,
+    /// IPv6 datagrams evicted at `StackConfig::frag_high_thresh`.
+    pub frag6_evicted: u64,
+    /// IPv6 datagrams evicted because their source /64 passed its share of the bytes.
+    pub frag6_source_evicted: u64,
+    /// IPv6 datagrams evicted because their source /64 had `frag_source_max_queues`.
+    pub frag6_source_queue_evicted: u64,
+    /// IPv6 datagrams evicted because `StackConfig::frag_max_datagrams` were in reassembly.
+    pub frag6_queue_evicted: u64,
     /// First fragments without the whole header chain (RFC 7112), dropped.
     pub frag6_incomplete_chain: u64,
     /// IPv6 fragments sent (RFC 8200 §4.5 source fragmentation).
@@ -249,7 +285,7 @@ pub struct Counters {
     /// The TCP engine's own counters.
     pub tcp: tcp::Stats,
 
-    // Batching and GRO (seed 000 §4.2 call-count tables); buckets as in [`BUCKETS`].
+    // Batching and GRO (the OLS 2002 study call-count tables); buckets as in [`BUCKETS`].
     /// Polls by frames received: 1, 2-4, 5-8, 9-16, 17-32, 33-64, 65+.
     pub frames_per_poll: [u64; 7],
     /// GRO flushes by segments merged into the delivered segment (same buckets).
@@ -298,7 +334,7 @@ pub struct Counters {
     /// unicast only, RFC 9293 §3.9.1), dropped.
     pub ipv6_tcp_not_unicast: u64,
 
-    // Passes over TCP payload bytes made by the interface (issue 13 item 5); the engine's
+    // Passes over TCP payload bytes made by the interface; the engine's
     // (ring copies, application bytes) are in `tcp`. [`Counters::payload_passes`] puts them
     // together. Lengths added per call, never per byte.
     /// Payload bytes copied from the send ring into frames (`gso::build`, the checksum summed
@@ -315,7 +351,7 @@ pub struct Counters {
     pub pool: PoolStats,
 }
 
-/// Passes over TCP payload bytes at one stack, as bytes (issue 13 item 5): every copy of
+/// Passes over TCP payload bytes at one stack, as bytes: every copy of
 /// payload and every checksum pass over payload that is not folded into a copy, on the send
 /// side and on the receive side, against the payload bytes the application handed over and
 /// received. "Passes per payload byte" is their ratio: 2.0 means each byte was touched twice
@@ -386,6 +422,62 @@ impl PayloadPasses {
 }
 
 impl Counters {
+    /// Counts a fragment's drop reason (if it was dropped) and the evictions making room for it
+    /// caused, for IPv4 (`v6` false) or IPv6.
+    pub(crate) fn frag_result(
+        &mut self,
+        v6: bool,
+        drop: Option<super::reassembly::FragDrop>,
+        ev: super::reassembly::Evictions,
+    ) {
+        use super::reassembly::FragDrop;
+        let c = if v6 {
+            [
+                &mut self.frag6_dropped,
+                &mut self.frag6_bad_length,
+                &mut self.frag6_too_big,
+                &mut self.frag6_overlaps,
+                &mut self.frag6_too_many,
+                &mut self.frag6_no_room,
+                &mut self.frag6_evicted,
+                &mut self.frag6_source_evicted,
+                &mut self.frag6_source_queue_evicted,
+                &mut self.frag6_queue_evicted,
+            ]
+        } else {
+            [
+                &mut self.frag_dropped,
+                &mut self.frag_bad_length,
+                &mut self.frag_too_big,
+                &mut self.frag_overlaps,
+                &mut self.frag_too_many,
+                &mut self.frag_no_room,
+                &mut self.frag_evicted,
+                &mut self.frag_source_evicted,
+                &mut self.frag_source_queue_evicted,
+                &mut self.frag_queue_evicted,
+            ]
+        };
+        let [dropped, bad_length, too_big, overlaps, too_many, no_room, evicted, source, source_q, queues] =
+            c;
+        if let Some(d) = drop {
+            *dropped += 1;
+            match d {
+                FragDrop::BadLength => *bad_length += 1,
+                FragDrop::TooBig => *too_big += 1,
+                FragDrop::Overlap => *overlaps += 1,
+                FragDrop::TooManyFragments => *too_many += 1,
+                FragDrop::NoRoom => *no_room += 1,
+            }
+        }
+        // Evicted datagrams are discarded datagrams, as timeouts are.
+        *evicted += ev.memory;
+        *source += ev.source_share;
+        *source_q += ev.source_queues;
+        *queues += ev.queues;
+        *dropped += ev.memory + ev.source_share + ev.source_queues + ev.queues;
+    }
+
     /// The passes over TCP payload bytes this stack made (the interface's and the engine's
     /// counters together).
     pub fn payload_passes(&self) -> PayloadPasses {
@@ -475,6 +567,14 @@ impl fmt::Display for Counters {
                     ("frag_dropped", self.frag_dropped),
                     ("frag_overlaps", self.frag_overlaps),
                     ("frag_timeouts", self.frag_timeouts),
+                    ("frag_bad_length", self.frag_bad_length),
+                    ("frag_too_big", self.frag_too_big),
+                    ("frag_too_many", self.frag_too_many),
+                    ("frag_no_room", self.frag_no_room),
+                    ("frag_evicted", self.frag_evicted),
+                    ("frag_source_evicted", self.frag_source_evicted),
+                    ("frag_source_queue_evicted", self.frag_source_queue_evicted),
+                    ("frag_queue_evicted", self.frag_queue_evicted),
                     ("frag_out", self.frag_out),
                 ],
             ),
@@ -515,6 +615,14 @@ impl fmt::Display for Counters {
                     ("frag_dropped", self.frag6_dropped),
                     ("frag_overlaps", self.frag6_overlaps),
                     ("frag_timeouts", self.frag6_timeouts),
+                    ("frag_bad_length", self.frag6_bad_length),
+                    ("frag_too_big", self.frag6_too_big),
+                    ("frag_too_many", self.frag6_too_many),
+                    ("frag_no_room", self.frag6_no_room),
+                    ("frag_evicted", self.frag6_evicted),
+                    ("frag_source_evicted", self.frag6_source_evicted),
+                    ("frag_source_queue_evicted", self.frag6_source_queue_evicted),
+                    ("frag_queue_evicted", self.frag6_queue_evicted),
                     ("frag_incomplete", self.frag6_incomplete_chain),
                     ("frag_out", self.frag6_out),
                 ],
@@ -588,12 +696,21 @@ impl fmt::Display for Counters {
                     ("rst_out", t.rst_out),
                     ("no_socket", t.no_socket),
                     ("challenge_acks", t.challenge_acks),
+                    ("challenge_acks_skipped_conn", t.challenge_acks_skipped_conn),
+                    (
+                        "challenge_acks_skipped_global",
+                        t.challenge_acks_skipped_global,
+                    ),
+                    ("oow_acks_skipped", t.oow_acks_skipped),
                     ("paws_drops", t.paws_drops),
                     ("bad_segments", t.bad_segments),
                     ("backlog_drops", t.backlog_drops),
                     ("rcvbuf_grown", t.rcvbuf_grown),
                     ("sndbuf_grown", t.sndbuf_grown),
                     ("buffer_budget_refusals", t.buffer_budget_refusals),
+                    ("memory_pressure", t.memory_pressure),
+                    ("pressure_resets", t.pressure_resets),
+                    ("orphan_resets", t.orphan_resets),
                 ],
             ),
             (

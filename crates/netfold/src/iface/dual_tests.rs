@@ -1,7 +1,7 @@
-//! The transport entry points the IPv6 network layer calls, exercised the way it will call
+//! The transport entry points the IPv6 network layer calls, exercised the way it calls
 //! them: `receive_tcp` and `receive_udp` with an [`IpMeta::from_v6`] header description and
-//! the upper-layer bytes. (The IPv6 network layer itself is not in this branch; these tests
-//! stand in for it on the receive side. Nothing here depends on how `send_ipv6` sends.)
+//! the upper-layer bytes. (These tests call them directly, without the IPv6 network layer in
+//! front, on the receive side. Nothing here depends on how `send_ipv6` sends.)
 
 use super::ip::{IpMeta, Payload};
 use super::{Stack, StackConfig};

@@ -14,7 +14,7 @@ use crate::offload::gro::Gro;
 use crate::phy::Medium;
 use crate::time::Instant;
 use crate::wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
-use crate::wire::{ip_version, Ipv4Addr, Ipv6Addr};
+use crate::wire::{ip_version, IpAddr, Ipv4Addr, Ipv6Addr};
 
 impl Inner {
     /// Receives one frame of the batch. `gro` holds segments borrowed from the batch.
@@ -85,34 +85,36 @@ impl Inner {
 }
 
 impl IfaceState {
-    /// Puts the link header in front of an IPv4 packet for `dst` and queues it, or parks it
-    /// until its next hop resolves (sending an ARP request when one is due).
+    /// Puts the link header in front of an IP packet for `dst` and queues it, or parks it
+    /// until its next hop resolves (sending an ARP request or a Neighbor Solicitation when one
+    /// is due). IPv4: a broadcast destination goes to the broadcast MAC, a unicast one to its
+    /// next hop. IPv6: a multicast destination goes to its RFC 2464 §7 MAC; a unicast one to
+    /// its next hop (RFC 4861 §5.2), whose cache entry, if STALE, moves to DELAY by being used
+    /// (§7.3.3).
+    #[inline]
     pub(super) fn send_link(
         &mut self,
         now: Instant,
-        dst: Ipv4Addr,
+        dst: IpAddr,
         mut buf: PacketBuf,
     ) -> Result<(), TxError> {
         if self.medium == Medium::Ip {
             self.push(buf);
             return Ok(());
         }
-        let (hop, mac) = if self.is_broadcast(dst) {
-            (dst, Some(EthernetAddress::BROADCAST))
-        } else {
-            match self.next_hop(dst) {
-                Some(hop) => (hop, self.neigh.lookup_hot(now, hop)),
-                None => {
-                    self.c.no_route += 1;
-                    self.pool.put(buf);
-                    return Err(TxError::NoRoute);
-                }
-            }
+        let hop_mac = match dst {
+            IpAddr::V4(d) => self.link_hop_v4(now, d),
+            IpAddr::V6(d) => self.link_hop_v6(now, d),
+        };
+        let Some((hop, mac)) = hop_mac else {
+            self.c.no_route += 1;
+            self.pool.put(buf);
+            return Err(TxError::NoRoute);
         };
         let eth = EthernetRepr {
             src: self.mac,
             dst: mac.unwrap_or_default(),
-            ethertype: EtherType::Ipv4,
+            ethertype: ethertype_of(dst),
             vlan: None,
         };
         // Cannot fail: the slice is exactly header_len long.
@@ -121,43 +123,105 @@ impl IfaceState {
             self.push(buf);
             return Ok(());
         }
-        match self.neigh.park(now, hop, buf) {
+        let parked = match hop {
+            IpAddr::V4(h) => self.neigh.park(now, h, buf),
+            IpAddr::V6(h) => self.v6.neigh.park(now, h, buf),
+        };
+        match parked {
             (Park::SendRequest, _) => {
-                self.send_arp_request(hop);
+                match hop {
+                    IpAddr::V4(h) => self.send_arp_request(h),
+                    IpAddr::V6(h) => self.send_ns(now, h, Solicit::Resolve),
+                }
                 Ok(())
             }
             (Park::Waiting, _) => Ok(()),
             (Park::Full, back) => {
-                self.c.arp_pending_overflow += 1;
+                match hop {
+                    IpAddr::V4(_) => self.c.arp_pending_overflow += 1,
+                    IpAddr::V6(_) => self.c.ndp_pending_overflow += 1,
+                }
                 if let Some(b) = back {
                     self.pool.put(b);
                 }
                 Err(TxError::PendingFull)
             }
         }
+    }
+
+    /// The IPv4 next hop of `dst` and its MAC if known (the broadcast MAC for a broadcast
+    /// destination); `None` without a route.
+    #[inline]
+    fn link_hop_v4(
+        &mut self,
+        now: Instant,
+        dst: Ipv4Addr,
+    ) -> Option<(IpAddr, Option<EthernetAddress>)> {
+        if self.is_broadcast(dst) {
+            return Some((dst.into(), Some(EthernetAddress::BROADCAST)));
+        }
+        let hop = self.next_hop(dst)?;
+        Some((hop.into(), self.neigh.lookup_hot(now, hop)))
+    }
+
+    /// The IPv6 next hop of `dst` and its link-layer address if usable (RFC 4861 §7.3.3: a
+    /// STALE entry is used and moves to DELAY); a multicast destination is its own hop with
+    /// its RFC 2464 §7 MAC. `None` without a route.
+    #[inline(never)]
+    fn link_hop_v6(
+        &mut self,
+        now: Instant,
+        dst: Ipv6Addr,
+    ) -> Option<(IpAddr, Option<EthernetAddress>)> {
+        if dst.is_multicast() {
+            return Some((dst.into(), Some(EthernetAddress::from_ipv6_multicast(dst))));
+        }
+        let hop = self.v6.next_hop(dst)?;
+        Some((hop.into(), self.resolved_mac_v6(now, hop)))
+    }
+
+    /// The link-layer address of the IPv6 neighbour `hop` if one is usable: REACHABLE, or
+    /// STALE/DELAY/PROBE (RFC 4861 §7.3.3: packets keep going to the cached address; the first
+    /// use of a STALE entry moves it to DELAY, which starts Neighbor Unreachability Detection).
+    #[inline]
+    fn resolved_mac_v6(&mut self, now: Instant, hop: Ipv6Addr) -> Option<EthernetAddress> {
+        let n = &mut self.v6.neigh;
+        n.lookup_hot(now, hop)
+            .or_else(|| n.use_stale(now, hop, DELAY_FIRST_PROBE_TIME))
     }
 
     /// The link header for a unicast packet to `dst` whose next hop is resolved: writes it into
     /// `out` and returns its length (0 on an IP medium). `None` when the packet must take the
-    /// general path (`send_link`: broadcast, ARP parking, no route).
+    /// general path (`send_link`: IPv4 broadcast, IPv6 multicast, ARP or NDP parking, no
+    /// route). For the TCP template and one-packet paths (`iface/tcp.rs`).
+    ///
+    /// Over IPv6, like `send_link`, it uses an entry that is not REACHABLE (RFC 4861 §7.3.3),
+    /// so a bulk transfer keeps its templates and its super-segments while NUD confirms the
+    /// neighbour.
+    #[inline(always)]
     pub(super) fn resolved_link_header(
         &mut self,
         now: Instant,
-        dst: Ipv4Addr,
+        dst: IpAddr,
         out: &mut [u8],
     ) -> Option<usize> {
         match self.medium {
             Medium::Ip => Some(0),
             Medium::Ethernet => {
-                if self.is_broadcast(dst) {
-                    return None;
-                }
-                let hop = self.next_hop(dst)?;
-                let mac = self.neigh.lookup_hot(now, hop)?;
+                let mac = match dst {
+                    IpAddr::V4(d) => {
+                        if self.is_broadcast(d) {
+                            return None;
+                        }
+                        let hop = self.next_hop(d)?;
+                        self.neigh.lookup_hot(now, hop)?
+                    }
+                    IpAddr::V6(d) => self.resolved_unicast_mac_v6(now, d)?,
+                };
                 let eth = EthernetRepr {
                     src: self.mac,
                     dst: mac,
-                    ethertype: EtherType::Ipv4,
+                    ethertype: ethertype_of(dst),
                     vlan: None,
                 };
                 let len = eth.header_len();
@@ -167,103 +231,23 @@ impl IfaceState {
         }
     }
 
-    /// Puts the link header in front of an IPv6 packet for `dst` and queues it, or parks it
-    /// until its next hop resolves (sending a Neighbor Solicitation when one is due). A
-    /// multicast destination goes to its RFC 2464 §7 MAC; a unicast one to its next hop
-    /// (RFC 4861 §5.2), whose cache entry, if STALE, moves to DELAY by being used (§7.3.3).
-    pub(super) fn send_link6(
-        &mut self,
-        now: Instant,
-        dst: Ipv6Addr,
-        mut buf: PacketBuf,
-    ) -> Result<(), TxError> {
-        if self.medium == Medium::Ip {
-            self.push(buf);
-            return Ok(());
+    /// `resolved_link_header`'s IPv6 next-hop lookup, out of line so that the IPv4 path
+    /// stays as short as it was: `None` for a multicast destination or an unresolved hop.
+    #[inline(never)]
+    fn resolved_unicast_mac_v6(&mut self, now: Instant, dst: Ipv6Addr) -> Option<EthernetAddress> {
+        if dst.is_multicast() {
+            return None;
         }
-        let (hop, mac) = if dst.is_multicast() {
-            (dst, Some(EthernetAddress::from_ipv6_multicast(dst)))
-        } else {
-            match self.v6.next_hop(dst) {
-                Some(hop) => {
-                    let n = &mut self.v6.neigh;
-                    let mac = n
-                        .lookup_hot(now, hop)
-                        .or_else(|| n.use_stale(now, hop, DELAY_FIRST_PROBE_TIME));
-                    (hop, mac)
-                }
-                None => {
-                    self.c.no_route += 1;
-                    self.pool.put(buf);
-                    return Err(TxError::NoRoute);
-                }
-            }
-        };
-        let eth = EthernetRepr {
-            src: self.mac,
-            dst: mac.unwrap_or_default(),
-            ethertype: EtherType::Ipv6,
-            vlan: None,
-        };
-        // Cannot fail: the slice is exactly header_len long.
-        let _ = eth.emit(buf.prepend(eth.header_len()));
-        if mac.is_some() {
-            self.push(buf);
-            return Ok(());
-        }
-        match self.v6.neigh.park(now, hop, buf) {
-            (Park::SendRequest, _) => {
-                self.send_ns(now, hop, Solicit::Resolve);
-                Ok(())
-            }
-            (Park::Waiting, _) => Ok(()),
-            (Park::Full, back) => {
-                self.c.ndp_pending_overflow += 1;
-                if let Some(b) = back {
-                    self.pool.put(b);
-                }
-                Err(TxError::PendingFull)
-            }
-        }
+        let hop = self.v6.next_hop(dst)?;
+        self.resolved_mac_v6(now, hop)
     }
+}
 
-    /// The link header for a unicast IPv6 packet to `dst` whose next hop has a link-layer
-    /// address: writes it into `out` and returns its length (0 on an IP medium). `None` when
-    /// the packet must take the general path (`send_ipv6` / `send_link6`: multicast, NDP
-    /// parking, no route). The IPv6 counterpart of `resolved_link_header`, for the TCP
-    /// template path (`iface/tcp.rs`, `tcp_ip6_template`).
-    ///
-    /// Like `send_link6` it uses an entry that is not REACHABLE (RFC 4861 §7.3.3: packets
-    /// keep going to the cached address in STALE, DELAY and PROBE; the first use of a STALE
-    /// one moves it to DELAY, which starts Neighbor Unreachability Detection), so a bulk
-    /// transfer keeps its templates and its super-segments while NUD confirms the neighbour.
-    pub(super) fn resolved_link_header_v6(
-        &mut self,
-        now: Instant,
-        dst: Ipv6Addr,
-        out: &mut [u8],
-    ) -> Option<usize> {
-        match self.medium {
-            Medium::Ip => Some(0),
-            Medium::Ethernet => {
-                if dst.is_multicast() {
-                    return None;
-                }
-                let hop = self.v6.next_hop(dst)?;
-                let n = &mut self.v6.neigh;
-                let mac = n
-                    .lookup_hot(now, hop)
-                    .or_else(|| n.use_stale(now, hop, DELAY_FIRST_PROBE_TIME))?;
-                let eth = EthernetRepr {
-                    src: self.mac,
-                    dst: mac,
-                    ethertype: EtherType::Ipv6,
-                    vlan: None,
-                };
-                let len = eth.header_len();
-                eth.emit(out.get_mut(..len)?).ok()?;
-                Some(len)
-            }
-        }
+/// The EtherType of an IP packet to `dst` (RFC 894, RFC 2464 §3).
+#[inline(always)]
+fn ethertype_of(dst: IpAddr) -> EtherType {
+    match dst {
+        IpAddr::V4(_) => EtherType::Ipv4,
+        IpAddr::V6(_) => EtherType::Ipv6,
     }
 }

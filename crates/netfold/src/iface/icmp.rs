@@ -147,6 +147,7 @@ impl Inner {
                     }
                     // RFC 1122 §4.2.3.9: protocol and port unreachable are hard errors.
                     unreach_code::PROTOCOL | unreach_code::PORT => IcmpError::Unreachable { code },
+                    unreach_code::NET | unreach_code::HOST => IcmpError::RouteUnreachable,
                     _ => IcmpError::Soft,
                 };
                 // RFC 1122 §4.1.3.3: UDP MUST pass ICMP errors up to the application; a

@@ -85,7 +85,15 @@ impl Inner {
                 c.frag_dropped += 1;
                 return;
             }
-            match self.reasm.push(now, &ip, ip_payload(p, &pkt)) {
+            let out = self.reasm.push(now, &ip, ip_payload(p, &pkt));
+            let drop = match out {
+                FragOutcome::Dropped(why) => Some(why),
+                _ => None,
+            };
+            self.st
+                .c
+                .frag_result(false, drop, self.reasm.take_evictions());
+            match out {
                 FragOutcome::Complete(h, data) => {
                     self.st.c.frag_reassembled += 1;
                     // The transport checksum covers the whole datagram: not verified yet.
@@ -97,12 +105,7 @@ impl Inner {
                     self.receive_transport(now, &h, Payload::Transient(&data), bcast, csum, gro);
                     self.reasm.recycle(data);
                 }
-                FragOutcome::DroppedOverlap => {
-                    self.st.c.frag_overlaps += 1;
-                    self.st.c.frag_dropped += 1;
-                }
-                FragOutcome::DroppedLimit => self.st.c.frag_dropped += 1,
-                FragOutcome::Queued | FragOutcome::Duplicate => {}
+                FragOutcome::Dropped(_) | FragOutcome::Queued | FragOutcome::Duplicate => {}
             }
             return;
         }
@@ -259,7 +262,7 @@ impl IfaceState {
             return Err(TxError::TooBig);
         }
         self.c.ipv4_out += 1;
-        self.send_link(now, dst, buf)
+        self.send_link(now, dst.into(), buf)
     }
 
     /// The MTU a datagram to `dst` is measured against under `mode`: the path MTU, or the
@@ -334,7 +337,7 @@ impl IfaceState {
             self.copy.copy(data, chunk);
             self.c.frag_out += 1;
             self.c.ipv4_out += 1;
-            let r = self.send_link(now, dst, f);
+            let r = self.send_link(now, dst.into(), f);
             if result.is_ok() {
                 result = r;
             }

@@ -32,8 +32,8 @@
 //!    and datagrams reach TCP and UDP from `icmpv6.rs`.
 //!
 //! Send: [`IfaceState::send_ipv6`] is the seam for the transport layer (the IPv6 counterpart
-//! of `send_ip`); [`IfaceState::ipv6_path_mtu`] and `resolved_link_header_v6` (in
-//! `ethernet.rs`) complete it for the TCP template fast path. Source addresses are chosen by
+//! of `send_ip`); [`IfaceState::ipv6_path_mtu`] and the family-generic `resolved_link_header`
+//! (in `ethernet.rs`) complete it for the TCP template fast path. Source addresses are chosen by
 //! [`IfaceState::ipv6_source_for`] (a simple RFC 6724: the same scope first). Datagrams other
 //! than TCP larger than the path MTU are fragmented at the source (RFC 8200 §4.5), each
 //! datagram with its own 32-bit identification; TCP is never fragmented (path MTU discovery,
@@ -258,7 +258,7 @@ impl Ipv6State {
     /// anew at each confirmation from a keyed hash (deterministic under a fixed secret).
     pub fn reachable_time(&mut self) -> Duration {
         self.draws += 1;
-        let h = crate::tcp::isn::siphash24(&self.secret, &self.draws.to_be_bytes());
+        let h = crate::hash::siphash24(&self.secret, &self.draws.to_be_bytes());
         let base = self.base_reachable.total_micros();
         // base/2 + (h mod base): uniform over [0.5, 1.5) x base.
         Duration::from_micros(base / 2 + h % base.max(1))
@@ -267,7 +267,7 @@ impl Ipv6State {
     /// A random delay below `max`, keyed like `reachable_time`.
     pub fn random_delay(&mut self, max: Duration) -> Duration {
         self.draws += 1;
-        let h = crate::tcp::isn::siphash24(&self.secret, &self.draws.to_be_bytes());
+        let h = crate::hash::siphash24(&self.secret, &self.draws.to_be_bytes());
         Duration::from_micros(h % max.total_micros().max(1))
     }
 
@@ -279,7 +279,7 @@ impl Ipv6State {
         let mut b = [0u8; 32];
         b[..16].copy_from_slice(&src.octets());
         b[16..].copy_from_slice(&dst.octets());
-        let h = crate::tcp::isn::siphash24(&self.secret, &b) as u32;
+        let h = crate::hash::siphash24(&self.secret, &b) as u32;
         self.ident = self.ident.wrapping_add(1);
         h.wrapping_add(self.ident)
     }
@@ -500,6 +500,7 @@ impl Inner {
         // Length field of the fragment packet."
         if frag.more_frags && !data.len().is_multiple_of(8) {
             self.st.c.frag6_dropped += 1;
+            self.st.c.frag6_bad_length += 1;
             self.send_param_problem(now, param_problem::HEADER_FIELD, 4, arrival, inv);
             return;
         }
@@ -509,6 +510,9 @@ impl Inner {
         // sent to the source of the fragment, pointing to the Fragment Offset field".
         if frag_at + frag.offset + data.len() > ipv6::MAX_PAYLOAD_LEN {
             self.st.c.frag6_dropped += 1;
+            self.st.c.frag6_too_big += 1;
+            // The datagram can never be delivered: what it already holds goes too.
+            self.reasm6.discard(&(ip.src, ip.dst, frag.ident));
             let pointer = IP6_LEN + frag_at + 2;
             self.send_param_problem(now, param_problem::HEADER_FIELD, pointer, arrival, inv);
             return;
@@ -532,21 +536,24 @@ impl Inner {
         };
         let key = (ip.src, ip.dst, frag.ident);
         use super::reassembly::FragOutcome;
-        match self
+        // RFC 5722 §4: an overlap discards the whole datagram "silently" — no ICMP.
+        let out = self
             .reasm6
-            .push_fragment(now, key, head, frag.offset, frag.more_frags, data)
-        {
+            .push_fragment(now, key, head, frag.offset, frag.more_frags, data);
+        let drop = match out {
+            FragOutcome::Dropped(why) => Some(why),
+            _ => None,
+        };
+        self.st
+            .c
+            .frag_result(true, drop, self.reasm6.take_evictions());
+        match out {
             FragOutcome::Complete(h, data) => {
                 self.st.c.frag6_reassembled += 1;
                 self.receive_reassembled(now, h, &data, arrival, gro);
                 self.reasm6.recycle(data);
             }
-            FragOutcome::DroppedOverlap => {
-                self.st.c.frag6_overlaps += 1;
-                self.st.c.frag6_dropped += 1;
-            }
-            FragOutcome::DroppedLimit => self.st.c.frag6_dropped += 1,
-            FragOutcome::Queued | FragOutcome::Duplicate => {}
+            FragOutcome::Dropped(_) | FragOutcome::Queued | FragOutcome::Duplicate => {}
         }
     }
 
@@ -801,7 +808,7 @@ impl IfaceState {
         // Cannot fail: the payload fits 16 bits (checked above) and the area is 40 bytes.
         let _ = ip.emit(buf.prepend(IP6_LEN));
         self.c.ipv6_out += 1;
-        self.send_link6(now, dst, buf)
+        self.send_link(now, dst.into(), buf)
     }
 
     /// The link MTU for IPv6: the interface's, lowered by a Router Advertisement's MTU option.
@@ -911,7 +918,7 @@ impl IfaceState {
             self.copy.copy(&mut area[head..], chunk);
             self.c.frag6_out += 1;
             self.c.ipv6_out += 1;
-            let r = self.send_link6(now, dst, f);
+            let r = self.send_link(now, dst.into(), f);
             if result.is_ok() {
                 result = r;
             }
@@ -1014,7 +1021,7 @@ mod tests {
         assert_eq!(v6.next_ident(x, y), i1.wrapping_add(1));
     }
 
-    /// The transport seam: `send_ipv6` with `resolved_link_header_v6` and `ipv6_path_mtu`.
+    /// The transport seam: `send_ipv6` with `resolved_link_header` and `ipv6_path_mtu`.
     #[test]
     fn send_ipv6_parks_resolves_fragments_and_refuses_big_tcp() {
         let mut s = stack(Medium::Ethernet, None);
@@ -1022,7 +1029,7 @@ mod tests {
         let now = Instant::ZERO;
         let (src, dst) = (a("2001:2:0:1::1"), a("2001:2:0:1::2"));
         let mut hdr = [0u8; 18];
-        assert_eq!(st.resolved_link_header_v6(now, dst, &mut hdr), None);
+        assert_eq!(st.resolved_link_header(now, dst.into(), &mut hdr), None);
         let b = payload(st, 8);
         st.send_ipv6(now, IpProtocol::Udp, src, dst, b, Ecn::Ect0)
             .unwrap();
@@ -1032,11 +1039,11 @@ mod tests {
         st.v6
             .neigh
             .set(now, dst, PEER_MAC, Nud::Reachable, Duration::from_secs(30));
-        assert_eq!(st.resolved_link_header_v6(now, dst, &mut hdr), Some(14));
+        assert_eq!(st.resolved_link_header(now, dst.into(), &mut hdr), Some(14));
         assert_eq!(&hdr[..6], &PEER_MAC.0);
         assert_eq!(&hdr[12..14], &[0x86, 0xdd]);
         assert_eq!(
-            st.resolved_link_header_v6(now, a("ff02::1"), &mut hdr),
+            st.resolved_link_header(now, a("ff02::1").into(), &mut hdr),
             None,
             "multicast takes the general path"
         );
@@ -1132,7 +1139,7 @@ mod tests {
         st.medium = Medium::Ip;
         let mut hdr = [0u8; 18];
         assert_eq!(
-            st.resolved_link_header_v6(Instant::ZERO, a("2001:2:0:1::2"), &mut hdr),
+            st.resolved_link_header(Instant::ZERO, a("2001:2:0:1::2").into(), &mut hdr),
             Some(0)
         );
         assert_eq!(st.v6.addrs.len(), 2, "no link-local address without a MAC");

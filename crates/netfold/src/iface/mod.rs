@@ -13,7 +13,7 @@
 //! batch and handed back, and GRO can hold segments borrowed from the batch until it ends.
 //!
 //! [`Stack::poll`] does one round of work against a [`Device`]: it receives a batch of frames
-//! (seed 000 §4.2: work in bunches), runs them through Ethernet/ARP/IPv4/ICMP/UDP and hands
+//! (the OLS 2002 study: work in bunches), runs them through Ethernet/ARP/IPv4/ICMP/UDP and hands
 //! verified TCP segments to the [`TcpLayer`]; then it collects everything due for transmission
 //! (TCP segments, UDP datagrams, ARP, ICMP) into one batch and gives it to the device. Packet
 //! buffers come from, and go back to, one [`Pool`] owned by the stack; the receive and transmit
@@ -21,8 +21,10 @@
 //! datagrams are queued in pooled buffers too).
 //!
 //! Decisions worth knowing:
-//! - Fragments: reassembled when `StackConfig::frag_reassembly` (bounded, 30 s timeout,
-//!   overlaps discard the datagram, see [`reassembly`]); otherwise dropped and counted. On
+//! - Fragments: reassembled when `StackConfig::frag_reassembly` (bounded by high and low
+//!   byte marks and a per-source share that evict rather than refuse, so a fragment flood
+//!   does not lock legitimate senders out; 30 s timeout; overlaps discard the datagram; see
+//!   [`reassembly`]); otherwise dropped and counted. On
 //!   transmit, UDP and ICMP datagrams up to 65507 bytes of data are fragmented at the path MTU
 //!   (RFC 791 §3.2; the path MTU per destination as ICMP reported it, RFC 1191), without DF.
 //!   A UDP socket's IP_MTU_DISCOVER mode ([`PmtuDisc`], Linux's default `Want`) sets DF on
@@ -124,11 +126,35 @@ pub struct StackConfig {
     pub arp_max_retries: u32,
     /// Reassemble fragments (`true`) or drop them, counted (`false`).
     pub frag_reassembly: bool,
-    /// Datagrams in reassembly at once.
+    /// Datagrams in reassembly at once, all sources together (4096). A new datagram beyond it
+    /// evicts the oldest quarter rather than being refused. Linux has no such count (its
+    /// bound is bytes only); this one bounds the work of the eviction sort.
     pub frag_max_datagrams: usize,
-    /// Bytes held by reassembly in total.
-    pub frag_max_bytes: usize,
-    /// Reassembly timeout from the first fragment (RFC 791; Linux uses 30 s).
+    /// Bytes reassembly may hold, per address family: buffer capacities plus a fixed
+    /// per-datagram overhead (4 MiB, Linux's `net.ipv4.ipfrag_high_thresh` and
+    /// `net.ipv6.ip6frag_high_thresh`). A fragment that would pass it first evicts datagrams,
+    /// the oldest and least complete first, down to `frag_low_thresh`; a new datagram is
+    /// never refused for lack of room (Linux refuses it, which is what lets a fragment flood
+    /// lock legitimate senders out until its queues time out).
+    pub frag_high_thresh: usize,
+    /// Where an eviction at `frag_high_thresh` stops (3 MiB, Linux's
+    /// `net.ipv4.ipfrag_low_thresh` and `net.ipv6.ip6frag_low_thresh`).
+    pub frag_low_thresh: usize,
+    /// Percent of `frag_high_thresh` one source may hold (25; at least one maximal datagram).
+    /// A source is an IPv4 address or an IPv6 /64 (a host picks its own interface identifier,
+    /// so per-/128 shares would give one attacker 2^64 of them). A source over its share
+    /// evicts its own datagrams, never another source's. Linux has no per-source share.
+    pub frag_source_share_percent: u8,
+    /// Datagrams one source may have in reassembly at once (256); beyond it the source's
+    /// oldest quarter is evicted. Linux has no per-source cap (its `ipfrag_max_dist`, 64,
+    /// bounds how far apart in a source's packets one datagram's fragments may arrive).
+    pub frag_source_max_queues: usize,
+    /// Fragments one datagram may arrive in (64: a 64 KiB datagram fits in 64 fragments on
+    /// any link with an MTU of 1044 or more, so every IPv6 link and every common IPv4 one);
+    /// a datagram with more is discarded whole.
+    pub frag_max_fragments: usize,
+    /// Reassembly timeout from the first fragment (RFC 791; 30 s, Linux's
+    /// `net.ipv4.ipfrag_time`).
     pub frag_timeout: Duration,
     /// TTL of packets we originate (RFC 1700 / Linux default 64).
     pub ttl: u8,
@@ -154,7 +180,9 @@ pub struct StackConfig {
     /// baseline the benchmark's `--copy baseline` measures (see [`crate::mem::CopyMode`]).
     pub copy_mode: crate::mem::CopyMode,
     /// Total socket-buffer bytes (all TCP rings) that buffer auto-tuning may grow to; growth
-    /// beyond it is refused and counted (`tcp::Stats::buffer_budget_refusals`).
+    /// beyond it is refused and counted (`tcp::Stats::buffer_budget_refusals`), and above it
+    /// connections that hold buffers without progress are reset
+    /// ([`TcpLayer::set_buffer_budget`](crate::tcp::TcpLayer::set_buffer_budget)).
     pub tcp_buffer_budget: usize,
     /// Transparent mode (off by default): accept TCP segments and UDP datagrams to any unicast
     /// destination, not only to `addr`, for a transparent listener
@@ -185,9 +213,37 @@ pub struct StackConfig {
     /// BaseReachableTime (RFC 4861 §10, 30 s): how long a confirmed neighbour stays
     /// REACHABLE (randomised by 0.5-1.5, §6.3.2).
     pub ndp_reachable_time: Duration,
-    /// IPv6 reassembly timeout (RFC 8200 §4.5: 60 s). The other reassembly bounds are
-    /// IPv4's (`frag_max_datagrams`, `frag_max_bytes`), applied to IPv6 separately.
+    /// IPv6 reassembly timeout (RFC 8200 §4.5: 60 s; Linux's `net.ipv6.ip6frag_time`). The
+    /// other reassembly bounds are IPv4's (`frag_high_thresh`, `frag_low_thresh`,
+    /// `frag_source_*`, `frag_max_*`), applied to IPv6 separately: each family holds at most
+    /// `frag_high_thresh`, as in Linux.
     pub frag6_timeout: Duration,
+}
+
+impl StackConfig {
+    /// The reassembler bounds of one family (IPv6: its timeout and the 65535-byte Payload
+    /// Length; RFC 2675 forbids fragmenting a jumbogram).
+    fn reassembly_limits(&self, v6: bool) -> reassembly::ReassemblyLimits {
+        let base = reassembly::ReassemblyLimits::default();
+        reassembly::ReassemblyLimits {
+            high_thresh: self.frag_high_thresh,
+            low_thresh: self.frag_low_thresh,
+            source_share_percent: self.frag_source_share_percent,
+            source_max_queues: self.frag_source_max_queues,
+            max_queues: self.frag_max_datagrams,
+            max_fragments: self.frag_max_fragments,
+            timeout: if v6 {
+                self.frag6_timeout
+            } else {
+                self.frag_timeout
+            },
+            max_payload: if v6 {
+                wire::ipv6::MAX_PAYLOAD_LEN
+            } else {
+                base.max_payload
+            },
+        }
+    }
 }
 
 /// Segments one GSO super-segment spans at most (44 x 1448 fills 64 KiB, as in Linux).
@@ -208,8 +264,12 @@ impl Default for StackConfig {
             arp_retry_interval: Duration::from_secs(1),
             arp_max_retries: 3,
             frag_reassembly: true,
-            frag_max_datagrams: 16,
-            frag_max_bytes: 256 * 1024,
+            frag_max_datagrams: 4096,
+            frag_high_thresh: 4 << 20,
+            frag_low_thresh: 3 << 20,
+            frag_source_share_percent: 25,
+            frag_source_max_queues: 256,
+            frag_max_fragments: reassembly::MAX_FRAGMENTS,
             frag_timeout: Duration::from_secs(30),
             ttl: 64,
             tx_queue_limit: 256,
@@ -286,6 +346,10 @@ pub(crate) struct Inner {
     /// The receive batch being parsed holds one frame: nothing to merge it with, so TCP takes
     /// it the way it does with GRO off (see `receive_tcp`).
     single_frame: bool,
+    /// The frame of the receive batch being parsed: its index and the address range of its
+    /// bytes, so that a TCP payload that lies in it can say where ([`crate::buf::FramePos`],
+    /// for frame-level borrowing reads); `(0, 0, 0)` outside a batch.
+    rx_frame: (u32, usize, usize),
 }
 
 /// One interface's IPv4 host stack. See the module documentation.
@@ -359,23 +423,15 @@ impl Stack {
         let inner = Inner {
             tcp,
             udp: UdpTable::new(config.udp_queue_limit, config.udp_max_sockets),
-            reasm: Reassembler::new(
-                config.frag_max_datagrams,
-                config.frag_max_bytes,
-                config.frag_timeout,
-            ),
+            reasm: Reassembler::new(config.reassembly_limits(false)),
             echo_replies: VecDeque::with_capacity(ECHO_REPLY_QUEUE),
             icmp_limiter: RateLimiter::new(config.icmp_error_burst, config.icmp_error_interval),
-            reasm6: Reassembler::new(
-                config.frag_max_datagrams,
-                config.frag_max_bytes,
-                config.frag6_timeout,
-            )
-            .with_max_payload(wire::ipv6::MAX_PAYLOAD_LEN),
+            reasm6: Reassembler::new(config.reassembly_limits(true)),
             echo6_replies: VecDeque::new(),
             icmpv6_limiter: RateLimiter::new(config.icmp_error_burst, config.icmp_error_interval),
             last_now: Instant::ZERO,
             single_frame: false,
+            rx_frame: (0, 0, 0),
             st,
             config,
         };
@@ -405,30 +461,19 @@ impl Stack {
         self.inner.st.mtu
     }
 
-    /// The MSS for TCP connections on this interface: the IP MTU less the IPv4 and TCP fixed
-    /// headers (RFC 9293 §3.7.1: "MSS = MTU - 40" for IPv4 without options). Put it in
-    /// `tcp::Config::mss` before connect/listen; an IPv6 connection is bounded by the IPv6
-    /// link's MSS as well ([`Stack::tcp_mss_v6`], see `tcp::Config::mss`), so it uses 20
-    /// bytes less.
-    pub fn tcp_mss(&self) -> u16 {
-        let mss = self
-            .inner
-            .st
-            .mtu
-            .saturating_sub(wire::tcp::IPV4_MSS_OVERHEAD);
-        u16::try_from(mss).unwrap_or(u16::MAX)
-    }
-
-    /// The MSS of IPv6 connections on this interface: the MTU less 60 (RFC 8200 §8.3,
-    /// [`wire::tcp::ipv6_mss_for_mtu`]); IPv6 connections use `min(tcp::Config::mss, this)`
-    /// (Linux: the route's advmss clamped by the user's TCP_MAXSEG).
-    pub fn tcp_mss_v6(&self) -> u16 {
-        let mss = self
-            .inner
-            .st
-            .mtu
-            .saturating_sub(wire::tcp::IPV6_MSS_OVERHEAD);
-        u16::try_from(mss).unwrap_or(u16::MAX)
+    /// The MSS for TCP connections to `peer` on this interface: the IP MTU less the IP and TCP
+    /// fixed headers, 40 bytes for IPv4 (RFC 9293 §3.7.1: "MSS = MTU - 40" for IPv4 without
+    /// options; also for a v4-mapped peer, which is IPv4 on the wire) and 60 for IPv6 (RFC
+    /// 8200 §8.3, [`wire::tcp::ipv6_mss_for_mtu`]). `tcp::Config::mss` is one value for both
+    /// families, as Linux's: give it the IPv4 figure before connect/listen; IPv6 connections
+    /// use `min(tcp::Config::mss, the IPv6 figure)` (Linux: the route's advmss clamped by the
+    /// user's TCP_MAXSEG).
+    pub fn tcp_mss(&self, peer: impl Into<IpAddr>) -> u16 {
+        let overhead = match peer.into() {
+            IpAddr::V6(a) if a.to_ipv4_mapped().is_none() => wire::tcp::IPV6_MSS_OVERHEAD,
+            _ => wire::tcp::IPV4_MSS_OVERHEAD,
+        };
+        u16::try_from(self.inner.st.mtu.saturating_sub(overhead)).unwrap_or(u16::MAX)
     }
 
     /// The IPv6 source address for a packet to `dst`, if the interface has one (see
@@ -474,6 +519,18 @@ impl Stack {
         self.inner.st.pool.idle()
     }
 
+    /// The memory IPv4 reassembly holds now and held at most (bounded by
+    /// `StackConfig::frag_high_thresh`).
+    pub fn reassembly_memory(&self) -> reassembly::ReassemblyMemory {
+        self.inner.reasm.memory()
+    }
+
+    /// The memory IPv6 reassembly holds now and held at most (bounded by
+    /// `StackConfig::frag_high_thresh`, separately from IPv4's).
+    pub fn reassembly6_memory(&self) -> reassembly::ReassemblyMemory {
+        self.inner.reasm6.memory()
+    }
+
     /// A snapshot of all counters, TCP and buffer-pool statistics included.
     pub fn counters(&self) -> Counters {
         let mut c = self.inner.st.c;
@@ -487,18 +544,16 @@ impl Stack {
         self.inner.st.neigh.lookup(now, ip)
     }
 
-    /// The path MTU to `dst` as of `now`: the interface MTU, lowered by what ICMP
-    /// "fragmentation needed" reported for that destination (RFC 1191). UDP and ICMP
-    /// datagrams larger than it are fragmented (RFC 791 §3.2).
-    pub fn path_mtu(&self, now: Instant, dst: Ipv4Addr) -> usize {
+    /// The path MTU to `dst` as of `now`. IPv4: the interface MTU, lowered by what ICMP
+    /// "fragmentation needed" reported for that destination (RFC 1191). IPv6 (RFC 8201): the
+    /// link MTU, lowered by what ICMPv6 Packet Too Big reported, not below 1280. UDP and ICMP
+    /// datagrams larger than it are fragmented (RFC 791 §3.2, RFC 8200 §4.5).
+    pub fn path_mtu(&self, now: Instant, dst: impl Into<IpAddr>) -> usize {
         let st = &self.inner.st;
-        st.pmtu.get(now, dst, st.mtu)
-    }
-
-    /// The IPv6 path MTU to `dst` as of `now` (RFC 8201; the IPv6 layer's
-    /// `ipv6_path_mtu`).
-    pub fn ipv6_path_mtu(&self, now: Instant, dst: Ipv6Addr) -> usize {
-        self.inner.st.ipv6_path_mtu(now, dst)
+        match dst.into() {
+            IpAddr::V4(d) => st.pmtu.get(now, d, st.mtu),
+            IpAddr::V6(d) => st.ipv6_path_mtu(now, d),
+        }
     }
 
     /// Frames waiting for an ARP resolution.
@@ -545,14 +600,17 @@ impl Stack {
         // segments borrowed from it until the batch ends.
         let mut gro = Gro::new();
         inner.single_frame = n == 1;
-        // Frame-level borrowing reads (`tcp/frames.rs`): TCP learns where the batch's frames
-        // lie, may leave payload in them, and takes those buffers when the batch ends.
-        inner.tcp.begin_batch(rx.iter().map(|b| b.as_slice()));
-        for buf in rx.iter() {
+        for (i, buf) in rx.iter().enumerate() {
+            let f = buf.as_slice();
+            let start = f.as_ptr() as usize;
+            inner.rx_frame = (i as u32, start, start + f.len());
             inner.receive_frame(now, buf, &mut gro);
         }
+        inner.rx_frame = (0, 0, 0);
         inner.flush_gro(now, &mut gro);
-        inner.tcp.end_batch(rx);
+        // Frame-level borrowing reads (`tcp/frames.rs`): connections that kept payload in
+        // frames of the batch (placed by `FramePos`) take those buffers now.
+        inner.tcp.adopt_frames(rx);
         for buf in rx.drain(..) {
             if !buf.is_placeholder() {
                 inner.st.pool.put(buf);
@@ -610,21 +668,41 @@ impl Stack {
 
     // ---- ICMP echo ----
 
-    /// Sends an ICMP echo request (RFC 792) to `dst`.
+    /// Sends an ICMP echo request to `dst`: ICMP (RFC 792) to an IPv4 address, ICMPv6 (RFC
+    /// 4443 §4.1) to an IPv6 one, from the source address RFC 6724 picks. Replies arrive in
+    /// [`Stack::ping_recv`] and [`Stack::ping6_recv`]. Over IPv6, `NoRoute` when IPv6 is off,
+    /// no address is usable yet (DAD still running) or `dst` is off-link without a default
+    /// router.
     pub fn ping(
         &mut self,
         now: Instant,
-        dst: Ipv4Addr,
+        dst: impl Into<IpAddr>,
         ident: u16,
         seq_no: u16,
         data: &[u8],
     ) -> Result<(), TxError> {
-        let repr = Icmpv4Repr::EchoRequest {
-            ident,
-            seq_no,
-            data,
-        };
-        self.inner.send_icmp(now, dst, &repr)
+        match dst.into() {
+            IpAddr::V4(dst) => {
+                let repr = Icmpv4Repr::EchoRequest {
+                    ident,
+                    seq_no,
+                    data,
+                };
+                self.inner.send_icmp(now, dst, &repr)
+            }
+            IpAddr::V6(dst) => {
+                let Some(src) = self.inner.st.ipv6_source_for(dst) else {
+                    self.inner.st.c.ipv6_no_source += 1;
+                    return Err(TxError::NoRoute);
+                };
+                let repr = Icmpv6Repr::EchoRequest {
+                    ident,
+                    seq_no,
+                    data,
+                };
+                self.inner.send_icmpv6(now, src, dst, &repr)
+            }
+        }
     }
 
     /// The oldest echo reply received and not yet read (at most 64 are kept).
@@ -646,38 +724,9 @@ impl Stack {
         self.inner.st.v6.neigh.get(now, ip).map(|e| e.0)
     }
 
-    /// The path MTU to `dst` as of `now` (RFC 8201): the link MTU, lowered by what ICMPv6
-    /// Packet Too Big reported, not below 1280. Datagrams larger than it are fragmented.
-    pub fn path_mtu6(&self, now: Instant, dst: Ipv6Addr) -> usize {
-        self.inner.st.ipv6_path_mtu(now, dst)
-    }
-
     /// Frames waiting for a Neighbor Discovery resolution.
     pub fn ndp_pending(&self) -> usize {
         self.inner.st.v6.neigh.pending_len()
-    }
-
-    /// Sends an ICMPv6 echo request (RFC 4443 §4.1) to `dst`, from the source address RFC
-    /// 6724 picks. `NoRoute` when IPv6 is off, no address is usable yet (DAD still running)
-    /// or `dst` is off-link without a default router.
-    pub fn ping6_send(
-        &mut self,
-        now: Instant,
-        dst: Ipv6Addr,
-        ident: u16,
-        seq_no: u16,
-        data: &[u8],
-    ) -> Result<(), TxError> {
-        let Some(src) = self.inner.st.ipv6_source_for(dst) else {
-            self.inner.st.c.ipv6_no_source += 1;
-            return Err(TxError::NoRoute);
-        };
-        let repr = Icmpv6Repr::EchoRequest {
-            ident,
-            seq_no,
-            data,
-        };
-        self.inner.send_icmpv6(now, src, dst, &repr)
     }
 
     /// The oldest ICMPv6 echo reply received and not yet read (at most 64 are kept).

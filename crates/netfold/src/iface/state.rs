@@ -130,6 +130,7 @@ impl IfaceState {
 
     /// 255.255.255.255 or the directed broadcast of our subnet (RFC 919/922). /31 and /32
     /// have no broadcast address (RFC 3021).
+    #[inline(always)]
     pub fn is_broadcast(&self, ip: Ipv4Addr) -> bool {
         ip.is_broadcast()
             || (self.prefix_len < 31
@@ -138,6 +139,7 @@ impl IfaceState {
     }
 
     /// RFC 1122 §3.3.1.1: in-subnet destinations are reached directly, others via the gateway.
+    #[inline]
     pub fn next_hop(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
         if self.in_subnet(dst) {
             Some(dst)

@@ -15,10 +15,12 @@ use super::counters::{bucket, Counters};
 use super::ip::{IpMeta, Payload};
 use super::state::{DropReason, Emit, FullQueue, IfaceState};
 use super::Inner;
-use crate::buf::Csum;
-use crate::offload::gro::{mergeable_flags, Checked, Flush, Gro, IpKey, Seg, Sink};
+use crate::buf::{Csum, FramePos};
+use crate::offload::gro::{
+    check, mergeable_flags, verify, Checked, CsumCount, Gro, GroCounters, IpKey, Seg, Train,
+};
 use crate::offload::gso::{self, IpTemplate, Super, TcpTemplate};
-use crate::tcp::{OutSegment, TcpLayer};
+use crate::tcp::{OutSegment, RxSegment, TcpLayer};
 use crate::time::Instant;
 use crate::wire::checksum::{add, finish, pseudo_header_ip};
 use crate::wire::ethernet::VLAN_HEADER_LEN;
@@ -27,92 +29,34 @@ use crate::wire::ipv6::{Ipv6Repr, HEADER_LEN as IPV6_LEN};
 use crate::wire::tcp::{PseudoHeader, TcpPacket, TcpRepr, MAX_HEADER_LEN};
 use crate::wire::{IpAddr, IpProtocol, Ipv4Addr, Ipv6Addr};
 
-/// The one TCP checksum check (RFC 9293 §3.1: pseudo-header, header and data; for IPv6 the
-/// RFC 8200 §8.1 pseudo-header), in one read pass, done only if the segment's state says it
-/// is still needed; a pass marks the segment verified, a failure is counted.
-#[inline(always)]
-fn verify(c: &mut Counters, src: IpAddr, dst: IpAddr, seg: &[u8], csum: &mut Csum) -> bool {
-    if !csum.needs_verify() {
-        return true;
+impl CsumCount for Counters {
+    #[inline(always)]
+    fn summed_separately(&mut self, n: usize, payload: usize) {
+        self.bytes_checksummed += n as u64;
+        self.bytes_checksummed_separately += n as u64;
+        self.tcp_rx_csum_separate += payload as u64;
     }
-    c.bytes_checksummed += seg.len() as u64;
-    c.bytes_checksummed_separately += seg.len() as u64;
-    let hdr = TcpPacket::new_checked(seg).map_or(seg.len(), |p| p.header_len());
-    c.tcp_rx_csum_separate += seg.len().saturating_sub(hdr) as u64;
-    let ph = pseudo_header_ip(src, dst, IpProtocol::Tcp, seg.len() as u32);
-    if add(ph, crate::mem::checksum(seg)) != 0xffff {
-        c.tcp_bad_checksum += 1;
-        return false;
-    }
-    *csum = Csum::Verified;
-    true
-}
-
-/// The check of a received segment whose header (`hdr_len` bytes, parsed) is in `seg`. A data
-/// segment that still needs verifying is not verified here: only its pseudo-header and header
-/// are summed, and the sum is left open for TCP, which completes it while it copies the
-/// payload to where it belongs (`tcp/place.rs`, single-pass receive) and drops the segment if
-/// it fails. One pass over the payload fewer than verifying here and copying later. A segment
-/// without payload is verified in full ([`verify`]): there is no copy to fold it into.
-fn check(
-    c: &mut Counters,
-    src: IpAddr,
-    dst: IpAddr,
-    seg: &[u8],
-    hdr_len: usize,
-    csum: &mut Csum,
-) -> Checked {
-    if !csum.needs_verify() {
-        return Checked::Verified;
-    }
-    match seg.get(..hdr_len) {
-        Some(hdr) if seg.len() > hdr_len => {
-            c.bytes_checksummed += hdr_len as u64;
-            c.bytes_checksummed_separately += hdr_len as u64;
-            let ph = pseudo_header_ip(src, dst, IpProtocol::Tcp, seg.len() as u32);
-            Checked::Open(add(ph, crate::mem::checksum(hdr)))
-        }
-        _ if verify(c, src, dst, seg, csum) => Checked::Verified,
-        _ => Checked::Bad,
+    #[inline(always)]
+    fn bad_checksum(&mut self) {
+        self.tcp_bad_checksum += 1;
     }
 }
 
-/// What GRO's results go to: the counters and the TCP layer.
-struct TcpSink<'s> {
-    now: Instant,
-    tcp: &'s mut TcpLayer,
-    c: &'s mut Counters,
-}
-
-impl Sink for TcpSink<'_> {
-    fn check(&mut self, ip: &IpKey, seg: &[u8], hdr_len: usize, csum: &mut Csum) -> Checked {
-        check(self.c, ip.src, ip.dst, seg, hdr_len, csum)
-    }
-
-    fn flushed(&mut self, why: Flush) {
-        let c = &mut *self.c;
-        match why {
-            Flush::BatchEnd => c.gro_flush_batch_end += 1,
-            Flush::Mismatch => c.gro_flush_mismatch += 1,
-            Flush::Psh => c.gro_flush_psh += 1,
-            Flush::Short => c.gro_flush_short += 1,
-            Flush::Bytes => c.gro_flush_bytes += 1,
-            Flush::Count => c.gro_flush_count += 1,
-            Flush::Evict => c.gro_flush_evict += 1,
-            Flush::Control => c.gro_flush_control += 1,
-        }
-    }
-
-    fn merged(&mut self) {
-        self.c.gro_merges += 1;
-    }
-
-    fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]], pending: &[Option<u16>]) {
-        self.c.gro_flushes += 1;
-        self.c.gro_segs_per_flush[bucket(parts.len())] += 1;
-        let ecn = Ecn::from_tos(ip.tos);
-        let seg = (ip.src, ip.dst, repr);
-        enter_tcp(self.tcp, self.c, self.now, seg, parts, pending, ecn);
+impl Counters {
+    /// Adds what GRO counted in one receive batch.
+    fn add_gro(&mut self, g: &GroCounters) {
+        let [batch_end, mismatch, psh, short, bytes, count, evict, control] = g.flushes;
+        self.gro_flush_batch_end += batch_end;
+        self.gro_flush_mismatch += mismatch;
+        self.gro_flush_psh += psh;
+        self.gro_flush_short += short;
+        self.gro_flush_bytes += bytes;
+        self.gro_flush_count += count;
+        self.gro_flush_evict += evict;
+        self.gro_flush_control += control;
+        self.gro_merges += g.merges;
+        self.summed_separately(g.bytes_checksummed as usize, g.payload_checksummed as usize);
+        self.tcp_bad_checksum += g.bad_checksum;
     }
 }
 
@@ -124,11 +68,19 @@ fn enter_tcp(
     c: &mut Counters,
     now: Instant,
     (src, dst, repr): (IpAddr, IpAddr, &TcpRepr),
-    parts: &[&[u8]],
-    pending: &[Option<u16>],
+    (parts, pending, at): (&[&[u8]], &[Option<u16>], &[FramePos]),
     ecn: Ecn,
 ) {
-    let r = tcp.input_deferred(now, src, dst, repr, parts, pending, ecn);
+    let seg = RxSegment {
+        src,
+        dst,
+        repr,
+        parts,
+        pending,
+        at,
+        ecn,
+    };
+    let r = tcp.input(now, seg);
     c.tcp_bad_checksum += u64::from(r.bad);
     c.bytes_checksummed += r.fused + r.separate;
     c.bytes_checksummed_separately += r.separate;
@@ -136,12 +88,31 @@ fn enter_tcp(
 }
 
 impl Inner {
-    fn sink(&mut self, now: Instant) -> TcpSink<'_> {
-        TcpSink {
-            now,
-            tcp: &mut self.tcp,
-            c: &mut self.st.c,
+    /// Where the payload of the TCP segment `seg` (header `hdr_len` bytes) lies in the
+    /// receive batch, if it lies in the frame being parsed (not so a reassembled one).
+    #[inline]
+    fn frame_pos(&self, seg: &[u8], hdr_len: usize) -> Option<FramePos> {
+        let (frame, start, end) = self.rx_frame;
+        let a = seg.as_ptr() as usize;
+        if a < start || a + seg.len() > end {
+            return None;
         }
+        Some(FramePos {
+            frame,
+            offset: u32::try_from(a - start + hdr_len).ok()?,
+        })
+    }
+
+    /// One finished GRO train into TCP.
+    fn enter_train(&mut self, now: Instant, t: &Train<'_>) {
+        let c = &mut self.st.c;
+        c.gro_flushes += 1;
+        c.gro_segs_per_flush[bucket(t.parts().len())] += 1;
+        let ip = t.ip();
+        let ecn = Ecn::from_tos(ip.tos);
+        let seg = (ip.src, ip.dst, t.repr());
+        let data = (t.parts(), t.pending(), t.at());
+        enter_tcp(&mut self.tcp, c, now, seg, data, ecn);
     }
 
     /// The one entry of received segments into TCP, for both families. With GRO on,
@@ -213,7 +184,6 @@ impl Inner {
             flow_label: ip.flow_label,
         };
         if gro_on {
-            let mut sink = self.sink(now);
             if let Payload::Batch(b) = payload {
                 let s = Seg {
                     ip: key,
@@ -221,12 +191,17 @@ impl Inner {
                     bytes: b,
                     hdr_len,
                     csum,
+                    at: self.frame_pos(b, hdr_len).unwrap_or_default(),
                 };
                 if mergeable_flags(repr.flags) && b.len() > hdr_len {
-                    gro.receive(&mut sink, &s);
+                    for t in gro.receive(&s) {
+                        self.enter_train(now, &t);
+                    }
                     return;
                 }
-                gro.flush_flow(&mut sink, &s);
+                if let Some(t) = gro.flush_flow(&s) {
+                    self.enter_train(now, &t);
+                }
             } else {
                 let s = Seg {
                     ip: key,
@@ -234,28 +209,39 @@ impl Inner {
                     bytes: &[],
                     hdr_len: 0,
                     csum,
+                    at: FramePos::default(),
                 };
-                gro.flush_flow(&mut sink, &s);
+                if let Some(t) = gro.flush_flow(&s) {
+                    self.enter_train(now, &t);
+                }
             }
-            match check(sink.c, ip.src, ip.dst, bytes, hdr_len, &mut csum) {
+            match check(&mut self.st.c, ip.src, ip.dst, bytes, hdr_len, &mut csum) {
                 Checked::Bad => return,
                 ch => open = ch.open(),
             }
         }
         let data = bytes.get(hdr_len..).unwrap_or(&[]);
+        let at = self.frame_pos(bytes, hdr_len);
         let seg = (ip.src, ip.dst, &repr);
         let c = &mut self.st.c;
-        enter_tcp(&mut self.tcp, c, now, seg, &[data], &[open], ip.ecn());
+        let data = (&[data][..], &[open][..], at.as_slice());
+        enter_tcp(&mut self.tcp, c, now, seg, data, ip.ecn());
     }
 
-    /// Hands every train GRO still holds to TCP (end of the receive batch).
+    /// Hands every train GRO still holds to TCP and adds what GRO counted (end of the
+    /// receive batch).
     pub(super) fn flush_gro(&mut self, now: Instant, gro: &mut Gro<'_>) {
-        // Most polls hold nothing back (an empty batch, or every segment delivered at once
-        // for its PSH): no sink to build, no call.
-        if gro.is_empty() {
+        // Most polls give GRO nothing (an empty batch, or a batch of one frame, which
+        // bypasses it): no call, nothing to add.
+        if gro.counters().is_none() {
             return;
         }
-        gro.flush_all(&mut self.sink(now));
+        while let Some(t) = gro.take_held() {
+            self.enter_train(now, &t);
+        }
+        if let Some(g) = gro.counters() {
+            self.st.c.add_gro(g);
+        }
     }
 
     /// TCP's output into the transmit queue; true if it stopped at the transmit bound.
@@ -495,7 +481,7 @@ impl IfaceState {
             return None;
         }
         let mut link = [0u8; VLAN_HEADER_LEN];
-        let l3 = self.resolved_link_header(now, dst, &mut link)?;
+        let l3 = self.resolved_link_header(now, IpAddr::V4(dst), &mut link)?;
         self.ident = self.ident.wrapping_add(1);
         let ip = self.tcp_ipv4_header(src, dst, seg.ecn, self.ident, hlen + len);
         let mut buf = self.pool.get();
@@ -574,14 +560,16 @@ impl IfaceState {
         ecn: Ecn,
     ) -> Option<IpTemplate> {
         let mut t = [0u8; VLAN_HEADER_LEN + IP_LEN];
-        let l3 = self.resolved_link_header(now, dst, &mut t)?;
+        let l3 = self.resolved_link_header(now, IpAddr::V4(dst), &mut t)?;
         let ip = self.tcp_ipv4_header(src, dst, ecn, 0, 0);
         ip.emit(&mut t[l3..l3 + IP_LEN], false).ok()?;
         IpTemplate::ipv4(&t[..l3 + IP_LEN], l3)
     }
 
-    /// One packet of a segment; its link and IPv4 headers come from `ip` when given (see
-    /// `tcp_ip_template`), else from `send_ip`.
+    /// One packet of a segment, IPv4 or IPv6 (the family of `sup`'s addresses); its link and
+    /// IP headers come from `ip` when given (see `tcp_ip_template`, `tcp_ip6_template`), else
+    /// from the family's IP layer (`send_ip` / `send_ipv6`: parking, no route, errors).
+    /// IPv4 pieces get an identification each; IPv6 has none (RFC 8200 §3).
     fn emit_piece(
         &mut self,
         now: Instant,
@@ -591,19 +579,22 @@ impl IfaceState {
         p: &gso::Piece,
         ecn: Ecn,
     ) -> Emit {
+        let v6 = sup.dst.is_ipv6();
         let mut buf = self.pool.get();
-        // The checks `send_ip` makes: queue room, size (pieces are cut to the MTU, or to
-        // 64 KiB for a TSO device).
-        let total = IP_LEN + tcp.len() + p.len;
+        // The checks `send_ip` / `send_ipv6` make: queue room, size (pieces are cut to the
+        // (path) MTU, or to 64 KiB for a TSO device).
+        let total = if v6 { IPV6_LEN } else { IP_LEN } + tcp.len() + p.len;
         let direct = ip.filter(|_| {
-            !(self.tx_full() || total > gso::MAX_IP_PACKET || (total > self.mtu && !self.tso))
+            !(self.tx_full()
+                || total > gso::MAX_IP_PACKET
+                || (!self.tso && total > if v6 { self.ipv6_link_mtu() } else { self.mtu }))
         });
         let ident = match direct {
-            Some(_) => {
+            Some(_) if !v6 => {
                 self.ident = self.ident.wrapping_add(1);
                 self.ident
             }
-            None => 0,
+            _ => 0,
         };
         if let Some(t) = direct.filter(|_| self.sg && !self.csum_tx && p.len > 0) {
             let frame = self.tx.len();
@@ -623,7 +614,7 @@ impl IfaceState {
                 // (nothing is added to `bytes_copied` or `bytes_checksummed`).
                 self.c.zc_frames += 1;
                 self.c.zc_bytes += p.len as u64;
-                self.c.ipv4_out += 1;
+                self.count_ip_out(v6);
                 self.c.bytes_out += p.len as u64;
                 self.push(buf);
                 return Emit::Sent;
@@ -640,23 +631,38 @@ impl IfaceState {
         );
         self.count_payload_copy(p.len);
         if direct.is_none() {
-            let (IpAddr::V4(src), IpAddr::V4(dst)) = (sup.src, sup.dst) else {
-                // `emit_tcp` sends only IPv4 segments this way.
-                self.pool.put(buf);
-                self.c.tcp_malformed += 1;
-                return Emit::Dropped(DropReason::Malformed);
+            return match (sup.src, sup.dst) {
+                (IpAddr::V4(src), IpAddr::V4(dst)) => self
+                    .send_ip_ecn(now, IpProtocol::Tcp, src, dst, buf, ecn)
+                    .into(),
+                (IpAddr::V6(src), IpAddr::V6(dst)) => self
+                    .send_ipv6(now, IpProtocol::Tcp, src, dst, buf, ecn)
+                    .into(),
+                _ => {
+                    // `emit_tcp` sends each segment in one family.
+                    self.pool.put(buf);
+                    self.c.tcp_malformed += 1;
+                    Emit::Dropped(DropReason::Malformed)
+                }
             };
-            return self
-                .send_ip_ecn(now, IpProtocol::Tcp, src, dst, buf, ecn)
-                .into();
         }
-        self.c.ipv4_out += 1;
+        self.count_ip_out(v6);
         self.push(buf);
         Emit::Sent
     }
 
+    /// Counts one IP packet out of the family's counter.
+    #[inline(always)]
+    fn count_ip_out(&mut self, v6: bool) {
+        if v6 {
+            self.c.ipv6_out += 1;
+        } else {
+            self.c.ipv4_out += 1;
+        }
+    }
+
     /// `emit_tcp` for an IPv6 segment, the IPv4 path's counterpart: when the next hop is
-    /// resolved (`resolved_link_header_v6`) the link and IPv6 headers are a template
+    /// resolved (`resolved_link_header`) the link and IPv6 headers are a template
     /// (`tcp_ip6_template`) that every piece copies, with only its payload length set (RFC
     /// 8200 §3: no identification, no header checksum), and a TSO device gets the segment
     /// whole, up to 64 KiB (the device cuts it at `MTU - 40 - header`, `GSO_TCPV6`), if the
@@ -696,12 +702,12 @@ impl IfaceState {
             seg.repr.flags.syn(),
         );
         self.emit_pieces(&sup, total, mss, |st, p| {
-            st.emit_piece_v6(now, ip.as_ref(), &tcp, &sup, p, seg.ecn, src, dst)
+            st.emit_piece(now, ip.as_ref(), &tcp, &sup, p, seg.ecn)
         })
     }
 
     /// Link and IPv6 headers shared by every packet of one TCP segment to a resolved unicast
-    /// next hop (`resolved_link_header_v6`); `None` sends the packets the general way
+    /// next hop (`resolved_link_header`); `None` sends the packets the general way
     /// (`send_ipv6`).
     fn tcp_ip6_template(
         &mut self,
@@ -714,7 +720,7 @@ impl IfaceState {
             return None;
         }
         let mut t = [0u8; VLAN_HEADER_LEN + IPV6_LEN];
-        let l3 = self.resolved_link_header_v6(now, dst, &mut t)?;
+        let l3 = self.resolved_link_header(now, IpAddr::V6(dst), &mut t)?;
         let mut ip = Ipv6Repr {
             src,
             dst,
@@ -729,63 +735,6 @@ impl IfaceState {
         ip.set_ecn(ecn);
         ip.emit(&mut t[l3..l3 + IPV6_LEN]).ok()?;
         IpTemplate::ipv6(&t[..l3 + IPV6_LEN], l3)
-    }
-
-    /// One packet of an IPv6 segment: headers from `ip` when given (see `tcp_ip6_template`),
-    /// else from `send_ipv6`.
-    #[allow(clippy::too_many_arguments)]
-    fn emit_piece_v6(
-        &mut self,
-        now: Instant,
-        ip: Option<&IpTemplate>,
-        tcp: &TcpTemplate,
-        sup: &Super<'_>,
-        p: &gso::Piece,
-        ecn: Ecn,
-        src: Ipv6Addr,
-        dst: Ipv6Addr,
-    ) -> Emit {
-        let mut buf = self.pool.get();
-        // The checks `send_ipv6` makes: queue room, size (pieces are cut to the path MTU, or
-        // to 64 KiB for a TSO device).
-        let total = IPV6_LEN + tcp.len() + p.len;
-        let direct = ip.filter(|_| {
-            !(self.tx_full()
-                || total > gso::MAX_IP_PACKET
-                || (total > self.ipv6_link_mtu() && !self.tso))
-        });
-        if let Some(t) = direct.filter(|_| self.sg && !self.csum_tx && p.len > 0) {
-            let frame = self.tx.len();
-            let frags = &mut self.tx_frags;
-            if gso::build_sg(&mut buf, frags, frame, (t, 0), tcp, sup, p, gso::MAX_FRAGS) {
-                // Zero-copy send over IPv6, as over IPv4 (`emit_piece`): the frame refers to
-                // the application's buffers; the device completes the checksum.
-                self.c.zc_frames += 1;
-                self.c.zc_bytes += p.len as u64;
-                self.c.ipv6_out += 1;
-                self.c.bytes_out += p.len as u64;
-                self.push(buf);
-                return Emit::Sent;
-            }
-        }
-        gso::build(
-            &mut buf,
-            direct.map(|t| (t, 0)),
-            tcp,
-            sup,
-            p,
-            self.copy,
-            self.csum_tx,
-        );
-        self.count_payload_copy(p.len);
-        if direct.is_none() {
-            return self
-                .send_ipv6(now, IpProtocol::Tcp, src, dst, buf, ecn)
-                .into();
-        }
-        self.c.ipv6_out += 1;
-        self.push(buf);
-        Emit::Sent
     }
 }
 

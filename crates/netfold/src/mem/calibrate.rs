@@ -1,4 +1,4 @@
-//! Kernel choice by measurement (Step 10 item 3).
+//! Kernel choice by measurement.
 //!
 //! Why: kernels tuned on one microarchitecture lose on another (the AVX-512 copy that won on
 //! an Intel Xeon loses to the AVX2 one on an AMD Zen 4, whose 512-bit units are two 256-bit

@@ -68,7 +68,7 @@ pub fn copy_rep_movsq(dst: &mut [u8], src: &[u8]) {
     copy_scalar(dst, src);
 }
 
-/// The seed 001 patch's unrolled integer-register loop (64-bit words, 64 bytes per iteration;
+/// The 2002 copy_to_user patch's unrolled integer-register loop (64-bit words, 64 bytes per iteration;
 /// inline asm on x86_64 so it stays an integer copy), portable copy elsewhere.
 pub fn copy_unrolled_int(dst: &mut [u8], src: &[u8]) {
     #[cfg(target_arch = "x86_64")]

@@ -1,11 +1,13 @@
 //! Copy, checksum and fused copy+checksum, with run-time SIMD dispatch.
 //!
-//! Why this module exists (seeds 000 §3, 001, 003, 004): copies and checksums are most of the
+//! Why this module exists (the 2002 study of the Linux TCP/IP stack, §3; the 2002 copy_to_user
+//! thread; the 1996 merged-system-calls thread; the 2001 zerocopy patch thread): copies and
+//! checksums are most of the
 //! per-byte cost of a TCP stack. The 2002 study found `movsd` losing more than 2x when the
-//! buffers were misaligned (7000 vs 3000 cycles for 1448 bytes, seed 001); on today's CPUs glibc
+//! buffers were misaligned (7000 vs 3000 cycles for 1448 bytes, the 2002 copy_to_user thread); on today's CPUs glibc
 //! still loses ~35% at 1448 bytes misaligned by 4. netfold's kernels align the DESTINATION and
 //! let loads be unaligned, so every (src, dst) alignment pair runs at about the same speed, and
-//! the checksum rides along in the same pass (seed 003: "fold the checksum into the copy").
+//! the checksum rides along in the same pass (the 1996 merged-system-calls thread: "fold the checksum into the copy").
 //!
 //! The kernels are chosen ONCE, on first use, by MEASUREMENT ([`calibrate`]): every candidate
 //! the CPU can run (AVX2, AVX-512 with and without VBMI, `rep movsb`, the C library's `memcpy`,
@@ -38,7 +40,7 @@ use std::sync::OnceLock;
 
 /// Which copy path a stack uses: netfold's kernels with the checksum folded into the copy, or
 /// the 2002 baseline (the C library's `memcpy` and a separate checksum pass) that the
-/// benchmark's `--copy baseline` measures inside a running stack (seed 000 Figures 5-6). It is
+/// benchmark's `--copy baseline` measures inside a running stack (the OLS 2002 study's Figures 5-6). It is
 /// configuration of one stack (`StackConfig::copy_mode`), not a process-wide switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum CopyMode {
@@ -265,7 +267,7 @@ pub fn checksum_with_initial(initial: u16, data: &[u8]) -> u16 {
 }
 
 /// Copies `src` into the front of `dst` and returns `checksum(src)`, in ONE pass over the data
-/// (seed 003, seed 000 §2.3). Panics only if `dst` is shorter than `src`.
+/// (the 1996 merged-system-calls thread, the OLS 2002 study). Panics only if `dst` is shorter than `src`.
 #[inline]
 pub fn copy_with_checksum(dst: &mut [u8], src: &[u8]) -> u16 {
     let n = src.len();

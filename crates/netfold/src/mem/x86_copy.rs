@@ -1,7 +1,7 @@
 //! x86_64 copy kernels: string instructions (`rep movsb`, `rep movsq`), the seed patch's unrolled
 //! integer loop, and SSE2 / AVX2 / AVX-512 vector copies.
 //!
-//! The vector kernels follow one plan so that alignment costs nothing (seed 000 §3, seed 001):
+//! The vector kernels follow one plan so that alignment costs nothing (the OLS 2002 study, the 2002 copy_to_user thread):
 //! - up to 4 vectors: overlapping unaligned loads/stores from both ends, no loop, no branch on
 //!   alignment;
 //! - larger: keep the first and last vector in registers, then loop with unaligned LOADS and
@@ -291,7 +291,7 @@ pub(crate) fn rep_movsq(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// The seed 001 patch's unrolled integer copy, in 64-bit registers: 64 bytes per iteration as
+/// The 2002 copy_to_user patch's unrolled integer copy, in 64-bit registers: 64 bytes per iteration as
 /// eight load/store pairs through two general-purpose registers, then the tail in words.
 pub(crate) fn unrolled_int(dst: &mut [u8], src: &[u8]) {
     let n = src.len();

@@ -2,7 +2,7 @@
 //! stores; the VBMI aligned-both-sides copy; `rep movsb` chunks summed after) is written ONCE as
 //! a generic body over an accumulator ([`SumAcc`]), and [`fused_kernel!`] stamps out one kernel
 //! per (strategy, accumulator, CPU features). Accumulators: `x86_csum::Acc3Pair` (3 ops per
-//! vector; the `avx512` and `avx512-vbmi` fused kernels), [`AccTop`] (2.5 ops, issue 13; the
+//! vector; the `avx512` and `avx512-vbmi` fused kernels), [`AccTop`] (2.5 ops; the
 //! `*-topm` and `rep-movsb-chunk` kernels), and [`NoSum`], with which the VBMI body is the
 //! plain VBMI copy. Calibration times them all on whatever CPU runs them.
 //!

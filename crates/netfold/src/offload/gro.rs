@@ -1,6 +1,6 @@
 //! Generic receive offload (GRO) for TCP over IPv4 and IPv6: within one receive batch, consecutive
 //! segments of one flow are merged into one larger segment so that TCP runs its input path once
-//! per flow per batch instead of once per frame (seed 000 §4.2 "gather-receive"; Linux
+//! per flow per batch instead of once per frame (the OLS 2002 study "gather-receive"; Linux
 //! `tcp_gro_receive` in `net/ipv4/tcp_offload.c`).
 //!
 //! Only merges that a GSO sender could split back into the same segments are done (the Linux
@@ -13,20 +13,23 @@
 //! ends the train after being merged); no segment longer than the first, and a shorter one ends
 //! the train. Limits: the merged IP packet stays within 64 KiB (bytes; for IPv6 the 16-bit
 //! payload length, which excludes the 40-byte header) and [`MAX_SEGS`]
-//! segments (count) — seed 002 shows why a count alone is wrong: with small segments a count
+//! segments (count) — the 2007 LRO review shows why a count alone is wrong: with small segments a count
 //! limit lets a "merged" segment stay tiny, with jumbo ones it overflows the 16-bit length.
 //!
 //! Merging copies nothing: a train is a list of payload slices still in their frames of the
 //! receive batch (the batch is immutable while it is parsed, so a train borrows it for the
-//! batch's lifetime `'b`), handed through a [`Sink`] to TCP, which copies them once, into the
-//! receive ring or a posted read. Each segment is checked before it joins a train, and only if
-//! its [`Csum`] state says it still needs it; the first segment is checked lazily: when a
-//! second one joins, or when it is delivered alone. The sink does the checking, so the one
-//! checksum check of the stack is the only one, and it decides how: a segment without payload
-//! is verified in full (a corrupt one is dropped and counted, never merged); for a data
-//! segment it sums only the pseudo-header and header and leaves the sum open ([`Checked`]),
-//! and TCP completes it while it copies the payload, processing the segment only if it
-//! verifies (`tcp/place.rs`). The open sums travel with the train, one per segment.
+//! batch's lifetime `'b`). The receive path goes one way: GRO hands nothing on by itself; the
+//! trains it finishes are returned to the interface ([`Gro::receive`], [`Gro::flush_flow`],
+//! and [`Gro::take_held`] at the end of the batch), which gives them to TCP, which copies them
+//! once, into the receive ring or a posted read. What GRO did is counted in its own
+//! [`GroCounters`], read once per batch. Each segment is checked before it joins a train, and
+//! only if its [`Csum`] state says it still needs it; the first segment is checked lazily:
+//! when a second one joins, or when it is delivered alone. The check is the stack's one TCP
+//! checksum check ([`check`]): a segment without payload is verified in full (a corrupt one
+//! is dropped and counted, never merged); for a data segment it sums only the pseudo-header
+//! and header and leaves the sum open ([`Checked`]), and TCP completes it while it copies the
+//! payload, processing the segment only if it verifies (`tcp/place.rs`). The open sums travel
+//! with the train, one per segment.
 //!
 //! Why not copy into one 64 KiB buffer with the checksum folded into that copy (the first
 //! version): measured with `/usr/bin/time netfold stream --bytes 8G` (user CPU, 3 runs each,
@@ -36,14 +39,15 @@
 //! which the checksum is now folded (`tcp/place.rs`: the ring write, or the copy into a posted
 //! read, verifies before anything is committed), which removed the separate read pass.
 
-use crate::buf::Csum;
+use crate::buf::{Csum, FramePos};
+use crate::wire::checksum::{add, pseudo_header_ip};
 use crate::wire::tcp::{TcpFlags, TcpPacket, TcpRepr, MAX_OPTIONS_LEN};
-use crate::wire::IpAddr;
+use crate::wire::{IpAddr, IpProtocol};
 
 /// Most segments merged into one: 44 segments of 1448 bytes (MSS 1460 less timestamps) fill
 /// a 64 KiB packet, so at MTU 1500 the byte limit and this count agree; with small segments
 /// the count bounds the per-flush work and the slice list, with large ones the bytes limit
-/// holds (seed 002: a count alone is wrong).
+/// holds (the 2007 LRO review: a count alone is wrong).
 pub const MAX_SEGS: u16 = 44;
 /// Flows held at once in one batch (Linux: `MAX_GRO_SKBS` = 8 per NAPI bucket list).
 pub const MAX_FLOWS: usize = 8;
@@ -58,7 +62,7 @@ const MAX_IPV6_PAYLOAD: usize = crate::wire::ipv6::MAX_PAYLOAD_LEN;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flush {
     /// The receive batch ended.
-    BatchEnd,
+    BatchEnd = 0,
     /// The next segment of the flow did not match (sequence, ACK, window, options, IP).
     Mismatch,
     /// The last merged segment carried PSH.
@@ -73,6 +77,20 @@ pub enum Flush {
     Evict,
     /// A segment GRO does not merge (control flags, no payload) arrived for the flow.
     Control,
+}
+
+impl Flush {
+    /// Every reason, in counter order ([`GroCounters::flushes`]).
+    pub const ALL: [Flush; 8] = [
+        Flush::BatchEnd,
+        Flush::Mismatch,
+        Flush::Psh,
+        Flush::Short,
+        Flush::Bytes,
+        Flush::Count,
+        Flush::Evict,
+        Flush::Control,
+    ];
 }
 
 /// The IP fields that must match for two segments to merge (IPv4: addresses, TTL, TOS, DF;
@@ -105,8 +123,10 @@ pub struct Seg<'b> {
     pub bytes: &'b [u8],
     /// TCP header length.
     pub hdr_len: usize,
-    /// Checksum state (verified at most once, by the sink).
+    /// Checksum state (verified at most once, by [`check`]).
     pub csum: Csum,
+    /// Where the payload lies in the receive batch.
+    pub at: FramePos,
 }
 
 impl<'b> Seg<'b> {
@@ -119,7 +139,7 @@ impl<'b> Seg<'b> {
     }
 }
 
-/// What a [`Sink`]'s check of one segment came to.
+/// What [`check`] of one segment came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Checked {
     /// The checksum failed (counted): the segment is dropped.
@@ -141,19 +161,181 @@ impl Checked {
     }
 }
 
-/// What GRO hands its results to (the interface's TCP glue): the checksum check, the counters,
-/// and TCP itself.
-pub trait Sink {
-    /// Checks segment `seg` (header and payload, the header `hdr_len` bytes) if `csum` says it
-    /// still needs it: in full (a bad one is counted) or leaving the payload's part open.
-    fn check(&mut self, ip: &IpKey, seg: &[u8], hdr_len: usize, csum: &mut Csum) -> Checked;
-    /// A train ended for `why` (counted even if its head then fails its checksum).
-    fn flushed(&mut self, why: Flush);
-    /// A segment joined a train.
-    fn merged(&mut self);
-    /// Hands one train to TCP: the header of its first segment, with the last one's PSH, its
-    /// payload slices in order and, per slice, the checksum left open ([`Checked::open`]).
-    fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]], pending: &[Option<u16>]);
+/// Where the checksum check counts its work: the interface's counters for segments it checks
+/// itself, [`GroCounters`] for the segments GRO checks.
+pub trait CsumCount {
+    /// `n` bytes were summed in a pass of their own (not folded into a copy), `payload` of
+    /// them TCP payload.
+    fn summed_separately(&mut self, n: usize, payload: usize);
+    /// A segment failed its checksum (dropped).
+    fn bad_checksum(&mut self);
+}
+
+/// The one TCP checksum check (RFC 9293 §3.1: pseudo-header, header and data; for IPv6 the
+/// RFC 8200 §8.1 pseudo-header), in one read pass, done only if the segment's state says it
+/// is still needed; a pass marks the segment verified, a failure is counted.
+#[inline(always)]
+pub fn verify<C: CsumCount>(
+    c: &mut C,
+    src: IpAddr,
+    dst: IpAddr,
+    seg: &[u8],
+    csum: &mut Csum,
+) -> bool {
+    if !csum.needs_verify() {
+        return true;
+    }
+    let hdr = TcpPacket::new_checked(seg).map_or(seg.len(), |p| p.header_len());
+    c.summed_separately(seg.len(), seg.len().saturating_sub(hdr));
+    let ph = pseudo_header_ip(src, dst, IpProtocol::Tcp, seg.len() as u32);
+    if add(ph, crate::mem::checksum(seg)) != 0xffff {
+        c.bad_checksum();
+        return false;
+    }
+    *csum = Csum::Verified;
+    true
+}
+
+/// The check of a received segment whose header (`hdr_len` bytes, parsed) is in `seg`. A data
+/// segment that still needs verifying is not verified here: only its pseudo-header and header
+/// are summed, and the sum is left open for TCP, which completes it while it copies the
+/// payload to where it belongs (`tcp/place.rs`, single-pass receive) and drops the segment if
+/// it fails. One pass over the payload fewer than verifying here and copying later. A segment
+/// without payload is verified in full ([`verify`]): there is no copy to fold it into.
+#[inline]
+pub fn check<C: CsumCount>(
+    c: &mut C,
+    src: IpAddr,
+    dst: IpAddr,
+    seg: &[u8],
+    hdr_len: usize,
+    csum: &mut Csum,
+) -> Checked {
+    if !csum.needs_verify() {
+        return Checked::Verified;
+    }
+    match seg.get(..hdr_len) {
+        Some(hdr) if seg.len() > hdr_len => {
+            c.summed_separately(hdr_len, 0);
+            let ph = pseudo_header_ip(src, dst, IpProtocol::Tcp, seg.len() as u32);
+            Checked::Open(add(ph, crate::mem::checksum(hdr)))
+        }
+        _ if verify(c, src, dst, seg, csum) => Checked::Verified,
+        _ => Checked::Bad,
+    }
+}
+
+/// What GRO did in one receive batch, for the interface's counters (read once, when the
+/// batch ends: [`Gro::counters`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct GroCounters {
+    /// Trains ended, by why (indexed by [`Flush`] as `usize`; counted even if the train's
+    /// head then fails its checksum).
+    pub flushes: [u64; Flush::ALL.len()],
+    /// Segments that joined a train.
+    pub merges: u64,
+    /// Bytes GRO's checks summed in a pass of their own, and the payload bytes among them.
+    pub bytes_checksummed: u64,
+    /// See `bytes_checksummed`.
+    pub payload_checksummed: u64,
+    /// Segments GRO's checks found corrupt (dropped).
+    pub bad_checksum: u64,
+}
+
+impl CsumCount for GroCounters {
+    #[inline]
+    fn summed_separately(&mut self, n: usize, payload: usize) {
+        self.bytes_checksummed += n as u64;
+        self.payload_checksummed += payload as u64;
+    }
+    #[inline]
+    fn bad_checksum(&mut self) {
+        self.bad_checksum += 1;
+    }
+}
+
+/// A finished train: what TCP gets, the header of its first segment (with the last one's
+/// PSH), its payload slices in order and, per slice, the checksum left open
+/// ([`Checked::open`]).
+#[derive(Debug)]
+pub struct Train<'b>(TrainOf<'b>);
+
+// Not boxed: the receive path allocates nothing (tests/zero_alloc.rs); a train is moved out
+// of the table once and handed to TCP.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum TrainOf<'b> {
+    /// A train built in the table.
+    Held(Held<'b>),
+    /// A segment that ended its train as it arrived (PSH), straight from its frame.
+    One {
+        ip: IpKey,
+        repr: TcpRepr,
+        part: [&'b [u8]; 1],
+        pending: [Option<u16>; 1],
+        at: [FramePos; 1],
+    },
+}
+
+impl<'b> Train<'b> {
+    /// The IP fields of its segments.
+    pub fn ip(&self) -> &IpKey {
+        match &self.0 {
+            TrainOf::Held(h) => &h.ip,
+            TrainOf::One { ip, .. } => ip,
+        }
+    }
+    /// The header of the first segment, with the last one's PSH.
+    pub fn repr(&self) -> &TcpRepr {
+        match &self.0 {
+            TrainOf::Held(h) => &h.repr,
+            TrainOf::One { repr, .. } => repr,
+        }
+    }
+    /// The payload slices, in order.
+    pub fn parts(&self) -> &[&'b [u8]] {
+        match &self.0 {
+            TrainOf::Held(h) => &h.parts[..usize::from(h.segs).min(h.parts.len())],
+            TrainOf::One { part, .. } => part,
+        }
+    }
+    /// Per slice, the checksum left open.
+    pub fn pending(&self) -> &[Option<u16>] {
+        match &self.0 {
+            TrainOf::Held(h) => &h.pending[..usize::from(h.segs).min(h.pending.len())],
+            TrainOf::One { pending, .. } => pending,
+        }
+    }
+    /// Per slice, where it lies in the receive batch.
+    pub fn at(&self) -> &[FramePos] {
+        match &self.0 {
+            TrainOf::Held(h) => &h.at[..usize::from(h.segs).min(h.at.len())],
+            TrainOf::One { at, .. } => at,
+        }
+    }
+}
+
+/// The trains one [`Gro::receive`] finished, oldest first (at most two: the flow's held train,
+/// and the segment's own).
+#[derive(Debug)]
+pub struct Finished<'b>([Option<Train<'b>>; 2]);
+
+impl<'b> Iterator for Finished<'b> {
+    type Item = Train<'b>;
+    #[inline]
+    fn next(&mut self) -> Option<Train<'b>> {
+        // A train is over a kilobyte (its parts, checksum states and frame positions): test
+        // before taking, so that the common case (nothing finished) moves nothing. `take` on
+        // a `None` still copies the whole option (measured: TCP_STREAM at MTU 1500 lost 10%
+        // to it, two such copies per segment).
+        if self.0[0].is_some() {
+            return self.0[0].take();
+        }
+        if self.0[1].is_some() {
+            return self.0[1].take();
+        }
+        None
+    }
 }
 
 #[derive(Debug)]
@@ -176,6 +358,8 @@ struct Held<'b> {
     parts: [&'b [u8]; MAX_SEGS as usize],
     /// Per part, the checksum left open by the check.
     pending: [Option<u16>; MAX_SEGS as usize],
+    /// Per part, where it lies in the receive batch.
+    at: [FramePos; MAX_SEGS as usize],
 }
 
 impl Held<'_> {
@@ -201,6 +385,9 @@ impl Held<'_> {
 pub struct Gro<'b> {
     held: [Option<Held<'b>>; MAX_FLOWS],
     n: usize,
+    /// What this batch's GRO did; `None` until a segment comes (most batches bring GRO
+    /// nothing: none is zeroed for them).
+    counters: Option<GroCounters>,
 }
 
 /// A segment flags word GRO can merge: ACK, optionally PSH, nothing else (no SYN, FIN, RST,
@@ -221,7 +408,36 @@ impl<'b> Gro<'b> {
         Gro {
             held: Default::default(),
             n: 0,
+            counters: None,
         }
+    }
+
+    /// What GRO did in this batch so far; `None` if no segment was given to
+    /// [`Gro::receive`] (then nothing is held and nothing was counted).
+    #[inline]
+    pub fn counters(&self) -> Option<&GroCounters> {
+        self.counters.as_ref()
+    }
+
+    fn c(&mut self) -> &mut GroCounters {
+        self.counters.get_or_insert_with(GroCounters::default)
+    }
+
+    /// The oldest train still held, finished because the receive batch ends (whose head
+    /// passes its check; a corrupt head is dropped and counted, and the next train comes).
+    /// Call until `None` when the batch ends.
+    pub fn take_held(&mut self) -> Option<Train<'b>> {
+        while let Some(mut h) = self.remove(0) {
+            self.flushed(Flush::BatchEnd);
+            if self.check_head(&mut h) {
+                return Some(Train(TrainOf::Held(h)));
+            }
+        }
+        None
+    }
+
+    fn flushed(&mut self, why: Flush) {
+        self.c().flushes[why as usize] += 1;
     }
 
     /// No train is held.
@@ -252,86 +468,96 @@ impl<'b> Gro<'b> {
         }
     }
 
-    /// Hands the held train of the flow `s` belongs to (if any) to TCP, so that a segment GRO
-    /// does not merge is delivered after the data before it.
-    pub fn flush_flow(&mut self, sink: &mut dyn Sink, s: &Seg<'_>) {
+    /// Ends the held train of the flow `s` belongs to (if any) and returns it for TCP, so
+    /// that a segment GRO does not merge is delivered after the data before it.
+    pub fn flush_flow(&mut self, s: &Seg<'_>) -> Option<Train<'b>> {
         if self.n == 0 {
-            return;
+            return None;
         }
-        if let Some(h) = self.position(s).and_then(|i| self.remove(i)) {
-            self.deliver(sink, h, Flush::Control);
-        }
-    }
-
-    /// Flushes everything held (end of the receive batch).
-    pub fn flush_all(&mut self, sink: &mut dyn Sink) {
-        // Nothing held (a request/response flow's PSH segments never are): no call at all.
-        if self.n == 0 {
-            return;
-        }
-        while let Some(h) = self.remove(0) {
-            self.deliver(sink, h, Flush::BatchEnd);
-        }
+        let h = self.position(s).and_then(|i| self.remove(i))?;
+        self.deliver(h, Flush::Control)
     }
 
     /// Takes one mergeable data segment (ACK/PSH only, payload non-empty, plain IPv4 or IPv6
-    /// without extension headers).
-    pub fn receive(&mut self, sink: &mut dyn Sink, s: &Seg<'b>) {
+    /// without extension headers). Returns the trains it finished, in the order TCP must get
+    /// them: the flow's held train it did not fit (or an evicted one), then its own train if
+    /// it ended it.
+    pub fn receive(&mut self, s: &Seg<'b>) -> Finished<'b> {
+        self.c();
+        let mut out = Finished([None, None]);
         let found = if self.n == 0 { None } else { self.position(s) };
         if let Some(i) = found {
-            match self.held[i].as_ref().and_then(|h| check(h, s)) {
+            match self.held[i].as_ref().and_then(|h| may_join(h, s)) {
                 None => {
-                    self.merge(sink, i, s);
-                    return;
+                    // Only a train that ends is moved into `out`: a train is over a
+                    // kilobyte, and moving an empty option of one per merged segment cost
+                    // TCP_STREAM at MTU 1500 a tenth of its throughput.
+                    if let Some(why) = self.merge(i, s) {
+                        if let Some(h) = self.remove(i) {
+                            out.0[0] = self.deliver(h, why);
+                        }
+                    }
+                    return out;
                 }
                 Some(why) => {
                     if let Some(h) = self.remove(i) {
-                        self.deliver(sink, h, why);
+                        out.0[0] = self.deliver(h, why);
                     }
                 }
             }
         } else if self.n >= MAX_FLOWS {
             if let Some(h) = self.remove(0) {
-                self.deliver(sink, h, Flush::Evict);
+                out.0[0] = self.deliver(h, Flush::Evict);
             }
         }
         // A new train. One that must end at once (PSH) is delivered straight from the frame.
         if s.repr.flags.psh() {
-            sink.flushed(Flush::Psh);
+            self.flushed(Flush::Psh);
             let mut csum = s.csum;
-            match sink.check(&s.ip, s.bytes, s.hdr_len, &mut csum) {
+            let (src, dst) = (s.ip.src, s.ip.dst);
+            match check(self.c(), src, dst, s.bytes, s.hdr_len, &mut csum) {
                 Checked::Bad => {}
-                c => sink.deliver(&s.ip, &s.repr, &[s.payload()], &[c.open()]),
+                c => {
+                    out.0[1] = Some(Train(TrainOf::One {
+                        ip: s.ip,
+                        repr: s.repr,
+                        part: [s.payload()],
+                        pending: [c.open()],
+                        at: [s.at],
+                    }))
+                }
             }
-            return;
+            return out;
         }
         self.push(start(s));
+        out
     }
 
-    /// Appends `s` to train `i` once it (and the head) passed the sink's check.
-    fn merge(&mut self, sink: &mut dyn Sink, i: usize, s: &Seg<'b>) {
-        let Some(h) = self.held[i].as_mut() else {
-            return;
-        };
-        if !check_head(sink, h) {
+    /// Appends `s` to train `i` once it (and the head) passed the check; why the train ends
+    /// now, if it does (the caller delivers it).
+    fn merge(&mut self, i: usize, s: &Seg<'b>) -> Option<Flush> {
+        let c = self.counters.get_or_insert_with(GroCounters::default);
+        let h = self.held[i].as_mut()?;
+        if !check_head(c, h) {
             // The head was corrupt: it is dropped (counted) and `s` starts the train.
             *h = start(s);
-            return;
+            return None;
         }
         let mut csum = s.csum;
-        let open = match sink.check(&s.ip, s.bytes, s.hdr_len, &mut csum) {
-            Checked::Bad => return,
+        let open = match check(c, s.ip.src, s.ip.dst, s.bytes, s.hdr_len, &mut csum) {
+            Checked::Bad => return None,
             c => c.open(),
         };
         let plen = s.payload().len();
         h.parts[usize::from(h.segs)] = s.payload();
         h.pending[usize::from(h.segs)] = open;
+        h.at[usize::from(h.segs)] = s.at;
         h.len += plen;
         h.segs += 1;
         h.next_seq = h.next_seq.wrapping_add(plen as u32);
-        sink.merged();
+        c.merges += 1;
         // The merged segment carries the last segment's PSH (Linux: flags of the last skb).
-        let why = if s.repr.flags.psh() {
+        if s.repr.flags.psh() {
             h.repr.flags.0 |= TcpFlags::PSH;
             Some(Flush::Psh)
         } else if plen < h.seg_size {
@@ -342,31 +568,26 @@ impl<'b> Gro<'b> {
             Some(Flush::Bytes)
         } else {
             None
-        };
-        if let Some(why) = why {
-            if let Some(h) = self.remove(i) {
-                self.deliver(sink, h, why);
-            }
         }
     }
 
-    /// Hands one train to TCP and counts why.
-    fn deliver(&mut self, sink: &mut dyn Sink, mut h: Held<'b>, why: Flush) {
-        sink.flushed(why);
-        if !check_head(sink, &mut h) {
-            return;
-        }
-        let n = usize::from(h.segs).min(h.parts.len());
-        sink.deliver(&h.ip, &h.repr, &h.parts[..n], &h.pending[..n]);
+    /// Finishes one train and counts why; `None` if its head fails its check.
+    fn deliver(&mut self, mut h: Held<'b>, why: Flush) -> Option<Train<'b>> {
+        self.flushed(why);
+        self.check_head(&mut h).then_some(Train(TrainOf::Held(h)))
+    }
+
+    fn check_head(&mut self, h: &mut Held<'_>) -> bool {
+        check_head(self.c(), h)
     }
 }
 
 /// Checks the head of a train once (see the module doc); false if it is corrupt.
-fn check_head(sink: &mut dyn Sink, h: &mut Held<'_>) -> bool {
+fn check_head(c: &mut GroCounters, h: &mut Held<'_>) -> bool {
     if h.head_checked {
         return true;
     }
-    match sink.check(&h.ip, h.head, h.hdr_len, &mut h.head_csum) {
+    match check(c, h.ip.src, h.ip.dst, h.head, h.hdr_len, &mut h.head_csum) {
         Checked::Bad => false,
         c => {
             h.pending[0] = c.open();
@@ -384,6 +605,8 @@ fn start<'b>(s: &Seg<'b>) -> Held<'b> {
     let len = s.payload().len();
     let mut parts: [&'b [u8]; MAX_SEGS as usize] = [&[]; MAX_SEGS as usize];
     parts[0] = s.payload();
+    let mut at = [FramePos::default(); MAX_SEGS as usize];
+    at[0] = s.at;
     Held {
         ip: s.ip,
         repr: s.repr,
@@ -399,11 +622,12 @@ fn start<'b>(s: &Seg<'b>) -> Held<'b> {
         head_checked: false,
         parts,
         pending: [None; MAX_SEGS as usize],
+        at,
     }
 }
 
 /// `None` if `s` may join `h`, else why the train ends before it.
-fn check(h: &Held<'_>, s: &Seg<'_>) -> Option<Flush> {
+fn may_join(h: &Held<'_>, s: &Seg<'_>) -> Option<Flush> {
     let plen = s.payload().len();
     let same = s.repr.seq == h.next_seq
         && s.repr.ack == h.repr.ack
@@ -428,41 +652,43 @@ mod tests {
     use crate::wire::tcp::{PseudoHeader, TcpOptions, Timestamps};
     use crate::wire::Ipv6Addr;
 
-    /// Records what GRO hands on; every checksum passes (`bad` fails one segment's).
+    /// What GRO handed on, taken as the interface takes it: after each call, and what is
+    /// held when the batch ends.
     #[derive(Default)]
     struct Rec {
         delivered: Vec<(IpKey, u32, Vec<u8>, bool)>,
-        flushes: Vec<Flush>,
-        merges: usize,
-        verified: usize,
+        /// Per delivered slice: its payload and the checksum left open.
+        opened: Vec<(Vec<u8>, Option<u16>)>,
     }
 
-    impl Sink for Rec {
-        // Verifies in full (the stack's sink leaves a data segment's sum open for TCP).
-        fn check(&mut self, ip: &IpKey, seg: &[u8], _hdr_len: usize, csum: &mut Csum) -> Checked {
-            if !csum.needs_verify() {
-                return Checked::Verified;
-            }
-            self.verified += 1;
-            let ok = TcpPacket::new_checked(seg)
-                .is_ok_and(|p| p.verify_checksum(&PseudoHeader::new(ip.src, ip.dst)));
-            if ok {
-                *csum = Csum::Verified;
-                Checked::Verified
-            } else {
-                Checked::Bad
-            }
-        }
-        fn flushed(&mut self, why: Flush) {
-            self.flushes.push(why);
-        }
-        fn merged(&mut self) {
-            self.merges += 1;
-        }
-        fn deliver(&mut self, ip: &IpKey, repr: &TcpRepr, parts: &[&[u8]], _: &[Option<u16>]) {
+    impl Rec {
+        fn push(&mut self, t: &Train<'_>) {
+            let r = t.repr();
             self.delivered
-                .push((*ip, repr.seq, parts.concat(), repr.flags.psh()));
+                .push((*t.ip(), r.seq, t.parts().concat(), r.flags.psh()));
+            for (p, o) in t.parts().iter().zip(t.pending()) {
+                self.opened.push((p.to_vec(), *o));
+            }
         }
+        fn receive<'b>(&mut self, gro: &mut Gro<'b>, s: &Seg<'b>) {
+            for t in gro.receive(s) {
+                self.push(&t);
+            }
+        }
+        fn end(&mut self, gro: &mut Gro<'_>) {
+            while let Some(t) = gro.take_held() {
+                self.push(&t);
+            }
+        }
+    }
+
+    /// The flush counters `whys` add up to.
+    fn flushes(whys: &[Flush]) -> [u64; Flush::ALL.len()] {
+        let mut f = [0; Flush::ALL.len()];
+        for w in whys {
+            f[*w as usize] += 1;
+        }
+        f
     }
 
     fn v6(last: u16) -> IpAddr {
@@ -511,6 +737,7 @@ mod tests {
             bytes,
             hdr_len: p.header_len(),
             csum: Csum::Unverified,
+            at: FramePos::default(),
         }
     }
 
@@ -524,11 +751,11 @@ mod tests {
         let mut rec = Rec::default();
         let mut gro = Gro::new();
         for s in &segs {
-            gro.receive(&mut rec, s);
+            rec.receive(&mut gro, s);
         }
-        gro.flush_all(&mut rec);
-        assert_eq!(rec.merges, 3);
-        assert_eq!(rec.flushes, vec![Flush::Psh]);
+        rec.end(&mut gro);
+        assert_eq!(gro.counters().unwrap().merges, 3);
+        assert_eq!(gro.counters().unwrap().flushes, flushes(&[Flush::Psh]));
         assert_eq!(rec.delivered.len(), 1);
         let (ip, seq, data, psh) = &rec.delivered[0];
         assert_eq!((*ip, *seq, data.len(), *psh), (k, 1000, 4800, true));
@@ -536,8 +763,16 @@ mod tests {
             .flat_map(|i| (0..1200).map(move |j| ((1000 + 1200 * i) as usize + j) as u8))
             .collect();
         assert_eq!(*data, want);
-        // Every checksum was checked over the IPv6 pseudo-header, once.
-        assert_eq!(rec.verified, 4);
+        // Every checksum was checked over the IPv6 pseudo-header, once: each segment's sum of
+        // pseudo-header and header was left open, and completes to 0xffff with its payload's.
+        assert_eq!(rec.opened.len(), 4);
+        for (payload, open) in &rec.opened {
+            let open = open.expect("left open");
+            assert_eq!(add(open, crate::mem::checksum(payload)), 0xffff);
+        }
+        let hdr = segs[0].hdr_len as u64;
+        assert_eq!(gro.counters().unwrap().bytes_checksummed, 4 * hdr);
+        assert_eq!(gro.counters().unwrap().bad_checksum, 0);
     }
 
     #[test]
@@ -557,11 +792,17 @@ mod tests {
             let b = seg(&other, 1000, 1000, false);
             let mut rec = Rec::default();
             let mut gro = Gro::new();
-            gro.receive(&mut rec, &as_seg(base, &a));
-            gro.receive(&mut rec, &as_seg(other, &b));
-            gro.flush_all(&mut rec);
-            assert_eq!(rec.merges, 0, "{other:?}");
-            assert_eq!(rec.flushes, vec![Flush::Mismatch, Flush::BatchEnd]);
+            let (sa, sb) = (as_seg(base, &a), as_seg(other, &b));
+            rec.receive(&mut gro, &sa);
+            rec.receive(&mut gro, &sb);
+            // The first train ended at the mismatch, before the batch did.
+            assert_eq!(rec.delivered.len(), 1);
+            rec.end(&mut gro);
+            assert_eq!(gro.counters().unwrap().merges, 0, "{other:?}");
+            assert_eq!(
+                gro.counters().unwrap().flushes,
+                flushes(&[Flush::Mismatch, Flush::BatchEnd])
+            );
             assert_eq!(rec.delivered.len(), 2);
         }
     }
@@ -593,12 +834,13 @@ mod tests {
         let c = seg(&k4, 1000, 1000, false);
         let mut rec = Rec::default();
         let mut gro = Gro::new();
-        gro.receive(&mut rec, &as_seg(k4, &a));
-        gro.receive(&mut rec, &as_seg(k6, &b));
-        gro.receive(&mut rec, &as_seg(k4, &c));
-        gro.flush_all(&mut rec);
+        let (sa, sb, sc) = (as_seg(k4, &a), as_seg(k6, &b), as_seg(k4, &c));
+        rec.receive(&mut gro, &sa);
+        rec.receive(&mut gro, &sb);
+        rec.receive(&mut gro, &sc);
+        rec.end(&mut gro);
         // The IPv4 flow merged around the IPv6 segment; the IPv6 one stood alone.
-        assert_eq!(rec.merges, 1);
+        assert_eq!(gro.counters().unwrap().merges, 1);
         let by_len: Vec<(bool, usize)> = rec
             .delivered
             .iter()

@@ -1,4 +1,4 @@
-//! Devices: where frames enter and leave a stack. A device moves frames in batches (seed 000
+//! Devices: where frames enter and leave a stack. A device moves frames in batches (the OLS 2002 study
 //! §4.2: process packets in bunches at each layer) and declares what it can offload.
 //!
 //! Devices compose as middleware, after smoltcp's `phy`: an impairment layer or a pcap writer

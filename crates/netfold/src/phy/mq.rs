@@ -1,4 +1,4 @@
-//! A multi-queue in-memory link with receive-side scaling (issue 14): `n` queue pairs between
+//! A multi-queue in-memory link with receive-side scaling: `n` queue pairs between
 //! the `n` shards of one side and the `n` shards of the other, and a Toeplitz steering step at
 //! every transmit — what a pair of multi-queue NICs with RSS would do, in memory.
 //!

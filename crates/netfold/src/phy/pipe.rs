@@ -6,7 +6,7 @@
 //!
 //! Each direction is a bounded single-producer single-consumer queue behind one
 //! `Mutex<VecDeque<_>>`. A lock-free ring would need `unsafe` (lib.rs denies it outside `mem`),
-//! so instead the lock is amortised the way seed 000 §4.2 amortises per-packet work: every
+//! so instead the lock is amortised the way the OLS 2002 study amortises per-packet work: every
 //! `send_batch` and every `recv_batch` takes the direction's lock exactly ONCE for the whole
 //! batch. Measured (release build, 64-byte frames, one send + one recv + pool get/put per
 //! frame, 2-core shared machine, single runs so read as ratios): one thread driving both ends
@@ -16,7 +16,7 @@
 //! Storage for the queues is reserved up front (`capacity` entries), so steady state does not
 //! allocate.
 //!
-//! # Buffer recycling across the link (seed 000 §4.2)
+//! # Buffer recycling across the link (the OLS 2002 study)
 //!
 //! A frame's [`PacketBuf`] moves to the peer: the sender's pool loses a buffer and the
 //! receiver's pool (once the receiving stack is done with the frame) gains one. To keep a
@@ -752,7 +752,7 @@ impl PipeEnd {
         reserve: usize,
     ) -> usize {
         let mut link = self.rx.lock();
-        // Recycling first (seed 000 §4.2): surplus idle buffers go back to the sender.
+        // Recycling first (the OLS 2002 study): surplus idle buffers go back to the sender.
         while pool.idle() > reserve && link.returns.len() < link.capacity {
             link.returns.push(pool.get());
         }

@@ -42,6 +42,7 @@ pub fn ladder_step(current: usize, want: usize, max: usize) -> usize {
 
 impl Conn {
     /// Runs both tuners after input (the layer calls it with the stack's ring cache).
+    #[inline]
     pub fn tune_buffers(&mut self, now: Instant, rings: &mut RingCache, stats: &mut Stats) {
         if !matches!(
             self.state,

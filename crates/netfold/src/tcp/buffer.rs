@@ -36,7 +36,7 @@ const CACHE_MAX_BYTES: usize = 64 << 20;
 /// 6 MiB receive maximum), and [`StackConfig`](crate::iface::StackConfig) sets it.
 pub const DEFAULT_BUFFER_BUDGET: usize = 1 << 30;
 
-/// Ring storage is recycled, not freed (seed 000 §4.2): a connection's rings go back to its
+/// Ring storage is recycled, not freed (the OLS 2002 study): a connection's rings go back to its
 /// stack's cache when it ends and the next connection of that stack takes them. Without it
 /// every connection zero-filled two fresh 256 KiB buffers, and TCP_CRR spent over half its time
 /// in page faults and memset. Contents are never read beyond what the ring has written, so a
@@ -504,6 +504,7 @@ impl RecvRing {
     /// Copies `src` into the ring at `off` past RCV.NXT without committing it, and returns
     /// the checksum of `src` taken in the same pass when `sum` (0 otherwise). The caller
     /// checked [`RecvRing::can_stage`]; [`RecvRing::commit`] keeps the bytes later.
+    #[inline]
     pub fn stage_copy(&mut self, off: usize, src: &[u8], mode: CopyMode, sum: bool) -> u16 {
         let cap = self.buf.len();
         if src.is_empty() || cap == 0 {

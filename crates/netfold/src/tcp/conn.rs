@@ -59,27 +59,102 @@ pub const RST_QUEUE_MAX: usize = 256;
 /// Replies the layer queues for segments that have no connection (RSTs).
 pub type RstQueue = VecDeque<(IpAddr, IpAddr, TcpRepr)>;
 
-/// RFC 5961 §7: a system-wide limit on challenge ACKs per second.
-pub const CHALLENGE_ACK_LIMIT: u32 = 1000;
+/// Domain tag of the keyed hash the global challenge-ACK quota is drawn from (the other tags
+/// under the stack's secret: `isn.rs` 0, `ephemeral.rs` 2, `syncookie.rs` 4 and 5).
+const TAG_CHALLENGE: u8 = 6;
 
-#[derive(Debug, Default)]
+/// The layer-wide challenge-ACK limit of RFC 5961 §7: "An implementation SHOULD include an
+/// ACK throttling mechanism to be conservative ... a system-wide limit". It comes after the
+/// per-connection limit (`Conn::challenge_ack`), as in Linux `tcp_send_challenge_ack`.
+///
+/// A fixed global count is itself the side channel of CVE-2016-5696 (Cao et al., "Off-Path
+/// TCP Exploits", USENIX Security 2016): an off-path attacker who spends the shared budget
+/// of 100 per second and counts the challenge ACKs it gets back on a connection of its own
+/// learns whether a spoofed segment drew one on the victim's connection, hence whether a
+/// guessed 4-tuple is live and where its sequence numbers are. Linux answered in two steps,
+/// both followed here: (1) each second's quota is drawn at random, uniform in
+/// `[limit/2, limit/2 + limit - 1]`, so the count seen says little
+/// (`get_random_u32_inclusive(half, ack_limit + half - 1)`); (2) since 2022 (commit
+/// 79e3602caa6f, "tcp: make global challenge ack rate limitation per net-ns and default
+/// disabled") the default `tcp_challenge_ack_limit` is `INT_MAX`, which skips the global
+/// count altogether: the per-connection limit (one per `invalid_ratelimit`) already bounds
+/// what any one connection sends, and a budget shared across connections is exactly what
+/// lets one connection observe another. So the default here is no global limit
+/// ([`ChallengeLimiter::new`] with `None`); `TcpLayer::set_challenge_ack_limit` sets one.
+#[derive(Debug)]
 pub struct ChallengeLimiter {
-    window_start: Instant,
-    count: u32,
+    /// Challenge ACKs per second on average (`None`: no layer-wide limit).
+    limit: Option<u32>,
+    /// Keys the random quota (the stack's secret: unpredictable without it, reproducible
+    /// for a stack made with a fixed test key).
+    key: [u8; 16],
+    /// The whole second of stack time the quota below belongs to (Linux `jiffies / HZ`).
+    second: Option<u64>,
+    /// Challenge ACKs left in this second.
+    left: u32,
+    /// Quotas drawn so far: a second input to the hash, so no two draws repeat.
+    draws: u64,
 }
 
 impl ChallengeLimiter {
-    pub fn allow(&mut self, now: Instant) -> bool {
-        if now.saturating_since(self.window_start).total_micros() >= 1_000_000 {
-            self.window_start = now;
-            self.count = 0;
+    /// A limiter averaging `limit` challenge ACKs per second (`None`: unlimited), its
+    /// quotas drawn under `key`.
+    pub fn new(limit: Option<u32>, key: [u8; 16]) -> Self {
+        ChallengeLimiter {
+            limit,
+            key,
+            second: None,
+            left: 0,
+            draws: 0,
         }
-        if self.count < CHALLENGE_ACK_LIMIT {
-            self.count += 1;
+    }
+
+    /// The configured average per second.
+    pub fn limit(&self) -> Option<u32> {
+        self.limit
+    }
+
+    /// Changes the limit; the current second's quota is drawn again under the new one.
+    pub fn set_limit(&mut self, limit: Option<u32>) {
+        self.limit = limit;
+        self.second = None;
+    }
+
+    /// Takes one challenge ACK from the quota of the second `now` falls in; `false` when it
+    /// is spent.
+    pub fn allow(&mut self, now: Instant) -> bool {
+        let Some(limit) = self.limit else {
+            return true;
+        };
+        let second = now.total_micros() / 1_000_000;
+        if self.second != Some(second) {
+            self.second = Some(second);
+            self.left = self.draw(limit);
+        }
+        if self.left > 0 {
+            self.left -= 1;
             true
         } else {
             false
         }
+    }
+
+    /// A fresh quota, uniform in `[half, half + limit - 1]` with `half = ceil(limit / 2)`
+    /// (Linux: `get_random_u32_inclusive(half, ack_limit + half - 1)`); 0 for a limit of 0.
+    /// The randomness is SipHash-2-4 under the stack's secret over a draw counter: the core
+    /// reads no OS randomness of its own (it is sans-IO), and a keyed PRF's outputs are
+    /// unpredictable to anyone without the key.
+    fn draw(&mut self, limit: u32) -> u32 {
+        if limit == 0 {
+            return 0;
+        }
+        self.draws = self.draws.wrapping_add(1);
+        let mut m = [0u8; 9];
+        m[0] = TAG_CHALLENGE;
+        m[1..].copy_from_slice(&self.draws.to_le_bytes());
+        let r = crate::hash::siphash24(&self.key, &m) % u64::from(limit);
+        let half = u64::from(limit).div_ceil(2);
+        u32::try_from(half + r).unwrap_or(u32::MAX)
     }
 }
 
@@ -197,6 +272,12 @@ pub struct Recovery {
     pub rxt_next: u32,
     /// The segment at SND.UNA must be retransmitted now (entry, or a NewReno partial ACK).
     pub rxt_una: bool,
+    /// RFC 6937 (Proportional Rate Reduction, SACK recovery only): bytes the peer received
+    /// since recovery began (`prr_delivered`), bytes sent since (`prr_out`), and the
+    /// window when it began (RecoverFS; Linux uses `prior_cwnd`).
+    pub prr_delivered: u32,
+    pub prr_out: u32,
+    pub prior_cwnd: u32,
 }
 
 /// The transmission control block: the connection's identity and settings, then its named
@@ -236,6 +317,8 @@ pub struct Conn {
     pub user_closed: bool,
     /// Counted in the parent listener's SYN queue (half-open).
     pub in_syn_queue: bool,
+    /// TCP Fast Open (RFC 7413) state of the handshake (`fastopen.rs`).
+    pub fastopen: super::fastopen::ConnFastOpen,
 
     /// Send sequence space (RFC 9293 §3.3.1) and the send ring.
     pub snd: SendSeq,
@@ -292,6 +375,8 @@ pub struct Conn {
     pub error_reported: bool,
     /// RFC 3168 ECN.
     pub ecn: EcnState,
+    /// What `TCP_INFO` reports beyond the state above (`info.rs`).
+    pub counters: super::info::ConnCounters,
     /// A timer aborted the connection and the peer must be told with a RST (keepalive give-up,
     /// Linux `tcp_keepalive_timer`); the layer queues it (`make_rst`) after the timer run.
     pub rst_due: bool,
@@ -319,6 +404,8 @@ fn sanitize(mut c: Config) -> Config {
     c.recv_buffer_max = c.recv_buffer_max.min(MAX_BUFFER);
     c.send_buffer_max = c.send_buffer_max.min(MAX_BUFFER);
     c.mss = c.mss.max(64);
+    // Linux's bounds on `tcp_min_snd_mss`: [TCP_MIN_SND_MSS, 65535].
+    c.min_snd_mss = c.min_snd_mss.max(super::MIN_SND_MSS);
     c
 }
 
@@ -352,7 +439,7 @@ impl Conn {
         let derived = isn::derive(secret, now, local, remote);
         let iss = derived.iss;
         let rcv_wscale = if config.window_scaling {
-            wscale_for(config.recv_ceiling())
+            config.announced_wscale()
         } else {
             0
         };
@@ -369,6 +456,7 @@ impl Conn {
             owned: false,
             user_closed: false,
             in_syn_queue: false,
+            fastopen: super::fastopen::ConnFastOpen::default(),
             snd: SendSeq::new(
                 iss,
                 mss.clamp(64, default_mss),
@@ -429,6 +517,7 @@ impl Conn {
             error_reported: false,
             rst_due: false,
             ecn: EcnState::default(),
+            counters: super::info::ConnCounters::default(),
             in_active: false,
         }
     }
@@ -479,13 +568,31 @@ impl Conn {
 
     /// Passive opens allocate their buffers only when the handshake completes, so a SYN flood
     /// costs a small control block per half-open connection, not two buffers.
-    pub fn alloc_buffers(&mut self, rings: &mut RingCache) {
+    ///
+    /// Even then the storage is taken only when it is first used: the send ring at the first
+    /// copying send (`SendQueue::reserve`), the receive ring when the first data arrives
+    /// ([`Conn::ensure_recv_ring`]). A connection that is accepted and left idle holds
+    /// neither, so idle connections are not charged to the stack's buffer budget (Linux
+    /// charges `tcp_mem` by the bytes sockets hold, not by their buffer sizes).
+    pub fn alloc_buffers(&mut self, _rings: &mut RingCache) {
         if self.snd.ring.capacity() == 0 && self.snd.ring.is_empty() {
-            self.snd.ring = SendQueue::from_cache(self.config.send_initial(), rings);
+            self.snd.ring = SendQueue::reserve(self.config.send_initial());
         }
+    }
+
+    /// The receive ring's storage, taken from `rings` when data first needs it (a compare on
+    /// every data segment, the allocation out of line).
+    #[inline(always)]
+    pub(super) fn ensure_recv_ring(&mut self, rings: &mut RingCache) {
         if self.rcv.ring.capacity() == 0 {
-            self.rcv.ring = RecvRing::from_cache(self.rcv.ring_cap(self.rcv.buf), rings);
+            self.take_recv_ring(rings);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_recv_ring(&mut self, rings: &mut RingCache) {
+        self.rcv.ring = RecvRing::from_cache(self.rcv.ring_cap(self.rcv.buf), rings);
     }
 
     /// Gives ring storage nobody can use any more back to the stack's cache: the send ring of
@@ -511,7 +618,10 @@ impl Conn {
         match self.state {
             State::Closed => {
                 self.snd.ring.release(rings);
-                if self.error.is_some() || self.user_closed {
+                // Data received before a reset stays readable until the application has it
+                // or closes (Linux `tcp_reset` purges the write queue, not the receive
+                // queue): read returns it, then the error.
+                if self.user_closed || (self.error.is_some() && self.rcv.ring.is_empty()) {
                     self.rcv.ring.release(rings);
                 }
             }
@@ -572,11 +682,22 @@ impl Conn {
     /// Applies the peer's SYN options (RFC 9293 §3.7.1 MSS, RFC 7323 §2.2/§3.2, RFC 2018 §2).
     pub fn negotiate(&mut self, now: Instant, syn: &TcpRepr) {
         let o = &syn.options;
+        // RFC 9293 §3.7.1: without an MSS option the send MSS is the default (536, 1220 over
+        // IPv6); an option of 0 is ignored the same way (Linux `tcp_parse_options` takes
+        // `in_mss` only if non-zero). A tiny announced MSS is raised to `min_snd_mss` (48):
+        // Linux `__tcp_mtu_to_mss` ends with `mss_now = max(mss_now, tcp_min_snd_mss)`, after
+        // the clamp to the peer's MSS and before the options are taken off (`seg_mss`), so a
+        // peer cannot make this end send segments of a few bytes each (CVE-2019-11479).
+        // Never above our own MSS (`Config::mss`, from the MTU or TCP_MAXSEG): Linux lets a
+        // raised `tcp_min_snd_mss` exceed the route's MTU, but a segment larger than the
+        // link is never delivered.
         let peer_mss = o
             .mss
-            .map_or(default_mss(&self.remote.get()), u32::from)
-            .max(64);
-        self.snd.mss = peer_mss.min(u32::from(self.config.mss));
+            .filter(|&m| m != 0)
+            .map_or(default_mss(&self.remote.get()), u32::from);
+        self.snd.mss = peer_mss
+            .max(u32::from(self.config.min_snd_mss))
+            .min(u32::from(self.config.mss));
         match (self.config.window_scaling, o.window_scale) {
             (true, Some(ws)) => {
                 // §2.3: a shift above 14 is used as 14.
@@ -685,7 +806,12 @@ impl Conn {
     /// Payload bytes per segment: RFC 9293 §3.7.1, Eff.snd.MSS minus the TCP options we add,
     /// so that header + options + data never exceed the peer's MSS + 40 (the MTU).
     pub fn seg_mss(&self) -> u32 {
-        self.snd.mss.saturating_sub(self.option_len()).max(32)
+        // At least 8: the send MSS is at least `min_snd_mss` (48) and the options at most 40
+        // (timestamps and three SACK blocks), as Linux reserves in `__tcp_mtu_to_mss`. The
+        // floor only guards against a zero length; payload plus options never exceed the MSS
+        // (RFC 9293 §3.7.1: "the sender MUST reduce the TCP data length to account for any
+        // IP or TCP options that it is including").
+        self.snd.mss.saturating_sub(self.option_len()).max(8)
     }
 
     pub fn flight(&self) -> u32 {
@@ -716,14 +842,41 @@ impl Conn {
     }
 
     /// A RST for this connection, to be queued by the layer (abort, data after close).
-    pub fn make_rst(&self) -> TcpRepr {
+    /// RFC 7323 §3.2: "Once TSopt has been successfully negotiated ... the TSopt MUST be sent
+    /// in every non-<RST> segment"; and for a <RST> "it is RECOMMENDED" to carry it (SHOULD):
+    /// Linux `tcp_send_active_reset` does, so the peer's PAWS check can place it.
+    pub fn make_rst(&self, now: Instant) -> TcpRepr {
+        let mut options = crate::wire::tcp::TcpOptions::default();
+        if self.ts.enabled {
+            options.timestamps = Some(crate::wire::tcp::Timestamps {
+                tsval: self.ts_now(now),
+                tsecr: self.ts.recent,
+            });
+        }
         TcpRepr {
             src_port: self.local.get().port(),
             dst_port: self.remote.get().port(),
-            seq: self.snd.nxt,
+            seq: self.acceptable_seq(),
             ack: self.rcv.nxt,
             flags: TcpFlags(TcpFlags::RST | TcpFlags::ACK),
+            options,
             ..TcpRepr::default()
+        }
+    }
+
+    /// The sequence number of a RST or bare ACK we originate: SND.NXT, unless that lies
+    /// beyond the right edge of the peer's window (a probe into a closed window, a window
+    /// the peer shrank); then the edge. A peer with a closed window accepts a RST only at
+    /// exactly RCV.NXT (RFC 9293 §3.10.7.4, RFC 5961 §3.2) and would answer one at SND.NXT
+    /// with a challenge ACK, to a stack that may be gone. Linux's tcp_acceptable_seq, whose
+    /// slack of one receive-scale unit is kept.
+    pub fn acceptable_seq(&self) -> u32 {
+        let wnd_end = self.snd.una.wrapping_add(self.snd.wnd);
+        let beyond = self.snd.nxt.wrapping_sub(wnd_end) as i32;
+        if beyond <= 0 || (self.rcv.wscale > 0 && (beyond as u32) < (1u32 << self.rcv.wscale)) {
+            self.snd.nxt
+        } else {
+            wnd_end
         }
     }
 
@@ -741,7 +894,12 @@ impl Conn {
 
     // ---- user calls -------------------------------------------------------------------
 
-    pub fn send(&mut self, data: &[u8], mode: CopyMode) -> Result<usize, Error> {
+    pub fn send(
+        &mut self,
+        data: &[u8],
+        mode: CopyMode,
+        flags: super::SendFlags,
+    ) -> Result<usize, Error> {
         if let Some(e) = self.error {
             // The error that ended the connection is reported once (by whichever of send,
             // recv or take_error comes first); after that the connection is just closed for
@@ -764,7 +922,20 @@ impl Conn {
         if data.is_empty() {
             return Ok(0);
         }
+        if flags.eor && self.snd.record_ends.len() >= super::MAX_RECORD_ENDS {
+            return Err(Error::WouldBlock);
+        }
         let n = self.snd.ring.push(data, mode);
+        if n > 0 {
+            self.snd.more = flags.more;
+            self.snd.more_tail = flags.more;
+            // Linux marks the record's end only once the whole message is queued
+            // (`tcp_sendmsg_locked`: `if (!msg_data_left(msg)) ... eor = 1`).
+            if flags.eor && n == data.len() {
+                let end = self.snd.fin_seq();
+                self.snd.record_ends.push_back(end);
+            }
+        }
         // The writer filled the ring or wants more space than it has (Linux SOCK_NOSPACE): the send
         // buffer may grow at the next ACK (`autotune.rs`).
         self.snd.app_blocked |= n < data.len() || self.snd.ring.free() == 0;
@@ -895,6 +1066,20 @@ impl Conn {
                     self.enter_closed(Some(Error::ConnectionRefused));
                     return true;
                 }
+                // Linux `tcp_v6_err`: a hard ICMPv6 error drops a request still in
+                // SYN-RECEIVED (`tcp_req_err`); over IPv4 only net/host unreachable do
+                // (`RouteUnreachable`).
+                if self.state == State::SynReceived && self.passive && self.remote.get().is_ipv6() {
+                    self.enter_closed(None);
+                    return true;
+                }
+                false
+            }
+            IcmpError::RouteUnreachable => {
+                if self.state == State::SynReceived && self.passive {
+                    self.enter_closed(None);
+                    return true;
+                }
                 false
             }
             IcmpError::Soft => false,
@@ -924,12 +1109,49 @@ impl Conn {
         // Buffer sizes and ceilings are fixed at creation (the window scale depends on them);
         // auto-tuning grows the buffers of a live connection.
         self.config.nodelay = c.nodelay;
+        self.config.cork = c.cork;
         self.config.keepalive = c.keepalive;
         self.config.delayed_ack = c.delayed_ack;
         self.config.max_retransmits = c.max_retransmits;
+        self.config.user_timeout = c.user_timeout;
         self.config.rto_min = c.rto_min;
         self.config.linger = c.linger;
         self.config.time_wait = c.time_wait;
         self.rtt.set_rto_min(c.rto_min);
+    }
+}
+
+#[cfg(test)]
+mod challenge_tests {
+    use super::*;
+
+    /// Quotas follow Linux's `get_random_u32_inclusive(half, ack_limit + half - 1)`: inside
+    /// the range, not one fixed value, and spent one per challenge ACK within a second.
+    #[test]
+    fn quota_is_random_in_linux_range() {
+        let mut l = ChallengeLimiter::new(Some(1000), [9; 16]);
+        let mut seen = std::collections::BTreeSet::new();
+        for sec in 0..200u64 {
+            let now = Instant::from_micros(sec * 1_000_000 + 17);
+            let mut n = 0u32;
+            while l.allow(now) {
+                n += 1;
+                assert!(n <= 1499);
+            }
+            assert!((500..=1499).contains(&n), "quota {n}");
+            seen.insert(n);
+        }
+        assert!(seen.len() > 150, "quotas barely vary: {seen:?}");
+        // Odd limits: half rounds up, as `(ack_limit + 1) >> 1`.
+        let mut l = ChallengeLimiter::new(Some(1), [3; 16]);
+        assert!(l.allow(Instant::ZERO));
+        assert!(!l.allow(Instant::ZERO));
+        let mut l = ChallengeLimiter::new(Some(u32::MAX), [3; 16]);
+        assert!(l.allow(Instant::ZERO));
+        // No limit, and limit 0.
+        let mut l = ChallengeLimiter::new(None, [3; 16]);
+        assert!((0..10_000).all(|_| l.allow(Instant::ZERO)));
+        l.set_limit(Some(0));
+        assert!(!l.allow(Instant::ZERO));
     }
 }

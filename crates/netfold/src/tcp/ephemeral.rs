@@ -30,8 +30,9 @@
 //! - Linux's extras (even/odd split between connect and bind, random extra increments) are not
 //!   done: netfold binds no ephemeral TCP ports outside connect().
 
-use super::isn::{put_ip, siphash24};
+use super::isn::put_ip;
 use super::secret::Secret;
+use crate::hash::siphash24;
 use std::net::{IpAddr, SocketAddr};
 
 /// RFC 6335 §6: the dynamic (ephemeral) port range 49152-65535.

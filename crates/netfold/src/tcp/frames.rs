@@ -1,4 +1,4 @@
-//! Frame-level borrowing read (issue 13 item 2): in-order payload kept in the packet buffers
+//! Frame-level borrowing read: in-order payload kept in the packet buffers
 //! it arrived in, as `(buffer, range)` records in stream order, instead of being copied into
 //! the receive ring; handed to the application as [`BorrowedPayload`]s.
 //!
@@ -12,8 +12,8 @@
 //! in a pass of its own when the device did not validate it (1 verify pass, 0 copies), not at
 //! all when it did (0 passes); a segment that fails is dropped as on every other path.
 //!
-//! Life of a record: `place` finds the payload inside a frame of the receive batch (by
-//! address, see `TcpLayer::begin_batch`); `receive_data` (RFC 9293 §3.10.7.4, "process the
+//! Life of a record: `place` learns where the payload lies in the receive batch (the frame
+//! and offset the interface gives with the segment, [`FramePos`]); `receive_data` (RFC 9293 §3.10.7.4, "process the
 //! segment text") commits it as `Pending(frame index)` and RCV.NXT advances; at the end of
 //! the batch the layer moves the frame's buffer in (`adopt`), before the application can
 //! read anything. A connection freed first gives its records back (`release_all`).
@@ -27,7 +27,7 @@
 //! [`Recycler`] limit (a share of the pool): past it, payload is copied into the ring.
 
 use crate::buf::borrow::ConnShare;
-use crate::buf::{BorrowedPayload, PacketBuf, Recycler};
+use crate::buf::{BorrowedPayload, FramePos, PacketBuf, Recycler};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -292,32 +292,19 @@ impl FrameQueue {
     }
 }
 
-/// Where each part lies in the receive batch's frames (`frames`: the address range of each
-/// frame's bytes): `(frame index, start in the frame, length)`, or `None` if some part is not
-/// inside one (a reassembled datagram, a caller outside `Stack::poll`). Only addresses are
-/// compared; the frames are borrowed, unchanged, for the whole batch.
-pub(super) fn locate(
-    parts: &[&[u8]],
-    frames: &[(usize, usize)],
-    out: &mut Vec<(u32, usize, usize)>,
-) -> bool {
+/// The records each part would become: `(frame index, start in the frame, length)` from the
+/// positions the interface gave (`at`, one per part). `false` if some part has none (a
+/// reassembled datagram, a caller outside `Stack::poll`) or is empty.
+pub(super) fn stage(parts: &[&[u8]], at: &[FramePos], out: &mut Vec<(u32, usize, usize)>) -> bool {
     out.clear();
-    let mut hint = 0;
-    for p in parts {
+    if at.len() != parts.len() {
+        return false;
+    }
+    for (p, pos) in parts.iter().zip(at) {
         if p.is_empty() {
             return false;
         }
-        let a = p.as_ptr() as usize;
-        let b = a + p.len();
-        let n = frames.len();
-        let found = (0..n)
-            .map(|k| (hint + k) % n)
-            .find(|&i| frames[i].0 <= a && b <= frames[i].1);
-        let Some(i) = found else {
-            return false;
-        };
-        out.push((i as u32, a - frames[i].0, p.len()));
-        hint = i + 1;
+        out.push((pos.frame, pos.offset as usize, p.len()));
     }
     true
 }

@@ -18,8 +18,6 @@ const SYN_FALLBACK_RTO: Duration = Duration::from_secs(3);
 const QUICK_ACKS: u8 = 2;
 /// Linux `TCP_MAX_QUICKACKS`: the largest quick-ACK budget.
 const MAX_QUICKACKS: u8 = 16;
-/// Minimum spacing of ACKs sent in reply to unacceptable segments without data.
-const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
 /// A segment that passed the first check (sequence number), trimmed to the window.
 struct Accepted<'a> {
@@ -45,6 +43,10 @@ impl Conn {
     /// it independent of the sequence number.
     pub fn input(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, payload: Payload<'_>) -> Event {
         self.timers.last_rx = ctx.now;
+        self.counters.segs_in = self.counters.segs_in.wrapping_add(1);
+        if !payload.is_empty() {
+            self.counters.data_segs_in = self.counters.data_segs_in.wrapping_add(1);
+        }
         self.timers.ka_probes = 0;
         if self.input_predicted(ctx, seg, payload) {
             return Event::None;
@@ -74,11 +76,22 @@ impl Conn {
         seg: &TcpRepr,
         payload: Payload<'_>,
     ) -> ControlFlow<Event, Event> {
-        self.check_paws(ctx, seg)?;
+        self.check_paws(ctx, seg, payload.len())?;
         self.check_handshake_repeat(ctx, seg)?;
         self.check_syn(ctx, seg)?;
         let text = self.check_sequence(ctx, seg, payload)?;
-        self.update_ts_recent(ctx, seg);
+        // RFC 7323 §4.3 updates TS.Recent once the segment passed the sequence test; Linux
+        // waits until `tcp_ack` has accepted its ACK too (FLAG_UPDATE_TS_RECENT), so a
+        // segment dropped for acknowledging unsent data (or an ACK older than the window,
+        // RFC 5961 §5.2) leaves the TSval that the reply echoes unchanged. A RST or a segment
+        // without ACK is judged before any ACK test, as the RFC orders it.
+        if !seg.flags.ack()
+            || seg.flags.rst()
+            || (seq::le(seg.ack, self.snd.max)
+                && seq::ge(seg.ack, self.snd.una.wrapping_sub(self.snd.max_wnd)))
+        {
+            self.update_ts_recent(ctx, seg);
+        }
         self.check_rst(ctx, seg)?;
         let event = self.check_ack(ctx, seg, &text)?;
         self.check_text(ctx, seg, text)?;
@@ -90,7 +103,11 @@ impl Conn {
     /// SEG.TSval < TS.Recent, TS.Recent is valid (see later discussion), and if the RST bit
     /// is not set, then treat the arriving segment as not acceptable: Send an acknowledgment
     /// in reply as specified in Section 3.10.7.4 of RFC 9293 and drop the segment."
-    fn check_paws(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) -> ControlFlow<Event> {
+    ///
+    /// As Linux `tcp_validate_incoming`: a SYN that fails PAWS is answered as any SYN in a
+    /// synchronized state, with a challenge ACK (RFC 5961 §4.2); the reply to a segment
+    /// without data is limited to one per `invalid_ratelimit` (`TCPACKSkippedPAWS`).
+    fn check_paws(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, len: usize) -> ControlFlow<Event> {
         if !self.ts.enabled || seg.flags.rst() {
             return ControlFlow::Continue(());
         }
@@ -101,7 +118,11 @@ impl Conn {
                     self.ts.recent = ts.tsval;
                 } else {
                     ctx.stats.paws_drops += 1;
-                    self.ack_now = true;
+                    if seg.flags.syn() && self.is_synchronized() {
+                        self.challenge_ack(ctx);
+                    } else if len > 0 || seg.flags.fin() || !self.oow_rate_limited(ctx) {
+                        self.ack_now = true;
+                    }
                     return ControlFlow::Break(Event::None);
                 }
             }
@@ -133,6 +154,7 @@ impl Conn {
             .update_window(u32::from(seg.window) << self.snd.wscale, seg.seq, seg.ack);
         self.timers.rto = None;
         self.timers.retries = 0;
+        self.timers.retrans_stamp = None;
         self.ack_now = true;
         self.in_syn_queue = false;
         self.alloc_buffers(ctx.rings);
@@ -219,17 +241,14 @@ impl Conn {
                 || (seq::lt(seg.seq, self.rcv.nxt) && seq::ge(last, self.rcv.nxt.wrapping_add(wnd)))
         };
         if !acceptable {
-            // Replies to unacceptable segments without data are rate limited (like Linux
-            // tcp_invalid_ratelimit) so two confused ends cannot ping-pong ACKs forever.
-            let pure = seg_len == 0;
-            let limited = pure
-                && self
-                    .last_oow_ack
-                    .is_some_and(|t| now.saturating_since(t) < OOW_ACK_INTERVAL);
-            if !flags.rst() && !limited {
-                if pure {
-                    self.last_oow_ack = Some(now);
-                }
+            // Replies to unacceptable segments without data are rate limited per connection
+            // (Linux `tcp_oow_rate_limited`, `TCPACKSkippedSeq`), so two confused ends cannot
+            // ping-pong ACKs forever and spoofed segments draw at most one per interval.
+            // Segments with data (or a FIN) are answered every time: they are not part of an
+            // ACK loop ("Data packets without SYNs are not likely part of an ACK loop"), and
+            // the reply may be what resynchronizes a sender. (SYNs never get here: the SYN
+            // check came first, RFC 5961 §4.2.)
+            if !flags.rst() && (seg_len > 0 || !self.oow_rate_limited(ctx)) {
                 self.ack_now = true;
                 if self.state == State::TimeWait && fin {
                     // §3.10.7.4: a retransmitted FIN restarts the 2 MSL timeout.
@@ -323,6 +342,14 @@ impl Conn {
             return ControlFlow::Break(Event::None);
         }
         ControlFlow::Break(match self.state {
+            // A Fast Open connection has been in the accept queue since its SYN (RFC 7413
+            // §4.2.2): the application may hold it and have read data, so it is reset as a
+            // synchronized connection is, its data still readable (Linux: `tcp_reset` of the
+            // Fast Open child).
+            State::SynReceived if self.passive && self.fastopen.pending_in.is_some() => {
+                self.enter_closed(Some(Error::ConnectionReset));
+                Event::Closed
+            }
             // SYN-RECEIVED from a passive open: back to LISTEN (the layer forgets it).
             State::SynReceived if self.passive => {
                 self.enter_closed(None);
@@ -333,11 +360,21 @@ impl Conn {
                 self.enter_closed(Some(Error::ConnectionRefused));
                 Event::Closed
             }
-            State::Established | State::FinWait1 | State::FinWait2 | State::CloseWait => {
+            // CLOSING and LAST-ACK too: the RFC only says "enter the CLOSED state", but an
+            // application that shut down its side (LAST-ACK after `shutdown(SHUT_WR)`) can
+            // still ask SO_ERROR, and Linux `tcp_reset` (and FreeBSD) report ECONNRESET in
+            // every state but SYN-SENT. (Linux reports EPIPE in CLOSE-WAIT; netfold keeps
+            // ECONNRESET there, as FreeBSD does.)
+            State::Established
+            | State::FinWait1
+            | State::FinWait2
+            | State::CloseWait
+            | State::Closing
+            | State::LastAck => {
                 self.enter_closed(Some(Error::ConnectionReset));
                 Event::Closed
             }
-            // CLOSING, LAST-ACK, TIME-WAIT: "enter the CLOSED state".
+            // TIME-WAIT: "enter the CLOSED state".
             _ => {
                 self.enter_closed(None);
                 Event::Closed
@@ -387,7 +424,12 @@ impl Conn {
             }
         }
         if seq::gt(seg.ack, self.snd.max) {
-            self.ack_now = true;
+            // "If SEG.ACK > SND.NXT then send an ACK, drop the segment, and return" (RFC 5961
+            // §5.2): an ACK answering an invalid segment, throttled as challenge ACKs are
+            // (§7), data or not. Linux 6.18 does the same: a second such segment within
+            // `tcp_invalid_ratelimit` of the first, with or without data, gets no reply
+            // (`conformance/scripts/ack-beyond-snd-nxt-rate-limited.pkt`, checked against it).
+            self.challenge_ack(ctx);
             return ControlFlow::Break(event);
         }
         if seq::lt(seg.ack, self.snd.una.wrapping_sub(self.snd.max_wnd)) {
@@ -587,11 +629,45 @@ impl Conn {
     #[cold]
     #[inline(never)]
     fn challenge_ack(&mut self, ctx: &mut Ctx<'_>) {
-        // RFC 5961 §7: rate limited.
+        // RFC 5961 §7: "An implementation SHOULD include an ACK throttling mechanism to be
+        // conservative." Two limits, in Linux `tcp_send_challenge_ack`'s order: first this
+        // connection's (one ACK for invalid segments per `invalid_ratelimit`, shared with
+        // the out-of-window ACKs), then the layer-wide quota (none by default, see
+        // `ChallengeLimiter`). The per-connection one is what keeps a connection's replies
+        // from telling an off-path attacker anything about other connections.
+        if self.oow_limited_at(ctx.now) {
+            ctx.stats.challenge_acks_skipped_conn += 1;
+            return;
+        }
         if ctx.challenge.allow(ctx.now) {
             ctx.stats.challenge_acks += 1;
             self.ack_now = true;
+        } else {
+            ctx.stats.challenge_acks_skipped_global += 1;
         }
+    }
+
+    /// The per-connection limit on ACKs answering out-of-window and PAWS-rejected segments
+    /// without data; counted in `oow_acks_skipped` when it holds the ACK back.
+    fn oow_rate_limited(&mut self, ctx: &mut Ctx<'_>) -> bool {
+        let limited = self.oow_limited_at(ctx.now);
+        if limited {
+            ctx.stats.oow_acks_skipped += 1;
+        }
+        limited
+    }
+
+    /// Linux `__tcp_oow_rate_limited`: `true` (send nothing) if this connection answered an
+    /// invalid segment less than `invalid_ratelimit` ago; otherwise `now` becomes the time of
+    /// the last such answer and the caller may send one.
+    fn oow_limited_at(&mut self, now: Instant) -> bool {
+        if let Some(last) = self.last_oow_ack {
+            if now.saturating_since(last) < self.config.invalid_ratelimit {
+                return true;
+            }
+        }
+        self.last_oow_ack = Some(now);
+        false
     }
 
     /// RFC 9293 §3.10.7.3 SYN-SENT.
@@ -646,11 +722,15 @@ impl Conn {
                 self.rtt.set_base(SYN_FALLBACK_RTO);
             }
             self.timers.retries = 0;
+            self.timers.retrans_stamp = None;
             self.rtt.backoff = 0;
             self.timers.rto = None;
             self.state = State::Established;
             if self.snd.fin_queued {
                 self.state = State::FinWait1;
+            }
+            if self.fastopen.syn_option.is_some() || self.fastopen.syn_data_len > 0 {
+                return self.fastopen_synack(seg);
             }
         } else {
             // Simultaneous open (RFC 9293 §3.5 figure 7): resend our SYN as a SYN-ACK.
@@ -703,6 +783,13 @@ impl Conn {
             (None, &[][..])
         };
         let dsack = dsack.filter(|b| self.dsack_tx.on_dsack(*b, mss, self.snd.max_wnd) > 0);
+        // PRR's DeliveredData needs the SACKed bytes before this ACK; only recovery (or an
+        // ACK with SACK blocks, which may start one) asks, so the common ACK skips the sum.
+        let sacked_before = if self.sack_ok && (self.recovery.is_some() || !blocks.is_empty()) {
+            Some(self.scoreboard.sacked_bytes())
+        } else {
+            None
+        };
         if self.sack_ok {
             ctx.stats.sack_blocks_in += seg.options.sack_blocks().len() as u64;
             for b in blocks {
@@ -811,7 +898,14 @@ impl Conn {
             && !fin
             && new_wnd == self.snd.wnd;
         if self.sack_ok {
-            self.rack_on_ack(now, blocks, dsack, rack_rtt);
+            let newly_lost = self.rack_on_ack(now, blocks, dsack, rack_rtt);
+            if let Some(before) = sacked_before {
+                // RFC 6937 §3: "DeliveredData = (change in snd.una) + (change in SACKed)".
+                let delivered = (i64::from(acked) + i64::from(self.scoreboard.sacked_bytes())
+                    - i64::from(before))
+                .max(0) as u32;
+                self.prr_on_ack(delivered, acked > 0, newly_lost > 0);
+            }
         }
         // RFC 8985 §7.4.2, TLP_process_ack().
         let outcome = if self.sack_ok {
@@ -860,6 +954,7 @@ impl Conn {
                 }
             }
         } else {
+            self.timers.probe_stamp = None;
             if self.timers.persist.take().is_some() && seq::lt(self.snd.una, self.snd.nxt) {
                 // The window opened while probing: what is outstanding is window-probe data
                 // the peer did not acknowledge (a zero window drops it), so it is sent again
@@ -903,9 +998,16 @@ impl Conn {
         if seq::lt(self.snd.nxt, ack) {
             self.snd.nxt = ack;
         }
+        if !self.snd.record_ends.is_empty() {
+            self.snd.drop_record_ends(ack);
+        }
+        // MSG_MORE held the tail for one push only: at an ACK Linux pushes with the socket's
+        // own Nagle setting (`tcp_data_snd_check`).
+        self.snd.more = false;
         self.scoreboard.advance(ack);
         self.rto_head_due = false;
         self.timers.retries = 0;
+        self.timers.retrans_stamp = None;
         self.rtt.backoff = 0;
         self.timers.probes_unanswered = 0;
     }
@@ -961,6 +1063,7 @@ impl Conn {
         let flight = self.flight();
         let mss = self.snd.mss;
         let sack = self.sack_ok;
+        let prior_cwnd = self.cc.cwnd();
         if sack {
             // What D-SACK undo restores if every retransmission turns out unnecessary.
             self.dsack_tx
@@ -981,41 +1084,84 @@ impl Conn {
             // With SACK, RACK's marks say what to retransmit (RFC 8985 §6.2); the segment
             // at SND.UNA goes first when it is marked.
             rxt_una: !sack,
+            prr_delivered: 0,
+            prr_out: 0,
+            prior_cwnd: prior_cwnd.max(1),
         });
         self.rtt_timing = None;
     }
 
     /// RFC 8985 §6.2 steps 1-4 for one acceptable ACK of a SACK connection, then step 5
     /// (loss detection) and the D-SACK undo check.
+    /// RFC 6937 Proportional Rate Reduction, as Linux `tcp_cwnd_reduction` applies it on
+    /// every ACK of a SACK recovery: what may be sent follows what the peer received, so the
+    /// window comes down to ssthresh over one round trip instead of in a burst at entry
+    /// (RFC 6675's `cwnd - pipe` alone let the entry ACK release every segment RACK had
+    /// marked lost at once). While pipe > ssthresh the reduction is proportional
+    /// (`sndcnt = ceil(prr_delivered * ssthresh / RecoverFS) - prr_out`); at or below it,
+    /// PRR-SSRB grows pipe back toward ssthresh by at most what was delivered, plus one
+    /// segment when SND.UNA advanced and nothing new was found lost (Linux's variant of the
+    /// RFC's "+ MSS"). The first ACK always releases the fast retransmit.
+    fn prr_on_ack(&mut self, delivered: u32, una_advanced: bool, newly_lost: bool) {
+        let Some(mut rec) = self.recovery.filter(|r| r.sack) else {
+            return;
+        };
+        if delivered == 0 {
+            return;
+        }
+        rec.prr_delivered = rec.prr_delivered.saturating_add(delivered);
+        let smss = self.seg_mss().max(1);
+        let pipe = self.pipe();
+        let ssthresh = self.cc.ssthresh();
+        let mut sndcnt = if pipe > ssthresh {
+            let target = (u64::from(rec.prr_delivered) * u64::from(ssthresh))
+                .div_ceil(u64::from(rec.prior_cwnd));
+            (target as i64 - i64::from(rec.prr_out)).max(0) as u32
+        } else {
+            let mut limit = rec.prr_delivered.saturating_sub(rec.prr_out).max(delivered);
+            if una_advanced && !newly_lost {
+                limit = limit.saturating_add(smss);
+            }
+            limit.min(ssthresh - pipe)
+        };
+        if rec.prr_out == 0 {
+            sndcnt = sndcnt.max(smss);
+        }
+        self.cc.set_cwnd(pipe.saturating_add(sndcnt).max(smss));
+        self.recovery = Some(rec);
+    }
+
+    /// RFC 8985 §6.2 for one ACK; returns the bytes newly marked lost.
     pub(super) fn rack_on_ack(
         &mut self,
         now: Instant,
         blocks: &[SackBlock],
         dsack: Option<SackBlock>,
         rtt: Option<Duration>,
-    ) {
+    ) -> u32 {
         let a = rack::Ack {
             now,
             una: self.snd.una,
             snd_nxt: self.snd.max,
             sack: blocks,
             dsack,
-            // Step 2's TSecr condition is not applied (as in Linux `tcp_rack_advance`, which
-            // keeps only the min_RTT one): a receiver follows RFC 7323 §4.3 and does not take
-            // the TSval of a segment above a hole into TS.Recent, so the SACK of a
+            // RFC 8985 §6.2 step 2's TSecr condition is not applied (as in Linux
+            // `tcp_rack_advance`, which keeps only the min_RTT one): a receiver follows RFC 7323
+            // §4.3 and does not take the TSval of a segment above a hole into TS.Recent, so the SACK of a
             // retransmission (a tail loss probe above a lost segment, typically) echoes an
             // older TSval and would never count, leaving the hole to the RTO.
             tsecr: None,
             rtt_sample: rtt,
         };
         self.rack.on_ack(&a);
-        self.rack_detect_loss(now, false);
+        let newly_lost = self.rack_detect_loss(now, false);
         // Linux `tcp_try_undo_dsack`: every retransmission of the episode was reported as a
         // duplicate, so the loss that caused the reduction was not real.
         if let Some((c, s)) = self.dsack_tx.take_undo(self.cc.cwnd(), self.cc.ssthresh()) {
             self.cc.undo(c, s);
             self.rack.on_undo();
         }
+        newly_lost
     }
 
     /// A SACK connection is repairing an RTO (go-back-N from SND.UNA up to `recover`).
@@ -1027,9 +1173,9 @@ impl Conn {
     /// reordering timer for what may still be in flight, and start fast recovery (RFC 8985
     /// §3.4: "RACK-TLP ... initiates fast recovery ... upon detecting a loss") unless a
     /// recovery is already under way.
-    pub fn rack_detect_loss(&mut self, now: Instant, reo_timer: bool) {
+    pub fn rack_detect_loss(&mut self, now: Instant, reo_timer: bool) -> u32 {
         if !self.sack_ok || !self.state.may_send() {
-            return;
+            return 0;
         }
         let rto_recovery = self.in_rto_recovery();
         let in_recovery = self.recovery.is_some() || rto_recovery;
@@ -1044,19 +1190,17 @@ impl Conn {
         };
         self.timers.reo = report.reo_deadline;
         if report.newly_lost_bytes == 0 {
-            return;
+            return 0;
         }
-        match self.recovery {
-            None if !rto_recovery && self.snd.wnd > 0 => self.enter_recovery(now),
-            Some(_) if report.lost_retransmission => {
-                // RFC 8985 §9.3: "In the absence of PRR [RFC6937], when RACK-TLP detects a
-                // lost retransmission, the congestion control MUST trigger an additional
-                // congestion response per the rules in [RFC5681]."
-                let mss = self.snd.mss;
-                self.cc.on_loss(now, self.flight().max(mss), mss);
-            }
-            _ => {}
+        // RFC 8985 §9.3: "In the absence of PRR [RFC6937], when RACK-TLP detects a lost
+        // retransmission, the congestion control MUST trigger an additional congestion
+        // response"; SACK recovery runs PRR (`prr_on_ack`), which already holds sending to
+        // what is delivered, so a lost retransmission is only repaired, as Linux does (one
+        // reduction per recovery episode).
+        if self.recovery.is_none() && !rto_recovery && self.snd.wnd > 0 {
+            self.enter_recovery(now);
         }
+        report.newly_lost_bytes
     }
 
     pub(super) fn receive_data(
@@ -1067,6 +1211,10 @@ impl Conn {
         fin: bool,
     ) {
         let off = seq::dist(self.rcv.nxt, sseq) as usize;
+        if !payload.is_empty() {
+            // The receive ring is taken when the first data arrives (`alloc_buffers`).
+            self.ensure_recv_ring(ctx.rings);
+        }
         // Storage bound: everything must fit in the ring (the advertised window does).
         let room = self
             .rcv
@@ -1137,6 +1285,7 @@ impl Conn {
             if off > 0 {
                 // Out of order: ACK at once (RFC 5681 §4.2) with SACK blocks (RFC 2018 §4).
                 ctx.stats.ooo_bytes_queued += data.len() as u64;
+                self.counters.rcv_ooopack = self.counters.rcv_ooopack.wrapping_add(1);
                 if let Some((o, l)) = self.rcv.ring.asm.containing(off) {
                     let left = self.rcv.nxt.wrapping_add(o as u32);
                     self.sack_hist.record(SackBlock {
@@ -1151,8 +1300,13 @@ impl Conn {
                 // and the next in-order segments too (Linux's quick-ACK mode after
                 // out-of-order data): the segment that fills the hole is usually a
                 // retransmission sent together with new data, and one ACK for both, if lost,
-                // left the sender with nothing in flight to clock it but the RTO.
-                self.snapshot_ack();
+                // left the sender with nothing in flight to clock it but the RTO. With a
+                // FIN the FIN's ACK (eighth check) covers this data: one ACK, not two.
+                if fin {
+                    self.ack_now = true;
+                } else {
+                    self.snapshot_ack();
+                }
                 self.rcv.quick_acks = self.rcv.quick_acks.max(QUICK_ACKS);
             } else if self.rcv.quick_acks > 0 {
                 self.rcv.quick_acks -= 1;

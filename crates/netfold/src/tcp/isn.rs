@@ -1,68 +1,11 @@
 //! Initial sequence numbers per RFC 6528 §3: `ISN = M + F(localip, localport, remoteip,
 //! remoteport, secretkey)`, where M is a timer ticking every 4 microseconds and F is a keyed
-//! pseudo-random function. F here is SipHash-2-4 (Aumasson & Bernstein, 2012), written out so
-//! the crate needs no dependency for it.
+//! pseudo-random function. F here is SipHash-2-4 (Aumasson & Bernstein, 2012), from the crate's
+//! one hash module ([`crate::hash`]).
 
+use crate::hash::siphash24;
 use crate::time::Instant;
 use std::net::{IpAddr, SocketAddr};
-
-#[inline]
-fn sipround(v: &mut [u64; 4]) {
-    v[0] = v[0].wrapping_add(v[1]);
-    v[1] = v[1].rotate_left(13);
-    v[1] ^= v[0];
-    v[0] = v[0].rotate_left(32);
-    v[2] = v[2].wrapping_add(v[3]);
-    v[3] = v[3].rotate_left(16);
-    v[3] ^= v[2];
-    v[0] = v[0].wrapping_add(v[3]);
-    v[3] = v[3].rotate_left(21);
-    v[3] ^= v[0];
-    v[2] = v[2].wrapping_add(v[1]);
-    v[1] = v[1].rotate_left(17);
-    v[1] ^= v[2];
-    v[2] = v[2].rotate_left(32);
-}
-
-/// SipHash-2-4 of `data` under the 128-bit `key` (reference algorithm, little-endian words).
-pub fn siphash24(key: &[u8; 16], data: &[u8]) -> u64 {
-    let mut k0 = [0u8; 8];
-    let mut k1 = [0u8; 8];
-    k0.copy_from_slice(&key[..8]);
-    k1.copy_from_slice(&key[8..]);
-    let (k0, k1) = (u64::from_le_bytes(k0), u64::from_le_bytes(k1));
-    let mut v = [
-        k0 ^ 0x736f_6d65_7073_6575,
-        k1 ^ 0x646f_7261_6e64_6f6d,
-        k0 ^ 0x6c79_6765_6e65_7261,
-        k1 ^ 0x7465_6462_7974_6573,
-    ];
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(c);
-        let m = u64::from_le_bytes(w);
-        v[3] ^= m;
-        sipround(&mut v);
-        sipround(&mut v);
-        v[0] ^= m;
-    }
-    // Last block: remaining bytes, zero padded, with the message length (mod 256) in the top byte.
-    let mut last = [0u8; 8];
-    let rem = chunks.remainder();
-    last[..rem.len()].copy_from_slice(rem);
-    last[7] = data.len() as u8;
-    let m = u64::from_le_bytes(last);
-    v[3] ^= m;
-    sipround(&mut v);
-    sipround(&mut v);
-    v[0] ^= m;
-    v[2] ^= 0xff;
-    for _ in 0..4 {
-        sipround(&mut v);
-    }
-    v[0] ^ v[1] ^ v[2] ^ v[3]
-}
 
 /// Appends `a`'s octets (4 for IPv4, 16 for IPv6) to `m` at `at`; returns the new end.
 pub(crate) fn put_ip(m: &mut [u8], at: usize, a: IpAddr) -> usize {

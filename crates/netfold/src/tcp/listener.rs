@@ -22,6 +22,11 @@ pub struct Listener {
     /// When the SYN queue last overflowed and a SYN was answered with a cookie (Linux
     /// `tcp_synq_overflow`): ACKs are checked as cookies only within `syncookie::VALID` of it.
     pub last_overflow: Option<Instant>,
+    /// Fast Open connections in SYN-RECEIVED (Linux `fastopenq.qlen`), bounded by the
+    /// Fast Open queue (`fastopen.rs`).
+    pub fastopen_pending: usize,
+    /// This listener's own Fast Open key (Linux `TCP_FASTOPEN_KEY`), else the layer's.
+    pub fastopen_key: Option<super::fastopen::FastOpenKey>,
 }
 
 impl Listener {
@@ -34,6 +39,8 @@ impl Listener {
             half_open: 0,
             accept_queue: VecDeque::with_capacity(backlog.min(1024)),
             last_overflow: None,
+            fastopen_pending: 0,
+            fastopen_key: None,
         }
     }
 

@@ -5,15 +5,16 @@
 //! callers):
 //!
 //! - Addresses are `std::net::IpAddr` / `SocketAddr`, IPv4 or IPv6 (see "Dual stack" below).
-//! - [`TcpLayer::input`] takes one received segment whose IP checksum and TCP checksum have
-//!   already been verified (or offloaded) by the caller, demultiplexes it to a connection or
-//!   listener, and updates state. Replies it wants sent (ACKs, RSTs, challenge ACKs, SYN-ACKs)
-//!   are queued internally and leave through the next [`TcpLayer::output`].
-//!   [`TcpLayer::input_deferred`] takes a segment (or a GRO train) whose TCP checksum is still
-//!   open: per segment the caller has summed pseudo-header and header only, and the layer
-//!   completes the sum in the copy that places the payload (into a posted read or the receive
-//!   ring, `place.rs`), processing the segment only if it verifies; what the checks came to
-//!   is returned for the caller's counters.
+//! - [`TcpLayer::input`] takes one received segment, an [`RxSegment`]: its addresses, header,
+//!   payload (one slice, or a GRO train's slices) and IP ECN field. It demultiplexes it to a
+//!   connection or listener and updates state. Replies it wants sent (ACKs, RSTs, challenge
+//!   ACKs, SYN-ACKs) are queued internally and leave through the next [`TcpLayer::output`].
+//!   The IP checksum has been verified by the caller; the TCP checksum either too, or it is
+//!   still open ([`RxSegment::with_pending`]): per segment the caller has summed
+//!   pseudo-header and header only, and the layer completes the sum in the copy that places
+//!   the payload (into a posted read or the receive ring, `place.rs`), processing the
+//!   segment only if it verifies; what the checks came to is returned for the caller's
+//!   counters.
 //! - [`TcpLayer::output`] calls `emit` for every segment that is due now, in order. `emit`
 //!   returns `false` when the device/queue has no room; the layer then stops and retries on the
 //!   next call (nothing is lost). The payload is given as up to two slices (a ring buffer may
@@ -35,7 +36,8 @@
 //! let local = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 0);
 //! let remote = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 80);
 //! let h = tcp.connect(now, local, remote, Config::default()).unwrap();
-//! // 1. for each received, checksum-verified segment: tcp.input(now, src, dst, &repr, payload);
+//! // 1. for each received, checksum-verified segment:
+//! //    tcp.input(now, RxSegment::new(src, dst, &repr, &[payload]));
 //! // 2. then drain everything due; `emit` copies header + payload slices into a packet:
 //! let mut sent = 0;
 //! tcp.output(now, &mut |seg| {
@@ -65,9 +67,13 @@
 //!
 //! | file          | what                                                                   |
 //! |---------------|------------------------------------------------------------------------|
-//! | `layer.rs`    | `TcpLayer`: slots + generations, 4-tuple demux, listeners, RST queue   |
+//! | `layer/`      | `TcpLayer`: `table.rs` slots + generations and the 4-tuple map,        |
+//! |               | `demux.rs` one `input`, listeners, SYN cookies, ICMP errors;           |
+//! |               | `sched.rs` the active list, timer heap and output pass; `api.rs` the   |
+//! |               | user calls; `diag.rs` statistics and dumps; `pressure.rs` memory       |
 //! | `listener.rs` | bounded SYN queue / accept queue; SYN cookies once the SYN queue is full |
 //! | `syncookie.rs`| RFC 4987 §3.6 SYN cookies in Linux's layout (MSS index, TS options)    |
+//! | `fastopen.rs` | RFC 7413 TCP Fast Open: cookies, the listener's Fast Open queue        |
 //! | `secret.rs`   | the per-stack random key; `ephemeral.rs`: RFC 6056 port selection      |
 //! | `conn.rs`     | the TCB (RFC 9293 §3.3.1) made of the parts below, user calls          |
 //! | `send.rs`     | `SendSeq`: SND.UNA/NXT/WND/WL1/WL2, ISS, Eff.snd.MSS, the send ring    |
@@ -114,8 +120,8 @@
 //!   except that with [`TcpLayer::set_gso_segs`] > 1 new data outside loss recovery may go
 //!   as one GSO super-segment of whole segments (up to 64 KiB) that the caller cuts or hands
 //!   to a TSO device; `Stats::segments_out` counts the segments it becomes.
-//! - Passive opens allocate their buffers when the handshake completes (SYN floods cost only a
-//!   control block); SYN/SYN-ACK retries are capped at 6/5 (Linux defaults); an orphaned
+//! - Passive opens take their buffers only when data first goes through them (SYN floods and
+//!   idle connections cost only a control block); SYN/SYN-ACK retries are capped at 6/5 (Linux defaults); an orphaned
 //!   FIN-WAIT-2 is reaped after `Config::time_wait`. Once a listener's SYN queue is full,
 //!   SYNs are answered with SYN cookies (RFC 4987 §3.6, Linux's layout, `syncookie.rs`):
 //!   a flood costs no memory and real clients keep connecting
@@ -128,13 +134,17 @@
 //!   window was at most half the buffer and the new one is at least twice as large (Linux
 //!   `tcp_cleanup_rbuf`); in particular none follows a passive open.
 //! - SYN+FIN: dropped by a listener (as Linux), a SYN (FIN ignored) in SYN-SENT.
-//! - The send MSS is min(peer's MSS option or 536, ours), lowered by PMTU; GSO super-segments
+//! - The send MSS is min(max(peer's MSS option or 536, `Config::min_snd_mss` = 48), ours),
+//!   lowered by PMTU; GSO super-segments
 //!   are whole multiples of it and carry it as `OutSegment::gso_size`, the size to cut at.
 //! - Ring storage is recycled through a per-layer `RingCache`; copies into and out of the
 //!   rings use the layer's `CopyMode` (`TcpLayer::set_copy_mode`). No thread-local or
 //!   process-wide state.
-//! - Replies to unacceptable segments without data are limited to one per 500 ms per
-//!   connection; challenge ACKs to 1000 per second per layer (RFC 5961 §7).
+//! - Replies to invalid segments (challenge ACKs, RFC 5961 §7, and ACKs answering
+//!   out-of-window or PAWS-rejected segments without data) are limited to one per
+//!   `Config::invalid_ratelimit` (500 ms) per connection, as Linux `tcp_oow_rate_limited`;
+//!   a layer-wide limit on challenge ACKs with a random quota per second is off by default
+//!   (Linux `tcp_challenge_ack_limit` = `INT_MAX`; `TcpLayer::set_challenge_ack_limit`).
 //! - Socket buffers are auto-tuned as in Linux unless the application sets a size
 //!   (`Config::recv_buffer`/`send_buffer` non-zero, or SO_RCVBUF/SO_SNDBUF in the C API, which
 //!   also reports the value doubled as Linux does). The receive buffer starts at 256 KiB
@@ -158,9 +168,15 @@
 //!   echoed with ECE until a CWR arrives; an ECE reduces cwnd through the congestion
 //!   controller's loss hook at most once per window of data, and the next new data segment
 //!   carries CWR. SYN cookies carry the ECN bit in the timestamp. The IP layer hands the CE
-//!   mark in with [`TcpLayer::input_ecn`] and sets ECT from [`OutSegment::ecn`].
+//!   mark in with [`RxSegment::with_ecn`] and sets ECT from [`OutSegment::ecn`].
+//! - TCP Fast Open (RFC 7413, `fastopen.rs`): a listener with a Fast Open queue
+//!   ([`Config::fastopen_queue`]) takes a SYN with a valid cookie and data as a connection
+//!   at once, its data readable before the handshake completes; cookies are Linux's
+//!   (SipHash of the addresses under a key derived from the stack secret, or set).
+//!   [`TcpLayer::connect_fastopen`] opens with the cookie a server gave before, data in the
+//!   SYN.
 //! - Not implemented: urgent data (URG is ignored), data carried
-//!   on a SYN (dropped, the peer retransmits it), RFC 6191 TIME-WAIT reuse by SYN, non-zero
+//!   on a SYN other than by Fast Open (dropped, the peer retransmits it), RFC 6191 TIME-WAIT reuse by SYN, non-zero
 //!   `linger` (close never blocks in a sans-IO core), shrinking buffers or changing an
 //!   explicit buffer size on a live connection.
 
@@ -170,7 +186,9 @@ pub mod cc;
 mod conn;
 mod dsack;
 pub mod ephemeral;
+pub mod fastopen;
 mod frames;
+pub mod info;
 mod input;
 pub mod isn;
 mod layer;
@@ -190,8 +208,26 @@ pub mod syncookie;
 mod timers;
 pub mod zerocopy;
 
+pub use info::TcpInfo;
+pub use send::MAX_RECORD_ENDS;
+
+/// Per-call send flags ([`TcpLayer::send_with`]), the MSG_* flags of send(2) that change how
+/// TCP cuts segments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendFlags {
+    /// MSG_MORE: more data follows; a short tail is held as under TCP_CORK until the next
+    /// send without this flag or the next ACK (Linux `tcp_push` with `TCP_NAGLE_CORK`), and
+    /// gets no PSH.
+    pub more: bool,
+    /// MSG_EOR: the data ends a record; bytes of later sends never share a segment with it
+    /// (Linux `TCP_SKB_CB(skb)->eor`), and its last segment carries PSH.
+    pub eor: bool,
+}
 pub(crate) use layer::{mapped_addr, wire_addr};
-pub use layer::{ConnInfo, RackInfo, TcpLayer};
+pub use layer::{
+    ConnInfo, RackInfo, RxSegment, TcpLayer, DEFAULT_MAX_ORPHANS, PRESSURE_RCVBUF, PRESSURE_SNDBUF,
+    PRESSURE_STALL_PROBES,
+};
 pub use payload::Payload;
 pub use place::{PostedRead, RxCheck};
 pub use secret::Secret;
@@ -319,6 +355,12 @@ pub struct Config {
     pub mss: u16,
     /// Disable Nagle (TCP_NODELAY).
     pub nodelay: bool,
+    /// TCP_CORK (tcp(7)): "If set, don't send out partial frames. All queued partial frames
+    /// are sent when the option is cleared again", with "a ceiling of 200 milliseconds on
+    /// the time for which output is corked": a held tail leaves when nothing else is in
+    /// flight and the persist timer (at least the 200 ms minimum RTO) fires, as Linux's
+    /// probe timer sends it (`tcp_write_wakeup`). A FIN is never held.
+    pub cork: bool,
     pub congestion: CongestionControl,
     pub window_scaling: bool,
     pub timestamps: bool,
@@ -331,6 +373,10 @@ pub struct Config {
     pub delayed_ack: Option<Duration>,
     /// Give up after this many consecutive RTO expirations (RFC 9293 §3.8.3 R2).
     pub max_retransmits: u32,
+    /// RFC 5482 user timeout (Linux TCP_USER_TIMEOUT): when set, retransmission (counted
+    /// from the first timer retransmission) or zero-window probing that outlasts it aborts the connection with `TimedOut`, in place
+    /// of the `max_retransmits` bound for retransmissions.
+    pub user_timeout: Option<Duration>,
     /// Minimum and initial RTO (RFC 6298 §2.1/§2.4).
     pub rto_min: Duration,
     pub rto_initial: Duration,
@@ -347,6 +393,25 @@ pub struct Config {
     /// off only to measure what it saves (`netfold rr --header-prediction off`) and to check
     /// the two paths against each other.
     pub header_prediction: bool,
+    /// The least time between two ACKs this connection sends in answer to invalid segments
+    /// (Linux `tcp_invalid_ratelimit`, 500 ms): RFC 5961 challenge ACKs (§7: "an ACK
+    /// throttling mechanism"), and the duplicate ACKs that answer an out-of-window or PAWS-
+    /// rejected segment without data (RFC 9293 §3.10.7.4, RFC 7323 §5.3). One budget for
+    /// all of them, as Linux's `last_oow_ack_time`: two confused ends cannot ping-pong ACKs,
+    /// and a flood of spoofed segments draws at most one reply per interval. Zero: no limit.
+    pub invalid_ratelimit: Duration,
+    /// The least send MSS, whatever the peer announces (Linux `tcp_min_snd_mss`, 48, and
+    /// never below that: Linux's own bound on the setting). A peer announcing a tiny MSS
+    /// (say 1) would otherwise make this end cut everything it sends into tiny segments,
+    /// each costing a full header and a trip through both stacks (CVE-2019-11479). As in
+    /// Linux `__tcp_mtu_to_mss`, the floor applies to the MSS before TCP options are taken
+    /// off each segment: 48 leaves room for the full 40 bytes of options and 8 of data.
+    pub min_snd_mss: u16,
+    /// TCP Fast Open on a listener (RFC 7413; the C API's `TCP_FASTOPEN`, Linux
+    /// `fastopenq.max_qlen`): how many Fast Open connections may wait in SYN-RECEIVED at a
+    /// time; 0 (the default) = none, unless [`TcpLayer::set_fastopen`] has
+    /// [`fastopen::SERVER_WO_SOCKOPT`]. Meaningless on connections. See [`fastopen`].
+    pub fastopen_queue: usize,
 }
 
 impl Default for Config {
@@ -358,6 +423,7 @@ impl Default for Config {
             send_buffer_max: SEND_BUFFER_MAX,
             mss: 1460,
             nodelay: false,
+            cork: false,
             congestion: CongestionControl::Cubic,
             window_scaling: true,
             timestamps: true,
@@ -366,15 +432,23 @@ impl Default for Config {
             keepalive: None,
             delayed_ack: Some(Duration::from_millis(40)),
             max_retransmits: 15,
+            user_timeout: None,
             rto_min: Duration::from_millis(200),
             rto_initial: Duration::from_secs(1),
             linger: None,
             ecn: EcnMode::Passive,
             v6only: false,
             header_prediction: true,
+            invalid_ratelimit: Duration::from_millis(500),
+            min_snd_mss: MIN_SND_MSS,
+            fastopen_queue: 0,
         }
     }
 }
+
+/// Linux `TCP_MIN_SND_MSS`: the default and the least value of [`Config::min_snd_mss`] (the
+/// full 40 bytes of TCP options plus 8 bytes of data).
+pub const MIN_SND_MSS: u16 = 48;
 
 /// Initial auto-tuned receive buffer. Linux starts at `tcp_rmem[1]` = 128 KiB of which about
 /// half is window (the rest covers sk_buff overhead); netfold's rings carry no per-packet
@@ -386,6 +460,10 @@ pub const RECV_BUFFER_INITIAL: usize = 256 * 1024;
 pub const SEND_BUFFER_INITIAL: usize = 256 * 1024;
 /// Linux's default `tcp_rmem[2]`: 6 MiB.
 pub const RECV_BUFFER_MAX: usize = 6 << 20;
+/// The receive space an auto-tuned connection's window scale is chosen for, at least
+/// ([`Config::announced_wscale`]): Linux's `tcp_rmem[2]` in the settings of its own TCP test
+/// suite (15 MiB), for which Linux announces window scale 8.
+pub const WSCALE_SPACE: usize = 15 << 20;
 /// Linux's default `tcp_wmem[2]`: 4 MiB.
 pub const SEND_BUFFER_MAX: usize = 4 << 20;
 
@@ -406,6 +484,23 @@ impl Config {
             self.recv_buffer
         };
         b.clamp(1, conn::MAX_BUFFER)
+    }
+    /// The window scale our SYN or SYN-ACK announces (RFC 7323 §2.3), as Linux
+    /// `tcp_select_initial_window`: a buffer fixed by the user (SO_RCVBUF, which locks the
+    /// window clamp) gets the smallest shift that covers it; an auto-tuned one
+    /// `ilog2(max(ceiling, WSCALE_SPACE)) - 15`, so that with the default 6 MiB ceiling netfold
+    /// announces 8, as Linux does under the receive-memory limits its own TCP tests run with
+    /// (`tcp_rmem[2]` 15 MiB). A larger shift than the ceiling needs costs only window
+    /// granularity (256 bytes), and leaves room to raise `recv_buffer_max` later.
+    pub fn announced_wscale(&self) -> u8 {
+        if self.recv_autotune() {
+            let space = self.recv_ceiling().max(WSCALE_SPACE);
+            let linux = (space.ilog2().saturating_sub(15)).min(14) as u8;
+            // `ilog2` rounds down: never less than what covers the ceiling itself.
+            linux.max(conn::wscale_for(self.recv_ceiling()))
+        } else {
+            conn::wscale_for(self.recv_ceiling())
+        }
     }
     /// The largest receive buffer this connection may reach (the window scale covers it).
     pub fn recv_ceiling(&self) -> usize {
@@ -484,7 +579,12 @@ pub enum IcmpError {
     FragNeeded { mtu: u16 },
     /// Port/protocol unreachable ("hard" errors; abort in SYN-SENT, RFC 1122 §4.2.3.9).
     Unreachable { code: u8 },
-    /// Net/host unreachable, time exceeded ("soft" errors: remembered, not fatal).
+    /// IPv4 net or host unreachable (codes 0 and 1): soft for a connection (RFC 1122
+    /// §4.2.3.9), but it drops a passive connection still in SYN-RECEIVED, as Linux
+    /// `tcp_v4_err` → `tcp_req_err` does (the SYN-ACK cannot reach the peer; a retransmitted
+    /// SYN makes a new one).
+    RouteUnreachable,
+    /// Time exceeded and other unreachable codes ("soft" errors: remembered, not fatal).
     Soft,
 }
 
@@ -525,7 +625,17 @@ pub struct Stats {
     pub rst_in: u64,
     pub rst_out: u64,
     pub no_socket: u64,
+    /// RFC 5961 challenge ACKs sent (Linux `TCPChallengeACK`).
     pub challenge_acks: u64,
+    /// Challenge ACKs not sent because the connection had answered an invalid segment within
+    /// `Config::invalid_ratelimit` (Linux `TCPACKSkippedChallenge`).
+    pub challenge_acks_skipped_conn: u64,
+    /// Challenge ACKs not sent because the layer-wide quota of the second was spent
+    /// (`TcpLayer::set_challenge_ack_limit`).
+    pub challenge_acks_skipped_global: u64,
+    /// ACKs not sent in answer to out-of-window or PAWS-rejected segments without data,
+    /// because of the same per-connection limit (Linux `TCPACKSkippedSeq`, `TCPACKSkippedPAWS`).
+    pub oow_acks_skipped: u64,
     pub paws_drops: u64,
     pub bad_segments: u64,
     pub backlog_drops: u64,
@@ -533,6 +643,13 @@ pub struct Stats {
     pub ooo_drops: u64,
     /// Replies (RSTs) dropped because the reply queue was full.
     pub rst_dropped: u64,
+    /// Looks at the connections because their buffers exceeded the stack's budget, and
+    /// connections reset then for holding memory without progress (`set_buffer_budget`).
+    pub memory_pressure: u64,
+    pub pressure_resets: u64,
+    /// Closes answered with a reset because [`TcpLayer::set_max_orphans`] connections were
+    /// still finishing (Linux TCPAbortOnMemory).
+    pub orphan_resets: u64,
     pub persist_probes: u64,
     pub keepalive_probes: u64,
     /// RFC 8985 tail loss probes sent.
@@ -556,8 +673,17 @@ pub struct Stats {
     pub ecn_ce_in: u64,
     /// cwnd reductions in response to ECE (RFC 3168 §6.1.2, once per window).
     pub ecn_cwnd_reductions: u64,
+    /// TCP Fast Open (RFC 7413, [`fastopen`]), Linux's counters: connections created from a
+    /// SYN with a valid cookie (or none needed, `TCPFastOpenPassive`); SYNs whose cookie did
+    /// not verify (`TCPFastOpenPassiveFail`); SYNs that asked for a cookie
+    /// (`TCPFastOpenCookieReqd`); Fast Open SYNs that found the listener's Fast Open queue full
+    /// and got the normal handshake (`TCPFastOpenListenOverflow`).
+    pub fastopen_passive: u64,
+    pub fastopen_passive_fail: u64,
+    pub fastopen_cookie_reqd: u64,
+    pub fastopen_listen_overflow: u64,
 
-    // Passes over payload bytes made by the engine (issue 13 item 5; the interface counts the
+    // Passes over payload bytes made by the engine (the interface counts the
     // ones it makes itself, see `iface::Counters::payload_passes`). Each adds a length per
     // call, never per byte.
     /// Bytes the application handed to `send` (copied) or lent to `send_zc` (not copied) and

@@ -70,6 +70,8 @@ impl Conn {
         self.restart_after_idle(now);
         for _ in 0..MAX_SEGMENTS_PER_CALL {
             let Some(plan) = self.plan(now) else {
+                // A push (`TcpLayer::push`) covers what could go when it was asked for.
+                self.snd.push_now = false;
                 self.arm_persist_if_stuck(now);
                 return OutputStatus::Done;
             };
@@ -80,7 +82,9 @@ impl Conn {
             };
             let repr = self.build_repr(&plan, now);
             let payload = if plan.len > 0 {
-                let off = seq::dist(self.snd.buf_seq, plan.seq) as usize;
+                // A Fast Open SYN's data starts after the SYN's sequence number.
+                let start = plan.seq.wrapping_add(u32::from(plan.kind == Kind::Syn));
+                let off = seq::dist(self.snd.buf_seq, start) as usize;
                 self.snd.ring.gather(off, plan.len as usize)
             } else {
                 Gather::empty()
@@ -172,12 +176,12 @@ impl Conn {
         if p.fin {
             flags |= TcpFlags::FIN;
         }
-        if p.len > 0 && p.seq.wrapping_add(p.len) == self.fin_seq() {
-            // PSH on the last segment of what is queued.
+        if self.push(p) {
             flags |= TcpFlags::PSH;
         }
-        let seq = if p.kind == Kind::KeepAlive {
-            // RFC 9293 §3.8.4: SEG.SEQ = SND.NXT - 1 elicits an ACK.
+        let seq = if p.kind == Kind::KeepAlive || (p.kind == Kind::Probe && p.len == 0 && !p.fin) {
+            // RFC 9293 §3.8.4: SEG.SEQ = SND.NXT - 1 elicits an ACK (keepalives and
+            // zero-window probes).
             self.snd.una.wrapping_sub(1)
         } else {
             p.seq
@@ -209,6 +213,64 @@ impl Conn {
             urgent: 0,
             options,
         }
+    }
+
+    /// Whether a data segment carries PSH. RFC 9293 §3.9.1 leaves PSH to the sender ("the
+    /// sending TCP ... sets the PUSH flag in the last TCP segment" of the data a push
+    /// covers); netfold sets it where Linux does:
+    /// - on the segment that ends what the application queued (Linux `tcp_push` marks the
+    ///   last skb of each write), unless the send had MSG_MORE (no mark then);
+    /// - on the segment that ends a record (MSG_EOR: the end of a write too);
+    /// - on the last segment of a burst of new data that the peer's window or cwnd cut short
+    ///   (Linux 6.x: the segment before the window's edge goes with PSH, checked with
+    ///   `conformance/scripts/psh-window-limited-bursts.pkt` against the kernel), so that
+    ///   the receiver delivers what it has instead of waiting for the rest;
+    /// - on a window probe carrying data (Linux `tcp_write_wakeup` sets it).
+    ///
+    /// Retransmissions of segments that had none get none (Linux's `tcp_fragment` keeps PSH
+    /// on the tail piece only).
+    fn push(&self, p: &Plan) -> bool {
+        if p.len == 0 {
+            return false;
+        }
+        let end = p.seq.wrapping_add(p.len);
+        let fin_seq = self.fin_seq();
+        if end == fin_seq {
+            return !self.snd.more_tail || self.snd.fin_queued;
+        }
+        if !self.snd.record_ends.is_empty() && self.snd.record_ends_at(end) {
+            return true;
+        }
+        match p.kind {
+            Kind::Probe => true,
+            Kind::Data if self.recovery.is_none() && !seq::lt(p.seq, self.snd.max) => {
+                // The room the windows leave after this segment holds no full segment of
+                // what remains: the burst stops here until an ACK.
+                let room = seq::dist(end, self.send_edge());
+                let rest = seq::dist(end, fin_seq);
+                seq::le(self.send_edge(), end) || room < rest.min(self.seg_mss())
+            }
+            _ => false,
+        }
+    }
+
+    /// The right edge of what may be sent now: SND.UNA plus min(cwnd (with RFC 3042 limited
+    /// transmit), the peer's window). Both limits are byte counts from SND.UNA, then one
+    /// edge: comparing two edges in sequence space would misorder them once cwnd exceeds
+    /// 2^31.
+    fn send_edge(&self) -> u32 {
+        let lt = if self.recovery.is_none() && self.dupacks < 3 {
+            self.dupacks * self.snd.mss
+        } else {
+            0
+        };
+        let wnd_edge = self.snd.una.wrapping_add(self.snd.wnd);
+        let allowed = self
+            .cc
+            .cwnd()
+            .saturating_add(lt)
+            .min(seq::dist(self.snd.una, wnd_edge));
+        self.snd.una.wrapping_add(allowed)
     }
 
     /// The flags, options and window of a SYN or SYN-ACK (cold: once per connection; out of
@@ -254,13 +316,26 @@ impl Conn {
                 tsecr: if passive { self.ts.recent } else { 0 },
             });
         }
+        // RFC 7413 §4.2.1: the cookie a Fast Open client asked for (or the right one for an
+        // invalid cookie, as Linux `tcp_try_fastopen` answers); §4.1.3: our cookie or cookie
+        // request. On the first transmission only: Linux retransmits a SYN or SYN-ACK
+        // without it (`tcp_rtx_synack` passes no cookie; the client's Fast Open request is
+        // gone once the first SYN left).
+        if self.snd.max == self.snd.iss {
+            options.fast_open = self.fastopen.syn_option;
+        }
         (flags, options, window)
     }
 
     fn commit(&mut self, p: &Plan, repr: &TcpRepr, now: Instant, stats: &mut Stats) {
         // A GSO super-segment counts as the segments it becomes on the wire (Linux
         // `tcp_skb_pcount`, as its segs_out does).
-        stats.segments_out += u64::from(p.len.div_ceil(self.seg_mss()).max(1));
+        let segs = p.len.div_ceil(self.seg_mss()).max(1);
+        stats.segments_out += u64::from(segs);
+        self.counters.segs_out = self.counters.segs_out.wrapping_add(segs);
+        if p.len > 0 {
+            self.counters.data_segs_out = self.counters.data_segs_out.wrapping_add(segs);
+        }
         stats.sack_blocks_out += u64::from(repr.options.sack_count);
         if repr.options.sack_count > 0 && !repr.flags.syn() {
             // RFC 2883 §4: "each duplicate contiguous sequence of data received is reported
@@ -304,6 +379,8 @@ impl Conn {
                 self.rack_record_send(p, end, repr, now);
                 if rexmit {
                     self.rtt_timing = None;
+                    self.counters.total_retrans = self.counters.total_retrans.wrapping_add(segs);
+                    self.counters.bytes_retrans += u64::from(p.len);
                     // A RACK-marked range resent outside fast recovery (see `plan_data`) was
                     // found lost by ACKs, not by the timer.
                     if self.recovery.is_some() || p.kind == Kind::Hole {
@@ -313,6 +390,10 @@ impl Conn {
                     }
                 } else if self.rtt_timing.is_none() && !self.ts.enabled {
                     self.rtt_timing = Some((end, now));
+                }
+                if let Some(rec) = self.recovery.as_mut() {
+                    // RFC 6937: "prr_out += (data sent)".
+                    rec.prr_out = rec.prr_out.saturating_add(p.len);
                 }
                 if p.kind != Kind::Data {
                     if let Some(rec) = self.recovery.as_mut() {
@@ -419,11 +500,22 @@ impl Conn {
             .ack
             .wrapping_add(u32::from(repr.window) << self.rcv.wscale);
         self.rcv.adv = seq::max(self.rcv.adv, edge);
+        if self.n_snaps == 0 && repr.ack == self.rcv.nxt {
+            // The last snapshot acknowledges everything received, with the current window
+            // and SACK/D-SACK blocks (built now): it is the ACK that `ack_now` or the
+            // delayed-ACK timer still owe. Another one with the same number and window would
+            // be a duplicate ACK (RFC 5681 §2) where §4.2 asks for one (e.g. a segment that
+            // fills the hole and repeats received bytes: D-SACK noted, then the gap-fill
+            // snapshot).
+            self.ack_now = false;
+            self.unacked_bytes = 0;
+            self.timers.delack = None;
+        }
     }
 
     /// Bytes in the network for SACK recovery: SND.MAX - SND.UNA, less what is SACKed, less
     /// what RACK deems lost and has not been retransmitted yet.
-    fn pipe(&self) -> u32 {
+    pub(super) fn pipe(&self) -> u32 {
         self.flight()
             .saturating_sub(self.scoreboard.sacked_bytes())
             .saturating_sub(self.rack.lost_bytes())
@@ -473,7 +565,8 @@ impl Conn {
         if matches!(
             self.state,
             State::Closed | State::Listen | State::SynSent | State::SynReceived | State::TimeWait
-        ) {
+        ) && !self.fastopen_sends()
+        {
             return self.plan_unsynchronized();
         }
         if self.n_snaps > 0 {
@@ -515,10 +608,17 @@ impl Conn {
             State::Closed | State::Listen => None,
             State::SynSent | State::SynReceived => {
                 if self.snd.nxt == self.snd.iss {
+                    // RFC 7413 §4.1.3: a Fast Open SYN carries data the first time only; a
+                    // retransmitted SYN goes without (Linux), the data after the handshake.
+                    let len = if self.state == State::SynSent && self.snd.max == self.snd.iss {
+                        self.fastopen.syn_data_len
+                    } else {
+                        0
+                    };
                     return Some(Plan {
                         kind: Kind::Syn,
                         seq: self.snd.iss,
-                        len: 0,
+                        len,
                         fin: false,
                     });
                 }
@@ -546,9 +646,22 @@ impl Conn {
         }
         if self.persist_probe_due {
             let fin_seq = self.fin_seq();
+            if seq::lt(self.snd.una, fin_seq) && self.snd.wnd == 0 {
+                // A zero window gets a probe without data at SND.UNA - 1, which the peer must
+                // answer with an ACK carrying its window (RFC 9293 §3.8.4 / §3.10.7.4), as
+                // Linux `tcp_write_wakeup` → `tcp_xmit_probe_skb`. RFC 1122 §4.2.2.17 also
+                // allows one octet of data; the octet costs a retransmission later when the
+                // probe is dropped by the full receiver, and TCP scripts expect Linux's form.
+                return Some(Plan {
+                    kind: Kind::Probe,
+                    seq: self.snd.una,
+                    len: 0,
+                    fin: false,
+                });
+            }
             if seq::lt(self.snd.una, fin_seq) {
-                // A zero window gets a one-byte probe (§3.8.6.1); a window too small for the
-                // sender SWS rule gets what fits (the §3.8.6.2.1 override timeout).
+                // A window too small for the sender SWS rule gets what fits (the
+                // §3.8.6.2.1 override timeout), as Linux sends the part that fits.
                 let len = self
                     .snd
                     .wnd
@@ -697,6 +810,13 @@ impl Conn {
         if let Some(n) = self.scoreboard.next_sacked_start(s) {
             len = len.min(seq::dist(s, n));
         }
+        if !self.snd.record_ends.is_empty() {
+            // MSG_EOR: no segment crosses a record's end (Linux `tcp_skb_can_collapse_to`
+            // keeps the next write out of the record's skb).
+            if let Some(e) = self.snd.record_end_after(s) {
+                len = len.min(seq::dist(s, e));
+            }
+        }
         let fin = self.snd.fin_queued && s.wrapping_add(len) == fin_seq;
         if len == 0 && !fin {
             return None;
@@ -760,7 +880,7 @@ impl Conn {
     }
 
     fn plan_data(&mut self) -> Option<Plan> {
-        if !self.state.may_send() {
+        if !self.state.may_send() && !self.fastopen_sends() {
             return None;
         }
         if self.snd.wnd == 0 && self.snd.una == self.snd.nxt && self.timers.persist.is_some() {
@@ -775,7 +895,6 @@ impl Conn {
         };
         // Congestion accounting is in units of the negotiated MSS (RFC 5681 SMSS); segments
         // are cut to `seg_mss()` (MSS minus options).
-        let mss = self.snd.mss;
         let smss = self.seg_mss();
         let cwnd = self.cc.cwnd();
         let wnd_edge = self.snd.una.wrapping_add(self.snd.wnd);
@@ -834,18 +953,8 @@ impl Conn {
         if !seq::lt(self.snd.nxt, data_end) {
             return None;
         }
-        // RFC 3042 limited transmit: one extra SMSS per early duplicate ACK.
-        let lt = if self.recovery.is_none() && self.dupacks < 3 {
-            self.dupacks * mss
-        } else {
-            0
-        };
-        // Both limits as byte counts from SND.UNA, then one edge: comparing two edges in
-        // sequence space would misorder them once cwnd exceeds 2^31.
-        let allowed = cwnd
-            .saturating_add(lt)
-            .min(seq::dist(self.snd.una, wnd_edge));
-        let edge = self.snd.una.wrapping_add(allowed);
+        // RFC 3042 limited transmit is in `send_edge`: one extra SMSS per early duplicate ACK.
+        let edge = self.send_edge();
         let room = seq::dist(self.snd.nxt, edge);
         if self.snd.nxt == fin_seq {
             // A lone FIN is not held back by the windows.
@@ -881,12 +990,30 @@ impl Conn {
         let rexmit = seq::lt(p.seq, self.snd.max);
         if !rexmit && p.len < smss && !p.fin {
             let remaining = seq::dist(p.seq, fin_seq);
-            let idle = self.snd.nxt == self.snd.una;
-            let push_ok = self.config.nodelay || idle || self.snd.fin_queued;
+            // A Fast Open connection's SYN-ACK is not data in flight (Linux keeps it off the
+            // child's queue): Nagle lets its first short segment go.
+            let idle = self.snd.nxt == self.snd.una
+                || (self.fastopen_sends() && self.snd.nxt == self.snd.iss.wrapping_add(1));
+            // TCP_CORK and MSG_MORE hold every short segment but the one with the FIN (Linux
+            // `tcp_nagle_check` with `TCP_NAGLE_CORK`; a FIN passes `tcp_nagle_test`).
+            let corked = self.config.cork || self.snd.more;
+            let push_ok = self.snd.fin_queued
+                || self.snd.push_now
+                || (!corked && (self.config.nodelay || idle));
+            // A record's end (MSG_EOR) is the end of what that write queued.
+            let record_end = !self.snd.record_ends.is_empty()
+                && self.snd.record_ends_at(p.seq.wrapping_add(p.len));
             // RFC 9293 §3.8.6.2.1 sender SWS avoidance and §3.7.4 Nagle: a short segment goes
             // only if it is all we have and nothing is unacknowledged (or Nagle is off), or it
             // fills at least half the largest window the peer offered.
-            let all = p.len == remaining && push_ok;
+            // A record's end with more queued after it is not the queue's last piece, and
+            // Linux tests Nagle and TCP_CORK on the last skb only (`tcp_write_xmit` passes
+            // TCP_NAGLE_PUSH for the others): it goes at once.
+            let all = if record_end && p.len < remaining {
+                true
+            } else {
+                p.len == remaining && (push_ok || self.snd.push_now)
+            };
             let half = p.len >= self.snd.max_wnd / 2 && push_ok;
             if !(all || half) {
                 return None;

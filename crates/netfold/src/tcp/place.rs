@@ -1,9 +1,9 @@
-//! Single-pass receive (issue 13 item 2): where a received segment's payload is copied, and
+//! Single-pass receive: where a received segment's payload is copied, and
 //! the checksum verified in that same copy, before TCP acts on the segment's header.
 //!
 //! The interface leaves the checksum of a data segment open when it still needs verifying
 //! (`Csum::Unverified`): it sums only the pseudo-header and the TCP header and hands TCP that
-//! partial sum per segment ("pending", `TcpLayer::input_deferred`). [`Conn::place`] then copies
+//! partial sum per segment ("pending", `RxSegment::pending`). [`Conn::place`] then copies
 //! the payload, summing it in the same pass, to where it belongs, and the segment goes on to
 //! SEGMENT ARRIVES only if every sum completes to 0xffff. Where the payload goes:
 //!
@@ -32,9 +32,11 @@
 //! application copy: the application reads the ring where it lies and says how much it
 //! consumed.
 
+use super::buffer::RingCache;
 use super::conn::Conn;
 use super::recv::RecvSeq;
 use super::{seq, Error, Payload, State, Stats};
+use crate::buf::FramePos;
 use crate::mem::CopyMode;
 use crate::wire::checksum::add;
 
@@ -149,7 +151,8 @@ impl Conn {
         mode: CopyMode,
         stats: &mut Stats,
         check: &mut RxCheck,
-        batch: &[(usize, usize)],
+        at: &[FramePos],
+        rings: &mut RingCache,
     ) -> Result<(), usize> {
         self.rcv.staged = None;
         let open = pending.iter().any(Option::is_some);
@@ -160,6 +163,11 @@ impl Conn {
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
         ) && seq::ge(seg_seq, self.rcv.nxt);
+        if takes_data && len > 0 {
+            // The receive ring is taken when the first data arrives (`alloc_buffers`), here,
+            // so that even the first segment is copied and verified in one pass.
+            self.ensure_recv_ring(rings);
+        }
         let off = if takes_data {
             seq::dist(self.rcv.nxt, seg_seq) as usize
         } else {
@@ -188,9 +196,8 @@ impl Conn {
             && off == 0
             && self.rcv.ring.is_empty()
             && self.rcv.ring.asm.is_empty()
-            && !batch.is_empty()
             && self.rcv.frames.has_room(parts.len())
-            && super::frames::locate(parts, batch, &mut self.rcv.frames.staged)
+            && super::frames::stage(parts, at, &mut self.rcv.frames.staged)
         {
             if let Err(i) = verify_separately(parts, pending, check) {
                 self.rcv.frames.staged.clear();

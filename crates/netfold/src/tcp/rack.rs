@@ -771,6 +771,15 @@ impl Rack {
             .map(|r| (seq::max(r.start, from), r.end))
     }
 
+    /// Bytes retransmitted and neither acknowledged nor deemed lost again (Linux
+    /// `retrans_out`, for `TCP_INFO`; walks the records, so not for the data path).
+    pub fn retransmitted_in_flight(&self) -> u32 {
+        self.segs
+            .iter()
+            .filter(|r| r.retransmitted && !r.lost)
+            .fold(0u32, |a, r| a.wrapping_add(r.end.wrapping_sub(r.start)))
+    }
+
     /// Bytes deemed lost and not yet retransmitted (RFC 6675 pipe leaves them out).
     pub fn lost_bytes(&self) -> u32 {
         self.lost_bytes

@@ -76,6 +76,16 @@ pub struct RecvSeq {
     /// In-order payload kept in the frames it arrived in (frame-level borrowing read,
     /// `frames.rs`): always before the ring's bytes in the stream.
     pub frames: FrameQueue,
+    /// The most the window may offer beyond what is queued, in bytes: the whole buffer
+    /// normally, [`PRESSURE_RCVBUF`](crate::tcp::PRESSURE_RCVBUF) while the stack is over its
+    /// buffer budget (set by the layer).
+    pub moderated: u32,
+    /// A Fast Open connection's window edge as its SYN-ACK announced it, after the SYN's data
+    /// (`fastopen.rs`): while that is still the last edge announced, reading the SYN's data
+    /// owes no window update. Linux's window grows from the SYN-ACK's only as data arrives
+    /// (`rcv_ssthresh`), so a Linux server sends none; netfold's would otherwise jump to the
+    /// whole buffer.
+    pub syn_data_edge: Option<u32>,
 }
 
 impl RecvSeq {
@@ -100,6 +110,8 @@ impl RecvSeq {
             posted: None,
             staged: None,
             frames: FrameQueue::default(),
+            moderated: u32::MAX,
+            syn_data_edge: None,
         }
     }
 
@@ -143,7 +155,7 @@ impl RecvSeq {
     /// owed — no Linux or FreeBSD peer sends one, and it shifts every later segment of a
     /// conformance script by one.
     pub fn window_update_owed(&self, buf: u32) -> bool {
-        if !self.read_since_ack {
+        if !self.read_since_ack || self.syn_data_edge == Some(self.adv) {
             return false;
         }
         let cur = self.announced();
@@ -156,6 +168,9 @@ impl RecvSeq {
     /// §3.8.6.2.2 receiver SWS avoidance, RFC 7323 §2.3 scaling; the right edge never moves
     /// left, RFC 9293 §3.8.6).
     pub fn window(&self, buf: u32) -> (u16, u32) {
+        // Under memory pressure the buffer counts as its moderated size (the right edge still
+        // never moves left: `wnd.max(cur)` below).
+        let buf = buf.min(self.moderated);
         // Frames held (by the connection or by the application) count like ring bytes, by
         // their payload (`frames.rs`).
         let held = (self.ring.len() + self.rcv_frames_charged()) as u32;

@@ -15,8 +15,15 @@
 //! window the peer ever offered (RFC 5961 §5.2's MAX.SND.WND), the effective send MSS, and the
 //! send ring whose first byte has sequence number `buf_seq`.
 
+use std::collections::VecDeque;
+
 use super::seq;
 use super::zerocopy::SendQueue;
+
+/// The most record ends (`send` with MSG_EOR) one connection keeps unacknowledged; a send
+/// asking for one more waits (WouldBlock) until ACKs free some, as Linux's record skbs wait
+/// for send-buffer memory. Bounds the memory a writer of tiny records can pin.
+pub const MAX_RECORD_ENDS: usize = 4096;
 
 #[derive(Debug)]
 pub struct SendSeq {
@@ -52,6 +59,19 @@ pub struct SendSeq {
     pub buf_max: usize,
     pub autotune: bool,
     pub app_blocked: bool,
+    /// The last send had MSG_MORE: the queue's short tail waits for more data (Linux
+    /// `tcp_push` with `TCP_NAGLE_CORK` for that call). Cleared by a send without it and by
+    /// the next ACK, as Linux's push at ACK time uses the socket's own Nagle setting.
+    pub more: bool,
+    /// The last send had MSG_MORE: the queue's end gets no PSH when it leaves (Linux
+    /// `tcp_push` marks the tail skb only without MSG_MORE). Unlike `more`, an ACK leaves it.
+    pub more_tail: bool,
+    /// Ends of records (sends with MSG_EOR) not yet acknowledged, oldest first: no segment
+    /// crosses one (Linux `TCP_SKB_CB(skb)->eor`, `tcp_skb_can_collapse_to`).
+    pub record_ends: VecDeque<u32>,
+    /// Send what is queued at the next output pass whatever Nagle and TCP_CORK say, once
+    /// (Linux `TCP_NAGLE_PUSH`, which setting TCP_NODELAY raises).
+    pub push_now: bool,
 }
 
 impl SendSeq {
@@ -74,7 +94,28 @@ impl SendSeq {
             buf_seq: iss.wrapping_add(1),
             ring,
             fin_queued: false,
+            more: false,
+            more_tail: false,
+            record_ends: VecDeque::new(),
+            push_now: false,
         }
+    }
+
+    /// The first record end after `s`, if any (a segment from `s` stops there).
+    pub fn record_end_after(&self, s: u32) -> Option<u32> {
+        self.record_ends.iter().copied().find(|&e| seq::gt(e, s))
+    }
+
+    /// Forgets the record ends `ack` covers (they can no longer limit a segment).
+    pub fn drop_record_ends(&mut self, ack: u32) {
+        while self.record_ends.front().is_some_and(|&e| seq::le(e, ack)) {
+            self.record_ends.pop_front();
+        }
+    }
+
+    /// A record ends exactly at `s`.
+    pub fn record_ends_at(&self, s: u32) -> bool {
+        self.record_ends.iter().any(|&e| e == s)
     }
 
     /// Sequence number of our FIN (valid once `fin_queued`).
@@ -119,6 +160,7 @@ impl SendSeq {
     /// SND.UNA advances to `ack` (SND.NXT with it, if an RTO had rewound it below).
     pub fn advance_una(&mut self, ack: u32) {
         self.una = ack;
+        self.drop_record_ends(ack);
         if seq::lt(self.nxt, ack) {
             self.nxt = ack;
         }

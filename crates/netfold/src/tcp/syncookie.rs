@@ -48,10 +48,10 @@
 //! 8200 §5, §8.3), so a peer MSS below 1220 is taken as 1220, as Linux does. A SYN without an
 //! MSS option counts as MSS 1220 (RFC 9293 §3.7.1 MUST-15, the IPv6 default).
 
-use super::conn::{wscale_for, Conn};
-use super::isn::siphash24;
+use super::conn::Conn;
 use super::secret::Secret;
 use super::Config;
+use crate::hash::siphash24;
 use crate::time::{Duration, Instant};
 use crate::wire::tcp::{TcpFlags, TcpRepr, Timestamps};
 use std::net::SocketAddr;
@@ -331,7 +331,7 @@ pub fn syn_ack(syn: &TcpRepr, config: &Config, opt: &SynOptions, cookie: &Cookie
             tsecr: peer.tsval,
         });
         if opt.wscale.is_some() {
-            r.options.window_scale = Some(wscale_for(config.recv_ceiling()));
+            r.options.window_scale = Some(config.announced_wscale());
         }
         r.options.sack_permitted = opt.sack_ok;
         if opt.ecn_ok {
@@ -845,7 +845,7 @@ mod tests {
             Some(1 << 30),
         );
         let r = syn_ack(&syn, &cfg, &opt, &c);
-        assert_eq!(r.options.window_scale, Some(wscale_for(cfg.recv_ceiling())));
+        assert_eq!(r.options.window_scale, Some(cfg.announced_wscale()));
         assert!(r.options.sack_permitted);
         assert_eq!(
             r.options.timestamps,

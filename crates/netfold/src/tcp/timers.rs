@@ -5,7 +5,7 @@ use super::cc::CongestionController;
 use super::conn::{Conn, Event};
 use super::rtt::RTO_MAX;
 use super::{seq, Error, State, Stats};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 
 /// A connection's deadlines and the counters of the timers' backoff and probes.
 #[derive(Debug)]
@@ -26,6 +26,13 @@ pub struct Timers {
     pub retries: u32,
     pub persist_backoff: u32,
     pub probes_unanswered: u32,
+    /// When the timer first retransmitted the data still unacknowledged (Linux
+    /// `retrans_stamp`): the user timeout counts from here. Cleared when an ACK brings
+    /// progress.
+    pub retrans_stamp: Option<Instant>,
+    /// When zero-window probing began (Linux `icsk_probes_tstamp`); cleared when the window
+    /// opens, not by probe answers that keep it shut.
+    pub probe_stamp: Option<Instant>,
     /// Keepalive probes sent without an answer, when the last went, and when the peer was
     /// last heard from (RFC 9293 §3.8.4).
     pub ka_probes: u32,
@@ -47,6 +54,8 @@ impl Timers {
             retries: 0,
             persist_backoff: 0,
             probes_unanswered: 0,
+            retrans_stamp: None,
+            probe_stamp: None,
             ka_probes: 0,
             last_ka: now,
             last_rx: now,
@@ -110,7 +119,7 @@ impl Conn {
                 // RFC 8985 §6.2: "RACK_detect_loss_and_arm_timer()" runs again when the
                 // reordering timer fires.
                 self.timers.reo = None;
-                self.rack_detect_loss(now, true);
+                let _ = self.rack_detect_loss(now, true);
             }
         }
         if let Some(t) = self.timers.pto {
@@ -130,21 +139,35 @@ impl Conn {
         if self.timers.persist.is_some() && !self.send_pending() {
             self.timers.persist = None;
         }
+        if self.timers.persist.is_none() {
+            self.timers.probe_stamp = None;
+        }
         if let Some(t) = self.timers.persist {
             if now >= t {
                 self.timers.probes_unanswered += 1;
-                if self.timers.probes_unanswered > self.config.max_retransmits {
+                // Linux `tcp_probe_timer`: the first expiry starts the clock; with a user
+                // timeout, probing that has lasted that long aborts even though the peer
+                // answers (RFC 1122's "stay open while it responds" yields to RFC 5482).
+                let since = *self.timers.probe_stamp.get_or_insert(now);
+                let user_expired = self.config.user_timeout.is_some_and(|ut| now >= since + ut);
+                if user_expired || self.timers.probes_unanswered > self.config.max_retransmits {
                     stats.timeouts += 1;
                     self.enter_closed(Some(Error::TimedOut));
                     return Event::Closed;
                 }
                 self.persist_probe_due = true;
                 self.timers.persist_backoff = self.timers.persist_backoff.saturating_add(1);
-                let d = self
+                let mut d = self
                     .rtt
                     .base_rto()
                     .saturating_mul(1u64 << self.timers.persist_backoff.min(16))
                     .min(RTO_MAX);
+                // Linux `tcp_clamp_probe0_to_user_timeout`: the next probe comes no later
+                // than the user timeout's end (but not sooner than TCP_TIMEOUT_MIN), so the
+                // abort happens on time.
+                if let Some(ut) = self.config.user_timeout {
+                    d = d.min(((since + ut) - now).max(Duration::from_millis(2)));
+                }
                 self.timers.persist = Some(now + d);
             }
         }
@@ -223,7 +246,18 @@ impl Conn {
     #[cold]
     #[inline(never)]
     fn on_rto(&mut self, now: Instant, stats: &mut Stats) -> Option<Event> {
+        // RFC 5482 / Linux `tcp_write_timeout`: with a user timeout, the time since the first
+        // retransmission decides, not the retry count. The first expiry never aborts (Linux
+        // `retransmits_timed_out` with no retransmission yet) and starts the clock: Linux
+        // stamps `retrans_stamp` once the first timer retransmission has gone out (tail loss
+        // probes do not count).
+        let user_deadline = self
+            .config
+            .user_timeout
+            .map(|ut| *self.timers.retrans_stamp.get_or_insert(now) + ut);
+        let user_expired = user_deadline.is_some_and(|d| now >= d) && self.timers.retries > 0;
         self.timers.retries += 1;
+        self.counters.total_rto = self.counters.total_rto.saturating_add(1);
         // Handshakes give up sooner (Linux tcp_syn_retries = 6, tcp_synack_retries = 5):
         // half-open state is what SYN floods consume.
         let limit = match self.state {
@@ -231,7 +265,7 @@ impl Conn {
             State::SynReceived => self.config.max_retransmits.min(SYNACK_RETRIES),
             _ => self.config.max_retransmits,
         };
-        if self.timers.retries > limit {
+        if user_expired || (user_deadline.is_none() && self.timers.retries > limit) {
             // RFC 9293 §3.8.3 R2: give up.
             stats.timeouts += 1;
             self.enter_closed(Some(Error::TimedOut));
@@ -287,7 +321,13 @@ impl Conn {
                 }
             }
         }
-        self.timers.rto = Some(now + self.rtt.rto());
+        let mut rto = self.rtt.rto();
+        // Linux `tcp_clamp_rto_to_user_timeout`: fire at the user timeout's end at the
+        // latest (at once if it has passed), so the abort is not late by a backed-off RTO.
+        if let Some(d) = user_deadline {
+            rto = rto.min((d - now).max(Duration::from_millis(1)));
+        }
+        self.timers.rto = Some(now + rto);
         None
     }
 

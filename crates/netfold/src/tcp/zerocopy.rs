@@ -1,4 +1,4 @@
-//! Zero-copy send (issue 13, item 1): the application hands the connection owned buffers
+//! Zero-copy send: the application hands the connection owned buffers
 //! ([`ZcBuf`]) instead of bytes to copy; segments refer to them, retransmissions re-read them,
 //! and the application learns when each one is released.
 //!
@@ -319,6 +319,10 @@ pub struct SendQueue {
     /// cut from it, each starting in the same chunk or the next (checked, so a stale hint only
     /// costs the binary search it saves).
     hint: std::cell::Cell<usize>,
+    /// The send buffer's size while its ring is not allocated yet ([`SendQueue::reserve`]):
+    /// the storage is taken at the first copying send ([`SendQueue::ensure_storage`]), so a
+    /// connection that never sends holds none. 0 once allocated.
+    reserved: usize,
 }
 
 impl std::fmt::Debug for SendQueue {
@@ -345,6 +349,7 @@ impl SendQueue {
             next_id: 0,
             released: Vec::new(),
             hint: std::cell::Cell::new(0),
+            reserved: 0,
         }
     }
 
@@ -358,6 +363,38 @@ impl SendQueue {
         SendQueue::with_ring(SendRing::from_cache(cap, cache))
     }
 
+    /// A queue of `cap` bytes whose ring storage is taken only when a copying send needs it
+    /// ([`SendQueue::ensure_storage`]): until then it holds no memory, and counts none
+    /// against the stack's buffer budget.
+    pub fn reserve(cap: usize) -> Self {
+        let mut q = SendQueue::with_capacity(0);
+        q.reserved = cap;
+        q
+    }
+
+    /// Takes the reserved ring storage from `cache`, if it was not taken yet (a compare on
+    /// every send, the allocation out of line).
+    #[inline(always)]
+    pub fn ensure_storage(&mut self, cache: &mut RingCache) {
+        if self.reserved != 0 {
+            self.take_storage(cache);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_storage(&mut self, cache: &mut RingCache) {
+        if self.ring.capacity() == 0 {
+            self.ring = SendRing::from_cache(self.reserved, cache);
+        }
+        self.reserved = 0;
+    }
+
+    /// Bytes of ring storage allocated (what the buffer budget is charged; 0 while reserved).
+    pub fn allocated(&self) -> usize {
+        self.ring.capacity()
+    }
+
     /// Ring storage or lent application buffers are held: `release` has something to give
     /// back (without either, every queued byte would be in a ring of capacity 0: none is).
     #[inline]
@@ -365,9 +402,10 @@ impl SendQueue {
         self.ring.capacity() != 0 || !self.chunks.is_empty()
     }
 
-    /// The send buffer size: queued bytes of either kind are bounded by it.
+    /// The send buffer size: queued bytes of either kind are bounded by it (allocated or
+    /// reserved).
     pub fn capacity(&self) -> usize {
-        self.ring.capacity()
+        self.ring.capacity().max(self.reserved)
     }
 
     /// Bytes queued (unacknowledged and unsent), copied or lent.
@@ -381,7 +419,7 @@ impl SendQueue {
 
     /// Room for more bytes of either kind.
     pub fn free(&self) -> usize {
-        self.ring.capacity().saturating_sub(self.len)
+        self.capacity().saturating_sub(self.len)
     }
 
     /// Bytes of application buffers queued.
@@ -550,6 +588,7 @@ impl SendQueue {
     /// (not acknowledged: the connection ended). Nothing more will be sent.
     pub fn release(&mut self, cache: &mut RingCache) {
         self.ring.release(cache);
+        self.reserved = 0;
         self.let_go_all();
         self.head += self.len as u64;
         self.len = 0;
@@ -608,6 +647,14 @@ impl SendQueue {
     /// Grows the send buffer to `cap` bytes (see [`SendRing::grow`]): ring positions are
     /// counts, not indices, so the chunks stay valid.
     pub fn grow(&mut self, cap: usize, cache: &mut RingCache) -> bool {
+        if self.reserved != 0 {
+            // Not allocated yet: the storage taken later is the bigger size.
+            if cap <= self.reserved {
+                return false;
+            }
+            self.reserved = cap;
+            return true;
+        }
         self.ring.grow(cap, cache)
     }
 }
@@ -626,7 +673,7 @@ impl Conn {
     /// an empty buffer is `InvalidInput` (it would have nothing to complete).
     pub fn send_zc(&mut self, buf: ZcBuf, user: u64) -> Result<ZcSend, Error> {
         // `send` of nothing runs every check and queues nothing.
-        self.send(&[], CopyMode::Kernels)?;
+        self.send(&[], CopyMode::Kernels, super::SendFlags::default())?;
         if buf.is_empty() {
             return Err(Error::InvalidInput);
         }

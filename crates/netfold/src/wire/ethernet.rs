@@ -286,6 +286,7 @@ impl EthernetRepr {
     }
 
     /// Writes the header into the first `header_len()` bytes of `buf`.
+    #[inline(always)]
     pub fn emit(&self, buf: &mut [u8]) -> Result<()> {
         let h = self.header_len();
         let b = buf.get_mut(..h).ok_or(Error::Truncated)?;

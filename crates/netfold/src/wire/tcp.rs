@@ -125,6 +125,87 @@ pub struct TcpOptions {
     pub sack_count: u8,
     /// Timestamps (kind 8).
     pub timestamps: Option<Timestamps>,
+    /// TCP Fast Open cookie option (kind 34, or the experimental kind 254 with magic
+    /// 0xF989); only meaningful on SYN segments (RFC 7413 §4.1.1).
+    pub fast_open: Option<FastOpenOption>,
+}
+
+/// Longest Fast Open cookie (RFC 7413 §4.1.1: cookies are 4 to 16 bytes).
+pub const FAST_OPEN_COOKIE_MAX: usize = 16;
+/// Shortest non-empty Fast Open cookie.
+pub const FAST_OPEN_COOKIE_MIN: usize = 4;
+/// The magic number of the experimental Fast Open option (RFC 6994 ExID, RFC 7413 §4.1.1).
+pub const FAST_OPEN_EXP_MAGIC: u16 = 0xF989;
+
+/// A Fast Open cookie: empty (a cookie request, RFC 7413 §4.1.1) or 4 to 16
+/// bytes, an even number of them.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FastOpenCookie {
+    len: u8,
+    bytes: [u8; FAST_OPEN_COOKIE_MAX],
+}
+
+impl FastOpenCookie {
+    /// The empty cookie of a cookie request.
+    pub const REQUEST: FastOpenCookie = FastOpenCookie {
+        len: 0,
+        bytes: [0; FAST_OPEN_COOKIE_MAX],
+    };
+
+    /// A cookie of `bytes`: `None` unless empty or 4..=16 bytes of even length (the lengths
+    /// Linux `tcp_parse_fastopen_option` takes; others it ignores).
+    pub fn new(bytes: &[u8]) -> Option<FastOpenCookie> {
+        let n = bytes.len();
+        if n != 0
+            && (!(FAST_OPEN_COOKIE_MIN..=FAST_OPEN_COOKIE_MAX).contains(&n) || !n.is_multiple_of(2))
+        {
+            return None;
+        }
+        let mut c = FastOpenCookie {
+            len: n as u8,
+            bytes: [0; FAST_OPEN_COOKIE_MAX],
+        };
+        c.bytes[..n].copy_from_slice(bytes);
+        Some(c)
+    }
+
+    /// The cookie bytes (empty for a request).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len).min(FAST_OPEN_COOKIE_MAX)]
+    }
+
+    /// An empty cookie: the option asks for a cookie.
+    pub fn is_request(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl core::fmt::Debug for FastOpenCookie {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("FastOpenCookie(")?;
+        for b in self.as_bytes() {
+            write!(f, "{b:02x}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// The TCP Fast Open option of a SYN or SYN-ACK (RFC 7413 §4.1.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FastOpenOption {
+    /// The cookie, or empty for a cookie request.
+    pub cookie: FastOpenCookie,
+    /// Sent in the experimental form (kind 254, ExID 0xF989) that clients older than the IANA
+    /// assignment use; the answer goes back in the same form (Linux `foc->exp`).
+    pub experimental: bool,
+}
+
+impl FastOpenOption {
+    /// Bytes on the wire, padded with NOPs to a multiple of 4 (Linux `tcp_options_write`).
+    fn emitted_len(&self) -> usize {
+        let base = if self.experimental { 4 } else { 2 };
+        (base + self.cookie.as_bytes().len() + 3) & !3
+    }
 }
 
 impl TcpOptions {
@@ -212,6 +293,10 @@ mod kind {
     pub const SACK_PERM: u8 = 4;
     pub const SACK: u8 = 5;
     pub const TS: u8 = 8;
+    /// RFC 7413 §4.1.1, TCP Fast Open cookie.
+    pub const FAST_OPEN: u8 = 34;
+    /// RFC 4727 experimental kind, used with ExID 0xF989 by pre-RFC Fast Open (RFC 6994).
+    pub const EXP: u8 = 254;
 }
 
 /// Length of the fixed TCP header (data offset 5).
@@ -653,6 +738,30 @@ impl TcpOptions {
                     out.sack_count = count;
                 }
                 TcpOption::Timestamps(ts) => out.timestamps = Some(ts),
+                // RFC 7413 §4.1.1. A cookie of a length no cookie has is ignored (the
+                // option is absent), as Linux `tcp_parse_fastopen_option` ignores it.
+                TcpOption::Unknown {
+                    kind: kind::FAST_OPEN,
+                    data,
+                } => {
+                    if let Some(cookie) = FastOpenCookie::new(data) {
+                        out.fast_open = Some(FastOpenOption {
+                            cookie,
+                            experimental: false,
+                        });
+                    }
+                }
+                TcpOption::Unknown {
+                    kind: kind::EXP,
+                    data: [0xF9, 0x89, cookie @ ..],
+                } => {
+                    if let Some(cookie) = FastOpenCookie::new(cookie) {
+                        out.fast_open = Some(FastOpenOption {
+                            cookie,
+                            experimental: true,
+                        });
+                    }
+                }
                 TcpOption::Unknown { .. } => {}
             }
         }
@@ -673,6 +782,9 @@ impl TcpOptions {
         }
         if self.window_scale.is_some() {
             len += 4;
+        }
+        if let Some(fo) = &self.fast_open {
+            len += fo.emitted_len();
         }
         len
     }
@@ -733,6 +845,23 @@ impl TcpOptions {
             for block in &self.sack_blocks()[..sacks] {
                 put(&block.left.to_be_bytes());
                 put(&block.right.to_be_bytes());
+            }
+        }
+        // Last, as Linux `tcp_options_write` puts it: kind 34 (or 254 with the ExID), the
+        // length, the cookie, NOP NOP when that leaves 2 bytes of a word.
+        if let Some(fo) = &self.fast_open {
+            let cookie = fo.cookie.as_bytes();
+            let len = fo.emitted_len();
+            if fo.experimental {
+                let m = FAST_OPEN_EXP_MAGIC.to_be_bytes();
+                put(&[kind::EXP, (4 + cookie.len()) as u8, m[0], m[1]]);
+            } else {
+                put(&[kind::FAST_OPEN, (2 + cookie.len()) as u8]);
+            }
+            put(cookie);
+            let used = if fo.experimental { 4 } else { 2 } + cookie.len();
+            for _ in used..len {
+                put(&[kind::NOP]);
             }
         }
         Ok(total)

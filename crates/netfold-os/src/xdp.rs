@@ -1,0 +1,1179 @@
+//! An AF_XDP device: raw Ethernet frames on one queue of an existing interface, moved
+//! through rings shared with the driver instead of through the kernel's network stack
+//! (Documentation/networking/af_xdp.rst).
+//!
+//! The pieces, as that document names them:
+//! - **UMEM**: one anonymous mapping cut into `frames` chunks of [`CHUNK_SIZE`] bytes,
+//!   registered with `XDP_UMEM_REG`. Half the chunks receive, half transmit.
+//! - **Fill ring** (we produce, the kernel consumes): chunks the kernel may receive into.
+//!   Every receive chunk is in it, in the kernel's hands or in the RX ring; each one read is
+//!   given back at once.
+//! - **RX ring** (kernel produces): descriptors (address, length) of received frames.
+//! - **TX ring** (we produce): descriptors of frames to send, written into transmit chunks.
+//! - **Completion ring** (kernel produces): transmit chunks the kernel is done with.
+//! - **need_wakeup** (`XDP_USE_NEED_WAKEUP`, Linux 5.4): the kernel says in a ring's flags
+//!   word when it needs a system call to make progress: `sendto` kicks the transmit side,
+//!   `recvfrom` the fill side. In copy mode every transmit needs the kick (the kernel sends
+//!   in the system call, 32 frames per call at most, `xsk_generic_xmit`), so a batch is
+//!   kicked until the ring is empty; a zero-copy driver that is running asks for none.
+//! - **XDP program** ([`super::xdp_prog`]): redirects the frames netfold owns (its addresses,
+//!   and ARP/NDP for them; or everything, by option) to the socket through an `XSKMAP`, and
+//!   passes the rest to the kernel, so the host keeps working on a shared interface. It is
+//!   attached through a BPF link: closing the socket (or the process dying) detaches it.
+//!
+//! Modes, said at open and by [`XdpSocket::mode`] and [`XdpSocket::attach_mode`]: the socket
+//! is bound zero-copy when the driver supports it (`XDP_ZEROCOPY`, the NIC DMAs into the
+//! UMEM) and in copy mode otherwise (`XDP_COPY`: the kernel copies between its buffers and
+//! the UMEM, as on a veth), unless [`XdpConfig::bind`] forces one; the program is attached
+//! native (`XDP_FLAGS_DRV_MODE`, the driver runs it before an skb exists: veth, most 10G+
+//! NICs) and generic (`XDP_FLAGS_SKB_MODE`, any driver) otherwise, unless
+//! [`XdpConfig::attach`] forces one. Nothing falls back silently: each failure is an
+//! [`XdpError`] that says what is missing.
+//!
+//! Copies: one per received frame (from its UMEM chunk into a pooled buffer, so the chunk
+//! goes back to the fill ring at once and a stack may hold the frame as long as it likes),
+//! one per transmitted frame (into a transmit chunk). The stack's packet buffers are its own
+//! heap memory, not UMEM chunks, so the ring cannot hand them over without that copy.
+//!
+//! Offloads: none. AF_XDP frames carry no checksum or segmentation metadata, so the stack
+//! runs with software checksums and segments at the MTU (`DeviceCaps` say so). What leaves
+//! is made valid here whatever the stack hands over: a frame with a partial checksum
+//! (`Csum::Partial`) has it completed, a TCP super-frame larger than the MTU is cut in
+//! software ([`super::vnet::gso_split`], complete checksums per piece), anything else too
+//! large for a chunk or the MTU is dropped and counted. What arrives is verified by the
+//! stack. A kernel peer on a veth sends frames whose checksum it left to the "hardware"
+//! (`CHECKSUM_PARTIAL`); XDP sees them before anything completes it, so such a peer needs
+//! transmit checksumming off (`ethtool -K PEER tx off`) or the stack drops its TCP and UDP
+//! frames as bad checksums (counted).
+//!
+//! Own ring code rather than a crate: the rings are four single-producer single-consumer
+//! index pairs over shared memory (about 150 lines here), the same bpf(2) calls as the TAP
+//! steering program load the XDP program; `xdpilone` does the rings only, and the crates that
+//! also load a program (`xsk-rs`, `afxdp`, libxdp through `libxdp-dev`) do it through the C
+//! libbpf/libxdp. Measured, there is no speed to win: in a `perf record`
+//! of `netfold stream` between two netfold stacks over an AF_XDP veth (copy mode, native XDP,
+//! AMD EPYC, 2 vCPUs) the ring code (`recv_batch`, `send_batch`, `queue_tx`) is 0.7% of the
+//! samples, the copy into transmit chunks 2.2% (any copy-mode user pays it), the kernel 81%
+//! (skb allocation and copies in `__xsk_generic_xmit`, veth, `__xsk_rcv`). The hot path is the
+//! same shape in every implementation (read the producer with acquire, copy, store the
+//! consumer with release), and a crate would be one more thing to keep up with for it.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::fmt;
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::tap::{interface_mtu, wait_readable};
+use crate::xdp_prog::{self, XdpFilter, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE, XDP_PASS};
+use netfold::buf::{Csum, PacketBuf, Pool};
+use netfold::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
+use netfold::time::{Duration, Instant};
+
+/// Bytes per UMEM chunk: a page, so a chunk holds any frame a native-XDP driver hands over
+/// (they cap the MTU below a page) and the aligned-chunk mode applies.
+pub const CHUNK_SIZE: usize = 4096;
+/// Where the kernel puts a received frame inside its chunk in copy mode
+/// (`XDP_PACKET_HEADROOM`); transmit frames start at the chunk's first byte.
+const RX_HEADROOM: usize = 256;
+/// Ethernet header plus one 802.1Q tag.
+const LINK_OVERHEAD: usize = netfold::wire::ethernet::VLAN_HEADER_LEN;
+/// Most frames the kernel transmits per `sendto` kick in copy mode, and the bound on kicks
+/// per batch (`ceil(TX ring / 32)` plus slack, so a stuck queue cannot hold the thread).
+const MAX_KICKS: usize = 128;
+
+/// How the socket is bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpBind {
+    /// Zero-copy when the driver supports it, copy mode otherwise (the kernel decides).
+    #[default]
+    Auto,
+    /// Copy mode only.
+    Copy,
+    /// Zero-copy only: an error if the driver cannot.
+    ZeroCopy,
+}
+
+/// Where the XDP program is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpAttach {
+    /// Native when the driver supports it, generic otherwise.
+    #[default]
+    Auto,
+    /// In the driver (`XDP_FLAGS_DRV_MODE`).
+    Native,
+    /// On the skb, for any driver (`XDP_FLAGS_SKB_MODE`).
+    Generic,
+}
+
+/// The data path the socket got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpMode {
+    /// The NIC reads and writes the UMEM itself.
+    ZeroCopy,
+    /// The kernel copies between its buffers and the UMEM.
+    Copy,
+}
+
+impl fmt::Display for XdpMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            XdpMode::ZeroCopy => "zero-copy",
+            XdpMode::Copy => "copy",
+        })
+    }
+}
+
+impl fmt::Display for XdpAttach {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            XdpAttach::Auto => "auto",
+            XdpAttach::Native => "native",
+            XdpAttach::Generic => "generic",
+        })
+    }
+}
+
+/// How an [`XdpSocket`] is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XdpConfig {
+    /// The interface queue to bind (the program redirects only frames of this queue).
+    pub queue: u32,
+    /// Which frames the program redirects to the socket.
+    pub filter: XdpFilter,
+    pub bind: XdpBind,
+    pub attach: XdpAttach,
+    /// UMEM chunks (half receive, half transmit); rounded to a power of two, at least 64.
+    pub frames: u32,
+    /// IP MTU; `None` reads the interface's.
+    pub mtu: Option<usize>,
+    pub max_burst: usize,
+}
+
+impl XdpConfig {
+    /// Frames addressed to `addrs` (and ARP/NDP for them) on queue 0, the rest to the kernel.
+    pub fn local(addrs: &[IpAddr]) -> XdpConfig {
+        let mut v4 = Vec::new();
+        let mut v6 = Vec::new();
+        for a in addrs {
+            match a {
+                IpAddr::V4(a) if !a.is_unspecified() => v4.push(*a),
+                IpAddr::V6(a) if !a.is_unspecified() => v6.push(*a),
+                _ => {}
+            }
+        }
+        XdpConfig {
+            filter: XdpFilter::Local { v4, v6 },
+            ..XdpConfig::all()
+        }
+    }
+
+    /// Every frame of queue 0 to the socket.
+    pub fn all() -> XdpConfig {
+        XdpConfig {
+            queue: 0,
+            filter: XdpFilter::All,
+            bind: XdpBind::Auto,
+            attach: XdpAttach::Auto,
+            frames: 4096,
+            mtu: None,
+            max_burst: 64,
+        }
+    }
+}
+
+/// Why an AF_XDP device could not be opened. Each says what is missing; converted to an
+/// `io::Error` (kind `PermissionDenied`, `Unsupported`, `NotFound`, `InvalidInput`, `Other`)
+/// where callers want one.
+#[derive(Debug)]
+pub enum XdpError {
+    /// No CAP_NET_ADMIN / CAP_BPF (not root).
+    Permission(&'static str, io::Error),
+    /// The kernel has no AF_XDP sockets, no XSKMAP or no BPF links for XDP (built without
+    /// `CONFIG_XDP_SOCKETS`, or older than Linux 5.9).
+    KernelUnsupported(&'static str, io::Error),
+    /// The interface does not exist.
+    NoInterface(String),
+    /// The interface has no such queue, or is down.
+    NoQueue {
+        ifname: String,
+        queue: u32,
+        err: io::Error,
+    },
+    /// Zero-copy was required and the driver cannot do it.
+    NoZeroCopy(io::Error),
+    /// Native XDP was required (or generic failed too) and the driver cannot run it.
+    NoDriverSupport(io::Error),
+    /// Another XDP program is attached to the interface, or another AF_XDP socket is bound to
+    /// the queue.
+    Busy(io::Error),
+    /// The interface's MTU does not fit a UMEM chunk.
+    MtuTooLarge { mtu: usize, max: usize },
+    /// The filter names no address (it would redirect nothing).
+    NoAddresses,
+    /// The XDP program was refused (the verifier's log attached).
+    Program(io::Error),
+    /// Any other failure of the named step.
+    Io(&'static str, io::Error),
+}
+
+impl fmt::Display for XdpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            XdpError::Permission(what, e) => {
+                write!(
+                    f,
+                    "{what}: {e}: AF_XDP needs root (CAP_NET_ADMIN and CAP_BPF)"
+                )
+            }
+            XdpError::KernelUnsupported(what, e) => write!(
+                f,
+                "{what}: {e}: this kernel has no AF_XDP (CONFIG_XDP_SOCKETS, Linux 5.9 or later \
+                 for BPF links)"
+            ),
+            XdpError::NoInterface(n) => write!(f, "no interface {n:?}"),
+            XdpError::NoQueue { ifname, queue, err } => write!(
+                f,
+                "binding queue {queue} of {ifname}: {err} (is it up, and does it have that many \
+                 queues?)"
+            ),
+            XdpError::NoZeroCopy(e) => write!(
+                f,
+                "zero-copy AF_XDP: {e}: the driver does not support it (use copy mode)"
+            ),
+            XdpError::NoDriverSupport(e) => {
+                write!(
+                    f,
+                    "attaching the XDP program: {e}: the driver cannot run it"
+                )
+            }
+            XdpError::Busy(e) => write!(
+                f,
+                "{e}: another XDP program is attached to the interface, or another AF_XDP \
+                 socket is bound to the queue"
+            ),
+            XdpError::MtuTooLarge { mtu, max } => write!(
+                f,
+                "MTU {mtu} does not fit an AF_XDP chunk (at most {max} without multi-buffer)"
+            ),
+            XdpError::NoAddresses => f.write_str(
+                "the XDP filter names no local address (give the stack an address, or \
+                 redirect everything)",
+            ),
+            XdpError::Program(e) => write!(f, "loading the XDP program: {e}"),
+            XdpError::Io(what, e) => write!(f, "{what}: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for XdpError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            XdpError::Permission(_, e)
+            | XdpError::KernelUnsupported(_, e)
+            | XdpError::NoQueue { err: e, .. }
+            | XdpError::NoZeroCopy(e)
+            | XdpError::NoDriverSupport(e)
+            | XdpError::Busy(e)
+            | XdpError::Program(e)
+            | XdpError::Io(_, e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<XdpError> for io::Error {
+    fn from(e: XdpError) -> io::Error {
+        let kind = match &e {
+            XdpError::Permission(..) => io::ErrorKind::PermissionDenied,
+            XdpError::KernelUnsupported(..)
+            | XdpError::NoZeroCopy(_)
+            | XdpError::NoDriverSupport(_) => io::ErrorKind::Unsupported,
+            XdpError::NoInterface(_) => io::ErrorKind::NotFound,
+            XdpError::MtuTooLarge { .. } | XdpError::NoAddresses | XdpError::NoQueue { .. } => {
+                io::ErrorKind::InvalidInput
+            }
+            XdpError::Busy(_) => io::ErrorKind::ResourceBusy,
+            XdpError::Program(_) | XdpError::Io(..) => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, e)
+    }
+}
+
+/// Classifies a failed step: permission and missing-kernel-support errors get their own
+/// variants, anything else is `Io(what, e)`.
+fn classify(what: &'static str, e: io::Error) -> XdpError {
+    match e.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => XdpError::Permission(what, e),
+        Some(libc::EAFNOSUPPORT | libc::ENOSYS | libc::ENOPROTOOPT) => {
+            XdpError::KernelUnsupported(what, e)
+        }
+        _ => XdpError::Io(what, e),
+    }
+}
+
+/// Counters of an AF_XDP socket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XdpStats {
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    /// RX descriptors outside the UMEM or their chunk: dropped.
+    pub rx_bad_desc: u64,
+    /// `recvfrom` calls to wake the fill side (need_wakeup set).
+    pub rx_wakeups: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// Frames not sent: no free transmit chunk after a kick, or too large for a chunk.
+    pub tx_dropped: u64,
+    /// `sendto` kicks of the transmit side.
+    pub tx_kicks: u64,
+    /// Partial checksums the stack left that were completed here.
+    pub tx_csum_completed: u64,
+    /// TCP super-frames cut here, and the segments they made.
+    pub tx_gso_frames: u64,
+    pub tx_gso_segments: u64,
+}
+
+/// The kernel's `XDP_STATISTICS` for the socket (cumulative).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XdpKernelStats {
+    /// Frames dropped for reasons other than an empty fill ring or a full RX ring.
+    pub rx_dropped: u64,
+    pub rx_invalid_descs: u64,
+    pub tx_invalid_descs: u64,
+    /// Frames dropped because the RX ring was full.
+    pub rx_ring_full: u64,
+    /// Times the kernel found the fill ring empty.
+    pub rx_fill_ring_empty: u64,
+    pub tx_ring_empty: u64,
+}
+
+/// An anonymous mapping, unmapped on drop.
+#[derive(Debug)]
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    fn anonymous(len: usize) -> io::Result<Mapping> {
+        // SAFETY: a fresh private anonymous mapping; checked for MAP_FAILED; owned by the
+        // returned value, which unmaps it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping { ptr: p.cast(), len })
+    }
+
+    fn of_socket(fd: BorrowedFd<'_>, len: usize, pgoff: u64) -> io::Result<Mapping> {
+        // SAFETY: maps a ring the kernel allocated for this socket (the offset selects
+        // which); checked for MAP_FAILED; owned by the returned value.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                pgoff as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping { ptr: p.cast(), len })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: exactly the mapping made above; no reference into it outlives `self`.
+        unsafe {
+            libc::munmap(self.ptr.cast(), self.len);
+        }
+    }
+}
+
+/// One mapped ring: a producer index, a consumer index, a flags word and `size` entries of
+/// `entry` bytes (`u64` chunk addresses for fill/completion, `struct xdp_desc` for RX/TX).
+#[derive(Debug)]
+struct Ring {
+    map: Mapping,
+    producer: usize,
+    consumer: usize,
+    flags: usize,
+    desc: usize,
+    size: u32,
+    /// Our copy of the index we own (the producer of fill/TX, the consumer of RX/completion).
+    local: u32,
+}
+
+/// `struct xdp_desc`: u64 addr; u32 len; u32 options.
+const DESC_LEN: usize = 16;
+
+impl Ring {
+    fn map(
+        fd: BorrowedFd<'_>,
+        off: &libc::xdp_ring_offset,
+        size: u32,
+        entry: usize,
+        pgoff: u64,
+    ) -> io::Result<Ring> {
+        let len = off.desc as usize + size as usize * entry;
+        let map = Mapping::of_socket(fd, len, pgoff)?;
+        let r = Ring {
+            map,
+            producer: off.producer as usize,
+            consumer: off.consumer as usize,
+            flags: off.flags as usize,
+            desc: off.desc as usize,
+            size,
+            local: 0,
+        };
+        // Every offset must lie inside the mapping, 4-byte aligned for the index words.
+        for at in [r.producer, r.consumer, r.flags] {
+            if at + 4 > r.desc || !at.is_multiple_of(4) {
+                return Err(io::Error::other("XDP ring offsets out of bounds"));
+            }
+        }
+        if !r.desc.is_multiple_of(8) {
+            return Err(io::Error::other("XDP ring descriptors misaligned"));
+        }
+        Ok(r)
+    }
+
+    fn word(&self, at: usize) -> &AtomicU32 {
+        // SAFETY: `at` was checked to lie inside the mapping and be 4-byte aligned (`map`);
+        // the kernel accesses these words atomically too (smp_load_acquire /
+        // smp_store_release in xsk_queue.h), and the mapping lives as long as `self`.
+        unsafe { &*(self.map.ptr.add(at) as *const AtomicU32) }
+    }
+    fn producer(&self) -> &AtomicU32 {
+        self.word(self.producer)
+    }
+    fn consumer(&self) -> &AtomicU32 {
+        self.word(self.consumer)
+    }
+    fn needs_wakeup(&self) -> bool {
+        self.word(self.flags).load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
+    }
+    fn slot(&self, idx: u32, entry: usize) -> *mut u8 {
+        let i = (idx & (self.size - 1)) as usize;
+        // SAFETY: `i < size`, and the mapping holds `size` entries of `entry` bytes from
+        // `desc` (`map`), so the pointer stays inside it.
+        unsafe { self.map.ptr.add(self.desc + i * entry) }
+    }
+
+    // The consumer side (RX, completion).
+    /// Entries the kernel has produced that we have not consumed.
+    fn available(&self) -> u32 {
+        self.producer()
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.local)
+    }
+    fn release(&mut self, n: u32) {
+        self.local = self.local.wrapping_add(n);
+        self.consumer().store(self.local, Ordering::Release);
+    }
+
+    // The producer side (fill, TX).
+    fn submit(&mut self, n: u32) {
+        self.local = self.local.wrapping_add(n);
+        self.producer().store(self.local, Ordering::Release);
+    }
+    /// Whether the kernel has consumed everything produced.
+    fn drained(&self) -> bool {
+        self.consumer().load(Ordering::Acquire) == self.local
+    }
+
+    fn read_addr(&self, idx: u32) -> u64 {
+        // SAFETY: the slot lies in the mapping (`slot`); entries of fill/completion rings are
+        // 8-byte aligned u64s (`desc` is 8-aligned); the kernel produced this entry before
+        // the producer index we read with Acquire and does not touch it until we release.
+        unsafe { (self.slot(idx, 8) as *const u64).read() }
+    }
+    fn write_addr(&mut self, idx: u32, addr: u64) {
+        // SAFETY: as in `read_addr`; the slot is ours to write until `submit` publishes it.
+        unsafe { (self.slot(idx, 8) as *mut u64).write(addr) }
+    }
+    fn read_desc(&self, idx: u32) -> (u64, u32) {
+        let p = self.slot(idx, DESC_LEN);
+        // SAFETY: as in `read_addr`, for a 16-byte `struct xdp_desc` (addr at 0, len at 8).
+        unsafe { ((p as *const u64).read(), (p.add(8) as *const u32).read()) }
+    }
+    fn write_desc(&mut self, idx: u32, addr: u64, len: u32) {
+        let p = self.slot(idx, DESC_LEN);
+        // SAFETY: as in `write_addr`, for a 16-byte `struct xdp_desc`.
+        unsafe {
+            (p as *mut u64).write(addr);
+            (p.add(8) as *mut u32).write(len);
+            (p.add(12) as *mut u32).write(0);
+        }
+    }
+}
+
+/// An AF_XDP socket on one interface queue, with its UMEM, rings and XDP program. See the
+/// module documentation.
+#[derive(Debug)]
+pub struct XdpSocket {
+    /// Declared first: dropped first, so the program is detached before the socket closes.
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    _map: OwnedFd,
+    rx: Ring,
+    tx: Ring,
+    fill: Ring,
+    comp: Ring,
+    fd: OwnedFd,
+    /// Declared after the socket: unmapped only once the kernel lets go of it.
+    umem: Mapping,
+    /// Transmit chunks not in the kernel's hands.
+    tx_free: Vec<u64>,
+    ifname: String,
+    ifindex: u32,
+    queue: u32,
+    mtu: usize,
+    mode: XdpMode,
+    attach: XdpAttach,
+    need_wakeup: bool,
+    max_burst: usize,
+    stats: XdpStats,
+    /// Frames the GSO fallback cut, waiting for chunks (reused between batches).
+    split: Vec<PacketBuf>,
+}
+
+// SAFETY: the mappings are owned by this value alone and every access goes through `&self` or
+// `&mut self`; the kernel is the only other party. Moving it to another thread is as safe
+// as moving the descriptors it owns.
+unsafe impl Send for XdpSocket {}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn set_opt<T>(fd: BorrowedFd<'_>, opt: libc::c_int, v: &T) -> io::Result<()> {
+    // SAFETY: setsockopt reads `size_of::<T>()` bytes from a live value of a `#[repr(C)]`
+    // kernel structure (or an int) of exactly that size.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            opt,
+            (v as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// `getsockopt(SOL_XDP, opt)` into a zeroed `T`; returns it and the length the kernel wrote.
+fn get_opt<T: Copy>(fd: BorrowedFd<'_>, opt: libc::c_int, mut v: T) -> io::Result<(T, usize)> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the live local `v`, a plain-data
+    // kernel structure, and updates `len`.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            opt,
+            (&mut v as *mut T).cast(),
+            &mut len,
+        )
+    })?;
+    Ok((v, len as usize))
+}
+
+impl XdpSocket {
+    /// Opens an AF_XDP socket on queue `config.queue` of interface `ifname` (in the caller's
+    /// namespace), attaches the redirecting program and fills the fill ring. The modes it got
+    /// are [`XdpSocket::mode`] and [`XdpSocket::attach_mode`].
+    pub fn open(ifname: &str, config: XdpConfig) -> Result<XdpSocket, XdpError> {
+        if config.filter.is_empty() {
+            return Err(XdpError::NoAddresses);
+        }
+        let cname = CString::new(ifname).map_err(|_| XdpError::NoInterface(ifname.into()))?;
+        // SAFETY: a NUL-terminated name, read only during the call.
+        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+        if ifindex == 0 {
+            return Err(XdpError::NoInterface(ifname.into()));
+        }
+        let mtu = match config.mtu {
+            Some(m) => m,
+            None => interface_mtu(ifname).unwrap_or(1500),
+        };
+        let max_mtu = CHUNK_SIZE - RX_HEADROOM - LINK_OVERHEAD;
+        if mtu > max_mtu {
+            return Err(XdpError::MtuTooLarge { mtu, max: max_mtu });
+        }
+        let frames = config.frames.clamp(64, 1 << 20).next_power_of_two();
+        let half = frames / 2;
+
+        // SAFETY: plain syscall; the result is checked and owned below.
+        let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(classify(
+                "opening an AF_XDP socket",
+                io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: `raw` was just opened and is owned from here on.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+
+        let umem_len = frames as usize * CHUNK_SIZE;
+        let umem = Mapping::anonymous(umem_len).map_err(|e| XdpError::Io("mapping the UMEM", e))?;
+        let reg = libc::xdp_umem_reg {
+            addr: umem.ptr as u64,
+            len: umem_len as u64,
+            chunk_size: CHUNK_SIZE as u32,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        set_opt(fd.as_fd(), libc::XDP_UMEM_REG, &reg).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOBUFS) || e.raw_os_error() == Some(libc::ENOMEM) {
+                XdpError::Io(
+                    "registering the UMEM (locked memory: raise RLIMIT_MEMLOCK or run as root)",
+                    e,
+                )
+            } else {
+                classify("registering the UMEM", e)
+            }
+        })?;
+        for (opt, what) in [
+            (libc::XDP_UMEM_FILL_RING, "sizing the fill ring"),
+            (libc::XDP_UMEM_COMPLETION_RING, "sizing the completion ring"),
+            (libc::XDP_RX_RING, "sizing the RX ring"),
+            (libc::XDP_TX_RING, "sizing the TX ring"),
+        ] {
+            let n: libc::c_int = half as libc::c_int;
+            set_opt(fd.as_fd(), opt, &n).map_err(|e| classify(what, e))?;
+        }
+        // SAFETY: xdp_mmap_offsets is plain data; all-zero is valid.
+        let zero: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+        let (off, len) = get_opt(fd.as_fd(), libc::XDP_MMAP_OFFSETS, zero)
+            .map_err(|e| classify("reading the ring offsets", e))?;
+        if len != std::mem::size_of::<libc::xdp_mmap_offsets>() {
+            // A kernel before 5.4: no flags word, so no need_wakeup either.
+            return Err(XdpError::KernelUnsupported(
+                "reading the ring offsets",
+                io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            ));
+        }
+        let map_err = |what| move |e| XdpError::Io(what, e);
+        let rx = Ring::map(
+            fd.as_fd(),
+            &off.rx,
+            half,
+            DESC_LEN,
+            libc::XDP_PGOFF_RX_RING as u64,
+        )
+        .map_err(map_err("mapping the RX ring"))?;
+        let tx = Ring::map(
+            fd.as_fd(),
+            &off.tx,
+            half,
+            DESC_LEN,
+            libc::XDP_PGOFF_TX_RING as u64,
+        )
+        .map_err(map_err("mapping the TX ring"))?;
+        let mut fill = Ring::map(fd.as_fd(), &off.fr, half, 8, libc::XDP_UMEM_PGOFF_FILL_RING)
+            .map_err(map_err("mapping the fill ring"))?;
+        let comp = Ring::map(
+            fd.as_fd(),
+            &off.cr,
+            half,
+            8,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+        )
+        .map_err(map_err("mapping the completion ring"))?;
+
+        // The first half of the chunks receives: all of them go to the fill ring now.
+        for i in 0..half {
+            fill.write_addr(i, u64::from(i) * CHUNK_SIZE as u64);
+        }
+        fill.submit(half);
+        let tx_free: Vec<u64> = (half..frames)
+            .map(|i| u64::from(i) * CHUNK_SIZE as u64)
+            .collect();
+
+        let mode_flags = match config.bind {
+            XdpBind::Auto => 0,
+            XdpBind::Copy => libc::XDP_COPY,
+            XdpBind::ZeroCopy => libc::XDP_ZEROCOPY,
+        };
+        let bind = |flags: u16| -> io::Result<()> {
+            let sxdp = libc::sockaddr_xdp {
+                sxdp_family: libc::AF_XDP as u16,
+                sxdp_flags: flags,
+                sxdp_ifindex: ifindex,
+                sxdp_queue_id: config.queue,
+                sxdp_shared_umem_fd: 0,
+            };
+            // SAFETY: bind reads a sockaddr_xdp of the given size from a live local.
+            cvt(unsafe {
+                libc::bind(
+                    fd.as_raw_fd(),
+                    (&sxdp as *const libc::sockaddr_xdp).cast(),
+                    std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+                )
+            })
+            .map(drop)
+        };
+        let mut need_wakeup = true;
+        // A socket closed on this queue just before is let go of by a deferred kernel work
+        // item (`xp_release_deferred`): until it ran, the queue is busy. Wait for it a while.
+        let bind = |flags: u16| -> io::Result<()> {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+            loop {
+                match bind(flags) {
+                    Err(e)
+                        if e.raw_os_error() == Some(libc::EBUSY)
+                            && std::time::Instant::now() < until =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    r => return r,
+                }
+            }
+        };
+        let bound = match bind(mode_flags | libc::XDP_USE_NEED_WAKEUP) {
+            // A kernel before 5.4 refuses the flag: bind without it and kick every time.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                need_wakeup = false;
+                bind(mode_flags).map_err(|_| e)
+            }
+            r => r,
+        };
+        bound.map_err(|e| match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP) if config.bind == XdpBind::ZeroCopy => XdpError::NoZeroCopy(e),
+            Some(libc::EBUSY) => XdpError::Busy(e),
+            Some(libc::EINVAL | libc::ENETDOWN | libc::ENXIO) => XdpError::NoQueue {
+                ifname: ifname.into(),
+                queue: config.queue,
+                err: e,
+            },
+            _ => classify("binding the AF_XDP socket", e),
+        })?;
+        let (opts, _) = get_opt(
+            fd.as_fd(),
+            libc::XDP_OPTIONS,
+            libc::xdp_options { flags: 0 },
+        )
+        .map_err(|e| classify("reading the socket's options", e))?;
+        let mode = if opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0 {
+            XdpMode::ZeroCopy
+        } else {
+            XdpMode::Copy
+        };
+
+        let map = xdp_prog::create_xskmap(config.queue + 1)
+            .map_err(|e| classify("creating the XSKMAP", e))?;
+        xdp_prog::set_xsk(map.as_fd(), config.queue, fd.as_fd())
+            .map_err(|e| classify("putting the socket into the XSKMAP", e))?;
+        let insns = xdp_prog::program(&config.filter, map.as_raw_fd(), XDP_PASS);
+        let prog = xdp_prog::load(&insns).map_err(|e| match e.raw_os_error() {
+            Some(libc::EPERM | libc::ENOSYS) => classify("loading the XDP program", e),
+            _ => XdpError::Program(e),
+        })?;
+        let try_attach = |flags| xdp_prog::attach(prog.as_fd(), ifindex, flags);
+        let attach_err = |e: io::Error| match e.raw_os_error() {
+            Some(libc::EBUSY | libc::EEXIST) => XdpError::Busy(e),
+            Some(libc::EOPNOTSUPP) => XdpError::NoDriverSupport(e),
+            Some(libc::EINVAL) => XdpError::KernelUnsupported("attaching the XDP program", e),
+            _ => classify("attaching the XDP program", e),
+        };
+        let (link, attach) = match config.attach {
+            XdpAttach::Native => (
+                try_attach(XDP_FLAGS_DRV_MODE).map_err(attach_err)?,
+                XdpAttach::Native,
+            ),
+            XdpAttach::Generic => (
+                try_attach(XDP_FLAGS_SKB_MODE).map_err(attach_err)?,
+                XdpAttach::Generic,
+            ),
+            XdpAttach::Auto => match try_attach(XDP_FLAGS_DRV_MODE) {
+                Ok(l) => (l, XdpAttach::Native),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) => {
+                    return Err(XdpError::Busy(e));
+                }
+                Err(_) => (
+                    try_attach(XDP_FLAGS_SKB_MODE).map_err(attach_err)?,
+                    XdpAttach::Generic,
+                ),
+            },
+        };
+
+        Ok(XdpSocket {
+            _link: link,
+            _prog: prog,
+            _map: map,
+            rx,
+            tx,
+            fill,
+            comp,
+            fd,
+            umem,
+            tx_free,
+            ifname: ifname.to_owned(),
+            ifindex,
+            queue: config.queue,
+            mtu: mtu.max(68),
+            mode,
+            attach,
+            need_wakeup,
+            max_burst: config.max_burst.max(1),
+            stats: XdpStats::default(),
+            split: Vec::new(),
+        })
+    }
+
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+    pub fn mtu(&self) -> usize {
+        self.mtu
+    }
+    /// Zero-copy or copy mode, as the kernel bound the socket.
+    pub fn mode(&self) -> XdpMode {
+        self.mode
+    }
+    /// Where the program runs: [`XdpAttach::Native`] or [`XdpAttach::Generic`].
+    pub fn attach_mode(&self) -> XdpAttach {
+        self.attach
+    }
+    /// Whether the kernel takes `XDP_USE_NEED_WAKEUP` (Linux 5.4): system calls only when a
+    /// ring asks for one.
+    pub fn need_wakeup(&self) -> bool {
+        self.need_wakeup
+    }
+    pub fn stats(&self) -> XdpStats {
+        self.stats
+    }
+    /// One line for logs: interface, queue, modes.
+    pub fn describe(&self) -> String {
+        format!(
+            "AF_XDP on {} queue {} ({} mode, {} XDP)",
+            self.ifname, self.queue, self.mode, self.attach
+        )
+    }
+
+    /// The kernel's counters for the socket (`XDP_STATISTICS`).
+    pub fn kernel_stats(&self) -> io::Result<XdpKernelStats> {
+        // SAFETY: plain data; all-zero is valid.
+        let zero: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let (s, _) = get_opt(self.fd.as_fd(), libc::XDP_STATISTICS, zero)?;
+        Ok(XdpKernelStats {
+            rx_dropped: s.rx_dropped,
+            rx_invalid_descs: s.rx_invalid_descs,
+            tx_invalid_descs: s.tx_invalid_descs,
+            rx_ring_full: s.rx_ring_full,
+            rx_fill_ring_empty: s.rx_fill_ring_empty_descs,
+            tx_ring_empty: s.tx_ring_empty_descs,
+        })
+    }
+
+    /// Sleeps until a frame is readable or `timeout` passes.
+    pub fn wait(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        wait_readable(self.fd.as_fd(), timeout)
+    }
+
+    /// The bytes of chunk data `addr..addr + len`, if they lie inside one chunk of the UMEM.
+    fn umem_range(&self, addr: u64, len: usize) -> Option<(usize, usize)> {
+        let start = usize::try_from(addr).ok()?;
+        let end = start.checked_add(len)?;
+        if len == 0 || end > self.umem.len || (end - 1) / CHUNK_SIZE != start / CHUNK_SIZE {
+            return None;
+        }
+        Some((start, end))
+    }
+
+    /// Chunks the kernel finished sending go back to the free list.
+    fn reclaim(&mut self) {
+        let n = self.comp.available();
+        for k in 0..n {
+            let addr = self.comp.read_addr(self.comp.local.wrapping_add(k));
+            // Aligned mode: the chunk is the address rounded down (we gave chunk starts).
+            self.tx_free.push(addr - addr % CHUNK_SIZE as u64);
+        }
+        if n > 0 {
+            self.comp.release(n);
+        }
+    }
+
+    /// Asks the kernel to send what the TX ring holds (`sendto`, the need_wakeup protocol):
+    /// in copy mode it sends at most 32 frames per call and returns `EAGAIN` while more are
+    /// queued, so this calls again until the ring is drained, a hard error, or the bound.
+    fn kick_tx(&mut self) {
+        for _ in 0..MAX_KICKS {
+            if self.tx.drained() || (self.need_wakeup && !self.tx.needs_wakeup()) {
+                return;
+            }
+            self.stats.tx_kicks += 1;
+            // SAFETY: sendto with no buffer and no address on our own socket: a wake-up.
+            let r = unsafe {
+                libc::sendto(
+                    self.fd.as_raw_fd(),
+                    std::ptr::null(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null(),
+                    0,
+                )
+            };
+            if r < 0 {
+                match io::Error::last_os_error().raw_os_error() {
+                    Some(libc::EAGAIN | libc::EBUSY | libc::EINTR) => {}
+                    // ENOBUFS, ENETDOWN, ENXIO...: the kernel gives up for now.
+                    _ => return,
+                }
+            }
+        }
+    }
+
+    /// Copies `frame` into a free transmit chunk and queues its descriptor (not yet
+    /// published). Returns false (counted) if no chunk is free or it does not fit.
+    fn queue_tx(&mut self, frame: &[u8], queued: &mut u32) -> bool {
+        if frame.len() > CHUNK_SIZE || frame.is_empty() {
+            self.stats.tx_dropped += 1;
+            return false;
+        }
+        if self.tx_free.is_empty() {
+            // Publish what is queued, let the kernel send it, take the chunks back.
+            self.tx.submit(*queued);
+            *queued = 0;
+            self.kick_tx();
+            self.reclaim();
+        }
+        let Some(addr) = self.tx_free.pop() else {
+            self.stats.tx_dropped += 1;
+            return false;
+        };
+        let Some((start, end)) = self.umem_range(addr, frame.len()) else {
+            self.stats.tx_dropped += 1;
+            return false;
+        };
+        // SAFETY: `start..end` lies inside the UMEM (`umem_range`) in a transmit chunk that
+        // is on no ring (it came off the free list), so the kernel does not access it until
+        // the descriptor is published; no other reference to those bytes exists.
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.umem.ptr.add(start), end - start) };
+        netfold::mem::copy(dst, frame);
+        // The TX ring has a slot per transmit chunk, so a free chunk means a free slot.
+        let idx = self.tx.local.wrapping_add(*queued);
+        self.tx.write_desc(idx, addr, frame.len() as u32);
+        *queued += 1;
+        self.stats.tx_frames += 1;
+        self.stats.tx_bytes += frame.len() as u64;
+        true
+    }
+}
+
+/// The payload bytes per segment that keep each piece of TCP super-frame `frame` within
+/// `mtu` (its own IP and TCP header lengths subtracted), `None` if it is not a TCP frame the
+/// segmenter takes.
+fn tcp_mss(frame: &[u8], mtu: usize) -> Option<usize> {
+    let l = crate::vnet::ip_layout(frame)?;
+    if l.protocol != netfold::wire::IpProtocol::Tcp || l.fragment {
+        return None;
+    }
+    let t = netfold::wire::tcp::TcpPacket::new_checked(frame.get(l.l4..l.end)?).ok()?;
+    mtu.checked_sub(l.ihl + t.header_len()).filter(|&m| m > 0)
+}
+
+impl AsRawFd for XdpSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+impl AsFd for XdpSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl Device for XdpSocket {
+    fn readable_fd(&self) -> Option<RawFd> {
+        Some(self.fd.as_raw_fd())
+    }
+
+    fn caps(&self) -> DeviceCaps {
+        DeviceCaps {
+            medium: Medium::Ethernet,
+            mtu: self.mtu,
+            // No offload metadata crosses an AF_XDP ring: the stack sums and segments.
+            checksum: ChecksumCaps { tx: true, rx: true },
+            tso: false,
+            gro: false,
+            max_burst: self.max_burst,
+        }
+    }
+
+    fn recv_batch(
+        &mut self,
+        _now: Instant,
+        pool: &mut Pool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> usize {
+        let n = self.rx.available().min(max as u32);
+        let max_frame = self.mtu + LINK_OVERHEAD;
+        let mut appended = 0;
+        let mut refill = 0u32;
+        for k in 0..n {
+            let idx = self.rx.local.wrapping_add(k);
+            let (addr, len) = self.rx.read_desc(idx);
+            let len = len as usize;
+            match self.umem_range(addr, len).filter(|_| len <= max_frame) {
+                Some((start, end)) => {
+                    // SAFETY: `start..end` lies inside one UMEM chunk (`umem_range`) that
+                    // the kernel handed us through the RX ring (the producer index was read
+                    // with Acquire in `available`); it does not write the chunk until we give
+                    // it back through the fill ring below, after this copy.
+                    let src = unsafe {
+                        std::slice::from_raw_parts(self.umem.ptr.add(start), end - start)
+                    };
+                    let mut buf = pool.get();
+                    buf.extend_from_slice(src);
+                    self.stats.rx_frames += 1;
+                    self.stats.rx_bytes += len as u64;
+                    out.push(buf);
+                    appended += 1;
+                }
+                None => self.stats.rx_bad_desc += 1,
+            }
+            // The chunk goes straight back to the fill ring, which has a slot for every
+            // receive chunk. A bad address is given back as its chunk start if it lies in
+            // the UMEM at all (else that chunk is lost to the kernel, not to memory safety).
+            let chunk = addr - addr % CHUNK_SIZE as u64;
+            if (chunk as usize) < self.umem.len {
+                let f = self.fill.local.wrapping_add(refill);
+                self.fill.write_addr(f, chunk);
+                refill += 1;
+            }
+        }
+        if n > 0 {
+            self.rx.release(n);
+            self.fill.submit(refill);
+        }
+        if self.need_wakeup && self.fill.needs_wakeup() {
+            self.stats.rx_wakeups += 1;
+            // SAFETY: recvfrom with no buffer on our own socket: the fill-ring wake-up.
+            unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                );
+            }
+        }
+        appended
+    }
+
+    fn send_batch(&mut self, _now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
+        self.reclaim();
+        let max_frame = self.mtu + LINK_OVERHEAD;
+        let mut queued = 0u32;
+        let mut split = std::mem::take(&mut self.split);
+        for mut f in frames.drain(..) {
+            // What leaves must be a valid frame: finish what the stack left to a device.
+            if let Csum::Partial { start, offset } = f.csum() {
+                if crate::vnet::complete_partial(
+                    f.as_mut_slice(),
+                    usize::from(start),
+                    usize::from(offset),
+                ) {
+                    self.stats.tx_csum_completed += 1;
+                    f.set_csum(Csum::Unverified);
+                }
+            }
+            if f.len() > max_frame {
+                let segs = match tcp_mss(f.as_slice(), self.mtu) {
+                    Some(mss) => crate::vnet::gso_split(f.as_slice(), mss, pool, &mut split),
+                    None => 0,
+                };
+                if segs == 0 {
+                    self.stats.tx_dropped += 1;
+                } else {
+                    self.stats.tx_gso_frames += 1;
+                    self.stats.tx_gso_segments += segs as u64;
+                    for s in split.drain(..) {
+                        self.queue_tx(s.as_slice(), &mut queued);
+                        pool.put(s);
+                    }
+                }
+                pool.put(f);
+                continue;
+            }
+            self.queue_tx(f.as_slice(), &mut queued);
+            pool.put(f);
+        }
+        self.split = split;
+        if queued > 0 {
+            self.tx.submit(queued);
+        }
+        self.kick_tx();
+        self.reclaim();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_interfaces_and_empty_filters_are_typed_errors() {
+        let e = XdpSocket::open("nf-no-such-if", XdpConfig::all()).unwrap_err();
+        assert!(matches!(e, XdpError::NoInterface(_)), "{e}");
+        let e = XdpSocket::open("nul\0", XdpConfig::all()).unwrap_err();
+        assert!(matches!(e, XdpError::NoInterface(_)), "{e}");
+        let e = XdpSocket::open("lo", XdpConfig::local(&[])).unwrap_err();
+        assert!(matches!(e, XdpError::NoAddresses), "{e}");
+        assert_eq!(io::Error::from(e).kind(), io::ErrorKind::InvalidInput);
+        let cfg = XdpConfig {
+            mtu: Some(9000),
+            ..XdpConfig::all()
+        };
+        let e = XdpSocket::open("lo", cfg).unwrap_err();
+        assert!(matches!(e, XdpError::MtuTooLarge { mtu: 9000, .. }), "{e}");
+    }
+
+    #[test]
+    fn local_configs_keep_the_addresses_of_each_family() {
+        let c = XdpConfig::local(&[
+            "198.18.47.2".parse().unwrap(),
+            "0.0.0.0".parse().unwrap(),
+            "2001:2:0:47::2".parse().unwrap(),
+        ]);
+        assert_eq!(
+            c.filter,
+            XdpFilter::Local {
+                v4: vec!["198.18.47.2".parse().unwrap()],
+                v6: vec!["2001:2:0:47::2".parse().unwrap()],
+            }
+        );
+    }
+}
