@@ -273,8 +273,11 @@ pub fn scaling_bars(
                 centred(14),
             )))?;
             // Below the axis, in pixels: the chart clips data coordinates below zero.
+            // `backend_coord` gives the canvas's pixels, not the panel's, so the label is
+            // drawn on the whole canvas (drawn on the panel it would land one panel lower
+            // for every panel above it).
             let (px, py) = chart.backend_coord(&(mid, 0.0));
-            area.draw(&Text::new(
+            root.draw(&Text::new(
                 b.label.clone(),
                 (px, py + 8),
                 ("sans-serif", 12)
@@ -322,6 +325,58 @@ mod tests {
             assert!(svg.contains(text), "{text} missing");
         }
         assert!(scaling_bars(&path, &[]).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The y coordinate of the SVG text element that holds exactly `text` (plotters writes
+    /// the text on a line of its own).
+    fn text_y(svg: &str, text: &str) -> f64 {
+        let end = svg
+            .find(&format!(">\n{text}\n</text>"))
+            .unwrap_or_else(|| panic!("{text} missing"));
+        let start = svg[..end].rfind("<text").expect("text element");
+        let el = &svg[start..end];
+        let y = el.find(" y=\"").expect("y attribute") + 4;
+        let len = el[y..].find('"').expect("closing quote");
+        el[y..y + len].parse().expect("a number")
+    }
+
+    #[test]
+    fn each_panels_labels_sit_under_its_own_axis() {
+        let dir = std::env::temp_dir().join(format!("netfold-plot2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("scaling.svg");
+        let panel = |title: &str, label: &str| {
+            (
+                title.to_string(),
+                1.8,
+                vec![Bar {
+                    label: label.into(),
+                    relative: 1.2,
+                }],
+            )
+        };
+        let panels = vec![
+            panel("stream", "first-panel"),
+            panel("rr", "second-panel"),
+            panel("crr", "third-panel"),
+        ];
+        scaling_bars(&path, &panels).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        // Each panel is 320 pixels high; its configuration labels lie inside it, below the
+        // middle (under the axis, above the next panel's title).
+        for (i, label) in ["first-panel", "second-panel", "third-panel"]
+            .iter()
+            .enumerate()
+        {
+            let y = text_y(&svg, label);
+            let top = 320.0 * i as f64;
+            assert!(
+                (top + 160.0..top + 320.0).contains(&y),
+                "{label} at y={y}, panel {i} spans {top}..{}",
+                top + 320.0
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

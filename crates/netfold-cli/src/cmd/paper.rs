@@ -910,14 +910,14 @@ fn transaction_verdict(md: &mut String, rows: &[Value]) {
             .map(headline)
     };
     let mut v = String::new();
+    // The test the rows measured (TCP_RR or TCP_CRR), for the summary's claim.
+    let test = rows.first().map_or("TCP_RR", |r| s(r, "test"));
     if let (Some(one), Some(two)) = (at("kernel", "1 CPU"), at("kernel", "2 CPUs")) {
+        let claim = format!("kernel {test}: one CPU beats two (transactions/s, 1 CPU / 2 CPUs)");
         let _ = write!(
             v,
             "kernel transactions/s at one CPU / at two CPUs = {}. ",
-            verdict(
-                "kernel TCP_RR: one CPU beats two (transactions/s, 1 CPU / 2 CPUs)",
-                ratio(one, two)
-            )
+            verdict(&claim, ratio(one, two))
         );
     }
     if let (Some(one), Some(two)) = (at("netfold", "1 CPU"), at("netfold", "2 CPUs")) {
