@@ -10,12 +10,34 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrontEnd(pub &'static str);
 
-/// What a shard thread carries: whose shards, which set of them, which shard.
+/// What a shard thread carries: whose shards, which set of them, which shard. Made by
+/// [`crate::shard::Sharding::key`] and moved into the thread started for the shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Key {
+pub struct Key {
     front_end: FrontEnd,
     set: SetId,
     shard: usize,
+}
+
+impl Key {
+    /// Shard `shard` of `set`, a set of `front_end`'s shards.
+    pub fn new(front_end: FrontEnd, set: SetId, shard: usize) -> Key {
+        Key {
+            front_end,
+            set,
+            shard,
+        }
+    }
+
+    /// The shard's index.
+    pub fn shard(self) -> usize {
+        self.shard
+    }
+
+    /// Marks the calling thread as this shard: first thing in a thread started for it.
+    pub fn enter(self) {
+        CURRENT.with(|c| c.set(Some(self)));
+    }
 }
 
 thread_local! {
@@ -38,18 +60,6 @@ impl Default for SetId {
     fn default() -> SetId {
         SetId::new()
     }
-}
-
-/// Marks the calling thread as shard `shard` of `set`, a set of `front_end`'s shards. Done
-/// once, first thing in a thread started for a shard.
-pub fn enter(front_end: FrontEnd, set: SetId, shard: usize) {
-    CURRENT.with(|c| {
-        c.set(Some(Key {
-            front_end,
-            set,
-            shard,
-        }))
-    });
 }
 
 /// The calling thread's shard, if `front_end` started it for one of its sets of shards.
@@ -77,7 +87,7 @@ mod tests {
         let (one, two) = (SetId::new(), SetId::new());
         std::thread::spawn(move || {
             assert_eq!(current_shard(A), None);
-            enter(A, one, 3);
+            Key::new(A, one, 3).enter();
             assert_eq!(current_shard(A), Some(3));
             assert_eq!(current_shard(B), None);
             assert_eq!(current_shard_of(one), Some(3));

@@ -8,7 +8,7 @@
 //! - [`ports`]: the local port of a connection a shard opens, so that its replies come back
 //!   to it ([`LocalPorts`]).
 //! - [`placement`]: the CPU each shard runs on ([`Placement`]).
-//! - [`current`]: which shard the calling thread is ([`current::enter`]), so that `connect`
+//! - [`current`]: which shard the calling thread is ([`current::Key`]), so that `connect`
 //!   stays on the caller's shard.
 //!
 //! The hashing itself (Toeplitz, the indirection table, `frame_tuple`, `own_ports`) is
@@ -93,7 +93,13 @@ impl Sharding {
     /// Marks the calling thread as shard `k` of these shards: first thing in a thread a front
     /// end starts for shard `k`.
     pub fn enter(&self, k: usize) {
-        current::enter(self.front_end, self.set, k);
+        self.key(k).enter();
+    }
+
+    /// Shard `k`'s key, for a thread that [`current::Key::enter`]s it before the `Sharding`
+    /// can be shared with it (e.g. a shard thread that must run before the rest exists).
+    pub fn key(&self, k: usize) -> current::Key {
+        current::Key::new(self.front_end, self.set, k)
     }
 
     /// The calling thread's shard, if it is one of these shards' threads.
@@ -108,12 +114,24 @@ impl Sharding {
             .unwrap_or_else(|| self.round_robin.fetch_add(1, Ordering::Relaxed) % self.shards)
     }
 
-    /// The local ports, in order, for a connection from `local` to `remote` on shard `k`
-    /// ([`LocalPorts::candidates`]); the caller tries each and skips those in use. Panics if
-    /// `k` is out of range.
-    pub fn local_ports(&self, k: usize, local: SocketAddr, remote: SocketAddr) -> Candidates<'_> {
-        self.ports
-            .candidates(&self.steering, k, self.shards, local, remote)
+    /// The local ports, in order, for a connection to `remote` on shard `k`
+    /// ([`LocalPorts::candidates`]); the caller tries each and skips those in use. `local` is
+    /// the stack's source address for `remote`, asked for only where the steering hashes it
+    /// (its error is returned as it is). Panics if `k` is out of range.
+    pub fn local_ports<E>(
+        &self,
+        k: usize,
+        remote: SocketAddr,
+        local: impl FnOnce() -> Result<SocketAddr, E>,
+    ) -> Result<Candidates<'_>, E> {
+        let local = match self.steering {
+            Steering::Rss(_) => local()?,
+            // Not hashed: any address does.
+            Steering::FollowTx => remote,
+        };
+        Ok(self
+            .ports
+            .candidates(&self.steering, k, self.shards, local, remote))
     }
 
     /// What a connect on shard `k` reports when [`Sharding::local_ports`] ran out.
@@ -151,7 +169,11 @@ mod tests {
         );
         let (local, remote) = (addr(1, 0), addr(2, 5201));
         for k in 0..2 {
-            let first: Vec<u16> = s.local_ports(k, local, remote).take(3).collect();
+            let first: Vec<u16> = s
+                .local_ports(k, remote, || Ok::<_, ()>(local))
+                .unwrap()
+                .take(3)
+                .collect();
             for &p in &first {
                 assert_eq!(
                     s.steering().shard_of(remote.ip(), local.ip(), 5201, p),
@@ -163,7 +185,11 @@ mod tests {
                 );
             }
             // The next search starts past the ports handed out.
-            let next = s.local_ports(k, local, remote).next().unwrap();
+            let next = s
+                .local_ports(k, remote, || Ok::<_, ()>(local))
+                .unwrap()
+                .next()
+                .unwrap();
             assert!(next > first[2], "{next} after {first:?}");
         }
     }
@@ -180,7 +206,10 @@ mod tests {
                 Placement::unpinned(),
                 EPHEMERAL_PORTS,
             );
-            s.local_ports(1, addr(1, 0), remote).take(8).collect()
+            s.local_ports(1, remote, || Ok::<_, ()>(addr(1, 0)))
+                .unwrap()
+                .take(8)
+                .collect()
         };
         let mapped = SocketAddr::new(
             IpAddr::V6(Ipv4Addr::new(198, 18, 0, 2).to_ipv6_mapped()),
@@ -198,7 +227,10 @@ mod tests {
             Placement::unpinned(),
             100..=130,
         );
-        let got: Vec<u16> = s.local_ports(2, addr(1, 0), addr(2, 7)).collect();
+        let got: Vec<u16> = s
+            .local_ports(2, addr(2, 7), || Err("not asked"))
+            .unwrap()
+            .collect();
         assert_eq!(got, own_ports(100..=130, 2, 3, 100).collect::<Vec<_>>());
         assert!(s.no_port_left(2).contains("100..=130"));
     }

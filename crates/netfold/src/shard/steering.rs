@@ -1,7 +1,7 @@
 //! Which shard a flow belongs to: how the devices under a set of shards steer what they
 //! receive, and so what a connect must do to get its replies back.
 
-use crate::rss::{frame_tuple_ip, Rss};
+use crate::rss::Rss;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -58,9 +58,7 @@ impl Steering {
     /// [`Steering::shard_of`] for an Ethernet frame; `None` also for a frame without a
     /// 4-tuple (ARP, NDP, ICMP, fragments).
     pub fn shard_of_frame(&self, frame: &[u8]) -> Option<usize> {
-        let rss = self.rss()?;
-        let (src, dst, sp, dp) = frame_tuple_ip(frame)?;
-        Some(rss.shard_of_ip(src, dst, sp, dp))
+        self.rss()?.shard_of_frame(frame)
     }
 
     /// Why this steering cannot serve `shards` shards: an RSS table over another number of
