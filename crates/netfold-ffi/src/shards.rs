@@ -33,7 +33,7 @@ use netfold_core::phy::mq::{mq_link, MqPort};
 use netfold_core::phy::pipe::PipeConfig;
 use netfold_core::phy::{Device, DeviceCaps, Medium};
 use netfold_core::rss::{Rss, MICROSOFT_KEY};
-use netfold_core::shard::{current, FrontEnd, Placement, Sharding, Steering};
+use netfold_core::shard::{current, AcceptOrder, FrontEnd, Placement, Sharding, Steering};
 use netfold_os::clock::Epoch;
 use netfold_os::mqtap;
 use netfold_os::tap::TapConfig;
@@ -306,7 +306,7 @@ impl Shards {
             engines: self.engines.clone(),
             fds,
             bell: Arc::clone(&self.bell),
-            next: AtomicUsize::new(0),
+            next: AcceptOrder::new(),
         })
     }
 
@@ -356,7 +356,7 @@ pub(crate) struct Listener {
     bell: Arc<Bell>,
     /// Where the next `accept_any` starts looking: each call starts at the next shard, so a
     /// busy shard does not hide the others.
-    next: AtomicUsize,
+    next: AcceptOrder,
 }
 
 impl Listener {
@@ -378,7 +378,7 @@ impl Listener {
     pub(crate) fn accept_any(&self, timeout: Option<StdDuration>) -> R<(usize, i32, SocketAddr)> {
         let deadline = timeout.map(|t| StdInstant::now() + t);
         let n = self.engines.len();
-        let first = self.next.fetch_add(1, Ordering::Relaxed);
+        let first = self.next.first();
         // Registered before the first look (see `Bell::listen`).
         let waiter = self.bell.listen();
         loop {

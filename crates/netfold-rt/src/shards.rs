@@ -93,12 +93,11 @@ use crate::blocking::{Runtime, TcpListener, TcpStream};
 use netfold::iface::{Stack, StackConfig};
 use netfold::phy::Device;
 use netfold::rss::Rss;
-use netfold::shard::{current, FrontEnd, Placement, Sharding};
+use netfold::shard::{current, AcceptOrder, FrontEnd, Placement, Sharding};
 use netfold::tcp;
 use std::io;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration as StdDuration;
@@ -356,7 +355,7 @@ impl Shards {
             .collect::<io::Result<Vec<_>>>()?;
         Ok(ShardedListener {
             listeners,
-            next: AtomicUsize::new(0),
+            next: AcceptOrder::new(),
         })
     }
 
@@ -428,7 +427,7 @@ impl Shards {
 pub struct ShardedListener {
     listeners: Vec<TcpListener>,
     /// Where the next [`ShardedListener::accept`] starts looking.
-    next: AtomicUsize,
+    next: AcceptOrder,
 }
 
 impl ShardedListener {
@@ -465,7 +464,7 @@ impl ShardedListener {
         timeout: Option<StdDuration>,
     ) -> io::Result<(usize, TcpStream, SocketAddr)> {
         let all: Vec<&TcpListener> = self.listeners.iter().collect();
-        let first = self.next.fetch_add(1, Ordering::Relaxed);
+        let first = self.next.first();
         TcpListener::accept_any(&all, first, timeout)
     }
 

@@ -72,14 +72,13 @@ use netfold::phy::mq::MqPort;
 use netfold::phy::pipe::PipeConfig;
 use netfold::phy::{Device, DeviceCaps};
 use netfold::rss::Rss;
-use netfold::shard::{current, FrontEnd, Placement, Sharding, Steering};
+use netfold::shard::{current, AcceptOrder, FrontEnd, Placement, Sharding, Steering};
 use netfold::tcp;
 use netfold::time::Instant;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use tokio::sync::{oneshot, Notify};
@@ -365,7 +364,7 @@ impl Shards {
         }
         Ok(ShardedListener {
             listeners,
-            next: AtomicUsize::new(0),
+            next: AcceptOrder::new(),
         })
     }
 
@@ -502,7 +501,7 @@ fn start_shard(
 pub struct ShardedListener {
     listeners: Vec<TcpListener>,
     /// Where the next [`ShardedListener::accept`] starts looking.
-    next: AtomicUsize,
+    next: AcceptOrder,
 }
 
 impl ShardedListener {
@@ -527,7 +526,7 @@ impl ShardedListener {
     /// driver has a connection). The stream stays on its shard (its driver runs there).
     pub async fn accept(&self) -> io::Result<(usize, TcpStream, SocketAddr)> {
         let n = self.listeners.len();
-        let first = self.next.fetch_add(1, Ordering::Relaxed);
+        let first = self.next.first();
         poll_fn(|cx| {
             for i in 0..n {
                 let k = (first + i) % n;

@@ -8,17 +8,20 @@
 //! - [`ports`]: the local port of a connection a shard opens, so that its replies come back
 //!   to it ([`LocalPorts`]).
 //! - [`placement`]: the CPU each shard runs on ([`Placement`]).
+//! - [`accept`]: the order an accept across shards looks at them in ([`AcceptOrder`]).
 //! - [`current`]: which shard the calling thread is ([`current::Key`]), so that `connect`
 //!   stays on the caller's shard.
 //!
 //! The hashing itself (Toeplitz, the indirection table, `frame_tuple`, `own_ports`) is
 //! [`crate::rss`]'s.
 
+pub mod accept;
 pub mod current;
 pub mod placement;
 pub mod ports;
 pub mod steering;
 
+pub use accept::AcceptOrder;
 pub use current::{FrontEnd, SetId};
 pub use placement::Placement;
 pub use ports::{Candidates, LocalPorts};
