@@ -258,8 +258,8 @@ pub struct Common {
     #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["threads", "pin"])]
     pub placement: Option<Vec<Placement>>,
     /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack [default: 1;
-    /// with --shards: threads per shard, default 1 for one shard or with --affinity none, 2
-    /// for two or more shards or with --affinity split; see --shards for why].
+    /// with --shards: threads per shard, default 1, or 2 with --affinity split; see --shards
+    /// for why].
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: Option<u8>,
     /// Thread placement (alias --affinity): split (client CPU 0, server CPU 1; with --shards:
@@ -270,12 +270,11 @@ pub struct Common {
     pub pin: Option<Pin>,
     /// netfold (shards): N client and N server stacks joined by a multi-queue in-memory link
     /// steered by the Toeplitz hash, placed by --affinity. TCP_STREAM, TCP_RR and TCP_CRR.
-    /// Alone it runs the placement that measured best on a 2-vCPU machine shared with other
-    /// programs: every shard's threads on the shard's CPU (--affinity same); one shard on one
-    /// thread (no thread switch per transaction), two or more with a client and a server
-    /// thread per shard (--threads 2), since a lone polling thread per CPU gives its CPU away
-    /// when others' programs take its yields, while a pair that wakes each other is run
-    /// ahead of them (docs/BENCHMARKS.md, "Shard defaults").
+    /// Alone it runs one thread per shard for both its stacks, shard k on CPU k (--threads 1
+    /// --affinity same): no thread switch per transaction and a connection's work on one
+    /// core, the placement that does the most per CPU-second and, on idle cores, the most per
+    /// second (docs/BENCHMARKS.md, "Shard defaults"). On CPUs busy with other programs,
+    /// --threads 2 (a client and a server thread per shard) can take a larger share of them.
     #[arg(long)]
     pub shards: Option<usize>,
     /// netfold --shards: connections, spread over the shards [default: one per shard].
@@ -689,22 +688,20 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
             rate_bps: a.rate,
         },
         verify: a.verify,
-        // With --shards the placement that measures best is the default (docs/BENCHMARKS.md,
-        // "Shard defaults"): shard k's threads on CPU k (one connection's work on one core);
-        // one shard runs both its stacks on one thread (no thread switch per transaction),
-        // two or more run a client and a server thread per shard. On the 2-vCPU machine
-        // shared with others' builds, 2 shards x 2 streams with two threads per shard made
-        // 1.2-1.9x the stream throughput and, in 5 rounds of 6, more transactions than one
-        // thread per shard: a lone polling thread's yields go to the other programs and its
-        // back-off then sleeps, a pair that wakes each other keeps its CPU. One shard on two
-        // threads (both on CPU 0) was slower than on one in every round.
+        // With --shards the default is the placement that measures best per CPU-second in
+        // every condition and in throughput on idle cores: one thread per shard running its
+        // client and server stacks, shard k on CPU k (no thread switch per transaction, one
+        // connection's work on one core). On a quiet 2-vCPU AMD EPYC, 2 shards x 2 streams:
+        // TCP_RR 1.16M trans/s against 0.43M with a client and a server thread per shard,
+        // TCP_STREAM 99 against 86 Gbit/s. Under other programs' load two threads per shard
+        // get more of the CPUs and can move more, at half the work per CPU-second
+        // (docs/BENCHMARKS.md, "Shard defaults").
         // (`--affinity split` asked for by name keeps two threads per shard: it needs them.)
         threads: a.threads.map_or(
-            match (a.shards, a.pin) {
-                (Some(_), Some(Pin::Split)) => 2,
-                // `none` keeps one thread per shard: the pair's gain was measured pinned.
-                (Some(n), None | Some(Pin::Same)) if n >= 2 => 2,
-                _ => 1,
+            if a.shards.is_some() && a.pin == Some(Pin::Split) {
+                2
+            } else {
+                1
             },
             usize::from,
         ),
@@ -1304,24 +1301,23 @@ mod tests {
         U::try_parse_from(argv(args)).map(|t| t.a.into())
     }
 
-    /// `--shards N` alone: shard k's threads on CPU k, one thread for one shard, a client and
-    /// a server thread per shard for two or more (what measured best, see `params`); what is
-    /// asked for by name wins.
+    /// `--shards N` alone: one thread per shard on the shard's CPU; what is asked for by name
+    /// wins, and `--affinity split` brings its second thread.
     #[test]
-    fn shards_alone_get_the_placement_that_measured_best() {
+    fn shards_alone_get_one_thread_per_shard_on_its_cpu() {
         let p = |args: &[&str]| {
             let a = parse_rr_args(args).unwrap();
             let p = params(&a, Test::Rr, 1, (1, 1)).unwrap();
             (p.threads, p.pin)
         };
         assert_eq!(p(&["--shards", "1", "--streams", "2"]), (1, Pin::Same));
-        assert_eq!(p(&["--shards", "2", "--streams", "2"]), (2, Pin::Same));
+        assert_eq!(p(&["--shards", "2", "--streams", "2"]), (1, Pin::Same));
         assert_eq!(p(&["--shards", "2", "--affinity", "none"]), (1, Pin::None));
         assert_eq!(
             p(&["--shards", "1", "--affinity", "split"]),
             (2, Pin::Split)
         );
-        assert_eq!(p(&["--shards", "2", "--threads", "1"]), (1, Pin::Same));
+        assert_eq!(p(&["--shards", "2", "--threads", "2"]), (2, Pin::Same));
         // Without --shards nothing changes.
         assert_eq!(p(&[]), (1, Pin::Split));
     }
