@@ -6,9 +6,10 @@
 //! The model is `netfold_rt::shards` (see there and docs/SCALING.md), rebuilt on the C API's
 //! engine rather than wrapping `netfold_rt::Shards`: a blocking `Runtime` keeps no descriptor
 //! table, and an `nf_stack` view of a shard (`nf_shards_stack`) has to be a whole C stack so
-//! that every `nf_*` call works on it. What is shared with the Rust side is the steering:
-//! the Toeplitz hash and its port search ([`netfold_core::rss::Rss::local_ports`]) and the
-//! ephemeral range ([`netfold_rt::shards::EPHEMERAL`]).
+//! that every `nf_*` call works on it. What is shared with the Rust side is everything that
+//! does not depend on threads, [`netfold_core::shard::Sharding`]: the steering, the port
+//! search, the placement and the current-shard key (`nf_current_shard`), over the ephemeral
+//! range ([`netfold_rt::shards::EPHEMERAL`]).
 //!
 //! - Listening: [`Shards::listen`] opens one listening socket per shard on the same address
 //!   (`SO_REUSEPORT`-like); shard `k` accepts the connections whose SYN its queue received.

@@ -22,9 +22,11 @@
 //! connection on one core, what `netfold stream|rr|crr --shards N --affinity same` measures
 //! (`split` puts the application on another core, `none` pins nothing).
 //!
-//! The pieces are plain functions and per-shard [`Runtime`]s, so other front ends (the C API,
-//! the tokio adapter) can sit on them: [`Shards::shard`] is a whole blocking runtime,
-//! [`Shards::pick_shard`] and [`Shards::connect_on`] are the shard choice and the port choice.
+//! What does not depend on threads (steering, the port choice, placement, which shard the
+//! calling thread is) is the core's [`netfold::shard`], which the tokio adapter and the C API
+//! use too; this module adds the threads: a [`Runtime`] per shard ([`Shards::shard`]) and
+//! [`Shards::spawn_on`]. [`Shards::pick_shard`] and [`Shards::connect_on`] are the shard
+//! choice and the port choice.
 //!
 //! ```
 //! use netfold::iface::StackConfig;

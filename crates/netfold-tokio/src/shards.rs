@@ -4,7 +4,9 @@
 //!
 //! The model is `netfold_rt::shards` (docs/SCALING.md): connections are steered to shards by
 //! the RSS (Toeplitz) hash of their 4-tuple, so both directions of one stay on one shard and
-//! nothing on the data path is shared.
+//! nothing on the data path is shared. Steering, the port choice, placement and the
+//! current-shard key are the core's [`netfold::shard`]; this module adds a thread and a
+//! current-thread runtime per shard.
 //! - One runtime per shard, not one multi-threaded runtime for all: a task of a
 //!   multi-threaded runtime may be stolen by any worker, which is exactly the cross-core
 //!   bouncing shards exist to avoid. A shard's driver task, its connections' tasks and their
