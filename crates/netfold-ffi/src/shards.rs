@@ -131,7 +131,7 @@ impl Shards {
         let mut cfg = cfg;
         cfg.mtu = cfg.mtu.min(queues[0].tap().mtu());
         // The queues' eBPF Toeplitz steering, if in force: connect picks ports by its table.
-        let steering = Steering::from_rss(queues[0].steering().rss().cloned());
+        let steering = queues[0].steering().for_shards();
         let devices = queues
             .into_iter()
             .map(|q| Box::new(q) as Box<dyn Device + Send>)

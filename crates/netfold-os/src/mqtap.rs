@@ -87,6 +87,13 @@ impl QueueSteering {
             QueueSteering::Automq(_) => None,
         }
     }
+
+    /// How shards on these queues steer ([`netfold::shard::Steering`], what their `connect`
+    /// picks ports by): by the eBPF program's table, or following the transmit queue under
+    /// automq. One answer for the blocking, tokio and C shards.
+    pub fn for_shards(&self) -> netfold::shard::Steering {
+        netfold::shard::Steering::from_rss(self.rss().cloned())
+    }
 }
 
 impl std::fmt::Display for QueueSteering {

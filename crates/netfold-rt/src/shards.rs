@@ -230,9 +230,9 @@ impl Shards {
             ));
         }
         let mut config = config;
-        // With the queues' eBPF Toeplitz program in force, `connect` picks ports by its table.
-        if let Some(rss) = queues.first().and_then(|q| q.steering().rss()) {
-            config.steering = Steering::Rss(Arc::clone(rss));
+        // The queues decide: their eBPF Toeplitz program's table, or automq's FollowTx.
+        if let Some(q) = queues.first() {
+            config.steering = q.steering().for_shards();
         }
         let devices = queues
             .into_iter()

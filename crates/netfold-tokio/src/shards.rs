@@ -258,8 +258,9 @@ impl Shards {
         queues: Vec<netfold_os::mqtap::TapQueue>,
         cpus: &[usize],
     ) -> io::Result<Shards> {
-        let rss = queues.first().and_then(|q| q.steering().rss()).cloned();
-        let steering = Steering::from_rss(rss);
+        let steering = queues
+            .first()
+            .map_or(Steering::FollowTx, |q| q.steering().for_shards());
         if let Some(why) = steering.mismatch(queues.len()) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
         }
