@@ -577,6 +577,18 @@ impl Device for TapQueue {
 mod tests {
     use super::*;
 
+    #[test]
+    fn shards_steer_by_the_ebpf_table_or_follow_the_transmit_queue() {
+        use netfold::shard::Steering;
+        let rss = Arc::new(Rss::new(MICROSOFT_KEY, 2));
+        match QueueSteering::Rss(Arc::clone(&rss)).for_shards() {
+            Steering::Rss(r) => assert!(Arc::ptr_eq(&r, &rss)),
+            Steering::FollowTx => panic!("the eBPF table was lost"),
+        }
+        let automq = QueueSteering::Automq("no CAP_BPF".into()).for_shards();
+        assert!(matches!(automq, Steering::FollowTx));
+    }
+
     fn arp() -> Vec<u8> {
         let mut f = vec![0xff; 6];
         f.extend_from_slice(&[2, 0, 0, 0, 0, 1]);
