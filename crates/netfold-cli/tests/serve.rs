@@ -71,13 +71,7 @@ impl Netns {
             files: Vec::new(),
             ns,
         };
-        let mut add = vec!["tuntap", "add", "mode", mode, "name", &n.tap];
-        if multi_queue {
-            add.push("multi_queue");
-        }
-        n.ns.ip(&add).expect("create tap");
-        n.ns.configure(&n.tap, Ipv4Addr::new(198, 18, 0, 1), 24)
-            .expect("configure tap");
+        netfold_testkit::tapns::add_tap(&n.ns, &n.tap, mode, multi_queue).expect("create tap");
         n
     }
 

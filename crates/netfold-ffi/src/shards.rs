@@ -6,9 +6,10 @@
 //! The model is `netfold_rt::shards` (see there and docs/SCALING.md), rebuilt on the C API's
 //! engine rather than wrapping `netfold_rt::Shards`: a blocking `Runtime` keeps no descriptor
 //! table, and an `nf_stack` view of a shard (`nf_shards_stack`) has to be a whole C stack so
-//! that every `nf_*` call works on it. What is shared with the Rust side is the steering:
-//! the Toeplitz hash and its port search ([`netfold_core::rss::Rss::local_ports`]) and the
-//! ephemeral range ([`netfold_rt::shards::EPHEMERAL`]).
+//! that every `nf_*` call works on it. What is shared with the Rust side is everything that
+//! does not depend on threads, [`netfold_core::shard::Sharding`]: the steering, the port
+//! search, the placement and the current-shard key (`nf_current_shard`), over the ephemeral
+//! range ([`netfold_rt::shards::EPHEMERAL`]).
 //!
 //! - Listening: [`Shards::listen`] opens one listening socket per shard on the same address
 //!   (`SO_REUSEPORT`-like); shard `k` accepts the connections whose SYN its queue received.
@@ -33,14 +34,13 @@ use netfold_core::phy::mq::{mq_link, MqPort};
 use netfold_core::phy::pipe::PipeConfig;
 use netfold_core::phy::{Device, DeviceCaps, Medium};
 use netfold_core::rss::{Rss, MICROSOFT_KEY};
-use netfold_core::socket::unmapped;
+use netfold_core::shard::{current, AcceptOrder, FrontEnd, Placement, Sharding, Steering};
 use netfold_os::clock::Epoch;
 use netfold_os::mqtap;
 use netfold_os::tap::TapConfig;
-use netfold_rt::shards::{own_ports, EPHEMERAL};
-use std::cell::Cell;
+use netfold_rt::shards::EPHEMERAL;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
@@ -49,14 +49,12 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 /// ([`netfold_core::rss::INDIRECTION_ENTRIES`]); beyond, some shard would get no flows.
 pub(crate) const MAX_SHARDS: usize = netfold_core::rss::INDIRECTION_ENTRIES;
 
-thread_local! {
-    /// The shard of the calling thread if `nf_shards_run_on` started it.
-    static CURRENT: Cell<Option<usize>> = const { Cell::new(None) };
-}
+/// The C API's shards, for [`current_shard`].
+const FRONT_END: FrontEnd = FrontEnd("netfold-ffi");
 
 /// The calling thread's shard, if [`Shards::run_on`] started it (`nf_current_shard`).
 pub(crate) fn current_shard() -> Option<usize> {
-    CURRENT.with(Cell::get)
+    current::current_shard(FRONT_END)
 }
 
 /// One host's shards.
@@ -64,15 +62,11 @@ pub(crate) struct Shards {
     engines: Vec<Arc<Engine>>,
     /// The driver threads, joined by [`Shards::shutdown`].
     drivers: Mutex<Vec<JoinHandle<()>>>,
-    /// The Toeplitz steering of an in-memory link or of a multi-queue TAP with its eBPF
-    /// steering program; `None` on a TAP under the kernel's automq, which follows each
-    /// flow's transmit queue (`netfold_rt::shards::Steering::FollowTx`).
-    rss: Option<Arc<Rss>>,
-    /// Shard `k` runs on CPU `k` (modulo the CPUs online) when pinned.
-    pinned: bool,
-    /// Per shard: where the next port search starts, past the last port tried (ports in use
-    /// or in TIME-WAIT are not searched again by every connect).
-    cursors: Vec<AtomicU16>,
+    /// The steering ([`Steering::Rss`] for an in-memory link or a multi-queue TAP with its
+    /// eBPF steering program, [`Steering::FollowTx`] on a TAP under the kernel's automq), the
+    /// port search, the placement (shard `k` on CPU `k`, modulo the CPUs online, when
+    /// pinned) and the current-shard key.
+    sharding: Sharding,
     bell: Arc<Bell>,
     /// `run_on` callbacks still running: `nf_shards_free` refuses (EBUSY) while any is, since
     /// they use the shards' `nf_stack` views.
@@ -104,8 +98,8 @@ impl Shards {
                 .map(|p| Box::new(p) as Box<dyn Device + Send>)
                 .collect()
         };
-        let a = Shards::start(a, boxed(pa), Some(Arc::clone(&rss)), epoch, pinned)?;
-        let b = Shards::start(b, boxed(pb), Some(rss), epoch, pinned)?;
+        let a = Shards::start(a, boxed(pa), Steering::Rss(Arc::clone(&rss)), epoch, pinned)?;
+        let b = Shards::start(b, boxed(pb), Steering::Rss(rss), epoch, pinned)?;
         Ok((a, b))
     }
 
@@ -137,18 +131,18 @@ impl Shards {
         let mut cfg = cfg;
         cfg.mtu = cfg.mtu.min(queues[0].tap().mtu());
         // The queues' eBPF Toeplitz steering, if in force: connect picks ports by its table.
-        let rss = queues[0].steering().rss().cloned();
+        let steering = queues[0].steering().for_shards();
         let devices = queues
             .into_iter()
             .map(|q| Box::new(q) as Box<dyn Device + Send>)
             .collect();
-        Shards::start(cfg, devices, rss, Epoch::now(), pinned)
+        Shards::start(cfg, devices, steering, Epoch::now(), pinned)
     }
 
     fn start(
         cfg: StackConfig,
         devices: Vec<Box<dyn Device + Send>>,
-        rss: Option<Arc<Rss>>,
+        steering: Steering,
         epoch: Epoch,
         pinned: bool,
     ) -> R<Shards> {
@@ -168,12 +162,15 @@ impl Shards {
             })
             .collect();
         let n = engines.len();
+        let placement = if pinned {
+            Placement::one_per_shard(n)
+        } else {
+            Placement::unpinned()
+        };
         let shards = Shards {
             drivers: Mutex::new(Vec::with_capacity(n)),
-            cursors: (0..n).map(|_| AtomicU16::new(*EPHEMERAL.start())).collect(),
+            sharding: Sharding::new(FRONT_END, n, steering, placement, EPHEMERAL),
             engines,
-            rss,
-            pinned,
             bell,
             running: Arc::new(AtomicUsize::new(0)),
         };
@@ -198,7 +195,7 @@ impl Shards {
     }
 
     fn cpu(&self, k: usize) -> Option<usize> {
-        self.pinned.then_some(k)
+        self.sharding.cpu(k)
     }
 
     /// Starts a thread for shard `k`'s application work: pinned to the shard's CPU (when the
@@ -218,7 +215,7 @@ impl Shards {
         }
         self.running.fetch_add(1, Ordering::AcqRel);
         let running = Running(Arc::clone(&self.running));
-        let cpu = self.cpu(k);
+        let (cpu, key) = (self.cpu(k), self.sharding.key(k));
         std::thread::Builder::new()
             .name(format!("netfold-ffi-shard-app-{k}"))
             .spawn(move || {
@@ -226,7 +223,7 @@ impl Shards {
                 if let Some(cpu) = cpu {
                     netfold_os::cpu::pin_current_thread(cpu);
                 }
-                CURRENT.with(|c| c.set(Some(k)));
+                key.enter();
                 f()
             })
             // The closure (and `running` with it) was dropped: the count is back.
@@ -260,21 +257,10 @@ impl Shards {
                 }
             }
         };
-        // The hash is over the addresses on the wire (a v4-mapped peer travels as IPv4).
-        let (lip, rip) = (unmapped(local).ip(), unmapped(remote).ip());
-        let cursor = &self.cursors[k];
-        let start = cursor.load(Ordering::Relaxed);
         // RSS (also a TAP with the eBPF steering): a port whose 4-tuple hashes to k. A TAP
         // under automq: any port steers (the SYN leaves on queue k), but shards share one
         // address, so shard k takes only ports % n == k.
-        let ports: Box<dyn Iterator<Item = u16>> = match &self.rss {
-            Some(rss) => Box::new(rss.local_ports(lip, rip, remote.port(), k, EPHEMERAL, start)),
-            None => Box::new(own_ports(EPHEMERAL, k, self.len(), start)),
-        };
-        for port in ports {
-            // The next search starts after this port whatever becomes of it, so concurrent
-            // connects on the shard mostly try different ports.
-            cursor.store(port.wrapping_add(1), Ordering::Relaxed);
+        for port in self.sharding.local_ports(k, remote, || R::Ok(local))? {
             match ops::bind(e, fd, ops::any_of(family, port)) {
                 Err(libc::EADDRINUSE) => continue,
                 Err(err) => return Err(err),
@@ -321,7 +307,7 @@ impl Shards {
             engines: self.engines.clone(),
             fds,
             bell: Arc::clone(&self.bell),
-            next: AtomicUsize::new(0),
+            next: AcceptOrder::new(),
         })
     }
 
@@ -371,7 +357,7 @@ pub(crate) struct Listener {
     bell: Arc<Bell>,
     /// Where the next `accept_any` starts looking: each call starts at the next shard, so a
     /// busy shard does not hide the others.
-    next: AtomicUsize,
+    next: AcceptOrder,
 }
 
 impl Listener {
@@ -393,7 +379,7 @@ impl Listener {
     pub(crate) fn accept_any(&self, timeout: Option<StdDuration>) -> R<(usize, i32, SocketAddr)> {
         let deadline = timeout.map(|t| StdInstant::now() + t);
         let n = self.engines.len();
-        let first = self.next.fetch_add(1, Ordering::Relaxed);
+        let first = self.next.first();
         // Registered before the first look (see `Bell::listen`).
         let waiter = self.bell.listen();
         loop {

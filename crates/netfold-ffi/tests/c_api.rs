@@ -251,15 +251,11 @@ fn c_shards_on_a_multi_queue_tap_in_a_namespace() {
         false,
     );
     let ns = NetNs::create().expect("create netns");
-    let tap = "nfct0";
-    ns.ip(&["tuntap", "add", "dev", tap, "mode", "tap", "multi_queue"])
-        .expect("create multi-queue tap in the namespace");
-    ns.configure(tap, std::net::Ipv4Addr::new(198, 18, 0, 1), 24)
-        .expect("address tap");
+    // Deleted (before the namespace) also when the C program fails.
+    let tap = netfold_testkit::tapns::NsTap::add(&ns, "nfct0", "tap", true);
     let mut cmd = ns.command(exe.to_str().expect("utf-8 path"));
-    cmd.arg(tap);
+    cmd.arg(tap.name());
     run_command(cmd, &exe);
-    let _ = ns.ip(&["link", "del", tap]);
 }
 
 #[test]

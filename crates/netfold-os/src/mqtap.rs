@@ -87,6 +87,13 @@ impl QueueSteering {
             QueueSteering::Automq(_) => None,
         }
     }
+
+    /// How shards on these queues steer ([`netfold::shard::Steering`], what their `connect`
+    /// picks ports by): by the eBPF program's table, or following the transmit queue under
+    /// automq. One answer for the blocking, tokio and C shards.
+    pub fn for_shards(&self) -> netfold::shard::Steering {
+        netfold::shard::Steering::from_rss(self.rss().cloned())
+    }
 }
 
 impl std::fmt::Display for QueueSteering {
@@ -569,6 +576,18 @@ impl Device for TapQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shards_steer_by_the_ebpf_table_or_follow_the_transmit_queue() {
+        use netfold::shard::Steering;
+        let rss = Arc::new(Rss::new(MICROSOFT_KEY, 2));
+        match QueueSteering::Rss(Arc::clone(&rss)).for_shards() {
+            Steering::Rss(r) => assert!(Arc::ptr_eq(&r, &rss)),
+            Steering::FollowTx => panic!("the eBPF table was lost"),
+        }
+        let automq = QueueSteering::Automq("no CAP_BPF".into()).for_shards();
+        assert!(matches!(automq, Steering::FollowTx));
+    }
 
     fn arp() -> Vec<u8> {
         let mut f = vec![0xff; 6];

@@ -22,9 +22,11 @@
 //! connection on one core, what `netfold stream|rr|crr --shards N --affinity same` measures
 //! (`split` puts the application on another core, `none` pins nothing).
 //!
-//! The pieces are plain functions and per-shard [`Runtime`]s, so other front ends (the C API,
-//! the tokio adapter) can sit on them: [`Shards::shard`] is a whole blocking runtime,
-//! [`Shards::pick_shard`] and [`Shards::connect_on`] are the shard choice and the port choice.
+//! What does not depend on threads (steering, the port choice, placement, which shard the
+//! calling thread is) is the core's [`netfold::shard`], which the tokio adapter and the C API
+//! use too; this module adds the threads: a [`Runtime`] per shard ([`Shards::shard`]) and
+//! [`Shards::spawn_on`]. [`Shards::pick_shard`] and [`Shards::connect_on`] are the shard
+//! choice and the port choice.
 //!
 //! ```
 //! use netfold::iface::StackConfig;
@@ -93,45 +95,27 @@ use crate::blocking::{Runtime, TcpListener, TcpStream};
 use netfold::iface::{Stack, StackConfig};
 use netfold::phy::Device;
 use netfold::rss::Rss;
+use netfold::shard::{current, AcceptOrder, FrontEnd, Placement, Sharding};
 use netfold::tcp;
-use std::cell::Cell;
 use std::io;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration as StdDuration;
+
+pub use netfold::rss::own_ports;
+/// How the devices steer received frames to shards ([`Steering::Rss`]: by the hash, `connect`
+/// picks ports for it; [`Steering::FollowTx`]: a multi-queue TAP under the kernel's automq,
+/// see [`Shards::start_tap`]).
+pub use netfold::shard::Steering;
 
 /// The ephemeral port range (RFC 6335 §6: 49152-65535) `connect` searches for a port on the
 /// shard, by default.
 pub const EPHEMERAL: RangeInclusive<u16> = netfold::wire::EPHEMERAL_PORTS;
 
-/// How the devices steer received frames to shards, which decides how `connect` picks its
-/// local port.
-#[derive(Debug, Clone)]
-pub enum Steering {
-    /// By the Toeplitz hash of the 4-tuple through this table, as a NIC's RSS does (and the
-    /// in-memory [`netfold::phy::mq`] link). `connect` from shard `k` picks a local port
-    /// whose 4-tuple hashes to `k` both as the peer's frames carry it (`remote -> local`,
-    /// which this host's queues steer) and as ours do (`local -> remote`, which a sharded peer
-    /// steering by the same key would use, so that its accept lands on its shard `k` too).
-    Rss(Arc<Rss>),
-    /// The queue follows the flow's transmit queue: Linux's multi-queue TAP without its eBPF
-    /// steering program (`IFF_MULTI_QUEUE`, `tun_automq_select_queue`) records, per flow hash, the queue a flow's frames were last
-    /// written on and delivers the flow's frames from the kernel on that queue. A connection
-    /// opened from shard `k` writes its SYN on queue `k`, so its replies come back on queue
-    /// `k` whatever its port: `connect` takes any ephemeral port of its own (shards have
-    /// disjoint ports, see [`Shards::connect_on`]). (A flow the kernel starts —
-    /// a connection to our listener — lands on the queue of the kernel's own symmetric flow
-    /// hash, and stays there because the shard that accepts it answers on that queue.)
-    ///
-    /// ARP and NDP frames carry no flow, so the kernel may deliver a shard's neighbour answer
-    /// on another shard's queue: each shard's device must share them, as the queues of
-    /// [`netfold_os::mqtap`] do ([`Shards::start_tap`], `netfold serve --shards`); see
-    /// docs/SCALING.md.
-    FollowTx,
-}
+/// The blocking runtime's shards, for [`current_shard`].
+const FRONT_END: FrontEnd = FrontEnd("netfold-rt");
 
 /// How [`Shards::start`] runs its shards.
 #[derive(Debug, Clone)]
@@ -175,26 +159,17 @@ impl ShardConfig {
     }
 }
 
-thread_local! {
-    /// The shard of the calling thread, if [`Shards::spawn_on`] started it: (the `Shards`'
-    /// identity, the shard index).
-    static CURRENT: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
-}
-
 /// The shard index of the calling thread if one of any [`Shards`]' [`Shards::spawn_on`]
 /// started it ([`Shards::current`] says whether it is one of a given `Shards`).
 pub fn current_shard() -> Option<usize> {
-    CURRENT.with(|c| c.get()).map(|(_, k)| k)
+    current::current_shard(FRONT_END)
 }
 
 /// What the clones of one [`Shards`] share.
 struct Inner {
     runtimes: Vec<Runtime>,
-    config: ShardConfig,
-    /// Per shard: where the next port search starts (see [`Rss::local_ports`]).
-    next_port: Vec<AtomicU16>,
-    /// The next shard for a connect from a thread that is on none.
-    round_robin: AtomicUsize,
+    /// The steering in force, the port search, the placement and the current-shard key.
+    sharding: Sharding,
 }
 
 /// N shards: N [`Runtime`]s, one per device queue. Cheap to clone (one reference count), so
@@ -255,9 +230,9 @@ impl Shards {
             ));
         }
         let mut config = config;
-        // With the queues' eBPF Toeplitz program in force, `connect` picks ports by its table.
-        if let Some(rss) = queues.first().and_then(|q| q.steering().rss()) {
-            config.steering = Steering::Rss(Arc::clone(rss));
+        // The queues decide: their eBPF Toeplitz program's table, or automq's FollowTx.
+        if let Some(q) = queues.first() {
+            config.steering = q.steering().for_shards();
         }
         let devices = queues
             .into_iter()
@@ -283,33 +258,24 @@ impl Shards {
                 ),
             ));
         }
-        if let Steering::Rss(rss) = &config.steering {
-            if rss.shards() != stacks.len() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "the RSS table spreads over {} queues, not the {} shards",
-                        rss.shards(),
-                        stacks.len()
-                    ),
-                ));
-            }
+        if let Some(why) = config.steering.mismatch(stacks.len()) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
         }
-        let n = stacks.len();
+        let sharding = Sharding::new(
+            FRONT_END,
+            stacks.len(),
+            config.steering.clone(),
+            Placement::on(&config.cpus),
+            config.ports.clone(),
+        );
         let runtimes = stacks
             .into_iter()
             .zip(devices)
             .enumerate()
-            .map(|(k, (s, d))| Runtime::start_on(s, d, config.idle_wait, cpu_of(&config, k)))
+            .map(|(k, (s, d))| Runtime::start_on(s, d, config.idle_wait, sharding.cpu(k)))
             .collect::<io::Result<Vec<_>>>()?;
-        let start = *config.ports.start();
         Ok(Shards {
-            inner: Arc::new(Inner {
-                runtimes,
-                next_port: (0..n).map(|_| AtomicU16::new(start)).collect(),
-                round_robin: AtomicUsize::new(0),
-                config,
-            }),
+            inner: Arc::new(Inner { runtimes, sharding }),
         })
     }
 
@@ -331,23 +297,19 @@ impl Shards {
 
     /// The CPU shard `k` is pinned to, if any.
     pub fn cpu(&self, k: usize) -> Option<usize> {
-        cpu_of(&self.inner.config, k)
+        self.inner.sharding.cpu(k)
     }
 
     /// The calling thread's shard, if [`Shards::spawn_on`] of this `Shards` (or a clone of
     /// it) started the thread.
     pub fn current(&self) -> Option<usize> {
-        let me = Arc::as_ptr(&self.inner) as usize;
-        CURRENT
-            .with(|c| c.get())
-            .and_then(|(id, k)| (id == me).then_some(k))
+        self.inner.sharding.current()
     }
 
     /// The shard a connect from the calling thread runs on: the thread's own
     /// ([`Shards::current`]), or the next one round-robin.
     pub fn pick_shard(&self) -> usize {
-        self.current()
-            .unwrap_or_else(|| self.inner.round_robin.fetch_add(1, Ordering::Relaxed) % self.len())
+        self.inner.sharding.pick_shard()
     }
 
     /// Starts a thread for shard `k`'s application work: pinned to the shard's CPU (if it has
@@ -372,7 +334,7 @@ impl Shards {
                 if let Some(cpu) = me.cpu(k) {
                     netfold_os::cpu::pin_current_thread(cpu);
                 }
-                CURRENT.with(|c| c.set(Some((Arc::as_ptr(&me.inner) as usize, k))));
+                me.inner.sharding.enter(k);
                 f(me.shard(k))
             })
     }
@@ -395,7 +357,7 @@ impl Shards {
             .collect::<io::Result<Vec<_>>>()?;
         Ok(ShardedListener {
             listeners,
-            next: AtomicUsize::new(0),
+            next: AcceptOrder::new(),
         })
     }
 
@@ -430,34 +392,12 @@ impl Shards {
             self.inner.runtimes.get(k).ok_or_else(|| {
                 io::Error::new(io::ErrorKind::InvalidInput, format!("no shard {k}"))
             })?;
-        let cursor = &self.inner.next_port[k];
-        let ports: Box<dyn Iterator<Item = u16>> = match &self.inner.config.steering {
-            Steering::Rss(rss) => {
-                let local = rt.with_stack(|st| st.tcp_local_for(remote));
-                let local = local.map_err(netfold::socket::io_error)?;
-                // The hash is over the addresses on the wire (a v4-mapped peer travels as
-                // IPv4), as the C and async shards compute it.
-                let unmapped = netfold::socket::unmapped;
-                Box::new(rss.local_ports(
-                    unmapped(local).ip(),
-                    unmapped(remote).ip(),
-                    remote.port(),
-                    k,
-                    self.inner.config.ports.clone(),
-                    cursor.load(Ordering::Relaxed),
-                ))
-            }
-            Steering::FollowTx => Box::new(own_ports(
-                self.inner.config.ports.clone(),
-                k,
-                self.len(),
-                cursor.load(Ordering::Relaxed),
-            )),
+        let sharding = &self.inner.sharding;
+        let local = || {
+            rt.with_stack(|st| st.tcp_local_for(remote))
+                .map_err(netfold::socket::io_error)
         };
-        for port in ports {
-            // The next search starts after this port, whatever becomes of it: concurrent
-            // connects on the shard then mostly try different ports.
-            cursor.store(port.wrapping_add(1), Ordering::Relaxed);
+        for port in sharding.local_ports(k, remote, local)? {
             match rt.connect_from(port, remote, config, timeout) {
                 Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
                 r => return r,
@@ -465,17 +405,14 @@ impl Shards {
         }
         Err(io::Error::new(
             io::ErrorKind::AddrNotAvailable,
-            format!(
-                "no free local port in {:?} hashes to shard {k}",
-                self.inner.config.ports
-            ),
+            sharding.no_port_left(k),
         ))
     }
 
     /// How the shards' devices steer (for a TAP: [`Steering::Rss`] when its eBPF program
     /// is in force, [`Steering::FollowTx`] under the kernel's automq).
     pub fn steering(&self) -> &Steering {
-        &self.inner.config.steering
+        self.inner.sharding.steering()
     }
 
     /// Stops every shard and returns their stacks (e.g. to read counters), if this is the
@@ -488,17 +425,11 @@ impl Shards {
     }
 }
 
-pub use netfold::rss::own_ports;
-
-fn cpu_of(config: &ShardConfig, k: usize) -> Option<usize> {
-    (!config.cpus.is_empty()).then(|| config.cpus[k % config.cpus.len()])
-}
-
 /// A listener on every shard ([`Shards::listen`]).
 pub struct ShardedListener {
     listeners: Vec<TcpListener>,
     /// Where the next [`ShardedListener::accept`] starts looking.
-    next: AtomicUsize,
+    next: AcceptOrder,
 }
 
 impl ShardedListener {
@@ -535,7 +466,7 @@ impl ShardedListener {
         timeout: Option<StdDuration>,
     ) -> io::Result<(usize, TcpStream, SocketAddr)> {
         let all: Vec<&TcpListener> = self.listeners.iter().collect();
-        let first = self.next.fetch_add(1, Ordering::Relaxed);
+        let first = self.next.first();
         TcpListener::accept_any(&all, first, timeout)
     }
 

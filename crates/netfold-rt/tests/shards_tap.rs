@@ -4,48 +4,26 @@
 //! prints `SKIPPED: ...` and passes. Only 198.18.0.0/15 is configured; the namespace is deleted
 //! by its guard, also when an assertion fails.
 
-use netfold::iface::StackConfig;
-use netfold::wire::ethernet::EthernetAddress;
 use netfold_os::mqtap::{self, FlowRecord, QueueSteering};
 use netfold_os::netns::{self, NetNs};
 use netfold_os::tap::TapConfig;
 use netfold_rt::shards::{ShardConfig, Shards, Steering};
+use netfold_testkit::require_env;
+use netfold_testkit::tapns::{self, stack, KERNEL_IP, NETFOLD_IP, SERIAL};
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-const KERNEL_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-const NETFOLD_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const CONNS: usize = 16;
 const LEN: usize = 48 << 10;
 /// Longer than the kernel's automq keeps an idle flow (`TUN_FLOW_EXPIRE`, 3 s).
 const IDLE: Duration = Duration::from_millis(4200);
 
-/// One namespace test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-macro_rules! require_env {
-    () => {
-        if netns::skip(netns::unavailable_reason()) {
-            return;
-        }
-    };
-}
-
-fn stack() -> StackConfig {
-    StackConfig {
-        mac: EthernetAddress([0x02, 0x6e, 0x66, 0, 0, 2]),
-        addr: NETFOLD_IP,
-        prefix_len: 24,
-        ..StackConfig::default()
-    }
-}
-
 /// Connection `c`'s bytes: its number first, then a pattern.
 fn payload(c: usize) -> Vec<u8> {
-    (0..LEN).map(|i| ((i * 7 + c * 13) % 251) as u8).collect()
+    tapns::payload(c, LEN)
 }
 
 /// Per-shard TCP counters: (segments that matched no socket, resets sent).
@@ -69,8 +47,7 @@ fn kernel_connections_are_served_on_the_queue_the_kernel_picked() {
     let mut queues = mqtap::open_queues("nfrt%d", 2, TapConfig::default()).expect("open queues");
     let name = queues[0].tap().name().to_string();
     let records: Vec<FlowRecord> = queues.iter_mut().map(|q| q.record_flows(1024)).collect();
-    ns.adopt(&name).expect("move tap into netns");
-    ns.configure(&name, KERNEL_IP, 24).expect("address tap");
+    tapns::kernel_side(&ns, &name);
     let shards = Shards::start_tap_queues(stack(), queues, ShardConfig::tap(2).unpinned())
         .expect("start shards");
     let addr = SocketAddrV4::new(NETFOLD_IP, 7);
@@ -203,8 +180,7 @@ fn connect_out(automq: bool) {
     if automq {
         assert!(matches!(shards.steering(), Steering::FollowTx));
     }
-    ns.adopt(&tap).expect("move tap into netns");
-    ns.configure(&tap, KERNEL_IP, 24).expect("address tap");
+    tapns::kernel_side(&ns, &tap);
     let server = ns
         .run_in(|| TcpListener::bind((KERNEL_IP, 7007)))
         .expect("enter netns")
@@ -311,8 +287,7 @@ fn ebpf_steered_flows_stay_on_their_queue_after_idling() {
     }
     let name = queues[0].tap().name().to_string();
     let records: Vec<FlowRecord> = queues.iter_mut().map(|q| q.record_flows(1024)).collect();
-    ns.adopt(&name).expect("move tap into netns");
-    ns.configure(&name, KERNEL_IP, 24).expect("address tap");
+    tapns::kernel_side(&ns, &name);
     let shards = Shards::start_tap_queues(stack(), queues, ShardConfig::tap(2).unpinned())
         .expect("start shards");
     let Steering::Rss(rss) = shards.steering().clone() else {

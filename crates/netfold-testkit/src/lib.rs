@@ -6,10 +6,14 @@
 //!   in virtual time, with the stepping policies the tests use.
 //! - [`config`]: a stack configuration in 198.18.0.0/15 whose MAC and TCP secret derive from
 //!   one byte.
+//! - `tapns` (feature `netns`): the network namespace and (multi-queue) TAP fixture of the
+//!   tests that run netfold against the kernel's stack.
 #![deny(unsafe_code)]
 
 mod net;
 mod rng;
+#[cfg(feature = "netns")]
+pub mod tapns;
 
 pub use net::{config, Net};
 pub use rng::Rng;

@@ -4,7 +4,9 @@
 //!
 //! The model is `netfold_rt::shards` (docs/SCALING.md): connections are steered to shards by
 //! the RSS (Toeplitz) hash of their 4-tuple, so both directions of one stay on one shard and
-//! nothing on the data path is shared.
+//! nothing on the data path is shared. Steering, the port choice, placement and the
+//! current-shard key are the core's [`netfold::shard`]; this module adds a thread and a
+//! current-thread runtime per shard.
 //! - One runtime per shard, not one multi-threaded runtime for all: a task of a
 //!   multi-threaded runtime may be stolen by any worker, which is exactly the cross-core
 //!   bouncing shards exist to avoid. A shard's driver task, its connections' tasks and their
@@ -71,16 +73,14 @@ use netfold::iface::{Stack, StackConfig};
 use netfold::phy::mq::MqPort;
 use netfold::phy::pipe::PipeConfig;
 use netfold::phy::{Device, DeviceCaps};
-use netfold::rss::{frame_tuple_ip, Rss};
-use netfold::socket::unmapped;
+use netfold::rss::Rss;
+use netfold::shard::{current, AcceptOrder, FrontEnd, Placement, Sharding, Steering};
 use netfold::tcp;
 use netfold::time::Instant;
-use std::cell::Cell;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use tokio::sync::{oneshot, Notify};
@@ -88,15 +88,13 @@ use tokio::sync::{oneshot, Notify};
 /// The ports `connect` searches for one on the shard (RFC 6335 §6: 49152-65535).
 pub const EPHEMERAL: RangeInclusive<u16> = netfold::wire::EPHEMERAL_PORTS;
 
-thread_local! {
-    /// The shard whose thread this is: (the `Shards`' identity, the shard index).
-    static CURRENT: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
-}
+/// The tokio adapter's shards, for [`current_shard`].
+const FRONT_END: FrontEnd = FrontEnd("netfold-tokio");
 
 /// The shard index of the calling thread, if it is a shard's thread (every task of
 /// [`Shards::run_on`] runs on one).
 pub fn current_shard() -> Option<usize> {
-    CURRENT.with(Cell::get).map(|(_, k)| k)
+    current::current_shard(FRONT_END)
 }
 
 /// An in-memory multi-queue link ([`netfold::phy::mq::mq_link`]: RSS steering at every
@@ -163,10 +161,10 @@ impl Device for SignallingPort {
             self.hit[0] = true;
         } else {
             for f in frames.iter() {
-                let j = match frame_tuple_ip(f.as_slice()) {
-                    Some((src, dst, sp, dp)) => self.rss.shard_of_ip(src, dst, sp, dp),
-                    None => self.port.shard(),
-                };
+                let j = self
+                    .rss
+                    .shard_of_frame(f.as_slice())
+                    .unwrap_or(self.port.shard());
                 self.hit[j] = true;
             }
         }
@@ -194,14 +192,10 @@ struct Shard {
 
 struct Inner {
     shards: Vec<Shard>,
-    /// How `connect` picks ports: `Some`, by the hash the devices steer with; `None` (a
-    /// multi-queue TAP under the kernel's automq), `port % n == k`.
-    rss: Option<Arc<Rss>>,
-    /// Per shard: where the next port search starts (past the last port tried).
-    cursors: Vec<AtomicU16>,
-    /// The next shard for a connect from a thread of no shard.
-    round_robin: AtomicUsize,
-    id: usize,
+    /// How `connect` picks ports ([`Steering::Rss`]: by the hash the devices steer with;
+    /// [`Steering::FollowTx`], a multi-queue TAP under the kernel's automq: `port % n == k`),
+    /// the placement and the current-shard key.
+    sharding: Sharding,
 }
 
 /// N shards, each a [`Net`] on its own thread's current-thread runtime. Cheap to clone (one
@@ -235,7 +229,7 @@ impl Shards {
                 ),
             ));
         }
-        Shards::start_links(stack, links, Some(rss), cpus)
+        Shards::start_links(stack, links, Steering::Rss(rss), cpus)
     }
 
     /// Starts `n` shards over the `n` queues of multi-queue TAP `name` (`IFF_MULTI_QUEUE`;
@@ -264,55 +258,45 @@ impl Shards {
         queues: Vec<netfold_os::mqtap::TapQueue>,
         cpus: &[usize],
     ) -> io::Result<Shards> {
-        let rss = queues.first().and_then(|q| q.steering().rss()).cloned();
-        if let Some(rss) = &rss {
-            if rss.shards() != queues.len() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "the RSS table spreads over {} queues, not the {} shards",
-                        rss.shards(),
-                        queues.len()
-                    ),
-                ));
-            }
+        let steering = queues
+            .first()
+            .map_or(Steering::FollowTx, |q| q.steering().for_shards());
+        if let Some(why) = steering.mismatch(queues.len()) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
         }
         let links = queues.into_iter().map(Link::new).collect();
-        Shards::start_links(stack, links, rss, cpus)
+        Shards::start_links(stack, links, steering, cpus)
     }
 
     /// The TAP's steering, as [`Shards::start_tap`] found it: `Some` (the RSS table `connect`
     /// picks ports by) for [`Shards::start`] and an eBPF-steered TAP, `None` under automq.
     pub fn rss(&self) -> Option<&Arc<Rss>> {
-        self.inner.rss.as_ref()
+        self.inner.sharding.steering().rss()
     }
 
     fn start_links(
         stack: StackConfig,
         links: Vec<Link>,
-        rss: Option<Arc<Rss>>,
+        steering: Steering,
         cpus: &[usize],
     ) -> io::Result<Shards> {
         if links.is_empty() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "no links"));
         }
-        static IDS: AtomicUsize = AtomicUsize::new(1);
-        let id = IDS.fetch_add(1, Ordering::Relaxed);
         let n = links.len();
+        let sharding = Sharding::new(FRONT_END, n, steering, Placement::on(cpus), EPHEMERAL);
         let mut shards = Vec::with_capacity(n);
         for (k, link) in links.into_iter().enumerate() {
-            let cpu = (!cpus.is_empty()).then(|| cpus[k % cpus.len()]);
             // On failure the shards started so far are dropped, which stops them.
-            shards.push(start_shard(id, k, cpu, stack.clone(), link)?);
+            shards.push(start_shard(
+                sharding.key(k),
+                sharding.cpu(k),
+                stack.clone(),
+                link,
+            )?);
         }
         Ok(Shards {
-            inner: Arc::new(Inner {
-                shards,
-                rss,
-                cursors: (0..n).map(|_| AtomicU16::new(*EPHEMERAL.start())).collect(),
-                round_robin: AtomicUsize::new(0),
-                id,
-            }),
+            inner: Arc::new(Inner { shards, sharding }),
         })
     }
 
@@ -360,16 +344,13 @@ impl Shards {
 
     /// The calling thread's shard if it is one of these shards' threads.
     pub fn current(&self) -> Option<usize> {
-        CURRENT
-            .with(Cell::get)
-            .and_then(|(id, k)| (id == self.inner.id).then_some(k))
+        self.inner.sharding.current()
     }
 
     /// The shard a connect from the calling task runs on: its own ([`Shards::current`]), or
     /// the next one round-robin.
     pub fn pick_shard(&self) -> usize {
-        self.current()
-            .unwrap_or_else(|| self.inner.round_robin.fetch_add(1, Ordering::Relaxed) % self.len())
+        self.inner.sharding.pick_shard()
     }
 
     /// Listens on `local` on every shard (`SO_REUSEPORT`-like); `local` needs a port.
@@ -386,7 +367,7 @@ impl Shards {
         }
         Ok(ShardedListener {
             listeners,
-            next: AtomicUsize::new(0),
+            next: AcceptOrder::new(),
         })
     }
 
@@ -416,18 +397,8 @@ impl Shards {
         let local = net
             .with_stack(|st| st.tcp_local_for(remote))
             .map_err(netfold::socket::io_error)?;
-        // The hash is over the addresses on the wire (a v4-mapped peer travels as IPv4).
-        let (lip, rip) = (unmapped(local).ip(), unmapped(remote).ip());
-        let cursor = &self.inner.cursors[k];
-        let start = cursor.load(Ordering::Relaxed);
-        let ports: Box<dyn Iterator<Item = u16> + Send> = match &self.inner.rss {
-            Some(rss) => Box::new(rss.local_ports(lip, rip, remote.port(), k, EPHEMERAL, start)),
-            None => Box::new(netfold::rss::own_ports(EPHEMERAL, k, self.len(), start)),
-        };
-        for port in ports {
-            // The next search starts after this port whatever becomes of it, so concurrent
-            // connects on the shard mostly try different ports.
-            cursor.store(port.wrapping_add(1), Ordering::Relaxed);
+        let sharding = &self.inner.sharding;
+        for port in sharding.local_ports(k, remote, || io::Result::Ok(local))? {
             match TcpStream::connect_from(net, port, remote, config).await {
                 Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
                 r => return r,
@@ -435,7 +406,7 @@ impl Shards {
         }
         Err(io::Error::new(
             io::ErrorKind::AddrNotAvailable,
-            format!("no free local port in {EPHEMERAL:?} hashes to shard {k}"),
+            sharding.no_port_left(k),
         ))
     }
 
@@ -475,8 +446,7 @@ impl Drop for Inner {
 /// Starts shard `k`'s thread: pins it, builds its runtime, spawns its [`Net`] there and runs
 /// the runtime until told to stop.
 fn start_shard(
-    id: usize,
-    k: usize,
+    key: current::Key,
     cpu: Option<usize>,
     stack: StackConfig,
     link: Link,
@@ -484,12 +454,12 @@ fn start_shard(
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let thread = std::thread::Builder::new()
-        .name(format!("netfold-tokio-shard-{k}"))
+        .name(format!("netfold-tokio-shard-{}", key.shard()))
         .spawn(move || {
             if let Some(cpu) = cpu {
                 netfold_os::cpu::pin_current_thread(cpu);
             }
-            CURRENT.with(|c| c.set(Some((id, k))));
+            key.enter();
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -534,7 +504,7 @@ fn start_shard(
 pub struct ShardedListener {
     listeners: Vec<TcpListener>,
     /// Where the next [`ShardedListener::accept`] starts looking.
-    next: AtomicUsize,
+    next: AcceptOrder,
 }
 
 impl ShardedListener {
@@ -559,7 +529,7 @@ impl ShardedListener {
     /// driver has a connection). The stream stays on its shard (its driver runs there).
     pub async fn accept(&self) -> io::Result<(usize, TcpStream, SocketAddr)> {
         let n = self.listeners.len();
-        let first = self.next.fetch_add(1, Ordering::Relaxed);
+        let first = self.next.first();
         poll_fn(|cx| {
             for i in 0..n {
                 let k = (first + i) % n;

@@ -4,46 +4,24 @@
 //! them each test prints `SKIPPED: ...` and passes. Only 198.18.0.0/15 is configured; the
 //! namespace is deleted by its guard, also when an assertion fails.
 
-use netfold::iface::StackConfig;
-use netfold::wire::ethernet::EthernetAddress;
 use netfold_os::mqtap::{self, FlowRecord};
-use netfold_os::netns::{self, NetNs};
+use netfold_os::netns::NetNs;
 use netfold_os::tap::TapConfig;
+use netfold_testkit::require_env;
+use netfold_testkit::tapns::{self, stack, KERNEL_IP, NETFOLD_IP, SERIAL};
 use netfold_tokio::shards::{current_shard, Shards};
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const KERNEL_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-const NETFOLD_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const CONNS: usize = 16;
 const LEN: usize = 48 << 10;
 
-/// One namespace test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-macro_rules! require_env {
-    () => {
-        if netns::skip(netns::unavailable_reason()) {
-            return;
-        }
-    };
-}
-
-fn stack() -> StackConfig {
-    StackConfig {
-        mac: EthernetAddress([0x02, 0x6e, 0x66, 0, 0, 2]),
-        addr: NETFOLD_IP,
-        prefix_len: 24,
-        ..StackConfig::default()
-    }
-}
-
 /// Connection `c`'s bytes.
 fn payload(c: usize) -> Vec<u8> {
-    (0..LEN).map(|i| ((i * 7 + c * 13) % 251) as u8).collect()
+    tapns::payload(c, LEN)
 }
 
 /// Per-shard TCP counters: (segments that matched no socket, resets sent).
@@ -76,8 +54,7 @@ fn kernel_connections_are_served_on_the_shard_of_their_queue() {
     let name = queues[0].tap().name().to_string();
     eprintln!("steering: {}", queues[0].steering());
     let records: Vec<FlowRecord> = queues.iter_mut().map(|q| q.record_flows(1024)).collect();
-    ns.adopt(&name).expect("move tap into netns");
-    ns.configure(&name, KERNEL_IP, 24).expect("address tap");
+    tapns::kernel_side(&ns, &name);
     let shards = Shards::start_tap_queues(stack(), queues, &[]).expect("start shards");
     assert_eq!(shards.len(), 2);
     let addr = SocketAddrV4::new(NETFOLD_IP, 7);
@@ -205,8 +182,7 @@ fn connect_out(automq: bool) {
     .expect("open queues");
     let name = queues[0].tap().name().to_string();
     eprintln!("steering: {}", queues[0].steering());
-    ns.adopt(&name).expect("move tap into netns");
-    ns.configure(&name, KERNEL_IP, 24).expect("address tap");
+    tapns::kernel_side(&ns, &name);
     let shards = Shards::start_tap_queues(stack(), queues, &[]).expect("start shards");
     assert_eq!(shards.rss().is_none(), automq, "the steering found");
     let kernel = ns

@@ -60,6 +60,8 @@
 //!   `docs/ARCHITECTURE.md`); [`wire::checksum`] is the one checksum module.
 //! - [`rss`]: receive-side scaling: the Toeplitz hash of a 4-tuple, the indirection table that
 //!   maps it to a shard, and the local-port choice that keeps a connection on its shard.
+//! - [`shard`]: what every front end's shards share, sans IO: steering, the port a shard
+//!   connects from, CPU placement and which shard the calling thread is.
 //! - [`buf`]: recycled packet buffers, each carrying its checksum state ([`buf::Csum`]).
 //! - [`phy`]: the `Device` trait, the in-memory pipe with impairments, and the multi-queue
 //!   in-memory link steered by [`rss`] ([`phy::mq`]).
@@ -82,6 +84,7 @@ pub mod mem;
 pub mod offload;
 pub mod phy;
 pub mod rss;
+pub mod shard;
 pub mod socket;
 pub mod tcp;
 pub mod time;

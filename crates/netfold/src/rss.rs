@@ -137,6 +137,15 @@ impl Rss {
         usize::from(self.table[h as usize % INDIRECTION_ENTRIES])
     }
 
+    /// The shard that receives an Ethernet frame: its 4-tuple's ([`frame_tuple_ip`]), `None`
+    /// for a frame without one (ARP, NDP, ICMP, fragments), which the device steers by some
+    /// other rule. What the multi-queue link and every RSS-steered shard front end use.
+    #[inline]
+    pub fn shard_of_frame(&self, frame: &[u8]) -> Option<usize> {
+        let (src, dst, sp, dp) = frame_tuple_ip(frame)?;
+        Some(self.shard_of_ip(src, dst, sp, dp))
+    }
+
     /// [`Rss::pick_local_port`] for either family: the first port of `ports` whose 4-tuple hashes
     /// to `shard` both ways (as the peer's frames carry it, `remote:rport -> local:lport`, and
     /// as this end's do). About one port in `shards` qualifies each way, so with a symmetric

@@ -258,7 +258,8 @@ pub struct Common {
     #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["threads", "pin"])]
     pub placement: Option<Vec<Placement>>,
     /// netfold: 1 = both stacks on one thread, 2 = one pinned thread per stack [default: 1;
-    /// with --shards: threads per shard, default 1, or 2 with --affinity split].
+    /// with --shards: threads per shard, default 1, or 2 with --affinity split; see --shards
+    /// for why].
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: Option<u8>,
     /// Thread placement (alias --affinity): split (client CPU 0, server CPU 1; with --shards:
@@ -267,9 +268,13 @@ pub struct Common {
     /// same].
     #[arg(long, value_enum, visible_alias = "affinity")]
     pub pin: Option<Pin>,
-    /// netfold (shards): N client and N server stacks, one thread each, joined by a
-    /// multi-queue in-memory link steered by the Toeplitz hash, placed by --affinity.
-    /// TCP_STREAM, TCP_RR and TCP_CRR.
+    /// netfold (shards): N client and N server stacks joined by a multi-queue in-memory link
+    /// steered by the Toeplitz hash, placed by --affinity. TCP_STREAM, TCP_RR and TCP_CRR.
+    /// Alone it runs one thread per shard for both its stacks, shard k on CPU k (--threads 1
+    /// --affinity same): no thread switch per transaction and a connection's work on one
+    /// core, the placement that does the most per CPU-second and, on idle cores, the most per
+    /// second (docs/BENCHMARKS.md, "Shard defaults"). On CPUs busy with other programs,
+    /// --threads 2 (a client and a server thread per shard) can take a larger share of them.
     #[arg(long)]
     pub shards: Option<usize>,
     /// netfold --shards: connections, spread over the shards [default: one per shard].
@@ -683,11 +688,14 @@ pub fn params(a: &Args, test: Test, send_size: u64, rr: (usize, usize)) -> Resul
             rate_bps: a.rate,
         },
         verify: a.verify,
-        // With --shards the fast placement is the default: one thread per shard running its
+        // With --shards the default is the placement that measures best per CPU-second in
+        // every condition and in throughput on idle cores: one thread per shard running its
         // client and server stacks, shard k on CPU k (no thread switch per transaction, one
-        // connection's work on one core). Measured on 2 shards x 2 streams, TCP_RR: 0.59x of
-        // one shard with the former defaults (2 threads per shard, split) against 1.04x this
-        // way on a 2-vCPU AMD EPYC (docs/BENCHMARKS.md).
+        // connection's work on one core). On a quiet 2-vCPU AMD EPYC, 2 shards x 2 streams:
+        // TCP_RR 1.16M trans/s against 0.43M with a client and a server thread per shard,
+        // TCP_STREAM 99 against 86 Gbit/s. Under other programs' load two threads per shard
+        // get more of the CPUs and can move more, at half the work per CPU-second
+        // (docs/BENCHMARKS.md, "Shard defaults").
         // (`--affinity split` asked for by name keeps two threads per shard: it needs them.)
         threads: a.threads.map_or(
             if a.shards.is_some() && a.pin == Some(Pin::Split) {
@@ -1291,6 +1299,27 @@ mod tests {
     }
     fn parse_udp(args: &[&str]) -> Result<Args, clap::Error> {
         U::try_parse_from(argv(args)).map(|t| t.a.into())
+    }
+
+    /// `--shards N` alone: one thread per shard on the shard's CPU; what is asked for by name
+    /// wins, and `--affinity split` brings its second thread.
+    #[test]
+    fn shards_alone_get_one_thread_per_shard_on_its_cpu() {
+        let p = |args: &[&str]| {
+            let a = parse_rr_args(args).unwrap();
+            let p = params(&a, Test::Rr, 1, (1, 1)).unwrap();
+            (p.threads, p.pin)
+        };
+        assert_eq!(p(&["--shards", "1", "--streams", "2"]), (1, Pin::Same));
+        assert_eq!(p(&["--shards", "2", "--streams", "2"]), (1, Pin::Same));
+        assert_eq!(p(&["--shards", "2", "--affinity", "none"]), (1, Pin::None));
+        assert_eq!(
+            p(&["--shards", "1", "--affinity", "split"]),
+            (2, Pin::Split)
+        );
+        assert_eq!(p(&["--shards", "2", "--threads", "2"]), (2, Pin::Same));
+        // Without --shards nothing changes.
+        assert_eq!(p(&[]), (1, Pin::Split));
     }
 
     #[test]

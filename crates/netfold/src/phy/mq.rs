@@ -33,7 +33,7 @@
 use crate::buf::{PacketBuf, Pool};
 use crate::phy::pipe::{Pipe, PipeConfig, PipeEnd};
 use crate::phy::{Device, DeviceCaps};
-use crate::rss::{frame_tuple_ip, Rss};
+use crate::rss::Rss;
 use crate::time::Instant;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -214,10 +214,8 @@ impl Device for MqPort {
         }
         let steered = &mut self.steered;
         for f in frames.drain(..) {
-            let tuple = frame_tuple_ip(f.as_slice());
-            let j = match tuple {
-                Some((src, dst, sp, dp)) => {
-                    let j = self.rss.shard_of_ip(src, dst, sp, dp);
+            let j = match self.rss.shard_of_frame(f.as_slice()) {
+                Some(j) => {
                     steered[j] += 1;
                     j
                 }
