@@ -835,17 +835,34 @@ fn tcp_send_once(
         Kind::Tcp(Tcp::Stream(ts)) => ts.handle(),
         _ => return Err(libc::ENOTCONN),
     };
+    // TCP_NOTSENT_LOWAT: a write stops where Linux's would (`Conn::notsent_room`).
+    let lowat = s.opts.notsent_lowat();
+    let mut budget = if lowat == u32::MAX {
+        usize::MAX
+    } else {
+        let want = data.iter().map(|d| d.len()).sum();
+        stack
+            .tcp()
+            .notsent_room(h, lowat, want)
+            .unwrap_or(usize::MAX)
+    };
     let mut total = 0;
     let last = data.iter().rposition(|d| !d.is_empty());
     for (i, d) in data.iter().enumerate().filter(|(_, d)| !d.is_empty()) {
-        // MSG_EOR ends the record with the message's last byte, not with each iovec's.
+        if budget == 0 {
+            break;
+        }
+        let d = &d[..d.len().min(budget)];
+        // MSG_EOR ends the record with the message's last byte, not with each iovec's (nor
+        // with a write cut short).
         let f = tcp::SendFlags {
-            eor: flags.eor && Some(i) == last,
+            eor: flags.eor && Some(i) == last && d.len() == data[i].len(),
             ..flags
         };
         match stack.tcp_mut().send_with(h, d, f) {
             Ok(n) => {
                 total += n;
+                budget -= n;
                 if n < d.len() {
                     break;
                 }
@@ -1276,11 +1293,13 @@ pub(crate) fn readiness(st: &mut State, fd: i32) -> i16 {
             let h = ts.handle();
             let tcp = st.stack.tcp();
             let readable = tcp.recv_queue(h).unwrap_or(0) >= rcvlowat(&st.stack, s);
-            // TCP_NOTSENT_LOWAT (Linux `tcp_stream_memory_free` in `tcp_poll`): writable only
-            // while fewer than that many written bytes wait to be sent for the first time.
+            // TCP_NOTSENT_LOWAT (Linux `tcp_stream_memory_free(sk, 1)` in `tcp_poll`):
+            // writable only while twice the written bytes waiting to be sent for the first
+            // time stay below the threshold (a wake-up then finds room for a chunk).
             let lowat = s.opts.notsent_lowat();
             let space = tcp.send_space(h).unwrap_or(0) > 0
-                && tcp.send_unsent(h).unwrap_or(0) < lowat as usize;
+                && (lowat == u32::MAX
+                    || (tcp.send_unsent(h).unwrap_or(0) as u64) * 2 < u64::from(lowat));
             match state.unwrap_or(S::Closed) {
                 S::SynSent | S::SynReceived | S::Listen => {}
                 S::Established => {
