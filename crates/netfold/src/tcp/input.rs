@@ -713,6 +713,8 @@ impl Conn {
             }
             self.take_rtt_sample(ctx, seg);
             self.snd.una = seg.ack;
+            // Linux `tp->delivered`: the SYN counts one.
+            self.counters.delivered = self.counters.delivered.wrapping_add(1);
             if seq::lt(self.snd.nxt, self.snd.una) {
                 self.snd.nxt = self.snd.una;
             }
@@ -992,6 +994,17 @@ impl Conn {
         // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
         let data_end = self.fin_seq();
         let n = seq::dist(self.snd.buf_seq, seq::min(ack, data_end));
+        // Linux `tp->delivered` (`tcp_clean_rtx_queue`): the SYN and the FIN count one
+        // segment each, data its segments (here when cumulatively acknowledged, SACKed or
+        // not).
+        let ctl = u32::from(self.snd.una == self.snd.iss)
+            + u32::from(
+                self.snd.fin_queued && seq::gt(ack, data_end) && !seq::gt(self.snd.una, data_end),
+            );
+        self.counters.delivered = self
+            .counters
+            .delivered
+            .wrapping_add(ctl + n.div_ceil(self.seg_mss()));
         self.snd.ring.consume(n as usize);
         self.snd.buf_seq = self.snd.buf_seq.wrapping_add(n);
         self.snd.una = ack;
