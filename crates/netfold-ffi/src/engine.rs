@@ -58,6 +58,9 @@ pub(crate) struct State {
     /// Whether new TCP sockets offer timestamps (Linux `net.ipv4.tcp_timestamps`, default 1;
     /// `nf_set_tcp_timestamps`).
     pub(crate) tcp_timestamps: bool,
+    /// ECN for new TCP sockets (Linux `net.ipv4.tcp_ecn`; `nf_config.tcp_ecn`,
+    /// `nf_set_tcp_ecn`).
+    pub(crate) tcp_ecn: netfold_core::tcp::EcnMode,
 }
 
 /// One condition variable several engines announce their work on: what a thread waiting for
@@ -177,6 +180,7 @@ impl Engine {
             bell: None,
             on_work: None,
             tcp_timestamps: true,
+            tcp_ecn: netfold_core::tcp::EcnMode::Passive,
         };
         let epoch = match clock {
             Clock::Real(epoch) => epoch,

@@ -95,6 +95,7 @@ pub(crate) fn socket(e: &Engine, domain: i32, ty: i32, protocol: i32) -> R<i32> 
     let mss = default_mss(&g.stack);
     let mut s = Sock::new(kind, domain, nonblock, mss);
     s.opts.cfg.timestamps = g.tcp_timestamps;
+    s.opts.cfg.ecn = g.tcp_ecn;
     g.fds.insert(s)
 }
 
