@@ -834,7 +834,10 @@ fn tcp_send_once(
     }
     let h = match &s.kind {
         Kind::Tcp(Tcp::Stream(ts)) => ts.handle(),
-        _ => return Err(libc::ENOTCONN),
+        // Never connected, or listening: Linux `sk_stream_wait_connect` answers EPIPE for a
+        // socket that is not connecting (RFC 9293 §3.10.2 SEND in CLOSED or LISTEN without a
+        // foreign socket: "error: connection does not exist").
+        _ => return Err(libc::EPIPE),
     };
     // TCP_NOTSENT_LOWAT: a write stops where Linux's would (`Conn::notsent_room`).
     let lowat = s.opts.notsent_lowat();

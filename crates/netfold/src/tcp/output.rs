@@ -250,10 +250,16 @@ impl Conn {
         match p.kind {
             Kind::Probe => true,
             Kind::Data if !seq::lt(p.seq, self.snd.max) => {
-                if self.snd.max_wnd > 0
-                    && seq::gt(end, self.snd.pushed.wrapping_add(self.snd.max_wnd / 2))
-                {
-                    return true;
+                if self.snd.max_wnd > 0 {
+                    // Linux tests `forced_push` when a write's skb fills: skbs of the size
+                    // goal follow the last push, and the first whose end is more than half
+                    // the max window past it gets PSH.
+                    let goal = self.size_goal();
+                    let k = self.snd.max_wnd / 2 / goal + 1;
+                    let boundary = self.snd.pushed.wrapping_add(k.saturating_mul(goal));
+                    if seq::ge(end, boundary) {
+                        return true;
+                    }
                 }
                 if self.recovery.is_some() || self.dupacks > 0 {
                     return false;
