@@ -227,6 +227,9 @@ int       nf_set_tcp_timestamps(nf_stack *s, int on);
  * and CWR on our SYNs) and accept, 2 accept only (the default, nf_config.tcp_ecn); else
  * -1/EINVAL. */
 int       nf_set_tcp_ecn(nf_stack *s, int mode);
+/* TCP_NOTSENT_LOWAT of TCP sockets created from now on that set none themselves, as Linux's
+ * net.ipv4.tcp_notsent_lowat (default UINT32_MAX: no limit). */
+int       nf_set_tcp_notsent_lowat(nf_stack *s, uint32_t bytes);
 int       nf_set_tcp_fastopen_key(nf_stack *s, const void *key, size_t len);
 
 int nf_socket(nf_stack *s, int domain, int type, int protocol);

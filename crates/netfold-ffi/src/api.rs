@@ -533,6 +533,18 @@ pub unsafe extern "C" fn nf_set_tcp_ecn(s: *mut nf_stack, mode: c_int) -> c_int 
     })
 }
 
+/// TCP_NOTSENT_LOWAT of TCP sockets created from now on that set none themselves, as
+/// Linux's `net.ipv4.tcp_notsent_lowat` (default UINT_MAX: no limit).
+#[no_mangle]
+pub unsafe extern "C" fn nf_set_tcp_notsent_lowat(s: *mut nf_stack, bytes: u32) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        e.lock().tcp_notsent_lowat = bytes;
+        Ok(())
+    })
+}
+
 /// The stack's Fast Open key (Linux `net.ipv4.tcp_fastopen_key`): 16 bytes, or 32 (primary
 /// and backup); other lengths EINVAL, NULL EFAULT.
 #[no_mangle]
@@ -1701,6 +1713,7 @@ exports!(
     nf_set_tcp_fastopen_key,
     nf_set_tcp_timestamps,
     nf_set_tcp_ecn,
+    nf_set_tcp_notsent_lowat,
     nf_socket,
     nf_bind,
     nf_listen,

@@ -96,6 +96,7 @@ pub(crate) fn socket(e: &Engine, domain: i32, ty: i32, protocol: i32) -> R<i32> 
     let mut s = Sock::new(kind, domain, nonblock, mss);
     s.opts.cfg.timestamps = g.tcp_timestamps;
     s.opts.cfg.ecn = g.tcp_ecn;
+    s.opts.notsent_lowat_sysctl = g.tcp_notsent_lowat;
     g.fds.insert(s)
 }
 
@@ -419,6 +420,12 @@ pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddr) -> R<()> {
             }
             Kind::Tcp(Tcp::Listening { .. }) => return Err(libc::EISCONN),
             Kind::Tcp(Tcp::Stream(ts)) => match state {
+                // Linux `__inet_stream_connect`: a socket still SS_CONNECTING whose handshake
+                // completed becomes SS_CONNECTED with this call, which returns 0.
+                Some(st) if is_synchronized(st) && s.connect_pending => {
+                    s.connect_pending = false;
+                    return Ok(());
+                }
                 Some(st) if is_synchronized(st) => return Err(libc::EISCONN),
                 Some(tcp::State::Closed) | None => {
                     // A failed attempt: report its error once, then allow a new attempt.
@@ -477,6 +484,7 @@ pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddr) -> R<()> {
                 .map_err(tcp_errno)?;
                 s.kind = Kind::Tcp(Tcp::Stream(TcpStream::from_handle(h)));
                 let nb = s.nonblock;
+                s.connect_pending = nb;
                 e.changed(st);
                 if nb {
                     return Err(libc::EINPROGRESS);

@@ -1300,6 +1300,98 @@ fn psh_marks_the_last_segment_of_each_cwnd_limited_burst() {
     );
 }
 
+/// RFC 3042 limited transmit: a duplicate ACK lets one new segment out beyond the full cwnd,
+/// and it goes without PSH while more of the write waits (Linux marks no limited-transmit
+/// segment; `conformance/scripts/psh-limited-transmit-none.pkt`).
+#[test]
+fn limited_transmit_segment_has_no_psh() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1000);
+    assert_eq!(s.tcp.send(h, &[7u8; 30_000]), Ok(30_000));
+    let first = data_out(&mut s);
+    assert_eq!(first.len(), 10, "the initial window: {first:?}");
+    let end = first.last().map(|o| o.0 + o.1 as u32).unwrap();
+    s.advance(Duration::from_millis(10));
+    // A duplicate ACK SACKing the second segment (RFC 6675 §2: a duplicate ACK of a SACK
+    // connection reports new data held).
+    let base = s.iss.wrapping_add(1);
+    let seg = first[0].1 as u32;
+    let dup = with_sack(
+        s.seg(TcpFlags::ACK, base),
+        &[(base.wrapping_add(seg), base.wrapping_add(2 * seg))],
+    );
+    s.inject(&dup, &[]);
+    let lt = data_out(&mut s);
+    assert_eq!(lt.len(), 1, "one segment per duplicate ACK: {lt:?}");
+    assert_eq!(lt[0].0, end);
+    assert!(!lt[0].2, "no PSH on a limited-transmit segment: {lt:?}");
+}
+
+/// Nagle with Minshall's check (Linux `tcp_nagle_check`, `tcp_minshall_check`): a short
+/// segment goes at once behind full segments in flight, and waits only while an earlier
+/// short segment is unacknowledged.
+#[test]
+fn nagle_holds_a_short_segment_only_behind_another_short_one() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1000);
+    let seg = 1000 - 12; // the MSS less the timestamp option
+    assert_eq!(s.tcp.send(h, &vec![1u8; seg]), Ok(seg));
+    assert_eq!(data_out(&mut s), vec![(0, seg, true)]);
+    // A full segment in flight, no short one: the short write goes.
+    assert_eq!(s.tcp.send(h, &[2u8; 100]), Ok(100));
+    assert_eq!(data_out(&mut s), vec![(seg as u32, 100, true)]);
+    // A short segment in flight: the next short write waits...
+    assert_eq!(s.tcp.send(h, &[3u8; 50]), Ok(50));
+    assert_eq!(data_out(&mut s), vec![]);
+    // ...also when only the full segment is acknowledged...
+    s.advance(Duration::from_millis(10));
+    ack_data(&mut s, seg as u32);
+    assert_eq!(data_out(&mut s), vec![]);
+    // ...and goes with the ACK of the short one.
+    ack_data(&mut s, seg as u32 + 100);
+    assert_eq!(data_out(&mut s), vec![(seg as u32 + 100, 50, true)]);
+}
+
+/// TCP_NOTSENT_LOWAT as Linux cuts a write (`notsent_room`): the chunk that fills is pushed
+/// at once, its unsent rest is filled again, and a new chunk starts only below the threshold.
+#[test]
+fn notsent_room_follows_linux_skb_chunks() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1000);
+    // The peer's window (0xffff << 7) puts the size goal at 64 KiB in whole segments; cwnd
+    // (10 segments) goes at once: a write may take the first chunk, refill its unsent rest,
+    // and stop there (more than 4,000 bytes unsent).
+    let seg = 1000 - 12;
+    let goal = 65536 / seg * seg;
+    // cwnd in bytes of the MSS (RFC 5681 SMSS): what may leave at once.
+    let sent = 10 * 1000;
+    let room = s.tcp.notsent_room(h, 4000, 1 << 20).unwrap();
+    assert_eq!(room, goal + sent, "one chunk, then its sent part again");
+    // Without a threshold the write is only bounded by its length.
+    assert_eq!(s.tcp.notsent_room(h, u32::MAX, 12_345).unwrap(), 12_345);
+    assert_eq!(s.tcp.send(h, &vec![5u8; room]), Ok(room));
+    let _ = data_out(&mut s);
+    // Everything unsent is a full chunk, at the threshold: nothing more.
+    assert_eq!(s.tcp.notsent_room(h, 4000, 1 << 20).unwrap(), 0);
+}
+
+/// TCP_INFO's `delivered` (Linux `tp->delivered`): the SYN-ACK counts one, each data segment
+/// one as the peer acknowledges it.
+#[test]
+fn tcp_info_delivered_counts_acknowledged_segments() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1000);
+    assert_eq!(s.tcp.tcp_info(h, s.now).unwrap().delivered, 1);
+    let seg = 1000 - 12;
+    assert_eq!(s.tcp.send(h, &vec![1u8; 3 * seg]), Ok(3 * seg));
+    assert_eq!(data_out(&mut s).len(), 3);
+    s.advance(Duration::from_millis(10));
+    ack_data(&mut s, 2 * seg as u32);
+    assert_eq!(s.tcp.tcp_info(h, s.now).unwrap().delivered, 3);
+    ack_data(&mut s, 3 * seg as u32);
+    assert_eq!(s.tcp.tcp_info(h, s.now).unwrap().delivered, 4);
+}
+
 /// MSG_MORE: the short tail waits and a full segment goes without PSH; the ACK lets the tail
 /// go, still without PSH; a send without the flag ends with PSH (Linux `tcp_push` with
 /// MSG_MORE).

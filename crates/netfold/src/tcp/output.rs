@@ -393,7 +393,7 @@ impl Conn {
             }
             // Linux `tcp_minshall_update`: a segment shorter than the MSS (the last piece of
             // a GSO plan) is the new "last small segment".
-            if p.len % self.seg_mss() != 0 {
+            if !p.len.is_multiple_of(self.seg_mss()) {
                 self.snd.sml = p.seq.wrapping_add(p.len);
             }
         }
