@@ -478,6 +478,30 @@ fn passive_open_then_peer_fin_gets_one_ack() {
     assert_eq!(s.tcp.state(h), Ok(State::CloseWait));
 }
 
+/// A FIN ahead of the data it follows (RFC 9293 §3.10.7.4 eighth check: processed once in
+/// sequence) draws a duplicate ACK at once (RFC 5681 §4.2, as any out-of-order segment); the
+/// data that fills the hole then gets one ACK covering data and FIN.
+#[test]
+fn out_of_order_fin_is_acked_then_taken_with_the_data() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1460);
+    let start = s.peer_nxt;
+    s.peer_nxt = start.wrapping_add(100);
+    let fin = s.seg(TcpFlags::FIN | TcpFlags::ACK, s.iss.wrapping_add(1));
+    s.inject(&fin, &[]);
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "a duplicate ACK: {out:?}");
+    assert_eq!(out[0].repr.ack, start, "it names the hole");
+    assert_eq!(s.tcp.state(h), Ok(State::Established));
+    s.peer_nxt = start;
+    let data = s.seg(TcpFlags::ACK | TcpFlags::PSH, s.iss.wrapping_add(1));
+    s.inject(&data, &[9u8; 100]);
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "one ACK for data and FIN: {out:?}");
+    assert_eq!(out[0].repr.ack, start.wrapping_add(101));
+    assert_eq!(s.tcp.state(h), Ok(State::CloseWait));
+}
+
 /// A window update is owed when reading opens a window that had shrunk to at most half the
 /// buffer to at least twice its size (Linux `tcp_cleanup_rbuf`), and not for a small read.
 #[test]

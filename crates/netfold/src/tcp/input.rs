@@ -1279,6 +1279,9 @@ impl Conn {
                     self.rcv.nxt = self.rcv.nxt.wrapping_add(adv as u32);
                 }
             }
+            // Data that reaches a FIN held out of order: that FIN's ACK (eighth check) covers
+            // this data too, one ACK as for a FIN on the segment itself.
+            let fin = fin || (off == 0 && self.rcv.fin == Some(self.rcv.nxt));
             // Remembered SACK blocks follow the assembler: merged ranges grow, ranges now in
             // order disappear (RFC 2018 §4: report only data actually held above RCV.NXT).
             if self.sack_ok {
@@ -1355,7 +1358,13 @@ impl Conn {
             }
         }
         if fin {
-            self.rcv.fin = Some(sseq.wrapping_add(data.len() as u32));
+            let f = sseq.wrapping_add(data.len() as u32);
+            self.rcv.fin = Some(f);
+            // A FIN beyond RCV.NXT with no data is out of order too: a duplicate ACK at once
+            // names the hole (RFC 5681 §4.2), as Linux's `tcp_data_queue_ofo` answers it.
+            if data.is_empty() && f != self.rcv.nxt {
+                self.ack_now = true;
+            }
         }
     }
 }
