@@ -231,13 +231,19 @@ impl Conn {
     ///   waiting for the rest. Not on a segment that RFC 3042 limited transmit let out
     ///   (duplicate ACKs pending) nor on what fast recovery lets out: Linux marks neither
     ///   (its limited_transmit and fast_recovery scripts, `psh-limited-transmit-none.pkt`);
-    /// - on a window probe carrying data (Linux `tcp_write_wakeup` sets it).
+    /// - on a window probe carrying data, also one that lets a MSG_MORE tail out after the
+    ///   probe timer (Linux `tcp_write_wakeup` sets it).
     ///
     /// Retransmissions of segments that had none get none (Linux's `tcp_fragment` keeps PSH
     /// on the tail piece only).
     fn push(&self, p: &Plan) -> bool {
         if p.len == 0 {
             return false;
+        }
+        if p.kind == Kind::Probe {
+            // Linux `tcp_write_wakeup` marks every probe that carries data, a MSG_MORE tail
+            // that the probe timer lets out too.
+            return true;
         }
         let end = p.seq.wrapping_add(p.len);
         let fin_seq = self.fin_seq();
@@ -248,7 +254,6 @@ impl Conn {
             return true;
         }
         match p.kind {
-            Kind::Probe => true,
             Kind::Data if !seq::lt(p.seq, self.snd.max) => {
                 if self.snd.max_wnd > 0 {
                     // Linux tests `forced_push` when a write's skb fills: skbs of the size
