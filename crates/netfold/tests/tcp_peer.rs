@@ -1351,6 +1351,34 @@ fn limited_transmit_segment_has_no_psh() {
     assert!(!lt[0].2, "no PSH on a limited-transmit segment: {lt:?}");
 }
 
+/// cwnd grows by what an ACK newly delivers, as Linux counts it: a cumulative ACK over data
+/// the peer had SACKed already (reordering, not loss) grows slow start by the one segment
+/// that was not, not by everything it covers (Linux's limited_transmit scripts).
+#[test]
+fn slow_start_does_not_count_sacked_bytes_again() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1000);
+    assert_eq!(s.tcp.send(h, &[7u8; 30_000]), Ok(30_000));
+    let first = data_out(&mut s);
+    assert_eq!(first.len(), 10, "the initial window: {first:?}");
+    let cwnd0 = s.tcp.tcp_info(h, s.now).unwrap().snd_cwnd;
+    let base = s.iss.wrapping_add(1);
+    let seg = first[0].1 as u32;
+    s.advance(Duration::from_millis(10));
+    for k in 2..=3 {
+        let dup = with_sack(
+            s.seg(TcpFlags::ACK, base),
+            &[(base.wrapping_add(seg), base.wrapping_add(k * seg))],
+        );
+        s.inject(&dup, &[]);
+        let _ = data_out(&mut s);
+    }
+    // Segments 2 and 3 were SACKed; this ACK delivers segment 1 only.
+    ack_data(&mut s, 3 * seg);
+    let cwnd1 = s.tcp.tcp_info(h, s.now).unwrap().snd_cwnd;
+    assert_eq!(cwnd1, cwnd0 + 1, "one segment newly delivered");
+}
+
 /// Nagle with Minshall's check (Linux `tcp_nagle_check`, `tcp_minshall_check`): a short
 /// segment goes at once behind full segments in flight, and waits only while an earlier
 /// short segment is unacknowledged.

@@ -814,7 +814,29 @@ impl Conn {
         let acked = seq::dist(self.snd.una, ack);
         let cwnd_limited = self.cwnd_limited();
         if acked > 0 {
+            // What this ACK delivers for cwnd growth, as Linux counts it (`tcp_slow_start`
+            // and `tcp_cong_avoid` take the newly delivered segments): bytes SACKed before
+            // (or, without SACK, the segments duplicate ACKs already reported) were
+            // delivered then, not now. (RFC 5681 §3.1 counts "bytes acknowledged"; Linux's
+            // reading keeps limited transmit and reordering from inflating cwnd.)
+            let sacked_pre = if self.sack_ok && !self.scoreboard.is_empty() {
+                self.scoreboard.sacked_bytes()
+            } else {
+                0
+            };
+            let dup_segs = if self.sack_ok { 0 } else { self.dupacks };
             self.take_cumulative_ack(ctx, seg);
+            let delivered = if self.sack_ok {
+                let post = if self.scoreboard.is_empty() {
+                    0
+                } else {
+                    self.scoreboard.sacked_bytes()
+                };
+                acked.saturating_sub(sacked_pre.saturating_sub(post))
+            } else {
+                acked.saturating_sub(dup_segs.saturating_mul(mss))
+            }
+            .max(acked.min(mss));
             match self.recovery {
                 Some(rec) if seq::ge(ack, rec.point) => {
                     // Full acknowledgment: leave recovery (RFC 6582 §3.2 step 3, RFC 6675 §5).
@@ -849,7 +871,7 @@ impl Conn {
                     }
                     self.recovery = Some(rec);
                 }
-                None => self.grow_cwnd(now, acked, cwnd_limited),
+                None => self.grow_cwnd(now, delivered, cwnd_limited),
             }
             self.restart_rto(now);
         } else if self.snd.max != self.snd.una
