@@ -1202,6 +1202,41 @@ fn tail_loss_probe_resends_the_last_unsacked_data() {
     assert_eq!(s.tcp.state(h), Ok(State::FinWait2));
 }
 
+/// RFC 8985 §7.2-7.3: the FIN sent alone restarts the PTO, and the tail loss probe is that
+/// FIN again, not the data before it (Linux resends the last skb, the FIN's own).
+#[test]
+fn tail_loss_probe_after_a_lone_fin_is_the_fin() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1460);
+    assert_eq!(s.tcp.send(h, &[3u8; 100]), Ok(100));
+    assert_eq!(data_out(&mut s).len(), 1);
+    s.advance(Duration::from_millis(5));
+    s.tcp.shutdown_write(h).unwrap();
+    let out = s.flush();
+    assert!(
+        out.len() == 1 && out[0].repr.flags.fin() && out[0].len == 0,
+        "the FIN alone: {out:?}"
+    );
+    let fin_at = s.now;
+    let mut probe = None;
+    for _ in 0..100 {
+        s.advance(Duration::from_millis(1));
+        if let Some(o) = s.flush().into_iter().next() {
+            probe = Some((o, s.now));
+            break;
+        }
+    }
+    let (o, at) = probe.expect("a probe");
+    assert!(
+        o.repr.flags.fin() && o.len == 0,
+        "the probe is the FIN: {o:?}"
+    );
+    assert!(
+        at - fin_at >= Duration::from_millis(2),
+        "timed from the FIN"
+    );
+}
+
 /// RFC 6675 §5.1: a new recovery may begin once "HighACK is greater than or equal to" the
 /// RecoveryPoint (SND.MAX when the last one began). The first segment sent after a recovery
 /// began sits exactly there: when it is lost, the ACK that ends the recovery stops at it, and

@@ -392,6 +392,9 @@ impl Conn {
         if repr.flags.cwr() && !repr.flags.syn() {
             self.ecn.cwr_due = false;
         }
+        if p.fin && !seq::lt(p.seq.wrapping_add(p.len), self.snd.max) {
+            self.snd.fin_alone = p.len == 0;
+        }
         if p.len > 0 && p.kind != Kind::Syn && !seq::lt(p.seq, self.snd.max) {
             if repr.flags.psh() && seq::gt(end, self.snd.pushed) {
                 self.snd.pushed = end;
@@ -449,7 +452,7 @@ impl Conn {
                 }
                 self.timers.persist = None;
                 self.timers.persist_backoff = 0;
-                if p.kind == Kind::Data && !rexmit && self.timers.pto.is_none() {
+                if p.kind == Kind::Data && !rexmit {
                     self.arm_pto(now);
                 }
             }
@@ -803,6 +806,16 @@ impl Conn {
             return None;
         }
         let fin_sent = self.snd.fin_queued && seq::gt(self.snd.max, fin_seq);
+        if fin_sent && self.snd.fin_alone {
+            // The last segment sent was the FIN alone: the probe is that FIN (Linux
+            // `tcp_send_loss_probe` resends the last skb of the retransmit queue).
+            return Some(Plan {
+                kind: Kind::Tlp,
+                seq: fin_seq,
+                len: 0,
+                fin: true,
+            });
+        }
         let data_end = seq::min(self.snd.max, fin_seq);
         let len = seq::dist(self.snd.una, data_end).min(smss);
         Some(Plan {

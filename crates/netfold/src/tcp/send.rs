@@ -82,6 +82,9 @@ pub struct SendSeq {
     /// goal): what a write may still append without the TCP_NOTSENT_LOWAT check, which
     /// Linux makes only before it starts a new skb.
     pub tail_chunk: u32,
+    /// Our FIN went in a segment of its own (Linux: its own skb, which a tail loss probe
+    /// resends alone).
+    pub fin_alone: bool,
 }
 
 impl SendSeq {
@@ -111,6 +114,7 @@ impl SendSeq {
             pushed: iss.wrapping_add(1),
             sml: iss,
             tail_chunk: 0,
+            fin_alone: false,
         }
     }
 
