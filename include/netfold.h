@@ -163,11 +163,14 @@ typedef struct nf_config {
                                * second, ICMPv6 echo; AF_INET6 sockets reach IPv6 peers).
                                * With address NULL the stack is IPv6 only. */
     const char *gateway6;     /* NULL or the default IPv6 router on the link, "fe80::1" */
+    /* Added after `gateway6` (a shorter struct gets 2): */
+    int tcp_ecn;              /* ECN for TCP, as Linux's net.ipv4.tcp_ecn: 0 off, 1 ask on
+                               * connections we open and accept when asked, 2 accept only */
 } nf_config;
 
 /* Defaults: Ethernet, "198.18.0.2/24", no gateway, MAC from the address (IPv6 only: from
  * the last four bytes of the first IPv6 address), MTU 1500, NF_CLOCK_REAL, no device, no
- * IPv6. */
+ * IPv6, tcp_ecn 2. */
 void      nf_config_init(nf_config *cfg);
 /* NULL + errno on failure: EINVAL (bad config), or the kernel's errno when the device cannot
  * be opened (EPERM without CAP_NET_ADMIN, ENOENT without /dev/net/tun, ...). "tap:NAME" needs
@@ -220,6 +223,13 @@ int       nf_set_tcp_fastopen(nf_stack *s, int flags);
 /* Whether TCP sockets created from now on offer timestamps (RFC 7323), as Linux's
  * net.ipv4.tcp_timestamps: 1 (the default) or 0; else -1/EINVAL. */
 int       nf_set_tcp_timestamps(nf_stack *s, int on);
+/* ECN for TCP sockets created from now on, as Linux's net.ipv4.tcp_ecn: 0 off, 1 ask (ECE
+ * and CWR on our SYNs) and accept, 2 accept only (the default, nf_config.tcp_ecn); else
+ * -1/EINVAL. */
+int       nf_set_tcp_ecn(nf_stack *s, int mode);
+/* TCP_NOTSENT_LOWAT of TCP sockets created from now on that set none themselves, as Linux's
+ * net.ipv4.tcp_notsent_lowat (default UINT32_MAX: no limit). */
+int       nf_set_tcp_notsent_lowat(nf_stack *s, uint32_t bytes);
 int       nf_set_tcp_fastopen_key(nf_stack *s, const void *key, size_t len);
 
 int nf_socket(nf_stack *s, int domain, int type, int protocol);

@@ -126,7 +126,8 @@ static void shim_free(void *u)
     free(sh);
 }
 
-/* Linux's sysctls net.ipv4.tcp_fastopen, tcp_fastopen_key and tcp_timestamps, as a script sets
+/* Linux's sysctls net.ipv4.tcp_fastopen, tcp_fastopen_key, tcp_timestamps, tcp_ecn and
+ * tcp_notsent_lowat, as a script sets
  * them (its preamble writes /proc/sys, which in the script's private network namespace is its
  * own): read before each socket(), listen(), connect(), setsockopt() and send with an address,
  * and given to the stack, so a script gets the Fast Open switch and key and the timestamp
@@ -149,6 +150,25 @@ static void sync_sysctls(struct shim *sh)
         /* Linux's 2 (timestamps without random offsets) still means on. */
         if (fgets(buf, sizeof(buf), f))
             nf_set_tcp_timestamps(sh->s, atoi(buf) != 0);
+        fclose(f);
+    }
+    f = fopen("/proc/sys/net/ipv4/tcp_ecn", "r");
+    if (f) {
+        /* 0 off, 1 ask and accept, 2 accept only (a fresh namespace's default). */
+        if (fgets(buf, sizeof(buf), f)) {
+            int v = atoi(buf);
+            if (v >= 0 && v <= 2)
+                nf_set_tcp_ecn(sh->s, v);
+        }
+        fclose(f);
+    }
+    f = fopen("/proc/sys/net/ipv4/tcp_notsent_lowat", "r");
+    if (f) {
+        if (fgets(buf, sizeof(buf), f)) {
+            unsigned long v = strtoul(buf, NULL, 10);
+            if (v <= UINT32_MAX)
+                nf_set_tcp_notsent_lowat(sh->s, (uint32_t)v);
+        }
         fclose(f);
     }
     f = fopen("/proc/sys/net/ipv4/tcp_fastopen_key", "r");

@@ -55,6 +55,10 @@ pub struct nf_config {
     pub address6: *const c_char,
     /// NULL or the default IPv6 router's address on the link (e.g. "fe80::1").
     pub gateway6: *const c_char,
+    /// ECN for TCP, as Linux's `net.ipv4.tcp_ecn`: 0 off, 1 ask on connections we open and
+    /// accept when asked, 2 accept only (the default, `nf_config_init`). Added after
+    /// `gateway6` (a shorter struct gets 2).
+    pub tcp_ecn: c_int,
 }
 
 /// sizeof(nf_config) before `address6` and `gateway6` were added: a caller compiled then
@@ -169,6 +173,7 @@ pub unsafe extern "C" fn nf_config_init(cfg: *mut nf_config) {
             device: core::ptr::null(),
             address6: core::ptr::null(),
             gateway6: core::ptr::null(),
+            tcp_ecn: 2,
         };
         if cfg.is_null() {
             return Err(libc::EFAULT);
@@ -188,6 +193,8 @@ struct Parsed<'a> {
     device: Option<&'a str>,
     /// Whether `mtu` was configured (0 means the default, or a device's own).
     mtu_set: bool,
+    /// `tcp_ecn` (0, 1, 2).
+    tcp_ecn: c_int,
 }
 
 fn parse_config(c: &nf_config) -> R<Parsed<'_>> {
@@ -264,6 +271,14 @@ fn parse_config(c: &nf_config) -> R<Parsed<'_>> {
         clock,
         device,
         mtu_set: c.mtu != 0,
+        tcp_ecn: if (c.size as usize) >= core::mem::offset_of!(nf_config, tcp_ecn) + 4 {
+            match c.tcp_ecn {
+                e @ 0..=2 => e,
+                _ => return Err(libc::EINVAL),
+            }
+        } else {
+            2
+        },
     })
 }
 
@@ -280,6 +295,7 @@ pub(crate) fn build_stack_with(c: &nf_config, offloads: bool) -> R<nf_stack> {
         clock,
         device,
         mtu_set,
+        tcp_ecn,
     } = parse_config(c)?;
     let (medium, mtu) = (cfg.medium, cfg.mtu);
     let inner = device::open_device(device, medium, mtu_set.then_some(mtu), offloads)?;
@@ -301,6 +317,7 @@ pub(crate) fn build_stack_with(c: &nf_config, offloads: bool) -> R<nf_stack> {
         device::InjectDevice::new(caps, inner),
         clock,
     ));
+    engine.lock().tcp_ecn = ecn_mode(tcp_ecn)?;
     let driver = match clock {
         Clock::Real(_) => {
             Some(engine::spawn_driver(Arc::clone(&engine)).map_err(|_| libc::EAGAIN)?)
@@ -486,6 +503,44 @@ pub unsafe extern "C" fn nf_set_tcp_timestamps(s: *mut nf_stack, on: c_int) -> c
             _ => return Err(libc::EINVAL),
         };
         e.lock().tcp_timestamps = on;
+        Ok(())
+    })
+}
+
+/// Linux's `net.ipv4.tcp_ecn` values as netfold's modes: 0 off, 1 ask and accept, 2 accept
+/// only; else EINVAL.
+fn ecn_mode(v: c_int) -> R<netfold_core::tcp::EcnMode> {
+    use netfold_core::tcp::EcnMode;
+    Ok(match v {
+        0 => EcnMode::Off,
+        1 => EcnMode::On,
+        2 => EcnMode::Passive,
+        _ => return Err(libc::EINVAL),
+    })
+}
+
+/// ECN for TCP sockets created from now on, as Linux's `net.ipv4.tcp_ecn`: 0 off (an
+/// ECN-setup SYN is answered without ECE), 1 our SYNs ask and peers' are accepted, 2 accept
+/// only (the default); else -1/EINVAL.
+#[no_mangle]
+pub unsafe extern "C" fn nf_set_tcp_ecn(s: *mut nf_stack, mode: c_int) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        let m = ecn_mode(mode)?;
+        e.lock().tcp_ecn = m;
+        Ok(())
+    })
+}
+
+/// TCP_NOTSENT_LOWAT of TCP sockets created from now on that set none themselves, as
+/// Linux's `net.ipv4.tcp_notsent_lowat` (default UINT_MAX: no limit).
+#[no_mangle]
+pub unsafe extern "C" fn nf_set_tcp_notsent_lowat(s: *mut nf_stack, bytes: u32) -> c_int {
+    int(|| {
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        e.lock().tcp_notsent_lowat = bytes;
         Ok(())
     })
 }
@@ -1135,7 +1190,8 @@ pub unsafe extern "C" fn nf_epoll_wait(
 }
 
 /// Layout self-description for the header test: stores up to `n` field offsets of nf_config
-/// (size, medium, address, gateway, mac, mtu, clock, device, address6, gateway6) and returns
+/// (size, medium, address, gateway, mac, mtu, clock, device, address6, gateway6, tcp_ecn) and
+/// returns
 /// sizeof(nf_config).
 #[no_mangle]
 pub unsafe extern "C" fn nf_config_layout(offsets: *mut size_t, n: size_t) -> size_t {
@@ -1151,6 +1207,7 @@ pub unsafe extern "C" fn nf_config_layout(offsets: *mut size_t, n: size_t) -> si
         offset_of!(nf_config, device),
         offset_of!(nf_config, address6),
         offset_of!(nf_config, gateway6),
+        offset_of!(nf_config, tcp_ecn),
     ];
     if !offsets.is_null() {
         for (i, o) in offs.iter().enumerate().take(n) {
@@ -1655,6 +1712,8 @@ exports!(
     nf_set_tcp_fastopen,
     nf_set_tcp_fastopen_key,
     nf_set_tcp_timestamps,
+    nf_set_tcp_ecn,
+    nf_set_tcp_notsent_lowat,
     nf_socket,
     nf_bind,
     nf_listen,

@@ -58,6 +58,12 @@ pub(crate) struct State {
     /// Whether new TCP sockets offer timestamps (Linux `net.ipv4.tcp_timestamps`, default 1;
     /// `nf_set_tcp_timestamps`).
     pub(crate) tcp_timestamps: bool,
+    /// ECN for new TCP sockets (Linux `net.ipv4.tcp_ecn`; `nf_config.tcp_ecn`,
+    /// `nf_set_tcp_ecn`).
+    pub(crate) tcp_ecn: netfold_core::tcp::EcnMode,
+    /// TCP_NOTSENT_LOWAT of sockets that set none (Linux `net.ipv4.tcp_notsent_lowat`,
+    /// default UINT_MAX: no limit; `nf_set_tcp_notsent_lowat`).
+    pub(crate) tcp_notsent_lowat: u32,
 }
 
 /// One condition variable several engines announce their work on: what a thread waiting for
@@ -177,6 +183,8 @@ impl Engine {
             bell: None,
             on_work: None,
             tcp_timestamps: true,
+            tcp_ecn: netfold_core::tcp::EcnMode::Passive,
+            tcp_notsent_lowat: u32::MAX,
         };
         let epoch = match clock {
             Clock::Real(epoch) => epoch,

@@ -44,6 +44,9 @@ pub(crate) struct Opts {
     /// TCP_NOTSENT_LOWAT as set; 0 = unset, which means Linux's sysctl default
     /// (`tcp_notsent_lowat`, UINT_MAX: no limit).
     pub(crate) notsent_lowat: u32,
+    /// The stack's `net.ipv4.tcp_notsent_lowat` when the socket was made (`nf_set_tcp_notsent_lowat`),
+    /// in force while `notsent_lowat` is unset.
+    pub(crate) notsent_lowat_sysctl: u32,
     /// SO_RCVLOWAT: the bytes a blocking read waits for and poll wants queued before POLLIN
     /// (at least 1).
     pub(crate) rcvlowat: usize,
@@ -66,6 +69,7 @@ impl Opts {
             pmtu_disc: PmtuDisc::default(),
             inq: false,
             notsent_lowat: 0,
+            notsent_lowat_sysctl: u32::MAX,
             rcvlowat: 1,
             fastopen_key: None,
             fastopen_connect: false,
@@ -79,7 +83,7 @@ impl Opts {
     /// The TCP_NOTSENT_LOWAT threshold in force (Linux `tcp_notsent_lowat`).
     pub(crate) fn notsent_lowat(&self) -> u32 {
         if self.notsent_lowat == 0 {
-            u32::MAX
+            self.notsent_lowat_sysctl
         } else {
             self.notsent_lowat
         }
@@ -152,6 +156,10 @@ pub(crate) struct Sock {
     /// TCP_FASTOPEN_CONNECT: connect() to this address returned at once, with a Fast Open
     /// cookie cached for it; the SYN goes with the first write (Linux `defer_connect`).
     pub(crate) fastopen_deferred: Option<SocketAddr>,
+    /// A non-blocking connect() returned EINPROGRESS and no later connect() has seen the
+    /// outcome yet (Linux's `SS_CONNECTING`): the first connect() after the handshake
+    /// returns 0, the ones after it EISCONN.
+    pub(crate) connect_pending: bool,
 }
 
 impl Sock {
@@ -166,6 +174,7 @@ impl Sock {
             shut_rd: false,
             shut_wr: false,
             fastopen_deferred: None,
+            connect_pending: false,
         }
     }
 }

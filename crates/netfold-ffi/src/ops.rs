@@ -95,6 +95,8 @@ pub(crate) fn socket(e: &Engine, domain: i32, ty: i32, protocol: i32) -> R<i32> 
     let mss = default_mss(&g.stack);
     let mut s = Sock::new(kind, domain, nonblock, mss);
     s.opts.cfg.timestamps = g.tcp_timestamps;
+    s.opts.cfg.ecn = g.tcp_ecn;
+    s.opts.notsent_lowat_sysctl = g.tcp_notsent_lowat;
     g.fds.insert(s)
 }
 
@@ -418,6 +420,12 @@ pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddr) -> R<()> {
             }
             Kind::Tcp(Tcp::Listening { .. }) => return Err(libc::EISCONN),
             Kind::Tcp(Tcp::Stream(ts)) => match state {
+                // Linux `__inet_stream_connect`: a socket still SS_CONNECTING whose handshake
+                // completed becomes SS_CONNECTED with this call, which returns 0.
+                Some(st) if is_synchronized(st) && s.connect_pending => {
+                    s.connect_pending = false;
+                    return Ok(());
+                }
                 Some(st) if is_synchronized(st) => return Err(libc::EISCONN),
                 Some(tcp::State::Closed) | None => {
                     // A failed attempt: report its error once, then allow a new attempt.
@@ -476,6 +484,7 @@ pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddr) -> R<()> {
                 .map_err(tcp_errno)?;
                 s.kind = Kind::Tcp(Tcp::Stream(TcpStream::from_handle(h)));
                 let nb = s.nonblock;
+                s.connect_pending = nb;
                 e.changed(st);
                 if nb {
                     return Err(libc::EINPROGRESS);
@@ -833,19 +842,39 @@ fn tcp_send_once(
     }
     let h = match &s.kind {
         Kind::Tcp(Tcp::Stream(ts)) => ts.handle(),
-        _ => return Err(libc::ENOTCONN),
+        // Never connected, or listening: Linux `sk_stream_wait_connect` answers EPIPE for a
+        // socket that is not connecting (RFC 9293 §3.10.2 SEND in CLOSED or LISTEN without a
+        // foreign socket: "error: connection does not exist").
+        _ => return Err(libc::EPIPE),
+    };
+    // TCP_NOTSENT_LOWAT: a write stops where Linux's would (`Conn::notsent_room`).
+    let lowat = s.opts.notsent_lowat();
+    let mut budget = if lowat == u32::MAX {
+        usize::MAX
+    } else {
+        let want = data.iter().map(|d| d.len()).sum();
+        stack
+            .tcp()
+            .notsent_room(h, lowat, want)
+            .unwrap_or(usize::MAX)
     };
     let mut total = 0;
     let last = data.iter().rposition(|d| !d.is_empty());
     for (i, d) in data.iter().enumerate().filter(|(_, d)| !d.is_empty()) {
-        // MSG_EOR ends the record with the message's last byte, not with each iovec's.
+        if budget == 0 {
+            break;
+        }
+        let d = &d[..d.len().min(budget)];
+        // MSG_EOR ends the record with the message's last byte, not with each iovec's (nor
+        // with a write cut short).
         let f = tcp::SendFlags {
-            eor: flags.eor && Some(i) == last,
+            eor: flags.eor && Some(i) == last && d.len() == data[i].len(),
             ..flags
         };
         match stack.tcp_mut().send_with(h, d, f) {
             Ok(n) => {
                 total += n;
+                budget -= n;
                 if n < d.len() {
                     break;
                 }
@@ -1276,11 +1305,13 @@ pub(crate) fn readiness(st: &mut State, fd: i32) -> i16 {
             let h = ts.handle();
             let tcp = st.stack.tcp();
             let readable = tcp.recv_queue(h).unwrap_or(0) >= rcvlowat(&st.stack, s);
-            // TCP_NOTSENT_LOWAT (Linux `tcp_stream_memory_free` in `tcp_poll`): writable only
-            // while fewer than that many written bytes wait to be sent for the first time.
+            // TCP_NOTSENT_LOWAT (Linux `tcp_stream_memory_free(sk, 1)` in `tcp_poll`):
+            // writable only while twice the written bytes waiting to be sent for the first
+            // time stay below the threshold (a wake-up then finds room for a chunk).
             let lowat = s.opts.notsent_lowat();
             let space = tcp.send_space(h).unwrap_or(0) > 0
-                && tcp.send_unsent(h).unwrap_or(0) < lowat as usize;
+                && (lowat == u32::MAX
+                    || (tcp.send_unsent(h).unwrap_or(0) as u64) * 2 < u64::from(lowat));
             match state.unwrap_or(S::Closed) {
                 S::SynSent | S::SynReceived | S::Listen => {}
                 S::Established => {

@@ -83,8 +83,8 @@ pub(crate) fn encode(info: &TcpInfo) -> Vec<u8> {
     );
     // tcpi_delivery_rate, tcpi_busy_time, tcpi_rwnd_limited, tcpi_sndbuf_limited.
     u64s(&mut b, &[0, 0, 0, 0]);
-    // tcpi_delivered, tcpi_delivered_ce.
-    u32s(&mut b, &[0, 0]);
+    // tcpi_delivered, tcpi_delivered_ce (not counted: 0).
+    u32s(&mut b, &[info.delivered, 0]);
     u64s(&mut b, &[info.bytes_sent, info.bytes_retrans]);
     u32s(
         &mut b,

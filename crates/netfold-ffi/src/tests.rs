@@ -34,12 +34,12 @@ fn header_declares_exactly_the_exported_functions() {
 
 #[test]
 fn config_layout_is_the_c_layout_on_lp64() {
-    let mut offs = [0usize; 10];
-    // SAFETY: `offs` has room for the 10 offsets asked for.
+    let mut offs = [0usize; 11];
+    // SAFETY: `offs` has room for the 11 offsets asked for.
     let size = unsafe { nf_config_layout(offs.as_mut_ptr(), offs.len()) };
     if cfg!(target_pointer_width = "64") {
-        assert_eq!(offs, [0, 4, 8, 16, 24, 32, 36, 40, 48, 56]);
-        assert_eq!(size, 64);
+        assert_eq!(offs, [0, 4, 8, 16, 24, 32, 36, 40, 48, 56, 64]);
+        assert_eq!(size, 72);
         // The first version of the struct ended at `device`.
         assert_eq!(NF_CONFIG_V1_SIZE, 48);
     }

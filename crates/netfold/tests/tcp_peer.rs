@@ -478,6 +478,30 @@ fn passive_open_then_peer_fin_gets_one_ack() {
     assert_eq!(s.tcp.state(h), Ok(State::CloseWait));
 }
 
+/// A FIN ahead of the data it follows (RFC 9293 §3.10.7.4 eighth check: processed once in
+/// sequence) draws a duplicate ACK at once (RFC 5681 §4.2, as any out-of-order segment); the
+/// data that fills the hole then gets one ACK covering data and FIN.
+#[test]
+fn out_of_order_fin_is_acked_then_taken_with_the_data() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1460);
+    let start = s.peer_nxt;
+    s.peer_nxt = start.wrapping_add(100);
+    let fin = s.seg(TcpFlags::FIN | TcpFlags::ACK, s.iss.wrapping_add(1));
+    s.inject(&fin, &[]);
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "a duplicate ACK: {out:?}");
+    assert_eq!(out[0].repr.ack, start, "it names the hole");
+    assert_eq!(s.tcp.state(h), Ok(State::Established));
+    s.peer_nxt = start;
+    let data = s.seg(TcpFlags::ACK | TcpFlags::PSH, s.iss.wrapping_add(1));
+    s.inject(&data, &[9u8; 100]);
+    let out = s.flush();
+    assert_eq!(out.len(), 1, "one ACK for data and FIN: {out:?}");
+    assert_eq!(out[0].repr.ack, start.wrapping_add(101));
+    assert_eq!(s.tcp.state(h), Ok(State::CloseWait));
+}
+
 /// A window update is owed when reading opens a window that had shrunk to at most half the
 /// buffer to at least twice its size (Linux `tcp_cleanup_rbuf`), and not for a small read.
 #[test]
@@ -1178,6 +1202,41 @@ fn tail_loss_probe_resends_the_last_unsacked_data() {
     assert_eq!(s.tcp.state(h), Ok(State::FinWait2));
 }
 
+/// RFC 8985 §7.2-7.3: the FIN sent alone restarts the PTO, and the tail loss probe is that
+/// FIN again, not the data before it (Linux resends the last skb, the FIN's own).
+#[test]
+fn tail_loss_probe_after_a_lone_fin_is_the_fin() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1460);
+    assert_eq!(s.tcp.send(h, &[3u8; 100]), Ok(100));
+    assert_eq!(data_out(&mut s).len(), 1);
+    s.advance(Duration::from_millis(5));
+    s.tcp.shutdown_write(h).unwrap();
+    let out = s.flush();
+    assert!(
+        out.len() == 1 && out[0].repr.flags.fin() && out[0].len == 0,
+        "the FIN alone: {out:?}"
+    );
+    let fin_at = s.now;
+    let mut probe = None;
+    for _ in 0..100 {
+        s.advance(Duration::from_millis(1));
+        if let Some(o) = s.flush().into_iter().next() {
+            probe = Some((o, s.now));
+            break;
+        }
+    }
+    let (o, at) = probe.expect("a probe");
+    assert!(
+        o.repr.flags.fin() && o.len == 0,
+        "the probe is the FIN: {o:?}"
+    );
+    assert!(
+        at - fin_at >= Duration::from_millis(2),
+        "timed from the FIN"
+    );
+}
+
 /// RFC 6675 §5.1: a new recovery may begin once "HighACK is greater than or equal to" the
 /// RecoveryPoint (SND.MAX when the last one began). The first segment sent after a recovery
 /// began sits exactly there: when it is lost, the ACK that ends the recovery stops at it, and
@@ -1298,6 +1357,126 @@ fn psh_marks_the_last_segment_of_each_cwnd_limited_burst() {
         last.0 + (last.1 as u32) < 30_000,
         "still cwnd-limited: {second:?}"
     );
+}
+
+/// RFC 3042 limited transmit: a duplicate ACK lets one new segment out beyond the full cwnd,
+/// and it goes without PSH while more of the write waits (Linux marks no limited-transmit
+/// segment; `conformance/scripts/psh-limited-transmit-none.pkt`).
+#[test]
+fn limited_transmit_segment_has_no_psh() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1000);
+    assert_eq!(s.tcp.send(h, &[7u8; 30_000]), Ok(30_000));
+    let first = data_out(&mut s);
+    assert_eq!(first.len(), 10, "the initial window: {first:?}");
+    let end = first.last().map(|o| o.0 + o.1 as u32).unwrap();
+    s.advance(Duration::from_millis(10));
+    // A duplicate ACK SACKing the second segment (RFC 6675 §2: a duplicate ACK of a SACK
+    // connection reports new data held).
+    let base = s.iss.wrapping_add(1);
+    let seg = first[0].1 as u32;
+    let dup = with_sack(
+        s.seg(TcpFlags::ACK, base),
+        &[(base.wrapping_add(seg), base.wrapping_add(2 * seg))],
+    );
+    s.inject(&dup, &[]);
+    let lt = data_out(&mut s);
+    assert_eq!(lt.len(), 1, "one segment per duplicate ACK: {lt:?}");
+    assert_eq!(lt[0].0, end);
+    assert!(!lt[0].2, "no PSH on a limited-transmit segment: {lt:?}");
+}
+
+/// cwnd grows by what an ACK newly delivers, as Linux counts it: a cumulative ACK over data
+/// the peer had SACKed already (reordering, not loss) grows slow start by the one segment
+/// that was not, not by everything it covers (Linux's limited_transmit scripts).
+#[test]
+fn slow_start_does_not_count_sacked_bytes_again() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1000);
+    assert_eq!(s.tcp.send(h, &[7u8; 30_000]), Ok(30_000));
+    let first = data_out(&mut s);
+    assert_eq!(first.len(), 10, "the initial window: {first:?}");
+    let cwnd0 = s.tcp.tcp_info(h, s.now).unwrap().snd_cwnd;
+    let base = s.iss.wrapping_add(1);
+    let seg = first[0].1 as u32;
+    s.advance(Duration::from_millis(10));
+    for k in 2..=3 {
+        let dup = with_sack(
+            s.seg(TcpFlags::ACK, base),
+            &[(base.wrapping_add(seg), base.wrapping_add(k * seg))],
+        );
+        s.inject(&dup, &[]);
+        let _ = data_out(&mut s);
+    }
+    // Segments 2 and 3 were SACKed; this ACK delivers segment 1 only.
+    ack_data(&mut s, 3 * seg);
+    let cwnd1 = s.tcp.tcp_info(h, s.now).unwrap().snd_cwnd;
+    assert_eq!(cwnd1, cwnd0 + 1, "one segment newly delivered");
+}
+
+/// Nagle with Minshall's check (Linux `tcp_nagle_check`, `tcp_minshall_check`): a short
+/// segment goes at once behind full segments in flight, and waits only while an earlier
+/// short segment is unacknowledged.
+#[test]
+fn nagle_holds_a_short_segment_only_behind_another_short_one() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1000);
+    let seg = 1000 - 12; // the MSS less the timestamp option
+    assert_eq!(s.tcp.send(h, &vec![1u8; seg]), Ok(seg));
+    assert_eq!(data_out(&mut s), vec![(0, seg, true)]);
+    // A full segment in flight, no short one: the short write goes.
+    assert_eq!(s.tcp.send(h, &[2u8; 100]), Ok(100));
+    assert_eq!(data_out(&mut s), vec![(seg as u32, 100, true)]);
+    // A short segment in flight: the next short write waits...
+    assert_eq!(s.tcp.send(h, &[3u8; 50]), Ok(50));
+    assert_eq!(data_out(&mut s), vec![]);
+    // ...also when only the full segment is acknowledged...
+    s.advance(Duration::from_millis(10));
+    ack_data(&mut s, seg as u32);
+    assert_eq!(data_out(&mut s), vec![]);
+    // ...and goes with the ACK of the short one.
+    ack_data(&mut s, seg as u32 + 100);
+    assert_eq!(data_out(&mut s), vec![(seg as u32 + 100, 50, true)]);
+}
+
+/// TCP_NOTSENT_LOWAT as Linux cuts a write (`notsent_room`): the chunk that fills is pushed
+/// at once, its unsent rest is filled again, and a new chunk starts only below the threshold.
+#[test]
+fn notsent_room_follows_linux_skb_chunks() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1000);
+    // The peer's window (0xffff << 7) puts the size goal at 64 KiB in whole segments; cwnd
+    // (10 segments) goes at once: a write may take the first chunk, refill its unsent rest,
+    // and stop there (more than 4,000 bytes unsent).
+    let seg = 1000 - 12;
+    let goal = 65536 / seg * seg;
+    // cwnd in bytes of the MSS (RFC 5681 SMSS): what may leave at once.
+    let sent = 10 * 1000;
+    let room = s.tcp.notsent_room(h, 4000, 1 << 20).unwrap();
+    assert_eq!(room, goal + sent, "one chunk, then its sent part again");
+    // Without a threshold the write is only bounded by its length.
+    assert_eq!(s.tcp.notsent_room(h, u32::MAX, 12_345).unwrap(), 12_345);
+    assert_eq!(s.tcp.send(h, &vec![5u8; room]), Ok(room));
+    let _ = data_out(&mut s);
+    // Everything unsent is a full chunk, at the threshold: nothing more.
+    assert_eq!(s.tcp.notsent_room(h, 4000, 1 << 20).unwrap(), 0);
+}
+
+/// TCP_INFO's `delivered` (Linux `tp->delivered`): the SYN-ACK counts one, each data segment
+/// one as the peer acknowledges it.
+#[test]
+fn tcp_info_delivered_counts_acknowledged_segments() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1000);
+    assert_eq!(s.tcp.tcp_info(h, s.now).unwrap().delivered, 1);
+    let seg = 1000 - 12;
+    assert_eq!(s.tcp.send(h, &vec![1u8; 3 * seg]), Ok(3 * seg));
+    assert_eq!(data_out(&mut s).len(), 3);
+    s.advance(Duration::from_millis(10));
+    ack_data(&mut s, 2 * seg as u32);
+    assert_eq!(s.tcp.tcp_info(h, s.now).unwrap().delivered, 3);
+    ack_data(&mut s, 3 * seg as u32);
+    assert_eq!(s.tcp.tcp_info(h, s.now).unwrap().delivered, 4);
 }
 
 /// MSG_MORE: the short tail waits and a full segment goes without PSH; the ACK lets the tail

@@ -3,8 +3,8 @@
 #include <stddef.h>
 
 int main(void) {
-    size_t off[10];
-    size_t size = nf_config_layout(off, 10);
+    size_t off[11];
+    size_t size = nf_config_layout(off, 11);
     CHECK(size == sizeof(nf_config));
     CHECK(off[0] == offsetof(nf_config, size));
     CHECK(off[1] == offsetof(nf_config, medium));
@@ -16,6 +16,7 @@ int main(void) {
     CHECK(off[7] == offsetof(nf_config, device));
     CHECK(off[8] == offsetof(nf_config, address6));
     CHECK(off[9] == offsetof(nf_config, gateway6));
+    CHECK(off[10] == offsetof(nf_config, tcp_ecn));
 
     nf_config c;
     memset(&c, 0xaa, sizeof c);
@@ -25,6 +26,7 @@ int main(void) {
     CHECK(strcmp(c.address, "198.18.0.2/24") == 0);
     CHECK(c.gateway == NULL && c.device == NULL && c.mtu == 0);
     CHECK(c.address6 == NULL && c.gateway6 == NULL);
+    CHECK(c.tcp_ecn == 2);
 
     /* Bad configurations. */
     CHECK(nf_stack_new(NULL) == NULL && errno == EFAULT);

@@ -803,6 +803,78 @@ impl Conn {
         self.dsack_rx.compose(regular, max)
     }
 
+    /// The bytes one write chunk holds, Linux's size goal for an skb (`tcp_xmit_size_goal`):
+    /// 64 KiB bounded by half the largest window the peer offered (`tcp_bound_to_half_wnd`),
+    /// in whole segments, at least one.
+    pub fn size_goal(&self) -> u32 {
+        let mss = self.seg_mss();
+        let maxw = self.snd.max_wnd;
+        let cutoff = if maxw > 536 { maxw / 2 } else { maxw };
+        let pkt = if cutoff > 0 && cutoff < 65536 {
+            cutoff
+        } else {
+            65536
+        };
+        (pkt / mss).max(1) * mss
+    }
+
+    /// Bytes written and not yet sent once (Linux `write_seq - snd_nxt`).
+    fn unsent(&self) -> u32 {
+        let end = self.fin_seq();
+        if seq::lt(self.snd.nxt, end) {
+            seq::dist(self.snd.nxt, end)
+        } else {
+            0
+        }
+    }
+
+    /// A write of up to `n` bytes cut into chunks as Linux's `tcp_sendmsg_locked` cuts it
+    /// into skbs: the tail chunk fills up to the size goal without a check; a new chunk starts
+    /// only while fewer than `lowat` bytes are unsent (`sk_stream_memory_free` ->
+    /// `tcp_stream_memory_free`); and each chunk that fills is pushed at once
+    /// (`tcp_push_one`), so what cwnd and the peer's window let out then no longer counts as
+    /// unsent, and the rest of a chunk cut there is the new tail, filled again. Returns the
+    /// bytes taken and the tail chunk's length after them. `queued`: bytes of this write the
+    /// ring holds already (left out of the queue's state).
+    fn write_chunks(&self, n: u64, lowat: u64, queued: u32) -> (u64, u32) {
+        let goal = u64::from(self.size_goal());
+        let edge = self.send_edge();
+        let mut sendable = if seq::lt(self.snd.nxt, edge) {
+            u64::from(seq::dist(self.snd.nxt, edge))
+        } else {
+            0
+        };
+        let mut unsent = u64::from(self.unsent().saturating_sub(queued));
+        let mut tail = u64::from(self.snd.tail_chunk).min(unsent);
+        let mut taken = 0u64;
+        while taken < n {
+            if tail == 0 || tail >= goal {
+                if unsent >= lowat {
+                    break;
+                }
+                tail = 0;
+            }
+            let add = (goal - tail).min(n - taken);
+            taken += add;
+            unsent += add;
+            tail += add;
+            if tail == goal {
+                let go = sendable.min(unsent);
+                sendable -= go;
+                unsent -= go;
+                tail = tail.min(unsent);
+            }
+        }
+        (taken, tail as u32)
+    }
+
+    /// How many bytes (at most `limit`) a write may queue now under TCP_NOTSENT_LOWAT
+    /// `lowat`, as Linux takes them (`write_chunks`): a write may leave up to a chunk more
+    /// than `lowat` unsent.
+    pub fn notsent_room(&self, lowat: u32, limit: usize) -> usize {
+        self.write_chunks(limit as u64, u64::from(lowat), 0).0 as usize
+    }
+
     /// Payload bytes per segment: RFC 9293 §3.7.1, Eff.snd.MSS minus the TCP options we add,
     /// so that header + options + data never exceed the peer's MSS + 40 (the MTU).
     pub fn seg_mss(&self) -> u32 {
@@ -927,6 +999,9 @@ impl Conn {
         }
         let n = self.snd.ring.push(data, mode);
         if n > 0 {
+            // The write's chunks (see `write_chunks`), for a later TCP_NOTSENT_LOWAT check;
+            // computed as if the bytes were not queued yet.
+            self.snd.tail_chunk = self.write_chunks(n as u64, u64::MAX, n as u32).1;
             self.snd.more = flags.more;
             self.snd.more_tail = flags.more;
             // Linux marks the record's end only once the whole message is queued

@@ -26,6 +26,9 @@ pub struct ConnCounters {
     pub total_rto: u16,
     /// Out-of-order segments queued.
     pub rcv_ooopack: u32,
+    /// Segments the peer acknowledged, the SYN (or SYN-ACK) and FIN counting one each
+    /// (Linux `tp->delivered`).
+    pub delivered: u32,
 }
 
 /// Linux `tcp_ca_state`.
@@ -105,6 +108,8 @@ pub struct TcpInfo {
     pub min_rtt: u32,
     pub data_segs_in: u32,
     pub data_segs_out: u32,
+    /// Segments delivered (Linux `tcpi_delivered`).
+    pub delivered: u32,
     /// Bytes sent, retransmissions included, and retransmitted.
     pub bytes_sent: u64,
     pub bytes_retrans: u64,
@@ -243,6 +248,7 @@ impl Conn {
             min_rtt: self.rack.min_rtt().map_or(u32::MAX, micros),
             data_segs_in: k.data_segs_in,
             data_segs_out: k.data_segs_out,
+            delivered: k.delivered,
             bytes_sent: u64::from(sent) + k.bytes_retrans,
             bytes_retrans: k.bytes_retrans,
             dsack_dups: self.dsack_tx.stats.received as u32,

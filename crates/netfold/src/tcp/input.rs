@@ -713,6 +713,8 @@ impl Conn {
             }
             self.take_rtt_sample(ctx, seg);
             self.snd.una = seg.ack;
+            // Linux `tp->delivered`: the SYN counts one.
+            self.counters.delivered = self.counters.delivered.wrapping_add(1);
             if seq::lt(self.snd.nxt, self.snd.una) {
                 self.snd.nxt = self.snd.una;
             }
@@ -812,7 +814,29 @@ impl Conn {
         let acked = seq::dist(self.snd.una, ack);
         let cwnd_limited = self.cwnd_limited();
         if acked > 0 {
+            // What this ACK delivers for cwnd growth, as Linux counts it (`tcp_slow_start`
+            // and `tcp_cong_avoid` take the newly delivered segments): bytes SACKed before
+            // (or, without SACK, the segments duplicate ACKs already reported) were
+            // delivered then, not now. (RFC 5681 §3.1 counts "bytes acknowledged"; Linux's
+            // reading keeps limited transmit and reordering from inflating cwnd.)
+            let sacked_pre = if self.sack_ok && !self.scoreboard.is_empty() {
+                self.scoreboard.sacked_bytes()
+            } else {
+                0
+            };
+            let dup_segs = if self.sack_ok { 0 } else { self.dupacks };
             self.take_cumulative_ack(ctx, seg);
+            let delivered = if self.sack_ok {
+                let post = if self.scoreboard.is_empty() {
+                    0
+                } else {
+                    self.scoreboard.sacked_bytes()
+                };
+                acked.saturating_sub(sacked_pre.saturating_sub(post))
+            } else {
+                acked.saturating_sub(dup_segs.saturating_mul(mss))
+            }
+            .max(acked.min(mss));
             match self.recovery {
                 Some(rec) if seq::ge(ack, rec.point) => {
                     // Full acknowledgment: leave recovery (RFC 6582 §3.2 step 3, RFC 6675 §5).
@@ -847,7 +871,7 @@ impl Conn {
                     }
                     self.recovery = Some(rec);
                 }
-                None => self.grow_cwnd(now, acked, cwnd_limited),
+                None => self.grow_cwnd(now, delivered, cwnd_limited),
             }
             self.restart_rto(now);
         } else if self.snd.max != self.snd.una
@@ -992,6 +1016,17 @@ impl Conn {
         // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
         let data_end = self.fin_seq();
         let n = seq::dist(self.snd.buf_seq, seq::min(ack, data_end));
+        // Linux `tp->delivered` (`tcp_clean_rtx_queue`): the SYN and the FIN count one
+        // segment each, data its segments (here when cumulatively acknowledged, SACKed or
+        // not).
+        let ctl = u32::from(self.snd.una == self.snd.iss)
+            + u32::from(
+                self.snd.fin_queued && seq::gt(ack, data_end) && !seq::gt(self.snd.una, data_end),
+            );
+        self.counters.delivered = self
+            .counters
+            .delivered
+            .wrapping_add(ctl + n.div_ceil(self.seg_mss()));
         self.snd.ring.consume(n as usize);
         self.snd.buf_seq = self.snd.buf_seq.wrapping_add(n);
         self.snd.una = ack;
@@ -1266,6 +1301,9 @@ impl Conn {
                     self.rcv.nxt = self.rcv.nxt.wrapping_add(adv as u32);
                 }
             }
+            // Data that reaches a FIN held out of order: that FIN's ACK (eighth check) covers
+            // this data too, one ACK as for a FIN on the segment itself.
+            let fin = fin || (off == 0 && self.rcv.fin == Some(self.rcv.nxt));
             // Remembered SACK blocks follow the assembler: merged ranges grow, ranges now in
             // order disappear (RFC 2018 §4: report only data actually held above RCV.NXT).
             if self.sack_ok {
@@ -1342,7 +1380,13 @@ impl Conn {
             }
         }
         if fin {
-            self.rcv.fin = Some(sseq.wrapping_add(data.len() as u32));
+            let f = sseq.wrapping_add(data.len() as u32);
+            self.rcv.fin = Some(f);
+            // A FIN beyond RCV.NXT with no data is out of order too: a duplicate ACK at once
+            // names the hole (RFC 5681 §4.2), as Linux's `tcp_data_queue_ofo` answers it.
+            if data.is_empty() && f != self.rcv.nxt {
+                self.ack_now = true;
+            }
         }
     }
 }

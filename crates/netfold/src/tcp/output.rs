@@ -221,17 +221,29 @@ impl Conn {
     /// - on the segment that ends what the application queued (Linux `tcp_push` marks the
     ///   last skb of each write), unless the send had MSG_MORE (no mark then);
     /// - on the segment that ends a record (MSG_EOR: the end of a write too);
-    /// - on the last segment of a burst of new data that the peer's window or cwnd cut short
-    ///   (Linux 6.x: the segment before the window's edge goes with PSH, checked with
-    ///   `conformance/scripts/psh-window-limited-bursts.pkt` against the kernel), so that
-    ///   the receiver delivers what it has instead of waiting for the rest;
-    /// - on a window probe carrying data (Linux `tcp_write_wakeup` sets it).
+    /// - on new data more than half the largest window the peer offered past the last
+    ///   segment that had PSH (Linux `forced_push` in `tcp_sendmsg_locked` and `tcp_push`),
+    ///   so that a long write still gets pushes while it streams;
+    /// - on the last segment of a burst of new data that the peer's window or cwnd cut
+    ///   short (Linux 6.x: the segment before the window's edge goes with PSH,
+    ///   `conformance/scripts/psh-window-limited-bursts.pkt`, and so does the end of a
+    ///   cwnd-limited initial window), so that the receiver delivers what it has instead of
+    ///   waiting for the rest. Not on a segment that RFC 3042 limited transmit let out
+    ///   (duplicate ACKs pending) nor on what fast recovery lets out: Linux marks neither
+    ///   (its limited_transmit and fast_recovery scripts, `psh-limited-transmit-none.pkt`);
+    /// - on a window probe carrying data, also one that lets a MSG_MORE tail out after the
+    ///   probe timer (Linux `tcp_write_wakeup` sets it).
     ///
     /// Retransmissions of segments that had none get none (Linux's `tcp_fragment` keeps PSH
     /// on the tail piece only).
     fn push(&self, p: &Plan) -> bool {
         if p.len == 0 {
             return false;
+        }
+        if p.kind == Kind::Probe {
+            // Linux `tcp_write_wakeup` marks every probe that carries data, a MSG_MORE tail
+            // that the probe timer lets out too.
+            return true;
         }
         let end = p.seq.wrapping_add(p.len);
         let fin_seq = self.fin_seq();
@@ -242,13 +254,26 @@ impl Conn {
             return true;
         }
         match p.kind {
-            Kind::Probe => true,
-            Kind::Data if self.recovery.is_none() && !seq::lt(p.seq, self.snd.max) => {
+            Kind::Data if !seq::lt(p.seq, self.snd.max) => {
+                if self.snd.max_wnd > 0 {
+                    // Linux tests `forced_push` when a write's skb fills: skbs of the size
+                    // goal follow the last push, and the first whose end is more than half
+                    // the max window past it gets PSH.
+                    let goal = self.size_goal();
+                    let k = self.snd.max_wnd / 2 / goal + 1;
+                    let boundary = self.snd.pushed.wrapping_add(k.saturating_mul(goal));
+                    if seq::ge(end, boundary) {
+                        return true;
+                    }
+                }
+                if self.recovery.is_some() || self.dupacks > 0 {
+                    return false;
+                }
                 // The room the windows leave after this segment holds no full segment of
                 // what remains: the burst stops here until an ACK.
-                let room = seq::dist(end, self.send_edge());
-                let rest = seq::dist(end, fin_seq);
-                seq::le(self.send_edge(), end) || room < rest.min(self.seg_mss())
+                let edge = self.send_edge();
+                let rest = seq::dist(end, fin_seq).min(self.seg_mss());
+                seq::le(edge, end) || seq::dist(end, edge) < rest
             }
             _ => false,
         }
@@ -258,7 +283,7 @@ impl Conn {
     /// transmit), the peer's window). Both limits are byte counts from SND.UNA, then one
     /// edge: comparing two edges in sequence space would misorder them once cwnd exceeds
     /// 2^31.
-    fn send_edge(&self) -> u32 {
+    pub(super) fn send_edge(&self) -> u32 {
         let lt = if self.recovery.is_none() && self.dupacks < 3 {
             self.dupacks * self.snd.mss
         } else {
@@ -367,6 +392,19 @@ impl Conn {
         if repr.flags.cwr() && !repr.flags.syn() {
             self.ecn.cwr_due = false;
         }
+        if p.fin && !seq::lt(p.seq.wrapping_add(p.len), self.snd.max) {
+            self.snd.fin_alone = p.len == 0;
+        }
+        if p.len > 0 && p.kind != Kind::Syn && !seq::lt(p.seq, self.snd.max) {
+            if repr.flags.psh() && seq::gt(end, self.snd.pushed) {
+                self.snd.pushed = end;
+            }
+            // Linux `tcp_minshall_update`: a segment shorter than the MSS (the last piece of
+            // a GSO plan) is the new "last small segment".
+            if !p.len.is_multiple_of(self.seg_mss()) {
+                self.snd.sml = p.seq.wrapping_add(p.len);
+            }
+        }
         match p.kind {
             Kind::Syn => self.commit_syn(repr, end, now, stats),
             Kind::Tlp => self.commit_tlp(p, repr, end, now, stats),
@@ -414,7 +452,7 @@ impl Conn {
                 }
                 self.timers.persist = None;
                 self.timers.persist_backoff = 0;
-                if p.kind == Kind::Data && !rexmit && self.timers.pto.is_none() {
+                if p.kind == Kind::Data && !rexmit {
                     self.arm_pto(now);
                 }
             }
@@ -768,6 +806,16 @@ impl Conn {
             return None;
         }
         let fin_sent = self.snd.fin_queued && seq::gt(self.snd.max, fin_seq);
+        if fin_sent && self.snd.fin_alone {
+            // The last segment sent was the FIN alone: the probe is that FIN (Linux
+            // `tcp_send_loss_probe` resends the last skb of the retransmit queue).
+            return Some(Plan {
+                kind: Kind::Tlp,
+                seq: fin_seq,
+                len: 0,
+                fin: true,
+            });
+        }
         let data_end = seq::min(self.snd.max, fin_seq);
         let len = seq::dist(self.snd.una, data_end).min(smss);
         Some(Plan {
@@ -992,7 +1040,15 @@ impl Conn {
             let remaining = seq::dist(p.seq, fin_seq);
             // A Fast Open connection's SYN-ACK is not data in flight (Linux keeps it off the
             // child's queue): Nagle lets its first short segment go.
-            let idle = self.snd.nxt == self.snd.una
+            // Nagle as Linux applies it (`tcp_nagle_check` with Minshall's variant,
+            // `tcp_minshall_check`): a short segment waits only while an earlier short
+            // segment is unacknowledged, not behind any data in flight; full segments ahead
+            // of it do not delay it (RFC 9293 §3.7.4 allows this refinement: "a TCP SHOULD
+            // implement the Nagle algorithm"; Minshall's keeps its goal, at most one small
+            // segment in flight).
+            let small_in_flight =
+                seq::gt(self.snd.sml, self.snd.una) && seq::le(self.snd.sml, self.snd.max);
+            let idle = !small_in_flight
                 || (self.fastopen_sends() && self.snd.nxt == self.snd.iss.wrapping_add(1));
             // TCP_CORK and MSG_MORE hold every short segment but the one with the FIN (Linux
             // `tcp_nagle_check` with `TCP_NAGLE_CORK`; a FIN passes `tcp_nagle_test`).

@@ -72,6 +72,19 @@ pub struct SendSeq {
     /// Send what is queued at the next output pass whatever Nagle and TCP_CORK say, once
     /// (Linux `TCP_NAGLE_PUSH`, which setting TCP_NODELAY raises).
     pub push_now: bool,
+    /// The end of the last segment sent with PSH (Linux `tp->pushed_seq`): new data more
+    /// than half the largest window past it gets PSH (Linux `forced_push`).
+    pub pushed: u32,
+    /// The end of the last segment sent shorter than the MSS (Linux `tp->snd_sml`, for
+    /// Minshall's Nagle check).
+    pub sml: u32,
+    /// Bytes in the last write chunk (Linux's tail skb of the write queue, at most one size
+    /// goal): what a write may still append without the TCP_NOTSENT_LOWAT check, which
+    /// Linux makes only before it starts a new skb.
+    pub tail_chunk: u32,
+    /// Our FIN went in a segment of its own (Linux: its own skb, which a tail loss probe
+    /// resends alone).
+    pub fin_alone: bool,
 }
 
 impl SendSeq {
@@ -98,6 +111,10 @@ impl SendSeq {
             more_tail: false,
             record_ends: VecDeque::new(),
             push_now: false,
+            pushed: iss.wrapping_add(1),
+            sml: iss,
+            tail_chunk: 0,
+            fin_alone: false,
         }
     }
 

@@ -579,6 +579,12 @@ impl TcpLayer {
         })
     }
 
+    /// How many bytes a write may queue now under TCP_NOTSENT_LOWAT `lowat` (Linux's rule,
+    /// see `Conn::notsent_room`).
+    pub fn notsent_room(&self, h: Handle, lowat: u32, limit: usize) -> Result<usize, Error> {
+        Ok(self.conn(h)?.notsent_room(lowat, limit))
+    }
+
     pub fn send_space(&self, h: Handle) -> Result<usize, Error> {
         let c = self.conn(h)?;
         Ok(if c.snd.fin_queued {
