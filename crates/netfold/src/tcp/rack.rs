@@ -378,10 +378,19 @@ impl Rack {
 
     /// Makes room for `n` more records: merge, else forget. Returns whether the records that
     /// existed before the call are still there.
+    #[inline(always)]
     fn ensure_room(&mut self, n: usize) -> bool {
+        // Nearly always room (a few records in flight): decided inline, at every send and ACK.
         if self.segs.len() + n <= self.capacity {
             return true;
         }
+        self.make_room(n)
+    }
+
+    /// `ensure_room` when the table is full (out of line: bulk transfers reach it, the
+    /// per-segment path does not).
+    #[inline(never)]
+    fn make_room(&mut self, n: usize) -> bool {
         self.compact();
         if self.segs.len() + n <= self.capacity {
             return true;
