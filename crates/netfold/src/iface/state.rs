@@ -171,6 +171,7 @@ impl IfaceState {
     }
 
     /// Queues a finished frame for the device.
+    #[inline]
     pub fn push(&mut self, buf: PacketBuf) {
         self.c.frames_out += 1;
         self.c.bytes_out += buf.len() as u64;

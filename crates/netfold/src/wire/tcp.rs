@@ -714,20 +714,32 @@ impl<'a> Iterator for TcpOptionIter<'a> {
 
 impl TcpOptions {
     /// Parses an option area. A repeated option keeps its last value.
+    #[inline]
     pub fn parse(options: &[u8]) -> Result<TcpOptions> {
-        let mut out = TcpOptions::default();
         // Fast path for the layout nearly every data segment and ACK carries: NOP NOP TS,
         // exactly 12 bytes (RFC 7323 Appendix A recommends it so the receiver can do this; Linux's
         // tcp_fast_parse_options / tcp_parse_aligned_timestamp does the same).
         if let [kind::NOP, kind::NOP, kind::TS, 10, ts @ ..] = options {
             if ts.len() == 8 {
-                out.timestamps = Some(Timestamps {
-                    tsval: be32(&ts[..4]),
-                    tsecr: be32(&ts[4..]),
+                return Ok(TcpOptions {
+                    timestamps: Some(Timestamps {
+                        tsval: be32(&ts[..4]),
+                        tsecr: be32(&ts[4..]),
+                    }),
+                    ..TcpOptions::default()
                 });
-                return Ok(out);
             }
         }
+        if options.is_empty() {
+            return Ok(TcpOptions::default());
+        }
+        Self::parse_general(options)
+    }
+
+    /// `parse` for every layout but the aligned timestamps and no options (out of line).
+    #[inline(never)]
+    fn parse_general(options: &[u8]) -> Result<TcpOptions> {
+        let mut out = TcpOptions::default();
         for option in TcpOptionIter::new(options) {
             match option? {
                 TcpOption::Mss(v) => out.mss = Some(v),
