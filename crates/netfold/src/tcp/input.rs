@@ -1268,7 +1268,8 @@ impl Conn {
             }
             // Remembered SACK blocks follow the assembler: merged ranges grow, ranges now in
             // order disappear (RFC 2018 §4: report only data actually held above RCV.NXT).
-            if self.sack_ok {
+            // With none remembered (in-order traffic) there is nothing to refresh.
+            if self.sack_ok && !self.sack_hist.is_empty() {
                 let base = self.rcv.nxt;
                 let asm = &self.rcv.ring.asm;
                 self.sack_hist.refresh(base, |left| {
