@@ -1527,7 +1527,9 @@ mod tests {
                     dst_port: q,
                     seq: a,
                     ack: b,
-                    flags: TcpFlags(TcpFlags::ACK | (0xff & (i as u8 * 37 + j as u8))),
+                    flags: TcpFlags(
+                        TcpFlags::ACK | (i as u8).wrapping_mul(37).wrapping_add(j as u8),
+                    ),
                     window: q.wrapping_mul(3),
                     urgent: if i % 3 == 0 { p } else { 0 },
                     options: TcpOptions {
