@@ -741,6 +741,7 @@ impl Conn {
         Event::None
     }
 
+    #[inline]
     fn take_rtt_sample(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) {
         // RFC 7323 §4.1 RTTM: with timestamps, TSecr gives a sample on each new ACK;
         // otherwise Karn's algorithm times one unretransmitted segment at a time.

@@ -133,6 +133,7 @@ impl MinFilter {
         self.valid.then_some(self.s[0].1)
     }
 
+    #[inline]
     fn update(&mut self, now: Instant, v: Duration, win: Duration) {
         let fresh = (now, v);
         if !self.valid || v <= self.s[0].1 || now.saturating_since(self.s[2].0) > win {
@@ -746,6 +747,7 @@ impl Rack {
     /// never retransmitted (Karn's rule; Linux takes its `seq_rtt_us` the same way from the
     /// acknowledged skbs' microsecond timestamps). `None` when every such record was
     /// retransmitted. Call before [`Rack::on_ack`] removes the records.
+    #[inline]
     pub fn karn_sample(&self, now: Instant, una: u32) -> Option<Duration> {
         self.segs
             .iter()
