@@ -216,6 +216,7 @@ impl Pool {
     }
 
     /// An empty buffer with default headroom and at least the pool's capacity.
+    #[inline]
     pub fn get(&mut self) -> PacketBuf {
         self.stats.gets += 1;
         match self.free.pop() {
@@ -223,11 +224,15 @@ impl Pool {
                 b.clear();
                 b
             }
-            None => {
-                self.stats.allocations += 1;
-                PacketBuf::with_capacity(self.buf_capacity)
-            }
+            None => self.allocate(),
         }
+    }
+
+    /// `get` with no idle buffer: a new one (out of line; the steady state reuses).
+    #[inline(never)]
+    fn allocate(&mut self) -> PacketBuf {
+        self.stats.allocations += 1;
+        PacketBuf::with_capacity(self.buf_capacity)
     }
 
     /// Returns a buffer for reuse.

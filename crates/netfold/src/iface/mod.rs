@@ -596,24 +596,28 @@ impl Stack {
         if did {
             inner.st.c.frames_per_poll[counters::bucket(n)] += 1;
         }
-        // The batch is parsed in place, immutable, beside the mutable inner state; GRO holds
-        // segments borrowed from it until the batch ends.
-        let mut gro = Gro::new();
+        // An empty batch (most polls of request/response traffic) has no frame to parse, no
+        // GRO table to set up or flush, and no frame for a connection to adopt.
         inner.single_frame = n == 1;
-        for (i, buf) in rx.iter().enumerate() {
-            let f = buf.as_slice();
-            let start = f.as_ptr() as usize;
-            inner.rx_frame = (i as u32, start, start + f.len());
-            inner.receive_frame(now, buf, &mut gro);
-        }
-        inner.rx_frame = (0, 0, 0);
-        inner.flush_gro(now, &mut gro);
-        // Frame-level borrowing reads (`tcp/frames.rs`): connections that kept payload in
-        // frames of the batch (placed by `FramePos`) take those buffers now.
-        inner.tcp.adopt_frames(rx);
-        for buf in rx.drain(..) {
-            if !buf.is_placeholder() {
-                inner.st.pool.put(buf);
+        if did {
+            // The batch is parsed in place, immutable, beside the mutable inner state; GRO
+            // holds segments borrowed from it until the batch ends.
+            let mut gro = Gro::new();
+            for (i, buf) in rx.iter().enumerate() {
+                let f = buf.as_slice();
+                let start = f.as_ptr() as usize;
+                inner.rx_frame = (i as u32, start, start + f.len());
+                inner.receive_frame(now, buf, &mut gro);
+            }
+            inner.rx_frame = (0, 0, 0);
+            inner.flush_gro(now, &mut gro);
+            // Frame-level borrowing reads (`tcp/frames.rs`): connections that kept payload in
+            // frames of the batch (placed by `FramePos`) take those buffers now.
+            inner.tcp.adopt_frames(rx);
+            for buf in rx.drain(..) {
+                if !buf.is_placeholder() {
+                    inner.st.pool.put(buf);
+                }
             }
         }
 

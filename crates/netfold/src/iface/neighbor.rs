@@ -166,12 +166,19 @@ impl<A: Copy + Eq + Hash> NeighborCache<A> {
     }
 
     /// `lookup` that remembers the hit, so the next packet to the same hop skips the map.
+    #[inline]
     pub fn lookup_hot(&mut self, now: Instant, ip: A) -> Option<EthernetAddress> {
         if let Some((hip, e)) = self.hot {
             if hip == ip && e.state(now) == Nud::Reachable {
                 return Some(e.mac);
             }
         }
+        self.lookup_cold(now, ip)
+    }
+
+    /// `lookup_hot` past the remembered hit: the map (out of line).
+    #[inline(never)]
+    fn lookup_cold(&mut self, now: Instant, ip: A) -> Option<EthernetAddress> {
         let e = *self
             .entries
             .get(&ip)

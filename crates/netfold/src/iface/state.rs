@@ -117,25 +117,33 @@ impl IfaceState {
         self.tx.len() >= self.tx_limit
     }
 
+    #[inline(always)]
     fn mask(&self) -> u32 {
-        match self.prefix_len {
-            0 => 0,
-            n => u32::MAX << (32 - u32::from(n.min(32))),
-        }
+        // `checked_shl` gives None for a shift of 32 (prefix 0): no network bits.
+        u32::MAX
+            .checked_shl(32 - u32::from(self.prefix_len.min(32)))
+            .unwrap_or(0)
     }
 
+    #[inline(always)]
     pub fn in_subnet(&self, ip: Ipv4Addr) -> bool {
-        u32::from(ip) & self.mask() == u32::from(self.addr) & self.mask()
+        (u32::from(ip) ^ u32::from(self.addr)) & self.mask() == 0
     }
 
     /// 255.255.255.255 or the directed broadcast of our subnet (RFC 919/922). /31 and /32
     /// have no broadcast address (RFC 3021).
     #[inline(always)]
     pub fn is_broadcast(&self, ip: Ipv4Addr) -> bool {
-        ip.is_broadcast()
-            || (self.prefix_len < 31
-                && self.in_subnet(ip)
-                && u32::from(ip) | self.mask() == u32::MAX)
+        let a = u32::from(ip);
+        if a == u32::MAX {
+            return true;
+        }
+        if self.prefix_len >= 31 {
+            return false;
+        }
+        // The mask computed once: in the subnet, and every host bit set.
+        let m = self.mask();
+        (a ^ u32::from(self.addr)) & m == 0 && a | m == u32::MAX
     }
 
     /// RFC 1122 §3.3.1.1: in-subnet destinations are reached directly, others via the gateway.
@@ -163,6 +171,7 @@ impl IfaceState {
     }
 
     /// Queues a finished frame for the device.
+    #[inline]
     pub fn push(&mut self, buf: PacketBuf) {
         self.c.frames_out += 1;
         self.c.bytes_out += buf.len() as u64;

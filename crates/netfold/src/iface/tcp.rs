@@ -492,7 +492,8 @@ impl IfaceState {
         // Cannot fail: the header slice is 20 bytes and the total length fits 16 bits.
         let _ = ip.emit(iph, self.csum_tx);
         let (th, payload) = rest.split_at_mut(hlen);
-        seg.repr.emit(&mut TcpPacket::new_unchecked(&mut *th));
+        // The usual header (timestamps only) comes with its sum, computed as it is written.
+        let header_sum = seg.repr.emit_summed(th);
         let payload_sum = gso::copy_range_with_checksum(payload, seg.payload, 0, len, self.copy);
         if self.csum_tx {
             // RFC 9293 §3.1: pseudo-header, header and data; the header is a multiple of 4
@@ -504,7 +505,8 @@ impl IfaceState {
                 IpProtocol::Tcp,
                 (hlen + len) as u32,
             );
-            let sum = add(add(ph, crate::mem::checksum(th)), payload_sum);
+            let header_sum = header_sum.unwrap_or_else(|| crate::mem::checksum(th));
+            let sum = add(add(ph, header_sum), payload_sum);
             TcpPacket::new_unchecked(&mut *th).set_checksum(finish(sum));
         }
         self.count_payload_copy(len);

@@ -53,7 +53,7 @@ pub enum CopyMode {
 
 impl CopyMode {
     /// [`copy`] in this mode.
-    #[inline]
+    #[inline(always)]
     pub fn copy(self, dst: &mut [u8], src: &[u8]) {
         match self {
             CopyMode::Kernels => copy(dst, src),
@@ -62,17 +62,24 @@ impl CopyMode {
     }
 
     /// [`copy_with_checksum`] in this mode: one fused pass, or a copy then a checksum pass.
-    #[inline]
+    ///
+    /// Inlined to the size test: a small copy (request/response payloads, a few bytes) is done
+    /// in place, without the two calls it cost before the kernel was reached.
+    #[inline(always)]
     pub fn copy_with_checksum(self, dst: &mut [u8], src: &[u8]) -> u16 {
         match self {
             CopyMode::Kernels => copy_with_checksum(dst, src),
-            CopyMode::Baseline => {
-                let dst = &mut dst[..src.len()];
-                dst.copy_from_slice(src);
-                checksum(dst)
-            }
+            CopyMode::Baseline => baseline_copy_with_checksum(dst, src),
         }
     }
+}
+
+/// [`CopyMode::Baseline`]'s copy and checksum pass (out of line: a measurement mode).
+#[inline(never)]
+fn baseline_copy_with_checksum(dst: &mut [u8], src: &[u8]) -> u16 {
+    let dst = &mut dst[..src.len()];
+    dst.copy_from_slice(src);
+    checksum(dst)
 }
 
 /// The kernels in use, one per family and size class (see [`calibrate::CLASS_MAX`]).
@@ -150,7 +157,7 @@ impl KernelSet {
     }
 
     /// [`copy`] with this set's kernels.
-    #[inline]
+    #[inline(always)]
     pub fn copy(&self, dst: &mut [u8], src: &[u8]) {
         let n = src.len();
         let dst = &mut dst[..n];
@@ -189,7 +196,7 @@ impl KernelSet {
     }
 
     /// [`copy_with_checksum`] with this set's kernels.
-    #[inline]
+    #[inline(always)]
     pub fn copy_with_checksum(&self, dst: &mut [u8], src: &[u8]) -> u16 {
         let n = src.len();
         let dst = &mut dst[..n];
@@ -202,6 +209,15 @@ impl KernelSet {
             unsafe { x86_copy::copy_le64(dst.as_mut_ptr(), src.as_ptr(), n) };
             return portable::checksum_small(src);
         }
+        self.copy_with_checksum_kernel(dst, src)
+    }
+
+    /// `copy_with_checksum` past the small-copy test: the chosen kernel, chunked (out of
+    /// line, so the inlined small path stays small at each call site).
+    #[inline(never)]
+    fn copy_with_checksum_kernel(&self, dst: &mut [u8], src: &[u8]) -> u16 {
+        let n = src.len();
+        let dst = &mut dst[..n];
         let f = self.chosen.fused[class_of(n)];
         if n <= MAX_CHUNK {
             // SAFETY: equal-length, non-overlapping valid ranges of at most MAX_CHUNK bytes;
@@ -243,7 +259,7 @@ pub fn calibration() -> &'static calibrate::Calibration {
 /// measured fastest for the size class on this CPU ([`calibrate`], with a margin in favour of
 /// `memcpy`): a destination-aligned vector loop (AVX2, AVX-512, or AVX-512 VBMI with source
 /// lines re-assembled by `vpermt2b`), `rep movsb`, or the C library's `memcpy`.
-#[inline]
+#[inline(always)]
 pub fn copy(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
     let dst = &mut dst[..n];
@@ -268,7 +284,7 @@ pub fn checksum_with_initial(initial: u16, data: &[u8]) -> u16 {
 
 /// Copies `src` into the front of `dst` and returns `checksum(src)`, in ONE pass over the data
 /// (the 1996 merged-system-calls thread, the OLS 2002 study). Panics only if `dst` is shorter than `src`.
-#[inline]
+#[inline(always)]
 pub fn copy_with_checksum(dst: &mut [u8], src: &[u8]) -> u16 {
     let n = src.len();
     let dst = &mut dst[..n];

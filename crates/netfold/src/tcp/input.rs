@@ -743,6 +743,7 @@ impl Conn {
         Event::None
     }
 
+    #[inline]
     fn take_rtt_sample(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) {
         // RFC 7323 §4.1 RTTM: with timestamps, TSecr gives a sample on each new ACK;
         // otherwise Karn's algorithm times one unretransmitted segment at a time.
@@ -1306,7 +1307,8 @@ impl Conn {
             let fin = fin || (off == 0 && self.rcv.fin == Some(self.rcv.nxt));
             // Remembered SACK blocks follow the assembler: merged ranges grow, ranges now in
             // order disappear (RFC 2018 §4: report only data actually held above RCV.NXT).
-            if self.sack_ok {
+            // With none remembered (in-order traffic) there is nothing to refresh.
+            if self.sack_ok && !self.sack_hist.is_empty() {
                 let base = self.rcv.nxt;
                 let asm = &self.rcv.ring.asm;
                 self.sack_hist.refresh(base, |left| {

@@ -51,6 +51,29 @@ struct Plan {
     fin: bool,
 }
 
+/// What `commit` needs of the header a segment went out with.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    flags: TcpFlags,
+    ack: u32,
+    window: u16,
+    sack_count: u8,
+    tsval: Option<u32>,
+}
+
+impl Sent {
+    #[inline(always)]
+    fn of(repr: &TcpRepr) -> Sent {
+        Sent {
+            flags: repr.flags,
+            ack: repr.ack,
+            window: repr.window,
+            sack_count: repr.options.sack_count,
+            tsval: repr.options.timestamps.map(|t| t.tsval),
+        }
+    }
+}
+
 impl Conn {
     /// Emits everything due (up to a per-call budget).
     ///
@@ -80,7 +103,6 @@ impl Conn {
             } else {
                 Ecn::NotEct
             };
-            let repr = self.build_repr(&plan, now);
             let payload = if plan.len > 0 {
                 // A Fast Open SYN's data starts after the SYN's sequence number.
                 let start = plan.seq.wrapping_add(u32::from(plan.kind == Kind::Syn));
@@ -89,10 +111,12 @@ impl Conn {
             } else {
                 Gather::empty()
             };
+            // The header is built in place, in the segment handed to `emit`; `commit` takes
+            // the few fields it needs from it, not a copy of the whole header.
             let seg = OutSegment {
                 src: self.local.get().ip(),
                 dst: self.remote.get().ip(),
-                repr,
+                repr: self.build_repr(&plan, now),
                 payload,
                 gso_size: self.seg_mss().min(u32::from(u16::MAX)) as u16,
                 ecn,
@@ -100,7 +124,8 @@ impl Conn {
             if !emit(&seg) {
                 return OutputStatus::Blocked;
             }
-            self.commit(&plan, &repr, now, stats);
+            let sent = Sent::of(&seg.repr);
+            self.commit(&plan, &sent, now, stats);
             if self.nothing_to_send() {
                 return OutputStatus::Done;
             }
@@ -352,7 +377,7 @@ impl Conn {
         (flags, options, window)
     }
 
-    fn commit(&mut self, p: &Plan, repr: &TcpRepr, now: Instant, stats: &mut Stats) {
+    fn commit(&mut self, p: &Plan, repr: &Sent, now: Instant, stats: &mut Stats) {
         // A GSO super-segment counts as the segments it becomes on the wire (Linux
         // `tcp_skb_pcount`, as its segs_out does).
         let segs = p.len.div_ceil(self.seg_mss()).max(1);
@@ -361,8 +386,8 @@ impl Conn {
         if p.len > 0 {
             self.counters.data_segs_out = self.counters.data_segs_out.wrapping_add(segs);
         }
-        stats.sack_blocks_out += u64::from(repr.options.sack_count);
-        if repr.options.sack_count > 0 && !repr.flags.syn() {
+        stats.sack_blocks_out += u64::from(repr.sack_count);
+        if repr.sack_count > 0 && !repr.flags.syn() {
             // RFC 2883 §4: "each duplicate contiguous sequence of data received is reported
             // in at most one D-SACK block".
             self.dsack_rx.on_ack_sent();
@@ -464,7 +489,7 @@ impl Conn {
     /// `commit` for a SYN or SYN-ACK (cold: out of the data path's way).
     #[cold]
     #[inline(never)]
-    fn commit_syn(&mut self, repr: &TcpRepr, end: u32, now: Instant, stats: &mut Stats) {
+    fn commit_syn(&mut self, repr: &Sent, end: u32, now: Instant, stats: &mut Stats) {
         self.ecn.syn_asked = !repr.flags.ack() && repr.flags.ece() && repr.flags.cwr();
         if self.snd.max == self.snd.iss {
             if !self.ts.enabled || self.state == State::SynSent {
@@ -482,7 +507,7 @@ impl Conn {
     /// `commit` for a tail loss probe (cold).
     #[cold]
     #[inline(never)]
-    fn commit_tlp(&mut self, p: &Plan, repr: &TcpRepr, end: u32, now: Instant, stats: &mut Stats) {
+    fn commit_tlp(&mut self, p: &Plan, repr: &Sent, end: u32, now: Instant, stats: &mut Stats) {
         self.tlp_due = false;
         let rxt = seq::lt(p.seq, self.snd.max);
         stats.tlp_probes += 1;
@@ -529,7 +554,7 @@ impl Conn {
 
     /// `commit` for an ACK from a snapshot (GRO-merged arrivals; out of line, not cold).
     #[inline(never)]
-    fn commit_snap_ack(&mut self, repr: &TcpRepr) {
+    fn commit_snap_ack(&mut self, repr: &Sent) {
         self.rcv.read_since_ack = false;
         self.ack_snaps.copy_within(1..self.n_snaps, 0);
         self.n_snaps -= 1;
@@ -584,7 +609,7 @@ impl Conn {
     /// record the time in Segment.xmit_ts and set Segment.lost to FALSE. Upon retransmitting
     /// a segment, set Segment.retransmitted to TRUE." (SACK connections only: RACK needs
     /// SACK, RFC 8985 §4.) Retransmitted segments also count toward D-SACK undo.
-    fn rack_record_send(&mut self, p: &Plan, end: u32, repr: &TcpRepr, now: Instant) {
+    fn rack_record_send(&mut self, p: &Plan, end: u32, repr: &Sent, now: Instant) {
         if !self.sack_ok {
             return;
         }
@@ -593,7 +618,7 @@ impl Conn {
             let segs = seq::dist(p.seq, rxt_end).div_ceil(self.seg_mss().max(1));
             self.dsack_tx.on_retransmit(segs.max(1));
         }
-        let tsval = repr.options.timestamps.map(|t| t.tsval);
+        let tsval = repr.tsval;
         self.rack.on_send(p.seq, end, now, tsval);
     }
 

@@ -133,6 +133,7 @@ impl MinFilter {
         self.valid.then_some(self.s[0].1)
     }
 
+    #[inline]
     fn update(&mut self, now: Instant, v: Duration, win: Duration) {
         let fresh = (now, v);
         if !self.valid || v <= self.s[0].1 || now.saturating_since(self.s[2].0) > win {
@@ -378,10 +379,19 @@ impl Rack {
 
     /// Makes room for `n` more records: merge, else forget. Returns whether the records that
     /// existed before the call are still there.
+    #[inline(always)]
     fn ensure_room(&mut self, n: usize) -> bool {
+        // Nearly always room (a few records in flight): decided inline, at every send and ACK.
         if self.segs.len() + n <= self.capacity {
             return true;
         }
+        self.make_room(n)
+    }
+
+    /// `ensure_room` when the table is full (out of line: bulk transfers reach it, the
+    /// per-segment path does not).
+    #[inline(never)]
+    fn make_room(&mut self, n: usize) -> bool {
         self.compact();
         if self.segs.len() + n <= self.capacity {
             return true;
@@ -737,6 +747,7 @@ impl Rack {
     /// never retransmitted (Karn's rule; Linux takes its `seq_rtt_us` the same way from the
     /// acknowledged skbs' microsecond timestamps). `None` when every such record was
     /// retransmitted. Call before [`Rack::on_ack`] removes the records.
+    #[inline]
     pub fn karn_sample(&self, now: Instant, una: u32) -> Option<Duration> {
         self.segs
             .iter()

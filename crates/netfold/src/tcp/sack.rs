@@ -242,6 +242,11 @@ impl SackHistory {
     pub fn blocks(&self) -> &[SackBlock] {
         &self.blocks[..self.count]
     }
+    /// Nothing remembered (`refresh` would find nothing to keep).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
     pub fn clear(&mut self) {
         self.count = 0;
     }

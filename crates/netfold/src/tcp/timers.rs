@@ -194,7 +194,19 @@ impl Conn {
 
     /// RFC 8985 §7.2: arm the probe timeout (PTO = 2*SRTT, plus a delayed-ACK allowance when
     /// one segment is in flight) if it fires before the RTO and no probe is outstanding.
+    #[inline]
     pub fn arm_pto(&mut self, now: Instant) {
+        // Nothing in flight (an ACK of everything, the usual case of request/response
+        // traffic): no probe to schedule, decided before any of the checks below.
+        if self.snd.una == self.snd.max {
+            return;
+        }
+        self.arm_pto_in_flight(now);
+    }
+
+    /// `arm_pto` with data in flight.
+    #[inline(never)]
+    fn arm_pto_in_flight(&mut self, now: Instant) {
         // RFC 8985 §7.2: "The sender SHOULD start or restart a loss probe PTO timer after
         // transmitting new data (that was not itself a loss probe) or upon receiving an ACK
         // that cumulatively acknowledges new data unless it is already in fast recovery, RTO
@@ -205,7 +217,6 @@ impl Conn {
         if (self.sack_ok && !self.tlp.may_schedule(true, segs_sacked, in_recovery))
             || self.recovery.is_some()
             || self.tlp.episode().is_some()
-            || self.snd.una == self.snd.max
             || self.snd.wnd == 0
             || !self.state.may_send()
         {

@@ -714,20 +714,32 @@ impl<'a> Iterator for TcpOptionIter<'a> {
 
 impl TcpOptions {
     /// Parses an option area. A repeated option keeps its last value.
+    #[inline]
     pub fn parse(options: &[u8]) -> Result<TcpOptions> {
-        let mut out = TcpOptions::default();
         // Fast path for the layout nearly every data segment and ACK carries: NOP NOP TS,
         // exactly 12 bytes (RFC 7323 Appendix A recommends it so the receiver can do this; Linux's
         // tcp_fast_parse_options / tcp_parse_aligned_timestamp does the same).
         if let [kind::NOP, kind::NOP, kind::TS, 10, ts @ ..] = options {
             if ts.len() == 8 {
-                out.timestamps = Some(Timestamps {
-                    tsval: be32(&ts[..4]),
-                    tsecr: be32(&ts[4..]),
+                return Ok(TcpOptions {
+                    timestamps: Some(Timestamps {
+                        tsval: be32(&ts[..4]),
+                        tsecr: be32(&ts[4..]),
+                    }),
+                    ..TcpOptions::default()
                 });
-                return Ok(out);
             }
         }
+        if options.is_empty() {
+            return Ok(TcpOptions::default());
+        }
+        Self::parse_general(options)
+    }
+
+    /// `parse` for every layout but the aligned timestamps and no options (out of line).
+    #[inline(never)]
+    fn parse_general(options: &[u8]) -> Result<TcpOptions> {
+        let mut out = TcpOptions::default();
         for option in TcpOptionIter::new(options) {
             match option? {
                 TcpOption::Mss(v) => out.mss = Some(v),
@@ -799,8 +811,31 @@ impl TcpOptions {
         self.sack_blocks().len().min(fit)
     }
 
+    /// The timestamps, if they are the only option: the segment a synchronized connection
+    /// sends nearly always (every data segment and ACK without SACK blocks), whose option area
+    /// is RFC 7323 Appendix A's NOP NOP TS, 12 bytes. The emitters take this shape straight.
+    #[inline(always)]
+    pub fn timestamps_only(&self) -> Option<Timestamps> {
+        match self.timestamps {
+            Some(ts)
+                if self.mss.is_none()
+                    && self.window_scale.is_none()
+                    && !self.sack_permitted
+                    && self.sack_count == 0
+                    && self.fast_open.is_none() =>
+            {
+                Some(ts)
+            }
+            _ => None,
+        }
+    }
+
     /// Bytes the options take when emitted (a multiple of 4, at most 40).
+    #[inline]
     pub fn emitted_len(&self) -> usize {
+        if self.timestamps_only().is_some() {
+            return 12;
+        }
         let sacks = self.emitted_sack_count();
         self.fixed_len() + if sacks > 0 { 4 + 8 * sacks } else { 0 }
     }
@@ -937,6 +972,52 @@ impl TcpRepr {
         let options = &mut packet.buffer.as_mut()[HEADER_LEN..header_len];
         // Cannot fail: the slice is exactly emitted_len() long.
         let _ = self.options.emit(options);
+    }
+
+    /// [`TcpRepr::emit`] into the front of `header` (at least [`TcpRepr::header_len`] bytes),
+    /// returning, for the timestamps-only shape ([`TcpOptions::timestamps_only`]), the RFC 1071
+    /// sum of the header as written (checksum field zero), the same value
+    /// `mem::checksum(&header[..header_len])` gives, computed from the field values while they
+    /// are stored instead of read back. `None` for every other shape: the header is written by
+    /// `emit` and the caller sums it.
+    #[inline(always)]
+    pub fn emit_summed(&self, header: &mut [u8]) -> Option<u16> {
+        let Some(ts) = self.options.timestamps_only() else {
+            self.emit(&mut TcpPacket::new_unchecked(&mut *header));
+            return None;
+        };
+        // 32 bytes: the fixed header with data offset 8 words, then NOP NOP TS(8, 10) TSval
+        // TSecr (the layout `TcpOptions::emit` writes, RFC 7323 Appendix A).
+        let mut h = [0u8; HEADER_LEN + 12];
+        h[field::SRC_PORT].copy_from_slice(&self.src_port.to_be_bytes());
+        h[field::DST_PORT].copy_from_slice(&self.dst_port.to_be_bytes());
+        h[field::SEQ_NUM].copy_from_slice(&self.seq.to_be_bytes());
+        h[field::ACK_NUM].copy_from_slice(&self.ack.to_be_bytes());
+        h[field::DATA_OFF] = 8 << 4;
+        h[field::FLAGS] = self.flags.0;
+        h[field::WIN_SIZE].copy_from_slice(&self.window.to_be_bytes());
+        h[field::URGENT].copy_from_slice(&self.urgent.to_be_bytes());
+        h[20..24].copy_from_slice(&[kind::NOP, kind::NOP, kind::TS, 10]);
+        h[24..28].copy_from_slice(&ts.tsval.to_be_bytes());
+        h[28..32].copy_from_slice(&ts.tsecr.to_be_bytes());
+        header[..h.len()].copy_from_slice(&h);
+        // The big-endian 16-bit words of those bytes (RFC 1071 §1), summed in 32 bits (13
+        // words of at most 0xffff cannot carry out) and folded twice with end-around carry.
+        let words = |v: u32| (v >> 16) + (v & 0xffff);
+        let sum = u32::from(self.src_port)
+            + u32::from(self.dst_port)
+            + words(self.seq)
+            + words(self.ack)
+            + ((8 << 12) | u32::from(self.flags.0))
+            + u32::from(self.window)
+            + u32::from(self.urgent)
+            + u32::from(u16::from_be_bytes([kind::NOP, kind::NOP]))
+            + u32::from(u16::from_be_bytes([kind::TS, 10]))
+            + words(ts.tsval)
+            + words(ts.tsecr);
+        let sum = (sum & 0xffff) + (sum >> 16);
+        let sum = (sum & 0xffff) + (sum >> 16);
+        Some(sum as u16)
     }
 
     /// Writes header, options and checksum into the front of `header_buf` for a payload that
@@ -1418,6 +1499,74 @@ mod tests {
             Some(536),
             "the last of a repeated option wins"
         );
+    }
+
+    /// `emit_summed` writes what `emit` writes, and its sum is the checksum of those bytes,
+    /// for the timestamps-only shape it takes straight (over the edges of every field) and for
+    /// the shapes it hands to `emit`.
+    #[test]
+    fn emit_summed_matches_emit_and_checksum() {
+        let edges32 = [
+            0u32,
+            1,
+            0xffff,
+            0x1_0000,
+            0x7fff_ffff,
+            0x8000_0000,
+            0xffff_fffe,
+            u32::MAX,
+        ];
+        let edges16 = [1u16, 0xff, 0x8000, u16::MAX];
+        let mut shapes = Vec::new();
+        for (i, &a) in edges32.iter().enumerate() {
+            let b = edges32[(i * 5 + 3) % edges32.len()];
+            for (j, &p) in edges16.iter().enumerate() {
+                let q = edges16[(j + i) % edges16.len()];
+                let mut r = TcpRepr {
+                    src_port: p,
+                    dst_port: q,
+                    seq: a,
+                    ack: b,
+                    flags: TcpFlags(
+                        TcpFlags::ACK | (i as u8).wrapping_mul(37).wrapping_add(j as u8),
+                    ),
+                    window: q.wrapping_mul(3),
+                    urgent: if i % 3 == 0 { p } else { 0 },
+                    options: TcpOptions {
+                        timestamps: Some(Timestamps {
+                            tsval: b.rotate_left(j as u32 * 7),
+                            tsecr: a ^ 0xdead_beef,
+                        }),
+                        ..TcpOptions::default()
+                    },
+                };
+                shapes.push(r);
+                r.options.sack_count = 1;
+                r.options.sack[0] = SackBlock { left: a, right: b };
+                shapes.push(r);
+                r.options.sack_count = 0;
+                r.options.timestamps = None;
+                shapes.push(r);
+            }
+        }
+        shapes.push(syn_repr());
+        for r in shapes {
+            let n = r.header_len();
+            let mut want = [0u8; MAX_HEADER_LEN];
+            r.emit(&mut TcpPacket::new_unchecked(&mut want[..n]));
+            let mut got = [0x5au8; MAX_HEADER_LEN];
+            let sum = r.emit_summed(&mut got[..n]);
+            assert_eq!(got[..n], want[..n], "{r:?}");
+            assert_eq!(
+                sum.is_some(),
+                r.options.timestamps_only().is_some(),
+                "{r:?}"
+            );
+            if let Some(sum) = sum {
+                assert_eq!(n, 32);
+                assert_eq!(sum, mem::checksum(&want[..n]), "{r:?}");
+            }
+        }
     }
 
     #[test]
