@@ -13,8 +13,17 @@
 //!   still hold (default 2000).
 //! - `NETFOLD_OFFLOADS=0`: open the device without checksum, TSO and GRO offloads (default:
 //!   with them, as `netfold serve`).
-//! - `NETFOLD_VERBOSE=1`: one line on stderr when the stack starts.
+//! - `NETFOLD_POLL`: who runs the stack. `thread`: a driver thread polls it, and application
+//!   calls wake it and wait for it. `inline`: the application's own calls poll it (a call
+//!   that has to wait sleeps in poll(2) on the device itself, until frames or the stack's next
+//!   timer), and a fallback thread takes over within about two milliseconds while no call
+//!   does, so timers and acknowledgements run while the program is busy elsewhere. Default:
+//!   `thread`.
+//! - `NETFOLD_VERBOSE=1`: one line on stderr when the stack starts (and, with
+//!   `NETFOLD_POLL=inline`, one at exit counting the polls made by application calls and by
+//!   the fallback thread).
 
+use crate::engine::PollMode;
 use std::net::IpAddr;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +40,7 @@ pub(crate) struct Config {
     pub(crate) mtu: u32,
     pub(crate) linger_ms: i32,
     pub(crate) offloads: bool,
+    pub(crate) poll: PollMode,
     pub(crate) verbose: bool,
 }
 
@@ -49,7 +59,7 @@ fn var(name: &str) -> Option<String> {
 
 /// Reads the configuration from the environment.
 pub(crate) fn from_env() -> Result<Config, String> {
-    parse(
+    let mut c = parse(
         var("NETFOLD_LINK").as_deref(),
         var("NETFOLD_ADDR").as_deref(),
         var("NETFOLD_GATEWAY").as_deref(),
@@ -57,7 +67,19 @@ pub(crate) fn from_env() -> Result<Config, String> {
         var("NETFOLD_LINGER_MS").as_deref(),
         var("NETFOLD_OFFLOADS").as_deref(),
         flag("NETFOLD_VERBOSE"),
-    )
+    )?;
+    c.poll = poll_mode(var("NETFOLD_POLL").as_deref())?;
+    Ok(c)
+}
+
+/// `NETFOLD_POLL`'s value.
+pub(crate) fn poll_mode(v: Option<&str>) -> Result<PollMode, String> {
+    match v.map(str::trim) {
+        None => Ok(PollMode::default()),
+        Some("thread") => Ok(PollMode::Thread),
+        Some("inline") => Ok(PollMode::Inline),
+        Some(o) => Err(format!("NETFOLD_POLL={o:?}: expected thread or inline")),
+    }
 }
 
 /// The configuration these variables describe, or what is wrong with them.
@@ -155,6 +177,7 @@ pub(crate) fn parse(
         mtu,
         linger_ms,
         offloads,
+        poll: PollMode::default(),
         verbose,
     })
 }
