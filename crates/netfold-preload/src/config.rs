@@ -19,9 +19,9 @@
 //!   timer), and a fallback thread takes over within about two milliseconds while no call
 //!   does, so timers and acknowledgements run while the program is busy elsewhere. Default:
 //!   `thread`.
-//! - `NETFOLD_VERBOSE=1`: one line on stderr when the stack starts (and, with
-//!   `NETFOLD_POLL=inline`, one at exit counting the polls made by application calls and by
-//!   the fallback thread).
+//! - `NETFOLD_VERBOSE=1`: one line on stderr when the stack starts, and the stack's counters
+//!   at exit (with `NETFOLD_POLL=inline` also the polls made by application calls and by the
+//!   fallback thread).
 
 use crate::engine::PollMode;
 use std::net::IpAddr;

@@ -252,7 +252,15 @@ extern "C" fn at_exit() {
         unsafe { api::nf_stack_shutdown(p.stack, p.linger_ms) };
         if p.verbose {
             // SAFETY: the live stack of this process (never freed).
-            if let Some((app, driver, takeovers)) = unsafe { &*p.stack }.engine().inline_stats() {
+            let engine = unsafe { &*p.stack }.engine();
+            // The counters that moved, one per line ("group name value").
+            let all = engine.lock().stack.counters().to_string();
+            let moved: Vec<&str> = all
+                .lines()
+                .filter(|l| l.split_whitespace().last().is_some_and(|v| v != "0"))
+                .collect();
+            say(format_args!("counters at exit:\n{}", moved.join("\n")));
+            if let Some((app, driver, takeovers)) = engine.inline_stats() {
                 say(format_args!(
                     "polls by application calls {app}, by the fallback thread {driver} \
                      ({takeovers} take-overs)"
@@ -701,7 +709,9 @@ fn wait(
         .get()
         .and_then(Option::as_ref)
         .map(|p| unsafe { &*p.stack }.engine());
-    let inline = engine.is_some_and(|e| e.mode() == crate::engine::PollMode::Inline);
+    // A forked child must not touch the device: its frames are the parent's.
+    let inline = engine.is_some_and(|e| e.mode() == crate::engine::PollMode::Inline)
+        && !FORKED.load(Ordering::Relaxed);
     let mut hold = None;
     kernel.push(pollfd {
         fd: bell,

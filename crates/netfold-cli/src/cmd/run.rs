@@ -43,8 +43,9 @@ pub struct Args {
     /// library's, `thread`.
     #[arg(long, value_name = "MODE", value_parser = ["thread", "inline"])]
     poll: Option<String>,
-    /// Print one line on stderr when the program's stack starts (with `--poll inline`, one at
-    /// exit too: polls made by the program's calls and by the fallback thread).
+    /// Print one line on stderr when the program's stack starts, and the stack's counters at
+    /// exit (with `--poll inline` also the polls made by the program's calls and by the
+    /// fallback thread).
     #[arg(long)]
     verbose: bool,
     /// The program and its arguments (after `--`).
