@@ -80,7 +80,9 @@ pub(crate) struct Inline {
     /// The fallback driver sleeps for longer than a tick: letting the device go wakes it.
     deep: AtomicBool,
     /// When the fallback driver, running the stack, wakes next (stack time, microseconds;
-    /// `u64::MAX` while it stands by): a call that polls and leaves an earlier deadline wakes it.
+    /// `u64::MAX` for no deadline, 0 while it stands by: then it looks again within a tick, or
+    /// the thread holding the device runs the timers): a call that polls and leaves an
+    /// earlier deadline wakes it.
     wake_at: AtomicU64,
     /// Polls the fallback driver made, and times it took over from the application.
     driver_polls: AtomicU64,
@@ -100,7 +102,7 @@ impl Inline {
             takes: AtomicU64::new(0),
             app_polls: AtomicU64::new(0),
             deep: AtomicBool::new(false),
-            wake_at: AtomicU64::new(u64::MAX),
+            wake_at: AtomicU64::new(0),
             driver_polls: AtomicU64::new(0),
             takeovers: AtomicU64::new(0),
             tx,
@@ -345,7 +347,7 @@ impl Engine {
         match (self.clock, &self.inline) {
             (Clock::Manual, _) => self.settle(st),
             (Clock::Real(_), Some(inl)) => {
-                self.poll_here(inl, st);
+                self.poll_tx(st);
                 // A timer that came due earlier than the running fallback driver's wake-up
                 // (rare: it sleeps until the earliest one it knew of).
                 let now = self.now(st);
@@ -358,6 +360,25 @@ impl Engine {
             (Clock::Real(_), None) => self.driver.kick(st),
         }
         self.driver.notify();
+    }
+
+    /// INLINE mode, after a call that changed something: its segments leave now, from the
+    /// calling thread, and timers that came due run; frames on the device are left for the
+    /// next wait (or the fallback driver), so a call that finds no frames costs no read(2) on
+    /// the device. Not counted as the application's poll: only a poll that takes frames in
+    /// keeps the fallback driver standing by.
+    fn poll_tx(&self, st: &mut State) {
+        let now = self.now(st);
+        let State { stack, dev, .. } = st;
+        let worked = stack.poll(now, &mut TxOnly(dev));
+        if worked {
+            if let Some(b) = &st.bell {
+                b.ring();
+            }
+            if let Some(f) = &st.on_work {
+                f();
+            }
+        }
     }
 
     /// INLINE mode: polls the stack in the calling thread while polls find work (bounded),
@@ -515,6 +536,38 @@ pub(crate) fn deadline_after(now: Instant, timeout: Option<Duration>) -> Option<
     timeout.map(|t| now + t)
 }
 
+/// The device for a poll that only sends: receives nothing (the frames wait on the device).
+struct TxOnly<'a>(&'a mut InjectDevice);
+
+impl Device for TxOnly<'_> {
+    fn caps(&self) -> netfold_core::phy::DeviceCaps {
+        self.0.caps()
+    }
+    fn recv_batch(
+        &mut self,
+        _now: Instant,
+        _pool: &mut netfold_core::buf::Pool,
+        _out: &mut Vec<netfold_core::buf::PacketBuf>,
+        _max: usize,
+    ) -> usize {
+        0
+    }
+    fn send_batch(
+        &mut self,
+        now: Instant,
+        pool: &mut netfold_core::buf::Pool,
+        frames: &mut Vec<netfold_core::buf::PacketBuf>,
+    ) {
+        self.0.send_batch(now, pool, frames);
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        self.0.poll_at()
+    }
+    fn readable_fd(&self) -> Option<RawFd> {
+        self.0.readable_fd()
+    }
+}
+
 /// Polls `st` while polls find work, at most `SETTLE_ROUNDS` times; announces the work once
 /// (`bell`, `on_work`). Returns whether any poll did work.
 fn poll_rounds(driver: &Driver<State>, st: &mut State) -> bool {
@@ -565,7 +618,7 @@ fn fallback(e: &Engine) {
         let held = inl.held.load(Ordering::SeqCst);
         if held || polls != seen_polls {
             running = false;
-            inl.wake_at.store(u64::MAX, Ordering::Relaxed);
+            inl.wake_at.store(0, Ordering::Relaxed);
             seen_polls = polls;
             // One long hold (the application waiting for a while): sleep longer, and have the
             // thread that lets the device go wake us.
