@@ -11,9 +11,10 @@
 //! (curl, iperf3, python3, sha256sum, timeout); otherwise each test prints `SKIPPED: ...` and
 //! passes.
 //!
-//! A subset runs again with `--poll inline` (the program's own calls poll the stack): curl,
-//! iperf3 in both directions, redis-benchmark, and a program that sleeps between its calls,
-//! whose connection must still be served (its data acknowledged, its timers run) meanwhile.
+//! The tests run the library's driver thread (`--poll thread`); a subset runs again with
+//! `--poll inline` (the default: the program's own calls poll the stack): curl, iperf3 in both
+//! directions, redis-benchmark, and a program that sleeps between its calls, whose connection
+//! must still be served (its data acknowledged, its timers run) meanwhile.
 //!
 //! The library is built by a nested `cargo build -p netfold-preload` (same target directory
 //! and profile as this test's binary), once per test binary.
@@ -120,7 +121,7 @@ impl Net {
     /// `netfold run` on this link as 198.18.29.2/24, then `args`, inside the namespace
     /// (bounded by timeout(1)).
     fn on_netfold(&self, args: &[&str]) -> Command {
-        self.on_netfold_with(&[], args)
+        self.on_netfold_with(THREAD, args)
     }
 
     /// `on_netfold` with more `netfold run` options (`extra`, e.g. `--poll inline`).
@@ -301,9 +302,11 @@ fn curl_on_netfold_polling_inline_downloads_byte_exact() {
 
 /// `netfold run` options for the INLINE mode.
 const INLINE: &[&str] = &["--poll", "inline"];
+/// And for the THREAD mode.
+const THREAD: &[&str] = &["--poll", "thread"];
 
 fn curl_download(mode: &str) {
-    curl_download_with(mode, &[]);
+    curl_download_with(mode, THREAD);
 }
 
 fn curl_download_with(mode: &str, extra: &[&str]) {
@@ -411,7 +414,7 @@ fn iperf_bytes(o: &Output) -> u64 {
 
 #[test]
 fn iperf3_server_on_netfold_with_a_kernel_client() {
-    iperf3_server(&[]);
+    iperf3_server(THREAD);
 }
 
 #[test]
@@ -435,7 +438,7 @@ fn iperf3_server(extra: &[&str]) {
 
 #[test]
 fn iperf3_client_on_netfold_against_a_kernel_server() {
-    iperf3_client(&[]);
+    iperf3_client(THREAD);
 }
 
 #[test]
@@ -728,7 +731,7 @@ fn a_missing_library_is_reported() {
 
 #[test]
 fn redis_server_on_netfold_serves_redis_cli_and_redis_benchmark() {
-    redis(&[]);
+    redis(THREAD);
 }
 
 #[test]
@@ -955,5 +958,5 @@ fn a_sleeping_program_polling_inline_still_gets_its_data_acknowledged() {
 
 #[test]
 fn a_sleeping_program_on_the_driver_thread_still_gets_its_data_acknowledged() {
-    busy_program(&[]);
+    busy_program(THREAD);
 }

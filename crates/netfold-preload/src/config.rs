@@ -13,12 +13,13 @@
 //!   still hold (default 2000).
 //! - `NETFOLD_OFFLOADS=0`: open the device without checksum, TSO and GRO offloads (default:
 //!   with them, as `netfold serve`).
-//! - `NETFOLD_POLL`: who runs the stack. `thread`: a driver thread polls it, and application
-//!   calls wake it and wait for it. `inline`: the application's own calls poll it (a call
-//!   that has to wait sleeps in poll(2) on the device itself, until frames or the stack's next
-//!   timer), and a fallback thread takes over within about two milliseconds while no call
-//!   does, so timers and acknowledgements run while the program is busy elsewhere. Default:
-//!   `thread`.
+//! - `NETFOLD_POLL`: who runs the stack. `inline` (the default): the application's own calls
+//!   poll it (a call that changed something sends its segments at once; a call that has to
+//!   wait sleeps in poll(2) on the device itself, until frames or the stack's next timer), and
+//!   a fallback thread takes over within about two milliseconds while no call does, so timers
+//!   and acknowledgements run while the program is busy elsewhere. `thread`: a driver thread
+//!   polls it, and application calls wake it and wait for it. The default is the faster of the
+//!   two in most of `scripts/bench-preload.sh`'s measurements (docs/BENCHMARKS.md).
 //! - `NETFOLD_VERBOSE=1`: one line on stderr when the stack starts, and the stack's counters
 //!   at exit (with `NETFOLD_POLL=inline` also the polls made by application calls and by the
 //!   fallback thread).
@@ -72,10 +73,13 @@ pub(crate) fn from_env() -> Result<Config, String> {
     Ok(c)
 }
 
+/// The mode without `NETFOLD_POLL`.
+pub(crate) const DEFAULT_POLL: PollMode = PollMode::Inline;
+
 /// `NETFOLD_POLL`'s value.
 pub(crate) fn poll_mode(v: Option<&str>) -> Result<PollMode, String> {
     match v.map(str::trim) {
-        None => Ok(PollMode::default()),
+        None => Ok(DEFAULT_POLL),
         Some("thread") => Ok(PollMode::Thread),
         Some("inline") => Ok(PollMode::Inline),
         Some(o) => Err(format!("NETFOLD_POLL={o:?}: expected thread or inline")),
@@ -177,7 +181,7 @@ pub(crate) fn parse(
         mtu,
         linger_ms,
         offloads,
-        poll: PollMode::default(),
+        poll: DEFAULT_POLL,
         verbose,
     })
 }

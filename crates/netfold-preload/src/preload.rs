@@ -17,18 +17,19 @@
 //!   sockets and everything else stay in the kernel.
 //! - Waiting: poll, select and epoll_wait on a mix of kernel and netfold descriptors sleep in
 //!   the kernel's poll(2), on the kernel descriptors plus an eventfd of the calling thread that
-//!   the driver thread signals after every poll that did work while someone waits (the
-//!   engine's `on_work` hook). So a signal interrupts them (EINTR) as it would on the kernel;
+//!   whoever polled the stack (a driver thread, another call) signals after every poll that
+//!   did work while someone waits (the engine's `on_work` hook). So a signal interrupts them (EINTR) as it would on the kernel;
 //!   a blocking read, recv, accept, write or send on a netfold socket waits the same way first.
-//! - Who runs the stack (`NETFOLD_POLL`, see `config`): THREAD mode, one driver thread per
-//!   process; or INLINE mode, where the calls above poll it themselves: every wait holds the
-//!   device (one thread at a time) and sleeps in the same poll(2) on the device's descriptor
-//!   too, for at most the stack's next deadline, and polls the stack when it wakes; the other
-//!   waiting threads sleep on their eventfd as in THREAD mode, and one of them takes the device
-//!   when its holder lets it go. A fallback thread runs the stack while no call does (the
-//!   engine's INLINE mode).
-//! - One stack per process, started at the first socket from the
-//!   environment (`config`). Sockets are per process: a child made by fork keeps the numbers
+//! - Who runs the stack (`NETFOLD_POLL`, see `config`): INLINE mode (the default), where the
+//!   calls above poll it themselves, or THREAD mode, one driver thread per process. INLINE:
+//!   a call that changed something sends its segments from the calling thread; every wait
+//!   holds the device (one thread at a time) and sleeps in the same poll(2) on the device's
+//!   descriptor too, for at most the stack's next deadline, and polls the stack when it wakes;
+//!   the other waiting threads sleep on their eventfd as in THREAD mode, and one of them takes
+//!   the device when its holder lets it go. A fallback thread runs the stack while no call
+//!   does (the engine's INLINE mode).
+//! - One stack per process, started at the first socket from the environment (`config`).
+//!   Sockets are per process: a child made by fork keeps the numbers
 //!   but not the stack; it may close them (the parent's sockets are untouched), any other use
 //!   fails with EBADF and a message on stderr, and its new sockets are the kernel's.
 //!
@@ -220,7 +221,7 @@ fn start() -> Result<Proc, String> {
             c.link,
             if c.offloads { "" } else { " (no offloads)" },
             match engine.mode() {
-                crate::engine::PollMode::Thread => "",
+                crate::engine::PollMode::Thread => ", driver thread",
                 crate::engine::PollMode::Inline => ", polled inline",
             },
             [c.addr4.as_deref(), c.addrs6.as_deref()]

@@ -36,11 +36,11 @@ pub struct Args {
     /// ../lib and ../lib/netfold from it, then in ./target/release and ./target/debug.
     #[arg(long)]
     lib: Option<PathBuf>,
-    /// Who runs the stack: `thread` (a driver thread polls it; the program's calls wake it
-    /// and wait for it) or `inline` (the program's own calls poll it: a call that has to wait
+    /// Who runs the stack: `inline` (the program's own calls poll it: a call that has to wait
     /// sleeps on the device itself, and a fallback thread takes over while the program makes
-    /// no call, so timers and acknowledgements still run). Sets NETFOLD_POLL; default: the
-    /// library's, `thread`.
+    /// no call, so timers and acknowledgements still run) or `thread` (a driver thread polls
+    /// it; the program's calls wake it and wait for it). Sets NETFOLD_POLL; default: the
+    /// library's, `inline`.
     #[arg(long, value_name = "MODE", value_parser = ["thread", "inline"])]
     poll: Option<String>,
     /// Print one line on stderr when the program's stack starts, and the stack's counters at
