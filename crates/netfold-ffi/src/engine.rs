@@ -15,17 +15,19 @@
 //! MANUAL its thread is simply never started.
 //!
 //! A REAL-clock stack over a device with a file descriptor (a TAP, a packet socket) can also
-//! run INLINE ([`PollMode::Inline`], the LD_PRELOAD library's `NETFOLD_POLL=inline`): the
-//! application's own calls poll the stack, so a packet needs no hand-over to another thread.
+//! run INLINE ([`PollMode::Inline`]; the LD_PRELOAD library's default, `NETFOLD_POLL=inline`):
+//! the application's own calls poll the stack, so a packet needs no hand-over to another
+//! thread.
 //! - Every call that changes something ([`Engine::changed`]) polls the stack in the calling
-//!   thread (its segments leave, the frames waiting on the device are taken in).
+//!   thread without reading the device: its segments leave and timers that came due run; the
+//!   frames waiting on the device are taken in by the next wait (or the fallback driver).
 //! - A thread that has to wait takes the device ([`Engine::take_device`], one thread at a
 //!   time) and sleeps in the kernel's poll(2) on the device's descriptor (beside whatever else
 //!   it waits for), for at most the stack's next deadline ([`Engine::poll_inline`] returns
 //!   it), then polls the stack itself.
 //! - A fallback driver thread runs the stack while nobody does (the application busy
 //!   elsewhere): it stands by, waking every [`TICK`], while a thread holds the device or
-//!   application calls polled since its last look, and takes over (polls, sleeps in poll(2) on
+//!   application calls read the device since its last look, and takes over (polls, sleeps in poll(2) on
 //!   the device until the next deadline) when neither happened for a whole tick. A thread
 //!   that holds the device for long lets the driver sleep longer and wakes it when it lets
 //!   the device go. So a connection whose application stopped calling is served again within
