@@ -4,6 +4,10 @@
 #
 #   sudo scripts/bench-preload.sh [SECONDS]      (default 5 s per iperf3/wrk run)
 #
+# MODES: the `netfold run --poll` modes measured, in this order (default "thread inline";
+# alternate the order between runs, e.g. MODES="inline thread"). OFFLOADS0=0 skips the
+# NETFOLD_OFFLOADS=0 iperf3 row.
+#
 # Layout (two throw-away namespaces, removed on exit):
 #   nfbA: the kernel-side tools; a TAP nfb0 at 198.18.29.1/24 whose other end is the program
 #         under `netfold run` at 198.18.29.2; one end of a veth at 198.18.30.1/24.
@@ -13,6 +17,7 @@
 # -p netfold-cli), iperf3, redis-server, redis-tools, nginx, wrk, python3.
 set -euo pipefail
 secs=${1:-5}
+modes=${MODES:-thread inline}
 root=$(cd "$(dirname "$0")/.." && pwd)
 nf="$root/target/release/netfold"
 [ -x "$nf" ] && [ -f "$root/target/release/libnetfold_preload.so" ] || {
@@ -48,7 +53,7 @@ inA() { ip netns exec "$A" "$@"; }
 inB() { ip netns exec "$B" "$@"; }
 # netfold run in A (its program is 198.18.29.2 on the TAP); NETFOLD_OFFLOADS as given.
 onnf() { ip netns exec "$A" env NETFOLD_OFFLOADS="${OFF:-1}" "$nf" run --link tap:nfb0 \
-  --addr 198.18.29.2/24 -- "$@"; }
+  --addr 198.18.29.2/24 --poll "${POLL:-thread}" -- "$@"; }
 # bg A|B|nf PROGRAM ARGS: in the background; `ip netns exec`, env and `netfold run` exec
 # the program, so $! is its pid.
 bg() {
@@ -57,7 +62,7 @@ bg() {
     A) ip netns exec "$A" "$@" >"$work/bg.log" 2>&1 & ;;
     B) ip netns exec "$B" "$@" >"$work/bg.log" 2>&1 & ;;
     nf) ip netns exec "$A" env NETFOLD_OFFLOADS="${OFF:-1}" "$nf" run --link tap:nfb0 \
-      --addr 198.18.29.2/24 -- "$@" >"$work/bg.log" 2>&1 & ;;
+      --addr 198.18.29.2/24 --poll "${POLL:-thread}" -- "$@" >"$work/bg.log" 2>&1 & ;;
   esac
   pids+=($!)
 }
@@ -66,7 +71,7 @@ stop_bg() { kill "${pids[-1]}" 2>/dev/null || true; wait "${pids[-1]}" 2>/dev/nu
 gbps() { python3 -c 'import json,sys; d=json.load(sys.stdin); e=d.get("error")
 print("error: "+e if e else "%.2f" % (d["end"]["sum_received"]["bits_per_second"]/1e9))'; }
 
-echo "# $(date -u '+%F %T') UTC, commit $(git -C "$root" rev-parse --short HEAD)"
+echo "# $(date -u '+%F %T') UTC, commit $(git -C "$root" rev-parse --short HEAD), modes: $modes"
 echo "# CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) vCPUs; $(uptime | sed 's/.*load/load/')"
 echo "# $(iperf3 --version | head -1); redis $(redis-server --version | awk '{print $3}'); $(nginx -v 2>&1); wrk $(wrk --version 2>&1 | head -1 | awk '{print $2}')"
 echo
@@ -85,15 +90,23 @@ row_server() { # LABEL ADDR A|B|nf
   echo "| $label | kernel (nfbA) | $up | $down |"
 }
 row_server "kernel (veth, nfbB)" 198.18.30.2 B
-OFF=1 row_server "netfold run (TAP, offloads)" 198.18.29.2 nf
-OFF=0 row_server "netfold run (TAP, NETFOLD_OFFLOADS=0)" 198.18.29.2 nf
+for m in $modes; do
+  POLL=$m OFF=1 row_server "netfold run --poll $m (TAP, offloads)" 198.18.29.2 nf
+done
+if [ "${OFFLOADS0:-1}" != 0 ]; then
+  for m in $modes; do
+    POLL=$m OFF=0 row_server "netfold run --poll $m (TAP, NETFOLD_OFFLOADS=0)" 198.18.29.2 nf
+  done
+fi
 # The client on netfold, the server the kernel's (nfbA, on the TAP's kernel side).
 bg A iperf3 -s -p 5202 -B 198.18.29.1
 sleep 1
-up=$(OFF=1 onnf iperf3 -c 198.18.29.1 -p 5202 -t "$secs" -J | gbps)
-down=$(OFF=1 onnf iperf3 -c 198.18.29.1 -p 5202 -t "$secs" -R -J | gbps)
+for m in $modes; do
+  up=$(POLL=$m OFF=1 onnf iperf3 -c 198.18.29.1 -p 5202 -t "$secs" -J | gbps)
+  down=$(POLL=$m OFF=1 onnf iperf3 -c 198.18.29.1 -p 5202 -t "$secs" -R -J | gbps)
+  echo "| kernel (nfbA) | netfold run --poll $m (TAP, offloads) | $up | $down |"
+done
 stop_bg
-echo "| kernel (nfbA) | netfold run (TAP, offloads) | $up | $down |"
 echo
 
 echo "## redis-benchmark -n 200000 -c 50 -t set,get, requests/s (p50 ms)"
@@ -114,7 +127,9 @@ print("| %s | %s | %s |" % (sys.argv[1], cell("SET"), cell("GET")))
 EOF
 }
 redis_row "kernel (veth, nfbB)" 198.18.30.2 B
-OFF=1 redis_row "netfold run (TAP)" 198.18.29.2 nf
+for m in $modes; do
+  POLL=$m OFF=1 redis_row "netfold run --poll $m (TAP)" 198.18.29.2 nf
+done
 echo
 
 echo "## nginx (one process, sendfile on) and wrk -t1 -c10 -d${secs}s --latency, 1 KiB file"
@@ -145,4 +160,6 @@ print("| %s | %.0f | %s | %s | %s |" % (sys.argv[1], float(rps), pct.get("50"), 
 EOF
 }
 nginx_row "kernel (veth, nfbB)" 198.18.30.2 B
-OFF=1 nginx_row "netfold run (TAP)" 198.18.29.2 nf
+for m in $modes; do
+  POLL=$m OFF=1 nginx_row "netfold run --poll $m (TAP)" 198.18.29.2 nf
+done

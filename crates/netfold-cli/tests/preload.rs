@@ -11,6 +11,11 @@
 //! (curl, iperf3, python3, sha256sum, timeout); otherwise each test prints `SKIPPED: ...` and
 //! passes.
 //!
+//! The tests run the library's driver thread (`--poll thread`); a subset runs again with
+//! `--poll inline` (the default: the program's own calls poll the stack): curl, iperf3 in both
+//! directions, redis-benchmark, and a program that sleeps between its calls, whose connection
+//! must still be served (its data acknowledged, its timers run) meanwhile.
+//!
 //! The library is built by a nested `cargo build -p netfold-preload` (same target directory
 //! and profile as this test's binary), once per test binary.
 
@@ -116,12 +121,18 @@ impl Net {
     /// `netfold run` on this link as 198.18.29.2/24, then `args`, inside the namespace
     /// (bounded by timeout(1)).
     fn on_netfold(&self, args: &[&str]) -> Command {
+        self.on_netfold_with(THREAD, args)
+    }
+
+    /// `on_netfold` with more `netfold run` options (`extra`, e.g. `--poll inline`).
+    fn on_netfold_with(&self, extra: &[&str], args: &[&str]) -> Command {
         let exe = env!("CARGO_BIN_EXE_netfold");
         let mut c = self.ns.command("timeout");
         c.args([
             "120", exe, "run", "--link", &self.link, "--addr", OURS_CIDR, "--lib",
         ])
         .arg(library())
+        .args(extra)
         .arg("--")
         .args(args);
         c
@@ -284,7 +295,21 @@ fn curl_on_netfold_over_a_packet_socket_on_a_veth() {
     curl_download("packet");
 }
 
+#[test]
+fn curl_on_netfold_polling_inline_downloads_byte_exact() {
+    curl_download_with("tap", INLINE);
+}
+
+/// `netfold run` options for the INLINE mode.
+const INLINE: &[&str] = &["--poll", "inline"];
+/// And for the THREAD mode.
+const THREAD: &[&str] = &["--poll", "thread"];
+
 fn curl_download(mode: &str) {
+    curl_download_with(mode, THREAD);
+}
+
+fn curl_download_with(mode: &str, extra: &[&str]) {
     if skip(&["curl", "python3", "sha256sum", "timeout"]) {
         return;
     }
@@ -294,7 +319,8 @@ fn curl_download(mode: &str) {
     let got = net.dir.join("got");
     let url = format!("http://{KERNEL}:8080/blob");
     let g = got.display().to_string();
-    let o = output(net.on_netfold(&["curl", "-sS", "--max-time", "60", "-o", &g, &url]));
+    let o =
+        output(net.on_netfold_with(extra, &["curl", "-sS", "--max-time", "60", "-o", &g, &url]));
     ok(&o, "curl on netfold");
     assert_eq!(std::fs::metadata(&got).map(|m| m.len()).ok(), Some(8 << 20));
     assert_eq!(sha256(&got), sha256(&blob));
@@ -388,12 +414,22 @@ fn iperf_bytes(o: &Output) -> u64 {
 
 #[test]
 fn iperf3_server_on_netfold_with_a_kernel_client() {
+    iperf3_server(THREAD);
+}
+
+#[test]
+fn iperf3_server_on_netfold_polling_inline_with_a_kernel_client() {
+    iperf3_server(INLINE);
+}
+
+fn iperf3_server(extra: &[&str]) {
     if skip(&["iperf3", "timeout"]) {
         return;
     }
     let net = Net::create();
-    let server =
-        Running::start(net.on_netfold(&["iperf3", "-s", "-1", "-p", "5301", "--forceflush"]));
+    let server = Running::start(
+        net.on_netfold_with(extra, &["iperf3", "-s", "-1", "-p", "5301", "--forceflush"]),
+    );
     server.wait_for("Server listening");
     let o = output(net.on_kernel(&["iperf3", "-c", OURS, "-p", "5301", "-t", "2", "-J"]));
     assert!(iperf_bytes(&o) > 0);
@@ -402,6 +438,15 @@ fn iperf3_server_on_netfold_with_a_kernel_client() {
 
 #[test]
 fn iperf3_client_on_netfold_against_a_kernel_server() {
+    iperf3_client(THREAD);
+}
+
+#[test]
+fn iperf3_client_on_netfold_polling_inline_sends_and_receives() {
+    iperf3_client(INLINE);
+}
+
+fn iperf3_client(extra: &[&str]) {
     if skip(&["iperf3", "timeout"]) {
         return;
     }
@@ -422,7 +467,7 @@ fn iperf3_client_on_netfold_against_a_kernel_server() {
         if reverse {
             args.push("-R");
         }
-        let o = output(net.on_netfold(&args));
+        let o = output(net.on_netfold_with(extra, &args));
         assert!(iperf_bytes(&o) > 0, "reverse {reverse}");
         assert!(server.wait().success());
     }
@@ -686,26 +731,38 @@ fn a_missing_library_is_reported() {
 
 #[test]
 fn redis_server_on_netfold_serves_redis_cli_and_redis_benchmark() {
+    redis(THREAD);
+}
+
+#[test]
+fn redis_server_on_netfold_polling_inline_serves_redis_benchmark() {
+    redis(INLINE);
+}
+
+fn redis(extra: &[&str]) {
     if skip(&["redis-server", "redis-cli", "redis-benchmark", "timeout"]) {
         return;
     }
     let net = Net::create();
     let d = net.dir.display().to_string();
-    let server = Running::start(net.on_netfold(&[
-        "redis-server",
-        "--port",
-        "6379",
-        "--bind",
-        OURS,
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--protected-mode",
-        "no",
-        "--dir",
-        &d,
-    ]));
+    let server = Running::start(net.on_netfold_with(
+        extra,
+        &[
+            "redis-server",
+            "--port",
+            "6379",
+            "--bind",
+            OURS,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--protected-mode",
+            "no",
+            "--dir",
+            &d,
+        ],
+    ));
     server.wait_for("Ready to accept connections");
     // A value larger than one segment, byte-checked through SET and GET.
     let value: String = (0..20_000)
@@ -818,4 +875,88 @@ fn nginx_on_netfold_serves_a_file_to_a_kernel_curl() {
     ]));
     ok(&o, "kernel curl from nginx on netfold");
     assert_eq!(sha256(&got), sha256(&blob));
+}
+
+/// The kernel side of the busy-program test (argv: address, port). It receives 64 KiB from the
+/// program, which then sleeps 4 s without calling netfold; meanwhile everything must happen:
+/// the 64 KiB arrive in full (the program's stack keeps sending as ACKs come back), one small
+/// segment and then 32 KiB sent to the program are acknowledged (SIOCOUTQ drops to 0: the
+/// stack took them in and its ACK, delayed by a timer or not, left). Then the program reads
+/// both and answers "done".
+const BUSY_PEER: &str = r#"
+import fcntl, socket, struct, sys, termios, time
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind((sys.argv[1], int(sys.argv[2]))); l.listen(); print("ready", flush=True)
+c, _ = l.accept()
+def pattern(n, k):
+    return bytes((i * k + 7) % 251 for i in range(n))
+got = b""; t0 = None
+while len(got) < 65536:
+    d = c.recv(65536)
+    assert d, "eof after %d bytes" % len(got)
+    t0 = t0 or time.monotonic(); got += d
+el = time.monotonic() - t0
+assert got == pattern(65536, 3), "received bytes differ"
+assert el < 1.5, "64 KiB took %.3f s while the program slept" % el
+print("received %.3f" % el, flush=True)
+def unacked():
+    return struct.unpack("i", fcntl.ioctl(c.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+def acked(what):
+    t = time.monotonic()
+    while unacked() and time.monotonic() - t < 1.0:
+        time.sleep(0.001)
+    el = time.monotonic() - t
+    assert unacked() == 0, "%s: %d bytes unacknowledged after %.3f s" % (what, unacked(), el)
+    print("%s acked %.3f" % (what, el), flush=True)
+c.sendall(b"s" * 100); acked("small")
+c.sendall(pattern(32768, 5)); acked("bulk")
+c.settimeout(20)
+assert c.recv(16) == b"done"
+print("ok", flush=True)
+"#;
+
+/// The program of the busy-program test, on netfold (argv: address, port).
+const BUSY_PROGRAM: &str = r#"
+import socket, sys, time
+def pattern(n, k):
+    return bytes((i * k + 7) % 251 for i in range(n))
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+s.sendall(pattern(65536, 3))
+time.sleep(4)
+want = b"s" * 100 + pattern(32768, 5)
+got = b""
+while len(got) < len(want):
+    d = s.recv(65536)
+    assert d, "eof"
+    got += d
+assert got == want, "bytes differ"
+s.sendall(b"done")
+s.close()
+"#;
+
+fn busy_program(extra: &[&str]) {
+    if skip(&["python3", "timeout"]) {
+        return;
+    }
+    let net = Net::create();
+    let peer = Running::start(net.on_kernel(&["python3", "-u", "-c", BUSY_PEER, KERNEL, "8090"]));
+    peer.wait_for("ready");
+    let o = output(net.on_netfold_with(extra, &["python3", "-c", BUSY_PROGRAM, KERNEL, "8090"]));
+    ok(&o, "busy program on netfold");
+    for step in ["received", "small acked", "bulk acked", "ok"] {
+        peer.wait_for(step);
+    }
+    assert!(peer.wait().success(), "the kernel side failed");
+}
+
+/// A program that sleeps between its calls keeps its connection served: by the driver thread
+/// in THREAD mode, by the fallback thread in INLINE mode.
+#[test]
+fn a_sleeping_program_polling_inline_still_gets_its_data_acknowledged() {
+    busy_program(INLINE);
+}
+
+#[test]
+fn a_sleeping_program_on_the_driver_thread_still_gets_its_data_acknowledged() {
+    busy_program(THREAD);
 }

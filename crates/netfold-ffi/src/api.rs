@@ -283,13 +283,17 @@ fn parse_config(c: &nf_config) -> R<Parsed<'_>> {
 }
 
 fn build_stack(c: &nf_config) -> R<nf_stack> {
-    build_stack_with(c, false)
+    build_stack_with(c, false, engine::PollMode::Thread)
 }
 
 /// `build_stack`, with the device's checksum, TSO and GRO offloads on if `offloads` (the
 /// LD_PRELOAD library's choice: no frame comes through nf_inject there, so nothing needs the
-/// stack to check every frame itself).
-pub(crate) fn build_stack_with(c: &nf_config, offloads: bool) -> R<nf_stack> {
+/// stack to check every frame itself), run in `mode` (see [`engine::PollMode`]).
+pub(crate) fn build_stack_with(
+    c: &nf_config,
+    offloads: bool,
+    mode: engine::PollMode,
+) -> R<nf_stack> {
     let Parsed {
         stack: mut cfg,
         clock,
@@ -312,10 +316,11 @@ pub(crate) fn build_stack_with(c: &nf_config, offloads: bool) -> R<nf_stack> {
     };
     cfg.mtu = mtu;
     let stack = Stack::new(cfg);
-    let engine = Arc::new(Engine::new(
+    let engine = Arc::new(Engine::with_mode(
         stack,
         device::InjectDevice::new(caps, inner),
         clock,
+        mode,
     ));
     engine.lock().tcp_ecn = ecn_mode(tcp_ecn)?;
     let driver = match clock {

@@ -13,6 +13,25 @@
 //!
 //! The lock, the condition variable and the stop flag are the driver's under both clocks; under
 //! MANUAL its thread is simply never started.
+//!
+//! A REAL-clock stack over a device with a file descriptor (a TAP, a packet socket) can also
+//! run INLINE ([`PollMode::Inline`]; the LD_PRELOAD library's default, `NETFOLD_POLL=inline`):
+//! the application's own calls poll the stack, so a packet needs no hand-over to another
+//! thread.
+//! - Every call that changes something ([`Engine::changed`]) polls the stack in the calling
+//!   thread without reading the device: its segments leave and timers that came due run; the
+//!   frames waiting on the device are taken in by the next wait (or the fallback driver).
+//! - A thread that has to wait takes the device ([`Engine::take_device`], one thread at a
+//!   time) and sleeps in the kernel's poll(2) on the device's descriptor (beside whatever else
+//!   it waits for), for at most the stack's next deadline ([`Engine::poll_inline`] returns
+//!   it), then polls the stack itself.
+//! - A fallback driver thread runs the stack while nobody does (the application busy
+//!   elsewhere): it stands by, waking every [`TICK`], while a thread holds the device or
+//!   application calls read the device since its last look, and takes over (polls, sleeps in poll(2) on
+//!   the device until the next deadline) when neither happened for a whole tick. A thread
+//!   that holds the device for long lets the driver sleep longer and wakes it when it lets
+//!   the device go. So a connection whose application stopped calling is served again within
+//!   two ticks, and an application that keeps calling pays no thread hand-over per packet.
 
 use crate::device::InjectDevice;
 use crate::fd::FdTable;
@@ -20,7 +39,9 @@ use netfold_core::iface::Stack;
 use netfold_core::phy::{Device, RawFd};
 use netfold_core::time::{Duration, Instant};
 use netfold_rt::driver::{Driven, Driver};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration as StdDuration;
@@ -34,6 +55,92 @@ const SETTLE_ROUNDS: usize = 256;
 pub(crate) const MAX_SLEEP: StdDuration = StdDuration::from_millis(100);
 /// Driver sleep bound while a real device (which cannot wake us) is attached.
 const DEVICE_IDLE_WAIT: StdDuration = StdDuration::from_millis(1);
+
+/// INLINE mode: how often the fallback driver looks whether anybody polls the stack, and so
+/// half the longest time a connection waits for service when its application stops calling.
+pub(crate) const TICK: StdDuration = StdDuration::from_millis(1);
+
+/// Who runs a REAL-clock stack (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PollMode {
+    /// A driver thread polls the stack; application calls wake it and wait for it.
+    #[default]
+    Thread,
+    /// Application calls poll the stack; a fallback driver thread takes over while none do.
+    #[cfg_attr(not(netfold_preload), allow(dead_code))]
+    Inline,
+}
+
+/// INLINE mode's shared state: who holds the device, and the fallback driver's wake-up.
+pub(crate) struct Inline {
+    /// An application thread holds the device (waits in poll(2) on its descriptor).
+    held: AtomicBool,
+    /// Times the device was taken: tells one long hold from many short ones.
+    takes: AtomicU64,
+    /// Polls application threads made (the fallback driver's sign that someone is polling).
+    app_polls: AtomicU64,
+    /// The fallback driver sleeps for longer than a tick: letting the device go wakes it.
+    deep: AtomicBool,
+    /// When the fallback driver, running the stack, wakes next (stack time, microseconds;
+    /// `u64::MAX` for no deadline, 0 while it stands by: then it looks again within a tick, or
+    /// the thread holding the device runs the timers): a call that polls and leaves an
+    /// earlier deadline wakes it.
+    wake_at: AtomicU64,
+    /// Polls the fallback driver made, and times it took over from the application.
+    driver_polls: AtomicU64,
+    takeovers: AtomicU64,
+    /// Wakes the fallback driver: a byte on a non-blocking socket pair.
+    tx: UnixStream,
+    rx: UnixStream,
+}
+
+impl Inline {
+    fn new() -> std::io::Result<Inline> {
+        let (tx, rx) = UnixStream::pair()?;
+        tx.set_nonblocking(true)?;
+        rx.set_nonblocking(true)?;
+        Ok(Inline {
+            held: AtomicBool::new(false),
+            takes: AtomicU64::new(0),
+            app_polls: AtomicU64::new(0),
+            deep: AtomicBool::new(false),
+            wake_at: AtomicU64::new(0),
+            driver_polls: AtomicU64::new(0),
+            takeovers: AtomicU64::new(0),
+            tx,
+            rx,
+        })
+    }
+
+    fn ring(&self) {
+        use std::io::Write as _;
+        // A full socket already holds a wake-up.
+        let _ = (&self.tx).write(&[1]);
+    }
+
+    fn drain(&self) {
+        use std::io::Read as _;
+        let mut buf = [0u8; 64];
+        while let Ok(n) = (&self.rx).read(&mut buf) {
+            if n < buf.len() {
+                break;
+            }
+        }
+    }
+}
+
+/// The device, held by one waiting application thread (INLINE mode); let go on drop.
+pub(crate) struct DeviceHold<'a>(&'a Inline);
+
+impl Drop for DeviceHold<'_> {
+    fn drop(&mut self) {
+        // Dekker with the fallback driver's `deep` then `held`.
+        self.0.held.store(false, Ordering::SeqCst);
+        if self.0.deep.load(Ordering::SeqCst) {
+            self.0.ring();
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Clock {
@@ -168,12 +275,30 @@ impl Driven for State {
 pub(crate) struct Engine {
     driver: Arc<Driver<State>>,
     pub(crate) clock: Clock,
+    /// `Some` in INLINE mode (REAL clock only).
+    inline: Option<Inline>,
 }
 
 pub(crate) type Guard<'a> = MutexGuard<'a, State>;
 
 impl Engine {
     pub(crate) fn new(stack: Stack, dev: InjectDevice, clock: Clock) -> Engine {
+        Engine::with_mode(stack, dev, clock, PollMode::Thread)
+    }
+
+    /// An engine that runs in `mode`. INLINE needs the REAL clock and a device with a
+    /// descriptor to wait on; without them (or its socket pair) the engine runs in THREAD mode.
+    pub(crate) fn with_mode(
+        stack: Stack,
+        dev: InjectDevice,
+        clock: Clock,
+        mode: PollMode,
+    ) -> Engine {
+        let inline = (mode == PollMode::Inline
+            && matches!(clock, Clock::Real(_))
+            && dev.readable_fd().is_some())
+        .then(Inline::new)
+        .and_then(Result::ok);
         let state = State {
             stack,
             dev,
@@ -194,6 +319,17 @@ impl Engine {
         Engine {
             driver: Arc::new(Driver::new(state, epoch)),
             clock,
+            inline,
+        }
+    }
+
+    /// The mode the engine runs in.
+    #[cfg_attr(not(netfold_preload), allow(dead_code))]
+    pub(crate) fn mode(&self) -> PollMode {
+        if self.inline.is_some() {
+            PollMode::Inline
+        } else {
+            PollMode::Thread
         }
     }
 
@@ -218,11 +354,94 @@ impl Engine {
     /// Announces that an application call changed something: MANUAL runs the stack now, REAL
     /// wakes the driver. Either way, waiters are woken to re-check.
     pub(crate) fn changed(&self, st: &mut State) {
-        match self.clock {
-            Clock::Manual => self.settle(st),
-            Clock::Real(_) => self.driver.kick(st),
+        match (self.clock, &self.inline) {
+            (Clock::Manual, _) => self.settle(st),
+            (Clock::Real(_), Some(inl)) => {
+                self.poll_tx(st);
+                // A timer that came due earlier than the running fallback driver's wake-up
+                // (rare: it sleeps until the earliest one it knew of).
+                let now = self.now(st);
+                if let Some(at) = st.poll_at(now) {
+                    if at.total_micros() < inl.wake_at.load(Ordering::Relaxed) {
+                        inl.ring();
+                    }
+                }
+            }
+            (Clock::Real(_), None) => self.driver.kick(st),
         }
         self.driver.notify();
+    }
+
+    /// INLINE mode, after a call that changed something: its segments leave now, from the
+    /// calling thread, and timers that came due run; frames on the device are left for the
+    /// next wait (or the fallback driver), so a call that finds no frames costs no read(2) on
+    /// the device. Not counted as the application's poll: only a poll that takes frames in
+    /// keeps the fallback driver standing by.
+    fn poll_tx(&self, st: &mut State) {
+        let now = self.now(st);
+        let State { stack, dev, .. } = st;
+        let worked = stack.poll(now, &mut TxOnly(dev));
+        if worked {
+            if let Some(b) = &st.bell {
+                b.ring();
+            }
+            if let Some(f) = &st.on_work {
+                f();
+            }
+        }
+    }
+
+    /// INLINE mode: polls the stack in the calling thread while polls find work (bounded),
+    /// then announces the work (condition-variable waiters, `on_work`). Returns whether any
+    /// poll did work.
+    fn poll_here(&self, inl: &Inline, st: &mut State) -> bool {
+        inl.app_polls.fetch_add(1, Ordering::Relaxed);
+        let worked = poll_rounds(&self.driver, st);
+        if worked {
+            self.driver.notify();
+        }
+        worked
+    }
+
+    /// INLINE mode: polls the stack in the calling thread (as an application call that
+    /// changed something does) and returns how long until the stack's next deadline (`None`:
+    /// no timer pending). `None` in THREAD mode, without polling.
+    #[cfg_attr(not(netfold_preload), allow(dead_code))]
+    pub(crate) fn poll_inline(&self) -> Option<Option<StdDuration>> {
+        let inl = self.inline.as_ref()?;
+        let mut g = self.lock();
+        self.poll_here(inl, &mut g);
+        let now = self.now(&g);
+        Some(
+            g.poll_at(now)
+                .map(|at| StdDuration::from(at.max(now) - now)),
+        )
+    }
+
+    /// INLINE mode: the device for the calling thread to wait on (its descriptor), if no other
+    /// thread holds it; it is let go when the returned hold is dropped.
+    #[cfg_attr(not(netfold_preload), allow(dead_code))]
+    pub(crate) fn take_device(&self) -> Option<(DeviceHold<'_>, RawFd)> {
+        let inl = self.inline.as_ref()?;
+        if inl.held.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        inl.takes.fetch_add(1, Ordering::Relaxed);
+        let hold = DeviceHold(inl);
+        let fd = self.lock().dev.readable_fd()?;
+        Some((hold, fd))
+    }
+
+    /// INLINE mode's counters, for diagnostics: polls made by application calls and by the
+    /// fallback driver, and the driver's take-overs.
+    #[cfg_attr(not(netfold_preload), allow(dead_code))]
+    pub(crate) fn inline_stats(&self) -> Option<(u64, u64, u64)> {
+        let inl = self.inline.as_ref()?;
+        Some((
+            inl.app_polls.load(Ordering::Relaxed),
+            inl.driver_polls.load(Ordering::Relaxed),
+            inl.takeovers.load(Ordering::Relaxed),
+        ))
     }
 
     /// Polls until nothing is left to do at the current time (MANUAL clock).
@@ -295,6 +514,9 @@ impl Engine {
     /// Stops the driver and wakes every waiter (they return EBADF).
     pub(crate) fn stop(&self) {
         self.driver.stop();
+        if let Some(inl) = &self.inline {
+            inl.ring();
+        }
     }
 
     /// Sets the manual clock and runs everything that became due.
@@ -324,9 +546,142 @@ pub(crate) fn deadline_after(now: Instant, timeout: Option<Duration>) -> Option<
     timeout.map(|t| now + t)
 }
 
-/// Starts the REAL-clock driver thread.
+/// The device for a poll that only sends: receives nothing (the frames wait on the device).
+struct TxOnly<'a>(&'a mut InjectDevice);
+
+impl Device for TxOnly<'_> {
+    fn caps(&self) -> netfold_core::phy::DeviceCaps {
+        self.0.caps()
+    }
+    fn recv_batch(
+        &mut self,
+        _now: Instant,
+        _pool: &mut netfold_core::buf::Pool,
+        _out: &mut Vec<netfold_core::buf::PacketBuf>,
+        _max: usize,
+    ) -> usize {
+        0
+    }
+    fn send_batch(
+        &mut self,
+        now: Instant,
+        pool: &mut netfold_core::buf::Pool,
+        frames: &mut Vec<netfold_core::buf::PacketBuf>,
+    ) {
+        self.0.send_batch(now, pool, frames);
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        self.0.poll_at()
+    }
+    fn readable_fd(&self) -> Option<RawFd> {
+        self.0.readable_fd()
+    }
+}
+
+/// Polls `st` while polls find work, at most `SETTLE_ROUNDS` times; announces the work once
+/// (`bell`, `on_work`). Returns whether any poll did work.
+fn poll_rounds(driver: &Driver<State>, st: &mut State) -> bool {
+    let mut worked = false;
+    for _ in 0..SETTLE_ROUNDS {
+        let now = driver.now();
+        let State { stack, dev, .. } = st;
+        if !stack.poll(now, dev) && !dev.has_inbound() {
+            break;
+        }
+        worked = true;
+    }
+    if worked {
+        if let Some(b) = &st.bell {
+            b.ring();
+        }
+        if let Some(f) = &st.on_work {
+            f();
+        }
+    }
+    worked
+}
+
+/// Starts the REAL-clock driver thread (INLINE mode: the fallback driver).
 pub(crate) fn spawn_driver(engine: Arc<Engine>) -> std::io::Result<JoinHandle<()>> {
+    if engine.inline.is_some() {
+        return std::thread::Builder::new()
+            .name("netfold-fallback".into())
+            .spawn(move || fallback(&engine));
+    }
     engine.driver.spawn("netfold-ffi-driver")
+}
+
+/// INLINE mode's fallback driver (see the module documentation): stands by while an
+/// application thread holds the device or application calls polled within the last tick;
+/// otherwise runs the stack as the THREAD-mode driver would, sleeping in poll(2) on the device
+/// and its wake-up until the next deadline.
+fn fallback(e: &Engine) {
+    let Some(inl) = e.inline.as_ref() else {
+        return;
+    };
+    let mut seen_polls = inl.app_polls.load(Ordering::Relaxed);
+    let mut seen_takes = u64::MAX;
+    let mut standby = TICK;
+    let mut running = false;
+    while !e.stopped() {
+        let polls = inl.app_polls.load(Ordering::Relaxed);
+        let held = inl.held.load(Ordering::SeqCst);
+        if held || polls != seen_polls {
+            running = false;
+            inl.wake_at.store(0, Ordering::Relaxed);
+            seen_polls = polls;
+            // One long hold (the application waiting for a while): sleep longer, and have the
+            // thread that lets the device go wake us.
+            let takes = inl.takes.load(Ordering::Relaxed);
+            standby = if held && takes == seen_takes {
+                (standby * 2).min(MAX_SLEEP)
+            } else {
+                TICK
+            };
+            seen_takes = takes;
+            if standby > TICK {
+                inl.deep.store(true, Ordering::SeqCst);
+                if !inl.held.load(Ordering::SeqCst) {
+                    inl.deep.store(false, Ordering::SeqCst);
+                    continue;
+                }
+            }
+            let _ = netfold_os::wait::wait_readable_any(&[inl.rx.as_raw_fd()], Some(standby));
+            inl.deep.store(false, Ordering::SeqCst);
+            inl.drain();
+            continue;
+        }
+        if !running {
+            running = true;
+            inl.takeovers.fetch_add(1, Ordering::Relaxed);
+        }
+        let (fd, wait) = {
+            let mut g = e.lock();
+            if poll_rounds(&e.driver, &mut g) {
+                e.driver.notify();
+            }
+            inl.driver_polls.fetch_add(1, Ordering::Relaxed);
+            let now = e.now(&g);
+            let next = g.poll_at(now);
+            inl.wake_at.store(
+                next.map_or(u64::MAX, |t| t.total_micros()),
+                Ordering::Relaxed,
+            );
+            let wait = next.map_or(MAX_SLEEP, |t| {
+                StdDuration::from(t.max(now) - now).min(MAX_SLEEP)
+            });
+            (g.dev.readable_fd(), wait)
+        };
+        // Our own polls are not the application's.
+        seen_polls = inl.app_polls.load(Ordering::Relaxed);
+        if wait.is_zero() {
+            continue;
+        }
+        let mut fds = vec![inl.rx.as_raw_fd()];
+        fds.extend(fd);
+        let _ = netfold_os::wait::wait_readable_any(&fds, Some(wait));
+        inl.drain();
+    }
 }
 
 /// Starts a shard's REAL-clock driver thread, pinned to `cpu` if given (a refused pin leaves

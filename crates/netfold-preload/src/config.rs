@@ -13,8 +13,18 @@
 //!   still hold (default 2000).
 //! - `NETFOLD_OFFLOADS=0`: open the device without checksum, TSO and GRO offloads (default:
 //!   with them, as `netfold serve`).
-//! - `NETFOLD_VERBOSE=1`: one line on stderr when the stack starts.
+//! - `NETFOLD_POLL`: who runs the stack. `inline` (the default): the application's own calls
+//!   poll it (a call that changed something sends its segments at once; a call that has to
+//!   wait sleeps in poll(2) on the device itself, until frames or the stack's next timer), and
+//!   a fallback thread takes over within about two milliseconds while no call does, so timers
+//!   and acknowledgements run while the program is busy elsewhere. `thread`: a driver thread
+//!   polls it, and application calls wake it and wait for it. The default is the faster of the
+//!   two in most of `scripts/bench-preload.sh`'s measurements (docs/BENCHMARKS.md).
+//! - `NETFOLD_VERBOSE=1`: one line on stderr when the stack starts, and the stack's counters
+//!   at exit (with `NETFOLD_POLL=inline` also the polls made by application calls and by the
+//!   fallback thread).
 
+use crate::engine::PollMode;
 use std::net::IpAddr;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +41,7 @@ pub(crate) struct Config {
     pub(crate) mtu: u32,
     pub(crate) linger_ms: i32,
     pub(crate) offloads: bool,
+    pub(crate) poll: PollMode,
     pub(crate) verbose: bool,
 }
 
@@ -49,7 +60,7 @@ fn var(name: &str) -> Option<String> {
 
 /// Reads the configuration from the environment.
 pub(crate) fn from_env() -> Result<Config, String> {
-    parse(
+    let mut c = parse(
         var("NETFOLD_LINK").as_deref(),
         var("NETFOLD_ADDR").as_deref(),
         var("NETFOLD_GATEWAY").as_deref(),
@@ -57,7 +68,22 @@ pub(crate) fn from_env() -> Result<Config, String> {
         var("NETFOLD_LINGER_MS").as_deref(),
         var("NETFOLD_OFFLOADS").as_deref(),
         flag("NETFOLD_VERBOSE"),
-    )
+    )?;
+    c.poll = poll_mode(var("NETFOLD_POLL").as_deref())?;
+    Ok(c)
+}
+
+/// The mode without `NETFOLD_POLL`.
+pub(crate) const DEFAULT_POLL: PollMode = PollMode::Inline;
+
+/// `NETFOLD_POLL`'s value.
+pub(crate) fn poll_mode(v: Option<&str>) -> Result<PollMode, String> {
+    match v.map(str::trim) {
+        None => Ok(DEFAULT_POLL),
+        Some("thread") => Ok(PollMode::Thread),
+        Some("inline") => Ok(PollMode::Inline),
+        Some(o) => Err(format!("NETFOLD_POLL={o:?}: expected thread or inline")),
+    }
 }
 
 /// The configuration these variables describe, or what is wrong with them.
@@ -155,6 +181,7 @@ pub(crate) fn parse(
         mtu,
         linger_ms,
         offloads,
+        poll: DEFAULT_POLL,
         verbose,
     })
 }

@@ -17,11 +17,19 @@
 //!   sockets and everything else stay in the kernel.
 //! - Waiting: poll, select and epoll_wait on a mix of kernel and netfold descriptors sleep in
 //!   the kernel's poll(2), on the kernel descriptors plus an eventfd of the calling thread that
-//!   the driver thread signals after every poll that did work while someone waits (the
-//!   engine's `on_work` hook). So a signal interrupts them (EINTR) as it would on the kernel;
+//!   whoever polled the stack (a driver thread, another call) signals after every poll that
+//!   did work while someone waits (the engine's `on_work` hook). So a signal interrupts them (EINTR) as it would on the kernel;
 //!   a blocking read, recv, accept, write or send on a netfold socket waits the same way first.
-//! - One stack and one driver thread per process, started at the first socket from the
-//!   environment (`config`). Sockets are per process: a child made by fork keeps the numbers
+//! - Who runs the stack (`NETFOLD_POLL`, see `config`): INLINE mode (the default), where the
+//!   calls above poll it themselves, or THREAD mode, one driver thread per process. INLINE:
+//!   a call that changed something sends its segments from the calling thread; every wait
+//!   holds the device (one thread at a time) and sleeps in the same poll(2) on the device's
+//!   descriptor too, for at most the stack's next deadline, and polls the stack when it wakes;
+//!   the other waiting threads sleep on their eventfd as in THREAD mode, and one of them takes
+//!   the device when its holder lets it go. A fallback thread runs the stack while no call
+//!   does (the engine's INLINE mode).
+//! - One stack per process, started at the first socket from the environment (`config`).
+//!   Sockets are per process: a child made by fork keeps the numbers
 //!   but not the stack; it may close them (the parent's sockets are untouched), any other use
 //!   fails with EBADF and a message on stderr, and its new sockets are the kernel's.
 //!
@@ -78,6 +86,8 @@ thread_local! {
     static STARTING: Cell<bool> = const { Cell::new(false) };
     /// The calling thread's doorbell (created at its first wait on netfold descriptors).
     static BELL: Bell = Bell::new();
+    /// The bell of the calling thread while it waits, or -1.
+    static MY_BELL: Cell<c_int> = const { Cell::new(-1) };
 }
 
 /// What the library knows about one C API socket beside the C API.
@@ -107,6 +117,7 @@ fn meta() -> MutexGuard<'static, HashMap<c_int, Meta>> {
 struct Proc {
     stack: *mut nf_stack,
     linger_ms: c_int,
+    verbose: bool,
 }
 // SAFETY: the stack lives until the process ends (it is never freed); every C API call on it
 // is thread-safe (its engine's mutex) and takes only a shared reference.
@@ -175,7 +186,7 @@ fn start() -> Result<Proc, String> {
     cfg.gateway6 = ptr(&g6);
     cfg.mtu = c.mtu;
     cfg.device = dev.as_ptr();
-    let stack = match api::build_stack_with(&cfg, c.offloads) {
+    let stack = match api::build_stack_with(&cfg, c.offloads, c.poll) {
         Ok(s) => Box::into_raw(Box::new(s)),
         Err(e) => {
             let e = std::io::Error::from_raw_os_error(e);
@@ -206,9 +217,13 @@ fn start() -> Result<Proc, String> {
     }
     if c.verbose {
         say(format_args!(
-            "on {}{} as {}",
+            "on {}{}{} as {}",
             c.link,
             if c.offloads { "" } else { " (no offloads)" },
+            match engine.mode() {
+                crate::engine::PollMode::Thread => ", driver thread",
+                crate::engine::PollMode::Inline => ", polled inline",
+            },
             [c.addr4.as_deref(), c.addrs6.as_deref()]
                 .into_iter()
                 .flatten()
@@ -219,6 +234,7 @@ fn start() -> Result<Proc, String> {
     Ok(Proc {
         stack,
         linger_ms: c.linger_ms,
+        verbose: c.verbose,
     })
 }
 
@@ -235,6 +251,23 @@ extern "C" fn at_exit() {
     if let Some(p) = PROC.get().and_then(Option::as_ref) {
         // SAFETY: the live stack of this process.
         unsafe { api::nf_stack_shutdown(p.stack, p.linger_ms) };
+        if p.verbose {
+            // SAFETY: the live stack of this process (never freed).
+            let engine = unsafe { &*p.stack }.engine();
+            // The counters that moved, one per line ("group name value").
+            let all = engine.lock().stack.counters().to_string();
+            let moved: Vec<&str> = all
+                .lines()
+                .filter(|l| l.split_whitespace().last().is_some_and(|v| v != "0"))
+                .collect();
+            say(format_args!("counters at exit:\n{}", moved.join("\n")));
+            if let Some((app, driver, takeovers)) = engine.inline_stats() {
+                say(format_args!(
+                    "polls by application calls {app}, by the fallback thread {driver} \
+                     ({takeovers} take-overs)"
+                ));
+            }
+        }
     }
 }
 
@@ -598,8 +631,20 @@ fn ring() {
     if WAITING.load(Ordering::SeqCst) == 0 {
         return;
     }
+    ring_others();
+}
+
+/// Rings the bells of the waiting threads but the calling thread's own (INLINE mode: a waiting
+/// thread that polls the stack itself sees its work without one).
+fn ring_others() {
+    let own = MY_BELL.with(Cell::get);
     let one = 1u64;
-    for &fd in RINGING.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+    for &fd in RINGING
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|&&fd| fd != own)
+    {
         // SAFETY: writes 8 bytes to a waiting thread's eventfd.
         unsafe { real::write(fd, (&one as *const u64).cast(), 8) };
     }
@@ -612,12 +657,14 @@ impl Waiter {
     fn new(bell: c_int) -> Waiter {
         RINGING.lock().unwrap_or_else(|p| p.into_inner()).push(bell);
         WAITING.fetch_add(1, Ordering::SeqCst);
+        MY_BELL.with(|b| b.set(bell));
         Waiter(bell)
     }
 }
 
 impl Drop for Waiter {
     fn drop(&mut self) {
+        MY_BELL.with(|b| b.set(-1));
         let mut r = RINGING.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(i) = r.iter().position(|&b| b == self.0) {
             r.swap_remove(i);
@@ -642,6 +689,11 @@ fn slice_ms(deadline: Option<Instant>) -> c_int {
 /// The wait of every call below: `look` counts what is ready now (0 = nothing); in between,
 /// sleeps in poll(2) on `kernel` plus the thread's bell. Returns `look`'s count, 0 when the
 /// deadline passed, -1 with errno (EINTR from a signal, as the kernel's poll).
+///
+/// INLINE mode: polls the stack before it looks, holds the device if no other thread does and
+/// then sleeps on its descriptor too, for at most the stack's next deadline, polling the stack
+/// after every wake-up; when it lets the device go, the other waiting threads are rung, so one
+/// of them takes it.
 fn wait(
     timeout_ms: c_int,
     kernel: &mut Vec<pollfd>,
@@ -653,39 +705,84 @@ fn wait(
     };
     let end = deadline(timeout_ms);
     let _w = Waiter::new(bell);
+    // SAFETY: the process's stack (never freed) or none.
+    let engine = PROC
+        .get()
+        .and_then(Option::as_ref)
+        .map(|p| unsafe { &*p.stack }.engine());
+    // A forked child must not touch the device: its frames are the parent's.
+    let inline = engine.is_some_and(|e| e.mode() == crate::engine::PollMode::Inline)
+        && !FORKED.load(Ordering::Relaxed);
+    let mut hold = None;
     kernel.push(pollfd {
         fd: bell,
         events: libc::POLLIN,
         revents: 0,
     });
+    // The device's slot: -1 (ignored by poll(2)) while another thread holds it.
+    kernel.push(pollfd {
+        fd: -1,
+        events: libc::POLLIN,
+        revents: 0,
+    });
     let n = kernel.len();
     let mut first = true;
-    loop {
+    let mut poll_now = inline;
+    let r = loop {
+        let mut next = None;
+        if poll_now {
+            if let Some(e) = engine {
+                next = e.poll_inline().flatten();
+            }
+        }
         // The kernel's descriptors are looked at by `look` (with a zero timeout) too.
-        let got = look(&mut kernel[..n - 1]);
+        let got = look(&mut kernel[..n - 2]);
         if got != 0 {
-            return got;
+            break got;
         }
         let expired = timeout_ms == 0 || end.is_some_and(|d| Instant::now() >= d);
-        if expired && !first {
-            return 0;
-        }
-        if timeout_ms == 0 {
-            return 0;
+        if (expired && !first) || timeout_ms == 0 {
+            break 0;
         }
         first = false;
+        if inline && hold.is_none() {
+            hold = engine.and_then(|e| e.take_device());
+            if let Some((_, fd)) = &hold {
+                kernel[n - 1].fd = *fd;
+                // Polled before we held the device: frames may have come since.
+                if !poll_now {
+                    poll_now = true;
+                    continue;
+                }
+            }
+        }
         for p in kernel.iter_mut() {
             p.revents = 0;
         }
-        // SAFETY: `kernel` is a valid array of `n` pollfds.
-        let r = unsafe { real::poll(kernel.as_mut_ptr(), n as nfds_t, slice_ms(end)) };
-        if r < 0 {
-            return -1;
+        let mut ms = slice_ms(end);
+        if hold.is_some() {
+            if let Some(d) = next {
+                ms = ms.min(d.as_micros().div_ceil(1000) as c_int);
+            }
         }
-        if kernel[n - 1].revents != 0 {
+        // SAFETY: `kernel` is a valid array of `n` pollfds.
+        let r = unsafe { real::poll(kernel.as_mut_ptr(), n as nfds_t, ms) };
+        if r < 0 {
+            break -1;
+        }
+        if kernel[n - 2].revents != 0 {
             BELL.with(Bell::drain);
         }
+        poll_now = hold.is_some();
+    };
+    let held = hold.take().is_some();
+    // Another waiting thread takes the device over (it was asleep on its bell alone).
+    if held && WAITING.load(Ordering::SeqCst) > 1 {
+        let e = errno();
+        ring_others();
+        set_errno(e);
     }
+    r
 }
 
 /// poll(2) over a mix: netfold's through nf_poll, the kernel's through poll(2).

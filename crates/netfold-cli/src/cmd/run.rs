@@ -36,7 +36,16 @@ pub struct Args {
     /// ../lib and ../lib/netfold from it, then in ./target/release and ./target/debug.
     #[arg(long)]
     lib: Option<PathBuf>,
-    /// Print one line on stderr when the program's stack starts.
+    /// Who runs the stack: `inline` (the program's own calls poll it: a call that has to wait
+    /// sleeps on the device itself, and a fallback thread takes over while the program makes
+    /// no call, so timers and acknowledgements still run) or `thread` (a driver thread polls
+    /// it; the program's calls wake it and wait for it). Sets NETFOLD_POLL; default: the
+    /// library's, `inline`.
+    #[arg(long, value_name = "MODE", value_parser = ["thread", "inline"])]
+    poll: Option<String>,
+    /// Print one line on stderr when the program's stack starts, and the stack's counters at
+    /// exit (with `--poll inline` also the polls made by the program's calls and by the
+    /// fallback thread).
     #[arg(long)]
     verbose: bool,
     /// The program and its arguments (after `--`).
@@ -116,6 +125,9 @@ pub fn run(a: Args) -> CmdResult {
         c.env_remove("NETFOLD_REQUIRE");
     } else {
         c.env("NETFOLD_REQUIRE", "1");
+    }
+    if let Some(p) = &a.poll {
+        c.env("NETFOLD_POLL", p);
     }
     if a.verbose {
         c.env("NETFOLD_VERBOSE", "1");
