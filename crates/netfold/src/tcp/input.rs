@@ -225,6 +225,7 @@ impl Conn {
             // Zero window: nothing is acceptable, but ACK/RST information still counts
             // (RFC 9293 §3.10.7.4): keep the header, drop the data.
             if seg.seq == self.rcv.nxt {
+                ctx.stats.rcv_zero_window_bytes += payload.len() as u64;
                 payload = payload.slice(0, 0);
                 fin = false;
                 self.ack_now = true;
@@ -241,6 +242,9 @@ impl Conn {
                 || (seq::lt(seg.seq, self.rcv.nxt) && seq::ge(last, self.rcv.nxt.wrapping_add(wnd)))
         };
         if !acceptable {
+            if seg_len > 0 && !flags.rst() {
+                ctx.stats.rcv_out_of_window += 1;
+            }
             // Replies to unacceptable segments without data are rate limited per connection
             // (Linux `tcp_oow_rate_limited`, `TCPACKSkippedSeq`), so two confused ends cannot
             // ping-pong ACKs forever and spoofed segments draw at most one per interval.
@@ -1259,6 +1263,7 @@ impl Conn {
             .saturating_sub(self.rcv.ring.len() + off);
         let mut fin = fin;
         let data = if payload.len() > room {
+            ctx.stats.rcv_no_room_bytes += (payload.len() - room) as u64;
             fin = false;
             payload.slice(0, room)
         } else {

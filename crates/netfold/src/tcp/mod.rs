@@ -641,6 +641,13 @@ pub struct Stats {
     pub backlog_drops: u64,
     /// Out-of-order segments dropped because the assembler's range table was full.
     pub ooo_drops: u64,
+    /// Segments carrying data or a FIN that failed the acceptability test (RFC 9293
+    /// §3.10.7.4: none of their bytes inside the receive window) and were dropped.
+    pub rcv_out_of_window: u64,
+    /// Received payload bytes dropped because the receive ring had no room for them.
+    pub rcv_no_room_bytes: u64,
+    /// Received payload bytes dropped because they arrived while the window was zero.
+    pub rcv_zero_window_bytes: u64,
     /// Replies (RSTs) dropped because the reply queue was full.
     pub rst_dropped: u64,
     /// Looks at the connections because their buffers exceeded the stack's budget, and
