@@ -1606,3 +1606,66 @@ fn user_timeout_ends_zero_window_probing_the_peer_answers() {
         "{lasted:?}"
     );
 }
+
+/// RFC 9293 §3.8.6 and RFC 7323 §2.4: the window field counts units of 2^shift, so keeping
+/// the right edge where it was after RCV.NXT moved by a number of bytes that is not a
+/// multiple of the unit means rounding the window up, and the edge moves right a little with
+/// every such ACK even though the application read nothing. A peer that sends exactly up to
+/// each announced edge must have every byte kept (§3.10.7.4: data inside the window is
+/// queued), never trimmed for want of ring space.
+#[test]
+fn data_up_to_every_announced_edge_is_kept_while_the_application_reads_nothing() {
+    // Not a multiple of the window unit (2^4 for this buffer).
+    const SEG: u32 = 1001;
+    let buf = 1 << 20;
+    let cfg = Config {
+        recv_buffer: buf,
+        delayed_ack: None,
+        ..config()
+    };
+    let mut s = Script::new();
+    let h = s.passive_open(cfg, 1460);
+    // The SYN-ACK's window shift (its window is unscaled, RFC 7323 §2.2).
+    let shift = s
+        .tcp
+        .tcp_info(h, s.now)
+        .map(|i| i.rcv_wscale)
+        .expect("connection info");
+    assert!(shift > 0, "the test needs a scaled window");
+    let mut edge = s.peer_nxt.wrapping_add(65_535);
+    let mut sent = 0u64;
+    let mut seed = 1u8;
+    for _ in 0..100_000 {
+        let room = edge.wrapping_sub(s.peer_nxt);
+        if room == 0 || room > u32::MAX / 2 {
+            break;
+        }
+        let n = room.min(SEG) as usize;
+        let payload: Vec<u8> = (0..n).map(|i| seed.wrapping_add(i as u8)).collect();
+        seed = seed.wrapping_add(7);
+        let d = s.seg(TcpFlags::ACK, s.iss.wrapping_add(1));
+        s.inject(&d, &payload);
+        s.peer_nxt = s.peer_nxt.wrapping_add(n as u32);
+        sent += n as u64;
+        for o in s.flush() {
+            let e = o.repr.ack.wrapping_add(u32::from(o.repr.window) << shift);
+            // The right edge does not move left, but for less than one window unit at the
+            // end of the buffer (RFC 7323 §2.4); the peer keeps sending up to the largest
+            // edge it was offered, and all of it must be kept.
+            let back = edge.wrapping_sub(e);
+            if back < u32::MAX / 2 {
+                assert!(back < 1 << shift, "the window shrank by {back}");
+            } else {
+                edge = e;
+            }
+            assert_eq!(
+                o.repr.ack, s.peer_nxt,
+                "every byte sent inside the window is acked"
+            );
+        }
+    }
+    assert_eq!(edge, s.peer_nxt, "the window closed: {sent} bytes sent");
+    assert_eq!(s.tcp.stats().rcv_no_room_bytes, 0);
+    assert_eq!(s.tcp.recv_queue(h), Ok(sent as usize));
+    assert!(sent >= buf as u64, "the whole buffer was offered: {sent}");
+}

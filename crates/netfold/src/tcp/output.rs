@@ -224,9 +224,7 @@ impl Conn {
             }
             // Same right edge as a current ACK, expressed from the older ACK number.
             let (_, edge) = self.rcv_window();
-            let ws = u32::from(self.rcv.wscale);
-            let span = u64::from(seq::dist(snap_ack, edge));
-            window = ((span + (1u64 << ws) - 1) >> ws).min(0xffff) as u16;
+            window = self.rcv.field_from(snap_ack, edge);
         }
         TcpRepr {
             src_port: self.local.get().port(),

@@ -183,7 +183,48 @@ impl RecvSeq {
         }
         wnd = wnd.max(cur);
         let ws = u32::from(self.wscale);
+        // RFC 7323 §2.3: the field counts units of 2^shift, rounded up so that a small free
+        // space is not scaled away. Rounded up, keeping the right edge (RFC 9293 §3.8.6:
+        // never move it left) after RCV.NXT advanced by a number of bytes that is not a
+        // multiple of the unit moves the edge right by up to one unit less a byte, and again
+        // with every such ACK while the application reads nothing: with nothing to bound
+        // it, the promised edge crept past the end of the receive ring, and segments the
+        // peer rightly sent up to it were trimmed (Linux has the same creep; its answer is
+        // the `tcp_shrink_window` sysctl). So the field is also capped at what the ring can
+        // hold from RCV.NXT. That cap only binds while the old edge is within one unit of
+        // the ring's end, and it then shows an edge at most one unit less a byte left of the
+        // old one (the retraction RFC 7323 §2.4 describes for scaled windows); `adv` keeps
+        // the old edge, so the acceptability test (RFC 9293 §3.10.7.4) still takes, and the
+        // ring still holds, everything up to it.
         let field = ((u64::from(wnd) + (1u64 << ws) - 1) >> ws).min(0xffff) as u32;
+        let field = field.min((self.ring_room() >> ws).min(0xffff) as u32);
         (field as u16, self.nxt.wrapping_add(field << ws))
+    }
+
+    /// The window field that announces `edge` in an ACK of `ack` (at or below RCV.NXT: an
+    /// ACK snapshot of a merged arrival). Rounded up to the unit (RFC 7323 §2.3), as
+    /// [`RecvSeq::window`] does, unless that would pass the end of the receive ring: then
+    /// rounded down, less than one unit short of `edge`. Rounded up regardless, every
+    /// snapshot moved the promised edge past what the ring holds by up to one unit less a
+    /// byte, and data the peer sent up to it was trimmed (RFC 9293 §3.10.7.4: data in the
+    /// window is kept; see `window` for the same creep).
+    pub fn field_from(&self, ack: u32, edge: u32) -> u16 {
+        let ws = u32::from(self.wscale);
+        let span = u64::from(seq::dist(ack, edge));
+        let up = (span + (1u64 << ws) - 1) >> ws;
+        let limit = u64::from(seq::dist(ack, self.nxt)) + u64::from(self.ring_room());
+        let field = if up << ws <= limit { up } else { span >> ws };
+        field.min(0xffff) as u16
+    }
+
+    /// Bytes the receive ring can hold from RCV.NXT on (in-order bytes already in it take
+    /// their share; frames held outside it do not). Before the ring is taken (at the first
+    /// data, `Conn::ensure_recv_ring`), the capacity it will have.
+    fn ring_room(&self) -> u32 {
+        let cap = match self.ring.capacity() {
+            0 => self.ring_cap(self.buf),
+            c => c,
+        };
+        cap.saturating_sub(self.ring.len()).min(u32::MAX as usize) as u32
     }
 }
