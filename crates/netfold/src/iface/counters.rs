@@ -707,6 +707,7 @@ impl fmt::Display for Counters {
                     ("backlog_drops", t.backlog_drops),
                     ("ooo_drops", t.ooo_drops),
                     ("rcv_out_of_window", t.rcv_out_of_window),
+                    ("rcv_duplicates", t.rcv_duplicates),
                     ("rcv_no_room_bytes", t.rcv_no_room_bytes),
                     ("rcv_zero_window_bytes", t.rcv_zero_window_bytes),
                     ("rcvbuf_grown", t.rcvbuf_grown),

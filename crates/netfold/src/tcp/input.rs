@@ -243,7 +243,13 @@ impl Conn {
         };
         if !acceptable {
             if seg_len > 0 && !flags.rst() {
-                ctx.stats.rcv_out_of_window += 1;
+                // Old data (a retransmission of bytes already received) apart from data
+                // beyond the window, which a peer that keeps to the window never sends.
+                if seq::le(seg.seq.wrapping_add(seg_len), self.rcv.nxt) {
+                    ctx.stats.rcv_duplicates += 1;
+                } else {
+                    ctx.stats.rcv_out_of_window += 1;
+                }
             }
             // Replies to unacceptable segments without data are rate limited per connection
             // (Linux `tcp_oow_rate_limited`, `TCPACKSkippedSeq`), so two confused ends cannot

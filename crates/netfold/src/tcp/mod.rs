@@ -642,9 +642,13 @@ pub struct Stats {
     /// Out-of-order segments dropped because the assembler's range table was full.
     pub ooo_drops: u64,
     /// Segments carrying data or a FIN that failed the acceptability test (RFC 9293
-    /// §3.10.7.4: none of their bytes inside the receive window) and were dropped.
+    /// §3.10.7.4: none of their bytes inside the receive window) and were dropped: beyond
+    /// the announced window (`rcv_out_of_window`), or entirely below RCV.NXT, data received
+    /// already (`rcv_duplicates`: a retransmission, answered with a D-SACK when SACK is on).
     pub rcv_out_of_window: u64,
-    /// Received payload bytes dropped because the receive ring had no room for them.
+    pub rcv_duplicates: u64,
+    /// Received payload bytes dropped because the receive ring had no room for them: bytes
+    /// beyond the announced window (the window never passes the end of the ring).
     pub rcv_no_room_bytes: u64,
     /// Received payload bytes dropped because they arrived while the window was zero.
     pub rcv_zero_window_bytes: u64,

@@ -197,7 +197,7 @@ impl RecvSeq {
         // the old edge, so the acceptability test (RFC 9293 §3.10.7.4) still takes, and the
         // ring still holds, everything up to it.
         let field = ((u64::from(wnd) + (1u64 << ws) - 1) >> ws).min(0xffff) as u32;
-        let field = field.min((self.ring_room() >> ws).min(0xffff) as u32);
+        let field = field.min((self.ring_room() >> ws).min(0xffff));
         (field as u16, self.nxt.wrapping_add(field << ws))
     }
 
