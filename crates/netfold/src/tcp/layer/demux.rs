@@ -14,6 +14,22 @@ use crate::wire::tcp::{TcpFlags, TcpRepr};
 use crate::wire::IpAddr;
 use std::net::SocketAddr;
 
+/// The per-segment context of a connection's input, built from the layer's fields (a macro, not
+/// a method: a method would borrow the whole layer while `self.table` is borrowed for the
+/// connection; the expansion borrows only these fields).
+macro_rules! ctx {
+    ($layer:ident, $now:expr) => {
+        Ctx {
+            now: $now,
+            stats: &mut $layer.stats,
+            rsts: &mut $layer.rsts,
+            challenge: &mut $layer.challenge,
+            rings: &mut $layer.rings,
+            copy: $layer.copy,
+        }
+    };
+}
+
 /// One received TCP segment as [`TcpLayer::input`] takes it: the IP addresses it came from
 /// and went to (one family), its header, its payload and the ECN field of its IP header.
 ///
@@ -141,14 +157,7 @@ impl TcpLayer {
             self.stats.rst_in += 1;
         }
         if let Some(i) = found {
-            let mut ctx = Ctx {
-                now,
-                stats: &mut self.stats,
-                rsts: &mut self.rsts,
-                challenge: &mut self.challenge,
-                rings: &mut self.rings,
-                copy: self.copy,
-            };
+            let mut ctx = ctx!(self, now);
             let (ev, quiet) = match self.table.conn_at_mut(i) {
                 Some(c) => {
                     c.ecn.rx_ce = ecn == Ecn::Ce;
@@ -251,14 +260,7 @@ impl TcpLayer {
         let remote = SocketAddr::new(src, repr.src_port);
         let key = ConnKey::new(dst, repr.dst_port, src, repr.src_port);
         let listener = self.find_listener(local);
-        let mut ctx = Ctx {
-            now,
-            stats: &mut self.stats,
-            rsts: &mut self.rsts,
-            challenge: &mut self.challenge,
-            rings: &mut self.rings,
-            copy: self.copy,
-        };
+        let mut ctx = ctx!(self, now);
         let Some(li) = listener else {
             // RFC 9293 §3.10.7.1: CLOSED -> RST (never for a RST).
             ctx.stats.no_socket += 1;
@@ -276,14 +278,7 @@ impl TcpLayer {
             {
                 return;
             }
-            let mut ctx = Ctx {
-                now,
-                stats: &mut self.stats,
-                rsts: &mut self.rsts,
-                challenge: &mut self.challenge,
-                rings: &mut self.rings,
-                copy: self.copy,
-            };
+            let mut ctx = ctx!(self, now);
             ctx.reply_rst(dst, src, repr, payload.len());
             return;
         }
@@ -327,14 +322,7 @@ impl TcpLayer {
         let mut c = Conn::new_passive(now, self.secret.bytes(), local, remote, config, repr);
         c.parent = Some(li);
         c.mapped = mapped;
-        let mut ctx = Ctx {
-            now,
-            stats: &mut self.stats,
-            rsts: &mut self.rsts,
-            challenge: &mut self.challenge,
-            rings: &mut self.rings,
-            copy: self.copy,
-        };
+        let mut ctx = ctx!(self, now);
         // RFC 7413 §4.2.2: a Fast Open connection goes to the accept queue at once.
         let fast_open = c.fastopen_syn(tfo, &mut ctx, repr, payload, (li, li_gen));
         c.in_syn_queue = !fast_open;
@@ -454,14 +442,7 @@ impl TcpLayer {
         if let Some(ts) = ack.options.timestamps.as_mut() {
             ts.tsecr = 0;
         }
-        let mut ctx = Ctx {
-            now,
-            stats: &mut self.stats,
-            rsts: &mut self.rsts,
-            challenge: &mut self.challenge,
-            rings: &mut self.rings,
-            copy: self.copy,
-        };
+        let mut ctx = ctx!(self, now);
         if c.input(&mut ctx, &ack, payload) != Event::Established {
             return true;
         }
