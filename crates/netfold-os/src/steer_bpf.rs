@@ -381,7 +381,14 @@ pub fn test_run(prog: BorrowedFd<'_>, frame: &[u8]) -> io::Result<u32> {
     // A local experimental EtherType: with an IP one the kernel wants an IP header after it.
     data[12..14].copy_from_slice(&[0x88, 0xb5]);
     data.extend_from_slice(frame);
-    let mut out = vec![0u8; data.len() + 256];
+    test_run_once(prog, &data, 256)
+}
+
+/// Runs `prog` once on `data` (`BPF_PROG_TEST_RUN`) with an output buffer `room` bytes larger
+/// than the input, and returns the program's return value (shared by the steering and XDP
+/// programs' tests).
+pub(crate) fn test_run_once(prog: BorrowedFd<'_>, data: &[u8], room: usize) -> io::Result<u32> {
+    let mut out = vec![0u8; data.len() + room];
     let mut attr = TestRunAttr {
         prog_fd: prog.as_raw_fd() as u32,
         data_size_in: data.len() as u32,

@@ -30,7 +30,7 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::steer_bpf::{bpf, load_program, Insn, TestRunAttr, BPF_PROG_TEST_RUN};
+use crate::steer_bpf::{bpf, load_program, Insn};
 
 /// Which frames of the queue the program gives to the socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -398,20 +398,7 @@ pub fn attach(prog: BorrowedFd<'_>, ifindex: u32, flags: u32) -> io::Result<Owne
 /// Runs XDP program `prog` once on `frame` (`BPF_PROG_TEST_RUN`, queue 0) and returns its
 /// verdict.
 pub fn test_run(prog: BorrowedFd<'_>, frame: &[u8]) -> io::Result<u32> {
-    let mut out = vec![0u8; frame.len() + 512];
-    let mut attr = TestRunAttr {
-        prog_fd: prog.as_raw_fd() as u32,
-        data_size_in: frame.len() as u32,
-        data_size_out: out.len() as u32,
-        data_in: frame.as_ptr() as u64,
-        data_out: out.as_mut_ptr() as u64,
-        repeat: 1,
-        ..TestRunAttr::default()
-    };
-    if bpf(BPF_PROG_TEST_RUN, &mut attr) < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(attr.retval)
+    crate::steer_bpf::test_run_once(prog, frame, 512)
 }
 
 #[cfg(test)]
