@@ -29,6 +29,7 @@ use super::{Measurement, Params, Pin, Test};
 use netfold::iface::Stack;
 use netfold::phy::mq::{mq_link, MqPort};
 use netfold::rss::{Rss, MICROSOFT_KEY};
+use netfold::shard::{LocalPorts, Steering};
 use netfold::socket::{io_error, TcpListener, TcpStream};
 use netfold_os::clock::Epoch;
 use std::io::ErrorKind;
@@ -62,9 +63,19 @@ fn cpu_for(pin: Pin, shard: usize, server: bool) -> Option<usize> {
 
 /// Every local port of `EPHEMERAL` whose connection from `c` to the server at `s` hashes to
 /// `shard` both ways (either family: the IPv6 4-tuple is hashed as RSS NICs hash it).
-fn shard_ports(rss: &Rss, shard: usize, (c, s): (IpAddr, IpAddr)) -> Vec<u16> {
-    EPHEMERAL
-        .filter(|&p| rss.pick_local_port_ip(c, s, PORT, shard, p..=p).is_some())
+/// The same search the sharded runtimes' `connect` makes ([`LocalPorts::candidates`]), run
+/// to the end of the range.
+fn shard_ports(rss: &Arc<Rss>, shard: usize, (c, s): (IpAddr, IpAddr)) -> Vec<u16> {
+    let steering = Steering::Rss(Arc::clone(rss));
+    let shards = rss.shards();
+    LocalPorts::new(EPHEMERAL, shards)
+        .candidates(
+            &steering,
+            shard,
+            shards,
+            SocketAddr::new(c, 0),
+            SocketAddr::new(s, PORT),
+        )
         .collect()
 }
 
