@@ -419,6 +419,14 @@ impl Conn {
                     self.state = State::FinWait1;
                 }
                 self.in_syn_queue = false;
+                // RACK.min_RTT starts from the SYN-ACK's round trip on a passive open too
+                // (RFC 8985 §6.2 step 1), as on an active one: Linux's `tcp_ack_update_rtt`
+                // takes the handshake's sample into `rtt_min` with the SRTT it seeds.
+                if let Some((s, t)) = self.rtt_timing {
+                    if self.sack_ok && seq::ge(seg.ack, s) {
+                        self.rack.on_rtt_sample(now, now.saturating_since(t));
+                    }
+                }
                 self.alloc_buffers(ctx.rings);
                 if self.passive {
                     event = Event::Established;

@@ -55,6 +55,20 @@ pub const REO_WND_MULT_MAX: u32 = 0xFF;
 /// measurements that can adapt when migrating to significantly longer paths rather than
 /// tracking a simple global minimum of all RTT measurements."
 pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(300);
+/// Linux's `TCP_TIMEOUT_MIN_US` (2 ms): `tcp_rack_mark_lost` arms the reordering timer that
+/// much after the RFC's `RACK_detect_loss()` timeout, so that a segment whose window ends
+/// just then is judged after the timer, not on the edge (RFC 8985 §6.2 leaves the timer's
+/// precision to the implementation; Linux's is what Linux's own tests time).
+pub const REO_TIMER_SLACK: Duration = Duration::from_millis(2);
+
+/// The reordering timer's delay for a `RACK_detect_loss()` timeout, as Linux's
+/// `usecs_to_jiffies(timeout + TCP_TIMEOUT_MIN_US)` gives it at HZ=1000: the timeout plus
+/// [`REO_TIMER_SLACK`], rounded up to a whole millisecond.
+pub fn reo_timer_delay(timeout: Duration) -> Duration {
+    let us = (timeout + REO_TIMER_SLACK).total_micros();
+    Duration::from_millis(us.div_ceil(1000))
+}
+
 #[cfg(test)]
 /// RFC 8985 §7.2: "when there is no SRTT estimate available, the PTO SHOULD be 1 second."
 pub const PTO_WITHOUT_SRTT: Duration = Duration::from_secs(1);
@@ -457,6 +471,10 @@ impl Rack {
         }
         ranges[..n].sort_unstable_by_key(|&(l, _)| l.wrapping_sub(a.una));
         let mut best: Option<(Instant, u32)> = None;
+        // The send times of the last valid piece in Linux's processing order (see step 2
+        // below): the cumulatively acknowledged part, and the SACKed part.
+        let mut last_cum: Option<Instant> = None;
+        let mut last_sacked: Option<Instant> = None;
         let mut delivered = 0u32;
         if self.ensure_room(n) {
             while let Some(&front) = self.segs.front() {
@@ -464,7 +482,9 @@ impl Rack {
                     break;
                 }
                 let piece_end = seq::min(front.end, a.una);
-                self.credit(a, &front, piece_end, &mut best);
+                if self.credit(a, &front, piece_end, &mut best) {
+                    last_cum = Some(front.first_ts);
+                }
                 delivered = delivered.saturating_add(piece_end.wrapping_sub(front.start));
                 self.remove_piece(0, front.start, piece_end);
             }
@@ -474,7 +494,20 @@ impl Rack {
                     let rec = self.segs[i];
                     let ps = seq::max(rec.start, l);
                     let pe = seq::min(rec.end, r);
-                    self.credit(a, &rec, pe, &mut best);
+                    if self.credit(a, &rec, pe, &mut best) {
+                        last_sacked = Some(rec.first_ts);
+                        // Step 1 with Linux's SACK RTT (`tcp_clean_rtx_queue`'s
+                        // `sack_rtt_us`, taken into `rtt_min` by `tcp_ack_update_rtt`):
+                        // a never-retransmitted segment SACKed now was sent one round trip
+                        // ago, an RTT measurement as good as a cumulative ACK's.
+                        if !rec.retransmitted {
+                            self.min_rtt.update(
+                                a.now,
+                                a.now.saturating_since(rec.first_ts),
+                                MIN_RTT_WINDOW,
+                            );
+                        }
+                    }
                     delivered = delivered.saturating_add(pe.wrapping_sub(ps));
                     i = self.remove_piece(i, ps, pe);
                 }
@@ -488,9 +521,21 @@ impl Rack {
         // the segments newly ACKed or SACKed by this ACK that pass the checks above, update
         // the RACK.rtt to be the RTT sample calculated using this ACK. Furthermore, record
         // the most recent Segment.xmit_ts in RACK.xmit_ts if it is ahead of RACK.xmit_ts."
+        //
+        // RACK.rtt, though, follows Linux rather than the RFC's "RTT sample calculated using
+        // this ACK" for the most recently sent segment: Linux's `tcp_rack_advance` runs for
+        // each valid segment, the SACKed ones first (`tcp_sacktag_write_queue`) and then the
+        // cumulatively acknowledged ones (`tcp_clean_rtx_queue`), each in sequence order,
+        // and each call overwrites `rack.rtt_us`; the last one's RTT stays. When an ACK
+        // covers a retransmission and, above it, an original sent before it, RACK.rtt is
+        // the original's (longer) RTT, so segments sent with that original are not deemed
+        // lost at once: they get RACK.reo_wnd more from its send time (measured against
+        // Linux 6.18: Linux's `fast_recovery/prr-ss-ack-below-snd_una-cubic`).
+        if let Some(ts) = last_cum.or(last_sacked) {
+            self.rtt = a.now.saturating_since(ts);
+        }
         let mut advanced = false;
         if let Some((ts, end)) = best {
-            self.rtt = a.now.saturating_since(ts);
             if self
                 .xmit_ts
                 .is_none_or(|x| sent_after(ts, end, x, self.end_seq))
@@ -527,14 +572,15 @@ impl Rack {
         }
     }
 
-    /// Step 2's validity check and step 3 for one newly acknowledged piece ending at `end`.
+    /// Step 2's validity check and step 3 for one newly acknowledged piece ending at `end`;
+    /// returns whether the piece passed step 2's checks.
     fn credit(
         &mut self,
         a: &Ack<'_>,
         rec: &SegRecord,
         end: u32,
         best: &mut Option<(Instant, u32)>,
-    ) {
+    ) -> bool {
         // Step 2: "To avoid spurious inferences, ignore a segment as invalid if any of its
         // sequence range has been retransmitted before and if either of two conditions is
         // true: 1. The Timestamp Echo Reply field (TSecr) of the ACK's timestamp option
@@ -569,6 +615,7 @@ impl Rack {
             }
             _ => self.fack = Some(end),
         }
+        valid
     }
 
     /// Removes `[ps, pe)` (inside record `i`) from the records; returns the index of the
@@ -696,7 +743,7 @@ impl Rack {
             }
         }
         if timeout > Duration::ZERO {
-            report.reo_deadline = Some(now + timeout);
+            report.reo_deadline = Some(now + reo_timer_delay(timeout));
         }
         report
     }
@@ -1253,7 +1300,8 @@ mod tests {
         let (lost, rep) = lost_of(&mut r, t(141), 40, false, 1);
         assert!(lost.is_empty());
         assert_eq!(r.current_reo_wnd(), d(10));
-        assert_eq!(rep.reo_deadline, Some(t(150)));
+        // The RFC's timeout ends at 150; the timer is armed Linux's 2 ms later.
+        assert_eq!(rep.reo_deadline, Some(t(150) + REO_TIMER_SLACK));
         // The reordering timer fires: now it is lost.
         let mut v = vec![];
         let rep = r.on_reorder_timeout(t(150), Some(d(40)), false, 1, |s, e| v.push((s, e)));
@@ -1262,6 +1310,53 @@ mod tests {
         // Marked once: another pass reports nothing new.
         let (lost, _) = lost_of(&mut r, t(200), 40, true, 1);
         assert!(lost.is_empty());
+    }
+
+    #[test]
+    fn reo_timer_delay_adds_linux_slack_and_rounds_up_to_a_millisecond() {
+        assert_eq!(reo_timer_delay(d(25)), d(27));
+        assert_eq!(reo_timer_delay(Duration::from_micros(1)), d(3));
+        assert_eq!(reo_timer_delay(Duration::from_micros(24_001)), d(27));
+    }
+
+    /// Linux order for RACK.rtt: an ACK covering a retransmission (sent at 20 ms) and an
+    /// original above it (sent at 10 ms) leaves the original's RTT, so a segment sent with
+    /// that original, not yet delivered, keeps its reordering window (Linux 6.18 marks it
+    /// lost only later; see `RACK.rtt` in `on_ack`).
+    #[test]
+    fn rack_rtt_is_the_last_valid_segment_in_linux_order() {
+        let mut r = Rack::new(64);
+        for p in 0..10u32 {
+            r.on_send(p * 1000, p * 1000 + 1000, t(10), None);
+        }
+        // SACKs at 20 ms: [1000,3000) and [8000,9000); three SACKed segments.
+        let sack = [b(1000, 3000), b(8000, 9000)];
+        r.on_ack(&ack(t(20), 0, &sack));
+        assert_eq!(r.min_rtt(), Some(d(10)), "the SACK's RTT sample");
+        let (lost, _) = lost_of(&mut r, t(20), 10, false, 3);
+        assert_eq!(lost, vec![(0, 1000), (3000, 8000)]);
+        r.on_send(0, 1000, t(20), None);
+        // At 32 ms the cumulative ACK covers the retransmission (12 ms, valid: not below
+        // min_RTT) and [3000,4000), never retransmitted, sent at 10 ms.
+        r.on_ack(&ack(t(32), 4000, &[b(8000, 9000)]));
+        assert_eq!(
+            r.rtt(),
+            d(22),
+            "the last segment's RTT, not the retransmission's"
+        );
+        assert_eq!(
+            r.segment(),
+            Some((t(20), 1000)),
+            "RACK.xmit_ts: the most recently sent"
+        );
+        assert!(r.reordering_seen());
+        // [9000,10000), sent at 10 ms: due at 10 + 22 + min_RTT/4 = 34.5 ms.
+        let (lost, rep) = lost_of(&mut r, t(32), 10, true, 1);
+        assert!(lost.is_empty());
+        assert_eq!(
+            rep.reo_deadline,
+            Some(t(32) + reo_timer_delay(Duration::from_micros(2500)))
+        );
     }
 
     #[test]
