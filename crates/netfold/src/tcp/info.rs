@@ -219,7 +219,8 @@ impl Conn {
             rcv_mss: self.rcv.mss,
             unacked: segs(flight),
             sacked: segs(self.scoreboard.sacked_bytes()),
-            lost: segs(self.rack.lost_bytes()),
+            // Linux `lost_out`: segments marked lost and not delivered, retransmitted or not.
+            lost: segs(self.rack.lost_out()),
             retrans: segs(self.rack.retransmitted_in_flight()),
             last_data_sent_ms: since_ms(now, self.last_data_tx),
             last_data_recv_ms: self.rcv.last_data_rx.map_or(u32::MAX, |t| since_ms(now, t)),
@@ -231,9 +232,9 @@ impl Conn {
             snd_ssthresh,
             snd_cwnd: self.cc.cwnd() / self.snd.mss.max(1),
             advmss: u32::from(self.config.mss),
-            // Linux's initial `tp->reordering` (tcp_reordering = 3); RACK replaces the
-            // duplicate-ACK threshold here and does not raise it.
-            reordering: 3,
+            // Linux's `tp->reordering`: 3 (`tcp_reordering`) until a delivery out of order
+            // spans more segments (RACK's loss detection does not use it).
+            reordering: self.rack.reordering(smss),
             rcv_space: self.rcv.space.space as u32,
             total_retrans: k.total_retrans,
             bytes_acked,

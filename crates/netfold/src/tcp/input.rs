@@ -1253,6 +1253,15 @@ impl Conn {
         // reduction per recovery episode).
         if self.recovery.is_none() && !rto_recovery && self.snd.wnd > 0 {
             self.enter_recovery(now);
+            if reo_timer {
+                // No ACK brought this loss, so no ACK's PRR step sets the window: Linux's
+                // `tcp_rack_reo_timeout` runs `tcp_cwnd_reduction(sk, 1, lost, 0)`, PRR for
+                // one delivered segment, which releases the first retransmission only (RFC
+                // 6675's fast retransmit; the others follow the ACKs, as PRR intends), not
+                // `ssthresh - pipe` at once. Measured on Linux 6.18 with CUBIC: one
+                // retransmission at the timer (BBR, which sets cwnd itself, sends more).
+                self.prr_on_ack(self.seg_mss(), false, true);
+            }
         }
         report.newly_lost_bytes
     }

@@ -50,6 +50,8 @@ pub const REO_WND_PERSIST: u8 = 16;
 /// Cap on RACK.reo_wnd_mult. The window is capped at SRTT anyway (step 4); Linux keeps the
 /// multiplier (`reo_wnd_steps`) in a u8 capped at 0xFF, which we follow.
 pub const REO_WND_MULT_MAX: u32 = 0xFF;
+/// Linux's `tcp_max_reordering` default: the cap on `tcpi_reordering`.
+pub const LINUX_MAX_REORDERING: u32 = 300;
 /// Window of the RACK.min_RTT filter: Linux `tcp_min_rtt_wlen` default (300 s). RFC 8985
 /// §6.2 step 1: "The sender SHOULD track a windowed min-filtered estimate of recent RTT
 /// measurements that can adapt when migrating to significantly longer paths rather than
@@ -125,6 +127,9 @@ pub struct SegRecord {
     pub retransmitted: bool,
     /// Segment.lost: deemed lost and not yet retransmitted.
     pub lost: bool,
+    /// Deemed lost at some point, retransmitted since or not (Linux's `TCPCB_LOST`, which a
+    /// retransmission keeps): what `tcpi_lost` (Linux `lost_out`) counts.
+    pub was_lost: bool,
 }
 
 impl SegRecord {
@@ -260,6 +265,9 @@ pub struct Rack {
     /// RACK.rtt: the RTT of the most recently sent segment delivered.
     rtt: Duration,
     reordering_seen: bool,
+    /// The largest distance, in bytes, from RACK.fack down to the start of a segment
+    /// delivered out of order (see [`Rack::reordering`]).
+    reorder_extent: u32,
     reo_wnd: Duration,
     reo_wnd_mult: u32,
     reo_wnd_persist: u8,
@@ -280,6 +288,7 @@ impl Rack {
             min_rtt: MinFilter::default(),
             rtt: Duration::ZERO,
             reordering_seen: false,
+            reorder_extent: 0,
             reo_wnd: Duration::ZERO,
             reo_wnd_mult: 1,
             reo_wnd_persist: 0,
@@ -354,6 +363,7 @@ impl Rack {
             tsval,
             retransmitted: false,
             lost: false,
+            was_lost: false,
         });
     }
 
@@ -427,7 +437,8 @@ impl Rack {
                 Some(b)
                     if a.end == b.start
                         && a.retransmitted == b.retransmitted
-                        && a.lost == b.lost =>
+                        && a.lost == b.lost
+                        && a.was_lost == b.was_lost =>
                 {
                     let later = if b.xmit_ts >= a.xmit_ts { *b } else { a };
                     self.segs.push_back(SegRecord {
@@ -438,6 +449,7 @@ impl Rack {
                         tsval: later.tsval,
                         retransmitted: a.retransmitted,
                         lost: a.lost,
+                        was_lost: a.was_lost,
                     });
                     it.next();
                 }
@@ -482,7 +494,7 @@ impl Rack {
                     break;
                 }
                 let piece_end = seq::min(front.end, a.una);
-                if self.credit(a, &front, piece_end, &mut best) {
+                if self.credit(a, &front, front.start, piece_end, &mut best) {
                     last_cum = Some(front.first_ts);
                 }
                 delivered = delivered.saturating_add(piece_end.wrapping_sub(front.start));
@@ -494,7 +506,7 @@ impl Rack {
                     let rec = self.segs[i];
                     let ps = seq::max(rec.start, l);
                     let pe = seq::min(rec.end, r);
-                    if self.credit(a, &rec, pe, &mut best) {
+                    if self.credit(a, &rec, ps, pe, &mut best) {
                         last_sacked = Some(rec.first_ts);
                         // Step 1 with Linux's SACK RTT (`tcp_clean_rtx_queue`'s
                         // `sack_rtt_us`, taken into `rtt_min` by `tcp_ack_update_rtt`):
@@ -578,6 +590,7 @@ impl Rack {
         &mut self,
         a: &Ack<'_>,
         rec: &SegRecord,
+        start: u32,
         end: u32,
         best: &mut Option<(Instant, u32)>,
     ) -> bool {
@@ -611,6 +624,10 @@ impl Rack {
                         self.stats.reordering_events += 1;
                     }
                     self.reordering_seen = true;
+                    // Linux `tcp_check_sack_reordering`: how far below the highest
+                    // acknowledged byte this delivery was (its `tp->reordering`, in
+                    // segments, for `tcpi_reordering`).
+                    self.reorder_extent = self.reorder_extent.max(f.wrapping_sub(start));
                 }
             }
             _ => self.fack = Some(end),
@@ -730,6 +747,7 @@ impl Rack {
             let deadline = r.xmit_ts + self.rtt + self.reo_wnd;
             if deadline <= now {
                 r.lost = true;
+                r.was_lost = true;
                 self.lost_bytes = self.lost_bytes.saturating_add(r.len());
                 report.newly_lost_bytes = report.newly_lost_bytes.saturating_add(r.len());
                 self.stats.marked_lost += 1;
@@ -779,6 +797,7 @@ impl Rack {
             }
             if seq::le(r.start, snd_una) || r.xmit_ts + self.rtt + self.reo_wnd <= now {
                 r.lost = true;
+                r.was_lost = true;
                 self.lost_bytes = self.lost_bytes.saturating_add(r.len());
                 marked = marked.saturating_add(r.len());
                 on_lost(r.start, r.end);
@@ -838,6 +857,15 @@ impl Rack {
             .fold(0u32, |a, r| a.wrapping_add(r.end.wrapping_sub(r.start)))
     }
 
+    /// Bytes deemed lost and not yet delivered, retransmitted since or not (Linux
+    /// `lost_out`, for `TCP_INFO`; walks the records, so not for the data path).
+    pub fn lost_out(&self) -> u32 {
+        self.segs
+            .iter()
+            .filter(|r| r.was_lost)
+            .fold(0u32, |a, r| a.wrapping_add(r.len()))
+    }
+
     /// Bytes deemed lost and not yet retransmitted (RFC 6675 pipe leaves them out).
     pub fn lost_bytes(&self) -> u32 {
         self.lost_bytes
@@ -868,6 +896,14 @@ impl Rack {
     #[cfg(test)]
     pub fn reo_wnd_persist(&self) -> u8 {
         self.reo_wnd_persist
+    }
+    /// Linux's `tp->reordering` as `tcpi_reordering` reports it: the duplicate threshold
+    /// (3, `tcp_reordering`) until a delivery out of order spans more segments of `mss`,
+    /// then that span, up to `tcp_max_reordering` (300).
+    pub fn reordering(&self, mss: u32) -> u32 {
+        self.reorder_extent
+            .div_ceil(mss.max(1))
+            .clamp(DUP_THRESH, LINUX_MAX_REORDERING)
     }
     pub fn reordering_seen(&self) -> bool {
         self.reordering_seen
@@ -1357,6 +1393,33 @@ mod tests {
             rep.reo_deadline,
             Some(t(32) + reo_timer_delay(Duration::from_micros(2500)))
         );
+    }
+
+    /// `tcpi_lost` and `tcpi_reordering` as Linux counts them: a lost segment stays counted
+    /// after its retransmission until delivered; reordering is the span, in segments, from
+    /// the highest SACKed byte down to a segment delivered below it.
+    #[test]
+    fn lost_out_keeps_retransmitted_losses_and_reordering_is_the_span() {
+        let mut r = Rack::new(64);
+        for p in 0..8u32 {
+            r.on_send(p * 1000, p * 1000 + 1000, t(0), None);
+        }
+        r.on_ack(&Ack {
+            rtt_sample: Some(d(50)),
+            ..ack(t(50), 0, &[b(6000, 7000)])
+        });
+        let (lost, _) = lost_of(&mut r, t(70), 50, false, 1);
+        assert_eq!(lost, vec![(0, 6000)]);
+        assert_eq!((r.lost_out(), r.lost_bytes()), (6000, 6000));
+        r.on_send(0, 1000, t(70), None);
+        assert_eq!((r.lost_out(), r.lost_bytes()), (6000, 5000));
+        assert_eq!(r.reordering(1000), DUP_THRESH);
+        r.on_ack(&ack(t(75), 0, &[b(1000, 2000), b(6000, 7000)]));
+        assert_eq!(r.lost_out(), 5000);
+        assert_eq!(r.reordering(1000), 6, "7000 - 1000 over 1000-byte segments");
+        r.on_ack(&ack(t(125), 8000, &[]));
+        assert_eq!(r.lost_out(), 0);
+        assert_eq!(r.reordering(1000), 6, "Linux keeps tp->reordering");
     }
 
     #[test]
