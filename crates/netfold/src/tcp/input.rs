@@ -804,6 +804,18 @@ impl Conn {
             (None, &[][..])
         };
         let dsack = dsack.filter(|b| self.dsack_tx.on_dsack(*b, mss, self.snd.max_wnd) > 0);
+        // SACK edges inside a segment are moved to its boundaries, as Linux's
+        // `tcp_match_skb_to_sack` cuts skbs (see `rack::sack_piece`): a block of a few bytes
+        // inside one segment acknowledges nothing, and the segment goes again whole.
+        let mut trimmed = [SackBlock { left: 0, right: 0 }; 4];
+        let mut n_trimmed = 0;
+        for b in blocks.iter().take(trimmed.len()) {
+            if let Some(t) = self.rack.trim_sack(*b, self.seg_mss()) {
+                trimmed[n_trimmed] = t;
+                n_trimmed += 1;
+            }
+        }
+        let blocks = &trimmed[..n_trimmed];
         // PRR's DeliveredData needs the SACKed bytes before this ACK; only recovery (or an
         // ACK with SACK blocks, which may start one) asks, so the common ACK skips the sum.
         let sacked_before = if self.sack_ok && (self.recovery.is_some() || !blocks.is_empty()) {
@@ -1206,6 +1218,7 @@ impl Conn {
             // older TSval and would never count, leaving the hole to the RTO.
             tsecr: None,
             rtt_sample: rtt,
+            mss: self.seg_mss(),
         };
         self.rack.on_ack(&a);
         let newly_lost = self.rack_detect_loss(now, false);

@@ -237,6 +237,32 @@ pub struct Ack<'a> {
     pub tsecr: Option<u32>,
     /// The RFC 6298 / RFC 7323 RTT sample the TCB took from this ACK, if any.
     pub rtt_sample: Option<Duration>,
+    /// The segment size the records were cut to (0: SACK pieces are taken as they come,
+    /// see [`sack_piece`]).
+    pub mss: u32,
+}
+
+/// The part of record `[rs, re)` that a SACK of `[ps, pe)` (inside it) acknowledges for
+/// RACK, as Linux's `tcp_match_skb_to_sack` cuts an skb: only whole segments of `mss` counted
+/// from the record's start, or the record's tail from such a boundary on. A SACK of a few
+/// bytes inside a segment (RFC 2018 allows any boundaries) acknowledges nothing here: Linux
+/// marks no skb SACKed for it, so it neither advances RACK nor counts as delivered.
+pub fn sack_piece(rs: u32, re: u32, ps: u32, pe: u32, mss: u32) -> Option<(u32, u32)> {
+    if mss == 0 || (ps == rs && pe == re) {
+        return Some((ps, pe));
+    }
+    let lo = if ps == rs {
+        ps
+    } else {
+        let off = ps.wrapping_sub(rs).div_ceil(mss).saturating_mul(mss);
+        seq::min(rs.wrapping_add(off), re)
+    };
+    let hi = if pe == re {
+        pe
+    } else {
+        rs.wrapping_add(pe.wrapping_sub(rs) / mss * mss)
+    };
+    seq::lt(lo, hi).then_some((lo, hi))
 }
 
 /// Per-connection RACK state (RFC 8985 §5.3) and the record of segments in flight.
@@ -504,8 +530,16 @@ impl Rack {
                 let mut i = self.segs.partition_point(|s| seq::le(s.end, l));
                 while i < self.segs.len() && seq::lt(self.segs[i].start, r) {
                     let rec = self.segs[i];
-                    let ps = seq::max(rec.start, l);
-                    let pe = seq::min(rec.end, r);
+                    let Some((ps, pe)) = sack_piece(
+                        rec.start,
+                        rec.end,
+                        seq::max(rec.start, l),
+                        seq::min(rec.end, r),
+                        a.mss,
+                    ) else {
+                        i += 1;
+                        continue;
+                    };
                     if self.credit(a, &rec, ps, pe, &mut best) {
                         last_sacked = Some(rec.first_ts);
                         // Step 1 with Linux's SACK RTT (`tcp_clean_rtx_queue`'s
@@ -848,6 +882,36 @@ impl Rack {
             .map(|r| (seq::max(r.start, from), r.end))
     }
 
+    /// SACK block `b` with its edges moved to the segment boundaries of the records they
+    /// fall in ([`sack_piece`]), or `None` when nothing whole is left. Edges outside every
+    /// record (data already acknowledged, or a table that forgot) are kept as they are.
+    pub fn trim_sack(&self, b: SackBlock, mss: u32) -> Option<SackBlock> {
+        if mss == 0 || self.segs.is_empty() {
+            return Some(b);
+        }
+        let mut left = b.left;
+        let mut right = b.right;
+        let i = self.segs.partition_point(|r| seq::le(r.end, b.left));
+        if let Some(r) = self.segs.get(i) {
+            if seq::lt(r.start, b.left) {
+                let pe = seq::min(r.end, b.right);
+                left = sack_piece(r.start, r.end, b.left, pe, mss).map_or(pe, |(lo, _)| lo);
+                if left == pe && seq::lt(pe, r.end) {
+                    // The block ends inside this record without a whole segment.
+                    return None;
+                }
+            }
+        }
+        let j = self.segs.partition_point(|r| seq::lt(r.end, b.right));
+        if let Some(r) = self.segs.get(j) {
+            if seq::lt(r.start, b.right) && seq::lt(b.right, r.end) {
+                let ps = seq::max(r.start, left);
+                right = sack_piece(r.start, r.end, ps, b.right, mss).map_or(ps, |(_, hi)| hi);
+            }
+        }
+        seq::lt(left, right).then_some(SackBlock { left, right })
+    }
+
     /// Bytes retransmitted and neither acknowledged nor deemed lost again (Linux
     /// `retrans_out`, for `TCP_INFO`; walks the records, so not for the data path).
     pub fn retransmitted_in_flight(&self) -> u32 {
@@ -1147,6 +1211,7 @@ mod tests {
             dsack: None,
             tsecr: None,
             rtt_sample: None,
+            mss: 0,
         }
     }
     fn lost_of(
@@ -1420,6 +1485,37 @@ mod tests {
         r.on_ack(&ack(t(125), 8000, &[]));
         assert_eq!(r.lost_out(), 0);
         assert_eq!(r.reordering(1000), 6, "Linux keeps tp->reordering");
+    }
+
+    /// Linux `tcp_match_skb_to_sack`: SACK edges inside a segment move to its boundaries.
+    #[test]
+    fn sack_edges_inside_a_segment_move_to_its_boundaries() {
+        // A four-segment record [1, 4001), segments of 1000.
+        assert_eq!(
+            sack_piece(1, 4001, 4000, 4001, 1000),
+            None,
+            "the last byte alone"
+        );
+        assert_eq!(sack_piece(1, 4001, 3001, 4001, 1000), Some((3001, 4001)));
+        assert_eq!(sack_piece(1, 4001, 1500, 4001, 1000), Some((2001, 4001)));
+        assert_eq!(sack_piece(1, 4001, 1, 2500, 1000), Some((1, 2001)));
+        assert_eq!(sack_piece(1, 4001, 1, 999, 1000), None);
+        assert_eq!(sack_piece(1, 4001, 1, 4001, 1000), Some((1, 4001)));
+        let mut r = Rack::new(64);
+        r.on_send(1, 4001, t(0), None);
+        r.on_send(4001, 4501, t(5), None);
+        assert_eq!(r.trim_sack(b(4000, 4001), 1000), None);
+        assert_eq!(r.trim_sack(b(2500, 4501), 1000), Some(b(3001, 4501)));
+        // A short record of its own is SACKed whole.
+        assert_eq!(r.trim_sack(b(4001, 4501), 1000), Some(b(4001, 4501)));
+        // Without a segment size nothing moves.
+        assert_eq!(r.trim_sack(b(4000, 4001), 0), Some(b(4000, 4001)));
+        // The byte SACKed alone neither advances RACK nor counts as delivered.
+        let s = r.on_ack(&Ack {
+            mss: 1000,
+            ..ack(t(100), 1, &[b(4000, 4001)])
+        });
+        assert_eq!((s.delivered, s.advanced), (0, false));
     }
 
     #[test]
@@ -1882,6 +1978,7 @@ mod tests {
                         dsack: None,
                         tsecr: Some(tsecr),
                         rtt_sample: sample,
+                        mss: 0,
                     });
                     // RepairedLoss would reduce cwnd here; the simulation has no cwnd.
                     let _ = tlp.on_ack(una, None, false);
@@ -1962,6 +2059,7 @@ mod tests {
                             dsack: sack.first().copied().filter(|_| flag),
                             tsecr: Some(u32::from(y)),
                             rtt_sample: Some(Duration::from_millis(u64::from(y % 300))),
+                            mss: u32::from(x % 3) * 500,
                         };
                         r.on_ack(&a);
                         let _ = tlp.on_ack(una, a.dsack, flag);
