@@ -223,7 +223,11 @@ impl Conn {
             lost: segs(self.rack.lost_out()),
             retrans: segs(self.rack.retransmitted_in_flight()),
             last_data_sent_ms: since_ms(now, self.last_data_tx),
-            last_data_recv_ms: self.rcv.last_data_rx.map_or(u32::MAX, |t| since_ms(now, t)),
+            last_data_recv_ms: self
+                .rcv
+                .last_data_rx
+                .or(self.rcv.synced_at)
+                .map_or(u32::MAX, |t| since_ms(now, t)),
             last_ack_recv_ms: since_ms(now, self.timers.last_rx),
             pmtu: self.snd.mss + if self.remote.get().is_ipv6() { 60 } else { 40 },
             rcv_ssthresh: self.rcv.buf as u32,

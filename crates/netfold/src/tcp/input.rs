@@ -419,6 +419,7 @@ impl Conn {
                     self.state = State::FinWait1;
                 }
                 self.in_syn_queue = false;
+                self.rcv.synced_at = Some(now);
                 // RACK.min_RTT starts from the SYN-ACK's round trip on a passive open too
                 // (RFC 8985 §6.2 step 1), as on an active one: Linux's `tcp_ack_update_rtt`
                 // takes the handshake's sample into `rtt_min` with the SRTT it seeds.
@@ -730,6 +731,7 @@ impl Conn {
                 }
             }
             self.take_rtt_sample(ctx, seg);
+            self.rcv.synced_at = Some(ctx.now);
             self.snd.una = seg.ack;
             // Linux `tp->delivered`: the SYN counts one.
             self.counters.delivered = self.counters.delivered.wrapping_add(1);
