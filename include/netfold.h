@@ -50,7 +50,12 @@
  *    TCP_MAXSEG, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT, TCP_INFO (read-only), TCP_INQ,
  *    TCP_NOTSENT_LOWAT, TCP_USER_TIMEOUT, IP_MTU_DISCOVER, IP_MTU (read-only, connected
  *    sockets), IPV6_V6ONLY (AF_INET6 sockets), TCP_FASTOPEN, TCP_FASTOPEN_KEY (set only),
- *    TCP_FASTOPEN_CONNECT.
+ *    TCP_FASTOPEN_CONNECT, IP_TOS and IPV6_TCLASS (TCP sockets; IPV6_TCLASS on AF_INET6 ones).
+ *    IP_TOS / IPV6_TCLASS as on Linux: the DSCP bits every segment of the connection carries
+ *    from then on (the SYN-ACK of a listener's connections too); the two ECN bits are not the
+ *    socket's (ECN sets them per segment) and read back 0; an accepted socket starts with its
+ *    listener's value; IPV6_TCLASS -1 means 0, other values outside 0..255 are EINVAL. IPPROTO_IP
+ *    options take an int or, when optlen is 1 to 3, one byte.
  *    TCP_FASTOPEN (RFC 7413, server side) as on Linux: on a socket before or after listen,
  *    the number of Fast Open connections that may wait for their handshake's last ACK (capped
  *    at 4096; negative, or on a connected socket, EINVAL); getsockopt returns it. A SYN with

@@ -1185,6 +1185,7 @@ impl Conn {
         // auto-tuning grows the buffers of a live connection.
         self.config.nodelay = c.nodelay;
         self.config.cork = c.cork;
+        self.config.tos = c.tos;
         self.config.keepalive = c.keepalive;
         self.config.delayed_ack = c.delayed_ack;
         self.config.max_retransmits = c.max_retransmits;

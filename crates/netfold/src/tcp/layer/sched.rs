@@ -60,6 +60,7 @@ impl TcpLayer {
                 payload: crate::buf::zc::Gather::empty(),
                 gso_size: 0,
                 ecn: Ecn::NotEct,
+                dscp: 0,
             };
             if !emit(&seg) {
                 return;
