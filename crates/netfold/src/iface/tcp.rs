@@ -575,6 +575,7 @@ impl IfaceState {
     /// IP headers come from `ip` when given (see `tcp_ip_template`, `tcp_ip6_template`), else
     /// from the family's IP layer (`send_ip` / `send_ipv6`: parking, no route, errors).
     /// IPv4 pieces get an identification each; IPv6 has none (RFC 8200 §3).
+    #[allow(clippy::too_many_arguments)]
     fn emit_piece(
         &mut self,
         now: Instant,

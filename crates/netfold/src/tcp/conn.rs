@@ -382,6 +382,8 @@ pub struct Conn {
     pub rst_due: bool,
     /// Queued on the layer's active list.
     pub in_active: bool,
+    /// Linux's send chronographs for `TCP_INFO` (`chrono.rs`).
+    pub chrono: super::chrono::Chrono,
 }
 
 /// The MSS a connection to `remote` announces and uses at most, as Linux: `Config::mss` is
@@ -519,6 +521,7 @@ impl Conn {
             ecn: EcnState::default(),
             counters: super::info::ConnCounters::default(),
             in_active: false,
+            chrono: Default::default(),
         }
     }
 

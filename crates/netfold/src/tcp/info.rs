@@ -120,6 +120,12 @@ pub struct TcpInfo {
     pub snd_wnd: u32,
     pub rcv_wnd: u32,
     pub total_rto: u16,
+    /// Linux's chronographs (`tcp_get_info_chrono_stats`), microseconds: time with data
+    /// queued or in flight, and of it the time held by the peer's window and by the send
+    /// buffer.
+    pub busy_time: u64,
+    pub rwnd_limited: u64,
+    pub sndbuf_limited: u64,
 }
 
 /// Linux's `TCP_*` state numbers (include/net/tcp_states.h).
@@ -203,6 +209,7 @@ impl Conn {
         let sent = self.snd.max.wrapping_sub(self.snd.iss).saturating_sub(1);
         let flight = if synced { self.flight() } else { 0 };
         let k = &self.counters;
+        let (busy_time, rwnd_limited, sndbuf_limited) = self.chrono_times(now);
         TcpInfo {
             state: linux_state(self.state),
             ca_state,
@@ -262,6 +269,9 @@ impl Conn {
             snd_wnd: self.snd.wnd,
             rcv_wnd: super::seq::dist(self.rcv.nxt, self.rcv.adv),
             total_rto: k.total_rto,
+            busy_time,
+            rwnd_limited,
+            sndbuf_limited,
         }
     }
 }

@@ -183,6 +183,7 @@
 mod autotune;
 pub mod buffer;
 pub mod cc;
+mod chrono;
 mod conn;
 mod dsack;
 pub mod ephemeral;

@@ -116,7 +116,9 @@ impl TcpLayer {
             let status = match self.table.conn_at_mut(i) {
                 Some(c) => {
                     c.gso_segs = self.gso_segs;
-                    c.poll_output(now, &mut self.stats, emit)
+                    let status = c.poll_output(now, &mut self.stats, emit);
+                    c.chrono_update(now);
+                    status
                 }
                 _ => {
                     self.active.pop_front();
