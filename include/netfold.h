@@ -106,8 +106,10 @@
  *    units: state, ca_state, options, wscales, rto/rtt/rttvar/min_rtt in microseconds, snd_mss/rcv_mss/advmss,
  *    unacked/sacked/lost/retrans and snd_cwnd/snd_ssthresh in segments, bytes_acked,
  *    bytes_received, bytes_sent, bytes_retrans, segs_in/out, data_segs_in/out, total_retrans,
- *    notsent_bytes, snd_wnd, rcv_wnd, total_rto. What netfold does not measure (pacing and
- *    delivery rates, busy/limited times, delivered, rcv_rtt) reads 0.
+ *    notsent_bytes, snd_wnd, rcv_wnd, total_rto, delivered, reordering, last_data_recv (from
+ *    the handshake until data arrives), busy_time, rwnd_limited and sndbuf_limited (Linux's
+ *    send chronographs, microseconds). What netfold does not measure (pacing and delivery
+ *    rates, rcv_rtt) reads 0.
  *    Others fail with ENOPROTOOPT. IP_MTU_DISCOVER on UDP as Linux (default
  *    IP_PMTUDISC_WANT: DF on datagrams that fit the path MTU, larger ones fragmented;
  *    DONT: no DF; DO: DF, EMSGSIZE beyond the path MTU; PROBE: DF, EMSGSIZE beyond the

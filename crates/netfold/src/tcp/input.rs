@@ -1393,7 +1393,12 @@ impl Conn {
                 self.rcv.quick_acks = self.rcv.quick_acks.max(QUICK_ACKS);
             } else if self.rcv.quick_acks > 0 {
                 self.rcv.quick_acks -= 1;
-                self.ack_inside_batch(sseq, data.len());
+                // One ACK per arrival, a GRO-merged one included, as Linux acknowledges each
+                // GRO packet once (`__tcp_ack_snd_check` runs per skb): in quick-ACK mode, the
+                // connection's first data, the sender is in slow start with a small window
+                // and gets an ACK at once for everything that arrived. (Delayed-ACK mode
+                // below keeps ACKs inside a merged arrival, measured to recover from a lost
+                // stretch ACK faster.)
                 if fin {
                     // The FIN's ACK (eighth check) covers this data too: one ACK, as Linux.
                     self.ack_now = true;
