@@ -50,7 +50,9 @@
  *    TCP_MAXSEG, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT, TCP_INFO (read-only), TCP_INQ,
  *    TCP_NOTSENT_LOWAT, TCP_USER_TIMEOUT, IP_MTU_DISCOVER, IP_MTU (read-only, connected
  *    sockets), IPV6_V6ONLY (AF_INET6 sockets), TCP_FASTOPEN, TCP_FASTOPEN_KEY (set only),
- *    TCP_FASTOPEN_CONNECT, IP_TOS and IPV6_TCLASS (TCP sockets; IPV6_TCLASS on AF_INET6 ones).
+ *    TCP_FASTOPEN_CONNECT, IP_TOS and IPV6_TCLASS (TCP sockets; IPV6_TCLASS on AF_INET6 ones),
+ *    IP_FREEBIND and IPV6_FREEBIND (one flag, as on Linux: nf_bind then takes an address that
+ *    is not the interface's, and packets leave from it).
  *    IP_TOS / IPV6_TCLASS as on Linux: the DSCP bits every segment of the connection carries
  *    from then on (the SYN-ACK of a listener's connections too); the two ECN bits are not the
  *    socket's (ECN sets them per segment) and read back 0; an accepted socket starts with its

@@ -184,6 +184,8 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
         // ip(7) IP_TOS, ipv6(7) IPV6_TCLASS: a TCP socket's DSCP bits (its ECN bits read 0,
         // as Linux keeps them out of a stream socket's `inet->tos`).
         (libc::IPPROTO_IP, libc::IP_TOS) if is_tcp => OptVal::Int(i32::from(o.cfg.tos)),
+        (libc::IPPROTO_IP, libc::IP_FREEBIND) => b(o.freebind),
+        (libc::IPPROTO_IPV6, libc::IPV6_FREEBIND) if s.family == libc::AF_INET6 => b(o.freebind),
         (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if is_tcp && s.family == libc::AF_INET6 => {
             OptVal::Int(i32::from(o.cfg.tos))
         }
@@ -318,6 +320,13 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
             if let Kind::Udp(Udp { h: Some(h), .. }) = &s.kind {
                 let _ = st.stack.udp_set_pmtu_disc(*h, s.opts.pmtu_disc);
             }
+        }
+        // ip(7) IP_FREEBIND, ipv6(7) IPV6_FREEBIND (one flag, as Linux's `inet->freebind`):
+        // bind() then accepts an address that is not the interface's (yet); packets leave from
+        // it, and arrive for it once it is configured.
+        (libc::IPPROTO_IP, libc::IP_FREEBIND) => o.freebind = int_of(v)? != 0,
+        (libc::IPPROTO_IPV6, libc::IPV6_FREEBIND) if family == libc::AF_INET6 => {
+            o.freebind = int_of(v)? != 0;
         }
         // ip(7) IP_TOS on a TCP socket: the DSCP bits of every segment it sends from now on
         // (Linux `__ip_sock_set_tos`: on a stream socket the ECN bits are dropped, ECN sets

@@ -462,6 +462,43 @@ fn ip_mtu_discover_as_linux() {
     }
 }
 
+/// IP_FREEBIND as Linux: bind() takes an address that is not the interface's, and a
+/// connection from it sends from that address.
+#[test]
+fn ip_freebind_binds_to_an_address_that_is_not_ours() {
+    // SAFETY: pointers are live locals of the stated sizes; stacks are freed once.
+    unsafe {
+        let a = manual_stack(c"198.18.0.2/24");
+        let b = manual_stack(c"198.18.0.1/24");
+        let ip = libc::IPPROTO_IP;
+        let fd = nf_socket(a, libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+        let free = sin([198, 18, 0, 9], 4000);
+        assert_eq!(
+            nf_bind(a, fd, (&free as *const libc::sockaddr_in).cast(), SIN_LEN),
+            -1
+        );
+        assert_eq!(errno(), libc::EADDRNOTAVAIL);
+        assert_eq!(int_opt(a, fd, ip, libc::IP_FREEBIND), Ok(0));
+        assert_eq!(set_int(a, fd, ip, libc::IP_FREEBIND, 1), Ok(()));
+        assert_eq!(int_opt(a, fd, ip, libc::IP_FREEBIND), Ok(1));
+        assert_eq!(
+            nf_bind(a, fd, (&free as *const libc::sockaddr_in).cast(), SIN_LEN),
+            0
+        );
+        let to = sin(PEER, 80);
+        let r = nf_connect(a, fd, (&to as *const libc::sockaddr_in).cast(), SIN_LEN);
+        assert!(r == 0 || errno() == libc::EINPROGRESS, "errno {}", errno());
+        // The SYN (IPv4 protocol 6 at 14 + 9) leaves from 198.18.0.9 (IPv4 source at 14 + 12).
+        let syn = pump(a, b)
+            .into_iter()
+            .find(|f| f.len() > 34 && f[12..14] == [8, 0] && f[23] == 6)
+            .expect("a SYN");
+        assert_eq!(syn[26..30], [198, 18, 0, 9]);
+        nf_stack_free(a);
+        nf_stack_free(b);
+    }
+}
+
 /// IP_TOS as Linux: the DSCP on every TCP packet (SYN-ACK included), the ECN bits not the
 /// socket's, inherited by the accepted socket; a one-byte value is taken; UDP refuses it.
 #[test]
