@@ -1065,6 +1065,28 @@ mod tests {
         }
     }
 
+    /// IPV6_TCLASS: every packet of a segment carries the connection's DSCP bits beside the
+    /// segment's ECN codepoint (the template path, neighbour known).
+    #[test]
+    fn ipv6_segments_carry_the_dscp() {
+        use crate::iface::neighbor::Nud;
+        use crate::wire::ethernet::EthernetFrame;
+        use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
+        let data: Vec<u8> = (0..3001u32).map(|i| (i * 7) as u8).collect();
+        let mut s = v6_stack(Some(Nud::Reachable));
+        let st = &mut s.inner.st;
+        let mut seg = v6_segment(&data);
+        seg.dscp = 0xb8;
+        assert_eq!(st.emit_tcp(Instant::ZERO, &seg), Emit::Sent);
+        assert_eq!(st.tx.len(), 3);
+        for f in st.tx.iter() {
+            let eth = EthernetFrame::new_checked(f.as_slice()).unwrap();
+            let ip = Ipv6Packet::new_checked(eth.payload()).unwrap();
+            let r = Ipv6Repr::parse(&ip).unwrap();
+            assert_eq!(r.traffic_class, 0xb8 | 0b10, "DSCP 0xb8 and ECT(0)");
+        }
+    }
+
     /// The IPv6 TCP fast path: with the neighbour known, every piece gets the template's
     /// Ethernet and IPv6 headers (payload length its own, hop limit, ECN), a valid checksum
     /// over the IPv6 pseudo-header, and together they carry the data; a STALE neighbour is
