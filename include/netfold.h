@@ -50,7 +50,14 @@
  *    TCP_MAXSEG, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT, TCP_INFO (read-only), TCP_INQ,
  *    TCP_NOTSENT_LOWAT, TCP_USER_TIMEOUT, IP_MTU_DISCOVER, IP_MTU (read-only, connected
  *    sockets), IPV6_V6ONLY (AF_INET6 sockets), TCP_FASTOPEN, TCP_FASTOPEN_KEY (set only),
- *    TCP_FASTOPEN_CONNECT.
+ *    TCP_FASTOPEN_CONNECT, IP_TOS and IPV6_TCLASS (TCP sockets; IPV6_TCLASS on AF_INET6 ones),
+ *    IP_FREEBIND and IPV6_FREEBIND (one flag, as on Linux: nf_bind then takes an address that
+ *    is not the interface's, and packets leave from it).
+ *    IP_TOS / IPV6_TCLASS as on Linux: the DSCP bits every segment of the connection carries
+ *    from then on (the SYN-ACK of a listener's connections too); the two ECN bits are not the
+ *    socket's (ECN sets them per segment) and read back 0; an accepted socket starts with its
+ *    listener's value; IPV6_TCLASS -1 means 0, other values outside 0..255 are EINVAL. IPPROTO_IP
+ *    options take an int or, when optlen is 1 to 3, one byte.
  *    TCP_FASTOPEN (RFC 7413, server side) as on Linux: on a socket before or after listen,
  *    the number of Fast Open connections that may wait for their handshake's last ACK (capped
  *    at 4096; negative, or on a connected socket, EINVAL); getsockopt returns it. A SYN with
@@ -101,8 +108,10 @@
  *    units: state, ca_state, options, wscales, rto/rtt/rttvar/min_rtt in microseconds, snd_mss/rcv_mss/advmss,
  *    unacked/sacked/lost/retrans and snd_cwnd/snd_ssthresh in segments, bytes_acked,
  *    bytes_received, bytes_sent, bytes_retrans, segs_in/out, data_segs_in/out, total_retrans,
- *    notsent_bytes, snd_wnd, rcv_wnd, total_rto. What netfold does not measure (pacing and
- *    delivery rates, busy/limited times, delivered, rcv_rtt) reads 0.
+ *    notsent_bytes, snd_wnd, rcv_wnd, total_rto, delivered, reordering, last_data_recv (from
+ *    the handshake until data arrives), busy_time, rwnd_limited and sndbuf_limited (Linux's
+ *    send chronographs, microseconds). What netfold does not measure (pacing and delivery
+ *    rates, rcv_rtt) reads 0.
  *    Others fail with ENOPROTOOPT. IP_MTU_DISCOVER on UDP as Linux (default
  *    IP_PMTUDISC_WANT: DF on datagrams that fit the path MTU, larger ones fragmented;
  *    DONT: no DF; DO: DF, EMSGSIZE beyond the path MTU; PROBE: DF, EMSGSIZE beyond the

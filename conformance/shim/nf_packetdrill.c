@@ -312,8 +312,17 @@ static int shim_netdev_receive(void *u, void *buf, size_t *count, long long *tim
     }
 }
 
+/* Real time given to other threads before usleep moves the clock: as in netdev_receive, a
+ * blocking call that the last event made ready (a read the data just injected completes)
+ * returns, and reads the clock, before the clock jumps to the next event. */
+#define USLEEP_YIELDS 5
+
 static int shim_usleep(void *u, useconds_t usec)
 {
+    for (int i = 0; i < USLEEP_YIELDS; i++) {
+        struct timespec pause = {0, YIELD_NSEC};
+        nanosleep(&pause, NULL);
+    }
     advance(u, usec);
     return 0;
 }

@@ -873,6 +873,18 @@ unsafe fn send_common(
 ) -> R<ssize_t> {
     // SAFETY: forwarded contract.
     let e = Arc::clone(unsafe { engine(s)? });
+    // Linux `tcp_sendmsg_fastopen`: MSG_FASTOPEN to an AF_UNSPEC address on a TCP socket is
+    // EOPNOTSUPP (not the EAFNOSUPPORT any other use of that family gets).
+    // SAFETY: `a` is readable for `l` >= sizeof(sa_family_t) bytes per the API contract.
+    if flags & libc::MSG_FASTOPEN != 0
+        && !a.is_null()
+        && l as usize >= core::mem::size_of::<libc::sa_family_t>()
+        && i32::from(unsafe { core::ptr::read_unaligned(a.cast::<libc::sa_family_t>()) })
+            == libc::AF_UNSPEC
+        && matches!(e.lock().fds.get(fd)?.kind, fd::Kind::Tcp(_))
+    {
+        return Err(libc::EOPNOTSUPP);
+    }
     let to = if a.is_null() {
         None
     } else {

@@ -216,6 +216,19 @@ pub(crate) unsafe fn read_opt(shape: Shape, v: *const c_void, l: socklen_t) -> R
                 core::ptr::read_unaligned(v.cast::<c_int>())
             }))
         }
+        Shape::IntOrByte if (1..size_of::<c_int>()).contains(&l) => {
+            // SAFETY: readable for `l` >= 1 byte.
+            Ok(OptVal::Int(c_int::from(unsafe { v.cast::<u8>().read() })))
+        }
+        Shape::IntOrByte => {
+            if l < size_of::<c_int>() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: readable for `l` >= sizeof(int) bytes.
+            Ok(OptVal::Int(unsafe {
+                core::ptr::read_unaligned(v.cast::<c_int>())
+            }))
+        }
         Shape::Linger => {
             if l < size_of::<libc::linger>() {
                 return Err(libc::EINVAL);

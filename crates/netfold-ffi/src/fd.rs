@@ -54,6 +54,9 @@ pub(crate) struct Opts {
     pub(crate) fastopen_connect: bool,
     /// TCP_FASTOPEN_KEY: the socket's own Fast Open key (given to its listener).
     pub(crate) fastopen_key: Option<netfold_core::tcp::fastopen::FastOpenKey>,
+    /// IP_FREEBIND / IPV6_FREEBIND (ip(7)): bind() takes an address that is not (yet) the
+    /// interface's.
+    pub(crate) freebind: bool,
 }
 
 impl Opts {
@@ -73,6 +76,7 @@ impl Opts {
             rcvlowat: 1,
             fastopen_key: None,
             fastopen_connect: false,
+            freebind: false,
             cfg: tcp::Config {
                 mss,
                 ..tcp::Config::default()

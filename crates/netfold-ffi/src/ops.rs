@@ -149,12 +149,16 @@ fn udp_dest(family: i32, v6only: bool, a: SocketAddr, v6only_err: i32) -> R<Sock
 }
 
 /// bind(2)'s address check: unspecified (`0.0.0.0`, `[::]`) or ours (the IPv4 address, plain
-/// or v4-mapped; an IPv6 address of the interface), else EADDRNOTAVAIL. A v4-mapped address
-/// on a v6-only socket is EINVAL (Linux `inet6_bind`).
-fn check_local_ip(stack: &Stack, a: SocketAddr, v6only: bool) -> R<()> {
+/// or v4-mapped; an IPv6 address of the interface), else EADDRNOTAVAIL, unless the socket set
+/// IP_FREEBIND / IPV6_FREEBIND (`freebind`: any address, as Linux's `inet_addr_valid_or_nonlocal`
+/// allows). A v4-mapped address on a v6-only socket is EINVAL (Linux `inet6_bind`).
+fn check_local_ip(stack: &Stack, a: SocketAddr, v6only: bool, freebind: bool) -> R<()> {
     let mapped = matches!(a, SocketAddr::V6(v) if v.ip().to_ipv4_mapped().is_some());
     if mapped && v6only {
         return Err(libc::EINVAL);
+    }
+    if freebind {
+        return Ok(());
     }
     let ok = match unmapped(a).ip() {
         IpAddr::V4(ip) => ip.is_unspecified() || ip == stack.config().addr,
@@ -227,7 +231,7 @@ pub(crate) fn bind(e: &Engine, fd: i32, addr: SocketAddr) -> R<()> {
     let s = st.fds.get(fd)?;
     check_family(s.family, addr)?;
     let v6only = s.opts.cfg.v6only;
-    check_local_ip(&st.stack, addr, v6only)?;
+    check_local_ip(&st.stack, addr, v6only, s.opts.freebind)?;
     let reuse = s.opts.reuseaddr;
     match &s.kind {
         Kind::Tcp(Tcp::Idle) if s.bound.is_none() => {

@@ -181,6 +181,14 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
             b(matches!(s.kind, Kind::Tcp(Tcp::Listening { .. })))
         }
         (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER) => OptVal::Int(pmtu_disc_value(o.pmtu_disc)),
+        // ip(7) IP_TOS, ipv6(7) IPV6_TCLASS: a TCP socket's DSCP bits (its ECN bits read 0,
+        // as Linux keeps them out of a stream socket's `inet->tos`).
+        (libc::IPPROTO_IP, libc::IP_TOS) if is_tcp => OptVal::Int(i32::from(o.cfg.tos)),
+        (libc::IPPROTO_IP, libc::IP_FREEBIND) => b(o.freebind),
+        (libc::IPPROTO_IPV6, libc::IPV6_FREEBIND) if s.family == libc::AF_INET6 => b(o.freebind),
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if is_tcp && s.family == libc::AF_INET6 => {
+            OptVal::Int(i32::from(o.cfg.tos))
+        }
         (libc::IPPROTO_IP, libc::IP_MTU) => OptVal::Int(path_mtu(&st.stack, now, s)?),
         // ipv6(7): IPV6_V6ONLY on an AF_INET6 socket (default 0, Linux's bindv6only).
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => b(o.cfg.v6only),
@@ -313,6 +321,28 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
                 let _ = st.stack.udp_set_pmtu_disc(*h, s.opts.pmtu_disc);
             }
         }
+        // ip(7) IP_FREEBIND, ipv6(7) IPV6_FREEBIND (one flag, as Linux's `inet->freebind`):
+        // bind() then accepts an address that is not the interface's (yet); packets leave from
+        // it, and arrive for it once it is configured.
+        (libc::IPPROTO_IP, libc::IP_FREEBIND) => o.freebind = int_of(v)? != 0,
+        (libc::IPPROTO_IPV6, libc::IPV6_FREEBIND) if family == libc::AF_INET6 => {
+            o.freebind = int_of(v)? != 0;
+        }
+        // ip(7) IP_TOS on a TCP socket: the DSCP bits of every segment it sends from now on
+        // (Linux `__ip_sock_set_tos`: on a stream socket the ECN bits are dropped, ECN sets
+        // them per segment); an accepted connection starts with its listener's value.
+        (libc::IPPROTO_IP, libc::IP_TOS) if is_tcp => {
+            o.cfg.tos = (int_of(v)? as u8) & !0b11;
+        }
+        // ipv6(7) IPV6_TCLASS: the same for an AF_INET6 TCP socket; -1 is the default (0),
+        // other values outside 0..=255 are EINVAL (Linux `do_ipv6_setsockopt`).
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if is_tcp && family == libc::AF_INET6 => {
+            let tc = int_of(v)?;
+            if !(-1..=255).contains(&tc) {
+                return Err(libc::EINVAL);
+            }
+            o.cfg.tos = (tc.max(0) as u8) & !0b11;
+        }
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if family == libc::AF_INET6 => {
             if bound {
                 return Err(libc::EINVAL);
@@ -434,6 +464,8 @@ pub(crate) enum Shape {
     Timeval,
     /// A byte string of the given length (TCP_FASTOPEN_KEY).
     Bytes,
+    /// An int, or a single unsigned byte when the length is 1 to 3 (IPPROTO_IP options).
+    IntOrByte,
 }
 
 pub(crate) fn shape(level: i32, name: i32) -> Shape {
@@ -441,6 +473,9 @@ pub(crate) fn shape(level: i32, name: i32) -> Shape {
         (libc::IPPROTO_TCP, libc::TCP_FASTOPEN_KEY) => Shape::Bytes,
         (libc::SOL_SOCKET, libc::SO_LINGER) => Shape::Linger,
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) => Shape::Timeval,
+        // Linux `do_ip_setsockopt` reads its integer options (IP_TOS, IP_MTU_DISCOVER, ...)
+        // as an int, or as one byte when the caller passes less than an int.
+        (libc::IPPROTO_IP, _) => Shape::IntOrByte,
         _ => Shape::Int,
     }
 }

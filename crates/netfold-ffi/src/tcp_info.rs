@@ -2,8 +2,7 @@
 //! `struct tcp_info` (include/uapi/linux/tcp.h, 280 bytes since Linux 6.18), native byte
 //! order. A caller's shorter struct (glibc's `<netinet/tcp.h>` one, an older kernel's) gets
 //! its prefix, as Linux copies `min(len, sizeof(info))`. Fields netfold does not measure
-//! (pacing and delivery rates, busy and limited times, `delivered`, CE and Accurate ECN
-//! counts) are 0;
+//! (pacing and delivery rates, `rcv_rtt`, CE and Accurate ECN counts) are 0;
 //! `tcpi_max_pacing_rate` is Linux's "unlimited" (~0).
 
 use netfold_core::tcp::TcpInfo;
@@ -81,8 +80,12 @@ pub(crate) fn encode(info: &TcpInfo) -> Vec<u8> {
             info.data_segs_out,
         ],
     );
-    // tcpi_delivery_rate, tcpi_busy_time, tcpi_rwnd_limited, tcpi_sndbuf_limited.
-    u64s(&mut b, &[0, 0, 0, 0]);
+    // tcpi_delivery_rate (not measured: 0), tcpi_busy_time, tcpi_rwnd_limited,
+    // tcpi_sndbuf_limited.
+    u64s(
+        &mut b,
+        &[0, info.busy_time, info.rwnd_limited, info.sndbuf_limited],
+    );
     // tcpi_delivered, tcpi_delivered_ce (not counted: 0).
     u32s(&mut b, &[info.delivered, 0]);
     u64s(&mut b, &[info.bytes_sent, info.bytes_retrans]);

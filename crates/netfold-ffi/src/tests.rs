@@ -462,6 +462,111 @@ fn ip_mtu_discover_as_linux() {
     }
 }
 
+/// IP_FREEBIND as Linux: bind() takes an address that is not the interface's, and a
+/// connection from it sends from that address.
+#[test]
+fn ip_freebind_binds_to_an_address_that_is_not_ours() {
+    // SAFETY: pointers are live locals of the stated sizes; stacks are freed once.
+    unsafe {
+        let a = manual_stack(c"198.18.0.2/24");
+        let b = manual_stack(c"198.18.0.1/24");
+        let ip = libc::IPPROTO_IP;
+        let fd = nf_socket(a, libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+        let free = sin([198, 18, 0, 9], 4000);
+        assert_eq!(
+            nf_bind(a, fd, (&free as *const libc::sockaddr_in).cast(), SIN_LEN),
+            -1
+        );
+        assert_eq!(errno(), libc::EADDRNOTAVAIL);
+        assert_eq!(int_opt(a, fd, ip, libc::IP_FREEBIND), Ok(0));
+        assert_eq!(set_int(a, fd, ip, libc::IP_FREEBIND, 1), Ok(()));
+        assert_eq!(int_opt(a, fd, ip, libc::IP_FREEBIND), Ok(1));
+        assert_eq!(
+            nf_bind(a, fd, (&free as *const libc::sockaddr_in).cast(), SIN_LEN),
+            0
+        );
+        let to = sin(PEER, 80);
+        let r = nf_connect(a, fd, (&to as *const libc::sockaddr_in).cast(), SIN_LEN);
+        assert!(r == 0 || errno() == libc::EINPROGRESS, "errno {}", errno());
+        // The SYN (IPv4 protocol 6 at 14 + 9) leaves from 198.18.0.9 (IPv4 source at 14 + 12).
+        let syn = pump(a, b)
+            .into_iter()
+            .find(|f| f.len() > 34 && f[12..14] == [8, 0] && f[23] == 6)
+            .expect("a SYN");
+        assert_eq!(syn[26..30], [198, 18, 0, 9]);
+        nf_stack_free(a);
+        nf_stack_free(b);
+    }
+}
+
+/// IP_TOS as Linux: the DSCP on every TCP packet (SYN-ACK included), the ECN bits not the
+/// socket's, inherited by the accepted socket; a one-byte value is taken; UDP refuses it.
+#[test]
+fn ip_tos_marks_every_tcp_segment_and_is_inherited() {
+    // The TOS byte of each TCP packet in `frames` (Ethernet 14 + 1; protocol at 14 + 9).
+    let tos = |frames: &[Vec<u8>]| -> Vec<u8> {
+        frames
+            .iter()
+            .filter(|f| f.len() > 23 && f[12..14] == [8, 0] && f[23] == 6)
+            .map(|f| f[15])
+            .collect()
+    };
+    let ip = libc::IPPROTO_IP;
+    // SAFETY: pointers are live locals of the stated sizes; stacks are freed once.
+    unsafe {
+        let a = manual_stack(c"198.18.0.2/24");
+        let b = manual_stack(c"198.18.0.1/24");
+        let l = nf_socket(a, libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+        assert_eq!(int_opt(a, l, ip, libc::IP_TOS), Ok(0));
+        // One byte, as Linux accepts for IPPROTO_IP options.
+        let one: u8 = 0x49;
+        assert_eq!(
+            nf_setsockopt(a, l, ip, libc::IP_TOS, (&one as *const u8).cast(), 1),
+            0
+        );
+        assert_eq!(
+            int_opt(a, l, ip, libc::IP_TOS),
+            Ok(0x48),
+            "ECN bits dropped"
+        );
+        let at = sin([198, 18, 0, 2], 5002);
+        assert_eq!(
+            nf_bind(a, l, (&at as *const libc::sockaddr_in).cast(), SIN_LEN),
+            0
+        );
+        assert_eq!(nf_listen(a, l, 8), 0);
+        let c = nf_socket(b, libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+        let r = nf_connect(b, c, (&at as *const libc::sockaddr_in).cast(), SIN_LEN);
+        assert!(r == 0 || errno() == libc::EINPROGRESS);
+        let hs = tos(&pump(a, b));
+        assert!(!hs.is_empty() && hs.iter().all(|&t| t == 0x48), "{hs:x?}");
+        let s = nf_accept(a, l, core::ptr::null_mut(), core::ptr::null_mut());
+        assert!(s >= 0, "errno {}", errno());
+        assert_eq!(int_opt(a, s, ip, libc::IP_TOS), Ok(0x48), "inherited");
+        let msg = vec![7u8; 5000];
+        assert_eq!(nf_send(a, s, msg.as_ptr().cast(), msg.len(), 0), 5000);
+        let data = tos(&pump(a, b));
+        assert!(
+            data.len() >= 4 && data.iter().all(|&t| t == 0x48),
+            "{data:x?}"
+        );
+        assert_eq!(set_int(a, s, ip, libc::IP_TOS, 0xb8), Ok(()));
+        assert_eq!(nf_send(a, s, msg.as_ptr().cast(), 100, 0), 100);
+        assert_eq!(tos(&pump(a, b)), vec![0xb8]);
+        // The peer's socket was never marked.
+        let mut got = vec![0u8; 8000];
+        assert!(nf_recv(b, c, got.as_mut_ptr().cast(), got.len(), 0) > 0);
+        assert_eq!(int_opt(b, c, ip, libc::IP_TOS), Ok(0));
+        let u = nf_socket(a, libc::AF_INET, libc::SOCK_DGRAM, 0);
+        assert_eq!(
+            set_int(a, u, ip, libc::IP_TOS, 0x48),
+            Err(libc::ENOPROTOOPT)
+        );
+        nf_stack_free(a);
+        nf_stack_free(b);
+    }
+}
+
 #[test]
 fn shards_new_tap_checks_its_arguments_before_opening_anything() {
     let mut cfg = std::mem::MaybeUninit::<nf_config>::zeroed();

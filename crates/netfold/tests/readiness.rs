@@ -101,11 +101,16 @@ fn writable_again_only_with_a_third_of_the_buffer_free() {
         tcp::Config::default(),
     )
     .unwrap();
+    // A fixed send buffer (SO_SNDBUF): an auto-tuned one may grow on an ACK, which makes
+    // the socket writable by growth, not by the space the ACKs free that this test watches.
     let c = TcpStream::connect(
         &mut n.a,
         n.now,
         SocketAddrV4::new(B, 80),
-        tcp::Config::default(),
+        tcp::Config {
+            send_buffer: 256 << 10,
+            ..tcp::Config::default()
+        },
     )
     .unwrap();
     n.settle();

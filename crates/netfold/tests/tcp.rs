@@ -2290,18 +2290,23 @@ fn old_data_enters_quick_ack_mode() {
     }
 }
 
-/// RFC 5681 §4.2 ("an ACK SHOULD be generated for at least every second full-sized
-/// segment") for GRO-merged arrivals: six segments merged into one arrival are acknowledged
-/// at the second, fourth and sixth, as they would be one by one. With a single ACK for a
-/// small window's whole flight, the loss of that ACK left the sender only its timers.
-#[test]
-fn small_merged_arrivals_are_acked_every_second_segment() {
+/// The ACKs of six segments merged into one arrival (GRO), counted in segments from the
+/// first, after `idle` of silence following a bulk transfer (no silence: after twenty more
+/// such arrivals, in delayed-ACK mode).
+fn acks_of_a_merged_arrival(idle: Duration) -> Vec<u32> {
     let mut net = Net::new(43);
     net.gro = true;
     let (c, s, _) = establish(&mut net, test_config(), test_config());
     // Past the connection-start quick ACKs.
     transfer(&mut net, true, c, s, 200_000, Duration::from_secs(5));
-    net.run_for(Duration::from_millis(100));
+    net.run_for(idle);
+    let mut buf = vec![0u8; 20_000];
+    // Earlier bursts use up the quick ACKs a gap may have granted (at most 16, one each).
+    for _ in 0..if idle == Duration::ZERO { 20 } else { 0 } {
+        net.a.send(c, &[9u8; 6 * 1448]).unwrap();
+        net.run_for(Duration::from_millis(20));
+        assert_eq!(net.b.recv(s, &mut buf), Ok(6 * 1448));
+    }
     let from = net.log.len();
     net.a.send(c, &[9u8; 6 * 1448]).unwrap();
     net.run_for(Duration::from_millis(20));
@@ -2316,9 +2321,29 @@ fn small_merged_arrivals_are_acked_every_second_segment() {
         .filter(|x| !x.from_a && x.repr.ack != first)
         .map(|x| x.repr.ack.wrapping_sub(first) / 1448)
         .collect();
-    assert_eq!(acks, vec![2, 4, 6]);
-    let mut buf = vec![0u8; 20_000];
     assert_eq!(net.b.recv(s, &mut buf), Ok(6 * 1448));
+    acks
+}
+
+/// RFC 5681 §4.2 ("an ACK SHOULD be generated for at least every second full-sized
+/// segment") for GRO-merged arrivals under delayed ACKs: six segments merged into one arrival
+/// are acknowledged at the second, fourth and sixth, as they would be one by one. With a
+/// single ACK for a small window's whole flight, the loss of that ACK left the sender only
+/// its timers.
+#[test]
+fn small_merged_arrivals_are_acked_every_second_segment() {
+    assert_eq!(acks_of_a_merged_arrival(Duration::ZERO), vec![2, 4, 6]);
+}
+
+/// In quick-ACK mode (here entered again after a receive gap longer than the RTO, Linux
+/// `tcp_event_data_recv`) a merged arrival gets one ACK, at its end, as Linux acknowledges
+/// each GRO packet once.
+#[test]
+fn merged_arrival_in_quick_ack_mode_is_acked_once() {
+    assert_eq!(
+        acks_of_a_merged_arrival(Duration::from_millis(100)),
+        vec![6]
+    );
 }
 
 /// Linux `tcp_rcv_space_adjust` ("Accommodate for sender rate increase (eg. slow start)"):

@@ -154,7 +154,13 @@ int main(void) {
     CHECK(nf_getsockopt(s, fd, IPPROTO_TCP, TCP_CORK, &v, &vl) == 0 && v == 0);
     vl = sizeof v;
     CHECK_ERR(nf_setsockopt(s, fd, SOL_SOCKET, SO_BROADCAST, &one, sizeof one), ENOPROTOOPT);
-    CHECK_ERR(nf_setsockopt(s, fd, IPPROTO_IP, IP_TOS, &one, sizeof one), ENOPROTOOPT);
+    CHECK_ERR(nf_setsockopt(s, fd, IPPROTO_IP, IP_TTL, &one, sizeof one), ENOPROTOOPT);
+    /* IP_TOS on TCP: the DSCP bits are kept, the ECN bits (here 0x01) are not the socket's. */
+    int tos = 0x29;
+    CHECK(nf_setsockopt(s, fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos) == 0);
+    vl = sizeof v;
+    CHECK(nf_getsockopt(s, fd, IPPROTO_IP, IP_TOS, &v, &vl) == 0 && v == 0x28);
+    vl = sizeof v;
     CHECK_ERR(nf_setsockopt(s, fd, SOL_SOCKET, SO_ERROR, &one, sizeof one), ENOPROTOOPT);
     CHECK_ERR(nf_setsockopt(s, fd, SOL_SOCKET, SO_KEEPALIVE, &one, 2), EINVAL);
     int idle = 30;

@@ -333,6 +333,7 @@ impl super::state::IfaceState {
             dst,
             buf,
             Ecn::NotEct,
+            0,
             hop_limit,
         )
     }

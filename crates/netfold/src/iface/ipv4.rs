@@ -176,7 +176,9 @@ impl IfaceState {
     }
 
     /// `send_ip` with the ECN field `ecn` in the IPv4 header (a TCP segment of an ECN
-    /// connection, RFC 3168 §6.1.1).
+    /// connection, RFC 3168 §6.1.1) and the DSCP bits of `dscp` (the connection's IP_TOS;
+    /// its ECN bits are ignored).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn send_ip_ecn(
         &mut self,
         now: Instant,
@@ -185,8 +187,9 @@ impl IfaceState {
         dst: Ipv4Addr,
         buf: PacketBuf,
         ecn: Ecn,
+        dscp: u8,
     ) -> Result<(), TxError> {
-        self.send_ip_inner(now, protocol, src, dst, buf, PmtuDisc::Dont, ecn)
+        self.send_ip_inner(now, protocol, src, dst, buf, PmtuDisc::Dont, ecn, dscp)
     }
 
     /// `send_ip` for a UDP or ICMP datagram under a socket's IP_MTU_DISCOVER `mode` (see
@@ -201,7 +204,7 @@ impl IfaceState {
         buf: PacketBuf,
         mode: PmtuDisc,
     ) -> Result<(), TxError> {
-        self.send_ip_inner(now, protocol, src, dst, buf, mode, Ecn::NotEct)
+        self.send_ip_inner(now, protocol, src, dst, buf, mode, Ecn::NotEct, 0)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -214,6 +217,7 @@ impl IfaceState {
         mut buf: PacketBuf,
         mode: PmtuDisc,
         ecn: Ecn,
+        dscp: u8,
     ) -> Result<(), TxError> {
         if self.tx_full() {
             self.c.tx_queue_full += 1;
@@ -246,7 +250,7 @@ impl IfaceState {
             payload_len: buf.len(),
             // RFC 1122 §3.2.1.7: a host must not send TTL 0.
             ttl: self.ttl.max(1),
-            dscp_ecn: 0,
+            dscp_ecn: dscp & !0b11,
             ident: self.ident,
             // DF belongs to TCP, whose path MTU discovery (RFC 1191) needs it, and to
             // datagrams whose socket asked for path MTU discovery (IP_MTU_DISCOVER, Linux's

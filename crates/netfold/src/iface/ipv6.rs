@@ -757,7 +757,24 @@ impl IfaceState {
         ecn: Ecn,
     ) -> Result<(), TxError> {
         let hop_limit = self.v6.hop_limit;
-        self.send_ipv6_with(now, next_header, src, dst, buf, ecn, hop_limit)
+        self.send_ipv6_with(now, next_header, src, dst, buf, ecn, 0, hop_limit)
+    }
+
+    /// `send_ipv6` with the DSCP bits of `dscp` in the traffic class (a TCP connection's
+    /// IPV6_TCLASS; its ECN bits are ignored, `ecn` gives those).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn send_ipv6_dscp(
+        &mut self,
+        now: Instant,
+        next_header: IpProtocol,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        buf: PacketBuf,
+        ecn: Ecn,
+        dscp: u8,
+    ) -> Result<(), TxError> {
+        let hop_limit = self.v6.hop_limit;
+        self.send_ipv6_with(now, next_header, src, dst, buf, ecn, dscp, hop_limit)
     }
 
     /// `send_ipv6` with an explicit hop limit (NDP sends 255, RFC 4861 §7.1).
@@ -770,6 +787,7 @@ impl IfaceState {
         dst: Ipv6Addr,
         mut buf: PacketBuf,
         ecn: Ecn,
+        dscp: u8,
         hop_limit: u8,
     ) -> Result<(), TxError> {
         if !self.v6.enabled {
@@ -801,7 +819,7 @@ impl IfaceState {
             next_header,
             payload_len: buf.len(),
             hop_limit,
-            traffic_class: 0,
+            traffic_class: dscp & !0b11,
             flow_label: 0,
         };
         ip.set_ecn(ecn);

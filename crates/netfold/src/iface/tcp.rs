@@ -403,9 +403,9 @@ impl IfaceState {
             return Emit::Dropped(DropReason::Malformed);
         };
         let total = sup.len();
-        let ip = self.tcp_ip_template(now, src, dst, seg.ecn);
+        let ip = self.tcp_ip_template(now, src, dst, seg.ecn, seg.dscp);
         self.emit_pieces(&sup, total, mss, |st, p| {
-            st.emit_piece(now, ip.as_ref(), &tcp, &sup, p, seg.ecn)
+            st.emit_piece(now, ip.as_ref(), &tcp, &sup, p, seg.ecn, seg.dscp)
         })
     }
 
@@ -417,6 +417,7 @@ impl IfaceState {
         src: Ipv4Addr,
         dst: Ipv4Addr,
         ecn: Ecn,
+        dscp: u8,
         ident: u16,
         payload_len: usize,
     ) -> Ipv4Repr {
@@ -427,7 +428,8 @@ impl IfaceState {
             payload_len,
             // RFC 1122 §3.2.1.7: a host must not send TTL 0.
             ttl: self.ttl.max(1),
-            dscp_ecn: 0,
+            // IP_TOS's DSCP; the ECN bits are ECN's (`set_ecn` below).
+            dscp_ecn: dscp & !0b11,
             ident,
             // We never fragment on transmit; DF lets path MTU discovery (RFC 1191) work.
             dont_frag: true,
@@ -483,7 +485,7 @@ impl IfaceState {
         let mut link = [0u8; VLAN_HEADER_LEN];
         let l3 = self.resolved_link_header(now, IpAddr::V4(dst), &mut link)?;
         self.ident = self.ident.wrapping_add(1);
-        let ip = self.tcp_ipv4_header(src, dst, seg.ecn, self.ident, hlen + len);
+        let ip = self.tcp_ipv4_header(src, dst, seg.ecn, seg.dscp, self.ident, hlen + len);
         let mut buf = self.pool.get();
         let frame = buf.append(l3 + ip_total);
         let (lh, rest) = frame.split_at_mut(l3);
@@ -560,10 +562,11 @@ impl IfaceState {
         src: Ipv4Addr,
         dst: Ipv4Addr,
         ecn: Ecn,
+        dscp: u8,
     ) -> Option<IpTemplate> {
         let mut t = [0u8; VLAN_HEADER_LEN + IP_LEN];
         let l3 = self.resolved_link_header(now, IpAddr::V4(dst), &mut t)?;
-        let ip = self.tcp_ipv4_header(src, dst, ecn, 0, 0);
+        let ip = self.tcp_ipv4_header(src, dst, ecn, dscp, 0, 0);
         ip.emit(&mut t[l3..l3 + IP_LEN], false).ok()?;
         IpTemplate::ipv4(&t[..l3 + IP_LEN], l3)
     }
@@ -572,6 +575,7 @@ impl IfaceState {
     /// IP headers come from `ip` when given (see `tcp_ip_template`, `tcp_ip6_template`), else
     /// from the family's IP layer (`send_ip` / `send_ipv6`: parking, no route, errors).
     /// IPv4 pieces get an identification each; IPv6 has none (RFC 8200 §3).
+    #[allow(clippy::too_many_arguments)]
     fn emit_piece(
         &mut self,
         now: Instant,
@@ -580,6 +584,7 @@ impl IfaceState {
         sup: &Super<'_>,
         p: &gso::Piece,
         ecn: Ecn,
+        dscp: u8,
     ) -> Emit {
         let v6 = sup.dst.is_ipv6();
         let mut buf = self.pool.get();
@@ -635,10 +640,10 @@ impl IfaceState {
         if direct.is_none() {
             return match (sup.src, sup.dst) {
                 (IpAddr::V4(src), IpAddr::V4(dst)) => self
-                    .send_ip_ecn(now, IpProtocol::Tcp, src, dst, buf, ecn)
+                    .send_ip_ecn(now, IpProtocol::Tcp, src, dst, buf, ecn, dscp)
                     .into(),
                 (IpAddr::V6(src), IpAddr::V6(dst)) => self
-                    .send_ipv6(now, IpProtocol::Tcp, src, dst, buf, ecn)
+                    .send_ipv6_dscp(now, IpProtocol::Tcp, src, dst, buf, ecn, dscp)
                     .into(),
                 _ => {
                     // `emit_tcp` sends each segment in one family.
@@ -690,7 +695,7 @@ impl IfaceState {
         let path_mtu = self.ipv6_path_mtu(now, dst);
         let mtu_max = path_mtu.saturating_sub(IPV6_LEN + hlen);
         let gso_size = usize::from(seg.gso_size);
-        let ip = self.tcp_ip6_template(now, src, dst, seg.ecn);
+        let ip = self.tcp_ip6_template(now, src, dst, seg.ecn, seg.dscp);
         // A TSO device cuts at its own MTU: it gets super-segments only when that is the
         // path MTU (no Packet Too Big lowered it) and the MSS does not cut finer, and only
         // through the template (`send_ipv6` refuses a TCP packet beyond the link MTU).
@@ -704,7 +709,7 @@ impl IfaceState {
             seg.repr.flags.syn(),
         );
         self.emit_pieces(&sup, total, mss, |st, p| {
-            st.emit_piece(now, ip.as_ref(), &tcp, &sup, p, seg.ecn)
+            st.emit_piece(now, ip.as_ref(), &tcp, &sup, p, seg.ecn, seg.dscp)
         })
     }
 
@@ -717,6 +722,7 @@ impl IfaceState {
         src: Ipv6Addr,
         dst: Ipv6Addr,
         ecn: Ecn,
+        dscp: u8,
     ) -> Option<IpTemplate> {
         if !self.v6.enabled {
             return None;
@@ -729,7 +735,8 @@ impl IfaceState {
             next_header: IpProtocol::Tcp,
             payload_len: 0,
             hop_limit: self.v6.hop_limit,
-            traffic_class: 0,
+            // IPV6_TCLASS's DSCP; the ECN bits are ECN's (`set_ecn` below).
+            traffic_class: dscp & !0b11,
             // Linux hashes a flow label per connection (RFC 6437); netfold sends 0 (see the
             // deviations index).
             flow_label: 0,
@@ -882,6 +889,7 @@ mod tests {
                                 payload: crate::buf::Gather::slices(a, b),
                                 gso_size: 1448,
                                 ecn: Ecn::Ect0,
+                                dscp: 0,
                             };
                             let sent = if direct {
                                 // Called directly: `None` (fallen back) would fail here.
@@ -938,6 +946,7 @@ mod tests {
             payload: crate::buf::Gather::slices(a, b),
             gso_size: 1460,
             ecn: Ecn::NotEct,
+            dscp: 0,
         };
         assert!(emit_tcp(&mut eg, Instant::ZERO, &seg));
         assert_eq!(eg.tx.len(), 3);
@@ -973,6 +982,7 @@ mod tests {
             payload: crate::buf::Gather::slices(&[1, 2, 3], &[]),
             gso_size: 1460,
             ecn: Ecn::NotEct,
+            dscp: 0,
         };
         assert!(emit_tcp(&mut eg, Instant::ZERO, &seg));
         assert!(!emit_tcp(&mut eg, Instant::ZERO, &seg));
@@ -994,6 +1004,7 @@ mod tests {
             payload: crate::buf::Gather::slices(&[1, 2, 3], &[]),
             gso_size: 1460,
             ecn: Ecn::NotEct,
+            dscp: 0,
         };
         assert_eq!(
             eg.emit_tcp(Instant::ZERO, &seg),
@@ -1050,6 +1061,29 @@ mod tests {
             },
             gso_size: 1440,
             ecn: Ecn::Ect0,
+            dscp: 0,
+        }
+    }
+
+    /// IPV6_TCLASS: every packet of a segment carries the connection's DSCP bits beside the
+    /// segment's ECN codepoint (the template path, neighbour known).
+    #[test]
+    fn ipv6_segments_carry_the_dscp() {
+        use crate::iface::neighbor::Nud;
+        use crate::wire::ethernet::EthernetFrame;
+        use crate::wire::ipv6::{Ipv6Packet, Ipv6Repr};
+        let data: Vec<u8> = (0..3001u32).map(|i| (i * 7) as u8).collect();
+        let mut s = v6_stack(Some(Nud::Reachable));
+        let st = &mut s.inner.st;
+        let mut seg = v6_segment(&data);
+        seg.dscp = 0xb8;
+        assert_eq!(st.emit_tcp(Instant::ZERO, &seg), Emit::Sent);
+        assert_eq!(st.tx.len(), 3);
+        for f in st.tx.iter() {
+            let eth = EthernetFrame::new_checked(f.as_slice()).unwrap();
+            let ip = Ipv6Packet::new_checked(eth.payload()).unwrap();
+            let r = Ipv6Repr::parse(&ip).unwrap();
+            assert_eq!(r.traffic_class, 0xb8 | 0b10, "DSCP 0xb8 and ECT(0)");
         }
     }
 

@@ -382,6 +382,8 @@ pub struct Conn {
     pub rst_due: bool,
     /// Queued on the layer's active list.
     pub in_active: bool,
+    /// Linux's send chronographs for `TCP_INFO` (`chrono.rs`).
+    pub chrono: super::chrono::Chrono,
 }
 
 /// The MSS a connection to `remote` announces and uses at most, as Linux: `Config::mss` is
@@ -519,6 +521,7 @@ impl Conn {
             ecn: EcnState::default(),
             counters: super::info::ConnCounters::default(),
             in_active: false,
+            chrono: Default::default(),
         }
     }
 
@@ -1185,6 +1188,7 @@ impl Conn {
         // auto-tuning grows the buffers of a live connection.
         self.config.nodelay = c.nodelay;
         self.config.cork = c.cork;
+        self.config.tos = c.tos;
         self.config.keepalive = c.keepalive;
         self.config.delayed_ack = c.delayed_ack;
         self.config.max_retransmits = c.max_retransmits;

@@ -533,6 +533,7 @@ mod tests {
             dsack: None,
             tsecr: Some(0),
             rtt_sample: Some(Duration::from_millis(40)),
+            mss: 0,
         });
         // P1..P4 at 100 ms; P1 is delayed by the path, P2..P4 SACKed at 140 ms.
         for p in 1..5u32 {
@@ -547,6 +548,7 @@ mod tests {
             dsack: None,
             tsecr: Some(100),
             rtt_sample: None,
+            mss: 0,
         });
         let mut lost = vec![];
         // Three segments SACKed, no reordering seen yet: reo_wnd = 0, P1 is lost.
@@ -579,6 +581,7 @@ mod tests {
             dsack: None,
             tsecr: Some(100),
             rtt_sample: None,
+            mss: 0,
         });
         // Then the ACK carrying the D-SACK.
         let (ds, rest) = split_dsack(5000, &blocks[..n]);
@@ -594,6 +597,7 @@ mod tests {
             dsack: Some(ds),
             tsecr: Some(145),
             rtt_sample: None,
+            mss: 0,
         });
         assert_eq!(rack.reo_wnd_mult(), mult + 1);
         assert_eq!(snd.take_undo(5000, 5000), Some((10_000, 20_000)));

@@ -120,6 +120,12 @@ pub struct TcpInfo {
     pub snd_wnd: u32,
     pub rcv_wnd: u32,
     pub total_rto: u16,
+    /// Linux's chronographs (`tcp_get_info_chrono_stats`), microseconds: time with data
+    /// queued or in flight, and of it the time held by the peer's window and by the send
+    /// buffer.
+    pub busy_time: u64,
+    pub rwnd_limited: u64,
+    pub sndbuf_limited: u64,
 }
 
 /// Linux's `TCP_*` state numbers (include/net/tcp_states.h).
@@ -203,6 +209,7 @@ impl Conn {
         let sent = self.snd.max.wrapping_sub(self.snd.iss).saturating_sub(1);
         let flight = if synced { self.flight() } else { 0 };
         let k = &self.counters;
+        let (busy_time, rwnd_limited, sndbuf_limited) = self.chrono_times(now);
         TcpInfo {
             state: linux_state(self.state),
             ca_state,
@@ -219,10 +226,15 @@ impl Conn {
             rcv_mss: self.rcv.mss,
             unacked: segs(flight),
             sacked: segs(self.scoreboard.sacked_bytes()),
-            lost: segs(self.rack.lost_bytes()),
+            // Linux `lost_out`: segments marked lost and not delivered, retransmitted or not.
+            lost: segs(self.rack.lost_out()),
             retrans: segs(self.rack.retransmitted_in_flight()),
             last_data_sent_ms: since_ms(now, self.last_data_tx),
-            last_data_recv_ms: self.rcv.last_data_rx.map_or(u32::MAX, |t| since_ms(now, t)),
+            last_data_recv_ms: self
+                .rcv
+                .last_data_rx
+                .or(self.rcv.synced_at)
+                .map_or(u32::MAX, |t| since_ms(now, t)),
             last_ack_recv_ms: since_ms(now, self.timers.last_rx),
             pmtu: self.snd.mss + if self.remote.get().is_ipv6() { 60 } else { 40 },
             rcv_ssthresh: self.rcv.buf as u32,
@@ -231,9 +243,9 @@ impl Conn {
             snd_ssthresh,
             snd_cwnd: self.cc.cwnd() / self.snd.mss.max(1),
             advmss: u32::from(self.config.mss),
-            // Linux's initial `tp->reordering` (tcp_reordering = 3); RACK replaces the
-            // duplicate-ACK threshold here and does not raise it.
-            reordering: 3,
+            // Linux's `tp->reordering`: 3 (`tcp_reordering`) until a delivery out of order
+            // spans more segments (RACK's loss detection does not use it).
+            reordering: self.rack.reordering(smss),
             rcv_space: self.rcv.space.space as u32,
             total_retrans: k.total_retrans,
             bytes_acked,
@@ -257,6 +269,9 @@ impl Conn {
             snd_wnd: self.snd.wnd,
             rcv_wnd: super::seq::dist(self.rcv.nxt, self.rcv.adv),
             total_rto: k.total_rto,
+            busy_time,
+            rwnd_limited,
+            sndbuf_limited,
         }
     }
 }

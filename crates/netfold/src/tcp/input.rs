@@ -419,6 +419,15 @@ impl Conn {
                     self.state = State::FinWait1;
                 }
                 self.in_syn_queue = false;
+                self.rcv.synced_at = Some(now);
+                // RACK.min_RTT starts from the SYN-ACK's round trip on a passive open too
+                // (RFC 8985 §6.2 step 1), as on an active one: Linux's `tcp_ack_update_rtt`
+                // takes the handshake's sample into `rtt_min` with the SRTT it seeds.
+                if let Some((s, t)) = self.rtt_timing {
+                    if self.sack_ok && seq::ge(seg.ack, s) {
+                        self.rack.on_rtt_sample(now, now.saturating_since(t));
+                    }
+                }
                 self.alloc_buffers(ctx.rings);
                 if self.passive {
                     event = Event::Established;
@@ -722,6 +731,7 @@ impl Conn {
                 }
             }
             self.take_rtt_sample(ctx, seg);
+            self.rcv.synced_at = Some(ctx.now);
             self.snd.una = seg.ack;
             // Linux `tp->delivered`: the SYN counts one.
             self.counters.delivered = self.counters.delivered.wrapping_add(1);
@@ -796,6 +806,18 @@ impl Conn {
             (None, &[][..])
         };
         let dsack = dsack.filter(|b| self.dsack_tx.on_dsack(*b, mss, self.snd.max_wnd) > 0);
+        // SACK edges inside a segment are moved to its boundaries, as Linux's
+        // `tcp_match_skb_to_sack` cuts skbs (see `rack::sack_piece`): a block of a few bytes
+        // inside one segment acknowledges nothing, and the segment goes again whole.
+        let mut trimmed = [SackBlock { left: 0, right: 0 }; 4];
+        let mut n_trimmed = 0;
+        for b in blocks.iter().take(trimmed.len()) {
+            if let Some(t) = self.rack.trim_sack(*b, self.seg_mss()) {
+                trimmed[n_trimmed] = t;
+                n_trimmed += 1;
+            }
+        }
+        let blocks = &trimmed[..n_trimmed];
         // PRR's DeliveredData needs the SACKed bytes before this ACK; only recovery (or an
         // ACK with SACK blocks, which may start one) asks, so the common ACK skips the sum.
         let sacked_before = if self.sack_ok && (self.recovery.is_some() || !blocks.is_empty()) {
@@ -1198,6 +1220,7 @@ impl Conn {
             // older TSval and would never count, leaving the hole to the RTO.
             tsecr: None,
             rtt_sample: rtt,
+            mss: self.seg_mss(),
         };
         self.rack.on_ack(&a);
         let newly_lost = self.rack_detect_loss(now, false);
@@ -1245,6 +1268,15 @@ impl Conn {
         // reduction per recovery episode).
         if self.recovery.is_none() && !rto_recovery && self.snd.wnd > 0 {
             self.enter_recovery(now);
+            if reo_timer {
+                // No ACK brought this loss, so no ACK's PRR step sets the window: Linux's
+                // `tcp_rack_reo_timeout` runs `tcp_cwnd_reduction(sk, 1, lost, 0)`, PRR for
+                // one delivered segment, which releases the first retransmission only (RFC
+                // 6675's fast retransmit; the others follow the ACKs, as PRR intends), not
+                // `ssthresh - pipe` at once. Measured on Linux 6.18 with CUBIC: one
+                // retransmission at the timer (BBR, which sets cwnd itself, sends more).
+                self.prr_on_ack(self.seg_mss(), false, true);
+            }
         }
         report.newly_lost_bytes
     }
@@ -1361,7 +1393,12 @@ impl Conn {
                 self.rcv.quick_acks = self.rcv.quick_acks.max(QUICK_ACKS);
             } else if self.rcv.quick_acks > 0 {
                 self.rcv.quick_acks -= 1;
-                self.ack_inside_batch(sseq, data.len());
+                // One ACK per arrival, a GRO-merged one included, as Linux acknowledges each
+                // GRO packet once (`__tcp_ack_snd_check` runs per skb): in quick-ACK mode, the
+                // connection's first data, the sender is in slow start with a small window
+                // and gets an ACK at once for everything that arrived. (Delayed-ACK mode
+                // below keeps ACKs inside a merged arrival, measured to recover from a lost
+                // stretch ACK faster.)
                 if fin {
                     // The FIN's ACK (eighth check) covers this data too: one ACK, as Linux.
                     self.ack_now = true;

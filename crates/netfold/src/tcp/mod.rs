@@ -183,6 +183,7 @@
 mod autotune;
 pub mod buffer;
 pub mod cc;
+mod chrono;
 mod conn;
 mod dsack;
 pub mod ephemeral;
@@ -361,6 +362,12 @@ pub struct Config {
     /// flight and the persist timer (at least the 200 ms minimum RTO) fires, as Linux's
     /// probe timer sends it (`tcp_write_wakeup`). A FIN is never held.
     pub cork: bool,
+    /// IP_TOS / IPV6_TCLASS (ip(7), ipv6(7)): the DSCP bits every segment of the connection
+    /// carries (the two ECN bits are ignored here: ECN sets them, RFC 3168 §6.1.1, as Linux
+    /// keeps them out of a stream socket's `inet->tos`). 0 by default; a connection accepted
+    /// from a listener starts with the listener's value, as Linux's accepted sockets inherit
+    /// it.
+    pub tos: u8,
     pub congestion: CongestionControl,
     pub window_scaling: bool,
     pub timestamps: bool,
@@ -424,6 +431,7 @@ impl Default for Config {
             mss: 1460,
             nodelay: false,
             cork: false,
+            tos: 0,
             congestion: CongestionControl::Cubic,
             window_scaling: true,
             timestamps: true,
@@ -607,6 +615,9 @@ pub struct OutSegment<'a> {
     /// The IP header's ECN field for every packet of this segment (RFC 3168 §6.1.1: ECT(0)
     /// on new data of an ECN connection, Not-ECT on everything else).
     pub ecn: Ecn,
+    /// The DSCP bits of the IP header (IPv4 TOS / IPv6 traffic class) for every packet of
+    /// this segment: the connection's [`Config::tos`] with its ECN bits cleared.
+    pub dscp: u8,
 }
 
 /// Counters for the TCP layer.

@@ -120,6 +120,7 @@ impl Conn {
                 payload,
                 gso_size: self.seg_mss().min(u32::from(u16::MAX)) as u16,
                 ecn,
+                dscp: self.config.tos & !0b11,
             };
             if !emit(&seg) {
                 return OutputStatus::Blocked;

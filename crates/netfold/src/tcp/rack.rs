@@ -50,11 +50,27 @@ pub const REO_WND_PERSIST: u8 = 16;
 /// Cap on RACK.reo_wnd_mult. The window is capped at SRTT anyway (step 4); Linux keeps the
 /// multiplier (`reo_wnd_steps`) in a u8 capped at 0xFF, which we follow.
 pub const REO_WND_MULT_MAX: u32 = 0xFF;
+/// Linux's `tcp_max_reordering` default: the cap on `tcpi_reordering`.
+pub const LINUX_MAX_REORDERING: u32 = 300;
 /// Window of the RACK.min_RTT filter: Linux `tcp_min_rtt_wlen` default (300 s). RFC 8985
 /// §6.2 step 1: "The sender SHOULD track a windowed min-filtered estimate of recent RTT
 /// measurements that can adapt when migrating to significantly longer paths rather than
 /// tracking a simple global minimum of all RTT measurements."
 pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(300);
+/// Linux's `TCP_TIMEOUT_MIN_US` (2 ms): `tcp_rack_mark_lost` arms the reordering timer that
+/// much after the RFC's `RACK_detect_loss()` timeout, so that a segment whose window ends
+/// just then is judged after the timer, not on the edge (RFC 8985 §6.2 leaves the timer's
+/// precision to the implementation; Linux's is what Linux's own tests time).
+pub const REO_TIMER_SLACK: Duration = Duration::from_millis(2);
+
+/// The reordering timer's delay for a `RACK_detect_loss()` timeout, as Linux's
+/// `usecs_to_jiffies(timeout + TCP_TIMEOUT_MIN_US)` gives it at HZ=1000: the timeout plus
+/// [`REO_TIMER_SLACK`], rounded up to a whole millisecond.
+pub fn reo_timer_delay(timeout: Duration) -> Duration {
+    let us = (timeout + REO_TIMER_SLACK).total_micros();
+    Duration::from_millis(us.div_ceil(1000))
+}
+
 #[cfg(test)]
 /// RFC 8985 §7.2: "when there is no SRTT estimate available, the PTO SHOULD be 1 second."
 pub const PTO_WITHOUT_SRTT: Duration = Duration::from_secs(1);
@@ -111,6 +127,9 @@ pub struct SegRecord {
     pub retransmitted: bool,
     /// Segment.lost: deemed lost and not yet retransmitted.
     pub lost: bool,
+    /// Deemed lost at some point, retransmitted since or not (Linux's `TCPCB_LOST`, which a
+    /// retransmission keeps): what `tcpi_lost` (Linux `lost_out`) counts.
+    pub was_lost: bool,
 }
 
 impl SegRecord {
@@ -218,6 +237,32 @@ pub struct Ack<'a> {
     pub tsecr: Option<u32>,
     /// The RFC 6298 / RFC 7323 RTT sample the TCB took from this ACK, if any.
     pub rtt_sample: Option<Duration>,
+    /// The segment size the records were cut to (0: SACK pieces are taken as they come,
+    /// see [`sack_piece`]).
+    pub mss: u32,
+}
+
+/// The part of record `[rs, re)` that a SACK of `[ps, pe)` (inside it) acknowledges for
+/// RACK, as Linux's `tcp_match_skb_to_sack` cuts an skb: only whole segments of `mss` counted
+/// from the record's start, or the record's tail from such a boundary on. A SACK of a few
+/// bytes inside a segment (RFC 2018 allows any boundaries) acknowledges nothing here: Linux
+/// marks no skb SACKed for it, so it neither advances RACK nor counts as delivered.
+pub fn sack_piece(rs: u32, re: u32, ps: u32, pe: u32, mss: u32) -> Option<(u32, u32)> {
+    if mss == 0 || (ps == rs && pe == re) {
+        return Some((ps, pe));
+    }
+    let lo = if ps == rs {
+        ps
+    } else {
+        let off = ps.wrapping_sub(rs).div_ceil(mss).saturating_mul(mss);
+        seq::min(rs.wrapping_add(off), re)
+    };
+    let hi = if pe == re {
+        pe
+    } else {
+        rs.wrapping_add(pe.wrapping_sub(rs) / mss * mss)
+    };
+    seq::lt(lo, hi).then_some((lo, hi))
 }
 
 /// Per-connection RACK state (RFC 8985 §5.3) and the record of segments in flight.
@@ -246,6 +291,9 @@ pub struct Rack {
     /// RACK.rtt: the RTT of the most recently sent segment delivered.
     rtt: Duration,
     reordering_seen: bool,
+    /// The largest distance, in bytes, from RACK.fack down to the start of a segment
+    /// delivered out of order (see [`Rack::reordering`]).
+    reorder_extent: u32,
     reo_wnd: Duration,
     reo_wnd_mult: u32,
     reo_wnd_persist: u8,
@@ -266,6 +314,7 @@ impl Rack {
             min_rtt: MinFilter::default(),
             rtt: Duration::ZERO,
             reordering_seen: false,
+            reorder_extent: 0,
             reo_wnd: Duration::ZERO,
             reo_wnd_mult: 1,
             reo_wnd_persist: 0,
@@ -340,6 +389,7 @@ impl Rack {
             tsval,
             retransmitted: false,
             lost: false,
+            was_lost: false,
         });
     }
 
@@ -413,7 +463,8 @@ impl Rack {
                 Some(b)
                     if a.end == b.start
                         && a.retransmitted == b.retransmitted
-                        && a.lost == b.lost =>
+                        && a.lost == b.lost
+                        && a.was_lost == b.was_lost =>
                 {
                     let later = if b.xmit_ts >= a.xmit_ts { *b } else { a };
                     self.segs.push_back(SegRecord {
@@ -424,6 +475,7 @@ impl Rack {
                         tsval: later.tsval,
                         retransmitted: a.retransmitted,
                         lost: a.lost,
+                        was_lost: a.was_lost,
                     });
                     it.next();
                 }
@@ -457,6 +509,10 @@ impl Rack {
         }
         ranges[..n].sort_unstable_by_key(|&(l, _)| l.wrapping_sub(a.una));
         let mut best: Option<(Instant, u32)> = None;
+        // The send times of the last valid piece in Linux's processing order (see step 2
+        // below): the cumulatively acknowledged part, and the SACKed part.
+        let mut last_cum: Option<Instant> = None;
+        let mut last_sacked: Option<Instant> = None;
         let mut delivered = 0u32;
         if self.ensure_room(n) {
             while let Some(&front) = self.segs.front() {
@@ -464,7 +520,9 @@ impl Rack {
                     break;
                 }
                 let piece_end = seq::min(front.end, a.una);
-                self.credit(a, &front, piece_end, &mut best);
+                if self.credit(a, &front, front.start, piece_end, &mut best) {
+                    last_cum = Some(front.first_ts);
+                }
                 delivered = delivered.saturating_add(piece_end.wrapping_sub(front.start));
                 self.remove_piece(0, front.start, piece_end);
             }
@@ -472,9 +530,30 @@ impl Rack {
                 let mut i = self.segs.partition_point(|s| seq::le(s.end, l));
                 while i < self.segs.len() && seq::lt(self.segs[i].start, r) {
                     let rec = self.segs[i];
-                    let ps = seq::max(rec.start, l);
-                    let pe = seq::min(rec.end, r);
-                    self.credit(a, &rec, pe, &mut best);
+                    let Some((ps, pe)) = sack_piece(
+                        rec.start,
+                        rec.end,
+                        seq::max(rec.start, l),
+                        seq::min(rec.end, r),
+                        a.mss,
+                    ) else {
+                        i += 1;
+                        continue;
+                    };
+                    if self.credit(a, &rec, ps, pe, &mut best) {
+                        last_sacked = Some(rec.first_ts);
+                        // Step 1 with Linux's SACK RTT (`tcp_clean_rtx_queue`'s
+                        // `sack_rtt_us`, taken into `rtt_min` by `tcp_ack_update_rtt`):
+                        // a never-retransmitted segment SACKed now was sent one round trip
+                        // ago, an RTT measurement as good as a cumulative ACK's.
+                        if !rec.retransmitted {
+                            self.min_rtt.update(
+                                a.now,
+                                a.now.saturating_since(rec.first_ts),
+                                MIN_RTT_WINDOW,
+                            );
+                        }
+                    }
                     delivered = delivered.saturating_add(pe.wrapping_sub(ps));
                     i = self.remove_piece(i, ps, pe);
                 }
@@ -488,9 +567,21 @@ impl Rack {
         // the segments newly ACKed or SACKed by this ACK that pass the checks above, update
         // the RACK.rtt to be the RTT sample calculated using this ACK. Furthermore, record
         // the most recent Segment.xmit_ts in RACK.xmit_ts if it is ahead of RACK.xmit_ts."
+        //
+        // RACK.rtt, though, follows Linux rather than the RFC's "RTT sample calculated using
+        // this ACK" for the most recently sent segment: Linux's `tcp_rack_advance` runs for
+        // each valid segment, the SACKed ones first (`tcp_sacktag_write_queue`) and then the
+        // cumulatively acknowledged ones (`tcp_clean_rtx_queue`), each in sequence order,
+        // and each call overwrites `rack.rtt_us`; the last one's RTT stays. When an ACK
+        // covers a retransmission and, above it, an original sent before it, RACK.rtt is
+        // the original's (longer) RTT, so segments sent with that original are not deemed
+        // lost at once: they get RACK.reo_wnd more from its send time (measured against
+        // Linux 6.18: Linux's `fast_recovery/prr-ss-ack-below-snd_una-cubic`).
+        if let Some(ts) = last_cum.or(last_sacked) {
+            self.rtt = a.now.saturating_since(ts);
+        }
         let mut advanced = false;
         if let Some((ts, end)) = best {
-            self.rtt = a.now.saturating_since(ts);
             if self
                 .xmit_ts
                 .is_none_or(|x| sent_after(ts, end, x, self.end_seq))
@@ -527,14 +618,16 @@ impl Rack {
         }
     }
 
-    /// Step 2's validity check and step 3 for one newly acknowledged piece ending at `end`.
+    /// Step 2's validity check and step 3 for one newly acknowledged piece ending at `end`;
+    /// returns whether the piece passed step 2's checks.
     fn credit(
         &mut self,
         a: &Ack<'_>,
         rec: &SegRecord,
+        start: u32,
         end: u32,
         best: &mut Option<(Instant, u32)>,
-    ) {
+    ) -> bool {
         // Step 2: "To avoid spurious inferences, ignore a segment as invalid if any of its
         // sequence range has been retransmitted before and if either of two conditions is
         // true: 1. The Timestamp Echo Reply field (TSecr) of the ACK's timestamp option
@@ -565,10 +658,15 @@ impl Rack {
                         self.stats.reordering_events += 1;
                     }
                     self.reordering_seen = true;
+                    // Linux `tcp_check_sack_reordering`: how far below the highest
+                    // acknowledged byte this delivery was (its `tp->reordering`, in
+                    // segments, for `tcpi_reordering`).
+                    self.reorder_extent = self.reorder_extent.max(f.wrapping_sub(start));
                 }
             }
             _ => self.fack = Some(end),
         }
+        valid
     }
 
     /// Removes `[ps, pe)` (inside record `i`) from the records; returns the index of the
@@ -683,6 +781,7 @@ impl Rack {
             let deadline = r.xmit_ts + self.rtt + self.reo_wnd;
             if deadline <= now {
                 r.lost = true;
+                r.was_lost = true;
                 self.lost_bytes = self.lost_bytes.saturating_add(r.len());
                 report.newly_lost_bytes = report.newly_lost_bytes.saturating_add(r.len());
                 self.stats.marked_lost += 1;
@@ -696,7 +795,7 @@ impl Rack {
             }
         }
         if timeout > Duration::ZERO {
-            report.reo_deadline = Some(now + timeout);
+            report.reo_deadline = Some(now + reo_timer_delay(timeout));
         }
         report
     }
@@ -732,6 +831,7 @@ impl Rack {
             }
             if seq::le(r.start, snd_una) || r.xmit_ts + self.rtt + self.reo_wnd <= now {
                 r.lost = true;
+                r.was_lost = true;
                 self.lost_bytes = self.lost_bytes.saturating_add(r.len());
                 marked = marked.saturating_add(r.len());
                 on_lost(r.start, r.end);
@@ -782,6 +882,36 @@ impl Rack {
             .map(|r| (seq::max(r.start, from), r.end))
     }
 
+    /// SACK block `b` with its edges moved to the segment boundaries of the records they
+    /// fall in ([`sack_piece`]), or `None` when nothing whole is left. Edges outside every
+    /// record (data already acknowledged, or a table that forgot) are kept as they are.
+    pub fn trim_sack(&self, b: SackBlock, mss: u32) -> Option<SackBlock> {
+        if mss == 0 || self.segs.is_empty() {
+            return Some(b);
+        }
+        let mut left = b.left;
+        let mut right = b.right;
+        let i = self.segs.partition_point(|r| seq::le(r.end, b.left));
+        if let Some(r) = self.segs.get(i) {
+            if seq::lt(r.start, b.left) {
+                let pe = seq::min(r.end, b.right);
+                left = sack_piece(r.start, r.end, b.left, pe, mss).map_or(pe, |(lo, _)| lo);
+                if left == pe && seq::lt(pe, r.end) {
+                    // The block ends inside this record without a whole segment.
+                    return None;
+                }
+            }
+        }
+        let j = self.segs.partition_point(|r| seq::lt(r.end, b.right));
+        if let Some(r) = self.segs.get(j) {
+            if seq::lt(r.start, b.right) && seq::lt(b.right, r.end) {
+                let ps = seq::max(r.start, left);
+                right = sack_piece(r.start, r.end, ps, b.right, mss).map_or(ps, |(_, hi)| hi);
+            }
+        }
+        seq::lt(left, right).then_some(SackBlock { left, right })
+    }
+
     /// Bytes retransmitted and neither acknowledged nor deemed lost again (Linux
     /// `retrans_out`, for `TCP_INFO`; walks the records, so not for the data path).
     pub fn retransmitted_in_flight(&self) -> u32 {
@@ -789,6 +919,15 @@ impl Rack {
             .iter()
             .filter(|r| r.retransmitted && !r.lost)
             .fold(0u32, |a, r| a.wrapping_add(r.end.wrapping_sub(r.start)))
+    }
+
+    /// Bytes deemed lost and not yet delivered, retransmitted since or not (Linux
+    /// `lost_out`, for `TCP_INFO`; walks the records, so not for the data path).
+    pub fn lost_out(&self) -> u32 {
+        self.segs
+            .iter()
+            .filter(|r| r.was_lost)
+            .fold(0u32, |a, r| a.wrapping_add(r.len()))
     }
 
     /// Bytes deemed lost and not yet retransmitted (RFC 6675 pipe leaves them out).
@@ -821,6 +960,14 @@ impl Rack {
     #[cfg(test)]
     pub fn reo_wnd_persist(&self) -> u8 {
         self.reo_wnd_persist
+    }
+    /// Linux's `tp->reordering` as `tcpi_reordering` reports it: the duplicate threshold
+    /// (3, `tcp_reordering`) until a delivery out of order spans more segments of `mss`,
+    /// then that span, up to `tcp_max_reordering` (300).
+    pub fn reordering(&self, mss: u32) -> u32 {
+        self.reorder_extent
+            .div_ceil(mss.max(1))
+            .clamp(DUP_THRESH, LINUX_MAX_REORDERING)
     }
     pub fn reordering_seen(&self) -> bool {
         self.reordering_seen
@@ -1064,6 +1211,7 @@ mod tests {
             dsack: None,
             tsecr: None,
             rtt_sample: None,
+            mss: 0,
         }
     }
     fn lost_of(
@@ -1253,7 +1401,8 @@ mod tests {
         let (lost, rep) = lost_of(&mut r, t(141), 40, false, 1);
         assert!(lost.is_empty());
         assert_eq!(r.current_reo_wnd(), d(10));
-        assert_eq!(rep.reo_deadline, Some(t(150)));
+        // The RFC's timeout ends at 150; the timer is armed Linux's 2 ms later.
+        assert_eq!(rep.reo_deadline, Some(t(150) + REO_TIMER_SLACK));
         // The reordering timer fires: now it is lost.
         let mut v = vec![];
         let rep = r.on_reorder_timeout(t(150), Some(d(40)), false, 1, |s, e| v.push((s, e)));
@@ -1262,6 +1411,111 @@ mod tests {
         // Marked once: another pass reports nothing new.
         let (lost, _) = lost_of(&mut r, t(200), 40, true, 1);
         assert!(lost.is_empty());
+    }
+
+    #[test]
+    fn reo_timer_delay_adds_linux_slack_and_rounds_up_to_a_millisecond() {
+        assert_eq!(reo_timer_delay(d(25)), d(27));
+        assert_eq!(reo_timer_delay(Duration::from_micros(1)), d(3));
+        assert_eq!(reo_timer_delay(Duration::from_micros(24_001)), d(27));
+    }
+
+    /// Linux order for RACK.rtt: an ACK covering a retransmission (sent at 20 ms) and an
+    /// original above it (sent at 10 ms) leaves the original's RTT, so a segment sent with
+    /// that original, not yet delivered, keeps its reordering window (Linux 6.18 marks it
+    /// lost only later; see `RACK.rtt` in `on_ack`).
+    #[test]
+    fn rack_rtt_is_the_last_valid_segment_in_linux_order() {
+        let mut r = Rack::new(64);
+        for p in 0..10u32 {
+            r.on_send(p * 1000, p * 1000 + 1000, t(10), None);
+        }
+        // SACKs at 20 ms: [1000,3000) and [8000,9000); three SACKed segments.
+        let sack = [b(1000, 3000), b(8000, 9000)];
+        r.on_ack(&ack(t(20), 0, &sack));
+        assert_eq!(r.min_rtt(), Some(d(10)), "the SACK's RTT sample");
+        let (lost, _) = lost_of(&mut r, t(20), 10, false, 3);
+        assert_eq!(lost, vec![(0, 1000), (3000, 8000)]);
+        r.on_send(0, 1000, t(20), None);
+        // At 32 ms the cumulative ACK covers the retransmission (12 ms, valid: not below
+        // min_RTT) and [3000,4000), never retransmitted, sent at 10 ms.
+        r.on_ack(&ack(t(32), 4000, &[b(8000, 9000)]));
+        assert_eq!(
+            r.rtt(),
+            d(22),
+            "the last segment's RTT, not the retransmission's"
+        );
+        assert_eq!(
+            r.segment(),
+            Some((t(20), 1000)),
+            "RACK.xmit_ts: the most recently sent"
+        );
+        assert!(r.reordering_seen());
+        // [9000,10000), sent at 10 ms: due at 10 + 22 + min_RTT/4 = 34.5 ms.
+        let (lost, rep) = lost_of(&mut r, t(32), 10, true, 1);
+        assert!(lost.is_empty());
+        assert_eq!(
+            rep.reo_deadline,
+            Some(t(32) + reo_timer_delay(Duration::from_micros(2500)))
+        );
+    }
+
+    /// `tcpi_lost` and `tcpi_reordering` as Linux counts them: a lost segment stays counted
+    /// after its retransmission until delivered; reordering is the span, in segments, from
+    /// the highest SACKed byte down to a segment delivered below it.
+    #[test]
+    fn lost_out_keeps_retransmitted_losses_and_reordering_is_the_span() {
+        let mut r = Rack::new(64);
+        for p in 0..8u32 {
+            r.on_send(p * 1000, p * 1000 + 1000, t(0), None);
+        }
+        r.on_ack(&Ack {
+            rtt_sample: Some(d(50)),
+            ..ack(t(50), 0, &[b(6000, 7000)])
+        });
+        let (lost, _) = lost_of(&mut r, t(70), 50, false, 1);
+        assert_eq!(lost, vec![(0, 6000)]);
+        assert_eq!((r.lost_out(), r.lost_bytes()), (6000, 6000));
+        r.on_send(0, 1000, t(70), None);
+        assert_eq!((r.lost_out(), r.lost_bytes()), (6000, 5000));
+        assert_eq!(r.reordering(1000), DUP_THRESH);
+        r.on_ack(&ack(t(75), 0, &[b(1000, 2000), b(6000, 7000)]));
+        assert_eq!(r.lost_out(), 5000);
+        assert_eq!(r.reordering(1000), 6, "7000 - 1000 over 1000-byte segments");
+        r.on_ack(&ack(t(125), 8000, &[]));
+        assert_eq!(r.lost_out(), 0);
+        assert_eq!(r.reordering(1000), 6, "Linux keeps tp->reordering");
+    }
+
+    /// Linux `tcp_match_skb_to_sack`: SACK edges inside a segment move to its boundaries.
+    #[test]
+    fn sack_edges_inside_a_segment_move_to_its_boundaries() {
+        // A four-segment record [1, 4001), segments of 1000.
+        assert_eq!(
+            sack_piece(1, 4001, 4000, 4001, 1000),
+            None,
+            "the last byte alone"
+        );
+        assert_eq!(sack_piece(1, 4001, 3001, 4001, 1000), Some((3001, 4001)));
+        assert_eq!(sack_piece(1, 4001, 1500, 4001, 1000), Some((2001, 4001)));
+        assert_eq!(sack_piece(1, 4001, 1, 2500, 1000), Some((1, 2001)));
+        assert_eq!(sack_piece(1, 4001, 1, 999, 1000), None);
+        assert_eq!(sack_piece(1, 4001, 1, 4001, 1000), Some((1, 4001)));
+        let mut r = Rack::new(64);
+        r.on_send(1, 4001, t(0), None);
+        r.on_send(4001, 4501, t(5), None);
+        assert_eq!(r.trim_sack(b(4000, 4001), 1000), None);
+        assert_eq!(r.trim_sack(b(2500, 4501), 1000), Some(b(3001, 4501)));
+        // A short record of its own is SACKed whole.
+        assert_eq!(r.trim_sack(b(4001, 4501), 1000), Some(b(4001, 4501)));
+        // Without a segment size nothing moves.
+        assert_eq!(r.trim_sack(b(4000, 4001), 0), Some(b(4000, 4001)));
+        // The byte SACKed alone neither advances RACK nor counts as delivered.
+        let s = r.on_ack(&Ack {
+            mss: 1000,
+            ..ack(t(100), 1, &[b(4000, 4001)])
+        });
+        assert_eq!((s.delivered, s.advanced), (0, false));
     }
 
     #[test]
@@ -1724,6 +1978,7 @@ mod tests {
                         dsack: None,
                         tsecr: Some(tsecr),
                         rtt_sample: sample,
+                        mss: 0,
                     });
                     // RepairedLoss would reduce cwnd here; the simulation has no cwnd.
                     let _ = tlp.on_ack(una, None, false);
@@ -1804,6 +2059,7 @@ mod tests {
                             dsack: sack.first().copied().filter(|_| flag),
                             tsecr: Some(u32::from(y)),
                             rtt_sample: Some(Duration::from_millis(u64::from(y % 300))),
+                            mss: u32::from(x % 3) * 500,
                         };
                         r.on_ack(&a);
                         let _ = tlp.on_ack(una, a.dsack, flag);

@@ -69,6 +69,10 @@ pub struct RecvSeq {
     /// When in-sequence or out-of-order data last arrived (Linux `icsk_ack.lrcvtime`); None
     /// before the first data segment.
     pub last_data_rx: Option<Instant>,
+    /// When the handshake completed: Linux starts `icsk_ack.lrcvtime` there (the SYN-ACK's
+    /// arrival on an active open, the final ACK's on a passive one), so `tcpi_last_data_recv`
+    /// counts from it until data arrives.
+    pub synced_at: Option<Instant>,
     /// A read the application posted (`place.rs`): in-order bytes go straight into it.
     pub posted: Option<Posted>,
     /// Where the segment being processed was copied before its checks (`place.rs`).
@@ -107,6 +111,7 @@ impl RecvSeq {
             read_since_ack: false,
             quick_acks: 0,
             last_data_rx: None,
+            synced_at: None,
             posted: None,
             staged: None,
             frames: FrameQueue::default(),

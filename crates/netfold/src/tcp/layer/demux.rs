@@ -172,7 +172,12 @@ impl TcpLayer {
                     }
                     c.tune_buffers(ctx.now, ctx.rings, ctx.stats);
                     c.reclaim_buffers(ctx.rings);
-                    (ev, ev == Event::None && c.nothing_to_send())
+                    let quiet = ev == Event::None && c.nothing_to_send();
+                    if quiet {
+                        // No output pass follows to update them (`chrono.rs`).
+                        c.chrono_update(ctx.now);
+                    }
+                    (ev, quiet)
                 }
                 None => (Event::None, false),
             };

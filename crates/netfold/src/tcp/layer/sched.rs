@@ -60,6 +60,7 @@ impl TcpLayer {
                 payload: crate::buf::zc::Gather::empty(),
                 gso_size: 0,
                 ecn: Ecn::NotEct,
+                dscp: 0,
             };
             if !emit(&seg) {
                 return;
@@ -115,7 +116,9 @@ impl TcpLayer {
             let status = match self.table.conn_at_mut(i) {
                 Some(c) => {
                     c.gso_segs = self.gso_segs;
-                    c.poll_output(now, &mut self.stats, emit)
+                    let status = c.poll_output(now, &mut self.stats, emit);
+                    c.chrono_update(now);
+                    status
                 }
                 _ => {
                     self.active.pop_front();
