@@ -618,6 +618,7 @@ impl Conn {
             self.dsack_tx.on_retransmit(segs.max(1));
         }
         let tsval = repr.tsval;
+        self.rack.set_segment_size(self.seg_mss());
         self.rack.on_send(p.seq, end, now, tsval);
     }
 

@@ -130,11 +130,31 @@ pub struct SegRecord {
     /// Deemed lost at some point, retransmitted since or not (Linux's `TCPCB_LOST`, which a
     /// retransmission keeps): what `tcpi_lost` (Linux `lost_out`) counts.
     pub was_lost: bool,
+    /// The size of the segments the record's bytes left in, counted from `start` (the last
+    /// one may be shorter): where [`sack_piece`] may move a SACK edge to. 0 when those
+    /// boundaries are not known (the record starts inside a segment, or was merged from
+    /// unlike parts): SACK edges are then taken as they come.
+    pub seg: u32,
 }
 
 impl SegRecord {
     fn len(&self) -> u32 {
         self.end.wrapping_sub(self.start)
+    }
+
+    /// Whether the record holds whole segments only, so that what follows it contiguously
+    /// in segments of the same size keeps its boundaries at multiples of `seg` from `start`.
+    fn whole_segments(&self) -> bool {
+        self.seg != 0 && self.len() % self.seg == 0
+    }
+
+    /// Moves the start to `at` (inside the record), forgetting the segment boundaries when
+    /// `at` is not one of them.
+    fn rebase(&mut self, at: u32) {
+        if self.seg != 0 && at.wrapping_sub(self.start) % self.seg != 0 {
+            self.seg = 0;
+        }
+        self.start = at;
     }
 }
 
@@ -244,7 +264,8 @@ pub struct Ack<'a> {
 
 /// The part of record `[rs, re)` that a SACK of `[ps, pe)` (inside it) acknowledges for
 /// RACK, as Linux's `tcp_match_skb_to_sack` cuts an skb: only whole segments of `mss` counted
-/// from the record's start, or the record's tail from such a boundary on. A SACK of a few
+/// from the record's start, or the record's tail from such a boundary on (`mss` is the
+/// record's [`SegRecord::seg`]; 0 takes the piece as it is). A SACK of a few
 /// bytes inside a segment (RFC 2018 allows any boundaries) acknowledges nothing here: Linux
 /// marks no skb SACKed for it, so it neither advances RACK nor counts as delivered.
 pub fn sack_piece(rs: u32, re: u32, ps: u32, pe: u32, mss: u32) -> Option<(u32, u32)> {
@@ -279,6 +300,9 @@ pub fn sack_piece(rs: u32, re: u32, ps: u32, pe: u32, mss: u32) -> Option<(u32, 
 pub struct Rack {
     segs: VecDeque<SegRecord>,
     capacity: usize,
+    /// The segment size transmissions are cut to now ([`Rack::set_segment_size`]), given to
+    /// each new record as its [`SegRecord::seg`].
+    seg: u32,
     /// Highest sequence number ever passed to `on_send` (our SND.MAX).
     high: Option<u32>,
     lost_bytes: u32,
@@ -306,6 +330,7 @@ impl Rack {
         Rack {
             segs: VecDeque::new(),
             capacity: capacity.max(2),
+            seg: 0,
             high: None,
             lost_bytes: 0,
             xmit_ts: None,
@@ -350,6 +375,14 @@ impl Rack {
     /// RFC 8985 §6.1: "Upon transmitting a new segment or retransmitting an old segment,
     /// record the time in Segment.xmit_ts and set Segment.lost to FALSE. Upon retransmitting
     /// a segment, set Segment.retransmitted to TRUE."
+    /// The segment size transmissions are cut to from now on (the TCB's effective MSS): new
+    /// records remember it so that SACK edges inside one of their segments can be moved to
+    /// its boundaries ([`sack_piece`]). 0 (the start): records take SACKs as they come.
+    #[inline]
+    pub fn set_segment_size(&mut self, seg: u32) {
+        self.seg = seg;
+    }
+
     pub fn on_send(&mut self, start: u32, end: u32, now: Instant, tsval: Option<u32>) {
         if !seq::lt(start, end) {
             return;
@@ -366,10 +399,17 @@ impl Rack {
     }
 
     fn append(&mut self, start: u32, end: u32, now: Instant, tsval: Option<u32>) {
+        let seg = self.seg;
         if let Some(last) = self.segs.back_mut() {
             // Sent at the same instant and contiguous: one record, as one GSO burst would be
-            // (the end-sequence tie-break of RACK_sent_after orders its parts).
+            // (the end-sequence tie-break of RACK_sent_after orders its parts). Only onto
+            // whole segments of the same size, so that a SACK edge moved to a multiple of
+            // `seg` from the record's start lands on a real segment boundary: short
+            // segments sent back to back (MSG_EOR records, small writes) stay records of
+            // their own, each SACKable, as each is an skb of its own in Linux.
             if last.end == start
+                && last.seg == seg
+                && (seg == 0 || last.whole_segments())
                 && last.xmit_ts == now
                 && last.first_ts == now
                 && !last.retransmitted
@@ -390,6 +430,7 @@ impl Rack {
             retransmitted: false,
             lost: false,
             was_lost: false,
+            seg,
         });
     }
 
@@ -415,6 +456,13 @@ impl Rack {
             r.first_ts = now;
             r.tsval = tsval;
             r.retransmitted = true;
+            // The retransmission is cut into segments of the current size from `start`.
+            let seg = self.seg;
+            r.seg = if seg != 0 && r.start.wrapping_sub(start) % seg == 0 {
+                seg
+            } else {
+                0
+            };
             i += 1;
         }
     }
@@ -422,7 +470,7 @@ impl Rack {
     /// Splits record `i` at `at` (strictly inside it); the caller ensured room.
     fn split(&mut self, i: usize, at: u32) {
         let mut right = self.segs[i];
-        right.start = at;
+        right.rebase(at);
         self.segs[i].end = at;
         self.segs.insert(i + 1, right);
     }
@@ -476,6 +524,12 @@ impl Rack {
                         retransmitted: a.retransmitted,
                         lost: a.lost,
                         was_lost: a.was_lost,
+                        // b's segments continue a's boundaries only if a is whole ones.
+                        seg: if a.seg == b.seg && a.whole_segments() {
+                            a.seg
+                        } else {
+                            0
+                        },
                     });
                     it.next();
                 }
@@ -535,7 +589,7 @@ impl Rack {
                         rec.end,
                         seq::max(rec.start, l),
                         seq::min(rec.end, r),
-                        a.mss,
+                        if a.mss == 0 { 0 } else { rec.seg },
                     ) else {
                         i += 1;
                         continue;
@@ -682,7 +736,7 @@ impl Rack {
                 i
             }
             (true, false) => {
-                self.segs[i].start = pe;
+                self.segs[i].rebase(pe);
                 i
             }
             (false, true) => {
@@ -895,7 +949,7 @@ impl Rack {
         if let Some(r) = self.segs.get(i) {
             if seq::lt(r.start, b.left) {
                 let pe = seq::min(r.end, b.right);
-                left = sack_piece(r.start, r.end, b.left, pe, mss).map_or(pe, |(lo, _)| lo);
+                left = sack_piece(r.start, r.end, b.left, pe, r.seg).map_or(pe, |(lo, _)| lo);
                 if left == pe && seq::lt(pe, r.end) {
                     // The block ends inside this record without a whole segment.
                     return None;
@@ -906,7 +960,7 @@ impl Rack {
         if let Some(r) = self.segs.get(j) {
             if seq::lt(r.start, b.right) && seq::lt(b.right, r.end) {
                 let ps = seq::max(r.start, left);
-                right = sack_piece(r.start, r.end, ps, b.right, mss).map_or(ps, |(_, hi)| hi);
+                right = sack_piece(r.start, r.end, ps, b.right, r.seg).map_or(ps, |(_, hi)| hi);
             }
         }
         seq::lt(left, right).then_some(SackBlock { left, right })
@@ -1502,6 +1556,7 @@ mod tests {
         assert_eq!(sack_piece(1, 4001, 1, 999, 1000), None);
         assert_eq!(sack_piece(1, 4001, 1, 4001, 1000), Some((1, 4001)));
         let mut r = Rack::new(64);
+        r.set_segment_size(1000);
         r.on_send(1, 4001, t(0), None);
         r.on_send(4001, 4501, t(5), None);
         assert_eq!(r.trim_sack(b(4000, 4001), 1000), None);
@@ -1516,6 +1571,48 @@ mod tests {
             ..ack(t(100), 1, &[b(4000, 4001)])
         });
         assert_eq!((s.delivered, s.advanced), (0, false));
+    }
+
+    /// Short segments sent at one instant (MSG_EOR records, small writes) are not merged into
+    /// one record whose edges a SACK could not reach: each is SACKable, as each is an skb of
+    /// its own in Linux. Whole segments still merge, and keep their boundaries.
+    #[test]
+    fn short_segments_sent_together_stay_sackable() {
+        let mut r = Rack::new(64);
+        r.set_segment_size(1000);
+        for k in 0..4 {
+            r.on_send(k * 100, k * 100 + 100, t(0), None);
+        }
+        assert_eq!(
+            r.records().count(),
+            4,
+            "short segments are records of their own"
+        );
+        assert_eq!(r.trim_sack(b(200, 300), 1000), Some(b(200, 300)));
+        let s = r.on_ack(&Ack {
+            mss: 1000,
+            ..ack(t(50), 0, &[b(200, 300)])
+        });
+        assert_eq!(s.delivered, 100, "the SACKed short segment is delivered");
+        // Full segments of one burst are one record; a SACK edge inside one of them moves to
+        // its boundary.
+        let mut r = Rack::new(64);
+        r.set_segment_size(1000);
+        r.on_send(0, 1000, t(0), None);
+        r.on_send(1000, 2000, t(0), None);
+        r.on_send(2000, 2500, t(0), None);
+        r.on_send(2500, 2600, t(0), None);
+        let recs: Vec<_> = r.records().map(|q| (q.start, q.end)).collect();
+        assert_eq!(recs, [(0, 2500), (2500, 2600)]);
+        assert_eq!(r.trim_sack(b(1500, 2500), 1000), Some(b(2000, 2500)));
+        assert_eq!(r.trim_sack(b(2500, 2600), 1000), Some(b(2500, 2600)));
+        // A record cut at a byte that is no boundary forgets its boundaries: the SACK is taken
+        // as it comes.
+        let _ = r.on_ack(&Ack {
+            mss: 1000,
+            ..ack(t(50), 300, &[])
+        });
+        assert_eq!(r.trim_sack(b(1500, 2500), 1000), Some(b(1500, 2500)));
     }
 
     #[test]
