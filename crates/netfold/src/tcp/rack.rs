@@ -145,13 +145,13 @@ impl SegRecord {
     /// Whether the record holds whole segments only, so that what follows it contiguously
     /// in segments of the same size keeps its boundaries at multiples of `seg` from `start`.
     fn whole_segments(&self) -> bool {
-        self.seg != 0 && self.len() % self.seg == 0
+        self.seg != 0 && self.len().is_multiple_of(self.seg)
     }
 
     /// Moves the start to `at` (inside the record), forgetting the segment boundaries when
     /// `at` is not one of them.
     fn rebase(&mut self, at: u32) {
-        if self.seg != 0 && at.wrapping_sub(self.start) % self.seg != 0 {
+        if self.seg != 0 && !at.wrapping_sub(self.start).is_multiple_of(self.seg) {
             self.seg = 0;
         }
         self.start = at;
@@ -458,7 +458,7 @@ impl Rack {
             r.retransmitted = true;
             // The retransmission is cut into segments of the current size from `start`.
             let seg = self.seg;
-            r.seg = if seg != 0 && r.start.wrapping_sub(start) % seg == 0 {
+            r.seg = if seg != 0 && r.start.wrapping_sub(start).is_multiple_of(seg) {
                 seg
             } else {
                 0
