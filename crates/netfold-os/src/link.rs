@@ -215,6 +215,14 @@ impl Device for Link {
     ) -> usize {
         each!(self, d => d.recv_batch(now, pool, out, max))
     }
+    fn recv_lent(
+        &mut self,
+        now: Instant,
+        max: usize,
+        f: &mut dyn FnMut(&[&[u8]]),
+    ) -> Option<usize> {
+        each!(self, d => d.recv_lent(now, max, f))
+    }
     fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
         each!(self, d => d.send_batch(now, pool, frames))
     }

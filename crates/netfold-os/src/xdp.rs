@@ -30,10 +30,18 @@
 //! [`XdpConfig::attach`] forces one. Nothing falls back silently: each failure is an
 //! [`XdpError`] that says what is missing.
 //!
-//! Copies: one per received frame (from its UMEM chunk into a pooled buffer, so the chunk
-//! goes back to the fill ring at once and a stack may hold the frame as long as it likes),
-//! one per transmitted frame (into a transmit chunk). The stack's packet buffers are its own
-//! heap memory, not UMEM chunks, so the ring cannot hand them over without that copy.
+//! Copies between the rings and the stack: none on receive by default. Received frames are
+//! lent to the stack where they lie in the UMEM ([`Device::recv_lent`]): it parses the batch
+//! in place, TCP copies the payload into its receive ring (the copy any socket stack makes,
+//! the kernel's too), and the chunks go back to the fill ring when the batch is done. With
+//! [`XdpConfig::lend_rx`] off each frame is copied out of its chunk into a pooled buffer
+//! instead, so the chunk goes back at once and the stack may hold the frame as long as it
+//! likes (a frame-level borrowing read does). One copy per transmitted frame remains (into a
+//! transmit chunk): the stack builds frames in its own pool buffers, heap memory the kernel
+//! cannot send from, and making those buffers UMEM chunks would change every owner of a
+//! `PacketBuf`. [`XdpStats::rx_copied_bytes`] and [`XdpStats::tx_copied_bytes`] count both.
+//! In copy mode (a veth) the kernel itself copies once more each way, between its buffers and
+//! the UMEM.
 //!
 //! Offloads: none. AF_XDP frames carry no checksum or segmentation metadata, so the stack
 //! runs with software checksums and segments at the MTU (`DeviceCaps` say so). What leaves
@@ -64,12 +72,13 @@ use std::fmt;
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::tap::{interface_mtu, wait_readable};
 use crate::xdp_prog::{self, XdpFilter, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE, XDP_PASS};
 use netfold::buf::{Csum, PacketBuf, Pool};
-use netfold::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
+use netfold::phy::{ChecksumCaps, Device, DeviceCaps, Medium, MAX_LENT};
 use netfold::time::{Duration, Instant};
 
 /// Bytes per UMEM chunk: a page, so a chunk holds any frame a native-XDP driver hands over
@@ -150,6 +159,12 @@ pub struct XdpConfig {
     /// IP MTU; `None` reads the interface's.
     pub mtu: Option<usize>,
     pub max_burst: usize,
+    /// Lend received frames to the stack where they lie in the UMEM
+    /// ([`Device::recv_lent`]) instead of copying each into a pool buffer; the chunks go
+    /// back to the fill ring when the stack has parsed the batch. Off: every frame is copied
+    /// out at once (a stack that keeps whole frames, a frame-level borrowing read, wants
+    /// that).
+    pub lend_rx: bool,
 }
 
 impl XdpConfig {
@@ -180,6 +195,7 @@ impl XdpConfig {
             frames: 4096,
             mtu: None,
             max_burst: 64,
+            lend_rx: true,
         }
     }
 }
@@ -334,6 +350,36 @@ pub struct XdpStats {
     /// TCP super-frames cut here, and the segments they made.
     pub tx_gso_frames: u64,
     pub tx_gso_segments: u64,
+    /// Frames lent to the stack in place ([`Device::recv_lent`]), of `rx_frames`.
+    pub rx_lent: u64,
+    /// Bytes copied between the rings' chunks and the stack's buffers: received frames
+    /// copied out of their chunk into a pool buffer (0 while frames are lent), and frames
+    /// copied into a transmit chunk (every transmitted byte: the stack builds frames in its
+    /// own buffers, which the kernel cannot send from).
+    pub rx_copied_bytes: u64,
+    pub tx_copied_bytes: u64,
+}
+
+/// A socket's copy counters, readable from another thread while the socket runs (updated at
+/// the end of each batch): [`XdpSocket::copy_meter`].
+#[derive(Debug, Default)]
+pub struct XdpCopyMeter {
+    rx_copied: AtomicU64,
+    tx_copied: AtomicU64,
+    rx_lent: AtomicU64,
+    rx_frames: AtomicU64,
+}
+
+impl XdpCopyMeter {
+    /// `(rx_copied_bytes, tx_copied_bytes, rx_lent, rx_frames)` as of the last batch.
+    pub fn get(&self) -> (u64, u64, u64, u64) {
+        (
+            self.rx_copied.load(Ordering::Relaxed),
+            self.tx_copied.load(Ordering::Relaxed),
+            self.rx_lent.load(Ordering::Relaxed),
+            self.rx_frames.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// The kernel's `XDP_STATISTICS` for the socket (cumulative).
@@ -552,6 +598,8 @@ pub struct XdpSocket {
     stats: XdpStats,
     /// Frames the GSO fallback cut, waiting for chunks (reused between batches).
     split: Vec<PacketBuf>,
+    lend_rx: bool,
+    meter: Arc<XdpCopyMeter>,
 }
 
 // SAFETY: the mappings are owned by this value alone and every access goes through `&self` or
@@ -840,6 +888,8 @@ impl XdpSocket {
             max_burst: config.max_burst.max(1),
             stats: XdpStats::default(),
             split: Vec::new(),
+            lend_rx: config.lend_rx,
+            meter: Arc::default(),
         })
     }
 
@@ -870,6 +920,59 @@ impl XdpSocket {
     }
     pub fn stats(&self) -> XdpStats {
         self.stats
+    }
+    /// The copy counters of [`XdpSocket::stats`], shared: the handle stays readable after
+    /// the socket moved to the thread that runs it.
+    pub fn copy_meter(&self) -> Arc<XdpCopyMeter> {
+        Arc::clone(&self.meter)
+    }
+    fn publish_meter(&self) {
+        let m = &self.meter;
+        m.rx_copied
+            .store(self.stats.rx_copied_bytes, Ordering::Relaxed);
+        m.tx_copied
+            .store(self.stats.tx_copied_bytes, Ordering::Relaxed);
+        m.rx_lent.store(self.stats.rx_lent, Ordering::Relaxed);
+        m.rx_frames.store(self.stats.rx_frames, Ordering::Relaxed);
+    }
+
+    /// Gives the chunks of the next `n` RX descriptors back to the fill ring (which has a
+    /// slot for every receive chunk) and releases the descriptors.
+    fn refill(&mut self, n: u32) {
+        let mut refill = 0u32;
+        for k in 0..n {
+            let (addr, _) = self.rx.read_desc(self.rx.local.wrapping_add(k));
+            // A bad address is given back as its chunk start if it lies in the UMEM at all
+            // (else that chunk is lost to the kernel, not to memory safety).
+            let chunk = addr - addr % CHUNK_SIZE as u64;
+            if (chunk as usize) < self.umem.len {
+                let f = self.fill.local.wrapping_add(refill);
+                self.fill.write_addr(f, chunk);
+                refill += 1;
+            }
+        }
+        if n > 0 {
+            self.rx.release(n);
+            self.fill.submit(refill);
+        }
+    }
+
+    /// The fill-ring wake-up (`recvfrom`), when the kernel asks for it.
+    fn wake_fill(&mut self) {
+        if self.need_wakeup && self.fill.needs_wakeup() {
+            self.stats.rx_wakeups += 1;
+            // SAFETY: recvfrom with no buffer on our own socket: the fill-ring wake-up.
+            unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                );
+            }
+        }
     }
     /// One line for logs: interface, queue, modes.
     pub fn describe(&self) -> String {
@@ -979,6 +1082,7 @@ impl XdpSocket {
         // the descriptor is published; no other reference to those bytes exists.
         let dst = unsafe { std::slice::from_raw_parts_mut(self.umem.ptr.add(start), end - start) };
         netfold::mem::copy(dst, frame);
+        self.stats.tx_copied_bytes += frame.len() as u64;
         // The TX ring has a slot per transmit chunk, so a free chunk means a free slot.
         let idx = self.tx.local.wrapping_add(*queued);
         self.tx.write_desc(idx, addr, frame.len() as u32);
@@ -1039,7 +1143,6 @@ impl Device for XdpSocket {
         let n = self.rx.available().min(max as u32);
         let max_frame = self.mtu + LINK_OVERHEAD;
         let mut appended = 0;
-        let mut refill = 0u32;
         for k in 0..n {
             let idx = self.rx.local.wrapping_add(k);
             let (addr, len) = self.rx.read_desc(idx);
@@ -1057,40 +1160,69 @@ impl Device for XdpSocket {
                     buf.extend_from_slice(src);
                     self.stats.rx_frames += 1;
                     self.stats.rx_bytes += len as u64;
+                    self.stats.rx_copied_bytes += len as u64;
                     out.push(buf);
                     appended += 1;
                 }
                 None => self.stats.rx_bad_desc += 1,
             }
-            // The chunk goes straight back to the fill ring, which has a slot for every
-            // receive chunk. A bad address is given back as its chunk start if it lies in
-            // the UMEM at all (else that chunk is lost to the kernel, not to memory safety).
-            let chunk = addr - addr % CHUNK_SIZE as u64;
-            if (chunk as usize) < self.umem.len {
-                let f = self.fill.local.wrapping_add(refill);
-                self.fill.write_addr(f, chunk);
-                refill += 1;
-            }
         }
-        if n > 0 {
-            self.rx.release(n);
-            self.fill.submit(refill);
-        }
-        if self.need_wakeup && self.fill.needs_wakeup() {
-            self.stats.rx_wakeups += 1;
-            // SAFETY: recvfrom with no buffer on our own socket: the fill-ring wake-up.
-            unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    0,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                );
-            }
-        }
+        // The chunks go straight back to the fill ring.
+        self.refill(n);
+        self.wake_fill();
+        self.publish_meter();
         appended
+    }
+
+    fn recv_lent(
+        &mut self,
+        _now: Instant,
+        max: usize,
+        f: &mut dyn FnMut(&[&[u8]]),
+    ) -> Option<usize> {
+        if !self.lend_rx {
+            return None;
+        }
+        let max_frame = self.mtu + LINK_OVERHEAD;
+        let mut lent = 0;
+        while lent < max {
+            let n = self.rx.available().min((max - lent).min(MAX_LENT) as u32);
+            if n == 0 {
+                break;
+            }
+            let mut frames: [&[u8]; MAX_LENT] = [&[]; MAX_LENT];
+            let mut k_ok = 0;
+            for k in 0..n {
+                let (addr, len) = self.rx.read_desc(self.rx.local.wrapping_add(k));
+                let len = len as usize;
+                match self.umem_range(addr, len).filter(|_| len <= max_frame) {
+                    Some((start, end)) => {
+                        // SAFETY: `start..end` lies inside one UMEM chunk (`umem_range`)
+                        // that the kernel handed us through the RX ring (producer index
+                        // read with Acquire in `available`); the kernel does not write it
+                        // until `refill` below puts it on the fill ring, and the slice lives
+                        // only in `frames`, which `f` sees for its call alone (it cannot keep
+                        // a reference: the callback's lifetimes are its own), and which ends
+                        // with this iteration, before `refill`.
+                        frames[k_ok] = unsafe {
+                            std::slice::from_raw_parts(self.umem.ptr.add(start), end - start)
+                        };
+                        k_ok += 1;
+                        self.stats.rx_frames += 1;
+                        self.stats.rx_bytes += len as u64;
+                    }
+                    None => self.stats.rx_bad_desc += 1,
+                }
+            }
+            self.stats.rx_lent += k_ok as u64;
+            f(&frames[..k_ok]);
+            lent += k_ok;
+            // The stack is done with the frames: their chunks go back to the kernel.
+            self.refill(n);
+        }
+        self.wake_fill();
+        self.publish_meter();
+        Some(lent)
     }
 
     fn send_batch(&mut self, _now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
@@ -1137,6 +1269,7 @@ impl Device for XdpSocket {
         }
         self.kick_tx();
         self.reclaim();
+        self.publish_meter();
     }
 }
 

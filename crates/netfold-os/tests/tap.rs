@@ -707,6 +707,14 @@ impl<D: Device> Device for SharedDev<D> {
     ) -> usize {
         self.0.lock().unwrap().recv_batch(now, pool, out, max)
     }
+    fn recv_lent(
+        &mut self,
+        now: netfold::time::Instant,
+        max: usize,
+        f: &mut dyn FnMut(&[&[u8]]),
+    ) -> Option<usize> {
+        self.0.lock().unwrap().recv_lent(now, max, f)
+    }
     fn send_batch(
         &mut self,
         now: netfold::time::Instant,
@@ -812,8 +820,8 @@ fn packet_socket_over_veth_offloads_off() {
 /// The kernel's end has transmit checksumming off: XDP sees a veth peer's frames before
 /// anything completes a checksum the peer left to the "hardware". `bind` and `attach` pick
 /// the modes (the kernel's default first; a veth has no zero-copy). Without AF_XDP or
-/// ethtool: `SKIPPED: ...`.
-fn xdp_suite(bind: XdpBind, attach: XdpAttach, label: &str) {
+/// ethtool: `SKIPPED: ...`. `lend`: [`XdpConfig::lend_rx`].
+fn xdp_suite(bind: XdpBind, attach: XdpAttach, lend: bool, label: &str) {
     if netns::skip(netns::missing_tools(&["ethtool"])) {
         return;
     }
@@ -833,6 +841,7 @@ fn xdp_suite(bind: XdpBind, attach: XdpAttach, label: &str) {
         let cfg = XdpConfig {
             bind,
             attach,
+            lend_rx: lend,
             ..XdpConfig::local(&[NETFOLD_IP.into()])
         };
         let sock = match XdpSocket::open(&outer, cfg) {
@@ -870,6 +879,28 @@ fn xdp_suite(bind: XdpBind, attach: XdpAttach, label: &str) {
         assert_eq!(st.rx_bad_desc, 0, "{label}: {st:?}");
         assert!(st.rx_frames > 2 * (TEN_MB as u64) / 1500, "{label}: {st:?}");
         assert!(st.tx_frames > (TEN_MB as u64) / 1500, "{label}: {st:?}");
+        // Received frames were parsed where they arrived (no byte copied out of the UMEM),
+        // or, not lent, each was copied out whole; every transmitted byte was copied into a
+        // transmit chunk.
+        if lend {
+            assert_eq!(st.rx_copied_bytes, 0, "{label}: {st:?}");
+            assert_eq!(st.rx_lent, st.rx_frames, "{label}: {st:?}");
+        } else {
+            assert_eq!(st.rx_copied_bytes, st.rx_bytes, "{label}: {st:?}");
+            assert_eq!(st.rx_lent, 0, "{label}: {st:?}");
+        }
+        assert_eq!(st.tx_copied_bytes, st.tx_bytes, "{label}: {st:?}");
+        let meter = sock.copy_meter().get();
+        assert_eq!(
+            meter,
+            (
+                st.rx_copied_bytes,
+                st.tx_copied_bytes,
+                st.rx_lent,
+                st.rx_frames
+            ),
+            "{label}"
+        );
     }
     assert_ns_gone(&name);
 }
@@ -878,14 +909,26 @@ fn xdp_suite(bind: XdpBind, attach: XdpAttach, label: &str) {
 fn xdp_socket_over_veth() {
     require_env!();
     let _g = lock();
-    xdp_suite(XdpBind::Auto, XdpAttach::Auto, "af_xdp native");
+    xdp_suite(XdpBind::Auto, XdpAttach::Auto, true, "af_xdp native");
+}
+
+#[test]
+fn xdp_socket_over_veth_copying_frames_out() {
+    require_env!();
+    let _g = lock();
+    xdp_suite(
+        XdpBind::Auto,
+        XdpAttach::Auto,
+        false,
+        "af_xdp native, copied out",
+    );
 }
 
 #[test]
 fn xdp_socket_over_veth_generic() {
     require_env!();
     let _g = lock();
-    xdp_suite(XdpBind::Copy, XdpAttach::Generic, "af_xdp generic");
+    xdp_suite(XdpBind::Copy, XdpAttach::Generic, true, "af_xdp generic");
 }
 
 /// The program passes what is not netfold's: with netfold (198.18.0.2) and the host's own
