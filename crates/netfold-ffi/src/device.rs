@@ -265,7 +265,9 @@ fn open_xdp(
         XdpError::Permission(_, e) => e.raw_os_error().unwrap_or(libc::EPERM),
         XdpError::KernelUnsupported(_, e) => e.raw_os_error().unwrap_or(libc::EAFNOSUPPORT),
         XdpError::Busy(_) => libc::EBUSY,
-        XdpError::NoZeroCopy(_) | XdpError::NoDriverSupport(_) => libc::EOPNOTSUPP,
+        XdpError::NoZeroCopy(_) | XdpError::NoDriverSupport(_) | XdpError::NoMultiBuffer { .. } => {
+            libc::EOPNOTSUPP
+        }
         XdpError::Program(e) | XdpError::Io(_, e) => e.raw_os_error().unwrap_or(libc::EIO),
     })?;
     Ok(Box::new(sock))

@@ -89,6 +89,14 @@ pub const CHUNK_SIZE: usize = 4096;
 const RX_HEADROOM: usize = 256;
 /// Ethernet header plus one 802.1Q tag.
 const LINK_OVERHEAD: usize = netfold::wire::ethernet::VLAN_HEADER_LEN;
+/// The largest IP MTU of one chunk per frame: a chunk less the receive headroom and the
+/// link header.
+pub const MAX_SINGLE_CHUNK_MTU: usize = CHUNK_SIZE - RX_HEADROOM - LINK_OVERHEAD;
+/// The largest IP MTU with multi-buffer frames (`XDP_USE_SG`): 16 chunks' worth, inside the
+/// kernel's 17 fragments per frame (`MAX_SKB_FRAGS`) with room to spare.
+pub const MAX_SG_MTU: usize = 16 * (CHUNK_SIZE - RX_HEADROOM) - LINK_OVERHEAD;
+/// `XDP_PKT_CONTD` in a descriptor's options: the frame continues in the next descriptor.
+const PKT_CONTD: u32 = libc::XDP_PKT_CONTD;
 /// Most frames the kernel transmits per `sendto` kick in copy mode, and the bound on kicks
 /// per batch (`ceil(TX ring / 32)` plus slack, so a stuck queue cannot hold the thread).
 const MAX_KICKS: usize = 128;
@@ -225,8 +233,12 @@ pub enum XdpError {
     /// Another XDP program is attached to the interface, or another AF_XDP socket is bound to
     /// the queue.
     Busy(io::Error),
-    /// The interface's MTU does not fit a UMEM chunk.
+    /// The MTU is beyond what AF_XDP frames here can carry: [`MAX_SG_MTU`], or, where
+    /// multi-buffer frames are unavailable, [`MAX_SINGLE_CHUNK_MTU`] (`max` says which).
     MtuTooLarge { mtu: usize, max: usize },
+    /// The MTU needs multi-buffer frames (`XDP_USE_SG`, Linux 6.6 in copy mode; a driver's
+    /// own support in zero-copy) and the kernel or driver refused them.
+    NoMultiBuffer { mtu: usize, err: io::Error },
     /// The filter names no address (it would redirect nothing).
     NoAddresses,
     /// The XDP program was refused (the verifier's log attached).
@@ -270,9 +282,13 @@ impl fmt::Display for XdpError {
                 "{e}: another XDP program is attached to the interface, or another AF_XDP \
                  socket is bound to the queue"
             ),
-            XdpError::MtuTooLarge { mtu, max } => write!(
+            XdpError::MtuTooLarge { mtu, max } => {
+                write!(f, "MTU {mtu} is too large for AF_XDP here (at most {max})")
+            }
+            XdpError::NoMultiBuffer { mtu, err } => write!(
                 f,
-                "MTU {mtu} does not fit an AF_XDP chunk (at most {max} without multi-buffer)"
+                "MTU {mtu} needs multi-buffer AF_XDP frames (XDP_USE_SG, Linux 6.6): {err}; \
+                 without them the MTU is at most {MAX_SINGLE_CHUNK_MTU}"
             ),
             XdpError::NoAddresses => f.write_str(
                 "the XDP filter names no local address (give the stack an address, or \
@@ -290,6 +306,7 @@ impl std::error::Error for XdpError {
             XdpError::Permission(_, e)
             | XdpError::KernelUnsupported(_, e)
             | XdpError::NoQueue { err: e, .. }
+            | XdpError::NoMultiBuffer { err: e, .. }
             | XdpError::NoZeroCopy(e)
             | XdpError::NoDriverSupport(e)
             | XdpError::Busy(e)
@@ -305,6 +322,7 @@ impl From<XdpError> for io::Error {
         let kind = match &e {
             XdpError::Permission(..) => io::ErrorKind::PermissionDenied,
             XdpError::KernelUnsupported(..)
+            | XdpError::NoMultiBuffer { .. }
             | XdpError::NoZeroCopy(_)
             | XdpError::NoDriverSupport(_) => io::ErrorKind::Unsupported,
             XdpError::NoInterface(_) => io::ErrorKind::NotFound,
@@ -358,6 +376,11 @@ pub struct XdpStats {
     /// own buffers, which the kernel cannot send from).
     pub rx_copied_bytes: u64,
     pub tx_copied_bytes: u64,
+    /// Multi-buffer frames (larger than a chunk, `XDP_USE_SG`) received and sent. A received
+    /// one is gathered into one buffer (its bytes counted in `rx_copied_bytes`) also when
+    /// frames are lent.
+    pub rx_multi_frames: u64,
+    pub tx_multi_frames: u64,
 }
 
 /// A socket's copy counters, readable from another thread while the socket runs (updated at
@@ -554,18 +577,26 @@ impl Ring {
         // SAFETY: as in `read_addr`; the slot is ours to write until `submit` publishes it.
         unsafe { (self.slot(idx, 8) as *mut u64).write(addr) }
     }
-    fn read_desc(&self, idx: u32) -> (u64, u32) {
+    /// `(addr, len, options)` of descriptor `idx`.
+    fn read_desc(&self, idx: u32) -> (u64, u32, u32) {
         let p = self.slot(idx, DESC_LEN);
-        // SAFETY: as in `read_addr`, for a 16-byte `struct xdp_desc` (addr at 0, len at 8).
-        unsafe { ((p as *const u64).read(), (p.add(8) as *const u32).read()) }
+        // SAFETY: as in `read_addr`, for a 16-byte `struct xdp_desc` (addr at 0, len at 8,
+        // options at 12).
+        unsafe {
+            (
+                (p as *const u64).read(),
+                (p.add(8) as *const u32).read(),
+                (p.add(12) as *const u32).read(),
+            )
+        }
     }
-    fn write_desc(&mut self, idx: u32, addr: u64, len: u32) {
+    fn write_desc(&mut self, idx: u32, addr: u64, len: u32, options: u32) {
         let p = self.slot(idx, DESC_LEN);
         // SAFETY: as in `write_addr`, for a 16-byte `struct xdp_desc`.
         unsafe {
             (p as *mut u64).write(addr);
             (p.add(8) as *mut u32).write(len);
-            (p.add(12) as *mut u32).write(0);
+            (p.add(12) as *mut u32).write(options);
         }
     }
 }
@@ -600,6 +631,10 @@ pub struct XdpSocket {
     split: Vec<PacketBuf>,
     lend_rx: bool,
     meter: Arc<XdpCopyMeter>,
+    /// Multi-buffer frames are on (`XDP_USE_SG`).
+    sg: bool,
+    /// Buffers the pieces of multi-buffer frames are gathered into to be lent (reused).
+    gather: Vec<Vec<u8>>,
 }
 
 // SAFETY: the mappings are owned by this value alone and every access goes through `&self` or
@@ -665,10 +700,15 @@ impl XdpSocket {
             Some(m) => m,
             None => interface_mtu(ifname).unwrap_or(1500),
         };
-        let max_mtu = CHUNK_SIZE - RX_HEADROOM - LINK_OVERHEAD;
-        if mtu > max_mtu {
-            return Err(XdpError::MtuTooLarge { mtu, max: max_mtu });
+        if mtu > MAX_SG_MTU {
+            return Err(XdpError::MtuTooLarge {
+                mtu,
+                max: MAX_SG_MTU,
+            });
         }
+        // A frame larger than a chunk spans several (multi-buffer, `XDP_USE_SG`): asked for
+        // only when the MTU needs it, so that smaller MTUs work on kernels without it.
+        let sg = mtu > MAX_SINGLE_CHUNK_MTU;
         let frames = config.frames.clamp(64, 1 << 20).next_power_of_two();
         let half = frames / 2;
 
@@ -800,6 +840,11 @@ impl XdpSocket {
                 }
             }
         };
+        let mode_flags = if sg {
+            mode_flags | libc::XDP_USE_SG
+        } else {
+            mode_flags
+        };
         let bound = match bind(mode_flags | libc::XDP_USE_NEED_WAKEUP) {
             // A kernel before 5.4 refuses the flag: bind without it and kick every time.
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
@@ -810,6 +855,7 @@ impl XdpSocket {
         };
         bound.map_err(|e| match e.raw_os_error() {
             Some(libc::EOPNOTSUPP) if config.bind == XdpBind::ZeroCopy => XdpError::NoZeroCopy(e),
+            Some(libc::EINVAL | libc::EOPNOTSUPP) if sg => XdpError::NoMultiBuffer { mtu, err: e },
             Some(libc::EBUSY) => XdpError::Busy(e),
             Some(libc::EINVAL | libc::ENETDOWN | libc::ENXIO) => XdpError::NoQueue {
                 ifname: ifname.into(),
@@ -835,7 +881,7 @@ impl XdpSocket {
         xdp_prog::set_xsk(map.as_fd(), config.queue, fd.as_fd())
             .map_err(|e| classify("putting the socket into the XSKMAP", e))?;
         let insns = xdp_prog::program(&config.filter, map.as_raw_fd(), XDP_PASS);
-        let prog = xdp_prog::load(&insns).map_err(|e| match e.raw_os_error() {
+        let prog = xdp_prog::load(&insns, sg).map_err(|e| match e.raw_os_error() {
             Some(libc::EPERM | libc::ENOSYS) => classify("loading the XDP program", e),
             _ => XdpError::Program(e),
         })?;
@@ -890,6 +936,8 @@ impl XdpSocket {
             split: Vec::new(),
             lend_rx: config.lend_rx,
             meter: Arc::default(),
+            sg,
+            gather: (0..MAX_LENT).map(|_| Vec::new()).collect(),
         })
     }
 
@@ -941,7 +989,7 @@ impl XdpSocket {
     fn refill(&mut self, n: u32) {
         let mut refill = 0u32;
         for k in 0..n {
-            let (addr, _) = self.rx.read_desc(self.rx.local.wrapping_add(k));
+            let (addr, _, _) = self.rx.read_desc(self.rx.local.wrapping_add(k));
             // A bad address is given back as its chunk start if it lies in the UMEM at all
             // (else that chunk is lost to the kernel, not to memory safety).
             let chunk = addr - addr % CHUNK_SIZE as u64;
@@ -1055,41 +1103,99 @@ impl XdpSocket {
         }
     }
 
-    /// Copies `frame` into a free transmit chunk and queues its descriptor (not yet
-    /// published). Returns false (counted) if no chunk is free or it does not fit.
+    /// Copies `frame` into free transmit chunks (one, or with multi-buffer frames as many as
+    /// it needs, every descriptor but the last marked `XDP_PKT_CONTD`) and queues their
+    /// descriptors (not yet published). Returns false (counted) if no chunk is free or it does
+    /// not fit.
     fn queue_tx(&mut self, frame: &[u8], queued: &mut u32) -> bool {
-        if frame.len() > CHUNK_SIZE || frame.is_empty() {
+        let max = if self.sg {
+            self.mtu + LINK_OVERHEAD
+        } else {
+            CHUNK_SIZE
+        };
+        if frame.len() > max || frame.is_empty() {
             self.stats.tx_dropped += 1;
             return false;
         }
-        if self.tx_free.is_empty() {
+        let pieces = frame.len().div_ceil(CHUNK_SIZE);
+        if self.tx_free.len() < pieces {
             // Publish what is queued, let the kernel send it, take the chunks back.
             self.tx.submit(*queued);
             *queued = 0;
             self.kick_tx();
             self.reclaim();
+            if self.tx_free.len() < pieces {
+                self.stats.tx_dropped += 1;
+                return false;
+            }
         }
-        let Some(addr) = self.tx_free.pop() else {
-            self.stats.tx_dropped += 1;
-            return false;
-        };
-        let Some((start, end)) = self.umem_range(addr, frame.len()) else {
-            self.stats.tx_dropped += 1;
-            return false;
-        };
-        // SAFETY: `start..end` lies inside the UMEM (`umem_range`) in a transmit chunk that
-        // is on no ring (it came off the free list), so the kernel does not access it until
-        // the descriptor is published; no other reference to those bytes exists.
-        let dst = unsafe { std::slice::from_raw_parts_mut(self.umem.ptr.add(start), end - start) };
-        netfold::mem::copy(dst, frame);
+        for (i, piece) in frame.chunks(CHUNK_SIZE).enumerate() {
+            let Some(addr) = self.tx_free.pop() else {
+                break;
+            };
+            let Some((start, end)) = self.umem_range(addr, piece.len()) else {
+                self.stats.tx_dropped += 1;
+                return false;
+            };
+            // SAFETY: `start..end` lies inside the UMEM (`umem_range`) in a transmit chunk
+            // that is on no ring (it came off the free list), so the kernel does not access
+            // it until the descriptor is published; no other reference to those bytes exists.
+            let dst =
+                unsafe { std::slice::from_raw_parts_mut(self.umem.ptr.add(start), end - start) };
+            netfold::mem::copy(dst, piece);
+            // The TX ring has a slot per transmit chunk, so a free chunk means a free slot.
+            let idx = self.tx.local.wrapping_add(*queued);
+            let more = if i + 1 < pieces { PKT_CONTD } else { 0 };
+            self.tx.write_desc(idx, addr, piece.len() as u32, more);
+            *queued += 1;
+        }
         self.stats.tx_copied_bytes += frame.len() as u64;
-        // The TX ring has a slot per transmit chunk, so a free chunk means a free slot.
-        let idx = self.tx.local.wrapping_add(*queued);
-        self.tx.write_desc(idx, addr, frame.len() as u32);
-        *queued += 1;
+        self.stats.tx_multi_frames += u64::from(pieces > 1);
         self.stats.tx_frames += 1;
         self.stats.tx_bytes += frame.len() as u64;
         true
+    }
+
+    /// The next received frame from RX descriptor `k` on (of `avail`): how many descriptors
+    /// it spans (every one but the last has `XDP_PKT_CONTD`), or `None` if its last one has
+    /// not arrived yet.
+    fn frame_descs(&self, k: u32, avail: u32) -> Option<u32> {
+        let mut end = k;
+        while end < avail {
+            let (_, _, opts) = self.rx.read_desc(self.rx.local.wrapping_add(end));
+            end += 1;
+            if opts & PKT_CONTD == 0 {
+                return Some(end - k);
+            }
+        }
+        None
+    }
+
+    /// The bytes of the `n` descriptors from RX descriptor `k` on, each inside one chunk,
+    /// the whole at most `max_frame` bytes: the pieces of one frame. `None` (a bad
+    /// descriptor) otherwise.
+    fn pieces(&self, k: u32, n: u32, max_frame: usize) -> Option<Vec<(usize, usize)>> {
+        let mut v = Vec::with_capacity(n as usize);
+        let mut total = 0usize;
+        for d in k..k + n {
+            let (addr, len, _) = self.rx.read_desc(self.rx.local.wrapping_add(d));
+            let r = self.umem_range(addr, len as usize)?;
+            total += len as usize;
+            v.push(r);
+        }
+        (total <= max_frame).then_some(v)
+    }
+
+    /// The bytes `start..end` of the UMEM, as `umem_range` gave them for a received chunk.
+    ///
+    /// # Safety
+    /// `start..end` came from `umem_range` for a descriptor the kernel handed us through the
+    /// RX ring and that has not been released (its chunk is not on the fill ring), and the
+    /// slice is dropped before `refill` gives the chunk back.
+    unsafe fn rx_bytes<'a>(&self, start: usize, end: usize) -> &'a [u8] {
+        // SAFETY: the caller's contract: inside the mapping, not written by the kernel while
+        // the slice lives.
+        unsafe { std::slice::from_raw_parts(self.umem.ptr.add(start), end - start) }
     }
 }
 
@@ -1140,35 +1246,37 @@ impl Device for XdpSocket {
         out: &mut Vec<PacketBuf>,
         max: usize,
     ) -> usize {
-        let n = self.rx.available().min(max as u32);
+        let avail = self.rx.available();
         let max_frame = self.mtu + LINK_OVERHEAD;
         let mut appended = 0;
-        for k in 0..n {
-            let idx = self.rx.local.wrapping_add(k);
-            let (addr, len) = self.rx.read_desc(idx);
-            let len = len as usize;
-            match self.umem_range(addr, len).filter(|_| len <= max_frame) {
-                Some((start, end)) => {
-                    // SAFETY: `start..end` lies inside one UMEM chunk (`umem_range`) that
-                    // the kernel handed us through the RX ring (the producer index was read
-                    // with Acquire in `available`); it does not write the chunk until we give
-                    // it back through the fill ring below, after this copy.
-                    let src = unsafe {
-                        std::slice::from_raw_parts(self.umem.ptr.add(start), end - start)
-                    };
+        let mut k = 0;
+        while k < avail && appended < max {
+            // A frame whose last piece has not arrived waits for the next call.
+            let Some(n) = self.frame_descs(k, avail) else {
+                break;
+            };
+            match self.pieces(k, n, max_frame) {
+                Some(pieces) => {
                     let mut buf = pool.get();
-                    buf.extend_from_slice(src);
+                    for (start, end) in pieces {
+                        // SAFETY: a range of a descriptor the kernel handed us and we have
+                        // not released; the slice is gone before `refill` below.
+                        buf.extend_from_slice(unsafe { self.rx_bytes(start, end) });
+                    }
+                    let len = buf.len() as u64;
+                    self.stats.rx_multi_frames += u64::from(n > 1);
                     self.stats.rx_frames += 1;
-                    self.stats.rx_bytes += len as u64;
-                    self.stats.rx_copied_bytes += len as u64;
+                    self.stats.rx_bytes += len;
+                    self.stats.rx_copied_bytes += len;
                     out.push(buf);
                     appended += 1;
                 }
                 None => self.stats.rx_bad_desc += 1,
             }
+            k += n;
         }
         // The chunks go straight back to the fill ring.
-        self.refill(n);
+        self.refill(k);
         self.wake_fill();
         self.publish_meter();
         appended
@@ -1185,41 +1293,72 @@ impl Device for XdpSocket {
         }
         let max_frame = self.mtu + LINK_OVERHEAD;
         let mut lent = 0;
+        let mut gather = std::mem::take(&mut self.gather);
         while lent < max {
-            let n = self.rx.available().min((max - lent).min(MAX_LENT) as u32);
-            if n == 0 {
+            let avail = self.rx.available();
+            let want = (max - lent).min(MAX_LENT);
+            let mut frames: [&[u8]; MAX_LENT] = [&[]; MAX_LENT];
+            let mut spare = gather.iter_mut();
+            let mut got = 0;
+            let mut in_place = 0;
+            let mut k = 0;
+            while k < avail && got < want {
+                let Some(n) = self.frame_descs(k, avail) else {
+                    break;
+                };
+                if n == 1 {
+                    let (addr, len, _) = self.rx.read_desc(self.rx.local.wrapping_add(k));
+                    let len = len as usize;
+                    match self.umem_range(addr, len).filter(|_| len <= max_frame) {
+                        Some((start, end)) => {
+                            // SAFETY: a range of a descriptor the kernel handed us and we
+                            // have not released. The slice lives only in `frames`, which `f`
+                            // sees for its call alone (it cannot keep a reference: the
+                            // callback's lifetimes are its own) and which ends with this
+                            // round, before `refill` puts the chunk on the fill ring.
+                            frames[got] = unsafe { self.rx_bytes(start, end) };
+                            got += 1;
+                            in_place += 1;
+                            self.stats.rx_frames += 1;
+                            self.stats.rx_bytes += len as u64;
+                        }
+                        None => self.stats.rx_bad_desc += 1,
+                    }
+                } else {
+                    // A multi-buffer frame: its pieces lie in separate chunks, so it is
+                    // gathered into one buffer of ours (counted as copied) and lent from
+                    // there.
+                    match (self.pieces(k, n, max_frame), spare.next()) {
+                        (Some(pieces), Some(g)) => {
+                            g.clear();
+                            for (start, end) in pieces {
+                                // SAFETY: as above; the slice is gone after this copy.
+                                g.extend_from_slice(unsafe { self.rx_bytes(start, end) });
+                            }
+                            let len = g.len() as u64;
+                            self.stats.rx_multi_frames += 1;
+                            self.stats.rx_frames += 1;
+                            self.stats.rx_bytes += len;
+                            self.stats.rx_copied_bytes += len;
+                            let g: &Vec<u8> = g;
+                            frames[got] = g;
+                            got += 1;
+                        }
+                        _ => self.stats.rx_bad_desc += 1,
+                    }
+                }
+                k += n;
+            }
+            if k == 0 {
                 break;
             }
-            let mut frames: [&[u8]; MAX_LENT] = [&[]; MAX_LENT];
-            let mut k_ok = 0;
-            for k in 0..n {
-                let (addr, len) = self.rx.read_desc(self.rx.local.wrapping_add(k));
-                let len = len as usize;
-                match self.umem_range(addr, len).filter(|_| len <= max_frame) {
-                    Some((start, end)) => {
-                        // SAFETY: `start..end` lies inside one UMEM chunk (`umem_range`)
-                        // that the kernel handed us through the RX ring (producer index
-                        // read with Acquire in `available`); the kernel does not write it
-                        // until `refill` below puts it on the fill ring, and the slice lives
-                        // only in `frames`, which `f` sees for its call alone (it cannot keep
-                        // a reference: the callback's lifetimes are its own), and which ends
-                        // with this iteration, before `refill`.
-                        frames[k_ok] = unsafe {
-                            std::slice::from_raw_parts(self.umem.ptr.add(start), end - start)
-                        };
-                        k_ok += 1;
-                        self.stats.rx_frames += 1;
-                        self.stats.rx_bytes += len as u64;
-                    }
-                    None => self.stats.rx_bad_desc += 1,
-                }
-            }
-            self.stats.rx_lent += k_ok as u64;
-            f(&frames[..k_ok]);
-            lent += k_ok;
+            self.stats.rx_lent += in_place;
+            f(&frames[..got]);
+            lent += got;
             // The stack is done with the frames: their chunks go back to the kernel.
-            self.refill(n);
+            self.refill(k);
         }
+        self.gather = gather;
         self.wake_fill();
         self.publish_meter();
         Some(lent)
@@ -1286,12 +1425,17 @@ mod tests {
         let e = XdpSocket::open("lo", XdpConfig::local(&[])).unwrap_err();
         assert!(matches!(e, XdpError::NoAddresses), "{e}");
         assert_eq!(io::Error::from(e).kind(), io::ErrorKind::InvalidInput);
+        // Beyond what even multi-buffer frames carry: refused before any socket.
         let cfg = XdpConfig {
-            mtu: Some(9000),
+            mtu: Some(MAX_SG_MTU + 1),
             ..XdpConfig::all()
         };
         let e = XdpSocket::open("lo", cfg).unwrap_err();
-        assert!(matches!(e, XdpError::MtuTooLarge { mtu: 9000, .. }), "{e}");
+        assert!(
+            matches!(e, XdpError::MtuTooLarge { mtu, max: MAX_SG_MTU } if mtu == MAX_SG_MTU + 1),
+            "{e}"
+        );
+        assert_eq!(io::Error::from(e).kind(), io::ErrorKind::InvalidInput);
     }
 
     #[test]
