@@ -305,9 +305,7 @@ pub(crate) fn build_stack_with(
     } = parse_config(c)?;
     let (medium, mtu) = (cfg.medium, cfg.mtu);
     // An AF_XDP device redirects the frames for the stack's own addresses.
-    let local: Vec<std::net::IpAddr> = std::iter::once(cfg.addr.into())
-        .chain(cfg.addrs6.iter().map(|c| c.addr().into()))
-        .collect();
+    let local = netfold_os::link::stack_addrs(&cfg);
     let inner = device::open_device(device, medium, mtu_set.then_some(mtu), offloads, &local)?;
     // With a device attached the stack runs on its MTU (the stack takes the smaller of the
     // configured and the device's); injected frames then use the same.
