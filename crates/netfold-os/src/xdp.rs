@@ -601,14 +601,23 @@ impl Ring {
     }
 }
 
+/// The XDP program of one interface and its XSKMAP, shared by the sockets it redirects to
+/// (one per queue): detached when the last of them closes.
+#[derive(Debug)]
+struct XdpProgram {
+    /// Declared first: dropped first, so the program is detached before the map goes.
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    _map: OwnedFd,
+}
+
 /// An AF_XDP socket on one interface queue, with its UMEM, rings and XDP program. See the
 /// module documentation.
 #[derive(Debug)]
 pub struct XdpSocket {
-    /// Declared first: dropped first, so the program is detached before the socket closes.
-    _link: OwnedFd,
-    _prog: OwnedFd,
-    _map: OwnedFd,
+    /// Declared first: dropped first, so the program is detached (when this is its last
+    /// socket) before the socket closes.
+    program: Option<Arc<XdpProgram>>,
     rx: Ring,
     tx: Ring,
     fill: Ring,
@@ -687,6 +696,96 @@ impl XdpSocket {
     /// namespace), attaches the redirecting program and fills the fill ring. The modes it got
     /// are [`XdpSocket::mode`] and [`XdpSocket::attach_mode`].
     pub fn open(ifname: &str, config: XdpConfig) -> Result<XdpSocket, XdpError> {
+        let mut s = XdpSocket::open_bound(ifname, &config)?;
+        XdpSocket::attach_program(std::slice::from_mut(&mut s), &config)?;
+        Ok(s)
+    }
+
+    /// One AF_XDP socket on each of queues `0..n` of interface `ifname` (`config.queue` is
+    /// ignored), each with its own UMEM and rings, behind one XDP program that redirects
+    /// each queue's frames (those `config.filter` names) to that queue's socket: the devices
+    /// of `n` shards. The program stays attached until the last socket closes.
+    pub fn open_queues(
+        ifname: &str,
+        n: u32,
+        config: XdpConfig,
+    ) -> Result<Vec<XdpSocket>, XdpError> {
+        let mut socks = (0..n.max(1))
+            .map(|q| {
+                let c = XdpConfig {
+                    queue: q,
+                    ..config.clone()
+                };
+                XdpSocket::open_bound(ifname, &c)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        XdpSocket::attach_program(&mut socks, &config)?;
+        Ok(socks)
+    }
+
+    /// Loads and attaches the redirecting program for `socks` (sockets of one interface,
+    /// each put into the XSKMAP at its queue), and gives each a share of it.
+    fn attach_program(socks: &mut [XdpSocket], config: &XdpConfig) -> Result<(), XdpError> {
+        let Some(first) = socks.first() else {
+            return Ok(());
+        };
+        let ifindex = first.ifindex;
+        let sg = socks.iter().any(|s| s.sg);
+        let entries = socks.iter().map(|s| s.queue).max().unwrap_or(0) + 1;
+        let map =
+            xdp_prog::create_xskmap(entries).map_err(|e| classify("creating the XSKMAP", e))?;
+        for s in socks.iter() {
+            xdp_prog::set_xsk(map.as_fd(), s.queue, s.fd.as_fd())
+                .map_err(|e| classify("putting the socket into the XSKMAP", e))?;
+        }
+        let insns = xdp_prog::program(&config.filter, map.as_raw_fd(), XDP_PASS);
+        let prog = xdp_prog::load(&insns, sg).map_err(|e| match e.raw_os_error() {
+            Some(libc::EPERM | libc::ENOSYS) => classify("loading the XDP program", e),
+            _ => XdpError::Program(e),
+        })?;
+        let try_attach = |flags| xdp_prog::attach(prog.as_fd(), ifindex, flags);
+        let attach_err = |e: io::Error| match e.raw_os_error() {
+            Some(libc::EBUSY | libc::EEXIST) => XdpError::Busy(e),
+            Some(libc::EOPNOTSUPP) => XdpError::NoDriverSupport(e),
+            Some(libc::EINVAL) => XdpError::KernelUnsupported("attaching the XDP program", e),
+            _ => classify("attaching the XDP program", e),
+        };
+        let (link, attach) = match config.attach {
+            XdpAttach::Native => (
+                try_attach(XDP_FLAGS_DRV_MODE).map_err(attach_err)?,
+                XdpAttach::Native,
+            ),
+            XdpAttach::Generic => (
+                try_attach(XDP_FLAGS_SKB_MODE).map_err(attach_err)?,
+                XdpAttach::Generic,
+            ),
+            XdpAttach::Auto => match try_attach(XDP_FLAGS_DRV_MODE) {
+                Ok(l) => (l, XdpAttach::Native),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) => {
+                    return Err(XdpError::Busy(e));
+                }
+                Err(_) => (
+                    try_attach(XDP_FLAGS_SKB_MODE).map_err(attach_err)?,
+                    XdpAttach::Generic,
+                ),
+            },
+        };
+
+        let program = Arc::new(XdpProgram {
+            _link: link,
+            _prog: prog,
+            _map: map,
+        });
+        for s in socks.iter_mut() {
+            s.program = Some(Arc::clone(&program));
+            s.attach = attach;
+        }
+        Ok(())
+    }
+
+    /// The socket of [`XdpSocket::open`] bound to its queue, its fill ring filled, with no
+    /// program yet (frames still go to the kernel).
+    fn open_bound(ifname: &str, config: &XdpConfig) -> Result<XdpSocket, XdpError> {
         if config.filter.is_empty() {
             return Err(XdpError::NoAddresses);
         }
@@ -876,47 +975,8 @@ impl XdpSocket {
             XdpMode::Copy
         };
 
-        let map = xdp_prog::create_xskmap(config.queue + 1)
-            .map_err(|e| classify("creating the XSKMAP", e))?;
-        xdp_prog::set_xsk(map.as_fd(), config.queue, fd.as_fd())
-            .map_err(|e| classify("putting the socket into the XSKMAP", e))?;
-        let insns = xdp_prog::program(&config.filter, map.as_raw_fd(), XDP_PASS);
-        let prog = xdp_prog::load(&insns, sg).map_err(|e| match e.raw_os_error() {
-            Some(libc::EPERM | libc::ENOSYS) => classify("loading the XDP program", e),
-            _ => XdpError::Program(e),
-        })?;
-        let try_attach = |flags| xdp_prog::attach(prog.as_fd(), ifindex, flags);
-        let attach_err = |e: io::Error| match e.raw_os_error() {
-            Some(libc::EBUSY | libc::EEXIST) => XdpError::Busy(e),
-            Some(libc::EOPNOTSUPP) => XdpError::NoDriverSupport(e),
-            Some(libc::EINVAL) => XdpError::KernelUnsupported("attaching the XDP program", e),
-            _ => classify("attaching the XDP program", e),
-        };
-        let (link, attach) = match config.attach {
-            XdpAttach::Native => (
-                try_attach(XDP_FLAGS_DRV_MODE).map_err(attach_err)?,
-                XdpAttach::Native,
-            ),
-            XdpAttach::Generic => (
-                try_attach(XDP_FLAGS_SKB_MODE).map_err(attach_err)?,
-                XdpAttach::Generic,
-            ),
-            XdpAttach::Auto => match try_attach(XDP_FLAGS_DRV_MODE) {
-                Ok(l) => (l, XdpAttach::Native),
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) => {
-                    return Err(XdpError::Busy(e));
-                }
-                Err(_) => (
-                    try_attach(XDP_FLAGS_SKB_MODE).map_err(attach_err)?,
-                    XdpAttach::Generic,
-                ),
-            },
-        };
-
         Ok(XdpSocket {
-            _link: link,
-            _prog: prog,
-            _map: map,
+            program: None,
             rx,
             tx,
             fill,
@@ -929,7 +989,7 @@ impl XdpSocket {
             queue: config.queue,
             mtu: mtu.max(68),
             mode,
-            attach,
+            attach: config.attach,
             need_wakeup,
             max_burst: config.max_burst.max(1),
             stats: XdpStats::default(),
@@ -968,6 +1028,10 @@ impl XdpSocket {
     }
     pub fn stats(&self) -> XdpStats {
         self.stats
+    }
+    /// Whether received frames are lent in place ([`XdpConfig::lend_rx`]).
+    pub fn lends_rx(&self) -> bool {
+        self.lend_rx
     }
     /// The copy counters of [`XdpSocket::stats`], shared: the handle stays readable after
     /// the socket moved to the thread that runs it.
