@@ -36,7 +36,7 @@ pub struct XdpSpec {
 /// The addresses of the stack `config` describes: its IPv4 address unless unspecified, and
 /// its IPv6 ones (what an `xdp:` link's program redirects).
 pub fn stack_addrs(config: &netfold::iface::StackConfig) -> Vec<IpAddr> {
-    let v4 = (!config.addr.is_unspecified()).then(|| IpAddr::V4(config.addr));
+    let v4 = (!config.addr.is_unspecified()).then_some(IpAddr::V4(config.addr));
     v4.into_iter()
         .chain(config.addrs6.iter().map(|c| IpAddr::V6(c.addr())))
         .collect()
