@@ -43,6 +43,19 @@
 //! In copy mode (a veth) the kernel itself copies once more each way, between its buffers and
 //! the UMEM.
 //!
+//! Frames larger than a chunk: with an MTU above [`MAX_SINGLE_CHUNK_MTU`] (3,822 bytes with
+//! 4 KiB chunks) the socket is bound with `XDP_USE_SG` (multi-buffer, Linux 6.6 in copy mode)
+//! and the program loaded with `BPF_F_XDP_HAS_FRAGS`: a frame spans several chunks, every
+//! descriptor but its last marked `XDP_PKT_CONTD`, on both rings. Up to [`MAX_SG_MTU`]; above
+//! that, or where the kernel refuses multi-buffer, opening fails with a typed error that says
+//! the limit ([`XdpError::MtuTooLarge`], [`XdpError::NoMultiBuffer`]). A received multi-buffer
+//! frame cannot be lent in place (its pieces lie in separate chunks): it is gathered into one
+//! buffer, counted in [`XdpStats::rx_copied_bytes`].
+//!
+//! Several queues: [`XdpSocket::open_queues`] binds a socket to each queue, each with its own
+//! UMEM and rings, behind one program whose XSKMAP has a slot per queue (see
+//! [`super::xdpmq`] for them as the devices of shards).
+//!
 //! Offloads: none. AF_XDP frames carry no checksum or segmentation metadata, so the stack
 //! runs with software checksums and segments at the MTU (`DeviceCaps` say so). What leaves
 //! is made valid here whatever the stack hands over: a frame with a partial checksum
