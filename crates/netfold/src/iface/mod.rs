@@ -350,6 +350,9 @@ pub(crate) struct Inner {
     /// bytes, so that a TCP payload that lies in it can say where ([`crate::buf::FramePos`],
     /// for frame-level borrowing reads); `(0, 0, 0)` outside a batch.
     rx_frame: (u32, usize, usize),
+    /// The batch being parsed is lent by the device ([`Device::recv_lent`]): no frame of it
+    /// outlives the batch, so TCP is given no frame positions (it copies into the ring).
+    lent: bool,
 }
 
 /// One interface's IPv4 host stack. See the module documentation.
@@ -432,6 +435,7 @@ impl Stack {
             last_now: Instant::ZERO,
             single_frame: false,
             rx_frame: (0, 0, 0),
+            lent: false,
             st,
             config,
         };
@@ -600,11 +604,13 @@ impl Stack {
             inner.st.c.rx_batches += 1;
             inner.st.c.frames_per_poll[counters::bucket(n)] += 1;
             inner.single_frame = n == 1;
+            inner.lent = true;
             let mut gro = Gro::new();
             for f in frames {
                 inner.receive_frame(now, f, Csum::Unverified, &mut gro);
             }
             inner.flush_gro(now, &mut gro);
+            inner.lent = false;
         });
         if let Some(n) = lent {
             inner.st.c.polls += 1;
