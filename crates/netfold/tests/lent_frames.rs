@@ -133,17 +133,14 @@ fn transfer(total: usize, frames: bool) -> Net<Lender> {
         }
         loop {
             let r = if frames {
-                s.read_frames(&mut n.b, &mut held, 16).map(|k| {
+                s.read_frames(&mut n.b, &mut held, 16).inspect(|_| {
                     for p in held.drain(..) {
                         got.extend_from_slice(&p);
                     }
-                    k
                 })
             } else {
-                s.read(&mut n.b, &mut buf).map(|k| {
-                    got.extend_from_slice(&buf[..k]);
-                    k
-                })
+                s.read(&mut n.b, &mut buf)
+                    .inspect(|&k| got.extend_from_slice(&buf[..k]))
             };
             match r {
                 Ok(0) => panic!("early end of stream at {} of {total}", got.len()),
