@@ -1,10 +1,10 @@
 //! Blocking shards over AF_XDP on a two-queue veth: the kernel's stack in one throw-away
 //! namespace at 198.18.0.1/24 on its end, a 2-shard netfold host at 198.18.0.2/24 on the
 //! other end's two queues, one AF_XDP socket (and shard) per queue
-//! ([`netfold_os::xdpmq::open_queues`]; the `netfold_testkit::vethns` fixture). Needs root,
-//! ethtool and python3 and a kernel with AF_XDP; without them `SKIPPED: ...`. Only
-//! 198.18.0.0/15 is configured; both namespaces are deleted by their guards, also when an
-//! assertion fails.
+//! ([`netfold_os::xdpmq::open_queues`], [`Shards::start_xdp_queues`]; the
+//! `netfold_testkit::vethns` fixture). Needs root, ethtool and python3 and a kernel with
+//! AF_XDP; without them `SKIPPED: ...`. Only 198.18.0.0/15 is configured; both namespaces are
+//! deleted by their guards, also when an assertion fails.
 
 use netfold_os::netns;
 use netfold_os::xdp::XdpConfig;
@@ -59,12 +59,8 @@ fn kernel_connections_are_served_by_the_shard_of_their_queue() {
         assert_eq!(q.socket().queue(), k as u32);
     }
     let meters: Vec<_> = queues.iter().map(|q| q.socket().copy_meter()).collect();
-    let devices = queues
-        .into_iter()
-        .map(|q| Box::new(q) as Box<dyn netfold::phy::Device + Send>)
-        .collect();
-    let shards =
-        Shards::start(stack(), devices, ShardConfig::tap(2).unpinned()).expect("start shards");
+    let shards = Shards::start_xdp_queues(stack(), queues, ShardConfig::tap(2).unpinned())
+        .expect("start shards");
     let addr = SocketAddrV4::new(NETFOLD_IP, 7);
     let listener = Arc::new(shards.listen(addr, 32, Default::default()).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
