@@ -164,7 +164,9 @@ typedef struct nf_config {
     uint32_t mtu;             /* 0 means 1500 */
     int clock;
     const char *device;       /* NULL: frames only via nf_inject/nf_take; "tap:NAME",
-                                 "tun:NAME" (NF_MEDIUM_IP) or "packet:IFNAME" */
+                                 "tun:NAME" (NF_MEDIUM_IP), "packet:IFNAME" or
+                                 "xdp:IFNAME[@QUEUE][:all]" (AF_XDP on a queue: the frames
+                                 for the stack's addresses, or every frame with ":all") */
     /* Added after `device` (a program compiled with the shorter struct passes its smaller
      * size and gets no IPv6): */
     const char *address6;     /* NULL, or IPv6 addresses with prefixes, comma-separated,

@@ -14,8 +14,8 @@
 # 2. Two namespaces joined by one veth pair (198.18.50.1 client, .2 server), the same pair for
 #    every row: netfold at both ends over AF_XDP (`netfold server --link xdp:S`,
 #    `netfold stream|rr -H ... --link xdp:C`) against the kernel at both ends
-#    (`netfold server` on kernel sockets, `netfold stream|rr -H`), at MTU 1500 and 3500 (about
-#    the largest a native-XDP veth takes: a frame and its headroom fit a page).
+#    (`netfold server` on kernel sockets, `netfold stream|rr -H`), at MTU 1500 and 9000 (frames
+#    larger than a UMEM chunk go as multi-buffer frames, XDP_USE_SG).
 #
 # Prints one line per measurement: `round kind test value unit [cpu...]`.
 set -euo pipefail
@@ -118,7 +118,7 @@ for r in $(seq 1 "$ROUNDS"); do
   serve_iperf packet+ packet:vn 198.18.49.2/24
   serve_iperf tap tap:nfbt 198.18.51.2/24
 
-  for mtu in 1500 3500; do
+  for mtu in 1500 9000; do
     ip -n "$NC" link set "c$ID" mtu "$mtu"
     ip -n "$NSV" link set "s$ID" mtu "$mtu"
     # netfold at both ends over AF_XDP (no kernel address on the veth).

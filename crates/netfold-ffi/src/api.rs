@@ -46,7 +46,9 @@ pub struct nf_config {
     pub mtu: u32,
     pub clock: c_int,
     /// NULL: frames only through nf_inject/nf_take. "tap:NAME": a TAP device; "tun:NAME": a
-    /// TUN device (NF_MEDIUM_IP); "packet:IFNAME": an AF_PACKET socket on an interface.
+    /// TUN device (NF_MEDIUM_IP); "packet:IFNAME": an AF_PACKET socket on an interface;
+    /// "xdp:IFNAME[@QUEUE][:all]": an AF_XDP socket on a queue of an interface (the frames
+    /// for the stack's addresses, or with ":all" every frame of the queue).
     pub device: *const c_char,
     /// NULL, or the stack's IPv6 addresses with their prefixes, comma-separated
     /// ("2001:2::2/64,2001:2:1::2/64"): turns IPv6 on (NDP, DAD, ICMPv6; AF_INET6 sockets
@@ -302,7 +304,9 @@ pub(crate) fn build_stack_with(
         tcp_ecn,
     } = parse_config(c)?;
     let (medium, mtu) = (cfg.medium, cfg.mtu);
-    let inner = device::open_device(device, medium, mtu_set.then_some(mtu), offloads)?;
+    // An AF_XDP device redirects the frames for the stack's own addresses.
+    let local = netfold_os::link::stack_addrs(&cfg);
+    let inner = device::open_device(device, medium, mtu_set.then_some(mtu), offloads, &local)?;
     // With a device attached the stack runs on its MTU (the stack takes the smaller of the
     // configured and the device's); injected frames then use the same.
     let mtu = inner.as_ref().map_or(mtu, |d| d.caps().mtu.min(mtu));

@@ -6,9 +6,11 @@
 use netfold_core::buf::{PacketBuf, Pool};
 use netfold_core::phy::{Device, DeviceCaps, Medium, RawFd};
 use netfold_core::time::Instant;
+use netfold_os::link::parse_xdp;
 use netfold_os::packet_socket::{PacketSocket, PacketSocketConfig};
 use netfold_os::tap::{Tap, TapConfig};
 use netfold_os::tun::Tun;
+use netfold_os::xdp::{XdpConfig, XdpError, XdpSocket};
 use std::collections::VecDeque;
 
 /// Frames `nf_inject` may queue ahead of the stack (REAL clock; MANUAL drains at once).
@@ -142,6 +144,20 @@ impl Device for InjectDevice {
         n
     }
 
+    /// The inner device's lent frames (AF_XDP), while nothing injected waits (injected
+    /// frames come first, through `recv_batch`).
+    fn recv_lent(
+        &mut self,
+        now: Instant,
+        max: usize,
+        f: &mut dyn FnMut(&[&[u8]]),
+    ) -> Option<usize> {
+        if !self.inbound.is_empty() {
+            return None;
+        }
+        self.inner.as_mut()?.recv_lent(now, max, f)
+    }
+
     fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
         if let Some(inner) = self.inner.as_mut() {
             inner.send_batch(now, pool, frames);
@@ -173,20 +189,29 @@ impl Device for InjectDevice {
 ///
 /// "tap:NAME" opens (creating if needed) a Linux TAP interface and "tun:NAME" a TUN one (the
 /// IP medium); NAME may use the kernel's "%d" pattern. "packet:IFNAME" attaches to an existing
-/// Ethernet interface through an AF_PACKET socket. Every device is opened without
-/// checksum/TSO offloads, so the stack checks every frame the same way whether it came from
-/// the device or from nf_inject. `mtu` is the configured IP MTU (`None`: the interface's own).
-/// Open errors keep the kernel's errno (EPERM without CAP_NET_ADMIN, ENOENT without
-/// /dev/net/tun, ENODEV for an unknown interface, ...).
+/// Ethernet interface through an AF_PACKET socket. "xdp:IFNAME[@QUEUE][:all]" binds an
+/// AF_XDP socket to a queue of an existing Ethernet interface, its program redirecting the
+/// frames for the stack's addresses `local` (or, with ":all", the whole queue). Every device
+/// is opened without checksum/TSO offloads, so the stack checks every frame the same way
+/// whether it came from the device or from nf_inject. `mtu` is the configured IP MTU
+/// (`None`: the interface's own). Open errors keep the kernel's errno (EPERM without
+/// CAP_NET_ADMIN, ENOENT without /dev/net/tun, ENODEV for an unknown interface, ...).
 pub(crate) fn open_device(
     spec: Option<&str>,
     medium: Medium,
     mtu: Option<usize>,
     offloads: bool,
+    local: &[std::net::IpAddr],
 ) -> Result<Option<Box<dyn Device + Send>>, i32> {
     let Some(spec) = spec else {
         return Ok(None);
     };
+    if let Some(rest) = spec.strip_prefix("xdp:") {
+        if medium != Medium::Ethernet {
+            return Err(libc::EINVAL);
+        }
+        return open_xdp(rest, mtu, local).map(Some);
+    }
     let (kind, name) = spec.split_once(':').ok_or(libc::EINVAL)?;
     // IFNAMSIZ bounds the name.
     if name.is_empty() || name.len() >= libc::IFNAMSIZ {
@@ -214,6 +239,38 @@ pub(crate) fn open_device(
         }
         _ => Err(libc::EINVAL),
     }
+}
+
+/// `xdp:REST` (see [`open_device`]), its failures as the errno of the step that failed.
+fn open_xdp(
+    rest: &str,
+    mtu: Option<usize>,
+    local: &[std::net::IpAddr],
+) -> Result<Box<dyn Device + Send>, i32> {
+    let x = parse_xdp(rest).map_err(|_| libc::EINVAL)?;
+    let base = if x.all {
+        XdpConfig::all()
+    } else {
+        XdpConfig::local(local)
+    };
+    let cfg = XdpConfig {
+        queue: x.queue,
+        mtu,
+        ..base
+    };
+    let sock = XdpSocket::open(&x.ifname, cfg).map_err(|e| match e {
+        XdpError::NoInterface(_) => libc::ENODEV,
+        XdpError::MtuTooLarge { .. } => libc::EMSGSIZE,
+        XdpError::NoAddresses | XdpError::NoQueue { .. } => libc::EINVAL,
+        XdpError::Permission(_, e) => e.raw_os_error().unwrap_or(libc::EPERM),
+        XdpError::KernelUnsupported(_, e) => e.raw_os_error().unwrap_or(libc::EAFNOSUPPORT),
+        XdpError::Busy(_) => libc::EBUSY,
+        XdpError::NoZeroCopy(_) | XdpError::NoDriverSupport(_) | XdpError::NoMultiBuffer { .. } => {
+            libc::EOPNOTSUPP
+        }
+        XdpError::Program(e) | XdpError::Io(_, e) => e.raw_os_error().unwrap_or(libc::EIO),
+    })?;
+    Ok(Box::new(sock))
 }
 
 #[cfg(test)]
@@ -259,7 +316,7 @@ mod tests {
 
     #[test]
     fn device_specs_are_checked_before_anything_is_opened() {
-        let e = |spec, medium| open_device(Some(spec), medium, None, false).err();
+        let e = |spec, medium| open_device(Some(spec), medium, None, false, &[]).err();
         assert_eq!(e("tap:", Medium::Ethernet), Some(libc::EINVAL));
         assert_eq!(
             e("tap:waytoolonginterfacename", Medium::Ethernet),
@@ -271,7 +328,7 @@ mod tests {
         assert_eq!(e("xdp:eth0", Medium::Ethernet), Some(libc::EINVAL));
         assert_eq!(e("eth0", Medium::Ethernet), Some(libc::EINVAL));
         assert!(matches!(
-            open_device(None, Medium::Ip, None, false),
+            open_device(None, Medium::Ip, None, false, &[]),
             Ok(None)
         ));
     }

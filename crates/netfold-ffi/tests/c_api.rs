@@ -258,6 +258,70 @@ fn c_shards_on_a_multi_queue_tap_in_a_namespace() {
     run_command(cmd, &exe);
 }
 
+/// `nf_config.device = "xdp:IFNAME"`: the C program (`c/xdp.c`) runs in one throw-away
+/// namespace holding one end of a veth pair and echoes through a kernel server in a second
+/// one (198.18.53.1/24, transmit checksumming off: XDP sees a veth peer's frames before a
+/// checksum it left to the "hardware" is completed). Needs root, gcc, python3 and ethtool:
+/// without them `SKIPPED: ...`; without AF_XDP the program prints SKIPPED itself. Both
+/// namespaces (and the veth with them) are deleted by their guards, also on failure.
+#[test]
+fn c_xdp_device_in_a_namespace() {
+    use netfold_os::netns::NetNs;
+    use std::io::{BufRead, BufReader};
+    if netns::skip(netns::unavailable_with(&["gcc", "python3", "ethtool"])) {
+        return;
+    }
+    let exe = compile("crates/netfold-ffi/tests/c/xdp.c", "xdp", false);
+    let kernel = NetNs::create().expect("create netns");
+    let host = NetNs::create().expect("create netns");
+    let suffix = &kernel.name()[3..9];
+    let (k, h) = (format!("nck{suffix}"), format!("nch{suffix}"));
+    netns::ip(&["link", "add", &k, "type", "veth", "peer", "name", &h]).expect("veth");
+    kernel.adopt(&k).expect("adopt");
+    host.adopt(&h).expect("adopt");
+    kernel
+        .configure(&k, std::net::Ipv4Addr::new(198, 18, 53, 1), 24)
+        .expect("address");
+    let off = kernel
+        .run("ethtool", &["-K", &k, "tx", "off"])
+        .expect("ethtool");
+    assert!(off.status.success(), "ethtool -K {k} tx off");
+    let key = format!("net.ipv6.conf.{h}.disable_ipv6=1");
+    let _ = host.run("sysctl", &["-q", "-w", &key]);
+    host.ip(&["link", "set", &h, "up"]).expect("link up");
+    let echo = "import socket\n\
+                l=socket.socket(); l.bind(('198.18.53.1',7)); l.listen(1)\n\
+                l.settimeout(60); print('ready', flush=True)\n\
+                c,_=l.accept(); c.settimeout(30)\n\
+                while True:\n    d=c.recv(65536)\n    if not d: break\n    c.sendall(d)\n\
+                c.close()\n";
+    /// Kills the echo server on drop (before the namespaces go), also on failure.
+    struct Reaper(std::process::Child);
+    impl Drop for Reaper {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut srv = Reaper(
+        kernel
+            .command("python3")
+            .args(["-c", echo])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python echo server"),
+    );
+    let mut line = String::new();
+    BufReader::new(srv.0.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("ready");
+    assert_eq!(line.trim(), "ready");
+    let mut cmd = host.command(exe.to_str().expect("utf-8 path"));
+    cmd.arg(&h);
+    run_command(cmd, &exe);
+    drop(srv);
+}
+
 #[test]
 fn c_echo_server_example_builds() {
     if no_gcc() {

@@ -44,6 +44,8 @@
 //! - [`xdp`]: an AF_XDP socket on one queue of an existing interface (UMEM, fill/RX/TX/
 //!   completion rings), with the XDP program of [`xdp_prog`] that redirects netfold's frames to
 //!   it and passes the rest to the kernel.
+//! - [`xdpmq`]: one AF_XDP socket per queue of an interface, behind one program, as the devices
+//!   of shards (sharing ARP and NDP frames between the queues).
 //! - [`mmap`]: files (and anonymous memory) mapped as zero-copy send buffers (`sendfile`).
 //!
 //! Every device implements the core's [`netfold::phy::Device`]; the core itself knows no OS.
@@ -69,3 +71,4 @@ pub mod vnet;
 pub mod wait;
 pub mod xdp;
 pub mod xdp_prog;
+pub mod xdpmq;

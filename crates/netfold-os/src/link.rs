@@ -33,6 +33,15 @@ pub struct XdpSpec {
     pub all: bool,
 }
 
+/// The addresses of the stack `config` describes: its IPv4 address unless unspecified, and
+/// its IPv6 ones (what an `xdp:` link's program redirects).
+pub fn stack_addrs(config: &netfold::iface::StackConfig) -> Vec<IpAddr> {
+    let v4 = (!config.addr.is_unspecified()).then_some(IpAddr::V4(config.addr));
+    v4.into_iter()
+        .chain(config.addrs6.iter().map(|c| IpAddr::V6(c.addr())))
+        .collect()
+}
+
 /// Parses the part of an `xdp:` link after the prefix: `IFNAME[@QUEUE][:all]`.
 pub fn parse_xdp(rest: &str) -> io::Result<XdpSpec> {
     let bad = |why: &str| {
@@ -112,6 +121,13 @@ impl Link {
                  xdp:IFNAME[@QUEUE][:all]"
             ),
         ))
+    }
+
+    /// [`Link::open_for`] with the addresses of the stack `config` describes (its IPv4
+    /// address, if any, and its IPv6 ones) and the interface's own MTU: what a runtime that
+    /// opens a link for a stack by name uses.
+    pub fn open_for_stack(spec: &str, config: &netfold::iface::StackConfig) -> io::Result<Link> {
+        Link::open_for(spec, TapConfig::default(), &stack_addrs(config))
     }
 
     /// "tap", "tun", "packet" or "xdp".
@@ -214,6 +230,14 @@ impl Device for Link {
         max: usize,
     ) -> usize {
         each!(self, d => d.recv_batch(now, pool, out, max))
+    }
+    fn recv_lent(
+        &mut self,
+        now: Instant,
+        max: usize,
+        f: &mut dyn FnMut(&[&[u8]]),
+    ) -> Option<usize> {
+        each!(self, d => d.recv_lent(now, max, f))
     }
     fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
         each!(self, d => d.send_batch(now, pool, frames))

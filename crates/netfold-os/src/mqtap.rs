@@ -142,10 +142,10 @@ fn attach_rss(taps: &[Tap]) -> io::Result<(Arc<Rss>, SteerGuard)> {
 }
 
 /// An eventfd: a queue's wake-up when another queue hands it a neighbour frame.
-struct EventFd(OwnedFd);
+pub(crate) struct EventFd(pub(crate) OwnedFd);
 
 impl EventFd {
-    fn new() -> io::Result<EventFd> {
+    pub(crate) fn new() -> io::Result<EventFd> {
         // SAFETY: eventfd takes two integers and returns a new descriptor or -1.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
@@ -155,13 +155,13 @@ impl EventFd {
         Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
-    fn signal(&self) {
+    pub(crate) fn signal(&self) {
         let one = 1u64.to_ne_bytes();
         // SAFETY: writes 8 bytes from a live local to our own descriptor.
         let _ = unsafe { libc::write(self.0.as_raw_fd(), one.as_ptr().cast(), 8) };
     }
 
-    fn clear(&self) {
+    pub(crate) fn clear(&self) {
         let mut b = [0u8; 8];
         // SAFETY: reads at most 8 bytes into a live local from our own non-blocking descriptor.
         let _ = unsafe { libc::read(self.0.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
@@ -169,7 +169,7 @@ impl EventFd {
 }
 
 /// An epoll descriptor readable when any descriptor added to it is (level-triggered).
-fn epoll_of(fds: &[RawFd]) -> io::Result<OwnedFd> {
+pub(crate) fn epoll_of(fds: &[RawFd]) -> io::Result<OwnedFd> {
     // SAFETY: epoll_create1 takes a flag and returns a new descriptor or -1.
     let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     if ep < 0 {

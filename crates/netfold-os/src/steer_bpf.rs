@@ -296,7 +296,7 @@ pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> libc::c_long {
 /// Loads `insns` as a socket filter; returns the program's descriptor. On failure the
 /// error carries the verifier's log (the load is retried with a log to get it).
 pub fn load(insns: &[Insn]) -> io::Result<OwnedFd> {
-    load_program(BPF_PROG_TYPE_SOCKET_FILTER, 0, "nf_rss_tx", insns).map_err(|e| {
+    load_program(BPF_PROG_TYPE_SOCKET_FILTER, 0, 0, "nf_rss_tx", insns).map_err(|e| {
         if e.raw_os_error().is_some() {
             e
         } else {
@@ -306,12 +306,13 @@ pub fn load(insns: &[Insn]) -> io::Result<OwnedFd> {
 }
 
 /// Loads `insns` as a program of type `prog_type` (with `expected_attach_type`, 0 where the
-/// type has none) named `name` (at most 15 bytes kept). On failure the error carries the end
+/// type has none, and `prog_flags`, `BPF_F_*`) named `name` (at most 15 bytes kept). On failure the error carries the end
 /// of the verifier's log (the load is retried with a log to get it); permission errors
 /// (`EPERM`) and a kernel without bpf(2) (`ENOSYS`) come back as they are.
 pub(crate) fn load_program(
     prog_type: u32,
     expected_attach_type: u32,
+    prog_flags: u32,
     name: &str,
     insns: &[Insn],
 ) -> io::Result<OwnedFd> {
@@ -333,6 +334,7 @@ pub(crate) fn load_program(
         },
         prog_name,
         expected_attach_type,
+        prog_flags,
         ..ProgLoadAttr::default()
     };
     let mut none = Vec::new();

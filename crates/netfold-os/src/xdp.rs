@@ -30,10 +30,31 @@
 //! [`XdpConfig::attach`] forces one. Nothing falls back silently: each failure is an
 //! [`XdpError`] that says what is missing.
 //!
-//! Copies: one per received frame (from its UMEM chunk into a pooled buffer, so the chunk
-//! goes back to the fill ring at once and a stack may hold the frame as long as it likes),
-//! one per transmitted frame (into a transmit chunk). The stack's packet buffers are its own
-//! heap memory, not UMEM chunks, so the ring cannot hand them over without that copy.
+//! Copies between the rings and the stack: none on receive by default. Received frames are
+//! lent to the stack where they lie in the UMEM ([`Device::recv_lent`]): it parses the batch
+//! in place, TCP copies the payload into its receive ring (the copy any socket stack makes,
+//! the kernel's too), and the chunks go back to the fill ring when the batch is done. With
+//! [`XdpConfig::lend_rx`] off each frame is copied out of its chunk into a pooled buffer
+//! instead, so the chunk goes back at once and the stack may hold the frame as long as it
+//! likes (a frame-level borrowing read does). One copy per transmitted frame remains (into a
+//! transmit chunk): the stack builds frames in its own pool buffers, heap memory the kernel
+//! cannot send from, and making those buffers UMEM chunks would change every owner of a
+//! `PacketBuf`. [`XdpStats::rx_copied_bytes`] and [`XdpStats::tx_copied_bytes`] count both.
+//! In copy mode (a veth) the kernel itself copies once more each way, between its buffers and
+//! the UMEM.
+//!
+//! Frames larger than a chunk: with an MTU above [`MAX_SINGLE_CHUNK_MTU`] (3,822 bytes with
+//! 4 KiB chunks) the socket is bound with `XDP_USE_SG` (multi-buffer, Linux 6.6 in copy mode)
+//! and the program loaded with `BPF_F_XDP_HAS_FRAGS`: a frame spans several chunks, every
+//! descriptor but its last marked `XDP_PKT_CONTD`, on both rings. Up to [`MAX_SG_MTU`]; above
+//! that, or where the kernel refuses multi-buffer, opening fails with a typed error that says
+//! the limit ([`XdpError::MtuTooLarge`], [`XdpError::NoMultiBuffer`]). A received multi-buffer
+//! frame cannot be lent in place (its pieces lie in separate chunks): it is gathered into one
+//! buffer, counted in [`XdpStats::rx_copied_bytes`].
+//!
+//! Several queues: [`XdpSocket::open_queues`] binds a socket to each queue, each with its own
+//! UMEM and rings, behind one program whose XSKMAP has a slot per queue (see
+//! [`super::xdpmq`] for them as the devices of shards).
 //!
 //! Offloads: none. AF_XDP frames carry no checksum or segmentation metadata, so the stack
 //! runs with software checksums and segments at the MTU (`DeviceCaps` say so). What leaves
@@ -64,12 +85,13 @@ use std::fmt;
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::tap::{interface_mtu, wait_readable};
 use crate::xdp_prog::{self, XdpFilter, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE, XDP_PASS};
 use netfold::buf::{Csum, PacketBuf, Pool};
-use netfold::phy::{ChecksumCaps, Device, DeviceCaps, Medium};
+use netfold::phy::{ChecksumCaps, Device, DeviceCaps, Medium, MAX_LENT};
 use netfold::time::{Duration, Instant};
 
 /// Bytes per UMEM chunk: a page, so a chunk holds any frame a native-XDP driver hands over
@@ -80,6 +102,14 @@ pub const CHUNK_SIZE: usize = 4096;
 const RX_HEADROOM: usize = 256;
 /// Ethernet header plus one 802.1Q tag.
 const LINK_OVERHEAD: usize = netfold::wire::ethernet::VLAN_HEADER_LEN;
+/// The largest IP MTU of one chunk per frame: a chunk less the receive headroom and the
+/// link header.
+pub const MAX_SINGLE_CHUNK_MTU: usize = CHUNK_SIZE - RX_HEADROOM - LINK_OVERHEAD;
+/// The largest IP MTU with multi-buffer frames (`XDP_USE_SG`): 16 chunks' worth, inside the
+/// kernel's 17 fragments per frame (`MAX_SKB_FRAGS`) with room to spare.
+pub const MAX_SG_MTU: usize = 16 * (CHUNK_SIZE - RX_HEADROOM) - LINK_OVERHEAD;
+/// `XDP_PKT_CONTD` in a descriptor's options: the frame continues in the next descriptor.
+const PKT_CONTD: u32 = libc::XDP_PKT_CONTD;
 /// Most frames the kernel transmits per `sendto` kick in copy mode, and the bound on kicks
 /// per batch (`ceil(TX ring / 32)` plus slack, so a stuck queue cannot hold the thread).
 const MAX_KICKS: usize = 128;
@@ -150,6 +180,12 @@ pub struct XdpConfig {
     /// IP MTU; `None` reads the interface's.
     pub mtu: Option<usize>,
     pub max_burst: usize,
+    /// Lend received frames to the stack where they lie in the UMEM
+    /// ([`Device::recv_lent`]) instead of copying each into a pool buffer; the chunks go
+    /// back to the fill ring when the stack has parsed the batch. Off: every frame is copied
+    /// out at once (a stack that keeps whole frames, a frame-level borrowing read, wants
+    /// that).
+    pub lend_rx: bool,
 }
 
 impl XdpConfig {
@@ -180,6 +216,7 @@ impl XdpConfig {
             frames: 4096,
             mtu: None,
             max_burst: 64,
+            lend_rx: true,
         }
     }
 }
@@ -209,8 +246,12 @@ pub enum XdpError {
     /// Another XDP program is attached to the interface, or another AF_XDP socket is bound to
     /// the queue.
     Busy(io::Error),
-    /// The interface's MTU does not fit a UMEM chunk.
+    /// The MTU is beyond what AF_XDP frames here can carry: [`MAX_SG_MTU`], or, where
+    /// multi-buffer frames are unavailable, [`MAX_SINGLE_CHUNK_MTU`] (`max` says which).
     MtuTooLarge { mtu: usize, max: usize },
+    /// The MTU needs multi-buffer frames (`XDP_USE_SG`, Linux 6.6 in copy mode; a driver's
+    /// own support in zero-copy) and the kernel or driver refused them.
+    NoMultiBuffer { mtu: usize, err: io::Error },
     /// The filter names no address (it would redirect nothing).
     NoAddresses,
     /// The XDP program was refused (the verifier's log attached).
@@ -254,9 +295,13 @@ impl fmt::Display for XdpError {
                 "{e}: another XDP program is attached to the interface, or another AF_XDP \
                  socket is bound to the queue"
             ),
-            XdpError::MtuTooLarge { mtu, max } => write!(
+            XdpError::MtuTooLarge { mtu, max } => {
+                write!(f, "MTU {mtu} is too large for AF_XDP here (at most {max})")
+            }
+            XdpError::NoMultiBuffer { mtu, err } => write!(
                 f,
-                "MTU {mtu} does not fit an AF_XDP chunk (at most {max} without multi-buffer)"
+                "MTU {mtu} needs multi-buffer AF_XDP frames (XDP_USE_SG, Linux 6.6): {err}; \
+                 without them the MTU is at most {MAX_SINGLE_CHUNK_MTU}"
             ),
             XdpError::NoAddresses => f.write_str(
                 "the XDP filter names no local address (give the stack an address, or \
@@ -274,6 +319,7 @@ impl std::error::Error for XdpError {
             XdpError::Permission(_, e)
             | XdpError::KernelUnsupported(_, e)
             | XdpError::NoQueue { err: e, .. }
+            | XdpError::NoMultiBuffer { err: e, .. }
             | XdpError::NoZeroCopy(e)
             | XdpError::NoDriverSupport(e)
             | XdpError::Busy(e)
@@ -289,6 +335,7 @@ impl From<XdpError> for io::Error {
         let kind = match &e {
             XdpError::Permission(..) => io::ErrorKind::PermissionDenied,
             XdpError::KernelUnsupported(..)
+            | XdpError::NoMultiBuffer { .. }
             | XdpError::NoZeroCopy(_)
             | XdpError::NoDriverSupport(_) => io::ErrorKind::Unsupported,
             XdpError::NoInterface(_) => io::ErrorKind::NotFound,
@@ -334,6 +381,41 @@ pub struct XdpStats {
     /// TCP super-frames cut here, and the segments they made.
     pub tx_gso_frames: u64,
     pub tx_gso_segments: u64,
+    /// Frames lent to the stack in place ([`Device::recv_lent`]), of `rx_frames`.
+    pub rx_lent: u64,
+    /// Bytes copied between the rings' chunks and the stack's buffers: received frames
+    /// copied out of their chunk into a pool buffer (0 while frames are lent), and frames
+    /// copied into a transmit chunk (every transmitted byte: the stack builds frames in its
+    /// own buffers, which the kernel cannot send from).
+    pub rx_copied_bytes: u64,
+    pub tx_copied_bytes: u64,
+    /// Multi-buffer frames (larger than a chunk, `XDP_USE_SG`) received and sent. A received
+    /// one is gathered into one buffer (its bytes counted in `rx_copied_bytes`) also when
+    /// frames are lent.
+    pub rx_multi_frames: u64,
+    pub tx_multi_frames: u64,
+}
+
+/// A socket's copy counters, readable from another thread while the socket runs (updated at
+/// the end of each batch): [`XdpSocket::copy_meter`].
+#[derive(Debug, Default)]
+pub struct XdpCopyMeter {
+    rx_copied: AtomicU64,
+    tx_copied: AtomicU64,
+    rx_lent: AtomicU64,
+    rx_frames: AtomicU64,
+}
+
+impl XdpCopyMeter {
+    /// `(rx_copied_bytes, tx_copied_bytes, rx_lent, rx_frames)` as of the last batch.
+    pub fn get(&self) -> (u64, u64, u64, u64) {
+        (
+            self.rx_copied.load(Ordering::Relaxed),
+            self.tx_copied.load(Ordering::Relaxed),
+            self.rx_lent.load(Ordering::Relaxed),
+            self.rx_frames.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// The kernel's `XDP_STATISTICS` for the socket (cumulative).
@@ -508,30 +590,47 @@ impl Ring {
         // SAFETY: as in `read_addr`; the slot is ours to write until `submit` publishes it.
         unsafe { (self.slot(idx, 8) as *mut u64).write(addr) }
     }
-    fn read_desc(&self, idx: u32) -> (u64, u32) {
+    /// `(addr, len, options)` of descriptor `idx`.
+    fn read_desc(&self, idx: u32) -> (u64, u32, u32) {
         let p = self.slot(idx, DESC_LEN);
-        // SAFETY: as in `read_addr`, for a 16-byte `struct xdp_desc` (addr at 0, len at 8).
-        unsafe { ((p as *const u64).read(), (p.add(8) as *const u32).read()) }
+        // SAFETY: as in `read_addr`, for a 16-byte `struct xdp_desc` (addr at 0, len at 8,
+        // options at 12).
+        unsafe {
+            (
+                (p as *const u64).read(),
+                (p.add(8) as *const u32).read(),
+                (p.add(12) as *const u32).read(),
+            )
+        }
     }
-    fn write_desc(&mut self, idx: u32, addr: u64, len: u32) {
+    fn write_desc(&mut self, idx: u32, addr: u64, len: u32, options: u32) {
         let p = self.slot(idx, DESC_LEN);
         // SAFETY: as in `write_addr`, for a 16-byte `struct xdp_desc`.
         unsafe {
             (p as *mut u64).write(addr);
             (p.add(8) as *mut u32).write(len);
-            (p.add(12) as *mut u32).write(0);
+            (p.add(12) as *mut u32).write(options);
         }
     }
+}
+
+/// The XDP program of one interface and its XSKMAP, shared by the sockets it redirects to
+/// (one per queue): detached when the last of them closes.
+#[derive(Debug)]
+struct XdpProgram {
+    /// Declared first: dropped first, so the program is detached before the map goes.
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    _map: OwnedFd,
 }
 
 /// An AF_XDP socket on one interface queue, with its UMEM, rings and XDP program. See the
 /// module documentation.
 #[derive(Debug)]
 pub struct XdpSocket {
-    /// Declared first: dropped first, so the program is detached before the socket closes.
-    _link: OwnedFd,
-    _prog: OwnedFd,
-    _map: OwnedFd,
+    /// Declared first: dropped first, so the program is detached (when this is its last
+    /// socket) before the socket closes.
+    program: Option<Arc<XdpProgram>>,
     rx: Ring,
     tx: Ring,
     fill: Ring,
@@ -552,6 +651,12 @@ pub struct XdpSocket {
     stats: XdpStats,
     /// Frames the GSO fallback cut, waiting for chunks (reused between batches).
     split: Vec<PacketBuf>,
+    lend_rx: bool,
+    meter: Arc<XdpCopyMeter>,
+    /// Multi-buffer frames are on (`XDP_USE_SG`).
+    sg: bool,
+    /// Buffers the pieces of multi-buffer frames are gathered into to be lent (reused).
+    gather: Vec<Vec<u8>>,
 }
 
 // SAFETY: the mappings are owned by this value alone and every access goes through `&self` or
@@ -604,6 +709,96 @@ impl XdpSocket {
     /// namespace), attaches the redirecting program and fills the fill ring. The modes it got
     /// are [`XdpSocket::mode`] and [`XdpSocket::attach_mode`].
     pub fn open(ifname: &str, config: XdpConfig) -> Result<XdpSocket, XdpError> {
+        let mut s = XdpSocket::open_bound(ifname, &config)?;
+        XdpSocket::attach_program(std::slice::from_mut(&mut s), &config)?;
+        Ok(s)
+    }
+
+    /// One AF_XDP socket on each of queues `0..n` of interface `ifname` (`config.queue` is
+    /// ignored), each with its own UMEM and rings, behind one XDP program that redirects
+    /// each queue's frames (those `config.filter` names) to that queue's socket: the devices
+    /// of `n` shards. The program stays attached until the last socket closes.
+    pub fn open_queues(
+        ifname: &str,
+        n: u32,
+        config: XdpConfig,
+    ) -> Result<Vec<XdpSocket>, XdpError> {
+        let mut socks = (0..n.max(1))
+            .map(|q| {
+                let c = XdpConfig {
+                    queue: q,
+                    ..config.clone()
+                };
+                XdpSocket::open_bound(ifname, &c)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        XdpSocket::attach_program(&mut socks, &config)?;
+        Ok(socks)
+    }
+
+    /// Loads and attaches the redirecting program for `socks` (sockets of one interface,
+    /// each put into the XSKMAP at its queue), and gives each a share of it.
+    fn attach_program(socks: &mut [XdpSocket], config: &XdpConfig) -> Result<(), XdpError> {
+        let Some(first) = socks.first() else {
+            return Ok(());
+        };
+        let ifindex = first.ifindex;
+        let sg = socks.iter().any(|s| s.sg);
+        let entries = socks.iter().map(|s| s.queue).max().unwrap_or(0) + 1;
+        let map =
+            xdp_prog::create_xskmap(entries).map_err(|e| classify("creating the XSKMAP", e))?;
+        for s in socks.iter() {
+            xdp_prog::set_xsk(map.as_fd(), s.queue, s.fd.as_fd())
+                .map_err(|e| classify("putting the socket into the XSKMAP", e))?;
+        }
+        let insns = xdp_prog::program(&config.filter, map.as_raw_fd(), XDP_PASS);
+        let prog = xdp_prog::load(&insns, sg).map_err(|e| match e.raw_os_error() {
+            Some(libc::EPERM | libc::ENOSYS) => classify("loading the XDP program", e),
+            _ => XdpError::Program(e),
+        })?;
+        let try_attach = |flags| xdp_prog::attach(prog.as_fd(), ifindex, flags);
+        let attach_err = |e: io::Error| match e.raw_os_error() {
+            Some(libc::EBUSY | libc::EEXIST) => XdpError::Busy(e),
+            Some(libc::EOPNOTSUPP) => XdpError::NoDriverSupport(e),
+            Some(libc::EINVAL) => XdpError::KernelUnsupported("attaching the XDP program", e),
+            _ => classify("attaching the XDP program", e),
+        };
+        let (link, attach) = match config.attach {
+            XdpAttach::Native => (
+                try_attach(XDP_FLAGS_DRV_MODE).map_err(attach_err)?,
+                XdpAttach::Native,
+            ),
+            XdpAttach::Generic => (
+                try_attach(XDP_FLAGS_SKB_MODE).map_err(attach_err)?,
+                XdpAttach::Generic,
+            ),
+            XdpAttach::Auto => match try_attach(XDP_FLAGS_DRV_MODE) {
+                Ok(l) => (l, XdpAttach::Native),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) => {
+                    return Err(XdpError::Busy(e));
+                }
+                Err(_) => (
+                    try_attach(XDP_FLAGS_SKB_MODE).map_err(attach_err)?,
+                    XdpAttach::Generic,
+                ),
+            },
+        };
+
+        let program = Arc::new(XdpProgram {
+            _link: link,
+            _prog: prog,
+            _map: map,
+        });
+        for s in socks.iter_mut() {
+            s.program = Some(Arc::clone(&program));
+            s.attach = attach;
+        }
+        Ok(())
+    }
+
+    /// The socket of [`XdpSocket::open`] bound to its queue, its fill ring filled, with no
+    /// program yet (frames still go to the kernel).
+    fn open_bound(ifname: &str, config: &XdpConfig) -> Result<XdpSocket, XdpError> {
         if config.filter.is_empty() {
             return Err(XdpError::NoAddresses);
         }
@@ -617,10 +812,15 @@ impl XdpSocket {
             Some(m) => m,
             None => interface_mtu(ifname).unwrap_or(1500),
         };
-        let max_mtu = CHUNK_SIZE - RX_HEADROOM - LINK_OVERHEAD;
-        if mtu > max_mtu {
-            return Err(XdpError::MtuTooLarge { mtu, max: max_mtu });
+        if mtu > MAX_SG_MTU {
+            return Err(XdpError::MtuTooLarge {
+                mtu,
+                max: MAX_SG_MTU,
+            });
         }
+        // A frame larger than a chunk spans several (multi-buffer, `XDP_USE_SG`): asked for
+        // only when the MTU needs it, so that smaller MTUs work on kernels without it.
+        let sg = mtu > MAX_SINGLE_CHUNK_MTU;
         let frames = config.frames.clamp(64, 1 << 20).next_power_of_two();
         let half = frames / 2;
 
@@ -752,6 +952,11 @@ impl XdpSocket {
                 }
             }
         };
+        let mode_flags = if sg {
+            mode_flags | libc::XDP_USE_SG
+        } else {
+            mode_flags
+        };
         let bound = match bind(mode_flags | libc::XDP_USE_NEED_WAKEUP) {
             // A kernel before 5.4 refuses the flag: bind without it and kick every time.
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
@@ -762,6 +967,7 @@ impl XdpSocket {
         };
         bound.map_err(|e| match e.raw_os_error() {
             Some(libc::EOPNOTSUPP) if config.bind == XdpBind::ZeroCopy => XdpError::NoZeroCopy(e),
+            Some(libc::EINVAL | libc::EOPNOTSUPP) if sg => XdpError::NoMultiBuffer { mtu, err: e },
             Some(libc::EBUSY) => XdpError::Busy(e),
             Some(libc::EINVAL | libc::ENETDOWN | libc::ENXIO) => XdpError::NoQueue {
                 ifname: ifname.into(),
@@ -782,47 +988,8 @@ impl XdpSocket {
             XdpMode::Copy
         };
 
-        let map = xdp_prog::create_xskmap(config.queue + 1)
-            .map_err(|e| classify("creating the XSKMAP", e))?;
-        xdp_prog::set_xsk(map.as_fd(), config.queue, fd.as_fd())
-            .map_err(|e| classify("putting the socket into the XSKMAP", e))?;
-        let insns = xdp_prog::program(&config.filter, map.as_raw_fd(), XDP_PASS);
-        let prog = xdp_prog::load(&insns).map_err(|e| match e.raw_os_error() {
-            Some(libc::EPERM | libc::ENOSYS) => classify("loading the XDP program", e),
-            _ => XdpError::Program(e),
-        })?;
-        let try_attach = |flags| xdp_prog::attach(prog.as_fd(), ifindex, flags);
-        let attach_err = |e: io::Error| match e.raw_os_error() {
-            Some(libc::EBUSY | libc::EEXIST) => XdpError::Busy(e),
-            Some(libc::EOPNOTSUPP) => XdpError::NoDriverSupport(e),
-            Some(libc::EINVAL) => XdpError::KernelUnsupported("attaching the XDP program", e),
-            _ => classify("attaching the XDP program", e),
-        };
-        let (link, attach) = match config.attach {
-            XdpAttach::Native => (
-                try_attach(XDP_FLAGS_DRV_MODE).map_err(attach_err)?,
-                XdpAttach::Native,
-            ),
-            XdpAttach::Generic => (
-                try_attach(XDP_FLAGS_SKB_MODE).map_err(attach_err)?,
-                XdpAttach::Generic,
-            ),
-            XdpAttach::Auto => match try_attach(XDP_FLAGS_DRV_MODE) {
-                Ok(l) => (l, XdpAttach::Native),
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) => {
-                    return Err(XdpError::Busy(e));
-                }
-                Err(_) => (
-                    try_attach(XDP_FLAGS_SKB_MODE).map_err(attach_err)?,
-                    XdpAttach::Generic,
-                ),
-            },
-        };
-
         Ok(XdpSocket {
-            _link: link,
-            _prog: prog,
-            _map: map,
+            program: None,
             rx,
             tx,
             fill,
@@ -835,11 +1002,15 @@ impl XdpSocket {
             queue: config.queue,
             mtu: mtu.max(68),
             mode,
-            attach,
+            attach: config.attach,
             need_wakeup,
             max_burst: config.max_burst.max(1),
             stats: XdpStats::default(),
             split: Vec::new(),
+            lend_rx: config.lend_rx,
+            meter: Arc::default(),
+            sg,
+            gather: (0..MAX_LENT).map(|_| Vec::new()).collect(),
         })
     }
 
@@ -870,6 +1041,63 @@ impl XdpSocket {
     }
     pub fn stats(&self) -> XdpStats {
         self.stats
+    }
+    /// Whether received frames are lent in place ([`XdpConfig::lend_rx`]).
+    pub fn lends_rx(&self) -> bool {
+        self.lend_rx
+    }
+    /// The copy counters of [`XdpSocket::stats`], shared: the handle stays readable after
+    /// the socket moved to the thread that runs it.
+    pub fn copy_meter(&self) -> Arc<XdpCopyMeter> {
+        Arc::clone(&self.meter)
+    }
+    fn publish_meter(&self) {
+        let m = &self.meter;
+        m.rx_copied
+            .store(self.stats.rx_copied_bytes, Ordering::Relaxed);
+        m.tx_copied
+            .store(self.stats.tx_copied_bytes, Ordering::Relaxed);
+        m.rx_lent.store(self.stats.rx_lent, Ordering::Relaxed);
+        m.rx_frames.store(self.stats.rx_frames, Ordering::Relaxed);
+    }
+
+    /// Gives the chunks of the next `n` RX descriptors back to the fill ring (which has a
+    /// slot for every receive chunk) and releases the descriptors.
+    fn refill(&mut self, n: u32) {
+        let mut refill = 0u32;
+        for k in 0..n {
+            let (addr, _, _) = self.rx.read_desc(self.rx.local.wrapping_add(k));
+            // A bad address is given back as its chunk start if it lies in the UMEM at all
+            // (else that chunk is lost to the kernel, not to memory safety).
+            let chunk = addr - addr % CHUNK_SIZE as u64;
+            if (chunk as usize) < self.umem.len {
+                let f = self.fill.local.wrapping_add(refill);
+                self.fill.write_addr(f, chunk);
+                refill += 1;
+            }
+        }
+        if n > 0 {
+            self.rx.release(n);
+            self.fill.submit(refill);
+        }
+    }
+
+    /// The fill-ring wake-up (`recvfrom`), when the kernel asks for it.
+    fn wake_fill(&mut self) {
+        if self.need_wakeup && self.fill.needs_wakeup() {
+            self.stats.rx_wakeups += 1;
+            // SAFETY: recvfrom with no buffer on our own socket: the fill-ring wake-up.
+            unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                );
+            }
+        }
     }
     /// One line for logs: interface, queue, modes.
     pub fn describe(&self) -> String {
@@ -952,40 +1180,99 @@ impl XdpSocket {
         }
     }
 
-    /// Copies `frame` into a free transmit chunk and queues its descriptor (not yet
-    /// published). Returns false (counted) if no chunk is free or it does not fit.
+    /// Copies `frame` into free transmit chunks (one, or with multi-buffer frames as many as
+    /// it needs, every descriptor but the last marked `XDP_PKT_CONTD`) and queues their
+    /// descriptors (not yet published). Returns false (counted) if no chunk is free or it does
+    /// not fit.
     fn queue_tx(&mut self, frame: &[u8], queued: &mut u32) -> bool {
-        if frame.len() > CHUNK_SIZE || frame.is_empty() {
+        let max = if self.sg {
+            self.mtu + LINK_OVERHEAD
+        } else {
+            CHUNK_SIZE
+        };
+        if frame.len() > max || frame.is_empty() {
             self.stats.tx_dropped += 1;
             return false;
         }
-        if self.tx_free.is_empty() {
+        let pieces = frame.len().div_ceil(CHUNK_SIZE);
+        if self.tx_free.len() < pieces {
             // Publish what is queued, let the kernel send it, take the chunks back.
             self.tx.submit(*queued);
             *queued = 0;
             self.kick_tx();
             self.reclaim();
+            if self.tx_free.len() < pieces {
+                self.stats.tx_dropped += 1;
+                return false;
+            }
         }
-        let Some(addr) = self.tx_free.pop() else {
-            self.stats.tx_dropped += 1;
-            return false;
-        };
-        let Some((start, end)) = self.umem_range(addr, frame.len()) else {
-            self.stats.tx_dropped += 1;
-            return false;
-        };
-        // SAFETY: `start..end` lies inside the UMEM (`umem_range`) in a transmit chunk that
-        // is on no ring (it came off the free list), so the kernel does not access it until
-        // the descriptor is published; no other reference to those bytes exists.
-        let dst = unsafe { std::slice::from_raw_parts_mut(self.umem.ptr.add(start), end - start) };
-        netfold::mem::copy(dst, frame);
-        // The TX ring has a slot per transmit chunk, so a free chunk means a free slot.
-        let idx = self.tx.local.wrapping_add(*queued);
-        self.tx.write_desc(idx, addr, frame.len() as u32);
-        *queued += 1;
+        for (i, piece) in frame.chunks(CHUNK_SIZE).enumerate() {
+            let Some(addr) = self.tx_free.pop() else {
+                break;
+            };
+            let Some((start, end)) = self.umem_range(addr, piece.len()) else {
+                self.stats.tx_dropped += 1;
+                return false;
+            };
+            // SAFETY: `start..end` lies inside the UMEM (`umem_range`) in a transmit chunk
+            // that is on no ring (it came off the free list), so the kernel does not access
+            // it until the descriptor is published; no other reference to those bytes exists.
+            let dst =
+                unsafe { std::slice::from_raw_parts_mut(self.umem.ptr.add(start), end - start) };
+            netfold::mem::copy(dst, piece);
+            // The TX ring has a slot per transmit chunk, so a free chunk means a free slot.
+            let idx = self.tx.local.wrapping_add(*queued);
+            let more = if i + 1 < pieces { PKT_CONTD } else { 0 };
+            self.tx.write_desc(idx, addr, piece.len() as u32, more);
+            *queued += 1;
+        }
+        self.stats.tx_copied_bytes += frame.len() as u64;
+        self.stats.tx_multi_frames += u64::from(pieces > 1);
         self.stats.tx_frames += 1;
         self.stats.tx_bytes += frame.len() as u64;
         true
+    }
+
+    /// The next received frame from RX descriptor `k` on (of `avail`): how many descriptors
+    /// it spans (every one but the last has `XDP_PKT_CONTD`), or `None` if its last one has
+    /// not arrived yet.
+    fn frame_descs(&self, k: u32, avail: u32) -> Option<u32> {
+        let mut end = k;
+        while end < avail {
+            let (_, _, opts) = self.rx.read_desc(self.rx.local.wrapping_add(end));
+            end += 1;
+            if opts & PKT_CONTD == 0 {
+                return Some(end - k);
+            }
+        }
+        None
+    }
+
+    /// The bytes of the `n` descriptors from RX descriptor `k` on, each inside one chunk,
+    /// the whole at most `max_frame` bytes: the pieces of one frame. `None` (a bad
+    /// descriptor) otherwise.
+    fn pieces(&self, k: u32, n: u32, max_frame: usize) -> Option<Vec<(usize, usize)>> {
+        let mut v = Vec::with_capacity(n as usize);
+        let mut total = 0usize;
+        for d in k..k + n {
+            let (addr, len, _) = self.rx.read_desc(self.rx.local.wrapping_add(d));
+            let r = self.umem_range(addr, len as usize)?;
+            total += len as usize;
+            v.push(r);
+        }
+        (total <= max_frame).then_some(v)
+    }
+
+    /// The bytes `start..end` of the UMEM, as `umem_range` gave them for a received chunk.
+    ///
+    /// # Safety
+    /// `start..end` came from `umem_range` for a descriptor the kernel handed us through the
+    /// RX ring and that has not been released (its chunk is not on the fill ring), and the
+    /// slice is dropped before `refill` gives the chunk back.
+    unsafe fn rx_bytes<'a>(&self, start: usize, end: usize) -> &'a [u8] {
+        // SAFETY: the caller's contract: inside the mapping, not written by the kernel while
+        // the slice lives.
+        unsafe { std::slice::from_raw_parts(self.umem.ptr.add(start), end - start) }
     }
 }
 
@@ -1036,61 +1323,122 @@ impl Device for XdpSocket {
         out: &mut Vec<PacketBuf>,
         max: usize,
     ) -> usize {
-        let n = self.rx.available().min(max as u32);
+        let avail = self.rx.available();
         let max_frame = self.mtu + LINK_OVERHEAD;
         let mut appended = 0;
-        let mut refill = 0u32;
-        for k in 0..n {
-            let idx = self.rx.local.wrapping_add(k);
-            let (addr, len) = self.rx.read_desc(idx);
-            let len = len as usize;
-            match self.umem_range(addr, len).filter(|_| len <= max_frame) {
-                Some((start, end)) => {
-                    // SAFETY: `start..end` lies inside one UMEM chunk (`umem_range`) that
-                    // the kernel handed us through the RX ring (the producer index was read
-                    // with Acquire in `available`); it does not write the chunk until we give
-                    // it back through the fill ring below, after this copy.
-                    let src = unsafe {
-                        std::slice::from_raw_parts(self.umem.ptr.add(start), end - start)
-                    };
+        let mut k = 0;
+        while k < avail && appended < max {
+            // A frame whose last piece has not arrived waits for the next call.
+            let Some(n) = self.frame_descs(k, avail) else {
+                break;
+            };
+            match self.pieces(k, n, max_frame) {
+                Some(pieces) => {
                     let mut buf = pool.get();
-                    buf.extend_from_slice(src);
+                    for (start, end) in pieces {
+                        // SAFETY: a range of a descriptor the kernel handed us and we have
+                        // not released; the slice is gone before `refill` below.
+                        buf.extend_from_slice(unsafe { self.rx_bytes(start, end) });
+                    }
+                    let len = buf.len() as u64;
+                    self.stats.rx_multi_frames += u64::from(n > 1);
                     self.stats.rx_frames += 1;
-                    self.stats.rx_bytes += len as u64;
+                    self.stats.rx_bytes += len;
+                    self.stats.rx_copied_bytes += len;
                     out.push(buf);
                     appended += 1;
                 }
                 None => self.stats.rx_bad_desc += 1,
             }
-            // The chunk goes straight back to the fill ring, which has a slot for every
-            // receive chunk. A bad address is given back as its chunk start if it lies in
-            // the UMEM at all (else that chunk is lost to the kernel, not to memory safety).
-            let chunk = addr - addr % CHUNK_SIZE as u64;
-            if (chunk as usize) < self.umem.len {
-                let f = self.fill.local.wrapping_add(refill);
-                self.fill.write_addr(f, chunk);
-                refill += 1;
-            }
+            k += n;
         }
-        if n > 0 {
-            self.rx.release(n);
-            self.fill.submit(refill);
-        }
-        if self.need_wakeup && self.fill.needs_wakeup() {
-            self.stats.rx_wakeups += 1;
-            // SAFETY: recvfrom with no buffer on our own socket: the fill-ring wake-up.
-            unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    0,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                );
-            }
-        }
+        // The chunks go straight back to the fill ring.
+        self.refill(k);
+        self.wake_fill();
+        self.publish_meter();
         appended
+    }
+
+    fn recv_lent(
+        &mut self,
+        _now: Instant,
+        max: usize,
+        f: &mut dyn FnMut(&[&[u8]]),
+    ) -> Option<usize> {
+        if !self.lend_rx {
+            return None;
+        }
+        let max_frame = self.mtu + LINK_OVERHEAD;
+        let mut lent = 0;
+        let mut gather = std::mem::take(&mut self.gather);
+        while lent < max {
+            let avail = self.rx.available();
+            let want = (max - lent).min(MAX_LENT);
+            let mut frames: [&[u8]; MAX_LENT] = [&[]; MAX_LENT];
+            let mut spare = gather.iter_mut();
+            let mut got = 0;
+            let mut in_place = 0;
+            let mut k = 0;
+            while k < avail && got < want {
+                let Some(n) = self.frame_descs(k, avail) else {
+                    break;
+                };
+                if n == 1 {
+                    let (addr, len, _) = self.rx.read_desc(self.rx.local.wrapping_add(k));
+                    let len = len as usize;
+                    match self.umem_range(addr, len).filter(|_| len <= max_frame) {
+                        Some((start, end)) => {
+                            // SAFETY: a range of a descriptor the kernel handed us and we
+                            // have not released. The slice lives only in `frames`, which `f`
+                            // sees for its call alone (it cannot keep a reference: the
+                            // callback's lifetimes are its own) and which ends with this
+                            // round, before `refill` puts the chunk on the fill ring.
+                            frames[got] = unsafe { self.rx_bytes(start, end) };
+                            got += 1;
+                            in_place += 1;
+                            self.stats.rx_frames += 1;
+                            self.stats.rx_bytes += len as u64;
+                        }
+                        None => self.stats.rx_bad_desc += 1,
+                    }
+                } else {
+                    // A multi-buffer frame: its pieces lie in separate chunks, so it is
+                    // gathered into one buffer of ours (counted as copied) and lent from
+                    // there.
+                    match (self.pieces(k, n, max_frame), spare.next()) {
+                        (Some(pieces), Some(g)) => {
+                            g.clear();
+                            for (start, end) in pieces {
+                                // SAFETY: as above; the slice is gone after this copy.
+                                g.extend_from_slice(unsafe { self.rx_bytes(start, end) });
+                            }
+                            let len = g.len() as u64;
+                            self.stats.rx_multi_frames += 1;
+                            self.stats.rx_frames += 1;
+                            self.stats.rx_bytes += len;
+                            self.stats.rx_copied_bytes += len;
+                            let g: &Vec<u8> = g;
+                            frames[got] = g;
+                            got += 1;
+                        }
+                        _ => self.stats.rx_bad_desc += 1,
+                    }
+                }
+                k += n;
+            }
+            if k == 0 {
+                break;
+            }
+            self.stats.rx_lent += in_place;
+            f(&frames[..got]);
+            lent += got;
+            // The stack is done with the frames: their chunks go back to the kernel.
+            self.refill(k);
+        }
+        self.gather = gather;
+        self.wake_fill();
+        self.publish_meter();
+        Some(lent)
     }
 
     fn send_batch(&mut self, _now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
@@ -1137,6 +1485,7 @@ impl Device for XdpSocket {
         }
         self.kick_tx();
         self.reclaim();
+        self.publish_meter();
     }
 }
 
@@ -1153,12 +1502,17 @@ mod tests {
         let e = XdpSocket::open("lo", XdpConfig::local(&[])).unwrap_err();
         assert!(matches!(e, XdpError::NoAddresses), "{e}");
         assert_eq!(io::Error::from(e).kind(), io::ErrorKind::InvalidInput);
+        // Beyond what even multi-buffer frames carry: refused before any socket.
         let cfg = XdpConfig {
-            mtu: Some(9000),
+            mtu: Some(MAX_SG_MTU + 1),
             ..XdpConfig::all()
         };
         let e = XdpSocket::open("lo", cfg).unwrap_err();
-        assert!(matches!(e, XdpError::MtuTooLarge { mtu: 9000, .. }), "{e}");
+        assert!(
+            matches!(e, XdpError::MtuTooLarge { mtu, max: MAX_SG_MTU } if mtu == MAX_SG_MTU + 1),
+            "{e}"
+        );
+        assert_eq!(io::Error::from(e).kind(), io::ErrorKind::InvalidInput);
     }
 
     #[test]

@@ -376,9 +376,16 @@ pub fn set_xsk(map: BorrowedFd<'_>, queue: u32, xsk: BorrowedFd<'_>) -> io::Resu
     Ok(())
 }
 
-/// Loads `insns` as an XDP program.
-pub fn load(insns: &[Insn]) -> io::Result<OwnedFd> {
-    load_program(BPF_PROG_TYPE_XDP, BPF_XDP, "nf_xsk_redirect", insns)
+/// `BPF_F_XDP_HAS_FRAGS` (Linux 5.18): the program takes multi-buffer frames (it reads only
+/// the first buffer's headers, which is all this one does), so a driver lets the interface's
+/// MTU exceed a page with it attached.
+pub const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
+
+/// Loads `insns` as an XDP program; `frags`: it takes multi-buffer frames
+/// ([`BPF_F_XDP_HAS_FRAGS`]).
+pub fn load(insns: &[Insn], frags: bool) -> io::Result<OwnedFd> {
+    let flags = if frags { BPF_F_XDP_HAS_FRAGS } else { 0 };
+    load_program(BPF_PROG_TYPE_XDP, BPF_XDP, flags, "nf_xsk_redirect", insns)
 }
 
 /// Attaches XDP program `prog` to interface `ifindex` through a BPF link (Linux 5.9) with
@@ -497,7 +504,7 @@ mod tests {
             v4: ours4.to_vec(),
             v6: ours6.to_vec(),
         };
-        let prog = load(&program(&filter, map.as_raw_fd(), XDP_DROP)).expect("load");
+        let prog = load(&program(&filter, map.as_raw_fd(), XDP_DROP), false).expect("load");
         let run = |f: &[u8]| test_run(prog.as_fd(), f).expect("test run");
         for a in ours4 {
             assert_eq!(run(&ipv4_to(a)), XDP_DROP, "{a}");
@@ -545,7 +552,7 @@ mod tests {
             assert_eq!(run(&full[..need]), XDP_DROP, "len {need}");
         }
         // Everything, by option.
-        let all = load(&program(&XdpFilter::All, map.as_raw_fd(), XDP_DROP)).expect("load");
+        let all = load(&program(&XdpFilter::All, map.as_raw_fd(), XDP_DROP), false).expect("load");
         for f in [ipv4_to(others4[0]), tagged, eth(0x88b5)] {
             let mut f = f;
             f.resize(60, 0);
@@ -553,7 +560,7 @@ mod tests {
         }
         // In use the miss verdict is XDP_PASS: with no socket at the queue, frames for us
         // reach the kernel too.
-        let prod = load(&program(&filter, map.as_raw_fd(), XDP_PASS)).expect("load");
+        let prod = load(&program(&filter, map.as_raw_fd(), XDP_PASS), false).expect("load");
         assert_eq!(
             test_run(prod.as_fd(), &ipv4_to(ours4[0])).unwrap(),
             XDP_PASS

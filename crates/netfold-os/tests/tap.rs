@@ -73,10 +73,16 @@ fn stack_config() -> StackConfig {
     }
 }
 
+thread_local! {
+    /// The MSS of this test thread's connections (a suite at a larger MTU raises it).
+    static MSS: std::cell::Cell<u16> = std::cell::Cell::new(tcp::Config::default().mss);
+}
+
 fn tcp_config() -> tcp::Config {
     tcp::Config {
         recv_buffer: 1 << 20,
         send_buffer: 1 << 20,
+        mss: MSS.with(|m| m.get()),
         ..tcp::Config::default()
     }
 }
@@ -707,6 +713,14 @@ impl<D: Device> Device for SharedDev<D> {
     ) -> usize {
         self.0.lock().unwrap().recv_batch(now, pool, out, max)
     }
+    fn recv_lent(
+        &mut self,
+        now: netfold::time::Instant,
+        max: usize,
+        f: &mut dyn FnMut(&[&[u8]]),
+    ) -> Option<usize> {
+        self.0.lock().unwrap().recv_lent(now, max, f)
+    }
     fn send_batch(
         &mut self,
         now: netfold::time::Instant,
@@ -812,8 +826,9 @@ fn packet_socket_over_veth_offloads_off() {
 /// The kernel's end has transmit checksumming off: XDP sees a veth peer's frames before
 /// anything completes a checksum the peer left to the "hardware". `bind` and `attach` pick
 /// the modes (the kernel's default first; a veth has no zero-copy). Without AF_XDP or
-/// ethtool: `SKIPPED: ...`.
-fn xdp_suite(bind: XdpBind, attach: XdpAttach, label: &str) {
+/// ethtool: `SKIPPED: ...`. `lend`: [`XdpConfig::lend_rx`]; `mtu`: both ends' and the
+/// stack's (beyond a chunk, frames span several: multi-buffer).
+fn xdp_suite(bind: XdpBind, attach: XdpAttach, lend: bool, mtu: usize, label: &str) {
     if netns::skip(netns::missing_tools(&["ethtool"])) {
         return;
     }
@@ -830,9 +845,13 @@ fn xdp_suite(bind: XdpBind, attach: XdpAttach, label: &str) {
             .run("ethtool", &["-K", &inner, "tx", "off"])
             .expect("run ethtool");
         assert!(off.status.success(), "ethtool -K {inner} tx off failed");
+        ns.set_mtu(&inner, mtu).expect("mtu");
+        let m = mtu.to_string();
+        netns::ip(&["link", "set", &outer, "mtu", &m]).expect("mtu");
         let cfg = XdpConfig {
             bind,
             attach,
+            lend_rx: lend,
             ..XdpConfig::local(&[NETFOLD_IP.into()])
         };
         let sock = match XdpSocket::open(&outer, cfg) {
@@ -852,7 +871,17 @@ fn xdp_suite(bind: XdpBind, attach: XdpAttach, label: &str) {
         };
         assert_eq!(sock.attach_mode(), want, "{label}");
         let sock = Arc::new(Mutex::new(sock));
-        let rt = start(Box::new(SharedDev(sock.clone())));
+        // The MSS of an IPv4 connection at this MTU (MTU - 40).
+        MSS.with(|m| m.set(u16::try_from(mtu - 40).expect("mtu")));
+        let rt = Runtime::start(
+            Stack::new(StackConfig {
+                mtu,
+                ..stack_config()
+            }),
+            Box::new(SharedDev(sock.clone())),
+            StdDuration::from_micros(200),
+        )
+        .expect("runtime");
         ping(&ns, label);
         kernel_to_netfold(&ns, &rt, 5005, TEN_MB, label);
         netfold_from_kernel(&ns, &rt, 5006, TEN_MB, label);
@@ -868,8 +897,49 @@ fn xdp_suite(bind: XdpBind, attach: XdpAttach, label: &str) {
         // Every frame netfold sent went out whole: nothing dropped, none partial or oversize.
         assert_eq!(st.tx_dropped, 0, "{label}: {st:?}");
         assert_eq!(st.rx_bad_desc, 0, "{label}: {st:?}");
-        assert!(st.rx_frames > 2 * (TEN_MB as u64) / 1500, "{label}: {st:?}");
-        assert!(st.tx_frames > (TEN_MB as u64) / 1500, "{label}: {st:?}");
+        assert!(
+            st.rx_frames > 2 * (TEN_MB as u64) / mtu as u64,
+            "{label}: {st:?}"
+        );
+        assert!(
+            st.tx_frames > (TEN_MB as u64) / mtu as u64,
+            "{label}: {st:?}"
+        );
+        assert_eq!(sock.mtu(), mtu, "{label}");
+        // Received frames were parsed where they arrived (no byte copied out of the UMEM)
+        // but for multi-buffer ones (gathered into one buffer), or, not lent, each was
+        // copied out whole; every transmitted byte was copied into a transmit chunk.
+        MSS.with(|m| m.set(tcp::Config::default().mss));
+        let multi = mtu > netfold_os::xdp::MAX_SINGLE_CHUNK_MTU;
+        assert_eq!(st.rx_multi_frames > 0, multi, "{label}: {st:?}");
+        assert_eq!(st.tx_multi_frames > 0, multi, "{label}: {st:?}");
+        if lend && !multi {
+            assert_eq!(st.rx_copied_bytes, 0, "{label}: {st:?}");
+            assert_eq!(st.rx_lent, st.rx_frames, "{label}: {st:?}");
+        } else if lend {
+            assert_eq!(
+                st.rx_lent + st.rx_multi_frames,
+                st.rx_frames,
+                "{label}: {st:?}"
+            );
+            assert!(st.rx_copied_bytes > 0, "{label}: {st:?}");
+            assert!(st.rx_copied_bytes < st.rx_bytes, "{label}: {st:?}");
+        } else {
+            assert_eq!(st.rx_copied_bytes, st.rx_bytes, "{label}: {st:?}");
+            assert_eq!(st.rx_lent, 0, "{label}: {st:?}");
+        }
+        assert_eq!(st.tx_copied_bytes, st.tx_bytes, "{label}: {st:?}");
+        let meter = sock.copy_meter().get();
+        assert_eq!(
+            meter,
+            (
+                st.rx_copied_bytes,
+                st.tx_copied_bytes,
+                st.rx_lent,
+                st.rx_frames
+            ),
+            "{label}"
+        );
     }
     assert_ns_gone(&name);
 }
@@ -878,14 +948,46 @@ fn xdp_suite(bind: XdpBind, attach: XdpAttach, label: &str) {
 fn xdp_socket_over_veth() {
     require_env!();
     let _g = lock();
-    xdp_suite(XdpBind::Auto, XdpAttach::Auto, "af_xdp native");
+    xdp_suite(XdpBind::Auto, XdpAttach::Auto, true, 1500, "af_xdp native");
+}
+
+#[test]
+fn xdp_socket_over_veth_multi_buffer_frames() {
+    require_env!();
+    let _g = lock();
+    xdp_suite(
+        XdpBind::Auto,
+        XdpAttach::Auto,
+        true,
+        9000,
+        "af_xdp, MTU 9000",
+    );
+}
+
+#[test]
+fn xdp_socket_over_veth_copying_frames_out() {
+    require_env!();
+    let _g = lock();
+    xdp_suite(
+        XdpBind::Auto,
+        XdpAttach::Auto,
+        false,
+        1500,
+        "af_xdp native, copied out",
+    );
 }
 
 #[test]
 fn xdp_socket_over_veth_generic() {
     require_env!();
     let _g = lock();
-    xdp_suite(XdpBind::Copy, XdpAttach::Generic, "af_xdp generic");
+    xdp_suite(
+        XdpBind::Copy,
+        XdpAttach::Generic,
+        true,
+        1500,
+        "af_xdp generic",
+    );
 }
 
 /// The program passes what is not netfold's: with netfold (198.18.0.2) and the host's own

@@ -352,6 +352,16 @@ impl Runtime {
         Runtime::start_on(stack, device, idle_wait, None)
     }
 
+    /// Opens the kernel link `spec` names for `stack` and starts the driver on it:
+    /// `tap:NAME`, `tun:NAME`, `packet:IFNAME` or `xdp:IFNAME[@QUEUE][:all]` (an AF_XDP
+    /// socket whose program redirects the frames for the stack's addresses;
+    /// [`netfold_os::link::Link::open_for_stack`]). The interface is looked up in the calling
+    /// thread's network namespace; the driver waits on the link's descriptor.
+    pub fn open(stack: Stack, spec: &str) -> io::Result<Runtime> {
+        let link = netfold_os::link::Link::open_for_stack(spec, stack.config())?;
+        Runtime::start(stack, Box::new(link), StdDuration::from_millis(1))
+    }
+
     /// [`Runtime::start`] with the driver thread pinned to `cpu` (modulo the CPUs online; see
     /// [`netfold_os::cpu::pin_current_thread`]), or unpinned for `None`. A refused pin (a
     /// cpuset without that CPU) leaves the driver unpinned: slower, not wrong.

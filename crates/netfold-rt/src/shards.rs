@@ -241,6 +241,29 @@ impl Shards {
         Shards::start(stack, devices, config)
     }
 
+    /// Starts one shard per AF_XDP queue of one interface ([`netfold_os::xdpmq::open_queues`]:
+    /// a socket per queue behind one XDP program, the queues sharing ARP and NDP frames),
+    /// shard `k` on `queues[k]`. The queue a frame arrives on is the sender's choice, so the
+    /// shards follow it: `config` must be [`ShardConfig::tap`] ([`Steering::FollowTx`]); a
+    /// connection the peer opens is accepted by the shard whose queue its SYN reached.
+    pub fn start_xdp_queues(
+        stack: StackConfig,
+        queues: Vec<netfold_os::xdpmq::XdpQueue>,
+        config: ShardConfig,
+    ) -> io::Result<Shards> {
+        if !matches!(config.steering, Steering::FollowTx) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "AF_XDP queues follow the sender's queue choice: use ShardConfig::tap",
+            ));
+        }
+        let devices = queues
+            .into_iter()
+            .map(|q| Box::new(q) as Box<dyn Device + Send>)
+            .collect();
+        Shards::start(stack, devices, config)
+    }
+
     /// Starts one shard per (stack, device) pair, for stacks prepared beforehand (services
     /// bound, counters read later through [`Shards::shard`]).
     pub fn start_stacks(

@@ -14,6 +14,8 @@ mod net;
 mod rng;
 #[cfg(feature = "netns")]
 pub mod tapns;
+#[cfg(feature = "netns")]
+pub mod vethns;
 
 pub use net::{config, Net};
 pub use rng::Rng;

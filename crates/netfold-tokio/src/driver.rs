@@ -116,6 +116,15 @@ impl Link {
         }
     }
 
+    /// Opens the kernel link `spec` names for the stack `config` describes: `tap:NAME`,
+    /// `tun:NAME`, `packet:IFNAME` or `xdp:IFNAME[@QUEUE][:all]` (an AF_XDP socket whose
+    /// program redirects the frames for the stack's addresses;
+    /// [`netfold_os::link::Link::open_for_stack`]), driven through its descriptor. The
+    /// interface is looked up in the calling thread's network namespace.
+    pub fn open(spec: &str, config: &netfold::iface::StackConfig) -> io::Result<Link> {
+        netfold_os::link::Link::open_for_stack(spec, config).map(Link::new)
+    }
+
     /// A device whose sender signals `signal` when it puts frames on it (an in-memory link's
     /// end, as [`pipe`] and [`crate::shards::mq_link`] make).
     pub(crate) fn signalled(device: Box<dyn Device + Send>, signal: Arc<Notify>) -> Link {

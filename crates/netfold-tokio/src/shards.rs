@@ -268,6 +268,21 @@ impl Shards {
         Shards::start_links(stack, links, steering, cpus)
     }
 
+    /// Starts one shard per AF_XDP queue of one interface ([`netfold_os::xdpmq::open_queues`]:
+    /// a socket per queue behind one XDP program, the queues sharing ARP and NDP frames),
+    /// shard `k` on `queues[k]`, each driven through its readable descriptor. The queue a frame
+    /// arrives on is the sender's choice, so the shards follow it
+    /// ([`Steering::FollowTx`]): a connection the peer opens is accepted by the shard whose
+    /// queue its SYN reached. CPUs as [`Shards::start`].
+    pub fn start_xdp_queues(
+        stack: StackConfig,
+        queues: Vec<netfold_os::xdpmq::XdpQueue>,
+        cpus: &[usize],
+    ) -> io::Result<Shards> {
+        let links = queues.into_iter().map(Link::new).collect();
+        Shards::start_links(stack, links, Steering::FollowTx, cpus)
+    }
+
     /// The TAP's steering, as [`Shards::start_tap`] found it: `Some` (the RSS table `connect`
     /// picks ports by) for [`Shards::start`] and an eBPF-steered TAP, `None` under automq.
     pub fn rss(&self) -> Option<&Arc<Rss>> {

@@ -93,8 +93,28 @@ pub fn run_netfold(p: &Params) -> Result<super::Measurement, BoxErr> {
     let c = link.socket(false, CLIENT, p.mtu)?;
     let s = link.socket(true, SERVER, p.mtu)?;
     let modes = format!("client {}, server {}", c.describe(), s.describe());
+    let (cm, sm) = (c.copy_meter(), s.copy_meter());
     let mut m = super::netfold_threads::run_pair(p, c, s, CLIENT.into(), SERVER.into())?;
     m.details.insert("xdp".into(), modes.into());
+    // The bytes copied between the rings' chunks and the stacks' buffers, each way.
+    let mut line = String::from("xdp copies between ring and stack:");
+    for (side, meter) in [("client", &cm), ("server", &sm)] {
+        let (rx, tx, lent, frames) = meter.get();
+        line += &format!(
+            " {side} rx {rx} B copied ({lent} of {frames} frames lent in place), tx {tx} B copied;"
+        );
+        m.details.insert(
+            format!("xdp_{side}_copies"),
+            serde_json::json!({
+                "rx_copied_bytes": rx,
+                "tx_copied_bytes": tx,
+                "rx_frames_lent": lent,
+                "rx_frames": frames,
+            }),
+        );
+    }
+    line.pop();
+    eprintln!("{line}");
     drop(link);
     Ok(m)
 }

@@ -17,20 +17,21 @@ use crate::wire::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetR
 use crate::wire::{ip_version, IpAddr, Ipv4Addr, Ipv6Addr};
 
 impl Inner {
-    /// Receives one frame of the batch. `gro` holds segments borrowed from the batch.
+    /// Receives one frame of the batch (a pool buffer's bytes, or a frame a device lent),
+    /// whose checksum state is `csum`. `gro` holds segments borrowed from the batch.
     pub(super) fn receive_frame<'b>(
         &mut self,
         now: Instant,
-        buf: &'b PacketBuf,
+        frame: &'b [u8],
+        csum: Csum,
         gro: &mut Gro<'b>,
     ) {
-        let frame = buf.as_slice();
         self.st.c.frames_in += 1;
         self.st.c.bytes_in += frame.len() as u64;
         // The checksum state the frame carries (`Verified` or `Partial` when the device said
         // so for this frame); a frame the device said nothing about is verified by us, once,
         // unless the device's caps say it verifies everything.
-        let csum = match buf.csum() {
+        let csum = match csum {
             Csum::Unverified if !self.st.csum_rx => Csum::Verified,
             c => c,
         };

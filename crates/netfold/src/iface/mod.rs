@@ -73,7 +73,7 @@ pub use ipv6::AddrState;
 pub use state::{DropReason, Emit, FullQueue, TxError};
 pub use udp::{PmtuDisc, UdpBindOptions, UdpError, UdpHandle};
 
-use crate::buf::{PacketBuf, Pool};
+use crate::buf::{Csum, PacketBuf, Pool};
 use crate::offload::gro::Gro;
 use crate::phy::{Device, Medium};
 use crate::tcp::TcpLayer;
@@ -350,6 +350,9 @@ pub(crate) struct Inner {
     /// bytes, so that a TCP payload that lies in it can say where ([`crate::buf::FramePos`],
     /// for frame-level borrowing reads); `(0, 0, 0)` outside a batch.
     rx_frame: (u32, usize, usize),
+    /// The batch being parsed is lent by the device ([`Device::recv_lent`]): no frame of it
+    /// outlives the batch, so TCP is given no frame positions (it copies into the ring).
+    lent: bool,
 }
 
 /// One interface's IPv4 host stack. See the module documentation.
@@ -432,6 +435,7 @@ impl Stack {
             last_now: Instant::ZERO,
             single_frame: false,
             rx_frame: (0, 0, 0),
+            lent: false,
             st,
             config,
         };
@@ -588,9 +592,33 @@ impl Stack {
         self.inner.tcp.collect_released(&mut self.inner.st.pool);
 
         let Stack { inner, rx, .. } = self;
+        // A device that lends its frames (AF_XDP) has them parsed where they arrived, batch
+        // by batch, and takes them back after each: nothing is copied into pool buffers, and
+        // no frame outlives the call (the frame position stays unset, so TCP copies payload
+        // into its ring instead of keeping the frame).
+        let lent = dev.recv_lent(now, burst, &mut |frames: &[&[u8]]| {
+            let n = frames.len();
+            if n == 0 {
+                return;
+            }
+            inner.st.c.rx_batches += 1;
+            inner.st.c.frames_per_poll[counters::bucket(n)] += 1;
+            inner.single_frame = n == 1;
+            inner.lent = true;
+            let mut gro = Gro::new();
+            for f in frames {
+                inner.receive_frame(now, f, Csum::Unverified, &mut gro);
+            }
+            inner.flush_gro(now, &mut gro);
+            inner.lent = false;
+        });
+        if let Some(n) = lent {
+            inner.st.c.polls += 1;
+            return self.transmit(now, dev, n > 0);
+        }
         dev.recv_batch(now, &mut inner.st.pool, rx, burst);
         let n = rx.len();
-        let mut did = n > 0;
+        let did = n > 0;
         inner.st.c.polls += 1;
         inner.st.c.rx_batches += u64::from(did);
         if did {
@@ -607,7 +635,7 @@ impl Stack {
                 let f = buf.as_slice();
                 let start = f.as_ptr() as usize;
                 inner.rx_frame = (i as u32, start, start + f.len());
-                inner.receive_frame(now, buf, &mut gro);
+                inner.receive_frame(now, f, buf.csum(), &mut gro);
             }
             inner.rx_frame = (0, 0, 0);
             inner.flush_gro(now, &mut gro);
@@ -620,7 +648,12 @@ impl Stack {
                 }
             }
         }
+        self.transmit(now, dev, did)
+    }
 
+    /// The sending half of [`Stack::poll`]: output rounds to `dev`; returns `did` or whether
+    /// anything was sent.
+    fn transmit(&mut self, now: Instant, dev: &mut dyn Device, mut did: bool) -> bool {
         let mut stopped = false;
         for _ in 0..TX_ROUNDS {
             stopped = self.inner.output(now);

@@ -111,7 +111,9 @@ impl Inner {
         let ip = t.ip();
         let ecn = Ecn::from_tos(ip.tos);
         let seg = (ip.src, ip.dst, t.repr());
-        let data = (t.parts(), t.pending(), t.at());
+        // A lent batch's frames go back to the device after it: no position to keep them by.
+        let at = if self.lent { &[][..] } else { t.at() };
+        let data = (t.parts(), t.pending(), at);
         enter_tcp(&mut self.tcp, c, now, seg, data, ecn);
     }
 

@@ -15,6 +15,10 @@ use crate::time::Instant;
 pub mod mq;
 pub mod pipe;
 
+/// Most frames one call of a [`Device::recv_lent`] callback gets (a device with more lends
+/// them in several calls).
+pub const MAX_LENT: usize = 64;
+
 /// An operating-system descriptor number, as a device hands it to a driver that sleeps in
 /// poll(2). The same type as Unix's `std::os::fd::RawFd` (`c_int`, 32 bits on every Unix
 /// target), spelled here without `std::os` so that the core builds for any target: the core
@@ -89,6 +93,26 @@ pub trait Device {
         out: &mut Vec<PacketBuf>,
         max: usize,
     ) -> usize;
+
+    /// Lent receive, for devices whose frames arrive in memory they share with the kernel
+    /// (AF_XDP's UMEM): calls `f` with received frames that stay where they arrived, up to
+    /// `max` in all (in one or more calls of at most [`MAX_LENT`] frames each), and takes
+    /// their memory back once `f` returns, so no byte is copied into a pool buffer. Returns
+    /// `None` if the device does not lend (the caller uses [`Device::recv_batch`]), else
+    /// `Some(frames lent)`.
+    ///
+    /// The frames are the device's for the next frame it receives: whoever wants to keep
+    /// bytes past `f` copies them (the stack's TCP copies payload into its receive ring, as
+    /// it does for reassembled segments; a frame-level borrowing read cannot keep a lent
+    /// frame). Their checksums are unverified.
+    fn recv_lent(
+        &mut self,
+        _now: Instant,
+        _max: usize,
+        _f: &mut dyn FnMut(&[&[u8]]),
+    ) -> Option<usize> {
+        None
+    }
 
     /// Transmits every frame in `frames` (draining it). Frames the link drops (full queue,
     /// impairment) are counted by the device and their buffers returned to `pool`.

@@ -1,0 +1,160 @@
+//! Blocking shards over AF_XDP on a two-queue veth: the kernel's stack in one throw-away
+//! namespace at 198.18.0.1/24 on its end, a 2-shard netfold host at 198.18.0.2/24 on the
+//! other end's two queues, one AF_XDP socket (and shard) per queue
+//! ([`netfold_os::xdpmq::open_queues`], [`Shards::start_xdp_queues`]; the
+//! `netfold_testkit::vethns` fixture). Needs root, ethtool and python3 and a kernel with
+//! AF_XDP; without them `SKIPPED: ...`. Only 198.18.0.0/15 is configured; both namespaces are
+//! deleted by their guards, also when an assertion fails.
+
+use netfold_os::netns;
+use netfold_os::xdp::XdpConfig;
+use netfold_os::xdpmq;
+use netfold_rt::shards::{ShardConfig, Shards};
+use netfold_testkit::require_env;
+use netfold_testkit::tapns::{self, stack, NETFOLD_IP, SERIAL};
+use netfold_testkit::vethns::KernelVeth;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const CONNS: usize = 16;
+const LEN: usize = 48 << 10;
+
+/// The kernel opens `CONNS` echo connections to a 2-shard netfold server on the veth's two
+/// queues (the kernel picks each connection's transmit queue, which is the queue it arrives
+/// on at our end); per-shard workers accept only their own shard's connections. Every
+/// connection is echoed byte for byte and accepted by one shard, both queues carry frames
+/// (each lent to its shard in place), and no shard sees a segment for a connection it does
+/// not have.
+#[test]
+fn kernel_connections_are_served_by_the_shard_of_their_queue() {
+    require_env!();
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let veth = match KernelVeth::create(2) {
+        Ok(v) => v,
+        Err(why) => {
+            netns::skip(Some(why));
+            return;
+        }
+    };
+    let ifname = veth.host_if.clone();
+    let queues = veth
+        .in_host(|| xdpmq::open_queues(&ifname, 2, XdpConfig::local(&[NETFOLD_IP.into()])))
+        .expect("enter the host's namespace");
+    let queues = match queues {
+        Err(e) => {
+            let e = std::io::Error::from(e);
+            if netfold_testkit::vethns::xdp_unavailable(&e) {
+                netns::skip(Some(format!("AF_XDP unavailable: {e}")));
+                return;
+            }
+            panic!("AF_XDP queues: {e}");
+        }
+        Ok(q) => q,
+    };
+    assert_eq!(queues.len(), 2);
+    for (k, q) in queues.iter().enumerate() {
+        assert_eq!(q.socket().queue(), k as u32);
+    }
+    let meters: Vec<_> = queues.iter().map(|q| q.socket().copy_meter()).collect();
+    let shards = Shards::start_xdp_queues(stack(), queues, ShardConfig::tap(2).unpinned())
+        .expect("start shards");
+    let addr = SocketAddrV4::new(NETFOLD_IP, 7);
+    let listener = Arc::new(shards.listen(addr, 32, Default::default()).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..2)
+        .map(|k| {
+            let (l, stop) = (Arc::clone(&listener), Arc::clone(&stop));
+            shards
+                .spawn_on(k, move |_rt| -> std::io::Result<Vec<SocketAddr>> {
+                    let mut peers = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        let (mut s, peer) = match l.on(k).accept_timeout(Duration::from_millis(50))
+                        {
+                            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
+                            r => r?,
+                        };
+                        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                        let mut buf = vec![0u8; 16 << 10];
+                        loop {
+                            let n = s.read(&mut buf)?;
+                            if n == 0 {
+                                break;
+                            }
+                            s.write_all(&buf[..n])?;
+                        }
+                        s.shutdown_write()?;
+                        peers.push(peer);
+                    }
+                    Ok(peers)
+                })
+                .unwrap()
+        })
+        .collect();
+    let results: Vec<std::io::Result<(u16, bool)>> = veth
+        .kernel
+        .run_in(|| {
+            let clients: Vec<_> = (0..CONNS)
+                .map(|c| {
+                    std::thread::spawn(move || -> std::io::Result<(u16, bool)> {
+                        let mut s =
+                            TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))?;
+                        s.set_read_timeout(Some(Duration::from_secs(20)))?;
+                        let port = s.local_addr()?.port();
+                        let data = tapns::payload(c, LEN);
+                        s.write_all(&data)?;
+                        s.shutdown(Shutdown::Write)?;
+                        let mut back = Vec::new();
+                        s.read_to_end(&mut back)?;
+                        Ok((port, back == data))
+                    })
+                })
+                .collect();
+            clients.into_iter().map(|t| t.join().unwrap()).collect()
+        })
+        .expect("enter the kernel's namespace");
+    stop.store(true, Ordering::Relaxed);
+    let accepted: Vec<Vec<SocketAddr>> = workers
+        .into_iter()
+        .map(|w| w.join().unwrap().expect("worker"))
+        .collect();
+    let mut ports = Vec::new();
+    for (c, r) in results.into_iter().enumerate() {
+        let (port, same) = r.unwrap_or_else(|e| panic!("connection {c}: {e}"));
+        assert!(same, "connection {c}: the echo differs");
+        ports.push(port);
+    }
+    assert_eq!(accepted[0].len() + accepted[1].len(), CONNS, "{accepted:?}");
+    for (k, peers) in accepted.iter().enumerate() {
+        for p in peers {
+            assert!(ports.contains(&p.port()), "shard {k} accepted {p}");
+        }
+        let (stray, rst) = shards.shard(k).with_stack(|s| {
+            let t = s.tcp().stats();
+            (t.no_socket, t.rst_out)
+        });
+        assert_eq!(
+            (stray, rst),
+            (0, 0),
+            "shard {k}: a segment on the wrong shard"
+        );
+    }
+    // With 16 flows over 2 queues, both are used (all on one: 2^-15).
+    assert!(
+        accepted.iter().all(|a| !a.is_empty()),
+        "one shard got every connection: {accepted:?}"
+    );
+    for (k, m) in meters.iter().enumerate() {
+        let (rx_copied, _, lent, frames) = m.get();
+        assert!(frames > 0, "queue {k} received nothing");
+        assert_eq!(
+            (rx_copied, lent),
+            (0, frames),
+            "queue {k}: frames copied out"
+        );
+    }
+    drop(listener);
+    let _ = shards.shutdown();
+}
