@@ -74,6 +74,11 @@ static EPOLLS: [AtomicI32; MAX_FD] = [const { AtomicI32::new(0) }; MAX_FD];
 /// blocking sockets without SO_RCVTIMEO/SO_SNDTIMEO (those waits the C API times itself).
 static PLAIN: [AtomicBool; NF_FDS] = [const { AtomicBool::new(false) }; NF_FDS];
 const NF_FDS: usize = crate::fd::MAX_FDS + crate::fd::FIRST_FD as usize;
+/// C API descriptors that are non-blocking (O_NONBLOCK): their small sends are corked
+/// (`cork`).
+static NONBLOCK: [AtomicBool; NF_FDS] = [const { AtomicBool::new(false) }; NF_FDS];
+/// Sends shorter than this are corked (`cork`): about one full segment at Ethernet's MTU.
+const CORK_MAX: usize = 1448;
 /// Entries of `SOCKS` in use: 0 lets poll and select skip the look at their descriptors.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// Set in a child made by fork (`pthread_atfork`).
@@ -487,6 +492,60 @@ fn plain(nf: c_int, m: &Meta) {
     if let Some(p) = usize::try_from(nf).ok().and_then(|i| PLAIN.get(i)) {
         p.store(!m.nonblock && !m.timeouts, Ordering::Relaxed);
     }
+    if let Some(p) = usize::try_from(nf).ok().and_then(|i| NONBLOCK.get(i)) {
+        p.store(m.nonblock, Ordering::Relaxed);
+    }
+}
+
+/// The process's engine, unless this is a forked child (whose stack is the parent's).
+fn engine() -> Option<&'static crate::engine::Engine> {
+    if FORKED.load(Ordering::Relaxed) {
+        return None;
+    }
+    // SAFETY: the process's stack, never freed.
+    PROC.get()
+        .and_then(Option::as_ref)
+        .map(|p| &**unsafe { &*p.stack }.engine())
+}
+
+/// A send of `n` bytes on C API socket `nf` (`flags` its MSG_ flags), corked in INLINE mode
+/// when it is small, does not wait (a non-blocking socket or MSG_DONTWAIT) and no other
+/// thread waits on netfold (that thread's sleep would not send it): its segments leave at
+/// the calling thread's next call into this library that is not such a send (`uncork`;
+/// every wait polls the stack first), so an event loop's header-then-body writes leave as
+/// one segment (one write to the device, one wake-up of the peer) instead of two. A
+/// program that stops calling has them sent by the fallback driver within two of its ticks.
+/// Measured with nginx and wrk (docs/BENCHMARKS.md); Linux's TCP autocorking holds small
+/// segments back in a similar way.
+fn cork(nf: c_int, flags: c_int, n: usize, op: impl FnOnce() -> ssize_t) -> ssize_t {
+    let nonblock = flags & libc::MSG_DONTWAIT != 0
+        || usize::try_from(nf)
+            .ok()
+            .and_then(|i| NONBLOCK.get(i))
+            .is_some_and(|p| p.load(Ordering::Relaxed));
+    match engine() {
+        Some(e) if nonblock && n < CORK_MAX && WAITING.load(Ordering::SeqCst) == 0 => e.corked(op),
+        _ => op(),
+    }
+}
+
+/// Sends what corked sends left (`cork`).
+#[inline]
+fn uncork() {
+    if let Some(e) = engine() {
+        e.uncork();
+    }
+}
+
+/// The bytes an iovec array describes (saturating; a bad array counts as large, uncorked).
+unsafe fn iov_len(iov: *const iovec, cnt: c_int) -> usize {
+    if iov.is_null() || !(0..=libc::UIO_MAXIOV).contains(&cnt) {
+        return usize::MAX;
+    }
+    // SAFETY: the caller's array of `cnt` iovecs (writev's contract).
+    unsafe { core::slice::from_raw_parts(iov, cnt as usize) }
+        .iter()
+        .fold(0usize, |a, v| a.saturating_add(v.iov_len))
 }
 
 fn is_plain(nf: c_int) -> bool {
@@ -1089,8 +1148,17 @@ pub unsafe extern "C" fn accept4(
     }
 }
 
-/// Routes a call: the kernel's function, EBADF in a forked child, or netfold's.
+/// Routes a call: the kernel's function, EBADF in a forked child, or netfold's; first sends
+/// what corked sends left (`cork`).
 macro_rules! route {
+    ($fd:expr, $kernel:expr, |$nf:ident| $ours:expr) => {{
+        uncork();
+        route_send!($fd, $kernel, |$nf| $ours)
+    }};
+}
+
+/// `route!` for the sends that may be corked themselves (`cork`): no uncork first.
+macro_rules! route_send {
     ($fd:expr, $kernel:expr, |$nf:ident| $ours:expr) => {
         match target($fd) {
             To::Kernel => $kernel,
@@ -1125,12 +1193,12 @@ pub unsafe extern "C" fn __read_chk(
 
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, b: *const c_void, n: size_t) -> ssize_t {
-    route!(fd, real::write(fd, b, n), |nf| send_op(
+    route_send!(fd, real::write(fd, b, n), |nf| cork(nf, 0, n, || send_op(
         nf,
         0,
         n,
         |f, off, len| api::nf_send(stack(), nf, b.cast::<u8>().add(off).cast(), len, f)
-    ))
+    )))
 }
 
 #[no_mangle]
@@ -1145,11 +1213,16 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
 
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    route!(fd, real::writev(fd, iov, cnt), |nf| after_wait(
+    route_send!(fd, real::writev(fd, iov, cnt), |nf| cork(
         nf,
-        libc::POLLOUT,
         0,
-        || api::nf_writev(stack(), nf, iov, cnt)
+        iov_len(iov, cnt),
+        || after_wait(nf, libc::POLLOUT, 0, || api::nf_writev(
+            stack(),
+            nf,
+            iov,
+            cnt
+        ))
     ))
 }
 
@@ -1180,11 +1253,17 @@ pub unsafe extern "C" fn __recv_chk(
 
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, b: *const c_void, n: size_t, flags: c_int) -> ssize_t {
-    route!(fd, real::send(fd, b, n, flags), |nf| send_op(
+    route_send!(fd, real::send(fd, b, n, flags), |nf| cork(
         nf,
         flags,
         n,
-        |f, off, len| api::nf_send(stack(), nf, b.cast::<u8>().add(off).cast(), len, f)
+        || send_op(nf, flags, n, |f, off, len| api::nf_send(
+            stack(),
+            nf,
+            b.cast::<u8>().add(off).cast(),
+            len,
+            f
+        ))
     ))
 }
 
@@ -1260,7 +1339,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, m: *mut msghdr, flags: c_int) -> ssi
 
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, m: *const msghdr, flags: c_int) -> ssize_t {
-    route!(fd, real::sendmsg(fd, m, flags), |nf| {
+    route_send!(fd, real::sendmsg(fd, m, flags), |nf| {
         // SAFETY: NULL or the caller's msghdr.
         if let Some(h) = m.as_ref() {
             let (a, l) = (h.msg_name as *const sockaddr, h.msg_namelen);
@@ -1274,14 +1353,22 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, m: *const msghdr, flags: c_int) -> s
                 };
             }
         }
-        after_wait(nf, libc::POLLOUT, flags, || {
-            api::nf_sendmsg(stack(), nf, m, flags)
+        // SAFETY: NULL or the caller's msghdr (checked again by nf_sendmsg).
+        let n = m
+            .as_ref()
+            .filter(|h| h.msg_name.is_null())
+            .map_or(usize::MAX, |h| iov_len(h.msg_iov, h.msg_iovlen as c_int));
+        cork(nf, flags, n, || {
+            after_wait(nf, libc::POLLOUT, flags, || {
+                api::nf_sendmsg(stack(), nf, m, flags)
+            })
         })
     })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    uncork();
     if nf_of(fd).is_some() || ep_of(fd).is_some() {
         forget(fd);
     }
@@ -1428,6 +1515,7 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_i
 
 #[no_mangle]
 pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
+    uncork();
     if LIVE.load(Ordering::Relaxed) == 0 || fds.is_null() {
         return real::poll(fds, n, timeout);
     }
@@ -1462,6 +1550,7 @@ pub unsafe extern "C" fn ppoll(
     t: *const timespec,
     mask: *const sigset_t,
 ) -> c_int {
+    uncork();
     if LIVE.load(Ordering::Relaxed) == 0 || fds.is_null() {
         return real::ppoll(fds, n, t, mask);
     }
@@ -1482,6 +1571,7 @@ pub unsafe extern "C" fn select(
     e: *mut fd_set,
     t: *mut timeval,
 ) -> c_int {
+    uncork();
     if LIVE.load(Ordering::Relaxed) != 0 {
         if let Some(got) = select_mixed(n, r, w, e, timeval_ms(t)) {
             if got == 0 {
@@ -1506,6 +1596,7 @@ pub unsafe extern "C" fn pselect(
     t: *const timespec,
     mask: *const sigset_t,
 ) -> c_int {
+    uncork();
     if LIVE.load(Ordering::Relaxed) != 0 {
         // The signal mask is not applied while netfold descriptors are waited on.
         if let Some(got) = select_mixed(n, r, w, e, timespec_ms(t)) {
@@ -1632,6 +1723,7 @@ pub unsafe extern "C" fn epoll_wait(
     max: c_int,
     timeout: c_int,
 ) -> c_int {
+    uncork();
     match ep_of(epfd) {
         Some(ep) if !FORKED.load(Ordering::Relaxed) => epoll_wait_mixed(epfd, ep, ev, max, timeout),
         _ => real::epoll_wait(epfd, ev, max, timeout),
@@ -1646,6 +1738,7 @@ pub unsafe extern "C" fn epoll_pwait(
     timeout: c_int,
     mask: *const sigset_t,
 ) -> c_int {
+    uncork();
     match ep_of(epfd) {
         // The signal mask is not applied while netfold descriptors are waited on.
         Some(ep) if !FORKED.load(Ordering::Relaxed) => epoll_wait_mixed(epfd, ep, ev, max, timeout),
@@ -1735,8 +1828,11 @@ unsafe fn sendfile_ours(nf: c_int, inp: c_int, off: *mut off_t, n: size_t) -> ss
 
 #[no_mangle]
 pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut off_t, n: size_t) -> ssize_t {
-    route!(out, real::sendfile(out, inp, off, n), |nf| sendfile_ours(
-        nf, inp, off, n
+    route_send!(out, real::sendfile(out, inp, off, n), |nf| cork(
+        nf,
+        0,
+        n,
+        || sendfile_ours(nf, inp, off, n)
     ))
 }
 
