@@ -71,8 +71,12 @@ static SOCKS: [AtomicI32; MAX_FD] = [const { AtomicI32::new(0) }; MAX_FD];
 /// Kernel epoll descriptor -> the C API epoll instance holding its netfold members, + 1.
 static EPOLLS: [AtomicI32; MAX_FD] = [const { AtomicI32::new(0) }; MAX_FD];
 /// C API descriptors whose blocking calls first wait in the kernel's poll(2) (`after_wait`):
-/// blocking sockets without SO_RCVTIMEO/SO_SNDTIMEO (those waits the C API times itself).
+/// the blocking sockets.
 static PLAIN: [AtomicBool; NF_FDS] = [const { AtomicBool::new(false) }; NF_FDS];
+/// Their SO_RCVTIMEO and SO_SNDTIMEO in milliseconds, rounded up (-1: none), which bound
+/// those waits.
+static RCVTIMEO: [AtomicI32; NF_FDS] = [const { AtomicI32::new(-1) }; NF_FDS];
+static SNDTIMEO: [AtomicI32; NF_FDS] = [const { AtomicI32::new(-1) }; NF_FDS];
 const NF_FDS: usize = crate::fd::MAX_FDS + crate::fd::FIRST_FD as usize;
 /// C API descriptors that are non-blocking (O_NONBLOCK): their small sends are corked
 /// (`cork`).
@@ -104,8 +108,6 @@ struct Meta {
     ty: c_int,
     protocol: c_int,
     nonblock: bool,
-    /// SO_RCVTIMEO or SO_SNDTIMEO was set.
-    timeouts: bool,
     /// Neither bound, connected nor sent from yet: may still move to the kernel.
     undecided: bool,
     /// setsockopt calls made while undecided, replayed on a kernel socket.
@@ -347,6 +349,10 @@ fn install(nf: c_int, m: Meta, cloexec: bool) -> c_int {
         return fail(libc::EMFILE);
     };
     plain(nf, &m);
+    if let Some(i) = usize::try_from(nf).ok().filter(|&i| i < NF_FDS) {
+        RCVTIMEO[i].store(-1, Ordering::Relaxed);
+        SNDTIMEO[i].store(-1, Ordering::Relaxed);
+    }
     meta().insert(nf, m);
     SOCKS[i].store(nf + 1, Ordering::Release);
     LIVE.fetch_add(1, Ordering::Relaxed);
@@ -490,7 +496,7 @@ fn to_kernel(fd: c_int, nf: c_int) -> Result<(), c_int> {
 /// Records whether socket `nf`'s blocking calls wait in the kernel's poll first.
 fn plain(nf: c_int, m: &Meta) {
     if let Some(p) = usize::try_from(nf).ok().and_then(|i| PLAIN.get(i)) {
-        p.store(!m.nonblock && !m.timeouts, Ordering::Relaxed);
+        p.store(!m.nonblock, Ordering::Relaxed);
     }
     if let Some(p) = usize::try_from(nf).ok().and_then(|i| NONBLOCK.get(i)) {
         p.store(m.nonblock, Ordering::Relaxed);
@@ -548,6 +554,54 @@ unsafe fn iov_len(iov: *const iovec, cnt: c_int) -> usize {
         .fold(0usize, |a, v| a.saturating_add(v.iov_len))
 }
 
+/// Reads C API socket `nf`'s SO_RCVTIMEO and SO_SNDTIMEO into `RCVTIMEO`/`SNDTIMEO` (at its
+/// install, an accepted socket's come from its listener, and after setsockopt).
+fn timeouts(nf: c_int) {
+    let Some(i) = usize::try_from(nf).ok().filter(|&i| i < NF_FDS) else {
+        return;
+    };
+    for (name, table) in [(libc::SO_RCVTIMEO, &RCVTIMEO), (libc::SO_SNDTIMEO, &SNDTIMEO)] {
+        let mut tv = timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        };
+        let mut l = core::mem::size_of::<timeval>() as socklen_t;
+        // SAFETY: `tv` is a writable timeval of `l` bytes; the stack is the process's.
+        let r = unsafe {
+            api::nf_getsockopt(
+                stack(),
+                nf,
+                libc::SOL_SOCKET,
+                name,
+                (&mut tv as *mut timeval).cast(),
+                &mut l,
+            )
+        };
+        // socket(7): zero means no timeout.
+        let ms = if r < 0 || (tv.tv_sec == 0 && tv.tv_usec == 0) {
+            -1
+        } else {
+            timeval_ms(&tv).max(1)
+        };
+        table[i].store(ms, Ordering::Relaxed);
+    }
+}
+
+/// When a wait of socket `nf` for `events` ends: its SO_RCVTIMEO (POLLIN, accept too, as on
+/// Linux) or SO_SNDTIMEO (POLLOUT) from now, if it has one.
+fn timeo_deadline(nf: c_int, events: i16) -> Option<Instant> {
+    let table = if events & libc::POLLOUT != 0 {
+        &SNDTIMEO
+    } else {
+        &RCVTIMEO
+    };
+    let ms = usize::try_from(nf)
+        .ok()
+        .and_then(|i| table.get(i))
+        .map_or(-1, |t| t.load(Ordering::Relaxed));
+    deadline(ms)
+}
+
 fn is_plain(nf: c_int) -> bool {
     usize::try_from(nf)
         .ok()
@@ -555,19 +609,30 @@ fn is_plain(nf: c_int) -> bool {
         .is_some_and(|p| p.load(Ordering::Relaxed))
 }
 
-/// Waits in the kernel's poll(2) until C API socket `nf` is ready for `events`; false (with
-/// errno, EINTR for a signal) if the wait was cut short.
-fn wait_for(nf: c_int, events: i16) -> bool {
+/// Waits in the kernel's poll(2) until C API socket `nf` is ready for `events`, until `end`
+/// at the latest (the socket's SO_RCVTIMEO/SO_SNDTIMEO, `timeo_deadline`); false (with
+/// errno: EINTR for a signal, EAGAIN when `end` passed, as Linux's timed-out calls) if the
+/// wait was cut short. In INLINE mode the wait holds the device as every other wait does.
+fn wait_for(nf: c_int, events: i16, end: Option<Instant>) -> bool {
     let mut one = [pollfd {
         fd: nf,
         events,
         revents: 0,
     }];
+    let ms = end.map_or(-1, |d| {
+        d.saturating_duration_since(Instant::now())
+            .as_micros()
+            .div_ceil(1000)
+            .min(c_int::MAX as u128) as c_int
+    });
     // SAFETY: `one` is a valid array of one pollfd; the stack is the process's.
-    let got = wait(-1, &mut Vec::new(), |_| unsafe {
+    let got = wait(ms, &mut Vec::new(), |_| unsafe {
         api::nf_poll(stack(), one.as_mut_ptr(), 1, 0)
     });
-    got >= 0
+    if got == 0 {
+        set_errno(libc::EAGAIN);
+    }
+    got > 0
 }
 
 fn errno() -> c_int {
@@ -579,7 +644,10 @@ fn errno() -> c_int {
 /// interrupts the wait (-1, EINTR) as it interrupts a kernel socket's blocking call, and the
 /// program's handler runs at once. MSG_DONTWAIT in `flags` never waits.
 fn after_wait(nf: c_int, events: i16, flags: c_int, op: impl FnOnce() -> ssize_t) -> ssize_t {
-    if is_plain(nf) && flags & libc::MSG_DONTWAIT == 0 && !wait_for(nf, events) {
+    if is_plain(nf)
+        && flags & libc::MSG_DONTWAIT == 0
+        && !wait_for(nf, events, timeo_deadline(nf, events))
+    {
         return -1;
     }
     op()
@@ -593,6 +661,7 @@ fn read_op(nf: c_int, flags: c_int, mut op: impl FnMut(c_int) -> ssize_t) -> ssi
         return op(flags);
     }
     let mut waited = false;
+    let mut end = None;
     loop {
         let r = op(flags | libc::MSG_DONTWAIT);
         if r >= 0 || errno() != libc::EAGAIN {
@@ -602,7 +671,8 @@ fn read_op(nf: c_int, flags: c_int, mut op: impl FnMut(c_int) -> ssize_t) -> ssi
             // Ready by poll but nothing to take: the C API's own wait decides.
             return op(flags);
         }
-        if !wait_for(nf, libc::POLLIN) {
+        let end = *end.get_or_insert_with(|| timeo_deadline(nf, libc::POLLIN));
+        if !wait_for(nf, libc::POLLIN, end) {
             return -1;
         }
         waited = true;
@@ -624,6 +694,8 @@ fn send_op(
     }
     let mut done = 0usize;
     let mut waited = false;
+    // SO_SNDTIMEO bounds the whole call, as on Linux (what was queued by then is returned).
+    let end = timeo_deadline(nf, libc::POLLOUT);
     loop {
         let r = op(flags | libc::MSG_DONTWAIT, done, n - done);
         if r >= 0 {
@@ -645,7 +717,7 @@ fn send_op(
                 -1
             };
         }
-        if !wait_for(nf, libc::POLLOUT) {
+        if !wait_for(nf, libc::POLLOUT, end) {
             return if done > 0 { done as ssize_t } else { -1 };
         }
         waited = r <= 0;
@@ -1035,7 +1107,6 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
         ty,
         protocol,
         nonblock: ty & libc::SOCK_NONBLOCK != 0,
-        timeouts: false,
         undecided: true,
         opts: Vec::new(),
     };
@@ -1112,11 +1183,21 @@ unsafe fn accept_ours(nf: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_i
         ty: libc::SOCK_STREAM | flags,
         protocol: 0,
         nonblock,
-        timeouts: false,
         undecided: false,
         opts: Vec::new(),
     };
-    install(c, m, flags & libc::SOCK_CLOEXEC != 0)
+    let k = install(c, m, flags & libc::SOCK_CLOEXEC != 0);
+    // The accepted socket's timeouts are the ones the C API gave it (from its listener).
+    let timed = |t: &[AtomicI32; NF_FDS]| {
+        usize::try_from(nf)
+            .ok()
+            .and_then(|i| t.get(i))
+            .is_some_and(|v| v.load(Ordering::Relaxed) >= 0)
+    };
+    if k >= 0 && (timed(&RCVTIMEO) || timed(&SNDTIMEO)) {
+        timeouts(c);
+    }
+    k
 }
 
 #[no_mangle]
@@ -1411,10 +1492,7 @@ pub unsafe extern "C" fn setsockopt(
             && level == libc::SOL_SOCKET
             && (name == libc::SO_RCVTIMEO || name == libc::SO_SNDTIMEO)
         {
-            if let Some(m) = meta().get_mut(&nf) {
-                m.timeouts = true;
-                plain(nf, m);
-            }
+            timeouts(nf);
         }
         if let Some(m) = meta().get_mut(&nf).filter(|m| m.undecided) {
             // SAFETY: the caller's option value of `l` bytes.
