@@ -560,7 +560,10 @@ fn timeouts(nf: c_int) {
     let Some(i) = usize::try_from(nf).ok().filter(|&i| i < NF_FDS) else {
         return;
     };
-    for (name, table) in [(libc::SO_RCVTIMEO, &RCVTIMEO), (libc::SO_SNDTIMEO, &SNDTIMEO)] {
+    for (name, table) in [
+        (libc::SO_RCVTIMEO, &RCVTIMEO),
+        (libc::SO_SNDTIMEO, &SNDTIMEO),
+    ] {
         let mut tv = timeval {
             tv_sec: 0,
             tv_usec: 0,
