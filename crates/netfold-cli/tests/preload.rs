@@ -1109,16 +1109,7 @@ fn threads(extra: &[&str]) {
         return;
     }
     let net = Net::create();
-    let exe = net.dir.join("threads");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/preload/threads.c");
-    let cc = Command::new("gcc")
-        .args(["-O2", "-Wall", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(src)
-        .output()
-        .expect("run gcc");
-    ok(&cc, "gcc threads.c");
-    let exe = exe.display().to_string();
+    let exe = compile(&net, "threads");
     for (mode, port) in [("conns", "8093"), ("epoll", "8094")] {
         let peer = Running::start(net.on_kernel(&[
             "python3",
@@ -1145,4 +1136,57 @@ fn threads_polling_inline_share_the_stack_and_one_epoll() {
 #[test]
 fn threads_on_the_driver_thread_share_the_stack_and_one_epoll() {
     threads(THREAD);
+}
+
+/// Compiles tests/preload/NAME.c with gcc into the test's directory; the executable's path.
+fn compile(net: &Net, name: &str) -> String {
+    let exe = net.dir.join(name);
+    let src = format!("{}/tests/preload/{name}.c", env!("CARGO_MANIFEST_DIR"));
+    let cc = Command::new("gcc")
+        .args(["-O2", "-Wall", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("run gcc");
+    ok(&cc, &format!("gcc {name}.c"));
+    exe.display().to_string()
+}
+
+/// sendmmsg and recvmmsg (MSG_WAITFORONE, MSG_DONTWAIT) on a netfold TCP socket, and splice
+/// between it and a pipe both ways, against a kernel echo server (tests/preload/mmsg.c: the
+/// same program passes on the kernel's sockets); every byte checked, and Linux's errors for
+/// what splice refuses (EINVAL, ESPIPE, EAGAIN).
+fn mmsg_and_splice(extra: &[&str]) {
+    if skip(&["python3", "timeout", "gcc"]) {
+        return;
+    }
+    let net = Net::create();
+    let exe = compile(&net, "mmsg");
+    let peer = Running::start(net.on_kernel(&[
+        "python3",
+        "-u",
+        "-c",
+        THREADS_PEER,
+        KERNEL,
+        "8095",
+        "conns",
+    ]));
+    peer.wait_for("ready");
+    let o = output(net.on_netfold_with(extra, &[&exe, KERNEL, "8095"]));
+    ok(&o, "mmsg.c on netfold");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("mmsg ok"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
+#[test]
+fn sendmmsg_recvmmsg_and_splice_polling_inline() {
+    mmsg_and_splice(INLINE);
+}
+
+#[test]
+fn sendmmsg_recvmmsg_and_splice_on_the_driver_thread() {
+    mmsg_and_splice(THREAD);
 }

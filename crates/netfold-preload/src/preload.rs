@@ -48,8 +48,8 @@ use crate::api::{self, nf_stack};
 use crate::errno::set_errno;
 use core::ffi::c_void;
 use libc::{
-    c_int, c_long, c_ulong, epoll_event, fd_set, iovec, msghdr, nfds_t, off_t, pollfd, sigset_t,
-    size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
+    c_int, c_long, c_uint, c_ulong, epoll_event, fd_set, iovec, msghdr, nfds_t, off_t, pollfd,
+    sigset_t, size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
 };
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -1921,4 +1921,237 @@ pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut off_t, n: si
 pub unsafe extern "C" fn sendfile64(out: c_int, inp: c_int, off: *mut off_t, n: size_t) -> ssize_t {
     // off_t is 64 bits on the 64-bit targets this library is built for.
     sendfile(out, inp, off, n)
+}
+
+/// The most messages one sendmmsg/recvmmsg call takes (Linux: UIO_MAXIOV).
+const MMSG_MAX: c_uint = libc::UIO_MAXIOV as c_uint;
+
+#[no_mangle]
+pub unsafe extern "C" fn sendmmsg(
+    fd: c_int,
+    v: *mut libc::mmsghdr,
+    n: c_uint,
+    flags: c_int,
+) -> c_int {
+    route!(fd, real::sendmmsg(fd, v, n, flags), |_nf| {
+        // Linux's __sys_sendmmsg: one sendmsg per message, each message's byte count in
+        // msg_len; an error after at least one message was sent ends the call with the count
+        // sent so far (the error shows again at the next call).
+        if v.is_null() {
+            set_errno(libc::EFAULT);
+            return -1;
+        }
+        let n = n.min(MMSG_MAX);
+        let mut sent = 0;
+        while sent < n {
+            // SAFETY: `v` holds `n` mmsghdrs (sendmmsg's contract).
+            let m = &mut *v.add(sent as usize);
+            let r = sendmsg(fd, &m.msg_hdr, flags);
+            if r < 0 {
+                if sent == 0 {
+                    return -1;
+                }
+                break;
+            }
+            m.msg_len = r as c_uint;
+            sent += 1;
+        }
+        sent as c_int
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn recvmmsg(
+    fd: c_int,
+    v: *mut libc::mmsghdr,
+    n: c_uint,
+    flags: c_int,
+    t: *mut timespec,
+) -> c_int {
+    route!(fd, real::recvmmsg(fd, v, n, flags, t), |_nf| {
+        // Linux's do_recvmmsg: one recvmsg per message; MSG_WAITFORONE makes the ones after
+        // the first non-blocking; the timeout is looked at after each message (recvmmsg(2)'s
+        // BUGS: it does not bound a blocking receive); an error after at least one message
+        // ends the call with the count received.
+        if v.is_null() {
+            set_errno(libc::EFAULT);
+            return -1;
+        }
+        let end = timespec_ms(t);
+        let end = (end >= 0).then(|| Instant::now() + Duration::from_millis(end as u64));
+        let n = n.min(MMSG_MAX);
+        let mut f = flags & !libc::MSG_WAITFORONE;
+        let mut got = 0;
+        while got < n {
+            // SAFETY: `v` holds `n` mmsghdrs (recvmmsg's contract).
+            let m = &mut *v.add(got as usize);
+            let r = recvmsg(fd, &mut m.msg_hdr, f);
+            if r < 0 {
+                if got == 0 {
+                    return -1;
+                }
+                break;
+            }
+            m.msg_len = r as c_uint;
+            got += 1;
+            if flags & libc::MSG_WAITFORONE != 0 {
+                f |= libc::MSG_DONTWAIT;
+            }
+            if end.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+        }
+        if let Some(t) = t.as_mut() {
+            // Linux writes back the time left.
+            let left = end.map_or(Duration::ZERO, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            t.tv_sec = left.as_secs() as libc::time_t;
+            t.tv_nsec = left.subsec_nanos() as c_long;
+        }
+        got as c_int
+    })
+}
+
+/// The most one emulated splice moves.
+const SPLICE_MAX: usize = 64 * 1024;
+
+/// splice(2) with a netfold socket at one end and (as Linux requires) a pipe at the other,
+/// emulated through a buffer: socket to pipe peeks at the socket's data, writes it to the
+/// pipe and then takes from the socket what the pipe accepted, so nothing is lost; pipe to
+/// socket waits until the socket is writable, reads from the pipe and queues all of it on the
+/// socket (waiting for room if need be, even on a non-blocking socket, rather than drop what
+/// was read). As on Linux, whether the socket side waits follows the socket's O_NONBLOCK and
+/// SPLICE_F_NONBLOCK is about the pipe (EAGAIN when the pipe is full or empty at the start).
+/// Offsets must be NULL (ESPIPE, as for a socket or a pipe on Linux).
+unsafe fn splice_ours(
+    fd_in: c_int,
+    off_in: *mut libc::loff_t,
+    fd_out: c_int,
+    off_out: *mut libc::loff_t,
+    n: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    let (src, dst) = (target(fd_in), target(fd_out));
+    if matches!(src, To::Parents) {
+        return parents(fd_in) as ssize_t;
+    }
+    if matches!(dst, To::Parents) {
+        return parents(fd_out) as ssize_t;
+    }
+    if !off_in.is_null() || !off_out.is_null() {
+        set_errno(libc::ESPIPE);
+        return -1;
+    }
+    let is_pipe = |fd: c_int| {
+        let mut st = core::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: fstat(2) fills `st`.
+        libc::fstat(fd, st.as_mut_ptr()) == 0
+            && st.assume_init().st_mode & libc::S_IFMT == libc::S_IFIFO
+    };
+    // SPLICE_F_NONBLOCK: the pipe must be ready now.
+    let pipe_ready = |fd: c_int, events: i16| {
+        let mut p = [pollfd {
+            fd,
+            events,
+            revents: 0,
+        }];
+        flags & libc::SPLICE_F_NONBLOCK == 0 || real::poll(p.as_mut_ptr(), 1, 0) > 0
+    };
+    let mut buf = vec![0u8; n.min(SPLICE_MAX)];
+    match (src, dst) {
+        (To::Netfold(nf), To::Kernel) if is_pipe(fd_out) => {
+            if !pipe_ready(fd_out, libc::POLLOUT) {
+                set_errno(libc::EAGAIN);
+                return -1;
+            }
+            let got = read_op(nf, libc::MSG_PEEK, |f| {
+                api::nf_recv(stack(), nf, buf.as_mut_ptr().cast(), buf.len(), f)
+            });
+            if got <= 0 {
+                return got;
+            }
+            let w = real::write(fd_out, buf.as_ptr().cast(), got as usize);
+            if w <= 0 {
+                return w;
+            }
+            // What the pipe took leaves the socket (at most what was peeked: it is still
+            // there, nobody else read in between unless the program races itself).
+            api::nf_recv(
+                stack(),
+                nf,
+                buf.as_mut_ptr().cast(),
+                w as usize,
+                libc::MSG_DONTWAIT,
+            )
+        }
+        (To::Kernel, To::Netfold(nf)) if is_pipe(fd_in) => {
+            if !pipe_ready(fd_in, libc::POLLIN) {
+                set_errno(libc::EAGAIN);
+                return -1;
+            }
+            if !is_plain(nf) {
+                let mut p = [pollfd {
+                    fd: nf,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                }];
+                if api::nf_poll(stack(), p.as_mut_ptr(), 1, 0) == 0 {
+                    set_errno(libc::EAGAIN);
+                    return -1;
+                }
+            } else if !wait_for(nf, libc::POLLOUT, timeo_deadline(nf, libc::POLLOUT)) {
+                return -1;
+            }
+            let got = real::read(fd_in, buf.as_mut_ptr().cast(), buf.len());
+            if got <= 0 {
+                return got;
+            }
+            let mut done = 0usize;
+            while done < got as usize {
+                let w = api::nf_send(
+                    stack(),
+                    nf,
+                    buf.as_ptr().add(done).cast(),
+                    got as usize - done,
+                    libc::MSG_DONTWAIT,
+                );
+                if w > 0 {
+                    done += w as usize;
+                } else if w < 0 && errno() == libc::EAGAIN {
+                    if !wait_for(nf, libc::POLLOUT, None) && errno() != libc::EINTR {
+                        break;
+                    }
+                } else {
+                    break;
+                }
+            }
+            if done == 0 {
+                -1
+            } else {
+                done as ssize_t
+            }
+        }
+        // Linux: one end must be a pipe.
+        _ => {
+            set_errno(libc::EINVAL);
+            -1
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn splice(
+    fd_in: c_int,
+    off_in: *mut libc::loff_t,
+    fd_out: c_int,
+    off_out: *mut libc::loff_t,
+    n: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    uncork();
+    if LIVE.load(Ordering::Relaxed) == 0 || (nf_of(fd_in).is_none() && nf_of(fd_out).is_none()) {
+        return real::splice(fd_in, off_in, fd_out, off_out, n, flags);
+    }
+    splice_ours(fd_in, off_in, fd_out, off_out, n, flags)
 }
