@@ -366,7 +366,10 @@ impl Engine {
         match (self.clock, &self.inline) {
             (Clock::Manual, _) => self.settle(st),
             (Clock::Real(_), Some(inl)) => {
-                if CORKING.with(std::cell::Cell::get) {
+                // Corked only while the fallback driver stands by (`wake_at` 0: application
+                // calls polled within its last tick), so it looks again within a tick; a
+                // running one may sleep until its next deadline and would not send them.
+                if CORKING.with(std::cell::Cell::get) && inl.wake_at.load(Ordering::Relaxed) == 0 {
                     inl.corked.store(true, Ordering::Relaxed);
                 } else {
                     self.poll_tx(st);
@@ -441,7 +444,9 @@ impl Engine {
     /// its body) leave as one segment and one write to the device. Like Linux's TCP
     /// autocorking (`net.ipv4.tcp_autocorking`), which holds a small segment back while an
     /// earlier one is still queued below TCP; here the caller bounds the delay (its next
-    /// call into the library uncorks; the fallback driver polls within two ticks otherwise).
+    /// call on a netfold descriptor uncorks; the fallback driver polls within two ticks
+    /// otherwise). [`Engine::uncork`] takes the lock: it must not be called by a thread that
+    /// holds it (the stack's own device I/O).
     #[cfg_attr(not(netfold_preload), allow(dead_code))]
     pub(crate) fn corked<T>(&self, f: impl FnOnce() -> T) -> T {
         if self.inline.is_none() {

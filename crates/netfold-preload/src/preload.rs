@@ -19,7 +19,8 @@
 //!   the kernel's poll(2), on the kernel descriptors plus an eventfd of the calling thread that
 //!   whoever polled the stack (a driver thread, another call) signals after every poll that
 //!   did work while someone waits (the engine's `on_work` hook). So a signal interrupts them (EINTR) as it would on the kernel;
-//!   a blocking read, recv, accept, write or send on a netfold socket waits the same way first.
+//!   a blocking read, recv, accept, write or send on a netfold socket waits the same way first,
+//!   for at most its SO_RCVTIMEO / SO_SNDTIMEO (then EAGAIN, as Linux).
 //! - Who runs the stack (`NETFOLD_POLL`, see `config`): INLINE mode (the default), where the
 //!   calls above poll it themselves, or THREAD mode, one driver thread per process. INLINE:
 //!   a call that changed something sends its segments from the calling thread; every wait
@@ -27,7 +28,10 @@
 //!   descriptor too, for at most the stack's next deadline, and polls the stack when it wakes;
 //!   the other waiting threads sleep on their eventfd as in THREAD mode, and one of them takes
 //!   the device when its holder lets it go. A fallback thread runs the stack while no call
-//!   does (the engine's INLINE mode).
+//!   does (the engine's INLINE mode). Small sends on non-blocking sockets are corked until
+//!   the thread's next call into the library (`cork`).
+//! - sendmmsg/recvmmsg loop over sendmsg/recvmsg; splice with a netfold socket at one end and
+//!   a pipe at the other goes through a buffer (`splice_ours`).
 //! - One stack per process, started at the first socket from the environment (`config`).
 //!   Sockets are per process: a child made by fork keeps the numbers
 //!   but not the stack; it may close them (the parent's sockets are untouched), any other use
@@ -517,8 +521,8 @@ fn engine() -> Option<&'static crate::engine::Engine> {
 /// A send of `n` bytes on C API socket `nf` (`flags` its MSG_ flags), corked in INLINE mode
 /// when it is small, does not wait (a non-blocking socket or MSG_DONTWAIT) and no other
 /// thread waits on netfold (that thread's sleep would not send it): its segments leave at
-/// the calling thread's next call into this library that is not such a send (`uncork`;
-/// every wait polls the stack first), so an event loop's header-then-body writes leave as
+/// the calling thread's next call on a netfold descriptor that is not such a send (`uncork`;
+/// every wait on netfold descriptors polls the stack first), so an event loop's header-then-body writes leave as
 /// one segment (one write to the device, one wake-up of the peer) instead of two. A
 /// program that stops calling has them sent by the fallback driver within two of its ticks.
 /// Measured with nginx and wrk (docs/BENCHMARKS.md); Linux's TCP autocorking holds small
@@ -1232,13 +1236,21 @@ pub unsafe extern "C" fn accept4(
     }
 }
 
-/// Routes a call: the kernel's function, EBADF in a forked child, or netfold's; first sends
-/// what corked sends left (`cork`).
+/// Routes a call: the kernel's function, EBADF in a forked child, or netfold's, which first
+/// sends what corked sends left (`cork`). Only calls on netfold descriptors uncork: the
+/// stack's own device I/O (readv, poll, ... on kernel descriptors, under the engine's lock)
+/// comes through these functions too and must not take the lock again.
 macro_rules! route {
-    ($fd:expr, $kernel:expr, |$nf:ident| $ours:expr) => {{
-        uncork();
-        route_send!($fd, $kernel, |$nf| $ours)
-    }};
+    ($fd:expr, $kernel:expr, |$nf:ident| $ours:expr) => {
+        match target($fd) {
+            To::Kernel => $kernel,
+            To::Parents => parents($fd) as _,
+            To::Netfold($nf) => {
+                uncork();
+                $ours
+            }
+        }
+    };
 }
 
 /// `route!` for the sends that may be corked themselves (`cork`): no uncork first.
@@ -1452,8 +1464,8 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, m: *const msghdr, flags: c_int) -> s
 
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    uncork();
     if nf_of(fd).is_some() || ep_of(fd).is_some() {
+        uncork();
         forget(fd);
     }
     real::close(fd)
@@ -1596,7 +1608,6 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_i
 
 #[no_mangle]
 pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
-    uncork();
     if LIVE.load(Ordering::Relaxed) == 0 || fds.is_null() {
         return real::poll(fds, n, timeout);
     }
@@ -1631,7 +1642,6 @@ pub unsafe extern "C" fn ppoll(
     t: *const timespec,
     mask: *const sigset_t,
 ) -> c_int {
-    uncork();
     if LIVE.load(Ordering::Relaxed) == 0 || fds.is_null() {
         return real::ppoll(fds, n, t, mask);
     }
@@ -1652,7 +1662,6 @@ pub unsafe extern "C" fn select(
     e: *mut fd_set,
     t: *mut timeval,
 ) -> c_int {
-    uncork();
     if LIVE.load(Ordering::Relaxed) != 0 {
         if let Some(got) = select_mixed(n, r, w, e, timeval_ms(t)) {
             if got == 0 {
@@ -1677,7 +1686,6 @@ pub unsafe extern "C" fn pselect(
     t: *const timespec,
     mask: *const sigset_t,
 ) -> c_int {
-    uncork();
     if LIVE.load(Ordering::Relaxed) != 0 {
         // The signal mask is not applied while netfold descriptors are waited on.
         if let Some(got) = select_mixed(n, r, w, e, timespec_ms(t)) {
@@ -1804,7 +1812,6 @@ pub unsafe extern "C" fn epoll_wait(
     max: c_int,
     timeout: c_int,
 ) -> c_int {
-    uncork();
     match ep_of(epfd) {
         Some(ep) if !FORKED.load(Ordering::Relaxed) => epoll_wait_mixed(epfd, ep, ev, max, timeout),
         _ => real::epoll_wait(epfd, ev, max, timeout),
@@ -1819,7 +1826,6 @@ pub unsafe extern "C" fn epoll_pwait(
     timeout: c_int,
     mask: *const sigset_t,
 ) -> c_int {
-    uncork();
     match ep_of(epfd) {
         // The signal mask is not applied while netfold descriptors are waited on.
         Some(ep) if !FORKED.load(Ordering::Relaxed) => epoll_wait_mixed(epfd, ep, ev, max, timeout),
@@ -2149,9 +2155,9 @@ pub unsafe extern "C" fn splice(
     n: size_t,
     flags: c_uint,
 ) -> ssize_t {
-    uncork();
     if LIVE.load(Ordering::Relaxed) == 0 || (nf_of(fd_in).is_none() && nf_of(fd_out).is_none()) {
         return real::splice(fd_in, off_in, fd_out, off_out, n, flags);
     }
+    uncork();
     splice_ours(fd_in, off_in, fd_out, off_out, n, flags)
 }
