@@ -960,3 +960,233 @@ fn a_sleeping_program_polling_inline_still_gets_its_data_acknowledged() {
 fn a_sleeping_program_on_the_driver_thread_still_gets_its_data_acknowledged() {
     busy_program(THREAD);
 }
+
+/// The kernel side of the timeout test (argv: address, port): answers each "ping N" after
+/// 20 ms, nothing to "quiet", and stops reading at "stall".
+const TIMEO_PEER: &str = r#"
+import socket, sys, time
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind((sys.argv[1], int(sys.argv[2]))); l.listen(); print("ready", flush=True)
+c, _ = l.accept(); f = c.makefile("rb")
+while True:
+    line = f.readline()
+    if line.startswith(b"ping"):
+        time.sleep(0.02); c.sendall(b"pong" + line[4:])
+    elif line == b"stall\n":
+        time.sleep(30); break
+    elif not line:
+        break
+"#;
+
+/// The program of the timeout test, on netfold (argv: address, port): blocking receives under
+/// SO_RCVTIMEO whose data comes during the wait return it; with nothing coming the receive
+/// fails with EAGAIN once the timeout has passed, and so does a send under SO_SNDTIMEO once
+/// the peer stopped reading. Prints how many timed waits it made.
+const TIMEO_PROGRAM: &str = r#"
+import errno, socket, struct, sys, time
+ROUNDS = 20
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+def timeo(name, secs):
+    s.setsockopt(socket.SOL_SOCKET, name, struct.pack("ll", int(secs), int(round((secs % 1) * 1e6))))
+timeo(socket.SO_RCVTIMEO, 10)
+for i in range(ROUNDS):
+    s.sendall(b"ping %03d\n" % i)
+    want = b"pong %03d\n" % i
+    got = b""
+    while len(got) < len(want):
+        d = s.recv(64)
+        assert d, "eof"
+        got += d
+    assert got == want, (got, want)
+timeo(socket.SO_RCVTIMEO, 0.3)
+s.sendall(b"quiet\n")
+t = time.monotonic()
+try:
+    s.recv(64)
+    raise SystemExit("recv returned although nothing was sent")
+except BlockingIOError as e:
+    assert e.errno == errno.EAGAIN, e
+el = time.monotonic() - t
+assert el >= 0.3, "SO_RCVTIMEO fired after %.3f s" % el
+timeo(socket.SO_SNDTIMEO, 0.3)
+s.sendall(b"stall\n")
+blob = b"x" * (1 << 20)
+sent = 0
+while True:
+    t = time.monotonic()
+    try:
+        sent += s.send(blob)
+    except BlockingIOError as e:
+        assert e.errno == errno.EAGAIN, e
+        break
+    assert sent < 1 << 30, "the send buffer never filled"
+el = time.monotonic() - t
+assert el >= 0.3, "SO_SNDTIMEO fired after %.3f s" % el
+print("timed waits %d" % ROUNDS, flush=True)
+"#;
+
+/// The "polls by application calls N" of `NETFOLD_VERBOSE`'s exit report.
+fn app_polls(stderr: &str) -> u64 {
+    stderr
+        .split("polls by application calls ")
+        .nth(1)
+        .and_then(|t| t.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no poll counts in {stderr}"))
+}
+
+fn timeouts(extra: &[&str]) -> Output {
+    let net = Net::create();
+    let peer = Running::start(net.on_kernel(&["python3", "-u", "-c", TIMEO_PEER, KERNEL, "8091"]));
+    peer.wait_for("ready");
+    let mut c = net.on_netfold_with(extra, &["python3", "-c", TIMEO_PROGRAM, KERNEL, "8091"]);
+    c.env("NETFOLD_VERBOSE", "1");
+    let o = output(c);
+    ok(&o, "timeout program on netfold");
+    o
+}
+
+/// SO_RCVTIMEO and SO_SNDTIMEO in INLINE mode: the timed waits are the library's own, which
+/// take the device and poll the stack when frames come (so each of the program's timed
+/// receives is served by its own poll, not by the fallback thread's); the timeouts fire with
+/// EAGAIN, never early.
+#[test]
+fn timed_waits_polling_inline_take_the_device_and_time_out_with_eagain() {
+    if skip(&["python3", "timeout"]) {
+        return;
+    }
+    let o = timeouts(INLINE);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let waits: u64 = out
+        .trim()
+        .strip_prefix("timed waits ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no wait count in {out:?}"));
+    let polls = app_polls(&String::from_utf8_lossy(&o.stderr));
+    assert!(
+        polls >= waits,
+        "{polls} polls by application calls for {waits} timed waits whose data came during \
+         the wait: the waits did not poll the stack themselves"
+    );
+}
+
+#[test]
+fn timed_waits_on_the_driver_thread_time_out_with_eagain() {
+    if skip(&["python3", "timeout"]) {
+        return;
+    }
+    timeouts(THREAD);
+}
+
+/// The kernel side of the threads test (argv: address, port, mode): an echo server for
+/// "conns"; for "epoll", each connection's first byte K asks for 256 KiB of pattern K, then
+/// the connection closes.
+const THREADS_PEER: &str = r#"
+import socket, sys, threading
+BULK = 256 * 1024
+def pat(n, k):
+    return bytes((i * (2 * k + 3) + k) % 251 for i in range(n))
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind((sys.argv[1], int(sys.argv[2]))); l.listen(64); print("ready", flush=True)
+def echo(c):
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        c.sendall(d)
+    c.close()
+def bulk(c):
+    k = c.recv(1)[0]
+    c.sendall(pat(BULK, k)); c.close()
+while True:
+    c, _ = l.accept()
+    threading.Thread(target=echo if sys.argv[3] == "conns" else bulk, args=(c,), daemon=True).start()
+"#;
+
+/// Several threads calling netfold at once: tests/preload/threads.c (compiled here with gcc),
+/// each thread on its own connection, then threads sharing one epoll; every byte checked.
+fn threads(extra: &[&str]) {
+    if skip(&["python3", "timeout", "gcc"]) {
+        return;
+    }
+    let net = Net::create();
+    let exe = compile(&net, "threads");
+    for (mode, port) in [("conns", "8093"), ("epoll", "8094")] {
+        let peer = Running::start(net.on_kernel(&[
+            "python3",
+            "-u",
+            "-c",
+            THREADS_PEER,
+            KERNEL,
+            port,
+            mode,
+        ]));
+        peer.wait_for("ready");
+        let o = output(net.on_netfold_with(extra, &[&exe, KERNEL, port, mode]));
+        ok(&o, &format!("threads.c {mode} on netfold"));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains(&format!("{mode} ok")), "{mode}: {out}");
+    }
+}
+
+#[test]
+fn threads_polling_inline_share_the_stack_and_one_epoll() {
+    threads(INLINE);
+}
+
+#[test]
+fn threads_on_the_driver_thread_share_the_stack_and_one_epoll() {
+    threads(THREAD);
+}
+
+/// Compiles tests/preload/NAME.c with gcc into the test's directory; the executable's path.
+fn compile(net: &Net, name: &str) -> String {
+    let exe = net.dir.join(name);
+    let src = format!("{}/tests/preload/{name}.c", env!("CARGO_MANIFEST_DIR"));
+    let cc = Command::new("gcc")
+        .args(["-O2", "-Wall", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("run gcc");
+    ok(&cc, &format!("gcc {name}.c"));
+    exe.display().to_string()
+}
+
+/// sendmmsg and recvmmsg (MSG_WAITFORONE, MSG_DONTWAIT) on a netfold TCP socket, and splice
+/// between it and a pipe both ways, against a kernel echo server (tests/preload/mmsg.c: the
+/// same program passes on the kernel's sockets); every byte checked, and Linux's errors for
+/// what splice refuses (EINVAL, ESPIPE, EAGAIN).
+fn mmsg_and_splice(extra: &[&str]) {
+    if skip(&["python3", "timeout", "gcc"]) {
+        return;
+    }
+    let net = Net::create();
+    let exe = compile(&net, "mmsg");
+    let peer = Running::start(net.on_kernel(&[
+        "python3",
+        "-u",
+        "-c",
+        THREADS_PEER,
+        KERNEL,
+        "8095",
+        "conns",
+    ]));
+    peer.wait_for("ready");
+    let o = output(net.on_netfold_with(extra, &[&exe, KERNEL, "8095"]));
+    ok(&o, "mmsg.c on netfold");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("mmsg ok"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
+#[test]
+fn sendmmsg_recvmmsg_and_splice_polling_inline() {
+    mmsg_and_splice(INLINE);
+}
+
+#[test]
+fn sendmmsg_recvmmsg_and_splice_on_the_driver_thread() {
+    mmsg_and_splice(THREAD);
+}

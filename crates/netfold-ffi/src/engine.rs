@@ -60,6 +60,11 @@ const DEVICE_IDLE_WAIT: StdDuration = StdDuration::from_millis(1);
 /// half the longest time a connection waits for service when its application stops calling.
 pub(crate) const TICK: StdDuration = StdDuration::from_millis(1);
 
+thread_local! {
+    /// Set while the calling thread runs a corked send ([`Engine::corked`]).
+    static CORKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Who runs a REAL-clock stack (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PollMode {
@@ -89,6 +94,9 @@ pub(crate) struct Inline {
     /// Polls the fallback driver made, and times it took over from the application.
     driver_polls: AtomicU64,
     takeovers: AtomicU64,
+    /// A corked send ([`Engine::corked`]) left segments unsent: the next
+    /// [`Engine::uncork`] (or any poll) sends them.
+    corked: AtomicBool,
     /// Wakes the fallback driver: a byte on a non-blocking socket pair.
     tx: UnixStream,
     rx: UnixStream,
@@ -107,6 +115,7 @@ impl Inline {
             wake_at: AtomicU64::new(0),
             driver_polls: AtomicU64::new(0),
             takeovers: AtomicU64::new(0),
+            corked: AtomicBool::new(false),
             tx,
             rx,
         })
@@ -357,7 +366,14 @@ impl Engine {
         match (self.clock, &self.inline) {
             (Clock::Manual, _) => self.settle(st),
             (Clock::Real(_), Some(inl)) => {
-                self.poll_tx(st);
+                // Corked only while the fallback driver stands by (`wake_at` 0: application
+                // calls polled within its last tick), so it looks again within a tick; a
+                // running one may sleep until its next deadline and would not send them.
+                if CORKING.with(std::cell::Cell::get) && inl.wake_at.load(Ordering::Relaxed) == 0 {
+                    inl.corked.store(true, Ordering::Relaxed);
+                } else {
+                    self.poll_tx(st);
+                }
                 // A timer that came due earlier than the running fallback driver's wake-up
                 // (rare: it sleeps until the earliest one it knew of).
                 let now = self.now(st);
@@ -378,6 +394,9 @@ impl Engine {
     /// the device. Not counted as the application's poll: only a poll that takes frames in
     /// keeps the fallback driver standing by.
     fn poll_tx(&self, st: &mut State) {
+        if let Some(inl) = &self.inline {
+            inl.corked.store(false, Ordering::Relaxed);
+        }
         let now = self.now(st);
         let State { stack, dev, .. } = st;
         let worked = stack.poll(now, &mut TxOnly(dev));
@@ -396,6 +415,7 @@ impl Engine {
     /// poll did work.
     fn poll_here(&self, inl: &Inline, st: &mut State) -> bool {
         inl.app_polls.fetch_add(1, Ordering::Relaxed);
+        inl.corked.store(false, Ordering::Relaxed);
         let worked = poll_rounds(&self.driver, st);
         if worked {
             self.driver.notify();
@@ -416,6 +436,39 @@ impl Engine {
             g.poll_at(now)
                 .map(|at| StdDuration::from(at.max(now) - now)),
         )
+    }
+
+    /// INLINE mode: runs `f` (a send) corked: the segments the send makes ready are not
+    /// transmitted at once but by the next [`Engine::uncork`], poll, or uncorked call that
+    /// changes something, so small writes made back to back (an HTTP server's header, then
+    /// its body) leave as one segment and one write to the device. Like Linux's TCP
+    /// autocorking (`net.ipv4.tcp_autocorking`), which holds a small segment back while an
+    /// earlier one is still queued below TCP; here the caller bounds the delay (its next
+    /// call on a netfold descriptor uncorks; the fallback driver polls within two ticks
+    /// otherwise). [`Engine::uncork`] takes the lock: it must not be called by a thread that
+    /// holds it (the stack's own device I/O).
+    #[cfg_attr(not(netfold_preload), allow(dead_code))]
+    pub(crate) fn corked<T>(&self, f: impl FnOnce() -> T) -> T {
+        if self.inline.is_none() {
+            return f();
+        }
+        CORKING.with(|c| c.set(true));
+        let r = f();
+        CORKING.with(|c| c.set(false));
+        r
+    }
+
+    /// INLINE mode: sends what corked sends left (see [`Engine::corked`]); one atomic load
+    /// when nothing is left.
+    #[cfg_attr(not(netfold_preload), allow(dead_code))]
+    pub(crate) fn uncork(&self) {
+        let Some(inl) = &self.inline else { return };
+        if inl.corked.load(Ordering::Relaxed) {
+            let mut g = self.lock();
+            if inl.corked.load(Ordering::Relaxed) {
+                self.poll_tx(&mut g);
+            }
+        }
     }
 
     /// INLINE mode: the device for the calling thread to wait on (its descriptor), if no other
@@ -657,6 +710,7 @@ fn fallback(e: &Engine) {
         }
         let (fd, wait) = {
             let mut g = e.lock();
+            inl.corked.store(false, Ordering::Relaxed);
             if poll_rounds(&e.driver, &mut g) {
                 e.driver.notify();
             }

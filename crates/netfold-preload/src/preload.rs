@@ -19,7 +19,8 @@
 //!   the kernel's poll(2), on the kernel descriptors plus an eventfd of the calling thread that
 //!   whoever polled the stack (a driver thread, another call) signals after every poll that
 //!   did work while someone waits (the engine's `on_work` hook). So a signal interrupts them (EINTR) as it would on the kernel;
-//!   a blocking read, recv, accept, write or send on a netfold socket waits the same way first.
+//!   a blocking read, recv, accept, write or send on a netfold socket waits the same way first,
+//!   for at most its SO_RCVTIMEO / SO_SNDTIMEO (then EAGAIN, as Linux).
 //! - Who runs the stack (`NETFOLD_POLL`, see `config`): INLINE mode (the default), where the
 //!   calls above poll it themselves, or THREAD mode, one driver thread per process. INLINE:
 //!   a call that changed something sends its segments from the calling thread; every wait
@@ -27,7 +28,10 @@
 //!   descriptor too, for at most the stack's next deadline, and polls the stack when it wakes;
 //!   the other waiting threads sleep on their eventfd as in THREAD mode, and one of them takes
 //!   the device when its holder lets it go. A fallback thread runs the stack while no call
-//!   does (the engine's INLINE mode).
+//!   does (the engine's INLINE mode). Small sends on non-blocking sockets are corked until
+//!   the thread's next call into the library (`cork`).
+//! - sendmmsg/recvmmsg loop over sendmsg/recvmsg; splice with a netfold socket at one end and
+//!   a pipe at the other goes through a buffer (`splice_ours`).
 //! - One stack per process, started at the first socket from the environment (`config`).
 //!   Sockets are per process: a child made by fork keeps the numbers
 //!   but not the stack; it may close them (the parent's sockets are untouched), any other use
@@ -48,8 +52,8 @@ use crate::api::{self, nf_stack};
 use crate::errno::set_errno;
 use core::ffi::c_void;
 use libc::{
-    c_int, c_long, c_ulong, epoll_event, fd_set, iovec, msghdr, nfds_t, off_t, pollfd, sigset_t,
-    size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
+    c_int, c_long, c_uint, c_ulong, epoll_event, fd_set, iovec, msghdr, nfds_t, off_t, pollfd,
+    sigset_t, size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
 };
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -71,9 +75,18 @@ static SOCKS: [AtomicI32; MAX_FD] = [const { AtomicI32::new(0) }; MAX_FD];
 /// Kernel epoll descriptor -> the C API epoll instance holding its netfold members, + 1.
 static EPOLLS: [AtomicI32; MAX_FD] = [const { AtomicI32::new(0) }; MAX_FD];
 /// C API descriptors whose blocking calls first wait in the kernel's poll(2) (`after_wait`):
-/// blocking sockets without SO_RCVTIMEO/SO_SNDTIMEO (those waits the C API times itself).
+/// the blocking sockets.
 static PLAIN: [AtomicBool; NF_FDS] = [const { AtomicBool::new(false) }; NF_FDS];
+/// Their SO_RCVTIMEO and SO_SNDTIMEO in milliseconds, rounded up (-1: none), which bound
+/// those waits.
+static RCVTIMEO: [AtomicI32; NF_FDS] = [const { AtomicI32::new(-1) }; NF_FDS];
+static SNDTIMEO: [AtomicI32; NF_FDS] = [const { AtomicI32::new(-1) }; NF_FDS];
 const NF_FDS: usize = crate::fd::MAX_FDS + crate::fd::FIRST_FD as usize;
+/// C API descriptors that are non-blocking (O_NONBLOCK): their small sends are corked
+/// (`cork`).
+static NONBLOCK: [AtomicBool; NF_FDS] = [const { AtomicBool::new(false) }; NF_FDS];
+/// Sends shorter than this are corked (`cork`): about one full segment at Ethernet's MTU.
+const CORK_MAX: usize = 1448;
 /// Entries of `SOCKS` in use: 0 lets poll and select skip the look at their descriptors.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// Set in a child made by fork (`pthread_atfork`).
@@ -99,8 +112,6 @@ struct Meta {
     ty: c_int,
     protocol: c_int,
     nonblock: bool,
-    /// SO_RCVTIMEO or SO_SNDTIMEO was set.
-    timeouts: bool,
     /// Neither bound, connected nor sent from yet: may still move to the kernel.
     undecided: bool,
     /// setsockopt calls made while undecided, replayed on a kernel socket.
@@ -342,6 +353,10 @@ fn install(nf: c_int, m: Meta, cloexec: bool) -> c_int {
         return fail(libc::EMFILE);
     };
     plain(nf, &m);
+    if let Some(i) = usize::try_from(nf).ok().filter(|&i| i < NF_FDS) {
+        RCVTIMEO[i].store(-1, Ordering::Relaxed);
+        SNDTIMEO[i].store(-1, Ordering::Relaxed);
+    }
     meta().insert(nf, m);
     SOCKS[i].store(nf + 1, Ordering::Release);
     LIVE.fetch_add(1, Ordering::Relaxed);
@@ -485,8 +500,113 @@ fn to_kernel(fd: c_int, nf: c_int) -> Result<(), c_int> {
 /// Records whether socket `nf`'s blocking calls wait in the kernel's poll first.
 fn plain(nf: c_int, m: &Meta) {
     if let Some(p) = usize::try_from(nf).ok().and_then(|i| PLAIN.get(i)) {
-        p.store(!m.nonblock && !m.timeouts, Ordering::Relaxed);
+        p.store(!m.nonblock, Ordering::Relaxed);
     }
+    if let Some(p) = usize::try_from(nf).ok().and_then(|i| NONBLOCK.get(i)) {
+        p.store(m.nonblock, Ordering::Relaxed);
+    }
+}
+
+/// The process's engine, unless this is a forked child (whose stack is the parent's).
+fn engine() -> Option<&'static crate::engine::Engine> {
+    if FORKED.load(Ordering::Relaxed) {
+        return None;
+    }
+    // SAFETY: the process's stack, never freed.
+    PROC.get()
+        .and_then(Option::as_ref)
+        .map(|p| &**unsafe { &*p.stack }.engine())
+}
+
+/// A send of `n` bytes on C API socket `nf` (`flags` its MSG_ flags), corked in INLINE mode
+/// when it is small, does not wait (a non-blocking socket or MSG_DONTWAIT) and no other
+/// thread waits on netfold (that thread's sleep would not send it): its segments leave at
+/// the calling thread's next call on a netfold descriptor that is not such a send (`uncork`;
+/// every wait on netfold descriptors polls the stack first), so an event loop's header-then-body writes leave as
+/// one segment (one write to the device, one wake-up of the peer) instead of two. A
+/// program that stops calling has them sent by the fallback driver within two of its ticks.
+/// Measured with nginx and wrk (docs/BENCHMARKS.md); Linux's TCP autocorking holds small
+/// segments back in a similar way.
+fn cork(nf: c_int, flags: c_int, n: usize, op: impl FnOnce() -> ssize_t) -> ssize_t {
+    let nonblock = flags & libc::MSG_DONTWAIT != 0
+        || usize::try_from(nf)
+            .ok()
+            .and_then(|i| NONBLOCK.get(i))
+            .is_some_and(|p| p.load(Ordering::Relaxed));
+    match engine() {
+        Some(e) if nonblock && n < CORK_MAX && WAITING.load(Ordering::SeqCst) == 0 => e.corked(op),
+        _ => op(),
+    }
+}
+
+/// Sends what corked sends left (`cork`).
+#[inline]
+fn uncork() {
+    if let Some(e) = engine() {
+        e.uncork();
+    }
+}
+
+/// The bytes an iovec array describes (saturating; a bad array counts as large, uncorked).
+unsafe fn iov_len(iov: *const iovec, cnt: c_int) -> usize {
+    if iov.is_null() || !(0..=libc::UIO_MAXIOV).contains(&cnt) {
+        return usize::MAX;
+    }
+    // SAFETY: the caller's array of `cnt` iovecs (writev's contract).
+    unsafe { core::slice::from_raw_parts(iov, cnt as usize) }
+        .iter()
+        .fold(0usize, |a, v| a.saturating_add(v.iov_len))
+}
+
+/// Reads C API socket `nf`'s SO_RCVTIMEO and SO_SNDTIMEO into `RCVTIMEO`/`SNDTIMEO` (at its
+/// install, an accepted socket's come from its listener, and after setsockopt).
+fn timeouts(nf: c_int) {
+    let Some(i) = usize::try_from(nf).ok().filter(|&i| i < NF_FDS) else {
+        return;
+    };
+    for (name, table) in [
+        (libc::SO_RCVTIMEO, &RCVTIMEO),
+        (libc::SO_SNDTIMEO, &SNDTIMEO),
+    ] {
+        let mut tv = timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        };
+        let mut l = core::mem::size_of::<timeval>() as socklen_t;
+        // SAFETY: `tv` is a writable timeval of `l` bytes; the stack is the process's.
+        let r = unsafe {
+            api::nf_getsockopt(
+                stack(),
+                nf,
+                libc::SOL_SOCKET,
+                name,
+                (&mut tv as *mut timeval).cast(),
+                &mut l,
+            )
+        };
+        // socket(7): zero means no timeout.
+        let ms = if r < 0 || (tv.tv_sec == 0 && tv.tv_usec == 0) {
+            -1
+        } else {
+            timeval_ms(&tv).max(1)
+        };
+        table[i].store(ms, Ordering::Relaxed);
+    }
+}
+
+/// When a wait of socket `nf` for `events` ends: its SO_RCVTIMEO (POLLIN, accept too, as on
+/// Linux) or SO_SNDTIMEO (POLLOUT) from now, if it has one.
+fn timeo_deadline(nf: c_int, events: i16) -> Option<Instant> {
+    let table = if events & libc::POLLOUT != 0 {
+        &SNDTIMEO
+    } else {
+        &RCVTIMEO
+    };
+    let ms = usize::try_from(nf)
+        .ok()
+        .and_then(|i| table.get(i))
+        .map_or(-1, |t| t.load(Ordering::Relaxed));
+    deadline(ms)
 }
 
 fn is_plain(nf: c_int) -> bool {
@@ -496,19 +616,30 @@ fn is_plain(nf: c_int) -> bool {
         .is_some_and(|p| p.load(Ordering::Relaxed))
 }
 
-/// Waits in the kernel's poll(2) until C API socket `nf` is ready for `events`; false (with
-/// errno, EINTR for a signal) if the wait was cut short.
-fn wait_for(nf: c_int, events: i16) -> bool {
+/// Waits in the kernel's poll(2) until C API socket `nf` is ready for `events`, until `end`
+/// at the latest (the socket's SO_RCVTIMEO/SO_SNDTIMEO, `timeo_deadline`); false (with
+/// errno: EINTR for a signal, EAGAIN when `end` passed, as Linux's timed-out calls) if the
+/// wait was cut short. In INLINE mode the wait holds the device as every other wait does.
+fn wait_for(nf: c_int, events: i16, end: Option<Instant>) -> bool {
     let mut one = [pollfd {
         fd: nf,
         events,
         revents: 0,
     }];
+    let ms = end.map_or(-1, |d| {
+        d.saturating_duration_since(Instant::now())
+            .as_micros()
+            .div_ceil(1000)
+            .min(c_int::MAX as u128) as c_int
+    });
     // SAFETY: `one` is a valid array of one pollfd; the stack is the process's.
-    let got = wait(-1, &mut Vec::new(), |_| unsafe {
+    let got = wait(ms, &mut Vec::new(), |_| unsafe {
         api::nf_poll(stack(), one.as_mut_ptr(), 1, 0)
     });
-    got >= 0
+    if got == 0 {
+        set_errno(libc::EAGAIN);
+    }
+    got > 0
 }
 
 fn errno() -> c_int {
@@ -520,7 +651,10 @@ fn errno() -> c_int {
 /// interrupts the wait (-1, EINTR) as it interrupts a kernel socket's blocking call, and the
 /// program's handler runs at once. MSG_DONTWAIT in `flags` never waits.
 fn after_wait(nf: c_int, events: i16, flags: c_int, op: impl FnOnce() -> ssize_t) -> ssize_t {
-    if is_plain(nf) && flags & libc::MSG_DONTWAIT == 0 && !wait_for(nf, events) {
+    if is_plain(nf)
+        && flags & libc::MSG_DONTWAIT == 0
+        && !wait_for(nf, events, timeo_deadline(nf, events))
+    {
         return -1;
     }
     op()
@@ -534,6 +668,7 @@ fn read_op(nf: c_int, flags: c_int, mut op: impl FnMut(c_int) -> ssize_t) -> ssi
         return op(flags);
     }
     let mut waited = false;
+    let mut end = None;
     loop {
         let r = op(flags | libc::MSG_DONTWAIT);
         if r >= 0 || errno() != libc::EAGAIN {
@@ -543,7 +678,8 @@ fn read_op(nf: c_int, flags: c_int, mut op: impl FnMut(c_int) -> ssize_t) -> ssi
             // Ready by poll but nothing to take: the C API's own wait decides.
             return op(flags);
         }
-        if !wait_for(nf, libc::POLLIN) {
+        let end = *end.get_or_insert_with(|| timeo_deadline(nf, libc::POLLIN));
+        if !wait_for(nf, libc::POLLIN, end) {
             return -1;
         }
         waited = true;
@@ -565,6 +701,8 @@ fn send_op(
     }
     let mut done = 0usize;
     let mut waited = false;
+    // SO_SNDTIMEO bounds the whole call, as on Linux (what was queued by then is returned).
+    let end = timeo_deadline(nf, libc::POLLOUT);
     loop {
         let r = op(flags | libc::MSG_DONTWAIT, done, n - done);
         if r >= 0 {
@@ -586,7 +724,7 @@ fn send_op(
                 -1
             };
         }
-        if !wait_for(nf, libc::POLLOUT) {
+        if !wait_for(nf, libc::POLLOUT, end) {
             return if done > 0 { done as ssize_t } else { -1 };
         }
         waited = r <= 0;
@@ -976,7 +1114,6 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
         ty,
         protocol,
         nonblock: ty & libc::SOCK_NONBLOCK != 0,
-        timeouts: false,
         undecided: true,
         opts: Vec::new(),
     };
@@ -1053,11 +1190,21 @@ unsafe fn accept_ours(nf: c_int, a: *mut sockaddr, l: *mut socklen_t, flags: c_i
         ty: libc::SOCK_STREAM | flags,
         protocol: 0,
         nonblock,
-        timeouts: false,
         undecided: false,
         opts: Vec::new(),
     };
-    install(c, m, flags & libc::SOCK_CLOEXEC != 0)
+    let k = install(c, m, flags & libc::SOCK_CLOEXEC != 0);
+    // The accepted socket's timeouts are the ones the C API gave it (from its listener).
+    let timed = |t: &[AtomicI32; NF_FDS]| {
+        usize::try_from(nf)
+            .ok()
+            .and_then(|i| t.get(i))
+            .is_some_and(|v| v.load(Ordering::Relaxed) >= 0)
+    };
+    if k >= 0 && (timed(&RCVTIMEO) || timed(&SNDTIMEO)) {
+        timeouts(c);
+    }
+    k
 }
 
 #[no_mangle]
@@ -1089,8 +1236,25 @@ pub unsafe extern "C" fn accept4(
     }
 }
 
-/// Routes a call: the kernel's function, EBADF in a forked child, or netfold's.
+/// Routes a call: the kernel's function, EBADF in a forked child, or netfold's, which first
+/// sends what corked sends left (`cork`). Only calls on netfold descriptors uncork: the
+/// stack's own device I/O (readv, poll, ... on kernel descriptors, under the engine's lock)
+/// comes through these functions too and must not take the lock again.
 macro_rules! route {
+    ($fd:expr, $kernel:expr, |$nf:ident| $ours:expr) => {
+        match target($fd) {
+            To::Kernel => $kernel,
+            To::Parents => parents($fd) as _,
+            To::Netfold($nf) => {
+                uncork();
+                $ours
+            }
+        }
+    };
+}
+
+/// `route!` for the sends that may be corked themselves (`cork`): no uncork first.
+macro_rules! route_send {
     ($fd:expr, $kernel:expr, |$nf:ident| $ours:expr) => {
         match target($fd) {
             To::Kernel => $kernel,
@@ -1125,12 +1289,12 @@ pub unsafe extern "C" fn __read_chk(
 
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, b: *const c_void, n: size_t) -> ssize_t {
-    route!(fd, real::write(fd, b, n), |nf| send_op(
+    route_send!(fd, real::write(fd, b, n), |nf| cork(nf, 0, n, || send_op(
         nf,
         0,
         n,
         |f, off, len| api::nf_send(stack(), nf, b.cast::<u8>().add(off).cast(), len, f)
-    ))
+    )))
 }
 
 #[no_mangle]
@@ -1145,11 +1309,16 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
 
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    route!(fd, real::writev(fd, iov, cnt), |nf| after_wait(
+    route_send!(fd, real::writev(fd, iov, cnt), |nf| cork(
         nf,
-        libc::POLLOUT,
         0,
-        || api::nf_writev(stack(), nf, iov, cnt)
+        iov_len(iov, cnt),
+        || after_wait(nf, libc::POLLOUT, 0, || api::nf_writev(
+            stack(),
+            nf,
+            iov,
+            cnt
+        ))
     ))
 }
 
@@ -1180,11 +1349,17 @@ pub unsafe extern "C" fn __recv_chk(
 
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, b: *const c_void, n: size_t, flags: c_int) -> ssize_t {
-    route!(fd, real::send(fd, b, n, flags), |nf| send_op(
+    route_send!(fd, real::send(fd, b, n, flags), |nf| cork(
         nf,
         flags,
         n,
-        |f, off, len| api::nf_send(stack(), nf, b.cast::<u8>().add(off).cast(), len, f)
+        || send_op(nf, flags, n, |f, off, len| api::nf_send(
+            stack(),
+            nf,
+            b.cast::<u8>().add(off).cast(),
+            len,
+            f
+        ))
     ))
 }
 
@@ -1260,7 +1435,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, m: *mut msghdr, flags: c_int) -> ssi
 
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, m: *const msghdr, flags: c_int) -> ssize_t {
-    route!(fd, real::sendmsg(fd, m, flags), |nf| {
+    route_send!(fd, real::sendmsg(fd, m, flags), |nf| {
         // SAFETY: NULL or the caller's msghdr.
         if let Some(h) = m.as_ref() {
             let (a, l) = (h.msg_name as *const sockaddr, h.msg_namelen);
@@ -1274,8 +1449,15 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, m: *const msghdr, flags: c_int) -> s
                 };
             }
         }
-        after_wait(nf, libc::POLLOUT, flags, || {
-            api::nf_sendmsg(stack(), nf, m, flags)
+        // SAFETY: NULL or the caller's msghdr (checked again by nf_sendmsg).
+        let n = m
+            .as_ref()
+            .filter(|h| h.msg_name.is_null())
+            .map_or(usize::MAX, |h| iov_len(h.msg_iov, h.msg_iovlen as c_int));
+        cork(nf, flags, n, || {
+            after_wait(nf, libc::POLLOUT, flags, || {
+                api::nf_sendmsg(stack(), nf, m, flags)
+            })
         })
     })
 }
@@ -1283,6 +1465,7 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, m: *const msghdr, flags: c_int) -> s
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if nf_of(fd).is_some() || ep_of(fd).is_some() {
+        uncork();
         forget(fd);
     }
     real::close(fd)
@@ -1324,10 +1507,7 @@ pub unsafe extern "C" fn setsockopt(
             && level == libc::SOL_SOCKET
             && (name == libc::SO_RCVTIMEO || name == libc::SO_SNDTIMEO)
         {
-            if let Some(m) = meta().get_mut(&nf) {
-                m.timeouts = true;
-                plain(nf, m);
-            }
+            timeouts(nf);
         }
         if let Some(m) = meta().get_mut(&nf).filter(|m| m.undecided) {
             // SAFETY: the caller's option value of `l` bytes.
@@ -1735,8 +1915,11 @@ unsafe fn sendfile_ours(nf: c_int, inp: c_int, off: *mut off_t, n: size_t) -> ss
 
 #[no_mangle]
 pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut off_t, n: size_t) -> ssize_t {
-    route!(out, real::sendfile(out, inp, off, n), |nf| sendfile_ours(
-        nf, inp, off, n
+    route_send!(out, real::sendfile(out, inp, off, n), |nf| cork(
+        nf,
+        0,
+        n,
+        || sendfile_ours(nf, inp, off, n)
     ))
 }
 
@@ -1744,4 +1927,237 @@ pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut off_t, n: si
 pub unsafe extern "C" fn sendfile64(out: c_int, inp: c_int, off: *mut off_t, n: size_t) -> ssize_t {
     // off_t is 64 bits on the 64-bit targets this library is built for.
     sendfile(out, inp, off, n)
+}
+
+/// The most messages one sendmmsg/recvmmsg call takes (Linux: UIO_MAXIOV).
+const MMSG_MAX: c_uint = libc::UIO_MAXIOV as c_uint;
+
+#[no_mangle]
+pub unsafe extern "C" fn sendmmsg(
+    fd: c_int,
+    v: *mut libc::mmsghdr,
+    n: c_uint,
+    flags: c_int,
+) -> c_int {
+    route!(fd, real::sendmmsg(fd, v, n, flags), |_nf| {
+        // Linux's __sys_sendmmsg: one sendmsg per message, each message's byte count in
+        // msg_len; an error after at least one message was sent ends the call with the count
+        // sent so far (the error shows again at the next call).
+        if v.is_null() {
+            set_errno(libc::EFAULT);
+            return -1;
+        }
+        let n = n.min(MMSG_MAX);
+        let mut sent = 0;
+        while sent < n {
+            // SAFETY: `v` holds `n` mmsghdrs (sendmmsg's contract).
+            let m = &mut *v.add(sent as usize);
+            let r = sendmsg(fd, &m.msg_hdr, flags);
+            if r < 0 {
+                if sent == 0 {
+                    return -1;
+                }
+                break;
+            }
+            m.msg_len = r as c_uint;
+            sent += 1;
+        }
+        sent as c_int
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn recvmmsg(
+    fd: c_int,
+    v: *mut libc::mmsghdr,
+    n: c_uint,
+    flags: c_int,
+    t: *mut timespec,
+) -> c_int {
+    route!(fd, real::recvmmsg(fd, v, n, flags, t), |_nf| {
+        // Linux's do_recvmmsg: one recvmsg per message; MSG_WAITFORONE makes the ones after
+        // the first non-blocking; the timeout is looked at after each message (recvmmsg(2)'s
+        // BUGS: it does not bound a blocking receive); an error after at least one message
+        // ends the call with the count received.
+        if v.is_null() {
+            set_errno(libc::EFAULT);
+            return -1;
+        }
+        let end = timespec_ms(t);
+        let end = (end >= 0).then(|| Instant::now() + Duration::from_millis(end as u64));
+        let n = n.min(MMSG_MAX);
+        let mut f = flags & !libc::MSG_WAITFORONE;
+        let mut got = 0;
+        while got < n {
+            // SAFETY: `v` holds `n` mmsghdrs (recvmmsg's contract).
+            let m = &mut *v.add(got as usize);
+            let r = recvmsg(fd, &mut m.msg_hdr, f);
+            if r < 0 {
+                if got == 0 {
+                    return -1;
+                }
+                break;
+            }
+            m.msg_len = r as c_uint;
+            got += 1;
+            if flags & libc::MSG_WAITFORONE != 0 {
+                f |= libc::MSG_DONTWAIT;
+            }
+            if end.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+        }
+        if let Some(t) = t.as_mut() {
+            // Linux writes back the time left.
+            let left = end.map_or(Duration::ZERO, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            t.tv_sec = left.as_secs() as libc::time_t;
+            t.tv_nsec = left.subsec_nanos() as c_long;
+        }
+        got as c_int
+    })
+}
+
+/// The most one emulated splice moves.
+const SPLICE_MAX: usize = 64 * 1024;
+
+/// splice(2) with a netfold socket at one end and (as Linux requires) a pipe at the other,
+/// emulated through a buffer: socket to pipe peeks at the socket's data, writes it to the
+/// pipe and then takes from the socket what the pipe accepted, so nothing is lost; pipe to
+/// socket waits until the socket is writable, reads from the pipe and queues all of it on the
+/// socket (waiting for room if need be, even on a non-blocking socket, rather than drop what
+/// was read). As on Linux, whether the socket side waits follows the socket's O_NONBLOCK and
+/// SPLICE_F_NONBLOCK is about the pipe (EAGAIN when the pipe is full or empty at the start).
+/// Offsets must be NULL (ESPIPE, as for a socket or a pipe on Linux).
+unsafe fn splice_ours(
+    fd_in: c_int,
+    off_in: *mut libc::loff_t,
+    fd_out: c_int,
+    off_out: *mut libc::loff_t,
+    n: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    let (src, dst) = (target(fd_in), target(fd_out));
+    if matches!(src, To::Parents) {
+        return parents(fd_in) as ssize_t;
+    }
+    if matches!(dst, To::Parents) {
+        return parents(fd_out) as ssize_t;
+    }
+    if !off_in.is_null() || !off_out.is_null() {
+        set_errno(libc::ESPIPE);
+        return -1;
+    }
+    let is_pipe = |fd: c_int| {
+        let mut st = core::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: fstat(2) fills `st`.
+        libc::fstat(fd, st.as_mut_ptr()) == 0
+            && st.assume_init().st_mode & libc::S_IFMT == libc::S_IFIFO
+    };
+    // SPLICE_F_NONBLOCK: the pipe must be ready now.
+    let pipe_ready = |fd: c_int, events: i16| {
+        let mut p = [pollfd {
+            fd,
+            events,
+            revents: 0,
+        }];
+        flags & libc::SPLICE_F_NONBLOCK == 0 || real::poll(p.as_mut_ptr(), 1, 0) > 0
+    };
+    let mut buf = vec![0u8; n.min(SPLICE_MAX)];
+    match (src, dst) {
+        (To::Netfold(nf), To::Kernel) if is_pipe(fd_out) => {
+            if !pipe_ready(fd_out, libc::POLLOUT) {
+                set_errno(libc::EAGAIN);
+                return -1;
+            }
+            let got = read_op(nf, libc::MSG_PEEK, |f| {
+                api::nf_recv(stack(), nf, buf.as_mut_ptr().cast(), buf.len(), f)
+            });
+            if got <= 0 {
+                return got;
+            }
+            let w = real::write(fd_out, buf.as_ptr().cast(), got as usize);
+            if w <= 0 {
+                return w;
+            }
+            // What the pipe took leaves the socket (at most what was peeked: it is still
+            // there, nobody else read in between unless the program races itself).
+            api::nf_recv(
+                stack(),
+                nf,
+                buf.as_mut_ptr().cast(),
+                w as usize,
+                libc::MSG_DONTWAIT,
+            )
+        }
+        (To::Kernel, To::Netfold(nf)) if is_pipe(fd_in) => {
+            if !pipe_ready(fd_in, libc::POLLIN) {
+                set_errno(libc::EAGAIN);
+                return -1;
+            }
+            if !is_plain(nf) {
+                let mut p = [pollfd {
+                    fd: nf,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                }];
+                if api::nf_poll(stack(), p.as_mut_ptr(), 1, 0) == 0 {
+                    set_errno(libc::EAGAIN);
+                    return -1;
+                }
+            } else if !wait_for(nf, libc::POLLOUT, timeo_deadline(nf, libc::POLLOUT)) {
+                return -1;
+            }
+            let got = real::read(fd_in, buf.as_mut_ptr().cast(), buf.len());
+            if got <= 0 {
+                return got;
+            }
+            let mut done = 0usize;
+            while done < got as usize {
+                let w = api::nf_send(
+                    stack(),
+                    nf,
+                    buf.as_ptr().add(done).cast(),
+                    got as usize - done,
+                    libc::MSG_DONTWAIT,
+                );
+                if w > 0 {
+                    done += w as usize;
+                } else if w < 0 && errno() == libc::EAGAIN {
+                    if !wait_for(nf, libc::POLLOUT, None) && errno() != libc::EINTR {
+                        break;
+                    }
+                } else {
+                    break;
+                }
+            }
+            if done == 0 {
+                -1
+            } else {
+                done as ssize_t
+            }
+        }
+        // Linux: one end must be a pipe.
+        _ => {
+            set_errno(libc::EINVAL);
+            -1
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn splice(
+    fd_in: c_int,
+    off_in: *mut libc::loff_t,
+    fd_out: c_int,
+    off_out: *mut libc::loff_t,
+    n: size_t,
+    flags: c_uint,
+) -> ssize_t {
+    if LIVE.load(Ordering::Relaxed) == 0 || (nf_of(fd_in).is_none() && nf_of(fd_out).is_none()) {
+        return real::splice(fd_in, off_in, fd_out, off_out, n, flags);
+    }
+    uncork();
+    splice_ours(fd_in, off_in, fd_out, off_out, n, flags)
 }

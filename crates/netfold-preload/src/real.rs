@@ -4,8 +4,8 @@
 
 use core::ffi::c_void;
 use libc::{
-    c_int, c_ulong, epoll_event, fd_set, iovec, msghdr, nfds_t, off_t, pollfd, sigset_t, size_t,
-    sockaddr, socklen_t, ssize_t, timespec, timeval,
+    c_int, c_uint, c_ulong, epoll_event, fd_set, iovec, loff_t, mmsghdr, msghdr, nfds_t, off_t,
+    pollfd, sigset_t, size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -101,6 +101,9 @@ real! {
     dup2(old: c_int, new: c_int) -> c_int;
     dup3(old: c_int, new: c_int, flags: c_int) -> c_int;
     sendfile(out: c_int, inp: c_int, off: *mut off_t, n: size_t) -> ssize_t;
+    sendmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int;
+    recvmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int, t: *mut timespec) -> c_int;
+    splice(fd_in: c_int, off_in: *mut loff_t, fd_out: c_int, off_out: *mut loff_t, n: size_t, flags: c_uint) -> ssize_t;
     __read_chk(fd: c_int, b: *mut c_void, n: size_t, buflen: size_t) -> ssize_t;
     __recv_chk(fd: c_int, b: *mut c_void, n: size_t, buflen: size_t, flags: c_int) -> ssize_t;
     __recvfrom_chk(fd: c_int, b: *mut c_void, n: size_t, buflen: size_t, flags: c_int, a: *mut sockaddr, l: *mut socklen_t) -> ssize_t;
