@@ -858,7 +858,7 @@ fn tcp_send_once(
     } else {
         let want = data.iter().map(|d| d.len()).sum();
         stack
-            .tcp()
+            .tcp_mut()
             .notsent_room(h, lowat, want)
             .unwrap_or(usize::MAX)
     };

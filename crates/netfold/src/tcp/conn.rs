@@ -873,8 +873,12 @@ impl Conn {
 
     /// How many bytes (at most `limit`) a write may queue now under TCP_NOTSENT_LOWAT
     /// `lowat`, as Linux takes them (`write_chunks`): a write may leave up to a chunk more
-    /// than `lowat` unsent.
-    pub fn notsent_room(&self, lowat: u32, limit: usize) -> usize {
+    /// than `lowat` unsent. From the first call on, writes keep the chunk bookkeeping this
+    /// needs (`SendSeq::track_chunks`); before it they skip it. A writer that sets the
+    /// option before its first write (or has it from the sysctl) gets Linux's cut exactly;
+    /// one that sets it later sees the last earlier write's chunk as full.
+    pub fn notsent_room(&mut self, lowat: u32, limit: usize) -> usize {
+        self.snd.track_chunks = true;
         self.write_chunks(limit as u64, u64::from(lowat), 0).0 as usize
     }
 
@@ -1003,8 +1007,11 @@ impl Conn {
         let n = self.snd.ring.push(data, mode);
         if n > 0 {
             // The write's chunks (see `write_chunks`), for a later TCP_NOTSENT_LOWAT check;
-            // computed as if the bytes were not queued yet.
-            self.snd.tail_chunk = self.write_chunks(n as u64, u64::MAX, n as u32).1;
+            // computed as if the bytes were not queued yet. Only for a writer that applies
+            // the option: the rest never look at them.
+            if self.snd.track_chunks {
+                self.snd.tail_chunk = self.write_chunks(n as u64, u64::MAX, n as u32).1;
+            }
             self.snd.more = flags.more;
             self.snd.more_tail = flags.more;
             // Linux marks the record's end only once the whole message is queued

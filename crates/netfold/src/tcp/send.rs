@@ -80,8 +80,14 @@ pub struct SendSeq {
     pub sml: u32,
     /// Bytes in the last write chunk (Linux's tail skb of the write queue, at most one size
     /// goal): what a write may still append without the TCP_NOTSENT_LOWAT check, which
-    /// Linux makes only before it starts a new skb.
+    /// Linux makes only before it starts a new skb. Kept only while `track_chunks`.
     pub tail_chunk: u32,
+    /// The writer applies TCP_NOTSENT_LOWAT (it asked for [`Conn::notsent_room`]): writes
+    /// keep `tail_chunk`. Off until then, so a connection without the option pays nothing
+    /// for the bookkeeping on a write.
+    ///
+    /// [`Conn::notsent_room`]: super::conn::Conn::notsent_room
+    pub track_chunks: bool,
     /// Our FIN went in a segment of its own (Linux: its own skb, which a tail loss probe
     /// resends alone).
     pub fin_alone: bool,
@@ -114,6 +120,7 @@ impl SendSeq {
             pushed: iss.wrapping_add(1),
             sml: iss,
             tail_chunk: 0,
+            track_chunks: false,
             fin_alone: false,
         }
     }

@@ -580,9 +580,10 @@ impl TcpLayer {
     }
 
     /// How many bytes a write may queue now under TCP_NOTSENT_LOWAT `lowat` (Linux's rule,
-    /// see `Conn::notsent_room`).
-    pub fn notsent_room(&self, h: Handle, lowat: u32, limit: usize) -> Result<usize, Error> {
-        Ok(self.conn(h)?.notsent_room(lowat, limit))
+    /// see `Conn::notsent_room`). The first call turns on the write-chunk bookkeeping the
+    /// rule needs for the connection's later writes; a connection that never asks skips it.
+    pub fn notsent_room(&mut self, h: Handle, lowat: u32, limit: usize) -> Result<usize, Error> {
+        Ok(self.conn_mut(h)?.notsent_room(lowat, limit))
     }
 
     pub fn send_space(&self, h: Handle) -> Result<usize, Error> {
