@@ -808,6 +808,11 @@ pub unsafe extern "C" fn nf_recvmsg(
     ffi(-1, || {
         // SAFETY: `m` is NULL or a valid msghdr per the API contract.
         let m = unsafe { m.as_mut() }.ok_or(libc::EFAULT)?;
+        if flags & libc::MSG_ERRQUEUE != 0 {
+            // SAFETY: `s` per the API contract.
+            let e = unsafe { engine(s)? };
+            return recv_errqueue(e, fd, m);
+        }
         // SAFETY: msg_iov holds msg_iovlen writable, disjoint buffers per the API contract.
         let mut bufs = unsafe { cabi::iov_mut(m.msg_iov, iovlen(m))? };
         let name = m.msg_name.cast::<sockaddr>();
@@ -831,10 +836,21 @@ pub unsafe extern "C" fn nf_recvmsg(
 /// # Safety
 /// `m.msg_control` is NULL or writable for `m.msg_controllen` bytes, aligned for a cmsghdr
 /// (cmsg(3)).
-#[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
 unsafe fn put_cmsg_int(m: &mut msghdr, level: c_int, ty: c_int, v: c_int) {
+    // SAFETY: forwarded contract.
+    unsafe { put_cmsg(m, level, ty, &v.to_ne_bytes()) }
+}
+
+/// Writes one control message carrying `data` as the only one in `m`'s control buffer, as
+/// Linux's `put_cmsg`: a buffer too short for it gets nothing and the message MSG_CTRUNC.
+///
+/// # Safety
+/// `m.msg_control` is NULL or writable for `m.msg_controllen` bytes, aligned for a cmsghdr
+/// (cmsg(3)).
+#[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+unsafe fn put_cmsg(m: &mut msghdr, level: c_int, ty: c_int, data: &[u8]) {
     let room = usize::try_from(m.msg_controllen as u64).unwrap_or(0);
-    let size = core::mem::size_of::<c_int>() as u32;
+    let size = u32::try_from(data.len()).unwrap_or(u32::MAX);
     // SAFETY: pure arithmetic on the length.
     let (len, space) = unsafe {
         (
@@ -847,8 +863,8 @@ unsafe fn put_cmsg_int(m: &mut msghdr, level: c_int, ty: c_int, v: c_int) {
         m.msg_controllen = 0;
         return;
     }
-    // SAFETY: the buffer holds at least CMSG_LEN(sizeof(int)) bytes (checked above), so the
-    // header and the int after it are inside it; unaligned writes need no more.
+    // SAFETY: the buffer holds at least CMSG_LEN(data.len()) bytes (checked above), so the
+    // header and the data after it are inside it; unaligned writes need no more.
     unsafe {
         let c = libc::CMSG_FIRSTHDR(m);
         if c.is_null() {
@@ -858,9 +874,51 @@ unsafe fn put_cmsg_int(m: &mut msghdr, level: c_int, ty: c_int, v: c_int) {
         core::ptr::addr_of_mut!((*c).cmsg_len).write_unaligned(len as _);
         core::ptr::addr_of_mut!((*c).cmsg_level).write_unaligned(level);
         core::ptr::addr_of_mut!((*c).cmsg_type).write_unaligned(ty);
-        libc::CMSG_DATA(c).cast::<c_int>().write_unaligned(v);
+        core::ptr::copy_nonoverlapping(data.as_ptr(), libc::CMSG_DATA(c), data.len());
     }
     m.msg_controllen = space.min(room) as _;
+}
+
+/// `SO_EE_ORIGIN_ZEROCOPY` and `SO_EE_CODE_ZEROCOPY_COPIED` (linux/errqueue.h).
+const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
+const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
+
+/// `recvmsg(MSG_ERRQUEUE)`: one `MSG_ZEROCOPY` notification as Linux's `ip_recv_error` /
+/// `ipv6_recv_error` give it: no payload (returns 0), MSG_ERRQUEUE in msg_flags, no address,
+/// and one control message SOL_IP/IP_RECVERR (SOL_IPV6/IPV6_RECVERR on an AF_INET6 socket)
+/// holding a `struct sock_extended_err` followed by the offender address, all zero for this
+/// origin (`struct sock_exterr_skb`'s `errhdr`).
+fn recv_errqueue(e: &Engine, fd: c_int, m: &mut msghdr) -> R<ssize_t> {
+    let note = crate::zerocopy::take_note(e, fd)?;
+    let v6 = e.lock().fds.get(fd)?.family == libc::AF_INET6;
+    let mut ee = Vec::with_capacity(48);
+    ee.extend_from_slice(&0u32.to_ne_bytes()); // ee_errno
+    ee.push(SO_EE_ORIGIN_ZEROCOPY); // ee_origin
+    ee.push(0); // ee_type
+    ee.push(if note.copied {
+        SO_EE_CODE_ZEROCOPY_COPIED
+    } else {
+        0
+    }); // ee_code
+    ee.push(0); // ee_pad
+    ee.extend_from_slice(&note.lo.to_ne_bytes()); // ee_info
+    ee.extend_from_slice(&note.hi.to_ne_bytes()); // ee_data
+    let offender = if v6 {
+        core::mem::size_of::<libc::sockaddr_in6>()
+    } else {
+        core::mem::size_of::<libc::sockaddr_in>()
+    };
+    ee.resize(ee.len() + offender, 0);
+    m.msg_flags = libc::MSG_ERRQUEUE;
+    m.msg_namelen = 0;
+    let (level, ty) = if v6 {
+        (libc::SOL_IPV6, libc::IPV6_RECVERR)
+    } else {
+        (libc::SOL_IP, libc::IP_RECVERR)
+    };
+    // SAFETY: msg_control writable for msg_controllen bytes per the API contract.
+    unsafe { put_cmsg(m, level, ty, &ee) };
+    Ok(0)
 }
 
 /// Shared body of the send calls.
@@ -895,6 +953,15 @@ unsafe fn send_common(
         // SAFETY: forwarded contract.
         Some(unsafe { cabi::read_sockaddr(a, l)? })
     };
+    if flags & libc::MSG_ZEROCOPY != 0 {
+        let mut lent = Vec::with_capacity(bufs.len());
+        for b in bufs.iter().filter(|b| !b.is_empty()) {
+            // SAFETY: a send with MSG_ZEROCOPY promises (include/netfold.h) that its buffers
+            // stay readable and unmodified until the send's notification is read.
+            lent.push(unsafe { cabi::lend(b.as_ptr().cast(), b.len())? });
+        }
+        return crate::zerocopy::msg_send(&e, fd, bufs, &lent, flags, to).map(len);
+    }
     ops::send(&e, fd, bufs, flags, to).map(len)
 }
 

@@ -57,6 +57,9 @@ pub(crate) struct Opts {
     /// IP_FREEBIND / IPV6_FREEBIND (ip(7)): bind() takes an address that is not (yet) the
     /// interface's.
     pub(crate) freebind: bool,
+    /// SO_ZEROCOPY (socket(7)): `send(MSG_ZEROCOPY)` lends the buffer (`zerocopy.rs`);
+    /// without it the flag is ignored and the data copied, as Linux does.
+    pub(crate) zerocopy: bool,
 }
 
 impl Opts {
@@ -77,6 +80,7 @@ impl Opts {
             fastopen_key: None,
             fastopen_connect: false,
             freebind: false,
+            zerocopy: false,
             cfg: tcp::Config {
                 mss,
                 ..tcp::Config::default()
@@ -164,6 +168,9 @@ pub(crate) struct Sock {
     /// outcome yet (Linux's `SS_CONNECTING`): the first connect() after the handshake
     /// returns 0, the ones after it EISCONN.
     pub(crate) connect_pending: bool,
+    /// Linux `MSG_ZEROCOPY` state: send numbers, sends not yet released, and the error
+    /// queue of their notifications (`zerocopy.rs`); made by the first such send.
+    pub(crate) msg_zc: Option<Box<crate::zerocopy::MsgZc>>,
 }
 
 impl Sock {
@@ -179,6 +186,7 @@ impl Sock {
             shut_wr: false,
             fastopen_deferred: None,
             connect_pending: false,
+            msg_zc: None,
         }
     }
 }

@@ -132,6 +132,7 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
     Ok(match (level, name) {
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => b(o.reuseaddr),
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => b(o.keepalive),
+        (libc::SOL_SOCKET, libc::SO_ZEROCOPY) => b(o.zerocopy),
         (libc::SOL_SOCKET, libc::SO_LINGER) => OptVal::Linger {
             onoff: i32::from(o.cfg.linger.is_some()),
             secs: o.cfg.linger.map_or(0, |d| {
@@ -262,6 +263,14 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
     match (level, name) {
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = int_of(v)? != 0,
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => o.keepalive = int_of(v)? != 0,
+        // Linux `sk_setsockopt`: TCP and UDP sockets only (both are), 0 or 1, else EINVAL.
+        (libc::SOL_SOCKET, libc::SO_ZEROCOPY) => {
+            o.zerocopy = match int_of(v)? {
+                0 => false,
+                1 => true,
+                _ => return Err(libc::EINVAL),
+            }
+        }
         (libc::SOL_SOCKET, libc::SO_LINGER) => match v {
             OptVal::Linger { onoff, secs } => {
                 o.cfg.linger = (onoff != 0)
