@@ -60,6 +60,9 @@ pub(crate) struct Opts {
     /// SO_ZEROCOPY (socket(7)): `send(MSG_ZEROCOPY)` lends the buffer (`zerocopy.rs`);
     /// without it the flag is ignored and the data copied, as Linux does.
     pub(crate) zerocopy: bool,
+    /// SO_MARK (socket(7)): kept and reported; netfold has no policy routing or packet
+    /// filter for it to select.
+    pub(crate) mark: u32,
 }
 
 impl Opts {
@@ -81,6 +84,7 @@ impl Opts {
             fastopen_connect: false,
             freebind: false,
             zerocopy: false,
+            mark: 0,
             cfg: tcp::Config {
                 mss,
                 ..tcp::Config::default()

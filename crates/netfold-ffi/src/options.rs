@@ -133,6 +133,7 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => b(o.reuseaddr),
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => b(o.keepalive),
         (libc::SOL_SOCKET, libc::SO_ZEROCOPY) => b(o.zerocopy),
+        (libc::SOL_SOCKET, libc::SO_MARK) => OptVal::Int(o.mark as i32),
         (libc::SOL_SOCKET, libc::SO_LINGER) => OptVal::Linger {
             onoff: i32::from(o.cfg.linger.is_some()),
             secs: o.cfg.linger.map_or(0, |d| {
@@ -263,6 +264,8 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
     match (level, name) {
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = int_of(v)? != 0,
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => o.keepalive = int_of(v)? != 0,
+        // The mark is the socket's own (Linux `sk->sk_mark`): nothing here routes by it.
+        (libc::SOL_SOCKET, libc::SO_MARK) => o.mark = int_of(v)? as u32,
         // Linux `sk_setsockopt`: TCP and UDP sockets only (both are), 0 or 1, else EINVAL.
         (libc::SOL_SOCKET, libc::SO_ZEROCOPY) => {
             o.zerocopy = match int_of(v)? {
