@@ -349,7 +349,9 @@ pub(crate) fn msg_send(
         // copied and the notification says so. Here: a link whose frames cannot carry
         // fragments, or that leaves the checksum to the stack, gets one copy of the payload
         // into each frame (`iface`), so its notifications say SO_EE_CODE_ZEROCOPY_COPIED.
-        let copied = !(g.dev.scatter_gather() && g.dev.caps().checksum.tx);
+        // (`iface/tcp.rs` refers to the buffers only when the device does scatter-gather and
+        // completes the checksums itself, `checksum.tx == false`.)
+        let copied = !(g.dev.scatter_gather() && !g.dev.caps().checksum.tx);
         (s.opts.zerocopy && want > 0, lendable, copied)
     };
     if !on {
