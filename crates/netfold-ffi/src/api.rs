@@ -820,63 +820,56 @@ pub unsafe extern "C" fn nf_recvmsg(
         // SAFETY: msg_name writable for msg_namelen bytes per the API contract.
         let (r, n) = unsafe { recv_common(s, fd, &mut bufs, flags, name, namelen)? };
         m.msg_flags = if r.truncated { libc::MSG_TRUNC } else { 0 };
-        match r.inq {
-            // SAFETY: msg_control writable for msg_controllen bytes per the API contract.
-            Some(v) => unsafe { put_cmsg_int(m, libc::SOL_TCP, libc::TCP_CM_INQ, v) },
-            // No other ancillary data is produced.
-            None => m.msg_controllen = 0,
+        // Linux `tcp_recvmsg`: the receive timestamps, then TCP_CM_INQ.
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        let mut cm = crate::timestamp::for_read(e, fd, r.len, flags & libc::MSG_PEEK != 0);
+        if let Some(v) = r.inq {
+            cm.push((libc::SOL_TCP, libc::TCP_CM_INQ, v.to_ne_bytes().to_vec()));
         }
+        // SAFETY: msg_control writable for msg_controllen bytes per the API contract.
+        unsafe { put_cmsgs(m, &cm) };
         Ok(n)
     })
 }
 
-/// Writes one `int` control message as the only one in `m`'s control buffer, as Linux's
-/// `put_cmsg`: a buffer too short for it gets nothing and the message MSG_CTRUNC.
-///
-/// # Safety
-/// `m.msg_control` is NULL or writable for `m.msg_controllen` bytes, aligned for a cmsghdr
-/// (cmsg(3)).
-unsafe fn put_cmsg_int(m: &mut msghdr, level: c_int, ty: c_int, v: c_int) {
-    // SAFETY: forwarded contract.
-    unsafe { put_cmsg(m, level, ty, &v.to_ne_bytes()) }
-}
-
-/// Writes one control message carrying `data` as the only one in `m`'s control buffer, as
-/// Linux's `put_cmsg`: a buffer too short for it gets nothing and the message MSG_CTRUNC.
+/// Writes `list`'s control messages (level, type, data) into `m`'s control buffer, one after
+/// the other as Linux's `put_cmsg` does: one that does not fit is left out with MSG_CTRUNC
+/// (and so are the ones after it); msg_controllen becomes the bytes used.
 ///
 /// # Safety
 /// `m.msg_control` is NULL or writable for `m.msg_controllen` bytes, aligned for a cmsghdr
 /// (cmsg(3)).
 #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-unsafe fn put_cmsg(m: &mut msghdr, level: c_int, ty: c_int, data: &[u8]) {
+unsafe fn put_cmsgs(m: &mut msghdr, list: &[(c_int, c_int, Vec<u8>)]) {
     let room = usize::try_from(m.msg_controllen as u64).unwrap_or(0);
-    let size = u32::try_from(data.len()).unwrap_or(u32::MAX);
-    // SAFETY: pure arithmetic on the length.
-    let (len, space) = unsafe {
-        (
-            libc::CMSG_LEN(size) as usize,
-            libc::CMSG_SPACE(size) as usize,
-        )
-    };
-    if m.msg_control.is_null() || room < len {
-        m.msg_flags |= libc::MSG_CTRUNC;
-        m.msg_controllen = 0;
-        return;
-    }
-    // SAFETY: the buffer holds at least CMSG_LEN(data.len()) bytes (checked above), so the
-    // header and the data after it are inside it; unaligned writes need no more.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(m);
-        if c.is_null() {
-            m.msg_controllen = 0;
-            return;
+    let mut used = 0usize;
+    for (level, ty, data) in list {
+        let size = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        // SAFETY: pure arithmetic on the length.
+        let (len, space) = unsafe {
+            (
+                libc::CMSG_LEN(size) as usize,
+                libc::CMSG_SPACE(size) as usize,
+            )
+        };
+        if m.msg_control.is_null() || room.saturating_sub(used) < len {
+            m.msg_flags |= libc::MSG_CTRUNC;
+            break;
         }
-        core::ptr::addr_of_mut!((*c).cmsg_len).write_unaligned(len as _);
-        core::ptr::addr_of_mut!((*c).cmsg_level).write_unaligned(level);
-        core::ptr::addr_of_mut!((*c).cmsg_type).write_unaligned(ty);
-        core::ptr::copy_nonoverlapping(data.as_ptr(), libc::CMSG_DATA(c), data.len());
+        // SAFETY: bytes used..used+len of the buffer are inside it (checked above) and `used`
+        // is a multiple of CMSG_SPACE's alignment, so the header and the data after it are in
+        // the caller's buffer; unaligned writes need no more.
+        unsafe {
+            let c = m.msg_control.cast::<u8>().add(used).cast::<libc::cmsghdr>();
+            core::ptr::addr_of_mut!((*c).cmsg_len).write_unaligned(len as _);
+            core::ptr::addr_of_mut!((*c).cmsg_level).write_unaligned(*level);
+            core::ptr::addr_of_mut!((*c).cmsg_type).write_unaligned(*ty);
+            core::ptr::copy_nonoverlapping(data.as_ptr(), libc::CMSG_DATA(c), data.len());
+        }
+        used += space.min(room - used);
     }
-    m.msg_controllen = space.min(room) as _;
+    m.msg_controllen = used as _;
 }
 
 /// `SO_EE_ORIGIN_ZEROCOPY` and `SO_EE_CODE_ZEROCOPY_COPIED` (linux/errqueue.h).
@@ -917,7 +910,7 @@ fn recv_errqueue(e: &Engine, fd: c_int, m: &mut msghdr) -> R<ssize_t> {
         (libc::SOL_IP, libc::IP_RECVERR)
     };
     // SAFETY: msg_control writable for msg_controllen bytes per the API contract.
-    unsafe { put_cmsg(m, level, ty, &ee) };
+    unsafe { put_cmsgs(m, &[(level, ty, ee)]) };
     Ok(0)
 }
 

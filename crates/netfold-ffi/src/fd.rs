@@ -63,6 +63,11 @@ pub(crate) struct Opts {
     /// SO_MARK (socket(7)): kept and reported; netfold has no policy routing or packet
     /// filter for it to select.
     pub(crate) mark: u32,
+    /// SO_TIMESTAMP / SO_TIMESTAMPNS (Linux's SOCK_RCVTSTAMP, SOCK_RCVTSTAMPNS flags).
+    pub(crate) rcvtstamp: bool,
+    pub(crate) rcvtstampns: bool,
+    /// SO_TIMESTAMPING's flags (`timestamp.rs`).
+    pub(crate) tsflags: u32,
 }
 
 impl Opts {
@@ -85,6 +90,9 @@ impl Opts {
             freebind: false,
             zerocopy: false,
             mark: 0,
+            rcvtstamp: false,
+            rcvtstampns: false,
+            tsflags: 0,
             cfg: tcp::Config {
                 mss,
                 ..tcp::Config::default()
@@ -175,6 +183,9 @@ pub(crate) struct Sock {
     /// Linux `MSG_ZEROCOPY` state: send numbers, sends not yet released, and the error
     /// queue of their notifications (`zerocopy.rs`); made by the first such send.
     pub(crate) msg_zc: Option<Box<crate::zerocopy::MsgZc>>,
+    /// Arrival samples for receive timestamps, while the socket asks for them
+    /// (`timestamp.rs`).
+    pub(crate) rx_stamps: Option<Box<crate::timestamp::RxStamps>>,
 }
 
 impl Sock {
@@ -191,6 +202,7 @@ impl Sock {
             fastopen_deferred: None,
             connect_pending: false,
             msg_zc: None,
+            rx_stamps: None,
         }
     }
 }
@@ -259,6 +271,10 @@ impl FdTable {
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Sock> {
         self.slots.iter().flatten()
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Sock> {
+        self.slots.iter_mut().flatten()
     }
 
     pub(crate) fn drain(&mut self) -> Vec<Sock> {

@@ -339,6 +339,11 @@ pub(crate) fn accept_opt(e: &Engine, fd: i32, dontwait: bool) -> R<(i32, SocketA
         ns.opts = opts;
         ns.bound = ts.local_addr(&st.stack).ok();
         match st.fds.insert(ns) {
+            Ok(nfd) if crate::timestamp::wanted(&opts) => {
+                let now = e.now(st);
+                crate::timestamp::enable(st, nfd, now);
+                Ok((nfd, present(family, peer)))
+            }
             // An AF_INET6 listener's IPv4 peers come v4-mapped from the stack already.
             Ok(nfd) => Ok((nfd, present(family, peer))),
             Err(err) => {

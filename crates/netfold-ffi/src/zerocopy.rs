@@ -360,7 +360,11 @@ pub(crate) fn msg_send(
     if !lendable {
         let n = crate::ops::send(e, fd, data, plain, to)?;
         let mut g = e.lock();
-        let z = g.fds.get_mut(fd)?.msg_zc.get_or_insert_with(Default::default);
+        let z = g
+            .fds
+            .get_mut(fd)?
+            .msg_zc
+            .get_or_insert_with(Default::default);
         let id = z.start(true);
         z.finish(id, n);
         return Ok(n);
@@ -405,7 +409,10 @@ pub(crate) fn msg_send(
             }
             let rest = d.slice(off..);
             off = 0;
-            match stack.tcp_mut().send_zc(ts.handle(), rest.clone(), u64::from(id)) {
+            match stack
+                .tcp_mut()
+                .send_zc(ts.handle(), rest.clone(), u64::from(id))
+            {
                 Ok(sent) => {
                     *progress = true;
                     done += sent.len;

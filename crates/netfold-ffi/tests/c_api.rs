@@ -223,6 +223,11 @@ fn c_linux_msg_zerocopy_and_error_queue() {
 }
 
 #[test]
+fn c_software_receive_timestamps() {
+    c_test("rx_timestamp");
+}
+
+#[test]
 fn c_real_clock_threads() {
     c_test("real_clock");
 }

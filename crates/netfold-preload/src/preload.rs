@@ -665,8 +665,7 @@ fn after_wait(nf: c_int, events: i16, flags: c_int, op: impl FnOnce() -> ssize_t
 /// So a receive that finds data costs what it costs without the wait.
 fn read_op(nf: c_int, flags: c_int, mut op: impl FnMut(c_int) -> ssize_t) -> ssize_t {
     // MSG_ERRQUEUE never waits (Linux `ip_recv_error`: EAGAIN when the queue is empty).
-    if !is_plain(nf) || flags & (libc::MSG_DONTWAIT | libc::MSG_WAITALL | libc::MSG_ERRQUEUE) != 0
-    {
+    if !is_plain(nf) || flags & (libc::MSG_DONTWAIT | libc::MSG_WAITALL | libc::MSG_ERRQUEUE) != 0 {
         return op(flags);
     }
     let mut waited = false;
