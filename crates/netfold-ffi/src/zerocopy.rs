@@ -351,7 +351,7 @@ pub(crate) fn msg_send(
         // into each frame (`iface`), so its notifications say SO_EE_CODE_ZEROCOPY_COPIED.
         // (`iface/tcp.rs` refers to the buffers only when the device does scatter-gather and
         // completes the checksums itself, `checksum.tx == false`.)
-        let copied = !(g.dev.scatter_gather() && !g.dev.caps().checksum.tx);
+        let copied = !g.dev.scatter_gather() || g.dev.caps().checksum.tx;
         (s.opts.zerocopy && want > 0, lendable, copied)
     };
     if !on {
