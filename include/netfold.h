@@ -53,7 +53,24 @@
  *    TCP_FASTOPEN_CONNECT, IP_TOS and IPV6_TCLASS (TCP sockets; IPV6_TCLASS on AF_INET6 ones),
  *    IP_FREEBIND and IPV6_FREEBIND (one flag, as on Linux: nf_bind then takes an address that
  *    is not the interface's, and packets leave from it), SO_ZEROCOPY (see MSG_ZEROCOPY below
- *    nf_send_zc), SO_MARK (kept and read back; nothing in netfold routes or filters by it).
+ *    nf_send_zc), SO_MARK (kept and read back; nothing in netfold routes or filters by it),
+ *    SO_TIMESTAMP, SO_TIMESTAMPNS, SO_TIMESTAMPING (receive timestamps, below).
+ *    Software receive timestamps for TCP, as Linux reports them (socket(7),
+ *    Documentation/networking/timestamping.rst): with SO_TIMESTAMPING set to
+ *    SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE nf_recvmsg adds an
+ *    SOL_SOCKET/SCM_TIMESTAMPING message (struct scm_timestamping: ts[0] the time, ts[1] and
+ *    ts[2] zero); with SO_TIMESTAMP an SCM_TIMESTAMP (struct timeval) before it, with
+ *    SO_TIMESTAMPNS an SCM_TIMESTAMPNS (struct timespec); TCP_CM_INQ comes after them. The
+ *    time is when the last byte the call returned (or peeked) arrived: when the stack
+ *    processed its frame, frames of one poll sharing that poll's time, and bytes that came
+ *    out of order taking the time their hole was filled (Linux keeps each packet's own).
+ *    REAL clock: the system's wall clock; MANUAL clock: the manual clock's own value (0 is the
+ *    Unix epoch). An accepted socket inherits the options; bytes it received before it was
+ *    accepted carry the time of the accept. SO_TIMESTAMP on clears SO_TIMESTAMPNS and either
+ *    off clears both, as on Linux. SO_TIMESTAMPING takes the receive and reporting flags
+ *    (RX_SOFTWARE, SOFTWARE, RX_HARDWARE, RAW_HARDWARE, OPT_RX_FILTER; no hardware times are
+ *    ever produced); transmit flags are EINVAL. UDP sockets take the options but get no
+ *    timestamps.
  *    IP_TOS / IPV6_TCLASS as on Linux: the DSCP bits every segment of the connection carries
  *    from then on (the SYN-ACK of a listener's connections too); the two ECN bits are not the
  *    socket's (ECN sets them per segment) and read back 0; an accepted socket starts with its
