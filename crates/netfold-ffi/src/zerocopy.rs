@@ -295,6 +295,11 @@ impl MsgZc {
 /// those of `MSG_ZEROCOPY` sends to the socket's error queue (dropped if the socket is gone),
 /// those of `nf_send_zc` aside for `nf_zc_completions`.
 pub(crate) fn pump(st: &mut State, fd: i32) {
+    // Only sockets that used MSG_ZEROCOPY (and closed ones, swept by `completions(-1)`) have
+    // buffers to route: poll and epoll call this for every descriptor they look at.
+    if st.zc.sinks.is_empty() || st.fds.get(fd).is_ok_and(|s| s.msg_zc.is_none()) {
+        return;
+    }
     let State { fds, zc, .. } = st;
     for sink in zc.sinks.iter_mut().filter(|k| k.fd == fd) {
         if sink.linux.is_empty() {
