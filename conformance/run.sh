@@ -64,7 +64,10 @@ else
   # burst).
   strict=(--strict_segments)
   if [ "${NF_STRICT_SEGMENTS:-1}" = 0 ]; then strict=(); fi
-  mode=("${addrs[@]}" "${strict[@]}" --so_filename="$shim")
+  # --send_omit_free: packetdrill frees a send's buffer when the call returns, which Linux
+  # allows for MSG_ZEROCOPY (it pins the pages); netfold reads a lent buffer in place until
+  # its notification, so the buffers are kept for the run.
+  mode=("${addrs[@]}" "${strict[@]}" --send_omit_free --so_filename="$shim")
   # Preloaded too, so that the getsockopt calls of `%{ }%` code blocks (TCP_INFO, ...) reach
   # netfold's sockets instead of the host's (see the shim's getsockopt).
   preload="$shim"

@@ -52,7 +52,25 @@
  *    sockets), IPV6_V6ONLY (AF_INET6 sockets), TCP_FASTOPEN, TCP_FASTOPEN_KEY (set only),
  *    TCP_FASTOPEN_CONNECT, IP_TOS and IPV6_TCLASS (TCP sockets; IPV6_TCLASS on AF_INET6 ones),
  *    IP_FREEBIND and IPV6_FREEBIND (one flag, as on Linux: nf_bind then takes an address that
- *    is not the interface's, and packets leave from it).
+ *    is not the interface's, and packets leave from it), SO_ZEROCOPY (see MSG_ZEROCOPY below
+ *    nf_send_zc), SO_MARK (kept and read back; nothing in netfold routes or filters by it),
+ *    SO_TIMESTAMP, SO_TIMESTAMPNS, SO_TIMESTAMPING (receive timestamps, below).
+ *    Software receive timestamps for TCP, as Linux reports them (socket(7),
+ *    Documentation/networking/timestamping.rst): with SO_TIMESTAMPING set to
+ *    SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE nf_recvmsg adds an
+ *    SOL_SOCKET/SCM_TIMESTAMPING message (struct scm_timestamping: ts[0] the time, ts[1] and
+ *    ts[2] zero); with SO_TIMESTAMP an SCM_TIMESTAMP (struct timeval) before it, with
+ *    SO_TIMESTAMPNS an SCM_TIMESTAMPNS (struct timespec); TCP_CM_INQ comes after them. The
+ *    time is when the last byte the call returned (or peeked) arrived: when the stack
+ *    processed its frame, frames of one poll sharing that poll's time, and bytes that came
+ *    out of order taking the time their hole was filled (Linux keeps each packet's own).
+ *    REAL clock: the system's wall clock; MANUAL clock: the manual clock's own value (0 is the
+ *    Unix epoch). An accepted socket inherits the options; bytes it received before it was
+ *    accepted carry the time of the accept. SO_TIMESTAMP on clears SO_TIMESTAMPNS and either
+ *    off clears both, as on Linux. SO_TIMESTAMPING takes the receive and reporting flags
+ *    (RX_SOFTWARE, SOFTWARE, RX_HARDWARE, RAW_HARDWARE, OPT_RX_FILTER; no hardware times are
+ *    ever produced); transmit flags are EINVAL. UDP sockets take the options but get no
+ *    timestamps.
  *    IP_TOS / IPV6_TCLASS as on Linux: the DSCP bits every segment of the connection carries
  *    from then on (the SYN-ACK of a listener's connections too); the two ECN bits are not the
  *    socket's (ECN sets them per segment) and read back 0; an accepted socket starts with its
@@ -319,6 +337,35 @@ ssize_t nf_sendfile_zc(nf_stack *s, int fd, int file_fd, off_t offset, size_t le
 int nf_zc_completions(nf_stack *s, int fd, nf_zc_completion *out, int max);
 /* Like nf_config_layout for nf_zc_completion. */
 size_t nf_zc_completion_layout(size_t *offsets, size_t n);
+
+/* Linux's MSG_ZEROCOPY (Documentation/networking/msg_zerocopy.rst), built on nf_send_zc, for
+ * programs (and LD_PRELOAD) written against Linux:
+ *  - setsockopt(SOL_SOCKET, SO_ZEROCOPY, 1) on a TCP or UDP socket (0 or 1, else EINVAL;
+ *    an accepted socket inherits its listener's). Without it MSG_ZEROCOPY is ignored and the
+ *    data copied, as on Linux.
+ *  - nf_send / nf_sendto / nf_sendmsg with MSG_ZEROCOPY on a connected TCP socket lend the
+ *    buffers as nf_send_zc does: they must stay valid and unmodified until the send's
+ *    notification is read (unlike Linux, which pins the pages, netfold reads them in place:
+ *    freeing or unmapping them earlier is an error too). Each call that takes at least one
+ *    byte gets the next number of the socket (from 0, 32 bits, wrapping); a call that fails
+ *    or takes nothing gives its number back. A blocking socket waits until every byte is
+ *    taken. With MSG_MORE, MSG_EOR, MSG_FASTOPEN or on a UDP socket the data is copied and
+ *    the notification (at once) says SO_EE_CODE_ZEROCOPY_COPIED.
+ *  - Once the stack has released all of a send's buffers (acknowledged, or the connection
+ *    reset or aborted), its number goes to the socket's error queue; consecutive numbers
+ *    merge into one range as on Linux. nf_recvmsg(fd, &msg, MSG_ERRQUEUE) takes one range:
+ *    it returns 0, sets MSG_ERRQUEUE in msg_flags and writes one control message
+ *    SOL_IP/IP_RECVERR (SOL_IPV6/IPV6_RECVERR on an AF_INET6 socket) holding a struct
+ *    sock_extended_err (<linux/errqueue.h>) with ee_errno 0, ee_origin SO_EE_ORIGIN_ZEROCOPY,
+ *    ee_info..ee_data the first and last number, followed by an all-zero address
+ *    (MSG_CTRUNC and the range is used up if msg_control is too short); -1/EAGAIN at once
+ *    when the queue is empty, blocking socket or not. ee_code is SO_EE_CODE_ZEROCOPY_COPIED
+ *    when the link takes only linear frames (nf_inject/nf_take, a TAP without offloads),
+ *    where netfold copies the payload into each frame once, as Linux reports a route
+ *    without scatter-gather; 0 when frames referred to the buffers.
+ *  - nf_poll and nf_epoll_wait report POLLERR/EPOLLERR while notifications wait.
+ *  - Notifications of a closed socket are dropped (its buffers are still read until
+ *    released). nf_send_zc's completions on the same socket stay with nf_zc_completions. */
 
 /* Shards: one host as N stacks, one per queue of a multi-queue device, each with
  * its own buffers, timers, connection table and driver thread (optionally pinned to a CPU),

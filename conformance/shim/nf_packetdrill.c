@@ -213,7 +213,38 @@ static ssize_t shim_recvfrom(void *u, int fd, void *b, size_t n, int f, struct s
 {
     return nf_recvfrom(S(u), fd, b, n, f, a, l);
 }
-static ssize_t shim_recvmsg(void *u, int fd, struct msghdr *m, int f) { return nf_recvmsg(S(u), fd, m, f); }
+/* Receive timestamps are the manual clock's own time (include/netfold.h); packetdrill
+ * compares them with its gettimeofday, which adds EPOCH_USEC: add it here too. */
+static void shift_time(struct timespec *ts)
+{
+    if (ts->tv_sec == 0 && ts->tv_nsec == 0) return;
+    ts->tv_sec += (time_t)(EPOCH_USEC / 1000000ULL);
+}
+static ssize_t shim_recvmsg(void *u, int fd, struct msghdr *m, int f)
+{
+    ssize_t r = nf_recvmsg(S(u), fd, m, f);
+    if (r < 0 || (f & MSG_ERRQUEUE)) return r;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c)) {
+        if (c->cmsg_level != SOL_SOCKET) continue;
+        if (c->cmsg_type == SCM_TIMESTAMPING && c->cmsg_len >= CMSG_LEN(3 * sizeof(struct timespec))) {
+            struct timespec ts[3];
+            memcpy(ts, CMSG_DATA(c), sizeof ts);
+            shift_time(&ts[0]);
+            memcpy(CMSG_DATA(c), ts, sizeof ts);
+        } else if (c->cmsg_type == SCM_TIMESTAMPNS && c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(c), sizeof ts);
+            shift_time(&ts);
+            memcpy(CMSG_DATA(c), &ts, sizeof ts);
+        } else if (c->cmsg_type == SCM_TIMESTAMP && c->cmsg_len >= CMSG_LEN(sizeof(struct timeval))) {
+            struct timeval tv;
+            memcpy(&tv, CMSG_DATA(c), sizeof tv);
+            tv.tv_sec += (time_t)(EPOCH_USEC / 1000000ULL);
+            memcpy(CMSG_DATA(c), &tv, sizeof tv);
+        }
+    }
+    return r;
+}
 static ssize_t shim_write(void *u, int fd, const void *b, size_t n) { return nf_write(S(u), fd, b, n); }
 static ssize_t shim_writev(void *u, int fd, const struct iovec *v, int c) { return nf_writev(S(u), fd, v, c); }
 static ssize_t shim_send(void *u, int fd, const void *b, size_t n, int f) { return nf_send(S(u), fd, b, n, f); }

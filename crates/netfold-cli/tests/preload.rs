@@ -631,6 +631,69 @@ fn netfold_sockets_mix_with_loopback_udp_pipes_select_epoll_signals_and_fork() {
     assert!(err.contains("not shared across fork"), "{err}");
 }
 
+/// Linux's MSG_ZEROCOPY and receive timestamps from an unmodified program (argv: address,
+/// port): SO_ZEROCOPY, a request sent with MSG_ZEROCOPY (its buffer kept until the
+/// notification), POLLERR, then the notification from recvmsg(MSG_ERRQUEUE) (IP_RECVERR,
+/// send 0..0), EAGAIN after it, and the response read by recvmsg with SO_TIMESTAMPNS: its
+/// SCM_TIMESTAMPNS lies between the send and the read on the system clock.
+const ZEROCOPY: &str = r#"
+import errno, select, socket, struct, sys, time
+MSG_ZEROCOPY, SO_ZEROCOPY, SO_TIMESTAMPNS, IP_RECVERR = 0x4000000, 60, 35, 11
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+s.setsockopt(socket.SOL_SOCKET, SO_ZEROCOPY, 1)
+assert s.getsockopt(socket.SOL_SOCKET, SO_ZEROCOPY) == 1
+s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+req = bytearray(b"GET /small HTTP/1.0\r\n\r\n")
+t0 = time.time()
+assert s.send(req, MSG_ZEROCOPY) == len(req)
+p = select.poll()
+p.register(s, select.POLLIN)
+deadline = time.time() + 10
+while not any(ev & select.POLLERR for _, ev in p.poll(100)):
+    assert time.time() < deadline, "no POLLERR"
+_, anc, flags, _ = s.recvmsg(0, 1024, socket.MSG_ERRQUEUE)
+assert flags & socket.MSG_ERRQUEUE, flags
+assert len(anc) == 1, anc
+level, typ, data = anc[0]
+assert (level, typ) == (socket.SOL_IP, IP_RECVERR), (level, typ)
+ee_errno, origin, _, code, _, lo, hi = struct.unpack("=IBBBBII", data[:16])
+assert (ee_errno, origin, lo, hi) == (0, 5, 0, 0), (ee_errno, origin, lo, hi)
+try:
+    s.recvmsg(0, 1024, socket.MSG_ERRQUEUE)
+    assert False, "second notification"
+except BlockingIOError:
+    pass
+print("zerocopy ok", code, flush=True)
+got, stamp = b"", None
+while len(got) < 12:
+    d, anc, _, _ = s.recvmsg(65536, 1024)
+    assert d, "EOF"
+    got += d
+    for level, typ, data in anc:
+        if (level, typ) == (socket.SOL_SOCKET, SO_TIMESTAMPNS):
+            sec, nsec = struct.unpack("=qq", data)
+            stamp = sec + nsec / 1e9
+assert got.startswith(b"HTTP/1.0 200"), got
+assert stamp is not None, "no SCM_TIMESTAMPNS"
+assert t0 - 0.01 <= stamp <= time.time() + 0.01, (t0, stamp, time.time())
+print("timestamp ok", flush=True)
+"#;
+
+#[test]
+fn msg_zerocopy_notifications_and_receive_timestamps_reach_an_unmodified_program() {
+    if skip(&["python3", "timeout"]) {
+        return;
+    }
+    let net = Net::create();
+    std::fs::write(net.dir.join("small"), "0123456789".repeat(100)).expect("write");
+    let _server = kernel_http_server(&net, &net.dir);
+    let o = output(net.on_netfold(&["python3", "-c", ZEROCOPY, KERNEL, "8080"]));
+    ok(&o, "zerocopy script on netfold");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("zerocopy ok"), "{out}");
+    assert!(out.contains("timestamp ok"), "{out}");
+}
+
 /// A link that cannot be opened: by default the program is stopped at its first socket, with
 /// the reason; with --fallback it runs on the kernel's sockets and says so.
 #[test]

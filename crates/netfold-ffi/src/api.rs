@@ -808,6 +808,11 @@ pub unsafe extern "C" fn nf_recvmsg(
     ffi(-1, || {
         // SAFETY: `m` is NULL or a valid msghdr per the API contract.
         let m = unsafe { m.as_mut() }.ok_or(libc::EFAULT)?;
+        if flags & libc::MSG_ERRQUEUE != 0 {
+            // SAFETY: `s` per the API contract.
+            let e = unsafe { engine(s)? };
+            return recv_errqueue(e, fd, m);
+        }
         // SAFETY: msg_iov holds msg_iovlen writable, disjoint buffers per the API contract.
         let mut bufs = unsafe { cabi::iov_mut(m.msg_iov, iovlen(m))? };
         let name = m.msg_name.cast::<sockaddr>();
@@ -815,52 +820,98 @@ pub unsafe extern "C" fn nf_recvmsg(
         // SAFETY: msg_name writable for msg_namelen bytes per the API contract.
         let (r, n) = unsafe { recv_common(s, fd, &mut bufs, flags, name, namelen)? };
         m.msg_flags = if r.truncated { libc::MSG_TRUNC } else { 0 };
-        match r.inq {
-            // SAFETY: msg_control writable for msg_controllen bytes per the API contract.
-            Some(v) => unsafe { put_cmsg_int(m, libc::SOL_TCP, libc::TCP_CM_INQ, v) },
-            // No other ancillary data is produced.
-            None => m.msg_controllen = 0,
+        // Linux `tcp_recvmsg`: the receive timestamps, then TCP_CM_INQ.
+        // SAFETY: `s` per the API contract.
+        let e = unsafe { engine(s)? };
+        let mut cm = crate::timestamp::for_read(e, fd, r.len, flags & libc::MSG_PEEK != 0);
+        if let Some(v) = r.inq {
+            cm.push((libc::SOL_TCP, libc::TCP_CM_INQ, v.to_ne_bytes().to_vec()));
         }
+        // SAFETY: msg_control writable for msg_controllen bytes per the API contract.
+        unsafe { put_cmsgs(m, &cm) };
         Ok(n)
     })
 }
 
-/// Writes one `int` control message as the only one in `m`'s control buffer, as Linux's
-/// `put_cmsg`: a buffer too short for it gets nothing and the message MSG_CTRUNC.
+/// Writes `list`'s control messages (level, type, data) into `m`'s control buffer, one after
+/// the other as Linux's `put_cmsg` does: one that does not fit is left out with MSG_CTRUNC
+/// (and so are the ones after it); msg_controllen becomes the bytes used.
 ///
 /// # Safety
 /// `m.msg_control` is NULL or writable for `m.msg_controllen` bytes, aligned for a cmsghdr
 /// (cmsg(3)).
 #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-unsafe fn put_cmsg_int(m: &mut msghdr, level: c_int, ty: c_int, v: c_int) {
+unsafe fn put_cmsgs(m: &mut msghdr, list: &[(c_int, c_int, Vec<u8>)]) {
     let room = usize::try_from(m.msg_controllen as u64).unwrap_or(0);
-    let size = core::mem::size_of::<c_int>() as u32;
-    // SAFETY: pure arithmetic on the length.
-    let (len, space) = unsafe {
-        (
-            libc::CMSG_LEN(size) as usize,
-            libc::CMSG_SPACE(size) as usize,
-        )
-    };
-    if m.msg_control.is_null() || room < len {
-        m.msg_flags |= libc::MSG_CTRUNC;
-        m.msg_controllen = 0;
-        return;
-    }
-    // SAFETY: the buffer holds at least CMSG_LEN(sizeof(int)) bytes (checked above), so the
-    // header and the int after it are inside it; unaligned writes need no more.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(m);
-        if c.is_null() {
-            m.msg_controllen = 0;
-            return;
+    let mut used = 0usize;
+    for (level, ty, data) in list {
+        let size = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        // SAFETY: pure arithmetic on the length.
+        let (len, space) = unsafe {
+            (
+                libc::CMSG_LEN(size) as usize,
+                libc::CMSG_SPACE(size) as usize,
+            )
+        };
+        if m.msg_control.is_null() || room.saturating_sub(used) < len {
+            m.msg_flags |= libc::MSG_CTRUNC;
+            break;
         }
-        core::ptr::addr_of_mut!((*c).cmsg_len).write_unaligned(len as _);
-        core::ptr::addr_of_mut!((*c).cmsg_level).write_unaligned(level);
-        core::ptr::addr_of_mut!((*c).cmsg_type).write_unaligned(ty);
-        libc::CMSG_DATA(c).cast::<c_int>().write_unaligned(v);
+        // SAFETY: bytes used..used+len of the buffer are inside it (checked above) and `used`
+        // is a multiple of CMSG_SPACE's alignment, so the header and the data after it are in
+        // the caller's buffer; unaligned writes need no more.
+        unsafe {
+            let c = m.msg_control.cast::<u8>().add(used).cast::<libc::cmsghdr>();
+            core::ptr::addr_of_mut!((*c).cmsg_len).write_unaligned(len as _);
+            core::ptr::addr_of_mut!((*c).cmsg_level).write_unaligned(*level);
+            core::ptr::addr_of_mut!((*c).cmsg_type).write_unaligned(*ty);
+            core::ptr::copy_nonoverlapping(data.as_ptr(), libc::CMSG_DATA(c), data.len());
+        }
+        used += space.min(room - used);
     }
-    m.msg_controllen = space.min(room) as _;
+    m.msg_controllen = used as _;
+}
+
+/// `SO_EE_ORIGIN_ZEROCOPY` and `SO_EE_CODE_ZEROCOPY_COPIED` (linux/errqueue.h).
+const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
+const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
+
+/// `recvmsg(MSG_ERRQUEUE)`: one `MSG_ZEROCOPY` notification as Linux's `ip_recv_error` /
+/// `ipv6_recv_error` give it: no payload (returns 0), MSG_ERRQUEUE in msg_flags, no address,
+/// and one control message SOL_IP/IP_RECVERR (SOL_IPV6/IPV6_RECVERR on an AF_INET6 socket)
+/// holding a `struct sock_extended_err` followed by the offender address, all zero for this
+/// origin (`struct sock_exterr_skb`'s `errhdr`).
+fn recv_errqueue(e: &Engine, fd: c_int, m: &mut msghdr) -> R<ssize_t> {
+    let note = crate::zerocopy::take_note(e, fd)?;
+    let v6 = e.lock().fds.get(fd)?.family == libc::AF_INET6;
+    let mut ee = Vec::with_capacity(48);
+    ee.extend_from_slice(&0u32.to_ne_bytes()); // ee_errno
+    ee.push(SO_EE_ORIGIN_ZEROCOPY); // ee_origin
+    ee.push(0); // ee_type
+    ee.push(if note.copied {
+        SO_EE_CODE_ZEROCOPY_COPIED
+    } else {
+        0
+    }); // ee_code
+    ee.push(0); // ee_pad
+    ee.extend_from_slice(&note.lo.to_ne_bytes()); // ee_info
+    ee.extend_from_slice(&note.hi.to_ne_bytes()); // ee_data
+    let offender = if v6 {
+        core::mem::size_of::<libc::sockaddr_in6>()
+    } else {
+        core::mem::size_of::<libc::sockaddr_in>()
+    };
+    ee.resize(ee.len() + offender, 0);
+    m.msg_flags = libc::MSG_ERRQUEUE;
+    m.msg_namelen = 0;
+    let (level, ty) = if v6 {
+        (libc::SOL_IPV6, libc::IPV6_RECVERR)
+    } else {
+        (libc::SOL_IP, libc::IP_RECVERR)
+    };
+    // SAFETY: msg_control writable for msg_controllen bytes per the API contract.
+    unsafe { put_cmsgs(m, &[(level, ty, ee)]) };
+    Ok(0)
 }
 
 /// Shared body of the send calls.
@@ -895,6 +946,15 @@ unsafe fn send_common(
         // SAFETY: forwarded contract.
         Some(unsafe { cabi::read_sockaddr(a, l)? })
     };
+    if flags & libc::MSG_ZEROCOPY != 0 {
+        let mut lent = Vec::with_capacity(bufs.len());
+        for b in bufs.iter().filter(|b| !b.is_empty()) {
+            // SAFETY: a send with MSG_ZEROCOPY promises (include/netfold.h) that its buffers
+            // stay readable and unmodified until the send's notification is read.
+            lent.push(unsafe { cabi::lend(b.as_ptr().cast(), b.len())? });
+        }
+        return crate::zerocopy::msg_send(&e, fd, bufs, &lent, flags, to).map(len);
+    }
     ops::send(&e, fd, bufs, flags, to).map(len)
 }
 

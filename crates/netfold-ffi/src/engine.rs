@@ -164,6 +164,8 @@ pub(crate) struct State {
     pub(crate) manual_now: Instant,
     /// Zero-copy completion queues (`zerocopy.rs`).
     pub(crate) zc: crate::zerocopy::ZcRegistry,
+    /// Some socket asked for receive timestamps: polls sample arrivals (`timestamp.rs`).
+    pub(crate) rx_stamping: bool,
     /// A shard's: rung after every poll that did work, for `nf_accept_any`, which waits on
     /// the shards of one `nf_shards` at once (`shards.rs`).
     pub(crate) bell: Option<Arc<Bell>>,
@@ -243,6 +245,7 @@ impl Driven for State {
     fn poll(&mut self, now: Instant) -> bool {
         let worked = self.stack.poll(now, &mut self.dev);
         if worked {
+            crate::timestamp::after_poll(self, now);
             if let Some(b) = &self.bell {
                 b.ring();
             }
@@ -314,6 +317,7 @@ impl Engine {
             fds: FdTable::new(),
             manual_now: Instant::ZERO,
             zc: Default::default(),
+            rx_stamping: false,
             bell: None,
             on_work: None,
             tcp_timestamps: true,
@@ -351,6 +355,22 @@ impl Engine {
     /// Whether the stack is being freed (waiters return EBADF).
     pub(crate) fn stopped(&self) -> bool {
         self.driver.stopped()
+    }
+
+    /// Stack time `t` as wall-clock time (seconds, nanoseconds since the Unix epoch), for
+    /// timestamps: REAL, the system clock's reading `now - t` ago; MANUAL, the manual clock
+    /// itself (its 0 is the epoch: a harness adds its own start).
+    pub(crate) fn wall_time(&self, now: Instant, t: Instant) -> (i64, i64) {
+        let us = match self.clock {
+            Clock::Real(_) => {
+                let sys = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_micros() as i64);
+                sys - (now.total_micros() as i64 - t.total_micros() as i64)
+            }
+            Clock::Manual => t.total_micros() as i64,
+        };
+        (us.div_euclid(1_000_000), us.rem_euclid(1_000_000) * 1000)
     }
 
     pub(crate) fn now(&self, st: &State) -> Instant {
@@ -401,6 +421,7 @@ impl Engine {
         let State { stack, dev, .. } = st;
         let worked = stack.poll(now, &mut TxOnly(dev));
         if worked {
+            crate::timestamp::after_poll(st, now);
             if let Some(b) = &st.bell {
                 b.ring();
             }
@@ -503,6 +524,10 @@ impl Engine {
         for _ in 0..SETTLE_ROUNDS {
             let State { stack, dev, .. } = st;
             let did = stack.poll(now, dev);
+            if did {
+                crate::timestamp::after_poll(st, now);
+            }
+            let State { stack, dev, .. } = st;
             let due = stack.poll_at(now).is_some_and(|t| t <= now) || dev.has_inbound();
             if !did && !due {
                 break;
@@ -638,7 +663,11 @@ fn poll_rounds(driver: &Driver<State>, st: &mut State) -> bool {
     for _ in 0..SETTLE_ROUNDS {
         let now = driver.now();
         let State { stack, dev, .. } = st;
-        if !stack.poll(now, dev) && !dev.has_inbound() {
+        let did = stack.poll(now, dev);
+        if did {
+            crate::timestamp::after_poll(st, now);
+        }
+        if !did && !st.dev.has_inbound() {
             break;
         }
         worked = true;

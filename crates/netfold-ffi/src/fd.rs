@@ -57,6 +57,17 @@ pub(crate) struct Opts {
     /// IP_FREEBIND / IPV6_FREEBIND (ip(7)): bind() takes an address that is not (yet) the
     /// interface's.
     pub(crate) freebind: bool,
+    /// SO_ZEROCOPY (socket(7)): `send(MSG_ZEROCOPY)` lends the buffer (`zerocopy.rs`);
+    /// without it the flag is ignored and the data copied, as Linux does.
+    pub(crate) zerocopy: bool,
+    /// SO_MARK (socket(7)): kept and reported; netfold has no policy routing or packet
+    /// filter for it to select.
+    pub(crate) mark: u32,
+    /// SO_TIMESTAMP / SO_TIMESTAMPNS (Linux's SOCK_RCVTSTAMP, SOCK_RCVTSTAMPNS flags).
+    pub(crate) rcvtstamp: bool,
+    pub(crate) rcvtstampns: bool,
+    /// SO_TIMESTAMPING's flags (`timestamp.rs`).
+    pub(crate) tsflags: u32,
 }
 
 impl Opts {
@@ -77,6 +88,11 @@ impl Opts {
             fastopen_key: None,
             fastopen_connect: false,
             freebind: false,
+            zerocopy: false,
+            mark: 0,
+            rcvtstamp: false,
+            rcvtstampns: false,
+            tsflags: 0,
             cfg: tcp::Config {
                 mss,
                 ..tcp::Config::default()
@@ -164,6 +180,12 @@ pub(crate) struct Sock {
     /// outcome yet (Linux's `SS_CONNECTING`): the first connect() after the handshake
     /// returns 0, the ones after it EISCONN.
     pub(crate) connect_pending: bool,
+    /// Linux `MSG_ZEROCOPY` state: send numbers, sends not yet released, and the error
+    /// queue of their notifications (`zerocopy.rs`); made by the first such send.
+    pub(crate) msg_zc: Option<Box<crate::zerocopy::MsgZc>>,
+    /// Arrival samples for receive timestamps, while the socket asks for them
+    /// (`timestamp.rs`).
+    pub(crate) rx_stamps: Option<Box<crate::timestamp::RxStamps>>,
 }
 
 impl Sock {
@@ -179,6 +201,8 @@ impl Sock {
             shut_wr: false,
             fastopen_deferred: None,
             connect_pending: false,
+            msg_zc: None,
+            rx_stamps: None,
         }
     }
 }
@@ -247,6 +271,10 @@ impl FdTable {
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Sock> {
         self.slots.iter().flatten()
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Sock> {
+        self.slots.iter_mut().flatten()
     }
 
     pub(crate) fn drain(&mut self) -> Vec<Sock> {

@@ -25,6 +25,7 @@ mod ops;
 mod options;
 mod shards;
 mod tcp_info;
+mod timestamp;
 mod zerocopy;
 
 pub use api::*;

@@ -339,6 +339,11 @@ pub(crate) fn accept_opt(e: &Engine, fd: i32, dontwait: bool) -> R<(i32, SocketA
         ns.opts = opts;
         ns.bound = ts.local_addr(&st.stack).ok();
         match st.fds.insert(ns) {
+            Ok(nfd) if crate::timestamp::wanted(&opts) => {
+                let now = e.now(st);
+                crate::timestamp::enable(st, nfd, now);
+                Ok((nfd, present(family, peer)))
+            }
             // An AF_INET6 listener's IPv4 peers come v4-mapped from the stack already.
             Ok(nfd) => Ok((nfd, present(family, peer))),
             Err(err) => {
@@ -1284,6 +1289,8 @@ pub(crate) fn set_nonblock(e: &Engine, fd: i32, on: bool) -> R<()> {
 
 /// poll(2) readiness of one descriptor.
 pub(crate) fn readiness(st: &mut State, fd: i32) -> i16 {
+    // Released MSG_ZEROCOPY buffers become error-queue notifications, which raise POLLERR.
+    crate::zerocopy::pump(st, fd);
     let Ok(s) = st.fds.get_mut(fd) else {
         return libc::POLLNVAL;
     };
@@ -1350,7 +1357,9 @@ pub(crate) fn readiness(st: &mut State, fd: i32) -> i16 {
             r |= libc::POLLOUT;
         }
     }
-    if s.so_error.is_some() {
+    // Linux `tcp_poll`/`datagram_poll`: EPOLLERR while sk_err is set or the error queue
+    // (MSG_ZEROCOPY notifications) is not empty.
+    if s.so_error.is_some() || s.msg_zc.as_ref().is_some_and(|z| z.pending()) {
         r |= libc::POLLERR;
     }
     r

@@ -132,6 +132,12 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
     Ok(match (level, name) {
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => b(o.reuseaddr),
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => b(o.keepalive),
+        (libc::SOL_SOCKET, libc::SO_ZEROCOPY) => b(o.zerocopy),
+        (libc::SOL_SOCKET, libc::SO_MARK) => OptVal::Int(o.mark as i32),
+        // Linux `sk_getsockopt`: SO_TIMESTAMP is on when SOCK_RCVTSTAMP is and RCVTSTAMPNS not.
+        (libc::SOL_SOCKET, libc::SO_TIMESTAMP) => b(o.rcvtstamp && !o.rcvtstampns),
+        (libc::SOL_SOCKET, libc::SO_TIMESTAMPNS) => b(o.rcvtstampns),
+        (libc::SOL_SOCKET, libc::SO_TIMESTAMPING) => OptVal::Int(o.tsflags as i32),
         (libc::SOL_SOCKET, libc::SO_LINGER) => OptVal::Linger {
             onoff: i32::from(o.cfg.linger.is_some()),
             secs: o.cfg.linger.map_or(0, |d| {
@@ -262,6 +268,36 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
     match (level, name) {
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = int_of(v)? != 0,
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => o.keepalive = int_of(v)? != 0,
+        // Linux `sock_set_timestamp`: SO_TIMESTAMP on clears RCVTSTAMPNS, SO_TIMESTAMPNS on
+        // sets both flags, either off clears both.
+        (libc::SOL_SOCKET, libc::SO_TIMESTAMP | libc::SO_TIMESTAMPNS) => {
+            if int_of(v)? != 0 {
+                o.rcvtstamp = true;
+                o.rcvtstampns = name == libc::SO_TIMESTAMPNS;
+            } else {
+                o.rcvtstamp = false;
+                o.rcvtstampns = false;
+            }
+        }
+        // Receive timestamps and their reporting only (`timestamp.rs`); flags for transmit
+        // timestamps are EINVAL, as Linux answers flags it does not know.
+        (libc::SOL_SOCKET, libc::SO_TIMESTAMPING) => {
+            let f = int_of(v)? as u32;
+            if f & !crate::timestamp::SOF_SUPPORTED != 0 {
+                return Err(libc::EINVAL);
+            }
+            o.tsflags = f;
+        }
+        // The mark is the socket's own (Linux `sk->sk_mark`): nothing here routes by it.
+        (libc::SOL_SOCKET, libc::SO_MARK) => o.mark = int_of(v)? as u32,
+        // Linux `sk_setsockopt`: TCP and UDP sockets only (both are), 0 or 1, else EINVAL.
+        (libc::SOL_SOCKET, libc::SO_ZEROCOPY) => {
+            o.zerocopy = match int_of(v)? {
+                0 => false,
+                1 => true,
+                _ => return Err(libc::EINVAL),
+            }
+        }
         (libc::SOL_SOCKET, libc::SO_LINGER) => match v {
             OptVal::Linger { onoff, secs } => {
                 o.cfg.linger = (onoff != 0)
@@ -442,6 +478,10 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
         }
         // SO_ERROR, SO_TYPE, SO_DOMAIN, SO_PROTOCOL, SO_ACCEPTCONN and IP_MTU are read-only.
         _ => return Err(libc::ENOPROTOOPT),
+    }
+    if level == libc::SOL_SOCKET {
+        let now = e.now(st);
+        crate::timestamp::enable(st, fd, now);
     }
     let s = st.fds.get(fd)?;
     if is_tcp {

@@ -218,6 +218,16 @@ fn c_zero_copy_send_and_completions() {
 }
 
 #[test]
+fn c_linux_msg_zerocopy_and_error_queue() {
+    c_test("msg_zerocopy");
+}
+
+#[test]
+fn c_software_receive_timestamps() {
+    c_test("rx_timestamp");
+}
+
+#[test]
 fn c_real_clock_threads() {
     c_test("real_clock");
 }

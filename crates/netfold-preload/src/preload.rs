@@ -664,7 +664,8 @@ fn after_wait(nf: c_int, events: i16, flags: c_int, op: impl FnOnce() -> ssize_t
 /// MSG_DONTWAIT first, and while there is nothing to take, waited for as `after_wait` does.
 /// So a receive that finds data costs what it costs without the wait.
 fn read_op(nf: c_int, flags: c_int, mut op: impl FnMut(c_int) -> ssize_t) -> ssize_t {
-    if !is_plain(nf) || flags & (libc::MSG_DONTWAIT | libc::MSG_WAITALL) != 0 {
+    // MSG_ERRQUEUE never waits (Linux `ip_recv_error`: EAGAIN when the queue is empty).
+    if !is_plain(nf) || flags & (libc::MSG_DONTWAIT | libc::MSG_WAITALL | libc::MSG_ERRQUEUE) != 0 {
         return op(flags);
     }
     let mut waited = false;
@@ -698,6 +699,11 @@ fn send_op(
 ) -> ssize_t {
     if !is_plain(nf) || flags & libc::MSG_DONTWAIT != 0 {
         return op(flags, 0, n);
+    }
+    // A MSG_ZEROCOPY send is one call (one notification number, as Linux numbers each
+    // call): waited for as `after_wait` does, then left to the C API's own wait.
+    if flags & libc::MSG_ZEROCOPY != 0 {
+        return after_wait(nf, libc::POLLOUT, flags, || op(flags, 0, n));
     }
     let mut done = 0usize;
     let mut waited = false;
