@@ -261,7 +261,9 @@ fn open_xdp(
     let sock = XdpSocket::open(&x.ifname, cfg).map_err(|e| match e {
         XdpError::NoInterface(_) => libc::ENODEV,
         XdpError::MtuTooLarge { .. } => libc::EMSGSIZE,
-        XdpError::NoAddresses | XdpError::NoQueue { .. } => libc::EINVAL,
+        XdpError::NoAddresses | XdpError::NoQueue { .. } | XdpError::TooFewQueues { .. } => {
+            libc::EINVAL
+        }
         XdpError::Permission(_, e) => e.raw_os_error().unwrap_or(libc::EPERM),
         XdpError::KernelUnsupported(_, e) => e.raw_os_error().unwrap_or(libc::EAFNOSUPPORT),
         XdpError::Busy(_) => libc::EBUSY,
