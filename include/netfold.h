@@ -413,6 +413,21 @@ int nf_shards_new_pair(const nf_config *a, const nf_config *b, unsigned shards, 
  * opening the TAP (EPERM without CAP_NET_ADMIN, ENOENT without /dev/net/tun, ...). */
 int nf_shards_new_tap(const nf_config *cfg, const char *ifname, unsigned shards, int flags,
                       nf_shards **out);
+/* One host of `shards` shards (1..128) over the device spec names: "tap:NAME" (as
+ * nf_shards_new_tap) or "xdp:IFNAME[:all]": one AF_XDP socket on each of the interface's
+ * queues 0..shards-1, shard k on queue k, behind one XDP program that redirects the frames
+ * for cfg's addresses and ARP/NDP for them (":all": every frame of those queues), ARP and NDP
+ * copied to every shard. The interface must have at least `shards` receive queues (ethtool
+ * -l; a veth made with numrxqueues/numtxqueues), else EINVAL; a spec naming a queue
+ * (xdp:IF@Q) is EINVAL too. Which queue a frame arrives on is the sender's and the driver's
+ * choice (a NIC's RSS, a veth peer's transmit queue), so a connection the peer opens is
+ * accepted by the shard its SYN reached; nf_connect_on picks ports with port % shards == k,
+ * and the replies come back on whatever queue the peer's side chooses. flags 0 or
+ * NF_SHARDS_PIN. 0, or -1 with EINVAL / EFAULT / EAGAIN, or the errno of the step that failed
+ * (EPERM without CAP_NET_ADMIN and CAP_BPF, ENODEV for an unknown interface, EBUSY when
+ * another XDP program or socket holds it, ...). */
+int nf_shards_new_device(const nf_config *cfg, const char *spec, unsigned shards, int flags,
+                         nf_shards **out);
 /* Closes the shards' descriptors and lets their closed connections finish for up to
  * NF_STACK_DRAIN_MS, all shards at once (as nf_stack_free), then stops the shards and frees
  * sh and its views. -1/EBUSY (nothing freed) while a callback of nf_shards_run_on still runs;

@@ -524,6 +524,12 @@ fn serve_over_tap_talks_to_the_kernel() {
 /// checksum left to the "hardware" is complete), netfold's end `nfvn...` up without an
 /// address. The kernel reaches netfold's addresses through its end, across the pair.
 fn veth_netns(mode: &'static str) -> Netns {
+    veth_netns_queues(mode, 1)
+}
+
+/// [`veth_netns`] with `queues` transmit and receive queues at both ends of the pair.
+fn veth_netns_queues(mode: &'static str, queues: u32) -> Netns {
+    let q = queues.to_string();
     let ns = NetNs::create().expect("create netns");
     let id = std::process::id() % 1_000_000;
     let n = Netns {
@@ -537,11 +543,19 @@ fn veth_netns(mode: &'static str) -> Netns {
         "link",
         "add",
         &kernel_end,
+        "numtxqueues",
+        &q,
+        "numrxqueues",
+        &q,
         "type",
         "veth",
         "peer",
         "name",
         &n.tap,
+        "numtxqueues",
+        &q,
+        "numrxqueues",
+        &q,
     ])
     .expect("veth pair");
     n.ns.configure(&kernel_end, Ipv4Addr::new(198, 18, 47, 1), 24)
@@ -633,6 +647,97 @@ fn serve_over_xdp_and_packet_sockets_on_a_veth() {
         assert_eq!(counter(&out, mode, "tx_dropped"), 0, "{mode}: {out}");
         assert_eq!(counter(&out, "tcp", "bad_checksum"), 0, "{mode}: {out}");
     }
+}
+
+/// `serve --link xdp:VETH --shards 2` on a veth with two queues at each end: one AF_XDP
+/// socket and one stack per queue. The kernel's connections (curl downloads, sha256-checked)
+/// land on both shards (the kernel picks the transmit queue per flow, hence the receive
+/// queue of netfold's end), none on the wrong one. `--shards 3` on the same two queues is
+/// refused with the error that says how many queues there are.
+#[test]
+fn sharded_serve_over_xdp_queues_of_a_veth() {
+    if netns::skip(netns::unavailable_with(&[
+        "kill",
+        "curl",
+        "sha256sum",
+        "timeout",
+        "ethtool",
+    ])) {
+        return;
+    }
+    let net = veth_netns_queues("xdp", 2);
+    if netns::skip(xdp_unavailable(&net)) {
+        return;
+    }
+    let link = format!("xdp:{}", net.tap);
+    let exe = env!("CARGO_BIN_EXE_netfold");
+    let out = net
+        .cmd(&[
+            exe,
+            "serve",
+            "--link",
+            &link,
+            "--addr",
+            "198.18.47.2/24",
+            "--shards",
+            "3",
+        ])
+        .output()
+        .expect("netfold serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "--shards 3 on 2 queues: {err}");
+    assert!(
+        err.contains("has 2 receive queue(s), fewer than the 3 asked for"),
+        "{err}"
+    );
+    let len = 1_000_000;
+    let want = expected_sha256(len);
+    // The kernel's transmit hash picks a queue per connection: 8 connections all on one queue
+    // has probability 1/128, so up to three runs until both shards accepted some.
+    for run in 0..3 {
+        let server = Server::spawn(
+            &net,
+            None,
+            &["--counters", "--addr", "198.18.47.2/24", "--shards", "2"],
+        );
+        for _ in 0..8 {
+            assert_eq!(curl_sha256_from(&net, XDP_SERVER, len), want, "run {run}");
+        }
+        let out = server.stop();
+        let shard = |k: usize, name: &str| -> u64 {
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(&format!("shard {k}: ")))
+                .unwrap_or_else(|| panic!("no shard {k} line in:\n{out}"));
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in {line}"))
+        };
+        for k in 0..2 {
+            assert_eq!(
+                shard(k, "no_socket"),
+                0,
+                "shard {k}: a frame on the wrong shard\n{out}"
+            );
+        }
+        eprintln!(
+            "{}",
+            out.lines()
+                .filter(|l| l.starts_with("netfold serve: ")
+                    || l.starts_with("shard ") && l.contains('='))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        let accepted: Vec<u64> = (0..2).map(|k| shard(k, "accepted")).collect();
+        assert_eq!(accepted.iter().sum::<u64>(), 8, "{out}");
+        if accepted.iter().all(|&a| a > 0) {
+            assert_eq!(counter(&out, "xdp", "tx_dropped"), 0, "{out}");
+            return;
+        }
+        eprintln!("run {run}: every connection on one shard ({accepted:?}), again");
+    }
+    panic!("three runs of 8 connections never used both shards");
 }
 
 /// `--link tun:NAME`: the stack runs on the IP medium behind a TUN; it answers ping and serves

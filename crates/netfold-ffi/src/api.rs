@@ -1552,6 +1552,54 @@ pub unsafe extern "C" fn nf_shards_new_tap(
     })
 }
 
+/// Creates one host of `shards` shards over the device `spec` names: "tap:NAME" (as
+/// `nf_shards_new_tap`) or "xdp:IFNAME[:all]" (one AF_XDP socket on each of the interface's
+/// queues `0..shards`, shard `k` on queue `k`, the queues sharing ARP and NDP frames;
+/// EINVAL when the interface has fewer receive queues, or the spec names a queue).
+#[no_mangle]
+pub unsafe extern "C" fn nf_shards_new_device(
+    cfg: *const nf_config,
+    spec: *const c_char,
+    shards: c_uint,
+    flags: c_int,
+    out: *mut *mut nf_shards,
+) -> c_int {
+    int(|| {
+        if cfg.is_null() || spec.is_null() || out.is_null() {
+            return Err(libc::EFAULT);
+        }
+        if flags & !NF_SHARDS_PIN != 0 {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: a non-NULL, readable nf_config of its `size` per the API contract.
+        let c = unsafe { read_config(cfg)? };
+        let p = parse_config(&c)?;
+        // The device is the shards' own, and only the REAL clock runs a driver thread.
+        if p.device.is_some() || matches!(p.clock, Clock::Manual) {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: non-NULL and NUL-terminated per the API contract.
+        let spec = unsafe { cabi::opt_cstr(spec)? }.ok_or(libc::EFAULT)?;
+        let mtu = p.mtu_set.then_some(p.stack.mtu);
+        let pin = flags & NF_SHARDS_PIN != 0;
+        let sh = if let Some(name) = spec.strip_prefix("tap:") {
+            shards::Shards::tap(p.stack, name, shards as usize, mtu, pin)?
+        } else if let Some(rest) = spec.strip_prefix("xdp:") {
+            // Every queue 0..shards is used: a spec naming one is refused.
+            if rest.contains('@') {
+                return Err(libc::EINVAL);
+            }
+            let x = netfold_os::link::parse_xdp(rest).map_err(|_| libc::EINVAL)?;
+            shards::Shards::xdp(p.stack, &x.ifname, x.all, shards as usize, mtu, pin)?
+        } else {
+            return Err(libc::EINVAL);
+        };
+        // SAFETY: non-NULL, writable per the API contract.
+        unsafe { out.write_unaligned(boxed_shards(sh)) };
+        Ok(())
+    })
+}
+
 /// Stops every shard and frees the handle, its `nf_stack` views and their descriptors; -1 with
 /// EBUSY (nothing freed) while an `nf_shards_run_on` callback is still running.
 #[no_mangle]
@@ -1829,6 +1877,7 @@ exports!(
     nf_zc_completion_layout,
     nf_shards_new_pair,
     nf_shards_new_tap,
+    nf_shards_new_device,
     nf_shards_free,
     nf_shards_count,
     nf_shards_stack,

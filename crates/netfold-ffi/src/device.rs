@@ -258,10 +258,18 @@ fn open_xdp(
         mtu,
         ..base
     };
-    let sock = XdpSocket::open(&x.ifname, cfg).map_err(|e| match e {
+    let sock = XdpSocket::open(&x.ifname, cfg).map_err(xdp_errno)?;
+    Ok(Box::new(sock))
+}
+
+/// The errno an AF_XDP failure stands for: that of the step that failed.
+pub(crate) fn xdp_errno(e: XdpError) -> i32 {
+    match e {
         XdpError::NoInterface(_) => libc::ENODEV,
         XdpError::MtuTooLarge { .. } => libc::EMSGSIZE,
-        XdpError::NoAddresses | XdpError::NoQueue { .. } => libc::EINVAL,
+        XdpError::NoAddresses | XdpError::NoQueue { .. } | XdpError::TooFewQueues { .. } => {
+            libc::EINVAL
+        }
         XdpError::Permission(_, e) => e.raw_os_error().unwrap_or(libc::EPERM),
         XdpError::KernelUnsupported(_, e) => e.raw_os_error().unwrap_or(libc::EAFNOSUPPORT),
         XdpError::Busy(_) => libc::EBUSY,
@@ -269,8 +277,7 @@ fn open_xdp(
             libc::EOPNOTSUPP
         }
         XdpError::Program(e) | XdpError::Io(_, e) => e.raw_os_error().unwrap_or(libc::EIO),
-    })?;
-    Ok(Box::new(sock))
+    }
 }
 
 #[cfg(test)]

@@ -139,6 +139,39 @@ impl Shards {
         Shards::start(cfg, devices, steering, Epoch::now(), pinned)
     }
 
+    /// One host of `n` shards on AF_XDP queues `0..n` of `ifname`
+    /// ([`netfold_os::xdpmq::open_queues`]), redirecting the frames for the stack's addresses
+    /// (or with `all` every frame). Which queue a frame arrives on is the sender's and the
+    /// driver's choice, so the shards follow the queues ([`Steering::FollowTx`]).
+    pub(crate) fn xdp(
+        cfg: StackConfig,
+        ifname: &str,
+        all: bool,
+        n: usize,
+        mtu: Option<usize>,
+        pinned: bool,
+    ) -> R<Shards> {
+        if n == 0 || n > MAX_SHARDS || cfg.medium != Medium::Ethernet {
+            return Err(libc::EINVAL);
+        }
+        let local = netfold_os::link::stack_addrs(&cfg);
+        let base = if all {
+            netfold_os::xdp::XdpConfig::all()
+        } else {
+            netfold_os::xdp::XdpConfig::local(&local)
+        };
+        let xcfg = netfold_os::xdp::XdpConfig { mtu, ..base };
+        let queues = netfold_os::xdpmq::open_queues(ifname, n as u32, xcfg)
+            .map_err(crate::device::xdp_errno)?;
+        let mut cfg = cfg;
+        cfg.mtu = cfg.mtu.min(queues[0].socket().mtu());
+        let devices = queues
+            .into_iter()
+            .map(|q| Box::new(q) as Box<dyn Device + Send>)
+            .collect();
+        Shards::start(cfg, devices, Steering::FollowTx, Epoch::now(), pinned)
+    }
+
     fn start(
         cfg: StackConfig,
         devices: Vec<Box<dyn Device + Send>>,

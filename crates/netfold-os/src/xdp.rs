@@ -239,6 +239,13 @@ pub enum XdpError {
         queue: u32,
         err: io::Error,
     },
+    /// One socket per queue was asked for on more queues than the interface has (its receive
+    /// and combined channels, `ethtool -l`).
+    TooFewQueues {
+        ifname: String,
+        queues: u32,
+        wanted: u32,
+    },
     /// Zero-copy was required and the driver cannot do it.
     NoZeroCopy(io::Error),
     /// Native XDP was required (or generic failed too) and the driver cannot run it.
@@ -279,6 +286,16 @@ impl fmt::Display for XdpError {
                 f,
                 "binding queue {queue} of {ifname}: {err} (is it up, and does it have that many \
                  queues?)"
+            ),
+            XdpError::TooFewQueues {
+                ifname,
+                queues,
+                wanted,
+            } => write!(
+                f,
+                "{ifname} has {queues} receive queue(s), fewer than the {wanted} asked for (one \
+                 per shard; `ethtool -L {ifname} combined {wanted}` or a veth made with \
+                 numrxqueues {wanted} numtxqueues {wanted})"
             ),
             XdpError::NoZeroCopy(e) => write!(
                 f,
@@ -339,9 +356,10 @@ impl From<XdpError> for io::Error {
             | XdpError::NoZeroCopy(_)
             | XdpError::NoDriverSupport(_) => io::ErrorKind::Unsupported,
             XdpError::NoInterface(_) => io::ErrorKind::NotFound,
-            XdpError::MtuTooLarge { .. } | XdpError::NoAddresses | XdpError::NoQueue { .. } => {
-                io::ErrorKind::InvalidInput
-            }
+            XdpError::MtuTooLarge { .. }
+            | XdpError::NoAddresses
+            | XdpError::NoQueue { .. }
+            | XdpError::TooFewQueues { .. } => io::ErrorKind::InvalidInput,
             XdpError::Busy(_) => io::ErrorKind::ResourceBusy,
             XdpError::Program(_) | XdpError::Io(..) => io::ErrorKind::Other,
         };
@@ -723,6 +741,18 @@ impl XdpSocket {
         n: u32,
         config: XdpConfig,
     ) -> Result<Vec<XdpSocket>, XdpError> {
+        // Said up front, in the interface's own terms, rather than as the bind of the first
+        // missing queue failing with EINVAL. Where the driver cannot tell (no
+        // ETHTOOL_GCHANNELS), binding each queue is the check.
+        if let Some(queues) = rx_queues(ifname) {
+            if queues < n.max(1) {
+                return Err(XdpError::TooFewQueues {
+                    ifname: ifname.into(),
+                    queues,
+                    wanted: n.max(1),
+                });
+            }
+        }
         let mut socks = (0..n.max(1))
             .map(|q| {
                 let c = XdpConfig {
@@ -1530,4 +1560,53 @@ mod tests {
             }
         );
     }
+}
+
+/// `struct ethtool_channels` (linux/ethtool.h).
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+/// The receive queues `ifname` has in use (`ethtool -l`: receive-only plus combined
+/// channels), or `None` where the driver does not say (or the interface is unknown: binding
+/// reports that).
+pub fn rx_queues(ifname: &str) -> Option<u32> {
+    const ETHTOOL_GCHANNELS: u32 = 0x3c;
+    if ifname.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..EthtoolChannels::default()
+    };
+    // SAFETY: an all-zero `ifreq` is a valid value (plain integers, arrays and a union of them).
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(ifname.bytes()) {
+        *d = s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
+    // SAFETY: socket(2) with constant arguments; the descriptor is owned right after.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return None;
+    }
+    // SAFETY: `raw` is a fresh descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: SIOCETHTOOL reads the name from `ifr` and writes at most a `struct
+    // ethtool_channels` through `ifru_data`, which points at `ch`, alive for the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) };
+    if r < 0 {
+        return None;
+    }
+    Some(ch.rx_count + ch.combined_count)
 }

@@ -96,12 +96,14 @@ pub struct Args {
     /// Reset a connection that moved no byte in either direction for this many seconds.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub(super) idle_timeout: u64,
-    /// Shards: opens N queues of a multi-queue TAP (`IFF_MULTI_QUEUE`) and runs one
-    /// stack per queue, each with its own services and listeners on every port, on its own
-    /// thread pinned to CPU k (mod the CPUs). The kernel picks the queue of each flow; the
-    /// shard that owns the queue a connection's SYN arrived on owns the connection. Given
-    /// (even as 1), the TAP is opened multi-queue; absent, `serve` runs one stack on one
-    /// thread over a plain TAP or TUN.
+    /// Shards: opens N queues of a multi-queue TAP (`IFF_MULTI_QUEUE`), or with
+    /// `--link xdp:IFNAME[:all]` one AF_XDP socket on each of the interface's queues 0..N
+    /// (it needs at least N receive queues: `ethtool -l`; a veth made with `numrxqueues N
+    /// numtxqueues N`), and runs one stack per queue, each with its own services and
+    /// listeners on every port, on its own thread pinned to CPU k (mod the CPUs). The kernel
+    /// (or the NIC's RSS) picks the queue of each flow; the shard that owns the queue a
+    /// connection's SYN arrived on owns the connection. Given (even as 1), the TAP is opened
+    /// multi-queue; absent, `serve` runs one stack on one thread over a plain TAP or TUN.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub(super) shards: Option<u16>,
     /// At exit, print every counter (the services', the stack's by layer, SYN cookies', the

@@ -1,4 +1,5 @@
-//! `netfold serve --shards N`: one netfold stack per queue of a multi-queue TAP.
+//! `netfold serve --shards N`: one netfold stack per queue of a multi-queue TAP, or of an
+//! interface's AF_XDP queues (`--link xdp:IFNAME`, below).
 //!
 //! The TAP is opened with `IFF_MULTI_QUEUE`, one descriptor per queue. For frames going from
 //! the kernel to us the kernel picks the queue (`tun_automq_select_queue`: the flow's symmetric
@@ -19,6 +20,13 @@
 //! covers the IPv6 addresses and ports. Each shard runs Duplicate Address Detection for the
 //! same addresses on its own; their solicitations are never copied to each other (only what
 //! the kernel sends is), so they do not see each other as duplicates.
+//!
+//! Over `xdp:IFNAME` shard `k` owns the AF_XDP socket of the interface's queue `k`
+//! ([`netfold_os::xdpmq`]): the interface must have at least N receive queues (a typed
+//! error says how many it has). Which queue a frame arrives on is the driver's choice (a
+//! NIC's RSS; on a veth, the queue the peer transmitted on, which the kernel keeps per
+//! flow), so a connection the peer opens stays with the shard its SYN reached. ARP and NDP
+//! are shared between the queues as on the TAP.
 
 use super::serve::{self, Args, Clock};
 use super::CmdResult;
@@ -30,6 +38,8 @@ use netfold_apps::hub::IperfHub;
 use netfold_apps::{ServiceStats, Services, ServicesConfig};
 use netfold_os::mqtap::{self, FlowRecord, TapQueue};
 use netfold_os::tap::{TapConfig, TapStats};
+use netfold_os::xdp::XdpConfig;
+use netfold_os::xdpmq::XdpQueue;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -50,34 +60,62 @@ struct ShardReport {
     flows: FlowRecord,
 }
 
+/// A shard's device: a TAP queue or an AF_XDP queue.
+trait ShardDevice: Device + Send + 'static {
+    /// The device's counters in the TAP's shape.
+    fn link_stats(&self) -> TapStats;
+    /// Neighbour frames copied to the other queues.
+    fn shared(&self) -> u64;
+}
+
+impl ShardDevice for TapQueue {
+    fn link_stats(&self) -> TapStats {
+        self.tap().stats()
+    }
+    fn shared(&self) -> u64 {
+        TapQueue::shared(self)
+    }
+}
+
+impl ShardDevice for XdpQueue {
+    fn link_stats(&self) -> TapStats {
+        // As `Link::stats` shows a single socket's.
+        let s = self.socket().stats();
+        TapStats {
+            rx_frames: s.rx_frames,
+            rx_bytes: s.rx_bytes,
+            rx_errors: s.rx_bad_desc,
+            tx_frames: s.tx_frames,
+            tx_bytes: s.tx_bytes,
+            tx_dropped: s.tx_dropped,
+            offload: Default::default(),
+        }
+    }
+    fn shared(&self) -> u64 {
+        XdpQueue::shared(self)
+    }
+}
+
 pub fn run(a: Args, shards: u16) -> CmdResult {
+    if let Some(rest) = a.link.strip_prefix("xdp:") {
+        return run_xdp(&a, shards, rest);
+    }
     let Some(name) = a.link.strip_prefix("tap:") else {
         return Err(format!(
-            "--shards needs a multi-queue TAP (--link tap:NAME), not {:?}",
+            "--shards needs a multi-queue TAP (--link tap:NAME) or an AF_XDP interface \
+             (--link xdp:IFNAME), not {:?}",
             a.link
         )
         .into());
     };
-    if a.pcap.is_some() {
-        return Err("--pcap is not supported with --shards".into());
-    }
-    let (v4, addrs6) = serve::parse_addrs(&a.addr)?;
-    // IPv6 only: the IPv4 side off (`StackConfig::addr` 0.0.0.0), as `serve` does.
-    let (addr, prefix_len) = v4.unwrap_or((std::net::Ipv4Addr::UNSPECIFIED, 32));
-    let mac = serve::parse_mac(&a.mac)?;
-    if let Some(m) = a.mtu {
-        if !(576..=65535).contains(&m) {
-            return Err(format!("--mtu {m} out of range 576..65535").into());
-        }
-    }
-    serve::install_signal_handlers()?;
+    check_args(&a)?;
     let n = usize::from(shards);
     let tap_cfg = TapConfig {
         offloads: !a.no_offloads,
         mtu: a.mtu,
         ..TapConfig::default()
     };
-    let queues = mqtap::open_queues(name, n, tap_cfg).map_err(|e| {
+    let mut queues = mqtap::open_queues(name, n, tap_cfg).map_err(|e| {
         format!(
             "{} ({n} queues, IFF_MULTI_QUEUE)",
             serve::open_error(&a.link, &e)
@@ -87,6 +125,90 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
     let real = queues[0].tap().name().to_string();
     // Which steering is in force: the eBPF Toeplitz program, or the kernel's automq and why.
     let steering = queues[0].steering().to_string();
+    let flows: Vec<FlowRecord> = queues
+        .iter_mut()
+        .map(|q| q.record_flows(FLOW_RECORD))
+        .collect();
+    let offloads = if a.no_offloads { "off" } else { "on" };
+    serve_shards(
+        &a,
+        "tap",
+        queues,
+        Some(flows),
+        mtu,
+        &format!("tap {real} (mtu {mtu}, offloads {offloads})"),
+        &steering,
+    )
+}
+
+/// What every kind of shard link refuses.
+fn check_args(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    if a.pcap.is_some() {
+        return Err("--pcap is not supported with --shards".into());
+    }
+    if let Some(m) = a.mtu {
+        if !(576..=65535).contains(&m) {
+            return Err(format!("--mtu {m} out of range 576..65535").into());
+        }
+    }
+    Ok(())
+}
+
+/// `--link xdp:IFNAME[:all] --shards N`: one AF_XDP socket per queue `0..N`.
+fn run_xdp(a: &Args, shards: u16, rest: &str) -> CmdResult {
+    let x = netfold_os::link::parse_xdp(rest)?;
+    if rest.contains('@') {
+        return Err(format!(
+            "--link {:?}: with --shards every queue 0..{shards} is used; name no queue",
+            a.link
+        )
+        .into());
+    }
+    check_args(a)?;
+    let (v4, addrs6) = serve::parse_addrs(&a.addr)?;
+    let addr = v4.map_or(std::net::Ipv4Addr::UNSPECIFIED, |(a, _)| a);
+    let mac = serve::parse_mac(&a.mac)?;
+    let local = serve::local_addrs(addr, &addrs6, mac);
+    let base = if x.all {
+        XdpConfig::all()
+    } else {
+        XdpConfig::local(&local)
+    };
+    let cfg = XdpConfig { mtu: a.mtu, ..base };
+    let queues = netfold_os::xdpmq::open_queues(&x.ifname, u32::from(shards), cfg)
+        .map_err(|e| format!("--link {}: {e}", a.link))?;
+    let mtu = queues[0].socket().mtu();
+    let modes: Vec<String> = queues.iter().map(|q| q.socket().describe()).collect();
+    serve_shards(
+        a,
+        "xdp",
+        queues,
+        None,
+        mtu,
+        &format!("{} (mtu {mtu})", modes.join("; ")),
+        "each queue's frames go to its shard (the driver's RSS, or on a veth the peer's \
+         transmit queue); connections netfold opens follow the queue their replies come on",
+    )
+}
+
+/// Runs one shard per device of `queues` until SIGINT/SIGTERM, then prints the report.
+fn serve_shards<D: ShardDevice>(
+    a: &Args,
+    link_kind: &str,
+    queues: Vec<D>,
+    flows: Option<Vec<FlowRecord>>,
+    mtu: usize,
+    link_shown: &str,
+    steering: &str,
+) -> CmdResult {
+    let (v4, addrs6) = serve::parse_addrs(&a.addr)?;
+    // IPv6 only: the IPv4 side off (`StackConfig::addr` 0.0.0.0), as `serve` does.
+    let (addr, prefix_len) = v4.unwrap_or((std::net::Ipv4Addr::UNSPECIFIED, 32));
+    let mac = serve::parse_mac(&a.mac)?;
+    serve::install_signal_handlers()?;
+    let n = queues.len();
+    let record = flows.is_some();
+    let mut flows = flows.unwrap_or_default().into_iter();
     let hub = Arc::new(IperfHub::new());
     let mss = netfold::wire::tcp::ipv4_mss_for_mtu(mtu);
     let scfg = ServicesConfig {
@@ -102,8 +224,8 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
     };
     let clock = Arc::new(Clock::new());
     let mut threads = Vec::new();
-    for (k, mut dev) in queues.into_iter().enumerate() {
-        let flows = dev.record_flows(FLOW_RECORD);
+    for (k, dev) in queues.into_iter().enumerate() {
+        let flows = flows.next().unwrap_or_default();
         let mut stack = Stack::new(StackConfig {
             medium: dev.caps().medium,
             mac,
@@ -128,10 +250,8 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
         None => "IPv6 only".into(),
     };
     println!(
-        "netfold serve: {v4_shown} on tap {real} (mtu {mtu}, offloads {}), {n} shards \
-         on {n} queues: echo 7/tcp+udp, discard 9, chargen 19, http 8080, iperf3 5201 (TCP \
-         tests)",
-        if a.no_offloads { "off" } else { "on" },
+        "netfold serve: {v4_shown} on {link_shown}, {n} shards on {n} queues: echo \
+         7/tcp+udp, discard 9, chargen 19, http 8080, iperf3 5201 (TCP tests)",
     );
     println!("netfold serve: queue steering: {steering}");
     if !addrs6.is_empty() {
@@ -149,8 +269,10 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
     println!("netfold serve: stopping");
     // Every flow's received frames came through one queue: no flow may show up on two shards.
     let records: Vec<FlowRecord> = reports.iter().map(|r| r.flows.clone()).collect();
-    let (flows, split_flows) = mqtap::flows_on_two_queues(&records);
-    println!("netfold serve: flows={flows} flows_on_two_shards={split_flows}");
+    if record {
+        let (flows, split_flows) = mqtap::flows_on_two_queues(&records);
+        println!("netfold serve: flows={flows} flows_on_two_shards={split_flows}");
+    }
     let mut total = ServiceStats::default();
     for (k, r) in reports.iter().enumerate() {
         let s = &r.services;
@@ -193,15 +315,15 @@ pub fn run(a: Args, shards: u16) -> CmdResult {
     for (k, r) in reports.iter().enumerate().filter(|_| a.counters) {
         println!("shard {k} counters:");
         println!("{}", r.counters);
-        print!("{}", serve::tap_table("tap", &r.tap));
+        print!("{}", serve::tap_table(link_kind, &r.tap));
     }
     let _ = std::io::stdout().flush();
     Ok(ExitCode::SUCCESS)
 }
 
-fn shard_main(
+fn shard_main<D: ShardDevice>(
     k: usize,
-    mut dev: TapQueue,
+    mut dev: D,
     flows: FlowRecord,
     mut stack: Stack,
     mut services: Services,
@@ -211,7 +333,7 @@ fn shard_main(
     let pinned = pin_current_thread(cpu);
     // The queue's descriptor covers its TAP queue and the neighbour frames other shards hand
     // it (`netfold_os::mqtap`).
-    let wait = |d: &TapQueue, t: Duration| {
+    let wait = |d: &D, t: Duration| {
         if let Some(fd) = d.readable_fd() {
             let _ = netfold_os::wait::wait_readable_any(
                 &[fd],
@@ -228,7 +350,7 @@ fn shard_main(
             let t = stack.tcp().stats();
             (t.segments_in, t.no_socket, t.rst_out)
         },
-        tap: dev.tap().stats(),
+        tap: dev.link_stats(),
         arp_shared: dev.shared(),
         flows,
     }

@@ -1,7 +1,9 @@
 /* nf_shards_new_tap in a network namespace: run by tests/c_api.rs inside a
  * throw-away namespace (`ip netns exec`) where the kernel's side of the multi-queue TAP
  * argv[1] already has 198.18.0.1/24. One host of two shards (198.18.0.2) on the TAP's two
- * queues; a worker per shard (nf_shards_run_on) accepts its own shard's connections with
+ * queues. With argv[1] "xdp:IFNAME" and argv[2] an address, the same over
+ * nf_shards_new_device on the AF_XDP queues of a two-queue veth end (the kernel's end
+ * in the same namespace), which must refuse three shards (EINVAL); a worker per shard (nf_shards_run_on) accepts its own shard's connections with
  * nf_accept_on and echoes them; CONNS kernel clients (plain sockets, in the namespace)
  * connect, send distinct bytes, and check the echo byte for byte. Every connection is
  * accepted once, by one shard, from a port a client used; both shards get some. Every wait
@@ -20,7 +22,7 @@
 #define SHARDS 2
 #define CONNS 16
 #define PORT 7
-#define SERVER_IP "198.18.0.2"
+static const char *SERVER_IP = "198.18.0.2";
 #define MAXLEN 40000
 
 static nf_shards *sh;
@@ -115,12 +117,27 @@ static void *client(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    CHECK(argc == 2);
+    CHECK(argc == 2 || argc == 3);
+    if (argc == 3) SERVER_IP = argv[2];
+    char addr[64];
+    snprintf(addr, sizeof addr, "%s/24", SERVER_IP);
     nf_config c;
     nf_config_init(&c);
-    c.address = SERVER_IP "/24";
-    CHECK_ERR(nf_shards_new_tap(&c, argv[1], 0, 0, &sh), EINVAL);
-    CHECK(nf_shards_new_tap(&c, argv[1], SHARDS, 0, &sh) == 0);
+    c.address = addr;
+    if (strncmp(argv[1], "xdp:", 4) == 0) {
+        CHECK_ERR(nf_shards_new_device(&c, argv[1], 0, 0, &sh), EINVAL);
+        /* Two receive queues: three shards are refused before anything is bound. */
+        CHECK_ERR(nf_shards_new_device(&c, argv[1], SHARDS + 1, 0, &sh), EINVAL);
+        if (nf_shards_new_device(&c, argv[1], SHARDS, 0, &sh) != 0 &&
+            (errno == EPERM || errno == EAFNOSUPPORT || errno == ENOSYS)) {
+            printf("SKIPPED: AF_XDP unavailable (errno %d)\n", errno);
+            return 0;
+        }
+        CHECK(sh != NULL);
+    } else {
+        CHECK_ERR(nf_shards_new_tap(&c, argv[1], 0, 0, &sh), EINVAL);
+        CHECK(nf_shards_new_tap(&c, argv[1], SHARDS, 0, &sh) == 0);
+    }
     CHECK(nf_shards_count(sh) == SHARDS);
 
     struct sockaddr_in any = sin_of("0.0.0.0", PORT);
@@ -155,7 +172,7 @@ int main(int argc, char **argv) {
     }
     /* 16 flows over 2 queues: all on one has odds 2^-15. */
     CHECK(n_accepted[0] > 0 && n_accepted[1] > 0);
-    printf("shards_tap: shard 0 accepted %d, shard 1 accepted %d\n", n_accepted[0],
+    printf("shards_tap %s: shard 0 accepted %d, shard 1 accepted %d\n", argv[1], n_accepted[0],
            n_accepted[1]);
     CHECK(nf_shards_listener_close(lst) == 0);
     CHECK(nf_shards_free(sh) == 0);
