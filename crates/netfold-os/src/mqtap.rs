@@ -285,10 +285,48 @@ pub fn is_neighbour_discovery(f: &[u8]) -> bool {
     is_arp(f) || is_ndp(f)
 }
 
-/// Another queue: where its copies go, and its wake-up.
-struct Peer {
-    tx: Sender<Vec<u8>>,
-    wake: Arc<EventFd>,
+/// Another queue: where its copies go, and its wake-up (shared with `xdpmq`'s queues).
+pub(crate) struct Peer {
+    pub(crate) tx: Sender<Vec<u8>>,
+    pub(crate) wake: Arc<EventFd>,
+}
+
+/// Copies the neighbour-discovery frames among `frames` to every peer's inbox.
+pub(crate) fn share_neighbour_frames<'a>(
+    frames: impl Iterator<Item = &'a [u8]>,
+    peers: &[Peer],
+    shared: &mut u64,
+) {
+    for f in frames.filter(|f| is_neighbour_discovery(f)) {
+        for p in peers {
+            if p.tx.send(f.to_vec()).is_ok() {
+                p.wake.signal();
+                *shared += 1;
+            }
+        }
+    }
+}
+
+/// Moves up to `max` copies from the other queues into pool buffers at the end of `out`.
+/// The wake-up is cleared before the inbox is drained: a copy queued after the drain signals
+/// again.
+pub(crate) fn drain_inbox(
+    wake: &EventFd,
+    inbox: &Receiver<Vec<u8>>,
+    pool: &mut Pool,
+    out: &mut Vec<PacketBuf>,
+    max: usize,
+) -> usize {
+    wake.clear();
+    let mut n = 0;
+    while n < max {
+        let Ok(f) = inbox.try_recv() else { break };
+        let mut b = pool.get();
+        b.extend_from_slice(&f);
+        out.push(b);
+        n += 1;
+    }
+    n
 }
 
 /// One queue of a multi-queue TAP, as one shard's device: its TAP descriptor plus the
@@ -487,17 +525,7 @@ fn inspect(
         }
         *record_full = set.len() >= r.limit;
     }
-    for f in frames
-        .iter()
-        .filter(|f| is_neighbour_discovery(f.as_slice()))
-    {
-        for p in peers {
-            if p.tx.send(f.as_slice().to_vec()).is_ok() {
-                p.wake.signal();
-                *shared += 1;
-            }
-        }
-    }
+    share_neighbour_frames(frames.iter().map(PacketBuf::as_slice), peers, shared);
 }
 
 impl Device for TapQueue {
@@ -512,16 +540,7 @@ impl Device for TapQueue {
         out: &mut Vec<PacketBuf>,
         max: usize,
     ) -> usize {
-        // Cleared before the inbox is drained: a copy queued after the drain signals again.
-        self.wake.clear();
-        let mut n = 0;
-        while n < max {
-            let Ok(f) = self.inbox.try_recv() else { break };
-            let mut b = pool.get();
-            b.extend_from_slice(&f);
-            out.push(b);
-            n += 1;
-        }
+        let mut n = drain_inbox(&self.wake, &self.inbox, pool, out, max);
         let first = out.len();
         n += self.tap.recv_batch(now, pool, out, max - n);
         if out.len() > first {

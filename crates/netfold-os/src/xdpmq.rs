@@ -21,20 +21,14 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 
-use crate::mqtap::{epoll_of, is_neighbour_discovery, EventFd};
+use crate::mqtap::{drain_inbox, epoll_of, share_neighbour_frames, EventFd, Peer};
 use crate::xdp::{XdpConfig, XdpError, XdpSocket};
 use netfold::buf::{PacketBuf, Pool};
 use netfold::phy::{Device, DeviceCaps, RawFd, MAX_LENT};
 use netfold::time::Instant;
-
-/// Another queue: where its copies go, and its wake-up.
-struct Peer {
-    tx: Sender<Vec<u8>>,
-    wake: Arc<EventFd>,
-}
 
 /// One queue's AF_XDP socket as one shard's device, with the neighbour-discovery frames the
 /// other queues received (see the module doc).
@@ -107,18 +101,6 @@ impl XdpQueue {
     }
 }
 
-/// Copies the neighbour-discovery frames among `frames` to every peer's inbox.
-fn share<'a>(frames: impl Iterator<Item = &'a [u8]>, peers: &[Peer], shared: &mut u64) {
-    for f in frames.filter(|f| is_neighbour_discovery(f)) {
-        for p in peers {
-            if p.tx.send(f.to_vec()).is_ok() {
-                p.wake.signal();
-                *shared += 1;
-            }
-        }
-    }
-}
-
 impl Device for XdpQueue {
     fn caps(&self) -> DeviceCaps {
         self.sock.caps()
@@ -131,19 +113,10 @@ impl Device for XdpQueue {
         out: &mut Vec<PacketBuf>,
         max: usize,
     ) -> usize {
-        // Cleared before the inbox is drained: a copy queued after the drain signals again.
-        self.wake.clear();
-        let mut n = 0;
-        while n < max {
-            let Ok(f) = self.inbox.try_recv() else { break };
-            let mut b = pool.get();
-            b.extend_from_slice(&f);
-            out.push(b);
-            n += 1;
-        }
+        let mut n = drain_inbox(&self.wake, &self.inbox, pool, out, max);
         let first = out.len();
         n += self.sock.recv_batch(now, pool, out, max - n);
-        share(
+        share_neighbour_frames(
             out[first..].iter().map(PacketBuf::as_slice),
             &self.peers,
             &mut self.shared,
@@ -177,7 +150,7 @@ impl Device for XdpQueue {
         let lent = self
             .sock
             .recv_lent(now, max - copies.len(), &mut |frames: &[&[u8]]| {
-                share(frames.iter().copied(), peers, shared);
+                share_neighbour_frames(frames.iter().copied(), peers, shared);
                 f(frames);
             });
         Some(copies.len() + lent.unwrap_or(0))
