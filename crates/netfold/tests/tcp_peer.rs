@@ -1219,7 +1219,7 @@ fn tail_loss_probe_after_a_lone_fin_is_the_fin() {
     );
     let fin_at = s.now;
     let mut probe = None;
-    for _ in 0..100 {
+    for _ in 0..1000 {
         s.advance(Duration::from_millis(1));
         if let Some(o) = s.flush().into_iter().next() {
             probe = Some((o, s.now));
@@ -1235,6 +1235,42 @@ fn tail_loss_probe_after_a_lone_fin_is_the_fin() {
         at - fin_at >= Duration::from_millis(2),
         "timed from the FIN"
     );
+}
+
+/// RFC 8985 §7.2 with one segment in flight, as Linux `tcp_schedule_loss_probe()`: PTO =
+/// 2*SRTT + TCP_RTO_MIN, cut to the RTO's expiration ("If Now() + PTO >
+/// TCP_RTO_expiration()"), and the probe goes then instead of the RTO's retransmission: the
+/// RTO after it is not backed off.
+#[test]
+fn tail_loss_probe_of_one_segment_goes_at_the_rto() {
+    let mut s = Script::new();
+    let h = s.passive_open(config(), 1460);
+    assert_eq!(s.tcp.send(h, &[3u8; 100]), Ok(100));
+    assert_eq!(data_out(&mut s).len(), 1);
+    let sent = s.now;
+    let mut resends = Vec::new();
+    for _ in 0..2000 {
+        s.advance(Duration::from_millis(1));
+        if s.flush().iter().any(|o| o.len == 100) {
+            resends.push(s.now);
+            if resends.len() == 3 {
+                break;
+            }
+        }
+    }
+    assert_eq!(resends.len(), 3, "{resends:?}");
+    let (pto, rto1, rto2) = (
+        resends[0] - sent,
+        resends[1] - resends[0],
+        resends[2] - resends[1],
+    );
+    assert!(pto >= Duration::from_millis(200), "PTO {pto:?}");
+    assert_eq!(
+        pto, rto1,
+        "the probe at the RTO's time, the RTO after it not backed off"
+    );
+    assert_eq!(rto2, rto1.saturating_mul(2), "then the backoff");
+    assert_eq!(s.tcp.stats().tlp_probes, 1);
 }
 
 /// RFC 6675 §5.1: a new recovery may begin once "HighACK is greater than or equal to" the

@@ -62,6 +62,11 @@ impl RttEstimator {
         Duration::from_micros(self.rto.saturating_mul(1 << shift)).min(RTO_MAX)
     }
 
+    /// The lower bound of the RTO (RFC 6298 (2.4); Linux `tcp_rto_min_us`).
+    pub fn rto_min(&self) -> Duration {
+        Duration::from_micros(self.rto_min)
+    }
+
     /// Base RTO without backoff.
     pub fn base_rto(&self) -> Duration {
         Duration::from_micros(self.rto)

@@ -107,8 +107,15 @@ impl Conn {
                 return Event::Closed;
             }
         }
+        // A probe armed at the RTO's time goes first (RFC 8985 §7.2, Linux, where the two
+        // share one timer): its commit re-arms the RTO; when no probe can go the RTO fires
+        // on the next run, the PTO being spent.
+        let pto_first = matches!(
+            (self.timers.pto, self.timers.rto),
+            (Some(p), Some(r)) if now >= p && p <= r
+        );
         if let Some(t) = self.timers.rto {
-            if now >= t {
+            if now >= t && !pto_first {
                 if let Some(ev) = self.on_rto(now, stats) {
                     return ev;
                 }
@@ -193,7 +200,7 @@ impl Conn {
     }
 
     /// RFC 8985 §7.2: arm the probe timeout (PTO = 2*SRTT, plus a delayed-ACK allowance when
-    /// one segment is in flight) if it fires before the RTO and no probe is outstanding.
+    /// one segment is in flight, at most until the RTO) when no probe is outstanding.
     #[inline]
     pub fn arm_pto(&mut self, now: Instant) {
         // Nothing in flight (an ACK of everything, the usual case of request/response
@@ -223,17 +230,24 @@ impl Conn {
             return;
         }
         let Some(srtt) = self.rtt.srtt() else { return };
-        let mut pto = srtt.saturating_mul(2);
-        if self.flight() <= self.seg_mss() {
-            pto = pto + self.config.delayed_ack.unwrap_or_default();
-        }
-        // Linux `tcp_schedule_loss_probe` adds TCP_TIMEOUT_MIN (2 ms) rather than flooring:
-        // with a sub-millisecond SRTT a 10 ms floor made every probe wait 10 ms.
-        let pto = pto + crate::time::Duration::from_millis(2);
-        let at = now + pto;
-        if self.timers.rto.is_some_and(|r| r <= at) {
-            self.timers.pto = None;
-            return;
+        // Linux tcp_output.c `tcp_schedule_loss_probe()`: PTO = 2*SRTT, plus the minimum RTO
+        // (TCP_RTO_MIN, 200 ms: the peer's delayed ACK) when one segment is in flight, else
+        // plus TCP_TIMEOUT_MIN (2 ms) rather than a floor (with a sub-millisecond SRTT a
+        // 10 ms floor made every probe wait 10 ms). RFC 8985 §7.2 leaves TLP.max_ack_delay to
+        // the sender ("RECOMMENDED ... 200 ms").
+        let extra = if self.flight() <= self.seg_mss() {
+            self.rtt.rto_min()
+        } else {
+            crate::time::Duration::from_millis(2)
+        };
+        let mut at = now + srtt.saturating_mul(2) + extra;
+        // RFC 8985 §7.2: "If Now() + PTO > TCP_RTO_expiration(): PTO = TCP_RTO_expiration() -
+        // Now()"; Linux (`tcp_rto_delta_us`) likewise arms the probe at the RTO's time, and the
+        // probe goes instead of the RTO's retransmission (`on_timers` runs it first).
+        if let Some(r) = self.timers.rto {
+            if r > now && r < at {
+                at = r;
+            }
         }
         self.timers.pto = Some(at);
     }
