@@ -49,9 +49,14 @@ impl RttEstimator {
             self.rttvar = (3 * self.rttvar + delta) / 4;
             self.srtt = (7 * self.srtt + r) / 8;
         }
-        // RTO <- SRTT + max(G, K*RTTVAR), K = 4; (2.4) rounded up to RTO_min; (2.5) capped.
-        let rto = self.srtt + G_MICROS.max(4 * self.rttvar);
-        self.rto = rto.max(self.rto_min).min(RTO_MAX.total_micros());
+        // RTO <- SRTT + max(G, K*RTTVAR), K = 4; (2.5) capped. The lower bound of (2.4) is
+        // put on the variance term, as Linux tcp_input.c `tcp_rtt_estimator()` /
+        // `__tcp_set_rto()` do (`rttvar_us = max(mdev_max_us, tcp_rto_min_us)`, RTO = SRTT +
+        // rttvar_us): RTO >= SRTT + RTO_min, so a short round trip still leaves the peer's
+        // delayed ACK time before the timer fires (RFC 6298 leaves the minimum's form open:
+        // "(2.4) ... SHOULD be rounded up to 1 second", which Linux and netfold lower).
+        let rto = self.srtt + G_MICROS.max(4 * self.rttvar).max(self.rto_min);
+        self.rto = rto.min(RTO_MAX.total_micros());
         // §5.7: a new sample after backoff resets the backoff.
         self.backoff = 0;
     }
@@ -111,15 +116,29 @@ mod tests {
         assert_eq!(e.rto(), Duration::from_micros(112_500 + 250_000));
     }
 
+    /// Linux `__tcp_set_rto()`: a 10 ms round trip gives SRTT + TCP_RTO_MIN = 210 ms (this
+    /// machine's Linux reports tcpi_rto 212 ms for it, its HZ=250 jiffies rounding up).
+    #[test]
+    fn rto_floor_is_on_the_variance_term() {
+        let mut e = RttEstimator::new(Duration::from_secs(1), Duration::from_millis(200));
+        e.sample(Duration::from_millis(10));
+        assert_eq!(e.rto(), Duration::from_millis(210));
+        // A large variance is not floored: 100 + 4*50.
+        let mut e = RttEstimator::new(Duration::from_secs(1), Duration::from_millis(200));
+        e.sample(Duration::from_millis(100));
+        assert_eq!(e.rto(), Duration::from_millis(300));
+    }
+
     #[test]
     fn rto_min_and_backoff_cap() {
         let mut e = RttEstimator::new(Duration::from_secs(1), Duration::from_millis(200));
         e.sample(Duration::from_millis(1));
-        assert_eq!(e.rto(), Duration::from_millis(200));
+        // SRTT + RTO_min (Linux's floor on the variance term).
+        assert_eq!(e.rto(), Duration::from_millis(201));
         e.on_timeout();
-        assert_eq!(e.rto(), Duration::from_millis(400));
+        assert_eq!(e.rto(), Duration::from_millis(402));
         e.on_timeout();
-        assert_eq!(e.rto(), Duration::from_millis(800));
+        assert_eq!(e.rto(), Duration::from_millis(804));
         for _ in 0..30 {
             e.on_timeout();
         }
