@@ -54,7 +54,7 @@
  *    IP_FREEBIND and IPV6_FREEBIND (one flag, as on Linux: nf_bind then takes an address that
  *    is not the interface's, and packets leave from it), SO_ZEROCOPY (see MSG_ZEROCOPY below
  *    nf_send_zc), SO_MARK (kept and read back; nothing in netfold routes or filters by it),
- *    SO_TIMESTAMP, SO_TIMESTAMPNS, SO_TIMESTAMPING (receive timestamps, below).
+ *    SO_TIMESTAMP, SO_TIMESTAMPNS, SO_TIMESTAMPING (receive and transmit timestamps, below).
  *    Software receive timestamps for TCP, as Linux reports them (socket(7),
  *    Documentation/networking/timestamping.rst): with SO_TIMESTAMPING set to
  *    SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE nf_recvmsg adds an
@@ -69,8 +69,21 @@
  *    accepted carry the time of the accept. SO_TIMESTAMP on clears SO_TIMESTAMPNS and either
  *    off clears both, as on Linux. SO_TIMESTAMPING takes the receive and reporting flags
  *    (RX_SOFTWARE, SOFTWARE, RX_HARDWARE, RAW_HARDWARE, OPT_RX_FILTER; no hardware times are
- *    ever produced); transmit flags are EINVAL. UDP sockets take the options but get no
- *    timestamps.
+ *    ever produced) and the software transmit flags below; other flags (TX_HARDWARE,
+ *    OPT_STATS, ...) are EINVAL. UDP sockets take the options but get no timestamps.
+ *    Software transmit timestamps for TCP, as Linux gives them: with TX_SCHED, TX_SOFTWARE
+ *    and/or TX_ACK set, each send that queues at least one byte asks for its last byte's
+ *    timestamps; nf_recvmsg(fd, &msg, MSG_ERRQUEUE) then returns one per call: 0 bytes,
+ *    msg_flags MSG_ERRQUEUE (and MSG_TRUNC unless OPT_TSONLY is set: Linux would queue a copy
+ *    of the packet, netfold keeps none), an SOL_SOCKET/SCM_TIMESTAMPING message (ts[0] the
+ *    time, when SOFTWARE is set) and an SOL_IP/IP_RECVERR (SOL_IPV6/IPV6_RECVERR) one with a
+ *    sock_extended_err: ee_errno ENOMSG, ee_origin SO_EE_ORIGIN_TIMESTAMPING, ee_info
+ *    SCM_TSTAMP_SCHED and SCM_TSTAMP_SND when the byte is first sent (both the time of the
+ *    poll that sent it; retransmissions are not stamped), SCM_TSTAMP_ACK when it is
+ *    acknowledged, and ee_data the byte's number counted from SND.UNA at the moment OPT_ID
+ *    was turned on (0 without OPT_ID; OPT_ID on a listening or unconnected TCP socket is
+ *    EINVAL, as on Linux). MSG_ZEROCOPY notifications of the same socket come first;
+ *    POLLERR while any waits; EAGAIN when none. Sends with MSG_ZEROCOPY are not stamped.
  *    IP_TOS / IPV6_TCLASS as on Linux: the DSCP bits every segment of the connection carries
  *    from then on (the SYN-ACK of a listener's connections too); the two ECN bits are not the
  *    socket's (ECN sets them per segment) and read back 0; an accepted socket starts with its

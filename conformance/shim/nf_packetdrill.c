@@ -213,8 +213,8 @@ static ssize_t shim_recvfrom(void *u, int fd, void *b, size_t n, int f, struct s
 {
     return nf_recvfrom(S(u), fd, b, n, f, a, l);
 }
-/* Receive timestamps are the manual clock's own time (include/netfold.h); packetdrill
- * compares them with its gettimeofday, which adds EPOCH_USEC: add it here too. */
+/* Receive and transmit timestamps are the manual clock's own time (include/netfold.h);
+ * packetdrill compares them with its gettimeofday, which adds EPOCH_USEC: add it here too. */
 static void shift_time(struct timespec *ts)
 {
     if (ts->tv_sec == 0 && ts->tv_nsec == 0) return;
@@ -223,7 +223,7 @@ static void shift_time(struct timespec *ts)
 static ssize_t shim_recvmsg(void *u, int fd, struct msghdr *m, int f)
 {
     ssize_t r = nf_recvmsg(S(u), fd, m, f);
-    if (r < 0 || (f & MSG_ERRQUEUE)) return r;
+    if (r < 0) return r;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c)) {
         if (c->cmsg_level != SOL_SOCKET) continue;
         if (c->cmsg_type == SCM_TIMESTAMPING && c->cmsg_len >= CMSG_LEN(3 * sizeof(struct timespec))) {

@@ -882,7 +882,10 @@ const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
 /// holding a `struct sock_extended_err` followed by the offender address, all zero for this
 /// origin (`struct sock_exterr_skb`'s `errhdr`).
 fn recv_errqueue(e: &Engine, fd: c_int, m: &mut msghdr) -> R<ssize_t> {
-    let note = crate::zerocopy::take_note(e, fd)?;
+    let note = match crate::zerocopy::take_note(e, fd) {
+        Err(libc::EAGAIN) => return recv_tx_timestamp(e, fd, m),
+        other => other?,
+    };
     let v6 = e.lock().fds.get(fd)?.family == libc::AF_INET6;
     let mut ee = Vec::with_capacity(48);
     ee.extend_from_slice(&0u32.to_ne_bytes()); // ee_errno
@@ -911,6 +914,57 @@ fn recv_errqueue(e: &Engine, fd: c_int, m: &mut msghdr) -> R<ssize_t> {
     };
     // SAFETY: msg_control writable for msg_controllen bytes per the API contract.
     unsafe { put_cmsgs(m, &[(level, ty, ee)]) };
+    Ok(0)
+}
+
+/// `SO_EE_ORIGIN_TIMESTAMPING` (linux/errqueue.h).
+const SO_EE_ORIGIN_TIMESTAMPING: u8 = 4;
+
+/// `recvmsg(MSG_ERRQUEUE)`: one transmit timestamp as Linux's `ip_recv_error` gives it (after
+/// the socket's MSG_ZEROCOPY notifications, when it has both): SOL_SOCKET/SCM_TIMESTAMPING
+/// (`sock_recv_timestamp`: ts[0] the software time), then SOL_IP/IP_RECVERR
+/// (SOL_IPV6/IPV6_RECVERR) with a `sock_extended_err`: ee_errno ENOMSG, ee_origin
+/// SO_EE_ORIGIN_TIMESTAMPING, ee_info the SCM_TSTAMP_* kind, ee_data the byte's key. Linux
+/// queues a copy of the packet with it unless SOF_TIMESTAMPING_OPT_TSONLY is set; netfold
+/// keeps no packet, so the call returns no bytes and says MSG_TRUNC in that case (what Linux
+/// says to a caller whose buffer holds none of it). EAGAIN when nothing is queued.
+fn recv_tx_timestamp(e: &Engine, fd: c_int, m: &mut msghdr) -> R<ssize_t> {
+    let mut g = e.lock();
+    let now = e.now(&g);
+    let st = &mut *g;
+    let v6 = st.fds.get(fd)?.family == libc::AF_INET6;
+    let (note, flags) = crate::timestamp::take_tx_note(st, fd).ok_or(libc::EAGAIN)?;
+    drop(g);
+    let mut cm = Vec::with_capacity(2);
+    if let Some(ts) = crate::timestamp::tx_cmsg(e, now, &note, flags) {
+        cm.push((libc::SOL_SOCKET, libc::SCM_TIMESTAMPING, ts));
+    }
+    let mut ee = Vec::with_capacity(48);
+    ee.extend_from_slice(&(libc::ENOMSG as u32).to_ne_bytes()); // ee_errno
+    ee.push(SO_EE_ORIGIN_TIMESTAMPING); // ee_origin
+    ee.push(0); // ee_type
+    ee.push(0); // ee_code
+    ee.push(0); // ee_pad
+    ee.extend_from_slice(&note.kind.to_ne_bytes()); // ee_info
+    ee.extend_from_slice(&note.key.to_ne_bytes()); // ee_data
+    let offender = if v6 {
+        core::mem::size_of::<libc::sockaddr_in6>()
+    } else {
+        core::mem::size_of::<libc::sockaddr_in>()
+    };
+    ee.resize(ee.len() + offender, 0);
+    cm.push(if v6 {
+        (libc::SOL_IPV6, libc::IPV6_RECVERR, ee)
+    } else {
+        (libc::SOL_IP, libc::IP_RECVERR, ee)
+    });
+    m.msg_flags = libc::MSG_ERRQUEUE;
+    if flags & crate::timestamp::SOF_OPT_TSONLY == 0 {
+        m.msg_flags |= libc::MSG_TRUNC;
+    }
+    m.msg_namelen = 0;
+    // SAFETY: msg_control writable for msg_controllen bytes per the API contract.
+    unsafe { put_cmsgs(m, &cm) };
     Ok(0)
 }
 

@@ -166,6 +166,8 @@ pub(crate) struct State {
     pub(crate) zc: crate::zerocopy::ZcRegistry,
     /// Some socket asked for receive timestamps: polls sample arrivals (`timestamp.rs`).
     pub(crate) rx_stamping: bool,
+    /// Some TCP send asked for transmit timestamps: polls look for the bytes' progress.
+    pub(crate) tx_stamping: bool,
     /// A shard's: rung after every poll that did work, for `nf_accept_any`, which waits on
     /// the shards of one `nf_shards` at once (`shards.rs`).
     pub(crate) bell: Option<Arc<Bell>>,
@@ -318,6 +320,7 @@ impl Engine {
             manual_now: Instant::ZERO,
             zc: Default::default(),
             rx_stamping: false,
+            tx_stamping: false,
             bell: None,
             on_work: None,
             tcp_timestamps: true,

@@ -186,6 +186,8 @@ pub(crate) struct Sock {
     /// Arrival samples for receive timestamps, while the socket asks for them
     /// (`timestamp.rs`).
     pub(crate) rx_stamps: Option<Box<crate::timestamp::RxStamps>>,
+    /// Transmit timestamps asked for and their notifications (`timestamp.rs`).
+    pub(crate) tx_stamps: Option<Box<crate::timestamp::TxStamps>>,
 }
 
 impl Sock {
@@ -203,6 +205,7 @@ impl Sock {
             connect_pending: false,
             msg_zc: None,
             rx_stamps: None,
+            tx_stamps: None,
         }
     }
 }

@@ -994,7 +994,7 @@ pub(crate) fn send(
     let r = blocking(e, fd, Dir::Tx, dontwait, |st, _, progress| {
         let s = st.fds.get_mut(fd)?;
         let rest = skip_ref(data, done);
-        match tcp_send_once(&mut st.stack, s, &rest, tflags) {
+        let res = match tcp_send_once(&mut st.stack, s, &rest, tflags) {
             Ok(n) => {
                 done += n;
                 *progress |= n > 0;
@@ -1014,7 +1014,12 @@ pub(crate) fn send(
                 Ok(done)
             }
             Err(err) => Err(err),
+        };
+        // Linux `tcp_tx_timestamp`: once per send, on its last byte.
+        if matches!(res, Ok(n) if n > 0) {
+            crate::timestamp::on_send(st, fd);
         }
+        res
     });
     match r {
         // SO_SNDTIMEO expired after part of the data was queued: a short count, as Linux.
@@ -1358,8 +1363,11 @@ pub(crate) fn readiness(st: &mut State, fd: i32) -> i16 {
         }
     }
     // Linux `tcp_poll`/`datagram_poll`: EPOLLERR while sk_err is set or the error queue
-    // (MSG_ZEROCOPY notifications) is not empty.
-    if s.so_error.is_some() || s.msg_zc.as_ref().is_some_and(|z| z.pending()) {
+    // (MSG_ZEROCOPY notifications, transmit timestamps) is not empty.
+    if s.so_error.is_some()
+        || s.msg_zc.as_ref().is_some_and(|z| z.pending())
+        || s.tx_stamps.as_ref().is_some_and(|t| t.pending())
+    {
         r |= libc::POLLERR;
     }
     r

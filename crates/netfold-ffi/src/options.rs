@@ -279,14 +279,16 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
                 o.rcvtstampns = false;
             }
         }
-        // Receive timestamps and their reporting only (`timestamp.rs`); flags for transmit
-        // timestamps are EINVAL, as Linux answers flags it does not know.
+        // Receive timestamps and their reporting, software transmit timestamps
+        // (`timestamp.rs`); other flags (hardware transmit stamps, OPT_STATS, ...) are EINVAL.
         (libc::SOL_SOCKET, libc::SO_TIMESTAMPING) => {
             let f = int_of(v)? as u32;
             if f & !crate::timestamp::SOF_SUPPORTED != 0 {
                 return Err(libc::EINVAL);
             }
-            o.tsflags = f;
+            let old = o.tsflags;
+            crate::timestamp::set_tx_flags(st, fd, old, f)?;
+            st.fds.get_mut(fd)?.opts.tsflags = f;
         }
         // The mark is the socket's own (Linux `sk->sk_mark`): nothing here routes by it.
         (libc::SOL_SOCKET, libc::SO_MARK) => o.mark = int_of(v)? as u32,

@@ -66,8 +66,12 @@ int main(void) {
     int l = listen_on(srv, 7200);
     int flags = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE, got = -1, one = 1;
     socklen_t gl = sizeof got;
-    int tx = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+    /* Linux sock_set_timestamping: OPT_ID on a listening TCP socket is EINVAL. */
+    int tx = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_ID;
     CHECK_ERR(nf_setsockopt(srv, l, SOL_SOCKET, SO_TIMESTAMPING, &tx, sizeof tx), EINVAL);
+    /* Hardware transmit timestamps are not offered. */
+    int hw = SOF_TIMESTAMPING_TX_HARDWARE | SOF_TIMESTAMPING_RAW_HARDWARE;
+    CHECK_ERR(nf_setsockopt(srv, l, SOL_SOCKET, SO_TIMESTAMPING, &hw, sizeof hw), EINVAL);
     CHECK(nf_setsockopt(srv, l, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof flags) == 0);
     CHECK(nf_getsockopt(srv, l, SOL_SOCKET, SO_TIMESTAMPING, &got, &gl) == 0 && got == flags);
 

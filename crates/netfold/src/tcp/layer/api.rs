@@ -567,6 +567,14 @@ impl TcpLayer {
         Ok(self.conn(h)?.snd.ring.len())
     }
 
+    /// (SND.UNA, SND.MAX, the end of the data written): what transmit timestamps compare a
+    /// byte's sequence number with (sent once it is below SND.MAX, acknowledged once below
+    /// SND.UNA).
+    pub fn send_seqs(&self, h: Handle) -> Result<(u32, u32, u32), Error> {
+        let snd = &self.conn(h)?.snd;
+        Ok((snd.una, snd.max, snd.fin_seq()))
+    }
+
     /// Bytes queued beyond SND.NXT: written but not yet sent once (Linux
     /// `write_seq - snd_nxt`, what TCP_NOTSENT_LOWAT compares).
     pub fn send_unsent(&self, h: Handle) -> Result<usize, Error> {
