@@ -228,6 +228,11 @@ fn c_software_receive_timestamps() {
 }
 
 #[test]
+fn c_software_transmit_timestamps() {
+    c_test("tx_timestamp");
+}
+
+#[test]
 fn c_real_clock_threads() {
     c_test("real_clock");
 }

@@ -3,8 +3,8 @@
 //!
 //! WIRING (done; the plan below is what the TCB follows, with these differences): the TSecr
 //! condition of step 2 is not applied (see `Conn::rack_on_ack`), RACK's RTT samples come from
-//! [`Rack::karn_sample`], the PTO keeps `Conn::arm_pto` (Linux `tcp_schedule_loss_probe`), `RxtTracker` is gone
-//! (deleted as unused), and RACK-lost ranges are resent outside fast recovery too (`plan_data`).
+//! [`Rack::karn_sample`], the PTO keeps `Conn::arm_pto` (Linux `tcp_schedule_loss_probe`),
+//! `RxtTracker` is gone (deleted as unused), and RACK-lost ranges are resent outside fast recovery too (`plan_data`).
 //!
 //! INTEGRATION PLAN (for the restructured TCB; D-SACK parts are in `dsack.rs`):
 //! - State: the send part owns `rack: Rack` (`Rack::new(capacity_for(send_buffer, mss))`),
