@@ -5,7 +5,7 @@ use super::buffer::{RecvRing, RingCache};
 use super::cc::Cc;
 use super::dsack::{DsackReport, DsackSender};
 use super::rack::{Rack, Tlp, TLP_MAX_ACK_DELAY};
-use super::recv::RecvSeq;
+use super::recv::Receiver;
 use super::rtt::RttEstimator;
 use super::sack::{SackHistory, Scoreboard};
 use super::send::SendSeq;
@@ -281,17 +281,17 @@ pub struct Recovery {
 }
 
 /// The transmission control block: the connection's identity and settings, then its named
-/// parts — the send sequence space ([`SendSeq`]), the receive sequence space ([`RecvSeq`]),
+/// parts — the send sequence space ([`SendSeq`]), the receive sequence space ([`Receiver`]),
 /// the timers ([`Timers`]) and the timestamp state ([`Timestamps`]) — followed by loss
 /// recovery and ACK bookkeeping. The parts keep the RFC 9293 §3.3.1 names:
 ///
 /// | RFC 9293     | here            | RFC 9293     | here              |
 /// |--------------|-----------------|--------------|-------------------|
-/// | SND.UNA      | `snd.una`       | RCV.NXT      | `rcv.nxt`         |
-/// | SND.NXT      | `snd.nxt`       | RCV.WND      | `rcv.adv - rcv.nxt` (as last advertised) |
-/// | SND.WND      | `snd.wnd`       | IRS          | `rcv.irs`         |
-/// | SND.WL1/WL2  | `snd.wl1/wl2`   | Last.ACK.sent (RFC 7323) | `rcv.last_ack_sent` |
-/// | ISS          | `snd.iss`       | Rcv.Wind.Shift (RFC 7323) | `rcv.wscale` |
+/// | SND.UNA      | `snd.una`       | RCV.NXT      | `rcv.nxt()`       |
+/// | SND.NXT      | `snd.nxt`       | RCV.WND      | `rcv.adv() - rcv.nxt()` (as last advertised) |
+/// | SND.WND      | `snd.wnd`       | IRS          | `rcv.irs()`       |
+/// | SND.WL1/WL2  | `snd.wl1/wl2`   | Last.ACK.sent (RFC 7323) | `rcv.last_ack_sent()` |
+/// | ISS          | `snd.iss`       | Rcv.Wind.Shift (RFC 7323) | `rcv.wscale()` |
 /// | Eff.snd.MSS  | `snd.mss`       | Snd.Wind.Shift (RFC 7323) | `snd.wscale` |
 #[derive(Debug)]
 pub struct Conn {
@@ -323,7 +323,7 @@ pub struct Conn {
     /// Send sequence space (RFC 9293 §3.3.1) and the send ring.
     pub snd: SendSeq,
     /// Receive sequence space (RFC 9293 §3.3.1) and the receive ring.
-    pub rcv: RecvSeq,
+    pub rcv: Receiver,
     /// RTO, delayed ACK, persist, keepalive, TIME-WAIT and TLP deadlines.
     pub timers: Timers,
     /// RFC 7323 timestamps.
@@ -467,7 +467,7 @@ impl Conn {
                 config.send_ceiling(),
             ),
             // Slack of one window-scale unit: the advertised window is rounded up.
-            rcv: RecvSeq::new(
+            rcv: Receiver::new(
                 rcv_wscale,
                 default_mss.min(mss),
                 RecvRing::from_cache(
@@ -559,7 +559,7 @@ impl Conn {
             &mut RingCache::new(),
         );
         c.state = State::SynReceived;
-        c.rcv.sync(syn.seq);
+        c.rcv.on_syn(syn.seq);
         c.negotiate(now, syn);
         // The SYN window field is never scaled (RFC 7323 §2.2).
         c.snd.wnd = u32::from(syn.window);
@@ -587,7 +587,7 @@ impl Conn {
     /// every data segment, the allocation out of line).
     #[inline(always)]
     pub(super) fn ensure_recv_ring(&mut self, rings: &mut RingCache) {
-        if self.rcv.ring.capacity() == 0 {
+        if self.rcv.ring().capacity() == 0 {
             self.take_recv_ring(rings);
         }
     }
@@ -595,7 +595,7 @@ impl Conn {
     #[cold]
     #[inline(never)]
     fn take_recv_ring(&mut self, rings: &mut RingCache) {
-        self.rcv.ring = RecvRing::from_cache(self.rcv.ring_cap(self.rcv.buf), rings);
+        self.rcv.take_ring(rings);
     }
 
     /// Gives ring storage nobody can use any more back to the stack's cache: the send ring of
@@ -610,7 +610,7 @@ impl Conn {
         // then is the out-of-line part called (TCP_CRR called it ~10 times per transaction
         // to give back empty buffers).
         if matches!(self.state, State::Closed | State::TimeWait)
-            && (self.snd.ring.holds_storage() || self.rcv.ring.capacity() != 0)
+            && (self.snd.ring.holds_storage() || self.rcv.ring().capacity() != 0)
         {
             self.reclaim_buffers_held(rings);
         }
@@ -624,8 +624,8 @@ impl Conn {
                 // Data received before a reset stays readable until the application has it
                 // or closes (Linux `tcp_reset` purges the write queue, not the receive
                 // queue): read returns it, then the error.
-                if self.user_closed || (self.error.is_some() && self.rcv.ring.is_empty()) {
-                    self.rcv.ring.release(rings);
+                if self.user_closed || (self.error.is_some() && self.rcv.ring().is_empty()) {
+                    self.rcv.release_ring(rings);
                 }
             }
             State::TimeWait => {
@@ -636,10 +636,10 @@ impl Conn {
                 // allocated a fresh zeroed 256 KiB ring because the closer's one was held in
                 // TIME-WAIT. An empty ring announces the same window as a released one.
                 if (self.error.is_some() || self.user_closed)
-                    && self.rcv.ring.is_empty()
-                    && self.rcv.ring.asm.is_empty()
+                    && self.rcv.ring().is_empty()
+                    && self.rcv.ring().asm.is_empty()
                 {
-                    self.rcv.ring.release(rings);
+                    self.rcv.release_ring(rings);
                 }
             }
             _ => {}
@@ -654,11 +654,11 @@ impl Conn {
     pub(super) fn renew(&mut self, fresh: Conn) {
         let scoreboard = self.scoreboard.take_storage();
         let rack = self.rack.take_storage();
-        let asm = self.rcv.ring.asm.take_storage();
+        let asm = self.rcv.ring_mut().asm.take_storage();
         *self = fresh;
         self.scoreboard.adopt_storage(scoreboard);
         self.rack.adopt_storage(rack);
-        self.rcv.ring.asm.adopt_storage(asm);
+        self.rcv.ring_mut().asm.adopt_storage(asm);
     }
 
     /// The connection is freed and its control block goes on the layer's free list: gives
@@ -669,8 +669,7 @@ impl Conn {
     /// overwritten by [`Conn::renew`].
     pub(super) fn retire(&mut self, rings: &mut RingCache) {
         self.release_all(rings);
-        self.rcv.posted = None;
-        self.rcv.frames.release_all();
+        self.rcv.release_reader_buffers();
         self.snd.ring = SendQueue::with_capacity(0);
         let rack = self.rack.take_storage();
         self.rack.adopt_storage(rack);
@@ -679,7 +678,7 @@ impl Conn {
     /// Gives both rings back to the stack's cache (the connection is being freed).
     pub fn release_all(&mut self, rings: &mut RingCache) {
         self.snd.ring.release(rings);
-        self.rcv.ring.release(rings);
+        self.rcv.release_ring(rings);
     }
 
     /// Applies the peer's SYN options (RFC 9293 §3.7.1 MSS, RFC 7323 §2.2/§3.2, RFC 2018 §2).
@@ -709,7 +708,7 @@ impl Conn {
             }
             _ => {
                 self.snd.wscale = 0;
-                self.rcv.wscale = 0;
+                self.rcv.disable_window_scaling();
             }
         }
         self.sack_ok = self.config.sack && o.sack_permitted;
@@ -779,7 +778,7 @@ impl Conn {
         // Asked for every segment's size (`seg_mss`), several times per segment: the usual
         // answer, none, inline; composing the blocks out of line (it was inlined at each
         // call, ~1 KiB of code between the data path's instructions).
-        if !self.sack_ok || (self.rcv.ring.asm.is_empty() && !self.dsack_rx.is_pending()) {
+        if !self.sack_ok || (self.rcv.ring().asm.is_empty() && !self.dsack_rx.is_pending()) {
             return 0;
         }
         self.sack_blocks_counted()
@@ -798,7 +797,7 @@ impl Conn {
             return ([SackBlock::default(); 4], 0);
         }
         let max = if self.ts.enabled { 3 } else { 4 };
-        let regular = if self.rcv.ring.asm.is_empty() {
+        let regular = if self.rcv.ring().asm.is_empty() {
             &[][..]
         } else {
             self.sack_hist.blocks()
@@ -936,7 +935,7 @@ impl Conn {
             src_port: self.local.get().port(),
             dst_port: self.remote.get().port(),
             seq: self.acceptable_seq(),
-            ack: self.rcv.nxt,
+            ack: self.rcv.nxt(),
             flags: TcpFlags(TcpFlags::RST | TcpFlags::ACK),
             options,
             ..TcpRepr::default()
@@ -952,7 +951,7 @@ impl Conn {
     pub fn acceptable_seq(&self) -> u32 {
         let wnd_end = self.snd.una.wrapping_add(self.snd.wnd);
         let beyond = self.snd.nxt.wrapping_sub(wnd_end) as i32;
-        if beyond <= 0 || (self.rcv.wscale > 0 && (beyond as u32) < (1u32 << self.rcv.wscale)) {
+        if beyond <= 0 || (self.rcv.wscale() > 0 && (beyond as u32) < (1u32 << self.rcv.wscale())) {
             self.snd.nxt
         } else {
             wnd_end
@@ -1031,25 +1030,15 @@ impl Conn {
     }
 
     pub fn recv(&mut self, buf: &mut [u8], mode: CopyMode) -> Result<usize, Error> {
-        if self.rcv.posted.is_some() {
+        if self.rcv.posted().is_some() {
             // The posted read's bytes come before the ring's: reading the ring now would
             // reorder the stream. The application takes the posted read back first.
             return Err(Error::InvalidInput);
         }
-        if !self.rcv.frames.is_empty() {
-            // Held frames come before the ring's bytes (`frames.rs`).
-            let n = self.rcv.frames.read(buf, mode);
-            self.rcv.read_since_ack |= n > 0;
-            self.rcv.space.copied += n as u64;
+        if let Some(n) = self.rcv.read_queued(buf, mode) {
             return Ok(n);
         }
-        if !self.rcv.ring.is_empty() {
-            let n = self.rcv.ring.read(buf, mode);
-            self.rcv.read_since_ack |= n > 0;
-            self.rcv.space.copied += n as u64;
-            return Ok(n);
-        }
-        if self.rcv.fin_received {
+        if self.rcv.fin_received() {
             return Ok(0);
         }
         if let Some(e) = self.error {
@@ -1067,16 +1056,13 @@ impl Conn {
 
     /// `recv` without consuming (MSG_PEEK): the same results, the data stays queued.
     pub fn peek(&self, buf: &mut [u8], mode: CopyMode) -> Result<usize, Error> {
-        if self.rcv.posted.is_some() {
+        if self.rcv.posted().is_some() {
             return Err(Error::InvalidInput);
         }
-        if !self.rcv.frames.is_empty() {
-            return Ok(self.rcv.frames.peek(buf, mode));
+        if let Some(n) = self.rcv.peek_queued(buf, mode) {
+            return Ok(n);
         }
-        if !self.rcv.ring.is_empty() {
-            return Ok(self.rcv.ring.peek(buf, mode));
-        }
-        if self.rcv.fin_received {
+        if self.rcv.fin_received() {
             return Ok(0);
         }
         if let Some(e) = self.error {
@@ -1174,19 +1160,19 @@ impl Conn {
     /// `(window field, right edge)` to advertise now (RFC 9293 §3.8.6.2.2 receiver SWS
     /// avoidance, RFC 7323 §2.3 scaling; the right edge never moves left, RFC 9293 §3.8.6).
     pub fn rcv_window(&self) -> (u16, u32) {
-        self.rcv.window(self.rcv.buf as u32)
+        self.rcv.window(self.rcv.buf() as u32)
     }
 
-    /// A pure window update is worth a segment (see [`RecvSeq::window_update_owed`]).
+    /// A pure window update is worth a segment (see [`Receiver::window_update_owed`]).
     pub fn window_update_needed(&self) -> bool {
         if !matches!(
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
-        ) || self.rcv.fin_received
+        ) || self.rcv.fin_received()
         {
             return false;
         }
-        self.rcv.window_update_owed(self.rcv.buf as u32)
+        self.rcv.window_update_owed(self.rcv.buf() as u32)
     }
 
     pub fn set_config(&mut self, c: Config) {

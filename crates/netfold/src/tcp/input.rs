@@ -138,7 +138,7 @@ impl Conn {
         if self.state != State::SynReceived
             || !flags.syn()
             || flags.rst()
-            || seg.seq != self.rcv.irs
+            || seg.seq != self.rcv.irs()
         {
             return ControlFlow::Continue(());
         }
@@ -205,7 +205,7 @@ impl Conn {
         let wnd = self.rcv.announced();
         self.note_duplicate(seg, payload.len());
         let in_wnd =
-            |s: u32| seq::le(self.rcv.nxt, s) && seq::lt(s, self.rcv.nxt.wrapping_add(wnd));
+            |s: u32| seq::le(self.rcv.nxt(), s) && seq::lt(s, self.rcv.nxt().wrapping_add(wnd));
         let mut payload = payload;
         let mut fin = flags.fin();
         let acceptable = if self.state == State::TimeWait {
@@ -214,17 +214,17 @@ impl Conn {
             // ACK, data, a retransmitted FIN — is answered with an ACK (below), which
             // FreeBSD does too. (RFC 9293 §3.10.7.4 leaves the window test as the only rule;
             // an ACK costs nothing and resynchronizes a confused peer.)
-            seg.seq == self.rcv.nxt && (seg_len == 0 || flags.rst())
+            seg.seq == self.rcv.nxt() && (seg_len == 0 || flags.rst())
         } else if seg_len == 0 {
             if wnd == 0 {
-                seg.seq == self.rcv.nxt
+                seg.seq == self.rcv.nxt()
             } else {
                 in_wnd(seg.seq)
             }
         } else if wnd == 0 {
             // Zero window: nothing is acceptable, but ACK/RST information still counts
             // (RFC 9293 §3.10.7.4): keep the header, drop the data.
-            if seg.seq == self.rcv.nxt {
+            if seg.seq == self.rcv.nxt() {
                 ctx.stats.rcv_zero_window_bytes += payload.len() as u64;
                 payload = payload.slice(0, 0);
                 fin = false;
@@ -239,13 +239,14 @@ impl Conn {
             // window from before RCV.NXT: it carries the next expected byte, and is trimmed.
             in_wnd(seg.seq)
                 || in_wnd(last)
-                || (seq::lt(seg.seq, self.rcv.nxt) && seq::ge(last, self.rcv.nxt.wrapping_add(wnd)))
+                || (seq::lt(seg.seq, self.rcv.nxt())
+                    && seq::ge(last, self.rcv.nxt().wrapping_add(wnd)))
         };
         if !acceptable {
             if seg_len > 0 && !flags.rst() {
                 // Old data (a retransmission of bytes already received) apart from data
                 // beyond the window, which a peer that keeps to the window never sends.
-                if seq::le(seg.seq.wrapping_add(seg_len), self.rcv.nxt) {
+                if seq::le(seg.seq.wrapping_add(seg_len), self.rcv.nxt()) {
                     ctx.stats.rcv_duplicates += 1;
                 } else {
                     ctx.stats.rcv_out_of_window += 1;
@@ -270,7 +271,7 @@ impl Conn {
 
         // Trim to the window: drop what is before RCV.NXT (a SYN counts one) and beyond.
         let mut sseq = seg.seq;
-        let mut skip = seq::dist(sseq, self.rcv.nxt);
+        let mut skip = seq::dist(sseq, self.rcv.nxt());
         if skip > 0 && flags.syn() {
             skip -= 1;
             sseq = sseq.wrapping_add(1);
@@ -298,8 +299,8 @@ impl Conn {
         }
         let start = seg.seq.wrapping_add(u32::from(seg.flags.syn()));
         let end = start.wrapping_add(len as u32);
-        let base = self.rcv.nxt;
-        let held = self.rcv.ring.asm.ranges().iter().map(|&(o, l)| {
+        let base = self.rcv.nxt();
+        let held = self.rcv.ring().asm.ranges().iter().map(|&(o, l)| {
             let left = base.wrapping_add(o as u32);
             SackBlock {
                 left,
@@ -329,7 +330,7 @@ impl Conn {
             return;
         }
         if let Some(ts) = seg.options.timestamps {
-            if seq::le(seg.seq, self.rcv.last_ack_sent) && seq::ge(ts.tsval, self.ts.recent) {
+            if seq::le(seg.seq, self.rcv.last_ack_sent()) && seq::ge(ts.tsval, self.ts.recent) {
                 self.ts.recent = ts.tsval;
                 self.ts.recent_at = ctx.now;
             }
@@ -347,7 +348,7 @@ impl Conn {
         if !seg.flags.rst() {
             return ControlFlow::Continue(());
         }
-        if seg.seq != self.rcv.nxt {
+        if seg.seq != self.rcv.nxt() {
             self.challenge_ack(ctx);
             return ControlFlow::Break(Event::None);
         }
@@ -419,7 +420,7 @@ impl Conn {
                     self.state = State::FinWait1;
                 }
                 self.in_syn_queue = false;
-                self.rcv.synced_at = Some(now);
+                self.rcv.on_synced(now);
                 // RACK.min_RTT starts from the SYN-ACK's round trip on a passive open too
                 // (RFC 8985 §6.2 step 1), as on an active one: Linux's `tcp_ack_update_rtt`
                 // takes the handshake's sample into `rtt_min` with the SRTT it seeds.
@@ -537,7 +538,7 @@ impl Conn {
             if !self.ecn.ece {
                 self.ecn.ece = true;
                 // This segment's ACK and the next two go at once (`receive_data`).
-                self.rcv.quick_acks = QUICK_ACKS + 1;
+                self.rcv.enter_quickack(QUICK_ACKS + 1);
             }
         }
     }
@@ -572,13 +573,9 @@ impl Conn {
     /// enter TIME-WAIT, start the time-wait timer, turn off the other timers; otherwise, enter
     /// the CLOSING state. FIN-WAIT-2: Enter the TIME-WAIT state."
     fn check_fin(&mut self, now: crate::time::Instant) {
-        let Some(f) = self.rcv.fin else { return };
-        if f != self.rcv.nxt || self.rcv.fin_received {
+        if !self.rcv.accept_fin() {
             return;
         }
-        self.rcv.nxt = self.rcv.nxt.wrapping_add(1);
-        self.rcv.fin_received = true;
-        self.rcv.fin = None;
         self.ack_now = true;
         match self.state {
             State::SynReceived | State::Established => self.state = State::CloseWait,
@@ -611,7 +608,7 @@ impl Conn {
     /// A larger merged arrival gets one ACK at its middle: Linux acknowledges each GRO
     /// packet once, and a stretch ACK per ~22 segments costs far less to process.
     fn ack_inside_batch(&mut self, sseq: u32, len: usize) {
-        let mss = self.rcv.mss.max(1) as usize;
+        let mss = self.rcv.mss().max(1) as usize;
         let segs = len / mss;
         if segs < 3 {
             return;
@@ -628,7 +625,7 @@ impl Conn {
     }
 
     fn snapshot_ack(&mut self) {
-        self.snapshot_ack_at(self.rcv.nxt);
+        self.snapshot_ack_at(self.rcv.nxt());
         self.unacked_bytes = 0;
         self.timers.delack = None;
     }
@@ -713,7 +710,7 @@ impl Conn {
         if !f.syn() {
             return Event::None;
         }
-        self.rcv.sync(seg.seq);
+        self.rcv.on_syn(seg.seq);
         self.negotiate(ctx.now, seg);
         // RFC 7323 §2.2: the window in a SYN is not scaled.
         self.snd.wnd = u32::from(seg.window);
@@ -731,7 +728,7 @@ impl Conn {
                 }
             }
             self.take_rtt_sample(ctx, seg);
-            self.rcv.synced_at = Some(ctx.now);
+            self.rcv.on_synced(ctx.now);
             self.snd.una = seg.ack;
             // Linux `tp->delivered`: the SYN counts one.
             self.counters.delivered = self.counters.delivered.wrapping_add(1);
@@ -1288,7 +1285,7 @@ impl Conn {
         payload: Payload<'_>,
         fin: bool,
     ) {
-        let off = seq::dist(self.rcv.nxt, sseq) as usize;
+        let off = seq::dist(self.rcv.nxt(), sseq) as usize;
         if !payload.is_empty() {
             // The receive ring is taken when the first data arrives (`alloc_buffers`).
             self.ensure_recv_ring(ctx.rings);
@@ -1296,9 +1293,9 @@ impl Conn {
         // Storage bound: everything must fit in the ring (the advertised window does).
         let room = self
             .rcv
-            .ring
+            .ring()
             .capacity()
-            .saturating_sub(self.rcv.ring.len() + off);
+            .saturating_sub(self.rcv.ring().len() + off);
         let mut fin = fin;
         let data = if payload.len() > room {
             ctx.stats.rcv_no_room_bytes += (payload.len() - room) as u64;
@@ -1317,43 +1314,36 @@ impl Conn {
             // `tcp_measure_rcv_mss` takes the GRO `gso_size`, the payload per segment).
             let full =
                 u32::from(self.config.mss).saturating_sub(if self.ts.enabled { 12 } else { 0 });
-            self.rcv.mss = self.rcv.mss.max(data.len() as u32).min(full.max(1));
-            let had_gap = !self.rcv.ring.asm.is_empty();
+            self.rcv.measure_mss(data.len(), full);
+            let had_gap = !self.rcv.ring().asm.is_empty();
             if off == 0 {
                 // Linux `tcp_event_data_recv`: quick-ACK mode for the first data segment of
                 // the connection ("initialize delayed ACK engine") and after a receive gap
                 // longer than the RTO ("Apparently sender failed to restart window, so that
                 // we send ACKs quickly"), with `tcp_incr_quickack(sk, TCP_MAX_QUICKACKS)`.
-                let idle = self
-                    .rcv
-                    .last_data_rx
-                    .is_none_or(|t| ctx.now.saturating_since(t) > self.rtt.rto());
-                if idle {
-                    self.rcv.incr_quickack(MAX_QUICKACKS);
-                }
-                self.rcv.last_data_rx = Some(ctx.now);
+                self.rcv
+                    .on_data_in_order(ctx.now, self.rtt.rto(), MAX_QUICKACKS);
             }
             // Bytes `place.rs` already copied (into a posted read, or into the ring while
             // their checksum was verified) are kept where they are, not copied again.
-            match self.rcv.take_data(off, data, ctx.copy, ctx.stats) {
-                None => {
-                    ctx.stats.ooo_drops += 1;
-                    self.ack_now = true;
-                    return;
-                }
-                Some(adv) => {
-                    self.rcv.nxt = self.rcv.nxt.wrapping_add(adv as u32);
-                }
+            if self
+                .rcv
+                .accept_data(off, data, ctx.copy, ctx.stats)
+                .is_none()
+            {
+                ctx.stats.ooo_drops += 1;
+                self.ack_now = true;
+                return;
             }
             // Data that reaches a FIN held out of order: that FIN's ACK (eighth check) covers
             // this data too, one ACK as for a FIN on the segment itself.
-            let fin = fin || (off == 0 && self.rcv.fin == Some(self.rcv.nxt));
+            let fin = fin || (off == 0 && self.rcv.fin() == Some(self.rcv.nxt()));
             // Remembered SACK blocks follow the assembler: merged ranges grow, ranges now in
             // order disappear (RFC 2018 §4: report only data actually held above RCV.NXT).
             // With none remembered (in-order traffic) there is nothing to refresh.
             if self.sack_ok && !self.sack_hist.is_empty() {
-                let base = self.rcv.nxt;
-                let asm = &self.rcv.ring.asm;
+                let base = self.rcv.nxt();
+                let asm = &self.rcv.ring().asm;
                 self.sack_hist.refresh(base, |left| {
                     asm.containing(seq::dist(base, left) as usize)
                         .map(|(o, l)| {
@@ -1369,8 +1359,8 @@ impl Conn {
                 // Out of order: ACK at once (RFC 5681 §4.2) with SACK blocks (RFC 2018 §4).
                 ctx.stats.ooo_bytes_queued += data.len() as u64;
                 self.counters.rcv_ooopack = self.counters.rcv_ooopack.wrapping_add(1);
-                if let Some((o, l)) = self.rcv.ring.asm.containing(off) {
-                    let left = self.rcv.nxt.wrapping_add(o as u32);
+                if let Some((o, l)) = self.rcv.ring().asm.containing(off) {
+                    let left = self.rcv.nxt().wrapping_add(o as u32);
                     self.sack_hist.record(SackBlock {
                         left,
                         right: left.wrapping_add(l as u32),
@@ -1390,9 +1380,8 @@ impl Conn {
                 } else {
                     self.snapshot_ack();
                 }
-                self.rcv.quick_acks = self.rcv.quick_acks.max(QUICK_ACKS);
-            } else if self.rcv.quick_acks > 0 {
-                self.rcv.quick_acks -= 1;
+                self.rcv.quickack_at_least(QUICK_ACKS);
+            } else if self.rcv.use_quickack() {
                 // One ACK per arrival, a GRO-merged one included, as Linux acknowledges each
                 // GRO packet once (`__tcp_ack_snd_check` runs per skb): in quick-ACK mode, the
                 // connection's first data, the sender is in slow start with a small window
@@ -1409,7 +1398,7 @@ impl Conn {
                 self.unacked_bytes += data.len();
                 match self.config.delayed_ack {
                     // RFC 5681 §4.2 / RFC 9293 §3.8.6.3: ACK at least every second full segment.
-                    Some(d) if self.unacked_bytes < 2 * self.rcv.mss as usize => {
+                    Some(d) if self.unacked_bytes < 2 * self.rcv.mss() as usize => {
                         if self.timers.delack.is_none() {
                             self.timers.delack = Some(ctx.now + d);
                         }
@@ -1431,10 +1420,10 @@ impl Conn {
         }
         if fin {
             let f = sseq.wrapping_add(data.len() as u32);
-            self.rcv.fin = Some(f);
+            self.rcv.note_fin(f);
             // A FIN beyond RCV.NXT with no data is out of order too: a duplicate ACK at once
             // names the hole (RFC 5681 §4.2), as Linux's `tcp_data_queue_ofo` answers it.
-            if data.is_empty() && f != self.rcv.nxt {
+            if data.is_empty() && f != self.rcv.nxt() {
                 self.ack_now = true;
             }
         }

@@ -14,11 +14,21 @@
 //! it was sent), which never moves left (RFC 9293 §3.8.6). The receive ring (in-order bytes
 //! then the out-of-order region) may hold more than was advertised; acceptability is judged
 //! against the advertisement.
+//!
+//! [`Receiver`] owns that sequence space together with everything the receiving half of the
+//! connection keeps: the receive ring and its reassembly, the receive buffer and its
+//! auto-tuning measurement, the FIN state and the ACK policy's state (quick-ACK mode, a read
+//! since the last ACK). Its fields are private: the rest of the stack reads them through
+//! getters and changes them through methods named for what happened (`on_syn`,
+//! `on_ack_sent`, `accept_data`, `accept_fin`, ...), which keep its invariants — RCV.NXT
+//! only advances, the advertised right edge never moves left, Last.ACK.sent never passes
+//! RCV.NXT.
 
-use super::buffer::RecvRing;
+use super::buffer::{RecvRing, RingCache};
 use super::frames::FrameQueue;
 use super::place::{Posted, Staged};
-use super::seq;
+use super::{seq, Payload, Stats};
+use crate::mem::CopyMode;
 use crate::time::Instant;
 
 /// Receive-buffer auto-tuning state (Linux `tcp_rcv_space_adjust`, "DRS"): how much the
@@ -35,66 +45,66 @@ pub struct RcvSpace {
 }
 
 #[derive(Debug)]
-pub struct RecvSeq {
+pub struct Receiver {
     /// IRS: initial receive sequence number.
-    pub irs: u32,
+    irs: u32,
     /// RCV.NXT: next sequence number expected.
-    pub nxt: u32,
+    nxt: u32,
     /// Right edge of the window we last advertised (RCV.NXT + RCV.WND at that time).
-    pub adv: u32,
+    adv: u32,
     /// Last.ACK.sent (RFC 7323 §4.3): the ACK number we last sent.
-    pub last_ack_sent: u32,
+    last_ack_sent: u32,
     /// Rcv.Wind.Shift (RFC 7323 §2): applied to the window field we send.
-    pub wscale: u8,
+    wscale: u8,
     /// Largest segment seen from the peer (for "ACK every second full-sized segment").
-    pub mss: u32,
+    mss: u32,
     /// In-order bytes waiting for the application, then the out-of-order region.
-    pub ring: RecvRing,
+    ring: RecvRing,
     /// The receive buffer now (the window basis; the ring holds it plus one window-scale
     /// unit of slack). Grows up to `buf_max` while `autotune`.
-    pub buf: usize,
-    pub buf_max: usize,
-    pub autotune: bool,
-    pub space: RcvSpace,
+    buf: usize,
+    buf_max: usize,
+    autotune: bool,
+    space: RcvSpace,
     /// The peer's FIN sequence number, when its FIN arrived (maybe ahead of missing data).
-    pub fin: Option<u32>,
+    fin: Option<u32>,
     /// The peer's FIN has been received in order (RCV.NXT counts it).
-    pub fin_received: bool,
+    fin_received: bool,
     /// The application read data since we last sent a segment: only then may a pure window
     /// update be owed (Linux `tcp_cleanup_rbuf`).
-    pub read_since_ack: bool,
+    read_since_ack: bool,
     /// Quick-ACK mode (Linux `icsk_ack.quick`): in-order arrivals still to be acknowledged
     /// at once instead of under the delayed-ACK rule.
-    pub quick_acks: u8,
+    quick_acks: u8,
     /// When in-sequence or out-of-order data last arrived (Linux `icsk_ack.lrcvtime`); None
     /// before the first data segment.
-    pub last_data_rx: Option<Instant>,
+    last_data_rx: Option<Instant>,
     /// When the handshake completed: Linux starts `icsk_ack.lrcvtime` there (the SYN-ACK's
     /// arrival on an active open, the final ACK's on a passive one), so `tcpi_last_data_recv`
     /// counts from it until data arrives.
-    pub synced_at: Option<Instant>,
+    synced_at: Option<Instant>,
     /// A read the application posted (`place.rs`): in-order bytes go straight into it.
-    pub posted: Option<Posted>,
+    posted: Option<Posted>,
     /// Where the segment being processed was copied before its checks (`place.rs`).
-    pub staged: Option<Staged>,
+    staged: Option<Staged>,
     /// In-order payload kept in the frames it arrived in (frame-level borrowing read,
     /// `frames.rs`): always before the ring's bytes in the stream.
-    pub frames: FrameQueue,
+    frames: FrameQueue,
     /// The most the window may offer beyond what is queued, in bytes: the whole buffer
     /// normally, [`PRESSURE_RCVBUF`](crate::tcp::PRESSURE_RCVBUF) while the stack is over its
     /// buffer budget (set by the layer).
-    pub moderated: u32,
+    moderated: u32,
     /// A Fast Open connection's window edge as its SYN-ACK announced it, after the SYN's data
     /// (`fastopen.rs`): while that is still the last edge announced, reading the SYN's data
     /// owes no window update. Linux's window grows from the SYN-ACK's only as data arrives
     /// (`rcv_ssthresh`), so a Linux server sends none; netfold's would otherwise jump to the
     /// whole buffer.
-    pub syn_data_edge: Option<u32>,
+    syn_data_edge: Option<u32>,
 }
 
-impl RecvSeq {
+impl Receiver {
     pub fn new(wscale: u8, mss: u32, ring: RecvRing, buf: usize, buf_max: usize) -> Self {
-        RecvSeq {
+        Receiver {
             buf,
             buf_max,
             autotune: buf_max > buf,
@@ -130,7 +140,7 @@ impl RecvSeq {
     }
 
     /// Synchronizes to the peer's SYN: IRS = SEG.SEQ, RCV.NXT = SEG.SEQ + 1.
-    pub fn sync(&mut self, syn_seq: u32) {
+    pub fn on_syn(&mut self, syn_seq: u32) {
         self.irs = syn_seq;
         self.nxt = syn_seq.wrapping_add(1);
         self.adv = self.nxt;
@@ -208,7 +218,7 @@ impl RecvSeq {
 
     /// The window field that announces `edge` in an ACK of `ack` (at or below RCV.NXT: an
     /// ACK snapshot of a merged arrival). Rounded up to the unit (RFC 7323 §2.3), as
-    /// [`RecvSeq::window`] does, unless that would pass the end of the receive ring: then
+    /// [`Receiver::window`] does, unless that would pass the end of the receive ring: then
     /// rounded down, less than one unit short of `edge`. Rounded up regardless, every
     /// snapshot moved the promised edge past what the ring holds by up to one unit less a
     /// byte, and data the peer sent up to it was trimmed (RFC 9293 §3.10.7.4: data in the
@@ -231,5 +241,492 @@ impl RecvSeq {
             c => c,
         };
         cap.saturating_sub(self.ring.len()).min(u32::MAX as usize) as u32
+    }
+}
+
+/// Reads: the receive sequence space and the buffer's sizes.
+impl Receiver {
+    /// IRS: the peer's initial sequence number.
+    #[inline]
+    pub fn irs(&self) -> u32 {
+        self.irs
+    }
+
+    /// RCV.NXT: the next sequence number expected.
+    #[inline(always)]
+    pub fn nxt(&self) -> u32 {
+        self.nxt
+    }
+
+    /// The right edge of the window last advertised.
+    #[inline]
+    pub fn adv(&self) -> u32 {
+        self.adv
+    }
+
+    /// Last.ACK.sent (RFC 7323 §4.3).
+    #[inline]
+    pub fn last_ack_sent(&self) -> u32 {
+        self.last_ack_sent
+    }
+
+    /// Rcv.Wind.Shift (RFC 7323 §2).
+    #[inline]
+    pub fn wscale(&self) -> u8 {
+        self.wscale
+    }
+
+    /// The largest segment seen from the peer (Linux `rcv_mss`).
+    #[inline]
+    pub fn mss(&self) -> u32 {
+        self.mss
+    }
+
+    /// The receive buffer now (the window basis).
+    #[inline]
+    pub fn buf(&self) -> usize {
+        self.buf
+    }
+
+    /// The auto-tuning measurement (what the application read, and when).
+    #[inline]
+    pub fn space(&self) -> &RcvSpace {
+        &self.space
+    }
+
+    /// The peer's FIN sequence number, while its FIN waits for missing data.
+    #[inline]
+    pub fn fin(&self) -> Option<u32> {
+        self.fin
+    }
+
+    /// The peer's FIN was received in order.
+    #[inline]
+    pub fn fin_received(&self) -> bool {
+        self.fin_received
+    }
+
+    /// When the handshake completed (see the field).
+    #[inline]
+    pub fn synced_at(&self) -> Option<Instant> {
+        self.synced_at
+    }
+
+    /// When data last arrived.
+    #[inline]
+    pub fn last_data_rx(&self) -> Option<Instant> {
+        self.last_data_rx
+    }
+
+    /// The receive ring (in-order bytes, then the out-of-order region and its assembler).
+    #[inline(always)]
+    pub fn ring(&self) -> &RecvRing {
+        &self.ring
+    }
+
+    /// The frames held for the borrowing read.
+    #[inline(always)]
+    pub fn frames(&self) -> &FrameQueue {
+        &self.frames
+    }
+
+    /// The read the application posted, if any.
+    #[inline(always)]
+    pub fn posted(&self) -> Option<&Posted> {
+        self.posted.as_ref()
+    }
+}
+
+/// Changes to the sequence space: the handshake, ACKs sent, data and FIN accepted.
+impl Receiver {
+    /// The peer does not scale its windows (RFC 7323 §2.2: then neither side does).
+    pub fn disable_window_scaling(&mut self) {
+        self.wscale = 0;
+    }
+
+    /// The SYN-ACK of a connection created from a SYN cookie advertised `wnd` (unscaled,
+    /// RFC 7323 §2.2): its right edge.
+    pub fn on_syn_ack_sent(&mut self, wnd: u32) {
+        self.adv = self.nxt.wrapping_add(wnd);
+    }
+
+    /// A segment acknowledging RCV.NXT left, announcing the right edge `edge`: Last.ACK.sent
+    /// is RCV.NXT, the advertised edge moves right only (RFC 9293 §3.8.6), and no read is
+    /// owed a window update any more.
+    #[inline]
+    pub fn on_ack_sent(&mut self, edge: u32) {
+        self.read_since_ack = false;
+        self.last_ack_sent = self.nxt;
+        self.adv = seq::max(self.adv, edge);
+    }
+
+    /// An ACK from a snapshot left (`ack` at or below RCV.NXT, window field `field`).
+    #[inline]
+    pub fn on_snap_ack_sent(&mut self, ack: u32, field: u16) {
+        self.read_since_ack = false;
+        self.last_ack_sent = seq::max(self.last_ack_sent, ack);
+        let edge = ack.wrapping_add(u32::from(field) << self.wscale);
+        self.adv = seq::max(self.adv, edge);
+    }
+
+    /// Linux `tcp_measure_rcv_mss`: a data segment of `len` bytes arrived; `full` is the
+    /// most a segment can carry.
+    #[inline]
+    pub fn measure_mss(&mut self, len: usize, full: u32) {
+        self.mss = self.mss.max(len as u32).min(full.max(1));
+    }
+
+    /// In-order data arrived at `now` (Linux `tcp_event_data_recv`): quick-ACK mode for the
+    /// first data of the connection and after a receive gap longer than `rto`.
+    #[inline]
+    pub fn on_data_in_order(&mut self, now: Instant, rto: crate::time::Duration, max: u8) {
+        let idle = self
+            .last_data_rx
+            .is_none_or(|t| now.saturating_since(t) > rto);
+        if idle {
+            self.incr_quickack(max);
+        }
+        self.last_data_rx = Some(now);
+    }
+
+    /// The handshake completed at `now`.
+    pub fn on_synced(&mut self, now: Instant) {
+        self.synced_at = Some(now);
+    }
+
+    /// The peer's FIN is at `f` (maybe ahead of missing data).
+    pub fn note_fin(&mut self, f: u32) {
+        self.fin = Some(f);
+    }
+
+    /// The FIN noted is in order now: RCV.NXT counts it. False if there is none, it is not
+    /// at RCV.NXT yet, or it was accepted already.
+    pub fn accept_fin(&mut self) -> bool {
+        match self.fin {
+            Some(f) if f == self.nxt && !self.fin_received => {
+                self.nxt = self.nxt.wrapping_add(1);
+                self.fin_received = true;
+                self.fin = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A Fast Open SYN's data was accepted and the SYN-ACK announces `wnd` (unscaled) past it.
+    pub fn mark_syn_data_edge(&mut self, wnd: u32) {
+        self.syn_data_edge = Some(self.nxt.wrapping_add(wnd));
+    }
+
+    /// Writes the data `receive_data` accepted (`data`, at `off` past RCV.NXT) and advances
+    /// RCV.NXT over what is now in order; returns by how much (`None`: the assembler is full,
+    /// nothing kept). What [`Conn::place`](super::conn::Conn::place) staged for this segment
+    /// is kept without a second copy: the direct bytes become the posted read's, the ring
+    /// bytes are committed where they lie; the rest is copied now.
+    #[inline]
+    pub fn accept_data(
+        &mut self,
+        off: usize,
+        data: Payload<'_>,
+        mode: CopyMode,
+        stats: &mut Stats,
+    ) -> Option<usize> {
+        let adv = self.take_data(off, data, mode, stats)?;
+        self.nxt = self.nxt.wrapping_add(adv as u32);
+        Some(adv)
+    }
+
+    fn take_data(
+        &mut self,
+        off: usize,
+        data: Payload<'_>,
+        mode: CopyMode,
+        stats: &mut Stats,
+    ) -> Option<usize> {
+        let staged = self.staged.take().filter(|s| s.off == off);
+        if staged.is_some_and(|s| s.borrow > 0) {
+            // `place` borrows only at RCV.NXT with the ring empty: these are the next bytes
+            // of the stream, kept in their frames (`frames.rs`), no copy.
+            let n = self.frames.commit(data.len());
+            stats.rx_frames_held += n as u64;
+            let rest = data.slice(n, data.len());
+            if rest.is_empty() {
+                return Some(n);
+            }
+            // Not reached (`data` is at most the staged parts); copied behind them if it were.
+            let copied = self.ring.copy_gaps(0, rest, mode);
+            stats.rx_copy_ring += copied as u64;
+            return Some(n + self.ring.commit(0, rest.len()).unwrap_or(0));
+        }
+        let (direct, ring) = staged.map_or((0, 0), |s| (s.direct.min(data.len()), s.ring));
+        if direct > 0 {
+            // `place` stages direct bytes only at RCV.NXT with the ring empty, so they are the
+            // next bytes of the stream: they are the application's now. They never occupy the
+            // ring, so the window does not shrink for them (Linux: copied to the user, not
+            // queued) and no window update is owed for them.
+            if let Some(p) = self.posted.as_mut() {
+                p.filled += direct;
+            }
+            self.space.copied += direct as u64;
+            stats.app_bytes_received += direct as u64;
+        }
+        let rest = data.slice(direct, data.len());
+        let r = ring.min(rest.len());
+        let copied = self
+            .ring
+            .copy_gaps(off + r, rest.slice(r, rest.len()), mode);
+        stats.rx_copy_ring += copied as u64;
+        let adv = self.ring.commit(off, rest.len());
+        match adv {
+            Some(a) => Some(direct + a),
+            // The assembler is full only for out-of-order data (off > 0): no direct bytes.
+            None if direct == 0 => None,
+            None => Some(direct),
+        }
+    }
+}
+
+/// The ACK policy: quick-ACK mode and window updates owed after reads.
+impl Receiver {
+    /// Quick-ACK mode for exactly the next `n` in-order arrivals (a CE mark: Linux
+    /// `tcp_enter_quickack_mode` via `__tcp_ecn_check_ce`).
+    pub fn enter_quickack(&mut self, n: u8) {
+        self.quick_acks = n;
+    }
+
+    /// Quick-ACK mode for at least the next `n` in-order arrivals (after a gap was filled).
+    #[inline]
+    pub fn quickack_at_least(&mut self, n: u8) {
+        self.quick_acks = self.quick_acks.max(n);
+    }
+
+    /// An in-order arrival in quick-ACK mode: uses one of the quick ACKs; false when the mode
+    /// is over (the delayed-ACK rule applies).
+    #[inline]
+    pub fn use_quickack(&mut self) -> bool {
+        if self.quick_acks > 0 {
+            self.quick_acks -= 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The application consumed `n` bytes: counted for auto-tuning, and a window update may
+    /// be owed.
+    #[inline]
+    pub fn note_read(&mut self, n: usize) {
+        self.read_since_ack |= n > 0;
+        self.space.copied += n as u64;
+    }
+
+    /// The application gave back borrowed frames (their payload was counted when read): the
+    /// window they held reopens, so a window update may be owed.
+    pub fn note_frames_released(&mut self) {
+        self.read_since_ack = true;
+    }
+}
+
+/// The receive buffer: storage, memory pressure, auto-tuning, the application's reads.
+impl Receiver {
+    /// Takes the ring's storage from `rings` (at the first data).
+    pub fn take_ring(&mut self, rings: &mut RingCache) {
+        self.ring = RecvRing::from_cache(self.ring_cap(self.buf), rings);
+    }
+
+    /// Gives the ring's storage back to `rings`.
+    #[inline]
+    pub fn release_ring(&mut self, rings: &mut RingCache) {
+        self.ring.release(rings);
+    }
+
+    /// The ring for staging a segment's copy (`place.rs`) and the reassembler's storage;
+    /// bytes become data only through [`Receiver::accept_data`].
+    #[inline(always)]
+    pub fn ring_mut(&mut self) -> &mut RecvRing {
+        &mut self.ring
+    }
+
+    /// The frame queue, for staging a segment's frames (`place.rs`).
+    #[inline(always)]
+    pub fn frames_mut(&mut self) -> &mut FrameQueue {
+        &mut self.frames
+    }
+
+    /// The posted read, for copying a segment into it before its checks (`place.rs`).
+    #[inline(always)]
+    pub fn posted_mut(&mut self) -> Option<&mut Posted> {
+        self.posted.as_mut()
+    }
+
+    /// The application posts a read.
+    pub fn post(&mut self, p: Posted) {
+        self.posted = Some(p);
+    }
+
+    /// The application takes its posted read back.
+    pub fn take_posted(&mut self) -> Option<Posted> {
+        self.posted.take()
+    }
+
+    /// Where the segment being processed was copied before its checks (`None`: nowhere).
+    #[inline(always)]
+    pub fn set_staged(&mut self, s: Option<Staged>) {
+        self.staged = s;
+    }
+
+    /// After a segment's processing: what was staged for it and not kept stays uncommitted.
+    #[inline(always)]
+    pub fn drop_staged(&mut self) {
+        self.staged = None;
+        if !self.frames.staged.is_empty() {
+            self.frames.staged.clear();
+        }
+    }
+
+    /// Frames committed from a receive batch take their buffers (see `FrameQueue::adopt`).
+    #[inline]
+    pub fn adopt_frames(&mut self, rx: &mut [crate::buf::PacketBuf]) {
+        self.frames.adopt(rx);
+    }
+
+    /// Turns the borrowing read on (`Some`) or off.
+    pub fn set_frame_sharing(
+        &mut self,
+        share: Option<(
+            std::sync::Arc<crate::buf::Recycler>,
+            std::sync::Arc<crate::buf::borrow::ConnShare>,
+        )>,
+    ) {
+        self.frames.set(share);
+    }
+
+    /// The connection is freed: the posted read's buffer and the held frames go back now.
+    pub fn release_reader_buffers(&mut self) {
+        self.posted = None;
+        self.frames.release_all();
+    }
+
+    /// The stack is (`PRESSURE_RCVBUF`) or is not (`u32::MAX`) over its buffer budget.
+    #[inline]
+    pub fn moderate(&mut self, cap: u32) {
+        self.moderated = cap;
+    }
+
+    /// Copies queued in-order bytes into `buf`: held frames first, then the ring. `None`
+    /// when nothing is queued.
+    pub fn read_queued(&mut self, buf: &mut [u8], mode: CopyMode) -> Option<usize> {
+        let n = if !self.frames.is_empty() {
+            // Held frames come before the ring's bytes (`frames.rs`).
+            self.frames.read(buf, mode)
+        } else if !self.ring.is_empty() {
+            self.ring.read(buf, mode)
+        } else {
+            return None;
+        };
+        self.note_read(n);
+        Some(n)
+    }
+
+    /// [`Receiver::read_queued`] without consuming.
+    pub fn peek_queued(&self, buf: &mut [u8], mode: CopyMode) -> Option<usize> {
+        if !self.frames.is_empty() {
+            Some(self.frames.peek(buf, mode))
+        } else if !self.ring.is_empty() {
+            Some(self.ring.peek(buf, mode))
+        } else {
+            None
+        }
+    }
+
+    /// A borrowing read of the queued bytes: `f` sees them (two slices) and returns how many
+    /// it consumed. `None` when nothing is queued.
+    pub fn read_queued_in_place(&mut self, f: impl FnOnce(&[u8], &[u8]) -> usize) -> Option<usize> {
+        let n = if !self.frames.is_empty() {
+            self.frames.read_in_place(f)
+        } else if !self.ring.is_empty() {
+            self.ring.read_in_place(f)
+        } else {
+            return None;
+        };
+        self.note_read(n);
+        Some(n)
+    }
+
+    /// Copies in-order bytes waiting in the ring into the posted read, behind what it holds.
+    /// Returns how many.
+    pub fn fill_posted(&mut self, mode: CopyMode) -> usize {
+        let Some(p) = self.posted.as_mut() else {
+            return 0;
+        };
+        let n = self.ring.read(&mut p.buf[p.filled..], mode);
+        p.filled += n;
+        self.note_read(n);
+        n
+    }
+
+    /// Linux `tcp_rcv_space_adjust`: measures what the application read in the last `rtt`
+    /// and grows the buffer (and ring) to match. `Some(true)`: grown; `Some(false)`: the
+    /// stack's budget refused the growth; `None`: no growth wanted.
+    pub fn space_adjust(
+        &mut self,
+        now: Instant,
+        rtt: crate::time::Duration,
+        rings: &mut RingCache,
+    ) -> Option<bool> {
+        use super::autotune::{ladder_step, RCV_HEADROOM_SEGS, RCV_INITIAL_SPACE_SEGS};
+        if !self.autotune || self.ring.capacity() == 0 || self.fin_received {
+            return None;
+        }
+        let sp = &mut self.space;
+        let Some(since) = sp.since else {
+            sp.since = Some(now);
+            sp.mark = sp.copied;
+            return None;
+        };
+        if now.saturating_since(since) < rtt {
+            return None;
+        }
+        let copied = usize::try_from(sp.copied - sp.mark).unwrap_or(usize::MAX);
+        sp.since = Some(now);
+        sp.mark = sp.copied;
+        let mss = self.mss.max(1) as usize;
+        // Linux `tcp_init_buffer_space`: the first measurement is compared with an initial
+        // window's worth (`TCP_INIT_CWND * advmss`).
+        let prev = if sp.space == 0 {
+            RCV_INITIAL_SPACE_SEGS * mss
+        } else {
+            sp.space
+        };
+        if copied <= prev {
+            return None;
+        }
+        sp.space = copied;
+        // Linux `tcp_rcv_space_adjust`: "minimal window to cope with packet losses, assuming
+        // steady state" (twice the per-RTT read plus 16 segments), then "Accommodate for
+        // sender rate increase (eg. slow start)": grow by twice the relative increase of the
+        // per-RTT read ("the ACK we are sending now is for the next RTT, not the current
+        // one"). Without this term the window merely doubled per RTT, one RTT behind a sender
+        // in slow start, which then waited on the window (256 MiB over 10 ms at 1 Gbit/s: the
+        // flight sat at the advertised window for four RTTs on its way to the 2.5 MB BDP).
+        let rcvwin = copied
+            .saturating_mul(2)
+            .saturating_add(RCV_HEADROOM_SEGS * mss);
+        let grow = (rcvwin as u128 * (copied - prev) as u128 / prev as u128) as usize;
+        let want = rcvwin.saturating_add(grow.saturating_mul(2));
+        if want <= self.buf {
+            return None;
+        }
+        let new = ladder_step(self.buf, want, self.buf_max);
+        if new <= self.buf {
+            return None;
+        }
+        let cap = self.ring_cap(new);
+        if self.ring.grow(cap, rings) {
+            self.buf = new;
+            Some(true)
+        } else {
+            Some(false)
+        }
     }
 }
