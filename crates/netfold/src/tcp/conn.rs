@@ -3,11 +3,11 @@
 
 use super::buffer::{RecvRing, RingCache};
 use super::cc::Cc;
-use super::dsack::{DsackReport, DsackSender};
+use super::dsack::DsackSender;
 use super::rack::{Rack, Tlp, TLP_MAX_ACK_DELAY};
 use super::recv::Receiver;
 use super::rtt::RttEstimator;
-use super::sack::{SackHistory, Scoreboard};
+use super::sack::Scoreboard;
 use super::send::SendSeq;
 use super::timers::Timers;
 use super::zerocopy::SendQueue;
@@ -342,7 +342,6 @@ pub struct Conn {
     /// RFC 6582 `recover`: no new fast recovery until the ACK passes it.
     pub recover: u32,
     pub scoreboard: Scoreboard,
-    pub sack_hist: SackHistory,
     /// RFC 8985 RACK: time-based loss detection over SACK (the default loss detection when
     /// the peer SACKs; see `rack.rs`).
     pub rack: Rack,
@@ -350,8 +349,6 @@ pub struct Conn {
     pub tlp: Tlp,
     /// RFC 2883 D-SACK, sender side: dubious-report filter and spurious-retransmission undo.
     pub dsack_tx: DsackSender,
-    /// RFC 2883 D-SACK, receiver side: the duplicate to report in the next ACK.
-    pub dsack_rx: DsackReport,
 
     /// When data was last sent (RFC 5681 §4.1 restart after idle).
     pub last_data_tx: Instant,
@@ -497,14 +494,12 @@ impl Conn {
             recovery: None,
             recover: iss,
             scoreboard: Scoreboard::new(),
-            sack_hist: SackHistory::default(),
             rack: Rack::new(super::rack::capacity_for(
                 config.send_ceiling(),
                 mss.min(default_mss),
             )),
             tlp: Tlp::new(TLP_MAX_ACK_DELAY),
             dsack_tx: DsackSender::default(),
-            dsack_rx: DsackReport::default(),
             last_data_tx: now,
             ack_now: false,
             ack_snaps: [(0, 0); 8],
@@ -778,7 +773,7 @@ impl Conn {
         // Asked for every segment's size (`seg_mss`), several times per segment: the usual
         // answer, none, inline; composing the blocks out of line (it was inlined at each
         // call, ~1 KiB of code between the data path's instructions).
-        if !self.sack_ok || (self.rcv.ring().asm.is_empty() && !self.dsack_rx.is_pending()) {
+        if !self.sack_ok || !self.rcv.has_sack_report() {
             return 0;
         }
         self.sack_blocks_counted()
@@ -797,12 +792,7 @@ impl Conn {
             return ([SackBlock::default(); 4], 0);
         }
         let max = if self.ts.enabled { 3 } else { 4 };
-        let regular = if self.rcv.ring().asm.is_empty() {
-            &[][..]
-        } else {
-            self.sack_hist.blocks()
-        };
-        self.dsack_rx.compose(regular, max)
+        self.rcv.sack_blocks(max)
     }
 
     /// The bytes one write chunk holds, Linux's size goal for an skb (`tcp_xmit_size_goal`):

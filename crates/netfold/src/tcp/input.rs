@@ -300,16 +300,7 @@ impl Conn {
         let start = seg.seq.wrapping_add(u32::from(seg.flags.syn()));
         let end = start.wrapping_add(len as u32);
         let base = self.rcv.nxt();
-        let held = self.rcv.ring().asm.ranges().iter().map(|&(o, l)| {
-            let left = base.wrapping_add(o as u32);
-            SackBlock {
-                left,
-                right: left.wrapping_add(l as u32),
-            }
-        });
-        let dup = dsack::duplicate_block(start, end, base, held);
-        if dup.is_some() {
-            self.dsack_rx.record(dup);
+        if self.rcv.note_duplicate(start, end) {
             self.ack_now = true;
         }
         if seq::le(end, base) {
@@ -1341,31 +1332,14 @@ impl Conn {
             // Remembered SACK blocks follow the assembler: merged ranges grow, ranges now in
             // order disappear (RFC 2018 §4: report only data actually held above RCV.NXT).
             // With none remembered (in-order traffic) there is nothing to refresh.
-            if self.sack_ok && !self.sack_hist.is_empty() {
-                let base = self.rcv.nxt();
-                let asm = &self.rcv.ring().asm;
-                self.sack_hist.refresh(base, |left| {
-                    asm.containing(seq::dist(base, left) as usize)
-                        .map(|(o, l)| {
-                            let left = base.wrapping_add(o as u32);
-                            SackBlock {
-                                left,
-                                right: left.wrapping_add(l as u32),
-                            }
-                        })
-                });
+            if self.sack_ok {
+                self.rcv.refresh_sack_report();
             }
             if off > 0 {
                 // Out of order: ACK at once (RFC 5681 §4.2) with SACK blocks (RFC 2018 §4).
                 ctx.stats.ooo_bytes_queued += data.len() as u64;
                 self.counters.rcv_ooopack = self.counters.rcv_ooopack.wrapping_add(1);
-                if let Some((o, l)) = self.rcv.ring().asm.containing(off) {
-                    let left = self.rcv.nxt().wrapping_add(o as u32);
-                    self.sack_hist.record(SackBlock {
-                        left,
-                        right: left.wrapping_add(l as u32),
-                    });
-                }
+                self.rcv.report_out_of_order(off);
                 self.ack_now = true;
             } else if had_gap {
                 // Filling a gap: ACK at once (RFC 5681 §4.2: "an immediate ACK ... when an

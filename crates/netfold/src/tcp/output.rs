@@ -389,7 +389,7 @@ impl Conn {
         if repr.sack_count > 0 && !repr.flags.syn() {
             // RFC 2883 §4: "each duplicate contiguous sequence of data received is reported
             // in at most one D-SACK block".
-            self.dsack_rx.on_ack_sent();
+            self.rcv.on_sack_sent();
         }
         if p.kind == Kind::SnapAck {
             self.commit_snap_ack(repr);
