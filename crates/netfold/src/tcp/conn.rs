@@ -353,7 +353,6 @@ pub struct Conn {
     /// When data was last sent (RFC 5681 §4.1 restart after idle).
     pub last_data_tx: Instant,
 
-    pub ack_now: bool,
     /// ACKs owed for every second full-sized segment received within one input batch
     /// (RFC 5681 §4.2), as (ACK number, TSecr) snapshots; output sends them in order. Bounded:
     /// when full the newest is overwritten (a stretch ACK, as with GRO).
@@ -361,7 +360,6 @@ pub struct Conn {
     pub n_snaps: usize,
     /// When we last answered an unacceptable segment without data.
     pub last_oow_ack: Option<Instant>,
-    pub unacked_bytes: usize,
     pub persist_probe_due: bool,
     /// RFC 8985 §7 tail loss probe: the PTO fired and a probe is due.
     pub tlp_due: bool,
@@ -501,11 +499,9 @@ impl Conn {
             tlp: Tlp::new(TLP_MAX_ACK_DELAY),
             dsack_tx: DsackSender::default(),
             last_data_tx: now,
-            ack_now: false,
             ack_snaps: [(0, 0); 8],
             n_snaps: 0,
             last_oow_ack: None,
-            unacked_bytes: 0,
             persist_probe_due: false,
             tlp_due: false,
             rto_head_due: false,
@@ -894,7 +890,7 @@ impl Conn {
         }
         // The rings go back to the stack's cache through `reclaim_buffers`.
         self.timers.stop_all();
-        self.ack_now = false;
+        self.rcv.cancel_ack_now();
         self.n_snaps = 0;
         self.tlp_due = false;
         self.persist_probe_due = false;

@@ -428,7 +428,7 @@ impl Conn {
                     self.rcv.mark_syn_data_edge(wnd);
                     // The SYN-ACK is the acknowledgment: no ACK of its own is owed.
                     self.n_snaps = 0;
-                    self.ack_now = false;
+                    self.rcv.cancel_ack_now();
                     self.timers.delack = None;
                 }
                 true

@@ -121,7 +121,7 @@ impl Conn {
                     if seg.flags.syn() && self.is_synchronized() {
                         self.challenge_ack(ctx);
                     } else if len > 0 || seg.flags.fin() || !self.oow_rate_limited(ctx) {
-                        self.ack_now = true;
+                        self.rcv.owe_ack_now();
                     }
                     return ControlFlow::Break(Event::None);
                 }
@@ -155,7 +155,7 @@ impl Conn {
         self.timers.rto = None;
         self.timers.retries = 0;
         self.timers.retrans_stamp = None;
-        self.ack_now = true;
+        self.rcv.owe_ack_now();
         self.in_syn_queue = false;
         self.alloc_buffers(ctx.rings);
         self.state = if self.snd.fin_queued {
@@ -228,7 +228,7 @@ impl Conn {
                 ctx.stats.rcv_zero_window_bytes += payload.len() as u64;
                 payload = payload.slice(0, 0);
                 fin = false;
-                self.ack_now = true;
+                self.rcv.owe_ack_now();
                 true
             } else {
                 false
@@ -260,7 +260,7 @@ impl Conn {
             // the reply may be what resynchronizes a sender. (SYNs never get here: the SYN
             // check came first, RFC 5961 §4.2.)
             if !flags.rst() && (seg_len > 0 || !self.oow_rate_limited(ctx)) {
-                self.ack_now = true;
+                self.rcv.owe_ack_now();
                 if self.state == State::TimeWait && fin {
                     // §3.10.7.4: a retransmitted FIN restarts the 2 MSL timeout.
                     self.timers.time_wait = Some(now + self.config.time_wait);
@@ -301,7 +301,7 @@ impl Conn {
         let end = start.wrapping_add(len as u32);
         let base = self.rcv.nxt();
         if self.rcv.note_duplicate(start, end) {
-            self.ack_now = true;
+            self.rcv.owe_ack_now();
         }
         if seq::le(end, base) {
             // Linux `tcp_data_queue` ("A retransmit, 2nd most common case. Force an immediate
@@ -567,7 +567,7 @@ impl Conn {
         if !self.rcv.accept_fin() {
             return;
         }
-        self.ack_now = true;
+        self.rcv.owe_ack_now();
         match self.state {
             State::SynReceived | State::Established => self.state = State::CloseWait,
             State::FinWait1 => {
@@ -617,7 +617,7 @@ impl Conn {
 
     fn snapshot_ack(&mut self) {
         self.snapshot_ack_at(self.rcv.nxt());
-        self.unacked_bytes = 0;
+        self.rcv.reset_unacked();
         self.timers.delack = None;
     }
 
@@ -648,7 +648,7 @@ impl Conn {
         }
         if ctx.challenge.allow(ctx.now) {
             ctx.stats.challenge_acks += 1;
-            self.ack_now = true;
+            self.rcv.owe_ack_now();
         } else {
             ctx.stats.challenge_acks_skipped_global += 1;
         }
@@ -707,7 +707,7 @@ impl Conn {
         self.snd.wnd = u32::from(seg.window);
         self.snd.max_wnd = self.snd.wnd;
         self.snd.wl1 = seg.seq;
-        self.ack_now = true;
+        self.rcv.owe_ack_now();
         if f.ack() {
             self.snd.wl2 = seg.ack;
             // RACK.min_RTT starts from the SYN's round trip in microseconds (RFC 8985 §6.2
@@ -1323,7 +1323,7 @@ impl Conn {
                 .is_none()
             {
                 ctx.stats.ooo_drops += 1;
-                self.ack_now = true;
+                self.rcv.owe_ack_now();
                 return;
             }
             // Data that reaches a FIN held out of order: that FIN's ACK (eighth check) covers
@@ -1340,7 +1340,7 @@ impl Conn {
                 ctx.stats.ooo_bytes_queued += data.len() as u64;
                 self.counters.rcv_ooopack = self.counters.rcv_ooopack.wrapping_add(1);
                 self.rcv.report_out_of_order(off);
-                self.ack_now = true;
+                self.rcv.owe_ack_now();
             } else if had_gap {
                 // Filling a gap: ACK at once (RFC 5681 §4.2: "an immediate ACK ... when an
                 // incoming segment fills in all or part of a gap"), with an ACK of its own,
@@ -1350,7 +1350,7 @@ impl Conn {
                 // left the sender with nothing in flight to clock it but the RTO. With a
                 // FIN the FIN's ACK (eighth check) covers this data: one ACK, not two.
                 if fin {
-                    self.ack_now = true;
+                    self.rcv.owe_ack_now();
                 } else {
                     self.snapshot_ack();
                 }
@@ -1364,15 +1364,15 @@ impl Conn {
                 // stretch ACK faster.)
                 if fin {
                     // The FIN's ACK (eighth check) covers this data too: one ACK, as Linux.
-                    self.ack_now = true;
+                    self.rcv.owe_ack_now();
                 } else {
                     self.snapshot_ack();
                 }
             } else {
-                self.unacked_bytes += data.len();
+                let unacked = self.rcv.add_unacked(data.len());
                 match self.config.delayed_ack {
                     // RFC 5681 §4.2 / RFC 9293 §3.8.6.3: ACK at least every second full segment.
-                    Some(d) if self.unacked_bytes < 2 * self.rcv.mss() as usize => {
+                    Some(d) if unacked < 2 * self.rcv.mss() as usize => {
                         if self.timers.delack.is_none() {
                             self.timers.delack = Some(ctx.now + d);
                         }
@@ -1388,7 +1388,7 @@ impl Conn {
                         // stretch ACK would otherwise silence a whole window).
                         self.snapshot_ack();
                     }
-                    None => self.ack_now = true,
+                    None => self.rcv.owe_ack_now(),
                 }
             }
         }
@@ -1398,7 +1398,7 @@ impl Conn {
             // A FIN beyond RCV.NXT with no data is out of order too: a duplicate ACK at once
             // names the hole (RFC 5681 §4.2), as Linux's `tcp_data_queue_ofo` answers it.
             if data.is_empty() && f != self.rcv.nxt() {
-                self.ack_now = true;
+                self.rcv.owe_ack_now();
             }
         }
     }

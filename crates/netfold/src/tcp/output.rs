@@ -144,7 +144,7 @@ impl Conn {
     #[inline]
     pub(super) fn nothing_to_send(&self) -> bool {
         self.state == State::Established
-            && !self.ack_now
+            && !self.rcv.ack_now()
             && self.n_snaps == 0
             && !self.tlp_due
             && !self.persist_probe_due
@@ -396,8 +396,6 @@ impl Conn {
             return;
         }
         if repr.flags.ack() {
-            self.ack_now = false;
-            self.unacked_bytes = 0;
             self.timers.delack = None;
             let edge = if !repr.flags.syn() {
                 self.rcv_window().1
@@ -561,8 +559,7 @@ impl Conn {
             // be a duplicate ACK (RFC 5681 §2) where §4.2 asks for one (e.g. a segment that
             // fills the hole and repeats received bytes: D-SACK noted, then the gap-fill
             // snapshot).
-            self.ack_now = false;
-            self.unacked_bytes = 0;
+            self.rcv.settle_acks();
             self.timers.delack = None;
         }
     }
@@ -648,7 +645,7 @@ impl Conn {
                 fin: false,
             });
         }
-        if self.ack_now || self.window_update_needed() {
+        if self.rcv.ack_now() || self.window_update_needed() {
             return Some(self.ack_plan());
         }
         None
@@ -677,12 +674,12 @@ impl Conn {
                         fin: false,
                     });
                 }
-                if self.state == State::SynSent || !self.ack_now {
+                if self.state == State::SynSent || !self.rcv.ack_now() {
                     return None;
                 }
                 Some(self.ack_plan())
             }
-            State::TimeWait => self.ack_now.then(|| self.ack_plan()),
+            State::TimeWait => self.rcv.ack_now().then(|| self.ack_plan()),
             _ => None,
         }
     }

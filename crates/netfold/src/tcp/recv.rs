@@ -107,6 +107,12 @@ pub struct Receiver {
     sack_hist: SackHistory,
     /// The duplicate to report in the next ACK (RFC 2883 D-SACK, receiver side).
     dsack: DsackReport,
+    /// An ACK is owed at once (RFC 5681 §4.2: out-of-order data, a gap filled, a FIN, a
+    /// duplicate, an unacceptable segment; the delayed-ACK timer's expiry).
+    ack_now: bool,
+    /// In-order bytes received since the last ACK under the delayed-ACK rule (RFC 5681
+    /// §4.2: ACK at least every second full-sized segment).
+    unacked_bytes: usize,
 }
 
 impl Receiver {
@@ -136,6 +142,8 @@ impl Receiver {
             syn_data_edge: None,
             sack_hist: SackHistory::default(),
             dsack: DsackReport::default(),
+            ack_now: false,
+            unacked_bytes: 0,
         }
     }
 
@@ -362,8 +370,11 @@ impl Receiver {
     /// A segment acknowledging RCV.NXT left, announcing the right edge `edge`: Last.ACK.sent
     /// is RCV.NXT, the advertised edge moves right only (RFC 9293 §3.8.6), and no read is
     /// owed a window update any more.
+    /// It settles every ACK owed.
     #[inline]
     pub fn on_ack_sent(&mut self, edge: u32) {
+        self.ack_now = false;
+        self.unacked_bytes = 0;
         self.read_since_ack = false;
         self.last_ack_sent = self.nxt;
         self.adv = seq::max(self.adv, edge);
@@ -497,6 +508,48 @@ impl Receiver {
 
 /// The ACK policy: quick-ACK mode and window updates owed after reads.
 impl Receiver {
+    /// An ACK is owed at once.
+    #[inline(always)]
+    pub fn ack_now(&self) -> bool {
+        self.ack_now
+    }
+
+    /// Something happened that the peer must hear of at once: the next output sends an ACK.
+    #[inline(always)]
+    pub fn owe_ack_now(&mut self) {
+        self.ack_now = true;
+    }
+
+    /// No ACK is owed at once any more (the connection closed, or a segment that carries
+    /// the acknowledgment is on its way: a Fast Open SYN-ACK).
+    #[inline]
+    pub fn cancel_ack_now(&mut self) {
+        self.ack_now = false;
+    }
+
+    /// An ACK of everything received left (the last snapshot of a merged arrival): nothing
+    /// is owed at once, and the delayed-ACK count starts over.
+    #[inline]
+    pub fn settle_acks(&mut self) {
+        self.ack_now = false;
+        self.unacked_bytes = 0;
+    }
+
+    /// An ACK of everything received is queued (a snapshot): the delayed-ACK count starts
+    /// over.
+    #[inline]
+    pub fn reset_unacked(&mut self) {
+        self.unacked_bytes = 0;
+    }
+
+    /// In-order `n` bytes arrived under the delayed-ACK rule; returns the bytes now
+    /// unacknowledged.
+    #[inline]
+    pub fn add_unacked(&mut self, n: usize) -> usize {
+        self.unacked_bytes += n;
+        self.unacked_bytes
+    }
+
     /// Quick-ACK mode for exactly the next `n` in-order arrivals (a CE mark: Linux
     /// `tcp_enter_quickack_mode` via `__tcp_ecn_check_ce`).
     pub fn enter_quickack(&mut self, n: u8) {

@@ -54,7 +54,7 @@ impl TcpLayer {
                 c.recovery,
                 c.rack.lost_bytes(),
                 c.in_active,
-                c.ack_now,
+                c.rcv.ack_now(),
                 c.tlp_due,
                 c.timers.rto,
                 c.timers.pto,
