@@ -645,11 +645,11 @@ impl Conn {
     pub(super) fn renew(&mut self, fresh: Conn) {
         let scoreboard = self.scoreboard.take_storage();
         let rack = self.rack.take_storage();
-        let asm = self.rcv.ring_mut().asm.take_storage();
+        let asm = self.rcv.take_asm_storage();
         *self = fresh;
         self.scoreboard.adopt_storage(scoreboard);
         self.rack.adopt_storage(rack);
-        self.rcv.ring_mut().asm.adopt_storage(asm);
+        self.rcv.adopt_asm_storage(asm);
     }
 
     /// The connection is freed and its control block goes on the layer's free list: gives
