@@ -27,9 +27,9 @@ use super::{State, Stats};
 use crate::time::Instant;
 
 /// Segments of headroom beyond twice the per-RTT read (Linux: `16 * advmss`).
-const RCV_HEADROOM_SEGS: usize = 16;
+pub(super) const RCV_HEADROOM_SEGS: usize = 16;
 /// Linux `TCP_INIT_CWND`: the reference for the first per-RTT measurement.
-const RCV_INITIAL_SPACE_SEGS: usize = 10;
+pub(super) const RCV_INITIAL_SPACE_SEGS: usize = 10;
 
 /// The next size on the ladder `initial * 2^k` that is at least `want`, capped at `max`.
 pub fn ladder_step(current: usize, want: usize, max: usize) -> usize {
@@ -54,61 +54,14 @@ impl Conn {
         self.sndbuf_expand(rings, stats);
     }
 
-    /// Linux `tcp_rcv_space_adjust`: measure what the application read in the last RTT.
+    /// Linux `tcp_rcv_space_adjust`: measure what the application read in the last RTT
+    /// (the receiver does the measuring and growing, `Receiver::space_adjust`).
     fn rcv_space_adjust(&mut self, now: Instant, rings: &mut RingCache, stats: &mut Stats) {
-        if !self.rcv.autotune || self.rcv.ring.capacity() == 0 || self.rcv.fin_received {
-            return;
-        }
         let rtt = self.rtt.srtt().unwrap_or(self.config.rto_initial);
-        let sp = &mut self.rcv.space;
-        let Some(since) = sp.since else {
-            sp.since = Some(now);
-            sp.mark = sp.copied;
-            return;
-        };
-        if now.saturating_since(since) < rtt {
-            return;
-        }
-        let copied = usize::try_from(sp.copied - sp.mark).unwrap_or(usize::MAX);
-        sp.since = Some(now);
-        sp.mark = sp.copied;
-        let mss = self.rcv.mss.max(1) as usize;
-        // Linux `tcp_init_buffer_space`: the first measurement is compared with an initial
-        // window's worth (`TCP_INIT_CWND * advmss`).
-        let prev = if sp.space == 0 {
-            RCV_INITIAL_SPACE_SEGS * mss
-        } else {
-            sp.space
-        };
-        if copied <= prev {
-            return;
-        }
-        sp.space = copied;
-        // Linux `tcp_rcv_space_adjust`: "minimal window to cope with packet losses, assuming
-        // steady state" (twice the per-RTT read plus 16 segments), then "Accommodate for
-        // sender rate increase (eg. slow start)": grow by twice the relative increase of the
-        // per-RTT read ("the ACK we are sending now is for the next RTT, not the current
-        // one"). Without this term the window merely doubled per RTT, one RTT behind a sender
-        // in slow start, which then waited on the window (256 MiB over 10 ms at 1 Gbit/s: the
-        // flight sat at the advertised window for four RTTs on its way to the 2.5 MB BDP).
-        let rcvwin = copied
-            .saturating_mul(2)
-            .saturating_add(RCV_HEADROOM_SEGS * mss);
-        let grow = (rcvwin as u128 * (copied - prev) as u128 / prev as u128) as usize;
-        let want = rcvwin.saturating_add(grow.saturating_mul(2));
-        if want <= self.rcv.buf {
-            return;
-        }
-        let new = ladder_step(self.rcv.buf, want, self.rcv.buf_max);
-        if new <= self.rcv.buf {
-            return;
-        }
-        let cap = self.rcv.ring_cap(new);
-        if self.rcv.ring.grow(cap, rings) {
-            self.rcv.buf = new;
-            stats.rcvbuf_grown += 1;
-        } else {
-            stats.buffer_budget_refusals += 1;
+        match self.rcv.space_adjust(now, rtt, rings) {
+            Some(true) => stats.rcvbuf_grown += 1,
+            Some(false) => stats.buffer_budget_refusals += 1,
+            None => {}
         }
     }
 

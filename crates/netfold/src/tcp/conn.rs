@@ -3,11 +3,11 @@
 
 use super::buffer::{RecvRing, RingCache};
 use super::cc::Cc;
-use super::dsack::{DsackReport, DsackSender};
+use super::dsack::DsackSender;
 use super::rack::{Rack, Tlp, TLP_MAX_ACK_DELAY};
-use super::recv::RecvSeq;
+use super::recv::Receiver;
 use super::rtt::RttEstimator;
-use super::sack::{SackHistory, Scoreboard};
+use super::sack::Scoreboard;
 use super::send::SendSeq;
 use super::timers::Timers;
 use super::zerocopy::SendQueue;
@@ -281,17 +281,17 @@ pub struct Recovery {
 }
 
 /// The transmission control block: the connection's identity and settings, then its named
-/// parts — the send sequence space ([`SendSeq`]), the receive sequence space ([`RecvSeq`]),
+/// parts — the send sequence space ([`SendSeq`]), the receive sequence space ([`Receiver`]),
 /// the timers ([`Timers`]) and the timestamp state ([`Timestamps`]) — followed by loss
 /// recovery and ACK bookkeeping. The parts keep the RFC 9293 §3.3.1 names:
 ///
 /// | RFC 9293     | here            | RFC 9293     | here              |
 /// |--------------|-----------------|--------------|-------------------|
-/// | SND.UNA      | `snd.una`       | RCV.NXT      | `rcv.nxt`         |
-/// | SND.NXT      | `snd.nxt`       | RCV.WND      | `rcv.adv - rcv.nxt` (as last advertised) |
-/// | SND.WND      | `snd.wnd`       | IRS          | `rcv.irs`         |
-/// | SND.WL1/WL2  | `snd.wl1/wl2`   | Last.ACK.sent (RFC 7323) | `rcv.last_ack_sent` |
-/// | ISS          | `snd.iss`       | Rcv.Wind.Shift (RFC 7323) | `rcv.wscale` |
+/// | SND.UNA      | `snd.una`       | RCV.NXT      | `rcv.nxt()`       |
+/// | SND.NXT      | `snd.nxt`       | RCV.WND      | `rcv.adv() - rcv.nxt()` (as last advertised) |
+/// | SND.WND      | `snd.wnd`       | IRS          | `rcv.irs()`       |
+/// | SND.WL1/WL2  | `snd.wl1/wl2`   | Last.ACK.sent (RFC 7323) | `rcv.last_ack_sent()` |
+/// | ISS          | `snd.iss`       | Rcv.Wind.Shift (RFC 7323) | `rcv.wscale()` |
 /// | Eff.snd.MSS  | `snd.mss`       | Snd.Wind.Shift (RFC 7323) | `snd.wscale` |
 #[derive(Debug)]
 pub struct Conn {
@@ -323,7 +323,7 @@ pub struct Conn {
     /// Send sequence space (RFC 9293 §3.3.1) and the send ring.
     pub snd: SendSeq,
     /// Receive sequence space (RFC 9293 §3.3.1) and the receive ring.
-    pub rcv: RecvSeq,
+    pub rcv: Receiver,
     /// RTO, delayed ACK, persist, keepalive, TIME-WAIT and TLP deadlines.
     pub timers: Timers,
     /// RFC 7323 timestamps.
@@ -342,7 +342,6 @@ pub struct Conn {
     /// RFC 6582 `recover`: no new fast recovery until the ACK passes it.
     pub recover: u32,
     pub scoreboard: Scoreboard,
-    pub sack_hist: SackHistory,
     /// RFC 8985 RACK: time-based loss detection over SACK (the default loss detection when
     /// the peer SACKs; see `rack.rs`).
     pub rack: Rack,
@@ -350,13 +349,10 @@ pub struct Conn {
     pub tlp: Tlp,
     /// RFC 2883 D-SACK, sender side: dubious-report filter and spurious-retransmission undo.
     pub dsack_tx: DsackSender,
-    /// RFC 2883 D-SACK, receiver side: the duplicate to report in the next ACK.
-    pub dsack_rx: DsackReport,
 
     /// When data was last sent (RFC 5681 §4.1 restart after idle).
     pub last_data_tx: Instant,
 
-    pub ack_now: bool,
     /// ACKs owed for every second full-sized segment received within one input batch
     /// (RFC 5681 §4.2), as (ACK number, TSecr) snapshots; output sends them in order. Bounded:
     /// when full the newest is overwritten (a stretch ACK, as with GRO).
@@ -364,7 +360,6 @@ pub struct Conn {
     pub n_snaps: usize,
     /// When we last answered an unacceptable segment without data.
     pub last_oow_ack: Option<Instant>,
-    pub unacked_bytes: usize,
     pub persist_probe_due: bool,
     /// RFC 8985 §7 tail loss probe: the PTO fired and a probe is due.
     pub tlp_due: bool,
@@ -467,7 +462,7 @@ impl Conn {
                 config.send_ceiling(),
             ),
             // Slack of one window-scale unit: the advertised window is rounded up.
-            rcv: RecvSeq::new(
+            rcv: Receiver::new(
                 rcv_wscale,
                 default_mss.min(mss),
                 RecvRing::from_cache(
@@ -497,20 +492,16 @@ impl Conn {
             recovery: None,
             recover: iss,
             scoreboard: Scoreboard::new(),
-            sack_hist: SackHistory::default(),
             rack: Rack::new(super::rack::capacity_for(
                 config.send_ceiling(),
                 mss.min(default_mss),
             )),
             tlp: Tlp::new(TLP_MAX_ACK_DELAY),
             dsack_tx: DsackSender::default(),
-            dsack_rx: DsackReport::default(),
             last_data_tx: now,
-            ack_now: false,
             ack_snaps: [(0, 0); 8],
             n_snaps: 0,
             last_oow_ack: None,
-            unacked_bytes: 0,
             persist_probe_due: false,
             tlp_due: false,
             rto_head_due: false,
@@ -559,7 +550,7 @@ impl Conn {
             &mut RingCache::new(),
         );
         c.state = State::SynReceived;
-        c.rcv.sync(syn.seq);
+        c.rcv.on_syn(syn.seq);
         c.negotiate(now, syn);
         // The SYN window field is never scaled (RFC 7323 §2.2).
         c.snd.wnd = u32::from(syn.window);
@@ -587,7 +578,7 @@ impl Conn {
     /// every data segment, the allocation out of line).
     #[inline(always)]
     pub(super) fn ensure_recv_ring(&mut self, rings: &mut RingCache) {
-        if self.rcv.ring.capacity() == 0 {
+        if self.rcv.ring().capacity() == 0 {
             self.take_recv_ring(rings);
         }
     }
@@ -595,7 +586,7 @@ impl Conn {
     #[cold]
     #[inline(never)]
     fn take_recv_ring(&mut self, rings: &mut RingCache) {
-        self.rcv.ring = RecvRing::from_cache(self.rcv.ring_cap(self.rcv.buf), rings);
+        self.rcv.take_ring(rings);
     }
 
     /// Gives ring storage nobody can use any more back to the stack's cache: the send ring of
@@ -610,7 +601,7 @@ impl Conn {
         // then is the out-of-line part called (TCP_CRR called it ~10 times per transaction
         // to give back empty buffers).
         if matches!(self.state, State::Closed | State::TimeWait)
-            && (self.snd.ring.holds_storage() || self.rcv.ring.capacity() != 0)
+            && (self.snd.ring.holds_storage() || self.rcv.ring().capacity() != 0)
         {
             self.reclaim_buffers_held(rings);
         }
@@ -624,8 +615,8 @@ impl Conn {
                 // Data received before a reset stays readable until the application has it
                 // or closes (Linux `tcp_reset` purges the write queue, not the receive
                 // queue): read returns it, then the error.
-                if self.user_closed || (self.error.is_some() && self.rcv.ring.is_empty()) {
-                    self.rcv.ring.release(rings);
+                if self.user_closed || (self.error.is_some() && self.rcv.ring().is_empty()) {
+                    self.rcv.release_ring(rings);
                 }
             }
             State::TimeWait => {
@@ -636,10 +627,10 @@ impl Conn {
                 // allocated a fresh zeroed 256 KiB ring because the closer's one was held in
                 // TIME-WAIT. An empty ring announces the same window as a released one.
                 if (self.error.is_some() || self.user_closed)
-                    && self.rcv.ring.is_empty()
-                    && self.rcv.ring.asm.is_empty()
+                    && self.rcv.ring().is_empty()
+                    && self.rcv.ring().asm.is_empty()
                 {
-                    self.rcv.ring.release(rings);
+                    self.rcv.release_ring(rings);
                 }
             }
             _ => {}
@@ -654,11 +645,11 @@ impl Conn {
     pub(super) fn renew(&mut self, fresh: Conn) {
         let scoreboard = self.scoreboard.take_storage();
         let rack = self.rack.take_storage();
-        let asm = self.rcv.ring.asm.take_storage();
+        let asm = self.rcv.take_asm_storage();
         *self = fresh;
         self.scoreboard.adopt_storage(scoreboard);
         self.rack.adopt_storage(rack);
-        self.rcv.ring.asm.adopt_storage(asm);
+        self.rcv.adopt_asm_storage(asm);
     }
 
     /// The connection is freed and its control block goes on the layer's free list: gives
@@ -669,8 +660,7 @@ impl Conn {
     /// overwritten by [`Conn::renew`].
     pub(super) fn retire(&mut self, rings: &mut RingCache) {
         self.release_all(rings);
-        self.rcv.posted = None;
-        self.rcv.frames.release_all();
+        self.rcv.release_reader_buffers();
         self.snd.ring = SendQueue::with_capacity(0);
         let rack = self.rack.take_storage();
         self.rack.adopt_storage(rack);
@@ -679,7 +669,7 @@ impl Conn {
     /// Gives both rings back to the stack's cache (the connection is being freed).
     pub fn release_all(&mut self, rings: &mut RingCache) {
         self.snd.ring.release(rings);
-        self.rcv.ring.release(rings);
+        self.rcv.release_ring(rings);
     }
 
     /// Applies the peer's SYN options (RFC 9293 §3.7.1 MSS, RFC 7323 §2.2/§3.2, RFC 2018 §2).
@@ -709,7 +699,7 @@ impl Conn {
             }
             _ => {
                 self.snd.wscale = 0;
-                self.rcv.wscale = 0;
+                self.rcv.disable_window_scaling();
             }
         }
         self.sack_ok = self.config.sack && o.sack_permitted;
@@ -779,7 +769,7 @@ impl Conn {
         // Asked for every segment's size (`seg_mss`), several times per segment: the usual
         // answer, none, inline; composing the blocks out of line (it was inlined at each
         // call, ~1 KiB of code between the data path's instructions).
-        if !self.sack_ok || (self.rcv.ring.asm.is_empty() && !self.dsack_rx.is_pending()) {
+        if !self.sack_ok || !self.rcv.has_sack_report() {
             return 0;
         }
         self.sack_blocks_counted()
@@ -798,12 +788,7 @@ impl Conn {
             return ([SackBlock::default(); 4], 0);
         }
         let max = if self.ts.enabled { 3 } else { 4 };
-        let regular = if self.rcv.ring.asm.is_empty() {
-            &[][..]
-        } else {
-            self.sack_hist.blocks()
-        };
-        self.dsack_rx.compose(regular, max)
+        self.rcv.sack_blocks(max)
     }
 
     /// The bytes one write chunk holds, Linux's size goal for an skb (`tcp_xmit_size_goal`):
@@ -905,7 +890,7 @@ impl Conn {
         }
         // The rings go back to the stack's cache through `reclaim_buffers`.
         self.timers.stop_all();
-        self.ack_now = false;
+        self.rcv.cancel_ack_now();
         self.n_snaps = 0;
         self.tlp_due = false;
         self.persist_probe_due = false;
@@ -936,7 +921,7 @@ impl Conn {
             src_port: self.local.get().port(),
             dst_port: self.remote.get().port(),
             seq: self.acceptable_seq(),
-            ack: self.rcv.nxt,
+            ack: self.rcv.nxt(),
             flags: TcpFlags(TcpFlags::RST | TcpFlags::ACK),
             options,
             ..TcpRepr::default()
@@ -952,7 +937,7 @@ impl Conn {
     pub fn acceptable_seq(&self) -> u32 {
         let wnd_end = self.snd.una.wrapping_add(self.snd.wnd);
         let beyond = self.snd.nxt.wrapping_sub(wnd_end) as i32;
-        if beyond <= 0 || (self.rcv.wscale > 0 && (beyond as u32) < (1u32 << self.rcv.wscale)) {
+        if beyond <= 0 || (self.rcv.wscale() > 0 && (beyond as u32) < (1u32 << self.rcv.wscale())) {
             self.snd.nxt
         } else {
             wnd_end
@@ -1031,25 +1016,15 @@ impl Conn {
     }
 
     pub fn recv(&mut self, buf: &mut [u8], mode: CopyMode) -> Result<usize, Error> {
-        if self.rcv.posted.is_some() {
+        if self.rcv.posted().is_some() {
             // The posted read's bytes come before the ring's: reading the ring now would
             // reorder the stream. The application takes the posted read back first.
             return Err(Error::InvalidInput);
         }
-        if !self.rcv.frames.is_empty() {
-            // Held frames come before the ring's bytes (`frames.rs`).
-            let n = self.rcv.frames.read(buf, mode);
-            self.rcv.read_since_ack |= n > 0;
-            self.rcv.space.copied += n as u64;
+        if let Some(n) = self.rcv.read_queued(buf, mode) {
             return Ok(n);
         }
-        if !self.rcv.ring.is_empty() {
-            let n = self.rcv.ring.read(buf, mode);
-            self.rcv.read_since_ack |= n > 0;
-            self.rcv.space.copied += n as u64;
-            return Ok(n);
-        }
-        if self.rcv.fin_received {
+        if self.rcv.fin_received() {
             return Ok(0);
         }
         if let Some(e) = self.error {
@@ -1067,16 +1042,13 @@ impl Conn {
 
     /// `recv` without consuming (MSG_PEEK): the same results, the data stays queued.
     pub fn peek(&self, buf: &mut [u8], mode: CopyMode) -> Result<usize, Error> {
-        if self.rcv.posted.is_some() {
+        if self.rcv.posted().is_some() {
             return Err(Error::InvalidInput);
         }
-        if !self.rcv.frames.is_empty() {
-            return Ok(self.rcv.frames.peek(buf, mode));
+        if let Some(n) = self.rcv.peek_queued(buf, mode) {
+            return Ok(n);
         }
-        if !self.rcv.ring.is_empty() {
-            return Ok(self.rcv.ring.peek(buf, mode));
-        }
-        if self.rcv.fin_received {
+        if self.rcv.fin_received() {
             return Ok(0);
         }
         if let Some(e) = self.error {
@@ -1174,19 +1146,19 @@ impl Conn {
     /// `(window field, right edge)` to advertise now (RFC 9293 §3.8.6.2.2 receiver SWS
     /// avoidance, RFC 7323 §2.3 scaling; the right edge never moves left, RFC 9293 §3.8.6).
     pub fn rcv_window(&self) -> (u16, u32) {
-        self.rcv.window(self.rcv.buf as u32)
+        self.rcv.window(self.rcv.buf() as u32)
     }
 
-    /// A pure window update is worth a segment (see [`RecvSeq::window_update_owed`]).
+    /// A pure window update is worth a segment (see [`Receiver::window_update_owed`]).
     pub fn window_update_needed(&self) -> bool {
         if !matches!(
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
-        ) || self.rcv.fin_received
+        ) || self.rcv.fin_received()
         {
             return false;
         }
-        self.rcv.window_update_owed(self.rcv.buf as u32)
+        self.rcv.window_update_owed(self.rcv.buf() as u32)
     }
 
     pub fn set_config(&mut self, c: Config) {

@@ -424,11 +424,11 @@ impl Conn {
                     self.fastopen.syn_data = true;
                     self.receive_data(ctx, syn.seq.wrapping_add(1), payload, false);
                     // The SYN-ACK's window is the SYN window, unscaled (RFC 7323 §2.2).
-                    let wnd = self.rcv.buf.min(0xffff) as u32;
-                    self.rcv.syn_data_edge = Some(self.rcv.nxt.wrapping_add(wnd));
+                    let wnd = self.rcv.buf().min(0xffff) as u32;
+                    self.rcv.mark_syn_data_edge(wnd);
                     // The SYN-ACK is the acknowledgment: no ACK of its own is owed.
                     self.n_snaps = 0;
-                    self.ack_now = false;
+                    self.rcv.cancel_ack_now();
                     self.timers.delack = None;
                 }
                 true

@@ -202,7 +202,12 @@ impl Conn {
             0
         };
         let bytes_received = if synced {
-            u64::from(self.rcv.nxt.wrapping_sub(self.rcv.irs).saturating_sub(1))
+            u64::from(
+                self.rcv
+                    .nxt()
+                    .wrapping_sub(self.rcv.irs())
+                    .saturating_sub(1),
+            )
         } else {
             0
         };
@@ -219,11 +224,11 @@ impl Conn {
             backoff: u8::try_from(self.rtt.backoff).unwrap_or(u8::MAX),
             options,
             snd_wscale: self.snd.wscale,
-            rcv_wscale: self.rcv.wscale,
+            rcv_wscale: self.rcv.wscale(),
             rto: micros(self.rtt.rto()),
             ato: self.config.delayed_ack.map_or(0, micros),
             snd_mss: smss,
-            rcv_mss: self.rcv.mss,
+            rcv_mss: self.rcv.mss(),
             unacked: segs(flight),
             sacked: segs(self.scoreboard.sacked_bytes()),
             // Linux `lost_out`: segments marked lost and not delivered, retransmitted or not.
@@ -232,12 +237,12 @@ impl Conn {
             last_data_sent_ms: since_ms(now, self.last_data_tx),
             last_data_recv_ms: self
                 .rcv
-                .last_data_rx
-                .or(self.rcv.synced_at)
+                .last_data_rx()
+                .or(self.rcv.synced_at())
                 .map_or(u32::MAX, |t| since_ms(now, t)),
             last_ack_recv_ms: since_ms(now, self.timers.last_rx),
             pmtu: self.snd.mss + if self.remote.get().is_ipv6() { 60 } else { 40 },
-            rcv_ssthresh: self.rcv.buf as u32,
+            rcv_ssthresh: self.rcv.buf() as u32,
             rtt: self.rtt.srtt().map_or(0, micros),
             rttvar: micros(self.rtt.rttvar()),
             snd_ssthresh,
@@ -246,7 +251,7 @@ impl Conn {
             // Linux's `tp->reordering`: 3 (`tcp_reordering`) until a delivery out of order
             // spans more segments (RACK's loss detection does not use it).
             reordering: self.rack.reordering(smss),
-            rcv_space: self.rcv.space.space as u32,
+            rcv_space: self.rcv.space().space as u32,
             total_retrans: k.total_retrans,
             bytes_acked,
             bytes_received,
@@ -267,7 +272,7 @@ impl Conn {
             reord_seen: self.rack.stats.reordering_events as u32,
             rcv_ooopack: k.rcv_ooopack,
             snd_wnd: self.snd.wnd,
-            rcv_wnd: super::seq::dist(self.rcv.nxt, self.rcv.adv),
+            rcv_wnd: super::seq::dist(self.rcv.nxt(), self.rcv.adv()),
             total_rto: k.total_rto,
             busy_time,
             rwnd_limited,

@@ -121,7 +121,7 @@ impl Conn {
                     if seg.flags.syn() && self.is_synchronized() {
                         self.challenge_ack(ctx);
                     } else if len > 0 || seg.flags.fin() || !self.oow_rate_limited(ctx) {
-                        self.ack_now = true;
+                        self.rcv.owe_ack_now();
                     }
                     return ControlFlow::Break(Event::None);
                 }
@@ -138,7 +138,7 @@ impl Conn {
         if self.state != State::SynReceived
             || !flags.syn()
             || flags.rst()
-            || seg.seq != self.rcv.irs
+            || seg.seq != self.rcv.irs()
         {
             return ControlFlow::Continue(());
         }
@@ -155,7 +155,7 @@ impl Conn {
         self.timers.rto = None;
         self.timers.retries = 0;
         self.timers.retrans_stamp = None;
-        self.ack_now = true;
+        self.rcv.owe_ack_now();
         self.in_syn_queue = false;
         self.alloc_buffers(ctx.rings);
         self.state = if self.snd.fin_queued {
@@ -205,7 +205,7 @@ impl Conn {
         let wnd = self.rcv.announced();
         self.note_duplicate(seg, payload.len());
         let in_wnd =
-            |s: u32| seq::le(self.rcv.nxt, s) && seq::lt(s, self.rcv.nxt.wrapping_add(wnd));
+            |s: u32| seq::le(self.rcv.nxt(), s) && seq::lt(s, self.rcv.nxt().wrapping_add(wnd));
         let mut payload = payload;
         let mut fin = flags.fin();
         let acceptable = if self.state == State::TimeWait {
@@ -214,21 +214,21 @@ impl Conn {
             // ACK, data, a retransmitted FIN — is answered with an ACK (below), which
             // FreeBSD does too. (RFC 9293 §3.10.7.4 leaves the window test as the only rule;
             // an ACK costs nothing and resynchronizes a confused peer.)
-            seg.seq == self.rcv.nxt && (seg_len == 0 || flags.rst())
+            seg.seq == self.rcv.nxt() && (seg_len == 0 || flags.rst())
         } else if seg_len == 0 {
             if wnd == 0 {
-                seg.seq == self.rcv.nxt
+                seg.seq == self.rcv.nxt()
             } else {
                 in_wnd(seg.seq)
             }
         } else if wnd == 0 {
             // Zero window: nothing is acceptable, but ACK/RST information still counts
             // (RFC 9293 §3.10.7.4): keep the header, drop the data.
-            if seg.seq == self.rcv.nxt {
+            if seg.seq == self.rcv.nxt() {
                 ctx.stats.rcv_zero_window_bytes += payload.len() as u64;
                 payload = payload.slice(0, 0);
                 fin = false;
-                self.ack_now = true;
+                self.rcv.owe_ack_now();
                 true
             } else {
                 false
@@ -239,13 +239,14 @@ impl Conn {
             // window from before RCV.NXT: it carries the next expected byte, and is trimmed.
             in_wnd(seg.seq)
                 || in_wnd(last)
-                || (seq::lt(seg.seq, self.rcv.nxt) && seq::ge(last, self.rcv.nxt.wrapping_add(wnd)))
+                || (seq::lt(seg.seq, self.rcv.nxt())
+                    && seq::ge(last, self.rcv.nxt().wrapping_add(wnd)))
         };
         if !acceptable {
             if seg_len > 0 && !flags.rst() {
                 // Old data (a retransmission of bytes already received) apart from data
                 // beyond the window, which a peer that keeps to the window never sends.
-                if seq::le(seg.seq.wrapping_add(seg_len), self.rcv.nxt) {
+                if seq::le(seg.seq.wrapping_add(seg_len), self.rcv.nxt()) {
                     ctx.stats.rcv_duplicates += 1;
                 } else {
                     ctx.stats.rcv_out_of_window += 1;
@@ -259,7 +260,7 @@ impl Conn {
             // the reply may be what resynchronizes a sender. (SYNs never get here: the SYN
             // check came first, RFC 5961 §4.2.)
             if !flags.rst() && (seg_len > 0 || !self.oow_rate_limited(ctx)) {
-                self.ack_now = true;
+                self.rcv.owe_ack_now();
                 if self.state == State::TimeWait && fin {
                     // §3.10.7.4: a retransmitted FIN restarts the 2 MSL timeout.
                     self.timers.time_wait = Some(now + self.config.time_wait);
@@ -270,7 +271,7 @@ impl Conn {
 
         // Trim to the window: drop what is before RCV.NXT (a SYN counts one) and beyond.
         let mut sseq = seg.seq;
-        let mut skip = seq::dist(sseq, self.rcv.nxt);
+        let mut skip = seq::dist(sseq, self.rcv.nxt());
         if skip > 0 && flags.syn() {
             skip -= 1;
             sseq = sseq.wrapping_add(1);
@@ -298,18 +299,9 @@ impl Conn {
         }
         let start = seg.seq.wrapping_add(u32::from(seg.flags.syn()));
         let end = start.wrapping_add(len as u32);
-        let base = self.rcv.nxt;
-        let held = self.rcv.ring.asm.ranges().iter().map(|&(o, l)| {
-            let left = base.wrapping_add(o as u32);
-            SackBlock {
-                left,
-                right: left.wrapping_add(l as u32),
-            }
-        });
-        let dup = dsack::duplicate_block(start, end, base, held);
-        if dup.is_some() {
-            self.dsack_rx.record(dup);
-            self.ack_now = true;
+        let base = self.rcv.nxt();
+        if self.rcv.note_duplicate(start, end) {
+            self.rcv.owe_ack_now();
         }
         if seq::le(end, base) {
             // Linux `tcp_data_queue` ("A retransmit, 2nd most common case. Force an immediate
@@ -329,7 +321,7 @@ impl Conn {
             return;
         }
         if let Some(ts) = seg.options.timestamps {
-            if seq::le(seg.seq, self.rcv.last_ack_sent) && seq::ge(ts.tsval, self.ts.recent) {
+            if seq::le(seg.seq, self.rcv.last_ack_sent()) && seq::ge(ts.tsval, self.ts.recent) {
                 self.ts.recent = ts.tsval;
                 self.ts.recent_at = ctx.now;
             }
@@ -347,7 +339,7 @@ impl Conn {
         if !seg.flags.rst() {
             return ControlFlow::Continue(());
         }
-        if seg.seq != self.rcv.nxt {
+        if seg.seq != self.rcv.nxt() {
             self.challenge_ack(ctx);
             return ControlFlow::Break(Event::None);
         }
@@ -419,7 +411,7 @@ impl Conn {
                     self.state = State::FinWait1;
                 }
                 self.in_syn_queue = false;
-                self.rcv.synced_at = Some(now);
+                self.rcv.on_synced(now);
                 // RACK.min_RTT starts from the SYN-ACK's round trip on a passive open too
                 // (RFC 8985 §6.2 step 1), as on an active one: Linux's `tcp_ack_update_rtt`
                 // takes the handshake's sample into `rtt_min` with the SRTT it seeds.
@@ -537,7 +529,7 @@ impl Conn {
             if !self.ecn.ece {
                 self.ecn.ece = true;
                 // This segment's ACK and the next two go at once (`receive_data`).
-                self.rcv.quick_acks = QUICK_ACKS + 1;
+                self.rcv.enter_quickack(QUICK_ACKS + 1);
             }
         }
     }
@@ -572,14 +564,10 @@ impl Conn {
     /// enter TIME-WAIT, start the time-wait timer, turn off the other timers; otherwise, enter
     /// the CLOSING state. FIN-WAIT-2: Enter the TIME-WAIT state."
     fn check_fin(&mut self, now: crate::time::Instant) {
-        let Some(f) = self.rcv.fin else { return };
-        if f != self.rcv.nxt || self.rcv.fin_received {
+        if !self.rcv.accept_fin() {
             return;
         }
-        self.rcv.nxt = self.rcv.nxt.wrapping_add(1);
-        self.rcv.fin_received = true;
-        self.rcv.fin = None;
-        self.ack_now = true;
+        self.rcv.owe_ack_now();
         match self.state {
             State::SynReceived | State::Established => self.state = State::CloseWait,
             State::FinWait1 => {
@@ -611,7 +599,7 @@ impl Conn {
     /// A larger merged arrival gets one ACK at its middle: Linux acknowledges each GRO
     /// packet once, and a stretch ACK per ~22 segments costs far less to process.
     fn ack_inside_batch(&mut self, sseq: u32, len: usize) {
-        let mss = self.rcv.mss.max(1) as usize;
+        let mss = self.rcv.mss().max(1) as usize;
         let segs = len / mss;
         if segs < 3 {
             return;
@@ -628,8 +616,8 @@ impl Conn {
     }
 
     fn snapshot_ack(&mut self) {
-        self.snapshot_ack_at(self.rcv.nxt);
-        self.unacked_bytes = 0;
+        self.snapshot_ack_at(self.rcv.nxt());
+        self.rcv.reset_unacked();
         self.timers.delack = None;
     }
 
@@ -660,7 +648,7 @@ impl Conn {
         }
         if ctx.challenge.allow(ctx.now) {
             ctx.stats.challenge_acks += 1;
-            self.ack_now = true;
+            self.rcv.owe_ack_now();
         } else {
             ctx.stats.challenge_acks_skipped_global += 1;
         }
@@ -713,13 +701,13 @@ impl Conn {
         if !f.syn() {
             return Event::None;
         }
-        self.rcv.sync(seg.seq);
+        self.rcv.on_syn(seg.seq);
         self.negotiate(ctx.now, seg);
         // RFC 7323 §2.2: the window in a SYN is not scaled.
         self.snd.wnd = u32::from(seg.window);
         self.snd.max_wnd = self.snd.wnd;
         self.snd.wl1 = seg.seq;
-        self.ack_now = true;
+        self.rcv.owe_ack_now();
         if f.ack() {
             self.snd.wl2 = seg.ack;
             // RACK.min_RTT starts from the SYN's round trip in microseconds (RFC 8985 §6.2
@@ -731,7 +719,7 @@ impl Conn {
                 }
             }
             self.take_rtt_sample(ctx, seg);
-            self.rcv.synced_at = Some(ctx.now);
+            self.rcv.on_synced(ctx.now);
             self.snd.una = seg.ack;
             // Linux `tp->delivered`: the SYN counts one.
             self.counters.delivered = self.counters.delivered.wrapping_add(1);
@@ -1288,7 +1276,7 @@ impl Conn {
         payload: Payload<'_>,
         fin: bool,
     ) {
-        let off = seq::dist(self.rcv.nxt, sseq) as usize;
+        let off = seq::dist(self.rcv.nxt(), sseq) as usize;
         if !payload.is_empty() {
             // The receive ring is taken when the first data arrives (`alloc_buffers`).
             self.ensure_recv_ring(ctx.rings);
@@ -1296,9 +1284,9 @@ impl Conn {
         // Storage bound: everything must fit in the ring (the advertised window does).
         let room = self
             .rcv
-            .ring
+            .ring()
             .capacity()
-            .saturating_sub(self.rcv.ring.len() + off);
+            .saturating_sub(self.rcv.ring().len() + off);
         let mut fin = fin;
         let data = if payload.len() > room {
             ctx.stats.rcv_no_room_bytes += (payload.len() - room) as u64;
@@ -1317,66 +1305,42 @@ impl Conn {
             // `tcp_measure_rcv_mss` takes the GRO `gso_size`, the payload per segment).
             let full =
                 u32::from(self.config.mss).saturating_sub(if self.ts.enabled { 12 } else { 0 });
-            self.rcv.mss = self.rcv.mss.max(data.len() as u32).min(full.max(1));
-            let had_gap = !self.rcv.ring.asm.is_empty();
+            self.rcv.measure_mss(data.len(), full);
+            let had_gap = !self.rcv.ring().asm.is_empty();
             if off == 0 {
                 // Linux `tcp_event_data_recv`: quick-ACK mode for the first data segment of
                 // the connection ("initialize delayed ACK engine") and after a receive gap
                 // longer than the RTO ("Apparently sender failed to restart window, so that
                 // we send ACKs quickly"), with `tcp_incr_quickack(sk, TCP_MAX_QUICKACKS)`.
-                let idle = self
-                    .rcv
-                    .last_data_rx
-                    .is_none_or(|t| ctx.now.saturating_since(t) > self.rtt.rto());
-                if idle {
-                    self.rcv.incr_quickack(MAX_QUICKACKS);
-                }
-                self.rcv.last_data_rx = Some(ctx.now);
+                self.rcv
+                    .on_data_in_order(ctx.now, self.rtt.rto(), MAX_QUICKACKS);
             }
             // Bytes `place.rs` already copied (into a posted read, or into the ring while
             // their checksum was verified) are kept where they are, not copied again.
-            match self.rcv.take_data(off, data, ctx.copy, ctx.stats) {
-                None => {
-                    ctx.stats.ooo_drops += 1;
-                    self.ack_now = true;
-                    return;
-                }
-                Some(adv) => {
-                    self.rcv.nxt = self.rcv.nxt.wrapping_add(adv as u32);
-                }
+            if self
+                .rcv
+                .accept_data(off, data, ctx.copy, ctx.stats)
+                .is_none()
+            {
+                ctx.stats.ooo_drops += 1;
+                self.rcv.owe_ack_now();
+                return;
             }
             // Data that reaches a FIN held out of order: that FIN's ACK (eighth check) covers
             // this data too, one ACK as for a FIN on the segment itself.
-            let fin = fin || (off == 0 && self.rcv.fin == Some(self.rcv.nxt));
+            let fin = fin || (off == 0 && self.rcv.fin() == Some(self.rcv.nxt()));
             // Remembered SACK blocks follow the assembler: merged ranges grow, ranges now in
             // order disappear (RFC 2018 §4: report only data actually held above RCV.NXT).
             // With none remembered (in-order traffic) there is nothing to refresh.
-            if self.sack_ok && !self.sack_hist.is_empty() {
-                let base = self.rcv.nxt;
-                let asm = &self.rcv.ring.asm;
-                self.sack_hist.refresh(base, |left| {
-                    asm.containing(seq::dist(base, left) as usize)
-                        .map(|(o, l)| {
-                            let left = base.wrapping_add(o as u32);
-                            SackBlock {
-                                left,
-                                right: left.wrapping_add(l as u32),
-                            }
-                        })
-                });
+            if self.sack_ok {
+                self.rcv.refresh_sack_report();
             }
             if off > 0 {
                 // Out of order: ACK at once (RFC 5681 §4.2) with SACK blocks (RFC 2018 §4).
                 ctx.stats.ooo_bytes_queued += data.len() as u64;
                 self.counters.rcv_ooopack = self.counters.rcv_ooopack.wrapping_add(1);
-                if let Some((o, l)) = self.rcv.ring.asm.containing(off) {
-                    let left = self.rcv.nxt.wrapping_add(o as u32);
-                    self.sack_hist.record(SackBlock {
-                        left,
-                        right: left.wrapping_add(l as u32),
-                    });
-                }
-                self.ack_now = true;
+                self.rcv.report_out_of_order(off);
+                self.rcv.owe_ack_now();
             } else if had_gap {
                 // Filling a gap: ACK at once (RFC 5681 §4.2: "an immediate ACK ... when an
                 // incoming segment fills in all or part of a gap"), with an ACK of its own,
@@ -1386,13 +1350,12 @@ impl Conn {
                 // left the sender with nothing in flight to clock it but the RTO. With a
                 // FIN the FIN's ACK (eighth check) covers this data: one ACK, not two.
                 if fin {
-                    self.ack_now = true;
+                    self.rcv.owe_ack_now();
                 } else {
                     self.snapshot_ack();
                 }
-                self.rcv.quick_acks = self.rcv.quick_acks.max(QUICK_ACKS);
-            } else if self.rcv.quick_acks > 0 {
-                self.rcv.quick_acks -= 1;
+                self.rcv.quickack_at_least(QUICK_ACKS);
+            } else if self.rcv.use_quickack() {
                 // One ACK per arrival, a GRO-merged one included, as Linux acknowledges each
                 // GRO packet once (`__tcp_ack_snd_check` runs per skb): in quick-ACK mode, the
                 // connection's first data, the sender is in slow start with a small window
@@ -1401,15 +1364,15 @@ impl Conn {
                 // stretch ACK faster.)
                 if fin {
                     // The FIN's ACK (eighth check) covers this data too: one ACK, as Linux.
-                    self.ack_now = true;
+                    self.rcv.owe_ack_now();
                 } else {
                     self.snapshot_ack();
                 }
             } else {
-                self.unacked_bytes += data.len();
+                let unacked = self.rcv.add_unacked(data.len());
                 match self.config.delayed_ack {
                     // RFC 5681 §4.2 / RFC 9293 §3.8.6.3: ACK at least every second full segment.
-                    Some(d) if self.unacked_bytes < 2 * self.rcv.mss as usize => {
+                    Some(d) if unacked < 2 * self.rcv.mss() as usize => {
                         if self.timers.delack.is_none() {
                             self.timers.delack = Some(ctx.now + d);
                         }
@@ -1425,17 +1388,17 @@ impl Conn {
                         // stretch ACK would otherwise silence a whole window).
                         self.snapshot_ack();
                     }
-                    None => self.ack_now = true,
+                    None => self.rcv.owe_ack_now(),
                 }
             }
         }
         if fin {
             let f = sseq.wrapping_add(data.len() as u32);
-            self.rcv.fin = Some(f);
+            self.rcv.note_fin(f);
             // A FIN beyond RCV.NXT with no data is out of order too: a duplicate ACK at once
             // names the hole (RFC 5681 §4.2), as Linux's `tcp_data_queue_ofo` answers it.
-            if data.is_empty() && f != self.rcv.nxt {
-                self.ack_now = true;
+            if data.is_empty() && f != self.rcv.nxt() {
+                self.rcv.owe_ack_now();
             }
         }
     }

@@ -77,7 +77,7 @@
 //! | `secret.rs`   | the per-stack random key; `ephemeral.rs`: RFC 6056 port selection      |
 //! | `conn.rs`     | the TCB (RFC 9293 §3.3.1) made of the parts below, user calls          |
 //! | `send.rs`     | `SendSeq`: SND.UNA/NXT/WND/WL1/WL2, ISS, Eff.snd.MSS, the send ring    |
-//! | `recv.rs`     | `RecvSeq`: RCV.NXT, RCV.WND as advertised, IRS, the receive ring       |
+//! | `recv/`       | `Receiver`: RCV.NXT, RCV.WND as advertised, IRS, ring, ACK policy      |
 //! | `input.rs`    | SEGMENT ARRIVES (§3.10.7): one function per check, RFC 5961, PAWS, ACK |
 //! | `predict.rs`  | header prediction: the expected segment of an established connection  |
 //! |               | by a short path that ends where SEGMENT ARRIVES would                  |

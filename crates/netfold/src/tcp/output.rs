@@ -144,7 +144,7 @@ impl Conn {
     #[inline]
     pub(super) fn nothing_to_send(&self) -> bool {
         self.state == State::Established
-            && !self.ack_now
+            && !self.rcv.ack_now()
             && self.n_snaps == 0
             && !self.tlp_due
             && !self.persist_probe_due
@@ -213,7 +213,7 @@ impl Conn {
             p.seq
         };
         let mut ack = if flags & TcpFlags::ACK != 0 {
-            self.rcv.nxt
+            self.rcv.nxt()
         } else {
             0
         };
@@ -339,12 +339,12 @@ impl Conn {
         // §3.2), Linux's is the one TCP scripts and tools expect
         // (tests/tcp_peer.rs `syn_and_syn_ack_options_use_linux_layout`).
         // RFC 7323 §2.2: SYN windows are unscaled.
-        let window = (self.rcv.buf.min(0xffff)) as u16;
+        let window = (self.rcv.buf().min(0xffff)) as u16;
         options.mss = Some(self.config.mss);
         let passive = self.state == State::SynReceived;
         // Options in a SYN-ACK only if the peer offered them (RFC 7323 §1.3, RFC 2018 §2).
         if self.config.window_scaling && (!passive || self.ws_ok) {
-            options.window_scale = Some(self.rcv.wscale);
+            options.window_scale = Some(self.rcv.wscale());
         }
         if self.config.sack && (!passive || self.sack_ok) {
             options.sack_permitted = true;
@@ -389,25 +389,20 @@ impl Conn {
         if repr.sack_count > 0 && !repr.flags.syn() {
             // RFC 2883 §4: "each duplicate contiguous sequence of data received is reported
             // in at most one D-SACK block".
-            self.dsack_rx.on_ack_sent();
+            self.rcv.on_sack_sent();
         }
         if p.kind == Kind::SnapAck {
             self.commit_snap_ack(repr);
             return;
         }
         if repr.flags.ack() {
-            self.rcv.read_since_ack = false;
-            self.ack_now = false;
-            self.unacked_bytes = 0;
             self.timers.delack = None;
-            self.rcv.last_ack_sent = self.rcv.nxt;
-            if !repr.flags.syn() {
-                let (_, edge) = self.rcv_window();
-                self.rcv.adv = seq::max(self.rcv.adv, edge);
+            let edge = if !repr.flags.syn() {
+                self.rcv_window().1
             } else {
-                let edge = self.rcv.nxt.wrapping_add(u32::from(repr.window));
-                self.rcv.adv = seq::max(self.rcv.adv, edge);
-            }
+                self.rcv.nxt().wrapping_add(u32::from(repr.window))
+            };
+            self.rcv.on_ack_sent(edge);
         }
         let end = p
             .seq
@@ -554,23 +549,17 @@ impl Conn {
     /// `commit` for an ACK from a snapshot (GRO-merged arrivals; out of line, not cold).
     #[inline(never)]
     fn commit_snap_ack(&mut self, repr: &Sent) {
-        self.rcv.read_since_ack = false;
         self.ack_snaps.copy_within(1..self.n_snaps, 0);
         self.n_snaps -= 1;
-        self.rcv.last_ack_sent = seq::max(self.rcv.last_ack_sent, repr.ack);
-        let edge = repr
-            .ack
-            .wrapping_add(u32::from(repr.window) << self.rcv.wscale);
-        self.rcv.adv = seq::max(self.rcv.adv, edge);
-        if self.n_snaps == 0 && repr.ack == self.rcv.nxt {
+        self.rcv.on_snap_ack_sent(repr.ack, repr.window);
+        if self.n_snaps == 0 && repr.ack == self.rcv.nxt() {
             // The last snapshot acknowledges everything received, with the current window
             // and SACK/D-SACK blocks (built now): it is the ACK that `ack_now` or the
             // delayed-ACK timer still owe. Another one with the same number and window would
             // be a duplicate ACK (RFC 5681 §2) where §4.2 asks for one (e.g. a segment that
             // fills the hole and repeats received bytes: D-SACK noted, then the gap-fill
             // snapshot).
-            self.ack_now = false;
-            self.unacked_bytes = 0;
+            self.rcv.settle_acks();
             self.timers.delack = None;
         }
     }
@@ -656,7 +645,7 @@ impl Conn {
                 fin: false,
             });
         }
-        if self.ack_now || self.window_update_needed() {
+        if self.rcv.ack_now() || self.window_update_needed() {
             return Some(self.ack_plan());
         }
         None
@@ -685,12 +674,12 @@ impl Conn {
                         fin: false,
                     });
                 }
-                if self.state == State::SynSent || !self.ack_now {
+                if self.state == State::SynSent || !self.rcv.ack_now() {
                     return None;
                 }
                 Some(self.ack_plan())
             }
-            State::TimeWait => self.ack_now.then(|| self.ack_plan()),
+            State::TimeWait => self.rcv.ack_now().then(|| self.ack_plan()),
             _ => None,
         }
     }

@@ -34,8 +34,7 @@
 
 use super::buffer::RingCache;
 use super::conn::Conn;
-use super::recv::RecvSeq;
-use super::{seq, Error, Payload, State, Stats};
+use super::{seq, Error, State, Stats};
 use crate::buf::FramePos;
 use crate::mem::CopyMode;
 use crate::wire::checksum::add;
@@ -154,7 +153,7 @@ impl Conn {
         at: &[FramePos],
         rings: &mut RingCache,
     ) -> Result<(), usize> {
-        self.rcv.staged = None;
+        self.rcv.set_staged(None);
         let open = pending.iter().any(Option::is_some);
         let len: usize = parts.iter().map(|p| p.len()).sum();
         // Only where `receive_data` would write the bytes as they are: a synchronized state
@@ -162,23 +161,23 @@ impl Conn {
         let takes_data = matches!(
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
-        ) && seq::ge(seg_seq, self.rcv.nxt);
+        ) && seq::ge(seg_seq, self.rcv.nxt());
         if takes_data && len > 0 {
             // The receive ring is taken when the first data arrives (`alloc_buffers`), here,
             // so that even the first segment is copied and verified in one pass.
             self.ensure_recv_ring(rings);
         }
         let off = if takes_data {
-            seq::dist(self.rcv.nxt, seg_seq) as usize
+            seq::dist(self.rcv.nxt(), seg_seq) as usize
         } else {
             0
         };
-        let mut direct_room = match &self.rcv.posted {
+        let mut direct_room = match self.rcv.posted() {
             Some(p)
                 if takes_data
                     && off == 0
-                    && self.rcv.ring.is_empty()
-                    && self.rcv.ring.asm.is_empty() =>
+                    && self.rcv.ring().is_empty()
+                    && self.rcv.ring().asm.is_empty() =>
             {
                 p.room()
             }
@@ -189,26 +188,26 @@ impl Conn {
         // batch, and the stack's frame budget not spent. Verified in a pass of its own when
         // the device did not (no copy to fold it into); committed by `take_data`.
         if len > 0
-            && self.rcv.posted.is_none()
-            && self.rcv.frames.on()
+            && self.rcv.posted().is_none()
+            && self.rcv.frames().on()
             && !self.user_closed
             && takes_data
             && off == 0
-            && self.rcv.ring.is_empty()
-            && self.rcv.ring.asm.is_empty()
-            && self.rcv.frames.has_room(parts.len())
-            && super::frames::stage(parts, at, &mut self.rcv.frames.staged)
+            && self.rcv.ring().is_empty()
+            && self.rcv.ring().asm.is_empty()
+            && self.rcv.frames().has_room(parts.len())
+            && super::frames::stage(parts, at, &mut self.rcv.frames_mut().staged)
         {
             if let Err(i) = verify_separately(parts, pending, check) {
-                self.rcv.frames.staged.clear();
+                self.rcv.frames_mut().staged.clear();
                 return Err(i);
             }
-            self.rcv.staged = Some(Staged {
+            self.rcv.set_staged(Some(Staged {
                 off: 0,
                 direct: 0,
                 ring: 0,
                 borrow: len,
-            });
+            }));
             return Ok(());
         }
         if len == 0 || (!open && direct_room == 0) {
@@ -226,7 +225,7 @@ impl Conn {
             let want = pending.get(i).copied().flatten();
             let need = want.is_some();
             let n = part.len();
-            let posted = self.rcv.posted.as_mut().filter(|_| n <= direct_room);
+            let posted = self.rcv.posted_mut().filter(|_| n <= direct_room);
             let sum = if let Some(p) = posted {
                 // Whole parts only, in order: a part that does not fit ends the direct run,
                 // and what follows goes to the ring behind it.
@@ -243,9 +242,12 @@ impl Conn {
                     check.summed_in_copy(mode, n);
                 }
                 s
-            } else if ring_ok && self.rcv.ring.can_stage(off + st.ring, n) {
+            } else if ring_ok && self.rcv.ring().can_stage(off + st.ring, n) {
                 direct_room = 0;
-                let s = self.rcv.ring.stage_copy(off + st.ring, part, mode, need);
+                let s = self
+                    .rcv
+                    .ring_mut()
+                    .stage_copy(off + st.ring, part, mode, need);
                 st.ring += n;
                 stats.rx_copy_ring += n as u64;
                 if need {
@@ -271,7 +273,7 @@ impl Conn {
             }
         }
         if st.direct + st.ring > 0 {
-            self.rcv.staged = Some(st);
+            self.rcv.set_staged(Some(st));
         }
         Ok(())
     }
@@ -286,14 +288,14 @@ impl Conn {
     ) -> Result<usize, (Error, Vec<u8>)> {
         // A posted read and frame borrowing exclude each other: held frames come first in
         // the stream, and the posted read would be filled from the ring behind them.
-        if self.rcv.posted.is_some()
+        if self.rcv.posted().is_some()
             || buf.is_empty()
-            || self.rcv.frames.on()
-            || !self.rcv.frames.is_empty()
+            || self.rcv.frames().on()
+            || !self.rcv.frames().is_empty()
         {
             return Err((Error::InvalidInput, buf));
         }
-        self.rcv.posted = Some(Posted { buf, filled: 0 });
+        self.rcv.post(Posted { buf, filled: 0 });
         Ok(self.fill_posted_from_ring(mode))
     }
 
@@ -302,14 +304,7 @@ impl Conn {
     /// straight to the posted read only while the ring is empty, and nothing but this empties
     /// the ring while a read is posted). Returns how many.
     fn fill_posted_from_ring(&mut self, mode: CopyMode) -> usize {
-        let Some(p) = self.rcv.posted.as_mut() else {
-            return 0;
-        };
-        let n = self.rcv.ring.read(&mut p.buf[p.filled..], mode);
-        p.filled += n;
-        self.rcv.read_since_ack |= n > 0;
-        self.rcv.space.copied += n as u64;
-        n
+        self.rcv.fill_posted(mode)
     }
 
     /// Takes the posted read back: its buffer, what the read came to as `recv` reports it
@@ -318,11 +313,11 @@ impl Conn {
     /// directly or copied when the read was posted). `InvalidInput` (outer) if no read is
     /// posted.
     pub(super) fn take_read(&mut self, mode: CopyMode) -> Result<(PostedRead, usize), Error> {
-        if self.rcv.posted.is_none() {
+        if self.rcv.posted().is_none() {
             return Err(Error::InvalidInput);
         }
         let copied = self.fill_posted_from_ring(mode);
-        let p = self.rcv.posted.take().ok_or(Error::InvalidInput)?;
+        let p = self.rcv.take_posted().ok_or(Error::InvalidInput)?;
         let r = if p.filled > 0 {
             Ok(p.filled)
         } else {
@@ -344,19 +339,10 @@ impl Conn {
         &mut self,
         f: impl FnOnce(&[u8], &[u8]) -> usize,
     ) -> Result<usize, Error> {
-        if self.rcv.posted.is_some() {
+        if self.rcv.posted().is_some() {
             return Err(Error::InvalidInput);
         }
-        if !self.rcv.frames.is_empty() {
-            let n = self.rcv.frames.read_in_place(f);
-            self.rcv.read_since_ack |= n > 0;
-            self.rcv.space.copied += n as u64;
-            return Ok(n);
-        }
-        if !self.rcv.ring.is_empty() {
-            let n = self.rcv.ring.read_in_place(f);
-            self.rcv.read_since_ack |= n > 0;
-            self.rcv.space.copied += n as u64;
+        if let Some(n) = self.rcv.read_queued_in_place(f) {
             return Ok(n);
         }
         self.recv(&mut [], CopyMode::Kernels)
@@ -379,85 +365,30 @@ impl Conn {
         max: usize,
         mode: CopyMode,
     ) -> Result<(usize, usize), Error> {
-        if self.rcv.posted.is_some() || (!self.rcv.frames.on() && self.rcv.frames.is_empty()) {
+        if self.rcv.posted().is_some() || (!self.rcv.frames().on() && self.rcv.frames().is_empty())
+        {
             return Err(Error::InvalidInput);
         }
         let mut n = 0;
         let mut copied = 0;
-        if !self.rcv.frames.is_empty() {
-            n = self.rcv.frames.take(out, max.max(1));
-        } else if !self.rcv.ring.is_empty() && max > 0 {
-            let k = self.rcv.ring.len().min(RING_CHUNK);
+        if !self.rcv.frames().is_empty() {
+            n = self.rcv.frames_mut().take(out, max.max(1));
+        } else if !self.rcv.ring().is_empty() && max > 0 {
+            let k = self.rcv.ring().len().min(RING_CHUNK);
             let mut b = crate::buf::PacketBuf::with_capacity(k);
-            let got = self.rcv.ring.read(b.append(k), mode);
+            let got = self.rcv.ring_mut().read(b.append(k), mode);
             b.truncate(got);
-            if let Some(h) = self.rcv.frames.handle_for(b) {
+            if let Some(h) = self.rcv.frames().handle_for(b) {
                 out.push(h);
                 n = got;
                 copied = got;
             }
         }
         if n > 0 {
-            self.rcv.read_since_ack = true;
-            self.rcv.space.copied += n as u64;
+            self.rcv.note_read(n);
             return Ok((n, copied));
         }
         self.recv(&mut [], mode).map(|r| (r, 0))
-    }
-}
-
-impl RecvSeq {
-    /// Writes the data `receive_data` accepted (`data`, at `off` past RCV.NXT) and returns how
-    /// far RCV.NXT advances (`None`: the assembler is full, nothing kept). What [`Conn::place`]
-    /// staged for this segment is kept without a second copy: the direct bytes become the
-    /// posted read's, the ring bytes are committed where they lie; the rest is copied now.
-    pub(super) fn take_data(
-        &mut self,
-        off: usize,
-        data: Payload<'_>,
-        mode: CopyMode,
-        stats: &mut Stats,
-    ) -> Option<usize> {
-        let staged = self.staged.take().filter(|s| s.off == off);
-        if staged.is_some_and(|s| s.borrow > 0) {
-            // `place` borrows only at RCV.NXT with the ring empty: these are the next bytes
-            // of the stream, kept in their frames (`frames.rs`), no copy.
-            let n = self.frames.commit(data.len());
-            stats.rx_frames_held += n as u64;
-            let rest = data.slice(n, data.len());
-            if rest.is_empty() {
-                return Some(n);
-            }
-            // Not reached (`data` is at most the staged parts); copied behind them if it were.
-            let copied = self.ring.copy_gaps(0, rest, mode);
-            stats.rx_copy_ring += copied as u64;
-            return Some(n + self.ring.commit(0, rest.len()).unwrap_or(0));
-        }
-        let (direct, ring) = staged.map_or((0, 0), |s| (s.direct.min(data.len()), s.ring));
-        if direct > 0 {
-            // `place` stages direct bytes only at RCV.NXT with the ring empty, so they are the
-            // next bytes of the stream: they are the application's now. They never occupy the
-            // ring, so the window does not shrink for them (Linux: copied to the user, not
-            // queued) and no window update is owed for them.
-            if let Some(p) = self.posted.as_mut() {
-                p.filled += direct;
-            }
-            self.space.copied += direct as u64;
-            stats.app_bytes_received += direct as u64;
-        }
-        let rest = data.slice(direct, data.len());
-        let r = ring.min(rest.len());
-        let copied = self
-            .ring
-            .copy_gaps(off + r, rest.slice(r, rest.len()), mode);
-        stats.rx_copy_ring += copied as u64;
-        let adv = self.ring.commit(off, rest.len());
-        match adv {
-            Some(a) => Some(direct + a),
-            // The assembler is full only for out-of-order data (off > 0): no direct bytes.
-            None if direct == 0 => None,
-            None => Some(direct),
-        }
     }
 }
 

@@ -94,7 +94,7 @@ impl Conn {
         self.config.header_prediction
             && self.state == State::Established
             && seg.flags.0 & !TcpFlags::PSH == TcpFlags::ACK
-            && seg.seq == self.rcv.nxt
+            && seg.seq == self.rcv.nxt()
             && seq::le(self.snd.una, seg.ack)
             && seq::le(seg.ack, self.snd.max)
             && (len > 0 || seg.ack != self.snd.una)
@@ -110,8 +110,8 @@ impl Conn {
             && !(self.ecn.ok && self.ecn.rx_ce)
             && (len == 0
                 || (!self.user_closed
-                    && self.rcv.fin.is_none()
-                    && self.rcv.ring.asm.is_empty()
+                    && self.rcv.fin().is_none()
+                    && self.rcv.ring().asm.is_empty()
                     && self.rcv.announced() > 0))
     }
 }

@@ -406,7 +406,7 @@ pub(super) fn conn_from_cookie(
     c.snd.max = c.snd.nxt;
     c.snd.buf_seq = c.snd.nxt;
     // The right edge our SYN-ACK advertised (unscaled window, RFC 7323 §2.2).
-    c.rcv.adv = c.rcv.nxt.wrapping_add(u32::from(syn_window(&config)));
+    c.rcv.on_syn_ack_sent(u32::from(syn_window(&config)));
     c
 }
 

@@ -140,7 +140,7 @@ impl Conn {
         if let Some(t) = self.timers.delack {
             if now >= t {
                 self.timers.delack = None;
-                self.ack_now = true;
+                self.rcv.owe_ack_now();
             }
         }
         if self.timers.persist.is_some() && !self.send_pending() {

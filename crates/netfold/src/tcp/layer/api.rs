@@ -353,11 +353,11 @@ impl TcpLayer {
     pub fn set_borrow_frames(&mut self, h: Handle, on: bool) -> Result<(), Error> {
         let home = self.recycler.clone();
         let c = self.conn_mut(h)?;
-        if c.rcv.posted.is_some() {
+        if c.rcv.posted().is_some() {
             return Err(Error::InvalidInput);
         }
         let share = on.then(|| (home, ConnShare::new(h.index, h.generation)));
-        c.rcv.frames.set(share);
+        c.rcv.set_frame_sharing(share);
         Ok(())
     }
 
@@ -434,8 +434,8 @@ impl TcpLayer {
         let c = self.conn_mut(h)?;
         // SO_LINGER 0, or unread data (RFC 9293 §3.6 / RFC 2525 §2.17): abort with RST.
         if c.config.linger == Some(crate::time::Duration::ZERO)
-            || !c.rcv.ring.is_empty()
-            || !c.rcv.frames.is_empty()
+            || !c.rcv.ring().is_empty()
+            || !c.rcv.frames().is_empty()
         {
             return self.abort(h);
         }
@@ -560,7 +560,7 @@ impl TcpLayer {
     /// Bytes readable now / bytes queued unsent-or-unacked / free space in the send buffer.
     pub fn recv_queue(&self, h: Handle) -> Result<usize, Error> {
         let r = &self.conn(h)?.rcv;
-        Ok(r.ring.len() + r.frames.bytes() + r.posted.as_ref().map_or(0, |p| p.filled))
+        Ok(r.ring().len() + r.frames().bytes() + r.posted().map_or(0, |p| p.filled))
     }
 
     pub fn send_queue(&self, h: Handle) -> Result<usize, Error> {

@@ -163,11 +163,8 @@ impl TcpLayer {
                     c.ecn.rx_ce = ecn == Ecn::Ce;
                     let ev = c.input(&mut ctx, repr, payload);
                     // What `place` staged and `input` did not keep stays uncommitted.
-                    c.rcv.staged = None;
-                    if !c.rcv.frames.staged.is_empty() {
-                        c.rcv.frames.staged.clear();
-                    }
-                    if c.rcv.frames.has_pending() && self.borrowers.last() != Some(&i) {
+                    c.rcv.drop_staged();
+                    if c.rcv.frames().has_pending() && self.borrowers.last() != Some(&i) {
                         self.borrowers.push(i);
                     }
                     c.tune_buffers(ctx.now, ctx.rings, ctx.stats);

@@ -81,7 +81,7 @@ impl TcpLayer {
         self.rcv_moderated = on;
         let cap = if on { PRESSURE_RCVBUF as u32 } else { u32::MAX };
         for c in self.table.conns_mut() {
-            c.rcv.moderated = cap;
+            c.rcv.moderate(cap);
         }
     }
 
@@ -96,7 +96,7 @@ impl TcpLayer {
         // (class, ring bytes held, slot)
         let mut victims: Vec<(u8, usize, u32)> = Vec::new();
         for (i, c) in self.table.conns() {
-            let held = c.snd.ring.allocated() + c.rcv.ring.capacity();
+            let held = c.snd.ring.allocated() + c.rcv.ring().capacity();
             let stalled =
                 c.timers.persist_backoff >= STALL_PROBES || c.timers.retries >= STALL_PROBES;
             if held == 0 || !stalled {

@@ -159,7 +159,7 @@ impl TcpLayer {
     pub(crate) fn adopt_frames(&mut self, rx: &mut [PacketBuf]) {
         for i in self.borrowers.drain(..) {
             if let Some(c) = self.table.conn_at_mut(i) {
-                c.rcv.frames.adopt(rx);
+                c.rcv.adopt_frames(rx);
             }
         }
     }
@@ -182,7 +182,7 @@ impl TcpLayer {
                 generation: g,
             };
             if let Some(c) = self.table.conn_of_mut(h) {
-                c.rcv.read_since_ack = true;
+                c.rcv.note_frames_released();
                 self.touch(i);
             }
         }

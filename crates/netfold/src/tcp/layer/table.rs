@@ -377,7 +377,7 @@ impl TcpLayer {
     pub(super) fn boxed(&mut self, mut c: Conn) -> Box<Conn> {
         if self.rcv_moderated {
             // Born under memory pressure: moderated from its first window (`pressure.rs`).
-            c.rcv.moderated = super::PRESSURE_RCVBUF as u32;
+            c.rcv.moderate(super::PRESSURE_RCVBUF as u32);
         }
         match self.spare.pop() {
             Some(mut b) => {
@@ -562,7 +562,7 @@ mod tests {
     /// a recycled ring holds old bytes beyond its length, as a ring from the cache always has).
     fn state_of(l: &mut TcpLayer, h: Handle) -> String {
         let c = l.conn_mut(h).unwrap();
-        let caps = (c.snd.ring.capacity(), c.rcv.ring.capacity());
+        let caps = (c.snd.ring.capacity(), c.rcv.ring().capacity());
         c.release_all(&mut RingCache::new());
         format!("{caps:?} {c:?}")
     }
@@ -601,8 +601,8 @@ mod tests {
             assert!(c.scoreboard.add(sack, una, max) > 0);
             c.rack.on_send(max, max.wrapping_add(100), t, Some(5));
             assert!(c.rack.records().count() > 0);
-            assert!(c.rcv.ring.asm.add(100, 10));
-            c.rcv.posted = Some(place::Posted {
+            assert!(c.rcv.ring_mut().asm.add(100, 10));
+            c.rcv.post(place::Posted {
                 buf: vec![9; 64],
                 filled: 3,
             });
@@ -625,9 +625,9 @@ mod tests {
         assert_eq!(block_of(&a, h1), old, "the block was reused");
         {
             let c = a.conn(h1).unwrap();
-            assert!(c.scoreboard.is_empty() && c.rcv.ring.asm.is_empty());
+            assert!(c.scoreboard.is_empty() && c.rcv.ring().asm.is_empty());
             assert_eq!(c.rack.records().count(), 0);
-            assert!(c.rcv.posted.is_none() && c.error.is_none() && !c.mapped);
+            assert!(c.rcv.posted().is_none() && c.error.is_none() && !c.mapped);
         }
         let mut fresh = TcpLayer::new(secret);
         let h2 = fresh.connect(t1, ca, sa, cfg).unwrap();

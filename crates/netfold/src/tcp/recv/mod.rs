@@ -14,10 +14,26 @@
 //! it was sent), which never moves left (RFC 9293 §3.8.6). The receive ring (in-order bytes
 //! then the out-of-order region) may hold more than was advertised; acceptability is judged
 //! against the advertisement.
+//!
+//! [`Receiver`] owns that sequence space together with everything the receiving half of the
+//! connection keeps: the receive ring and its reassembly, the receive buffer and its
+//! auto-tuning measurement, the FIN state and the ACK policy's state (quick-ACK mode, a read
+//! since the last ACK). Its fields are private: the rest of the stack reads them through
+//! getters and changes them through methods named for what happened (`on_syn`,
+//! `on_ack_sent`, `accept_data`, `accept_fin`, ...), which keep its invariants — RCV.NXT
+//! only advances, the advertised right edge never moves left, Last.ACK.sent never passes
+//! RCV.NXT.
+
+mod ack;
+mod buffer;
+mod sack;
+mod space;
 
 use super::buffer::RecvRing;
+use super::dsack::DsackReport;
 use super::frames::FrameQueue;
 use super::place::{Posted, Staged};
+use super::sack::SackHistory;
 use super::seq;
 use crate::time::Instant;
 
@@ -35,66 +51,76 @@ pub struct RcvSpace {
 }
 
 #[derive(Debug)]
-pub struct RecvSeq {
+pub struct Receiver {
     /// IRS: initial receive sequence number.
-    pub irs: u32,
+    irs: u32,
     /// RCV.NXT: next sequence number expected.
-    pub nxt: u32,
+    nxt: u32,
     /// Right edge of the window we last advertised (RCV.NXT + RCV.WND at that time).
-    pub adv: u32,
+    adv: u32,
     /// Last.ACK.sent (RFC 7323 §4.3): the ACK number we last sent.
-    pub last_ack_sent: u32,
+    last_ack_sent: u32,
     /// Rcv.Wind.Shift (RFC 7323 §2): applied to the window field we send.
-    pub wscale: u8,
+    wscale: u8,
     /// Largest segment seen from the peer (for "ACK every second full-sized segment").
-    pub mss: u32,
+    mss: u32,
     /// In-order bytes waiting for the application, then the out-of-order region.
-    pub ring: RecvRing,
+    ring: RecvRing,
     /// The receive buffer now (the window basis; the ring holds it plus one window-scale
     /// unit of slack). Grows up to `buf_max` while `autotune`.
-    pub buf: usize,
-    pub buf_max: usize,
-    pub autotune: bool,
-    pub space: RcvSpace,
+    buf: usize,
+    buf_max: usize,
+    autotune: bool,
+    space: RcvSpace,
     /// The peer's FIN sequence number, when its FIN arrived (maybe ahead of missing data).
-    pub fin: Option<u32>,
+    fin: Option<u32>,
     /// The peer's FIN has been received in order (RCV.NXT counts it).
-    pub fin_received: bool,
+    fin_received: bool,
     /// The application read data since we last sent a segment: only then may a pure window
     /// update be owed (Linux `tcp_cleanup_rbuf`).
-    pub read_since_ack: bool,
+    read_since_ack: bool,
     /// Quick-ACK mode (Linux `icsk_ack.quick`): in-order arrivals still to be acknowledged
     /// at once instead of under the delayed-ACK rule.
-    pub quick_acks: u8,
+    quick_acks: u8,
     /// When in-sequence or out-of-order data last arrived (Linux `icsk_ack.lrcvtime`); None
     /// before the first data segment.
-    pub last_data_rx: Option<Instant>,
+    last_data_rx: Option<Instant>,
     /// When the handshake completed: Linux starts `icsk_ack.lrcvtime` there (the SYN-ACK's
     /// arrival on an active open, the final ACK's on a passive one), so `tcpi_last_data_recv`
     /// counts from it until data arrives.
-    pub synced_at: Option<Instant>,
+    synced_at: Option<Instant>,
     /// A read the application posted (`place.rs`): in-order bytes go straight into it.
-    pub posted: Option<Posted>,
+    posted: Option<Posted>,
     /// Where the segment being processed was copied before its checks (`place.rs`).
-    pub staged: Option<Staged>,
+    staged: Option<Staged>,
     /// In-order payload kept in the frames it arrived in (frame-level borrowing read,
     /// `frames.rs`): always before the ring's bytes in the stream.
-    pub frames: FrameQueue,
+    frames: FrameQueue,
     /// The most the window may offer beyond what is queued, in bytes: the whole buffer
     /// normally, [`PRESSURE_RCVBUF`](crate::tcp::PRESSURE_RCVBUF) while the stack is over its
     /// buffer budget (set by the layer).
-    pub moderated: u32,
+    moderated: u32,
     /// A Fast Open connection's window edge as its SYN-ACK announced it, after the SYN's data
     /// (`fastopen.rs`): while that is still the last edge announced, reading the SYN's data
     /// owes no window update. Linux's window grows from the SYN-ACK's only as data arrives
     /// (`rcv_ssthresh`), so a Linux server sends none; netfold's would otherwise jump to the
     /// whole buffer.
-    pub syn_data_edge: Option<u32>,
+    syn_data_edge: Option<u32>,
+    /// The SACK blocks reported recently (RFC 2018 §4), most recent first.
+    sack_hist: SackHistory,
+    /// The duplicate to report in the next ACK (RFC 2883 D-SACK, receiver side).
+    dsack: DsackReport,
+    /// An ACK is owed at once (RFC 5681 §4.2: out-of-order data, a gap filled, a FIN, a
+    /// duplicate, an unacceptable segment; the delayed-ACK timer's expiry).
+    ack_now: bool,
+    /// In-order bytes received since the last ACK under the delayed-ACK rule (RFC 5681
+    /// §4.2: ACK at least every second full-sized segment).
+    unacked_bytes: usize,
 }
 
-impl RecvSeq {
+impl Receiver {
     pub fn new(wscale: u8, mss: u32, ring: RecvRing, buf: usize, buf_max: usize) -> Self {
-        RecvSeq {
+        Receiver {
             buf,
             buf_max,
             autotune: buf_max > buf,
@@ -117,6 +143,10 @@ impl RecvSeq {
             frames: FrameQueue::default(),
             moderated: u32::MAX,
             syn_data_edge: None,
+            sack_hist: SackHistory::default(),
+            dsack: DsackReport::default(),
+            ack_now: false,
+            unacked_bytes: 0,
         }
     }
 
@@ -130,7 +160,7 @@ impl RecvSeq {
     }
 
     /// Synchronizes to the peer's SYN: IRS = SEG.SEQ, RCV.NXT = SEG.SEQ + 1.
-    pub fn sync(&mut self, syn_seq: u32) {
+    pub fn on_syn(&mut self, syn_seq: u32) {
         self.irs = syn_seq;
         self.nxt = syn_seq.wrapping_add(1);
         self.adv = self.nxt;
@@ -208,7 +238,7 @@ impl RecvSeq {
 
     /// The window field that announces `edge` in an ACK of `ack` (at or below RCV.NXT: an
     /// ACK snapshot of a merged arrival). Rounded up to the unit (RFC 7323 §2.3), as
-    /// [`RecvSeq::window`] does, unless that would pass the end of the receive ring: then
+    /// [`Receiver::window`] does, unless that would pass the end of the receive ring: then
     /// rounded down, less than one unit short of `edge`. Rounded up regardless, every
     /// snapshot moved the promised edge past what the ring holds by up to one unit less a
     /// byte, and data the peer sent up to it was trimmed (RFC 9293 §3.10.7.4: data in the
@@ -231,5 +261,177 @@ impl RecvSeq {
             c => c,
         };
         cap.saturating_sub(self.ring.len()).min(u32::MAX as usize) as u32
+    }
+}
+
+/// Reads: the receive sequence space and the buffer's sizes.
+impl Receiver {
+    /// IRS: the peer's initial sequence number.
+    #[inline]
+    pub fn irs(&self) -> u32 {
+        self.irs
+    }
+
+    /// RCV.NXT: the next sequence number expected.
+    #[inline(always)]
+    pub fn nxt(&self) -> u32 {
+        self.nxt
+    }
+
+    /// The right edge of the window last advertised.
+    #[inline]
+    pub fn adv(&self) -> u32 {
+        self.adv
+    }
+
+    /// Last.ACK.sent (RFC 7323 §4.3).
+    #[inline]
+    pub fn last_ack_sent(&self) -> u32 {
+        self.last_ack_sent
+    }
+
+    /// Rcv.Wind.Shift (RFC 7323 §2).
+    #[inline]
+    pub fn wscale(&self) -> u8 {
+        self.wscale
+    }
+
+    /// The largest segment seen from the peer (Linux `rcv_mss`).
+    #[inline]
+    pub fn mss(&self) -> u32 {
+        self.mss
+    }
+
+    /// The receive buffer now (the window basis).
+    #[inline]
+    pub fn buf(&self) -> usize {
+        self.buf
+    }
+
+    /// The auto-tuning measurement (what the application read, and when).
+    #[inline]
+    pub fn space(&self) -> &RcvSpace {
+        &self.space
+    }
+
+    /// The peer's FIN sequence number, while its FIN waits for missing data.
+    #[inline]
+    pub fn fin(&self) -> Option<u32> {
+        self.fin
+    }
+
+    /// The peer's FIN was received in order.
+    #[inline]
+    pub fn fin_received(&self) -> bool {
+        self.fin_received
+    }
+
+    /// When the handshake completed (see the field).
+    #[inline]
+    pub fn synced_at(&self) -> Option<Instant> {
+        self.synced_at
+    }
+
+    /// When data last arrived.
+    #[inline]
+    pub fn last_data_rx(&self) -> Option<Instant> {
+        self.last_data_rx
+    }
+
+    /// The receive ring (in-order bytes, then the out-of-order region and its assembler).
+    #[inline(always)]
+    pub fn ring(&self) -> &RecvRing {
+        &self.ring
+    }
+
+    /// The frames held for the borrowing read.
+    #[inline(always)]
+    pub fn frames(&self) -> &FrameQueue {
+        &self.frames
+    }
+
+    /// The read the application posted, if any.
+    #[inline(always)]
+    pub fn posted(&self) -> Option<&Posted> {
+        self.posted.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receiver() -> Receiver {
+        let mut r = Receiver::new(0, 1000, RecvRing::with_capacity(4096), 4096, 4096);
+        r.on_syn(99);
+        r
+    }
+
+    #[test]
+    fn the_syn_sets_the_sequence_space() {
+        let r = receiver();
+        assert_eq!(
+            (r.irs(), r.nxt(), r.adv(), r.last_ack_sent()),
+            (99, 100, 100, 100)
+        );
+        assert_eq!(r.announced(), 0);
+    }
+
+    #[test]
+    fn the_advertised_edge_never_moves_left() {
+        let mut r = receiver();
+        r.on_ack_sent(2100);
+        assert_eq!((r.adv(), r.announced()), (2100, 2000));
+        r.on_ack_sent(1500);
+        assert_eq!(
+            r.adv(),
+            2100,
+            "RFC 9293 §3.8.6: the right edge never moves left"
+        );
+        r.on_snap_ack_sent(100, 10);
+        assert_eq!(r.adv(), 2100);
+        assert_eq!(r.last_ack_sent(), 100);
+    }
+
+    #[test]
+    fn acks_sent_settle_what_was_owed() {
+        let mut r = receiver();
+        r.owe_ack_now();
+        assert_eq!(r.add_unacked(500), 500);
+        r.note_read(7);
+        assert!(r.ack_now() && r.read_since_ack && r.space().copied == 7);
+        r.on_ack_sent(100);
+        assert!(!r.ack_now() && !r.read_since_ack);
+        assert_eq!(r.add_unacked(1), 1);
+    }
+
+    #[test]
+    fn a_fin_counts_once_and_only_in_order() {
+        let mut r = receiver();
+        assert!(!r.accept_fin(), "no FIN noted");
+        r.note_fin(200);
+        assert!(!r.accept_fin(), "data before the FIN is missing");
+        assert_eq!((r.nxt(), r.fin()), (100, Some(200)));
+        let mut r = receiver();
+        r.note_fin(100);
+        assert!(r.accept_fin());
+        assert_eq!((r.nxt(), r.fin(), r.fin_received()), (101, None, true));
+        r.note_fin(100);
+        assert!(
+            !r.accept_fin(),
+            "a repeated FIN does not advance RCV.NXT again"
+        );
+        assert_eq!(r.nxt(), 101);
+    }
+
+    #[test]
+    fn quick_acks_count_down() {
+        let mut r = receiver();
+        r.enter_quickack(2);
+        assert!(r.use_quickack() && r.use_quickack());
+        assert!(!r.use_quickack());
+        r.quickack_at_least(1);
+        r.quickack_at_least(0);
+        assert!(r.use_quickack() && !r.use_quickack());
     }
 }
