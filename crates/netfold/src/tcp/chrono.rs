@@ -86,7 +86,39 @@ impl Chrono {
 impl Conn {
     /// Brings the chronographs up to date with the connection's state at `now` (see the
     /// module documentation).
+    ///
+    /// The states request/response traffic moves between are decided inline: nothing
+    /// queued (no chronograph, or the busy one stopping), and data queued with everything
+    /// written already sent (the busy one starting or running), both while the send buffer
+    /// has not been found full. In these, the receive-window and send-buffer conditions of
+    /// `chrono_update_slow` neither start nor stop, so only the busy clock moves.
+    #[inline]
     pub fn chrono_update(&mut self, now: Instant) {
+        if !self.chrono.nospace && !self.snd.app_blocked {
+            let queued = self.is_synchronized() && self.snd.pending();
+            match (self.chrono.kind, queued) {
+                (Kind::None, false) => return,
+                // `tcp_chrono_stop` with the queues empty.
+                (Kind::Busy, false) => {
+                    self.chrono.set(now, Kind::None);
+                    return;
+                }
+                // `tcp_chrono_start(TCP_CHRONO_BUSY)`; nothing unsent, so no window limit.
+                (Kind::None | Kind::Busy, true) if !seq::lt(self.snd.nxt, self.fin_seq()) => {
+                    if self.chrono.kind == Kind::None {
+                        self.chrono.set(now, Kind::Busy);
+                    }
+                    return;
+                }
+                _ => {}
+            }
+        }
+        self.chrono_update_slow(now);
+    }
+
+    /// [`Conn::chrono_update`] in full.
+    #[inline(never)]
+    fn chrono_update_slow(&mut self, now: Instant) {
         // The handshake does not count: Linux's clocks start with the first data queued on
         // an established socket (a SYN is not in its write queue's accounting here).
         let queues_empty = !self.is_synchronized() || !self.snd.pending();
