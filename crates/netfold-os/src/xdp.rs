@@ -36,10 +36,14 @@
 //! the kernel's too), and the chunks go back to the fill ring when the batch is done. With
 //! [`XdpConfig::lend_rx`] off each frame is copied out of its chunk into a pooled buffer
 //! instead, so the chunk goes back at once and the stack may hold the frame as long as it
-//! likes (a frame-level borrowing read does). One copy per transmitted frame remains (into a
-//! transmit chunk): the stack builds frames in its own pool buffers, heap memory the kernel
-//! cannot send from, and making those buffers UMEM chunks would change every owner of a
-//! `PacketBuf`. [`XdpStats::rx_copied_bytes`] and [`XdpStats::tx_copied_bytes`] count both.
+//! likes (a frame-level borrowing read does). None on transmit either, for frames that fit a
+//! chunk: the socket lends free transmit chunks to the stack ([`Device::tx_lend`]) as pool
+//! buffers whose storage is the chunk, the stack builds its frames there, and `send_batch`
+//! puts each such chunk on the TX ring as it is ([`XdpStats::tx_lent`]). Frames built
+//! elsewhere (a buffer of another pool, a frame that outgrew its chunk, multi-buffer frames
+//! at a larger MTU, whose pool buffers exceed a chunk so nothing is lent) are copied into a
+//! transmit chunk. [`XdpStats::rx_copied_bytes`] and [`XdpStats::tx_copied_bytes`] count
+//! the copies.
 //! In copy mode (a veth) the kernel itself copies once more each way, between its buffers and
 //! the UMEM.
 //!
@@ -409,8 +413,8 @@ pub struct XdpStats {
     pub rx_lent: u64,
     /// Bytes copied between the rings' chunks and the stack's buffers: received frames
     /// copied out of their chunk into a pool buffer (0 while frames are lent), and frames
-    /// copied into a transmit chunk (every transmitted byte: the stack builds frames in its
-    /// own buffers, which the kernel cannot send from).
+    /// copied into a transmit chunk (those not built in a lent chunk: 0 at MTUs whose frames
+    /// fit a chunk, while the stack polls the socket).
     pub rx_copied_bytes: u64,
     pub tx_copied_bytes: u64,
     /// Frames sent from the transmit chunk the stack built them in ([`Device::tx_lend`]),
