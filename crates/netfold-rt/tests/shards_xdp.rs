@@ -6,13 +6,10 @@
 //! AF_XDP; without them `SKIPPED: ...`. Only 198.18.0.0/15 is configured; both namespaces are
 //! deleted by their guards, also when an assertion fails.
 
-use netfold_os::netns;
-use netfold_os::xdp::XdpConfig;
-use netfold_os::xdpmq;
 use netfold_rt::shards::{ShardConfig, Shards};
 use netfold_testkit::require_env;
 use netfold_testkit::tapns::{self, stack, NETFOLD_IP, SERIAL};
-use netfold_testkit::vethns::KernelVeth;
+use netfold_testkit::vethns;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,27 +29,8 @@ const LEN: usize = 48 << 10;
 fn kernel_connections_are_served_by_the_shard_of_their_queue() {
     require_env!();
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let veth = match KernelVeth::create(2) {
-        Ok(v) => v,
-        Err(why) => {
-            netns::skip(Some(why));
-            return;
-        }
-    };
-    let ifname = veth.host_if.clone();
-    let queues = veth
-        .in_host(|| xdpmq::open_queues(&ifname, 2, XdpConfig::local(&[NETFOLD_IP.into()])))
-        .expect("enter the host's namespace");
-    let queues = match queues {
-        Err(e) => {
-            let e = std::io::Error::from(e);
-            if netfold_testkit::vethns::xdp_unavailable(&e) {
-                netns::skip(Some(format!("AF_XDP unavailable: {e}")));
-                return;
-            }
-            panic!("AF_XDP queues: {e}");
-        }
-        Ok(q) => q,
+    let Some((veth, queues)) = vethns::xdp_queues(2) else {
+        return;
     };
     assert_eq!(queues.len(), 2);
     for (k, q) in queues.iter().enumerate() {
@@ -147,12 +125,13 @@ fn kernel_connections_are_served_by_the_shard_of_their_queue() {
         "one shard got every connection: {accepted:?}"
     );
     for (k, m) in meters.iter().enumerate() {
-        let (rx_copied, _, lent, frames) = m.get();
+        let (rx_copied, tx_copied, lent, frames) = m.get();
         assert!(frames > 0, "queue {k} received nothing");
+        // Received frames are lent in place, and sent ones built in their transmit chunk.
         assert_eq!(
-            (rx_copied, lent),
-            (0, frames),
-            "queue {k}: frames copied out"
+            (rx_copied, tx_copied, lent),
+            (0, 0, frames),
+            "queue {k}: frames copied"
         );
     }
     drop(listener);
