@@ -11,7 +11,7 @@ use netfold_testkit::require_env;
 use netfold_testkit::tapns::{self, stack, NETFOLD_IP, SERIAL};
 use netfold_testkit::vethns;
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpStream};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,39 +71,13 @@ fn kernel_connections_are_served_by_the_shard_of_their_queue() {
                 .unwrap()
         })
         .collect();
-    let results: Vec<std::io::Result<(u16, bool)>> = veth
-        .kernel
-        .run_in(|| {
-            let clients: Vec<_> = (0..CONNS)
-                .map(|c| {
-                    std::thread::spawn(move || -> std::io::Result<(u16, bool)> {
-                        let mut s =
-                            TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))?;
-                        s.set_read_timeout(Some(Duration::from_secs(20)))?;
-                        let port = s.local_addr()?.port();
-                        let data = tapns::payload(c, LEN);
-                        s.write_all(&data)?;
-                        s.shutdown(Shutdown::Write)?;
-                        let mut back = Vec::new();
-                        s.read_to_end(&mut back)?;
-                        Ok((port, back == data))
-                    })
-                })
-                .collect();
-            clients.into_iter().map(|t| t.join().unwrap()).collect()
-        })
-        .expect("enter the kernel's namespace");
+    let results = tapns::kernel_echo_clients(&veth.kernel, addr, CONNS, LEN);
     stop.store(true, Ordering::Relaxed);
     let accepted: Vec<Vec<SocketAddr>> = workers
         .into_iter()
         .map(|w| w.join().unwrap().expect("worker"))
         .collect();
-    let mut ports = Vec::new();
-    for (c, r) in results.into_iter().enumerate() {
-        let (port, same) = r.unwrap_or_else(|e| panic!("connection {c}: {e}"));
-        assert!(same, "connection {c}: the echo differs");
-        ports.push(port);
-    }
+    let ports = tapns::echoed_ports(results);
     assert_eq!(accepted[0].len() + accepted[1].len(), CONNS, "{accepted:?}");
     for (k, peers) in accepted.iter().enumerate() {
         for p in peers {
