@@ -864,3 +864,73 @@ fn dash_h_with_a_local_link_or_without_addr_is_refused() {
     assert!(String::from_utf8_lossy(&o.stderr)
         .contains("tap:NAME, tun:NAME, packet:IFNAME or xdp:IFNAME[@QUEUE][:all]"));
 }
+
+/// `netfold server --shards 2 --link xdp:VETH`: two netfold stacks, one per AF_XDP queue of
+/// a two-queue veth end, serve kernel `-H` clients on the other end (same namespace):
+/// a verified stream, parallel maerts streams and request/response. UDP tests are refused.
+#[test]
+fn netfold_server_shards_on_af_xdp_queues() {
+    let _one_at_a_time = serial();
+    if netns::skip(netns::unavailable_with(&["ethtool"])) {
+        return;
+    }
+    let ns = NetNs::create().unwrap();
+    let id = std::process::id() % 1_000_000;
+    let (kernel_end, nf_end) = (format!("nfsk{id}"), format!("nfsn{id}"));
+    let q = ["numtxqueues", "2", "numrxqueues", "2"];
+    let mut add = vec!["link", "add", kernel_end.as_str()];
+    add.extend(q);
+    add.extend(["type", "veth", "peer", "name", nf_end.as_str()]);
+    add.extend(q);
+    ns.ip(&add).unwrap();
+    ns.configure(&kernel_end, Ipv4Addr::new(198, 18, 12, 1), 24)
+        .unwrap();
+    ns.ip(&["link", "set", &nf_end, "up"]).unwrap();
+    // XDP sees the veth peer's frames before anything completes a checksum left to hardware.
+    let off = ns
+        .run("ethtool", &["-K", &kernel_end, "tx", "off"])
+        .unwrap();
+    assert!(off.status.success(), "ethtool -K {kernel_end} tx off");
+    let mut c = ns
+        .command(env!("CARGO_BIN_EXE_netfold"))
+        .args([
+            "server",
+            "--shards",
+            "2",
+            "--link",
+            &format!("xdp:{nf_end}"),
+            "--addr",
+            "198.18.12.2/24",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(c.stderr.take().unwrap());
+    let mut line = String::new();
+    log.read_line(&mut line).unwrap();
+    let mut server = Guard(c);
+    if line.contains("AF_XDP") && !line.contains("listening") {
+        netns::skip(Some(format!("AF_XDP unavailable: {line}")));
+        return;
+    }
+    assert!(
+        line.contains("listening") && line.contains("2 shards on 2 queues"),
+        "{line}"
+    );
+    let h = "198.18.12.2";
+    let v = json(&ns, &["stream", "-H", h, "-l", "1", "--verify", "--json"]);
+    let r = &v["results"][0];
+    assert!(r["throughput_mbps"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(r["verified"], true, "{r}");
+    eprintln!(
+        "kernel -> netfold server, 2 shards on AF_XDP: {} Mbit/s",
+        r["throughput_mbps"]
+    );
+    let v = json(&ns, &["maerts", "-H", h, "-l", "1", "-P", "4", "--json"]);
+    assert_eq!(v["results"][0]["streams"].as_array().unwrap().len(), 4);
+    assert!(v["results"][0]["bytes"].as_u64().unwrap() > 0);
+    let v = json(&ns, &["rr", "-H", h, "-l", "1", "--json"]);
+    assert!(v["results"][0]["details"]["transactions"].as_u64().unwrap() > 0);
+    stop(&mut server);
+    let _ = ns.ip(&["link", "del", &kernel_end]);
+}

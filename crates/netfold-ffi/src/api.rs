@@ -1581,29 +1581,12 @@ pub unsafe extern "C" fn nf_shards_new_tap(
     flags: c_int,
     out: *mut *mut nf_shards,
 ) -> c_int {
-    int(|| {
-        if cfg.is_null() || ifname.is_null() || out.is_null() {
-            return Err(libc::EFAULT);
-        }
-        if flags & !NF_SHARDS_PIN != 0 {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: a non-NULL, readable nf_config of its `size` per the API contract.
-        let c = unsafe { read_config(cfg)? };
-        let p = parse_config(&c)?;
-        // The TAP is the shards' device, and only the REAL clock runs a driver thread.
-        if p.device.is_some() || matches!(p.clock, Clock::Manual) {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: non-NULL and NUL-terminated per the API contract.
-        let name = unsafe { cabi::opt_cstr(ifname)? }.ok_or(libc::EFAULT)?;
-        let mtu = p.mtu_set.then_some(p.stack.mtu);
-        let pin = flags & NF_SHARDS_PIN != 0;
-        let sh = shards::Shards::tap(p.stack, name, shards as usize, mtu, pin)?;
-        // SAFETY: non-NULL, writable per the API contract.
-        unsafe { out.write_unaligned(boxed_shards(sh)) };
-        Ok(())
-    })
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        new_shards(cfg, ifname, flags, out, |stack, name, mtu, pin| {
+            shards::Shards::tap(stack, name, shards as usize, mtu, pin)
+        })
+    }
 }
 
 /// Creates one host of `shards` shards over the device `spec` names: "tap:NAME" (as
@@ -1618,37 +1601,59 @@ pub unsafe extern "C" fn nf_shards_new_device(
     flags: c_int,
     out: *mut *mut nf_shards,
 ) -> c_int {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        new_shards(cfg, spec, flags, out, |stack, spec, mtu, pin| {
+            if let Some(name) = spec.strip_prefix("tap:") {
+                shards::Shards::tap(stack, name, shards as usize, mtu, pin)
+            } else if let Some(rest) = spec.strip_prefix("xdp:") {
+                // Every queue 0..shards is used: a spec naming one is refused.
+                if rest.contains('@') {
+                    return Err(libc::EINVAL);
+                }
+                let x = netfold_os::link::parse_xdp(rest).map_err(|_| libc::EINVAL)?;
+                shards::Shards::xdp(stack, &x.ifname, x.all, shards as usize, mtu, pin)
+            } else {
+                Err(libc::EINVAL)
+            }
+        })
+    }
+}
+
+/// What `nf_shards_new_tap` and `nf_shards_new_device` share: checks the arguments, reads
+/// `cfg` (which must name no device of its own and run the real clock, the only one that
+/// drives shard threads), and stores in `*out` the shards `make` builds from the stack's
+/// configuration, the string `name`, the configured MTU (if set) and whether to pin.
+///
+/// # Safety
+/// `cfg` is NULL or a readable `nf_config` of its `size`; `name` is NULL or NUL-terminated;
+/// `out` is NULL or writable.
+unsafe fn new_shards(
+    cfg: *const nf_config,
+    name: *const c_char,
+    flags: c_int,
+    out: *mut *mut nf_shards,
+    make: impl FnOnce(StackConfig, &str, Option<usize>, bool) -> R<shards::Shards>,
+) -> c_int {
     int(|| {
-        if cfg.is_null() || spec.is_null() || out.is_null() {
+        if cfg.is_null() || name.is_null() || out.is_null() {
             return Err(libc::EFAULT);
         }
         if flags & !NF_SHARDS_PIN != 0 {
             return Err(libc::EINVAL);
         }
-        // SAFETY: a non-NULL, readable nf_config of its `size` per the API contract.
+        // SAFETY: a non-NULL, readable nf_config of its `size` per the caller's contract.
         let c = unsafe { read_config(cfg)? };
         let p = parse_config(&c)?;
-        // The device is the shards' own, and only the REAL clock runs a driver thread.
         if p.device.is_some() || matches!(p.clock, Clock::Manual) {
             return Err(libc::EINVAL);
         }
-        // SAFETY: non-NULL and NUL-terminated per the API contract.
-        let spec = unsafe { cabi::opt_cstr(spec)? }.ok_or(libc::EFAULT)?;
+        // SAFETY: non-NULL and NUL-terminated per the caller's contract.
+        let name = unsafe { cabi::opt_cstr(name)? }.ok_or(libc::EFAULT)?;
         let mtu = p.mtu_set.then_some(p.stack.mtu);
         let pin = flags & NF_SHARDS_PIN != 0;
-        let sh = if let Some(name) = spec.strip_prefix("tap:") {
-            shards::Shards::tap(p.stack, name, shards as usize, mtu, pin)?
-        } else if let Some(rest) = spec.strip_prefix("xdp:") {
-            // Every queue 0..shards is used: a spec naming one is refused.
-            if rest.contains('@') {
-                return Err(libc::EINVAL);
-            }
-            let x = netfold_os::link::parse_xdp(rest).map_err(|_| libc::EINVAL)?;
-            shards::Shards::xdp(p.stack, &x.ifname, x.all, shards as usize, mtu, pin)?
-        } else {
-            return Err(libc::EINVAL);
-        };
-        // SAFETY: non-NULL, writable per the API contract.
+        let sh = make(p.stack, name, mtu, pin)?;
+        // SAFETY: non-NULL, writable per the caller's contract.
         unsafe { out.write_unaligned(boxed_shards(sh)) };
         Ok(())
     })

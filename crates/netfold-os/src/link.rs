@@ -239,6 +239,9 @@ impl Device for Link {
     ) -> Option<usize> {
         each!(self, d => d.recv_lent(now, max, f))
     }
+    fn tx_lend(&mut self, pool: &mut Pool) {
+        each!(self, d => d.tx_lend(pool))
+    }
     fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
         each!(self, d => d.send_batch(now, pool, frames))
     }

@@ -36,10 +36,14 @@
 //! the kernel's too), and the chunks go back to the fill ring when the batch is done. With
 //! [`XdpConfig::lend_rx`] off each frame is copied out of its chunk into a pooled buffer
 //! instead, so the chunk goes back at once and the stack may hold the frame as long as it
-//! likes (a frame-level borrowing read does). One copy per transmitted frame remains (into a
-//! transmit chunk): the stack builds frames in its own pool buffers, heap memory the kernel
-//! cannot send from, and making those buffers UMEM chunks would change every owner of a
-//! `PacketBuf`. [`XdpStats::rx_copied_bytes`] and [`XdpStats::tx_copied_bytes`] count both.
+//! likes (a frame-level borrowing read does). None on transmit either, for frames that fit a
+//! chunk: the socket lends free transmit chunks to the stack ([`Device::tx_lend`]) as pool
+//! buffers whose storage is the chunk, the stack builds its frames there, and `send_batch`
+//! puts each such chunk on the TX ring as it is ([`XdpStats::tx_lent`]). Frames built
+//! elsewhere (a buffer of another pool, a frame that outgrew its chunk, multi-buffer frames
+//! at a larger MTU, whose pool buffers exceed a chunk so nothing is lent) are copied into a
+//! transmit chunk. [`XdpStats::rx_copied_bytes`] and [`XdpStats::tx_copied_bytes`] count
+//! the copies.
 //! In copy mode (a veth) the kernel itself copies once more each way, between its buffers and
 //! the UMEM.
 //!
@@ -86,17 +90,23 @@ use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::tap::{interface_mtu, wait_readable};
 use crate::xdp_prog::{self, XdpFilter, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE, XDP_PASS};
-use netfold::buf::{Csum, PacketBuf, Pool};
+use netfold::buf::{Csum, PacketBuf, Pool, TxMem};
 use netfold::phy::{ChecksumCaps, Device, DeviceCaps, Medium, MAX_LENT};
 use netfold::time::{Duration, Instant};
 
 /// Bytes per UMEM chunk: a page, so a chunk holds any frame a native-XDP driver hands over
 /// (they cap the MTU below a page) and the aligned-chunk mode applies.
 pub const CHUNK_SIZE: usize = 4096;
+
+/// Most transmit chunks lent to the stack at once ([`Device::tx_lend`]): a few rounds of
+/// output's worth.
+const TX_LEND: usize = 256;
+/// Transmit chunks never lent, for frames the stack built on the heap (copied).
+const TX_KEEP: usize = 16;
 /// Where the kernel puts a received frame inside its chunk in copy mode
 /// (`XDP_PACKET_HEADROOM`); transmit frames start at the chunk's first byte.
 const RX_HEADROOM: usize = 256;
@@ -403,10 +413,13 @@ pub struct XdpStats {
     pub rx_lent: u64,
     /// Bytes copied between the rings' chunks and the stack's buffers: received frames
     /// copied out of their chunk into a pool buffer (0 while frames are lent), and frames
-    /// copied into a transmit chunk (every transmitted byte: the stack builds frames in its
-    /// own buffers, which the kernel cannot send from).
+    /// copied into a transmit chunk (those not built in a lent chunk: 0 at MTUs whose frames
+    /// fit a chunk, while the stack polls the socket).
     pub rx_copied_bytes: u64,
     pub tx_copied_bytes: u64,
+    /// Frames sent from the transmit chunk the stack built them in ([`Device::tx_lend`]),
+    /// of `tx_frames`: none of their bytes is in `tx_copied_bytes`.
+    pub tx_lent: u64,
     /// Multi-buffer frames (larger than a chunk, `XDP_USE_SG`) received and sent. A received
     /// one is gathered into one buffer (its bytes counted in `rx_copied_bytes`) also when
     /// frames are lent.
@@ -497,11 +510,63 @@ impl Mapping {
     }
 }
 
+// SAFETY: a `Mapping` is an address range and its ownership (it unmaps on drop); it gives
+// no access to the bytes by itself. Who reads or writes them (the socket's rings and UMEM
+// accessors, a lent `UmemChunk`) does so under its own rules, whatever thread it is on.
+unsafe impl Send for Mapping {}
+// SAFETY: as for `Send`: shared references to a `Mapping` reach only its address and length.
+unsafe impl Sync for Mapping {}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: exactly the mapping made above; no reference into it outlives `self`.
         unsafe {
             libc::munmap(self.ptr.cast(), self.len);
+        }
+    }
+}
+
+/// A transmit chunk of a socket's UMEM lent to the stack ([`Device::tx_lend`]): the stack
+/// builds a frame in it and `send_batch` puts the chunk on the TX ring as it is. While the
+/// chunk is lent it is on no ring and in no free list, so this value is the only way to its
+/// bytes. Dropped by the stack (not sent), it gives the chunk back through `home`.
+#[derive(Debug)]
+struct UmemChunk {
+    /// Keeps the UMEM mapped while the chunk is out (the stack may outlive the socket).
+    mem: Arc<Mapping>,
+    /// The chunk's start, a multiple of [`CHUNK_SIZE`] inside `mem`.
+    addr: u64,
+    /// Where a dropped chunk goes back to: the socket's list of chunks to reclaim.
+    home: Arc<Mutex<Vec<u64>>>,
+    /// Whether the chunk is lent (false once `send_batch` took it back: nothing to return).
+    out: bool,
+}
+
+impl TxMem for UmemChunk {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `addr..addr + CHUNK_SIZE` is one chunk inside the mapping (`addr` came off
+        // the transmit free list), lent to this value alone (see the type), and the mapping
+        // lives as long as `mem`.
+        unsafe { std::slice::from_raw_parts(self.mem.ptr.add(self.addr as usize), CHUNK_SIZE) }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`, and `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.ptr.add(self.addr as usize), CHUNK_SIZE) }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+}
+
+impl Drop for UmemChunk {
+    fn drop(&mut self) {
+        if self.out {
+            if let Ok(mut h) = self.home.lock() {
+                h.push(self.addr);
+            }
         }
     }
 }
@@ -655,9 +720,16 @@ pub struct XdpSocket {
     comp: Ring,
     fd: OwnedFd,
     /// Declared after the socket: unmapped only once the kernel lets go of it.
-    umem: Mapping,
-    /// Transmit chunks not in the kernel's hands.
+    umem: Arc<Mapping>,
+    /// Transmit chunks not in the kernel's hands (nor lent to the stack).
     tx_free: Vec<u64>,
+    /// Transmit chunks lent to the stack ([`Device::tx_lend`]) and not yet back.
+    tx_lent: usize,
+    /// Lent chunks the stack dropped unsent, to go back on `tx_free`.
+    tx_home: Arc<Mutex<Vec<u64>>>,
+    /// Boxes of chunks `send_batch` took back, reused for the next lending.
+    #[allow(clippy::vec_box)] // The boxes themselves are what is reused (no allocation).
+    tx_boxes: Vec<Box<UmemChunk>>,
     ifname: String,
     ifindex: u32,
     queue: u32,
@@ -1025,7 +1097,10 @@ impl XdpSocket {
             fill,
             comp,
             fd,
-            umem,
+            umem: Arc::new(umem),
+            tx_lent: 0,
+            tx_home: Arc::new(Mutex::new(Vec::new())),
+            tx_boxes: Vec::new(),
             tx_free,
             ifname: ifname.to_owned(),
             ifindex,
@@ -1167,8 +1242,13 @@ impl XdpSocket {
         Some((start, end))
     }
 
-    /// Chunks the kernel finished sending go back to the free list.
+    /// Chunks the kernel finished sending, and lent ones the stack dropped, go back to the
+    /// free list.
     fn reclaim(&mut self) {
+        if let Ok(mut h) = self.tx_home.try_lock() {
+            self.tx_lent -= h.len().min(self.tx_lent);
+            self.tx_free.append(&mut h);
+        }
         let n = self.comp.available();
         for k in 0..n {
             let addr = self.comp.read_addr(self.comp.local.wrapping_add(k));
@@ -1261,6 +1341,36 @@ impl XdpSocket {
         self.stats.tx_frames += 1;
         self.stats.tx_bytes += frame.len() as u64;
         true
+    }
+
+    /// Queues a frame the stack built in one of this socket's lent chunks (not yet
+    /// published): no copy. Returns `f` back if it is not in one of ours.
+    fn queue_lent(&mut self, mut f: PacketBuf, queued: &mut u32) -> Result<(), PacketBuf> {
+        let ours = f
+            .lent_mem()
+            .and_then(|m| m.as_any().downcast_ref::<UmemChunk>())
+            .is_some_and(|c| Arc::ptr_eq(&c.mem, &self.umem) && c.out);
+        if !ours || f.is_empty() {
+            return Err(f);
+        }
+        let Some((mem, start, end)) = f.take_lent() else {
+            return Err(f);
+        };
+        let Ok(mut c) = mem.into_any().downcast::<UmemChunk>() else {
+            return Ok(()); // Not reached: checked above.
+        };
+        c.out = false;
+        self.tx_lent -= 1;
+        let addr = c.addr + start as u64;
+        self.tx_boxes.push(c);
+        // The TX ring has a slot per transmit chunk, lent ones included.
+        let idx = self.tx.local.wrapping_add(*queued);
+        self.tx.write_desc(idx, addr, (end - start) as u32, 0);
+        *queued += 1;
+        self.stats.tx_lent += 1;
+        self.stats.tx_frames += 1;
+        self.stats.tx_bytes += (end - start) as u64;
+        Ok(())
     }
 
     /// The next received frame from RX descriptor `k` on (of `avail`): how many descriptors
@@ -1471,6 +1581,35 @@ impl Device for XdpSocket {
         Some(lent)
     }
 
+    /// Lends free transmit chunks to the stack, up to [`TX_LEND`] out at once and leaving
+    /// a few for frames built elsewhere (copied).
+    fn tx_lend(&mut self, pool: &mut Pool) {
+        if pool.buf_capacity() + netfold::buf::DEFAULT_HEADROOM > CHUNK_SIZE {
+            return;
+        }
+        self.reclaim();
+        while self.tx_lent < TX_LEND && self.tx_free.len() > TX_KEEP {
+            let Some(addr) = self.tx_free.pop() else {
+                break;
+            };
+            let chunk = match self.tx_boxes.pop() {
+                Some(mut b) => {
+                    b.addr = addr;
+                    b.out = true;
+                    b
+                }
+                None => Box::new(UmemChunk {
+                    mem: self.umem.clone(),
+                    addr,
+                    home: self.tx_home.clone(),
+                    out: true,
+                }),
+            };
+            self.tx_lent += 1;
+            pool.lend(PacketBuf::lent(chunk));
+        }
+    }
+
     fn send_batch(&mut self, _now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
         self.reclaim();
         let max_frame = self.mtu + LINK_OVERHEAD;
@@ -1506,6 +1645,10 @@ impl Device for XdpSocket {
                 pool.put(f);
                 continue;
             }
+            let f = match self.queue_lent(f, &mut queued) {
+                Ok(()) => continue,
+                Err(f) => f,
+            };
             self.queue_tx(f.as_slice(), &mut queued);
             pool.put(f);
         }

@@ -156,6 +156,10 @@ impl Device for XdpQueue {
         Some(copies.len() + lent.unwrap_or(0))
     }
 
+    fn tx_lend(&mut self, pool: &mut Pool) {
+        self.sock.tx_lend(pool)
+    }
+
     fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
         self.sock.send_batch(now, pool, frames)
     }

@@ -84,38 +84,13 @@ fn kernel_connections_are_served_on_the_queue_the_kernel_picked() {
         })
         .collect();
     // The kernel side: CONNS concurrent clients inside the namespace.
-    let results: Vec<std::io::Result<(u16, bool)>> = ns
-        .run_in(|| {
-            let clients: Vec<_> = (0..CONNS)
-                .map(|c| {
-                    std::thread::spawn(move || -> std::io::Result<(u16, bool)> {
-                        let mut s =
-                            TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))?;
-                        s.set_read_timeout(Some(Duration::from_secs(20)))?;
-                        let port = s.local_addr()?.port();
-                        let data = payload(c);
-                        s.write_all(&data)?;
-                        s.shutdown(Shutdown::Write)?;
-                        let mut back = Vec::new();
-                        s.read_to_end(&mut back)?;
-                        Ok((port, back == data))
-                    })
-                })
-                .collect();
-            clients.into_iter().map(|t| t.join().unwrap()).collect()
-        })
-        .expect("enter netns");
+    let results = tapns::kernel_echo_clients(&ns, addr, CONNS, LEN);
     stop.store(true, Ordering::Relaxed);
     let accepted: Vec<Vec<SocketAddr>> = workers
         .into_iter()
         .map(|w| w.join().unwrap().expect("worker"))
         .collect();
-    let mut ports = Vec::new();
-    for (c, r) in results.into_iter().enumerate() {
-        let (port, same) = r.unwrap_or_else(|e| panic!("connection {c}: {e}"));
-        assert!(same, "connection {c}: the echo differs");
-        ports.push(port);
-    }
+    let ports = tapns::echoed_ports(results);
     // Every connection served once, on one shard.
     assert_eq!(accepted[0].len() + accepted[1].len(), CONNS, "{accepted:?}");
     let (flows, split) = mqtap::flows_on_two_queues(&records);

@@ -6,15 +6,12 @@
 //! AF_XDP; without them `SKIPPED: ...`. Only 198.18.0.0/15 is configured; both namespaces are
 //! deleted by their guards, also when an assertion fails.
 
-use netfold_os::netns;
-use netfold_os::xdp::XdpConfig;
-use netfold_os::xdpmq;
 use netfold_rt::shards::{ShardConfig, Shards};
 use netfold_testkit::require_env;
 use netfold_testkit::tapns::{self, stack, NETFOLD_IP, SERIAL};
-use netfold_testkit::vethns::KernelVeth;
+use netfold_testkit::vethns;
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpStream};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,27 +29,8 @@ const LEN: usize = 48 << 10;
 fn kernel_connections_are_served_by_the_shard_of_their_queue() {
     require_env!();
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let veth = match KernelVeth::create(2) {
-        Ok(v) => v,
-        Err(why) => {
-            netns::skip(Some(why));
-            return;
-        }
-    };
-    let ifname = veth.host_if.clone();
-    let queues = veth
-        .in_host(|| xdpmq::open_queues(&ifname, 2, XdpConfig::local(&[NETFOLD_IP.into()])))
-        .expect("enter the host's namespace");
-    let queues = match queues {
-        Err(e) => {
-            let e = std::io::Error::from(e);
-            if netfold_testkit::vethns::xdp_unavailable(&e) {
-                netns::skip(Some(format!("AF_XDP unavailable: {e}")));
-                return;
-            }
-            panic!("AF_XDP queues: {e}");
-        }
-        Ok(q) => q,
+    let Some((veth, queues)) = vethns::xdp_queues(2) else {
+        return;
     };
     assert_eq!(queues.len(), 2);
     for (k, q) in queues.iter().enumerate() {
@@ -93,39 +71,13 @@ fn kernel_connections_are_served_by_the_shard_of_their_queue() {
                 .unwrap()
         })
         .collect();
-    let results: Vec<std::io::Result<(u16, bool)>> = veth
-        .kernel
-        .run_in(|| {
-            let clients: Vec<_> = (0..CONNS)
-                .map(|c| {
-                    std::thread::spawn(move || -> std::io::Result<(u16, bool)> {
-                        let mut s =
-                            TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))?;
-                        s.set_read_timeout(Some(Duration::from_secs(20)))?;
-                        let port = s.local_addr()?.port();
-                        let data = tapns::payload(c, LEN);
-                        s.write_all(&data)?;
-                        s.shutdown(Shutdown::Write)?;
-                        let mut back = Vec::new();
-                        s.read_to_end(&mut back)?;
-                        Ok((port, back == data))
-                    })
-                })
-                .collect();
-            clients.into_iter().map(|t| t.join().unwrap()).collect()
-        })
-        .expect("enter the kernel's namespace");
+    let results = tapns::kernel_echo_clients(&veth.kernel, addr, CONNS, LEN);
     stop.store(true, Ordering::Relaxed);
     let accepted: Vec<Vec<SocketAddr>> = workers
         .into_iter()
         .map(|w| w.join().unwrap().expect("worker"))
         .collect();
-    let mut ports = Vec::new();
-    for (c, r) in results.into_iter().enumerate() {
-        let (port, same) = r.unwrap_or_else(|e| panic!("connection {c}: {e}"));
-        assert!(same, "connection {c}: the echo differs");
-        ports.push(port);
-    }
+    let ports = tapns::echoed_ports(results);
     assert_eq!(accepted[0].len() + accepted[1].len(), CONNS, "{accepted:?}");
     for (k, peers) in accepted.iter().enumerate() {
         for p in peers {
@@ -147,12 +99,13 @@ fn kernel_connections_are_served_by_the_shard_of_their_queue() {
         "one shard got every connection: {accepted:?}"
     );
     for (k, m) in meters.iter().enumerate() {
-        let (rx_copied, _, lent, frames) = m.get();
+        let (rx_copied, tx_copied, lent, frames) = m.get();
         assert!(frames > 0, "queue {k} received nothing");
+        // Received frames are lent in place, and sent ones built in their transmit chunk.
         assert_eq!(
-            (rx_copied, lent),
-            (0, frames),
-            "queue {k}: frames copied out"
+            (rx_copied, tx_copied, lent),
+            (0, 0, frames),
+            "queue {k}: frames copied"
         );
     }
     drop(listener);

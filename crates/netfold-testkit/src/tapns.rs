@@ -112,3 +112,51 @@ impl Drop for NsTap<'_> {
             .ip(&["tuntap", "del", "mode", self.mode, "name", &self.name]);
     }
 }
+
+/// The kernel side of the shard echo tests: `conns` concurrent kernel TCP clients inside `ns`,
+/// client `c` sending [`payload`]`(c, len)` to `addr`, closing its sending side and reading
+/// the echo to the end. Returns each client's local port and whether its echo was the bytes
+/// it sent (or the error that stopped it).
+pub fn kernel_echo_clients(
+    ns: &NetNs,
+    addr: std::net::SocketAddrV4,
+    conns: usize,
+    len: usize,
+) -> Vec<io::Result<(u16, bool)>> {
+    use std::io::{Read, Write};
+    use std::time::Duration;
+    ns.run_in(|| {
+        let clients: Vec<_> = (0..conns)
+            .map(|c| {
+                std::thread::spawn(move || -> io::Result<(u16, bool)> {
+                    let mut s = std::net::TcpStream::connect_timeout(
+                        &addr.into(),
+                        Duration::from_secs(10),
+                    )?;
+                    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+                    let port = s.local_addr()?.port();
+                    let data = payload(c, len);
+                    s.write_all(&data)?;
+                    s.shutdown(std::net::Shutdown::Write)?;
+                    let mut back = Vec::new();
+                    s.read_to_end(&mut back)?;
+                    Ok((port, back == data))
+                })
+            })
+            .collect();
+        clients.into_iter().map(|t| t.join().unwrap()).collect()
+    })
+    .expect("enter the kernel's namespace")
+}
+
+/// The local ports of [`kernel_echo_clients`]' results, panicking on a connection that
+/// failed or whose echo differs.
+pub fn echoed_ports(results: Vec<io::Result<(u16, bool)>>) -> Vec<u16> {
+    let mut ports = Vec::new();
+    for (c, r) in results.into_iter().enumerate() {
+        let (port, same) = r.unwrap_or_else(|e| panic!("connection {c}: {e}"));
+        assert!(same, "connection {c}: the echo differs");
+        ports.push(port);
+    }
+    ports
+}

@@ -106,6 +106,38 @@ impl KernelVeth {
     }
 }
 
+/// The AF_XDP shard tests' fixture: a [`KernelVeth`] with `queues` queues and an AF_XDP
+/// socket on each queue of its host end (one XDP program redirecting the frames for
+/// netfold's address, [`netfold_os::xdpmq::open_queues`]). `None`, after printing
+/// `SKIPPED: ...`, where the namespaces or AF_XDP are unavailable.
+pub fn xdp_queues(queues: u32) -> Option<(KernelVeth, Vec<netfold_os::xdpmq::XdpQueue>)> {
+    let veth = match KernelVeth::create(queues) {
+        Ok(v) => v,
+        Err(why) => {
+            netns::skip(Some(why));
+            return None;
+        }
+    };
+    let ifname = veth.host_if.clone();
+    let local = [crate::tapns::NETFOLD_IP.into()];
+    let opened = veth
+        .in_host(|| {
+            netfold_os::xdpmq::open_queues(
+                &ifname,
+                queues,
+                netfold_os::xdp::XdpConfig::local(&local),
+            )
+        })
+        .expect("enter the host's namespace");
+    match opened.map_err(io::Error::from) {
+        Err(e) if xdp_unavailable(&e) => {
+            netns::skip(Some(format!("AF_XDP unavailable: {e}")));
+            None
+        }
+        r => Some((veth, r.expect("AF_XDP queues"))),
+    }
+}
+
 /// Whether an open error means AF_XDP is unavailable here (not root, or a kernel without
 /// it), the reason to print `SKIPPED: ...` for.
 pub fn xdp_unavailable(e: &io::Error) -> bool {

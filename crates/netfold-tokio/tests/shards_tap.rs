@@ -11,7 +11,7 @@ use netfold_testkit::require_env;
 use netfold_testkit::tapns::{self, stack, KERNEL_IP, NETFOLD_IP, SERIAL};
 use netfold_tokio::shards::{current_shard, Shards};
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpListener};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -90,33 +90,8 @@ fn kernel_connections_are_served_on_the_shard_of_their_queue() {
             .unwrap();
     }
     // The kernel side: CONNS concurrent clients inside the namespace.
-    let results: Vec<std::io::Result<(u16, bool)>> = ns
-        .run_in(|| {
-            let clients: Vec<_> = (0..CONNS)
-                .map(|c| {
-                    std::thread::spawn(move || -> std::io::Result<(u16, bool)> {
-                        let mut s =
-                            TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))?;
-                        s.set_read_timeout(Some(Duration::from_secs(20)))?;
-                        let port = s.local_addr()?.port();
-                        let data = payload(c);
-                        s.write_all(&data)?;
-                        s.shutdown(Shutdown::Write)?;
-                        let mut back = Vec::new();
-                        s.read_to_end(&mut back)?;
-                        Ok((port, back == data))
-                    })
-                })
-                .collect();
-            clients.into_iter().map(|t| t.join().unwrap()).collect()
-        })
-        .expect("enter netns");
-    let mut ports = Vec::new();
-    for (c, r) in results.into_iter().enumerate() {
-        let (port, same) = r.unwrap_or_else(|e| panic!("connection {c}: {e}"));
-        assert!(same, "connection {c}: the echo differs");
-        ports.push(port);
-    }
+    let results = tapns::kernel_echo_clients(&ns, addr, CONNS, LEN);
+    let ports = tapns::echoed_ports(results);
     // The server tasks record a peer after their FIN, which the client may see first.
     let deadline = Instant::now() + Duration::from_secs(10);
     let accepted = loop {

@@ -5,15 +5,11 @@
 //! 198.18.0.0/15 is configured; both namespaces are deleted by their guards, also when an
 //! assertion fails.
 
-use netfold_os::netns;
-use netfold_os::xdp::XdpConfig;
-use netfold_os::xdpmq;
 use netfold_testkit::require_env;
 use netfold_testkit::tapns::{self, stack, NETFOLD_IP, SERIAL};
-use netfold_testkit::vethns::{xdp_unavailable, KernelVeth};
+use netfold_testkit::vethns;
 use netfold_tokio::shards::{current_shard, Shards};
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpStream};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -29,23 +25,8 @@ const LEN: usize = 48 << 10;
 fn kernel_connections_are_served_by_the_shard_of_their_queue() {
     require_env!();
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let veth = match KernelVeth::create(2) {
-        Ok(v) => v,
-        Err(why) => {
-            netns::skip(Some(why));
-            return;
-        }
-    };
-    let ifname = veth.host_if.clone();
-    let queues = veth
-        .in_host(|| xdpmq::open_queues(&ifname, 2, XdpConfig::local(&[NETFOLD_IP.into()])))
-        .expect("enter the host's namespace");
-    let queues = match queues.map_err(std::io::Error::from) {
-        Err(e) if xdp_unavailable(&e) => {
-            netns::skip(Some(format!("AF_XDP unavailable: {e}")));
-            return;
-        }
-        r => r.expect("AF_XDP queues"),
+    let Some((veth, queues)) = vethns::xdp_queues(2) else {
+        return;
     };
     let meters: Vec<_> = queues.iter().map(|q| q.socket().copy_meter()).collect();
     let shards = Shards::start_xdp_queues(stack(), queues, &[]).expect("start shards");
@@ -84,34 +65,8 @@ fn kernel_connections_are_served_by_the_shard_of_their_queue() {
             })
             .unwrap();
     }
-    let results: Vec<std::io::Result<(u16, bool)>> = veth
-        .kernel
-        .run_in(|| {
-            let clients: Vec<_> = (0..CONNS)
-                .map(|c| {
-                    std::thread::spawn(move || -> std::io::Result<(u16, bool)> {
-                        let mut s =
-                            TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))?;
-                        s.set_read_timeout(Some(Duration::from_secs(20)))?;
-                        let port = s.local_addr()?.port();
-                        let data = tapns::payload(c, LEN);
-                        s.write_all(&data)?;
-                        s.shutdown(Shutdown::Write)?;
-                        let mut back = Vec::new();
-                        s.read_to_end(&mut back)?;
-                        Ok((port, back == data))
-                    })
-                })
-                .collect();
-            clients.into_iter().map(|t| t.join().unwrap()).collect()
-        })
-        .expect("enter the kernel's namespace");
-    let mut ports = Vec::new();
-    for (c, r) in results.into_iter().enumerate() {
-        let (port, same) = r.unwrap_or_else(|e| panic!("connection {c}: {e}"));
-        assert!(same, "connection {c}: the echo differs");
-        ports.push(port);
-    }
+    let results = tapns::kernel_echo_clients(&veth.kernel, addr, CONNS, LEN);
+    let ports = tapns::echoed_ports(results);
     // The server tasks record a peer after their FIN, which the client may see first.
     let deadline = Instant::now() + Duration::from_secs(10);
     let accepted = loop {
@@ -142,12 +97,13 @@ fn kernel_connections_are_served_by_the_shard_of_their_queue() {
         "one shard got every connection: {accepted:?}"
     );
     for (k, m) in meters.iter().enumerate() {
-        let (rx_copied, _, lent, frames) = m.get();
+        let (rx_copied, tx_copied, lent, frames) = m.get();
         assert!(frames > 0, "queue {k} received nothing");
+        // Received frames are lent in place, and sent ones built in their transmit chunk.
         assert_eq!(
-            (rx_copied, lent),
-            (0, frames),
-            "queue {k}: frames copied out"
+            (rx_copied, tx_copied, lent),
+            (0, 0, frames),
+            "queue {k}: frames copied"
         );
     }
     drop(listener);

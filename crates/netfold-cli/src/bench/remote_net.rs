@@ -203,6 +203,31 @@ pub struct NetfoldNet {
 /// Backlog of a netfold listener: every parallel stream of a bidirectional test at once.
 const BACKLOG: usize = 2 * super::remote::MAX_STREAMS;
 
+/// `listen(port)`, or with port 0 `listen` on a free port: netfold's listeners take an
+/// explicit port, so one is picked from the dynamic range (RFC 6335 §6: 49152-65535),
+/// starting where the last pick left off.
+fn listen_on_port<L>(
+    port: u16,
+    mut listen: impl FnMut(u16) -> io::Result<L>,
+) -> io::Result<(L, u16)> {
+    if port != 0 {
+        return Ok((listen(port)?, port));
+    }
+    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    const FIRST: u16 = 49152;
+    let span = u16::MAX - FIRST + 1;
+    let mut last = None;
+    for _ in 0..span {
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % span;
+        let p = FIRST + k;
+        match listen(p) {
+            Ok(l) => return Ok((l, p)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)))
+}
+
 impl Net for NetfoldNet {
     type Stream = netfold_rt::blocking::TcpStream;
     type Listener = (netfold_rt::blocking::TcpListener, Duration);
@@ -214,27 +239,10 @@ impl Net for NetfoldNet {
         wait: Duration,
         _bufs: (Option<usize>, Option<usize>),
     ) -> io::Result<(Self::Listener, u16)> {
-        if port != 0 {
-            let l = self
-                .rt
-                .listen(SocketAddr::new(ip, port), BACKLOG, self.tcp)?;
-            return Ok(((l, wait), port));
-        }
-        // netfold's listeners take an explicit port: pick a free one from the dynamic range
-        // (RFC 6335 §6: 49152-65535), starting where the last pick left off.
-        static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
-        const FIRST: u16 = 49152;
-        let span = u16::MAX - FIRST + 1;
-        let mut last = None;
-        for _ in 0..span {
-            let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % span;
-            let p = FIRST + k;
-            match self.rt.listen(SocketAddr::new(ip, p), BACKLOG, self.tcp) {
-                Ok(l) => return Ok(((l, wait), p)),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)))
+        let (l, port) = listen_on_port(port, |p| {
+            self.rt.listen(SocketAddr::new(ip, p), BACKLOG, self.tcp)
+        })?;
+        Ok(((l, wait), port))
     }
     fn accept(&self, l: &Self::Listener) -> io::Result<Self::Stream> {
         l.0.accept_timeout(l.1).map(|(s, _)| s)
@@ -257,6 +265,115 @@ impl Net for NetfoldNet {
         // Any family: an IPv6 peer without an IPv6 address is NetworkUnreachable.
         u.send_to(data, to)
     }
+}
+
+/// N netfold stacks, one per AF_XDP queue of an interface ([`netfold_rt::Shards`]): a
+/// listener listens on every shard and accepts the connections each shard's queue receives.
+pub struct ShardedNet {
+    pub shards: Arc<netfold_rt::Shards>,
+    pub tcp: netfold::tcp::Config,
+}
+
+impl Net for ShardedNet {
+    type Stream = netfold_rt::blocking::TcpStream;
+    type Listener = (netfold_rt::ShardedListener, Duration);
+    type Udp = netfold_rt::blocking::UdpSocket;
+    fn listen(
+        &self,
+        ip: IpAddr,
+        port: u16,
+        wait: Duration,
+        _bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<(Self::Listener, u16)> {
+        let (l, port) = listen_on_port(port, |p| {
+            self.shards
+                .listen(SocketAddr::new(ip, p), BACKLOG, self.tcp)
+        })?;
+        Ok(((l, wait), port))
+    }
+    fn accept(&self, l: &Self::Listener) -> io::Result<Self::Stream> {
+        l.0.accept_timeout(l.1).map(|(_, s, _)| s)
+    }
+    fn udp_bind(
+        &self,
+        _ip: IpAddr,
+        _wait: Duration,
+        _bufs: (Option<usize>, Option<usize>),
+    ) -> io::Result<(Self::Udp, u16)> {
+        // A datagram socket lives on one shard, but the peer's datagrams may arrive on any
+        // queue: refused rather than losing them.
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "UDP tests are not served with --shards (a socket lives on one shard's queue)",
+        ))
+    }
+    fn recv_from(&self, u: &Self::Udp, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        u.recv_from(buf)
+    }
+    fn send_to(&self, u: &Self::Udp, data: &[u8], to: SocketAddr) -> io::Result<usize> {
+        u.send_to(data, to)
+    }
+}
+
+/// `shards` netfold stacks at `ip/prefix` on the AF_XDP queues `0..shards` of the interface
+/// `xdp:IFNAME[:all]` names (one socket per queue behind one XDP program, the queues sharing
+/// ARP and NDP frames), each on its own driver thread. Returns them and a description.
+pub fn open_netfold_shards(
+    link: &str,
+    ip: std::net::Ipv4Addr,
+    prefix: u8,
+    shards: u16,
+    mtu: Option<usize>,
+) -> Result<(ShardedNet, String), Box<dyn std::error::Error>> {
+    let Some(rest) = link.strip_prefix("xdp:") else {
+        return Err(format!(
+            "--link {link:?}: --shards needs an AF_XDP interface (xdp:IFNAME[:all])"
+        )
+        .into());
+    };
+    if rest.contains('@') {
+        return Err(format!(
+            "--link {link:?}: with --shards every queue 0..{shards} is used; name no queue"
+        )
+        .into());
+    }
+    if shards == 0 {
+        return Err("--shards: expected at least 1".into());
+    }
+    let x = netfold_os::link::parse_xdp(rest)?;
+    let base = if x.all {
+        netfold_os::xdp::XdpConfig::all()
+    } else {
+        netfold_os::xdp::XdpConfig::local(&[ip.into()])
+    };
+    let cfg = netfold_os::xdp::XdpConfig { mtu, ..base };
+    let queues = netfold_os::xdpmq::open_queues(&x.ifname, u32::from(shards), cfg)
+        .map_err(|e| format!("--link {link}: {e}"))?;
+    let mtu = queues[0].socket().mtu();
+    let modes: Vec<String> = queues.iter().map(|q| q.socket().describe()).collect();
+    let stack = netfold::iface::StackConfig {
+        medium: netfold::phy::Medium::Ethernet,
+        addr: ip,
+        prefix_len: prefix,
+        mtu,
+        ..netfold::iface::StackConfig::default()
+    };
+    let tcp = netfold::tcp::Config {
+        mss: netfold::wire::tcp::ipv4_mss_for_mtu(mtu),
+        ..netfold::tcp::Config::default()
+    };
+    let n = usize::from(shards);
+    let sh = netfold_rt::Shards::start_xdp_queues(stack, queues, netfold_rt::ShardConfig::tap(n))?;
+    Ok((
+        ShardedNet {
+            shards: Arc::new(sh),
+            tcp,
+        },
+        format!(
+            "netfold on {link}, {n} shards on {n} queues (mtu {mtu}; {})",
+            modes.join("; ")
+        ),
+    ))
 }
 
 /// A connected datagram socket (the client's end of a UDP test).

@@ -6,7 +6,9 @@
 
 use super::CmdResult;
 use crate::bench::remote::{self, CONTROL_PORT};
-use crate::bench::remote_net::{open_netfold, timed_out, KernelNet, Net, NetStream};
+use crate::bench::remote_net::{
+    open_netfold, open_netfold_shards, timed_out, KernelNet, Net, NetStream,
+};
 use std::net::IpAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,6 +33,12 @@ pub struct Args {
         value_name = "tap:NAME|tun:NAME|packet:IFNAME|xdp:IFNAME[@QUEUE]"
     )]
     link: Option<String>,
+    /// With `--link xdp:IFNAME[:all]`: N netfold stacks, one per AF_XDP queue `0..N` of the
+    /// interface (each on its own thread and CPU), every test's listeners on all of them; a
+    /// connection is served by the stack whose queue its first segment reached. UDP tests
+    /// are refused.
+    #[arg(long, value_name = "N")]
+    shards: Option<u16>,
     /// Longest test accepted, seconds; every wait of a test is bounded by its length plus a
     /// grace period and never by more than this.
     #[arg(long, default_value_t = 600.0, value_parser = parse_max)]
@@ -81,6 +89,15 @@ const STOP_CHECK: Duration = Duration::from_millis(200);
 pub fn run(a: Args) -> CmdResult {
     install_signal_handlers()?;
     match &a.link {
+        Some(link) if a.shards.is_some() => {
+            let (ip, prefix) = super::serve::parse_cidr(&a.addr)?;
+            let n = a.shards.unwrap_or(1);
+            let (net, what) = open_netfold_shards(link, ip, prefix, n, None)?;
+            serve(Arc::new(net), ip.into(), &a, what)
+        }
+        None if a.shards.is_some() => Err(
+            "--shards needs --link xdp:IFNAME (netfold's stacks on the interface's queues)".into(),
+        ),
         None => {
             let ip: IpAddr = a.addr.parse().map_err(|_| {
                 format!(

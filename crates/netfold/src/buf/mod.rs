@@ -54,13 +54,46 @@ impl Csum {
     }
 }
 
-/// One packet: `data[start..end]` is the frame; `data[..start]` is headroom.
-#[derive(Debug, Clone, Default)]
+/// Frame memory a device lends the stack to build outgoing frames in, so that the device
+/// sends them from where they were built (AF_XDP's transmit chunks in its UMEM): a fixed-size
+/// region the buffer owns until it is given back. See [`Pool::lend`] and
+/// [`crate::phy::Device::tx_lend`].
+///
+/// Dropping it must give the memory back to its device (the stack drops a lent buffer it
+/// cannot keep: a full pool, a frame that outgrew the region).
+pub trait TxMem: core::any::Any + Send + Sync + core::fmt::Debug {
+    /// The whole region.
+    fn bytes(&self) -> &[u8];
+    /// The whole region, writable.
+    fn bytes_mut(&mut self) -> &mut [u8];
+    /// For the device that lent it, to recognize its own memory.
+    fn as_any(&self) -> &dyn core::any::Any;
+    /// For the device that lent it, to take its own memory back.
+    fn into_any(self: Box<Self>) -> Box<dyn core::any::Any>;
+}
+
+/// One packet: `data[start..end]` is the frame; `data[..start]` is headroom. The storage is a
+/// heap vector, or memory a device lent ([`TxMem`]; then `data` is empty).
+#[derive(Debug, Default)]
 pub struct PacketBuf {
     data: Vec<u8>,
+    lent: Option<Box<dyn TxMem>>,
     start: usize,
     end: usize,
     csum: Csum,
+}
+
+impl Clone for PacketBuf {
+    /// A copy on the heap (lent memory stays with the original).
+    fn clone(&self) -> Self {
+        PacketBuf {
+            data: self.store().to_vec(),
+            lent: None,
+            start: self.start,
+            end: self.end,
+            csum: self.csum,
+        }
+    }
 }
 
 impl PacketBuf {
@@ -68,9 +101,72 @@ impl PacketBuf {
     pub fn with_capacity(capacity: usize) -> Self {
         PacketBuf {
             data: vec![0; DEFAULT_HEADROOM + capacity],
+            lent: None,
             start: DEFAULT_HEADROOM,
             end: DEFAULT_HEADROOM,
             csum: Csum::Unverified,
+        }
+    }
+
+    /// An empty buffer in lent memory `mem`, with the default headroom (or none, if the
+    /// region is smaller than that).
+    pub fn lent(mem: Box<dyn TxMem>) -> Self {
+        let start = DEFAULT_HEADROOM.min(mem.bytes().len());
+        PacketBuf {
+            data: Vec::new(),
+            lent: Some(mem),
+            start,
+            end: start,
+            csum: Csum::Unverified,
+        }
+    }
+
+    /// Whether the buffer's storage is lent memory ([`PacketBuf::lent`]).
+    #[inline]
+    pub fn is_lent(&self) -> bool {
+        self.lent.is_some()
+    }
+
+    /// The lent memory, if the storage is lent (for the device to see whether it is its own).
+    pub fn lent_mem(&self) -> Option<&dyn TxMem> {
+        self.lent.as_deref()
+    }
+
+    /// Takes the lent memory out with the frame's place in it (`start..end`), leaving an empty
+    /// placeholder; `None` (buffer unchanged) if the storage is not lent.
+    pub fn take_lent(&mut self) -> Option<(Box<dyn TxMem>, usize, usize)> {
+        let mem = self.lent.take()?;
+        let at = (self.start, self.end);
+        self.start = 0;
+        self.end = 0;
+        Some((mem, at.0, at.1))
+    }
+
+    #[inline]
+    fn store(&self) -> &[u8] {
+        match &self.lent {
+            None => &self.data,
+            Some(m) => m.bytes(),
+        }
+    }
+
+    #[inline]
+    fn store_mut(&mut self) -> &mut [u8] {
+        match &mut self.lent {
+            None => &mut self.data,
+            Some(m) => m.bytes_mut(),
+        }
+    }
+
+    /// Makes the storage at least `len` bytes: grows the vector, or moves a frame that
+    /// outgrew its lent region to the heap (dropping the region gives it back).
+    #[cold]
+    fn grow(&mut self, len: usize) {
+        if let Some(m) = self.lent.take() {
+            self.data = m.bytes().to_vec();
+        }
+        if self.data.len() < len {
+            self.data.resize(len, 0);
         }
     }
 
@@ -89,7 +185,7 @@ impl PacketBuf {
     }
     /// Bytes that can still be appended without reallocating.
     pub fn tailroom(&self) -> usize {
-        self.data.len() - self.end
+        self.store().len() - self.end
     }
     pub fn headroom(&self) -> usize {
         self.start
@@ -103,22 +199,23 @@ impl PacketBuf {
         self.csum = csum;
     }
     pub fn as_slice(&self) -> &[u8] {
-        &self.data[self.start..self.end]
+        &self.store()[self.start..self.end]
     }
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.data[self.start..self.end]
+        let (start, end) = (self.start, self.end);
+        &mut self.store_mut()[start..end]
     }
 
     /// Whether this is an empty stand-in left where a buffer was moved out (`mem::take`):
     /// no storage, nothing to recycle.
     pub fn is_placeholder(&self) -> bool {
-        self.data.is_empty()
+        self.data.is_empty() && self.lent.is_none()
     }
 
     /// Empties the buffer, restores the default headroom (if the storage allows it) and forgets
     /// the checksum state.
     pub fn clear(&mut self) {
-        self.start = DEFAULT_HEADROOM.min(self.data.len());
+        self.start = DEFAULT_HEADROOM.min(self.store().len());
         self.end = self.start;
         self.csum = Csum::Unverified;
     }
@@ -126,11 +223,12 @@ impl PacketBuf {
     /// Grows the frame by `n` bytes at the end (growing the storage if needed) and returns them.
     pub fn append(&mut self, n: usize) -> &mut [u8] {
         if self.tailroom() < n {
-            self.data.resize(self.end + n, 0);
+            self.grow(self.end + n);
         }
         let at = self.end;
         self.end += n;
-        &mut self.data[at..self.end]
+        let end = self.end;
+        &mut self.store_mut()[at..end]
     }
 
     pub fn extend_from_slice(&mut self, bytes: &[u8]) {
@@ -139,8 +237,8 @@ impl PacketBuf {
 
     /// Sets the frame length to `len` bytes from the current start, growing storage if needed.
     pub fn set_len(&mut self, len: usize) {
-        if self.data.len() < self.start + len {
-            self.data.resize(self.start + len, 0);
+        if self.store().len() < self.start + len {
+            self.grow(self.start + len);
         }
         self.end = self.start + len;
     }
@@ -151,14 +249,17 @@ impl PacketBuf {
         if self.start < n {
             let len = self.len();
             let shift = n - self.start + DEFAULT_HEADROOM;
-            self.data.resize(self.data.len() + shift, 0);
+            let total = self.store().len() + shift;
+            self.grow(0);
+            self.data.resize(total, 0);
             self.data
                 .copy_within(self.start..self.end, self.start + shift);
             self.start += shift;
             self.end = self.start + len;
         }
         self.start -= n;
-        &mut self.data[self.start..self.start + n]
+        let start = self.start;
+        &mut self.store_mut()[start..start + n]
     }
 
     /// Removes `n` bytes from the front (a parsed header), clamped to the length.
@@ -191,6 +292,8 @@ pub struct PoolStats {
 #[derive(Debug)]
 pub struct Pool {
     free: Vec<PacketBuf>,
+    /// Buffers in memory the device lent ([`Pool::lend`]): handed out first.
+    lent: Vec<PacketBuf>,
     buf_capacity: usize,
     max_free: usize,
     stats: PoolStats,
@@ -202,6 +305,7 @@ impl Pool {
     pub fn new(buf_capacity: usize, max_free: usize) -> Self {
         Pool {
             free: Vec::with_capacity(max_free),
+            lent: Vec::new(),
             buf_capacity,
             max_free,
             stats: PoolStats::default(),
@@ -219,6 +323,10 @@ impl Pool {
     #[inline]
     pub fn get(&mut self) -> PacketBuf {
         self.stats.gets += 1;
+        if let Some(mut b) = self.lent.pop() {
+            b.clear();
+            return b;
+        }
         match self.free.pop() {
             Some(mut b) => {
                 b.clear();
@@ -238,12 +346,30 @@ impl Pool {
     /// Returns a buffer for reuse.
     pub fn put(&mut self, buf: PacketBuf) {
         self.stats.puts += 1;
+        if buf.is_lent() {
+            // Kept whatever `max_free` says: the device lent no more than it wants lent.
+            self.lent.push(buf);
+            return;
+        }
         if self.free.len() < self.max_free && buf.data.len() >= DEFAULT_HEADROOM + self.buf_capacity
         {
             self.free.push(buf);
         } else {
             self.stats.dropped += 1;
         }
+    }
+
+    /// Adds a buffer in memory the device lent ([`PacketBuf::lent`], at least the pool's
+    /// capacity plus headroom): `get` hands such buffers out before its own, so that frames
+    /// are built where the device sends them from.
+    pub fn lend(&mut self, buf: PacketBuf) {
+        debug_assert!(buf.is_lent());
+        self.lent.push(buf);
+    }
+
+    /// Lent buffers idle in the pool.
+    pub fn lent_idle(&self) -> usize {
+        self.lent.len()
     }
 
     pub fn buf_capacity(&self) -> usize {
@@ -260,6 +386,74 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Lent memory for the tests: a fixed region that counts its returns.
+    #[derive(Debug)]
+    struct Region(Vec<u8>, std::sync::Arc<std::sync::atomic::AtomicUsize>);
+    impl TxMem for Region {
+        fn bytes(&self) -> &[u8] {
+            &self.0
+        }
+        fn bytes_mut(&mut self) -> &mut [u8] {
+            &mut self.0
+        }
+        fn as_any(&self) -> &dyn core::any::Any {
+            self
+        }
+        fn into_any(self: Box<Self>) -> Box<dyn core::any::Any> {
+            self
+        }
+    }
+    impl Drop for Region {
+        fn drop(&mut self) {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn lent_buffers_are_handed_out_first_and_given_back_when_outgrown() {
+        let back = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut pool = Pool::new(64, 4);
+        pool.prefill(2);
+        pool.lend(PacketBuf::lent(Box::new(Region(
+            vec![0; 256],
+            back.clone(),
+        ))));
+        let mut b = pool.get();
+        assert!(b.is_lent());
+        assert_eq!(pool.lent_idle(), 0);
+        b.extend_from_slice(b"payload");
+        b.prepend(4).copy_from_slice(b"head");
+        assert_eq!(b.as_slice(), b"headpayload");
+        let c = b.clone();
+        assert!(!c.is_lent());
+        assert_eq!(c.as_slice(), b"headpayload");
+        // Back to the pool: kept as lent, whatever max_free says, and handed out first.
+        pool.put(b);
+        assert_eq!(pool.lent_idle(), 1);
+        let mut b = pool.get();
+        assert!(b.is_lent() && b.is_empty());
+        b.extend_from_slice(b"abc");
+        // Growing past the region moves the frame to the heap and gives the region back.
+        b.append(300);
+        assert!(!b.is_lent());
+        assert_eq!(&b.as_slice()[..3], b"abc");
+        assert_eq!(b.len(), 303);
+        assert_eq!(back.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // Taking the region out leaves a placeholder.
+        let mut d = PacketBuf::lent(Box::new(Region(vec![0; 256], back.clone())));
+        d.extend_from_slice(b"xy");
+        let (mem, start, end) = d.take_lent().expect("lent");
+        assert_eq!(&mem.bytes()[start..end], b"xy");
+        assert!(d.is_placeholder());
+        assert!(d.take_lent().is_none());
+        // Headroom shortfall on lent memory: moved to the heap, bytes kept.
+        let mut e = PacketBuf::lent(Box::new(Region(vec![0; 256], back.clone())));
+        e.extend_from_slice(b"zz");
+        e.prepend(DEFAULT_HEADROOM + 8);
+        assert!(!e.is_lent());
+        assert_eq!(&e.as_slice()[DEFAULT_HEADROOM + 8..], b"zz");
+    }
 
     #[test]
     fn pool_recycles_instead_of_allocating() {

@@ -587,6 +587,9 @@ impl Stack {
     /// One round of work; returns whether anything was received or sent.
     pub fn poll(&mut self, now: Instant, dev: &mut dyn Device) -> bool {
         let burst = self.apply_caps(dev).max_burst.max(1);
+        // Frame memory the device sends from in place, if it lends any: what timers and
+        // received segments make (ACKs, replies) is built there too.
+        dev.tx_lend(&mut self.inner.st.pool);
         self.inner.timers(now);
         // Buffers the application released (borrowing reads) go back to the pool first.
         self.inner.tcp.collect_released(&mut self.inner.st.pool);
@@ -655,7 +658,12 @@ impl Stack {
     /// anything was sent.
     fn transmit(&mut self, now: Instant, dev: &mut dyn Device, mut did: bool) -> bool {
         let mut stopped = false;
-        for _ in 0..TX_ROUNDS {
+        for round in 0..TX_ROUNDS {
+            if round > 0 {
+                // More lent frame memory, for what the previous round used (`poll` lent the
+                // first).
+                dev.tx_lend(&mut self.inner.st.pool);
+            }
             stopped = self.inner.output(now);
             if !self.inner.st.tx.is_empty() {
                 did = true;

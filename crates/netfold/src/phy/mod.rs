@@ -114,6 +114,15 @@ pub trait Device {
         None
     }
 
+    /// Lent transmit, the mirror of [`Device::recv_lent`], for devices that send from memory
+    /// they share with the kernel (AF_XDP's UMEM): tops `pool` up with buffers in that memory
+    /// ([`Pool::lend`]), so that the stack builds its next frames there and the device sends
+    /// them in place, with no copy. The stack calls it before each round of output; frames in
+    /// lent buffers reach [`Device::send_batch`] like any other, and the device recognizes
+    /// its own ([`PacketBuf::lent_mem`]). Default: nothing is lent (frames are built on the
+    /// heap and the device copies them).
+    fn tx_lend(&mut self, _pool: &mut Pool) {}
+
     /// Transmits every frame in `frames` (draining it). Frames the link drops (full queue,
     /// impairment) are counted by the device and their buffers returned to `pool`.
     fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>);
