@@ -91,6 +91,7 @@ impl Conn {
             return OutputStatus::Done;
         }
         self.restart_after_idle(now);
+        self.snd.burst_start = self.snd.max;
         for _ in 0..MAX_SEGMENTS_PER_CALL {
             let Some(plan) = self.plan(now) else {
                 // A push (`TcpLayer::push`) covers what could go when it was asked for.
@@ -249,12 +250,13 @@ impl Conn {
     ///   segment that had PSH (Linux `forced_push` in `tcp_sendmsg_locked` and `tcp_push`),
     ///   so that a long write still gets pushes while it streams;
     /// - on the last segment of a burst of new data that the peer's window or cwnd cut
-    ///   short (Linux 6.x: the segment before the window's edge goes with PSH,
-    ///   `conformance/scripts/psh-window-limited-bursts.pkt`, and so does the end of a
-    ///   cwnd-limited initial window), so that the receiver delivers what it has instead of
-    ///   waiting for the rest. Not on a segment that RFC 3042 limited transmit let out
-    ///   (duplicate ACKs pending) nor on what fast recovery lets out: Linux marks neither
-    ///   (its limited_transmit and fast_recovery scripts, `psh-limited-transmit-none.pkt`);
+    ///   short when the burst has an even number of segments (Linux `__tcp_transmit_skb`
+    ///   sets PSH on each GSO packet of more than one segment, and `tcp_write_xmit` cuts a
+    ///   burst into packets of two segments at the rates its scripts run at): a cwnd-limited
+    ///   initial window of ten segments ends with PSH, a burst of seven after a recovery
+    ///   does not, nor does a single segment that RFC 3042 limited transmit or fast recovery
+    ///   lets out (Linux's fast_recovery and limited_transmit scripts,
+    ///   `psh-limited-transmit-none.pkt`, `psh-odd-burst-none.pkt`);
     /// - on a window probe carrying data, also one that lets a MSG_MORE tail out after the
     ///   probe timer (Linux `tcp_write_wakeup` sets it).
     ///
@@ -290,14 +292,36 @@ impl Conn {
                         return true;
                     }
                 }
-                if self.recovery.is_some() || self.dupacks > 0 {
+                // The room the windows leave after this segment holds no full segment of
+                // what remains: the burst stops here until an ACK. In SACK recovery the room
+                // is RFC 6675's cwnd - pipe (`plan_recovery`), else from SND.UNA.
+                let smss = self.seg_mss();
+                let rest = seq::dist(end, fin_seq).min(smss);
+                let cut = if self.recovery.is_some_and(|r| r.sack) {
+                    let cwnd = self.cc.cwnd();
+                    let wnd_edge = self.snd.una.wrapping_add(self.snd.wnd);
+                    cwnd.saturating_sub(self.pipe().saturating_add(p.len)) < smss.min(cwnd)
+                        || !seq::lt(end, wnd_edge)
+                        || seq::dist(end, wnd_edge) < rest
+                } else {
+                    let edge = self.send_edge();
+                    seq::le(edge, end) || seq::dist(end, edge) < rest
+                };
+                if !cut {
                     return false;
                 }
-                // The room the windows leave after this segment holds no full segment of
-                // what remains: the burst stops here until an ACK.
-                let edge = self.send_edge();
-                let rest = seq::dist(end, fin_seq).min(self.seg_mss());
-                seq::le(edge, end) || seq::dist(end, edge) < rest
+                // Linux sends the pass's new data as GSO packets of `tcp_tso_segs` segments
+                // from SND.NXT (`tcp_write_xmit`; `tcp_min_tso_segs`, 2, at the rates its
+                // scripts run at) and `__tcp_transmit_skb` sets PSH on every packet of more
+                // than one segment: the burst's last segment has PSH when the burst ends in a
+                // packet of two segments, none when it ends in a packet of one (an odd burst;
+                // a segment that limited transmit or fast recovery lets out alone).
+                let start = if seq::lt(self.snd.burst_start, p.seq) {
+                    self.snd.burst_start
+                } else {
+                    p.seq
+                };
+                seq::dist(start, end).div_ceil(smss).is_multiple_of(2)
             }
             _ => false,
         }

@@ -75,6 +75,9 @@ pub struct SendSeq {
     /// The end of the last segment sent with PSH (Linux `tp->pushed_seq`): new data more
     /// than half the largest window past it gets PSH (Linux `forced_push`).
     pub pushed: u32,
+    /// SND.MAX when the current output pass began: where Linux's `tcp_write_xmit` starts
+    /// cutting the pass's new data into GSO packets (PSH placement, `Conn::push`).
+    pub burst_start: u32,
     /// The end of the last segment sent shorter than the MSS (Linux `tp->snd_sml`, for
     /// Minshall's Nagle check).
     pub sml: u32,
@@ -118,6 +121,7 @@ impl SendSeq {
             record_ends: VecDeque::new(),
             push_now: false,
             pushed: iss.wrapping_add(1),
+            burst_start: iss,
             sml: iss,
             tail_chunk: 0,
             track_chunks: false,
