@@ -478,7 +478,7 @@ impl Conn {
                 self.timers.persist = None;
                 self.timers.persist_backoff = 0;
                 if p.kind == Kind::Data && !rexmit {
-                    self.arm_pto(now);
+                    self.arm_pto_sized(now, smss);
                 }
             }
             Kind::Probe | Kind::KeepAlive => self.commit_probe(p, end, stats),
