@@ -112,6 +112,9 @@ impl Conn {
             } else {
                 Gather::empty()
             };
+            // The segment size is asked once per segment, here, and handed to `commit` (it
+            // changes within `commit` only when a D-SACK block goes out).
+            let smss = self.seg_mss();
             // The header is built in place, in the segment handed to `emit`; `commit` takes
             // the few fields it needs from it, not a copy of the whole header.
             let seg = OutSegment {
@@ -119,7 +122,7 @@ impl Conn {
                 dst: self.remote.get().ip(),
                 repr: self.build_repr(&plan, now),
                 payload,
-                gso_size: self.seg_mss().min(u32::from(u16::MAX)) as u16,
+                gso_size: smss.min(u32::from(u16::MAX)) as u16,
                 ecn,
                 dscp: self.config.tos & !0b11,
             };
@@ -127,7 +130,7 @@ impl Conn {
                 return OutputStatus::Blocked;
             }
             let sent = Sent::of(&seg.repr);
-            self.commit(&plan, &sent, now, stats);
+            self.commit(&plan, &sent, smss, now, stats);
             if self.nothing_to_send() {
                 return OutputStatus::Done;
             }
@@ -400,10 +403,11 @@ impl Conn {
         (flags, options, window)
     }
 
-    fn commit(&mut self, p: &Plan, repr: &Sent, now: Instant, stats: &mut Stats) {
+    /// `smss`: `seg_mss()` as the segment was built.
+    fn commit(&mut self, p: &Plan, repr: &Sent, mut smss: u32, now: Instant, stats: &mut Stats) {
         // A GSO super-segment counts as the segments it becomes on the wire (Linux
         // `tcp_skb_pcount`, as its segs_out does).
-        let segs = p.len.div_ceil(self.seg_mss()).max(1);
+        let segs = p.len.div_ceil(smss).max(1);
         stats.segments_out += u64::from(segs);
         self.counters.segs_out = self.counters.segs_out.wrapping_add(segs);
         if p.len > 0 {
@@ -414,6 +418,8 @@ impl Conn {
             // RFC 2883 §4: "each duplicate contiguous sequence of data received is reported
             // in at most one D-SACK block".
             self.rcv.on_sack_sent();
+            // The D-SACK block is spent: the segments after this one carry fewer options.
+            smss = self.seg_mss();
         }
         if p.kind == Kind::SnapAck {
             self.commit_snap_ack(repr);
@@ -444,7 +450,7 @@ impl Conn {
             }
             // Linux `tcp_minshall_update`: a segment shorter than the MSS (the last piece of
             // a GSO plan) is the new "last small segment".
-            if !p.len.is_multiple_of(self.seg_mss()) {
+            if !p.len.is_multiple_of(smss) {
                 self.snd.sml = p.seq.wrapping_add(p.len);
             }
         }
@@ -457,7 +463,7 @@ impl Conn {
                 }
                 self.last_data_tx = now;
                 let rexmit = seq::lt(p.seq, self.snd.max);
-                self.rack_record_send(p, end, repr, now);
+                self.rack_record_send(p, end, repr, smss, now);
                 if rexmit {
                     self.rtt_timing = None;
                     self.counters.total_retrans = self.counters.total_retrans.wrapping_add(segs);
@@ -496,7 +502,7 @@ impl Conn {
                 self.timers.persist = None;
                 self.timers.persist_backoff = 0;
                 if p.kind == Kind::Data && !rexmit {
-                    self.arm_pto(now);
+                    self.arm_pto_sized(now, smss);
                 }
             }
             Kind::Probe | Kind::KeepAlive => self.commit_probe(p, end, stats),
@@ -533,7 +539,7 @@ impl Conn {
             self.snd.nxt = end;
             self.last_data_tx = now;
         }
-        self.rack_record_send(p, end, repr, now);
+        self.rack_record_send(p, end, repr, self.seg_mss(), now);
         self.snd.max = seq::max(self.snd.max, end);
         // RFC 8985 §7.3: "TLP.end_seq = SND.NXT" after the probe, and TLP.is_retrans.
         let probe = if rxt {
@@ -621,17 +627,17 @@ impl Conn {
     /// record the time in Segment.xmit_ts and set Segment.lost to FALSE. Upon retransmitting
     /// a segment, set Segment.retransmitted to TRUE." (SACK connections only: RACK needs
     /// SACK, RFC 8985 §4.) Retransmitted segments also count toward D-SACK undo.
-    fn rack_record_send(&mut self, p: &Plan, end: u32, repr: &Sent, now: Instant) {
+    fn rack_record_send(&mut self, p: &Plan, end: u32, repr: &Sent, smss: u32, now: Instant) {
         if !self.sack_ok {
             return;
         }
         let rxt_end = seq::min(end, self.snd.max);
         if seq::lt(p.seq, rxt_end) {
-            let segs = seq::dist(p.seq, rxt_end).div_ceil(self.seg_mss().max(1));
+            let segs = seq::dist(p.seq, rxt_end).div_ceil(smss.max(1));
             self.dsack_tx.on_retransmit(segs.max(1));
         }
         let tsval = repr.tsval;
-        self.rack.set_segment_size(self.seg_mss());
+        self.rack.set_segment_size(smss);
         self.rack.on_send(p.seq, end, now, tsval);
     }
 

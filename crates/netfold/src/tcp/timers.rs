@@ -208,12 +208,21 @@ impl Conn {
         if self.snd.una == self.snd.max {
             return;
         }
-        self.arm_pto_in_flight(now);
+        self.arm_pto_in_flight(now, None);
     }
 
-    /// `arm_pto` with data in flight.
+    /// `arm_pto` after sending a segment, with its size (`seg_mss()`) already known.
+    #[inline]
+    pub(super) fn arm_pto_sized(&mut self, now: Instant, smss: u32) {
+        if self.snd.una == self.snd.max {
+            return;
+        }
+        self.arm_pto_in_flight(now, Some(smss));
+    }
+
+    /// `arm_pto` with data in flight; `smss`: `seg_mss()`, if the caller has it.
     #[inline(never)]
-    fn arm_pto_in_flight(&mut self, now: Instant) {
+    fn arm_pto_in_flight(&mut self, now: Instant, smss: Option<u32>) {
         // RFC 8985 §7.2: "The sender SHOULD start or restart a loss probe PTO timer after
         // transmitting new data (that was not itself a loss probe) or upon receiving an ACK
         // that cumulatively acknowledges new data unless it is already in fast recovery, RTO
@@ -235,7 +244,8 @@ impl Conn {
         // plus TCP_TIMEOUT_MIN (2 ms) rather than a floor (with a sub-millisecond SRTT a
         // 10 ms floor made every probe wait 10 ms). RFC 8985 §7.2 leaves TLP.max_ack_delay to
         // the sender ("RECOMMENDED ... 200 ms").
-        let extra = if self.flight() <= self.seg_mss() {
+        let smss = smss.unwrap_or_else(|| self.seg_mss());
+        let extra = if self.flight() <= smss {
             self.rtt.rto_min()
         } else {
             crate::time::Duration::from_millis(2)
