@@ -1581,7 +1581,7 @@ impl Device for XdpSocket {
         Some(lent)
     }
 
-    /// Lends free transmit chunks to the stack, up to [`TX_LEND`] out at once and leaving
+    /// Lends free transmit chunks to the stack, up to `TX_LEND` out at once and leaving
     /// a few for frames built elsewhere (copied).
     fn tx_lend(&mut self, pool: &mut Pool) {
         if pool.buf_capacity() + netfold::buf::DEFAULT_HEADROOM > CHUNK_SIZE {
