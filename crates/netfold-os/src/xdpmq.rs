@@ -349,3 +349,115 @@ impl Device for XdpQueue {
         Some(self.epoll.as_raw_fd())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mqtap::INBOX_FRAMES;
+
+    fn tcp_frame(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 20];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&40u16.to_be_bytes());
+        f[14 + 9] = 6;
+        f[34 + 12] = 0x50;
+        f[14 + 12..14 + 16].copy_from_slice(&src);
+        f[14 + 16..14 + 20].copy_from_slice(&dst);
+        f[34..36].copy_from_slice(&sp.to_be_bytes());
+        f[36..38].copy_from_slice(&dp.to_be_bytes());
+        f
+    }
+
+    /// Queue `me` of `n`: the other queues' peers and their inboxes.
+    fn peers_of(n: usize, me: usize) -> (Vec<Peer>, Vec<Option<Receiver<Vec<u8>>>>) {
+        let (txs, rxs) = inboxes(n);
+        let peers = (0..n)
+            .filter(|&j| j != me)
+            .map(|j| Peer {
+                tx: txs[j].clone(),
+                wake: Arc::new(EventFd::new().unwrap()),
+            })
+            .collect();
+        (peers, rxs.into_iter().map(Some).collect())
+    }
+
+    #[test]
+    fn a_frame_belongs_to_the_queue_of_its_hash_and_others_stay() {
+        let rss = Rss::new(MICROSOFT_KEY, 2);
+        let (a, b) = ([198, 18, 0, 1], [198, 18, 0, 2]);
+        let port_of = |k: usize| {
+            (1024u16..)
+                .find(|&p| rss.shard_of(a, b, p, 80) == k)
+                .unwrap()
+        };
+        let (p0, p1) = (port_of(0), port_of(1));
+        let f0 = tcp_frame(a, b, p0, 80);
+        let f1 = tcp_frame(a, b, p1, 80);
+        assert_eq!(foreign(Some(&rss), 0, &f0), None);
+        assert_eq!(foreign(Some(&rss), 0, &f1), Some(1));
+        assert_eq!(foreign(Some(&rss), 1, &f0), Some(0));
+        // No table (one queue), and frames without a 4-tuple (ARP, a runt), stay.
+        assert_eq!(foreign(None, 0, &f1), None);
+        let mut arp = vec![0xff; 12];
+        arp.extend_from_slice(&[0x08, 0x06]);
+        arp.resize(42, 0);
+        assert_eq!(foreign(Some(&rss), 0, &arp), None);
+        assert_eq!(foreign(Some(&rss), 0, &f1[..20]), None);
+    }
+
+    #[test]
+    fn handed_frames_reach_their_queue_once_woken_and_a_full_inbox_drops_and_counts() {
+        // Queue 1 of 3: peers[0] is queue 0, peers[1] is queue 2.
+        let (peers, mut rxs) = peers_of(3, 1);
+        let (mut handed, mut steered, mut dropped) = (0u128, 0, 0);
+        hand_to(
+            &peers,
+            1,
+            2,
+            b"to two",
+            &mut handed,
+            &mut steered,
+            &mut dropped,
+        );
+        hand_to(
+            &peers,
+            1,
+            0,
+            b"to zero",
+            &mut handed,
+            &mut steered,
+            &mut dropped,
+        );
+        hand_to(
+            &peers,
+            1,
+            2,
+            b"two again",
+            &mut handed,
+            &mut steered,
+            &mut dropped,
+        );
+        assert_eq!((handed, steered, dropped), (0b11, 3, 0));
+        let two = rxs[2].take().unwrap();
+        assert_eq!(two.try_recv().unwrap(), b"to two");
+        assert_eq!(two.try_recv().unwrap(), b"two again");
+        assert_eq!(rxs[0].take().unwrap().try_recv().unwrap(), b"to zero");
+        wake_handed(&peers, &mut handed);
+        assert_eq!(handed, 0);
+        // Each peer was signalled once: its eventfd reads 1.
+        for p in &peers {
+            let mut v = [0u8; 8];
+            // SAFETY: reads 8 bytes into a live local from our own non-blocking eventfd.
+            let n = unsafe { libc::read(p.wake.0.as_raw_fd(), v.as_mut_ptr().cast(), 8) };
+            assert_eq!((n, u64::from_ne_bytes(v)), (8, 1));
+        }
+        // Queue 2's inbox holds INBOX_FRAMES; the rest is dropped and counted, never queued.
+        let (mut s2, mut d2) = (0, 0);
+        for _ in 0..INBOX_FRAMES + 5 {
+            hand_to(&peers, 1, 2, b"x", &mut handed, &mut s2, &mut d2);
+        }
+        assert_eq!((s2, d2), (INBOX_FRAMES as u64, 5));
+        assert_eq!(two.try_iter().count(), INBOX_FRAMES);
+    }
+}
