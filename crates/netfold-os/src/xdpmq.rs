@@ -369,8 +369,11 @@ mod tests {
         f
     }
 
+    /// Every queue's inbox, taken out by the test that reads it.
+    type Inboxes = Vec<Option<Receiver<Vec<u8>>>>;
+
     /// Queue `me` of `n`: the other queues' peers and their inboxes.
-    fn peers_of(n: usize, me: usize) -> (Vec<Peer>, Vec<Option<Receiver<Vec<u8>>>>) {
+    fn peers_of(n: usize, me: usize) -> (Vec<Peer>, Inboxes) {
         let (txs, rxs) = inboxes(n);
         let peers = (0..n)
             .filter(|&j| j != me)
