@@ -86,6 +86,12 @@ pub(crate) fn install_signal_handlers() -> std::io::Result<()> {
 /// another thread of the process leaves accept(2) blocked).
 const STOP_CHECK: Duration = Duration::from_millis(200);
 
+/// How long a netfold server's stack lets its last connections finish once it stops. Every
+/// test it ran is over by then (its result went back on the control connection), so what is
+/// left is the closing handshake of finished tests, whose peer may be gone already: a second
+/// bounds the stop (a runtime's default drain is 5 s), and what is left after it is reset.
+const STOP_DRAIN: Duration = Duration::from_secs(1);
+
 pub fn run(a: Args) -> CmdResult {
     install_signal_handlers()?;
     match &a.link {
@@ -93,6 +99,9 @@ pub fn run(a: Args) -> CmdResult {
             let (ip, prefix) = super::serve::parse_cidr(&a.addr)?;
             let n = a.shards.unwrap_or(1);
             let (net, what) = open_netfold_shards(link, ip, prefix, n, None)?;
+            for k in 0..net.shards.len() {
+                net.shards.shard(k).set_drop_drain(STOP_DRAIN);
+            }
             serve(Arc::new(net), ip.into(), &a, what)
         }
         None if a.shards.is_some() => Err(
@@ -110,6 +119,7 @@ pub fn run(a: Args) -> CmdResult {
         Some(link) => {
             let (ip, prefix) = super::serve::parse_cidr(&a.addr)?;
             let (net, what) = open_netfold(link, ip, prefix, None, None)?;
+            net.rt.set_drop_drain(STOP_DRAIN);
             serve(Arc::new(net), ip.into(), &a, what)
         }
     }
