@@ -104,7 +104,7 @@ impl Conn {
                     return;
                 }
                 // `tcp_chrono_start(TCP_CHRONO_BUSY)`; nothing unsent, so no window limit.
-                (Kind::None | Kind::Busy, true) if !seq::lt(self.snd.nxt, self.fin_seq()) => {
+                (Kind::None | Kind::Busy, true) if !seq::lt(self.snd.nxt(), self.fin_seq()) => {
                     if self.chrono.kind == Kind::None {
                         self.chrono.set(now, Kind::Busy);
                     }
@@ -131,14 +131,14 @@ impl Conn {
         self.chrono.start(now, Kind::Busy);
         // `tcp_write_xmit`: the next segment does not fit the peer's window.
         let end = self.fin_seq();
-        let unsent = if seq::lt(self.snd.nxt, end) {
-            seq::dist(self.snd.nxt, end)
+        let unsent = if seq::lt(self.snd.nxt(), end) {
+            seq::dist(self.snd.nxt(), end)
         } else {
             0
         };
         let next = unsent.min(self.seg_mss()).max(u32::from(unsent > 0));
-        let wnd_end = self.snd.una.wrapping_add(self.snd.wnd);
-        if unsent > 0 && seq::gt(self.snd.nxt.wrapping_add(next), wnd_end) {
+        let wnd_end = self.snd.una().wrapping_add(self.snd.wnd());
+        if unsent > 0 && seq::gt(self.snd.nxt().wrapping_add(next), wnd_end) {
             self.chrono.start(now, Kind::RwndLimited);
         } else {
             self.chrono.stop(now, Kind::RwndLimited, false);

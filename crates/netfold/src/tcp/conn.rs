@@ -8,7 +8,7 @@ use super::rack::{Rack, Tlp, TLP_MAX_ACK_DELAY};
 use super::recv::Receiver;
 use super::rtt::RttEstimator;
 use super::sack::Scoreboard;
-use super::send::SendSeq;
+use super::send::Sender;
 use super::timers::Timers;
 use super::zerocopy::SendQueue;
 use super::{isn, seq, Config, EcnMode, Error, IcmpError, State, Stats};
@@ -281,18 +281,18 @@ pub struct Recovery {
 }
 
 /// The transmission control block: the connection's identity and settings, then its named
-/// parts — the send sequence space ([`SendSeq`]), the receive sequence space ([`Receiver`]),
+/// parts — the send sequence space ([`Sender`]), the receive sequence space ([`Receiver`]),
 /// the timers ([`Timers`]) and the timestamp state ([`Timestamps`]) — followed by loss
 /// recovery and ACK bookkeeping. The parts keep the RFC 9293 §3.3.1 names:
 ///
 /// | RFC 9293     | here            | RFC 9293     | here              |
 /// |--------------|-----------------|--------------|-------------------|
-/// | SND.UNA      | `snd.una`       | RCV.NXT      | `rcv.nxt()`       |
-/// | SND.NXT      | `snd.nxt`       | RCV.WND      | `rcv.adv() - rcv.nxt()` (as last advertised) |
-/// | SND.WND      | `snd.wnd`       | IRS          | `rcv.irs()`       |
-/// | SND.WL1/WL2  | `snd.wl1/wl2`   | Last.ACK.sent (RFC 7323) | `rcv.last_ack_sent()` |
-/// | ISS          | `snd.iss`       | Rcv.Wind.Shift (RFC 7323) | `rcv.wscale()` |
-/// | Eff.snd.MSS  | `snd.mss`       | Snd.Wind.Shift (RFC 7323) | `snd.wscale` |
+/// | SND.UNA      | `snd.una()`       | RCV.NXT      | `rcv.nxt()`       |
+/// | SND.NXT      | `snd.nxt()`       | RCV.WND      | `rcv.adv() - rcv.nxt()` (as last advertised) |
+/// | SND.WND      | `snd.wnd()`       | IRS          | `rcv.irs()`       |
+/// | SND.WL1/WL2  | `snd.wl1()/wl2`   | Last.ACK.sent (RFC 7323) | `rcv.last_ack_sent()` |
+/// | ISS          | `snd.iss()`       | Rcv.Wind.Shift (RFC 7323) | `rcv.wscale()` |
+/// | Eff.snd.MSS  | `snd.mss()`       | Snd.Wind.Shift (RFC 7323) | `snd.wscale()` |
 #[derive(Debug)]
 pub struct Conn {
     /// Segments one transmission may span (GSO, set by the layer from the stack's
@@ -321,7 +321,7 @@ pub struct Conn {
     pub fastopen: super::fastopen::ConnFastOpen,
 
     /// Send sequence space (RFC 9293 §3.3.1) and the send ring.
-    pub snd: SendSeq,
+    pub snd: Sender,
     /// Receive sequence space (RFC 9293 §3.3.1) and the receive ring.
     pub rcv: Receiver,
     /// RTO, delayed ACK, persist, keepalive, TIME-WAIT and TLP deadlines.
@@ -454,7 +454,7 @@ impl Conn {
             user_closed: false,
             in_syn_queue: false,
             fastopen: super::fastopen::ConnFastOpen::default(),
-            snd: SendSeq::new(
+            snd: Sender::new(
                 iss,
                 mss.clamp(64, default_mss),
                 SendQueue::from_cache(if passive { 0 } else { config.send_initial() }, rings),
@@ -553,10 +553,7 @@ impl Conn {
         c.rcv.on_syn(syn.seq);
         c.negotiate(now, syn);
         // The SYN window field is never scaled (RFC 7323 §2.2).
-        c.snd.wnd = u32::from(syn.window);
-        c.snd.max_wnd = c.snd.wnd;
-        c.snd.wl1 = syn.seq;
-        c.snd.wl2 = c.snd.iss;
+        c.snd.on_syn(u32::from(syn.window), syn.seq);
         c
     }
 
@@ -688,20 +685,21 @@ impl Conn {
             .mss
             .filter(|&m| m != 0)
             .map_or(default_mss(&self.remote.get()), u32::from);
-        self.snd.mss = peer_mss
+        let mss = peer_mss
             .max(u32::from(self.config.min_snd_mss))
             .min(u32::from(self.config.mss));
-        match (self.config.window_scaling, o.window_scale) {
+        let wscale = match (self.config.window_scaling, o.window_scale) {
             (true, Some(ws)) => {
                 // §2.3: a shift above 14 is used as 14.
-                self.snd.wscale = ws.min(14);
                 self.ws_ok = true;
+                ws.min(14)
             }
             _ => {
-                self.snd.wscale = 0;
                 self.rcv.disable_window_scaling();
+                0
             }
-        }
+        };
+        self.snd.on_syn_options(mss, wscale);
         self.sack_ok = self.config.sack && o.sack_permitted;
         match (self.config.timestamps, o.timestamps) {
             (true, Some(ts)) => {
@@ -719,7 +717,7 @@ impl Conn {
             self.passive && self.config.ecn != EcnMode::Off && syn.flags.ece() && syn.flags.cwr()
         };
         // Re-seed the initial window now that the MSS is known (RFC 6928).
-        self.cc = Cc::new(self.config.congestion, self.snd.mss);
+        self.cc = Cc::new(self.config.congestion, self.snd.mss());
     }
 
     pub fn is_synchronized(&self) -> bool {
@@ -796,7 +794,7 @@ impl Conn {
     /// in whole segments, at least one.
     pub fn size_goal(&self) -> u32 {
         let mss = self.seg_mss();
-        let maxw = self.snd.max_wnd;
+        let maxw = self.snd.max_wnd();
         let cutoff = if maxw > 536 { maxw / 2 } else { maxw };
         let pkt = if cutoff > 0 && cutoff < 65536 {
             cutoff
@@ -809,8 +807,8 @@ impl Conn {
     /// Bytes written and not yet sent once (Linux `write_seq - snd_nxt`).
     fn unsent(&self) -> u32 {
         let end = self.fin_seq();
-        if seq::lt(self.snd.nxt, end) {
-            seq::dist(self.snd.nxt, end)
+        if seq::lt(self.snd.nxt(), end) {
+            seq::dist(self.snd.nxt(), end)
         } else {
             0
         }
@@ -827,8 +825,8 @@ impl Conn {
     fn write_chunks(&self, n: u64, lowat: u64, queued: u32) -> (u64, u32) {
         let goal = u64::from(self.size_goal());
         let edge = self.send_edge();
-        let mut sendable = if seq::lt(self.snd.nxt, edge) {
-            u64::from(seq::dist(self.snd.nxt, edge))
+        let mut sendable = if seq::lt(self.snd.nxt(), edge) {
+            u64::from(seq::dist(self.snd.nxt(), edge))
         } else {
             0
         };
@@ -859,7 +857,7 @@ impl Conn {
     /// How many bytes (at most `limit`) a write may queue now under TCP_NOTSENT_LOWAT
     /// `lowat`, as Linux takes them (`write_chunks`): a write may leave up to a chunk more
     /// than `lowat` unsent. From the first call on, writes keep the chunk bookkeeping this
-    /// needs (`SendSeq::track_chunks`); before it they skip it. A writer that sets the
+    /// needs (`Sender::track_chunks`); before it they skip it. A writer that sets the
     /// option before its first write (or has it from the sysctl) gets Linux's cut exactly;
     /// one that sets it later sees the last earlier write's chunk as full.
     pub fn notsent_room(&mut self, lowat: u32, limit: usize) -> usize {
@@ -875,7 +873,7 @@ impl Conn {
         // floor only guards against a zero length; payload plus options never exceed the MSS
         // (RFC 9293 §3.7.1: "the sender MUST reduce the TCP data length to account for any
         // IP or TCP options that it is including").
-        self.snd.mss.saturating_sub(self.option_len()).max(8)
+        self.snd.mss().saturating_sub(self.option_len()).max(8)
     }
 
     pub fn flight(&self) -> u32 {
@@ -935,10 +933,10 @@ impl Conn {
     /// with a challenge ACK, to a stack that may be gone. Linux's tcp_acceptable_seq, whose
     /// slack of one receive-scale unit is kept.
     pub fn acceptable_seq(&self) -> u32 {
-        let wnd_end = self.snd.una.wrapping_add(self.snd.wnd);
-        let beyond = self.snd.nxt.wrapping_sub(wnd_end) as i32;
+        let wnd_end = self.snd.una().wrapping_add(self.snd.wnd());
+        let beyond = self.snd.nxt().wrapping_sub(wnd_end) as i32;
         if beyond <= 0 || (self.rcv.wscale() > 0 && (beyond as u32) < (1u32 << self.rcv.wscale())) {
-            self.snd.nxt
+            self.snd.nxt()
         } else {
             wnd_end
         }
@@ -1089,7 +1087,7 @@ impl Conn {
     /// before it is still genuine). Anything else is a blind attack or stale, and ignored
     /// (Linux `tcp_v4_err`: "OutOfWindowIcmps").
     pub fn icmp_seq_acceptable(&self, quoted_seq: u32) -> bool {
-        seq::le(self.snd.una, quoted_seq) && seq::lt(quoted_seq, self.snd.max)
+        seq::le(self.snd.una(), quoted_seq) && seq::lt(quoted_seq, self.snd.max())
     }
 
     /// An ICMP error about this connection (RFC 1122 §4.2.3.9, RFC 1191 for PMTU).
@@ -1108,12 +1106,12 @@ impl Conn {
                 let new = u32::from(mtu)
                     .saturating_sub(overhead as u32)
                     .max(default_mss(&self.remote.get()));
-                if new < self.snd.mss {
-                    self.snd.mss = new;
-                    if self.is_synchronized() && self.snd.max != self.snd.una {
-                        self.snd.nxt = self.snd.una;
-                        self.recovery = None;
-                    }
+                if self.snd.lower_mss(new)
+                    && self.is_synchronized()
+                    && self.snd.max() != self.snd.una()
+                {
+                    self.snd.rewind();
+                    self.recovery = None;
                 }
                 false
             }

@@ -2,7 +2,7 @@
 //! ([`ZcBuf`]) instead of bytes to copy; segments refer to them, retransmissions re-read them,
 //! and the application learns when each one is released.
 //!
-//! **The send queue** ([`SendQueue`]) is what `SendSeq::ring` holds: the byte ring of the
+//! **The send queue** ([`SendQueue`]) is what `Sender::ring` holds: the byte ring of the
 //! copying path plus, once the application has used zero-copy, a list of chunks in stream
 //! order, each either a run of ring bytes or an application buffer. While no application buffer
 //! is queued the chunk list is empty and the queue is exactly the ring (the copying path is

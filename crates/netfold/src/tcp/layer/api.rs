@@ -253,7 +253,7 @@ impl TcpLayer {
     /// `do_tcp_setsockopt`).
     pub fn push(&mut self, h: Handle) -> Result<(), Error> {
         let c = self.conn_mut(h)?;
-        c.snd.push_now = crate::tcp::seq::lt(c.snd.nxt, c.fin_seq());
+        c.snd.push_now = crate::tcp::seq::lt(c.snd.nxt(), c.fin_seq());
         self.touch(h.index);
         Ok(())
     }
@@ -572,7 +572,7 @@ impl TcpLayer {
     /// SND.UNA).
     pub fn send_seqs(&self, h: Handle) -> Result<(u32, u32, u32), Error> {
         let snd = &self.conn(h)?.snd;
-        Ok((snd.una, snd.max, snd.fin_seq()))
+        Ok((snd.una(), snd.max(), snd.fin_seq()))
     }
 
     /// Bytes queued beyond SND.NXT: written but not yet sent once (Linux
@@ -580,8 +580,8 @@ impl TcpLayer {
     pub fn send_unsent(&self, h: Handle) -> Result<usize, Error> {
         let snd = &self.conn(h)?.snd;
         let end = snd.fin_seq();
-        Ok(if crate::tcp::seq::lt(snd.nxt, end) {
-            crate::tcp::seq::dist(snd.nxt, end) as usize
+        Ok(if crate::tcp::seq::lt(snd.nxt(), end) {
+            crate::tcp::seq::dist(snd.nxt(), end) as usize
         } else {
             0
         })

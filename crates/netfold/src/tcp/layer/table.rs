@@ -592,7 +592,7 @@ mod tests {
         a.output(t, &mut |_: &OutSegment<'_>| true); // sent, never delivered
         {
             let c = a.conn_mut(h).unwrap();
-            let (una, max) = (c.snd.una, c.snd.max);
+            let (una, max) = (c.snd.una(), c.snd.max());
             assert!(seq::lt(una.wrapping_add(2000), max));
             let sack = SackBlock {
                 left: una.wrapping_add(1000),

@@ -15,9 +15,13 @@
 //! window the peer ever offered (RFC 5961 §5.2's MAX.SND.WND), the effective send MSS, and the
 //! send ring whose first byte has sequence number `buf_seq`.
 
+mod queue;
+mod space;
+#[cfg(test)]
+mod tests;
+
 use std::collections::VecDeque;
 
-use super::seq;
 use super::zerocopy::SendQueue;
 
 /// The most record ends (`send` with MSG_EOR) one connection keeps unacknowledged; a send
@@ -26,26 +30,26 @@ use super::zerocopy::SendQueue;
 pub const MAX_RECORD_ENDS: usize = 4096;
 
 #[derive(Debug)]
-pub struct SendSeq {
+pub struct Sender {
     /// ISS: initial send sequence number.
-    pub iss: u32,
+    iss: u32,
     /// SND.UNA: oldest unacknowledged sequence number.
-    pub una: u32,
+    una: u32,
     /// SND.NXT: next sequence number to be sent.
-    pub nxt: u32,
+    nxt: u32,
     /// Highest sequence number sent + 1 (`nxt` may be rewound by an RTO).
-    pub max: u32,
+    max: u32,
     /// SND.WND: the peer's window, scaled.
-    pub wnd: u32,
+    wnd: u32,
     /// MAX.SND.WND (RFC 5961 §5.2): the largest window the peer ever offered.
-    pub max_wnd: u32,
+    max_wnd: u32,
     /// SND.WL1 / SND.WL2: segment sequence and acknowledgment numbers of the last window update.
-    pub wl1: u32,
-    pub wl2: u32,
+    wl1: u32,
+    wl2: u32,
     /// Snd.Wind.Shift (RFC 7323 §2): applied to the peer's window field.
-    pub wscale: u8,
+    wscale: u8,
     /// Eff.snd.MSS before options (RFC 9293 §3.7.1): min(peer's MSS, ours), lowered by PMTU.
-    pub mss: u32,
+    mss: u32,
     /// Sequence number of the first byte in `ring`.
     pub buf_seq: u32,
     /// Bytes from SND.UNA on (unacknowledged and unsent): copied into a ring or lent by the
@@ -96,10 +100,10 @@ pub struct SendSeq {
     pub fin_alone: bool,
 }
 
-impl SendSeq {
+impl Sender {
     /// A send space starting at `iss` (the SYN occupies `iss`, data starts after it).
     pub fn new(iss: u32, mss: u32, ring: SendQueue, buf: usize, buf_max: usize) -> Self {
-        SendSeq {
+        Sender {
             buf_max,
             autotune: buf_max > buf,
             app_blocked: false,
@@ -126,71 +130,6 @@ impl SendSeq {
             tail_chunk: 0,
             track_chunks: false,
             fin_alone: false,
-        }
-    }
-
-    /// The first record end after `s`, if any (a segment from `s` stops there).
-    pub fn record_end_after(&self, s: u32) -> Option<u32> {
-        self.record_ends.iter().copied().find(|&e| seq::gt(e, s))
-    }
-
-    /// Forgets the record ends `ack` covers (they can no longer limit a segment).
-    pub fn drop_record_ends(&mut self, ack: u32) {
-        while self.record_ends.front().is_some_and(|&e| seq::le(e, ack)) {
-            self.record_ends.pop_front();
-        }
-    }
-
-    /// A record ends exactly at `s`.
-    pub fn record_ends_at(&self, s: u32) -> bool {
-        self.record_ends.iter().any(|&e| e == s)
-    }
-
-    /// Sequence number of our FIN (valid once `fin_queued`).
-    pub fn fin_seq(&self) -> u32 {
-        self.buf_seq.wrapping_add(self.ring.len() as u32)
-    }
-
-    /// Our FIN was sent and acknowledged.
-    pub fn fin_acked(&self) -> bool {
-        self.fin_queued && seq::gt(self.una, self.fin_seq())
-    }
-
-    /// Data or a FIN is queued and not yet acknowledged.
-    pub fn pending(&self) -> bool {
-        seq::lt(
-            self.una,
-            self.fin_seq().wrapping_add(u32::from(self.fin_queued)),
-        )
-    }
-
-    /// Bytes sent and not yet acknowledged (SND.MAX - SND.UNA).
-    pub fn flight(&self) -> u32 {
-        self.max.wrapping_sub(self.una)
-    }
-
-    /// RFC 9293 §3.10.7.4 fifth check: the window is updated from a segment only if it is
-    /// newer than the last update (SND.WL1 < SEG.SEQ, or SND.WL1 = SEG.SEQ and
-    /// SND.WL2 =< SEG.ACK).
-    pub fn window_update_allowed(&self, seg_seq: u32, seg_ack: u32) -> bool {
-        seq::lt(self.wl1, seg_seq) || (self.wl1 == seg_seq && seq::le(self.wl2, seg_ack))
-    }
-
-    /// Takes a window update: "set SND.WND <- SEG.WND, set SND.WL1 <- SEG.SEQ, and set
-    /// SND.WL2 <- SEG.ACK" (`wnd` already scaled).
-    pub fn update_window(&mut self, wnd: u32, seg_seq: u32, seg_ack: u32) {
-        self.wnd = wnd;
-        self.max_wnd = self.max_wnd.max(wnd);
-        self.wl1 = seg_seq;
-        self.wl2 = seg_ack;
-    }
-
-    /// SND.UNA advances to `ack` (SND.NXT with it, if an RTO had rewound it below).
-    pub fn advance_una(&mut self, ack: u32) {
-        self.una = ack;
-        self.drop_record_ends(ack);
-        if seq::lt(self.nxt, ack) {
-            self.nxt = ack;
         }
     }
 }

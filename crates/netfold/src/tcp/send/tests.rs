@@ -1,0 +1,148 @@
+use super::*;
+use crate::mem::CopyMode;
+use crate::tcp::seq;
+
+/// A sender whose SYN (ISS `iss`) was sent and acknowledged, with `queued` bytes queued.
+fn synced(iss: u32, queued: usize) -> Sender {
+    let mut s = Sender::new(
+        iss,
+        1000,
+        SendQueue::with_capacity(1 << 16),
+        1 << 16,
+        1 << 16,
+    );
+    s.on_sent(iss.wrapping_add(1));
+    s.advance_una(iss.wrapping_add(1));
+    assert_eq!(s.ring.push(&vec![7u8; queued], CopyMode::Kernels), queued);
+    s
+}
+
+fn ordered(s: &Sender) -> bool {
+    seq::le(s.una(), s.nxt()) && seq::le(s.nxt(), s.max())
+}
+
+#[test]
+fn a_new_sender_starts_at_iss() {
+    let s = Sender::new(5, 1000, SendQueue::with_capacity(0), 0, 0);
+    assert_eq!((s.iss(), s.una(), s.nxt(), s.max()), (5, 5, 5, 5));
+    assert_eq!((s.wnd(), s.max_wnd(), s.flight()), (0, 0, 0));
+}
+
+#[test]
+fn una_nxt_max_stay_ordered() {
+    // Across the wrap of the sequence space, through sends, retransmissions, rewinds and
+    // ACKs in a fixed pseudo-random order.
+    let iss = u32::MAX - 20_000;
+    let mut s = synced(iss, 60_000);
+    let end = iss.wrapping_add(1).wrapping_add(60_000);
+    let mut x: u32 = 12345;
+    for _ in 0..5_000 {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let len = (x >> 8) % 3000;
+        match (x >> 24) % 6 {
+            0 | 1 => {
+                let e = seq::min(s.nxt().wrapping_add(len), end);
+                s.on_sent(e);
+            }
+            2 => {
+                let e = seq::min(s.nxt().wrapping_add(len), s.max());
+                s.on_resent(e);
+            }
+            3 => s.rewind(),
+            4 => {
+                let ack = s.una().wrapping_add(len.min(s.flight()));
+                if seq::gt(ack, s.una()) {
+                    s.on_ack(ack);
+                }
+            }
+            _ => s.skip_sacked(s.nxt().wrapping_add(len)),
+        }
+        assert!(
+            ordered(&s),
+            "una {} nxt {} max {}",
+            s.una(),
+            s.nxt(),
+            s.max()
+        );
+        assert_eq!(s.flight(), s.max().wrapping_sub(s.una()));
+    }
+}
+
+#[test]
+fn an_ack_past_a_rewound_nxt_moves_nxt_with_it() {
+    let mut s = synced(1000, 5000);
+    s.on_sent(4001);
+    s.rewind();
+    assert_eq!(s.nxt(), 1001);
+    assert_eq!(
+        s.on_ack(3001),
+        2000,
+        "the acknowledged bytes leave the queue"
+    );
+    assert_eq!((s.una(), s.nxt(), s.max()), (3001, 3001, 4001));
+    s.on_resent(3500);
+    assert_eq!((s.nxt(), s.max()), (3500, 4001));
+    s.on_probe_resent(3800);
+    assert_eq!(s.nxt(), 3500, "a probe's retransmission leaves SND.NXT");
+    s.skip_sacked(9000);
+    assert_eq!(s.nxt(), 4001, "skipping SACKed data stops at SND.MAX");
+}
+
+#[test]
+fn the_window_update_takes_only_the_newest_segment() {
+    // RFC 9293 §3.10.7.4: SND.WL1 < SEG.SEQ, or SND.WL1 = SEG.SEQ and SND.WL2 =< SEG.ACK.
+    let mut s = synced(u32::MAX - 10, 0);
+    s.on_handshake_ack(1000, 7, 100);
+    assert!(!s.on_window_update(5000, 6, 200), "an older segment");
+    assert!(
+        !s.on_window_update(5000, 7, 99),
+        "same SEG.SEQ, older SEG.ACK"
+    );
+    assert_eq!(s.wnd(), 1000);
+    assert!(s.on_window_update(2000, 7, 100), "same SEG.SEQ and SEG.ACK");
+    assert!(
+        s.on_window_update(3000, 7, 150),
+        "same SEG.SEQ, newer SEG.ACK"
+    );
+    assert_eq!(s.wnd(), 3000);
+    // Across the wrap: 2^32 - 5 is before 3.
+    s.on_handshake_ack(3000, u32::MAX - 5, 150);
+    assert!(s.on_window_update(4000, 3, 150));
+    assert!(!s.on_window_update(9000, u32::MAX - 5, 150));
+    assert_eq!(s.wnd(), 4000);
+}
+
+#[test]
+fn max_wnd_never_shrinks() {
+    let mut s = Sender::new(0, 1000, SendQueue::with_capacity(0), 0, 0);
+    s.on_syn(500, 9);
+    assert_eq!((s.wnd(), s.max_wnd()), (500, 500));
+    s.on_handshake_ack(40_000, 10, 1);
+    s.on_window_update(10, 11, 1);
+    assert_eq!((s.wnd(), s.max_wnd()), (10, 40_000));
+    s.on_window_update(0, 12, 1);
+    assert_eq!((s.wnd(), s.max_wnd()), (0, 40_000));
+    s.on_window_update(60_000, 13, 1);
+    assert_eq!(s.max_wnd(), 60_000);
+}
+
+#[test]
+fn a_syn_cookie_restart_rebuilds_the_space() {
+    let mut s = Sender::new(0, 1000, SendQueue::with_capacity(4096), 4096, 4096);
+    s.restart(u32::MAX);
+    assert_eq!(
+        (s.iss(), s.una(), s.nxt(), s.max()),
+        (u32::MAX, u32::MAX, 0, 0)
+    );
+    assert_eq!(s.fin_seq(), 0, "data starts after the SYN-ACK");
+    assert!(ordered(&s));
+}
+
+#[test]
+fn the_mss_only_lowers_on_a_path_mtu() {
+    let mut s = Sender::new(0, 1460, SendQueue::with_capacity(0), 0, 0);
+    s.on_syn_options(1460, 7);
+    assert!(!s.lower_mss(1500));
+    assert!(s.lower_mss(1200));
+    assert_eq!((s.mss(), s.wscale()), (1200, 7));
+}
