@@ -287,12 +287,12 @@ pub struct Recovery {
 ///
 /// | RFC 9293     | here            | RFC 9293     | here              |
 /// |--------------|-----------------|--------------|-------------------|
-/// | SND.UNA      | `snd.una()`       | RCV.NXT      | `rcv.nxt()`       |
-/// | SND.NXT      | `snd.nxt()`       | RCV.WND      | `rcv.adv() - rcv.nxt()` (as last advertised) |
-/// | SND.WND      | `snd.wnd()`       | IRS          | `rcv.irs()`       |
-/// | SND.WL1/WL2  | `snd.wl1()/wl2`   | Last.ACK.sent (RFC 7323) | `rcv.last_ack_sent()` |
-/// | ISS          | `snd.iss()`       | Rcv.Wind.Shift (RFC 7323) | `rcv.wscale()` |
-/// | Eff.snd.MSS  | `snd.mss()`       | Snd.Wind.Shift (RFC 7323) | `snd.wscale()` |
+/// | SND.UNA      | `snd.una()`     | RCV.NXT      | `rcv.nxt()`       |
+/// | SND.NXT      | `snd.nxt()`     | RCV.WND      | `rcv.adv() - rcv.nxt()` (as last advertised) |
+/// | SND.WND      | `snd.wnd()`     | IRS          | `rcv.irs()`       |
+/// | SND.WL1/WL2  | kept by `snd`   | Last.ACK.sent (RFC 7323) | `rcv.last_ack_sent()` |
+/// | ISS          | `snd.iss()`     | Rcv.Wind.Shift (RFC 7323) | `rcv.wscale()` |
+/// | Eff.snd.MSS  | `snd.mss()`     | Snd.Wind.Shift (RFC 7323) | `snd.wscale()` |
 #[derive(Debug)]
 pub struct Conn {
     /// Segments one transmission may span (GSO, set by the layer from the stack's

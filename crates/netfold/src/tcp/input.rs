@@ -941,7 +941,7 @@ impl Conn {
         if self.sack_ok {
             let newly_lost = self.rack_on_ack(now, blocks, dsack, rack_rtt);
             if let Some(before) = sacked_before {
-                // RFC 6937 §3: "DeliveredData = (change in snd.una()) + (change in SACKed)".
+                // RFC 6937 §3: "DeliveredData = (change in snd.una) + (change in SACKed)".
                 let delivered = (i64::from(acked) + i64::from(self.scoreboard.sacked_bytes())
                     - i64::from(before))
                 .max(0) as u32;
