@@ -67,7 +67,7 @@ impl Conn {
 
     /// Linux `tcp_sndbuf_expand` (from `tcp_new_space`, `tcp_should_expand_sndbuf`).
     fn sndbuf_expand(&mut self, rings: &mut RingCache, stats: &mut Stats) {
-        if !self.snd.autotune || !self.snd.app_blocked || self.snd.ring.capacity() == 0 {
+        if !self.snd.autotune || !self.snd.app_blocked || self.snd.ring().capacity() == 0 {
             return;
         }
         let cwnd = self.cc.cwnd() as usize;
@@ -76,7 +76,7 @@ impl Conn {
             return;
         }
         self.snd.app_blocked = false;
-        let cap = self.snd.ring.capacity();
+        let cap = self.snd.ring().capacity();
         let want = cwnd.saturating_mul(2);
         if want <= cap {
             return;
@@ -85,7 +85,7 @@ impl Conn {
         if new <= cap {
             return;
         }
-        if self.snd.ring.grow(new, rings) {
+        if self.snd.grow_ring(new, rings) {
             stats.sndbuf_grown += 1;
         } else {
             stats.buffer_budget_refusals += 1;

@@ -150,7 +150,7 @@ impl Conn {
         if self.snd.app_blocked {
             self.chrono.nospace = true;
         }
-        let ring = &self.snd.ring;
+        let ring = &self.snd.ring();
         if self.chrono.nospace && ring.free() >= ring.len() / 2 && ring.free() > 0 {
             self.chrono.nospace = false;
         }

@@ -566,9 +566,7 @@ impl Conn {
     /// neither, so idle connections are not charged to the stack's buffer budget (Linux
     /// charges `tcp_mem` by the bytes sockets hold, not by their buffer sizes).
     pub fn alloc_buffers(&mut self, _rings: &mut RingCache) {
-        if self.snd.ring.capacity() == 0 && self.snd.ring.is_empty() {
-            self.snd.ring = SendQueue::reserve(self.config.send_initial());
-        }
+        self.snd.reserve_ring(self.config.send_initial());
     }
 
     /// The receive ring's storage, taken from `rings` when data first needs it (a compare on
@@ -598,7 +596,7 @@ impl Conn {
         // then is the out-of-line part called (TCP_CRR called it ~10 times per transaction
         // to give back empty buffers).
         if matches!(self.state, State::Closed | State::TimeWait)
-            && (self.snd.ring.holds_storage() || self.rcv.ring().capacity() != 0)
+            && (self.snd.ring().holds_storage() || self.rcv.ring().capacity() != 0)
         {
             self.reclaim_buffers_held(rings);
         }
@@ -608,7 +606,7 @@ impl Conn {
     fn reclaim_buffers_held(&mut self, rings: &mut RingCache) {
         match self.state {
             State::Closed => {
-                self.snd.ring.release(rings);
+                self.snd.release_ring(rings);
                 // Data received before a reset stays readable until the application has it
                 // or closes (Linux `tcp_reset` purges the write queue, not the receive
                 // queue): read returns it, then the error.
@@ -617,7 +615,7 @@ impl Conn {
                 }
             }
             State::TimeWait => {
-                self.snd.ring.release(rings);
+                self.snd.release_ring(rings);
                 // Nothing is written to the receive ring in TIME-WAIT (only segments without
                 // data are acceptable there), so once the application has closed and read
                 // everything, the ring only pins memory for 2 MSL: every TCP_CRR connection
@@ -658,14 +656,14 @@ impl Conn {
     pub(super) fn retire(&mut self, rings: &mut RingCache) {
         self.release_all(rings);
         self.rcv.release_reader_buffers();
-        self.snd.ring = SendQueue::with_capacity(0);
+        self.snd.drop_ring();
         let rack = self.rack.take_storage();
         self.rack.adopt_storage(rack);
     }
 
     /// Gives both rings back to the stack's cache (the connection is being freed).
     pub fn release_all(&mut self, rings: &mut RingCache) {
-        self.snd.ring.release(rings);
+        self.snd.release_ring(rings);
         self.rcv.release_ring(rings);
     }
 
@@ -973,7 +971,7 @@ impl Conn {
             }
             return Err(Error::BrokenPipe);
         }
-        if self.snd.fin_queued {
+        if self.snd.fin_queued() {
             return Err(Error::BrokenPipe);
         }
         match self.state {
@@ -984,10 +982,10 @@ impl Conn {
         if data.is_empty() {
             return Ok(0);
         }
-        if flags.eor && self.snd.record_ends.len() >= super::MAX_RECORD_ENDS {
+        if flags.eor && self.snd.record_ends_full() {
             return Err(Error::WouldBlock);
         }
-        let n = self.snd.ring.push(data, mode);
+        let n = self.snd.queue(data, mode);
         if n > 0 {
             // The write's chunks (see `write_chunks`), for a later TCP_NOTSENT_LOWAT check;
             // computed as if the bytes were not queued yet. Only for a writer that applies
@@ -1000,13 +998,12 @@ impl Conn {
             // Linux marks the record's end only once the whole message is queued
             // (`tcp_sendmsg_locked`: `if (!msg_data_left(msg)) ... eor = 1`).
             if flags.eor && n == data.len() {
-                let end = self.snd.fin_seq();
-                self.snd.record_ends.push_back(end);
+                self.snd.end_record();
             }
         }
         // The writer filled the ring or wants more space than it has (Linux SOCK_NOSPACE): the send
         // buffer may grow at the next ACK (`autotune.rs`).
-        self.snd.app_blocked |= n < data.len() || self.snd.ring.free() == 0;
+        self.snd.app_blocked |= n < data.len() || self.snd.ring().free() == 0;
         if n == 0 {
             return Err(Error::WouldBlock);
         }
@@ -1063,11 +1060,11 @@ impl Conn {
         match self.state {
             State::SynSent => self.enter_closed(None),
             State::SynReceived | State::Established => {
-                self.snd.fin_queued = true;
+                self.snd.queue_fin();
                 self.state = State::FinWait1;
             }
             State::CloseWait => {
-                self.snd.fin_queued = true;
+                self.snd.queue_fin();
                 self.state = State::LastAck;
             }
             State::Closed => {

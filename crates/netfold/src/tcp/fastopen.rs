@@ -380,9 +380,7 @@ impl Conn {
                 // usual rules.
                 self.fastopen.syn_data = seg.ack == sent_to;
                 let upto = super::seq::min(seg.ack, sent_to);
-                let n = super::seq::dist(self.snd.buf_seq, upto);
-                self.snd.ring.consume(n as usize);
-                self.snd.buf_seq = upto;
+                self.snd.on_syn_data_acked(upto);
             }
         }
         if self.fastopen.syn_option.is_none() {

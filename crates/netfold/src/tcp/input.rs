@@ -158,7 +158,7 @@ impl Conn {
         self.rcv.owe_ack_now();
         self.in_syn_queue = false;
         self.alloc_buffers(ctx.rings);
-        self.state = if self.snd.fin_queued {
+        self.state = if self.snd.fin_queued() {
             State::FinWait1
         } else {
             State::Established
@@ -410,7 +410,7 @@ impl Conn {
                     seg.seq,
                     seg.ack,
                 );
-                if self.snd.fin_queued {
+                if self.snd.fin_queued() {
                     self.state = State::FinWait1;
                 }
                 self.in_syn_queue = false;
@@ -732,7 +732,7 @@ impl Conn {
             self.rtt.backoff = 0;
             self.timers.rto = None;
             self.state = State::Established;
-            if self.snd.fin_queued {
+            if self.snd.fin_queued() {
                 self.state = State::FinWait1;
             }
             if self.fastopen.syn_option.is_some() || self.fastopen.syn_data_len > 0 {
@@ -1036,7 +1036,9 @@ impl Conn {
         let data_end = self.fin_seq();
         let ctl = u32::from(self.snd.una() == self.snd.iss())
             + u32::from(
-                self.snd.fin_queued && seq::gt(ack, data_end) && !seq::gt(self.snd.una(), data_end),
+                self.snd.fin_queued()
+                    && seq::gt(ack, data_end)
+                    && !seq::gt(self.snd.una(), data_end),
             );
         // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
         let n = self.snd.on_ack(ack);

@@ -107,8 +107,7 @@ impl Conn {
             let payload = if plan.len > 0 {
                 // A Fast Open SYN's data starts after the SYN's sequence number.
                 let start = plan.seq.wrapping_add(u32::from(plan.kind == Kind::Syn));
-                let off = seq::dist(self.snd.buf_seq, start) as usize;
-                self.snd.ring.gather(off, plan.len as usize)
+                self.snd.gather(start, plan.len)
             } else {
                 Gather::empty()
             };
@@ -155,7 +154,7 @@ impl Conn {
             && !self.keepalive_due
             && self.recovery.is_none()
             && self.rack.lost_bytes() == 0
-            && !self.snd.fin_queued
+            && !self.snd.fin_queued()
             && self.snd.nxt() == self.fin_seq()
             && !self.window_update_needed()
     }
@@ -277,9 +276,9 @@ impl Conn {
         let end = p.seq.wrapping_add(p.len);
         let fin_seq = self.fin_seq();
         if end == fin_seq {
-            return !self.snd.more_tail || self.snd.fin_queued;
+            return !self.snd.more_tail || self.snd.fin_queued();
         }
-        if !self.snd.record_ends.is_empty() && self.snd.record_ends_at(end) {
+        if self.snd.has_record_ends() && self.snd.record_ends_at(end) {
             return true;
         }
         match p.kind {
@@ -442,7 +441,7 @@ impl Conn {
             self.ecn.cwr_due = false;
         }
         if p.fin && !seq::lt(p.seq.wrapping_add(p.len), self.snd.max()) {
-            self.snd.fin_alone = p.len == 0;
+            self.snd.on_fin_sent(p.len == 0);
         }
         if p.len > 0 && p.kind != Kind::Syn && !seq::lt(p.seq, self.snd.max()) {
             if repr.flags.psh() && seq::gt(end, self.snd.pushed) {
@@ -754,7 +753,7 @@ impl Conn {
                 });
             }
             self.persist_probe_due = false;
-            if self.snd.fin_queued && self.snd.una() == fin_seq {
+            if self.snd.fin_queued() && self.snd.una() == fin_seq {
                 return Some(Plan {
                     kind: Kind::Probe,
                     seq: fin_seq,
@@ -833,7 +832,7 @@ impl Conn {
             let room = seq::dist(self.snd.nxt(), wnd_edge);
             if room > 0 {
                 let len = seq::dist(self.snd.nxt(), fin_seq).min(smss).min(room);
-                let fin = self.snd.fin_queued && self.snd.nxt().wrapping_add(len) == fin_seq;
+                let fin = self.snd.fin_queued() && self.snd.nxt().wrapping_add(len) == fin_seq;
                 return Some(Plan {
                     kind: Kind::Tlp,
                     seq: self.snd.nxt(),
@@ -845,8 +844,8 @@ impl Conn {
         if self.snd.una() == self.snd.max() {
             return None;
         }
-        let fin_sent = self.snd.fin_queued && seq::gt(self.snd.max(), fin_seq);
-        if fin_sent && self.snd.fin_alone {
+        let fin_sent = self.snd.fin_queued() && seq::gt(self.snd.max(), fin_seq);
+        if fin_sent && self.snd.fin_alone() {
             // The last segment sent was the FIN alone: the probe is that FIN (Linux
             // `tcp_send_loss_probe` resends the last skb of the retransmit queue).
             return Some(Plan {
@@ -898,14 +897,14 @@ impl Conn {
         if let Some(n) = self.scoreboard.next_sacked_start(s) {
             len = len.min(seq::dist(s, n));
         }
-        if !self.snd.record_ends.is_empty() {
+        if self.snd.has_record_ends() {
             // MSG_EOR: no segment crosses a record's end (Linux `tcp_skb_can_collapse_to`
             // keeps the next write out of the record's skb).
             if let Some(e) = self.snd.record_end_after(s) {
                 len = len.min(seq::dist(s, e));
             }
         }
-        let fin = self.snd.fin_queued && s.wrapping_add(len) == fin_seq;
+        let fin = self.snd.fin_queued() && s.wrapping_add(len) == fin_seq;
         if len == 0 && !fin {
             return None;
         }
@@ -977,7 +976,7 @@ impl Conn {
             return None;
         }
         let fin_seq = self.fin_seq();
-        let data_end = if self.snd.fin_queued {
+        let data_end = if self.snd.fin_queued() {
             fin_seq.wrapping_add(1)
         } else {
             fin_seq
@@ -1097,12 +1096,12 @@ impl Conn {
             // TCP_CORK and MSG_MORE hold every short segment but the one with the FIN (Linux
             // `tcp_nagle_check` with `TCP_NAGLE_CORK`; a FIN passes `tcp_nagle_test`).
             let corked = self.config.cork || self.snd.more;
-            let push_ok = self.snd.fin_queued
+            let push_ok = self.snd.fin_queued()
                 || self.snd.push_now
                 || (!corked && (self.config.nodelay || idle));
             // A record's end (MSG_EOR) is the end of what that write queued.
-            let record_end = !self.snd.record_ends.is_empty()
-                && self.snd.record_ends_at(p.seq.wrapping_add(p.len));
+            let record_end =
+                self.snd.has_record_ends() && self.snd.record_ends_at(p.seq.wrapping_add(p.len));
             // RFC 9293 §3.8.6.2.1 sender SWS avoidance and §3.7.4 Nagle: a short segment goes
             // only if it is all we have and nothing is unacknowledged (or Nagle is off), or it
             // fills at least half the largest window the peer offered.

@@ -46,7 +46,7 @@ impl TcpLayer {
                 c.snd.nxt(),
                 c.snd.max(),
                 c.fin_seq(),
-                c.snd.fin_queued,
+                c.snd.fin_queued(),
                 c.snd.wnd(),
                 c.rcv.nxt(),
                 c.rcv.ring().len(),
@@ -85,7 +85,7 @@ impl TcpLayer {
             sack: c.sack_ok,
             timestamps: c.ts.enabled,
             recv_buffer: c.rcv.buf(),
-            send_buffer: c.snd.ring.capacity(),
+            send_buffer: c.snd.ring().capacity(),
             rack: RackInfo {
                 min_rtt: c.rack.min_rtt(),
                 rtt: c.rack.rtt(),

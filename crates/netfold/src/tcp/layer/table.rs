@@ -562,7 +562,7 @@ mod tests {
     /// a recycled ring holds old bytes beyond its length, as a ring from the cache always has).
     fn state_of(l: &mut TcpLayer, h: Handle) -> String {
         let c = l.conn_mut(h).unwrap();
-        let caps = (c.snd.ring.capacity(), c.rcv.ring().capacity());
+        let caps = (c.snd.ring().capacity(), c.rcv.ring().capacity());
         c.release_all(&mut RingCache::new());
         format!("{caps:?} {c:?}")
     }

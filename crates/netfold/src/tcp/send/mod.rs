@@ -51,12 +51,12 @@ pub struct Sender {
     /// Eff.snd.MSS before options (RFC 9293 §3.7.1): min(peer's MSS, ours), lowered by PMTU.
     mss: u32,
     /// Sequence number of the first byte in `ring`.
-    pub buf_seq: u32,
+    buf_seq: u32,
     /// Bytes from SND.UNA on (unacknowledged and unsent): copied into a ring or lent by the
     /// application (`zerocopy.rs`).
-    pub ring: SendQueue,
+    ring: SendQueue,
     /// shutdown_write()/close() was called: a FIN follows the queued data.
-    pub fin_queued: bool,
+    fin_queued: bool,
     /// Send-buffer growth (Linux `tcp_sndbuf_expand`): the ceiling, whether it is on, and
     /// whether the application found the ring full since the last growth check (Linux
     /// `SOCK_NOSPACE`: only a writer that wants more space gets it).
@@ -72,7 +72,7 @@ pub struct Sender {
     pub more_tail: bool,
     /// Ends of records (sends with MSG_EOR) not yet acknowledged, oldest first: no segment
     /// crosses one (Linux `TCP_SKB_CB(skb)->eor`, `tcp_skb_can_collapse_to`).
-    pub record_ends: VecDeque<u32>,
+    record_ends: VecDeque<u32>,
     /// Send what is queued at the next output pass whatever Nagle and TCP_CORK say, once
     /// (Linux `TCP_NAGLE_PUSH`, which setting TCP_NODELAY raises).
     pub push_now: bool,
@@ -97,7 +97,7 @@ pub struct Sender {
     pub track_chunks: bool,
     /// Our FIN went in a segment of its own (Linux: its own skb, which a tail loss probe
     /// resends alone).
-    pub fin_alone: bool,
+    fin_alone: bool,
 }
 
 impl Sender {

@@ -13,7 +13,7 @@ fn synced(iss: u32, queued: usize) -> Sender {
     );
     s.on_sent(iss.wrapping_add(1));
     s.advance_una(iss.wrapping_add(1));
-    assert_eq!(s.ring.push(&vec![7u8; queued], CopyMode::Kernels), queued);
+    assert_eq!(s.queue(&vec![7u8; queued], CopyMode::Kernels), queued);
     s
 }
 
@@ -145,4 +145,68 @@ fn the_mss_only_lowers_on_a_path_mtu() {
     assert!(!s.lower_mss(1500));
     assert!(s.lower_mss(1200));
     assert_eq!((s.mss(), s.wscale()), (1200, 7));
+}
+
+#[test]
+fn a_fin_occupies_one_sequence_number_after_the_data() {
+    let mut s = synced(u32::MAX - 50, 100);
+    let data_end = (u32::MAX - 50).wrapping_add(101);
+    assert_eq!(s.fin_seq(), data_end);
+    assert!(!s.fin_queued());
+    s.queue_fin();
+    s.queue_fin();
+    assert!(s.fin_queued());
+    assert_eq!(
+        s.fin_seq(),
+        data_end,
+        "queueing the FIN again moves nothing"
+    );
+    // Data and FIN leave in one segment: one sequence number more than the data.
+    s.on_sent(data_end.wrapping_add(1));
+    s.on_fin_sent(false);
+    assert_eq!(s.flight(), 101);
+    assert!(!s.fin_alone());
+    assert_eq!(s.on_ack(data_end), 100, "only data leaves the queue");
+    assert!(
+        s.pending() && !s.fin_acked(),
+        "the FIN is still outstanding"
+    );
+    assert_eq!(s.fin_seq(), data_end);
+    assert_eq!(s.on_ack(data_end.wrapping_add(1)), 0, "the FIN is no data");
+    assert!(s.fin_acked() && !s.pending());
+    assert!(s.ring().is_empty());
+}
+
+#[test]
+fn no_segment_crosses_an_unacknowledged_record_end() {
+    let mut s = synced(0, 0);
+    s.queue(&[1; 300], CopyMode::Kernels);
+    s.end_record();
+    s.queue(&[2; 200], CopyMode::Kernels);
+    s.end_record();
+    assert!(s.has_record_ends());
+    assert_eq!(s.record_end_after(1), Some(301));
+    assert_eq!(s.record_end_after(301), Some(501));
+    assert!(s.record_ends_at(301) && !s.record_ends_at(300));
+    s.on_sent(501);
+    s.on_ack(301);
+    assert_eq!(
+        s.record_end_after(1),
+        Some(501),
+        "an acknowledged end is forgotten"
+    );
+    s.on_ack(501);
+    assert!(!s.has_record_ends());
+    assert!(!s.record_ends_full());
+}
+
+#[test]
+fn the_queue_is_addressed_by_sequence_number() {
+    let mut s = synced(99, 0);
+    s.queue(b"hello world", CopyMode::Kernels);
+    s.on_sent(111);
+    s.on_ack(106);
+    let g = s.gather(106, 100);
+    assert_eq!(g.len(), 5);
+    assert_eq!(g.to_vec(), b"world");
 }
