@@ -829,7 +829,7 @@ impl Conn {
             0
         };
         let mut unsent = u64::from(self.unsent().saturating_sub(queued));
-        let mut tail = u64::from(self.snd.tail_chunk).min(unsent);
+        let mut tail = u64::from(self.snd.tail_chunk()).min(unsent);
         let mut taken = 0u64;
         while taken < n {
             if tail == 0 || tail >= goal {
@@ -859,7 +859,7 @@ impl Conn {
     /// option before its first write (or has it from the sysctl) gets Linux's cut exactly;
     /// one that sets it later sees the last earlier write's chunk as full.
     pub fn notsent_room(&mut self, lowat: u32, limit: usize) -> usize {
-        self.snd.track_chunks = true;
+        self.snd.track_chunks();
         self.write_chunks(limit as u64, u64::from(lowat), 0).0 as usize
     }
 
@@ -990,11 +990,11 @@ impl Conn {
             // The write's chunks (see `write_chunks`), for a later TCP_NOTSENT_LOWAT check;
             // computed as if the bytes were not queued yet. Only for a writer that applies
             // the option: the rest never look at them.
-            if self.snd.track_chunks {
-                self.snd.tail_chunk = self.write_chunks(n as u64, u64::MAX, n as u32).1;
+            if self.snd.tracks_chunks() {
+                let tail = self.write_chunks(n as u64, u64::MAX, n as u32).1;
+                self.snd.on_write_chunk(tail);
             }
-            self.snd.more = flags.more;
-            self.snd.more_tail = flags.more;
+            self.snd.on_queued(flags.more);
             // Linux marks the record's end only once the whole message is queued
             // (`tcp_sendmsg_locked`: `if (!msg_data_left(msg)) ... eor = 1`).
             if flags.eor && n == data.len() {

@@ -91,11 +91,11 @@ impl Conn {
             return OutputStatus::Done;
         }
         self.restart_after_idle(now);
-        self.snd.burst_start = self.snd.max();
+        self.snd.on_output_pass();
         for _ in 0..MAX_SEGMENTS_PER_CALL {
             let Some(plan) = self.plan(now) else {
                 // A push (`TcpLayer::push`) covers what could go when it was asked for.
-                self.snd.push_now = false;
+                self.snd.on_output_stopped();
                 self.arm_persist_if_stuck(now);
                 return OutputStatus::Done;
             };
@@ -276,7 +276,7 @@ impl Conn {
         let end = p.seq.wrapping_add(p.len);
         let fin_seq = self.fin_seq();
         if end == fin_seq {
-            return !self.snd.more_tail || self.snd.fin_queued();
+            return !self.snd.more_tail() || self.snd.fin_queued();
         }
         if self.snd.has_record_ends() && self.snd.record_ends_at(end) {
             return true;
@@ -289,7 +289,7 @@ impl Conn {
                     // the max window past it gets PSH.
                     let goal = self.size_goal();
                     let k = self.snd.max_wnd() / 2 / goal + 1;
-                    let boundary = self.snd.pushed.wrapping_add(k.saturating_mul(goal));
+                    let boundary = self.snd.pushed().wrapping_add(k.saturating_mul(goal));
                     if seq::ge(end, boundary) {
                         return true;
                     }
@@ -318,8 +318,8 @@ impl Conn {
                 // than one segment: the burst's last segment has PSH when the burst ends in a
                 // packet of two segments, none when it ends in a packet of one (an odd burst;
                 // a segment that limited transmit or fast recovery lets out alone).
-                let start = if seq::lt(self.snd.burst_start, p.seq) {
-                    self.snd.burst_start
+                let start = if seq::lt(self.snd.burst_start(), p.seq) {
+                    self.snd.burst_start()
                 } else {
                     p.seq
                 };
@@ -444,13 +444,13 @@ impl Conn {
             self.snd.on_fin_sent(p.len == 0);
         }
         if p.len > 0 && p.kind != Kind::Syn && !seq::lt(p.seq, self.snd.max()) {
-            if repr.flags.psh() && seq::gt(end, self.snd.pushed) {
-                self.snd.pushed = end;
+            if repr.flags.psh() {
+                self.snd.on_pushed(end);
             }
             // Linux `tcp_minshall_update`: a segment shorter than the MSS (the last piece of
             // a GSO plan) is the new "last small segment".
             if !p.len.is_multiple_of(smss) {
-                self.snd.sml = p.seq.wrapping_add(p.len);
+                self.snd.on_short_sent(p.seq.wrapping_add(p.len));
             }
         }
         match p.kind {
@@ -1089,15 +1089,14 @@ impl Conn {
             // of it do not delay it (RFC 9293 §3.7.4 allows this refinement: "a TCP SHOULD
             // implement the Nagle algorithm"; Minshall's keeps its goal, at most one small
             // segment in flight).
-            let small_in_flight =
-                seq::gt(self.snd.sml, self.snd.una()) && seq::le(self.snd.sml, self.snd.max());
+            let small_in_flight = self.snd.short_in_flight();
             let idle = !small_in_flight
                 || (self.fastopen_sends() && self.snd.nxt() == self.snd.iss().wrapping_add(1));
             // TCP_CORK and MSG_MORE hold every short segment but the one with the FIN (Linux
             // `tcp_nagle_check` with `TCP_NAGLE_CORK`; a FIN passes `tcp_nagle_test`).
-            let corked = self.config.cork || self.snd.more;
+            let corked = self.config.cork || self.snd.more();
             let push_ok = self.snd.fin_queued()
-                || self.snd.push_now
+                || self.snd.push_now()
                 || (!corked && (self.config.nodelay || idle));
             // A record's end (MSG_EOR) is the end of what that write queued.
             let record_end =
@@ -1111,7 +1110,7 @@ impl Conn {
             let all = if record_end && p.len < remaining {
                 true
             } else {
-                p.len == remaining && (push_ok || self.snd.push_now)
+                p.len == remaining && (push_ok || self.snd.push_now())
             };
             let half = p.len >= self.snd.max_wnd() / 2 && push_ok;
             if !(all || half) {

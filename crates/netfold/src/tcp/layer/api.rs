@@ -253,7 +253,7 @@ impl TcpLayer {
     /// `do_tcp_setsockopt`).
     pub fn push(&mut self, h: Handle) -> Result<(), Error> {
         let c = self.conn_mut(h)?;
-        c.snd.push_now = crate::tcp::seq::lt(c.snd.nxt(), c.fin_seq());
+        c.snd.request_push();
         self.touch(h.index);
         Ok(())
     }

@@ -15,6 +15,7 @@
 //! window the peer ever offered (RFC 5961 §5.2's MAX.SND.WND), the effective send MSS, and the
 //! send ring whose first byte has sequence number `buf_seq`.
 
+mod push;
 mod queue;
 mod space;
 #[cfg(test)]
@@ -66,35 +67,35 @@ pub struct Sender {
     /// The last send had MSG_MORE: the queue's short tail waits for more data (Linux
     /// `tcp_push` with `TCP_NAGLE_CORK` for that call). Cleared by a send without it and by
     /// the next ACK, as Linux's push at ACK time uses the socket's own Nagle setting.
-    pub more: bool,
+    more: bool,
     /// The last send had MSG_MORE: the queue's end gets no PSH when it leaves (Linux
     /// `tcp_push` marks the tail skb only without MSG_MORE). Unlike `more`, an ACK leaves it.
-    pub more_tail: bool,
+    more_tail: bool,
     /// Ends of records (sends with MSG_EOR) not yet acknowledged, oldest first: no segment
     /// crosses one (Linux `TCP_SKB_CB(skb)->eor`, `tcp_skb_can_collapse_to`).
     record_ends: VecDeque<u32>,
     /// Send what is queued at the next output pass whatever Nagle and TCP_CORK say, once
     /// (Linux `TCP_NAGLE_PUSH`, which setting TCP_NODELAY raises).
-    pub push_now: bool,
+    push_now: bool,
     /// The end of the last segment sent with PSH (Linux `tp->pushed_seq`): new data more
     /// than half the largest window past it gets PSH (Linux `forced_push`).
-    pub pushed: u32,
+    pushed: u32,
     /// SND.MAX when the current output pass began: where Linux's `tcp_write_xmit` starts
     /// cutting the pass's new data into GSO packets (PSH placement, `Conn::push`).
-    pub burst_start: u32,
+    burst_start: u32,
     /// The end of the last segment sent shorter than the MSS (Linux `tp->snd_sml`, for
     /// Minshall's Nagle check).
-    pub sml: u32,
+    sml: u32,
     /// Bytes in the last write chunk (Linux's tail skb of the write queue, at most one size
     /// goal): what a write may still append without the TCP_NOTSENT_LOWAT check, which
     /// Linux makes only before it starts a new skb. Kept only while `track_chunks`.
-    pub tail_chunk: u32,
+    tail_chunk: u32,
     /// The writer applies TCP_NOTSENT_LOWAT (it asked for [`Conn::notsent_room`]): writes
     /// keep `tail_chunk`. Off until then, so a connection without the option pays nothing
     /// for the bookkeeping on a write.
     ///
     /// [`Conn::notsent_room`]: super::conn::Conn::notsent_room
-    pub track_chunks: bool,
+    track_chunks: bool,
     /// Our FIN went in a segment of its own (Linux: its own skb, which a tail loss probe
     /// resends alone).
     fin_alone: bool,

@@ -210,3 +210,54 @@ fn the_queue_is_addressed_by_sequence_number() {
     assert_eq!(g.len(), 5);
     assert_eq!(g.to_vec(), b"world");
 }
+
+#[test]
+fn msg_more_holds_until_the_next_ack_and_the_tail_keeps_no_psh() {
+    let mut s = synced(0, 0);
+    s.queue(&[0; 100], CopyMode::Kernels);
+    s.on_queued(true);
+    assert!(s.more() && s.more_tail());
+    s.on_sent(51);
+    s.on_ack(51);
+    assert!(!s.more(), "an ACK ends MSG_MORE's hold");
+    assert!(s.more_tail(), "the tail still gets no PSH");
+    s.on_queued(false);
+    assert!(!s.more_tail());
+}
+
+#[test]
+fn a_push_covers_only_unsent_data_and_is_spent_by_a_pass() {
+    let mut s = synced(0, 0);
+    s.request_push();
+    assert!(!s.push_now(), "nothing unsent");
+    s.queue(&[0; 10], CopyMode::Kernels);
+    s.request_push();
+    assert!(s.push_now());
+    s.on_output_pass();
+    assert_eq!(s.burst_start(), 1);
+    s.on_output_stopped();
+    assert!(!s.push_now());
+}
+
+#[test]
+fn the_last_psh_never_moves_back_and_a_short_segment_is_tracked() {
+    let mut s = synced(0, 3000);
+    s.on_pushed(2001);
+    s.on_pushed(1001);
+    assert_eq!(s.pushed(), 2001);
+    s.on_sent(2501);
+    s.on_short_sent(2501);
+    assert!(s.short_in_flight());
+    s.on_ack(2501);
+    assert!(!s.short_in_flight(), "acknowledged");
+}
+
+#[test]
+fn write_chunks_are_kept_only_once_asked_for() {
+    let mut s = synced(0, 0);
+    assert!(!s.tracks_chunks());
+    s.track_chunks();
+    s.on_write_chunk(700);
+    assert!(s.tracks_chunks());
+    assert_eq!(s.tail_chunk(), 700);
+}
