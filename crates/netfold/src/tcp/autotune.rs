@@ -67,7 +67,7 @@ impl Conn {
 
     /// Linux `tcp_sndbuf_expand` (from `tcp_new_space`, `tcp_should_expand_sndbuf`).
     fn sndbuf_expand(&mut self, rings: &mut RingCache, stats: &mut Stats) {
-        if !self.snd.autotune || !self.snd.app_blocked || self.snd.ring().capacity() == 0 {
+        if !self.snd.may_grow() {
             return;
         }
         let cwnd = self.cc.cwnd() as usize;
@@ -75,13 +75,13 @@ impl Conn {
         if self.snd.flight() as usize >= cwnd {
             return;
         }
-        self.snd.app_blocked = false;
+        self.snd.on_growth_check();
         let cap = self.snd.ring().capacity();
         let want = cwnd.saturating_mul(2);
         if want <= cap {
             return;
         }
-        let new = ladder_step(cap, want, self.snd.buf_max);
+        let new = ladder_step(cap, want, self.snd.buf_max());
         if new <= cap {
             return;
         }

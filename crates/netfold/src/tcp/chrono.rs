@@ -94,7 +94,7 @@ impl Conn {
     /// `chrono_update_slow` neither start nor stop, so only the busy clock moves.
     #[inline]
     pub fn chrono_update(&mut self, now: Instant) {
-        if !self.chrono.nospace && !self.snd.app_blocked {
+        if !self.chrono.nospace && !self.snd.app_blocked() {
             let queued = self.is_synchronized() && self.snd.pending();
             match (self.chrono.kind, queued) {
                 (Kind::None, false) => return,
@@ -147,7 +147,7 @@ impl Conn {
         // to send, 4) application is hitting buffer limit (SOCK_NOSPACE)"; the socket is
         // writable again once free space reaches half of what is queued (`tcp_check_space`
         // stops the chronograph then).
-        if self.snd.app_blocked {
+        if self.snd.app_blocked() {
             self.chrono.nospace = true;
         }
         let ring = &self.snd.ring();

@@ -1003,7 +1003,8 @@ impl Conn {
         }
         // The writer filled the ring or wants more space than it has (Linux SOCK_NOSPACE): the send
         // buffer may grow at the next ACK (`autotune.rs`).
-        self.snd.app_blocked |= n < data.len() || self.snd.ring().free() == 0;
+        self.snd
+            .note_write(n < data.len() || self.snd.ring().free() == 0);
         if n == 0 {
             return Err(Error::WouldBlock);
         }

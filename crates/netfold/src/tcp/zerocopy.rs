@@ -680,7 +680,8 @@ impl Conn {
         let want = buf.len();
         let r = self.snd.queue_zc(buf, user);
         // As `send`: a writer that wants more room than it got may make the buffer grow.
-        self.snd.app_blocked |= r.is_none_or(|s| s.len < want) || self.snd.ring().free() == 0;
+        self.snd
+            .note_write(r.is_none_or(|s| s.len < want) || self.snd.ring().free() == 0);
         r.ok_or(Error::WouldBlock)
     }
 }

@@ -13,8 +13,21 @@
 //!
 //! Plus what netfold keeps beside it: SND.MAX (SND.NXT may be rewound by an RTO), the largest
 //! window the peer ever offered (RFC 5961 §5.2's MAX.SND.WND), the effective send MSS, and the
-//! send ring whose first byte has sequence number `buf_seq`.
+//! send queue whose first byte has sequence number `buf_seq`.
+//!
+//! [`Sender`] owns that sequence space together with everything the sending half of the
+//! connection keeps, one concern per file: the sequence space and the peer's window
+//! (`space.rs`), the send queue, the record ends and the FIN (`queue.rs`), what decides when
+//! data leaves and which segment gets PSH — MSG_MORE, a push asked for, the last PSH and
+//! short segment (`push.rs`) — and send-buffer growth (`buffer.rs`). Its fields are private:
+//! the rest of the stack reads them through getters and changes them through methods named
+//! for what happened (`on_syn_ack`, `on_ack`, `on_window_update`, `on_sent`, `rewind`,
+//! `queue_fin`, ...), which keep its invariants — SND.UNA =< SND.NXT =< SND.MAX, the window
+//! taken from the newest segment only (RFC 9293 §3.10.7.4), MAX.SND.WND never shrinking, the
+//! FIN one sequence number after the data. Congestion control, RTT estimation and RACK-TLP
+//! are not the sender's (`cc/`, `rtt.rs`, `rack.rs`).
 
+mod buffer;
 mod push;
 mod queue;
 mod space;
@@ -61,9 +74,9 @@ pub struct Sender {
     /// Send-buffer growth (Linux `tcp_sndbuf_expand`): the ceiling, whether it is on, and
     /// whether the application found the ring full since the last growth check (Linux
     /// `SOCK_NOSPACE`: only a writer that wants more space gets it).
-    pub buf_max: usize,
-    pub autotune: bool,
-    pub app_blocked: bool,
+    buf_max: usize,
+    autotune: bool,
+    app_blocked: bool,
     /// The last send had MSG_MORE: the queue's short tail waits for more data (Linux
     /// `tcp_push` with `TCP_NAGLE_CORK` for that call). Cleared by a send without it and by
     /// the next ACK, as Linux's push at ACK time uses the socket's own Nagle setting.

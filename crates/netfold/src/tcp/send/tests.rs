@@ -261,3 +261,24 @@ fn write_chunks_are_kept_only_once_asked_for() {
     assert!(s.tracks_chunks());
     assert_eq!(s.tail_chunk(), 700);
 }
+
+#[test]
+fn the_send_buffer_grows_only_for_a_writer_that_wanted_room() {
+    let mut s = Sender::new(0, 1000, SendQueue::with_capacity(4096), 4096, 1 << 20);
+    assert_eq!(s.buf_max(), 1 << 20);
+    assert!(!s.may_grow(), "no writer found the queue full");
+    s.note_write(false);
+    assert!(!s.app_blocked());
+    s.note_write(true);
+    s.note_write(false);
+    assert!(
+        s.app_blocked() && s.may_grow(),
+        "a full queue is remembered"
+    );
+    s.on_growth_check();
+    assert!(!s.may_grow());
+    // Without a ceiling above the buffer, growth is off.
+    let mut fixed = Sender::new(0, 1000, SendQueue::with_capacity(4096), 4096, 4096);
+    fixed.note_write(true);
+    assert!(!fixed.may_grow());
+}
