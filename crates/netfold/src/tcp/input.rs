@@ -1033,19 +1033,13 @@ impl Conn {
         // Linux `tp->delivered` (`tcp_clean_rtx_queue`): the SYN and the FIN count one
         // segment each, data its segments (here when cumulatively acknowledged, SACKed or
         // not).
-        let data_end = self.fin_seq();
-        let ctl = u32::from(self.snd.una() == self.snd.iss())
-            + u32::from(
-                self.snd.fin_queued()
-                    && seq::gt(ack, data_end)
-                    && !seq::gt(self.snd.una(), data_end),
-            );
-        // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
-        let n = self.snd.on_ack(ack);
+        let acked = self.snd.acked_by(ack);
         self.counters.delivered = self
             .counters
             .delivered
-            .wrapping_add(ctl + n.div_ceil(self.seg_mss()));
+            .wrapping_add(acked.ctl() + acked.bytes().div_ceil(self.seg_mss()));
+        // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
+        self.snd.on_ack(acked);
         self.scoreboard.advance(ack);
         self.rto_head_due = false;
         self.timers.retries = 0;

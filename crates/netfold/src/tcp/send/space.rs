@@ -8,6 +8,28 @@
 use super::super::seq;
 use super::Sender;
 
+/// What an ACK of new data acknowledges ([`Sender::acked_by`]), for [`Sender::on_ack`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Acked {
+    ack: u32,
+    bytes: u32,
+    ctl: u32,
+}
+
+impl Acked {
+    /// Data bytes acknowledged (they leave the send queue).
+    #[inline]
+    pub fn bytes(&self) -> u32 {
+        self.bytes
+    }
+
+    /// How many of our SYN and FIN were acknowledged (0, 1 or 2).
+    #[inline]
+    pub fn ctl(&self) -> u32 {
+        self.ctl
+    }
+}
+
 impl Sender {
     /// ISS: the initial send sequence number (our SYN's).
     #[inline]
@@ -157,18 +179,32 @@ impl Sender {
         }
     }
 
-    /// An ACK of new data, SND.UNA < `ack` =< SND.MAX (RFC 9293 §3.10.7.4: "set SND.UNA <-
-    /// SEG.ACK. Any segments on the retransmission queue that are thereby entirely
-    /// acknowledged are removed"): the acknowledged bytes leave the send queue, SND.NXT
-    /// catches up if an RTO had rewound it below, the record ends `ack` covers are
-    /// forgotten, and MSG_MORE's hold on the tail ends (at an ACK Linux pushes with the
-    /// socket's own Nagle setting, `tcp_data_snd_check`). Returns the data bytes that left.
+    /// What an ACK of new data, SND.UNA < `ack` =< SND.MAX, acknowledges: the data bytes
+    /// it takes off the send queue and how many of our SYN and FIN it covers for the first
+    /// time (each occupies one sequence number). [`Sender::on_ack`] takes it.
     #[inline]
-    pub fn on_ack(&mut self, ack: u32) -> u32 {
+    pub fn acked_by(&self, ack: u32) -> Acked {
         let data_end = self.fin_seq();
-        let n = seq::dist(self.buf_seq, seq::min(ack, data_end));
-        self.ring.consume(n as usize);
-        self.buf_seq = self.buf_seq.wrapping_add(n);
+        let ctl = u32::from(self.una == self.iss)
+            + u32::from(self.fin_queued && seq::gt(ack, data_end) && !seq::gt(self.una, data_end));
+        Acked {
+            ack,
+            bytes: seq::dist(self.buf_seq, seq::min(ack, data_end)),
+            ctl,
+        }
+    }
+
+    /// An ACK of new data (RFC 9293 §3.10.7.4: "set SND.UNA <- SEG.ACK. Any segments on the
+    /// retransmission queue that are thereby entirely acknowledged are removed"), as
+    /// [`Sender::acked_by`] measured it: the acknowledged bytes leave the send queue, SND.NXT
+    /// catches up if an RTO had rewound it below, the record ends the ACK covers are
+    /// forgotten, and MSG_MORE's hold on the tail ends (at an ACK Linux pushes with the
+    /// socket's own Nagle setting, `tcp_data_snd_check`).
+    #[inline]
+    pub fn on_ack(&mut self, acked: Acked) {
+        let Acked { ack, bytes, .. } = acked;
+        self.ring.consume(bytes as usize);
+        self.buf_seq = self.buf_seq.wrapping_add(bytes);
         self.una = ack;
         if seq::lt(self.nxt, ack) {
             self.nxt = ack;
@@ -177,7 +213,6 @@ impl Sender {
             self.drop_record_ends(ack);
         }
         self.more = false;
-        n
     }
 
     /// A segment of new data (or our SYN, or new data as a tail loss probe) left, ending at

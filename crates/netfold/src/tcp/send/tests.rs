@@ -17,6 +17,13 @@ fn synced(iss: u32, queued: usize) -> Sender {
     s
 }
 
+/// An ACK of new data up to `a`: (data bytes acknowledged, SYN and FIN acknowledged).
+fn ack(s: &mut Sender, a: u32) -> (u32, u32) {
+    let acked = s.acked_by(a);
+    s.on_ack(acked);
+    (acked.bytes(), acked.ctl())
+}
+
 fn ordered(s: &Sender) -> bool {
     seq::le(s.una(), s.nxt()) && seq::le(s.nxt(), s.max())
 }
@@ -50,9 +57,9 @@ fn una_nxt_max_stay_ordered() {
             }
             3 => s.rewind(),
             4 => {
-                let ack = s.una().wrapping_add(len.min(s.flight()));
-                if seq::gt(ack, s.una()) {
-                    s.on_ack(ack);
+                let a = s.una().wrapping_add(len.min(s.flight()));
+                if seq::gt(a, s.una()) {
+                    ack(&mut s, a);
                 }
             }
             _ => s.skip_sacked(s.nxt().wrapping_add(len)),
@@ -75,8 +82,8 @@ fn an_ack_past_a_rewound_nxt_moves_nxt_with_it() {
     s.rewind();
     assert_eq!(s.nxt(), 1001);
     assert_eq!(
-        s.on_ack(3001),
-        2000,
+        ack(&mut s, 3001),
+        (2000, 0),
         "the acknowledged bytes leave the queue"
     );
     assert_eq!((s.una(), s.nxt(), s.max()), (3001, 3001, 4001));
@@ -166,13 +173,21 @@ fn a_fin_occupies_one_sequence_number_after_the_data() {
     s.on_fin_sent(false);
     assert_eq!(s.flight(), 101);
     assert!(!s.fin_alone());
-    assert_eq!(s.on_ack(data_end), 100, "only data leaves the queue");
+    assert_eq!(
+        ack(&mut s, data_end),
+        (100, 0),
+        "only data leaves the queue"
+    );
     assert!(
         s.pending() && !s.fin_acked(),
         "the FIN is still outstanding"
     );
     assert_eq!(s.fin_seq(), data_end);
-    assert_eq!(s.on_ack(data_end.wrapping_add(1)), 0, "the FIN is no data");
+    assert_eq!(
+        ack(&mut s, data_end.wrapping_add(1)),
+        (0, 1),
+        "the FIN is no data, and counts once"
+    );
     assert!(s.fin_acked() && !s.pending());
     assert!(s.ring().is_empty());
 }
@@ -189,13 +204,13 @@ fn no_segment_crosses_an_unacknowledged_record_end() {
     assert_eq!(s.record_end_after(301), Some(501));
     assert!(s.record_ends_at(301) && !s.record_ends_at(300));
     s.on_sent(501);
-    s.on_ack(301);
+    ack(&mut s, 301);
     assert_eq!(
         s.record_end_after(1),
         Some(501),
         "an acknowledged end is forgotten"
     );
-    s.on_ack(501);
+    ack(&mut s, 501);
     assert!(!s.has_record_ends());
     assert!(!s.record_ends_full());
 }
@@ -205,7 +220,7 @@ fn the_queue_is_addressed_by_sequence_number() {
     let mut s = synced(99, 0);
     s.queue(b"hello world", CopyMode::Kernels);
     s.on_sent(111);
-    s.on_ack(106);
+    ack(&mut s, 106);
     let g = s.gather(106, 100);
     assert_eq!(g.len(), 5);
     assert_eq!(g.to_vec(), b"world");
@@ -218,7 +233,7 @@ fn msg_more_holds_until_the_next_ack_and_the_tail_keeps_no_psh() {
     s.on_queued(true);
     assert!(s.more() && s.more_tail());
     s.on_sent(51);
-    s.on_ack(51);
+    ack(&mut s, 51);
     assert!(!s.more(), "an ACK ends MSG_MORE's hold");
     assert!(s.more_tail(), "the tail still gets no PSH");
     s.on_queued(false);
@@ -248,7 +263,7 @@ fn the_last_psh_never_moves_back_and_a_short_segment_is_tracked() {
     s.on_sent(2501);
     s.on_short_sent(2501);
     assert!(s.short_in_flight());
-    s.on_ack(2501);
+    ack(&mut s, 2501);
     assert!(!s.short_in_flight(), "acknowledged");
 }
 
@@ -281,4 +296,13 @@ fn the_send_buffer_grows_only_for_a_writer_that_wanted_room() {
     let mut fixed = Sender::new(0, 1000, SendQueue::with_capacity(4096), 4096, 4096);
     fixed.note_write(true);
     assert!(!fixed.may_grow());
+}
+
+#[test]
+fn the_ack_of_our_syn_counts_once() {
+    let mut s = Sender::new(7, 1000, SendQueue::with_capacity(4096), 4096, 4096);
+    s.on_sent(8);
+    assert_eq!(s.acked_by(8).ctl(), 1);
+    s.advance_una(8);
+    assert_eq!(s.acked_by(8).ctl(), 0);
 }
