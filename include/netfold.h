@@ -433,9 +433,11 @@ int nf_shards_new_tap(const nf_config *cfg, const char *ifname, unsigned shards,
  * copied to every shard. The interface must have at least `shards` receive queues (ethtool
  * -l; a veth made with numrxqueues/numtxqueues), else EINVAL; a spec naming a queue
  * (xdp:IF@Q) is EINVAL too. Which queue a frame arrives on is the sender's and the driver's
- * choice (a NIC's RSS, a veth peer's transmit queue), so a connection the peer opens is
- * accepted by the shard its SYN reached; nf_connect_on picks ports with port % shards == k,
- * and the replies come back on whatever queue the peer's side chooses. flags 0 or
+ * choice (a NIC's RSS, a veth peer's transmit queue, which Linux changes mid-connection), so
+ * the queues steer in software (as Linux's RPS): each TCP/UDP frame goes to the shard of its
+ * 4-tuple's Toeplitz hash (Microsoft's key, as nf_shards_new_pair), handed over from the
+ * queue it arrived on when that is another; a connection the peer opens is accepted by the
+ * shard of its hash, and nf_connect_on picks a port whose 4-tuple hashes to its shard. flags 0 or
  * NF_SHARDS_PIN. 0, or -1 with EINVAL / EFAULT / EAGAIN, or the errno of the step that failed
  * (EPERM without CAP_NET_ADMIN and CAP_BPF, ENODEV for an unknown interface, EBUSY when
  * another XDP program or socket holds it, ...). */

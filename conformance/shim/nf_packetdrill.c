@@ -17,7 +17,9 @@
  *    "spin until the event time" loop terminates; netdev_receive, when netfold has nothing to
  *    send, advances it in steps of STEP_USEC until a packet leaves (as real time would pass
  *    while packetdrill waits), and gives up after MAX_IDLE_USEC of stack time with a message
- *    (packetdrill itself would wait forever). No wall clock is read: runs are deterministic.
+ *    (packetdrill itself would wait forever). What a script sees never depends on the wall
+ *    clock: real time only bounds how long the shim waits for packetdrill's blocking-call
+ *    thread to settle before the clock moves (settle_threads below).
  *  - Descriptors are netfold's own (from 3 up, as packetdrill scripts expect).
  *
  * so_flags: a comma-separated list of key=value: address=A/P (default 198.18.0.1/24),
@@ -27,6 +29,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,12 +90,11 @@ struct pd_interface {
 /* Longest stretch of stack time netdev_receive waits for a packet before it declares the
  * script stuck: longer than any timer a script waits for (TIME_WAIT 60 s, RTO backoff). */
 #define MAX_IDLE_USEC (180ULL * 1000000ULL)
-/* Real time given to other threads before each clock step in netdev_receive: a blocking call
- * that packetdrill runs in its own thread (read, accept, poll) may just have been made ready,
- * and it must return (and read the clock) before the clock moves on, or its return time is
- * off by a few steps. Only in the first YIELD_WINDOW_USEC of an idle stretch: by then any thread
- * that was woken has long run, and long waits (TIME-WAIT, backoff) stay fast. */
-#define YIELD_NSEC 20000L
+/* netdev_receive settles threads (below) before each clock step in the first
+ * YIELD_WINDOW_USEC of an idle stretch: a blocking call that packetdrill runs in its own
+ * thread (read, accept, poll) may just have been made ready, and it must return (and read
+ * the clock) before the clock moves on. By then any thread that was woken has long run, and
+ * long waits (TIME-WAIT, backoff) stay fast. */
 #define YIELD_WINDOW_USEC 1000000ULL
 /* Wall-clock epoch added to the stack clock for gettimeofday (any fixed value works; this
  * one keeps timestamps readable: 2020-09-13). */
@@ -112,6 +115,107 @@ static void advance(struct shim *sh, uint64_t usec)
 }
 
 #define S(u) (((struct shim *)(u))->s)
+
+/*
+ * Settling threads before the clock moves. packetdrill runs a blocking call (a script line
+ * with a time range, "+0...0.05 read") in a thread of its own, and takes the call's return
+ * time from gettimeofday in that thread once the call returns. With a manual clock that
+ * time is right only if the thread has returned, and read the clock, before the main thread
+ * moves the clock on to the next event. So before each clock jump (usleep, netdev_receive's
+ * steps) the shim waits, in real time and for at most SETTLE_MAX_NSEC, until no thread other
+ * than packetdrill's main one is
+ *  - inside a socket call and runnable (made ready by the last event but not yet returned:
+ *    a thread asleep in netfold's wait is in state S in /proc, a woken one R), or
+ *  - returned from one and not yet done with it: it has not read the clock since, or is
+ *    still running (packetdrill reads the return time before or after taking its own lock,
+ *    depending on its version; once the thread sleeps again, waiting for its next call, the
+ *    time is taken).
+ * Real time thus only decides how long the shim waits, never what the script sees, however
+ * loaded the machine is.
+ */
+#define SETTLE_MAX_NSEC 1000000000LL
+static pid_t main_tid;
+static _Atomic pid_t call_tid;     /* a thread inside a socket call, 0 for none */
+static _Atomic pid_t returned_tid; /* a thread that returned from one and is not done with it */
+static _Atomic int clocked_since;  /* returned_tid has read the clock since it returned */
+static __thread pid_t my_tid_cache;
+
+static pid_t my_tid(void)
+{
+    if (my_tid_cache == 0) my_tid_cache = (pid_t)syscall(SYS_gettid);
+    return my_tid_cache;
+}
+
+static void enter_call(void)
+{
+    pid_t t = my_tid();
+    if (t != main_tid) atomic_store(&call_tid, t);
+}
+
+/* Marked returned before the call is cleared, so that settle_threads never sees neither. */
+static void leave_call(void)
+{
+    pid_t t = my_tid();
+    if (t != main_tid) {
+        atomic_store(&clocked_since, 0);
+        atomic_store(&returned_tid, t);
+        atomic_store(&call_tid, 0);
+    }
+}
+
+/* A socket call through netfold, with the calling thread tracked (errno kept). */
+#define TRACKED(expr)                                                                        \
+    ({                                                                                       \
+        enter_call();                                                                        \
+        __typeof__(expr) r_ = (expr);                                                        \
+        int e_ = errno;                                                                      \
+        leave_call();                                                                        \
+        errno = e_;                                                                          \
+        r_;                                                                                  \
+    })
+
+/* Whether thread `tid` of this process is asleep (state S), or gone. */
+static int thread_sleeping(pid_t tid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* "pid (comm) S ...": the state follows the last ')' (comm may hold spaces and parens). */
+    const char *p = strrchr(buf, ')');
+    return !p || p[1] != ' ' || p[2] != 'R';
+}
+
+static long long elapsed_nsec(const struct timespec *since)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)(now.tv_sec - since->tv_sec) * 1000000000LL + (now.tv_nsec - since->tv_nsec);
+}
+
+static void settle_threads(void)
+{
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        pid_t r = atomic_load(&returned_tid), t = atomic_load(&call_tid);
+        if (r != 0 && atomic_load(&clocked_since) && thread_sleeping(r)) {
+            atomic_compare_exchange_strong(&returned_tid, &r, 0);
+            r = 0;
+        }
+        if (r == 0 && (t == 0 || thread_sleeping(t))) return;
+        if (elapsed_nsec(&start) > SETTLE_MAX_NSEC) {
+            /* A thread that does not settle: stop waiting for it. */
+            atomic_compare_exchange_strong(&returned_tid, &r, 0);
+            return;
+        }
+        struct timespec pause = {0, 20000L};
+        nanosleep(&pause, NULL);
+    }
+}
 
 /* The running shim, for the getsockopt interposer below. */
 static struct shim *live_shim;
@@ -200,18 +304,18 @@ static int shim_listen(void *u, int fd, int b)
     sync_sysctls(u);
     return nf_listen(S(u), fd, b);
 }
-static int shim_accept(void *u, int fd, struct sockaddr *a, socklen_t *l) { return nf_accept(S(u), fd, a, l); }
+static int shim_accept(void *u, int fd, struct sockaddr *a, socklen_t *l) { return TRACKED(nf_accept(S(u), fd, a, l)); }
 static int shim_connect(void *u, int fd, const struct sockaddr *a, socklen_t l)
 {
     sync_sysctls(u);
-    return nf_connect(S(u), fd, a, l);
+    return TRACKED(nf_connect(S(u), fd, a, l));
 }
-static ssize_t shim_read(void *u, int fd, void *b, size_t n) { return nf_read(S(u), fd, b, n); }
-static ssize_t shim_readv(void *u, int fd, const struct iovec *v, int c) { return nf_readv(S(u), fd, v, c); }
-static ssize_t shim_recv(void *u, int fd, void *b, size_t n, int f) { return nf_recv(S(u), fd, b, n, f); }
+static ssize_t shim_read(void *u, int fd, void *b, size_t n) { return TRACKED(nf_read(S(u), fd, b, n)); }
+static ssize_t shim_readv(void *u, int fd, const struct iovec *v, int c) { return TRACKED(nf_readv(S(u), fd, v, c)); }
+static ssize_t shim_recv(void *u, int fd, void *b, size_t n, int f) { return TRACKED(nf_recv(S(u), fd, b, n, f)); }
 static ssize_t shim_recvfrom(void *u, int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l)
 {
-    return nf_recvfrom(S(u), fd, b, n, f, a, l);
+    return TRACKED(nf_recvfrom(S(u), fd, b, n, f, a, l));
 }
 /* Receive and transmit timestamps are the manual clock's own time (include/netfold.h);
  * packetdrill compares them with its gettimeofday, which adds EPOCH_USEC: add it here too. */
@@ -222,7 +326,7 @@ static void shift_time(struct timespec *ts)
 }
 static ssize_t shim_recvmsg(void *u, int fd, struct msghdr *m, int f)
 {
-    ssize_t r = nf_recvmsg(S(u), fd, m, f);
+    ssize_t r = TRACKED(nf_recvmsg(S(u), fd, m, f));
     if (r < 0) return r;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c)) {
         if (c->cmsg_level != SOL_SOCKET) continue;
@@ -245,18 +349,18 @@ static ssize_t shim_recvmsg(void *u, int fd, struct msghdr *m, int f)
     }
     return r;
 }
-static ssize_t shim_write(void *u, int fd, const void *b, size_t n) { return nf_write(S(u), fd, b, n); }
-static ssize_t shim_writev(void *u, int fd, const struct iovec *v, int c) { return nf_writev(S(u), fd, v, c); }
-static ssize_t shim_send(void *u, int fd, const void *b, size_t n, int f) { return nf_send(S(u), fd, b, n, f); }
+static ssize_t shim_write(void *u, int fd, const void *b, size_t n) { return TRACKED(nf_write(S(u), fd, b, n)); }
+static ssize_t shim_writev(void *u, int fd, const struct iovec *v, int c) { return TRACKED(nf_writev(S(u), fd, v, c)); }
+static ssize_t shim_send(void *u, int fd, const void *b, size_t n, int f) { return TRACKED(nf_send(S(u), fd, b, n, f)); }
 static ssize_t shim_sendto(void *u, int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l)
 {
     sync_sysctls(u);
-    return nf_sendto(S(u), fd, b, n, f, a, l);
+    return TRACKED(nf_sendto(S(u), fd, b, n, f, a, l));
 }
 static ssize_t shim_sendmsg(void *u, int fd, const struct msghdr *m, int f)
 {
     sync_sysctls(u);
-    return nf_sendmsg(S(u), fd, m, f);
+    return TRACKED(nf_sendmsg(S(u), fd, m, f));
 }
 
 static int shim_fcntl(void *u, int fd, int cmd, ...)
@@ -277,7 +381,7 @@ static int shim_ioctl(void *u, int fd, unsigned long req, ...)
     return nf_ioctl(S(u), fd, req, arg);
 }
 
-static int shim_close(void *u, int fd) { return nf_close(S(u), fd); }
+static int shim_close(void *u, int fd) { return TRACKED(nf_close(S(u), fd)); }
 static int shim_shutdown(void *u, int fd, int how) { return nf_shutdown(S(u), fd, how); }
 static int shim_getsockopt(void *u, int fd, int lv, int nm, void *v, socklen_t *l)
 {
@@ -288,7 +392,7 @@ static int shim_setsockopt(void *u, int fd, int lv, int nm, const void *v, sockl
     sync_sysctls(u);
     return nf_setsockopt(S(u), fd, lv, nm, v, l);
 }
-static int shim_poll(void *u, struct pollfd *p, nfds_t n, int t) { return nf_poll(S(u), p, n, t); }
+static int shim_poll(void *u, struct pollfd *p, nfds_t n, int t) { return TRACKED(nf_poll(S(u), p, n, t)); }
 
 static void log_packet(struct shim *sh, const char *dir, const void *buf, size_t n)
 {
@@ -334,26 +438,17 @@ static int shim_netdev_receive(void *u, void *buf, size_t *count, long long *tim
                     MAX_IDLE_USEC / 1000000ULL, nf_clock_now(sh->s) / 1e6);
             exit(EXIT_FAILURE);
         }
-        if (idle < YIELD_WINDOW_USEC) {
-            struct timespec pause = {0, YIELD_NSEC};
-            nanosleep(&pause, NULL);
-        }
+        if (idle < YIELD_WINDOW_USEC) settle_threads();
         advance(sh, STEP_USEC);
         idle += STEP_USEC;
     }
 }
 
-/* Real time given to other threads before usleep moves the clock: as in netdev_receive, a
- * blocking call that the last event made ready (a read the data just injected completes)
- * returns, and reads the clock, before the clock jumps to the next event. */
-#define USLEEP_YIELDS 5
-
+/* Before usleep moves the clock: a blocking call that the last event made ready (a read the
+ * data just injected completes) returns, and reads the clock, first (settle_threads). */
 static int shim_usleep(void *u, useconds_t usec)
 {
-    for (int i = 0; i < USLEEP_YIELDS; i++) {
-        struct timespec pause = {0, YIELD_NSEC};
-        nanosleep(&pause, NULL);
-    }
+    settle_threads();
     advance(u, usec);
     return 0;
 }
@@ -362,6 +457,7 @@ static int shim_gettimeofday(void *u, struct timeval *tv, struct timezone *tz)
 {
     struct shim *sh = u;
     (void)tz;
+    if (atomic_load(&returned_tid) == my_tid()) atomic_store(&clocked_since, 1);
     /* One microsecond per reading: packetdrill spins on gettimeofday for the last stretch
      * before an event, and a clock that never moved would spin forever. */
     advance(sh, 1);
@@ -391,7 +487,7 @@ static int shim_epoll_ctl(void *u, int e, int op, int fd, struct epoll_event *ev
 }
 static int shim_epoll_wait(void *u, int e, struct epoll_event *ev, int m, int t)
 {
-    return nf_epoll_wait(S(u), e, ev, m, t);
+    return TRACKED(nf_epoll_wait(S(u), e, ev, m, t));
 }
 static int shim_pipe(void *u, int p[2]) { (void)u; (void)p; return unsupported(); }
 static int shim_splice(void *u, int a, loff_t *b, int c, loff_t *d, size_t e, unsigned int f)
@@ -516,6 +612,7 @@ void packetdrill_interface_init(const char *flags, struct pd_interface *ifc)
         exit(EXIT_FAILURE);
     }
     pthread_mutex_init(&sh->clock_lock, NULL);
+    main_tid = my_tid();
 
     nf_config cfg;
     nf_config_init(&cfg);

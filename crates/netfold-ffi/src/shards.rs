@@ -142,7 +142,9 @@ impl Shards {
     /// One host of `n` shards on AF_XDP queues `0..n` of `ifname`
     /// ([`netfold_os::xdpmq::open_queues`]), redirecting the frames for the stack's addresses
     /// (or with `all` every frame). Which queue a frame arrives on is the sender's and the
-    /// driver's choice, so the shards follow the queues ([`Steering::FollowTx`]).
+    /// driver's choice, so the queues steer each frame to the queue of its 4-tuple's hash in
+    /// software and the shards steer by the same table
+    /// ([`netfold_os::xdpmq::XdpQueue::steering`]).
     pub(crate) fn xdp(
         cfg: StackConfig,
         ifname: &str,
@@ -165,11 +167,12 @@ impl Shards {
             .map_err(crate::device::xdp_errno)?;
         let mut cfg = cfg;
         cfg.mtu = cfg.mtu.min(queues[0].socket().mtu());
+        let steering = queues[0].steering();
         let devices = queues
             .into_iter()
             .map(|q| Box::new(q) as Box<dyn Device + Send>)
             .collect();
-        Shards::start(cfg, devices, Steering::FollowTx, Epoch::now(), pinned)
+        Shards::start(cfg, devices, steering, Epoch::now(), pinned)
     }
 
     fn start(

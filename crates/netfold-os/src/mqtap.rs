@@ -60,7 +60,7 @@ use netfold::time::Instant;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
 /// A received TCP/UDP flow as a queue records it: (peer address, IPv4 as v4-mapped IPv6,
@@ -285,10 +285,37 @@ pub fn is_neighbour_discovery(f: &[u8]) -> bool {
     is_arp(f) || is_ndp(f)
 }
 
+/// Frames one queue's inbox holds for its shard, at most: what another queue hands over
+/// beyond that while the shard is not draining is dropped and counted, as Linux's receive
+/// packet steering drops beyond a CPU's backlog (`enqueue_to_backlog`, `netdev_max_backlog`,
+/// 1,000 by default). Bounds the memory a stalled shard can pin.
+pub(crate) const INBOX_FRAMES: usize = 1000;
+
+/// Where a queue's copies go in, and where its shard takes them out.
+pub(crate) type Inboxes = (Vec<SyncSender<Vec<u8>>>, Vec<Receiver<Vec<u8>>>);
+
+/// The inboxes of `n` queues: one bounded channel each ([`INBOX_FRAMES`]).
+pub(crate) fn inboxes(n: usize) -> Inboxes {
+    (0..n)
+        .map(|_| sync_channel::<Vec<u8>>(INBOX_FRAMES))
+        .unzip()
+}
+
 /// Another queue: where its copies go, and its wake-up (shared with `xdpmq`'s queues).
 pub(crate) struct Peer {
-    pub(crate) tx: Sender<Vec<u8>>,
+    pub(crate) tx: SyncSender<Vec<u8>>,
     pub(crate) wake: Arc<EventFd>,
+}
+
+impl Peer {
+    /// Queues a copy of `f` in this queue's inbox without waking its driver; `false` if the
+    /// inbox is full (or its queue is gone), and the copy is dropped.
+    pub(crate) fn hand(&self, f: &[u8]) -> bool {
+        match self.tx.try_send(f.to_vec()) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+        }
+    }
 }
 
 /// Copies the neighbour-discovery frames among `frames` to every peer's inbox.
@@ -299,7 +326,7 @@ pub(crate) fn share_neighbour_frames<'a>(
 ) {
     for f in frames.filter(|f| is_neighbour_discovery(f)) {
         for p in peers {
-            if p.tx.send(f.to_vec()).is_ok() {
+            if p.hand(f) {
                 p.wake.signal();
                 *shared += 1;
             }
@@ -398,7 +425,7 @@ impl TapQueue {
         let wakes: Vec<Arc<EventFd>> = (0..n)
             .map(|_| EventFd::new().map(Arc::new))
             .collect::<io::Result<_>>()?;
-        let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| channel::<Vec<u8>>()).unzip();
+        let (txs, rxs) = inboxes(n);
         taps.into_iter()
             .zip(rxs)
             .enumerate()

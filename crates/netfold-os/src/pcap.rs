@@ -20,8 +20,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use netfold::buf::{PacketBuf, Pool};
-use netfold::phy::{Device, DeviceCaps, Medium};
+use netfold::buf::{Frags, PacketBuf, Pool};
+use netfold::phy::{Device, DeviceCaps, Medium, RawFd};
 use netfold::time::Instant;
 
 /// Magic of a microsecond-resolution capture (draft-ietf-opsawg-pcap §4).
@@ -188,6 +188,10 @@ pub struct PcapWriter<D: Device, W: Write> {
     fill_checksums: bool,
     /// Reused copy of a frame whose checksums are being filled.
     scratch: Vec<u8>,
+    /// Lent frames (and scatter-gather frames made linear) waiting to be recorded: their
+    /// bytes back to back, and each one's length.
+    held: Vec<u8>,
+    held_lens: Vec<usize>,
 }
 
 impl<D: Device, W: Write> PcapWriter<D, W> {
@@ -227,6 +231,8 @@ impl<D: Device, W: Write> PcapWriter<D, W> {
             // capture must too, or every reader flags every packet.
             fill_checksums: !caps.checksum.tx || !caps.checksum.rx,
             scratch: Vec::new(),
+            held: Vec::new(),
+            held_lens: Vec::new(),
         })
     }
 
@@ -327,6 +333,22 @@ impl<D: Device, W: Write> PcapWriter<D, W> {
         }
     }
 
+    /// Records the frames in `held` (see its doc) and empties it.
+    fn record_held(&mut self, now: Instant) {
+        let (held, lens) = (
+            core::mem::take(&mut self.held),
+            core::mem::take(&mut self.held_lens),
+        );
+        let mut at = 0;
+        for &n in &lens {
+            self.record(now, &held[at..at + n]);
+            at += n;
+        }
+        (self.held, self.held_lens) = (held, lens);
+        self.held.clear();
+        self.held_lens.clear();
+    }
+
     fn record_raw(&mut self, now: Instant, frame: &[u8]) {
         let orig = u32::try_from(frame.len()).unwrap_or(u32::MAX);
         let incl = orig.min(self.snaplen);
@@ -380,6 +402,9 @@ impl<D: Device, W: Write> PcapWriter<D, W> {
     }
 }
 
+/// Every capability of the wrapped device passes through (lent receive and transmit memory,
+/// scatter-gather, the descriptor and wake-up a driver sleeps on), so a capture changes what
+/// is recorded, not how the device moves frames.
 impl<D: Device, W: Write> Device for PcapWriter<D, W> {
     fn caps(&self) -> DeviceCaps {
         self.inner.caps()
@@ -403,6 +428,35 @@ impl<D: Device, W: Write> Device for PcapWriter<D, W> {
         n
     }
 
+    /// The wrapped device's lent frames go to `f` where they lie; the capture keeps a copy
+    /// of each (the frames are the device's again once `f` returns) and records it after.
+    fn recv_lent(
+        &mut self,
+        now: Instant,
+        max: usize,
+        f: &mut dyn FnMut(&[&[u8]]),
+    ) -> Option<usize> {
+        let keep = self.mode != PcapMode::TxOnly;
+        let (held, lens) = (&mut self.held, &mut self.held_lens);
+        held.clear();
+        lens.clear();
+        let n = self.inner.recv_lent(now, max, &mut |frames: &[&[u8]]| {
+            if keep {
+                for fr in frames {
+                    held.extend_from_slice(fr);
+                    lens.push(fr.len());
+                }
+            }
+            f(frames);
+        });
+        self.record_held(now);
+        n
+    }
+
+    fn tx_lend(&mut self, pool: &mut Pool) {
+        self.inner.tx_lend(pool)
+    }
+
     fn send_batch(&mut self, now: Instant, pool: &mut Pool, frames: &mut Vec<PacketBuf>) {
         // Recorded as handed to the device, before the link may drop or impair them.
         if self.mode != PcapMode::RxOnly {
@@ -415,6 +469,42 @@ impl<D: Device, W: Write> Device for PcapWriter<D, W> {
 
     fn poll_at(&self) -> Option<Instant> {
         self.inner.poll_at()
+    }
+
+    fn readable_fd(&self) -> Option<RawFd> {
+        self.inner.readable_fd()
+    }
+
+    fn scatter_gather(&self) -> bool {
+        self.inner.scatter_gather()
+    }
+
+    /// Each frame is recorded as it goes on the wire: its linear bytes, then its fragments.
+    fn send_batch_sg(
+        &mut self,
+        now: Instant,
+        pool: &mut Pool,
+        frames: &mut Vec<PacketBuf>,
+        frags: &mut Frags,
+    ) {
+        if self.mode != PcapMode::RxOnly {
+            self.held.clear();
+            self.held_lens.clear();
+            for (i, f) in frames.iter().enumerate() {
+                let start = self.held.len();
+                self.held.extend_from_slice(f.as_slice());
+                for z in frags.of(i) {
+                    self.held.extend_from_slice(z);
+                }
+                self.held_lens.push(self.held.len() - start);
+            }
+            self.record_held(now);
+        }
+        self.inner.send_batch_sg(now, pool, frames, frags);
+    }
+
+    fn wake_on_rx(&mut self, waker: Option<&core::task::Waker>) -> bool {
+        self.inner.wake_on_rx(waker)
     }
 }
 
@@ -579,6 +669,111 @@ mod tests {
             (snaplen, recs.len(), recs[0].data.len()),
             (DEFAULT_SNAPLEN, 1, 300)
         );
+    }
+
+    /// A device with every optional capability, recording what reaches it.
+    #[derive(Default)]
+    struct Capable {
+        lends: Vec<Vec<u8>>,
+        /// Each scatter-gather frame: its linear bytes and its fragments' length.
+        sent_sg: Vec<(Vec<u8>, usize)>,
+        tx_lends: usize,
+        armed: bool,
+    }
+
+    impl Device for Capable {
+        fn caps(&self) -> DeviceCaps {
+            DeviceCaps::default()
+        }
+        fn recv_batch(
+            &mut self,
+            _: Instant,
+            _: &mut Pool,
+            _: &mut Vec<PacketBuf>,
+            _: usize,
+        ) -> usize {
+            0
+        }
+        fn recv_lent(
+            &mut self,
+            _: Instant,
+            max: usize,
+            f: &mut dyn FnMut(&[&[u8]]),
+        ) -> Option<usize> {
+            let frames: Vec<&[u8]> = self.lends.iter().take(max).map(Vec::as_slice).collect();
+            f(&frames);
+            Some(frames.len())
+        }
+        fn tx_lend(&mut self, _: &mut Pool) {
+            self.tx_lends += 1;
+        }
+        fn send_batch(&mut self, _: Instant, _: &mut Pool, frames: &mut Vec<PacketBuf>) {
+            frames.clear();
+        }
+        fn readable_fd(&self) -> Option<RawFd> {
+            Some(42)
+        }
+        fn scatter_gather(&self) -> bool {
+            true
+        }
+        fn send_batch_sg(
+            &mut self,
+            _: Instant,
+            _: &mut Pool,
+            frames: &mut Vec<PacketBuf>,
+            frags: &mut Frags,
+        ) {
+            for (i, f) in frames.drain(..).enumerate() {
+                self.sent_sg.push((f.as_slice().to_vec(), frags.len_of(i)));
+            }
+        }
+        fn wake_on_rx(&mut self, waker: Option<&core::task::Waker>) -> bool {
+            self.armed = waker.is_some();
+            true
+        }
+    }
+
+    #[test]
+    fn every_capability_of_the_wrapped_device_passes_through_and_is_recorded() {
+        let dev = Capable {
+            lends: vec![vec![7; 60], vec![8; 70]],
+            ..Capable::default()
+        };
+        let mut w = PcapWriter::new(dev, Vec::new()).unwrap();
+        let mut pool = Pool::new(64, 8);
+        assert_eq!(w.readable_fd(), Some(42));
+        assert!(w.scatter_gather());
+        assert!(w.wake_on_rx(Some(core::task::Waker::noop())));
+        assert!(w.inner().armed);
+        w.tx_lend(&mut pool);
+        assert_eq!(w.inner().tx_lends, 1);
+
+        // Lent frames reach the caller in place and are recorded.
+        let mut seen = Vec::new();
+        let t = Instant::from_micros(5);
+        let n = w.recv_lent(t, 8, &mut |frames: &[&[u8]]| {
+            seen.extend(frames.iter().map(|f| f.to_vec()));
+        });
+        assert_eq!(n, Some(2));
+        assert_eq!(seen, [vec![7; 60], vec![8; 70]]);
+
+        // A scatter-gather frame is recorded as it goes on the wire: header, then fragments.
+        let mut frames = vec![PacketBuf::from_slice(&[1; 54])];
+        let mut frags = Frags::new();
+        frags.push(0, netfold::buf::ZcBuf::from(vec![2u8; 1000]));
+        frags.push(0, netfold::buf::ZcBuf::from(vec![3u8; 400]));
+        w.send_batch_sg(t, &mut pool, &mut frames, &mut frags);
+        assert_eq!(w.inner().sent_sg, [(vec![1; 54], 1400)]);
+
+        let (_, _, recs) = read_capture(w.sink()).unwrap();
+        assert_eq!(recs.len(), 3);
+        assert_eq!(recs[0].data, vec![7; 60]);
+        assert_eq!(recs[1].data, vec![8; 70]);
+        let mut wire = vec![1u8; 54];
+        wire.extend_from_slice(&[2; 1000]);
+        wire.extend_from_slice(&[3; 400]);
+        assert_eq!(recs[2].data, wire);
+        assert_eq!(recs[2].orig_len, 1454);
     }
 
     struct FailingSink;

@@ -243,9 +243,13 @@ impl Shards {
 
     /// Starts one shard per AF_XDP queue of one interface ([`netfold_os::xdpmq::open_queues`]:
     /// a socket per queue behind one XDP program, the queues sharing ARP and NDP frames),
-    /// shard `k` on `queues[k]`. The queue a frame arrives on is the sender's choice, so the
-    /// shards follow it: `config` must be [`ShardConfig::tap`] ([`Steering::FollowTx`]); a
-    /// connection the peer opens is accepted by the shard whose queue its SYN reached.
+    /// shard `k` on `queues[k]`. The queue a frame arrives on is the sender's choice, and a
+    /// veth peer changes it mid-connection, so the queues steer in software: each hands a
+    /// frame to the queue of its 4-tuple's Toeplitz hash, as Linux's receive packet steering
+    /// does ([`netfold_os::xdpmq::XdpQueue::steering`]). `config` must be
+    /// [`ShardConfig::tap`]: the queues decide the steering, [`Steering::Rss`] with their
+    /// table (so [`Shards::connect`] from shard `k` picks a port whose 4-tuple hashes to `k`),
+    /// or nothing to steer with one queue.
     pub fn start_xdp_queues(
         stack: StackConfig,
         queues: Vec<netfold_os::xdpmq::XdpQueue>,
@@ -254,8 +258,12 @@ impl Shards {
         if !matches!(config.steering, Steering::FollowTx) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "AF_XDP queues follow the sender's queue choice: use ShardConfig::tap",
+                "AF_XDP queues decide the steering: use ShardConfig::tap",
             ));
+        }
+        let mut config = config;
+        if let Some(q) = queues.first() {
+            config.steering = q.steering();
         }
         let devices = queues
             .into_iter()

@@ -6,6 +6,7 @@
 //! AF_XDP; without them `SKIPPED: ...`. Only 198.18.0.0/15 is configured; both namespaces are
 //! deleted by their guards, also when an assertion fails.
 
+use netfold::shard::Steering;
 use netfold_rt::shards::{ShardConfig, Shards};
 use netfold_testkit::require_env;
 use netfold_testkit::tapns::{self, stack, NETFOLD_IP, SERIAL};
@@ -109,5 +110,79 @@ fn kernel_connections_are_served_by_the_shard_of_their_queue() {
         );
     }
     drop(listener);
+    let _ = shards.shutdown();
+}
+
+/// Each of 2 shards opens 4 connections to a kernel echo server across the veth: a shard's
+/// `connect` picks a local port whose 4-tuple hashes to it, so the kernel's replies reach it
+/// whichever queue the kernel sends them on (the queues steer in software by that hash).
+/// Every connection is echoed byte for byte, and no shard sees a segment for a connection it
+/// does not have.
+#[test]
+fn shards_connections_to_the_kernel_come_back_to_their_shard() {
+    require_env!();
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some((veth, queues)) = vethns::xdp_queues(2) else {
+        return;
+    };
+    let shards = Arc::new(
+        Shards::start_xdp_queues(stack(), queues, ShardConfig::tap(2).unpinned())
+            .expect("start shards"),
+    );
+    let Steering::Rss(rss) = shards.steering().clone() else {
+        panic!("two AF_XDP queues steer by the Toeplitz hash")
+    };
+    const PER_SHARD: usize = 4;
+    let port = 7007;
+    let _server = veth.echo_server_for(port, 2 * PER_SHARD);
+    let remote = SocketAddrV4::new(tapns::KERNEL_IP, port);
+    let workers: Vec<_> = (0..2)
+        .map(|k| {
+            let sh = Arc::clone(&shards);
+            shards
+                .spawn_on(k, move |_rt| -> std::io::Result<Vec<(usize, SocketAddr)>> {
+                    let mut seen = Vec::new();
+                    for c in 0..PER_SHARD {
+                        let (on, mut s) =
+                            sh.connect(remote, Default::default(), Some(Duration::from_secs(10)))?;
+                        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                        let data = tapns::payload(k * PER_SHARD + c, LEN);
+                        s.write_all(&data)?;
+                        let mut back = vec![0u8; LEN];
+                        s.read_exact(&mut back)?;
+                        assert!(back == data, "shard {k} connection {c}: echo differs");
+                        seen.push((on, s.local_addr()?));
+                        s.shutdown_write()?;
+                    }
+                    Ok(seen)
+                })
+                .unwrap()
+        })
+        .collect();
+    for (k, w) in workers.into_iter().enumerate() {
+        let seen = w.join().unwrap().expect("worker");
+        assert_eq!(seen.len(), PER_SHARD);
+        for (on, local) in seen {
+            assert_eq!(on, k, "connect from shard {k}'s thread ran on shard {on}");
+            // Both directions of the 4-tuple hash to the shard.
+            let back = rss.shard_of_ip(tapns::KERNEL_IP.into(), local.ip(), port, local.port());
+            assert_eq!(
+                back, k,
+                "{local}: the kernel's replies hash to shard {back}"
+            );
+        }
+    }
+    for k in 0..2 {
+        let (stray, rst) = shards.shard(k).with_stack(|s| {
+            let t = s.tcp().stats();
+            (t.no_socket, t.rst_out)
+        });
+        assert_eq!(
+            (stray, rst),
+            (0, 0),
+            "shard {k}: a segment on the wrong shard"
+        );
+    }
+    let shards = Arc::try_unwrap(shards).unwrap_or_else(|_| panic!("shards still shared"));
     let _ = shards.shutdown();
 }

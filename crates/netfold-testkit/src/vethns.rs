@@ -99,6 +99,51 @@ impl KernelVeth {
         child
     }
 
+    /// A kernel echo server (python3) on [`KERNEL_IP`]:`port` for `conns` connections at
+    /// once (a thread each), ready when this returns; killed when the guard drops.
+    pub fn echo_server_for(&self, port: u16, conns: usize) -> Reaper {
+        let script = format!(
+            r#"import socket, threading
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("{KERNEL_IP}", {port}))
+l.listen({conns})
+l.settimeout(60)
+print("ready", flush=True)
+def echo(c):
+    c.settimeout(30)
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        c.sendall(d)
+    c.close()
+ts = []
+for _ in range({conns}):
+    c, _ = l.accept()
+    t = threading.Thread(target=echo, args=(c,))
+    t.start()
+    ts.append(t)
+for t in ts:
+    t.join()
+"#
+        );
+        let mut child = Reaper(
+            self.kernel
+                .command("python3")
+                .args(["-c", &script])
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("python3 echo server"),
+        );
+        let mut line = String::new();
+        BufReader::new(child.0.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("echo server ready");
+        assert_eq!(line.trim(), "ready");
+        child
+    }
+
     /// Runs `f` on a thread inside the host's namespace (where the AF_XDP socket is opened;
     /// it keeps working from any thread afterwards).
     pub fn in_host<T: Send>(&self, f: impl FnOnce() -> T + Send) -> io::Result<T> {

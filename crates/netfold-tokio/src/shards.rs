@@ -270,17 +270,22 @@ impl Shards {
 
     /// Starts one shard per AF_XDP queue of one interface ([`netfold_os::xdpmq::open_queues`]:
     /// a socket per queue behind one XDP program, the queues sharing ARP and NDP frames),
-    /// shard `k` on `queues[k]`, each driven through its readable descriptor. The queue a frame
-    /// arrives on is the sender's choice, so the shards follow it
-    /// ([`Steering::FollowTx`]): a connection the peer opens is accepted by the shard whose
-    /// queue its SYN reached. CPUs as [`Shards::start`].
+    /// shard `k` on `queues[k]`, each driven through its readable descriptor. The queues
+    /// steer each frame to the queue of its 4-tuple's Toeplitz hash in software (a veth peer
+    /// moves a flow between queues mid-connection), so the shards steer [`Steering::Rss`]
+    /// with their table ([`netfold_os::xdpmq::XdpQueue::steering`]): a connection the peer
+    /// opens is accepted by the shard of its hash, and `connect` from shard `k` picks a port
+    /// of its own. CPUs as [`Shards::start`].
     pub fn start_xdp_queues(
         stack: StackConfig,
         queues: Vec<netfold_os::xdpmq::XdpQueue>,
         cpus: &[usize],
     ) -> io::Result<Shards> {
+        let steering = queues
+            .first()
+            .map_or(Steering::FollowTx, netfold_os::xdpmq::XdpQueue::steering);
         let links = queues.into_iter().map(Link::new).collect();
-        Shards::start_links(stack, links, Steering::FollowTx, cpus)
+        Shards::start_links(stack, links, steering, cpus)
     }
 
     /// The TAP's steering, as [`Shards::start_tap`] found it: `Some` (the RSS table `connect`

@@ -57,6 +57,9 @@ struct ShardReport {
     tcp: (u64, u64, u64),
     tap: TapStats,
     arp_shared: u64,
+    /// Frames that arrived on this queue and were handed to the shard of their hash, and
+    /// those dropped because its inbox was full.
+    steered: (u64, u64),
     flows: FlowRecord,
 }
 
@@ -66,6 +69,11 @@ trait ShardDevice: Device + Send + 'static {
     fn link_stats(&self) -> TapStats;
     /// Neighbour frames copied to the other queues.
     fn shared(&self) -> u64;
+    /// Frames handed to another queue's shard by software steering, and those dropped
+    /// because its inbox was full.
+    fn steered(&self) -> (u64, u64) {
+        (0, 0)
+    }
 }
 
 impl ShardDevice for TapQueue {
@@ -93,6 +101,9 @@ impl ShardDevice for XdpQueue {
     }
     fn shared(&self) -> u64 {
         XdpQueue::shared(self)
+    }
+    fn steered(&self) -> (u64, u64) {
+        (XdpQueue::steered(self), self.steer_dropped())
     }
 }
 
@@ -179,6 +190,7 @@ fn run_xdp(a: &Args, shards: u16, rest: &str) -> CmdResult {
         .map_err(|e| format!("--link {}: {e}", a.link))?;
     let mtu = queues[0].socket().mtu();
     let modes: Vec<String> = queues.iter().map(|q| q.socket().describe()).collect();
+    let queues_steer = queues[0].rss().is_some();
     serve_shards(
         a,
         "xdp",
@@ -186,8 +198,12 @@ fn run_xdp(a: &Args, shards: u16, rest: &str) -> CmdResult {
         None,
         mtu,
         &format!("{} (mtu {mtu})", modes.join("; ")),
-        "each queue's frames go to its shard (the driver's RSS, or on a veth the peer's \
-         transmit queue); connections netfold opens follow the queue their replies come on",
+        if queues_steer {
+            "software Toeplitz (RSS) over the queues, Microsoft's key: a frame that arrives on \
+             another queue than its 4-tuple's hash is handed to that queue's shard"
+        } else {
+            "one queue: nothing to steer"
+        },
     )
 }
 
@@ -279,7 +295,7 @@ fn serve_shards<D: ShardDevice>(
         println!(
             "shard {k}: cpu={} segments_in={} no_socket={} rst_out={} accepted={} iperf_tests={} \
              iperf_remote_streams={} iperf_bytes_in={} iperf_bytes_out={} rx_frames={} \
-             tx_frames={} arp_shared={} flows={}",
+             tx_frames={} arp_shared={} steered={} steer_dropped={} flows={}",
             r.cpu.map_or("-".into(), |c| c.to_string()),
             r.tcp.0,
             r.tcp.1,
@@ -292,6 +308,8 @@ fn serve_shards<D: ShardDevice>(
             r.tap.rx_frames,
             r.tap.tx_frames,
             r.arp_shared,
+            r.steered.0,
+            r.steered.1,
             r.flows.len(),
         );
         total.accepted += s.accepted;
@@ -352,6 +370,7 @@ fn shard_main<D: ShardDevice>(
         },
         tap: dev.link_stats(),
         arp_shared: dev.shared(),
+        steered: dev.steered(),
         flows,
     }
 }

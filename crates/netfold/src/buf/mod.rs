@@ -221,7 +221,22 @@ impl PacketBuf {
     }
 
     /// Grows the frame by `n` bytes at the end (growing the storage if needed) and returns them.
+    #[inline]
     pub fn append(&mut self, n: usize) -> &mut [u8] {
+        let at = self.end;
+        let end = at + n;
+        // A heap buffer with the room (every frame the stack builds in a pool buffer): one
+        // look at the storage, the code of a heap-only buffer.
+        if self.lent.is_none() && end <= self.data.len() {
+            self.end = end;
+            return &mut self.data[at..end];
+        }
+        self.append_slow(n)
+    }
+
+    /// `append` into lent memory or past the storage's end.
+    #[inline(never)]
+    fn append_slow(&mut self, n: usize) -> &mut [u8] {
         if self.tailroom() < n {
             self.grow(self.end + n);
         }
@@ -323,11 +338,26 @@ impl Pool {
     #[inline]
     pub fn get(&mut self) -> PacketBuf {
         self.stats.gets += 1;
-        if let Some(mut b) = self.lent.pop() {
-            b.clear();
-            return b;
+        if !self.lent.is_empty() {
+            return self.get_lent();
         }
         match self.free.pop() {
+            Some(mut b) => {
+                // A heap buffer of at least the pool's size (`put` keeps no other): the
+                // default headroom fits, with no look at the storage.
+                b.start = DEFAULT_HEADROOM;
+                b.end = DEFAULT_HEADROOM;
+                b.csum = Csum::Unverified;
+                b
+            }
+            None => self.allocate(),
+        }
+    }
+
+    /// `get` when the device lent buffers (out of line: heap-only devices never come here).
+    #[inline(never)]
+    fn get_lent(&mut self) -> PacketBuf {
+        match self.lent.pop() {
             Some(mut b) => {
                 b.clear();
                 b
@@ -344,16 +374,25 @@ impl Pool {
     }
 
     /// Returns a buffer for reuse.
+    #[inline]
     pub fn put(&mut self, buf: PacketBuf) {
         self.stats.puts += 1;
-        if buf.is_lent() {
-            // Kept whatever `max_free` says: the device lent no more than it wants lent.
-            self.lent.push(buf);
-            return;
-        }
+        // A lent buffer's vector is empty, so the size test alone keeps heap buffers of the
+        // pool's size on the fast path and sends lent ones to `put_other`.
         if self.free.len() < self.max_free && buf.data.len() >= DEFAULT_HEADROOM + self.buf_capacity
         {
             self.free.push(buf);
+        } else {
+            self.put_other(buf);
+        }
+    }
+
+    /// `put` of a lent buffer, or of a heap buffer the pool does not keep (full, too small).
+    #[inline(never)]
+    fn put_other(&mut self, buf: PacketBuf) {
+        if buf.is_lent() {
+            // Kept whatever `max_free` says: the device lent no more than it wants lent.
+            self.lent.push(buf);
         } else {
             self.stats.dropped += 1;
         }
@@ -463,6 +502,29 @@ mod tests {
         let _b = pool.get();
         let s = pool.stats();
         assert_eq!((s.gets, s.allocations, s.puts), (2, 1, 1));
+    }
+
+    #[test]
+    fn recycled_heap_buffers_come_back_empty_with_default_headroom() {
+        let mut pool = Pool::new(64, 4);
+        let mut a = pool.get();
+        a.extend_from_slice(b"data");
+        a.prepend(20).fill(7);
+        a.advance(3);
+        a.set_csum(Csum::Verified);
+        pool.put(a);
+        let b = pool.get();
+        assert!(b.is_empty() && !b.is_lent());
+        assert_eq!(b.headroom(), DEFAULT_HEADROOM);
+        assert_eq!(b.tailroom(), 64);
+        assert_eq!(b.csum(), Csum::Unverified);
+        // Too small for the pool (and full): dropped, counted.
+        pool.put(PacketBuf::with_capacity(8));
+        assert_eq!(pool.stats().dropped, 1);
+        let mut c = pool.get();
+        c.append(100).fill(1);
+        assert_eq!(c.len(), 100);
+        assert!(c.as_slice().iter().all(|&x| x == 1));
     }
 
     #[test]

@@ -645,7 +645,9 @@ impl Stack {
             // Frame-level borrowing reads (`tcp/frames.rs`): connections that kept payload in
             // frames of the batch (placed by `FramePos`) take those buffers now.
             inner.tcp.adopt_frames(rx);
-            for buf in rx.drain(..) {
+            // Last frame first (the pool is a stack either way); `pop` leaves no drained
+            // remainder to drop.
+            while let Some(buf) = rx.pop() {
                 if !buf.is_placeholder() {
                     inner.st.pool.put(buf);
                 }
@@ -675,7 +677,11 @@ impl Stack {
                     dev.send_batch_sg(now, &mut st.pool, &mut st.tx, &mut st.tx_frags);
                     st.tx_frags.clear();
                 }
-                st.tx.clear();
+                // The device drains what it sends; clearing an empty batch would still
+                // call the buffers' drop code.
+                if !st.tx.is_empty() {
+                    st.tx.clear();
+                }
             }
             if !stopped {
                 break;

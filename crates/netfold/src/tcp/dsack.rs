@@ -239,6 +239,14 @@ impl DsackSender {
         dups
     }
 
+    /// Whether [`DsackTx::take_undo`] would undo now: an episode whose retransmissions were
+    /// all reported as duplicates (Linux `tcp_try_undo_dsack`'s `tp->undo_marker &&
+    /// !tp->undo_retrans`). Asked first on every ACK, so that the window is read only then.
+    #[inline]
+    pub fn undo_due(&self) -> bool {
+        matches!(self.episode, Some(e) if e.unconfirmed == Some(0))
+    }
+
     /// Linux `tcp_try_undo_dsack`: every retransmission of the episode was reported as a
     /// duplicate, so the loss that caused it was not real. Returns the (cwnd, ssthresh) to
     /// restore (never lower than now, as Linux `tcp_undo_cwnd_reduction`) and ends the

@@ -1191,10 +1191,13 @@ impl Conn {
         self.rack.on_ack(&a);
         let newly_lost = self.rack_detect_loss(now, false);
         // Linux `tcp_try_undo_dsack`: every retransmission of the episode was reported as a
-        // duplicate, so the loss that caused the reduction was not real.
-        if let Some((c, s)) = self.dsack_tx.take_undo(self.cc.cwnd(), self.cc.ssthresh()) {
-            self.cc.undo(c, s);
-            self.rack.on_undo();
+        // duplicate, so the loss that caused the reduction was not real. (Asked before the
+        // window is read: nearly every ACK has no episode to undo.)
+        if self.dsack_tx.undo_due() {
+            if let Some((c, s)) = self.dsack_tx.take_undo(self.cc.cwnd(), self.cc.ssthresh()) {
+                self.cc.undo(c, s);
+                self.rack.on_undo();
+            }
         }
         newly_lost
     }

@@ -827,6 +827,12 @@ impl Rack {
         let Some(rack_ts) = self.xmit_ts else {
             return report;
         };
+        // Nothing outstanding (every ACK of request/response traffic that covers all that
+        // was sent): no segment to judge and no timer to arm. Linux's
+        // `tcp_rack_detect_loss` walks an empty `tsorted_sent_queue` likewise.
+        if self.segs.is_empty() {
+            return report;
+        }
         let mut timeout = Duration::ZERO;
         for r in self.segs.iter_mut() {
             if r.lost || !sent_after(rack_ts, self.end_seq, r.xmit_ts, r.end) {
