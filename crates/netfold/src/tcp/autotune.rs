@@ -67,7 +67,7 @@ impl Conn {
 
     /// Linux `tcp_sndbuf_expand` (from `tcp_new_space`, `tcp_should_expand_sndbuf`).
     fn sndbuf_expand(&mut self, rings: &mut RingCache, stats: &mut Stats) {
-        if !self.snd.autotune || !self.snd.app_blocked || self.snd.ring.capacity() == 0 {
+        if !self.snd.may_grow() {
             return;
         }
         let cwnd = self.cc.cwnd() as usize;
@@ -75,17 +75,17 @@ impl Conn {
         if self.snd.flight() as usize >= cwnd {
             return;
         }
-        self.snd.app_blocked = false;
-        let cap = self.snd.ring.capacity();
+        self.snd.on_growth_check();
+        let cap = self.snd.ring().capacity();
         let want = cwnd.saturating_mul(2);
         if want <= cap {
             return;
         }
-        let new = ladder_step(cap, want, self.snd.buf_max);
+        let new = ladder_step(cap, want, self.snd.buf_max());
         if new <= cap {
             return;
         }
-        if self.snd.ring.grow(new, rings) {
+        if self.snd.grow_ring(new, rings) {
             stats.sndbuf_grown += 1;
         } else {
             stats.buffer_budget_refusals += 1;

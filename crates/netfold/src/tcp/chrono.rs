@@ -94,7 +94,7 @@ impl Conn {
     /// `chrono_update_slow` neither start nor stop, so only the busy clock moves.
     #[inline]
     pub fn chrono_update(&mut self, now: Instant) {
-        if !self.chrono.nospace && !self.snd.app_blocked {
+        if !self.chrono.nospace && !self.snd.app_blocked() {
             let queued = self.is_synchronized() && self.snd.pending();
             match (self.chrono.kind, queued) {
                 (Kind::None, false) => return,
@@ -104,7 +104,7 @@ impl Conn {
                     return;
                 }
                 // `tcp_chrono_start(TCP_CHRONO_BUSY)`; nothing unsent, so no window limit.
-                (Kind::None | Kind::Busy, true) if !seq::lt(self.snd.nxt, self.fin_seq()) => {
+                (Kind::None | Kind::Busy, true) if !seq::lt(self.snd.nxt(), self.fin_seq()) => {
                     if self.chrono.kind == Kind::None {
                         self.chrono.set(now, Kind::Busy);
                     }
@@ -131,14 +131,14 @@ impl Conn {
         self.chrono.start(now, Kind::Busy);
         // `tcp_write_xmit`: the next segment does not fit the peer's window.
         let end = self.fin_seq();
-        let unsent = if seq::lt(self.snd.nxt, end) {
-            seq::dist(self.snd.nxt, end)
+        let unsent = if seq::lt(self.snd.nxt(), end) {
+            seq::dist(self.snd.nxt(), end)
         } else {
             0
         };
         let next = unsent.min(self.seg_mss()).max(u32::from(unsent > 0));
-        let wnd_end = self.snd.una.wrapping_add(self.snd.wnd);
-        if unsent > 0 && seq::gt(self.snd.nxt.wrapping_add(next), wnd_end) {
+        let wnd_end = self.snd.una().wrapping_add(self.snd.wnd());
+        if unsent > 0 && seq::gt(self.snd.nxt().wrapping_add(next), wnd_end) {
             self.chrono.start(now, Kind::RwndLimited);
         } else {
             self.chrono.stop(now, Kind::RwndLimited, false);
@@ -147,10 +147,10 @@ impl Conn {
         // to send, 4) application is hitting buffer limit (SOCK_NOSPACE)"; the socket is
         // writable again once free space reaches half of what is queued (`tcp_check_space`
         // stops the chronograph then).
-        if self.snd.app_blocked {
+        if self.snd.app_blocked() {
             self.chrono.nospace = true;
         }
-        let ring = &self.snd.ring;
+        let ring = &self.snd.ring();
         if self.chrono.nospace && ring.free() >= ring.len() / 2 && ring.free() > 0 {
             self.chrono.nospace = false;
         }

@@ -8,7 +8,7 @@ use super::rack::{Rack, Tlp, TLP_MAX_ACK_DELAY};
 use super::recv::Receiver;
 use super::rtt::RttEstimator;
 use super::sack::Scoreboard;
-use super::send::SendSeq;
+use super::send::Sender;
 use super::timers::Timers;
 use super::zerocopy::SendQueue;
 use super::{isn, seq, Config, EcnMode, Error, IcmpError, State, Stats};
@@ -281,18 +281,18 @@ pub struct Recovery {
 }
 
 /// The transmission control block: the connection's identity and settings, then its named
-/// parts — the send sequence space ([`SendSeq`]), the receive sequence space ([`Receiver`]),
+/// parts — the send sequence space ([`Sender`]), the receive sequence space ([`Receiver`]),
 /// the timers ([`Timers`]) and the timestamp state ([`Timestamps`]) — followed by loss
 /// recovery and ACK bookkeeping. The parts keep the RFC 9293 §3.3.1 names:
 ///
 /// | RFC 9293     | here            | RFC 9293     | here              |
 /// |--------------|-----------------|--------------|-------------------|
-/// | SND.UNA      | `snd.una`       | RCV.NXT      | `rcv.nxt()`       |
-/// | SND.NXT      | `snd.nxt`       | RCV.WND      | `rcv.adv() - rcv.nxt()` (as last advertised) |
-/// | SND.WND      | `snd.wnd`       | IRS          | `rcv.irs()`       |
-/// | SND.WL1/WL2  | `snd.wl1/wl2`   | Last.ACK.sent (RFC 7323) | `rcv.last_ack_sent()` |
-/// | ISS          | `snd.iss`       | Rcv.Wind.Shift (RFC 7323) | `rcv.wscale()` |
-/// | Eff.snd.MSS  | `snd.mss`       | Snd.Wind.Shift (RFC 7323) | `snd.wscale` |
+/// | SND.UNA      | `snd.una()`     | RCV.NXT      | `rcv.nxt()`       |
+/// | SND.NXT      | `snd.nxt()`     | RCV.WND      | `rcv.adv() - rcv.nxt()` (as last advertised) |
+/// | SND.WND      | `snd.wnd()`     | IRS          | `rcv.irs()`       |
+/// | SND.WL1/WL2  | kept by `snd`   | Last.ACK.sent (RFC 7323) | `rcv.last_ack_sent()` |
+/// | ISS          | `snd.iss()`     | Rcv.Wind.Shift (RFC 7323) | `rcv.wscale()` |
+/// | Eff.snd.MSS  | `snd.mss()`     | Snd.Wind.Shift (RFC 7323) | `snd.wscale()` |
 #[derive(Debug)]
 pub struct Conn {
     /// Segments one transmission may span (GSO, set by the layer from the stack's
@@ -321,7 +321,7 @@ pub struct Conn {
     pub fastopen: super::fastopen::ConnFastOpen,
 
     /// Send sequence space (RFC 9293 §3.3.1) and the send ring.
-    pub snd: SendSeq,
+    pub snd: Sender,
     /// Receive sequence space (RFC 9293 §3.3.1) and the receive ring.
     pub rcv: Receiver,
     /// RTO, delayed ACK, persist, keepalive, TIME-WAIT and TLP deadlines.
@@ -454,7 +454,7 @@ impl Conn {
             user_closed: false,
             in_syn_queue: false,
             fastopen: super::fastopen::ConnFastOpen::default(),
-            snd: SendSeq::new(
+            snd: Sender::new(
                 iss,
                 mss.clamp(64, default_mss),
                 SendQueue::from_cache(if passive { 0 } else { config.send_initial() }, rings),
@@ -553,10 +553,7 @@ impl Conn {
         c.rcv.on_syn(syn.seq);
         c.negotiate(now, syn);
         // The SYN window field is never scaled (RFC 7323 §2.2).
-        c.snd.wnd = u32::from(syn.window);
-        c.snd.max_wnd = c.snd.wnd;
-        c.snd.wl1 = syn.seq;
-        c.snd.wl2 = c.snd.iss;
+        c.snd.on_syn(u32::from(syn.window), syn.seq);
         c
     }
 
@@ -569,9 +566,7 @@ impl Conn {
     /// neither, so idle connections are not charged to the stack's buffer budget (Linux
     /// charges `tcp_mem` by the bytes sockets hold, not by their buffer sizes).
     pub fn alloc_buffers(&mut self, _rings: &mut RingCache) {
-        if self.snd.ring.capacity() == 0 && self.snd.ring.is_empty() {
-            self.snd.ring = SendQueue::reserve(self.config.send_initial());
-        }
+        self.snd.reserve_ring(self.config.send_initial());
     }
 
     /// The receive ring's storage, taken from `rings` when data first needs it (a compare on
@@ -601,7 +596,7 @@ impl Conn {
         // then is the out-of-line part called (TCP_CRR called it ~10 times per transaction
         // to give back empty buffers).
         if matches!(self.state, State::Closed | State::TimeWait)
-            && (self.snd.ring.holds_storage() || self.rcv.ring().capacity() != 0)
+            && (self.snd.ring().holds_storage() || self.rcv.ring().capacity() != 0)
         {
             self.reclaim_buffers_held(rings);
         }
@@ -611,7 +606,7 @@ impl Conn {
     fn reclaim_buffers_held(&mut self, rings: &mut RingCache) {
         match self.state {
             State::Closed => {
-                self.snd.ring.release(rings);
+                self.snd.release_ring(rings);
                 // Data received before a reset stays readable until the application has it
                 // or closes (Linux `tcp_reset` purges the write queue, not the receive
                 // queue): read returns it, then the error.
@@ -620,7 +615,7 @@ impl Conn {
                 }
             }
             State::TimeWait => {
-                self.snd.ring.release(rings);
+                self.snd.release_ring(rings);
                 // Nothing is written to the receive ring in TIME-WAIT (only segments without
                 // data are acceptable there), so once the application has closed and read
                 // everything, the ring only pins memory for 2 MSL: every TCP_CRR connection
@@ -661,14 +656,14 @@ impl Conn {
     pub(super) fn retire(&mut self, rings: &mut RingCache) {
         self.release_all(rings);
         self.rcv.release_reader_buffers();
-        self.snd.ring = SendQueue::with_capacity(0);
+        self.snd.drop_ring();
         let rack = self.rack.take_storage();
         self.rack.adopt_storage(rack);
     }
 
     /// Gives both rings back to the stack's cache (the connection is being freed).
     pub fn release_all(&mut self, rings: &mut RingCache) {
-        self.snd.ring.release(rings);
+        self.snd.release_ring(rings);
         self.rcv.release_ring(rings);
     }
 
@@ -688,20 +683,21 @@ impl Conn {
             .mss
             .filter(|&m| m != 0)
             .map_or(default_mss(&self.remote.get()), u32::from);
-        self.snd.mss = peer_mss
+        let mss = peer_mss
             .max(u32::from(self.config.min_snd_mss))
             .min(u32::from(self.config.mss));
-        match (self.config.window_scaling, o.window_scale) {
+        let wscale = match (self.config.window_scaling, o.window_scale) {
             (true, Some(ws)) => {
                 // §2.3: a shift above 14 is used as 14.
-                self.snd.wscale = ws.min(14);
                 self.ws_ok = true;
+                ws.min(14)
             }
             _ => {
-                self.snd.wscale = 0;
                 self.rcv.disable_window_scaling();
+                0
             }
-        }
+        };
+        self.snd.on_syn_options(mss, wscale);
         self.sack_ok = self.config.sack && o.sack_permitted;
         match (self.config.timestamps, o.timestamps) {
             (true, Some(ts)) => {
@@ -719,7 +715,7 @@ impl Conn {
             self.passive && self.config.ecn != EcnMode::Off && syn.flags.ece() && syn.flags.cwr()
         };
         // Re-seed the initial window now that the MSS is known (RFC 6928).
-        self.cc = Cc::new(self.config.congestion, self.snd.mss);
+        self.cc = Cc::new(self.config.congestion, self.snd.mss());
     }
 
     pub fn is_synchronized(&self) -> bool {
@@ -796,7 +792,7 @@ impl Conn {
     /// in whole segments, at least one.
     pub fn size_goal(&self) -> u32 {
         let mss = self.seg_mss();
-        let maxw = self.snd.max_wnd;
+        let maxw = self.snd.max_wnd();
         let cutoff = if maxw > 536 { maxw / 2 } else { maxw };
         let pkt = if cutoff > 0 && cutoff < 65536 {
             cutoff
@@ -809,8 +805,8 @@ impl Conn {
     /// Bytes written and not yet sent once (Linux `write_seq - snd_nxt`).
     fn unsent(&self) -> u32 {
         let end = self.fin_seq();
-        if seq::lt(self.snd.nxt, end) {
-            seq::dist(self.snd.nxt, end)
+        if seq::lt(self.snd.nxt(), end) {
+            seq::dist(self.snd.nxt(), end)
         } else {
             0
         }
@@ -827,13 +823,13 @@ impl Conn {
     fn write_chunks(&self, n: u64, lowat: u64, queued: u32) -> (u64, u32) {
         let goal = u64::from(self.size_goal());
         let edge = self.send_edge();
-        let mut sendable = if seq::lt(self.snd.nxt, edge) {
-            u64::from(seq::dist(self.snd.nxt, edge))
+        let mut sendable = if seq::lt(self.snd.nxt(), edge) {
+            u64::from(seq::dist(self.snd.nxt(), edge))
         } else {
             0
         };
         let mut unsent = u64::from(self.unsent().saturating_sub(queued));
-        let mut tail = u64::from(self.snd.tail_chunk).min(unsent);
+        let mut tail = u64::from(self.snd.tail_chunk()).min(unsent);
         let mut taken = 0u64;
         while taken < n {
             if tail == 0 || tail >= goal {
@@ -859,11 +855,11 @@ impl Conn {
     /// How many bytes (at most `limit`) a write may queue now under TCP_NOTSENT_LOWAT
     /// `lowat`, as Linux takes them (`write_chunks`): a write may leave up to a chunk more
     /// than `lowat` unsent. From the first call on, writes keep the chunk bookkeeping this
-    /// needs (`SendSeq::track_chunks`); before it they skip it. A writer that sets the
+    /// needs (`Sender::track_chunks`); before it they skip it. A writer that sets the
     /// option before its first write (or has it from the sysctl) gets Linux's cut exactly;
     /// one that sets it later sees the last earlier write's chunk as full.
     pub fn notsent_room(&mut self, lowat: u32, limit: usize) -> usize {
-        self.snd.track_chunks = true;
+        self.snd.track_chunks();
         self.write_chunks(limit as u64, u64::from(lowat), 0).0 as usize
     }
 
@@ -875,7 +871,7 @@ impl Conn {
         // floor only guards against a zero length; payload plus options never exceed the MSS
         // (RFC 9293 §3.7.1: "the sender MUST reduce the TCP data length to account for any
         // IP or TCP options that it is including").
-        self.snd.mss.saturating_sub(self.option_len()).max(8)
+        self.snd.mss().saturating_sub(self.option_len()).max(8)
     }
 
     pub fn flight(&self) -> u32 {
@@ -935,10 +931,10 @@ impl Conn {
     /// with a challenge ACK, to a stack that may be gone. Linux's tcp_acceptable_seq, whose
     /// slack of one receive-scale unit is kept.
     pub fn acceptable_seq(&self) -> u32 {
-        let wnd_end = self.snd.una.wrapping_add(self.snd.wnd);
-        let beyond = self.snd.nxt.wrapping_sub(wnd_end) as i32;
+        let wnd_end = self.snd.una().wrapping_add(self.snd.wnd());
+        let beyond = self.snd.nxt().wrapping_sub(wnd_end) as i32;
         if beyond <= 0 || (self.rcv.wscale() > 0 && (beyond as u32) < (1u32 << self.rcv.wscale())) {
-            self.snd.nxt
+            self.snd.nxt()
         } else {
             wnd_end
         }
@@ -975,7 +971,7 @@ impl Conn {
             }
             return Err(Error::BrokenPipe);
         }
-        if self.snd.fin_queued {
+        if self.snd.fin_queued() {
             return Err(Error::BrokenPipe);
         }
         match self.state {
@@ -986,29 +982,29 @@ impl Conn {
         if data.is_empty() {
             return Ok(0);
         }
-        if flags.eor && self.snd.record_ends.len() >= super::MAX_RECORD_ENDS {
+        if flags.eor && self.snd.record_ends_full() {
             return Err(Error::WouldBlock);
         }
-        let n = self.snd.ring.push(data, mode);
+        let n = self.snd.queue(data, mode);
         if n > 0 {
             // The write's chunks (see `write_chunks`), for a later TCP_NOTSENT_LOWAT check;
             // computed as if the bytes were not queued yet. Only for a writer that applies
             // the option: the rest never look at them.
-            if self.snd.track_chunks {
-                self.snd.tail_chunk = self.write_chunks(n as u64, u64::MAX, n as u32).1;
+            if self.snd.tracks_chunks() {
+                let tail = self.write_chunks(n as u64, u64::MAX, n as u32).1;
+                self.snd.on_write_chunk(tail);
             }
-            self.snd.more = flags.more;
-            self.snd.more_tail = flags.more;
+            self.snd.on_queued(flags.more);
             // Linux marks the record's end only once the whole message is queued
             // (`tcp_sendmsg_locked`: `if (!msg_data_left(msg)) ... eor = 1`).
             if flags.eor && n == data.len() {
-                let end = self.snd.fin_seq();
-                self.snd.record_ends.push_back(end);
+                self.snd.end_record();
             }
         }
         // The writer filled the ring or wants more space than it has (Linux SOCK_NOSPACE): the send
         // buffer may grow at the next ACK (`autotune.rs`).
-        self.snd.app_blocked |= n < data.len() || self.snd.ring.free() == 0;
+        self.snd
+            .note_write(n < data.len() || self.snd.ring().free() == 0);
         if n == 0 {
             return Err(Error::WouldBlock);
         }
@@ -1065,11 +1061,11 @@ impl Conn {
         match self.state {
             State::SynSent => self.enter_closed(None),
             State::SynReceived | State::Established => {
-                self.snd.fin_queued = true;
+                self.snd.queue_fin();
                 self.state = State::FinWait1;
             }
             State::CloseWait => {
-                self.snd.fin_queued = true;
+                self.snd.queue_fin();
                 self.state = State::LastAck;
             }
             State::Closed => {
@@ -1089,7 +1085,7 @@ impl Conn {
     /// before it is still genuine). Anything else is a blind attack or stale, and ignored
     /// (Linux `tcp_v4_err`: "OutOfWindowIcmps").
     pub fn icmp_seq_acceptable(&self, quoted_seq: u32) -> bool {
-        seq::le(self.snd.una, quoted_seq) && seq::lt(quoted_seq, self.snd.max)
+        seq::le(self.snd.una(), quoted_seq) && seq::lt(quoted_seq, self.snd.max())
     }
 
     /// An ICMP error about this connection (RFC 1122 §4.2.3.9, RFC 1191 for PMTU).
@@ -1108,12 +1104,12 @@ impl Conn {
                 let new = u32::from(mtu)
                     .saturating_sub(overhead as u32)
                     .max(default_mss(&self.remote.get()));
-                if new < self.snd.mss {
-                    self.snd.mss = new;
-                    if self.is_synchronized() && self.snd.max != self.snd.una {
-                        self.snd.nxt = self.snd.una;
-                        self.recovery = None;
-                    }
+                if self.snd.lower_mss(new)
+                    && self.is_synchronized()
+                    && self.snd.max() != self.snd.una()
+                {
+                    self.snd.rewind();
+                    self.recovery = None;
                 }
                 false
             }

@@ -358,7 +358,7 @@ impl Conn {
     pub(crate) fn fastopen_sends(&self) -> bool {
         self.state == super::State::SynReceived
             && self.fastopen.pending_in.is_some()
-            && self.snd.nxt != self.snd.iss
+            && self.snd.nxt() != self.snd.iss()
     }
 
     /// RFC 7413 §4.1.3, an active Fast Open's SYN-ACK (Linux `tcp_rcv_fastopen_synack`): a
@@ -368,21 +368,19 @@ impl Conn {
     pub(crate) fn fastopen_synack(&mut self, seg: &TcpRepr) -> Event {
         let sent_to = self
             .snd
-            .iss
+            .iss()
             .wrapping_add(1)
             .wrapping_add(self.fastopen.syn_data_len);
         if self.fastopen.syn_data_len > 0 {
-            if seg.ack == self.snd.iss.wrapping_add(1) {
-                self.snd.nxt = self.snd.una;
+            if seg.ack == self.snd.iss().wrapping_add(1) {
+                self.snd.rewind();
             } else {
                 // All (or part) of it acknowledged: it leaves the send queue, as with any
                 // ACK (`take_cumulative_ack`); a part not acknowledged goes again by the
                 // usual rules.
                 self.fastopen.syn_data = seg.ack == sent_to;
                 let upto = super::seq::min(seg.ack, sent_to);
-                let n = super::seq::dist(self.snd.buf_seq, upto);
-                self.snd.ring.consume(n as usize);
-                self.snd.buf_seq = upto;
+                self.snd.on_syn_data_acked(upto);
             }
         }
         if self.fastopen.syn_option.is_none() {

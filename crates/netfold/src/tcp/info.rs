@@ -188,7 +188,7 @@ impl Conn {
         let snd_ssthresh = if ssthresh >= u32::MAX / 2 {
             INFINITE_SSTHRESH
         } else {
-            ssthresh / self.snd.mss.max(1)
+            ssthresh / self.snd.mss().max(1)
         };
         // Bytes acknowledged / received as Linux counts them (tcp_snd_una_update and
         // tcp_rcv_nxt_update add every advance of SND.UNA / RCV.NXT): FINs count one each, and
@@ -197,7 +197,12 @@ impl Conn {
         // client reads bytes_acked 1, the server 0; after 100 bytes and a FIN, 102 and 101.
         let bytes_acked = if synced {
             let syn = u32::from(self.passive);
-            u64::from(self.snd.una.wrapping_sub(self.snd.iss).saturating_sub(syn))
+            u64::from(
+                self.snd
+                    .una()
+                    .wrapping_sub(self.snd.iss())
+                    .saturating_sub(syn),
+            )
         } else {
             0
         };
@@ -211,7 +216,11 @@ impl Conn {
         } else {
             0
         };
-        let sent = self.snd.max.wrapping_sub(self.snd.iss).saturating_sub(1);
+        let sent = self
+            .snd
+            .max()
+            .wrapping_sub(self.snd.iss())
+            .saturating_sub(1);
         let flight = if synced { self.flight() } else { 0 };
         let k = &self.counters;
         let (busy_time, rwnd_limited, sndbuf_limited) = self.chrono_times(now);
@@ -223,7 +232,7 @@ impl Conn {
                 .unwrap_or(u8::MAX),
             backoff: u8::try_from(self.rtt.backoff).unwrap_or(u8::MAX),
             options,
-            snd_wscale: self.snd.wscale,
+            snd_wscale: self.snd.wscale(),
             rcv_wscale: self.rcv.wscale(),
             rto: micros(self.rtt.rto()),
             ato: self.config.delayed_ack.map_or(0, micros),
@@ -241,12 +250,12 @@ impl Conn {
                 .or(self.rcv.synced_at())
                 .map_or(u32::MAX, |t| since_ms(now, t)),
             last_ack_recv_ms: since_ms(now, self.timers.last_rx),
-            pmtu: self.snd.mss + if self.remote.get().is_ipv6() { 60 } else { 40 },
+            pmtu: self.snd.mss() + if self.remote.get().is_ipv6() { 60 } else { 40 },
             rcv_ssthresh: self.rcv.buf() as u32,
             rtt: self.rtt.srtt().map_or(0, micros),
             rttvar: micros(self.rtt.rttvar()),
             snd_ssthresh,
-            snd_cwnd: self.cc.cwnd() / self.snd.mss.max(1),
+            snd_cwnd: self.cc.cwnd() / self.snd.mss().max(1),
             advmss: u32::from(self.config.mss),
             // Linux's `tp->reordering`: 3 (`tcp_reordering`) until a delivery out of order
             // spans more segments (RACK's loss detection does not use it).
@@ -257,8 +266,8 @@ impl Conn {
             bytes_received,
             segs_out: k.segs_out,
             segs_in: k.segs_in,
-            notsent_bytes: if super::seq::lt(self.snd.nxt, self.fin_seq()) {
-                super::seq::dist(self.snd.nxt, self.fin_seq())
+            notsent_bytes: if super::seq::lt(self.snd.nxt(), self.fin_seq()) {
+                super::seq::dist(self.snd.nxt(), self.fin_seq())
             } else {
                 0
             },
@@ -271,7 +280,7 @@ impl Conn {
             dsack_dups: self.dsack_tx.stats.received as u32,
             reord_seen: self.rack.stats.reordering_events as u32,
             rcv_ooopack: k.rcv_ooopack,
-            snd_wnd: self.snd.wnd,
+            snd_wnd: self.snd.wnd(),
             rcv_wnd: super::seq::dist(self.rcv.nxt(), self.rcv.adv()),
             total_rto: k.total_rto,
             busy_time,

@@ -87,8 +87,8 @@ impl Conn {
         // without ACK is judged before any ACK test, as the RFC orders it.
         if !seg.flags.ack()
             || seg.flags.rst()
-            || (seq::le(seg.ack, self.snd.max)
-                && seq::ge(seg.ack, self.snd.una.wrapping_sub(self.snd.max_wnd)))
+            || (seq::le(seg.ack, self.snd.max())
+                && seq::ge(seg.ack, self.snd.una().wrapping_sub(self.snd.max_wnd())))
         {
             self.update_ts_recent(ctx, seg);
         }
@@ -143,22 +143,22 @@ impl Conn {
             return ControlFlow::Continue(());
         }
         if !flags.ack() {
-            self.snd.nxt = self.snd.iss;
+            self.snd.rewind_to_syn();
             return ControlFlow::Break(Event::None);
         }
-        if !(seq::lt(self.snd.una, seg.ack) && seq::le(seg.ack, self.snd.max)) {
+        if !(seq::lt(self.snd.una(), seg.ack) && seq::le(seg.ack, self.snd.max())) {
             return ControlFlow::Continue(());
         }
         self.snd.advance_una(seg.ack);
         self.snd
-            .update_window(u32::from(seg.window) << self.snd.wscale, seg.seq, seg.ack);
+            .on_handshake_ack(u32::from(seg.window) << self.snd.wscale(), seg.seq, seg.ack);
         self.timers.rto = None;
         self.timers.retries = 0;
         self.timers.retrans_stamp = None;
         self.rcv.owe_ack_now();
         self.in_syn_queue = false;
         self.alloc_buffers(ctx.rings);
-        self.state = if self.snd.fin_queued {
+        self.state = if self.snd.fin_queued() {
             State::FinWait1
         } else {
             State::Established
@@ -403,11 +403,14 @@ impl Conn {
         let now = ctx.now;
         let mut event = Event::None;
         if self.state == State::SynReceived {
-            if seq::lt(self.snd.una, seg.ack) && seq::le(seg.ack, self.snd.max) {
+            if seq::lt(self.snd.una(), seg.ack) && seq::le(seg.ack, self.snd.max()) {
                 self.state = State::Established;
-                self.snd
-                    .update_window(u32::from(seg.window) << self.snd.wscale, seg.seq, seg.ack);
-                if self.snd.fin_queued {
+                self.snd.on_handshake_ack(
+                    u32::from(seg.window) << self.snd.wscale(),
+                    seg.seq,
+                    seg.ack,
+                );
+                if self.snd.fin_queued() {
                     self.state = State::FinWait1;
                 }
                 self.in_syn_queue = false;
@@ -434,7 +437,7 @@ impl Conn {
                 return ControlFlow::Break(Event::None);
             }
         }
-        if seq::gt(seg.ack, self.snd.max) {
+        if seq::gt(seg.ack, self.snd.max()) {
             // "If SEG.ACK > SND.NXT then send an ACK, drop the segment, and return" (RFC 5961
             // §5.2): an ACK answering an invalid segment, throttled as challenge ACKs are
             // (§7), data or not. Linux 6.18 does the same: a second such segment within
@@ -443,7 +446,7 @@ impl Conn {
             self.challenge_ack(ctx);
             return ControlFlow::Break(event);
         }
-        if seq::lt(seg.ack, self.snd.una.wrapping_sub(self.snd.max_wnd)) {
+        if seq::lt(seg.ack, self.snd.una().wrapping_sub(self.snd.max_wnd())) {
             self.challenge_ack(ctx);
             return ControlFlow::Break(event);
         }
@@ -547,12 +550,12 @@ impl Conn {
         if self.ecn.recover.is_some_and(|r| !seq::gt(seg.ack, r)) {
             return;
         }
-        self.ecn.recover = Some(self.snd.max);
+        self.ecn.recover = Some(self.snd.max());
         self.ecn.cwr_due = true;
         if self.recovery.is_some() || self.in_rto_recovery() {
             return;
         }
-        let mss = self.snd.mss;
+        let mss = self.snd.mss();
         self.cc.on_loss(ctx.now, flight.max(mss), mss);
         ctx.stats.ecn_cwnd_reductions += 1;
     }
@@ -683,7 +686,7 @@ impl Conn {
     #[inline(never)]
     fn input_syn_sent(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) -> Event {
         let f = seg.flags;
-        if f.ack() && (seq::le(seg.ack, self.snd.iss) || seq::gt(seg.ack, self.snd.max)) {
+        if f.ack() && (seq::le(seg.ack, self.snd.iss()) || seq::gt(seg.ack, self.snd.max())) {
             ctx.reply_rst(self.local.get().ip(), self.remote.get().ip(), seg, 0);
             return Event::None;
         }
@@ -703,13 +706,10 @@ impl Conn {
         }
         self.rcv.on_syn(seg.seq);
         self.negotiate(ctx.now, seg);
-        // RFC 7323 §2.2: the window in a SYN is not scaled.
-        self.snd.wnd = u32::from(seg.window);
-        self.snd.max_wnd = self.snd.wnd;
-        self.snd.wl1 = seg.seq;
         self.rcv.owe_ack_now();
         if f.ack() {
-            self.snd.wl2 = seg.ack;
+            // RFC 7323 §2.2: the window in a SYN is not scaled.
+            self.snd.on_syn_ack(u32::from(seg.window), seg.seq, seg.ack);
             // RACK.min_RTT starts from the SYN's round trip in microseconds (RFC 8985 §6.2
             // step 1); the timestamp echo would give whole milliseconds.
             if let Some((s, t)) = self.rtt_timing {
@@ -720,12 +720,8 @@ impl Conn {
             }
             self.take_rtt_sample(ctx, seg);
             self.rcv.on_synced(ctx.now);
-            self.snd.una = seg.ack;
             // Linux `tp->delivered`: the SYN counts one.
             self.counters.delivered = self.counters.delivered.wrapping_add(1);
-            if seq::lt(self.snd.nxt, self.snd.una) {
-                self.snd.nxt = self.snd.una;
-            }
             // RFC 6298 §5.7: a SYN that timed out without yielding an RTT sample leaves the
             // RTO at 3 s once data transfer begins.
             if self.timers.retries > 0 && self.rtt.srtt().is_none() {
@@ -736,7 +732,7 @@ impl Conn {
             self.rtt.backoff = 0;
             self.timers.rto = None;
             self.state = State::Established;
-            if self.snd.fin_queued {
+            if self.snd.fin_queued() {
                 self.state = State::FinWait1;
             }
             if self.fastopen.syn_option.is_some() || self.fastopen.syn_data_len > 0 {
@@ -745,8 +741,8 @@ impl Conn {
         } else {
             // Simultaneous open (RFC 9293 §3.5 figure 7): resend our SYN as a SYN-ACK.
             self.state = State::SynReceived;
-            self.snd.wl2 = self.snd.iss;
-            self.snd.nxt = self.snd.iss;
+            // RFC 7323 §2.2: the window in a SYN is not scaled.
+            self.snd.on_syn(u32::from(seg.window), seg.seq);
         }
         Event::None
     }
@@ -782,7 +778,7 @@ impl Conn {
     fn process_ack(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, data_len: usize, fin: bool) {
         let now = ctx.now;
         let ack = seg.ack;
-        let mss = self.snd.mss;
+        let mss = self.snd.mss();
         let mut newly_sacked = 0;
         // RFC 2883 §4 (read from the sender, as Linux `tcp_check_dsack`): a first SACK block
         // below the cumulative ACK or inside the second block reports a duplicate, not newly
@@ -793,7 +789,7 @@ impl Conn {
         } else {
             (None, &[][..])
         };
-        let dsack = dsack.filter(|b| self.dsack_tx.on_dsack(*b, mss, self.snd.max_wnd) > 0);
+        let dsack = dsack.filter(|b| self.dsack_tx.on_dsack(*b, mss, self.snd.max_wnd()) > 0);
         // SACK edges inside a segment are moved to its boundaries, as Linux's
         // `tcp_match_skb_to_sack` cuts skbs (see `rack::sack_piece`): a block of a few bytes
         // inside one segment acknowledges nothing, and the segment goes again whole.
@@ -816,23 +812,23 @@ impl Conn {
         if self.sack_ok {
             ctx.stats.sack_blocks_in += seg.options.sack_blocks().len() as u64;
             for b in blocks {
-                newly_sacked += self
-                    .scoreboard
-                    .add(*b, seq::max(self.snd.una, ack), self.snd.max);
+                newly_sacked +=
+                    self.scoreboard
+                        .add(*b, seq::max(self.snd.una(), ack), self.snd.max());
             }
         }
         // RACK's RTT sample (RFC 8985 §6.2 step 1) comes from the send times RACK recorded,
         // in microseconds, for data never retransmitted (Karn): the RFC 7323 timestamps tick
         // in milliseconds, far coarser than this path's RTT can be.
-        let rack_rtt = if self.sack_ok && seq::gt(ack, self.snd.una) {
+        let rack_rtt = if self.sack_ok && seq::gt(ack, self.snd.una()) {
             self.rack.karn_sample(now, ack)
         } else {
             None
         };
-        let new_wnd = u32::from(seg.window) << self.snd.wscale;
+        let new_wnd = u32::from(seg.window) << self.snd.wscale();
         // §3.10.7.4: only an ACK in [SND.UNA, SND.NXT] may update the window.
-        let may_update_window = seq::ge(ack, self.snd.una);
-        let acked = seq::dist(self.snd.una, ack);
+        let may_update_window = seq::ge(ack, self.snd.una());
+        let acked = seq::dist(self.snd.una(), ack);
         let cwnd_limited = self.cwnd_limited();
         if acked > 0 {
             // What this ACK delivers for cwnd growth, as Linux counts it (`tcp_slow_start`
@@ -895,11 +891,11 @@ impl Conn {
                 None => self.grow_cwnd(now, delivered, cwnd_limited),
             }
             self.restart_rto(now);
-        } else if self.snd.max != self.snd.una
-            && ack == self.snd.una
+        } else if self.snd.max() != self.snd.una()
+            && ack == self.snd.una()
             && data_len == 0
             && !fin
-            && (newly_sacked > 0 || (!self.sack_ok && new_wnd == self.snd.wnd))
+            && (newly_sacked > 0 || (!self.sack_ok && new_wnd == self.snd.wnd()))
         {
             // RFC 5681 §2 duplicate ACK (RFC 6675 §2: with SACK, one that SACKs new data).
             ctx.stats.dup_acks += 1;
@@ -908,14 +904,14 @@ impl Conn {
                 // With SACK, RACK (below) decides what is lost, on every ACK.
                 None if self.sack_ok => {}
                 None => {
-                    let lost = self.sack_ok && self.scoreboard.is_lost(self.snd.una, mss);
+                    let lost = self.sack_ok && self.scoreboard.is_lost(self.snd.una(), mss);
                     // RFC 5827 early retransmit: with fewer than 4 segments outstanding and
                     // nothing new to send, too few duplicate ACKs can ever arrive; lower the
                     // threshold to (outstanding segments - 1).
                     let smss = self.seg_mss().max(1);
                     let oseg = self.flight().div_ceil(smss);
-                    let nothing_new = !seq::lt(self.snd.max, self.fin_seq())
-                        || seq::ge(self.snd.max, self.snd.una.wrapping_add(new_wnd));
+                    let nothing_new = !seq::lt(self.snd.max(), self.fin_seq())
+                        || seq::ge(self.snd.max(), self.snd.una().wrapping_add(new_wnd));
                     let thresh = if oseg < 4 && nothing_new {
                         oseg.saturating_sub(1).max(1)
                     } else {
@@ -941,7 +937,7 @@ impl Conn {
             && seg.options.sack_blocks().is_empty()
             && data_len == 0
             && !fin
-            && new_wnd == self.snd.wnd;
+            && new_wnd == self.snd.wnd();
         if self.sack_ok {
             let newly_lost = self.rack_on_ack(now, blocks, dsack, rack_rtt);
             if let Some(before) = sacked_before {
@@ -986,12 +982,12 @@ impl Conn {
         if may_update_window {
             self.take_window(seg, new_wnd);
         }
-        if self.snd.wnd == 0 {
+        if self.snd.wnd() == 0 {
             // Zero window (§3.8.6.1): data beyond SND.UNA was not accepted; probe instead of
             // retransmitting.
             self.timers.probes_unanswered = 0;
             if self.send_pending() {
-                self.snd.nxt = self.snd.una;
+                self.snd.rewind();
                 self.recovery = None;
                 self.timers.rto = None;
                 if self.timers.persist.is_none() {
@@ -1000,13 +996,13 @@ impl Conn {
             }
         } else {
             self.timers.probe_stamp = None;
-            if self.timers.persist.take().is_some() && seq::lt(self.snd.una, self.snd.nxt) {
+            if self.timers.persist.take().is_some() && seq::lt(self.snd.una(), self.snd.nxt()) {
                 // The window opened while probing: what is outstanding is window-probe data
                 // the peer did not acknowledge (a zero window drops it), so it is sent again
                 // with what follows instead of being waited for. Left outstanding, it made
                 // Nagle hold the rest of the data until the RTO (RFC 9293 §3.8.6.1 wants
                 // data to flow as soon as the window opens; Linux probes without data).
-                self.snd.nxt = self.snd.una;
+                self.snd.rewind();
             }
             self.window_open(now);
         }
@@ -1022,7 +1018,7 @@ impl Conn {
         if cwnd < self.cc.ssthresh() {
             flight.saturating_mul(2) >= cwnd
         } else {
-            flight.saturating_add(3 * self.snd.mss) >= cwnd
+            flight.saturating_add(3 * self.snd.mss()) >= cwnd
         }
     }
 
@@ -1034,32 +1030,16 @@ impl Conn {
     pub(super) fn take_cumulative_ack(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) {
         let ack = seg.ack;
         self.take_rtt_sample(ctx, seg);
-        // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
-        let data_end = self.fin_seq();
-        let n = seq::dist(self.snd.buf_seq, seq::min(ack, data_end));
         // Linux `tp->delivered` (`tcp_clean_rtx_queue`): the SYN and the FIN count one
         // segment each, data its segments (here when cumulatively acknowledged, SACKed or
         // not).
-        let ctl = u32::from(self.snd.una == self.snd.iss)
-            + u32::from(
-                self.snd.fin_queued && seq::gt(ack, data_end) && !seq::gt(self.snd.una, data_end),
-            );
+        let acked = self.snd.acked_by(ack);
         self.counters.delivered = self
             .counters
             .delivered
-            .wrapping_add(ctl + n.div_ceil(self.seg_mss()));
-        self.snd.ring.consume(n as usize);
-        self.snd.buf_seq = self.snd.buf_seq.wrapping_add(n);
-        self.snd.una = ack;
-        if seq::lt(self.snd.nxt, ack) {
-            self.snd.nxt = ack;
-        }
-        if !self.snd.record_ends.is_empty() {
-            self.snd.drop_record_ends(ack);
-        }
-        // MSG_MORE held the tail for one push only: at an ACK Linux pushes with the socket's
-        // own Nagle setting (`tcp_data_snd_check`).
-        self.snd.more = false;
+            .wrapping_add(acked.ctl() + acked.bytes().div_ceil(self.seg_mss()));
+        // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
+        self.snd.on_ack(acked);
         self.scoreboard.advance(ack);
         self.rto_head_due = false;
         self.timers.retries = 0;
@@ -1074,14 +1054,14 @@ impl Conn {
     pub(super) fn grow_cwnd(&mut self, now: Instant, acked: u32, cwnd_limited: bool) {
         self.dupacks = 0;
         if cwnd_limited {
-            self.cc.on_ack(now, acked, self.snd.mss, self.rtt.srtt());
+            self.cc.on_ack(now, acked, self.snd.mss(), self.rtt.srtt());
         }
     }
 
     /// RFC 6298 §5.2/§5.3: stop the timer when all is acked, else restart it.
     #[inline]
     pub(super) fn restart_rto(&mut self, now: Instant) {
-        self.timers.rto = if self.snd.una == self.snd.max {
+        self.timers.rto = if self.snd.una() == self.snd.max() {
             None
         } else {
             Some(now + self.rtt.rto())
@@ -1092,16 +1072,14 @@ impl Conn {
     /// `wnd` is SEG.WND scaled.
     #[inline]
     pub(super) fn take_window(&mut self, seg: &TcpRepr, wnd: u32) {
-        if self.snd.window_update_allowed(seg.seq, seg.ack) {
-            self.snd.update_window(wnd, seg.seq, seg.ack);
-        }
+        self.snd.on_window_update(wnd, seg.seq, seg.ack);
     }
 
     /// A non-zero window: the persist backoff ends, and data in flight is guarded by the RTO.
     #[inline]
     pub(super) fn window_open(&mut self, now: Instant) {
         self.timers.persist_backoff = 0;
-        if self.timers.rto.is_none() && self.snd.una != self.snd.max {
+        if self.timers.rto.is_none() && self.snd.una() != self.snd.max() {
             self.timers.rto = Some(now + self.rtt.rto());
         }
     }
@@ -1117,26 +1095,26 @@ impl Conn {
         self.tlp.reset();
         // RFC 6675 §5 steps (1)-(3) / RFC 6582 §3.2 step 2.
         let flight = self.flight();
-        let mss = self.snd.mss;
+        let mss = self.snd.mss();
         let sack = self.sack_ok;
         let prior_cwnd = self.cc.cwnd();
         if sack {
             // What D-SACK undo restores if every retransmission turns out unnecessary.
             self.dsack_tx
-                .start_episode(self.snd.una, self.cc.cwnd(), self.cc.ssthresh());
+                .start_episode(self.snd.una(), self.cc.cwnd(), self.cc.ssthresh());
         }
         self.cc.on_loss(now, flight, mss);
         if !sack {
             // RFC 6582 `recover`. With SACK only an RTO sets it: RACK marks individual
             // segments lost, so a loss right at the previous recovery point is a new loss.
-            self.recover = self.snd.max;
+            self.recover = self.snd.max();
             let c = self.cc.ssthresh().saturating_add(3 * mss);
             self.cc.set_cwnd(c);
         }
         self.recovery = Some(Recovery {
-            point: self.snd.max,
+            point: self.snd.max(),
             sack,
-            rxt_next: self.snd.una,
+            rxt_next: self.snd.una(),
             // With SACK, RACK's marks say what to retransmit (RFC 8985 §6.2); the segment
             // at SND.UNA goes first when it is marked.
             rxt_una: !sack,
@@ -1197,8 +1175,8 @@ impl Conn {
     ) -> u32 {
         let a = rack::Ack {
             now,
-            una: self.snd.una,
-            snd_nxt: self.snd.max,
+            una: self.snd.una(),
+            snd_nxt: self.snd.max(),
             sack: blocks,
             dsack,
             // RFC 8985 §6.2 step 2's TSecr condition is not applied (as in Linux
@@ -1226,7 +1204,7 @@ impl Conn {
 
     /// A SACK connection is repairing an RTO (go-back-N from SND.UNA up to `recover`).
     pub fn in_rto_recovery(&self) -> bool {
-        self.sack_ok && seq::lt(self.snd.una, self.recover)
+        self.sack_ok && seq::lt(self.snd.una(), self.recover)
     }
 
     /// RFC 8985 §6.2 step 5, `RACK_detect_loss_and_arm_timer()`: mark what is lost, arm the
@@ -1239,7 +1217,7 @@ impl Conn {
         }
         let rto_recovery = self.in_rto_recovery();
         let in_recovery = self.recovery.is_some() || rto_recovery;
-        let sacked = rack::segs_sacked(self.scoreboard.sacked_bytes(), self.snd.mss);
+        let sacked = rack::segs_sacked(self.scoreboard.sacked_bytes(), self.snd.mss());
         let srtt = self.rtt.srtt();
         let report = if reo_timer {
             self.rack
@@ -1257,7 +1235,7 @@ impl Conn {
         // response"; SACK recovery runs PRR (`prr_on_ack`), which already holds sending to
         // what is delivered, so a lost retransmission is only repaired, as Linux does (one
         // reduction per recovery episode).
-        if self.recovery.is_none() && !rto_recovery && self.snd.wnd > 0 {
+        if self.recovery.is_none() && !rto_recovery && self.snd.wnd() > 0 {
             self.enter_recovery(now);
             if reo_timer {
                 // No ACK brought this loss, so no ACK's PRR step sets the window: Linux's

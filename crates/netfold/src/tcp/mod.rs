@@ -76,7 +76,7 @@
 //! | `fastopen.rs` | RFC 7413 TCP Fast Open: cookies, the listener's Fast Open queue        |
 //! | `secret.rs`   | the per-stack random key; `ephemeral.rs`: RFC 6056 port selection      |
 //! | `conn.rs`     | the TCB (RFC 9293 §3.3.1) made of the parts below, user calls          |
-//! | `send.rs`     | `SendSeq`: SND.UNA/NXT/WND/WL1/WL2, ISS, Eff.snd.MSS, the send ring    |
+//! | `send/`       | `Sender`: SND.UNA/NXT/MAX/WND, ISS, Eff.snd.MSS, send queue, FIN, PSH  |
 //! | `recv/`       | `Receiver`: RCV.NXT, RCV.WND as advertised, IRS, ring, ACK policy      |
 //! | `input.rs`    | SEGMENT ARRIVES (§3.10.7): one function per check, RFC 5961, PAWS, ACK |
 //! | `predict.rs`  | header prediction: the expected segment of an established connection  |

@@ -91,11 +91,11 @@ impl Conn {
             return OutputStatus::Done;
         }
         self.restart_after_idle(now);
-        self.snd.burst_start = self.snd.max;
+        self.snd.on_output_pass();
         for _ in 0..MAX_SEGMENTS_PER_CALL {
             let Some(plan) = self.plan(now) else {
                 // A push (`TcpLayer::push`) covers what could go when it was asked for.
-                self.snd.push_now = false;
+                self.snd.on_output_stopped();
                 self.arm_persist_if_stuck(now);
                 return OutputStatus::Done;
             };
@@ -107,8 +107,7 @@ impl Conn {
             let payload = if plan.len > 0 {
                 // A Fast Open SYN's data starts after the SYN's sequence number.
                 let start = plan.seq.wrapping_add(u32::from(plan.kind == Kind::Syn));
-                let off = seq::dist(self.snd.buf_seq, start) as usize;
-                self.snd.ring.gather(off, plan.len as usize)
+                self.snd.gather(start, plan.len)
             } else {
                 Gather::empty()
             };
@@ -155,8 +154,8 @@ impl Conn {
             && !self.keepalive_due
             && self.recovery.is_none()
             && self.rack.lost_bytes() == 0
-            && !self.snd.fin_queued
-            && self.snd.nxt == self.fin_seq()
+            && !self.snd.fin_queued()
+            && self.snd.nxt() == self.fin_seq()
             && !self.window_update_needed()
     }
 
@@ -167,7 +166,7 @@ impl Conn {
         self.ecn.ok
             && p.len > 0
             && matches!(p.kind, Kind::Data | Kind::Tlp)
-            && !seq::lt(p.seq, self.snd.max)
+            && !seq::lt(p.seq, self.snd.max())
     }
 
     fn build_repr(&self, p: &Plan, now: Instant) -> TcpRepr {
@@ -212,7 +211,7 @@ impl Conn {
         let seq = if p.kind == Kind::KeepAlive || (p.kind == Kind::Probe && p.len == 0 && !p.fin) {
             // RFC 9293 §3.8.4: SEG.SEQ = SND.NXT - 1 elicits an ACK (keepalives and
             // zero-window probes).
-            self.snd.una.wrapping_sub(1)
+            self.snd.una().wrapping_sub(1)
         } else {
             p.seq
         };
@@ -277,20 +276,20 @@ impl Conn {
         let end = p.seq.wrapping_add(p.len);
         let fin_seq = self.fin_seq();
         if end == fin_seq {
-            return !self.snd.more_tail || self.snd.fin_queued;
+            return !self.snd.more_tail() || self.snd.fin_queued();
         }
-        if !self.snd.record_ends.is_empty() && self.snd.record_ends_at(end) {
+        if self.snd.has_record_ends() && self.snd.record_ends_at(end) {
             return true;
         }
         match p.kind {
-            Kind::Data if !seq::lt(p.seq, self.snd.max) => {
-                if self.snd.max_wnd > 0 {
+            Kind::Data if !seq::lt(p.seq, self.snd.max()) => {
+                if self.snd.max_wnd() > 0 {
                     // Linux tests `forced_push` when a write's skb fills: skbs of the size
                     // goal follow the last push, and the first whose end is more than half
                     // the max window past it gets PSH.
                     let goal = self.size_goal();
-                    let k = self.snd.max_wnd / 2 / goal + 1;
-                    let boundary = self.snd.pushed.wrapping_add(k.saturating_mul(goal));
+                    let k = self.snd.max_wnd() / 2 / goal + 1;
+                    let boundary = self.snd.pushed().wrapping_add(k.saturating_mul(goal));
                     if seq::ge(end, boundary) {
                         return true;
                     }
@@ -302,7 +301,7 @@ impl Conn {
                 let rest = seq::dist(end, fin_seq).min(smss);
                 let cut = if self.recovery.is_some_and(|r| r.sack) {
                     let cwnd = self.cc.cwnd();
-                    let wnd_edge = self.snd.una.wrapping_add(self.snd.wnd);
+                    let wnd_edge = self.snd.una().wrapping_add(self.snd.wnd());
                     cwnd.saturating_sub(self.pipe().saturating_add(p.len)) < smss.min(cwnd)
                         || !seq::lt(end, wnd_edge)
                         || seq::dist(end, wnd_edge) < rest
@@ -319,8 +318,8 @@ impl Conn {
                 // than one segment: the burst's last segment has PSH when the burst ends in a
                 // packet of two segments, none when it ends in a packet of one (an odd burst;
                 // a segment that limited transmit or fast recovery lets out alone).
-                let start = if seq::lt(self.snd.burst_start, p.seq) {
-                    self.snd.burst_start
+                let start = if seq::lt(self.snd.burst_start(), p.seq) {
+                    self.snd.burst_start()
                 } else {
                     p.seq
                 };
@@ -336,17 +335,17 @@ impl Conn {
     /// 2^31.
     pub(super) fn send_edge(&self) -> u32 {
         let lt = if self.recovery.is_none() && self.dupacks < 3 {
-            self.dupacks * self.snd.mss
+            self.dupacks * self.snd.mss()
         } else {
             0
         };
-        let wnd_edge = self.snd.una.wrapping_add(self.snd.wnd);
+        let wnd_edge = self.snd.una().wrapping_add(self.snd.wnd());
         let allowed = self
             .cc
             .cwnd()
             .saturating_add(lt)
-            .min(seq::dist(self.snd.una, wnd_edge));
-        self.snd.una.wrapping_add(allowed)
+            .min(seq::dist(self.snd.una(), wnd_edge));
+        self.snd.una().wrapping_add(allowed)
     }
 
     /// The flags, options and window of a SYN or SYN-ACK (cold: once per connection; out of
@@ -383,7 +382,7 @@ impl Conn {
             if self.ecn.ok {
                 flags |= TcpFlags::ECE;
             }
-        } else if self.config.ecn == EcnMode::On && self.snd.max == self.snd.iss {
+        } else if self.config.ecn == EcnMode::On && self.snd.max() == self.snd.iss() {
             flags |= TcpFlags::ECE | TcpFlags::CWR;
         }
         if self.config.timestamps && (!passive || self.ts.enabled) {
@@ -397,7 +396,7 @@ impl Conn {
         // request. On the first transmission only: Linux retransmits a SYN or SYN-ACK
         // without it (`tcp_rtx_synack` passes no cookie; the client's Fast Open request is
         // gone once the first SYN left).
-        if self.snd.max == self.snd.iss {
+        if self.snd.max() == self.snd.iss() {
             options.fast_open = self.fastopen.syn_option;
         }
         (flags, options, window)
@@ -441,28 +440,28 @@ impl Conn {
         if repr.flags.cwr() && !repr.flags.syn() {
             self.ecn.cwr_due = false;
         }
-        if p.fin && !seq::lt(p.seq.wrapping_add(p.len), self.snd.max) {
-            self.snd.fin_alone = p.len == 0;
+        if p.fin && !seq::lt(p.seq.wrapping_add(p.len), self.snd.max()) {
+            self.snd.on_fin_sent(p.len == 0);
         }
-        if p.len > 0 && p.kind != Kind::Syn && !seq::lt(p.seq, self.snd.max) {
-            if repr.flags.psh() && seq::gt(end, self.snd.pushed) {
-                self.snd.pushed = end;
+        if p.len > 0 && p.kind != Kind::Syn && !seq::lt(p.seq, self.snd.max()) {
+            if repr.flags.psh() {
+                self.snd.on_pushed(end);
             }
             // Linux `tcp_minshall_update`: a segment shorter than the MSS (the last piece of
             // a GSO plan) is the new "last small segment".
             if !p.len.is_multiple_of(smss) {
-                self.snd.sml = p.seq.wrapping_add(p.len);
+                self.snd.on_short_sent(p.seq.wrapping_add(p.len));
             }
         }
         match p.kind {
             Kind::Syn => self.commit_syn(repr, end, now, stats),
             Kind::Tlp => self.commit_tlp(p, repr, end, now, stats),
             Kind::Data | Kind::Hole => {
-                if p.seq == self.snd.una {
+                if p.seq == self.snd.una() {
                     self.rto_head_due = false;
                 }
                 self.last_data_tx = now;
-                let rexmit = seq::lt(p.seq, self.snd.max);
+                let rexmit = seq::lt(p.seq, self.snd.max());
                 self.rack_record_send(p, end, repr, smss, now);
                 if rexmit {
                     self.rtt_timing = None;
@@ -489,13 +488,10 @@ impl Conn {
                         }
                         rec.rxt_una = false;
                     }
-                    if seq::lt(self.snd.nxt, end) {
-                        self.snd.nxt = end;
-                    }
+                    self.snd.on_resent(end);
                 } else {
-                    self.snd.nxt = end;
+                    self.snd.on_sent(end);
                 }
-                self.snd.max = seq::max(self.snd.max, end);
                 if self.timers.rto.is_none() {
                     self.timers.rto = Some(now + self.rtt.rto());
                 }
@@ -515,7 +511,7 @@ impl Conn {
     #[inline(never)]
     fn commit_syn(&mut self, repr: &Sent, end: u32, now: Instant, stats: &mut Stats) {
         self.ecn.syn_asked = !repr.flags.ack() && repr.flags.ece() && repr.flags.cwr();
-        if self.snd.max == self.snd.iss {
+        if self.snd.max() == self.snd.iss() {
             if !self.ts.enabled || self.state == State::SynSent {
                 self.rtt_timing = Some((end, now));
             }
@@ -523,8 +519,7 @@ impl Conn {
             self.rtt_timing = None;
             stats.retransmits_rto += 1;
         }
-        self.snd.nxt = end;
-        self.snd.max = seq::max(self.snd.max, end);
+        self.snd.on_sent(end);
         self.timers.rto.get_or_insert(now + self.rtt.rto());
     }
 
@@ -533,14 +528,17 @@ impl Conn {
     #[inline(never)]
     fn commit_tlp(&mut self, p: &Plan, repr: &Sent, end: u32, now: Instant, stats: &mut Stats) {
         self.tlp_due = false;
-        let rxt = seq::lt(p.seq, self.snd.max);
+        let rxt = seq::lt(p.seq, self.snd.max());
         stats.tlp_probes += 1;
         if !rxt {
-            self.snd.nxt = end;
             self.last_data_tx = now;
         }
         self.rack_record_send(p, end, repr, self.seg_mss(), now);
-        self.snd.max = seq::max(self.snd.max, end);
+        if rxt {
+            self.snd.on_probe_resent(end);
+        } else {
+            self.snd.on_sent(end);
+        }
         // RFC 8985 §7.3: "TLP.end_seq = SND.NXT" after the probe, and TLP.is_retrans.
         let probe = if rxt {
             Probe::Retransmit {
@@ -553,7 +551,7 @@ impl Conn {
                 len: p.len,
             }
         };
-        self.tlp.on_probe_sent(probe, self.snd.max);
+        self.tlp.on_probe_sent(probe, self.snd.max());
         self.rtt_timing = None;
         // §7.3: after the probe, the RTO guards the tail.
         self.timers.rto = Some(now + self.rtt.rto());
@@ -570,10 +568,7 @@ impl Conn {
         }
         self.persist_probe_due = false;
         stats.persist_probes += 1;
-        if seq::lt(self.snd.nxt, end) {
-            self.snd.nxt = end;
-        }
-        self.snd.max = seq::max(self.snd.max, end);
+        self.snd.on_resent(end);
     }
 
     /// `commit` for an ACK from a snapshot (GRO-merged arrivals; out of line, not cold).
@@ -605,7 +600,7 @@ impl Conn {
     /// The first range RACK marks lost and not yet retransmitted, trimmed to unSACKed data
     /// (the scoreboard is authoritative for what the peer holds).
     fn next_lost(&self) -> Option<(u32, u32)> {
-        let mut from = self.snd.una;
+        let mut from = self.snd.una();
         while let Some((s, e)) = self.rack.next_lost(from) {
             let s = match self.scoreboard.sacked_end(s) {
                 Some(se) => se,
@@ -631,7 +626,7 @@ impl Conn {
         if !self.sack_ok {
             return;
         }
-        let rxt_end = seq::min(end, self.snd.max);
+        let rxt_end = seq::min(end, self.snd.max());
         if seq::lt(p.seq, rxt_end) {
             let segs = seq::dist(p.seq, rxt_end).div_ceil(smss.max(1));
             self.dsack_tx.on_retransmit(segs.max(1));
@@ -670,7 +665,7 @@ impl Conn {
         if self.keepalive_due {
             return Some(Plan {
                 kind: Kind::KeepAlive,
-                seq: self.snd.una,
+                seq: self.snd.una(),
                 len: 0,
                 fin: false,
             });
@@ -689,17 +684,17 @@ impl Conn {
         match self.state {
             State::Closed | State::Listen => None,
             State::SynSent | State::SynReceived => {
-                if self.snd.nxt == self.snd.iss {
+                if self.snd.nxt() == self.snd.iss() {
                     // RFC 7413 §4.1.3: a Fast Open SYN carries data the first time only; a
                     // retransmitted SYN goes without (Linux), the data after the handshake.
-                    let len = if self.state == State::SynSent && self.snd.max == self.snd.iss {
+                    let len = if self.state == State::SynSent && self.snd.max() == self.snd.iss() {
                         self.fastopen.syn_data_len
                     } else {
                         0
                     };
                     return Some(Plan {
                         kind: Kind::Syn,
-                        seq: self.snd.iss,
+                        seq: self.snd.iss(),
                         len,
                         fin: false,
                     });
@@ -728,7 +723,7 @@ impl Conn {
         }
         if self.persist_probe_due {
             let fin_seq = self.fin_seq();
-            if seq::lt(self.snd.una, fin_seq) && self.snd.wnd == 0 {
+            if seq::lt(self.snd.una(), fin_seq) && self.snd.wnd() == 0 {
                 // A zero window gets a probe without data at SND.UNA - 1, which the peer must
                 // answer with an ACK carrying its window (RFC 9293 §3.8.4 / §3.10.7.4), as
                 // Linux `tcp_write_wakeup` → `tcp_xmit_probe_skb`. RFC 1122 §4.2.2.17 also
@@ -736,29 +731,29 @@ impl Conn {
                 // probe is dropped by the full receiver, and TCP scripts expect Linux's form.
                 return Some(Plan {
                     kind: Kind::Probe,
-                    seq: self.snd.una,
+                    seq: self.snd.una(),
                     len: 0,
                     fin: false,
                 });
             }
-            if seq::lt(self.snd.una, fin_seq) {
+            if seq::lt(self.snd.una(), fin_seq) {
                 // A window too small for the sender SWS rule gets what fits (the
                 // §3.8.6.2.1 override timeout), as Linux sends the part that fits.
                 let len = self
                     .snd
-                    .wnd
+                    .wnd()
                     .min(self.seg_mss())
-                    .min(seq::dist(self.snd.una, fin_seq))
+                    .min(seq::dist(self.snd.una(), fin_seq))
                     .max(1);
                 return Some(Plan {
                     kind: Kind::Probe,
-                    seq: self.snd.una,
+                    seq: self.snd.una(),
                     len,
                     fin: false,
                 });
             }
             self.persist_probe_due = false;
-            if self.snd.fin_queued && self.snd.una == fin_seq {
+            if self.snd.fin_queued() && self.snd.una() == fin_seq {
                 return Some(Plan {
                     kind: Kind::Probe,
                     seq: fin_seq,
@@ -773,12 +768,12 @@ impl Conn {
     /// RFC 5681 §4.1: after an idle period longer than the RTO, cwnd restarts from
     /// min(IW, cwnd) — the ACK clock is gone and a full-window burst would hit the network.
     fn restart_after_idle(&mut self, now: Instant) {
-        if self.snd.una == self.snd.max
+        if self.snd.una() == self.snd.max()
             && self.is_synchronized()
-            && seq::lt(self.snd.nxt, self.fin_seq())
+            && seq::lt(self.snd.nxt(), self.fin_seq())
             && now.saturating_since(self.last_data_tx) > self.rtt.rto()
         {
-            let iw = super::cc::initial_window(self.snd.mss);
+            let iw = super::cc::initial_window(self.snd.mss());
             if self.cc.cwnd() > iw {
                 self.cc.set_cwnd(iw);
             }
@@ -794,8 +789,8 @@ impl Conn {
         if can_send
             && self.timers.persist.is_none()
             && self.timers.rto.is_none()
-            && self.snd.una == self.snd.max
-            && seq::lt(self.snd.nxt, self.fin_seq())
+            && self.snd.una() == self.snd.max()
+            && seq::lt(self.snd.nxt(), self.fin_seq())
         {
             self.timers.persist = Some(now + self.rtt.rto());
         }
@@ -815,10 +810,10 @@ impl Conn {
             return true;
         }
         let c = ProbeCtx {
-            snd_una: self.snd.una,
-            snd_nxt: self.snd.max,
-            unsent: seq::dist(self.snd.max, self.fin_seq()),
-            wnd_room: seq::dist(self.snd.max, self.snd.una.wrapping_add(self.snd.wnd)),
+            snd_una: self.snd.una(),
+            snd_nxt: self.snd.max(),
+            unsent: seq::dist(self.snd.max(), self.fin_seq()),
+            wnd_room: seq::dist(self.snd.max(), self.snd.una().wrapping_add(self.snd.wnd())),
             smss: self.seg_mss(),
         };
         self.tlp.on_pto(c) != Probe::None
@@ -832,25 +827,25 @@ impl Conn {
     fn plan_tlp(&self) -> Option<Plan> {
         let fin_seq = self.fin_seq();
         let smss = self.seg_mss();
-        let wnd_edge = self.snd.una.wrapping_add(self.snd.wnd);
-        if self.snd.nxt == self.snd.max && seq::lt(self.snd.nxt, fin_seq) {
-            let room = seq::dist(self.snd.nxt, wnd_edge);
+        let wnd_edge = self.snd.una().wrapping_add(self.snd.wnd());
+        if self.snd.nxt() == self.snd.max() && seq::lt(self.snd.nxt(), fin_seq) {
+            let room = seq::dist(self.snd.nxt(), wnd_edge);
             if room > 0 {
-                let len = seq::dist(self.snd.nxt, fin_seq).min(smss).min(room);
-                let fin = self.snd.fin_queued && self.snd.nxt.wrapping_add(len) == fin_seq;
+                let len = seq::dist(self.snd.nxt(), fin_seq).min(smss).min(room);
+                let fin = self.snd.fin_queued() && self.snd.nxt().wrapping_add(len) == fin_seq;
                 return Some(Plan {
                     kind: Kind::Tlp,
-                    seq: self.snd.nxt,
+                    seq: self.snd.nxt(),
                     len,
                     fin,
                 });
             }
         }
-        if self.snd.una == self.snd.max {
+        if self.snd.una() == self.snd.max() {
             return None;
         }
-        let fin_sent = self.snd.fin_queued && seq::gt(self.snd.max, fin_seq);
-        if fin_sent && self.snd.fin_alone {
+        let fin_sent = self.snd.fin_queued() && seq::gt(self.snd.max(), fin_seq);
+        if fin_sent && self.snd.fin_alone() {
             // The last segment sent was the FIN alone: the probe is that FIN (Linux
             // `tcp_send_loss_probe` resends the last skb of the retransmit queue).
             return Some(Plan {
@@ -860,8 +855,8 @@ impl Conn {
                 fin: true,
             });
         }
-        let data_end = seq::min(self.snd.max, fin_seq);
-        let len = seq::dist(self.snd.una, data_end).min(smss);
+        let data_end = seq::min(self.snd.max(), fin_seq);
+        let len = seq::dist(self.snd.una(), data_end).min(smss);
         Some(Plan {
             kind: Kind::Tlp,
             seq: data_end.wrapping_sub(len),
@@ -885,8 +880,8 @@ impl Conn {
     /// information in it lost. Use SND.MAX, clamped to the window's right edge (as Linux
     /// `tcp_acceptable_seq`).
     fn ack_seq(&self) -> u32 {
-        let edge = self.snd.una.wrapping_add(self.snd.wnd);
-        seq::max(self.snd.una, seq::min(self.snd.max, edge))
+        let edge = self.snd.una().wrapping_add(self.snd.wnd());
+        seq::max(self.snd.una(), seq::min(self.snd.max(), edge))
     }
 
     /// A segment starting at `s`, at most `max` bytes, not crossing SACKed data, with FIN
@@ -902,14 +897,14 @@ impl Conn {
         if let Some(n) = self.scoreboard.next_sacked_start(s) {
             len = len.min(seq::dist(s, n));
         }
-        if !self.snd.record_ends.is_empty() {
+        if self.snd.has_record_ends() {
             // MSG_EOR: no segment crosses a record's end (Linux `tcp_skb_can_collapse_to`
             // keeps the next write out of the record's skb).
             if let Some(e) = self.snd.record_end_after(s) {
                 len = len.min(seq::dist(s, e));
             }
         }
-        let fin = self.snd.fin_queued && s.wrapping_add(len) == fin_seq;
+        let fin = self.snd.fin_queued() && s.wrapping_add(len) == fin_seq;
         if len == 0 && !fin {
             return None;
         }
@@ -937,7 +932,7 @@ impl Conn {
         let fin_seq = self.fin_seq();
         if rec.rxt_una {
             // Entry or partial ACK: retransmit the first unacknowledged segment.
-            if let Some(p) = self.segment_at(Kind::Hole, self.snd.una, smss) {
+            if let Some(p) = self.segment_at(Kind::Hole, self.snd.una(), smss) {
                 return Some(Some(p));
             }
         }
@@ -958,10 +953,10 @@ impl Conn {
             // Rule (2): new data within the peer's window. (Rules (3) and (4), the
             // retransmission of data not deemed lost, are left to RACK's reordering
             // timer and the tail loss probe, RFC 8985 §3.)
-            if seq::lt(self.snd.nxt, data_end) {
-                let room = seq::dist(self.snd.nxt, wnd_edge);
-                if room > 0 || self.snd.nxt == fin_seq {
-                    if let Some(p) = self.segment_at(Kind::Data, self.snd.nxt, room) {
+            if seq::lt(self.snd.nxt(), data_end) {
+                let room = seq::dist(self.snd.nxt(), wnd_edge);
+                if room > 0 || self.snd.nxt() == fin_seq {
+                    if let Some(p) = self.segment_at(Kind::Data, self.snd.nxt(), room) {
                         return Some(Some(p));
                     }
                 }
@@ -975,12 +970,13 @@ impl Conn {
         if !self.state.may_send() && !self.fastopen_sends() {
             return None;
         }
-        if self.snd.wnd == 0 && self.snd.una == self.snd.nxt && self.timers.persist.is_some() {
+        if self.snd.wnd() == 0 && self.snd.una() == self.snd.nxt() && self.timers.persist.is_some()
+        {
             // Zero window: only probes go out.
             return None;
         }
         let fin_seq = self.fin_seq();
-        let data_end = if self.snd.fin_queued {
+        let data_end = if self.snd.fin_queued() {
             fin_seq.wrapping_add(1)
         } else {
             fin_seq
@@ -989,7 +985,7 @@ impl Conn {
         // are cut to `seg_mss()` (MSS minus options).
         let smss = self.seg_mss();
         let cwnd = self.cc.cwnd();
-        let wnd_edge = self.snd.una.wrapping_add(self.snd.wnd);
+        let wnd_edge = self.snd.una().wrapping_add(self.snd.wnd());
 
         if let Some(rec) = self.recovery {
             if let Some(decided) = self.plan_recovery(rec, cwnd, smss, data_end, wnd_edge) {
@@ -1006,7 +1002,10 @@ impl Conn {
             // segment of RTO recovery (go-back-N from SND.UNA) found lost again, or a range
             // marked during a recovery that ended (SND.UNA reached its RecoveryPoint) before
             // it was retransmitted. They go before new data instead of waiting for the RTO.
-            if let Some((s, e)) = self.next_lost().filter(|&(s, _)| seq::lt(s, self.snd.nxt)) {
+            if let Some((s, e)) = self
+                .next_lost()
+                .filter(|&(s, _)| seq::lt(s, self.snd.nxt()))
+            {
                 return self.segment_at(Kind::Hole, s, seq::dist(s, e));
             }
         }
@@ -1023,12 +1022,12 @@ impl Conn {
             // rewinds (persist, zero window) and the window checks; never skipping SND.UNA
             // there made a seeded exchange time out (`header_prediction_changes_nothing_on_the_
             // wire`, seed 638), while this passed 3,000 seeds.
-            let end = seq::min(self.snd.max, fin_seq);
-            let len = seq::dist(self.snd.una, end).min(smss);
+            let end = seq::min(self.snd.max(), fin_seq);
+            let len = seq::dist(self.snd.una(), end).min(smss);
             if len > 0 {
                 return Some(Plan {
                     kind: Kind::Data,
-                    seq: self.snd.una,
+                    seq: self.snd.una(),
                     len,
                     fin: false,
                 });
@@ -1036,19 +1035,19 @@ impl Conn {
         }
         // Normal transmission (and NewReno recovery with its inflated cwnd).
         // Skip data the peer already SACKed (after an RTO rewind).
-        while seq::lt(self.snd.nxt, self.snd.max) {
-            match self.scoreboard.sacked_end(self.snd.nxt) {
-                Some(e) => self.snd.nxt = seq::min(e, self.snd.max),
+        while seq::lt(self.snd.nxt(), self.snd.max()) {
+            match self.scoreboard.sacked_end(self.snd.nxt()) {
+                Some(e) => self.snd.skip_sacked(e),
                 None => break,
             }
         }
-        if !seq::lt(self.snd.nxt, data_end) {
+        if !seq::lt(self.snd.nxt(), data_end) {
             return None;
         }
         // RFC 3042 limited transmit is in `send_edge`: one extra SMSS per early duplicate ACK.
         let edge = self.send_edge();
-        let room = seq::dist(self.snd.nxt, edge);
-        if self.snd.nxt == fin_seq {
+        let room = seq::dist(self.snd.nxt(), edge);
+        if self.snd.nxt() == fin_seq {
             // A lone FIN is not held back by the windows.
             return self.segment_at(Kind::Data, fin_seq, 0);
         }
@@ -1061,9 +1060,9 @@ impl Conn {
         } else {
             smss
         };
-        if seq::lt(self.snd.nxt, self.snd.max)
+        if seq::lt(self.snd.nxt(), self.snd.max())
             && room < smss
-            && room < seq::dist(self.snd.nxt, self.snd.max)
+            && room < seq::dist(self.snd.nxt(), self.snd.max())
         {
             // A resend cut short by cwnd alone (cwnd counts MSS, the segment carries MSS -
             // options: 1460 vs 1448) would leave a runt of a few bytes after each full
@@ -1071,7 +1070,7 @@ impl Conn {
             // cwnd in whole segments).
             return None;
         }
-        let mut p = self.segment_upto(Kind::Data, self.snd.nxt, room, gso_cap)?;
+        let mut p = self.segment_upto(Kind::Data, self.snd.nxt(), room, gso_cap)?;
         if p.len > smss && p.len % smss != 0 {
             p.len -= p.len % smss;
             p.fin = false;
@@ -1079,7 +1078,7 @@ impl Conn {
         if p.len == 0 {
             return None;
         }
-        let rexmit = seq::lt(p.seq, self.snd.max);
+        let rexmit = seq::lt(p.seq, self.snd.max());
         if !rexmit && p.len < smss && !p.fin {
             let remaining = seq::dist(p.seq, fin_seq);
             // A Fast Open connection's SYN-ACK is not data in flight (Linux keeps it off the
@@ -1090,19 +1089,18 @@ impl Conn {
             // of it do not delay it (RFC 9293 §3.7.4 allows this refinement: "a TCP SHOULD
             // implement the Nagle algorithm"; Minshall's keeps its goal, at most one small
             // segment in flight).
-            let small_in_flight =
-                seq::gt(self.snd.sml, self.snd.una) && seq::le(self.snd.sml, self.snd.max);
+            let small_in_flight = self.snd.short_in_flight();
             let idle = !small_in_flight
-                || (self.fastopen_sends() && self.snd.nxt == self.snd.iss.wrapping_add(1));
+                || (self.fastopen_sends() && self.snd.nxt() == self.snd.iss().wrapping_add(1));
             // TCP_CORK and MSG_MORE hold every short segment but the one with the FIN (Linux
             // `tcp_nagle_check` with `TCP_NAGLE_CORK`; a FIN passes `tcp_nagle_test`).
-            let corked = self.config.cork || self.snd.more;
-            let push_ok = self.snd.fin_queued
-                || self.snd.push_now
+            let corked = self.config.cork || self.snd.more();
+            let push_ok = self.snd.fin_queued()
+                || self.snd.push_now()
                 || (!corked && (self.config.nodelay || idle));
             // A record's end (MSG_EOR) is the end of what that write queued.
-            let record_end = !self.snd.record_ends.is_empty()
-                && self.snd.record_ends_at(p.seq.wrapping_add(p.len));
+            let record_end =
+                self.snd.has_record_ends() && self.snd.record_ends_at(p.seq.wrapping_add(p.len));
             // RFC 9293 §3.8.6.2.1 sender SWS avoidance and §3.7.4 Nagle: a short segment goes
             // only if it is all we have and nothing is unacknowledged (or Nagle is off), or it
             // fills at least half the largest window the peer offered.
@@ -1112,9 +1110,9 @@ impl Conn {
             let all = if record_end && p.len < remaining {
                 true
             } else {
-                p.len == remaining && (push_ok || self.snd.push_now)
+                p.len == remaining && (push_ok || self.snd.push_now())
             };
-            let half = p.len >= self.snd.max_wnd / 2 && push_ok;
+            let half = p.len >= self.snd.max_wnd() / 2 && push_ok;
             if !(all || half) {
                 return None;
             }

@@ -42,7 +42,7 @@ impl Conn {
         // no duplicate to report), then RFC 7323 §4.3 TS.Recent, no RST, no SYN.
         self.update_ts_recent(ctx, seg);
         // Fifth check, ACK: SND.UNA =< SEG.ACK =< SND.MAX.
-        let acked = seq::dist(self.snd.una, seg.ack);
+        let acked = seq::dist(self.snd.una(), seg.ack);
         // RACK's microsecond RTT sample (RFC 8985 §6.2 step 1), for data newly acknowledged.
         let rack_rtt = if self.sack_ok && acked > 0 {
             self.rack.karn_sample(now, seg.ack)
@@ -68,7 +68,7 @@ impl Conn {
         }
         // The window update (SND.WL1/SND.WL2 rule); a non-zero window (predicted) leaves the
         // persist machinery idle.
-        let wnd = u32::from(seg.window) << self.snd.wscale;
+        let wnd = u32::from(seg.window) << self.snd.wscale();
         self.take_window(seg, wnd);
         self.window_open(now);
         // Seventh check, segment text: in order, at RCV.NXT.
@@ -95,9 +95,9 @@ impl Conn {
             && self.state == State::Established
             && seg.flags.0 & !TcpFlags::PSH == TcpFlags::ACK
             && seg.seq == self.rcv.nxt()
-            && seq::le(self.snd.una, seg.ack)
-            && seq::le(seg.ack, self.snd.max)
-            && (len > 0 || seg.ack != self.snd.una)
+            && seq::le(self.snd.una(), seg.ack)
+            && seq::le(seg.ack, self.snd.max())
+            && (len > 0 || seg.ack != self.snd.una())
             && seg.options.sack_count == 0
             && ts_ok
             && seg.window != 0

@@ -397,14 +397,9 @@ pub(super) fn conn_from_cookie(
     let syn = rebuilt_syn(ack, opt);
     let mut c = Conn::new_passive(now, secret.bytes(), local, remote, config, &syn);
     let iss = ack.ack.wrapping_sub(1);
-    c.snd.iss = iss;
-    c.snd.una = iss;
-    c.recover = iss;
-    c.snd.wl2 = iss;
     // The SYN-ACK (one sequence number) was sent and is never retransmitted.
-    c.snd.nxt = iss.wrapping_add(1);
-    c.snd.max = c.snd.nxt;
-    c.snd.buf_seq = c.snd.nxt;
+    c.snd.restart(iss);
+    c.recover = iss;
     // The right edge our SYN-ACK advertised (unscaled window, RFC 7323 §2.2).
     c.rcv.on_syn_ack_sent(u32::from(syn_window(&config)));
     c

@@ -132,7 +132,7 @@ impl Conn {
         if let Some(t) = self.timers.pto {
             if now >= t {
                 self.timers.pto = None;
-                if self.recovery.is_none() && self.snd.una != self.snd.max {
+                if self.recovery.is_none() && self.snd.una() != self.snd.max() {
                     self.tlp_due = true;
                 }
             }
@@ -205,7 +205,7 @@ impl Conn {
     pub fn arm_pto(&mut self, now: Instant) {
         // Nothing in flight (an ACK of everything, the usual case of request/response
         // traffic): no probe to schedule, decided before any of the checks below.
-        if self.snd.una == self.snd.max {
+        if self.snd.una() == self.snd.max() {
             return;
         }
         self.arm_pto_in_flight(now, None);
@@ -214,7 +214,7 @@ impl Conn {
     /// `arm_pto` after sending a segment, with its size (`seg_mss()`) already known.
     #[inline]
     pub(super) fn arm_pto_sized(&mut self, now: Instant, smss: u32) {
-        if self.snd.una == self.snd.max {
+        if self.snd.una() == self.snd.max() {
             return;
         }
         self.arm_pto_in_flight(now, Some(smss));
@@ -228,12 +228,12 @@ impl Conn {
         // that cumulatively acknowledges new data unless it is already in fast recovery, RTO
         // recovery, or segments have been SACKed (i.e., RACK.segs_sacked is not zero)." (A
         // connection without SACK keeps the probe: it has no RACK to fall back on.)
-        let segs_sacked = super::rack::segs_sacked(self.scoreboard.sacked_bytes(), self.snd.mss);
+        let segs_sacked = super::rack::segs_sacked(self.scoreboard.sacked_bytes(), self.snd.mss());
         let in_recovery = self.recovery.is_some() || self.in_rto_recovery();
         if (self.sack_ok && !self.tlp.may_schedule(true, segs_sacked, in_recovery))
             || self.recovery.is_some()
             || self.tlp.episode().is_some()
-            || self.snd.wnd == 0
+            || self.snd.wnd() == 0
             || !self.state.may_send()
         {
             return;
@@ -265,7 +265,7 @@ impl Conn {
     fn keepalive_deadline(&self) -> Option<Instant> {
         let (idle, intvl, _) = self.config.keepalive?;
         if !matches!(self.state, State::Established | State::CloseWait)
-            || self.snd.una != self.snd.max
+            || self.snd.una() != self.snd.max()
             || self.timers.persist.is_some()
         {
             return None;
@@ -317,7 +317,7 @@ impl Conn {
         self.rtt_timing = None;
         match self.state {
             State::SynSent | State::SynReceived => {
-                self.snd.nxt = self.snd.iss;
+                self.snd.rewind_to_syn();
             }
             _ => {
                 // RFC 5681 §3.1 eq. 4 and loss window; go back to SND.UNA (SACKed data is
@@ -330,14 +330,14 @@ impl Conn {
                     // the episode was unnecessary (RFC 2883 §5, RFC 3708).
                     if self.sack_ok {
                         self.dsack_tx.start_episode(
-                            self.snd.una,
+                            self.snd.una(),
                             self.cc.cwnd(),
                             self.cc.ssthresh(),
                         );
                     }
-                    self.cc.on_rto(now, flight, self.snd.mss);
+                    self.cc.on_rto(now, flight, self.snd.mss());
                 } else {
-                    self.cc.set_cwnd(self.snd.mss);
+                    self.cc.set_cwnd(self.snd.mss());
                 }
                 if let Some(rec) = self.recovery.take() {
                     if rec.sack {
@@ -345,14 +345,14 @@ impl Conn {
                     }
                 }
                 self.dupacks = 0;
-                self.recover = self.snd.max;
-                self.snd.nxt = self.snd.una;
-                self.rto_head_due = seq::lt(self.snd.una, self.snd.max);
+                self.recover = self.snd.max();
+                self.snd.rewind();
+                self.rto_head_due = seq::lt(self.snd.una(), self.snd.max());
                 // RFC 8985 §6.3, RACK_mark_losses_on_RTO(): the segment at SND.UNA and every
                 // segment sent more than RACK.rtt + RACK.reo_wnd ago is lost. (The
                 // retransmission itself stays go-back-N from SND.UNA, skipping SACKed data.)
                 if self.sack_ok {
-                    self.rack.on_rto(now, self.snd.una, |_, _| {});
+                    self.rack.on_rto(now, self.snd.una(), |_, _| {});
                 }
             }
         }

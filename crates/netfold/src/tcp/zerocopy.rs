@@ -2,7 +2,7 @@
 //! ([`ZcBuf`]) instead of bytes to copy; segments refer to them, retransmissions re-read them,
 //! and the application learns when each one is released.
 //!
-//! **The send queue** ([`SendQueue`]) is what `SendSeq::ring` holds: the byte ring of the
+//! **The send queue** ([`SendQueue`]) is what `Sender::ring` holds: the byte ring of the
 //! copying path plus, once the application has used zero-copy, a list of chunks in stream
 //! order, each either a run of ring bytes or an application buffer. While no application buffer
 //! is queued the chunk list is empty and the queue is exactly the ring (the copying path is
@@ -678,9 +678,10 @@ impl Conn {
             return Err(Error::InvalidInput);
         }
         let want = buf.len();
-        let r = self.snd.ring.push_zc(buf, user);
+        let r = self.snd.queue_zc(buf, user);
         // As `send`: a writer that wants more room than it got may make the buffer grow.
-        self.snd.app_blocked |= r.is_none_or(|s| s.len < want) || self.snd.ring.free() == 0;
+        self.snd
+            .note_write(r.is_none_or(|s| s.len < want) || self.snd.ring().free() == 0);
         r.ok_or(Error::WouldBlock)
     }
 }

@@ -223,7 +223,7 @@ impl TcpLayer {
             _ => return Err(Error::InvalidHandle),
         };
         if !data.is_empty() && room > 0 {
-            c.snd.ring.ensure_storage(rings);
+            c.snd.ensure_ring_storage(rings);
         }
         let r = if data.len() > room {
             // Under memory pressure the queue is held at its moderated size: the checks of a
@@ -253,7 +253,7 @@ impl TcpLayer {
     /// `do_tcp_setsockopt`).
     pub fn push(&mut self, h: Handle) -> Result<(), Error> {
         let c = self.conn_mut(h)?;
-        c.snd.push_now = crate::tcp::seq::lt(c.snd.nxt, c.fin_seq());
+        c.snd.request_push();
         self.touch(h.index);
         Ok(())
     }
@@ -277,7 +277,7 @@ impl TcpLayer {
 
     /// The connection's zero-copy completion queue (a handle that outlives the connection).
     pub fn zc_completions(&mut self, h: Handle) -> Result<crate::tcp::ZcCompletions, Error> {
-        Ok(self.conn_mut(h)?.snd.ring.completions())
+        Ok(self.conn_mut(h)?.snd.completions())
     }
 
     /// Reads in-order data; `Ok(0)` means the peer closed (FIN received, all data read).
@@ -564,7 +564,7 @@ impl TcpLayer {
     }
 
     pub fn send_queue(&self, h: Handle) -> Result<usize, Error> {
-        Ok(self.conn(h)?.snd.ring.len())
+        Ok(self.conn(h)?.snd.ring().len())
     }
 
     /// (SND.UNA, SND.MAX, the end of the data written): what transmit timestamps compare a
@@ -572,7 +572,7 @@ impl TcpLayer {
     /// SND.UNA).
     pub fn send_seqs(&self, h: Handle) -> Result<(u32, u32, u32), Error> {
         let snd = &self.conn(h)?.snd;
-        Ok((snd.una, snd.max, snd.fin_seq()))
+        Ok((snd.una(), snd.max(), snd.fin_seq()))
     }
 
     /// Bytes queued beyond SND.NXT: written but not yet sent once (Linux
@@ -580,8 +580,8 @@ impl TcpLayer {
     pub fn send_unsent(&self, h: Handle) -> Result<usize, Error> {
         let snd = &self.conn(h)?.snd;
         let end = snd.fin_seq();
-        Ok(if crate::tcp::seq::lt(snd.nxt, end) {
-            crate::tcp::seq::dist(snd.nxt, end) as usize
+        Ok(if crate::tcp::seq::lt(snd.nxt(), end) {
+            crate::tcp::seq::dist(snd.nxt(), end) as usize
         } else {
             0
         })
@@ -596,10 +596,10 @@ impl TcpLayer {
 
     pub fn send_space(&self, h: Handle) -> Result<usize, Error> {
         let c = self.conn(h)?;
-        Ok(if c.snd.fin_queued {
+        Ok(if c.snd.fin_queued() {
             0
         } else {
-            c.snd.ring.free().min(self.pressure_send_room(c))
+            c.snd.ring().free().min(self.pressure_send_room(c))
         })
     }
 

@@ -17,7 +17,7 @@ impl TcpLayer {
     /// for it forever.
     pub fn has_unacked(&self) -> bool {
         self.table.conns().any(|(_, c)| {
-            c.snd.una != c.snd.max
+            c.snd.una() != c.snd.max()
                 && !matches!(c.state, State::Closed | State::TimeWait | State::Listen)
         })
     }
@@ -42,12 +42,12 @@ impl TcpLayer {
                 c.state,
                 c.local.get(),
                 c.remote.get(),
-                c.snd.una,
-                c.snd.nxt,
-                c.snd.max,
+                c.snd.una(),
+                c.snd.nxt(),
+                c.snd.max(),
                 c.fin_seq(),
-                c.snd.fin_queued,
-                c.snd.wnd,
+                c.snd.fin_queued(),
+                c.snd.wnd(),
                 c.rcv.nxt(),
                 c.rcv.ring().len(),
                 c.rcv.fin_received(),
@@ -78,14 +78,14 @@ impl TcpLayer {
             ssthresh: c.cc.ssthresh(),
             srtt: c.rtt.srtt(),
             rto: c.rtt.rto(),
-            mss: c.snd.mss,
-            snd_wnd: c.snd.wnd,
-            snd_wscale: c.snd.wscale,
+            mss: c.snd.mss(),
+            snd_wnd: c.snd.wnd(),
+            snd_wscale: c.snd.wscale(),
             rcv_wscale: c.rcv.wscale(),
             sack: c.sack_ok,
             timestamps: c.ts.enabled,
             recv_buffer: c.rcv.buf(),
-            send_buffer: c.snd.ring.capacity(),
+            send_buffer: c.snd.ring().capacity(),
             rack: RackInfo {
                 min_rtt: c.rack.min_rtt(),
                 rtt: c.rack.rtt(),

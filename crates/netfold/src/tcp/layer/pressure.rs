@@ -56,7 +56,7 @@ impl TcpLayer {
     #[inline]
     pub(super) fn pressure_send_room(&self, c: &Conn) -> usize {
         if self.rings.in_use() > self.rings.budget() {
-            PRESSURE_SNDBUF.saturating_sub(c.snd.ring.len())
+            PRESSURE_SNDBUF.saturating_sub(c.snd.ring().len())
         } else {
             usize::MAX
         }
@@ -96,7 +96,7 @@ impl TcpLayer {
         // (class, ring bytes held, slot)
         let mut victims: Vec<(u8, usize, u32)> = Vec::new();
         for (i, c) in self.table.conns() {
-            let held = c.snd.ring.allocated() + c.rcv.ring().capacity();
+            let held = c.snd.ring().allocated() + c.rcv.ring().capacity();
             let stalled =
                 c.timers.persist_backoff >= STALL_PROBES || c.timers.retries >= STALL_PROBES;
             if held == 0 || !stalled {
@@ -104,7 +104,7 @@ impl TcpLayer {
             }
             let class = if c.user_closed {
                 0
-            } else if c.timers.persist_backoff >= STALL_PROBES && !c.snd.ring.is_empty() {
+            } else if c.timers.persist_backoff >= STALL_PROBES && !c.snd.ring().is_empty() {
                 1
             } else {
                 continue;

@@ -562,7 +562,7 @@ mod tests {
     /// a recycled ring holds old bytes beyond its length, as a ring from the cache always has).
     fn state_of(l: &mut TcpLayer, h: Handle) -> String {
         let c = l.conn_mut(h).unwrap();
-        let caps = (c.snd.ring.capacity(), c.rcv.ring().capacity());
+        let caps = (c.snd.ring().capacity(), c.rcv.ring().capacity());
         c.release_all(&mut RingCache::new());
         format!("{caps:?} {c:?}")
     }
@@ -592,7 +592,7 @@ mod tests {
         a.output(t, &mut |_: &OutSegment<'_>| true); // sent, never delivered
         {
             let c = a.conn_mut(h).unwrap();
-            let (una, max) = (c.snd.una, c.snd.max);
+            let (una, max) = (c.snd.una(), c.snd.max());
             assert!(seq::lt(una.wrapping_add(2000), max));
             let sack = SackBlock {
                 left: una.wrapping_add(1000),

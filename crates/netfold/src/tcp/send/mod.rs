@@ -13,11 +13,29 @@
 //!
 //! Plus what netfold keeps beside it: SND.MAX (SND.NXT may be rewound by an RTO), the largest
 //! window the peer ever offered (RFC 5961 §5.2's MAX.SND.WND), the effective send MSS, and the
-//! send ring whose first byte has sequence number `buf_seq`.
+//! send queue whose first byte has sequence number `buf_seq`.
+//!
+//! [`Sender`] owns that sequence space together with everything the sending half of the
+//! connection keeps, one concern per file: the sequence space and the peer's window
+//! (`space.rs`), the send queue, the record ends and the FIN (`queue.rs`), what decides when
+//! data leaves and which segment gets PSH — MSG_MORE, a push asked for, the last PSH and
+//! short segment (`push.rs`) — and send-buffer growth (`buffer.rs`). Its fields are private:
+//! the rest of the stack reads them through getters and changes them through methods named
+//! for what happened (`on_syn_ack`, `on_ack`, `on_window_update`, `on_sent`, `rewind`,
+//! `queue_fin`, ...), which keep its invariants — SND.UNA =< SND.NXT =< SND.MAX, the window
+//! taken from the newest segment only (RFC 9293 §3.10.7.4), MAX.SND.WND never shrinking, the
+//! FIN one sequence number after the data. Congestion control, RTT estimation and RACK-TLP
+//! are not the sender's (`cc/`, `rtt.rs`, `rack.rs`).
+
+mod buffer;
+mod push;
+mod queue;
+mod space;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 
-use super::seq;
 use super::zerocopy::SendQueue;
 
 /// The most record ends (`send` with MSG_EOR) one connection keeps unacknowledged; a send
@@ -26,80 +44,80 @@ use super::zerocopy::SendQueue;
 pub const MAX_RECORD_ENDS: usize = 4096;
 
 #[derive(Debug)]
-pub struct SendSeq {
+pub struct Sender {
     /// ISS: initial send sequence number.
-    pub iss: u32,
+    iss: u32,
     /// SND.UNA: oldest unacknowledged sequence number.
-    pub una: u32,
+    una: u32,
     /// SND.NXT: next sequence number to be sent.
-    pub nxt: u32,
+    nxt: u32,
     /// Highest sequence number sent + 1 (`nxt` may be rewound by an RTO).
-    pub max: u32,
+    max: u32,
     /// SND.WND: the peer's window, scaled.
-    pub wnd: u32,
+    wnd: u32,
     /// MAX.SND.WND (RFC 5961 §5.2): the largest window the peer ever offered.
-    pub max_wnd: u32,
+    max_wnd: u32,
     /// SND.WL1 / SND.WL2: segment sequence and acknowledgment numbers of the last window update.
-    pub wl1: u32,
-    pub wl2: u32,
+    wl1: u32,
+    wl2: u32,
     /// Snd.Wind.Shift (RFC 7323 §2): applied to the peer's window field.
-    pub wscale: u8,
+    wscale: u8,
     /// Eff.snd.MSS before options (RFC 9293 §3.7.1): min(peer's MSS, ours), lowered by PMTU.
-    pub mss: u32,
+    mss: u32,
     /// Sequence number of the first byte in `ring`.
-    pub buf_seq: u32,
+    buf_seq: u32,
     /// Bytes from SND.UNA on (unacknowledged and unsent): copied into a ring or lent by the
     /// application (`zerocopy.rs`).
-    pub ring: SendQueue,
+    ring: SendQueue,
     /// shutdown_write()/close() was called: a FIN follows the queued data.
-    pub fin_queued: bool,
+    fin_queued: bool,
     /// Send-buffer growth (Linux `tcp_sndbuf_expand`): the ceiling, whether it is on, and
     /// whether the application found the ring full since the last growth check (Linux
     /// `SOCK_NOSPACE`: only a writer that wants more space gets it).
-    pub buf_max: usize,
-    pub autotune: bool,
-    pub app_blocked: bool,
+    buf_max: usize,
+    autotune: bool,
+    app_blocked: bool,
     /// The last send had MSG_MORE: the queue's short tail waits for more data (Linux
     /// `tcp_push` with `TCP_NAGLE_CORK` for that call). Cleared by a send without it and by
     /// the next ACK, as Linux's push at ACK time uses the socket's own Nagle setting.
-    pub more: bool,
+    more: bool,
     /// The last send had MSG_MORE: the queue's end gets no PSH when it leaves (Linux
     /// `tcp_push` marks the tail skb only without MSG_MORE). Unlike `more`, an ACK leaves it.
-    pub more_tail: bool,
+    more_tail: bool,
     /// Ends of records (sends with MSG_EOR) not yet acknowledged, oldest first: no segment
     /// crosses one (Linux `TCP_SKB_CB(skb)->eor`, `tcp_skb_can_collapse_to`).
-    pub record_ends: VecDeque<u32>,
+    record_ends: VecDeque<u32>,
     /// Send what is queued at the next output pass whatever Nagle and TCP_CORK say, once
     /// (Linux `TCP_NAGLE_PUSH`, which setting TCP_NODELAY raises).
-    pub push_now: bool,
+    push_now: bool,
     /// The end of the last segment sent with PSH (Linux `tp->pushed_seq`): new data more
     /// than half the largest window past it gets PSH (Linux `forced_push`).
-    pub pushed: u32,
+    pushed: u32,
     /// SND.MAX when the current output pass began: where Linux's `tcp_write_xmit` starts
     /// cutting the pass's new data into GSO packets (PSH placement, `Conn::push`).
-    pub burst_start: u32,
+    burst_start: u32,
     /// The end of the last segment sent shorter than the MSS (Linux `tp->snd_sml`, for
     /// Minshall's Nagle check).
-    pub sml: u32,
+    sml: u32,
     /// Bytes in the last write chunk (Linux's tail skb of the write queue, at most one size
     /// goal): what a write may still append without the TCP_NOTSENT_LOWAT check, which
     /// Linux makes only before it starts a new skb. Kept only while `track_chunks`.
-    pub tail_chunk: u32,
+    tail_chunk: u32,
     /// The writer applies TCP_NOTSENT_LOWAT (it asked for [`Conn::notsent_room`]): writes
     /// keep `tail_chunk`. Off until then, so a connection without the option pays nothing
     /// for the bookkeeping on a write.
     ///
     /// [`Conn::notsent_room`]: super::conn::Conn::notsent_room
-    pub track_chunks: bool,
+    track_chunks: bool,
     /// Our FIN went in a segment of its own (Linux: its own skb, which a tail loss probe
     /// resends alone).
-    pub fin_alone: bool,
+    fin_alone: bool,
 }
 
-impl SendSeq {
+impl Sender {
     /// A send space starting at `iss` (the SYN occupies `iss`, data starts after it).
     pub fn new(iss: u32, mss: u32, ring: SendQueue, buf: usize, buf_max: usize) -> Self {
-        SendSeq {
+        Sender {
             buf_max,
             autotune: buf_max > buf,
             app_blocked: false,
@@ -126,71 +144,6 @@ impl SendSeq {
             tail_chunk: 0,
             track_chunks: false,
             fin_alone: false,
-        }
-    }
-
-    /// The first record end after `s`, if any (a segment from `s` stops there).
-    pub fn record_end_after(&self, s: u32) -> Option<u32> {
-        self.record_ends.iter().copied().find(|&e| seq::gt(e, s))
-    }
-
-    /// Forgets the record ends `ack` covers (they can no longer limit a segment).
-    pub fn drop_record_ends(&mut self, ack: u32) {
-        while self.record_ends.front().is_some_and(|&e| seq::le(e, ack)) {
-            self.record_ends.pop_front();
-        }
-    }
-
-    /// A record ends exactly at `s`.
-    pub fn record_ends_at(&self, s: u32) -> bool {
-        self.record_ends.iter().any(|&e| e == s)
-    }
-
-    /// Sequence number of our FIN (valid once `fin_queued`).
-    pub fn fin_seq(&self) -> u32 {
-        self.buf_seq.wrapping_add(self.ring.len() as u32)
-    }
-
-    /// Our FIN was sent and acknowledged.
-    pub fn fin_acked(&self) -> bool {
-        self.fin_queued && seq::gt(self.una, self.fin_seq())
-    }
-
-    /// Data or a FIN is queued and not yet acknowledged.
-    pub fn pending(&self) -> bool {
-        seq::lt(
-            self.una,
-            self.fin_seq().wrapping_add(u32::from(self.fin_queued)),
-        )
-    }
-
-    /// Bytes sent and not yet acknowledged (SND.MAX - SND.UNA).
-    pub fn flight(&self) -> u32 {
-        self.max.wrapping_sub(self.una)
-    }
-
-    /// RFC 9293 §3.10.7.4 fifth check: the window is updated from a segment only if it is
-    /// newer than the last update (SND.WL1 < SEG.SEQ, or SND.WL1 = SEG.SEQ and
-    /// SND.WL2 =< SEG.ACK).
-    pub fn window_update_allowed(&self, seg_seq: u32, seg_ack: u32) -> bool {
-        seq::lt(self.wl1, seg_seq) || (self.wl1 == seg_seq && seq::le(self.wl2, seg_ack))
-    }
-
-    /// Takes a window update: "set SND.WND <- SEG.WND, set SND.WL1 <- SEG.SEQ, and set
-    /// SND.WL2 <- SEG.ACK" (`wnd` already scaled).
-    pub fn update_window(&mut self, wnd: u32, seg_seq: u32, seg_ack: u32) {
-        self.wnd = wnd;
-        self.max_wnd = self.max_wnd.max(wnd);
-        self.wl1 = seg_seq;
-        self.wl2 = seg_ack;
-    }
-
-    /// SND.UNA advances to `ack` (SND.NXT with it, if an RTO had rewound it below).
-    pub fn advance_una(&mut self, ack: u32) {
-        self.una = ack;
-        self.drop_record_ends(ack);
-        if seq::lt(self.nxt, ack) {
-            self.nxt = ack;
         }
     }
 }
