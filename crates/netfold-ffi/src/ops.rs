@@ -451,6 +451,9 @@ pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddr) -> R<()> {
                 _ => {}
             },
             Kind::Epoll(_) => return Err(libc::ENOTSOCK),
+            // Linux `__inet_stream_connect`: a socket whose TCP_FASTOPEN_CONNECT connect()
+            // is deferred (SS_CONNECTING with `defer_connect`) answers EISCONN.
+            Kind::Tcp(Tcp::Idle) if s.fastopen_deferred.is_some() => return Err(libc::EISCONN),
             Kind::Tcp(Tcp::Idle) => {
                 check_family(family, remote)?;
                 if unmapped(remote).ip().is_unspecified() || remote.port() == 0 {
@@ -856,6 +859,12 @@ fn tcp_send_once(
         // foreign socket: "error: connection does not exist").
         _ => return Err(libc::EPIPE),
     };
+    // Linux `tcp_sendmsg_locked` / `sk_stream_wait_connect`: a write on a socket whose
+    // handshake (its Fast Open SYN too) is still unanswered waits for it, EAGAIN when
+    // non-blocking; the SYN carries only what `sendto(MSG_FASTOPEN)` gave it.
+    if stack.tcp().connecting(h).unwrap_or(false) {
+        return Err(libc::EAGAIN);
+    }
     // TCP_NOTSENT_LOWAT: a write stops where Linux's would (`Conn::notsent_room`).
     let lowat = s.opts.notsent_lowat();
     let mut budget = if lowat == u32::MAX {

@@ -1171,6 +1171,7 @@ impl Conn {
         self.config.keepalive = c.keepalive;
         self.config.delayed_ack = c.delayed_ack;
         self.config.max_retransmits = c.max_retransmits;
+        self.config.syn_retries = c.syn_retries;
         self.config.user_timeout = c.user_timeout;
         self.config.rto_min = c.rto_min;
         self.config.linger = c.linger;
