@@ -1343,9 +1343,10 @@ pub(crate) fn readiness(st: &mut State, fd: i32) -> i16 {
                     r |= if readable { libc::POLLIN } else { 0 };
                     r |= if space || shut_wr { libc::POLLOUT } else { 0 };
                 }
-                // Peer's FIN: a read returns 0 at once.
+                // Peer's FIN: a read returns 0 at once. POLLRDHUP (here and below) as
+                // Linux `tcp_poll` with RCV_SHUTDOWN (the FIN, a reset, or SHUT_RD).
                 S::CloseWait => {
-                    r |= libc::POLLIN;
+                    r |= libc::POLLIN | libc::POLLRDHUP;
                     r |= if space || shut_wr { libc::POLLOUT } else { 0 };
                 }
                 // Our side is shut: a write fails at once (EPIPE), so it "does not block".
@@ -1353,11 +1354,11 @@ pub(crate) fn readiness(st: &mut State, fd: i32) -> i16 {
                     r |= libc::POLLOUT | if readable { libc::POLLIN } else { 0 };
                 }
                 S::Closing | S::LastAck | S::TimeWait | S::Closed => {
-                    r |= libc::POLLIN | libc::POLLOUT | libc::POLLHUP;
+                    r |= libc::POLLIN | libc::POLLOUT | libc::POLLHUP | libc::POLLRDHUP;
                 }
             }
             if shut_rd {
-                r |= libc::POLLIN;
+                r |= libc::POLLIN | libc::POLLRDHUP;
             }
             if shut_rd && shut_wr {
                 r |= libc::POLLHUP;

@@ -364,26 +364,48 @@ impl Conn {
     /// RFC 7413 §4.1.3, an active Fast Open's SYN-ACK (Linux `tcp_rcv_fastopen_synack`): a
     /// cookie in it is kept for the layer's cache (reported by `Event::Established`); data
     /// the SYN carried but the SYN-ACK does not acknowledge goes again at once (the client
-    /// retransmits it, §4.2.2), the rest of the connection as usual.
-    pub(crate) fn fastopen_synack(&mut self, seg: &TcpRepr) -> Event {
+    /// retransmits it, §4.2.2), the rest of the connection as usual. When all of the SYN's
+    /// data is acknowledged (or it carried none), data and a FIN on the SYN-ACK are taken
+    /// (RFC 7413 §4.2.2 lets the server send data with its SYN-ACK; Linux
+    /// `tcp_fastopen_add_skb`, which Linux skips when it retransmits SYN data).
+    pub(crate) fn fastopen_synack(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        seg: &TcpRepr,
+        payload: Payload<'_>,
+    ) -> Event {
         let sent_to = self
             .snd
             .iss
             .wrapping_add(1)
             .wrapping_add(self.fastopen.syn_data_len);
-        if self.fastopen.syn_data_len > 0 {
-            if seg.ack == self.snd.iss.wrapping_add(1) {
-                self.snd.nxt = self.snd.una;
-            } else {
-                // All (or part) of it acknowledged: it leaves the send queue, as with any
-                // ACK (`take_cumulative_ack`); a part not acknowledged goes again by the
-                // usual rules.
-                self.fastopen.syn_data = seg.ack == sent_to;
-                let upto = super::seq::min(seg.ack, sent_to);
-                let n = super::seq::dist(self.snd.buf_seq, upto);
-                self.snd.ring.consume(n as usize);
-                self.snd.buf_seq = upto;
+        let data_acked = seg.ack == sent_to;
+        if !data_acked {
+            // Data the SYN carried is not (all) acknowledged: what is leaves the send queue,
+            // as with any ACK (`take_cumulative_ack`), the rest goes again at once as a
+            // retransmission (Linux `tcp_rcv_fastopen_synack` marks it lost and calls
+            // `tcp_non_congestion_loss_retransmit`): RACK learns of it as sent with the SYN.
+            let upto = super::seq::min(seg.ack, sent_to);
+            let n = super::seq::dist(self.snd.buf_seq, upto);
+            self.snd.ring.consume(n as usize);
+            self.snd.buf_seq = upto;
+            self.snd.nxt = self.snd.una;
+            if self.sack_ok {
+                self.rack.on_send(upto, sent_to, ctx.now, None);
             }
+        } else if self.fastopen.syn_data_len > 0 {
+            // All of it: it leaves the send queue (TCPI_OPT_SYN_DATA).
+            self.fastopen.syn_data = true;
+            let n = super::seq::dist(self.snd.buf_seq, sent_to);
+            self.snd.ring.consume(n as usize);
+            self.snd.buf_seq = sent_to;
+        }
+        if data_acked && (!payload.is_empty() || seg.flags.fin()) {
+            // The window our SYN announced (unscaled, RFC 7323 §2.2) is the right edge the
+            // SYN-ACK's data arrives under.
+            self.rcv.on_syn_ack_sent(self.rcv.buf().min(0xffff) as u32);
+            self.receive_data(ctx, seg.seq.wrapping_add(1), payload, seg.flags.fin());
+            self.check_fin(ctx.now);
         }
         if self.fastopen.syn_option.is_none() {
             return Event::None;
