@@ -192,6 +192,22 @@ fn cookie_under(key: &[u8; KEY_LEN], client: IpAddr, server: IpAddr) -> FastOpen
 /// destination): beyond this, one is forgotten for each new one.
 pub const COOKIE_CACHE_MAX: usize = 1024;
 
+/// What a client remembers of one server (Linux `tcp_fastopen_metrics`, in its TCP metrics
+/// cache).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CacheEntry {
+    /// The server's cookie, in the option form it came in (an experimental one goes back in
+    /// that form); `None` until a server gives one.
+    pub cookie: Option<FastOpenOption>,
+    /// The MSS the server announced last, which bounds the data of the next SYN (RFC 7413
+    /// §4.1.3); 0 = none known.
+    pub mss: u16,
+    /// Linux `try_exp`: 1 = a cookie request in the RFC form got no answer, so the next goes
+    /// in the experimental form (RFC 7413 §4.1.1); 2 = that got none either, back to the
+    /// RFC form for good.
+    pub try_exp: u8,
+}
+
 /// The layer-wide Fast Open settings (Linux's two sysctls) and the client's cookie cache.
 #[derive(Debug, Clone)]
 pub(crate) struct FastOpen {
@@ -200,7 +216,7 @@ pub(crate) struct FastOpen {
     /// RFC 7413 §4.1.3: the client caches the cookie per server IP address, with the MSS
     /// the server announced (recommended there; Linux `tcp_fastopen_cache_set`), which bounds
     /// the data in the next SYN.
-    pub cookies: HashMap<IpAddr, (FastOpenCookie, u16)>,
+    pub cookies: HashMap<IpAddr, CacheEntry>,
 }
 
 impl FastOpen {
@@ -212,47 +228,51 @@ impl FastOpen {
         }
     }
 
-    /// Remembers the cookie and MSS `server` gave (bounded, [`COOKIE_CACHE_MAX`]); a SYN-ACK
-    /// without a cookie updates only the MSS of a cookie already cached (Linux
-    /// `tcp_fastopen_cache_set`).
-    pub fn remember(&mut self, server: IpAddr, cookie: Option<FastOpenCookie>, mss: u16) {
-        let Some(cookie) = cookie else {
-            if let Some(e) = self.cookies.get_mut(&server) {
-                e.1 = mss;
-            }
-            return;
-        };
+    /// Remembers what `server`'s SYN-ACK to a Fast Open SYN told (bounded,
+    /// [`COOKIE_CACHE_MAX`]; Linux `tcp_fastopen_cache_set`): its MSS (if announced) always,
+    /// its cookie if it gave one (the cached one stays otherwise), and a `try_exp` step if the
+    /// cookie request went unanswered and no cookie is cached.
+    pub fn remember(&mut self, server: IpAddr, seen: CacheEntry) {
         if self.cookies.len() >= COOKIE_CACHE_MAX && !self.cookies.contains_key(&server) {
             if let Some(k) = self.cookies.keys().next().copied() {
                 self.cookies.remove(&k);
             }
         }
-        self.cookies.insert(server, (cookie, mss));
+        let e = self.cookies.entry(server).or_default();
+        if seen.mss != 0 {
+            e.mss = seen.mss;
+        }
+        match seen.cookie {
+            Some(c) if !c.cookie.is_request() => e.cookie = Some(c),
+            _ if seen.try_exp > e.try_exp && e.cookie.is_none() => e.try_exp = seen.try_exp,
+            _ => {}
+        }
     }
 
-    /// RFC 7413 §4.1.3 (Linux `tcp_sendmsg_fastopen` / `tcp_send_syn_data`): what the SYN
-    /// of a Fast Open active open to `server` carries. With a cookie cached for the server
-    /// (or [`CLIENT_NO_COOKIE`]) the cookie and up to the returned number of data bytes: the
-    /// MSS `mss` less the most options a SYN may carry (Linux `mss - MAX_TCP_OPTION_SPACE`);
-    /// without one a cookie request and no data (0). `None`, 0 when the client side is off.
+    /// RFC 7413 §4.1.3 (Linux `tcp_fastopen_cookie_check` / `tcp_send_syn_data`): what the
+    /// SYN of a Fast Open active open to `server` carries. With [`CLIENT_NO_COOKIE`], no
+    /// option and up to the returned number of data bytes: the MSS `mss` (or the smaller one
+    /// the server announced last) less the most options a SYN may carry (Linux
+    /// `mss - MAX_TCP_OPTION_SPACE`); with a cookie cached for the server, the cookie (in the
+    /// form it came in) and as much data; otherwise a cookie request (in the experimental
+    /// form when the cache says to try it) and no data (0). `None`, 0 when the client side is
+    /// off.
     pub fn client_plan(&self, server: IpAddr, mss: u16) -> (Option<FastOpenOption>, usize) {
         if self.flags & CLIENT_ENABLE == 0 {
             return (None, 0);
         }
-        let room = |mss: u16| usize::from(mss).saturating_sub(crate::wire::tcp::MAX_OPTIONS_LEN);
-        match self.cookies.get(&server) {
-            Some(&(cookie, peer_mss)) => (
-                Some(FastOpenOption {
-                    cookie,
-                    experimental: false,
-                }),
-                room(mss.min(peer_mss)),
-            ),
-            None if self.flags & CLIENT_NO_COOKIE != 0 => (None, room(mss)),
+        let e = self.cookies.get(&server).copied().unwrap_or_default();
+        let mss = if e.mss != 0 { mss.min(e.mss) } else { mss };
+        let room = usize::from(mss).saturating_sub(crate::wire::tcp::MAX_OPTIONS_LEN);
+        if self.flags & CLIENT_NO_COOKIE != 0 {
+            return (None, room);
+        }
+        match e.cookie {
+            Some(c) => (Some(c), room),
             None => (
                 Some(FastOpenOption {
                     cookie: FastOpenCookie::REQUEST,
-                    experimental: false,
+                    experimental: e.try_exp == 1,
                 }),
                 0,
             ),
@@ -340,9 +360,9 @@ pub struct ConnFastOpen {
     pub syn_option: Option<FastOpenOption>,
     /// Active open: bytes of the send queue our first SYN carries (RFC 7413 §4.1.3).
     pub syn_data_len: u32,
-    /// Active open: the cookie the server's Fast Open SYN-ACK gave (if any) and the MSS it
-    /// announced, for the layer's cache.
-    pub peer_cookie: Option<(Option<FastOpenCookie>, u16)>,
+    /// Active open: what the server's SYN-ACK to our Fast Open SYN told (its cookie, its
+    /// MSS, whether to try the experimental option), for the layer's cache.
+    pub(crate) peer_cookie: Option<CacheEntry>,
     /// The connection was created by Fast Open, its SYN's data taken (`TCPI_OPT_SYN_DATA`).
     pub syn_data: bool,
     /// A Fast Open connection still in SYN-RECEIVED: counted in the listener at this slot
@@ -407,16 +427,31 @@ impl Conn {
             self.receive_data(ctx, seg.seq.wrapping_add(1), payload, seg.flags.fin());
             self.check_fin(ctx.now);
         }
-        if self.fastopen.syn_option.is_none() {
-            return Event::None;
-        }
-        let cookie = seg
-            .options
-            .fast_open
-            .map(|fo| fo.cookie)
-            .filter(|c| !c.is_request());
-        let mss = seg.options.mss.filter(|&m| m != 0).unwrap_or(536);
-        self.fastopen.peer_cookie = Some((cookie, mss));
+        // Linux `tcp_rcv_fastopen_synack`: the MSS is cached in any case; a cookie only if our
+        // SYN carried the option (an unsolicited one is ignored); a cookie request that got
+        // no answer, on a SYN not retransmitted and without data, moves `try_exp` on (try
+        // the experimental form next, then give it up).
+        let asked = self.fastopen.syn_option;
+        let answer = seg.options.fast_open;
+        let try_exp = match asked {
+            Some(a)
+                if answer.is_none()
+                    && self.fastopen.syn_data_len == 0
+                    && self.counters.total_rto == 0 =>
+            {
+                if a.experimental {
+                    2
+                } else {
+                    1
+                }
+            }
+            _ => 0,
+        };
+        self.fastopen.peer_cookie = Some(CacheEntry {
+            cookie: answer.filter(|_| asked.is_some()),
+            mss: seg.options.mss.filter(|&m| m != 0).unwrap_or(536),
+            try_exp,
+        });
         Event::Established
     }
 

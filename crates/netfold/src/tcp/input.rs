@@ -156,6 +156,11 @@ impl Conn {
         self.timers.retries = 0;
         self.timers.retrans_stamp = None;
         self.rcv.owe_ack_now();
+        // The repeated SYN is a duplicate: the ACK reports it as one (RFC 2883 §4; Linux's
+        // `tcp_data_queue` D-SACKs the SYN's sequence number, below RCV.NXT).
+        if self.sack_ok {
+            self.rcv.note_duplicate(seg.seq, seg.seq.wrapping_add(1));
+        }
         self.in_syn_queue = false;
         self.alloc_buffers(ctx.rings);
         self.state = if self.snd.fin_queued {
