@@ -37,9 +37,12 @@
 //!   option and without data is an ordinary SYN.
 //! - **A client** (§4.1.3, Linux `tcp_sendmsg_fastopen`,
 //!   [`TcpLayer::connect_fastopen`](super::TcpLayer::connect_fastopen)): the layer caches the
-//!   cookie (and MSS) each server's SYN-ACK gives; a Fast Open active open to a server with a
-//!   cached cookie sends it in its SYN with the first data, otherwise a cookie request. A
-//!   SYN-ACK acknowledging only the SYN makes the data go again at once.
+//!   cookie each server's SYN-ACK gives, in its option form, and the MSS of every SYN-ACK to
+//!   a Fast Open SYN; a Fast Open active open to a server with a cached cookie sends it in
+//!   its SYN with the first data, otherwise a cookie request (once in the experimental form
+//!   after one in the RFC form went unanswered, as Linux's `try_exp`). A SYN-ACK
+//!   acknowledging only the SYN, or part of its data, makes the rest go again at once; one
+//!   acknowledging all of it may carry data and a FIN, which are taken.
 //! - Invalid input never fails: an option with a length no cookie has is ignored at parse
 //!   time (`wire::tcp`), a cookie of the wrong length or MAC is an invalid cookie (counted in
 //!   `Stats::fastopen_passive_fail`).
@@ -573,6 +576,57 @@ mod tests {
             assert_eq!(FastOpenKey::from_sysctl(bad), None, "{bad:?}");
         }
         assert!(FastOpenKey::from_sysctl("1-2-3-4,5-6-7-8\n").is_some());
+    }
+
+    /// Linux `tcp_fastopen_cache_set` / `tcp_fastopen_cache_get`: a cookie request that
+    /// gets no cookie is followed by one in the experimental form, then the RFC form for
+    /// good; the MSS is kept without a cookie; a cookie keeps its form; cookie-less mode
+    /// sends no option even with a cookie cached.
+    #[test]
+    fn client_cache_follows_linux() {
+        let mut f = FastOpen::new(&super::super::Secret::fixed_for_tests([3; 16]));
+        let server = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+        let req = |experimental| {
+            Some(FastOpenOption {
+                cookie: FastOpenCookie::REQUEST,
+                experimental,
+            })
+        };
+        assert_eq!(f.client_plan(server, 1460), (req(false), 0));
+        let none = |try_exp| CacheEntry {
+            cookie: None,
+            mss: 1000,
+            try_exp,
+        };
+        f.remember(server, none(1));
+        assert_eq!(f.client_plan(server, 1460), (req(true), 0));
+        f.remember(server, none(2));
+        assert_eq!(f.client_plan(server, 1460), (req(false), 0));
+        // Once at 2, an unanswered request in the RFC form does not go back to 1.
+        f.remember(server, none(1));
+        assert_eq!(f.client_plan(server, 1460), (req(false), 0));
+        // Cookie-less mode: no option, data up to the cached MSS less 40.
+        f.flags |= CLIENT_NO_COOKIE;
+        assert_eq!(f.client_plan(server, 1460), (None, 960));
+        f.flags &= !CLIENT_NO_COOKIE;
+        let exp = FastOpenOption {
+            cookie: FastOpenCookie::new(&[1, 2, 3, 4]).unwrap(),
+            experimental: true,
+        };
+        f.remember(
+            server,
+            CacheEntry {
+                cookie: Some(exp),
+                mss: 0,
+                try_exp: 0,
+            },
+        );
+        // The cookie, in its form; the MSS of 0 (none announced) keeps the cached one.
+        assert_eq!(f.client_plan(server, 1460), (Some(exp), 960));
+        f.flags |= CLIENT_NO_COOKIE;
+        assert_eq!(f.client_plan(server, 1460), (None, 960));
+        f.flags &= !CLIENT_ENABLE;
+        assert_eq!(f.client_plan(server, 1460), (None, 0));
     }
 
     #[test]

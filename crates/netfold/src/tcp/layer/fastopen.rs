@@ -56,7 +56,7 @@ impl TcpLayer {
     /// asks for a cookie, which the layer caches from the SYN-ACK for the next connection.
     /// Returns the handle and how many bytes of `data` were queued (0 without a cookie, or
     /// with the client side off: send them after the handshake). A SYN-ACK that acknowledges
-    /// only the SYN makes the data go again at once.
+    /// only the SYN, or part of the data, makes the rest go again at once.
     pub fn connect_fastopen(
         &mut self,
         now: Instant,
