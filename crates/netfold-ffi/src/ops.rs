@@ -861,8 +861,10 @@ fn tcp_send_once(
     };
     // Linux `tcp_sendmsg_locked` / `sk_stream_wait_connect`: a write on a socket whose
     // handshake (its Fast Open SYN too) is still unanswered waits for it, EAGAIN when
-    // non-blocking; the SYN carries only what `sendto(MSG_FASTOPEN)` gave it.
-    if stack.tcp().connecting(h).unwrap_or(false) {
+    // non-blocking; the SYN carries only what `sendto(MSG_FASTOPEN)` gave it. An empty write
+    // returns 0 as before (Linux's write(2) does not reach TCP for 0 bytes, and netfold's
+    // calls do not tell write from send).
+    if data.iter().any(|d| !d.is_empty()) && stack.tcp().connecting(h).unwrap_or(false) {
         return Err(libc::EAGAIN);
     }
     // TCP_NOTSENT_LOWAT: a write stops where Linux's would (`Conn::notsent_room`).
