@@ -47,7 +47,7 @@
  *    another thread is inside a call on the same stack.
  *  - Options: SO_REUSEADDR, SO_KEEPALIVE, SO_LINGER, SO_RCVBUF, SO_SNDBUF, SO_ERROR, SO_TYPE,
  *    SO_DOMAIN, SO_PROTOCOL, SO_ACCEPTCONN (the last four read-only), SO_RCVLOWAT (TCP), SO_RCVTIMEO, SO_SNDTIMEO, TCP_NODELAY, TCP_CORK,
- *    TCP_MAXSEG, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT, TCP_INFO (read-only), TCP_INQ,
+ *    TCP_MAXSEG, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT, TCP_SYNCNT, TCP_INFO (read-only), TCP_INQ,
  *    TCP_NOTSENT_LOWAT, TCP_USER_TIMEOUT, IP_MTU_DISCOVER, IP_MTU (read-only, connected
  *    sockets), IPV6_V6ONLY (AF_INET6 sockets), TCP_FASTOPEN, TCP_FASTOPEN_KEY (set only),
  *    TCP_FASTOPEN_CONNECT, IP_TOS and IPV6_TCLASS (TCP sockets; IPV6_TCLASS on AF_INET6 ones),
@@ -97,17 +97,23 @@
  *    SYN asking for a cookie, or with an invalid one, gets the normal handshake and the
  *    cookie in the SYN-ACK. TCP_FASTOPEN_KEY: 16 (or 32) bytes, the listener's own cookie key
  *    (see nf_set_tcp_fastopen_key); other lengths EINVAL.
- *    Client side (RFC 7413 §4.1), as on Linux: the stack caches the cookie (and MSS) each
- *    server's SYN-ACK gives. nf_sendto/nf_sendmsg with MSG_FASTOPEN on an unconnected socket
+ *    Client side (RFC 7413 §4.1), as on Linux: the stack caches the cookie each server's
+ *    SYN-ACK gives (sent back in the option form it came in) and the MSS of every SYN-ACK to
+ *    a Fast Open SYN; a cookie request that gets no cookie is followed by one in the
+ *    experimental option form, then the RFC form again. nf_sendto/nf_sendmsg with
+ *    MSG_FASTOPEN on an unconnected socket
  *    connect to the address given: with a cookie cached the SYN carries it and the first
  *    bytes (up to the MSS less 40) and the call returns them; without one the SYN asks for a
  *    cookie and a non-blocking call fails with EINPROGRESS (a blocking call waits for the
  *    handshake and queues the data); EALREADY while the connection is still opening,
  *    EOPNOTSUPP with the client side off (nf_set_tcp_fastopen). On a connected socket the
- *    flag is ignored. TCP_FASTOPEN_CONNECT (0 or 1; EOPNOTSUPP with the client side off,
+ *    flag is ignored. A write on a socket whose SYN is unanswered queues nothing: EAGAIN when
+ *    non-blocking, a blocking one waits for the handshake (as any connecting socket). Data
+ *    (and a FIN) on a SYN-ACK that acknowledges all of the SYN's data is taken; the part of
+ *    the SYN's data a SYN-ACK does not acknowledge is sent again at once. TCP_FASTOPEN_CONNECT (0 or 1; EOPNOTSUPP with the client side off,
  *    EINVAL once connecting): with a cookie cached, nf_connect returns 0 at once, the socket
- *    polls writable, reads EAGAIN, and the SYN leaves with the first write's data; without
- *    one nf_connect sends a SYN asking for a cookie.
+ *    polls writable, reads EAGAIN, another nf_connect is EISCONN, and the SYN leaves with
+ *    the first write's data; without one nf_connect sends a SYN asking for a cookie.
  *    TCP_NOTSENT_LOWAT as on Linux for poll/epoll: a connection reads as writable (POLLOUT)
  *    only while fewer than that many written bytes are still unsent; getsockopt returns the
  *    value set, 0 while unset (no limit, Linux's default sysctl of UINT_MAX). Unlike Linux,

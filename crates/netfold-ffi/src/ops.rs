@@ -451,6 +451,9 @@ pub(crate) fn connect(e: &Engine, fd: i32, remote: SocketAddr) -> R<()> {
                 _ => {}
             },
             Kind::Epoll(_) => return Err(libc::ENOTSOCK),
+            // Linux `__inet_stream_connect`: a socket whose TCP_FASTOPEN_CONNECT connect()
+            // is deferred (SS_CONNECTING with `defer_connect`) answers EISCONN.
+            Kind::Tcp(Tcp::Idle) if s.fastopen_deferred.is_some() => return Err(libc::EISCONN),
             Kind::Tcp(Tcp::Idle) => {
                 check_family(family, remote)?;
                 if unmapped(remote).ip().is_unspecified() || remote.port() == 0 {
@@ -856,6 +859,14 @@ fn tcp_send_once(
         // foreign socket: "error: connection does not exist").
         _ => return Err(libc::EPIPE),
     };
+    // Linux `tcp_sendmsg_locked` / `sk_stream_wait_connect`: a write on a socket whose
+    // handshake (its Fast Open SYN too) is still unanswered waits for it, EAGAIN when
+    // non-blocking; the SYN carries only what `sendto(MSG_FASTOPEN)` gave it. An empty write
+    // returns 0 as before (Linux's write(2) does not reach TCP for 0 bytes, and netfold's
+    // calls do not tell write from send).
+    if data.iter().any(|d| !d.is_empty()) && stack.tcp().connecting(h).unwrap_or(false) {
+        return Err(libc::EAGAIN);
+    }
     // TCP_NOTSENT_LOWAT: a write stops where Linux's would (`Conn::notsent_room`).
     let lowat = s.opts.notsent_lowat();
     let mut budget = if lowat == u32::MAX {
@@ -1334,9 +1345,10 @@ pub(crate) fn readiness(st: &mut State, fd: i32) -> i16 {
                     r |= if readable { libc::POLLIN } else { 0 };
                     r |= if space || shut_wr { libc::POLLOUT } else { 0 };
                 }
-                // Peer's FIN: a read returns 0 at once.
+                // Peer's FIN: a read returns 0 at once. POLLRDHUP (here and below) as
+                // Linux `tcp_poll` with RCV_SHUTDOWN (the FIN, a reset, or SHUT_RD).
                 S::CloseWait => {
-                    r |= libc::POLLIN;
+                    r |= libc::POLLIN | libc::POLLRDHUP;
                     r |= if space || shut_wr { libc::POLLOUT } else { 0 };
                 }
                 // Our side is shut: a write fails at once (EPIPE), so it "does not block".
@@ -1344,11 +1356,11 @@ pub(crate) fn readiness(st: &mut State, fd: i32) -> i16 {
                     r |= libc::POLLOUT | if readable { libc::POLLIN } else { 0 };
                 }
                 S::Closing | S::LastAck | S::TimeWait | S::Closed => {
-                    r |= libc::POLLIN | libc::POLLOUT | libc::POLLHUP;
+                    r |= libc::POLLIN | libc::POLLOUT | libc::POLLHUP | libc::POLLRDHUP;
                 }
             }
             if shut_rd {
-                r |= libc::POLLIN;
+                r |= libc::POLLIN | libc::POLLRDHUP;
             }
             if shut_rd && shut_wr {
                 r |= libc::POLLHUP;

@@ -212,6 +212,7 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
         (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => n(o.keepidle as usize),
         (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) => n(o.keepintvl as usize),
         (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => n(o.keepcnt as usize),
+        (libc::IPPROTO_TCP, libc::TCP_SYNCNT) => n(o.cfg.syn_retries as usize),
         // Linux returns the setting (0 or 1), not a byte count: the count comes with each
         // recvmsg (TCP_CM_INQ) or from FIONREAD.
         (libc::IPPROTO_TCP, libc::TCP_INQ) => b(o.inq),
@@ -412,6 +413,14 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
             } else {
                 o.keepintvl = secs as u32;
             }
+        }
+        // Linux `do_tcp_setsockopt`: 1..=MAX_TCP_SYNCNT (127).
+        (libc::IPPROTO_TCP, libc::TCP_SYNCNT) => {
+            let n = int_of(v)?;
+            if !(1..=127).contains(&n) {
+                return Err(libc::EINVAL);
+            }
+            o.cfg.syn_retries = n as u32;
         }
         (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => {
             let n = int_of(v)?;

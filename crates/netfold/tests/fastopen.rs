@@ -619,3 +619,120 @@ fn the_servers_mss_cached_with_its_cookie_bounds_the_syn_data() {
     assert_eq!(p.server.recv(s, &mut buf).unwrap(), 960);
     assert_eq!(p.client.send_queue(c).unwrap(), 0);
 }
+
+/// RFC 8201 / RFC 4443 §3.2 with Linux `tcp_v6_mtu_reduced` -> `tcp_simple_retransmit`: a
+/// Packet Too Big for a Fast Open SYN that carries data makes the SYN go again at once,
+/// without the data and announcing the path's MSS (MTU - 60); the data follows the
+/// handshake in segments of that size. (The IPv6 twin of the IPv4 packetdrill script
+/// `tfo-syn-data-frag-needed.pkt`.)
+#[test]
+fn ipv6_packet_too_big_for_syn_data_resends_the_syn_with_the_path_mss() {
+    use netfold::tcp::IcmpError;
+    use std::net::{Ipv6Addr, SocketAddrV6};
+    let (srv, cli) = (
+        "2001:2::1".parse::<Ipv6Addr>().unwrap(),
+        "2001:2::2".parse::<Ipv6Addr>().unwrap(),
+    );
+    let mut tcp = TcpLayer::new(Secret::fixed_for_tests([10; 16]));
+    let mut now = Instant::from_secs(1);
+    let out = |tcp: &mut TcpLayer, now: Instant| {
+        let mut v = Vec::new();
+        tcp.output(now, &mut |s: &OutSegment<'_>| {
+            v.push((s.repr, s.payload.len()));
+            true
+        });
+        v
+    };
+    let synack = |dst_port: u16, ack: u32, fo: Option<FastOpenOption>| TcpRepr {
+        src_port: PORT,
+        dst_port,
+        seq: 9000,
+        ack,
+        flags: TcpFlags(TcpFlags::SYN | TcpFlags::ACK),
+        window: 65535,
+        options: TcpOptions {
+            mss: Some(1440),
+            sack_permitted: true,
+            fast_open: fo,
+            ..TcpOptions::default()
+        },
+        ..TcpRepr::default()
+    };
+    // A cookie request, answered with a cookie.
+    let cookie = FastOpenCookie::new(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+    let (_, n) = tcp
+        .connect_fastopen(
+            now,
+            SocketAddrV6::new(cli, 0, 0, 0),
+            SocketAddrV6::new(srv, PORT, 0, 0),
+            Config::default(),
+            DATA,
+        )
+        .unwrap();
+    assert_eq!(n, 0);
+    let s = out(&mut tcp, now);
+    let (syn1, _) = s[0];
+    tcp.input(
+        now,
+        RxSegment::new(
+            srv,
+            cli,
+            &synack(syn1.src_port, syn1.seq.wrapping_add(1), with_cookie(cookie)),
+            &[],
+        ),
+    );
+    let _ = out(&mut tcp, now);
+    assert!(tcp.fastopen_cookie_cached(IpAddr::V6(srv)));
+    // The next SYN carries 1400 bytes (the server's 1440 less 40).
+    now += netfold::time::Duration::from_millis(10);
+    let big = [0x33u8; 3000];
+    let (h, n) = tcp
+        .connect_fastopen(
+            now,
+            SocketAddrV6::new(cli, 0, 0, 0),
+            SocketAddrV6::new(srv, PORT, 0, 0),
+            Config::default(),
+            &big,
+        )
+        .unwrap();
+    assert_eq!(n, 1400);
+    let s = out(&mut tcp, now);
+    let (syn2, len) = s[0];
+    assert_eq!(len, 1400);
+    let local = SocketAddrV6::new(cli, syn2.src_port, 0, 0);
+    let remote = SocketAddrV6::new(srv, PORT, 0, 0);
+    assert!(tcp.icmp_error_quoting(
+        now,
+        local,
+        remote,
+        syn2.seq,
+        IcmpError::FragNeeded { mtu: 1400 }
+    ));
+    let s = out(&mut tcp, now);
+    assert_eq!(s.len(), 1, "{s:?}");
+    let (again, len) = s[0];
+    assert!(again.flags.syn() && !again.flags.ack());
+    assert_eq!((again.seq, len), (syn2.seq, 0));
+    assert_eq!(again.options.mss, Some(1340));
+    assert!(again.options.fast_open.is_none());
+    // The SYN-ACK acknowledges only the SYN: the data goes in segments of the path's MSS.
+    now += netfold::time::Duration::from_millis(10);
+    tcp.input(
+        now,
+        RxSegment::new(
+            srv,
+            cli,
+            &synack(syn2.src_port, syn2.seq.wrapping_add(1), None),
+            &[],
+        ),
+    );
+    assert_eq!(tcp.state(h).unwrap(), State::Established);
+    let s = out(&mut tcp, now);
+    let data: Vec<usize> = s.iter().map(|&(_, l)| l).filter(|&l| l > 0).collect();
+    assert!(!data.is_empty(), "{s:?}");
+    assert!(
+        data[0] == 1340 && data.iter().all(|&l| l <= 1340),
+        "{data:?}"
+    );
+    assert_eq!(s[0].0.seq, syn2.seq.wrapping_add(1));
+}

@@ -239,6 +239,9 @@ pub struct Timestamps {
     /// TS.Recent (RFC 7323 §4.3) and when it was taken (§5.5: invalid after 24 days).
     pub recent: u32,
     pub recent_at: Instant,
+    /// Active open: the TSval of our first SYN, the oldest a SYN-ACK may echo (Linux
+    /// `retrans_stamp` in `tcp_rcv_synsent_state_process`).
+    pub syn_tsval: Option<u32>,
 }
 
 /// RFC 3168 ECN state of a connection (Linux `tp->ecn_flags`).
@@ -482,6 +485,7 @@ impl Conn {
                 offset: derived.ts_offset,
                 recent: 0,
                 recent_at: now,
+                syn_tsval: None,
             },
             ws_ok: false,
             sack_ok: false,
@@ -1104,6 +1108,21 @@ impl Conn {
                 let new = u32::from(mtu)
                     .saturating_sub(overhead as u32)
                     .max(default_mss(&self.remote.get()));
+                if self.state == State::SynSent {
+                    // Before the handshake the path's MTU bounds what we announce too (Linux
+                    // `tcp_advertise_mss`: the route's advmss after the PMTU update lowers
+                    // `tp->advmss`), and the MSS the SYN-ACK then gives is clamped to it. A
+                    // SYN whose data did not fit goes again at once, without the data (Linux
+                    // `tcp_simple_retransmit`: a Fast Open SYN in SYN-SENT marks everything
+                    // lost); the data follows the handshake.
+                    let cap = u16::try_from(new).unwrap_or(u16::MAX);
+                    if cap < self.config.mss {
+                        self.config.mss = cap;
+                        if self.fastopen.syn_data_len > 0 && self.snd.max() != self.snd.iss() {
+                            self.snd.rewind_to_syn();
+                        }
+                    }
+                }
                 if self.snd.lower_mss(new)
                     && self.is_synchronized()
                     && self.snd.max() != self.snd.una()
@@ -1167,6 +1186,7 @@ impl Conn {
         self.config.keepalive = c.keepalive;
         self.config.delayed_ack = c.delayed_ack;
         self.config.max_retransmits = c.max_retransmits;
+        self.config.syn_retries = c.syn_retries;
         self.config.user_timeout = c.user_timeout;
         self.config.rto_min = c.rto_min;
         self.config.linger = c.linger;

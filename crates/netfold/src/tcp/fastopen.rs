@@ -37,9 +37,12 @@
 //!   option and without data is an ordinary SYN.
 //! - **A client** (§4.1.3, Linux `tcp_sendmsg_fastopen`,
 //!   [`TcpLayer::connect_fastopen`](super::TcpLayer::connect_fastopen)): the layer caches the
-//!   cookie (and MSS) each server's SYN-ACK gives; a Fast Open active open to a server with a
-//!   cached cookie sends it in its SYN with the first data, otherwise a cookie request. A
-//!   SYN-ACK acknowledging only the SYN makes the data go again at once.
+//!   cookie each server's SYN-ACK gives, in its option form, and the MSS of every SYN-ACK to
+//!   a Fast Open SYN; a Fast Open active open to a server with a cached cookie sends it in
+//!   its SYN with the first data, otherwise a cookie request (once in the experimental form
+//!   after one in the RFC form went unanswered, as Linux's `try_exp`). A SYN-ACK
+//!   acknowledging only the SYN, or part of its data, makes the rest go again at once; one
+//!   acknowledging all of it may carry data and a FIN, which are taken.
 //! - Invalid input never fails: an option with a length no cookie has is ignored at parse
 //!   time (`wire::tcp`), a cookie of the wrong length or MAC is an invalid cookie (counted in
 //!   `Stats::fastopen_passive_fail`).
@@ -192,6 +195,22 @@ fn cookie_under(key: &[u8; KEY_LEN], client: IpAddr, server: IpAddr) -> FastOpen
 /// destination): beyond this, one is forgotten for each new one.
 pub const COOKIE_CACHE_MAX: usize = 1024;
 
+/// What a client remembers of one server (Linux `tcp_fastopen_metrics`, in its TCP metrics
+/// cache).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CacheEntry {
+    /// The server's cookie, in the option form it came in (an experimental one goes back in
+    /// that form); `None` until a server gives one.
+    pub cookie: Option<FastOpenOption>,
+    /// The MSS the server announced last, which bounds the data of the next SYN (RFC 7413
+    /// §4.1.3); 0 = none known.
+    pub mss: u16,
+    /// Linux `try_exp`: 1 = a cookie request in the RFC form got no answer, so the next goes
+    /// in the experimental form (RFC 7413 §4.1.1); 2 = that got none either, back to the
+    /// RFC form for good.
+    pub try_exp: u8,
+}
+
 /// The layer-wide Fast Open settings (Linux's two sysctls) and the client's cookie cache.
 #[derive(Debug, Clone)]
 pub(crate) struct FastOpen {
@@ -200,7 +219,7 @@ pub(crate) struct FastOpen {
     /// RFC 7413 §4.1.3: the client caches the cookie per server IP address, with the MSS
     /// the server announced (recommended there; Linux `tcp_fastopen_cache_set`), which bounds
     /// the data in the next SYN.
-    pub cookies: HashMap<IpAddr, (FastOpenCookie, u16)>,
+    pub cookies: HashMap<IpAddr, CacheEntry>,
 }
 
 impl FastOpen {
@@ -212,47 +231,51 @@ impl FastOpen {
         }
     }
 
-    /// Remembers the cookie and MSS `server` gave (bounded, [`COOKIE_CACHE_MAX`]); a SYN-ACK
-    /// without a cookie updates only the MSS of a cookie already cached (Linux
-    /// `tcp_fastopen_cache_set`).
-    pub fn remember(&mut self, server: IpAddr, cookie: Option<FastOpenCookie>, mss: u16) {
-        let Some(cookie) = cookie else {
-            if let Some(e) = self.cookies.get_mut(&server) {
-                e.1 = mss;
-            }
-            return;
-        };
+    /// Remembers what `server`'s SYN-ACK to a Fast Open SYN told (bounded,
+    /// [`COOKIE_CACHE_MAX`]; Linux `tcp_fastopen_cache_set`): its MSS (if announced) always,
+    /// its cookie if it gave one (the cached one stays otherwise), and a `try_exp` step if the
+    /// cookie request went unanswered and no cookie is cached.
+    pub fn remember(&mut self, server: IpAddr, seen: CacheEntry) {
         if self.cookies.len() >= COOKIE_CACHE_MAX && !self.cookies.contains_key(&server) {
             if let Some(k) = self.cookies.keys().next().copied() {
                 self.cookies.remove(&k);
             }
         }
-        self.cookies.insert(server, (cookie, mss));
+        let e = self.cookies.entry(server).or_default();
+        if seen.mss != 0 {
+            e.mss = seen.mss;
+        }
+        match seen.cookie {
+            Some(c) if !c.cookie.is_request() => e.cookie = Some(c),
+            _ if seen.try_exp > e.try_exp && e.cookie.is_none() => e.try_exp = seen.try_exp,
+            _ => {}
+        }
     }
 
-    /// RFC 7413 §4.1.3 (Linux `tcp_sendmsg_fastopen` / `tcp_send_syn_data`): what the SYN
-    /// of a Fast Open active open to `server` carries. With a cookie cached for the server
-    /// (or [`CLIENT_NO_COOKIE`]) the cookie and up to the returned number of data bytes: the
-    /// MSS `mss` less the most options a SYN may carry (Linux `mss - MAX_TCP_OPTION_SPACE`);
-    /// without one a cookie request and no data (0). `None`, 0 when the client side is off.
+    /// RFC 7413 §4.1.3 (Linux `tcp_fastopen_cookie_check` / `tcp_send_syn_data`): what the
+    /// SYN of a Fast Open active open to `server` carries. With [`CLIENT_NO_COOKIE`], no
+    /// option and up to the returned number of data bytes: the MSS `mss` (or the smaller one
+    /// the server announced last) less the most options a SYN may carry (Linux
+    /// `mss - MAX_TCP_OPTION_SPACE`); with a cookie cached for the server, the cookie (in the
+    /// form it came in) and as much data; otherwise a cookie request (in the experimental
+    /// form when the cache says to try it) and no data (0). `None`, 0 when the client side is
+    /// off.
     pub fn client_plan(&self, server: IpAddr, mss: u16) -> (Option<FastOpenOption>, usize) {
         if self.flags & CLIENT_ENABLE == 0 {
             return (None, 0);
         }
-        let room = |mss: u16| usize::from(mss).saturating_sub(crate::wire::tcp::MAX_OPTIONS_LEN);
-        match self.cookies.get(&server) {
-            Some(&(cookie, peer_mss)) => (
-                Some(FastOpenOption {
-                    cookie,
-                    experimental: false,
-                }),
-                room(mss.min(peer_mss)),
-            ),
-            None if self.flags & CLIENT_NO_COOKIE != 0 => (None, room(mss)),
+        let e = self.cookies.get(&server).copied().unwrap_or_default();
+        let mss = if e.mss != 0 { mss.min(e.mss) } else { mss };
+        let room = usize::from(mss).saturating_sub(crate::wire::tcp::MAX_OPTIONS_LEN);
+        if self.flags & CLIENT_NO_COOKIE != 0 {
+            return (None, room);
+        }
+        match e.cookie {
+            Some(c) => (Some(c), room),
             None => (
                 Some(FastOpenOption {
                     cookie: FastOpenCookie::REQUEST,
-                    experimental: false,
+                    experimental: e.try_exp == 1,
                 }),
                 0,
             ),
@@ -340,9 +363,9 @@ pub struct ConnFastOpen {
     pub syn_option: Option<FastOpenOption>,
     /// Active open: bytes of the send queue our first SYN carries (RFC 7413 §4.1.3).
     pub syn_data_len: u32,
-    /// Active open: the cookie the server's Fast Open SYN-ACK gave (if any) and the MSS it
-    /// announced, for the layer's cache.
-    pub peer_cookie: Option<(Option<FastOpenCookie>, u16)>,
+    /// Active open: what the server's SYN-ACK to our Fast Open SYN told (its cookie, its
+    /// MSS, whether to try the experimental option), for the layer's cache.
+    pub(crate) peer_cookie: Option<CacheEntry>,
     /// The connection was created by Fast Open, its SYN's data taken (`TCPI_OPT_SYN_DATA`).
     pub syn_data: bool,
     /// A Fast Open connection still in SYN-RECEIVED: counted in the listener at this slot
@@ -364,35 +387,70 @@ impl Conn {
     /// RFC 7413 §4.1.3, an active Fast Open's SYN-ACK (Linux `tcp_rcv_fastopen_synack`): a
     /// cookie in it is kept for the layer's cache (reported by `Event::Established`); data
     /// the SYN carried but the SYN-ACK does not acknowledge goes again at once (the client
-    /// retransmits it, §4.2.2), the rest of the connection as usual.
-    pub(crate) fn fastopen_synack(&mut self, seg: &TcpRepr) -> Event {
+    /// retransmits it, §4.2.2), the rest of the connection as usual. When all of the SYN's
+    /// data is acknowledged (or it carried none), data and a FIN on the SYN-ACK are taken
+    /// (RFC 7413 §4.2.2 lets the server send data with its SYN-ACK; Linux
+    /// `tcp_fastopen_add_skb`, which Linux skips when it retransmits SYN data).
+    pub(crate) fn fastopen_synack(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        seg: &TcpRepr,
+        payload: Payload<'_>,
+    ) -> Event {
         let sent_to = self
             .snd
             .iss()
             .wrapping_add(1)
             .wrapping_add(self.fastopen.syn_data_len);
-        if self.fastopen.syn_data_len > 0 {
-            if seg.ack == self.snd.iss().wrapping_add(1) {
-                self.snd.rewind();
-            } else {
-                // All (or part) of it acknowledged: it leaves the send queue, as with any
-                // ACK (`take_cumulative_ack`); a part not acknowledged goes again by the
-                // usual rules.
-                self.fastopen.syn_data = seg.ack == sent_to;
-                let upto = super::seq::min(seg.ack, sent_to);
-                self.snd.on_syn_data_acked(upto);
+        let data_acked = seg.ack == sent_to;
+        if !data_acked {
+            // Data the SYN carried is not (all) acknowledged: what is leaves the send queue,
+            // as with any ACK (`take_cumulative_ack`), the rest goes again at once as a
+            // retransmission (Linux `tcp_rcv_fastopen_synack` marks it lost and calls
+            // `tcp_non_congestion_loss_retransmit`): RACK learns of it as sent with the SYN.
+            let upto = super::seq::min(seg.ack, sent_to);
+            self.snd.on_syn_data_acked(upto);
+            self.snd.rewind();
+            if self.sack_ok {
+                self.rack.on_send(upto, sent_to, ctx.now, None);
             }
+        } else if self.fastopen.syn_data_len > 0 {
+            // All of it: it leaves the send queue (TCPI_OPT_SYN_DATA).
+            self.fastopen.syn_data = true;
+            self.snd.on_syn_data_acked(sent_to);
         }
-        if self.fastopen.syn_option.is_none() {
-            return Event::None;
+        if data_acked && (!payload.is_empty() || seg.flags.fin()) {
+            // The window our SYN announced (unscaled, RFC 7323 §2.2) is the right edge the
+            // SYN-ACK's data arrives under.
+            self.rcv.on_syn_ack_sent(self.rcv.buf().min(0xffff) as u32);
+            self.receive_data(ctx, seg.seq.wrapping_add(1), payload, seg.flags.fin());
+            self.check_fin(ctx.now);
         }
-        let cookie = seg
-            .options
-            .fast_open
-            .map(|fo| fo.cookie)
-            .filter(|c| !c.is_request());
-        let mss = seg.options.mss.filter(|&m| m != 0).unwrap_or(536);
-        self.fastopen.peer_cookie = Some((cookie, mss));
+        // Linux `tcp_rcv_fastopen_synack`: the MSS is cached in any case; a cookie only if our
+        // SYN carried the option (an unsolicited one is ignored); a cookie request that got
+        // no answer, on a SYN not retransmitted and without data, moves `try_exp` on (try
+        // the experimental form next, then give it up).
+        let asked = self.fastopen.syn_option;
+        let answer = seg.options.fast_open;
+        let try_exp = match asked {
+            Some(a)
+                if answer.is_none()
+                    && self.fastopen.syn_data_len == 0
+                    && self.counters.total_rto == 0 =>
+            {
+                if a.experimental {
+                    2
+                } else {
+                    1
+                }
+            }
+            _ => 0,
+        };
+        self.fastopen.peer_cookie = Some(CacheEntry {
+            cookie: answer.filter(|_| asked.is_some()),
+            mss: seg.options.mss.filter(|&m| m != 0).unwrap_or(536),
+            try_exp,
+        });
         Event::Established
     }
 
@@ -514,6 +572,57 @@ mod tests {
             assert_eq!(FastOpenKey::from_sysctl(bad), None, "{bad:?}");
         }
         assert!(FastOpenKey::from_sysctl("1-2-3-4,5-6-7-8\n").is_some());
+    }
+
+    /// Linux `tcp_fastopen_cache_set` / `tcp_fastopen_cache_get`: a cookie request that
+    /// gets no cookie is followed by one in the experimental form, then the RFC form for
+    /// good; the MSS is kept without a cookie; a cookie keeps its form; cookie-less mode
+    /// sends no option even with a cookie cached.
+    #[test]
+    fn client_cache_follows_linux() {
+        let mut f = FastOpen::new(&super::super::Secret::fixed_for_tests([3; 16]));
+        let server = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+        let req = |experimental| {
+            Some(FastOpenOption {
+                cookie: FastOpenCookie::REQUEST,
+                experimental,
+            })
+        };
+        assert_eq!(f.client_plan(server, 1460), (req(false), 0));
+        let none = |try_exp| CacheEntry {
+            cookie: None,
+            mss: 1000,
+            try_exp,
+        };
+        f.remember(server, none(1));
+        assert_eq!(f.client_plan(server, 1460), (req(true), 0));
+        f.remember(server, none(2));
+        assert_eq!(f.client_plan(server, 1460), (req(false), 0));
+        // Once at 2, an unanswered request in the RFC form does not go back to 1.
+        f.remember(server, none(1));
+        assert_eq!(f.client_plan(server, 1460), (req(false), 0));
+        // Cookie-less mode: no option, data up to the cached MSS less 40.
+        f.flags |= CLIENT_NO_COOKIE;
+        assert_eq!(f.client_plan(server, 1460), (None, 960));
+        f.flags &= !CLIENT_NO_COOKIE;
+        let exp = FastOpenOption {
+            cookie: FastOpenCookie::new(&[1, 2, 3, 4]).unwrap(),
+            experimental: true,
+        };
+        f.remember(
+            server,
+            CacheEntry {
+                cookie: Some(exp),
+                mss: 0,
+                try_exp: 0,
+            },
+        );
+        // The cookie, in its form; the MSS of 0 (none announced) keeps the cached one.
+        assert_eq!(f.client_plan(server, 1460), (Some(exp), 960));
+        f.flags |= CLIENT_NO_COOKIE;
+        assert_eq!(f.client_plan(server, 1460), (None, 960));
+        f.flags &= !CLIENT_ENABLE;
+        assert_eq!(f.client_plan(server, 1460), (None, 0));
     }
 
     #[test]

@@ -52,7 +52,7 @@ impl Conn {
             return Event::None;
         }
         match self.state {
-            State::SynSent => return self.input_syn_sent(ctx, seg),
+            State::SynSent => return self.input_syn_sent(ctx, seg, payload),
             State::Closed | State::Listen => {
                 ctx.reply_rst(
                     self.local.get().ip(),
@@ -156,6 +156,11 @@ impl Conn {
         self.timers.retries = 0;
         self.timers.retrans_stamp = None;
         self.rcv.owe_ack_now();
+        // The repeated SYN is a duplicate: the ACK reports it as one (RFC 2883 §4; Linux's
+        // `tcp_data_queue` D-SACKs the SYN's sequence number, below RCV.NXT).
+        if self.sack_ok {
+            self.rcv.note_duplicate(seg.seq, seg.seq.wrapping_add(1));
+        }
         self.in_syn_queue = false;
         self.alloc_buffers(ctx.rings);
         self.state = if self.snd.fin_queued() {
@@ -566,7 +571,7 @@ impl Conn {
     /// CLOSE-WAIT state. FIN-WAIT-1: If our FIN has been ACKed (perhaps in this segment), then
     /// enter TIME-WAIT, start the time-wait timer, turn off the other timers; otherwise, enter
     /// the CLOSING state. FIN-WAIT-2: Enter the TIME-WAIT state."
-    fn check_fin(&mut self, now: crate::time::Instant) {
+    pub(super) fn check_fin(&mut self, now: crate::time::Instant) {
         if !self.rcv.accept_fin() {
             return;
         }
@@ -684,11 +689,22 @@ impl Conn {
     // Cold: out of line, so the per-packet path stays dense in the instruction cache.
     #[cold]
     #[inline(never)]
-    fn input_syn_sent(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr) -> Event {
+    fn input_syn_sent(&mut self, ctx: &mut Ctx<'_>, seg: &TcpRepr, payload: Payload<'_>) -> Event {
         let f = seg.flags;
         if f.ack() && (seq::le(seg.ack, self.snd.iss()) || seq::gt(seg.ack, self.snd.max())) {
             ctx.reply_rst(self.local.get().ip(), self.remote.get().ip(), seg, 0);
             return Event::None;
+        }
+        // Linux `tcp_rcv_synsent_state_process` (PAWSActiveRejected): a SYN-ACK echoing a
+        // timestamp we never sent (older than our first SYN, or from the future) is not an
+        // answer to our SYN: reset it, as an unacceptable ACK.
+        if let (true, Some(first), Some(ts)) = (f.ack(), self.ts.syn_tsval, seg.options.timestamps)
+        {
+            let now_ts = self.ts_now(ctx.now);
+            if ts.tsecr != 0 && ts.tsecr.wrapping_sub(first) > now_ts.wrapping_sub(first) {
+                ctx.reply_rst(self.local.get().ip(), self.remote.get().ip(), seg, 0);
+                return Event::None;
+            }
         }
         if f.rst() {
             if f.ack() {
@@ -736,7 +752,7 @@ impl Conn {
                 self.state = State::FinWait1;
             }
             if self.fastopen.syn_option.is_some() || self.fastopen.syn_data_len > 0 {
-                return self.fastopen_synack(seg);
+                return self.fastopen_synack(ctx, seg, payload);
             }
         } else {
             // Simultaneous open (RFC 9293 §3.5 figure 7): resend our SYN as a SYN-ACK.

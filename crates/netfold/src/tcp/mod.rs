@@ -380,6 +380,9 @@ pub struct Config {
     pub delayed_ack: Option<Duration>,
     /// Give up after this many consecutive RTO expirations (RFC 9293 §3.8.3 R2).
     pub max_retransmits: u32,
+    /// Give up an active open after this many SYN retransmissions (Linux `TCP_SYNCNT`,
+    /// default `net.ipv4.tcp_syn_retries` = 6; at most `max_retransmits`).
+    pub syn_retries: u32,
     /// RFC 5482 user timeout (Linux TCP_USER_TIMEOUT): when set, retransmission (counted
     /// from the first timer retransmission) or zero-window probing that outlasts it aborts the connection with `TimedOut`, in place
     /// of the `max_retransmits` bound for retransmissions.
@@ -440,6 +443,7 @@ impl Default for Config {
             keepalive: None,
             delayed_ack: Some(Duration::from_millis(40)),
             max_retransmits: 15,
+            syn_retries: 6,
             user_timeout: None,
             rto_min: Duration::from_millis(200),
             rto_initial: Duration::from_secs(1),

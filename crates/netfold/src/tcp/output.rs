@@ -511,9 +511,15 @@ impl Conn {
     #[inline(never)]
     fn commit_syn(&mut self, repr: &Sent, end: u32, now: Instant, stats: &mut Stats) {
         self.ecn.syn_asked = !repr.flags.ack() && repr.flags.ece() && repr.flags.cwr();
+        if self.snd.max() == self.snd.iss() && self.state == State::SynSent {
+            self.ts.syn_tsval = repr.tsval;
+        }
         if self.snd.max() == self.snd.iss() {
+            // The SYN is timed on its own, not with the data a Fast Open SYN carries: an
+            // ACK of the SYN alone (or of part of the data) is a round-trip sample too
+            // (Linux keeps the SYN and its data as two skbs, `tcp_send_syn_data`).
             if !self.ts.enabled || self.state == State::SynSent {
-                self.rtt_timing = Some((end, now));
+                self.rtt_timing = Some((self.snd.iss().wrapping_add(1), now));
             }
         } else {
             self.rtt_timing = None;

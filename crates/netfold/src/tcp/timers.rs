@@ -95,7 +95,6 @@ fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-const SYN_RETRIES: u32 = 6;
 const SYNACK_RETRIES: u32 = 5;
 
 impl Conn {
@@ -296,7 +295,7 @@ impl Conn {
         // Handshakes give up sooner (Linux tcp_syn_retries = 6, tcp_synack_retries = 5):
         // half-open state is what SYN floods consume.
         let limit = match self.state {
-            State::SynSent => self.config.max_retransmits.min(SYN_RETRIES),
+            State::SynSent => self.config.max_retransmits.min(self.config.syn_retries),
             State::SynReceived => self.config.max_retransmits.min(SYNACK_RETRIES),
             _ => self.config.max_retransmits,
         };

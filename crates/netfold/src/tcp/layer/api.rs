@@ -516,6 +516,19 @@ impl TcpLayer {
         Ok(())
     }
 
+    /// Whether the connection is still being opened from this side: SYN-SENT, or
+    /// SYN-RECEIVED after a simultaneous open (not a passive Fast Open connection, which may
+    /// send before its handshake completes). Linux's `tcp_sendmsg_locked` makes a write wait
+    /// (`sk_stream_wait_connect`; EAGAIN when non-blocking) in these states.
+    pub fn connecting(&self, h: Handle) -> Result<bool, Error> {
+        let c = self.conn(h)?;
+        Ok(match c.state {
+            State::SynSent => true,
+            State::SynReceived => !c.passive,
+            _ => false,
+        })
+    }
+
     pub fn state(&self, h: Handle) -> Result<State, Error> {
         if self.listener(h).is_ok() {
             return Ok(State::Listen);

@@ -14,10 +14,10 @@ impl TcpLayer {
         let Some(c) = self.table.conn_at_mut(i) else {
             return false;
         };
-        if let Some((cookie, mss)) = c.fastopen.peer_cookie.take() {
-            // An active open's SYN-ACK gave a cookie (RFC 7413 §4.1.3: cache it).
+        if let Some(seen) = c.fastopen.peer_cookie.take() {
+            // An active open's SYN-ACK (RFC 7413 §4.1.3: cache its cookie and MSS).
             let server = c.remote.get().ip();
-            self.fastopen.remember(server, cookie, mss);
+            self.fastopen.remember(server, seen);
             return true;
         }
         let Some((li, gen)) = c.fastopen.pending_in.take() else {
@@ -56,7 +56,7 @@ impl TcpLayer {
     /// asks for a cookie, which the layer caches from the SYN-ACK for the next connection.
     /// Returns the handle and how many bytes of `data` were queued (0 without a cookie, or
     /// with the client side off: send them after the handshake). A SYN-ACK that acknowledges
-    /// only the SYN makes the data go again at once.
+    /// only the SYN, or part of the data, makes the rest go again at once.
     pub fn connect_fastopen(
         &mut self,
         now: Instant,
@@ -87,7 +87,10 @@ impl TcpLayer {
     /// Whether a Fast Open cookie from `server` is cached (a [`TcpLayer::connect_fastopen`]
     /// to it would carry data in its SYN).
     pub fn fastopen_cookie_cached(&self, server: IpAddr) -> bool {
-        self.fastopen.cookies.contains_key(&server)
+        self.fastopen
+            .cookies
+            .get(&server)
+            .is_some_and(|e| e.cookie.is_some())
     }
 
     /// A listener's own Fast Open key (Linux `TCP_FASTOPEN_KEY` on the socket); `None` = the
