@@ -57,35 +57,76 @@ use netfold::time::Instant;
 /// other queues received (see the module doc).
 pub struct XdpQueue {
     sock: XdpSocket,
-    /// Which queue of the interface this is.
-    index: usize,
-    /// The steering table, with more than one queue (see the module doc).
-    rss: Option<Arc<Rss>>,
     inbox: Receiver<Vec<u8>>,
     wake: Arc<EventFd>,
-    /// The other queues, in queue order (queue `j` is `peers[j]` below `index`, `peers[j - 1]`
-    /// above it).
-    peers: Vec<Peer>,
+    /// The other queues and the flows' table (see the module doc).
+    steer: Steer,
     /// Watches the socket and `wake`: the descriptor drivers sleep on.
     epoll: OwnedFd,
     /// Neighbour frames copied to the other queues.
     shared: u64,
-    /// Frames that arrived here and were handed to the queue of their 4-tuple's hash.
-    steered: u64,
-    /// Frames for another queue dropped because its inbox was full.
-    steer_dropped: u64,
+}
+
+/// One queue's software steering: which queue a frame belongs to, and the hand-off of the
+/// frames that belong to another.
+struct Steer {
+    /// Which queue of the interface this is.
+    me: usize,
+    /// The table, with more than one queue.
+    rss: Option<Arc<Rss>>,
+    /// The other queues, in queue order (queue `j` is `peers[j]` below `me`, `peers[j - 1]`
+    /// above it).
+    peers: Vec<Peer>,
     /// Which peers were handed frames in this receive call (bit `p` for `peers[p]`), so
     /// each is woken once per call, not once per frame.
     handed: u128,
+    /// Frames that arrived here and were handed to the queue of their 4-tuple's hash.
+    steered: u64,
+    /// Frames for another queue dropped because its inbox was full.
+    dropped: u64,
+}
+
+impl Steer {
+    /// The queue a received frame belongs to, if not this one: its 4-tuple's under the
+    /// table (frames without one stay).
+    #[inline]
+    fn owner(&self, f: &[u8]) -> Option<usize> {
+        let j = self.rss.as_deref()?.shard_of_frame(f)?;
+        (j != self.me).then_some(j)
+    }
+
+    /// Hands `f` to queue `j` (not this one), counting it; the peer is woken by
+    /// [`Steer::wake`] once the receive call ends.
+    fn hand(&mut self, j: usize, f: &[u8]) {
+        let p = if j < self.me { j } else { j - 1 };
+        match self.peers.get(p) {
+            Some(peer) if peer.hand(f) => {
+                self.handed |= 1 << p;
+                self.steered += 1;
+            }
+            _ => self.dropped += 1,
+        }
+    }
+
+    /// Wakes each peer handed frames since the last call, once.
+    fn wake(&mut self) {
+        while self.handed != 0 {
+            let p = self.handed.trailing_zeros() as usize;
+            self.handed &= self.handed - 1;
+            if let Some(peer) = self.peers.get(p) {
+                peer.wake.signal();
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for XdpQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("XdpQueue")
             .field("sock", &self.sock)
-            .field("index", &self.index)
+            .field("index", &self.steer.me)
             .field("shared", &self.shared)
-            .field("steered", &self.steered)
+            .field("steered", &self.steer.steered)
             .finish_non_exhaustive()
     }
 }
@@ -122,22 +163,24 @@ impl XdpQueue {
                 let epoll = epoll_of(&[sock.as_raw_fd(), wakes[k].0.as_raw_fd()])?;
                 Ok(XdpQueue {
                     sock,
-                    index: k,
-                    rss: rss.clone(),
                     inbox,
                     wake: Arc::clone(&wakes[k]),
-                    peers: (0..n)
-                        .filter(|&j| j != k)
-                        .map(|j| Peer {
-                            tx: txs[j].clone(),
-                            wake: Arc::clone(&wakes[j]),
-                        })
-                        .collect(),
+                    steer: Steer {
+                        me: k,
+                        rss: rss.clone(),
+                        peers: (0..n)
+                            .filter(|&j| j != k)
+                            .map(|j| Peer {
+                                tx: txs[j].clone(),
+                                wake: Arc::clone(&wakes[j]),
+                            })
+                            .collect(),
+                        handed: 0,
+                        steered: 0,
+                        dropped: 0,
+                    },
                     epoll,
                     shared: 0,
-                    steered: 0,
-                    steer_dropped: 0,
-                    handed: 0,
                 })
             })
             .collect()
@@ -155,74 +198,31 @@ impl XdpQueue {
 
     /// Which queue of the interface this is.
     pub fn index(&self) -> usize {
-        self.index
+        self.steer.me
     }
 
     /// The table the queues steer flows by (`Rss::new(MICROSOFT_KEY, n)`), with more than
     /// one queue.
     pub fn rss(&self) -> Option<&Arc<Rss>> {
-        self.rss.as_ref()
+        self.steer.rss.as_ref()
     }
 
     /// How shards over these queues steer: [`Steering::Rss`] with [`XdpQueue::rss`], so that
     /// a shard's `connect` picks a port of its own hash; [`Steering::FollowTx`] (nothing to
     /// steer) with one queue.
     pub fn steering(&self) -> Steering {
-        Steering::from_rss(self.rss.clone())
+        Steering::from_rss(self.steer.rss.clone())
     }
 
     /// Frames that arrived on this queue and were handed to the queue of their 4-tuple's
     /// hash (see the module doc).
     pub fn steered(&self) -> u64 {
-        self.steered
+        self.steer.steered
     }
 
     /// Frames for another queue dropped because that queue's inbox was full.
     pub fn steer_dropped(&self) -> u64 {
-        self.steer_dropped
-    }
-}
-
-/// The queue a received frame belongs to, if not `me`: its 4-tuple's under `rss` (frames
-/// without one stay).
-#[inline]
-fn foreign(rss: Option<&Rss>, me: usize, f: &[u8]) -> Option<usize> {
-    let j = rss?.shard_of_frame(f)?;
-    (j != me).then_some(j)
-}
-
-/// Hands `f` to queue `j` (not `me`) of `peers` (the other queues in order), counting it;
-/// the peer is marked in `handed` to be woken once the receive call ends.
-fn hand_to(
-    peers: &[Peer],
-    me: usize,
-    j: usize,
-    f: &[u8],
-    handed: &mut u128,
-    steered: &mut u64,
-    dropped: &mut u64,
-) {
-    let p = if j < me { j } else { j - 1 };
-    let Some(peer) = peers.get(p) else {
-        *dropped += 1;
-        return;
-    };
-    if peer.hand(f) {
-        *handed |= 1 << p;
-        *steered += 1;
-    } else {
-        *dropped += 1;
-    }
-}
-
-/// Wakes each peer marked in `handed`, once, and clears the marks.
-fn wake_handed(peers: &[Peer], handed: &mut u128) {
-    while *handed != 0 {
-        let p = handed.trailing_zeros() as usize;
-        *handed &= *handed - 1;
-        if let Some(peer) = peers.get(p) {
-            peer.wake.signal();
-        }
+        self.steer.dropped
     }
 }
 
@@ -243,24 +243,16 @@ impl Device for XdpQueue {
         n += self.sock.recv_batch(now, pool, out, max - n);
         share_neighbour_frames(
             out[first..].iter().map(PacketBuf::as_slice),
-            &self.peers,
+            &self.steer.peers,
             &mut self.shared,
         );
-        if let Some(rss) = self.rss.as_deref() {
+        if self.steer.rss.is_some() {
             // Frames of another queue's flows leave for its inbox and their buffers go back;
             // ours close up in arrival order (TCP would take a reordering for a loss).
             let mut w = first;
             for r in first..out.len() {
-                match foreign(Some(rss), self.index, out[r].as_slice()) {
-                    Some(j) => hand_to(
-                        &self.peers,
-                        self.index,
-                        j,
-                        out[r].as_slice(),
-                        &mut self.handed,
-                        &mut self.steered,
-                        &mut self.steer_dropped,
-                    ),
+                match self.steer.owner(out[r].as_slice()) {
+                    Some(j) => self.steer.hand(j, out[r].as_slice()),
                     None => {
                         out.swap(w, r);
                         w += 1;
@@ -271,7 +263,7 @@ impl Device for XdpQueue {
             for b in out.drain(w..) {
                 pool.put(b);
             }
-            wake_handed(&self.peers, &mut self.handed);
+            self.steer.wake();
         }
         n
     }
@@ -298,39 +290,51 @@ impl Device for XdpQueue {
             let refs: Vec<&[u8]> = copies.iter().map(Vec::as_slice).collect();
             f(&refs);
         }
-        let (peers, shared, me) = (&self.peers, &mut self.shared, self.index);
-        let rss = self.rss.as_deref();
-        let (handed, steered, dropped) =
-            (&mut self.handed, &mut self.steered, &mut self.steer_dropped);
+        let (steer, shared) = (&mut self.steer, &mut self.shared);
         let mut kept = 0;
         let lent = self
             .sock
             .recv_lent(now, max - copies.len(), &mut |frames: &[&[u8]]| {
-                share_neighbour_frames(frames.iter().copied(), peers, shared);
+                share_neighbour_frames(frames.iter().copied(), &steer.peers, shared);
                 // The common case, every frame ours: handed on as lent, untouched.
-                if !frames.iter().any(|fr| foreign(rss, me, fr).is_some()) {
+                let Some((at, j)) = frames
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, fr)| steer.owner(fr).map(|j| (i, j)))
+                else {
                     kept += frames.len();
                     f(frames);
                     return;
-                }
+                };
+                // Else the frames before `at` are ours, `at` is queue `j`'s, and each later
+                // one is asked once; ours go on in arrival order.
                 let mut local: [&[u8]; MAX_LENT] = [&[]; MAX_LENT];
                 let mut m = 0;
-                for fr in frames {
-                    match foreign(rss, me, fr) {
-                        Some(j) => hand_to(peers, me, j, fr, handed, steered, dropped),
-                        None if m < MAX_LENT => {
+                for (i, &fr) in frames.iter().enumerate() {
+                    let owner = match i.cmp(&at) {
+                        std::cmp::Ordering::Less => None,
+                        std::cmp::Ordering::Equal => Some(j),
+                        std::cmp::Ordering::Greater => steer.owner(fr),
+                    };
+                    match owner {
+                        Some(o) => steer.hand(o, fr),
+                        None => {
                             local[m] = fr;
                             m += 1;
+                            if m == MAX_LENT {
+                                f(&local);
+                                kept += m;
+                                m = 0;
+                            }
                         }
-                        None => {}
                     }
                 }
-                kept += m;
                 if m > 0 {
+                    kept += m;
                     f(&local[..m]);
                 }
             });
-        wake_handed(&self.peers, &mut self.handed);
+        self.steer.wake();
         // `lends_rx` was checked above, so the socket lent (`lent` is `Some`).
         debug_assert!(lent.is_some());
         Some(copies.len() + kept)
@@ -372,8 +376,8 @@ mod tests {
     /// Every queue's inbox, taken out by the test that reads it.
     type Inboxes = Vec<Option<Receiver<Vec<u8>>>>;
 
-    /// Queue `me` of `n`: the other queues' peers and their inboxes.
-    fn peers_of(n: usize, me: usize) -> (Vec<Peer>, Inboxes) {
+    /// The steering of queue `me` of `n` under `rss`, and every queue's inbox.
+    fn steer_of(n: usize, me: usize, rss: Option<Rss>) -> (Steer, Inboxes) {
         let (txs, rxs) = inboxes(n);
         let peers = (0..n)
             .filter(|&j| j != me)
@@ -382,7 +386,15 @@ mod tests {
                 wake: Arc::new(EventFd::new().unwrap()),
             })
             .collect();
-        (peers, rxs.into_iter().map(Some).collect())
+        let steer = Steer {
+            me,
+            rss: rss.map(Arc::new),
+            peers,
+            handed: 0,
+            steered: 0,
+            dropped: 0,
+        };
+        (steer, rxs.into_iter().map(Some).collect())
     }
 
     #[test]
@@ -397,70 +409,51 @@ mod tests {
         let (p0, p1) = (port_of(0), port_of(1));
         let f0 = tcp_frame(a, b, p0, 80);
         let f1 = tcp_frame(a, b, p1, 80);
-        assert_eq!(foreign(Some(&rss), 0, &f0), None);
-        assert_eq!(foreign(Some(&rss), 0, &f1), Some(1));
-        assert_eq!(foreign(Some(&rss), 1, &f0), Some(0));
+        let (q0, _) = steer_of(2, 0, Some(rss.clone()));
+        let (q1, _) = steer_of(2, 1, Some(rss));
+        assert_eq!(q0.owner(&f0), None);
+        assert_eq!(q0.owner(&f1), Some(1));
+        assert_eq!(q1.owner(&f0), Some(0));
         // No table (one queue), and frames without a 4-tuple (ARP, a runt), stay.
-        assert_eq!(foreign(None, 0, &f1), None);
+        let (alone, _) = steer_of(1, 0, None);
+        assert_eq!(alone.owner(&f1), None);
         let mut arp = vec![0xff; 12];
         arp.extend_from_slice(&[0x08, 0x06]);
         arp.resize(42, 0);
-        assert_eq!(foreign(Some(&rss), 0, &arp), None);
-        assert_eq!(foreign(Some(&rss), 0, &f1[..20]), None);
+        assert_eq!(q0.owner(&arp), None);
+        assert_eq!(q0.owner(&f1[..20]), None);
     }
 
     #[test]
     fn handed_frames_reach_their_queue_once_woken_and_a_full_inbox_drops_and_counts() {
         // Queue 1 of 3: peers[0] is queue 0, peers[1] is queue 2.
-        let (peers, mut rxs) = peers_of(3, 1);
-        let (mut handed, mut steered, mut dropped) = (0u128, 0, 0);
-        hand_to(
-            &peers,
-            1,
-            2,
-            b"to two",
-            &mut handed,
-            &mut steered,
-            &mut dropped,
-        );
-        hand_to(
-            &peers,
-            1,
-            0,
-            b"to zero",
-            &mut handed,
-            &mut steered,
-            &mut dropped,
-        );
-        hand_to(
-            &peers,
-            1,
-            2,
-            b"two again",
-            &mut handed,
-            &mut steered,
-            &mut dropped,
-        );
-        assert_eq!((handed, steered, dropped), (0b11, 3, 0));
+        let (mut steer, mut rxs) = steer_of(3, 1, None);
+        steer.hand(2, b"to two");
+        steer.hand(0, b"to zero");
+        steer.hand(2, b"two again");
+        assert_eq!((steer.handed, steer.steered, steer.dropped), (0b11, 3, 0));
         let two = rxs[2].take().unwrap();
         assert_eq!(two.try_recv().unwrap(), b"to two");
         assert_eq!(two.try_recv().unwrap(), b"two again");
         assert_eq!(rxs[0].take().unwrap().try_recv().unwrap(), b"to zero");
-        wake_handed(&peers, &mut handed);
-        assert_eq!(handed, 0);
+        steer.wake();
+        assert_eq!(steer.handed, 0);
         // Each peer was signalled once: its eventfd reads 1.
-        for p in &peers {
+        for p in &steer.peers {
             let mut v = [0u8; 8];
             // SAFETY: reads 8 bytes into a live local from our own non-blocking eventfd.
             let n = unsafe { libc::read(p.wake.0.as_raw_fd(), v.as_mut_ptr().cast(), 8) };
             assert_eq!((n, u64::from_ne_bytes(v)), (8, 1));
         }
         // Queue 2's inbox holds INBOX_FRAMES; the rest is dropped and counted, never queued.
-        let (mut s2, mut d2) = (0, 0);
+        let (s0, d0) = (steer.steered, steer.dropped);
         for _ in 0..INBOX_FRAMES + 5 {
-            hand_to(&peers, 1, 2, b"x", &mut handed, &mut s2, &mut d2);
+            steer.hand(2, b"x");
         }
-        assert_eq!((s2, d2), (INBOX_FRAMES as u64, 5));
+        assert_eq!(
+            (steer.steered - s0, steer.dropped - d0),
+            (INBOX_FRAMES as u64, 5)
+        );
         assert_eq!(two.try_iter().count(), INBOX_FRAMES);
     }
 }

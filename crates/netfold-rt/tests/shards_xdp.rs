@@ -20,6 +20,19 @@ use std::time::Duration;
 const CONNS: usize = 16;
 const LEN: usize = 48 << 10;
 
+/// Shard `k` saw no segment for a connection it does not have, and reset nothing.
+fn assert_no_stray_segments(shards: &Shards, k: usize) {
+    let (stray, rst) = shards.shard(k).with_stack(|s| {
+        let t = s.tcp().stats();
+        (t.no_socket, t.rst_out)
+    });
+    assert_eq!(
+        (stray, rst),
+        (0, 0),
+        "shard {k}: a segment on the wrong shard"
+    );
+}
+
 /// The kernel opens `CONNS` echo connections to a 2-shard netfold server on the veth's two
 /// queues (the kernel picks each connection's transmit queue, which is the queue it arrives
 /// on at our end); per-shard workers accept only their own shard's connections. Every
@@ -84,15 +97,7 @@ fn kernel_connections_are_served_by_the_shard_of_their_queue() {
         for p in peers {
             assert!(ports.contains(&p.port()), "shard {k} accepted {p}");
         }
-        let (stray, rst) = shards.shard(k).with_stack(|s| {
-            let t = s.tcp().stats();
-            (t.no_socket, t.rst_out)
-        });
-        assert_eq!(
-            (stray, rst),
-            (0, 0),
-            "shard {k}: a segment on the wrong shard"
-        );
+        assert_no_stray_segments(&shards, k);
     }
     // With 16 flows over 2 queues, both are used (all on one: 2^-15).
     assert!(
@@ -173,15 +178,7 @@ fn shards_connections_to_the_kernel_come_back_to_their_shard() {
         }
     }
     for k in 0..2 {
-        let (stray, rst) = shards.shard(k).with_stack(|s| {
-            let t = s.tcp().stats();
-            (t.no_socket, t.rst_out)
-        });
-        assert_eq!(
-            (stray, rst),
-            (0, 0),
-            "shard {k}: a segment on the wrong shard"
-        );
+        assert_no_stray_segments(&shards, k);
     }
     let shards = Arc::try_unwrap(shards).unwrap_or_else(|_| panic!("shards still shared"));
     let _ = shards.shutdown();

@@ -83,20 +83,7 @@ impl KernelVeth {
              while True:\n    d=c.recv(65536)\n    if not d: break\n    c.sendall(d)\n\
              c.close()\n"
         );
-        let mut child = Reaper(
-            self.kernel
-                .command("python3")
-                .args(["-c", &script])
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("python3 echo server"),
-        );
-        let mut line = String::new();
-        BufReader::new(child.0.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("echo server ready");
-        assert_eq!(line.trim(), "ready");
-        child
+        self.python_server(&script)
     }
 
     /// A kernel echo server (python3) on [`KERNEL_IP`]:`port` for `conns` connections at
@@ -128,10 +115,15 @@ for t in ts:
     t.join()
 "#
         );
+        self.python_server(&script)
+    }
+
+    /// Runs python3 `script` in the kernel's namespace and waits for its "ready" line.
+    fn python_server(&self, script: &str) -> Reaper {
         let mut child = Reaper(
             self.kernel
                 .command("python3")
-                .args(["-c", &script])
+                .args(["-c", script])
                 .stdout(Stdio::piped())
                 .spawn()
                 .expect("python3 echo server"),
