@@ -60,7 +60,7 @@ use netfold::time::Instant;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 
 /// A received TCP/UDP flow as a queue records it: (peer address, IPv4 as v4-mapped IPv6,
@@ -311,10 +311,7 @@ impl Peer {
     /// Queues a copy of `f` in this queue's inbox without waking its driver; `false` if the
     /// inbox is full (or its queue is gone), and the copy is dropped.
     pub(crate) fn hand(&self, f: &[u8]) -> bool {
-        match self.tx.try_send(f.to_vec()) {
-            Ok(()) => true,
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
-        }
+        self.tx.try_send(f.to_vec()).is_ok()
     }
 }
 
