@@ -312,14 +312,8 @@ pub struct Conn {
     pub state: State,
     pub config: Config,
     pub passive: bool,
-    /// Listener slot this half-open/unaccepted connection belongs to.
-    pub parent: Option<u32>,
-    /// The application holds a handle (connect(), or accept() returned it).
-    pub owned: bool,
     /// The application called close(): the layer frees the connection when it is done.
     pub user_closed: bool,
-    /// Counted in the parent listener's SYN queue (half-open).
-    pub in_syn_queue: bool,
     /// TCP Fast Open (RFC 7413) state of the handshake (`fastopen.rs`).
     pub fastopen: super::fastopen::ConnFastOpen,
 
@@ -452,10 +446,7 @@ impl Conn {
             state: State::Closed,
             config,
             passive,
-            parent: None,
-            owned: false,
             user_closed: false,
-            in_syn_queue: false,
             fastopen: super::fastopen::ConnFastOpen::default(),
             snd: Sender::new(
                 iss,
@@ -531,7 +522,6 @@ impl Conn {
     ) -> Self {
         let mut c = Conn::new(now, secret, local, remote, config, false, rings);
         c.state = State::SynSent;
-        c.owned = true;
         c
     }
 

@@ -161,7 +161,6 @@ impl Conn {
         if self.sack_ok {
             self.rcv.note_duplicate(seg.seq, seg.seq.wrapping_add(1));
         }
-        self.in_syn_queue = false;
         self.alloc_buffers(ctx.rings);
         self.state = if self.snd.fin_queued() {
             State::FinWait1
@@ -418,7 +417,6 @@ impl Conn {
                 if self.snd.fin_queued() {
                     self.state = State::FinWait1;
                 }
-                self.in_syn_queue = false;
                 self.rcv.on_synced(now);
                 // RACK.min_RTT starts from the SYN-ACK's round trip on a passive open too
                 // (RFC 8985 §6.2 step 1), as on an active one: Linux's `tcp_ack_update_rtt`

@@ -91,9 +91,9 @@ impl TcpLayer {
     pub fn accept(&mut self, listener: Handle) -> Result<Handle, Error> {
         let l = self.listener_mut(listener)?;
         let i = l.accept_queue.pop_front().ok_or(Error::WouldBlock)?;
-        if let Some(c) = self.table.conn_at_mut(i) {
-            c.owned = true;
-            c.parent = None;
+        if let Some(s) = self.table.slot_at_mut(i) {
+            s.owned = true;
+            s.parent = None;
         }
         Ok(self.table.handle_of(i))
     }
@@ -164,7 +164,10 @@ impl TcpLayer {
         );
         c.mapped = mapped;
         let b = self.boxed(c);
-        let got = self.table.alloc(Sock::Conn(b));
+        let got = self.table.alloc(Sock::Conn(ConnSlot {
+            owned: true,
+            ..ConnSlot::new(b)
+        }));
         debug_assert_eq!(got, i);
         self.touch(i);
         Ok(self.table.handle_of(i))
@@ -218,8 +221,8 @@ impl TcpLayer {
         let room = self.pressure_send_room(self.conn(h)?);
         // The send ring's storage is taken at the first copying send (`alloc_buffers`).
         let rings = &mut self.rings;
-        let c = match self.table.sock_mut(h) {
-            Some(Sock::Conn(c)) if c.owned && !c.user_closed => c,
+        let c = match self.table.slot_of_mut(h) {
+            Some(s) if s.owned && !s.conn.user_closed => &mut s.conn,
             _ => return Err(Error::InvalidHandle),
         };
         if !data.is_empty() && room > 0 {
@@ -473,8 +476,8 @@ impl TcpLayer {
         // Children not yet accepted (established or half-open) are reset.
         let children: Vec<u32> = self
             .table
-            .conns()
-            .filter(|(_, c)| c.parent == Some(i) && !c.owned)
+            .conn_slots()
+            .filter(|(_, s)| s.parent == Some(i) && !s.owned)
             .map(|(ci, _)| ci)
             .chain(queued)
             .collect();

@@ -47,7 +47,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::Arc;
-use table::Table;
+use table::{ConnSlot, Table};
 
 /// Freed connections' control blocks kept for new ones (`TcpLayer::spare`): enough for a
 /// burst of connections ending at once, and a bound on what idle blocks hold (each ~1.5 KiB

@@ -2,8 +2,11 @@
 //! generation through [`Handle`]s), the 4-tuple map keyed by [`ConnKey`] with its two-entry
 //! [`HitCache`], and the lifecycle around them: entering a connection, freeing a slot (its
 //! control block kept for reuse), reacting to what a connection reports ([`Event`]).
-//! [`Table::conn_at`] / [`Table::conn_at_mut`] are the one way to reach the connection in a
-//! slot.
+//! A connection's slot is a [`ConnSlot`]: its control block and what the layer keeps about
+//! it (which listener it belongs to, whether the application holds it, ...), as Linux keeps
+//! such things in `struct sock` and not in the TCB. [`Table::slot_at`] / [`Table::slot_at_mut`]
+//! (and [`Table::conn_at`] / [`Table::conn_at_mut`] for the control block alone) are the one
+//! way to reach a connection's slot.
 
 use super::*;
 use crate::hash::SipHash13Builder;
@@ -128,12 +131,58 @@ fn v6_of(a: IpAddr) -> Ipv6Addr {
     }
 }
 
+/// A connection's slot: the control block (boxed, recycled through the layer's free list)
+/// and the layer's bookkeeping about it, none of which the TCB reads.
+#[derive(Debug)]
+pub(super) struct ConnSlot {
+    pub(super) conn: Box<Conn>,
+    /// Listener slot this half-open/unaccepted connection belongs to.
+    pub(super) parent: Option<u32>,
+    /// The application holds a handle (connect(), or accept() returned it).
+    pub(super) owned: bool,
+    /// Counted in the parent listener's SYN queue (its `half_open`): set when a SYN enters
+    /// it, cleared when the handshake completes (`Event::Established`) or the slot is freed.
+    pub(super) in_syn_queue: bool,
+}
+
+impl ConnSlot {
+    /// A slot for `conn`, held by no one and in no listener's queue.
+    pub(super) fn new(conn: Box<Conn>) -> Self {
+        ConnSlot {
+            conn,
+            parent: None,
+            owned: false,
+            in_syn_queue: false,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(super) enum Sock {
-    Conn(Box<Conn>),
+    Conn(ConnSlot),
     /// Boxed like a connection: slots stay small (a listener holds its address, config and
     /// queues; none of it is on the per-segment path).
     Listener(Box<Listener>),
+}
+
+impl Sock {
+    /// The connection's slot, if this is a connection.
+    #[inline(always)]
+    fn conn(&self) -> Option<&ConnSlot> {
+        match self {
+            Sock::Conn(s) => Some(s),
+            Sock::Listener(_) => None,
+        }
+    }
+
+    /// [`Sock::conn`], mutable.
+    #[inline(always)]
+    fn conn_mut(&mut self) -> Option<&mut ConnSlot> {
+        match self {
+            Sock::Conn(s) => Some(s),
+            Sock::Listener(_) => None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -199,28 +248,28 @@ impl Table {
         }
     }
 
+    /// The connection slot `i`, if it holds a connection.
+    #[inline(always)]
+    pub(super) fn slot_at(&self, i: u32) -> Option<&ConnSlot> {
+        self.slots.get(i as usize)?.sock.as_ref()?.conn()
+    }
+
+    /// [`Table::slot_at`], mutable.
+    #[inline(always)]
+    pub(super) fn slot_at_mut(&mut self, i: u32) -> Option<&mut ConnSlot> {
+        self.slots.get_mut(i as usize)?.sock.as_mut()?.conn_mut()
+    }
+
     /// The connection in slot `i`, if it holds one.
     #[inline(always)]
     pub(super) fn conn_at(&self, i: u32) -> Option<&Conn> {
-        match self.slots.get(i as usize) {
-            Some(Slot {
-                sock: Some(Sock::Conn(c)),
-                ..
-            }) => Some(c),
-            _ => None,
-        }
+        self.slot_at(i).map(|s| &*s.conn)
     }
 
     /// [`Table::conn_at`], mutable.
     #[inline(always)]
     pub(super) fn conn_at_mut(&mut self, i: u32) -> Option<&mut Conn> {
-        match self.slots.get_mut(i as usize) {
-            Some(Slot {
-                sock: Some(Sock::Conn(c)),
-                ..
-            }) => Some(c),
-            _ => None,
-        }
+        self.slot_at_mut(i).map(|s| &mut *s.conn)
     }
 
     /// The listener in slot `i`, if it holds one.
@@ -276,31 +325,43 @@ impl Table {
         self.slots.iter().filter(|s| s.sock.is_some()).count()
     }
 
+    /// The connection slot `h` names, if the handle is current (held by the application or
+    /// not).
+    #[inline(always)]
+    pub(super) fn slot_of(&self, h: Handle) -> Option<&ConnSlot> {
+        self.sock(h)?.conn()
+    }
+
+    /// [`Table::slot_of`], mutable.
+    #[inline(always)]
+    pub(super) fn slot_of_mut(&mut self, h: Handle) -> Option<&mut ConnSlot> {
+        self.sock_mut(h)?.conn_mut()
+    }
+
     /// The connection `h` names, if the handle is current (held by the application or not).
     #[inline]
     pub(super) fn conn_of_mut(&mut self, h: Handle) -> Option<&mut Conn> {
-        match self.sock_mut(h) {
-            Some(Sock::Conn(c)) => Some(c),
-            _ => None,
-        }
+        self.slot_of_mut(h).map(|s| &mut *s.conn)
     }
 
-    /// Every connection with its slot.
+    /// Every connection.
     pub(super) fn conns_mut(&mut self) -> impl Iterator<Item = &mut Conn> + '_ {
-        self.slots.iter_mut().filter_map(|s| match &mut s.sock {
-            Some(Sock::Conn(c)) => Some(&mut **c),
-            _ => None,
-        })
+        self.slots
+            .iter_mut()
+            .filter_map(|s| s.sock.as_mut()?.conn_mut().map(|s| &mut *s.conn))
     }
 
-    pub(super) fn conns(&self) -> impl Iterator<Item = (u32, &Conn)> + '_ {
+    /// Every connection slot with its index.
+    pub(super) fn conn_slots(&self) -> impl Iterator<Item = (u32, &ConnSlot)> + '_ {
         self.slots
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| match &s.sock {
-                Some(Sock::Conn(c)) => Some((i as u32, &**c)),
-                _ => None,
-            })
+            .filter_map(|(i, s)| Some((i as u32, s.sock.as_ref()?.conn()?)))
+    }
+
+    /// Every connection with its slot's index.
+    pub(super) fn conns(&self) -> impl Iterator<Item = (u32, &Conn)> + '_ {
+        self.conn_slots().map(|(i, s)| (i, &*s.conn))
     }
 
     /// The slot of the connection `key` names: the hit cache, then the table (whose answer
@@ -388,11 +449,22 @@ impl TcpLayer {
         }
     }
 
-    /// A passive connection into a slot and the table under `key`; the lookup cache gets it
-    /// too (its next segment, the handshake's ACK, then needs no table lookup).
-    pub(super) fn enter_conn(&mut self, key: ConnKey, c: Conn) -> u32 {
+    /// A passive connection of listener `parent` into a slot and the table under `key`
+    /// (counted in the listener's SYN queue if `in_syn_queue`); the lookup cache gets it too
+    /// (its next segment, the handshake's ACK, then needs no table lookup).
+    pub(super) fn enter_conn(
+        &mut self,
+        key: ConnKey,
+        c: Conn,
+        parent: u32,
+        in_syn_queue: bool,
+    ) -> u32 {
         let b = self.boxed(c);
-        let i = self.table.alloc(Sock::Conn(b));
+        let i = self.table.alloc(Sock::Conn(ConnSlot {
+            parent: Some(parent),
+            in_syn_queue,
+            ..ConnSlot::new(b)
+        }));
         self.table.conns.insert(key, i);
         self.table.last_hit.put(key, i);
         i
@@ -413,16 +485,17 @@ impl TcpLayer {
     pub(super) fn free_slot(&mut self, i: u32) {
         self.fastopen_release(i);
         let slot = &mut self.table.slots[i as usize];
-        if let Some(Sock::Conn(mut c)) = slot.sock.take() {
+        if let Some(Sock::Conn(s)) = slot.sock.take() {
+            let mut c = s.conn;
             if c.user_closed {
                 self.orphans = self.orphans.saturating_sub(1);
             }
             c.retire(&mut self.rings);
             self.table
                 .unmap(ConnKey::of(c.local.get(), c.remote.get()), i);
-            if let Some(p) = c.parent {
+            if let Some(p) = s.parent {
                 if let Some(l) = self.table.listener_at_mut(p) {
-                    if c.in_syn_queue {
+                    if s.in_syn_queue {
                         l.half_open = l.half_open.saturating_sub(1);
                     }
                     l.accept_queue.retain(|&x| x != i);
@@ -441,8 +514,8 @@ impl TcpLayer {
     /// The connection `h` names, if the handle is current and the application holds it.
     #[inline]
     pub(super) fn conn(&self, h: Handle) -> Result<&Conn, Error> {
-        match self.table.sock(h) {
-            Some(Sock::Conn(c)) if c.owned && !c.user_closed => Ok(c),
+        match self.table.slot_of(h) {
+            Some(s) if s.owned && !s.conn.user_closed => Ok(&s.conn),
             _ => Err(Error::InvalidHandle),
         }
     }
@@ -450,8 +523,8 @@ impl TcpLayer {
     /// [`TcpLayer::conn`], mutable.
     #[inline]
     pub(super) fn conn_mut(&mut self, h: Handle) -> Result<&mut Conn, Error> {
-        match self.table.sock_mut(h) {
-            Some(Sock::Conn(c)) if c.owned && !c.user_closed => Ok(c),
+        match self.table.slot_of_mut(h) {
+            Some(s) if s.owned && !s.conn.user_closed => Ok(&mut s.conn),
             _ => Err(Error::InvalidHandle),
         }
     }
@@ -477,8 +550,12 @@ impl TcpLayer {
         match ev {
             Event::None => {}
             Event::Established => {
-                let parent = match self.table.conn_at(i) {
-                    Some(c) => c.parent,
+                let parent = match self.table.slot_at_mut(i) {
+                    // The handshake is done: the connection leaves the SYN queue.
+                    Some(s) => {
+                        s.in_syn_queue = false;
+                        s.parent
+                    }
                     _ => None,
                 };
                 if self.fastopen_release(i) {
@@ -493,12 +570,12 @@ impl TcpLayer {
                 }
             }
             Event::Closed | Event::Dropped => {
-                let (key, keep) = match self.table.conn_at(i) {
-                    Some(c) => (
-                        ConnKey::of(c.local.get(), c.remote.get()),
+                let (key, keep) = match self.table.slot_at(i) {
+                    Some(s) => (
+                        ConnKey::of(s.conn.local.get(), s.conn.remote.get()),
                         ev == Event::Closed
-                            && !c.user_closed
-                            && (c.owned || self.in_accept_queue(c.parent, i)),
+                            && !s.conn.user_closed
+                            && (s.owned || self.in_accept_queue(s.parent, i)),
                     ),
                     _ => return,
                 };
