@@ -302,13 +302,9 @@ pub struct Conn {
     /// [`TcpLayer::set_gso_segs`](super::TcpLayer::set_gso_segs)); 1 = MSS-sized segments.
     pub gso_segs: u32,
     /// The 4-tuple in the family the connection runs on (an IPv4 connection of a dual-stack
-    /// socket has IPv4 addresses here; `mapped` says how the application sees them).
+    /// socket has IPv4 addresses here; the layer's slot says how the application sees them).
     pub local: PackedAddr,
     pub remote: PackedAddr,
-    /// An IPv4 connection owned by an IPv6 socket (accepted by a dual-stack `[::]` listener,
-    /// or connected to a v4-mapped address): its addresses are reported as v4-mapped IPv6
-    /// addresses `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2, RFC 3493 §3.7), as Linux does.
-    pub mapped: bool,
     pub state: State,
     pub config: Config,
     pub passive: bool,
@@ -372,8 +368,6 @@ pub struct Conn {
     /// A timer aborted the connection and the peer must be told with a RST (keepalive give-up,
     /// Linux `tcp_keepalive_timer`); the layer queues it (`make_rst`) after the timer run.
     pub rst_due: bool,
-    /// Queued on the layer's active list.
-    pub in_active: bool,
     /// Linux's send chronographs for `TCP_INFO` (`chrono.rs`).
     pub chrono: super::chrono::Chrono,
 }
@@ -442,7 +436,6 @@ impl Conn {
             gso_segs: 1,
             local: PackedAddr(local),
             remote: PackedAddr(remote),
-            mapped: false,
             state: State::Closed,
             config,
             passive,
@@ -506,7 +499,6 @@ impl Conn {
             rst_due: false,
             ecn: EcnState::default(),
             counters: super::info::ConnCounters::default(),
-            in_active: false,
             chrono: Default::default(),
         }
     }

@@ -154,7 +154,7 @@ impl TcpLayer {
         // The next segment for this stack is most likely the SYN-ACK of this connection.
         self.table.last_hit.put(ConnKey::of(local, remote), i);
         let config = crate::tcp::conn::for_family(config, &remote, self.link_mss_v6);
-        let mut c = Conn::new_active(
+        let c = Conn::new_active(
             now,
             self.secret.bytes(),
             local,
@@ -162,10 +162,10 @@ impl TcpLayer {
             config,
             &mut self.rings,
         );
-        c.mapped = mapped;
         let b = self.boxed(c);
         let got = self.table.alloc(Sock::Conn(ConnSlot {
             owned: true,
+            mapped,
             ..ConnSlot::new(b)
         }));
         debug_assert_eq!(got, i);
@@ -550,21 +550,21 @@ impl TcpLayer {
                 l.local
             });
         }
-        let c = self.conn(h)?;
-        Ok(if c.mapped {
-            mapped_addr(c.local.get())
+        let s = self.held(h)?;
+        Ok(if s.mapped {
+            mapped_addr(s.conn.local.get())
         } else {
-            c.local.get()
+            s.conn.local.get()
         })
     }
 
     /// The peer's address; v4-mapped for an IPv4 peer of an IPv6 socket (see `local_addr`).
     pub fn peer_addr(&self, h: Handle) -> Result<SocketAddr, Error> {
-        let c = self.conn(h)?;
-        Ok(if c.mapped {
-            mapped_addr(c.remote.get())
+        let s = self.held(h)?;
+        Ok(if s.mapped {
+            mapped_addr(s.conn.remote.get())
         } else {
-            c.remote.get()
+            s.conn.remote.get()
         })
     }
 

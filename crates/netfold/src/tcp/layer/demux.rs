@@ -322,11 +322,10 @@ impl TcpLayer {
         let li_gen = self.table.handle_of(li).generation;
         let config = crate::tcp::conn::for_family(config, &remote, self.link_mss_v6);
         let mut c = Conn::new_passive(now, self.secret.bytes(), local, remote, config, repr);
-        c.mapped = mapped;
         let mut ctx = ctx!(self, now);
         // RFC 7413 §4.2.2: a Fast Open connection goes to the accept queue at once.
         let fast_open = c.fastopen_syn(tfo, &mut ctx, repr, payload, (li, li_gen));
-        let i = self.enter_conn(key, c, li, !fast_open);
+        let i = self.enter_conn(key, c, li, !fast_open, mapped);
         if let Some(l) = self.table.listener_at_mut(li) {
             if fast_open {
                 l.fastopen_pending += 1;
@@ -434,7 +433,6 @@ impl TcpLayer {
         }
         let mut c =
             syncookie::conn_from_cookie(now, &self.secret, local, remote, config, ack, &opt);
-        c.mapped = mapped;
         // The echoed TSval is the cookie's, up to 63 ms older than the SYN-ACK: as an RTT
         // sample it would overstate the RTT, so this one ACK gives none.
         let mut ack = *ack;
@@ -445,7 +443,7 @@ impl TcpLayer {
         if c.input(&mut ctx, &ack, payload) != Event::Established {
             return true;
         }
-        let i = self.enter_conn(ConnKey::of(local, remote), c, li, false);
+        let i = self.enter_conn(ConnKey::of(local, remote), c, li, false, mapped);
         if let Some(l) = self.table.listener_at_mut(li) {
             l.accept_queue.push_back(i);
         }

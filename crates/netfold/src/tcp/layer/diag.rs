@@ -33,7 +33,8 @@ impl TcpLayer {
             self.timers.peek().map(|Reverse((t, i))| (*t, *i)),
             self.active.len()
         );
-        for (i, c) in self.table.conns() {
+        for (i, s) in self.table.conn_slots() {
+            let c = &s.conn;
             out.push_str(&format!(
                 "conn {i}: {:?} {} -> {} snd una {} nxt {} max {} fin_seq {} fin_queued {} \
                  wnd {} | rcv nxt {} ring {} fin_received {} | recovery {:?} lost {} \
@@ -53,7 +54,7 @@ impl TcpLayer {
                 c.rcv.fin_received(),
                 c.recovery,
                 c.rack.lost_bytes(),
-                c.in_active,
+                s.in_active,
                 c.rcv.ack_now(),
                 c.tlp_due,
                 c.timers.rto,

@@ -13,9 +13,9 @@ use std::cmp::Reverse;
 impl TcpLayer {
     /// Puts a connection on the active list.
     pub(super) fn touch(&mut self, i: u32) {
-        if let Some(c) = self.table.conn_at_mut(i) {
-            if !c.in_active {
-                c.in_active = true;
+        if let Some(s) = self.table.slot_at_mut(i) {
+            if !s.in_active {
+                s.in_active = true;
                 self.active.push_back(i);
             }
         }
@@ -133,8 +133,8 @@ impl TcpLayer {
                 }
                 OutputStatus::Done => {
                     self.active.pop_front();
-                    if let Some(c) = self.table.conn_at_mut(i) {
-                        c.in_active = false;
+                    if let Some(s) = self.table.slot_at_mut(i) {
+                        s.in_active = false;
                     }
                     self.reschedule(i);
                 }

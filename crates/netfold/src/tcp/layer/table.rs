@@ -143,6 +143,13 @@ pub(super) struct ConnSlot {
     /// Counted in the parent listener's SYN queue (its `half_open`): set when a SYN enters
     /// it, cleared when the handshake completes (`Event::Established`) or the slot is freed.
     pub(super) in_syn_queue: bool,
+    /// Queued on the layer's active list (`sched.rs`).
+    pub(super) in_active: bool,
+    /// An IPv4 connection owned by an IPv6 socket (accepted by a dual-stack `[::]` listener,
+    /// or connected to a v4-mapped address): its addresses are reported as v4-mapped IPv6
+    /// addresses `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2, RFC 3493 §3.7), as Linux does. How the
+    /// socket sees the connection; the TCB runs on the wire addresses.
+    pub(super) mapped: bool,
 }
 
 impl ConnSlot {
@@ -153,6 +160,8 @@ impl ConnSlot {
             parent: None,
             owned: false,
             in_syn_queue: false,
+            in_active: false,
+            mapped: false,
         }
     }
 }
@@ -450,19 +459,22 @@ impl TcpLayer {
     }
 
     /// A passive connection of listener `parent` into a slot and the table under `key`
-    /// (counted in the listener's SYN queue if `in_syn_queue`); the lookup cache gets it too
-    /// (its next segment, the handshake's ACK, then needs no table lookup).
+    /// (counted in the listener's SYN queue if `in_syn_queue`; seen v4-mapped if `mapped`);
+    /// the lookup cache gets it too (its next segment, the handshake's ACK, then needs no
+    /// table lookup).
     pub(super) fn enter_conn(
         &mut self,
         key: ConnKey,
         c: Conn,
         parent: u32,
         in_syn_queue: bool,
+        mapped: bool,
     ) -> u32 {
         let b = self.boxed(c);
         let i = self.table.alloc(Sock::Conn(ConnSlot {
             parent: Some(parent),
             in_syn_queue,
+            mapped,
             ..ConnSlot::new(b)
         }));
         self.table.conns.insert(key, i);
@@ -511,13 +523,20 @@ impl TcpLayer {
         self.table.free.push(i);
     }
 
+    /// The connection slot `h` names, if the handle is current and the application holds
+    /// the connection.
+    #[inline]
+    pub(super) fn held(&self, h: Handle) -> Result<&ConnSlot, Error> {
+        match self.table.slot_of(h) {
+            Some(s) if s.owned && !s.conn.user_closed => Ok(s),
+            _ => Err(Error::InvalidHandle),
+        }
+    }
+
     /// The connection `h` names, if the handle is current and the application holds it.
     #[inline]
     pub(super) fn conn(&self, h: Handle) -> Result<&Conn, Error> {
-        match self.table.slot_of(h) {
-            Some(s) if s.owned && !s.conn.user_closed => Ok(&s.conn),
-            _ => Err(Error::InvalidHandle),
-        }
+        self.held(h).map(|s| &*s.conn)
     }
 
     /// [`TcpLayer::conn`], mutable.
@@ -687,7 +706,6 @@ mod tests {
             c.ecn.ok = true;
             c.dupacks = 7;
             c.ts.recent = 12345;
-            c.mapped = true;
             c.gso_segs = 9;
         }
         let old = block_of(&a, h);
@@ -704,7 +722,9 @@ mod tests {
             let c = a.conn(h1).unwrap();
             assert!(c.scoreboard.is_empty() && c.rcv.ring().asm.is_empty());
             assert_eq!(c.rack.records().count(), 0);
-            assert!(c.rcv.posted().is_none() && c.error.is_none() && !c.mapped);
+            assert!(c.rcv.posted().is_none() && c.error.is_none());
+            // The slot (not the recycled block) says how the socket sees the addresses.
+            assert!(!a.table.slot_at(h1.index).is_some_and(|s| s.mapped));
         }
         let mut fresh = TcpLayer::new(secret);
         let h2 = fresh.connect(t1, ca, sa, cfg).unwrap();
