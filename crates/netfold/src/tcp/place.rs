@@ -35,8 +35,8 @@
 use super::buffer::RingCache;
 use super::conn::Conn;
 use super::{seq, Error, State, Stats};
-use crate::buf::FramePos;
 use crate::mem::CopyMode;
+use crate::tcp::RxSegment;
 use crate::wire::checksum::add;
 
 /// A read the application posted: its buffer, lent to the connection until it takes it back
@@ -135,24 +135,21 @@ fn copy_sum(mode: CopyMode, dst: &mut [u8], src: &[u8], sum: bool) -> u16 {
 }
 
 impl Conn {
-    /// Places the payload of an arriving segment (its GRO parts in order, the first at
-    /// sequence number `seg_seq`) and verifies the checksums `pending` leaves open (one per
-    /// part: the sum of pseudo-header and header, to which the payload's sum must add up to
-    /// 0xffff; `None` for a part already verified). `Ok` when all of them verified: only then
+    /// Places the payload of arriving segment `seg` (its GRO parts in order, the first at
+    /// the header's sequence number) and verifies the checksums its `pending` leaves open (one
+    /// per part: the sum of pseudo-header and header, to which the payload's sum must add up
+    /// to 0xffff; `None` for a part already verified). `Ok` when all of them verified: only then
     /// may the segment be processed. `Err(i)`: part `i` is the first that failed (the parts
     /// before it verified; nothing is staged). See the module doc for where bytes go.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn place(
         &mut self,
-        seg_seq: u32,
-        parts: &[&[u8]],
-        pending: &[Option<u16>],
+        seg: &RxSegment<'_>,
         mode: CopyMode,
         stats: &mut Stats,
         check: &mut RxCheck,
-        at: &[FramePos],
         rings: &mut RingCache,
     ) -> Result<(), usize> {
+        let (seg_seq, parts, pending, at) = (seg.repr.seq, seg.parts, seg.pending, seg.at);
         self.rcv.set_staged(None);
         let open = pending.iter().any(Option::is_some);
         let len: usize = parts.iter().map(|p| p.len()).sum();

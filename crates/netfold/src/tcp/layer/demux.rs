@@ -114,7 +114,7 @@ impl TcpLayer {
             repr,
             parts,
             pending,
-            at,
+            at: _,
             ecn,
         } = seg;
         let key = ConnKey::new(dst, repr.dst_port, src, repr.src_port);
@@ -125,13 +125,10 @@ impl TcpLayer {
         let conn = found.and_then(|i| self.table.conn_at_mut(i));
         let verified = match conn {
             Some(c) => c.place(
-                repr.seq,
-                parts,
-                pending,
+                &seg,
                 self.copy,
                 &mut self.stats,
                 &mut check,
-                at,
                 &mut self.rings,
             ),
             None => place::verify_separately(parts, pending, &mut check),
