@@ -606,18 +606,12 @@ impl IfaceState {
             _ => 0,
         };
         if let Some(t) = direct.filter(|_| self.sg && !self.csum_tx && p.len > 0) {
-            let frame = self.tx.len();
-            let frags = &mut self.tx_frags;
-            if gso::build_sg(
-                &mut buf,
-                frags,
-                frame,
-                (t, ident),
-                tcp,
-                sup,
-                p,
-                gso::MAX_FRAGS,
-            ) {
+            let sg = gso::SgFrame {
+                frame: self.tx.len(),
+                frags: &mut self.tx_frags,
+                max_frags: gso::MAX_FRAGS,
+            };
+            if gso::build_sg(&mut buf, sg, (t, ident), tcp, sup, p) {
                 // Zero-copy send on a scatter-gather device that completes checksums: the
                 // frame refers to the application's buffers and netfold reads no payload byte
                 // (nothing is added to `bytes_copied` or `bytes_checksummed`).

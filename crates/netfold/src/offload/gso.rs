@@ -300,27 +300,42 @@ pub fn build(
 /// default; a TAP takes the frame as one `writev`, whose vector is bounded by `IOV_MAX`).
 pub const MAX_FRAGS: usize = 64;
 
+/// Where [`build_sg`] records a frame's payload: the transmit batch's fragments, the index
+/// the frame will have in the batch, and the most fragments it may take.
+#[derive(Debug)]
+pub struct SgFrame<'a> {
+    /// The fragments of the batch's frames.
+    pub frags: &'a mut Frags,
+    /// The index the frame will have in the batch.
+    pub frame: usize,
+    /// The most fragments the frame may take ([`MAX_FRAGS`] or fewer).
+    pub max_frags: usize,
+}
+
 /// [`build`] for a scatter-gather device that completes checksums itself (zero-copy send):
 /// the link, IPv4 and TCP headers go into `buf` (checksums left to the device, as `build`
-/// with `csum == false`), and the piece's payload is recorded in `frags` as fragments of frame
-/// `frame` (the index `buf` will have in the transmit batch): references to the application
-/// buffers that hold it, no payload byte read or written. Returns `false`, leaving `buf` and
-/// `frags` as they were, when some of the payload cannot be shared (bytes copied into a send
-/// ring) or it would take more than `max_frags` fragments; the caller then uses `build`.
+/// with `csum == false`), and the piece's payload is recorded in `sg.frags` as fragments of
+/// frame `sg.frame` (the index `buf` will have in the transmit batch): references to the
+/// application buffers that hold it, no payload byte read or written. Returns `false`,
+/// leaving `buf` and the fragments as they were, when some of the payload cannot be shared
+/// (bytes copied into a send ring) or it would take more than `sg.max_frags` fragments; the
+/// caller then uses `build`.
 // Kept out of line: the copying path's `emit_piece` only tests for it, and inlining it there
 // measurably slowed that path (code size in the per-packet loop).
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
 pub fn build_sg(
     buf: &mut PacketBuf,
-    frags: &mut Frags,
-    frame: usize,
+    sg: SgFrame<'_>,
     ip: (&IpTemplate, u16),
     tcp: &TcpTemplate,
     sup: &Super<'_>,
     p: &Piece,
-    max_frags: usize,
 ) -> bool {
+    let SgFrame {
+        frags,
+        frame,
+        max_frags,
+    } = sg;
     if p.len == 0 || frags.of(frame).next().is_some() {
         return false;
     }
