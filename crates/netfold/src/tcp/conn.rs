@@ -300,6 +300,10 @@ pub struct Recovery {
 pub struct Conn {
     /// Segments one transmission may span (GSO, set by the layer from the stack's
     /// [`TcpLayer::set_gso_segs`](super::TcpLayer::set_gso_segs)); 1 = MSS-sized segments.
+    /// A stack-wide setting, but kept here rather than in the layer's slot: output's planning
+    /// reads it for every segment it sizes (Linux keeps `sk_gso_max_segs` in the socket and
+    /// `tcp_tso_segs` reads it there), and a copy in the block spares threading a parameter
+    /// through the whole output path.
     pub gso_segs: u32,
     /// The 4-tuple in the family the connection runs on (an IPv4 connection of a dual-stack
     /// socket has IPv4 addresses here; the layer's slot says how the application sees them).
@@ -308,7 +312,12 @@ pub struct Conn {
     pub state: State,
     pub config: Config,
     pub passive: bool,
-    /// The application called close(): the layer frees the connection when it is done.
+    /// The application called close(): the layer frees the connection when it is done. Kept
+    /// in the control block, not the layer's slot, because the TCB's own rules depend on it:
+    /// data arriving after close is answered with a RST (RFC 1122 §4.2.2.13, RFC 9293
+    /// §3.6.1; Linux `tcp_rcv_state_process` on a socket shut for reading), an orphan in
+    /// FIN-WAIT-2 gets its timer (Linux `tcp_fin_timeout`), and the receive paths skip
+    /// delivery to an application that is gone.
     pub user_closed: bool,
     /// TCP Fast Open (RFC 7413) state of the handshake (`fastopen.rs`).
     pub fastopen: super::fastopen::ConnFastOpen,
@@ -360,6 +369,8 @@ pub struct Conn {
     pub rto_head_due: bool,
     pub keepalive_due: bool,
     pub error: Option<Error>,
+    /// The pending error has been returned once (Linux's `sock_error` clears `sk_err` when it
+    /// reports it); read and set by the TCB's own receive paths, so it stays with `error`.
     pub error_reported: bool,
     /// RFC 3168 ECN.
     pub ecn: EcnState,
@@ -367,6 +378,8 @@ pub struct Conn {
     pub counters: super::info::ConnCounters,
     /// A timer aborted the connection and the peer must be told with a RST (keepalive give-up,
     /// Linux `tcp_keepalive_timer`); the layer queues it (`make_rst`) after the timer run.
+    /// A report from the TCB's timers to the layer (as an `Event` is), set where the slot is
+    /// out of reach, so it stays in the block.
     pub rst_due: bool,
     /// Linux's send chronographs for `TCP_INFO` (`chrono.rs`).
     pub chrono: super::chrono::Chrono,
