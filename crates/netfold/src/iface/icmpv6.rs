@@ -326,15 +326,14 @@ impl super::state::IfaceState {
             return Err(TxError::TooBig);
         }
         self.c.icmpv6_out += 1;
-        self.send_ipv6_with(
-            now,
-            IpProtocol::Icmpv6,
+        let hdr = super::ipv6::V6Out {
+            next_header: IpProtocol::Icmpv6,
             src,
             dst,
-            buf,
-            Ecn::NotEct,
-            0,
             hop_limit,
-        )
+            dscp: 0,
+            ecn: Ecn::NotEct,
+        };
+        self.send_ipv6_with(now, hdr, buf)
     }
 }

@@ -738,6 +738,19 @@ fn chain_complete(next_header: u8, data: &[u8]) -> bool {
     }
 }
 
+/// The fixed-header fields of an IPv6 packet we send (RFC 8200 §3): upper-layer protocol,
+/// addresses, hop limit, and the traffic class as its DSCP bits (the low two ignored) and
+/// ECN codepoint.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct V6Out {
+    pub(super) next_header: IpProtocol,
+    pub(super) src: Ipv6Addr,
+    pub(super) dst: Ipv6Addr,
+    pub(super) hop_limit: u8,
+    pub(super) dscp: u8,
+    pub(super) ecn: Ecn,
+}
+
 impl IfaceState {
     /// `buf` holds an upper-layer packet (`next_header`: TCP, UDP, ICMPv6) with headroom;
     /// prepends the IPv6 fixed header (hop limit: ours; traffic class: `ecn`) and hands it to
@@ -756,8 +769,15 @@ impl IfaceState {
         buf: PacketBuf,
         ecn: Ecn,
     ) -> Result<(), TxError> {
-        let hop_limit = self.v6.hop_limit;
-        self.send_ipv6_with(now, next_header, src, dst, buf, ecn, 0, hop_limit)
+        let hdr = V6Out {
+            next_header,
+            src,
+            dst,
+            hop_limit: self.v6.hop_limit,
+            dscp: 0,
+            ecn,
+        };
+        self.send_ipv6_with(now, hdr, buf)
     }
 
     /// `send_ipv6` with the DSCP bits of `dscp` in the traffic class (a TCP connection's
@@ -773,23 +793,32 @@ impl IfaceState {
         ecn: Ecn,
         dscp: u8,
     ) -> Result<(), TxError> {
-        let hop_limit = self.v6.hop_limit;
-        self.send_ipv6_with(now, next_header, src, dst, buf, ecn, dscp, hop_limit)
+        let hdr = V6Out {
+            next_header,
+            src,
+            dst,
+            hop_limit: self.v6.hop_limit,
+            dscp,
+            ecn,
+        };
+        self.send_ipv6_with(now, hdr, buf)
     }
 
-    /// `send_ipv6` with an explicit hop limit (NDP sends 255, RFC 4861 §7.1).
-    #[allow(clippy::too_many_arguments)]
+    /// `send_ipv6` with every header field given (NDP sends hop limit 255, RFC 4861 §7.1).
     pub(super) fn send_ipv6_with(
         &mut self,
         now: Instant,
-        next_header: IpProtocol,
-        src: Ipv6Addr,
-        dst: Ipv6Addr,
+        hdr: V6Out,
         mut buf: PacketBuf,
-        ecn: Ecn,
-        dscp: u8,
-        hop_limit: u8,
     ) -> Result<(), TxError> {
+        let V6Out {
+            next_header,
+            src,
+            dst,
+            hop_limit,
+            dscp,
+            ecn,
+        } = hdr;
         if !self.v6.enabled {
             self.c.no_route += 1;
             self.pool.put(buf);
@@ -810,7 +839,7 @@ impl IfaceState {
         if !tcp {
             let mtu = self.ipv6_path_mtu(now, dst);
             if len > mtu {
-                return self.send_fragments6(now, next_header, src, dst, buf, mtu, hop_limit);
+                return self.send_fragments6(now, hdr, buf, mtu);
             }
         }
         let mut ip = Ipv6Repr {
@@ -871,18 +900,22 @@ impl IfaceState {
     /// ... the Per-Fragment headers ... followed by the Fragment header ... followed by the
     /// fragment itself", each fragment's data a multiple of 8 bytes but the last's, so that
     /// each fits `mtu`. Our unfragmentable part is the fixed header alone. All fragments are
-    /// queued, or none (`QueueFull`).
-    #[allow(clippy::too_many_arguments)]
+    /// queued, or none (`QueueFull`). The fragments carry `hdr`'s addresses and hop limit
+    /// and a zero traffic class.
     fn send_fragments6(
         &mut self,
         now: Instant,
-        next_header: IpProtocol,
-        src: Ipv6Addr,
-        dst: Ipv6Addr,
+        hdr: V6Out,
         mut buf: PacketBuf,
         mtu: usize,
-        hop_limit: u8,
     ) -> Result<(), TxError> {
+        let V6Out {
+            next_header,
+            src,
+            dst,
+            hop_limit,
+            ..
+        } = hdr;
         // With checksum offload (`csum_tx` off) the UDP layer left the checksum for the
         // device, but no device completes one in a fragment: the checksum covers the whole
         // datagram. Linux `ip6_fragment` finishes it in software (`skb_checksum_help`)
