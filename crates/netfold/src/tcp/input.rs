@@ -1024,18 +1024,13 @@ impl Conn {
         }
     }
 
-    /// Was the window actually used? (Linux `tcp_is_cwnd_limited`; RFC 7661's concern, and
-    /// RFC 9438 §5.8: an application-limited sender must not grow cwnd it does not use.)
-    /// Asked before an ACK takes data out of flight.
+    /// Was the window actually used? (Linux `tcp_is_cwnd_limited`, kept by `cc::usage` at
+    /// the end of each transmit round; RFC 7661's concern, and RFC 9438 §5.8: an
+    /// application-limited sender must not grow cwnd it does not use.)
     #[inline]
     pub(super) fn cwnd_limited(&self) -> bool {
-        let flight = self.flight();
-        let cwnd = self.cc.cwnd();
-        if cwnd < self.cc.ssthresh() {
-            flight.saturating_mul(2) >= cwnd
-        } else {
-            flight.saturating_add(3 * self.snd.mss()) >= cwnd
-        }
+        self.cwnd_use
+            .cwnd_limited(self.cc.cwnd(), self.cc.ssthresh())
     }
 
     /// An ACK of new data (SEG.ACK > SND.UNA, at most SND.MAX): RFC 9293 §3.10.7.4 "If

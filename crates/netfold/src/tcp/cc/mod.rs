@@ -3,11 +3,13 @@
 
 pub mod cubic;
 pub mod newreno;
+pub mod usage;
 
 use crate::time::{Duration, Instant};
 
 pub use cubic::Cubic;
 pub use newreno::NewReno;
+pub use usage::CwndUsage;
 
 /// RFC 6928 §2: initial window of min(10*MSS, max(2*MSS, 14600)) bytes.
 pub fn initial_window(mss: u32) -> u32 {
