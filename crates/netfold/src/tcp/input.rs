@@ -859,6 +859,9 @@ impl Conn {
             };
             let dup_segs = if self.sack_ok { 0 } else { self.dupacks };
             self.take_cumulative_ack(ctx, seg);
+            if let Some(rtt) = rack_rtt {
+                self.cc_rtt_sample(now, rtt);
+            }
             let delivered = if self.sack_ok {
                 let post = if self.scoreboard.is_empty() {
                     0
@@ -1057,6 +1060,21 @@ impl Conn {
         self.timers.retrans_stamp = None;
         self.rtt.backoff = 0;
         self.timers.probes_unanswered = 0;
+    }
+
+    /// The congestion controller's view of an ACK's round trip (Linux `pkts_acked`, before
+    /// `cong_avoid`): RACK's microsecond sample of the newest segment it acknowledged
+    /// (SACK connections; without SACK no per-ACK sample is kept and HyStart does not act).
+    #[inline]
+    pub(super) fn cc_rtt_sample(&mut self, now: Instant, rtt: Duration) {
+        self.cc.on_rtt_sample(super::cc::RttSample {
+            now,
+            rtt,
+            una: self.snd.una(),
+            nxt: self.snd.max(),
+            mss: self.snd.mss(),
+            srtt: self.rtt.srtt(),
+        });
     }
 
     /// Outside recovery: no duplicate ACKs are pending, and the congestion controller grows
