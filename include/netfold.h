@@ -50,7 +50,10 @@
  *    TCP_MAXSEG, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT, TCP_SYNCNT, TCP_INFO (read-only), TCP_INQ,
  *    TCP_NOTSENT_LOWAT, TCP_USER_TIMEOUT, IP_MTU_DISCOVER, IP_MTU (read-only, connected
  *    sockets), IPV6_V6ONLY (AF_INET6 sockets), TCP_FASTOPEN, TCP_FASTOPEN_KEY (set only),
- *    TCP_FASTOPEN_CONNECT, IP_TOS and IPV6_TCLASS (TCP sockets; IPV6_TCLASS on AF_INET6 ones),
+ *    TCP_FASTOPEN_CONNECT, TCP_CONGESTION ("cubic", the default, or "reno": NewReno; another
+ *    name is ENOENT; a connected socket switches at once, keeping its cwnd and ssthresh, as
+ *    Linux does; getsockopt returns the 16-byte NUL-padded name), IP_TOS and IPV6_TCLASS (TCP
+ *    sockets; IPV6_TCLASS on AF_INET6 ones),
  *    IP_FREEBIND and IPV6_FREEBIND (one flag, as on Linux: nf_bind then takes an address that
  *    is not the interface's, and packets leave from it), SO_ZEROCOPY (see MSG_ZEROCOPY below
  *    nf_send_zc), SO_MARK (kept and read back; nothing in netfold routes or filters by it),

@@ -7,6 +7,7 @@ use crate::fd::{Kind, Sock, Tcp, Udp};
 use crate::ops::refresh;
 use netfold_core::iface::{PmtuDisc, Stack};
 use netfold_core::tcp::fastopen::FastOpenKey;
+use netfold_core::tcp::CongestionControl;
 use netfold_core::time::Duration;
 
 /// Socket buffer bounds (memory bound per socket; Linux clamps similarly to rmem_max).
@@ -226,6 +227,13 @@ pub(crate) fn get(e: &Engine, fd: i32, level: i32, name: i32) -> R<OptVal> {
             OptVal::Int(i32::from_ne_bytes(o.notsent_lowat.to_ne_bytes()))
         }
         (libc::IPPROTO_TCP, libc::TCP_FASTOPEN_CONNECT) => b(o.fastopen_connect),
+        // Linux copies the algorithm's name field, `char name[TCP_CA_NAME_MAX]` (16 bytes,
+        // NUL-padded), cut to the caller's length.
+        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
+            let mut name = congestion_name(o.cfg.congestion).as_bytes().to_vec();
+            name.resize(TCP_CA_NAME_MAX, 0);
+            OptVal::Bytes(name)
+        }
         // Linux returns the Fast Open queue's length limit (`fastopenq.max_qlen`).
         (libc::IPPROTO_TCP, libc::TCP_FASTOPEN) => n(o.cfg.fastopen_queue),
         (libc::IPPROTO_TCP, libc::TCP_INFO) => {
@@ -472,6 +480,18 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
             }
             o.fastopen_connect = on;
         }
+        // Linux `do_tcp_setsockopt` → `tcp_set_congestion_control`: the name up to its NUL,
+        // at most TCP_CA_NAME_MAX - 1 bytes; ENOENT for an algorithm it does not have. A
+        // live connection switches at once (`tcp_reinit_congestion_control`: cwnd and
+        // ssthresh stay, the new algorithm's own state starts fresh; `Conn::set_config`).
+        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
+            let OptVal::Bytes(b) = v else {
+                return Err(libc::EINVAL);
+            };
+            let b = &b[..b.len().min(TCP_CA_NAME_MAX - 1)];
+            let name = b.split(|&c| c == 0).next().unwrap_or(&[]);
+            o.cfg.congestion = congestion_of(name).ok_or(libc::ENOENT)?;
+        }
         // The socket's own Fast Open key, 16 bytes (or 32: primary and backup), Linux
         // `tcp_fastopen_reset_cipher` on the socket; any other length is EINVAL.
         (libc::IPPROTO_TCP, libc::TCP_FASTOPEN_KEY) => {
@@ -507,6 +527,26 @@ pub(crate) fn set(e: &Engine, fd: i32, level: i32, name: i32, v: OptVal) -> R<()
     Ok(())
 }
 
+/// Linux's `TCP_CA_NAME_MAX`: the size of an algorithm's name field.
+const TCP_CA_NAME_MAX: usize = 16;
+
+/// The name Linux gives the algorithm (its "reno" is NewReno: RFC 6582's partial-ACK rule is
+/// in `tcp_input.c`, not in the module).
+fn congestion_name(c: CongestionControl) -> &'static str {
+    match c {
+        CongestionControl::Cubic => "cubic",
+        CongestionControl::NewReno => "reno",
+    }
+}
+
+fn congestion_of(name: &[u8]) -> Option<CongestionControl> {
+    match name {
+        b"cubic" => Some(CongestionControl::Cubic),
+        b"reno" => Some(CongestionControl::NewReno),
+        _ => None,
+    }
+}
+
 /// What C type an option takes (for validating `optlen` before reading the value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shape {
@@ -521,7 +561,7 @@ pub(crate) enum Shape {
 
 pub(crate) fn shape(level: i32, name: i32) -> Shape {
     match (level, name) {
-        (libc::IPPROTO_TCP, libc::TCP_FASTOPEN_KEY) => Shape::Bytes,
+        (libc::IPPROTO_TCP, libc::TCP_FASTOPEN_KEY | libc::TCP_CONGESTION) => Shape::Bytes,
         (libc::SOL_SOCKET, libc::SO_LINGER) => Shape::Linger,
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) => Shape::Timeval,
         // Linux `do_ip_setsockopt` reads its integer options (IP_TOS, IP_MTU_DISCOVER, ...)

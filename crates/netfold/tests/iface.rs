@@ -978,8 +978,10 @@ fn tcp_transfer(n: &mut Net) {
     assert!(ca.tcp.segments_out >= (1 << 20) / 1460);
     // Steady state recycles buffers: far fewer allocations than frames. (The pool grows to
     // the most frames in flight at once; since the receiver quick-ACKs the start of a
-    // connection, as Linux, the window opens sooner and 1 MiB peaks at ~82 of ~730.)
-    assert!(ca.pool.allocations < ca.frames_out / 8, "{}", ca);
+    // connection, as Linux, the window opens sooner, and slow start grows cwnd to twice the
+    // most in flight of each window, as Linux's `tcp_is_cwnd_limited`: 1 MiB peaks at 91
+    // of 729.)
+    assert!(ca.pool.allocations < ca.frames_out / 7, "{}", ca);
 }
 
 #[test]

@@ -339,6 +339,8 @@ pub struct Conn {
     /// Karn's algorithm without timestamps: (sequence number whose ACK ends the sample, sent at).
     pub rtt_timing: Option<(u32, Instant)>,
     pub cc: Cc,
+    /// Whether the last window used cwnd (`cc::usage`, Linux `tcp_cwnd_validate`).
+    pub cwnd_use: super::cc::CwndUsage,
     pub dupacks: u32,
     pub recovery: Option<Recovery>,
     /// RFC 6582 `recover`: no new fast recovery until the ACK passes it.
@@ -489,6 +491,7 @@ impl Conn {
             rtt: RttEstimator::new(config.rto_initial, config.rto_min),
             rtt_timing: None,
             cc: Cc::new(config.congestion, mss),
+            cwnd_use: Default::default(),
             dupacks: 0,
             recovery: None,
             recover: iss,
@@ -1187,6 +1190,15 @@ impl Conn {
         self.config.linger = c.linger;
         self.config.time_wait = c.time_wait;
         self.rtt.set_rto_min(c.rto_min);
+        if c.congestion != self.config.congestion {
+            // Linux `tcp_reinit_congestion_control` (TCP_CONGESTION on a live socket): the
+            // new algorithm starts from its own initial state; cwnd and ssthresh stay.
+            use super::cc::CongestionController;
+            let (cwnd, ssthresh) = (self.cc.cwnd(), self.cc.ssthresh());
+            self.cc = Cc::new(c.congestion, self.snd.mss());
+            self.cc.undo(cwnd, ssthresh);
+            self.config.congestion = c.congestion;
+        }
     }
 }
 

@@ -857,6 +857,9 @@ impl Conn {
             };
             let dup_segs = if self.sack_ok { 0 } else { self.dupacks };
             self.take_cumulative_ack(ctx, seg);
+            if let Some(rtt) = rack_rtt {
+                self.cc_rtt_sample(now, rtt);
+            }
             let delivered = if self.sack_ok {
                 let post = if self.scoreboard.is_empty() {
                     0
@@ -1022,18 +1025,13 @@ impl Conn {
         }
     }
 
-    /// Was the window actually used? (Linux `tcp_is_cwnd_limited`; RFC 7661's concern, and
-    /// RFC 9438 §5.8: an application-limited sender must not grow cwnd it does not use.)
-    /// Asked before an ACK takes data out of flight.
+    /// Was the window actually used? (Linux `tcp_is_cwnd_limited`, kept by `cc::usage` at
+    /// the end of each transmit round; RFC 7661's concern, and RFC 9438 §5.8: an
+    /// application-limited sender must not grow cwnd it does not use.)
     #[inline]
     pub(super) fn cwnd_limited(&self) -> bool {
-        let flight = self.flight();
-        let cwnd = self.cc.cwnd();
-        if cwnd < self.cc.ssthresh() {
-            flight.saturating_mul(2) >= cwnd
-        } else {
-            flight.saturating_add(3 * self.snd.mss()) >= cwnd
-        }
+        self.cwnd_use
+            .cwnd_limited(self.cc.cwnd(), self.cc.ssthresh())
     }
 
     /// An ACK of new data (SEG.ACK > SND.UNA, at most SND.MAX): RFC 9293 §3.10.7.4 "If
@@ -1060,6 +1058,21 @@ impl Conn {
         self.timers.retrans_stamp = None;
         self.rtt.backoff = 0;
         self.timers.probes_unanswered = 0;
+    }
+
+    /// The congestion controller's view of an ACK's round trip (Linux `pkts_acked`, before
+    /// `cong_avoid`): RACK's microsecond sample of the newest segment it acknowledged
+    /// (SACK connections; without SACK no per-ACK sample is kept and HyStart does not act).
+    #[inline]
+    pub(super) fn cc_rtt_sample(&mut self, now: Instant, rtt: Duration) {
+        self.cc.on_rtt_sample(super::cc::RttSample {
+            now,
+            rtt,
+            una: self.snd.una(),
+            nxt: self.snd.max(),
+            mss: self.snd.mss(),
+            srtt: self.rtt.srtt(),
+        });
     }
 
     /// Outside recovery: no duplicate ACKs are pending, and the congestion controller grows

@@ -92,11 +92,13 @@ impl Conn {
         }
         self.restart_after_idle(now);
         self.snd.on_output_pass();
+        let mut sent_data = false;
         for _ in 0..MAX_SEGMENTS_PER_CALL {
             let Some(plan) = self.plan(now) else {
                 // A push (`TcpLayer::push`) covers what could go when it was asked for.
                 self.snd.on_output_stopped();
                 self.arm_persist_if_stuck(now);
+                self.end_round(sent_data);
                 return OutputStatus::Done;
             };
             let ecn = if self.ecn_new_data(&plan) {
@@ -126,15 +128,46 @@ impl Conn {
                 dscp: self.config.tos & !0b11,
             };
             if !emit(&seg) {
+                self.end_round(sent_data);
                 return OutputStatus::Blocked;
             }
             let sent = Sent::of(&seg.repr);
+            sent_data |= plan.len > 0;
             self.commit(&plan, &sent, smss, now, stats);
             if self.nothing_to_send() {
+                self.end_round(sent_data);
                 return OutputStatus::Done;
             }
         }
+        self.end_round(sent_data);
         OutputStatus::Budget
+    }
+
+    /// The end of a transmit round: record whether cwnd was used (Linux calls
+    /// `tcp_cwnd_validate` at the end of `tcp_write_xmit` "if (likely(sent_pkts ||
+    /// is_cwnd_limited))"; see `cc::usage`).
+    #[inline]
+    fn end_round(&mut self, sent_data: bool) {
+        if self.snd.una() == self.snd.max() && !sent_data {
+            return;
+        }
+        let cwnd = self.cc.cwnd();
+        let in_flight = if self.recovery.is_some() || self.sack_ok {
+            self.pipe()
+        } else {
+            self.flight()
+        };
+        let smss = self.snd.mss();
+        if sent_data || in_flight.saturating_add(smss) > cwnd {
+            self.cwnd_use.on_transmit(
+                self.snd.una(),
+                self.snd.max(),
+                self.flight(),
+                in_flight,
+                cwnd,
+                smss,
+            );
+        }
     }
 
     /// A cheap "`plan` would return `None`" for the common case of an established connection

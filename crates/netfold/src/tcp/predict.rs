@@ -52,6 +52,9 @@ impl Conn {
         if acked > 0 {
             let cwnd_limited = self.cwnd_limited();
             self.take_cumulative_ack(ctx, seg);
+            if let Some(rtt) = rack_rtt {
+                self.cc_rtt_sample(now, rtt);
+            }
             // Not in recovery (predicted): the congestion controller's ACK.
             self.grow_cwnd(now, acked, cwnd_limited);
             self.restart_rto(now);

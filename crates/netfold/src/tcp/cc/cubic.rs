@@ -1,6 +1,7 @@
 //! CUBIC congestion control, RFC 9438.
 
-use super::{initial_window, CongestionController};
+use super::hystart::HyStart;
+use super::{initial_window, CongestionController, RttSample};
 
 use crate::time::{Duration, Instant};
 
@@ -26,6 +27,8 @@ pub struct Cubic {
     cwnd_prior: f64,
     /// Fractional cwnd growth carried between ACKs (segments).
     frac: f64,
+    /// Linux's hybrid slow start (`hystart.rs`).
+    hystart: HyStart,
 }
 
 impl Cubic {
@@ -40,6 +43,7 @@ impl Cubic {
             w_est: 0.0,
             cwnd_prior: 0.0,
             frac: 0.0,
+            hystart: HyStart::new(),
         }
     }
 
@@ -87,7 +91,7 @@ impl CongestionController for Cubic {
     }
     fn on_ack(&mut self, now: Instant, acked: u32, mss: u32, srtt: Option<Duration>) {
         if self.cwnd < self.ssthresh {
-            // Slow start as in RFC 5681 (§4.10 of RFC 9438 allows HyStart++; not used).
+            // Slow start as in RFC 5681, ended early by HyStart (`on_rtt_sample`).
             self.cwnd = super::slow_start(self.cwnd, self.ssthresh, acked);
             return;
         }
@@ -149,7 +153,24 @@ impl CongestionController for Cubic {
         self.epoch = None;
         self.frac = 0.0;
     }
+    fn on_rtt_sample(&mut self, s: RttSample) {
+        // Linux `cubictcp_acked`: "Discard delay samples right after fast recovery" (within
+        // a second of the avoidance epoch's start).
+        if self
+            .epoch
+            .is_some_and(|e| s.now.saturating_since(e) < Duration::from_secs(1))
+        {
+            return;
+        }
+        if self
+            .hystart
+            .on_rtt_sample(&s, self.cwnd, self.cwnd < self.ssthresh)
+        {
+            self.ssthresh = self.cwnd;
+        }
+    }
     fn on_rto(&mut self, now: Instant, flight: u32, mss: u32) {
+        self.hystart.restart();
         self.reduce(now, flight, mss);
         // §4.8: cwnd = 1 segment after a timeout; the epoch restarts when avoidance resumes.
         self.cwnd = mss;

@@ -2,12 +2,15 @@
 //! (RFC 6675 / RFC 6582); an algorithm only says how cwnd and ssthresh move.
 
 pub mod cubic;
+pub mod hystart;
 pub mod newreno;
+pub mod usage;
 
 use crate::time::{Duration, Instant};
 
 pub use cubic::Cubic;
 pub use newreno::NewReno;
+pub use usage::CwndUsage;
 
 /// RFC 6928 §2: initial window of min(10*MSS, max(2*MSS, 14600)) bytes.
 pub fn initial_window(mss: u32) -> u32 {
@@ -41,6 +44,21 @@ pub trait CongestionController {
     /// episode was reported as a duplicate, RFC 2883 / RFC 3708): restore cwnd and ssthresh
     /// (Linux `tcp_undo_cwnd_reduction`).
     fn undo(&mut self, cwnd: u32, ssthresh: u32);
+    /// A round-trip sample of an ACK, before `on_ack` grows cwnd for it (Linux
+    /// `pkts_acked`): `una`/`nxt` are SND.UNA after the ACK and SND.NXT. CUBIC's HyStart
+    /// may end slow start here.
+    fn on_rtt_sample(&mut self, _s: RttSample) {}
+}
+
+/// What [`CongestionController::on_rtt_sample`] gets.
+#[derive(Debug, Clone, Copy)]
+pub struct RttSample {
+    pub now: Instant,
+    pub rtt: Duration,
+    pub una: u32,
+    pub nxt: u32,
+    pub mss: u32,
+    pub srtt: Option<Duration>,
 }
 
 /// The per-socket algorithm, dispatched statically.
@@ -99,5 +117,11 @@ impl CongestionController for Cc {
     }
     fn undo(&mut self, cwnd: u32, ssthresh: u32) {
         self.inner_mut().undo(cwnd.min(MAX_CWND), ssthresh)
+    }
+    #[inline]
+    fn on_rtt_sample(&mut self, s: RttSample) {
+        if let Cc::Cubic(c) = self {
+            c.on_rtt_sample(s);
+        }
     }
 }
