@@ -284,14 +284,16 @@ impl Conn {
     /// - on new data more than half the largest window the peer offered past the last
     ///   segment that had PSH (Linux `forced_push` in `tcp_sendmsg_locked` and `tcp_push`),
     ///   so that a long write still gets pushes while it streams;
-    /// - on the last segment of a burst of new data that the peer's window or cwnd cut
-    ///   short when the burst has an even number of segments (Linux `__tcp_transmit_skb`
-    ///   sets PSH on each GSO packet of more than one segment, and `tcp_write_xmit` cuts a
-    ///   burst into packets of two segments at the rates its scripts run at): a cwnd-limited
-    ///   initial window of ten segments ends with PSH, a burst of seven after a recovery
-    ///   does not, nor does a single segment that RFC 3042 limited transmit or fast recovery
-    ///   lets out (Linux's fast_recovery and limited_transmit scripts,
-    ///   `psh-limited-transmit-none.pkt`, `psh-odd-burst-none.pkt`);
+    /// - on new data that ends an even number of segments since the output pass began
+    ///   (Linux's `tcp_write_xmit` sends them as GSO packets of `tcp_tso_segs` segments, two
+    ///   at the rates its scripts run at, and `__tcp_transmit_skb` sets PSH on every packet
+    ///   of more than one segment): a burst that cwnd, the peer's window or the write's end
+    ///   stops after an even number of segments has PSH on its last one, and without GSO
+    ///   every second segment has it; a burst of seven after a recovery does not end with
+    ///   it, nor does a single segment that RFC 3042 limited transmit or fast recovery lets
+    ///   out (Linux's fast_recovery, limited_transmit and nagle scripts,
+    ///   `psh-limited-transmit-none.pkt`, `psh-odd-burst-none.pkt`,
+    ///   `psh-even-burst-uncut.pkt`);
     /// - on a window probe carrying data, also one that lets a MSG_MORE tail out after the
     ///   probe timer (Linux `tcp_write_wakeup` sets it).
     ///
@@ -327,36 +329,19 @@ impl Conn {
                         return true;
                     }
                 }
-                // The room the windows leave after this segment holds no full segment of
-                // what remains: the burst stops here until an ACK. In SACK recovery the room
-                // is RFC 6675's cwnd - pipe (`plan_recovery`), else from SND.UNA.
-                let smss = self.seg_mss();
-                let rest = seq::dist(end, fin_seq).min(smss);
-                let cut = if self.recovery.is_some_and(|r| r.sack) {
-                    let cwnd = self.cc.cwnd();
-                    let wnd_edge = self.snd.una().wrapping_add(self.snd.wnd());
-                    cwnd.saturating_sub(self.pipe().saturating_add(p.len)) < smss.min(cwnd)
-                        || !seq::lt(end, wnd_edge)
-                        || seq::dist(end, wnd_edge) < rest
-                } else {
-                    let edge = self.send_edge();
-                    seq::le(edge, end) || seq::dist(end, edge) < rest
-                };
-                if !cut {
-                    return false;
-                }
                 // Linux sends the pass's new data as GSO packets of `tcp_tso_segs` segments
                 // from SND.NXT (`tcp_write_xmit`; `tcp_min_tso_segs`, 2, at the rates its
                 // scripts run at) and `__tcp_transmit_skb` sets PSH on every packet of more
-                // than one segment: the burst's last segment has PSH when the burst ends in a
-                // packet of two segments, none when it ends in a packet of one (an odd burst;
-                // a segment that limited transmit or fast recovery lets out alone).
+                // than one segment: a plan that ends an even count since the pass began ends
+                // such a packet; an odd one ends in a packet of one, without PSH.
                 let start = if seq::lt(self.snd.burst_start(), p.seq) {
                     self.snd.burst_start()
                 } else {
                     p.seq
                 };
-                seq::dist(start, end).div_ceil(smss).is_multiple_of(2)
+                seq::dist(start, end)
+                    .div_ceil(self.seg_mss())
+                    .is_multiple_of(2)
             }
             _ => false,
         }
