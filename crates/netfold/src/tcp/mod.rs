@@ -95,15 +95,18 @@
 //! | `sack.rs`     | RFC 6675 scoreboard (IsLost, pipe, holes), RFC 2018 block history      |
 //! | `rack.rs`     | RACK-TLP loss detection and the tail loss probe (RFC 8985)             |
 //! | `dsack.rs`    | D-SACK: reporting duplicates, using reports to undo (RFC 2883, 3708)   |
-//! | `cc/`         | `CongestionController` trait, NewReno (RFC 5681), CUBIC (RFC 9438)     |
+//! | `cc/`         | `CongestionController` trait, NewReno (RFC 5681), CUBIC (RFC 9438) with |
+//! |               | Linux's HyStart; `usage.rs`: was cwnd used (Linux `tcp_cwnd_validate`)  |
 //! | `rtt.rs`      | RFC 6298 estimator; `isn.rs`: RFC 6528 ISN with hand-written SipHash    |
 //!
 //! Choices worth knowing (each is commented where it is implemented):
 //! - Slow start counts every acknowledged byte (as Linux does), because batched receivers send
 //!   stretch ACKs; RFC 5681 would add at most one SMSS per ACK.
-//! - cwnd grows only on ACKs that arrive while the sender was cwnd-limited (RFC 9438 §5.8,
-//!   Linux `tcp_is_cwnd_limited`); it restarts from the initial window after an idle RTO
-//!   (RFC 5681 §4.1).
+//! - cwnd grows only in a window that used it (RFC 7661 §4.3, RFC 9438 §5.8), measured as
+//!   Linux `tcp_is_cwnd_limited` does: a transmit round that ended with cwnd full, or in slow
+//!   start cwnd below twice the most in flight in the window; it restarts from the initial
+//!   window after an idle RTO (RFC 5681 §4.1). CUBIC's slow start ends early by Linux's
+//!   HyStart (ACK train, delay increase).
 //! - After an RTO, SND.NXT goes back to SND.UNA (go-back-N) but SACKed ranges are skipped,
 //!   except the segment at SND.UNA itself, which goes again even if SACKed (RFC 2018 §8).
 //! - Loss detection over SACK is RACK-TLP (RFC 8985, `rack.rs`, Linux's default): run on every
