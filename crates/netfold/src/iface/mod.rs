@@ -620,40 +620,49 @@ impl Stack {
             return self.transmit(now, dev, n > 0);
         }
         dev.recv_batch(now, &mut inner.st.pool, rx, burst);
-        let n = rx.len();
-        let did = n > 0;
+        let did = !rx.is_empty();
         inner.st.c.polls += 1;
-        inner.st.c.rx_batches += u64::from(did);
-        if did {
-            inner.st.c.frames_per_poll[counters::bucket(n)] += 1;
-        }
         // An empty batch (most polls of request/response traffic) has no frame to parse, no
-        // GRO table to set up or flush, and no frame for a connection to adopt.
-        inner.single_frame = n == 1;
+        // GRO table to set up or flush, and no frame for a connection to adopt. That work is
+        // out of line, so that an empty poll does not pay for the registers and stack frame
+        // the batch loop needs.
+        inner.single_frame = false;
         if did {
-            // The batch is parsed in place, immutable, beside the mutable inner state; GRO
-            // holds segments borrowed from it until the batch ends.
-            let mut gro = Gro::new();
-            for (i, buf) in rx.iter().enumerate() {
-                let f = buf.as_slice();
-                let start = f.as_ptr() as usize;
-                inner.rx_frame = (i as u32, start, start + f.len());
-                inner.receive_frame(now, f, buf.csum(), &mut gro);
-            }
-            inner.rx_frame = (0, 0, 0);
-            inner.flush_gro(now, &mut gro);
-            // Frame-level borrowing reads (`tcp/frames.rs`): connections that kept payload in
-            // frames of the batch (placed by `FramePos`) take those buffers now.
-            inner.tcp.adopt_frames(rx);
-            // Last frame first (the pool is a stack either way); `pop` leaves no drained
-            // remainder to drop.
-            while let Some(buf) = rx.pop() {
-                if !buf.is_placeholder() {
-                    inner.st.pool.put(buf);
-                }
-            }
+            self.receive_batch(now);
         }
         self.transmit(now, dev, did)
+    }
+
+    /// The receiving half of [`Stack::poll`] for a non-empty batch in `rx`: parses every
+    /// frame, flushes GRO, lets connections adopt frames, and returns the buffers to the pool.
+    #[inline(never)]
+    fn receive_batch(&mut self, now: Instant) {
+        let Stack { inner, rx, .. } = self;
+        let n = rx.len();
+        inner.st.c.rx_batches += 1;
+        inner.st.c.frames_per_poll[counters::bucket(n)] += 1;
+        inner.single_frame = n == 1;
+        // The batch is parsed in place, immutable, beside the mutable inner state; GRO
+        // holds segments borrowed from it until the batch ends.
+        let mut gro = Gro::new();
+        for (i, buf) in rx.iter().enumerate() {
+            let f = buf.as_slice();
+            let start = f.as_ptr() as usize;
+            inner.rx_frame = (i as u32, start, start + f.len());
+            inner.receive_frame(now, f, buf.csum(), &mut gro);
+        }
+        inner.rx_frame = (0, 0, 0);
+        inner.flush_gro(now, &mut gro);
+        // Frame-level borrowing reads (`tcp/frames.rs`): connections that kept payload in
+        // frames of the batch (placed by `FramePos`) take those buffers now.
+        inner.tcp.adopt_frames(rx);
+        // Last frame first (the pool is a stack either way); `pop` leaves no drained
+        // remainder to drop.
+        while let Some(buf) = rx.pop() {
+            if !buf.is_placeholder() {
+                inner.st.pool.put(buf);
+            }
+        }
     }
 
     /// The sending half of [`Stack::poll`]: output rounds to `dev`; returns `did` or whether
