@@ -785,6 +785,14 @@ impl PipeEnd {
         n
     }
 
+    /// `poll_at` past its lock-free "nothing in flight" test, out of line as
+    /// `recv_batch_locked` is: the stack asks after every poll, most often with nothing in
+    /// flight towards it.
+    #[inline(never)]
+    fn poll_at_locked(&self) -> Option<Instant> {
+        self.rx.lock().next_ready()
+    }
+
     /// `send_batch` on a perfect link: what the general path does when every impairment is
     /// off (no random draws, no serialisation arithmetic, no held frames to release, no
     /// reference count taken on the direction), which is most of a request/response
@@ -944,7 +952,7 @@ impl Device for PipeEnd {
         if self.rx.in_flight.load(Ordering::Acquire) == 0 {
             return None;
         }
-        self.rx.lock().next_ready()
+        self.poll_at_locked()
     }
 
     fn wake_on_rx(&mut self, waker: Option<&Waker>) -> bool {
