@@ -80,9 +80,11 @@ impl Cubic {
 }
 
 impl CongestionController for Cubic {
+    #[inline]
     fn cwnd(&self) -> u32 {
         self.cwnd
     }
+    #[inline]
     fn ssthresh(&self) -> u32 {
         self.ssthresh
     }
@@ -153,6 +155,7 @@ impl CongestionController for Cubic {
         self.epoch = None;
         self.frac = 0.0;
     }
+    #[inline]
     fn on_rtt_sample(&mut self, s: RttSample) {
         // Linux `cubictcp_acked`: "Discard delay samples right after fast recovery" (within
         // a second of the avoidance epoch's start).

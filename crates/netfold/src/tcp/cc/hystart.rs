@@ -70,6 +70,7 @@ impl HyStart {
     /// An ACK with a round-trip sample (`cubictcp_acked`), before cwnd grows for it. Returns
     /// true when slow start should end now (the caller sets ssthresh = cwnd); `cwnd` in
     /// bytes, `in_slow_start` is cwnd < ssthresh.
+    #[inline]
     pub fn on_rtt_sample(&mut self, s: &RttSample, cwnd: u32, in_slow_start: bool) -> bool {
         let RttSample {
             now,
@@ -93,6 +94,13 @@ impl HyStart {
         if cwnd < LOW_WINDOW.saturating_mul(mss.max(1)) {
             return false;
         }
+        self.detect(now, delay, cwnd, srtt)
+    }
+
+    /// The two detectors, once cwnd is large enough (out of line: a connection that stays
+    /// below 16 segments, request/response traffic, never gets here).
+    #[inline(never)]
+    fn detect(&mut self, now: Instant, delay: u64, cwnd: u32, srtt: Option<Duration>) -> bool {
         // ACK train.
         if now.saturating_since(self.last_ack).total_micros() <= ACK_DELTA_US {
             self.last_ack = now;

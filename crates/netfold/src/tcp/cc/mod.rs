@@ -75,18 +75,17 @@ impl Cc {
             super::CongestionControl::Cubic => Cc::Cubic(Cubic::new(mss)),
         }
     }
-    fn inner(&self) -> &dyn CongestionController {
-        match self {
-            Cc::NewReno(c) => c,
-            Cc::Cubic(c) => c,
+}
+
+/// Calls the algorithm's method by a `match`, not through a `dyn` reference: `cwnd()` is
+/// asked several times per segment, and an indirect call is neither inlined nor cheap.
+macro_rules! each {
+    ($self:expr, $c:ident => $e:expr) => {
+        match $self {
+            Cc::NewReno($c) => $e,
+            Cc::Cubic($c) => $e,
         }
-    }
-    fn inner_mut(&mut self) -> &mut dyn CongestionController {
-        match self {
-            Cc::NewReno(c) => c,
-            Cc::Cubic(c) => c,
-        }
-    }
+    };
 }
 
 /// cwnd never exceeds 1 GiB: far above any window (max 2^30 with scale 14) and well inside
@@ -94,29 +93,31 @@ impl Cc {
 pub const MAX_CWND: u32 = 1 << 30;
 
 impl CongestionController for Cc {
+    #[inline]
     fn cwnd(&self) -> u32 {
-        self.inner().cwnd()
+        each!(self, c => c.cwnd())
     }
+    #[inline]
     fn ssthresh(&self) -> u32 {
-        self.inner().ssthresh()
+        each!(self, c => c.ssthresh())
     }
     fn set_cwnd(&mut self, cwnd: u32) {
-        self.inner_mut().set_cwnd(cwnd.min(MAX_CWND))
+        each!(self, c => c.set_cwnd(cwnd.min(MAX_CWND)))
     }
     fn on_ack(&mut self, now: Instant, acked: u32, mss: u32, srtt: Option<Duration>) {
-        self.inner_mut().on_ack(now, acked, mss, srtt);
+        each!(self, c => c.on_ack(now, acked, mss, srtt));
         if self.cwnd() > MAX_CWND {
-            self.inner_mut().set_cwnd(MAX_CWND);
+            self.set_cwnd(MAX_CWND);
         }
     }
     fn on_loss(&mut self, now: Instant, flight: u32, mss: u32) {
-        self.inner_mut().on_loss(now, flight, mss)
+        each!(self, c => c.on_loss(now, flight, mss))
     }
     fn on_rto(&mut self, now: Instant, flight: u32, mss: u32) {
-        self.inner_mut().on_rto(now, flight, mss)
+        each!(self, c => c.on_rto(now, flight, mss))
     }
     fn undo(&mut self, cwnd: u32, ssthresh: u32) {
-        self.inner_mut().undo(cwnd.min(MAX_CWND), ssthresh)
+        each!(self, c => c.undo(cwnd.min(MAX_CWND), ssthresh))
     }
     #[inline]
     fn on_rtt_sample(&mut self, s: RttSample) {

@@ -25,9 +25,11 @@ impl NewReno {
 }
 
 impl CongestionController for NewReno {
+    #[inline]
     fn cwnd(&self) -> u32 {
         self.cwnd
     }
+    #[inline]
     fn ssthresh(&self) -> u32 {
         self.ssthresh
     }
