@@ -21,7 +21,9 @@
 //!    `get_results` rejects the reply if any of the non-time fields is missing) and
 //!    `DISPLAY_RESULTS` (14). The client answers `IPERF_DONE` (16) and closes.
 //!
-//! Any other connection while a test runs gets `ACCESS_DENIED` (-1) and is closed.
+//! Any other connection while a test runs gets `ACCESS_DENIED` (-1) and is closed, except once
+//! the results are delivered: a new client then ends that test as completed (its client has
+//! gone; only its `IPERF_DONE` is late) and is served.
 //! [`Session`] implements the control side as a pure state machine; the driver in
 //! [`super::Services`] moves bytes between it and the sockets.
 

@@ -781,6 +781,36 @@ impl Services {
         stream: TcpStream,
         cookie: [u8; iperf::COOKIE_SIZE],
     ) {
+        // A new client while the last test waits only for its IPERF_DONE: that client has
+        // its results and has gone (iperf3 exits once DISPLAY_RESULTS arrives), its last
+        // segment merely late (a loss, a retransmission). iperf3's own server would turn the
+        // new client away as busy; the test is complete, so it ends here as `begin_shutdown`
+        // ends it, and the new client is served.
+        if self.iperf.as_ref().is_some_and(|t| {
+            t.session.phase() == iperf::Phase::DisplayResults && !t.session.accepts_stream(&cookie)
+        }) {
+            if let Some(t) = self.iperf.take() {
+                self.stats.iperf_completed += 1;
+                if let Some((hub, shard)) = &self.hub {
+                    hub.owner_done(*shard);
+                }
+                for s in t.streams.into_iter().flatten() {
+                    let _ = s.abort(stack);
+                }
+                if t.ctrl.shutdown_write(stack).is_ok() {
+                    self.conns.push(Conn {
+                        stream: t.ctrl,
+                        app: App::Linger {
+                            until: now + self.cfg.linger,
+                        },
+                        since: now,
+                        last_progress: now,
+                    });
+                } else {
+                    let _ = t.ctrl.abort(stack);
+                }
+            }
+        }
         if let (None, Some((hub, shard))) = (&self.iperf, &self.hub) {
             match hub.claim(*shard, &cookie) {
                 // No test on any shard: this connection is the control of a new one, here.

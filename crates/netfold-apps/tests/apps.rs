@@ -378,6 +378,18 @@ fn iperf_run(
     streams: usize,
     reverse: bool,
 ) -> (Vec<u64>, json::Value) {
+    iperf_run_to(net, params, streams, reverse, true)
+}
+
+/// [`iperf_run`]; with `send_done` false the client stops after the results, as one whose
+/// IPERF_DONE is still in flight (lost, retransmitted) when it exits.
+fn iperf_run_to(
+    net: &mut Net,
+    params: &str,
+    streams: usize,
+    reverse: bool,
+    send_done: bool,
+) -> (Vec<u64>, json::Value) {
     let ctrl = net.connect(5201);
     net.write_all(ctrl, &cookie(0));
     expect_state(net, ctrl, &[state::PARAM_EXCHANGE]);
@@ -443,6 +455,9 @@ fn iperf_run(
     }
     for s in data {
         let _ = s.close(&mut net.stacks.a);
+    }
+    if !send_done {
+        return (moved, results);
     }
     net.write_all(ctrl, &[state::IPERF_DONE as u8]);
     let (rest, r) = net.read_to_end(ctrl, Duration::from_secs(5));
@@ -542,6 +557,30 @@ fn iperf3_second_client_is_denied_and_server_recovers() {
     // The server takes a new test afterwards.
     let (moved, _) = iperf_run(&mut net, r#"{"tcp":true,"time":1,"parallel":1}"#, 1, false);
     assert!(moved[0] > 0);
+}
+
+#[test]
+fn iperf3_new_client_after_delivered_results_is_served() {
+    // The first client has its results but its IPERF_DONE has not arrived: the next
+    // client is not turned away as busy, and the first test counts as completed.
+    let mut net = Net::new(ServicesConfig::default());
+    let (moved, _) = iperf_run_to(
+        &mut net,
+        r#"{"tcp":true,"time":1,"parallel":1}"#,
+        1,
+        false,
+        false,
+    );
+    assert!(moved[0] > 0);
+    assert_eq!(net.stats().iperf_completed, 0);
+    let next = net.connect(5201);
+    net.write_all(next, &cookie(1));
+    expect_state(&mut net, next, &[state::PARAM_EXCHANGE]);
+    let st = net.stats();
+    assert_eq!(
+        (st.iperf_tests, st.iperf_completed, st.iperf_denied),
+        (2, 1, 0)
+    );
 }
 
 #[test]
