@@ -245,6 +245,28 @@ fn would_block(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::WouldBlock
 }
 
+/// A connection the server is done with: its FIN goes after what is queued, and it lingers
+/// (reading and dropping what the peer still sends) until `until`; one that cannot send a
+/// FIN any more is reset.
+fn linger_or_abort(
+    conns: &mut Vec<Conn>,
+    stack: &mut Stack,
+    stream: TcpStream,
+    now: Instant,
+    until: Instant,
+) {
+    if stream.shutdown_write(stack).is_ok() {
+        conns.push(Conn {
+            stream,
+            app: App::Linger { until },
+            since: now,
+            last_progress: now,
+        });
+    } else {
+        let _ = stream.abort(stack);
+    }
+}
+
 impl Services {
     /// Opens the listeners (and the UDP echo socket) on `stack`: on `0.0.0.0` for an IPv4-only
     /// stack, on the dual-stack `[::]` when the stack has IPv6 addresses (`StackConfig::addrs6`),
@@ -441,18 +463,7 @@ impl Services {
             } else if over {
                 let r = self.remote.swap_remove(i);
                 did = true;
-                if r.stream.shutdown_write(stack).is_ok() {
-                    self.conns.push(Conn {
-                        stream: r.stream,
-                        app: App::Linger {
-                            until: now + self.cfg.linger,
-                        },
-                        since: now,
-                        last_progress: now,
-                    });
-                } else {
-                    let _ = r.stream.abort(stack);
-                }
+                linger_or_abort(&mut self.conns, stack, r.stream, now, now + self.cfg.linger);
             } else {
                 i += 1;
             }
@@ -797,18 +808,7 @@ impl Services {
                 for s in t.streams.into_iter().flatten() {
                     let _ = s.abort(stack);
                 }
-                if t.ctrl.shutdown_write(stack).is_ok() {
-                    self.conns.push(Conn {
-                        stream: t.ctrl,
-                        app: App::Linger {
-                            until: now + self.cfg.linger,
-                        },
-                        since: now,
-                        last_progress: now,
-                    });
-                } else {
-                    let _ = t.ctrl.abort(stack);
-                }
+                linger_or_abort(&mut self.conns, stack, t.ctrl, now, now + self.cfg.linger);
             }
         }
         if let (None, Some((hub, shard))) = (&self.iperf, &self.hub) {
@@ -981,18 +981,7 @@ impl Services {
             for s in t.streams.iter_mut() {
                 if let Some(s) = s.take() {
                     did = true;
-                    if s.shutdown_write(stack).is_ok() {
-                        self.conns.push(Conn {
-                            stream: s,
-                            app: App::Linger {
-                                until: now + self.cfg.linger,
-                            },
-                            since: now,
-                            last_progress: now,
-                        });
-                    } else {
-                        let _ = s.abort(stack);
-                    }
+                    linger_or_abort(&mut self.conns, stack, s, now, now + self.cfg.linger);
                 }
             }
         }
@@ -1035,18 +1024,7 @@ impl Services {
                     let _ = s.abort(stack);
                 }
             }
-            if ctrl.shutdown_write(stack).is_ok() {
-                self.conns.push(Conn {
-                    stream: ctrl,
-                    app: App::Linger {
-                        until: now + self.cfg.linger,
-                    },
-                    since: now,
-                    last_progress: now,
-                });
-            } else {
-                let _ = ctrl.abort(stack);
-            }
+            linger_or_abort(&mut self.conns, stack, ctrl, now, now + self.cfg.linger);
             did = true;
         }
         did
