@@ -151,23 +151,19 @@ impl Conn {
         if self.snd.una() == self.snd.max() && !sent_data {
             return;
         }
-        let cwnd = self.cc.cwnd();
         let in_flight = if self.recovery.is_some() || self.sack_ok {
             self.pipe()
         } else {
             self.flight()
         };
-        let smss = self.snd.mss();
-        if sent_data || in_flight.saturating_add(smss) > cwnd {
-            self.cwnd_use.on_transmit(
-                self.snd.una(),
-                self.snd.max(),
-                self.flight(),
-                in_flight,
-                cwnd,
-                smss,
-            );
-        }
+        self.cwnd_use.on_transmit(
+            self.snd.una(),
+            self.snd.max(),
+            in_flight,
+            self.cc.cwnd(),
+            self.snd.mss(),
+            sent_data,
+        );
     }
 
     /// A cheap "`plan` would return `None`" for the common case of an established connection

@@ -30,20 +30,25 @@ pub struct CwndUsage {
 
 impl CwndUsage {
     /// A transmit round ended (Linux calls `tcp_cwnd_validate` at the end of `tcp_write_xmit`
-    /// when it sent something or cwnd stopped it): `flight` is SND.NXT - SND.UNA, `in_flight`
-    /// what counts against cwnd (RFC 6675 pipe), `smss` the segment size.
+    /// "if (likely(sent_pkts || is_cwnd_limited))"): `una`/`nxt` are SND.UNA and SND.NXT,
+    /// `in_flight` what counts against cwnd (RFC 6675 pipe), `smss` the segment size, `sent`
+    /// whether the round sent data.
     #[inline]
     pub fn on_transmit(
         &mut self,
         una: u32,
         nxt: u32,
-        flight: u32,
         in_flight: u32,
         cwnd: u32,
         smss: u32,
+        sent: bool,
     ) {
         // `is_cwnd_limited |= (tcp_packets_in_flight(tp) >= tcp_snd_cwnd(tp))`.
         let limited = in_flight.saturating_add(smss) > cwnd;
+        if !sent && !limited {
+            return;
+        }
+        let flight = nxt.wrapping_sub(una);
         if !seq::lt(una, self.usage_seq) || limited || (!self.limited && flight > self.max_flight) {
             self.limited = limited;
             self.max_flight = flight;
@@ -74,7 +79,7 @@ mod tests {
     fn a_full_initial_window_is_cwnd_limited_for_its_whole_window() {
         // Linux slow_start/slow-start-app-limited: 10 segments on IW10.
         let mut u = CwndUsage::default();
-        u.on_transmit(1, 10_001, 10 * MSS, 10 * MSS, IW, MSS);
+        u.on_transmit(1, 10_001, 10 * MSS, IW, MSS, true);
         assert!(u.cwnd_limited(IW, INF));
         // The ACKs of this window find it limited even as cwnd grows past the flight.
         assert!(u.cwnd_limited(18 * MSS, INF));
@@ -84,7 +89,7 @@ mod tests {
     fn half_a_window_does_not_grow_cwnd() {
         // Linux slow_start/slow-start-ack-per-2pkt-send-5pkt: 5 segments on IW10.
         let mut u = CwndUsage::default();
-        u.on_transmit(1, 5_001, 5 * MSS, 5 * MSS, IW, MSS);
+        u.on_transmit(1, 5_001, 5 * MSS, IW, MSS, true);
         assert!(!u.cwnd_limited(IW, INF));
     }
 
@@ -92,7 +97,7 @@ mod tests {
     fn nine_of_ten_in_slow_start_grow_to_twice_the_flight() {
         // Linux slow_start/slow-start-app-limited-9-packets-out.
         let mut u = CwndUsage::default();
-        u.on_transmit(1, 9_001, 9 * MSS, 9 * MSS, IW, MSS);
+        u.on_transmit(1, 9_001, 9 * MSS, IW, MSS, true);
         assert!(u.cwnd_limited(IW, INF));
         assert!(u.cwnd_limited(17 * MSS, INF));
         assert!(!u.cwnd_limited(18 * MSS, INF));
@@ -103,21 +108,31 @@ mod tests {
     #[test]
     fn the_record_is_kept_for_a_window_then_renewed() {
         let mut u = CwndUsage::default();
-        u.on_transmit(1, 10_001, 10 * MSS, 10 * MSS, IW, MSS);
+        u.on_transmit(1, 10_001, 10 * MSS, IW, MSS, true);
         // A small round within the window does not erase the limited mark.
-        u.on_transmit(5_001, 10_501, 5_500, 5_500, 20 * MSS, MSS);
+        u.on_transmit(5_001, 10_501, 5_500, 20 * MSS, MSS, true);
         assert!(u.cwnd_limited(20 * MSS, INF));
         // Once SND.UNA reaches the record's SND.NXT, the next round replaces it.
-        u.on_transmit(10_001, 10_501, 500, 500, 20 * MSS, MSS);
+        u.on_transmit(10_001, 10_501, 500, 20 * MSS, MSS, true);
         assert!(!u.cwnd_limited(20 * MSS, INF));
     }
 
     #[test]
     fn a_growing_flight_raises_the_record_within_the_window() {
         let mut u = CwndUsage::default();
-        u.on_transmit(1, 3_001, 3 * MSS, 3 * MSS, 20 * MSS, MSS);
+        u.on_transmit(1, 3_001, 3 * MSS, 20 * MSS, MSS, true);
         assert!(!u.cwnd_limited(IW, INF));
-        u.on_transmit(1, 6_001, 6 * MSS, 6 * MSS, 20 * MSS, MSS);
+        u.on_transmit(1, 6_001, 6 * MSS, 20 * MSS, MSS, true);
+        assert!(u.cwnd_limited(IW, INF));
+    }
+
+    #[test]
+    fn a_round_that_sent_nothing_with_room_left_changes_nothing() {
+        let mut u = CwndUsage::default();
+        u.on_transmit(1, 6_001, 6 * MSS, IW, MSS, true);
+        // SND.UNA passed the record, but nothing was sent and cwnd has room: Linux does not
+        // call tcp_cwnd_validate, so the record stays.
+        u.on_transmit(6_001, 6_001, 0, IW, MSS, false);
         assert!(u.cwnd_limited(IW, INF));
     }
 
@@ -125,14 +140,14 @@ mod tests {
     fn works_across_the_sequence_wrap() {
         let mut u = CwndUsage::default();
         let una = u32::MAX - 500;
-        u.on_transmit(una, una.wrapping_add(10 * MSS), 10 * MSS, 10 * MSS, IW, MSS);
+        u.on_transmit(una, una.wrapping_add(10 * MSS), 10 * MSS, IW, MSS, true);
         u.on_transmit(
             una.wrapping_add(1000),
             una.wrapping_add(10 * MSS),
             9 * MSS,
-            9 * MSS,
             IW,
             MSS,
+            true,
         );
         assert!(u.cwnd_limited(20 * MSS, INF));
     }
