@@ -57,7 +57,7 @@ impl Conn {
     /// Linux `tcp_rcv_space_adjust`: measure what the application read in the last RTT
     /// (the receiver does the measuring and growing, `Receiver::space_adjust`).
     fn rcv_space_adjust(&mut self, now: Instant, rings: &mut RingCache, stats: &mut Stats) {
-        let rtt = self.rtt.srtt().unwrap_or(self.config.rto_initial);
+        let rtt = self.snd.rtt().srtt().unwrap_or(self.config.rto_initial);
         match self.rcv.space_adjust(now, rtt, rings) {
             Some(true) => stats.rcvbuf_grown += 1,
             Some(false) => stats.buffer_budget_refusals += 1,

@@ -6,7 +6,6 @@ use super::cc::Cc;
 use super::dsack::DsackSender;
 use super::rack::{Rack, Tlp, TLP_MAX_ACK_DELAY};
 use super::recv::Receiver;
-use super::rtt::RttEstimator;
 use super::sack::Scoreboard;
 use super::send::Sender;
 use super::timers::Timers;
@@ -335,9 +334,6 @@ pub struct Conn {
     pub ws_ok: bool,
     pub sack_ok: bool,
 
-    pub rtt: RttEstimator,
-    /// Karn's algorithm without timestamps: (sequence number whose ACK ends the sample, sent at).
-    pub rtt_timing: Option<(u32, Instant)>,
     pub cc: Cc,
     /// Whether the last window used cwnd (`cc::usage`, Linux `tcp_cwnd_validate`).
     pub cwnd_use: super::cc::CwndUsage,
@@ -462,7 +458,8 @@ impl Conn {
                 SendQueue::from_cache(if passive { 0 } else { config.send_initial() }, rings),
                 config.send_initial(),
                 config.send_ceiling(),
-            ),
+            )
+            .with_rto(config.rto_initial, config.rto_min),
             // Slack of one window-scale unit: the advertised window is rounded up.
             rcv: Receiver::new(
                 rcv_wscale,
@@ -488,8 +485,6 @@ impl Conn {
             },
             ws_ok: false,
             sack_ok: false,
-            rtt: RttEstimator::new(config.rto_initial, config.rto_min),
-            rtt_timing: None,
             cc: Cc::new(config.congestion, mss),
             cwnd_use: Default::default(),
             dupacks: 0,
@@ -1189,7 +1184,7 @@ impl Conn {
         self.config.rto_min = c.rto_min;
         self.config.linger = c.linger;
         self.config.time_wait = c.time_wait;
-        self.rtt.set_rto_min(c.rto_min);
+        self.snd.set_rto_min(c.rto_min);
         if c.congestion != self.config.congestion {
             // Linux `tcp_reinit_congestion_control` (TCP_CONGESTION on a live socket): the
             // new algorithm starts from its own initial state; cwnd and ssthresh stay.

@@ -421,7 +421,7 @@ impl Conn {
                 // RACK.min_RTT starts from the SYN-ACK's round trip on a passive open too
                 // (RFC 8985 §6.2 step 1), as on an active one: Linux's `tcp_ack_update_rtt`
                 // takes the handshake's sample into `rtt_min` with the SRTT it seeds.
-                if let Some((s, t)) = self.rtt_timing {
+                if let Some((s, t)) = self.snd.rtt_timing() {
                     if self.sack_ok && seq::ge(seg.ack, s) {
                         self.rack.on_rtt_sample(now, now.saturating_since(t));
                     }
@@ -726,7 +726,7 @@ impl Conn {
             self.snd.on_syn_ack(u32::from(seg.window), seg.seq, seg.ack);
             // RACK.min_RTT starts from the SYN's round trip in microseconds (RFC 8985 §6.2
             // step 1); the timestamp echo would give whole milliseconds.
-            if let Some((s, t)) = self.rtt_timing {
+            if let Some((s, t)) = self.snd.rtt_timing() {
                 if self.sack_ok && seq::ge(seg.ack, s) {
                     self.rack
                         .on_rtt_sample(ctx.now, ctx.now.saturating_since(t));
@@ -738,12 +738,10 @@ impl Conn {
             self.counters.delivered = self.counters.delivered.wrapping_add(1);
             // RFC 6298 §5.7: a SYN that timed out without yielding an RTT sample leaves the
             // RTO at 3 s once data transfer begins.
-            if self.timers.retries > 0 && self.rtt.srtt().is_none() {
-                self.rtt.set_base(SYN_FALLBACK_RTO);
-            }
+            self.snd
+                .on_syn_acked(self.timers.retries > 0, SYN_FALLBACK_RTO);
             self.timers.retries = 0;
             self.timers.retrans_stamp = None;
-            self.rtt.backoff = 0;
             self.timers.rto = None;
             self.state = State::Established;
             if self.snd.fin_queued() {
@@ -770,8 +768,7 @@ impl Conn {
                 if ts.tsecr != 0 {
                     let ms = self.ts_now(ctx.now).wrapping_sub(ts.tsecr);
                     if ms < 1 << 30 {
-                        self.rtt.sample(Duration::from_millis(u64::from(ms)));
-                        self.rtt_timing = None;
+                        self.snd.on_rtt_sample(Duration::from_millis(u64::from(ms)));
                         // RFC 8985 §7.3: a probe needs "an RTT measurement since the last
                         // loss probe transmission or the start of the connection".
                         self.tlp.on_rtt_sample();
@@ -780,10 +777,9 @@ impl Conn {
                 }
             }
         }
-        if let Some((s, t)) = self.rtt_timing {
+        if let Some((s, t)) = self.snd.rtt_timing() {
             if seq::ge(seg.ack, s) {
-                self.rtt.sample(ctx.now.saturating_since(t));
-                self.rtt_timing = None;
+                self.snd.on_rtt_sample(ctx.now.saturating_since(t));
                 self.tlp.on_rtt_sample();
             }
         }
@@ -1008,7 +1004,7 @@ impl Conn {
                 self.recovery = None;
                 self.timers.rto = None;
                 if self.timers.persist.is_none() {
-                    self.timers.persist = Some(now + self.rtt.rto());
+                    self.timers.persist = Some(now + self.snd.rtt().rto());
                 }
             }
         } else {
@@ -1056,7 +1052,7 @@ impl Conn {
         self.rto_head_due = false;
         self.timers.retries = 0;
         self.timers.retrans_stamp = None;
-        self.rtt.backoff = 0;
+        self.snd.on_ack_progress();
         self.timers.probes_unanswered = 0;
     }
 
@@ -1071,7 +1067,7 @@ impl Conn {
             una: self.snd.una(),
             nxt: self.snd.max(),
             mss: self.snd.mss(),
-            srtt: self.rtt.srtt(),
+            srtt: self.snd.rtt().srtt(),
         });
     }
 
@@ -1081,7 +1077,8 @@ impl Conn {
     pub(super) fn grow_cwnd(&mut self, now: Instant, acked: u32, cwnd_limited: bool) {
         self.dupacks = 0;
         if cwnd_limited {
-            self.cc.on_ack(now, acked, self.snd.mss(), self.rtt.srtt());
+            self.cc
+                .on_ack(now, acked, self.snd.mss(), self.snd.rtt().srtt());
         }
     }
 
@@ -1091,7 +1088,7 @@ impl Conn {
         self.timers.rto = if self.snd.una() == self.snd.max() {
             None
         } else {
-            Some(now + self.rtt.rto())
+            Some(now + self.snd.rtt().rto())
         };
     }
 
@@ -1107,7 +1104,7 @@ impl Conn {
     pub(super) fn window_open(&mut self, now: Instant) {
         self.timers.persist_backoff = 0;
         if self.timers.rto.is_none() && self.snd.una() != self.snd.max() {
-            self.timers.rto = Some(now + self.rtt.rto());
+            self.timers.rto = Some(now + self.snd.rtt().rto());
         }
     }
 
@@ -1149,7 +1146,7 @@ impl Conn {
             prr_out: 0,
             prior_cwnd: prior_cwnd.max(1),
         });
-        self.rtt_timing = None;
+        self.snd.stop_rtt_timing();
     }
 
     /// RFC 8985 §6.2 steps 1-4 for one acceptable ACK of a SACK connection, then step 5
@@ -1245,7 +1242,7 @@ impl Conn {
         let rto_recovery = self.in_rto_recovery();
         let in_recovery = self.recovery.is_some() || rto_recovery;
         let sacked = rack::segs_sacked(self.scoreboard.sacked_bytes(), self.snd.mss());
-        let srtt = self.rtt.srtt();
+        let srtt = self.snd.rtt().srtt();
         let report = if reo_timer {
             self.rack
                 .on_reorder_timeout(now, srtt, in_recovery, sacked, |_, _| {})
@@ -1321,7 +1318,7 @@ impl Conn {
                 // longer than the RTO ("Apparently sender failed to restart window, so that
                 // we send ACKs quickly"), with `tcp_incr_quickack(sk, TCP_MAX_QUICKACKS)`.
                 self.rcv
-                    .on_data_in_order(ctx.now, self.rtt.rto(), MAX_QUICKACKS);
+                    .on_data_in_order(ctx.now, self.snd.rtt().rto(), MAX_QUICKACKS);
             }
             // Bytes `place.rs` already copied (into a posted read, or into the ring while
             // their checksum was verified) are kept where they are, not copied again.

@@ -478,7 +478,7 @@ impl Conn {
                 let rexmit = seq::lt(p.seq, self.snd.max());
                 self.rack_record_send(p, end, repr, smss, now);
                 if rexmit {
-                    self.rtt_timing = None;
+                    self.snd.stop_rtt_timing();
                     self.counters.total_retrans = self.counters.total_retrans.wrapping_add(segs);
                     self.counters.bytes_retrans += u64::from(p.len);
                     // A RACK-marked range resent outside fast recovery (see `plan_data`) was
@@ -488,8 +488,8 @@ impl Conn {
                     } else {
                         stats.retransmits_rto += 1;
                     }
-                } else if self.rtt_timing.is_none() && !self.ts.enabled {
-                    self.rtt_timing = Some((end, now));
+                } else if !self.ts.enabled {
+                    self.snd.on_timed_send(end, now);
                 }
                 if let Some(rec) = self.recovery.as_mut() {
                     // RFC 6937: "prr_out += (data sent)".
@@ -507,7 +507,7 @@ impl Conn {
                     self.snd.on_sent(end);
                 }
                 if self.timers.rto.is_none() {
-                    self.timers.rto = Some(now + self.rtt.rto());
+                    self.timers.rto = Some(now + self.snd.rtt().rto());
                 }
                 self.timers.persist = None;
                 self.timers.persist_backoff = 0;
@@ -533,14 +533,14 @@ impl Conn {
             // ACK of the SYN alone (or of part of the data) is a round-trip sample too
             // (Linux keeps the SYN and its data as two skbs, `tcp_send_syn_data`).
             if !self.ts.enabled || self.state == State::SynSent {
-                self.rtt_timing = Some((self.snd.iss().wrapping_add(1), now));
+                self.snd.on_syn_timed(now);
             }
         } else {
-            self.rtt_timing = None;
+            self.snd.stop_rtt_timing();
             stats.retransmits_rto += 1;
         }
         self.snd.on_sent(end);
-        self.timers.rto.get_or_insert(now + self.rtt.rto());
+        self.timers.rto.get_or_insert(now + self.snd.rtt().rto());
     }
 
     /// `commit` for a tail loss probe (cold).
@@ -572,9 +572,9 @@ impl Conn {
             }
         };
         self.tlp.on_probe_sent(probe, self.snd.max());
-        self.rtt_timing = None;
+        self.snd.stop_rtt_timing();
         // §7.3: after the probe, the RTO guards the tail.
-        self.timers.rto = Some(now + self.rtt.rto());
+        self.timers.rto = Some(now + self.snd.rtt().rto());
     }
 
     /// `commit` for a window probe or a keepalive probe (cold).
@@ -791,7 +791,7 @@ impl Conn {
         if self.snd.una() == self.snd.max()
             && self.is_synchronized()
             && seq::lt(self.snd.nxt(), self.fin_seq())
-            && now.saturating_since(self.last_data_tx) > self.rtt.rto()
+            && now.saturating_since(self.last_data_tx) > self.snd.rtt().rto()
         {
             let iw = super::cc::initial_window(self.snd.mss());
             if self.cc.cwnd() > iw {
@@ -812,7 +812,7 @@ impl Conn {
             && self.snd.una() == self.snd.max()
             && seq::lt(self.snd.nxt(), self.fin_seq())
         {
-            self.timers.persist = Some(now + self.rtt.rto());
+            self.timers.persist = Some(now + self.snd.rtt().rto());
         }
     }
 

@@ -164,7 +164,8 @@ impl Conn {
                 self.persist_probe_due = true;
                 self.timers.persist_backoff = self.timers.persist_backoff.saturating_add(1);
                 let mut d = self
-                    .rtt
+                    .snd
+                    .rtt()
                     .base_rto()
                     .saturating_mul(1u64 << self.timers.persist_backoff.min(16))
                     .min(RTO_MAX);
@@ -237,7 +238,9 @@ impl Conn {
         {
             return;
         }
-        let Some(srtt) = self.rtt.srtt() else { return };
+        let Some(srtt) = self.snd.rtt().srtt() else {
+            return;
+        };
         // Linux tcp_output.c `tcp_schedule_loss_probe()`: PTO = 2*SRTT, plus the minimum RTO
         // (TCP_RTO_MIN, 200 ms: the peer's delayed ACK) when one segment is in flight, else
         // plus TCP_TIMEOUT_MIN (2 ms) rather than a floor (with a sub-millisecond SRTT a
@@ -245,7 +248,7 @@ impl Conn {
         // the sender ("RECOMMENDED ... 200 ms").
         let smss = smss.unwrap_or_else(|| self.seg_mss());
         let extra = if self.flight() <= smss {
-            self.rtt.rto_min()
+            self.snd.rtt().rto_min()
         } else {
             crate::time::Duration::from_millis(2)
         };
@@ -312,8 +315,7 @@ impl Conn {
         self.tlp_due = false;
         self.tlp.reset();
         // RFC 6298 §5.5: back off; §5.6: restart the timer.
-        self.rtt.on_timeout();
-        self.rtt_timing = None;
+        self.snd.on_rto();
         match self.state {
             State::SynSent | State::SynReceived => {
                 self.snd.rewind_to_syn();
@@ -355,7 +357,7 @@ impl Conn {
                 }
             }
         }
-        let mut rto = self.rtt.rto();
+        let mut rto = self.snd.rtt().rto();
         // Linux `tcp_clamp_rto_to_user_timeout`: fire at the user timeout's end at the
         // latest (at once if it has passed), so the abort is not late by a backed-off RTO.
         if let Some(d) = user_deadline {

@@ -77,8 +77,8 @@ impl TcpLayer {
         Ok(ConnInfo {
             cwnd: c.cc.cwnd(),
             ssthresh: c.cc.ssthresh(),
-            srtt: c.rtt.srtt(),
-            rto: c.rtt.rto(),
+            srtt: c.snd.rtt().srtt(),
+            rto: c.snd.rtt().rto(),
             mss: c.snd.mss(),
             snd_wnd: c.snd.wnd(),
             snd_wscale: c.snd.wscale(),

@@ -33,10 +33,13 @@ mod queue;
 mod space;
 #[cfg(test)]
 mod tests;
+mod timing;
 
 use std::collections::VecDeque;
 
+use super::rtt::RttEstimator;
 use super::zerocopy::SendQueue;
+use crate::time::{Duration, Instant};
 
 /// The most record ends (`send` with MSG_EOR) one connection keeps unacknowledged; a send
 /// asking for one more waits (WouldBlock) until ACKs free some, as Linux's record skbs wait
@@ -112,6 +115,10 @@ pub struct Sender {
     /// Our FIN went in a segment of its own (Linux: its own skb, which a tail loss probe
     /// resends alone).
     fin_alone: bool,
+    /// The RTO estimator (RFC 6298) and its backoff (`timing.rs`).
+    rtt: RttEstimator,
+    /// The segment Karn's algorithm times without timestamps: its end and when it left.
+    rtt_timing: Option<(u32, Instant)>,
 }
 
 impl Sender {
@@ -144,6 +151,8 @@ impl Sender {
             tail_chunk: 0,
             track_chunks: false,
             fin_alone: false,
+            rtt: RttEstimator::new(Duration::from_secs(1), Duration::from_millis(200)),
+            rtt_timing: None,
         }
     }
 }
