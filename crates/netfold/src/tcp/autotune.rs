@@ -70,7 +70,7 @@ impl Conn {
         if !self.snd.may_grow() {
             return;
         }
-        let cwnd = self.cc.cwnd() as usize;
+        let cwnd = self.snd.cc().cwnd() as usize;
         // A full cwnd means the network, not the buffer, limits the sender.
         if self.snd.flight() as usize >= cwnd {
             return;

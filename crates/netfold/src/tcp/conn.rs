@@ -2,7 +2,6 @@
 //! Segment arrival is in `input.rs`, segment generation in `output.rs`, timers in `timers.rs`.
 
 use super::buffer::{RecvRing, RingCache};
-use super::cc::Cc;
 use super::dsack::DsackSender;
 use super::rack::{Rack, Tlp, TLP_MAX_ACK_DELAY};
 use super::recv::Receiver;
@@ -334,9 +333,6 @@ pub struct Conn {
     pub ws_ok: bool,
     pub sack_ok: bool,
 
-    pub cc: Cc,
-    /// Whether the last window used cwnd (`cc::usage`, Linux `tcp_cwnd_validate`).
-    pub cwnd_use: super::cc::CwndUsage,
     pub dupacks: u32,
     pub recovery: Option<Recovery>,
     /// RFC 6582 `recover`: no new fast recovery until the ACK passes it.
@@ -459,7 +455,8 @@ impl Conn {
                 config.send_initial(),
                 config.send_ceiling(),
             )
-            .with_rto(config.rto_initial, config.rto_min),
+            .with_rto(config.rto_initial, config.rto_min)
+            .with_cc(config.congestion, mss),
             // Slack of one window-scale unit: the advertised window is rounded up.
             rcv: Receiver::new(
                 rcv_wscale,
@@ -485,8 +482,6 @@ impl Conn {
             },
             ws_ok: false,
             sack_ok: false,
-            cc: Cc::new(config.congestion, mss),
-            cwnd_use: Default::default(),
             dupacks: 0,
             recovery: None,
             recover: iss,
@@ -712,7 +707,7 @@ impl Conn {
             self.passive && self.config.ecn != EcnMode::Off && syn.flags.ece() && syn.flags.cwr()
         };
         // Re-seed the initial window now that the MSS is known (RFC 6928).
-        self.cc = Cc::new(self.config.congestion, self.snd.mss());
+        self.snd.on_mss_known(self.config.congestion);
     }
 
     pub fn is_synchronized(&self) -> bool {
@@ -1188,10 +1183,7 @@ impl Conn {
         if c.congestion != self.config.congestion {
             // Linux `tcp_reinit_congestion_control` (TCP_CONGESTION on a live socket): the
             // new algorithm starts from its own initial state; cwnd and ssthresh stay.
-            use super::cc::CongestionController;
-            let (cwnd, ssthresh) = (self.cc.cwnd(), self.cc.ssthresh());
-            self.cc = Cc::new(c.congestion, self.snd.mss());
-            self.cc.undo(cwnd, ssthresh);
+            self.snd.on_cc_changed(c.congestion);
             self.config.congestion = c.congestion;
         }
     }

@@ -184,7 +184,7 @@ impl Conn {
         if self.fastopen.syn_data {
             options |= options::SYN_DATA;
         }
-        let ssthresh = self.cc.ssthresh();
+        let ssthresh = self.snd.cc().ssthresh();
         let snd_ssthresh = if ssthresh >= u32::MAX / 2 {
             INFINITE_SSTHRESH
         } else {
@@ -255,7 +255,7 @@ impl Conn {
             rtt: self.snd.rtt().srtt().map_or(0, micros),
             rttvar: micros(self.snd.rtt().rttvar()),
             snd_ssthresh,
-            snd_cwnd: self.cc.cwnd() / self.snd.mss().max(1),
+            snd_cwnd: self.snd.cc().cwnd() / self.snd.mss().max(1),
             advmss: u32::from(self.config.mss),
             // Linux's `tp->reordering`: 3 (`tcp_reordering`) until a delivery out of order
             // spans more segments (RACK's loss detection does not use it).

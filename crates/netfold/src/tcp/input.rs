@@ -559,7 +559,7 @@ impl Conn {
             return;
         }
         let mss = self.snd.mss();
-        self.cc.on_loss(ctx.now, flight.max(mss), mss);
+        self.snd.on_congestion(ctx.now, flight.max(mss), mss);
         ctx.stats.ecn_cwnd_reductions += 1;
     }
 
@@ -872,14 +872,14 @@ impl Conn {
                     // Full acknowledgment: leave recovery (RFC 6582 §3.2 step 3, RFC 6675 §5).
                     self.recovery = None;
                     self.dupacks = 0;
-                    let ss = self.cc.ssthresh();
+                    let ss = self.snd.cc().ssthresh();
                     if rec.sack {
                         // RFC 8985 §6.2 step 4: "Else if exiting Fast or RTO recovery:
                         // RACK.reo_wnd_persist -= 1".
                         self.rack.on_recovery_exit();
-                        self.cc.set_cwnd(ss);
+                        self.snd.set_cwnd(ss);
                     } else {
-                        self.cc.set_cwnd(ss.min(self.flight().max(mss) + mss));
+                        self.snd.set_cwnd(ss.min(self.flight().max(mss) + mss));
                     }
                 }
                 Some(mut rec) => {
@@ -893,11 +893,11 @@ impl Conn {
                         // segment, deflate cwnd by the amount acked, add back one SMSS.
                         rec.rxt_una = true;
                         rec.rxt_next = ack;
-                        let mut c = self.cc.cwnd().saturating_sub(acked);
+                        let mut c = self.snd.cc().cwnd().saturating_sub(acked);
                         if acked >= mss {
                             c += mss;
                         }
-                        self.cc.set_cwnd(c.max(mss));
+                        self.snd.set_cwnd(c.max(mss));
                     }
                     self.recovery = Some(rec);
                 }
@@ -939,8 +939,8 @@ impl Conn {
                 }
                 Some(rec) if !rec.sack => {
                     // RFC 6582 §3.2 step 4: inflate by one SMSS per further dup ACK.
-                    let c = self.cc.cwnd().saturating_add(mss);
-                    self.cc.set_cwnd(c);
+                    let c = self.snd.cc().cwnd().saturating_add(mss);
+                    self.snd.set_cwnd(c);
                 }
                 Some(_) => {}
             }
@@ -984,7 +984,7 @@ impl Conn {
         if outcome == TlpAck::RepairedLoss && self.recovery.is_none() {
             // "(Invoke congestion control to react to the loss event the probe has
             // repaired)": a fast recovery entered and left at once.
-            self.cc.on_loss(now, self.flight().max(mss), mss);
+            self.snd.on_congestion(now, self.flight().max(mss), mss);
         }
         if acked > 0 {
             self.timers.pto = None;
@@ -1026,8 +1026,7 @@ impl Conn {
     /// application-limited sender must not grow cwnd it does not use.)
     #[inline]
     pub(super) fn cwnd_limited(&self) -> bool {
-        self.cwnd_use
-            .cwnd_limited(self.cc.cwnd(), self.cc.ssthresh())
+        self.snd.cwnd_limited()
     }
 
     /// An ACK of new data (SEG.ACK > SND.UNA, at most SND.MAX): RFC 9293 §3.10.7.4 "If
@@ -1061,14 +1060,7 @@ impl Conn {
     /// (SACK connections; without SACK no per-ACK sample is kept and HyStart does not act).
     #[inline]
     pub(super) fn cc_rtt_sample(&mut self, now: Instant, rtt: Duration) {
-        self.cc.on_rtt_sample(super::cc::RttSample {
-            now,
-            rtt,
-            una: self.snd.una(),
-            nxt: self.snd.max(),
-            mss: self.snd.mss(),
-            srtt: self.snd.rtt().srtt(),
-        });
+        self.snd.on_cc_rtt_sample(now, rtt);
     }
 
     /// Outside recovery: no duplicate ACKs are pending, and the congestion controller grows
@@ -1077,8 +1069,7 @@ impl Conn {
     pub(super) fn grow_cwnd(&mut self, now: Instant, acked: u32, cwnd_limited: bool) {
         self.dupacks = 0;
         if cwnd_limited {
-            self.cc
-                .on_ack(now, acked, self.snd.mss(), self.snd.rtt().srtt());
+            self.snd.on_cwnd_ack(now, acked);
         }
     }
 
@@ -1121,19 +1112,22 @@ impl Conn {
         let flight = self.flight();
         let mss = self.snd.mss();
         let sack = self.sack_ok;
-        let prior_cwnd = self.cc.cwnd();
+        let prior_cwnd = self.snd.cc().cwnd();
         if sack {
             // What D-SACK undo restores if every retransmission turns out unnecessary.
-            self.dsack_tx
-                .start_episode(self.snd.una(), self.cc.cwnd(), self.cc.ssthresh());
+            self.dsack_tx.start_episode(
+                self.snd.una(),
+                self.snd.cc().cwnd(),
+                self.snd.cc().ssthresh(),
+            );
         }
-        self.cc.on_loss(now, flight, mss);
+        self.snd.on_congestion(now, flight, mss);
         if !sack {
             // RFC 6582 `recover`. With SACK only an RTO sets it: RACK marks individual
             // segments lost, so a loss right at the previous recovery point is a new loss.
             self.recover = self.snd.max();
-            let c = self.cc.ssthresh().saturating_add(3 * mss);
-            self.cc.set_cwnd(c);
+            let c = self.snd.cc().ssthresh().saturating_add(3 * mss);
+            self.snd.set_cwnd(c);
         }
         self.recovery = Some(Recovery {
             point: self.snd.max(),
@@ -1170,7 +1164,7 @@ impl Conn {
         rec.prr_delivered = rec.prr_delivered.saturating_add(delivered);
         let smss = self.seg_mss().max(1);
         let pipe = self.pipe();
-        let ssthresh = self.cc.ssthresh();
+        let ssthresh = self.snd.cc().ssthresh();
         let mut sndcnt = if pipe > ssthresh {
             let target = (u64::from(rec.prr_delivered) * u64::from(ssthresh))
                 .div_ceil(u64::from(rec.prior_cwnd));
@@ -1185,7 +1179,7 @@ impl Conn {
         if rec.prr_out == 0 {
             sndcnt = sndcnt.max(smss);
         }
-        self.cc.set_cwnd(pipe.saturating_add(sndcnt).max(smss));
+        self.snd.set_cwnd(pipe.saturating_add(sndcnt).max(smss));
         self.recovery = Some(rec);
     }
 
@@ -1218,8 +1212,11 @@ impl Conn {
         // duplicate, so the loss that caused the reduction was not real. (Asked before the
         // window is read: nearly every ACK has no episode to undo.)
         if self.dsack_tx.undo_due() {
-            if let Some((c, s)) = self.dsack_tx.take_undo(self.cc.cwnd(), self.cc.ssthresh()) {
-                self.cc.undo(c, s);
+            if let Some((c, s)) = self
+                .dsack_tx
+                .take_undo(self.snd.cc().cwnd(), self.snd.cc().ssthresh())
+            {
+                self.snd.undo_cwnd(c, s);
                 self.rack.on_undo();
             }
         }

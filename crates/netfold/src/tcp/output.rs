@@ -156,14 +156,7 @@ impl Conn {
         } else {
             self.flight()
         };
-        self.cwnd_use.on_transmit(
-            self.snd.una(),
-            self.snd.max(),
-            in_flight,
-            self.cc.cwnd(),
-            self.snd.mss(),
-            sent_data,
-        );
+        self.snd.on_round_end(in_flight, sent_data);
     }
 
     /// A cheap "`plan` would return `None`" for the common case of an established connection
@@ -355,7 +348,8 @@ impl Conn {
         };
         let wnd_edge = self.snd.una().wrapping_add(self.snd.wnd());
         let allowed = self
-            .cc
+            .snd
+            .cc()
             .cwnd()
             .saturating_add(lt)
             .min(seq::dist(self.snd.una(), wnd_edge));
@@ -794,8 +788,8 @@ impl Conn {
             && now.saturating_since(self.last_data_tx) > self.snd.rtt().rto()
         {
             let iw = super::cc::initial_window(self.snd.mss());
-            if self.cc.cwnd() > iw {
-                self.cc.set_cwnd(iw);
+            if self.snd.cc().cwnd() > iw {
+                self.snd.set_cwnd(iw);
             }
             // Only once per idle period.
             self.last_data_tx = now;
@@ -1004,7 +998,7 @@ impl Conn {
         // Congestion accounting is in units of the negotiated MSS (RFC 5681 SMSS); segments
         // are cut to `seg_mss()` (MSS minus options).
         let smss = self.seg_mss();
-        let cwnd = self.cc.cwnd();
+        let cwnd = self.snd.cc().cwnd();
         let wnd_edge = self.snd.una().wrapping_add(self.snd.wnd());
 
         if let Some(rec) = self.recovery {

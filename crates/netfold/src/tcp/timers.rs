@@ -332,13 +332,13 @@ impl Conn {
                     if self.sack_ok {
                         self.dsack_tx.start_episode(
                             self.snd.una(),
-                            self.cc.cwnd(),
-                            self.cc.ssthresh(),
+                            self.snd.cc().cwnd(),
+                            self.snd.cc().ssthresh(),
                         );
                     }
-                    self.cc.on_rto(now, flight, self.snd.mss());
+                    self.snd.on_rto_cwnd(now, flight);
                 } else {
-                    self.cc.set_cwnd(self.snd.mss());
+                    self.snd.set_cwnd(self.snd.mss());
                 }
                 if let Some(rec) = self.recovery.take() {
                     if rec.sack {

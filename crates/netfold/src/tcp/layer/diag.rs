@@ -75,8 +75,8 @@ impl TcpLayer {
         use crate::tcp::cc::CongestionController;
         let c = self.conn(h)?;
         Ok(ConnInfo {
-            cwnd: c.cc.cwnd(),
-            ssthresh: c.cc.ssthresh(),
+            cwnd: c.snd.cc().cwnd(),
+            ssthresh: c.snd.cc().ssthresh(),
             srtt: c.snd.rtt().srtt(),
             rto: c.snd.rtt().rto(),
             mss: c.snd.mss(),

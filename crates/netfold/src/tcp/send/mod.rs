@@ -28,6 +28,7 @@
 //! are not the sender's (`cc/`, `rtt.rs`, `rack.rs`).
 
 mod buffer;
+mod congestion;
 mod push;
 mod queue;
 mod space;
@@ -37,8 +38,10 @@ mod timing;
 
 use std::collections::VecDeque;
 
+use super::cc::{Cc, CwndUsage};
 use super::rtt::RttEstimator;
 use super::zerocopy::SendQueue;
+use super::CongestionControl;
 use crate::time::{Duration, Instant};
 
 /// The most record ends (`send` with MSG_EOR) one connection keeps unacknowledged; a send
@@ -119,6 +122,10 @@ pub struct Sender {
     rtt: RttEstimator,
     /// The segment Karn's algorithm times without timestamps: its end and when it left.
     rtt_timing: Option<(u32, Instant)>,
+    /// The congestion controller (`congestion.rs`, `cc/`).
+    cc: Cc,
+    /// Whether the last window used cwnd (`cc::usage`, Linux `tcp_cwnd_validate`).
+    cwnd_use: CwndUsage,
 }
 
 impl Sender {
@@ -153,6 +160,8 @@ impl Sender {
             fin_alone: false,
             rtt: RttEstimator::new(Duration::from_secs(1), Duration::from_millis(200)),
             rtt_timing: None,
+            cc: Cc::new(CongestionControl::Cubic, mss),
+            cwnd_use: CwndUsage::default(),
         }
     }
 }
