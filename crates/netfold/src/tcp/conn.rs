@@ -263,23 +263,7 @@ pub struct EcnState {
     pub rx_ce: bool,
 }
 
-/// Loss recovery in progress (RFC 6675 §5 with SACK, RFC 6582 without).
-#[derive(Debug, Clone, Copy)]
-pub struct Recovery {
-    /// RecoveryPoint / "recover": SND.MAX when recovery started.
-    pub point: u32,
-    pub sack: bool,
-    /// One past the highest byte retransmitted in this recovery (HighRxt + 1).
-    pub rxt_next: u32,
-    /// The segment at SND.UNA must be retransmitted now (entry, or a NewReno partial ACK).
-    pub rxt_una: bool,
-    /// RFC 6937 (Proportional Rate Reduction, SACK recovery only): bytes the peer received
-    /// since recovery began (`prr_delivered`), bytes sent since (`prr_out`), and the
-    /// window when it began (RecoverFS; Linux uses `prior_cwnd`).
-    pub prr_delivered: u32,
-    pub prr_out: u32,
-    pub prior_cwnd: u32,
-}
+pub use super::send::Recovery;
 
 /// The transmission control block: the connection's identity and settings, then its named
 /// parts — the send sequence space ([`Sender`]), the receive sequence space ([`Receiver`]),
@@ -333,10 +317,6 @@ pub struct Conn {
     pub ws_ok: bool,
     pub sack_ok: bool,
 
-    pub dupacks: u32,
-    pub recovery: Option<Recovery>,
-    /// RFC 6582 `recover`: no new fast recovery until the ACK passes it.
-    pub recover: u32,
     pub scoreboard: Scoreboard,
     /// RFC 8985 RACK: time-based loss detection over SACK (the default loss detection when
     /// the peer SACKs; see `rack.rs`).
@@ -482,9 +462,6 @@ impl Conn {
             },
             ws_ok: false,
             sack_ok: false,
-            dupacks: 0,
-            recovery: None,
-            recover: iss,
             scoreboard: Scoreboard::new(),
             rack: Rack::new(super::rack::capacity_for(
                 config.send_ceiling(),
@@ -1116,7 +1093,7 @@ impl Conn {
                     && self.snd.max() != self.snd.una()
                 {
                     self.snd.rewind();
-                    self.recovery = None;
+                    self.snd.abandon_recovery();
                 }
                 false
             }

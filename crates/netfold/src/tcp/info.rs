@@ -161,9 +161,9 @@ impl Conn {
         let synced = self.is_synchronized();
         let ca_state = if self.in_rto_recovery() {
             ca_state::LOSS
-        } else if self.recovery.is_some() {
+        } else if self.snd.recovery().is_some() {
             ca_state::RECOVERY
-        } else if self.dupacks > 0 || self.scoreboard.sacked_bytes() > 0 {
+        } else if self.snd.dupacks() > 0 || self.scoreboard.sacked_bytes() > 0 {
             ca_state::DISORDER
         } else {
             ca_state::OPEN

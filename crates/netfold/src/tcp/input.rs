@@ -2,7 +2,7 @@
 //! (blind in-window attacks), RFC 7323 (PAWS, timestamps) and RFC 2018/6675 (SACK).
 
 use super::cc::CongestionController;
-use super::conn::{Conn, Ctx, Event, Recovery};
+use super::conn::{Conn, Ctx, Event};
 use super::rack::{self, TlpAck};
 use super::sack::DUP_THRESH;
 use super::{dsack, seq, Error, Payload, State};
@@ -555,7 +555,7 @@ impl Conn {
         }
         self.ecn.recover = Some(self.snd.max());
         self.ecn.cwr_due = true;
-        if self.recovery.is_some() || self.in_rto_recovery() {
+        if self.snd.recovery().is_some() || self.in_rto_recovery() {
             return;
         }
         let mss = self.snd.mss();
@@ -814,7 +814,8 @@ impl Conn {
         let blocks = &trimmed[..n_trimmed];
         // PRR's DeliveredData needs the SACKed bytes before this ACK; only recovery (or an
         // ACK with SACK blocks, which may start one) asks, so the common ACK skips the sum.
-        let sacked_before = if self.sack_ok && (self.recovery.is_some() || !blocks.is_empty()) {
+        let sacked_before = if self.sack_ok && (self.snd.recovery().is_some() || !blocks.is_empty())
+        {
             Some(self.scoreboard.sacked_bytes())
         } else {
             None
@@ -851,7 +852,7 @@ impl Conn {
             } else {
                 0
             };
-            let dup_segs = if self.sack_ok { 0 } else { self.dupacks };
+            let dup_segs = if self.sack_ok { 0 } else { self.snd.dupacks() };
             self.take_cumulative_ack(ctx, seg);
             if let Some(rtt) = rack_rtt {
                 self.cc_rtt_sample(now, rtt);
@@ -867,11 +868,10 @@ impl Conn {
                 acked.saturating_sub(dup_segs.saturating_mul(mss))
             }
             .max(acked.min(mss));
-            match self.recovery {
+            match self.snd.recovery() {
                 Some(rec) if seq::ge(ack, rec.point) => {
                     // Full acknowledgment: leave recovery (RFC 6582 §3.2 step 3, RFC 6675 §5).
-                    self.recovery = None;
-                    self.dupacks = 0;
+                    self.snd.exit_recovery();
                     let ss = self.snd.cc().ssthresh();
                     if rec.sack {
                         // RFC 8985 §6.2 step 4: "Else if exiting Fast or RTO recovery:
@@ -882,25 +882,7 @@ impl Conn {
                         self.snd.set_cwnd(ss.min(self.flight().max(mss) + mss));
                     }
                 }
-                Some(mut rec) => {
-                    if rec.sack {
-                        // RFC 6675 §5 (C): a partial ACK only updates the scoreboard; NextSeg
-                        // picks what to retransmit. (Forcing a retransmission at the new
-                        // SND.UNA, NewReno style, resends holes already retransmitted.)
-                        rec.rxt_next = seq::max(rec.rxt_next, ack);
-                    } else {
-                        // RFC 6582 §3.2 step 5: partial ACK -> retransmit the first unacked
-                        // segment, deflate cwnd by the amount acked, add back one SMSS.
-                        rec.rxt_una = true;
-                        rec.rxt_next = ack;
-                        let mut c = self.snd.cc().cwnd().saturating_sub(acked);
-                        if acked >= mss {
-                            c += mss;
-                        }
-                        self.snd.set_cwnd(c.max(mss));
-                    }
-                    self.recovery = Some(rec);
-                }
+                Some(_) => self.snd.on_partial_ack(ack, acked, mss),
                 None => self.grow_cwnd(now, delivered, cwnd_limited),
             }
             self.restart_rto(now);
@@ -912,8 +894,8 @@ impl Conn {
         {
             // RFC 5681 §2 duplicate ACK (RFC 6675 §2: with SACK, one that SACKs new data).
             ctx.stats.dup_acks += 1;
-            self.dupacks = self.dupacks.saturating_add(1);
-            match self.recovery {
+            self.snd.on_dupack();
+            match self.snd.recovery() {
                 // With SACK, RACK (below) decides what is lost, on every ACK.
                 None if self.sack_ok => {}
                 None => {
@@ -930,10 +912,12 @@ impl Conn {
                     } else {
                         DUP_THRESH
                     };
-                    let lost = lost || (self.dupacks >= thresh);
+                    let lost = lost || (self.snd.dupacks() >= thresh);
                     // RFC 6582 §3.2 step 1: no new recovery while the ACK is still within the
                     // data of an earlier one (`recover`).
-                    if (self.dupacks >= DUP_THRESH || lost) && seq::gt(ack, self.recover) {
+                    if (self.snd.dupacks() >= DUP_THRESH || lost)
+                        && seq::gt(ack, self.snd.recover())
+                    {
                         self.enter_recovery(now);
                     }
                 }
@@ -981,7 +965,7 @@ impl Conn {
                 _ => TlpAck::Pending,
             }
         };
-        if outcome == TlpAck::RepairedLoss && self.recovery.is_none() {
+        if outcome == TlpAck::RepairedLoss && self.snd.recovery().is_none() {
             // "(Invoke congestion control to react to the loss event the probe has
             // repaired)": a fast recovery entered and left at once.
             self.snd.on_congestion(now, self.flight().max(mss), mss);
@@ -1001,7 +985,7 @@ impl Conn {
             self.timers.probes_unanswered = 0;
             if self.send_pending() {
                 self.snd.rewind();
-                self.recovery = None;
+                self.snd.abandon_recovery();
                 self.timers.rto = None;
                 if self.timers.persist.is_none() {
                     self.timers.persist = Some(now + self.snd.rtt().rto());
@@ -1067,7 +1051,7 @@ impl Conn {
     /// cwnd if the window was used.
     #[inline]
     pub(super) fn grow_cwnd(&mut self, now: Instant, acked: u32, cwnd_limited: bool) {
-        self.dupacks = 0;
+        self.snd.clear_dupacks();
         if cwnd_limited {
             self.snd.on_cwnd_ack(now, acked);
         }
@@ -1110,9 +1094,7 @@ impl Conn {
         self.tlp.reset();
         // RFC 6675 §5 steps (1)-(3) / RFC 6582 §3.2 step 2.
         let flight = self.flight();
-        let mss = self.snd.mss();
         let sack = self.sack_ok;
-        let prior_cwnd = self.snd.cc().cwnd();
         if sack {
             // What D-SACK undo restores if every retransmission turns out unnecessary.
             self.dsack_tx.start_episode(
@@ -1121,26 +1103,7 @@ impl Conn {
                 self.snd.cc().ssthresh(),
             );
         }
-        self.snd.on_congestion(now, flight, mss);
-        if !sack {
-            // RFC 6582 `recover`. With SACK only an RTO sets it: RACK marks individual
-            // segments lost, so a loss right at the previous recovery point is a new loss.
-            self.recover = self.snd.max();
-            let c = self.snd.cc().ssthresh().saturating_add(3 * mss);
-            self.snd.set_cwnd(c);
-        }
-        self.recovery = Some(Recovery {
-            point: self.snd.max(),
-            sack,
-            rxt_next: self.snd.una(),
-            // With SACK, RACK's marks say what to retransmit (RFC 8985 §6.2); the segment
-            // at SND.UNA goes first when it is marked.
-            rxt_una: !sack,
-            prr_delivered: 0,
-            prr_out: 0,
-            prior_cwnd: prior_cwnd.max(1),
-        });
-        self.snd.stop_rtt_timing();
+        self.snd.enter_recovery(now, flight, sack);
     }
 
     /// RFC 8985 §6.2 steps 1-4 for one acceptable ACK of a SACK connection, then step 5
@@ -1155,32 +1118,13 @@ impl Conn {
     /// segment when SND.UNA advanced and nothing new was found lost (Linux's variant of the
     /// RFC's "+ MSS"). The first ACK always releases the fast retransmit.
     fn prr_on_ack(&mut self, delivered: u32, una_advanced: bool, newly_lost: bool) {
-        let Some(mut rec) = self.recovery.filter(|r| r.sack) else {
-            return;
-        };
-        if delivered == 0 {
+        if !self.snd.recovery().is_some_and(|r| r.sack) || delivered == 0 {
             return;
         }
-        rec.prr_delivered = rec.prr_delivered.saturating_add(delivered);
         let smss = self.seg_mss().max(1);
         let pipe = self.pipe();
-        let ssthresh = self.snd.cc().ssthresh();
-        let mut sndcnt = if pipe > ssthresh {
-            let target = (u64::from(rec.prr_delivered) * u64::from(ssthresh))
-                .div_ceil(u64::from(rec.prior_cwnd));
-            (target as i64 - i64::from(rec.prr_out)).max(0) as u32
-        } else {
-            let mut limit = rec.prr_delivered.saturating_sub(rec.prr_out).max(delivered);
-            if una_advanced && !newly_lost {
-                limit = limit.saturating_add(smss);
-            }
-            limit.min(ssthresh - pipe)
-        };
-        if rec.prr_out == 0 {
-            sndcnt = sndcnt.max(smss);
-        }
-        self.snd.set_cwnd(pipe.saturating_add(sndcnt).max(smss));
-        self.recovery = Some(rec);
+        self.snd
+            .on_prr_ack(delivered, una_advanced, newly_lost, smss, pipe);
     }
 
     /// RFC 8985 §6.2 for one ACK; returns the bytes newly marked lost.
@@ -1225,7 +1169,7 @@ impl Conn {
 
     /// A SACK connection is repairing an RTO (go-back-N from SND.UNA up to `recover`).
     pub fn in_rto_recovery(&self) -> bool {
-        self.sack_ok && seq::lt(self.snd.una(), self.recover)
+        self.sack_ok && seq::lt(self.snd.una(), self.snd.recover())
     }
 
     /// RFC 8985 §6.2 step 5, `RACK_detect_loss_and_arm_timer()`: mark what is lost, arm the
@@ -1237,7 +1181,7 @@ impl Conn {
             return 0;
         }
         let rto_recovery = self.in_rto_recovery();
-        let in_recovery = self.recovery.is_some() || rto_recovery;
+        let in_recovery = self.snd.recovery().is_some() || rto_recovery;
         let sacked = rack::segs_sacked(self.scoreboard.sacked_bytes(), self.snd.mss());
         let srtt = self.snd.rtt().srtt();
         let report = if reo_timer {
@@ -1256,7 +1200,7 @@ impl Conn {
         // response"; SACK recovery runs PRR (`prr_on_ack`), which already holds sending to
         // what is delivered, so a lost retransmission is only repaired, as Linux does (one
         // reduction per recovery episode).
-        if self.recovery.is_none() && !rto_recovery && self.snd.wnd() > 0 {
+        if self.snd.recovery().is_none() && !rto_recovery && self.snd.wnd() > 0 {
             self.enter_recovery(now);
             if reo_timer {
                 // No ACK brought this loss, so no ACK's PRR step sets the window: Linux's

@@ -151,7 +151,7 @@ impl Conn {
         if self.snd.una() == self.snd.max() && !sent_data {
             return;
         }
-        let in_flight = if self.recovery.is_some() || self.sack_ok {
+        let in_flight = if self.snd.recovery().is_some() || self.sack_ok {
             self.pipe()
         } else {
             self.flight()
@@ -174,7 +174,7 @@ impl Conn {
             && !self.tlp_due
             && !self.persist_probe_due
             && !self.keepalive_due
-            && self.recovery.is_none()
+            && self.snd.recovery().is_none()
             && self.rack.lost_bytes() == 0
             && !self.snd.fin_queued()
             && self.snd.nxt() == self.fin_seq()
@@ -341,8 +341,8 @@ impl Conn {
     /// edge: comparing two edges in sequence space would misorder them once cwnd exceeds
     /// 2^31.
     pub(super) fn send_edge(&self) -> u32 {
-        let lt = if self.recovery.is_none() && self.dupacks < 3 {
-            self.dupacks * self.snd.mss()
+        let lt = if self.snd.recovery().is_none() && self.snd.dupacks() < 3 {
+            self.snd.dupacks() * self.snd.mss()
         } else {
             0
         };
@@ -477,7 +477,7 @@ impl Conn {
                     self.counters.bytes_retrans += u64::from(p.len);
                     // A RACK-marked range resent outside fast recovery (see `plan_data`) was
                     // found lost by ACKs, not by the timer.
-                    if self.recovery.is_some() || p.kind == Kind::Hole {
+                    if self.snd.recovery().is_some() || p.kind == Kind::Hole {
                         stats.retransmits_fast += 1;
                     } else {
                         stats.retransmits_rto += 1;
@@ -485,17 +485,9 @@ impl Conn {
                 } else if !self.ts.enabled {
                     self.snd.on_timed_send(end, now);
                 }
-                if let Some(rec) = self.recovery.as_mut() {
-                    // RFC 6937: "prr_out += (data sent)".
-                    rec.prr_out = rec.prr_out.saturating_add(p.len);
-                }
+                self.snd
+                    .on_recovery_sent(p.len, end, p.kind != Kind::Data, p.kind == Kind::Hole);
                 if p.kind != Kind::Data {
-                    if let Some(rec) = self.recovery.as_mut() {
-                        if p.kind == Kind::Hole {
-                            rec.rxt_next = seq::max(rec.rxt_next, end);
-                        }
-                        rec.rxt_una = false;
-                    }
                     self.snd.on_resent(end);
                 } else {
                     self.snd.on_sent(end);
@@ -1001,7 +993,7 @@ impl Conn {
         let cwnd = self.snd.cc().cwnd();
         let wnd_edge = self.snd.una().wrapping_add(self.snd.wnd());
 
-        if let Some(rec) = self.recovery {
+        if let Some(rec) = self.snd.recovery() {
             if let Some(decided) = self.plan_recovery(rec, cwnd, smss, data_end, wnd_edge) {
                 return decided;
             }
@@ -1068,7 +1060,7 @@ impl Conn {
         // GSO: one plan may span several segments when nothing is being recovered; it is
         // trimmed to whole segments so the cut never leaves a short piece mid-stream (the tail
         // goes as its own segment, under Nagle/SWS below).
-        let gso_cap = if self.recovery.is_none() && self.gso_segs > 1 {
+        let gso_cap = if self.snd.recovery().is_none() && self.gso_segs > 1 {
             let cap = (smss * self.gso_segs).min(65535 - 120);
             cap - cap % smss
         } else {

@@ -105,9 +105,9 @@ impl Conn {
             && ts_ok
             && seg.window != 0
             && self.timers.persist.is_none()
-            && self.recovery.is_none()
+            && self.snd.recovery().is_none()
             && !self.in_rto_recovery()
-            && self.dupacks == 0
+            && self.snd.dupacks() == 0
             && self.tlp.episode().is_none()
             && self.scoreboard.is_empty()
             && !(self.ecn.ok && self.ecn.rx_ce)

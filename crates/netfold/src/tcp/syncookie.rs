@@ -399,7 +399,6 @@ pub(super) fn conn_from_cookie(
     let iss = ack.ack.wrapping_sub(1);
     // The SYN-ACK (one sequence number) was sent and is never retransmitted.
     c.snd.restart(iss);
-    c.recover = iss;
     // The right edge our SYN-ACK advertised (unscaled window, RFC 7323 §2.2).
     c.rcv.on_syn_ack_sent(u32::from(syn_window(&config)));
     c

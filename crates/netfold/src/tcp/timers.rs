@@ -131,7 +131,7 @@ impl Conn {
         if let Some(t) = self.timers.pto {
             if now >= t {
                 self.timers.pto = None;
-                if self.recovery.is_none() && self.snd.una() != self.snd.max() {
+                if self.snd.recovery().is_none() && self.snd.una() != self.snd.max() {
                     self.tlp_due = true;
                 }
             }
@@ -229,9 +229,9 @@ impl Conn {
         // recovery, or segments have been SACKed (i.e., RACK.segs_sacked is not zero)." (A
         // connection without SACK keeps the probe: it has no RACK to fall back on.)
         let segs_sacked = super::rack::segs_sacked(self.scoreboard.sacked_bytes(), self.snd.mss());
-        let in_recovery = self.recovery.is_some() || self.in_rto_recovery();
+        let in_recovery = self.snd.recovery().is_some() || self.in_rto_recovery();
         if (self.sack_ok && !self.tlp.may_schedule(true, segs_sacked, in_recovery))
-            || self.recovery.is_some()
+            || self.snd.recovery().is_some()
             || self.tlp.episode().is_some()
             || self.snd.wnd() == 0
             || !self.state.may_send()
@@ -340,13 +340,11 @@ impl Conn {
                 } else {
                     self.snd.set_cwnd(self.snd.mss());
                 }
-                if let Some(rec) = self.recovery.take() {
+                if let Some(rec) = self.snd.exit_recovery_on_rto() {
                     if rec.sack {
                         self.rack.on_recovery_exit();
                     }
                 }
-                self.dupacks = 0;
-                self.recover = self.snd.max();
                 self.snd.rewind();
                 self.rto_head_due = seq::lt(self.snd.una(), self.snd.max());
                 // RFC 8985 §6.3, RACK_mark_losses_on_RTO(): the segment at SND.UNA and every

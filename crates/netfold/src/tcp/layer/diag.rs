@@ -52,7 +52,7 @@ impl TcpLayer {
                 c.rcv.nxt(),
                 c.rcv.ring().len(),
                 c.rcv.fin_received(),
-                c.recovery,
+                c.snd.recovery(),
                 c.rack.lost_bytes(),
                 s.in_active,
                 c.rcv.ack_now(),

@@ -704,7 +704,9 @@ mod tests {
             });
             c.error = Some(Error::ConnectionReset);
             c.ecn.ok = true;
-            c.dupacks = 7;
+            for _ in 0..7 {
+                c.snd.on_dupack();
+            }
             c.ts.recent = 12345;
             c.gso_segs = 9;
         }

@@ -29,6 +29,7 @@
 
 mod buffer;
 mod congestion;
+mod loss;
 mod push;
 mod queue;
 mod space;
@@ -37,6 +38,8 @@ mod tests;
 mod timing;
 
 use std::collections::VecDeque;
+
+pub use loss::Recovery;
 
 use super::cc::{Cc, CwndUsage};
 use super::rtt::RttEstimator;
@@ -126,6 +129,12 @@ pub struct Sender {
     cc: Cc,
     /// Whether the last window used cwnd (`cc::usage`, Linux `tcp_cwnd_validate`).
     cwnd_use: CwndUsage,
+    /// The fast recovery in progress (`loss.rs`).
+    recovery: Option<Recovery>,
+    /// Duplicate ACKs counted (RFC 5681 §2).
+    dupacks: u32,
+    /// RFC 6582 `recover`: no new fast recovery until the ACK passes it.
+    recover: u32,
 }
 
 impl Sender {
@@ -162,6 +171,9 @@ impl Sender {
             rtt_timing: None,
             cc: Cc::new(CongestionControl::Cubic, mss),
             cwnd_use: CwndUsage::default(),
+            recovery: None,
+            dupacks: 0,
+            recover: iss,
         }
     }
 }

@@ -132,6 +132,7 @@ impl Sender {
         self.nxt = iss.wrapping_add(1);
         self.max = self.nxt;
         self.buf_seq = self.nxt;
+        self.recover = iss;
     }
 
     /// RFC 9293 §3.10.7.4 fifth check: the window is updated from a segment only if it is
