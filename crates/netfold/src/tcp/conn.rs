@@ -5,7 +5,6 @@ use super::buffer::{RecvRing, RingCache};
 use super::dsack::DsackSender;
 use super::rack::{Rack, Tlp, TLP_MAX_ACK_DELAY};
 use super::recv::Receiver;
-use super::sack::Scoreboard;
 use super::send::Sender;
 use super::timers::Timers;
 use super::zerocopy::SendQueue;
@@ -317,7 +316,6 @@ pub struct Conn {
     pub ws_ok: bool,
     pub sack_ok: bool,
 
-    pub scoreboard: Scoreboard,
     /// RFC 8985 RACK: time-based loss detection over SACK (the default loss detection when
     /// the peer SACKs; see `rack.rs`).
     pub rack: Rack,
@@ -462,7 +460,6 @@ impl Conn {
             },
             ws_ok: false,
             sack_ok: false,
-            scoreboard: Scoreboard::new(),
             rack: Rack::new(super::rack::capacity_for(
                 config.send_ceiling(),
                 mss.min(default_mss),
@@ -607,11 +604,11 @@ impl Conn {
     /// scoreboard, RACK's segment records and the reassembly ranges — which saves the
     /// connection their allocations (and the layer the box's).
     pub(super) fn renew(&mut self, fresh: Conn) {
-        let scoreboard = self.scoreboard.take_storage();
+        let scoreboard = self.snd.take_scoreboard_storage();
         let rack = self.rack.take_storage();
         let asm = self.rcv.take_asm_storage();
         *self = fresh;
-        self.scoreboard.adopt_storage(scoreboard);
+        self.snd.adopt_scoreboard_storage(scoreboard);
         self.rack.adopt_storage(rack);
         self.rcv.adopt_asm_storage(asm);
     }

@@ -163,7 +163,7 @@ impl Conn {
             ca_state::LOSS
         } else if self.snd.recovery().is_some() {
             ca_state::RECOVERY
-        } else if self.snd.dupacks() > 0 || self.scoreboard.sacked_bytes() > 0 {
+        } else if self.snd.dupacks() > 0 || self.snd.scoreboard().sacked_bytes() > 0 {
             ca_state::DISORDER
         } else {
             ca_state::OPEN
@@ -239,7 +239,7 @@ impl Conn {
             snd_mss: smss,
             rcv_mss: self.rcv.mss(),
             unacked: segs(flight),
-            sacked: segs(self.scoreboard.sacked_bytes()),
+            sacked: segs(self.snd.scoreboard().sacked_bytes()),
             // Linux `lost_out`: segments marked lost and not delivered, retransmitted or not.
             lost: segs(self.rack.lost_out()),
             retrans: segs(self.rack.retransmitted_in_flight()),

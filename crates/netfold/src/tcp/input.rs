@@ -816,16 +816,14 @@ impl Conn {
         // ACK with SACK blocks, which may start one) asks, so the common ACK skips the sum.
         let sacked_before = if self.sack_ok && (self.snd.recovery().is_some() || !blocks.is_empty())
         {
-            Some(self.scoreboard.sacked_bytes())
+            Some(self.snd.scoreboard().sacked_bytes())
         } else {
             None
         };
         if self.sack_ok {
             ctx.stats.sack_blocks_in += seg.options.sack_blocks().len() as u64;
             for b in blocks {
-                newly_sacked +=
-                    self.scoreboard
-                        .add(*b, seq::max(self.snd.una(), ack), self.snd.max());
+                newly_sacked += self.snd.on_sack_block(*b, ack);
             }
         }
         // RACK's RTT sample (RFC 8985 §6.2 step 1) comes from the send times RACK recorded,
@@ -847,8 +845,8 @@ impl Conn {
             // (or, without SACK, the segments duplicate ACKs already reported) were
             // delivered then, not now. (RFC 5681 §3.1 counts "bytes acknowledged"; Linux's
             // reading keeps limited transmit and reordering from inflating cwnd.)
-            let sacked_pre = if self.sack_ok && !self.scoreboard.is_empty() {
-                self.scoreboard.sacked_bytes()
+            let sacked_pre = if self.sack_ok && !self.snd.scoreboard().is_empty() {
+                self.snd.scoreboard().sacked_bytes()
             } else {
                 0
             };
@@ -858,10 +856,10 @@ impl Conn {
                 self.cc_rtt_sample(now, rtt);
             }
             let delivered = if self.sack_ok {
-                let post = if self.scoreboard.is_empty() {
+                let post = if self.snd.scoreboard().is_empty() {
                     0
                 } else {
-                    self.scoreboard.sacked_bytes()
+                    self.snd.scoreboard().sacked_bytes()
                 };
                 acked.saturating_sub(sacked_pre.saturating_sub(post))
             } else {
@@ -899,7 +897,7 @@ impl Conn {
                 // With SACK, RACK (below) decides what is lost, on every ACK.
                 None if self.sack_ok => {}
                 None => {
-                    let lost = self.sack_ok && self.scoreboard.is_lost(self.snd.una(), mss);
+                    let lost = self.sack_ok && self.snd.scoreboard().is_lost(self.snd.una(), mss);
                     // RFC 5827 early retransmit: with fewer than 4 segments outstanding and
                     // nothing new to send, too few duplicate ACKs can ever arrive; lower the
                     // threshold to (outstanding segments - 1).
@@ -939,7 +937,7 @@ impl Conn {
             let newly_lost = self.rack_on_ack(now, blocks, dsack, rack_rtt);
             if let Some(before) = sacked_before {
                 // RFC 6937 §3: "DeliveredData = (change in snd.una) + (change in SACKed)".
-                let delivered = (i64::from(acked) + i64::from(self.scoreboard.sacked_bytes())
+                let delivered = (i64::from(acked) + i64::from(self.snd.scoreboard().sacked_bytes())
                     - i64::from(before))
                 .max(0) as u32;
                 self.prr_on_ack(delivered, acked > 0, newly_lost > 0);
@@ -1031,7 +1029,7 @@ impl Conn {
             .wrapping_add(acked.ctl() + acked.bytes().div_ceil(self.seg_mss()));
         // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
         self.snd.on_ack(acked);
-        self.scoreboard.advance(ack);
+        self.snd.on_scoreboard_ack(ack);
         self.rto_head_due = false;
         self.timers.retries = 0;
         self.timers.retrans_stamp = None;
@@ -1182,7 +1180,7 @@ impl Conn {
         }
         let rto_recovery = self.in_rto_recovery();
         let in_recovery = self.snd.recovery().is_some() || rto_recovery;
-        let sacked = rack::segs_sacked(self.scoreboard.sacked_bytes(), self.snd.mss());
+        let sacked = rack::segs_sacked(self.snd.scoreboard().sacked_bytes(), self.snd.mss());
         let srtt = self.snd.rtt().srtt();
         let report = if reo_timer {
             self.rack

@@ -599,7 +599,7 @@ impl Conn {
     /// what RACK deems lost and has not been retransmitted yet.
     pub(super) fn pipe(&self) -> u32 {
         self.flight()
-            .saturating_sub(self.scoreboard.sacked_bytes())
+            .saturating_sub(self.snd.scoreboard().sacked_bytes())
             .saturating_sub(self.rack.lost_bytes())
     }
 
@@ -608,13 +608,14 @@ impl Conn {
     fn next_lost(&self) -> Option<(u32, u32)> {
         let mut from = self.snd.una();
         while let Some((s, e)) = self.rack.next_lost(from) {
-            let s = match self.scoreboard.sacked_end(s) {
+            let s = match self.snd.scoreboard().sacked_end(s) {
                 Some(se) => se,
                 None => s,
             };
-            if seq::lt(s, e) && self.scoreboard.sacked_end(s).is_none() {
+            if seq::lt(s, e) && self.snd.scoreboard().sacked_end(s).is_none() {
                 let e = self
-                    .scoreboard
+                    .snd
+                    .scoreboard()
                     .next_sacked_start(s)
                     .map_or(e, |n| seq::min(n, e));
                 return Some((s, e));
@@ -900,7 +901,7 @@ impl Conn {
     fn segment_upto(&self, kind: Kind, s: u32, max: u32, cap: u32) -> Option<Plan> {
         let fin_seq = self.fin_seq();
         let mut len = seq::dist(s, fin_seq).min(max).min(cap);
-        if let Some(n) = self.scoreboard.next_sacked_start(s) {
+        if let Some(n) = self.snd.scoreboard().next_sacked_start(s) {
             len = len.min(seq::dist(s, n));
         }
         if self.snd.has_record_ends() {
@@ -1042,7 +1043,7 @@ impl Conn {
         // Normal transmission (and NewReno recovery with its inflated cwnd).
         // Skip data the peer already SACKed (after an RTO rewind).
         while seq::lt(self.snd.nxt(), self.snd.max()) {
-            match self.scoreboard.sacked_end(self.snd.nxt()) {
+            match self.snd.scoreboard().sacked_end(self.snd.nxt()) {
                 Some(e) => self.snd.skip_sacked(e),
                 None => break,
             }

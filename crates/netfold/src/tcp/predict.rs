@@ -109,7 +109,7 @@ impl Conn {
             && !self.in_rto_recovery()
             && self.snd.dupacks() == 0
             && self.tlp.episode().is_none()
-            && self.scoreboard.is_empty()
+            && self.snd.scoreboard().is_empty()
             && !(self.ecn.ok && self.ecn.rx_ce)
             && (len == 0
                 || (!self.user_closed

@@ -228,7 +228,8 @@ impl Conn {
         // that cumulatively acknowledges new data unless it is already in fast recovery, RTO
         // recovery, or segments have been SACKed (i.e., RACK.segs_sacked is not zero)." (A
         // connection without SACK keeps the probe: it has no RACK to fall back on.)
-        let segs_sacked = super::rack::segs_sacked(self.scoreboard.sacked_bytes(), self.snd.mss());
+        let segs_sacked =
+            super::rack::segs_sacked(self.snd.scoreboard().sacked_bytes(), self.snd.mss());
         let in_recovery = self.snd.recovery().is_some() || self.in_rto_recovery();
         if (self.sack_ok && !self.tlp.may_schedule(true, segs_sacked, in_recovery))
             || self.snd.recovery().is_some()

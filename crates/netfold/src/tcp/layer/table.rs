@@ -694,7 +694,7 @@ mod tests {
                 left: una.wrapping_add(1000),
                 right: una.wrapping_add(2000),
             };
-            assert!(c.scoreboard.add(sack, una, max) > 0);
+            assert!(c.snd.on_sack_block(sack, una) > 0);
             c.rack.on_send(max, max.wrapping_add(100), t, Some(5));
             assert!(c.rack.records().count() > 0);
             assert!(c.rcv.ring_mut().asm.add(100, 10));
@@ -722,7 +722,7 @@ mod tests {
         assert_eq!(block_of(&a, h1), old, "the block was reused");
         {
             let c = a.conn(h1).unwrap();
-            assert!(c.scoreboard.is_empty() && c.rcv.ring().asm.is_empty());
+            assert!(c.snd.scoreboard().is_empty() && c.rcv.ring().asm.is_empty());
             assert_eq!(c.rack.records().count(), 0);
             assert!(c.rcv.posted().is_none() && c.error.is_none());
             // The slot (not the recycled block) says how the socket sees the addresses.

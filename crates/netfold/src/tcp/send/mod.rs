@@ -32,6 +32,7 @@ mod congestion;
 mod loss;
 mod push;
 mod queue;
+mod sacked;
 mod space;
 #[cfg(test)]
 mod tests;
@@ -43,6 +44,7 @@ pub use loss::Recovery;
 
 use super::cc::{Cc, CwndUsage};
 use super::rtt::RttEstimator;
+use super::sack::Scoreboard;
 use super::zerocopy::SendQueue;
 use super::CongestionControl;
 use crate::time::{Duration, Instant};
@@ -135,6 +137,8 @@ pub struct Sender {
     dupacks: u32,
     /// RFC 6582 `recover`: no new fast recovery until the ACK passes it.
     recover: u32,
+    /// The SACK scoreboard (`sacked.rs`, `sack.rs`).
+    scoreboard: Scoreboard,
 }
 
 impl Sender {
@@ -174,6 +178,7 @@ impl Sender {
             recovery: None,
             dupacks: 0,
             recover: iss,
+            scoreboard: Scoreboard::new(),
         }
     }
 }
