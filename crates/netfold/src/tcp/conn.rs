@@ -2,7 +2,6 @@
 //! Segment arrival is in `input.rs`, segment generation in `output.rs`, timers in `timers.rs`.
 
 use super::buffer::{RecvRing, RingCache};
-use super::dsack::DsackSender;
 use super::rack::{Rack, Tlp, TLP_MAX_ACK_DELAY};
 use super::recv::Receiver;
 use super::send::Sender;
@@ -321,8 +320,6 @@ pub struct Conn {
     pub rack: Rack,
     /// RFC 8985 §7 tail loss probe episode (TLP.end_seq, TLP.is_retrans).
     pub tlp: Tlp,
-    /// RFC 2883 D-SACK, sender side: dubious-report filter and spurious-retransmission undo.
-    pub dsack_tx: DsackSender,
 
     /// When data was last sent (RFC 5681 §4.1 restart after idle).
     pub last_data_tx: Instant,
@@ -465,7 +462,6 @@ impl Conn {
                 mss.min(default_mss),
             )),
             tlp: Tlp::new(TLP_MAX_ACK_DELAY),
-            dsack_tx: DsackSender::default(),
             last_data_tx: now,
             ack_snaps: [(0, 0); 8],
             n_snaps: 0,

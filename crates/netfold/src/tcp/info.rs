@@ -277,7 +277,7 @@ impl Conn {
             delivered: k.delivered,
             bytes_sent: u64::from(sent) + k.bytes_retrans,
             bytes_retrans: k.bytes_retrans,
-            dsack_dups: self.dsack_tx.stats.received as u32,
+            dsack_dups: self.snd.dsack_tx().stats.received as u32,
             reord_seen: self.rack.stats.reordering_events as u32,
             rcv_ooopack: k.rcv_ooopack,
             snd_wnd: self.snd.wnd(),

@@ -799,7 +799,7 @@ impl Conn {
         } else {
             (None, &[][..])
         };
-        let dsack = dsack.filter(|b| self.dsack_tx.on_dsack(*b, mss, self.snd.max_wnd()) > 0);
+        let dsack = dsack.filter(|b| self.snd.on_dsack(*b, mss) > 0);
         // SACK edges inside a segment are moved to its boundaries, as Linux's
         // `tcp_match_skb_to_sack` cuts skbs (see `rack::sack_piece`): a block of a few bytes
         // inside one segment acknowledges nothing, and the segment goes again whole.
@@ -1095,11 +1095,7 @@ impl Conn {
         let sack = self.sack_ok;
         if sack {
             // What D-SACK undo restores if every retransmission turns out unnecessary.
-            self.dsack_tx.start_episode(
-                self.snd.una(),
-                self.snd.cc().cwnd(),
-                self.snd.cc().ssthresh(),
-            );
+            self.snd.start_undo_episode();
         }
         self.snd.enter_recovery(now, flight, sack);
     }
@@ -1153,14 +1149,8 @@ impl Conn {
         // Linux `tcp_try_undo_dsack`: every retransmission of the episode was reported as a
         // duplicate, so the loss that caused the reduction was not real. (Asked before the
         // window is read: nearly every ACK has no episode to undo.)
-        if self.dsack_tx.undo_due() {
-            if let Some((c, s)) = self
-                .dsack_tx
-                .take_undo(self.snd.cc().cwnd(), self.snd.cc().ssthresh())
-            {
-                self.snd.undo_cwnd(c, s);
-                self.rack.on_undo();
-            }
+        if self.snd.undo() {
+            self.rack.on_undo();
         }
         newly_lost
     }

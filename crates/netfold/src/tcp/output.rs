@@ -636,7 +636,7 @@ impl Conn {
         let rxt_end = seq::min(end, self.snd.max());
         if seq::lt(p.seq, rxt_end) {
             let segs = seq::dist(p.seq, rxt_end).div_ceil(smss.max(1));
-            self.dsack_tx.on_retransmit(segs.max(1));
+            self.snd.on_dsack_retransmit(segs.max(1));
         }
         let tsval = repr.tsval;
         self.rack.set_segment_size(smss);

@@ -1,7 +1,6 @@
 //! Connection timers (the tcp_timer.c side): retransmission (RFC 6298 §5), delayed ACK
 //! (RFC 9293 §3.8.6.3), persist (§3.8.6.1), keepalive (§3.8.4) and TIME-WAIT (§3.6.1).
 
-use super::cc::CongestionController;
 use super::conn::{Conn, Event};
 use super::rtt::RTO_MAX;
 use super::{seq, Error, State, Stats};
@@ -331,11 +330,7 @@ impl Conn {
                     // The reduction may be undone if D-SACKs show every retransmission of
                     // the episode was unnecessary (RFC 2883 §5, RFC 3708).
                     if self.sack_ok {
-                        self.dsack_tx.start_episode(
-                            self.snd.una(),
-                            self.snd.cc().cwnd(),
-                            self.snd.cc().ssthresh(),
-                        );
+                        self.snd.start_undo_episode();
                     }
                     self.snd.on_rto_cwnd(now, flight);
                 } else {

@@ -95,9 +95,9 @@ impl TcpLayer {
                 reordering_seen: c.rack.reordering_seen(),
                 marked_lost: c.rack.stats.marked_lost,
                 lost_retransmissions: c.rack.stats.lost_retransmissions,
-                dsack_received: c.dsack_tx.stats.received,
-                dsack_dubious: c.dsack_tx.stats.dubious,
-                dsack_undos: c.dsack_tx.stats.undos,
+                dsack_received: c.snd.dsack_tx().stats.received,
+                dsack_dubious: c.snd.dsack_tx().stats.dubious,
+                dsack_undos: c.snd.dsack_tx().stats.undos,
             },
             ecn: c.ecn.ok,
         })

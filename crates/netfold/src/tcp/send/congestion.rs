@@ -96,10 +96,4 @@ impl Sender {
     pub fn set_cwnd(&mut self, cwnd: u32) {
         self.cc.set_cwnd(cwnd);
     }
-
-    /// D-SACKs showed a reduction was unnecessary: cwnd and ssthresh go back (RFC 2883 §5,
-    /// RFC 3708).
-    pub fn undo_cwnd(&mut self, cwnd: u32, ssthresh: u32) {
-        self.cc.undo(cwnd, ssthresh);
-    }
 }

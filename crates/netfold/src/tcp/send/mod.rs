@@ -37,12 +37,14 @@ mod space;
 #[cfg(test)]
 mod tests;
 mod timing;
+mod undo;
 
 use std::collections::VecDeque;
 
 pub use loss::Recovery;
 
 use super::cc::{Cc, CwndUsage};
+use super::dsack::DsackSender;
 use super::rtt::RttEstimator;
 use super::sack::Scoreboard;
 use super::zerocopy::SendQueue;
@@ -139,6 +141,8 @@ pub struct Sender {
     recover: u32,
     /// The SACK scoreboard (`sacked.rs`, `sack.rs`).
     scoreboard: Scoreboard,
+    /// D-SACK undo (`undo.rs`, `dsack.rs`).
+    dsack_tx: DsackSender,
 }
 
 impl Sender {
@@ -179,6 +183,7 @@ impl Sender {
             dupacks: 0,
             recover: iss,
             scoreboard: Scoreboard::new(),
+            dsack_tx: DsackSender::default(),
         }
     }
 }
