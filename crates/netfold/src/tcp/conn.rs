@@ -265,8 +265,10 @@ pub use super::send::Recovery;
 
 /// The transmission control block: the connection's identity and settings, then its named
 /// parts — the send sequence space ([`Sender`]), the receive sequence space ([`Receiver`]),
-/// the timers ([`Timers`]) and the timestamp state ([`Timestamps`]) — followed by loss
-/// recovery and ACK bookkeeping. The parts keep the RFC 9293 §3.3.1 names:
+/// the timers ([`Timers`]) and the timestamp state ([`Timestamps`]) — followed by RACK-TLP
+/// and ACK bookkeeping. The sender also holds the loss-recovery state: the RTT estimator,
+/// congestion control, fast recovery, the SACK scoreboard and D-SACK undo. The parts keep
+/// the RFC 9293 §3.3.1 names (and the RFCs' names for the loss-recovery state):
 ///
 /// | RFC 9293     | here            | RFC 9293     | here              |
 /// |--------------|-----------------|--------------|-------------------|
@@ -276,6 +278,9 @@ pub use super::send::Recovery;
 /// | SND.WL1/WL2  | kept by `snd`   | Last.ACK.sent (RFC 7323) | `rcv.last_ack_sent()` |
 /// | ISS          | `snd.iss()`     | Rcv.Wind.Shift (RFC 7323) | `rcv.wscale()` |
 /// | Eff.snd.MSS  | `snd.mss()`     | Snd.Wind.Shift (RFC 7323) | `snd.wscale()` |
+/// | SRTT, RTTVAR, RTO (RFC 6298) | `snd.rtt()` | cwnd, ssthresh (RFC 5681) | `snd.cc()` |
+/// | `recover` (RFC 6582) | `snd.recover()` | RecoveryPoint, HighRxt (RFC 6675) | `snd.recovery()` |
+/// | DupAcks (RFC 5681) | `snd.dupacks()` | SACK scoreboard (RFC 6675) | `snd.scoreboard()` |
 #[derive(Debug)]
 pub struct Conn {
     /// Segments one transmission may span (GSO, set by the layer from the stack's

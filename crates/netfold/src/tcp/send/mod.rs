@@ -19,13 +19,17 @@
 //! connection keeps, one concern per file: the sequence space and the peer's window
 //! (`space.rs`), the send queue, the record ends and the FIN (`queue.rs`), what decides when
 //! data leaves and which segment gets PSH — MSG_MORE, a push asked for, the last PSH and
-//! short segment (`push.rs`) — and send-buffer growth (`buffer.rs`). Its fields are private:
+//! short segment (`push.rs`) —, send-buffer growth (`buffer.rs`), and the loss-recovery
+//! state: the RTT estimator and Karn's timed segment (`timing.rs`), the congestion controller
+//! and cwnd usage (`congestion.rs`), fast recovery with the duplicate ACK count and RFC
+//! 6582's `recover` (`loss.rs`), the SACK scoreboard (`sacked.rs`) and D-SACK undo
+//! (`undo.rs`). Its fields are private:
 //! the rest of the stack reads them through getters and changes them through methods named
 //! for what happened (`on_syn_ack`, `on_ack`, `on_window_update`, `on_sent`, `rewind`,
 //! `queue_fin`, ...), which keep its invariants — SND.UNA =< SND.NXT =< SND.MAX, the window
 //! taken from the newest segment only (RFC 9293 §3.10.7.4), MAX.SND.WND never shrinking, the
-//! FIN one sequence number after the data. Congestion control, RTT estimation and RACK-TLP
-//! are not the sender's (`cc/`, `rtt.rs`, `rack.rs`).
+//! FIN one sequence number after the data. The algorithms stay in their modules (`rtt.rs`,
+//! `cc/`, `sack.rs`, `dsack.rs`); RACK-TLP (`rack.rs`) is the connection's.
 
 mod buffer;
 mod congestion;
