@@ -2,7 +2,6 @@
 //! Segment arrival is in `input.rs`, segment generation in `output.rs`, timers in `timers.rs`.
 
 use super::buffer::{RecvRing, RingCache};
-use super::rack::{Rack, Tlp, TLP_MAX_ACK_DELAY};
 use super::recv::Receiver;
 use super::send::Sender;
 use super::timers::Timers;
@@ -320,15 +319,6 @@ pub struct Conn {
     pub ws_ok: bool,
     pub sack_ok: bool,
 
-    /// RFC 8985 RACK: time-based loss detection over SACK (the default loss detection when
-    /// the peer SACKs; see `rack.rs`).
-    pub rack: Rack,
-    /// RFC 8985 §7 tail loss probe episode (TLP.end_seq, TLP.is_retrans).
-    pub tlp: Tlp,
-
-    /// When data was last sent (RFC 5681 §4.1 restart after idle).
-    pub last_data_tx: Instant,
-
     /// ACKs owed for every second full-sized segment received within one input batch
     /// (RFC 5681 §4.2), as (ACK number, TSecr) snapshots; output sends them in order. Bounded:
     /// when full the newest is overwritten (a stretch ACK, as with GRO).
@@ -337,10 +327,6 @@ pub struct Conn {
     /// When we last answered an unacceptable segment without data.
     pub last_oow_ack: Option<Instant>,
     pub persist_probe_due: bool,
-    /// RFC 8985 §7 tail loss probe: the PTO fired and a probe is due.
-    pub tlp_due: bool,
-    /// The RTO fired: the segment at SND.UNA goes again even if SACKed (RFC 2018 §8).
-    pub rto_head_due: bool,
     pub keepalive_due: bool,
     pub error: Option<Error>,
     /// The pending error has been returned once (Linux's `sock_error` clears `sk_err` when it
@@ -436,7 +422,11 @@ impl Conn {
                 config.send_ceiling(),
             )
             .with_rto(config.rto_initial, config.rto_min)
-            .with_cc(config.congestion, mss),
+            .with_cc(config.congestion, mss)
+            .with_rack(
+                super::rack::capacity_for(config.send_ceiling(), mss.min(default_mss)),
+                now,
+            ),
             // Slack of one window-scale unit: the advertised window is rounded up.
             rcv: Receiver::new(
                 rcv_wscale,
@@ -462,18 +452,10 @@ impl Conn {
             },
             ws_ok: false,
             sack_ok: false,
-            rack: Rack::new(super::rack::capacity_for(
-                config.send_ceiling(),
-                mss.min(default_mss),
-            )),
-            tlp: Tlp::new(TLP_MAX_ACK_DELAY),
-            last_data_tx: now,
             ack_snaps: [(0, 0); 8],
             n_snaps: 0,
             last_oow_ack: None,
             persist_probe_due: false,
-            tlp_due: false,
-            rto_head_due: false,
             keepalive_due: false,
             error: None,
             error_reported: false,
@@ -606,11 +588,11 @@ impl Conn {
     /// connection their allocations (and the layer the box's).
     pub(super) fn renew(&mut self, fresh: Conn) {
         let scoreboard = self.snd.take_scoreboard_storage();
-        let rack = self.rack.take_storage();
+        let rack = self.snd.take_rack_storage();
         let asm = self.rcv.take_asm_storage();
         *self = fresh;
         self.snd.adopt_scoreboard_storage(scoreboard);
-        self.rack.adopt_storage(rack);
+        self.snd.adopt_rack_storage(rack);
         self.rcv.adopt_asm_storage(asm);
     }
 
@@ -624,8 +606,8 @@ impl Conn {
         self.release_all(rings);
         self.rcv.release_reader_buffers();
         self.snd.drop_ring();
-        let rack = self.rack.take_storage();
-        self.rack.adopt_storage(rack);
+        let rack = self.snd.take_rack_storage();
+        self.snd.adopt_rack_storage(rack);
     }
 
     /// Gives both rings back to the stack's cache (the connection is being freed).
@@ -855,7 +837,7 @@ impl Conn {
         self.timers.stop_all();
         self.rcv.cancel_ack_now();
         self.n_snaps = 0;
-        self.tlp_due = false;
+        self.snd.cancel_tlp();
         self.persist_probe_due = false;
         self.keepalive_due = false;
     }

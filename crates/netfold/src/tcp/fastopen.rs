@@ -412,7 +412,7 @@ impl Conn {
             self.snd.on_syn_data_acked(upto);
             self.snd.rewind();
             if self.sack_ok {
-                self.rack.on_send(upto, sent_to, ctx.now, None);
+                self.snd.on_rack_sent(upto, sent_to, ctx.now, None);
             }
         } else if self.fastopen.syn_data_len > 0 {
             // All of it: it leaves the send queue (TCPI_OPT_SYN_DATA).

@@ -241,9 +241,9 @@ impl Conn {
             unacked: segs(flight),
             sacked: segs(self.snd.scoreboard().sacked_bytes()),
             // Linux `lost_out`: segments marked lost and not delivered, retransmitted or not.
-            lost: segs(self.rack.lost_out()),
-            retrans: segs(self.rack.retransmitted_in_flight()),
-            last_data_sent_ms: since_ms(now, self.last_data_tx),
+            lost: segs(self.snd.rack().lost_out()),
+            retrans: segs(self.snd.rack().retransmitted_in_flight()),
+            last_data_sent_ms: since_ms(now, self.snd.last_data_tx()),
             last_data_recv_ms: self
                 .rcv
                 .last_data_rx()
@@ -259,7 +259,7 @@ impl Conn {
             advmss: u32::from(self.config.mss),
             // Linux's `tp->reordering`: 3 (`tcp_reordering`) until a delivery out of order
             // spans more segments (RACK's loss detection does not use it).
-            reordering: self.rack.reordering(smss),
+            reordering: self.snd.rack().reordering(smss),
             rcv_space: self.rcv.space().space as u32,
             total_retrans: k.total_retrans,
             bytes_acked,
@@ -271,14 +271,14 @@ impl Conn {
             } else {
                 0
             },
-            min_rtt: self.rack.min_rtt().map_or(u32::MAX, micros),
+            min_rtt: self.snd.rack().min_rtt().map_or(u32::MAX, micros),
             data_segs_in: k.data_segs_in,
             data_segs_out: k.data_segs_out,
             delivered: k.delivered,
             bytes_sent: u64::from(sent) + k.bytes_retrans,
             bytes_retrans: k.bytes_retrans,
             dsack_dups: self.snd.dsack_tx().stats.received as u32,
-            reord_seen: self.rack.stats.reordering_events as u32,
+            reord_seen: self.snd.rack().stats.reordering_events as u32,
             rcv_ooopack: k.rcv_ooopack,
             snd_wnd: self.snd.wnd(),
             rcv_wnd: super::seq::dist(self.rcv.nxt(), self.rcv.adv()),

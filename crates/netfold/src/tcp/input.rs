@@ -423,7 +423,7 @@ impl Conn {
                 // takes the handshake's sample into `rtt_min` with the SRTT it seeds.
                 if let Some((s, t)) = self.snd.rtt_timing() {
                     if self.sack_ok && seq::ge(seg.ack, s) {
-                        self.rack.on_rtt_sample(now, now.saturating_since(t));
+                        self.snd.on_rack_rtt_sample(now, now.saturating_since(t));
                     }
                 }
                 self.alloc_buffers(ctx.rings);
@@ -728,8 +728,8 @@ impl Conn {
             // step 1); the timestamp echo would give whole milliseconds.
             if let Some((s, t)) = self.snd.rtt_timing() {
                 if self.sack_ok && seq::ge(seg.ack, s) {
-                    self.rack
-                        .on_rtt_sample(ctx.now, ctx.now.saturating_since(t));
+                    self.snd
+                        .on_rack_rtt_sample(ctx.now, ctx.now.saturating_since(t));
                 }
             }
             self.take_rtt_sample(ctx, seg);
@@ -771,7 +771,7 @@ impl Conn {
                         self.snd.on_rtt_sample(Duration::from_millis(u64::from(ms)));
                         // RFC 8985 §7.3: a probe needs "an RTT measurement since the last
                         // loss probe transmission or the start of the connection".
-                        self.tlp.on_rtt_sample();
+                        self.snd.on_tlp_rtt_sample();
                         return;
                     }
                 }
@@ -780,7 +780,7 @@ impl Conn {
         if let Some((s, t)) = self.snd.rtt_timing() {
             if seq::ge(seg.ack, s) {
                 self.snd.on_rtt_sample(ctx.now.saturating_since(t));
-                self.tlp.on_rtt_sample();
+                self.snd.on_tlp_rtt_sample();
             }
         }
     }
@@ -806,7 +806,7 @@ impl Conn {
         let mut trimmed = [SackBlock { left: 0, right: 0 }; 4];
         let mut n_trimmed = 0;
         for b in blocks.iter().take(trimmed.len()) {
-            if let Some(t) = self.rack.trim_sack(*b, self.seg_mss()) {
+            if let Some(t) = self.snd.rack().trim_sack(*b, self.seg_mss()) {
                 trimmed[n_trimmed] = t;
                 n_trimmed += 1;
             }
@@ -830,7 +830,7 @@ impl Conn {
         // in microseconds, for data never retransmitted (Karn): the RFC 7323 timestamps tick
         // in milliseconds, far coarser than this path's RTT can be.
         let rack_rtt = if self.sack_ok && seq::gt(ack, self.snd.una()) {
-            self.rack.karn_sample(now, ack)
+            self.snd.rack().karn_sample(now, ack)
         } else {
             None
         };
@@ -874,7 +874,7 @@ impl Conn {
                     if rec.sack {
                         // RFC 8985 §6.2 step 4: "Else if exiting Fast or RTO recovery:
                         // RACK.reo_wnd_persist -= 1".
-                        self.rack.on_recovery_exit();
+                        self.snd.on_rack_recovery_exit();
                         self.snd.set_cwnd(ss);
                     } else {
                         self.snd.set_cwnd(ss.min(self.flight().max(mss) + mss));
@@ -945,15 +945,15 @@ impl Conn {
         }
         // RFC 8985 §7.4.2, TLP_process_ack().
         let outcome = if self.sack_ok {
-            self.tlp.on_ack(ack, dsack, dupack_without_sack)
+            self.snd.on_tlp_ack(ack, dsack, dupack_without_sack)
         } else {
             // Without SACK (hence without D-SACK) a retransmitted probe cannot be told from a
             // repair: the ACK covering it ends the episode and, "if the sender cannot
             // determine whether the probe repaired a loss", it responds as to one.
-            match self.tlp.episode() {
+            match self.snd.tlp().episode() {
                 Some(end) if seq::ge(ack, end) => {
-                    let rxt = self.tlp.is_retrans();
-                    self.tlp.reset();
+                    let rxt = self.snd.tlp().is_retrans();
+                    self.snd.end_tlp_episode();
                     if rxt {
                         TlpAck::RepairedLoss
                     } else {
@@ -1030,7 +1030,7 @@ impl Conn {
         // Acknowledged data leaves the send ring (the SYN occupies ISS, the FIN its own).
         self.snd.on_ack(acked);
         self.snd.on_scoreboard_ack(ack);
-        self.rto_head_due = false;
+        self.snd.on_head_resent();
         self.timers.retries = 0;
         self.timers.retrans_stamp = None;
         self.snd.on_ack_progress();
@@ -1086,10 +1086,10 @@ impl Conn {
     #[inline(never)]
     fn enter_recovery(&mut self, now: Instant) {
         self.timers.pto = None;
-        self.tlp_due = false;
+        self.snd.cancel_tlp();
         // RFC 8985 §7.1: "Reset TLP.is_retrans and TLP.end_seq when initiating ... fast
         // recovery".
-        self.tlp.reset();
+        self.snd.end_tlp_episode();
         // RFC 6675 §5 steps (1)-(3) / RFC 6582 §3.2 step 2.
         let flight = self.flight();
         let sack = self.sack_ok;
@@ -1129,28 +1129,14 @@ impl Conn {
         dsack: Option<SackBlock>,
         rtt: Option<Duration>,
     ) -> u32 {
-        let a = rack::Ack {
-            now,
-            una: self.snd.una(),
-            snd_nxt: self.snd.max(),
-            sack: blocks,
-            dsack,
-            // RFC 8985 §6.2 step 2's TSecr condition is not applied (as in Linux
-            // `tcp_rack_advance`, which keeps only the min_RTT one): a receiver follows RFC 7323
-            // §4.3 and does not take the TSval of a segment above a hole into TS.Recent, so the SACK of a
-            // retransmission (a tail loss probe above a lost segment, typically) echoes an
-            // older TSval and would never count, leaving the hole to the RTO.
-            tsecr: None,
-            rtt_sample: rtt,
-            mss: self.seg_mss(),
-        };
-        self.rack.on_ack(&a);
+        self.snd
+            .on_rack_ack(now, blocks, dsack, rtt, self.seg_mss());
         let newly_lost = self.rack_detect_loss(now, false);
         // Linux `tcp_try_undo_dsack`: every retransmission of the episode was reported as a
         // duplicate, so the loss that caused the reduction was not real. (Asked before the
         // window is read: nearly every ACK has no episode to undo.)
         if self.snd.undo() {
-            self.rack.on_undo();
+            self.snd.on_rack_undo();
         }
         newly_lost
     }
@@ -1171,14 +1157,9 @@ impl Conn {
         let rto_recovery = self.in_rto_recovery();
         let in_recovery = self.snd.recovery().is_some() || rto_recovery;
         let sacked = rack::segs_sacked(self.snd.scoreboard().sacked_bytes(), self.snd.mss());
-        let srtt = self.snd.rtt().srtt();
-        let report = if reo_timer {
-            self.rack
-                .on_reorder_timeout(now, srtt, in_recovery, sacked, |_, _| {})
-        } else {
-            self.rack
-                .detect_loss(now, srtt, in_recovery, sacked, |_, _| {})
-        };
+        let report = self
+            .snd
+            .rack_detect_loss(now, reo_timer, in_recovery, sacked);
         self.timers.reo = report.reo_deadline;
         if report.newly_lost_bytes == 0 {
             return 0;

@@ -171,11 +171,11 @@ impl Conn {
         self.state == State::Established
             && !self.rcv.ack_now()
             && self.n_snaps == 0
-            && !self.tlp_due
+            && !self.snd.tlp_due()
             && !self.persist_probe_due
             && !self.keepalive_due
             && self.snd.recovery().is_none()
-            && self.rack.lost_bytes() == 0
+            && self.snd.rack().lost_bytes() == 0
             && !self.snd.fin_queued()
             && self.snd.nxt() == self.fin_seq()
             && !self.window_update_needed()
@@ -466,9 +466,9 @@ impl Conn {
             Kind::Tlp => self.commit_tlp(p, repr, end, now, stats),
             Kind::Data | Kind::Hole => {
                 if p.seq == self.snd.una() {
-                    self.rto_head_due = false;
+                    self.snd.on_head_resent();
                 }
-                self.last_data_tx = now;
+                self.snd.on_data_sent_at(now);
                 let rexmit = seq::lt(p.seq, self.snd.max());
                 self.rack_record_send(p, end, repr, smss, now);
                 if rexmit {
@@ -533,11 +533,11 @@ impl Conn {
     #[cold]
     #[inline(never)]
     fn commit_tlp(&mut self, p: &Plan, repr: &Sent, end: u32, now: Instant, stats: &mut Stats) {
-        self.tlp_due = false;
+        self.snd.cancel_tlp();
         let rxt = seq::lt(p.seq, self.snd.max());
         stats.tlp_probes += 1;
         if !rxt {
-            self.last_data_tx = now;
+            self.snd.on_data_sent_at(now);
         }
         self.rack_record_send(p, end, repr, self.seg_mss(), now);
         if rxt {
@@ -557,7 +557,7 @@ impl Conn {
                 len: p.len,
             }
         };
-        self.tlp.on_probe_sent(probe, self.snd.max());
+        self.snd.on_tlp_sent(probe);
         self.snd.stop_rtt_timing();
         // §7.3: after the probe, the RTO guards the tail.
         self.timers.rto = Some(now + self.snd.rtt().rto());
@@ -600,14 +600,14 @@ impl Conn {
     pub(super) fn pipe(&self) -> u32 {
         self.flight()
             .saturating_sub(self.snd.scoreboard().sacked_bytes())
-            .saturating_sub(self.rack.lost_bytes())
+            .saturating_sub(self.snd.rack().lost_bytes())
     }
 
     /// The first range RACK marks lost and not yet retransmitted, trimmed to unSACKed data
     /// (the scoreboard is authoritative for what the peer holds).
     fn next_lost(&self) -> Option<(u32, u32)> {
         let mut from = self.snd.una();
-        while let Some((s, e)) = self.rack.next_lost(from) {
+        while let Some((s, e)) = self.snd.rack().next_lost(from) {
             let s = match self.snd.scoreboard().sacked_end(s) {
                 Some(se) => se,
                 None => s,
@@ -639,8 +639,8 @@ impl Conn {
             self.snd.on_dsack_retransmit(segs.max(1));
         }
         let tsval = repr.tsval;
-        self.rack.set_segment_size(smss);
-        self.rack.on_send(p.seq, end, now, tsval);
+        self.snd.on_rack_segment_size(smss);
+        self.snd.on_rack_sent(p.seq, end, now, tsval);
     }
 
     /// Decides the next segment, if any, without changing state.
@@ -661,7 +661,7 @@ impl Conn {
                 fin: false,
             });
         }
-        if self.tlp_due || self.persist_probe_due {
+        if self.snd.tlp_due() || self.persist_probe_due {
             if let Some(p) = self.plan_probe() {
                 return Some(p);
             }
@@ -720,13 +720,13 @@ impl Conn {
     #[cold]
     #[inline(never)]
     fn plan_probe(&mut self) -> Option<Plan> {
-        if self.tlp_due {
+        if self.snd.tlp_due() {
             if self.tlp_allowed() {
                 if let Some(p) = self.plan_tlp() {
                     return Some(p);
                 }
             }
-            self.tlp_due = false;
+            self.snd.cancel_tlp();
         }
         if self.persist_probe_due {
             let fin_seq = self.fin_seq();
@@ -778,14 +778,14 @@ impl Conn {
         if self.snd.una() == self.snd.max()
             && self.is_synchronized()
             && seq::lt(self.snd.nxt(), self.fin_seq())
-            && now.saturating_since(self.last_data_tx) > self.snd.rtt().rto()
+            && now.saturating_since(self.snd.last_data_tx()) > self.snd.rtt().rto()
         {
             let iw = super::cc::initial_window(self.snd.mss());
             if self.snd.cc().cwnd() > iw {
                 self.snd.set_cwnd(iw);
             }
             // Only once per idle period.
-            self.last_data_tx = now;
+            self.snd.on_data_sent_at(now);
         }
     }
 
@@ -823,7 +823,7 @@ impl Conn {
             wnd_room: seq::dist(self.snd.max(), self.snd.una().wrapping_add(self.snd.wnd())),
             smss: self.seg_mss(),
         };
-        self.tlp.on_pto(c) != Probe::None
+        self.snd.tlp().on_pto(c) != Probe::None
     }
 
     /// RFC 8985 §7.3: one new segment if the peer's window allows, else the last segment sent
@@ -1000,7 +1000,7 @@ impl Conn {
             }
         }
         if self.sack_ok
-            && self.rack.lost_bytes() > 0
+            && self.snd.rack().lost_bytes() > 0
             && cwnd.saturating_sub(self.pipe()) >= smss.min(cwnd)
         {
             // (`next_lost` has nothing to find without lost bytes; tested first, it spares
@@ -1017,7 +1017,7 @@ impl Conn {
             }
         }
 
-        if self.rto_head_due {
+        if self.snd.rto_head_due() {
             // RFC 2018 §8: "The data sender MUST retransmit the segment at the left edge of
             // the window after a retransmit timeout, whether or not the SACKed bit is on for
             // that segment" (Linux `tcp_retransmit_timer` resends the head of the retransmit

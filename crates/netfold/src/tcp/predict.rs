@@ -45,7 +45,7 @@ impl Conn {
         let acked = seq::dist(self.snd.una(), seg.ack);
         // RACK's microsecond RTT sample (RFC 8985 §6.2 step 1), for data newly acknowledged.
         let rack_rtt = if self.sack_ok && acked > 0 {
-            self.rack.karn_sample(now, seg.ack)
+            self.snd.rack().karn_sample(now, seg.ack)
         } else {
             None
         };
@@ -108,7 +108,7 @@ impl Conn {
             && self.snd.recovery().is_none()
             && !self.in_rto_recovery()
             && self.snd.dupacks() == 0
-            && self.tlp.episode().is_none()
+            && self.snd.tlp().episode().is_none()
             && self.snd.scoreboard().is_empty()
             && !(self.ecn.ok && self.ecn.rx_ce)
             && (len == 0

@@ -131,7 +131,7 @@ impl Conn {
             if now >= t {
                 self.timers.pto = None;
                 if self.snd.recovery().is_none() && self.snd.una() != self.snd.max() {
-                    self.tlp_due = true;
+                    self.snd.on_pto_fired();
                 }
             }
         }
@@ -230,9 +230,9 @@ impl Conn {
         let segs_sacked =
             super::rack::segs_sacked(self.snd.scoreboard().sacked_bytes(), self.snd.mss());
         let in_recovery = self.snd.recovery().is_some() || self.in_rto_recovery();
-        if (self.sack_ok && !self.tlp.may_schedule(true, segs_sacked, in_recovery))
+        if (self.sack_ok && !self.snd.tlp().may_schedule(true, segs_sacked, in_recovery))
             || self.snd.recovery().is_some()
-            || self.tlp.episode().is_some()
+            || self.snd.tlp().episode().is_some()
             || self.snd.wnd() == 0
             || !self.state.may_send()
         {
@@ -312,8 +312,8 @@ impl Conn {
         // TLP.end_seq when initiating ... RTO recovery").
         self.timers.pto = None;
         self.timers.reo = None;
-        self.tlp_due = false;
-        self.tlp.reset();
+        self.snd.cancel_tlp();
+        self.snd.end_tlp_episode();
         // RFC 6298 §5.5: back off; §5.6: restart the timer.
         self.snd.on_rto();
         match self.state {
@@ -338,16 +338,17 @@ impl Conn {
                 }
                 if let Some(rec) = self.snd.exit_recovery_on_rto() {
                     if rec.sack {
-                        self.rack.on_recovery_exit();
+                        self.snd.on_rack_recovery_exit();
                     }
                 }
                 self.snd.rewind();
-                self.rto_head_due = seq::lt(self.snd.una(), self.snd.max());
+                self.snd
+                    .on_rto_rewind(seq::lt(self.snd.una(), self.snd.max()));
                 // RFC 8985 §6.3, RACK_mark_losses_on_RTO(): the segment at SND.UNA and every
                 // segment sent more than RACK.rtt + RACK.reo_wnd ago is lost. (The
                 // retransmission itself stays go-back-N from SND.UNA, skipping SACKed data.)
                 if self.sack_ok {
-                    self.rack.on_rto(now, self.snd.una(), |_, _| {});
+                    self.snd.on_rack_rto(now);
                 }
             }
         }

@@ -695,8 +695,8 @@ mod tests {
                 right: una.wrapping_add(2000),
             };
             assert!(c.snd.on_sack_block(sack, una) > 0);
-            c.rack.on_send(max, max.wrapping_add(100), t, Some(5));
-            assert!(c.rack.records().count() > 0);
+            c.snd.on_rack_sent(max, max.wrapping_add(100), t, Some(5));
+            assert!(c.snd.rack().records().count() > 0);
             assert!(c.rcv.ring_mut().asm.add(100, 10));
             c.rcv.post(place::Posted {
                 buf: vec![9; 64],
@@ -723,7 +723,7 @@ mod tests {
         {
             let c = a.conn(h1).unwrap();
             assert!(c.snd.scoreboard().is_empty() && c.rcv.ring().asm.is_empty());
-            assert_eq!(c.rack.records().count(), 0);
+            assert_eq!(c.snd.rack().records().count(), 0);
             assert!(c.rcv.posted().is_none() && c.error.is_none());
             // The slot (not the recycled block) says how the socket sees the addresses.
             assert!(!a.table.slot_at(h1.index).is_some_and(|s| s.mapped));

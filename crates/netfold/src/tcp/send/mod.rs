@@ -19,7 +19,7 @@
 //! connection keeps, one concern per file: the sequence space and the peer's window
 //! (`space.rs`), the send queue, the record ends and the FIN (`queue.rs`), what decides when
 //! data leaves and which segment gets PSH — MSG_MORE, a push asked for, the last PSH and
-//! short segment (`push.rs`) —, send-buffer growth (`buffer.rs`), and the loss-recovery
+//! short segment (`push.rs`) — send-buffer growth (`buffer.rs`), and the loss-recovery
 //! state: the RTT estimator and Karn's timed segment (`timing.rs`), the congestion controller
 //! and cwnd usage (`congestion.rs`), fast recovery with the duplicate ACK count and RFC
 //! 6582's `recover` (`loss.rs`), the SACK scoreboard (`sacked.rs`) and D-SACK undo
@@ -34,6 +34,7 @@
 mod buffer;
 mod congestion;
 mod loss;
+mod lossdetect;
 mod push;
 mod queue;
 mod sacked;
@@ -49,6 +50,7 @@ pub use loss::Recovery;
 
 use super::cc::{Cc, CwndUsage};
 use super::dsack::DsackSender;
+use super::rack::{Rack, Tlp, TLP_MAX_ACK_DELAY};
 use super::rtt::RttEstimator;
 use super::sack::Scoreboard;
 use super::zerocopy::SendQueue;
@@ -147,6 +149,16 @@ pub struct Sender {
     scoreboard: Scoreboard,
     /// D-SACK undo (`undo.rs`, `dsack.rs`).
     dsack_tx: DsackSender,
+    /// RFC 8985 RACK: time-based loss detection over SACK (`lossdetect.rs`, `rack.rs`).
+    rack: Rack,
+    /// RFC 8985 §7 tail loss probe episode (TLP.end_seq, TLP.is_retrans).
+    tlp: Tlp,
+    /// When data was last sent (RFC 5681 §4.1 restart after idle).
+    last_data_tx: Instant,
+    /// RFC 8985 §7 tail loss probe: the PTO fired and a probe is due.
+    tlp_due: bool,
+    /// The RTO fired: the segment at SND.UNA goes again even if SACKed (RFC 2018 §8).
+    rto_head_due: bool,
 }
 
 impl Sender {
@@ -188,6 +200,11 @@ impl Sender {
             recover: iss,
             scoreboard: Scoreboard::new(),
             dsack_tx: DsackSender::default(),
+            rack: Rack::new(0),
+            tlp: Tlp::new(TLP_MAX_ACK_DELAY),
+            last_data_tx: Instant::ZERO,
+            tlp_due: false,
+            rto_head_due: false,
         }
     }
 }
