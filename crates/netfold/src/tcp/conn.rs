@@ -264,9 +264,9 @@ pub use super::send::Recovery;
 
 /// The transmission control block: the connection's identity and settings, then its named
 /// parts — the send sequence space ([`Sender`]), the receive sequence space ([`Receiver`]),
-/// the timers ([`Timers`]) and the timestamp state ([`Timestamps`]) — followed by RACK-TLP
-/// and ACK bookkeeping. The sender also holds the loss-recovery state: the RTT estimator,
-/// congestion control, fast recovery, the SACK scoreboard and D-SACK undo. The parts keep
+/// the timers ([`Timers`]) and the timestamp state ([`Timestamps`]) — followed by ACK
+/// bookkeeping. The sender also holds the loss-recovery state: the RTT estimator,
+/// congestion control, fast recovery, the SACK scoreboard, D-SACK undo and RACK-TLP. The parts keep
 /// the RFC 9293 §3.3.1 names (and the RFCs' names for the loss-recovery state):
 ///
 /// | RFC 9293     | here            | RFC 9293     | here              |
@@ -280,6 +280,7 @@ pub use super::send::Recovery;
 /// | SRTT, RTTVAR, RTO (RFC 6298) | `snd.rtt()` | cwnd, ssthresh (RFC 5681) | `snd.cc()` |
 /// | `recover` (RFC 6582) | `snd.recover()` | RecoveryPoint, HighRxt (RFC 6675) | `snd.recovery()` |
 /// | DupAcks (RFC 5681) | `snd.dupacks()` | SACK scoreboard (RFC 6675) | `snd.scoreboard()` |
+/// | RACK (RFC 8985) | `snd.rack()` | TLP.end_seq, TLP.is_retrans (RFC 8985) | `snd.tlp()` |
 #[derive(Debug)]
 pub struct Conn {
     /// Segments one transmission may span (GSO, set by the layer from the stack's

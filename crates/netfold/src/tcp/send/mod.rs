@@ -23,13 +23,13 @@
 //! state: the RTT estimator and Karn's timed segment (`timing.rs`), the congestion controller
 //! and cwnd usage (`congestion.rs`), fast recovery with the duplicate ACK count and RFC
 //! 6582's `recover` (`loss.rs`), the SACK scoreboard (`sacked.rs`) and D-SACK undo
-//! (`undo.rs`). Its fields are private:
+//! (`undo.rs`), and RACK-TLP's state (`lossdetect.rs`). Its fields are private:
 //! the rest of the stack reads them through getters and changes them through methods named
 //! for what happened (`on_syn_ack`, `on_ack`, `on_window_update`, `on_sent`, `rewind`,
 //! `queue_fin`, ...), which keep its invariants — SND.UNA =< SND.NXT =< SND.MAX, the window
 //! taken from the newest segment only (RFC 9293 §3.10.7.4), MAX.SND.WND never shrinking, the
 //! FIN one sequence number after the data. The algorithms stay in their modules (`rtt.rs`,
-//! `cc/`, `sack.rs`, `dsack.rs`); RACK-TLP (`rack.rs`) is the connection's.
+//! `cc/`, `sack.rs`, `dsack.rs`, `rack.rs`).
 
 mod buffer;
 mod congestion;
