@@ -475,6 +475,7 @@ impl Conn {
                     self.rto_head_due = false;
                 }
                 self.last_data_tx = now;
+                self.rcv.on_data_sent(now);
                 let rexmit = seq::lt(p.seq, self.snd.max());
                 self.rack_record_send(p, end, repr, smss, now);
                 if rexmit {
@@ -550,6 +551,7 @@ impl Conn {
         self.tlp_due = false;
         let rxt = seq::lt(p.seq, self.snd.max());
         stats.tlp_probes += 1;
+        self.rcv.on_data_sent(now);
         if !rxt {
             self.last_data_tx = now;
         }
