@@ -112,15 +112,29 @@ pub struct Sender {
     /// Our FIN went in a segment of its own (Linux: its own skb, which a tail loss probe
     /// resends alone).
     fin_alone: bool,
+    /// A blocked writer waits for the handshake with data to send (Linux `sk_write_pending`,
+    /// a blocking `sendto(MSG_FASTOPEN)` whose data did not all fit in the SYN).
+    writer_waiting: bool,
 }
 
 impl Sender {
+    /// A writer starts (`true`) or stops waiting for the handshake with data to send.
+    pub fn set_writer_waiting(&mut self, on: bool) {
+        self.writer_waiting = on;
+    }
+
+    /// A blocked writer waits for the handshake with data to send.
+    pub fn writer_waiting(&self) -> bool {
+        self.writer_waiting
+    }
+
     /// A send space starting at `iss` (the SYN occupies `iss`, data starts after it).
     pub fn new(iss: u32, mss: u32, ring: SendQueue, buf: usize, buf_max: usize) -> Self {
         Sender {
             buf_max,
             autotune: buf_max > buf,
             app_blocked: false,
+            writer_waiting: false,
             iss,
             una: iss,
             nxt: iss,
