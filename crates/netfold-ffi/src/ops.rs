@@ -1117,11 +1117,28 @@ fn fastopen_connect(
         Ok((n, false)) => {
             // Blocking (Linux): the call returns once the handshake is over, with the rest
             // of the data queued behind what the SYN carried.
-            match connect(e, fd, remote) {
+            let want: usize = data.iter().map(|d| d.len()).sum();
+            // Linux `sk_write_pending`: the TCB knows data follows the handshake.
+            let waiting = |e: &Engine, on: bool| {
+                let mut g = e.lock();
+                let st = &mut *g;
+                if let Ok(s) = st.fds.get_mut(fd) {
+                    if let Kind::Tcp(Tcp::Stream(ts)) = &s.kind {
+                        let _ = st.stack.tcp_mut().set_writer_waiting(ts.handle(), on);
+                    }
+                }
+            };
+            if n < want {
+                waiting(e, true);
+            }
+            let r = connect(e, fd, remote);
+            if n < want {
+                waiting(e, false);
+            }
+            match r {
                 Ok(()) | Err(libc::EISCONN) => {}
                 Err(err) => return Some(Err(err)),
             }
-            let want: usize = data.iter().map(|d| d.len()).sum();
             if n == want {
                 Ok(n)
             } else {

@@ -419,6 +419,11 @@ impl Conn {
             self.fastopen.syn_data = true;
             self.snd.on_syn_data_acked(sent_to);
         }
+        if data_acked {
+            // Linux: only a SYN whose data was all acknowledged gets this far in
+            // `tcp_rcv_synsent_state_process` (`fastopen_fail` returns before it).
+            self.quickack_if_write_pending(ctx.now);
+        }
         if data_acked && (!payload.is_empty() || seg.flags.fin()) {
             // The window our SYN announced (unscaled, RFC 7323 §2.2) is the right edge the
             // SYN-ACK's data arrives under.

@@ -17,7 +17,9 @@ const SYN_FALLBACK_RTO: Duration = Duration::from_secs(3);
 /// In-order segments acknowledged one by one after a gap was filled (quick-ACK mode).
 const QUICK_ACKS: u8 = 2;
 /// Linux `TCP_MAX_QUICKACKS`: the largest quick-ACK budget.
-const MAX_QUICKACKS: u8 = 16;
+pub(super) const MAX_QUICKACKS: u8 = 16;
+/// Linux `TCP_DELACK_MAX`: the longest an ACK is held back.
+const DELACK_MAX: Duration = Duration::from_millis(200);
 
 /// A segment that passed the first check (sequence number), trimmed to the window.
 struct Accepted<'a> {
@@ -314,7 +316,7 @@ impl Conn {
             // (`tcp_enter_quickack_mode(sk, TCP_MAX_QUICKACKS)`): the next in-order segments
             // are acknowledged one by one instead of waiting for the delayed-ACK timer while
             // the sender's window is small.
-            self.rcv.incr_quickack(MAX_QUICKACKS);
+            self.rcv.enter_quickack_mode(MAX_QUICKACKS);
         }
     }
 
@@ -750,6 +752,7 @@ impl Conn {
             if self.fastopen.syn_option.is_some() || self.fastopen.syn_data_len > 0 {
                 return self.fastopen_synack(ctx, seg, payload);
             }
+            self.quickack_if_write_pending(ctx.now);
         } else {
             // Simultaneous open (RFC 9293 §3.5 figure 7): resend our SYN as a SYN-ACK.
             self.state = State::SynReceived;
@@ -757,6 +760,22 @@ impl Conn {
             self.snd.on_syn(u32::from(seg.window), seg.seq);
         }
         Event::None
+    }
+
+    /// Linux `tcp_rcv_synsent_state_process`: when the SYN-ACK finds data waiting to be sent
+    /// ("Save one ACK. Data will be ready after several ticks, if write_pending is set"), the
+    /// ACK rides on that data and the receiver enters quick-ACK mode
+    /// (`tcp_enter_quickack_mode`), which starts its inter-arrival estimate: the data then
+    /// sent at once counts as a reply, and the connection is interactive
+    /// (`Receiver::on_data_sent`).
+    pub(super) fn quickack_if_write_pending(&mut self, now: Instant) {
+        if self.send_pending() || self.snd.writer_waiting() {
+            self.rcv.enter_quickack_mode(MAX_QUICKACKS);
+            // "Save one ACK": none goes on its own; the delayed-ACK timer (TCP_DELACK_MAX)
+            // sends it if the data does not come.
+            self.rcv.cancel_ack_now();
+            self.timers.delack = Some(now + DELACK_MAX);
+        }
     }
 
     #[inline]

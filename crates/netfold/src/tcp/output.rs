@@ -469,6 +469,7 @@ impl Conn {
                     self.snd.on_head_resent();
                 }
                 self.snd.on_data_sent_at(now);
+                self.rcv.on_data_sent(now);
                 let rexmit = seq::lt(p.seq, self.snd.max());
                 self.rack_record_send(p, end, repr, smss, now);
                 if rexmit {
@@ -536,6 +537,7 @@ impl Conn {
         self.snd.cancel_tlp();
         let rxt = seq::lt(p.seq, self.snd.max());
         stats.tlp_probes += 1;
+        self.rcv.on_data_sent(now);
         if !rxt {
             self.snd.on_data_sent_at(now);
         }

@@ -139,6 +139,14 @@ impl Conn {
             if now >= t {
                 self.timers.delack = None;
                 self.rcv.owe_ack_now();
+                // Linux `tcp_delack_timer_handler`: "Delayed ACK missed: leave pingpong mode
+                // and deflate ATO" (the reply the ACK waited for did not come).
+                // Otherwise "inflate ATO" (`ato << 1`, at most the RTO).
+                if self.rcv.pingpong() {
+                    self.rcv.leave_pingpong();
+                } else {
+                    self.rcv.inflate_ato(self.snd.rtt().rto());
+                }
             }
         }
         if self.timers.persist.is_some() && !self.send_pending() {

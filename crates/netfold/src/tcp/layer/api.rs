@@ -532,6 +532,20 @@ impl TcpLayer {
         })
     }
 
+    /// The application blocks until the handshake of `h` completes, with data to send once
+    /// it does (`on`), or no longer (Linux `sk_write_pending`): the SYN-ACK's ACK then rides
+    /// on that data and the receiver enters quick-ACK mode, as Linux's
+    /// `tcp_rcv_synsent_state_process` does for a blocked writer.
+    pub fn set_writer_waiting(&mut self, h: Handle, on: bool) -> Result<(), Error> {
+        match self.table.slot_of_mut(h) {
+            Some(s) => {
+                s.conn.snd.set_writer_waiting(on);
+                Ok(())
+            }
+            None => Err(Error::InvalidHandle),
+        }
+    }
+
     pub fn state(&self, h: Handle) -> Result<State, Error> {
         if self.listener(h).is_ok() {
             return Ok(State::Listen);

@@ -82,6 +82,15 @@ pub struct Receiver {
     /// Quick-ACK mode (Linux `icsk_ack.quick`): in-order arrivals still to be acknowledged
     /// at once instead of under the delayed-ACK rule.
     quick_acks: u8,
+    /// Linux's interactive ("pingpong") mode (`icsk_ack.pingpong` at or above
+    /// `tcp_pingpong_thresh`, 1 by default): this end sent data within [`Receiver::ato`] of the
+    /// last data it received, so its ACKs will likely ride on its replies and quick-ACK mode
+    /// is off (`tcp_in_quickack_mode`).
+    pingpong: bool,
+    /// The delayed-ACK engine's estimate of the peer's inter-arrival time (Linux
+    /// `icsk_ack.ato`): zero until the first data (or a quick-ACK entry) starts it at
+    /// `TCP_ATO_MIN`; it decides whether data sent counts as a reply.
+    ato: crate::time::Duration,
     /// When in-sequence or out-of-order data last arrived (Linux `icsk_ack.lrcvtime`); None
     /// before the first data segment.
     last_data_rx: Option<Instant>,
@@ -136,6 +145,8 @@ impl Receiver {
             fin_received: false,
             read_since_ack: false,
             quick_acks: 0,
+            pingpong: false,
+            ato: crate::time::Duration::ZERO,
             last_data_rx: None,
             synced_at: None,
             posted: None,

@@ -48,14 +48,29 @@ impl Receiver {
     }
 
     /// In-order data arrived at `now` (Linux `tcp_event_data_recv`): quick-ACK mode for the
-    /// first data of the connection and after a receive gap longer than `rto`.
+    /// first data of the connection and after a receive gap longer than `rto`, and the
+    /// inter-arrival estimate (`icsk_ack.ato`) follows the gaps between arrivals.
     #[inline]
     pub fn on_data_in_order(&mut self, now: Instant, rto: crate::time::Duration, max: u8) {
-        let idle = self
-            .last_data_rx
-            .is_none_or(|t| now.saturating_since(t) > rto);
-        if idle {
+        use super::ack::ATO_MIN;
+        if self.ato == crate::time::Duration::ZERO {
+            // "The _first_ data packet received, initialize delayed ACK engine."
             self.incr_quickack(max);
+            self.ato = ATO_MIN;
+        } else {
+            let m = self
+                .last_data_rx
+                .or(self.synced_at)
+                .map_or(crate::time::Duration::MAX, |t| now.saturating_since(t));
+            let half = crate::time::Duration::from_micros(ATO_MIN.total_micros() / 2);
+            let ato_half = crate::time::Duration::from_micros(self.ato.total_micros() / 2);
+            if m <= half {
+                self.ato = ato_half + half;
+            } else if m < self.ato {
+                self.ato = (ato_half + m).min(rto);
+            } else if m > rto {
+                self.incr_quickack(max);
+            }
         }
         self.last_data_rx = Some(now);
     }

@@ -159,15 +159,29 @@ pub struct Sender {
     tlp_due: bool,
     /// The RTO fired: the segment at SND.UNA goes again even if SACKed (RFC 2018 §8).
     rto_head_due: bool,
+    /// A blocked writer waits for the handshake with data to send (Linux `sk_write_pending`,
+    /// a blocking `sendto(MSG_FASTOPEN)` whose data did not all fit in the SYN).
+    writer_waiting: bool,
 }
 
 impl Sender {
+    /// A writer starts (`true`) or stops waiting for the handshake with data to send.
+    pub fn set_writer_waiting(&mut self, on: bool) {
+        self.writer_waiting = on;
+    }
+
+    /// A blocked writer waits for the handshake with data to send.
+    pub fn writer_waiting(&self) -> bool {
+        self.writer_waiting
+    }
+
     /// A send space starting at `iss` (the SYN occupies `iss`, data starts after it).
     pub fn new(iss: u32, mss: u32, ring: SendQueue, buf: usize, buf_max: usize) -> Self {
         Sender {
             buf_max,
             autotune: buf_max > buf,
             app_blocked: false,
+            writer_waiting: false,
             iss,
             una: iss,
             nxt: iss,
